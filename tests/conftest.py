@@ -1,0 +1,88 @@
+"""Shared fixtures: tiny random checkpoints saved to a temp dir and loaded through the real loader,
+the bundled MiniLM, and an isolated extraction cache for every test session."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tier marker from the folder: tests/unit -> unit, tests/integration -> integration, ..."""
+    for item in items:
+        tier = Path(str(item.fspath)).parent.name
+        if tier in ("unit", "integration", "app", "browser"):
+            item.add_marker(getattr(pytest.mark, tier))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_cache(tmp_path_factory):
+    """Never touch the user's real cache from tests."""
+    path = tmp_path_factory.mktemp("isoscope-cache")
+    old = os.environ.get("ISOSCOPE_CACHE_DIR")
+    os.environ["ISOSCOPE_CACHE_DIR"] = str(path)
+    yield path
+    if old is None:
+        os.environ.pop("ISOSCOPE_CACHE_DIR", None)
+    else:
+        os.environ["ISOSCOPE_CACHE_DIR"] = old
+
+
+def _save_tiny(tmp_path_factory, family: str, name: str, head: str = "base") -> Path:
+    from backend.models import _bundled_tokenizer, build_random_model
+
+    tokenizer = _bundled_tokenizer()
+    model = build_random_model(family, {"layers": 2, "width": 32, "heads": 2, "seed": 0}, len(tokenizer), head=head)
+    folder = tmp_path_factory.mktemp(name)
+    model.save_pretrained(folder)  # safetensors by default
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_dir(tmp_path_factory) -> Path:
+    """A 2-layer, width-32 random BertModel checkpoint (safetensors + tokenizer) in a temp dir."""
+    return _save_tiny(tmp_path_factory, "bert", "tiny-bert")
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_mlm_dir(tmp_path_factory) -> Path:
+    """A 2-layer random BertForMaskedLM checkpoint in a temp dir."""
+    return _save_tiny(tmp_path_factory, "bert", "tiny-bert-mlm", head="mlm")
+
+
+@pytest.fixture(scope="session")
+def tiny_gpt2_dir(tmp_path_factory) -> Path:
+    """A 2-layer, width-32 random GPT2Model checkpoint in a temp dir."""
+    return _save_tiny(tmp_path_factory, "gpt2", "tiny-gpt2")
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    """The bundled all-MiniLM-L6-v2 on the CPU (loaded once per session)."""
+    from backend.models import load_model
+
+    return load_model("default", device="cpu")
+
+
+@pytest.fixture(scope="session")
+def bundled():
+    from backend.corpus import bundled_corpus
+
+    return bundled_corpus()
+
+
+@pytest.fixture(scope="session")
+def minilm_result(minilm, bundled):
+    """Extraction of the bundled MiniLM on the bundled corpus (shared by integration tests)."""
+    from backend.extract import ExtractionSettings, extract
+
+    return extract(minilm, bundled, ExtractionSettings(sample_size=4000))

@@ -1,0 +1,290 @@
+"""Shared Streamlit glue: sidebar selection, cached model/extraction loaders, downloads, errors.
+
+Caching: models in ``st.cache_resource`` keyed by cheap values (source, device, dtype, pickle
+opt-in, head) with a small ``max_entries``; extraction results in a process-wide LRU keyed by
+(model fingerprint, corpus hash, settings) and on disk (backend.cache), so a restart is instant.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import streamlit as st
+
+from backend.cache import ResultCache, cache_key
+from backend.corpus import Corpus, bundled_corpus, corpus_from_bytes, corpus_from_text
+from backend.errors import IsoscopeError
+from backend.extract import ExtractionResult, ExtractionSettings, extract
+from backend.models import DEFAULT_MODEL_NAME, LoadedModel, load_model, random_like
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+MODEL_PRESETS = {
+    f"default: {DEFAULT_MODEL_NAME}": "default",
+    "random-init copy of the default model": "random-like:default",
+    "random BERT (4 layers, 256)": "random:bert",
+    "random BERT without position embeddings": "random:bert-nope",
+    "random GPT-2 (4 layers, 256)": "random:gpt2",
+    "random GPT-2 without position embeddings": "random:gpt2-nope",
+    "local folder, Hub id in cache, or random:FAMILY…": "custom",
+}
+CORPUS_CHOICES = ("bundled sample corpus", "paste text", "upload a file")
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What the sidebar chose; cheap and hashable, used in every cache key."""
+
+    model_source: str = "default"
+    device: str = "auto"
+    dtype: str = "float32"
+    allow_pickle: bool = False
+    corpus_kind: str = "bundled"
+    corpus_text: str = ""
+    corpus_file_name: str = ""
+    corpus_file_sha: str = ""
+    settings: ExtractionSettings = ExtractionSettings()
+
+
+# ----------------------------------------------------------------------------- models
+
+
+def _quiet() -> None:
+    from backend.cli import quiet_libraries
+
+    quiet_libraries()
+
+
+@st.cache_resource(max_entries=3, show_spinner="Loading model…")
+def _load_model_cached(source: str, device: str, dtype: str, allow_pickle: bool, head: str) -> LoadedModel:
+    _quiet()
+    if source.startswith("random-like:"):
+        base = _load_model_cached(source.removeprefix("random-like:"), device, dtype, allow_pickle, "base")
+        return random_like(base, seed=0)
+    return load_model(source, device=device, dtype=dtype, allow_pickle=allow_pickle, head=head)
+
+
+def get_model(selection: Selection | None = None, head: str = "base", source: str | None = None) -> LoadedModel:
+    """The selected model (or ``source``), cached per (source, device, dtype, pickle, head)."""
+    sel = selection or get_selection()
+    return _load_model_cached(source or sel.model_source, sel.device, sel.dtype, sel.allow_pickle, head)
+
+
+# ----------------------------------------------------------------------------- corpus
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def _uploaded_store() -> dict[str, tuple[str, bytes]]:
+    return {}
+
+
+def get_corpus(selection: Selection | None = None) -> Corpus:
+    sel = selection or get_selection()
+    if sel.corpus_kind == "paste":
+        return corpus_from_text(sel.corpus_text)
+    if sel.corpus_kind == "upload":
+        stored = _uploaded_store().get(sel.corpus_file_sha)
+        if stored is None:
+            raise IsoscopeError("the uploaded file is no longer in memory; upload it again")
+        return corpus_from_bytes(stored[1], stored[0])
+    return bundled_corpus()
+
+
+# ----------------------------------------------------------------------------- extraction
+
+
+class _LRU:
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.items: OrderedDict[str, Any] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key: str) -> Any:
+        with self.lock:
+            if key in self.items:
+                self.items.move_to_end(key)
+                return self.items[key]
+        return None
+
+    def put(self, key: str, value: Any) -> None:
+        with self.lock:
+            self.items[key] = value
+            self.items.move_to_end(key)
+            while len(self.items) > self.size:
+                self.items.popitem(last=False)
+
+
+@st.cache_resource(show_spinner=False)
+def _extraction_store() -> _LRU:
+    return _LRU(4)
+
+
+@st.cache_resource(show_spinner=False)
+def _memo_store() -> _LRU:
+    return _LRU(256)
+
+
+def extraction_key(loaded: LoadedModel, corpus: Corpus, settings: ExtractionSettings) -> str:
+    return cache_key(loaded.fingerprint, corpus.sha, settings)
+
+
+def get_extraction(selection: Selection | None = None, source: str | None = None) -> tuple[LoadedModel, ExtractionResult]:
+    """Model + extraction for the selection: memory, then disk cache, else a run with a progress bar."""
+    sel = selection or get_selection()
+    loaded = get_model(sel, source=source)
+    corpus = get_corpus(sel)
+    key = extraction_key(loaded, corpus, sel.settings)
+    store = _extraction_store()
+    result = store.get(key)
+    if result is not None:
+        return loaded, result
+    disk = ResultCache()
+    result = disk.load(key)
+    if result is None:
+        bar = st.progress(0.0, text=f"Running {loaded.info.display_name} on {len(corpus):,} texts…")
+
+        def progress(done: int, total: int) -> None:
+            bar.progress(done / max(total, 1), text=f"Extracting hidden states: {done:,} / {total:,} texts")
+
+        result = extract(loaded, corpus, sel.settings, progress)
+        bar.empty()
+        disk.save(key, result)
+    store.put(key, result)
+    return loaded, result
+
+
+def memo(name: str, key_parts: tuple, compute: Callable[[], Any]) -> Any:
+    """Process-wide memo for derived analyses: ``key_parts`` must identify the inputs fully
+    (use :func:`extraction_key` of the result plus the parameters)."""
+    key = hashlib.sha256(repr((name, key_parts)).encode()).hexdigest()
+    store = _memo_store()
+    value = store.get(key)
+    if value is None:
+        value = compute()
+        store.put(key, value)
+    return value
+
+
+def result_key(result: ExtractionResult) -> str:
+    return cache_key(result.model_fingerprint, result.corpus_sha, result.settings)
+
+
+# ----------------------------------------------------------------------------- sidebar
+
+
+def get_selection() -> Selection:
+    return st.session_state.get("isoscope_selection", Selection())
+
+
+def sidebar() -> Selection:
+    """The shared sidebar (a form, so nothing reruns until 'Run analysis'); returns the selection."""
+    current = get_selection()
+    with st.sidebar:
+        st.markdown("### Model and corpus")
+        with st.form("selection_form", border=False):
+            labels = list(MODEL_PRESETS)
+            preset_sources = list(MODEL_PRESETS.values())
+            index = preset_sources.index(current.model_source) if current.model_source in preset_sources else len(labels) - 1
+            preset = st.selectbox("Model", labels, index=index, key="sb_model_preset")
+            custom = st.text_input(
+                "Custom model", value="" if current.model_source in preset_sources else current.model_source,
+                key="sb_model_custom", placeholder="/path/to/checkpoint, org/name, random:gpt2:layers=6",
+                help="Used when the model choice is 'local folder…'. A checkpoint folder (config.json + "
+                "*.safetensors + tokenizer), a Hub id already in the local cache (offline), or "
+                "random:FAMILY[:layers=,width=,heads=,seed=,init_std=] with FAMILY bert, bert-nope, gpt2, gpt2-nope, default.",
+            )
+            allow_pickle = st.checkbox(
+                "Allow pickle .bin weights", value=current.allow_pickle, key="sb_allow_pickle",
+                help="Pickle files can run code when loaded. Only tick this for checkpoints you trust.",
+            )
+            c1, c2 = st.columns(2)
+            device = c1.selectbox("Device", ["auto", "cpu", "cuda", "mps"], index=["auto", "cpu", "cuda", "mps"].index(current.device), key="sb_device")
+            dtype = c2.selectbox("Dtype", ["float32", "bfloat16"], index=["float32", "bfloat16"].index(current.dtype), key="sb_dtype",
+                                 help="bfloat16 only on a GPU. float16 is not offered: it clips outlier values.")
+            kind_index = {"bundled": 0, "paste": 1, "upload": 2}[current.corpus_kind]
+            corpus_choice = st.radio("Corpus", CORPUS_CHOICES, index=kind_index, key="sb_corpus_kind")
+            text = st.text_area("Texts (one per line)", value=current.corpus_text, key="sb_corpus_text", height=100,
+                                help="Used when the corpus is 'paste text'.")
+            upload = st.file_uploader("File (.txt one text per line; .csv/.jsonl with a text column)",
+                                      type=["txt", "csv", "jsonl"], key="sb_corpus_file")
+            max_length = st.slider("Max tokens per text", 8, 512, current.settings.max_length, step=8, key="sb_max_length")
+            sample_size = st.select_slider("Token sample for pairwise views", [1000, 2000, 4000, 8000, 12000, 20000],
+                                           value=current.settings.sample_size if current.settings.sample_size in (1000, 2000, 4000, 8000, 12000, 20000) else 8000,
+                                           key="sb_sample_size")
+            exclude_special = st.checkbox("Exclude special tokens ([CLS], [SEP]…)", value=current.settings.exclude_special, key="sb_exclude_special")
+            submitted = st.form_submit_button("Run analysis", type="primary", width="stretch")
+        if submitted:
+            source = MODEL_PRESETS[preset]
+            if source == "custom":
+                source = custom.strip()
+            kind = {0: "bundled", 1: "paste", 2: "upload"}[CORPUS_CHOICES.index(corpus_choice)]
+            file_name, file_sha = "", ""
+            if kind == "upload":
+                if upload is None:
+                    st.error("Choose a file to upload first (or pick another corpus).")
+                    return current
+                raw = upload.getvalue()
+                file_sha = hashlib.sha256(raw).hexdigest()[:20]
+                file_name = upload.name
+                _uploaded_store()[file_sha] = (upload.name, raw)
+            try:
+                settings = replace(current.settings, max_length=int(max_length), sample_size=int(sample_size),
+                                   exclude_special=bool(exclude_special))
+            except IsoscopeError as exc:
+                st.error(str(exc))
+                return current
+            current = Selection(source or "", device, dtype, bool(allow_pickle), kind, text, file_name, file_sha, settings)
+            st.session_state["isoscope_selection"] = current
+        st.caption(f"Analysing **{current.model_source}** on the **{_corpus_label(current)}**.")
+    return current
+
+
+def _corpus_label(sel: Selection) -> str:
+    return {"bundled": "bundled sample corpus", "paste": "pasted text", "upload": sel.corpus_file_name or "uploaded file"}[sel.corpus_kind]
+
+
+# ----------------------------------------------------------------------------- page helpers
+
+
+def load_or_stop(source: str | None = None) -> tuple[LoadedModel, ExtractionResult]:
+    """Model + extraction for the page, or an actionable error and ``st.stop()``."""
+    try:
+        return get_extraction(source=source)
+    except IsoscopeError as exc:
+        st.error(f"**Cannot analyse this selection.** {exc}")
+        st.info("Change the model or corpus in the sidebar and press **Run analysis**.")
+        st.stop()
+        raise  # st.stop() raises; keeps type checkers happy
+
+
+def show_notices(result: ExtractionResult) -> None:
+    for notice in result.notices:
+        st.caption(f"ℹ️ {notice}")
+
+
+def explainer(title: str, body_md: str, expanded: bool = False) -> None:
+    """'What is this / reference' expander every view carries (METHODS.md: cite the source)."""
+    with st.expander(f"ℹ️ {title}", expanded=expanded):
+        st.markdown(body_md)
+
+
+def download_buttons(key: str, *, fig=None, frame=None, json_text: str | None = None, name: str = "isoscope") -> None:
+    """PNG of a Plotly figure (rendered by kaleido only when clicked), CSV of a DataFrame, JSON."""
+    cols = st.columns(3)
+    if fig is not None:
+        cols[0].download_button("PNG", data=lambda: fig.to_image(format="png", scale=2), file_name=f"{name}.png",
+                                mime="image/png", key=f"dl_png_{key}", on_click="ignore", icon=":material/image:")
+    if frame is not None:
+        cols[1].download_button("CSV", data=lambda: frame.to_csv(index=False), file_name=f"{name}.csv",
+                                mime="text/csv", key=f"dl_csv_{key}", on_click="ignore", icon=":material/table:")
+    if json_text is not None:
+        cols[2].download_button("JSON", data=json_text, file_name=f"{name}.json", mime="application/json",
+                                key=f"dl_json_{key}", on_click="ignore", icon=":material/data_object:")
