@@ -1,0 +1,178 @@
+"""Extraction on tiny random models: shapes, hidden state 0 = embedding output, streaming statistics
+equal a direct computation over non-padding tokens, exclude_special, truncation notice, the token
+sample, the disk cache; and the bundled MiniLM's rogue dimension 223."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from backend.cache import ResultCache, cache_key, cached_extract
+from backend.corpus import Corpus
+from backend.errors import InputError
+from backend.extract import ExtractionSettings, TokenTable, encode_text, extract, mean_pooled
+from backend.models import load_model
+from backend.outliers import outlier_dims, strongest_dims
+
+TEXTS = (
+    "The bank raised its interest rates again.",
+    "We sat on the river bank, watching the water.",
+    "Short one.",
+    "A much longer sentence, with commas, punctuation; and several clauses that go on for a while!",
+    "Tokens: [brackets], (parens) & symbols?",
+    "Why?",
+)
+
+
+@pytest.fixture(scope="module")
+def corpus() -> Corpus:
+    return Corpus(TEXTS, "test texts")
+
+
+@pytest.fixture(scope="module", params=["bert", "gpt2"])
+def tiny(request, tiny_bert_dir, tiny_gpt2_dir):
+    folder = tiny_bert_dir if request.param == "bert" else tiny_gpt2_dir
+    return load_model(str(folder), device="cpu")
+
+
+def _direct(loaded, texts, exclude_special=False):
+    """Token vectors (S, n, d) float64 of every text run alone (no padding), in text order."""
+    parts, tables = [], []
+    for text in texts:
+        hidden, table = encode_text(loaded, text)
+        keep = ~table.is_special if exclude_special else np.ones(len(table), dtype=bool)
+        parts.append(hidden[:, keep].astype(np.float64))
+        tables.append(table.take(np.flatnonzero(keep)))
+    return np.concatenate(parts, axis=1), tables
+
+
+def test_shapes_and_metadata(tiny, corpus):
+    result = extract(tiny, corpus, ExtractionSettings(batch_size=4, sample_size=50))
+    S, d = tiny.info.num_layers + 1, tiny.info.hidden_size
+    for name in ("mean", "variance", "min", "max", "mean_abs", "argmin_count", "argmax_count"):
+        assert getattr(result, name).shape == (S, d), name
+    assert result.state_names == ["emb", "1", "2"]
+    lengths = [len(tiny.tokenizer(t)["input_ids"]) for t in TEXTS]
+    assert result.num_tokens == sum(lengths) == len(result.tokens)
+    assert result.argmin_count.sum(axis=1).tolist() == [sum(lengths)] * S
+    assert np.bincount(result.tokens.text_id).tolist() == lengths
+    assert result.sample_vectors.shape == (S, 50, d) and result.sample_vectors.dtype == np.float32
+    assert np.all(np.diff(result.sample_index) > 0)
+    assert result.num_texts == len(TEXTS) and result.texts == TEXTS
+    if tiny.info.model_type == "bert":
+        first = result.tokens.take(np.flatnonzero(result.tokens.text_id == 0))
+        assert first.token[0] == "[CLS]" and first.token[-1] == "[SEP]" and first.is_special[[0, -1]].all()
+        assert first.position.tolist() == list(range(len(first)))
+        assert first.word_id[0] == -1
+    assert result.tokens.is_punct[result.tokens.token == ","].all()
+
+
+def test_hidden_state_zero_is_the_embedding_output(tiny):
+    hidden, table = encode_text(tiny, TEXTS[0])
+    ids = torch.tensor([tiny.tokenizer(TEXTS[0])["input_ids"]])
+    enc = tiny.encoder
+    with torch.inference_mode():
+        if tiny.info.model_type == "bert":
+            expected = enc.embeddings(input_ids=ids)
+        else:
+            expected = enc.wte(ids) + enc.wpe(torch.arange(ids.shape[1])[None])
+    np.testing.assert_allclose(hidden[0], expected[0].numpy(), atol=1e-6)
+    assert hidden.shape == (tiny.info.num_layers + 1, ids.shape[1], tiny.info.hidden_size)
+    assert table.token.tolist() == tiny.tokenizer.convert_ids_to_tokens(ids[0].tolist())
+
+
+@pytest.mark.parametrize("exclude_special", [False, True])
+def test_streaming_stats_equal_direct_computation(tiny, corpus, exclude_special):
+    """Batched, length-sorted, padded extraction == each text alone, over non-padding tokens."""
+    result = extract(tiny, corpus, ExtractionSettings(batch_size=4, sample_size=60, exclude_special=exclude_special))
+    x, tables = _direct(tiny, TEXTS, exclude_special)
+    assert x.shape[1] == result.num_tokens
+    np.testing.assert_allclose(result.mean, x.mean(axis=1), atol=1e-5)
+    np.testing.assert_allclose(result.variance, x.var(axis=1), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(result.min, x.min(axis=1), atol=1e-5)
+    np.testing.assert_allclose(result.max, x.max(axis=1), atol=1e-5)
+    np.testing.assert_allclose(result.mean_abs, np.abs(x).mean(axis=1), atol=1e-5)
+    d = x.shape[2]
+    argmin = np.stack([np.bincount(x[s].argmin(axis=1), minlength=d) for s in range(x.shape[0])])
+    # Padding changes float rounding slightly; a near-tie may flip at most a couple of tokens.
+    assert np.abs(result.argmin_count - argmin).sum() <= 4
+    # Token table in text order, and the sample rows are the tokens they claim to be.
+    assert result.tokens.token.tolist() == [t for table in tables for t in table.token.tolist()]
+    np.testing.assert_allclose(result.sample_vectors, x[:, result.sample_index].astype(np.float32), atol=1e-5)
+    if exclude_special:
+        assert not result.tokens.is_special.any()
+        if tiny.info.model_type == "bert":
+            assert result.num_tokens == sum(len(t) for t in tables) == extract(tiny, corpus).num_tokens - 2 * len(TEXTS)
+
+
+def test_statistics_do_not_depend_on_batch_size(tiny, corpus):
+    a = extract(tiny, corpus, ExtractionSettings(batch_size=1, sample_size=30))
+    b = extract(tiny, corpus, ExtractionSettings(batch_size=32, sample_size=30))
+    np.testing.assert_allclose(a.mean, b.mean, atol=1e-5)
+    np.testing.assert_allclose(a.variance, b.variance, rtol=1e-4, atol=1e-6)
+    np.testing.assert_array_equal(a.sample_index, b.sample_index)  # the seed fixes the sample
+
+
+def test_truncation_and_sample_notices(tiny_bert_dir):
+    loaded = load_model(str(tiny_bert_dir), device="cpu")
+    long_text = " ".join(["word"] * 40)
+    result = extract(loaded, Corpus((long_text, "short text"), "t"), ExtractionSettings(max_length=8, sample_size=5))
+    assert any("1 text(s) were cut to 8 tokens" in n for n in result.notices)
+    assert np.bincount(result.tokens.text_id).tolist()[0] == 8
+    assert any("random sample of 5 of" in n for n in result.notices)
+    quiet = extract(loaded, Corpus(("short text", "another"), "t"), ExtractionSettings(max_length=8))
+    assert not any("cut to" in n for n in quiet.notices)
+
+
+def test_only_special_tokens_left_is_an_input_error(tiny_bert_dir):
+    loaded = load_model(str(tiny_bert_dir), device="cpu")
+    with pytest.raises(InputError):
+        ExtractionSettings(max_length=1)
+    # max_length=2 keeps just [CLS] and [SEP]: nothing left once special tokens are excluded.
+    with pytest.raises(InputError, match="no tokens left"):
+        extract(loaded, Corpus(("hello world",), "t"), ExtractionSettings(max_length=2, exclude_special=True))
+
+
+def test_mean_pooled_matches_per_text_mean(tiny):
+    pooled = mean_pooled(tiny, TEXTS[:3], batch_size=2)
+    for i, text in enumerate(TEXTS[:3]):
+        hidden, _ = encode_text(tiny, text)
+        np.testing.assert_allclose(pooled[:, i], hidden.astype(np.float64).mean(axis=1), atol=1e-5)
+
+
+def test_disk_cache_round_trip(tiny_bert_dir, corpus, tmp_path, monkeypatch):
+    loaded = load_model(str(tiny_bert_dir), device="cpu")
+    settings = ExtractionSettings(sample_size=40, exclude_special=True)
+    cache = ResultCache(tmp_path)
+    first = cached_extract(loaded, corpus, settings, cache=cache)
+    key = cache_key(loaded.fingerprint, corpus.sha, settings)
+    assert cache.path(key).exists()
+
+    def no_recompute(*args, **kwargs):
+        raise AssertionError("the cache should have answered")
+
+    monkeypatch.setattr("backend.extract.extract", no_recompute)
+    again = cached_extract(loaded, corpus, settings, cache=cache)
+    for name in ("mean", "variance", "min", "max", "mean_abs", "argmin_count", "argmax_count", "sample_vectors", "sample_index"):
+        np.testing.assert_array_equal(getattr(again, name), getattr(first, name), err_msg=name)
+    for field in TokenTable.__dataclass_fields__:
+        np.testing.assert_array_equal(getattr(again.tokens, field), getattr(first.tokens, field), err_msg=field)
+    assert (again.texts, again.notices, again.settings, again.model) == (first.texts, first.notices, first.settings, first.model)
+    assert (again.corpus_sha, again.model_fingerprint) == (first.corpus_sha, first.model_fingerprint)
+    # Other settings, another key; a corrupt entry is ignored (recomputed), not an error.
+    assert cache_key(loaded.fingerprint, corpus.sha, ExtractionSettings()) != key
+    cache.path(key).write_bytes(b"not an npz")
+    assert cache.load(key) is None
+
+
+def test_minilm_dimension_223_is_a_top_outlier_in_states_2_to_5(minilm_result):
+    """METHODS.md section 6: dim 223 is a strong negative outlier of all-MiniLM-L6-v2 in layers 1-5."""
+    result = minilm_result
+    assert result.state_names == ["emb", "1", "2", "3", "4", "5", "6"] and result.hidden_size == 384
+    for state in range(2, 6):
+        assert 223 in strongest_dims(result.mean[state], 3), state
+        assert result.mean[state, 223] < -1.0
+        assert 223 in outlier_dims(result, state)
+    # The final LayerNorm zeroes it: it is no outlier in the last hidden state.
+    assert 223 not in outlier_dims(result, 6)
