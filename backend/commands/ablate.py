@@ -1,0 +1,137 @@
+"""``python -m backend ablate``: zero LayerNorm dims (BERT Busters) and compare with random dims.
+
+Writes ``{"dims", "ln_outliers", "effect": {"embedding_cosine", "mlm_loss", "mlm_loss_original",
+...}, "random_controls": [{"dims", "effect"}, ...], ...}``. ``--dims auto`` ablates the detected
+LayerNorm outlier dims. Checkpoints whose config names a masked-LM architecture are loaded with
+their MLM head (so ``mlm_loss`` is measured); others load as base models (``mlm_loss`` null).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from backend.cli import (
+    ProgressPrinter,
+    add_model_args,
+    check_out_path,
+    load_model_from_args,
+    progress_line,
+    write_json,
+)
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("ablate", help="disable LayerNorm outlier dims and compare with random dims")
+    add_model_args(p, max_length=128, batch_size=32)
+    p.add_argument("--texts", required=True, help=".txt (one text per line), .csv or .jsonl with a text column")
+    p.add_argument("--out", required=True, help="output JSON file")
+    p.add_argument("--dims", default="auto", help="auto (detected LayerNorm outlier dims) or D1,D2,... (0-based)")
+    p.add_argument("--random-controls", type=int, default=5, help="random dim sets of the same size (one seed each)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the MLM masks, the controls and the token sample")
+    p.add_argument("--norms", default=None,
+                   help="LayerNorms to ablate: roles or names, comma-separated (default: the output LN of every "
+                        "layer; pre-LN models: pre_attn,pre_mlp). Roles: emb, attn, out, pre_attn, pre_mlp, final, head")
+    p.add_argument("--include-head", action="store_true", help="also ablate the MLM head's LayerNorm (head.ln)")
+    p.add_argument("--k", type=float, default=3.0, help="detection: std from the LayerNorm's mean")
+    p.add_argument("--share", type=float, default=0.5, help="detection: share of layers that must flag a dim")
+    p.add_argument("--pairs", default=None, help="optional CSV with sentence1,sentence2,score for STS Spearman")
+    p.set_defaults(func=run)
+
+
+def _has_mlm_head(source: str) -> bool:
+    """True when the checkpoint's config names a masked-LM architecture (so the head has weights)."""
+    if source.lower().startswith("random:"):
+        return False
+    try:
+        import json
+
+        from backend.models import _resolve_folder
+
+        folder, _ = _resolve_folder(source)
+        archs = json.loads((folder / "config.json").read_text()).get("architectures") or []
+    except Exception:
+        return False
+    return any(a.endswith("ForMaskedLM") or a == "BertForPreTraining" for a in archs)
+
+
+def _read_pairs(path: str):
+    import csv
+    from pathlib import Path
+
+    from backend.errors import InputError
+
+    file = Path(path)
+    if not file.is_file():
+        raise InputError(f"--pairs file {path!r} does not exist")
+    rows = list(csv.DictReader(file.read_text(encoding="utf-8-sig").splitlines()))
+    need = ("sentence1", "sentence2", "score")
+    if not rows or any(k not in rows[0] for k in need):
+        raise InputError(f"--pairs {path!r} needs a header with columns {', '.join(need)} and at least 3 rows")
+    try:
+        gold = [float(r["score"]) for r in rows]
+    except ValueError:
+        raise InputError(f"--pairs {path!r}: the score column must hold numbers") from None
+    return [r["sentence1"] for r in rows], [r["sentence2"] for r in rows], gold
+
+
+def run(args: argparse.Namespace) -> int:
+    from backend.ablation import parse_dims, run_ablation
+    from backend.corpus import load_corpus_file
+    from backend.errors import InputError
+    from backend.layernorm import ln_outliers, norms_of, select_norms
+
+    out = check_out_path(args.out)
+    if not 0 <= args.random_controls <= 100:
+        raise InputError("--random-controls must be between 0 and 100")
+    corpus = load_corpus_file(args.texts)
+    pairs = _read_pairs(args.pairs) if args.pairs else None
+    loaded = None
+    if _has_mlm_head(args.model):
+        from backend.errors import ModelLoadError
+
+        try:
+            loaded = load_model_from_args(args, head="mlm")
+        except ModelLoadError as exc:
+            progress_line(f"note: cannot load the MLM head ({exc}); using the base model")
+    if loaded is None:
+        loaded = load_model_from_args(args)
+    sites = norms_of(loaded)  # UnsupportedModelError (exit 2) for a model without LayerNorms
+    norms = [n.strip() for n in args.norms.split(",") if n.strip()] if args.norms else None
+    if args.include_head:
+        if not any(s.role == "head" for s in sites):
+            raise InputError("--include-head: this model has no MLM head LayerNorm (load a *ForMaskedLM checkpoint)")
+        norms = (norms or [s.name for s in select_norms(sites, None)]) + ["head"]
+    detection = ln_outliers(loaded, None, k=args.k, share=args.share)
+    if args.dims.strip().lower() == "auto":
+        dims = detection.dims
+        if not dims:
+            raise InputError(
+                f"no LayerNorm outlier dims detected (k={args.k}, share={args.share}); pass --dims D1,D2 "
+                "or lower --k / --share"
+            )
+        progress_line(f"LayerNorm outlier dims: {', '.join(map(str, dims))}")
+    else:
+        dims = parse_dims(args.dims, loaded.info.hidden_size)
+    report = run_ablation(
+        loaded, corpus.texts, dims, norms=norms, random_controls=args.random_controls, seed=args.seed,
+        max_length=args.max_length, batch_size=args.batch_size, pairs=pairs, in_place=True,
+        progress=ProgressPrinter(f"ablating ({1 + args.random_controls} conditions + original)"),
+    )
+    for notice in report.notices:
+        progress_line(f"note: {notice}")
+    payload = report.to_json()
+    payload["ln_outliers"] = detection.table()
+    payload["ln_detection"] = {"k": detection.k, "share": detection.share, "norms": detection.names,
+                               "layers_needed": detection.needed}
+    payload["model"] = loaded.info.to_dict()
+    payload["corpus"] = {"name": corpus.name, "num_texts": len(corpus), "notices": list(corpus.notices)}
+    ordered = {key: payload[key] for key in ("dims", "ln_outliers", "effect", "random_controls")}
+    ordered.update({k: v for k, v in payload.items() if k not in ordered})
+    write_json(out, ordered)
+    final = report.effect.embedding_cosine[-1]
+    controls = [e.embedding_cosine[-1] for _, e in report.controls]
+    progress_line(
+        f"final-state embedding cosine: ablation {final:.4f}"
+        + (f" vs random controls {min(controls):.4f}..{max(controls):.4f}" if controls else "")
+    )
+    return 0
