@@ -92,7 +92,7 @@ def add_model_args(parser: argparse.ArgumentParser, *, max_length: int = 128, ba
 def load_model_from_args(args: argparse.Namespace, head: str = "base"):
     from backend.models import load_model
 
-    progress_line(f"loading model {args.model} ...")
+    # No "loading ..." line before the load: a refused model must leave exactly one line on stderr.
     loaded = load_model(args.model, device=args.device, dtype=args.dtype, allow_pickle=args.allow_pickle, head=head)
     progress_line(f"model: {loaded.info.display_name} · {loaded.info.num_layers} layers · width {loaded.info.hidden_size} · {loaded.info.device}")
     return loaded
