@@ -1,0 +1,294 @@
+"""2-D projections of hidden states (token sample or mean-pooled texts), before and after post-processing.
+
+- **PCA** (sklearn): the two directions of largest variance; linear, fast, shows the global shape
+  (an outlier dimension or a common direction dominates it).
+- **UMAP** (McInnes, Healy & Melville 2018, arXiv 1802.03426; umap-learn): a neighbour graph laid
+  out in 2-D; keeps local structure.
+- **t-SNE** (van der Maaten & Hinton 2008, JMLR 9; sklearn Barnes-Hut): keeps local neighbourhoods;
+  slow on many points (about 3 minutes for 20k points on 2 cores).
+
+UMAP and t-SNE first reduce the vectors to :data:`PRE_PCA_DIMS` (50) dimensions with PCA, the usual
+practice (van der Maaten & Hinton recommend it; it removes noise and makes the neighbour search
+much cheaper). That step is skipped after whitening, where every direction has unit variance and
+PCA would keep an arbitrary subspace. Everything is seeded: the same inputs and seed give the same
+coordinates.
+
+UMAP compiles its numba kernels on the first fit in a process (about a minute on 2 cores);
+:func:`warm_up_umap` runs a tiny fit that triggers the compilation so it can be done in the
+background before a user asks for UMAP.
+
+Post-processing (:mod:`backend.postprocess`) is fitted on the whole token sample of the hidden
+state (or on all pooled texts) and applied to the projected points, so "before" and "after" show
+the same points.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from backend.errors import InputError
+
+METHODS: dict[str, str] = {"pca": "PCA", "umap": "UMAP", "tsne": "t-SNE"}
+PRE_PCA_DIMS = 50
+MIN_POINTS = 10
+TSNE_SLOW_POINTS = 5000  # above this t-SNE takes minutes on 2 cores: the page says so
+
+# Colour options for the token sample and for mean-pooled texts.
+TOKEN_COLOURS: dict[str, str] = {
+    "category": "special / punctuation / position 0",
+    "position": "position in the text",
+    "token": "token (most frequent)",
+    "text": "text (largest in the sample)",
+    "frequency": "token frequency in the corpus (log10)",
+}
+TEXT_COLOURS: dict[str, str] = {
+    "length": "text length (tokens)",
+    "text": "text index",
+}
+TOP_CATEGORIES = 12  # token / text colourings show this many values, the rest is "other"
+
+
+@dataclass(frozen=True)
+class Projection:
+    """2-D coordinates of n points (float64 (n, 2)) and how they were made.
+
+    ``explained_variance_ratio``: for PCA, the share of variance of each axis (2,); for UMAP and
+    t-SNE, None. ``pre_pca_variance``: share of the variance kept by the 50-dim PCA run before
+    UMAP / t-SNE (None when it was skipped).
+    """
+
+    coords: np.ndarray
+    method: str
+    seed: int
+    seconds: float
+    explained_variance_ratio: np.ndarray | None = None
+    pre_pca_variance: float | None = None
+
+    @property
+    def label(self) -> str:
+        return METHODS[self.method]
+
+
+def check_method(method: str) -> str:
+    key = str(method).strip().lower().replace("-", "")
+    if key not in METHODS:
+        raise InputError(f"unknown projection {method!r}; choose one of: {', '.join(METHODS)}")
+    return key
+
+
+def projection_sample(total: int, size: int, seed: int = 0) -> np.ndarray:
+    """Sorted row indices of a seeded sample of ``size`` of ``total`` rows.
+
+    Samples are nested: a larger size with the same seed contains every row of a smaller one,
+    so growing the sample adds points without reshuffling the old ones.
+    """
+    if total < 1:
+        raise InputError("there are no vectors to project")
+    size = int(min(max(size, 1), total))
+    order = np.random.default_rng(seed).permutation(total)
+    return np.sort(order[:size])
+
+
+def _pre_pca(x: np.ndarray, seed: int, skip: bool) -> tuple[np.ndarray, float | None]:
+    """PCA to PRE_PCA_DIMS dims before UMAP / t-SNE (see module doc); returns (vectors, kept share)."""
+    from sklearn.decomposition import PCA
+
+    n, d = x.shape
+    k = min(PRE_PCA_DIMS, d, n - 1)
+    if skip or d <= PRE_PCA_DIMS or k < 2:
+        return x, None
+    pca = PCA(n_components=k, random_state=seed, svd_solver="randomized" if n > 2000 else "full")
+    reduced = pca.fit_transform(x)
+    return reduced, float(pca.explained_variance_ratio_.sum())
+
+
+def project(
+    vectors: np.ndarray,
+    method: str = "pca",
+    seed: int = 0,
+    *,
+    n_neighbors: int = 15,
+    min_dist: float = 0.1,
+    perplexity: float = 30.0,
+    pre_pca: bool = True,
+) -> Projection:
+    """Project ``vectors`` (n, d) to 2-D with PCA, UMAP or t-SNE (see module doc), seeded."""
+    method = check_method(method)
+    x = np.asarray(vectors, dtype=np.float64)
+    if x.ndim != 2:
+        raise InputError(f"projection needs a 2-D array (points x dims), got shape {x.shape}")
+    n = x.shape[0]
+    if n < MIN_POINTS:
+        raise InputError(f"a projection needs at least {MIN_POINTS} points, got {n}; use a larger sample or corpus")
+    if not np.isfinite(x).all():
+        raise InputError("the vectors contain NaN or infinite values; cannot project them")
+    started = time.perf_counter()
+    if method == "pca":
+        from sklearn.decomposition import PCA
+
+        pca = PCA(n_components=2, random_state=seed, svd_solver="full")
+        coords = pca.fit_transform(x)
+        return Projection(coords, method, seed, time.perf_counter() - started,
+                          explained_variance_ratio=pca.explained_variance_ratio_.copy())
+    reduced, kept = _pre_pca(x, seed, skip=not pre_pca)
+    if method == "umap":
+        import umap  # optional heavy import: only when asked for
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "n_jobs overridden by random_state": seeded UMAP is single-threaded
+            reducer = umap.UMAP(n_components=2, n_neighbors=int(min(n_neighbors, n - 1)), min_dist=min_dist,
+                                random_state=seed, metric="euclidean")
+            coords = reducer.fit_transform(reduced)
+    else:
+        from sklearn.manifold import TSNE
+
+        perp = float(min(perplexity, (n - 1) / 3.0))
+        tsne = TSNE(n_components=2, perplexity=perp, init="pca", learning_rate="auto", random_state=seed)
+        coords = tsne.fit_transform(reduced)
+    return Projection(np.asarray(coords, dtype=np.float64), method, seed, time.perf_counter() - started,
+                      pre_pca_variance=kept)
+
+
+def warm_up_umap(seed: int = 0) -> float:
+    """Compile UMAP's numba kernels with a tiny fit; returns the seconds it took.
+
+    ``force_approximation_algorithm`` makes the tiny fit take the nearest-neighbour-descent path
+    that real (>= 4096 points) fits use, so those kernels are compiled too.
+    """
+    import umap
+
+    started = time.perf_counter()
+    x = np.random.default_rng(seed).normal(size=(300, 8))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        umap.UMAP(n_components=2, n_neighbors=10, random_state=seed, n_epochs=20,
+                  force_approximation_algorithm=True).fit_transform(x)
+    return time.perf_counter() - started
+
+
+# ----------------------------------------------------------------------------- post-processing
+
+
+def fit_postprocessor(fit_vectors: np.ndarray, name: str, params: dict | None = None):
+    """A fitted :mod:`backend.postprocess` transformer (by registry name) on ``fit_vectors`` (n, d)."""
+    from backend.postprocess import make_postprocessor
+
+    return make_postprocessor(name, **(params or {})).fit(np.asarray(fit_vectors, dtype=np.float64))
+
+
+def before_after(
+    fit_vectors: np.ndarray,
+    rows: np.ndarray,
+    method: str,
+    postprocess: str,
+    params: dict | None = None,
+    seed: int = 0,
+) -> tuple[Projection, Projection]:
+    """Projections of ``fit_vectors[rows]`` raw and after post-processing fitted on all ``fit_vectors``."""
+    x = np.asarray(fit_vectors, dtype=np.float64)
+    processed = fit_postprocessor(x, postprocess, params).transform(x[rows])
+    before = project(x[rows], method, seed)
+    after = project(processed, method, seed, pre_pca=postprocess != "whiten")
+    return before, after
+
+
+# ----------------------------------------------------------------------------- colours and hover
+
+
+@dataclass(frozen=True)
+class Colouring:
+    """Colour values for n points: ``kind`` "categorical" (str values, ``order`` lists the legend)
+    or "numeric" (float values)."""
+
+    values: np.ndarray
+    kind: str
+    label: str
+    order: tuple[str, ...] = ()
+
+
+def _top_or_other(values: np.ndarray, top: int, other: str) -> Colouring:
+    names, counts = np.unique(values.astype(str), return_counts=True)
+    keep = names[np.argsort(-counts, kind="stable")[:top]]
+    out = np.where(np.isin(values.astype(str), keep), values.astype(str), other).astype(object)
+    order = tuple(keep.tolist()) + ((other,) if (out == other).any() else ())
+    return Colouring(out, "categorical", "", order)
+
+
+def token_colouring(sample_tokens, all_tokens, by: str) -> Colouring:
+    """Colours of the sampled tokens (:class:`backend.extract.TokenTable`, n rows) by ``by``
+    (see :data:`TOKEN_COLOURS`); ``all_tokens`` (the corpus's table) gives token frequencies."""
+    if by not in TOKEN_COLOURS:
+        raise InputError(f"unknown colouring {by!r}; choose one of: {', '.join(TOKEN_COLOURS)}")
+    label = TOKEN_COLOURS[by]
+    if by == "category":
+        order = ("position 0", "special", "punctuation", "other")
+        values = sample_tokens.category()
+        return Colouring(values, "categorical", label, tuple(o for o in order if (values == o).any()))
+    if by == "position":
+        return Colouring(sample_tokens.position.astype(np.float64), "numeric", label)
+    if by == "frequency":
+        names, counts = np.unique(all_tokens.token, return_counts=True)
+        lookup = dict(zip(names.tolist(), counts.tolist(), strict=True))
+        freq = np.array([lookup.get(t, 1) for t in sample_tokens.token.tolist()], dtype=np.float64)
+        return Colouring(np.log10(freq), "numeric", label)
+    if by == "token":
+        found = _top_or_other(sample_tokens.token, TOP_CATEGORIES, "other tokens")
+    else:
+        found = _top_or_other(np.array([f"text {t}" for t in sample_tokens.text_id]), TOP_CATEGORIES, "other texts")
+    return Colouring(found.values, found.kind, label, found.order)
+
+
+def text_colouring(lengths: np.ndarray, by: str) -> Colouring:
+    """Colours of mean-pooled texts: by length in tokens or by index (see :data:`TEXT_COLOURS`)."""
+    if by not in TEXT_COLOURS:
+        raise InputError(f"unknown colouring {by!r}; choose one of: {', '.join(TEXT_COLOURS)}")
+    values = np.asarray(lengths, dtype=np.float64) if by == "length" else np.arange(len(lengths), dtype=np.float64)
+    return Colouring(values, "numeric", TEXT_COLOURS[by])
+
+
+def hover_contexts(tokens, rows: Sequence[int] | np.ndarray, width: int = 8) -> np.ndarray:
+    """'left [token] right' for each token row of ``tokens`` (a TokenTable in text order), vectorised.
+
+    Same text as :meth:`backend.extract.ExtractionResult.sample_context` (which takes one sample row):
+    the tokens of the same text within ``width`` positions, the token itself in brackets.
+    """
+    rows = np.asarray(rows, dtype=np.int64)
+    n = len(tokens)
+    text_id, position, token = tokens.text_id, tokens.position, tokens.token
+    pieces = []
+    for offset in range(-width, width + 1):
+        j = rows + offset
+        ok = (j >= 0) & (j < n)
+        jj = np.clip(j, 0, n - 1)
+        ok &= (text_id[jj] == text_id[rows]) & (np.abs(position[jj] - position[rows]) <= width)
+        word = np.where(ok, token[jj].astype(object), "")
+        if offset == 0:
+            word = np.array([f"[{w}]" for w in word], dtype=object)
+        pieces.append(word)
+    stacked = np.stack(pieces, axis=1)  # (n rows, 2 * width + 1)
+    return np.array([" ".join(w for w in line if w) for line in stacked], dtype=object)
+
+
+def text_snippets(texts: Sequence[str], limit: int = 120) -> np.ndarray:
+    """Texts shortened for hover labels."""
+    return np.array([t if len(t) <= limit else t[: limit - 1] + "…" for t in texts], dtype=object)
+
+
+def coordinates_frame(before: Projection, after: Projection, colouring: Colouring, hover: np.ndarray, ids: np.ndarray):
+    """One row per point: id, colour value, hover text, x/y before and after (the CSV download)."""
+    import pandas as pd
+
+    return pd.DataFrame({
+        "id": ids,
+        "colour": colouring.values,
+        "context": hover,
+        "x_raw": before.coords[:, 0],
+        "y_raw": before.coords[:, 1],
+        "x_processed": after.coords[:, 0],
+        "y_processed": after.coords[:, 1],
+    })
