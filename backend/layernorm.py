@@ -186,7 +186,7 @@ def select_norms(sites: list[NormSite], which: list[str] | tuple[str, ...] | str
         chosen.extend(m for m in matches if m not in chosen)
     if not chosen:
         raise InputError(f"no LayerNorm matches {', '.join(which)}; this model has {', '.join(by_name)}")
-    return chosen
+    return [s for s in sites if s in chosen]  # model order
 
 
 @dataclass(frozen=True)

@@ -83,6 +83,9 @@ def run(args: argparse.Namespace) -> int:
     out = check_out_path(args.out)
     if not 0 <= args.random_controls <= 100:
         raise InputError("--random-controls must be between 0 and 100")
+    auto = args.dims.strip().lower() == "auto"
+    if not auto:
+        parse_dims(args.dims, 1 << 30)  # syntax first (range once the model is loaded)
     corpus = load_corpus_file(args.texts)
     pairs = _read_pairs(args.pairs) if args.pairs else None
     loaded = None
@@ -101,8 +104,9 @@ def run(args: argparse.Namespace) -> int:
         if not any(s.role == "head" for s in sites):
             raise InputError("--include-head: this model has no MLM head LayerNorm (load a *ForMaskedLM checkpoint)")
         norms = (norms or [s.name for s in select_norms(sites, None)]) + ["head"]
+    select_norms(sites, norms)  # unknown names fail here, before any work
     detection = ln_outliers(loaded, None, k=args.k, share=args.share)
-    if args.dims.strip().lower() == "auto":
+    if auto:
         dims = detection.dims
         if not dims:
             raise InputError(

@@ -1,0 +1,111 @@
+"""LayerNorm discovery, canonical names and BERT-Busters outlier detection on planted parameters."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from backend.errors import InputError, UnsupportedModelError
+from backend.layernorm import (
+    detect_outliers,
+    find_norms,
+    flag_params,
+    ln_params,
+    needed_layers,
+    select_norms,
+)
+from backend.models import build_random_model
+
+VOCAB = 100
+
+
+def tiny(family: str = "bert", head: str = "base", layers: int = 4, width: int = 32):
+    return build_random_model(family, {"layers": layers, "width": width, "heads": 2, "seed": 0}, VOCAB, head=head)
+
+
+def test_bert_names_and_roles():
+    sites = find_norms(tiny(layers=2))
+    assert [s.name for s in sites] == ["emb.ln", "L1.attn_ln", "L1.out_ln", "L2.attn_ln", "L2.out_ln"]
+    assert sites[2].path == "encoder.layer.0.output.LayerNorm"
+    assert [s.role for s in select_norms(sites, None)] == ["out", "out"]
+
+
+def test_mlm_head_is_named_and_only_used_on_request():
+    sites = find_norms(tiny(head="mlm", layers=2))
+    assert sites[-1].name == "head.ln" and sites[-1].path == "cls.predictions.transform.LayerNorm"
+    assert "head.ln" not in [s.name for s in select_norms(sites, "all")]
+    assert [s.name for s in select_norms(sites, ["out", "head"])][-1] == "head.ln"
+
+
+def test_gpt2_is_pre_ln():
+    sites = find_norms(tiny("gpt2", layers=2))
+    assert [(s.name, s.path) for s in sites] == [
+        ("L1.pre_attn_ln", "h.0.ln_1"), ("L1.pre_mlp_ln", "h.0.ln_2"),
+        ("L2.pre_attn_ln", "h.1.ln_1"), ("L2.pre_mlp_ln", "h.1.ln_2"), ("final_ln", "ln_f"),
+    ]
+    assert {s.role for s in select_norms(sites, None)} == {"pre_attn", "pre_mlp"}
+
+
+def test_no_norms_is_a_clear_error():
+    class NoNorm(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.config = type("C", (), {"num_hidden_layers": 1, "hidden_size": 8, "model_type": "toy"})()
+            self.layers = torch.nn.ModuleList([torch.nn.Linear(8, 8)])
+
+    with pytest.raises(UnsupportedModelError, match="no LayerNorm"):
+        find_norms(NoNorm())
+
+
+def test_unknown_norm_name_is_input_error():
+    with pytest.raises(InputError, match="unknown LayerNorm"):
+        select_norms(find_norms(tiny(layers=2)), "L9.out_ln")
+
+
+def test_random_init_gives_no_outliers_and_no_warnings():
+    sites = find_norms(tiny())
+    with np.errstate(all="raise"):
+        found = detect_outliers(ln_params(sites))
+    assert found.dims == []
+    assert not found.weight_flags.any() and not found.bias_flags.any()
+
+
+def test_zero_std_rows_flag_nothing():
+    values = np.stack([np.ones(16), np.zeros(16), np.full(16, 1e-33)])
+    with np.errstate(all="raise"):
+        assert not flag_params(values).any()
+
+
+def test_planted_outliers_are_detected():
+    model = tiny(layers=4)
+    out = [s for s in find_norms(model) if s.role == "out"]
+    with torch.no_grad():
+        for s in out[:3]:  # gamma of dim 5 in 3 of 4 layers
+            s.module.weight[5] = 8.0
+        for s in out[1:3]:  # beta of dim 9 in 2 of 4 layers (= half)
+            s.module.bias[9] = -5.0
+        out[0].module.weight[20] = 6.0  # only one layer: not an outlier at share 0.5
+        for s in out:  # give every norm some spread so the z-score is meaningful
+            s.module.weight.add_(0.01 * torch.randn(32, generator=torch.Generator().manual_seed(0)))
+    found = detect_outliers(ln_params(out), k=3, share=0.5)
+    assert found.dims == [5, 9]
+    table = {row["dim"]: row for row in found.table()}
+    assert table[5]["weight_layers"] == 3 and table[9]["bias_layers"] == 2
+    assert found.weight_flags[0, 20]
+    assert detect_outliers(ln_params(out), k=3, share=0.75).dims == [5]
+    assert detect_outliers(ln_params(out), k=3, share=0.25).dims == [5, 9, 20]
+
+
+def test_needed_layers_rounds_up():
+    assert needed_layers(6, 0.5) == 3
+    assert needed_layers(5, 0.5) == 3
+    assert needed_layers(12, 0.01) == 1
+
+
+def test_bad_thresholds():
+    params = ln_params(find_norms(tiny(layers=2)))
+    with pytest.raises(InputError):
+        detect_outliers(params, k=0)
+    with pytest.raises(InputError):
+        detect_outliers(params, share=1.5)
