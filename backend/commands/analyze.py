@@ -23,6 +23,8 @@ def add_parser(sub) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--sample-size", type=int, default=8000, help="token vectors kept for pairwise metrics")
     p.add_argument("--exclude-special", action="store_true", help="leave [CLS]/[SEP]-style tokens out of the statistics")
+    p.add_argument("--histogram-bins", type=int, default=40, help="bins of the per-layer cosine histogram over [-1, 1]")
+    p.add_argument("--top-dims", type=int, default=5, help="dimensions listed in top_cosine_dims (Timkey's cosine contribution)")
     p.add_argument("--cache-dir", default=None, help="extraction cache folder (default: user cache dir)")
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the extraction cache")
     p.set_defaults(func=run)
@@ -36,6 +38,10 @@ def run(args: argparse.Namespace) -> int:
     out = check_out_path(args.out)
     if args.pairs < 1:
         raise InputError("--pairs must be at least 1")
+    if not 1 <= args.histogram_bins <= 1000:
+        raise InputError(f"--histogram-bins must be between 1 and 1000, got {args.histogram_bins}")
+    if args.top_dims < 0:
+        raise InputError(f"--top-dims must be 0 or more, got {args.top_dims}")
     corpus = load_corpus_file(args.texts)
     settings = ExtractionSettings(
         max_length=args.max_length, batch_size=args.batch_size, sample_size=args.sample_size,
@@ -45,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     result = run_extraction(loaded, corpus, settings, args)
     for notice in result.notices:
         progress_line(f"note: {notice}")
-    write_json(out, build_report(result, pairs=args.pairs, seed=args.seed))
+    write_json(out, build_report(result, pairs=args.pairs, seed=args.seed, bins=args.histogram_bins, top_dims=args.top_dims))
     return 0
 
 
@@ -59,12 +65,22 @@ def run_extraction(loaded, corpus, settings, args):
     return cached_extract(loaded, corpus, settings, progress, ResultCache(args.cache_dir))
 
 
-def build_report(result, *, pairs: int = 10_000, seed: int = 0) -> dict:
-    """The analyze JSON: model card, corpus summary and one entry per hidden state (0 = emb)."""
-    from backend.anisotropy import anisotropy_by_state
+def build_report(result, *, pairs: int = 10_000, seed: int = 0, bins: int = 40, top_dims: int = 5) -> dict:
+    """The analyze JSON: model card, corpus summary and one entry per hidden state (0 = emb).
+
+    Per state: statistics, outlier dims, anisotropy (Ethayarajh 2019) and, on the same random pairs,
+    the anisotropy after zeroing that state's ``outlier_dims`` (Luo et al. 2021), the cosine
+    histogram, Timkey's top cosine dims with their share of the mean cosine, and IsoScore (Rudman
+    et al. 2022; null when the token sample has fewer points than dimensions).
+    """
+    from backend.isotropy import by_state, clipped_anisotropy_by_state
     from backend.outliers import outlier_dims, outliers_by_criterion
 
-    aniso = anisotropy_by_state(result, n_pairs=pairs, seed=seed)
+    iso = by_state(result, n_pairs=pairs, seed=seed, bins=bins, top_k=top_dims, similarity=False)
+    aniso = iso.anisotropy
+    dims_by_state = [outlier_dims(result, s) for s in range(result.num_states)]
+    clipped = clipped_anisotropy_by_state(result, dims_by_state, n_pairs=pairs, seed=seed)
+    edges = [float(e) for e in iso.histogram_edges]
     layers = []
     for s, name in enumerate(result.state_names):
         layers.append({
@@ -74,9 +90,13 @@ def build_report(result, *, pairs: int = 10_000, seed: int = 0) -> dict:
             "variance": result.variance[s],
             "argmin_freq": result.argmin_freq[s],
             "argmax_freq": result.argmax_freq[s],
-            "outlier_dims": outlier_dims(result, s),
+            "outlier_dims": dims_by_state[s],
             "outliers_by_criterion": outliers_by_criterion(result, s),
             "anisotropy": float(aniso[s]),
+            "anisotropy_clipped": float(clipped[s]),
+            "isoscore": float(iso.isoscore[s]),
+            "cosine_histogram": {"edges": edges, "counts": iso.histogram_counts[s].tolist()},
+            "top_cosine_dims": [[dim, share] for dim, share in iso.top_dims[s]],
         })
     model = dict(result.model)
     return {

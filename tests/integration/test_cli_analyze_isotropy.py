@@ -1,0 +1,73 @@
+"""`python -m backend analyze` reports IsoScore, clipped anisotropy, cosine histograms and Timkey's top dims."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(*args: str, cache_dir: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "ISOSCOPE_CACHE_DIR": str(cache_dir)}
+    return subprocess.run(
+        [sys.executable, "-m", "backend", "analyze", *args],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )
+
+
+@pytest.fixture(scope="module")
+def texts_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("cli-iso") / "texts.txt"
+    lines = [f"Text number {i} talks about the bank, the river and {i * 7} boats." for i in range(12)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_analyze_json_has_the_isotropy_keys(tiny_bert_dir, texts_file, tmp_path):
+    out = tmp_path / "out.json"
+    proc = _run("--model", str(tiny_bert_dir), "--texts", str(texts_file), "--out", str(out), "--device", "cpu",
+                "--pairs", "500", "--histogram-bins", "20", "--top-dims", "3", cache_dir=tmp_path / "cache")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out.read_text())
+    assert report["corpus"]["sample_size"] >= 32  # enough points for IsoScore in 32 dims
+    for layer in report["layers"]:
+        assert 0.0 <= layer["isoscore"] <= 1.0
+        assert -1.0 <= layer["anisotropy_clipped"] <= 1.0
+        if not layer["outlier_dims"]:
+            assert layer["anisotropy_clipped"] == pytest.approx(layer["anisotropy"])
+        hist = layer["cosine_histogram"]
+        np.testing.assert_allclose(hist["edges"], np.linspace(-1, 1, 21))
+        assert len(hist["counts"]) == 20 and sum(hist["counts"]) == 500
+        # the histogram's mean (from bin centres) agrees with the anisotropy to within half a bin
+        centres = (np.array(hist["edges"][1:]) + np.array(hist["edges"][:-1])) / 2
+        assert abs(np.dot(centres, hist["counts"]) / 500 - layer["anisotropy"]) <= 0.05 + 1e-9
+        top = layer["top_cosine_dims"]
+        assert len(top) == 3
+        assert all(isinstance(d, int) and 0 <= d < 32 and isinstance(s, float) for d, s in top)
+
+
+def test_analyze_rejects_a_bad_bin_count(tiny_bert_dir, texts_file, tmp_path):
+    proc = _run("--model", str(tiny_bert_dir), "--texts", str(texts_file), "--out", str(tmp_path / "o.json"),
+                "--histogram-bins", "0", cache_dir=tmp_path / "cache")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "--histogram-bins" in proc.stderr
+
+
+def test_build_report_on_minilm(minilm_result):
+    from backend.commands.analyze import build_report
+
+    report = build_report(minilm_result)
+    layers = report["layers"]
+    assert len(layers) == 7
+    for layer in layers[1:-1]:  # middle layers have outlier dims that carry the cosine
+        assert layer["outlier_dims"]
+        assert layer["anisotropy_clipped"] < layer["anisotropy"]
+        assert layer["top_cosine_dims"][0][0] in layer["outlier_dims"]
+    assert all(0 < layer["isoscore"] < 1 for layer in layers)
