@@ -124,6 +124,23 @@ def masked_norms(sites: list[NormSite], mask: torch.Tensor) -> Iterator[None]:
             handle.remove()
 
 
+def has_mlm_checkpoint(source: str) -> bool:
+    """True when the checkpoint's config names a masked-LM architecture, so ``head="mlm"`` loads
+    trained head weights (AutoModelForMaskedLM on a base checkpoint would invent a random head)."""
+    if source.lower().startswith(("random:", "random-like:")):
+        return False
+    try:
+        import json
+
+        from backend.models import _resolve_folder
+
+        folder, _ = _resolve_folder(source)
+        archs = json.loads((folder / "config.json").read_text()).get("architectures") or []
+    except Exception:
+        return False
+    return any(a.endswith("ForMaskedLM") or a == "BertForPreTraining" for a in archs)
+
+
 def private_copy(loaded):
     """A deep copy of ``loaded`` whose model can be modified without touching the cached one."""
     return dataclasses.replace(loaded, model=copy.deepcopy(loaded.model))
@@ -240,7 +257,7 @@ class Effect:
     ``embedding_cosine``: mean over texts of cos(original, ablated) mean-pooled embedding;
     ``token_cosine``: mean over tokens of cos(original, ablated) token vector;
     ``anisotropy``: mean cosine of random different-text token pairs after ablation;
-    ``sts_spearman``: Spearman of pair cosines vs gold scores after ablation (None without pairs);
+    ``sts_spearman``: Spearman x 100 of pair cosines vs gold scores after ablation (None without pairs);
     ``mlm_loss``: mean masked-token cross-entropy (None without an MLM head).
     """
 
@@ -342,9 +359,10 @@ class AblationReport:
 
 
 def _spearman(pair_cos: np.ndarray, gold: np.ndarray) -> np.ndarray:
-    from scipy.stats import spearmanr
+    """Spearman x 100 of pair cosines vs gold per hidden state (as backend.similarity reports STS)."""
+    from backend.similarity import spearman100
 
-    return np.array([spearmanr(row, gold).statistic for row in pair_cos], dtype=np.float64)
+    return np.array([spearman100(row, gold) for row in pair_cos], dtype=np.float64)
 
 
 def _pair_cosines(pooled: torch.Tensor, left: np.ndarray, right: np.ndarray) -> np.ndarray:

@@ -38,44 +38,20 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
-def _has_mlm_head(source: str) -> bool:
-    """True when the checkpoint's config names a masked-LM architecture (so the head has weights)."""
-    if source.lower().startswith("random:"):
-        return False
-    try:
-        import json
-
-        from backend.models import _resolve_folder
-
-        folder, _ = _resolve_folder(source)
-        archs = json.loads((folder / "config.json").read_text()).get("architectures") or []
-    except Exception:
-        return False
-    return any(a.endswith("ForMaskedLM") or a == "BertForPreTraining" for a in archs)
-
-
 def _read_pairs(path: str):
-    import csv
     from pathlib import Path
 
     from backend.errors import InputError
+    from backend.similarity import read_pairs_csv
 
-    file = Path(path)
-    if not file.is_file():
-        raise InputError(f"--pairs file {path!r} does not exist")
-    rows = list(csv.DictReader(file.read_text(encoding="utf-8-sig").splitlines()))
-    need = ("sentence1", "sentence2", "score")
-    if not rows or any(k not in rows[0] for k in need):
-        raise InputError(f"--pairs {path!r} needs a header with columns {', '.join(need)} and at least 3 rows")
-    try:
-        gold = [float(r["score"]) for r in rows]
-    except ValueError:
-        raise InputError(f"--pairs {path!r}: the score column must hold numbers") from None
-    return [r["sentence1"] for r in rows], [r["sentence2"] for r in rows], gold
+    if not Path(path).is_file():
+        raise InputError(f"--pairs file {path!r} does not exist; give a CSV with sentence1,sentence2,score")
+    pairs = read_pairs_csv(Path(path))
+    return list(pairs.sentence1), list(pairs.sentence2), list(pairs.scores)
 
 
 def run(args: argparse.Namespace) -> int:
-    from backend.ablation import parse_dims, run_ablation
+    from backend.ablation import has_mlm_checkpoint, parse_dims, run_ablation
     from backend.corpus import load_corpus_file
     from backend.errors import InputError
     from backend.layernorm import ln_outliers, norms_of, select_norms
@@ -89,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     corpus = load_corpus_file(args.texts)
     pairs = _read_pairs(args.pairs) if args.pairs else None
     loaded = None
-    if _has_mlm_head(args.model):
+    if has_mlm_checkpoint(args.model):
         from backend.errors import ModelLoadError
 
         try:

@@ -1,0 +1,84 @@
+"""AppTest of the LayerNorm page: default run, widget changes, a small ablation, bad inputs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import streamlit.testing.v1.app_test as app_test_module
+from streamlit.runtime.pages_manager import PagesManager
+from streamlit.testing.v1 import AppTest
+
+APP = str(Path(__file__).resolve().parents[2] / "app.py")
+TIMEOUT = 600  # the first run extracts the bundled MiniLM on the bundled corpus
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _navigation_frame_runs_every_time():
+    """As in test_overview: make every AppTest rerun go through app.py's st.navigation frame."""
+
+    class _V2PagesManager(PagesManager):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            PagesManager.uses_pages_directory = False
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(app_test_module, "PagesManager", _V2PagesManager)
+        yield
+
+
+@pytest.fixture(scope="module")
+def app(_navigation_frame_runs_every_time):
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.run()
+    at.switch_page("pages/layernorm.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def chart_keys(at):
+    return [c.proto.id for c in at.get("plotly_chart")]
+
+
+def test_default_run_shows_heatmaps_and_minilm_outliers(app):
+    assert not app.exception
+    assert len(app.get("plotly_chart")) >= 3  # gamma, beta, counts, overlap
+    outlier_metric = app.metric[0]
+    assert "223" in outlier_metric.value and "127" in outlier_metric.value
+    assert not app.error
+
+
+def test_threshold_change_and_random_init_toggle(app):
+    app.slider(key="ln_share").set_value(0.65).run()  # 4 of the 6 output LNs
+    assert not app.exception
+    strict = app.metric[0].value
+    assert "223" in strict and "127" not in strict  # 223 (gamma in 4 LNs) survives, 127 (3) does not
+    app.radio(key="ln_weights").set_value("random-init copy").run()
+    assert not app.exception
+    assert app.metric[0].value == "none"
+    assert any("Random-init weights" in i.value for i in app.info)
+    app.radio(key="ln_weights").set_value("trained").run()
+    app.slider(key="ln_share").set_value(0.5).run()
+    assert not app.exception
+
+
+def test_small_ablation_runs(app):
+    app.radio(key="ln_dims_mode").set_value("typed")
+    app.text_input(key="ln_dims_text").set_value("127, 223, 319")
+    app.slider(key="ln_texts").set_value(4)
+    app.slider(key="ln_controls").set_value(2)
+    app.button(key="ln_ablation_run").click().run()
+    assert not app.exception, app.exception
+    assert not app.error
+    assert app.selectbox(key="ln_metric").value == "embedding_cosine"
+    app.selectbox(key="ln_metric").set_value("anisotropy_change").run()
+    assert not app.exception
+
+
+@pytest.mark.parametrize(("typed", "message"), [("abc", "not an integer"), ("127, 999", "out of range")])
+def test_bad_typed_dims_show_an_error(app, typed, message):
+    app.radio(key="ln_dims_mode").set_value("typed")
+    app.text_input(key="ln_dims_text").set_value(typed)
+    app.button(key="ln_ablation_run").click().run()
+    assert not app.exception
+    assert any(message in e.value for e in app.error)
