@@ -1,0 +1,205 @@
+"""Anisotropy: random-pair cosine histograms, isotropy metrics by layer (raw vs post-processed vs
+random init), the dimensions that carry the cosine, and the mean-cosine vs IsoScore contrast."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from backend.errors import IsoscopeError
+from backend.isotropy import by_state
+from backend.outliers import outlier_dims
+from backend.plots.anisotropy import (
+    contrast_frame,
+    contribution_frame,
+    cosine_contribution_figure,
+    cosine_histogram_figure,
+    histogram_frame,
+    histogram_small_multiples,
+    mean_shift_contrast_figure,
+    metrics_by_layer_figure,
+    metrics_frame,
+)
+from backend.postprocess import POSTPROCESSORS, make_postprocessor, parse_dims
+from ui.common import (
+    download_buttons,
+    explainer,
+    get_extraction,
+    get_selection,
+    load_or_stop,
+    memo,
+    result_key,
+    show_notices,
+)
+
+N_PAIRS, SEED = 10_000, 0
+
+st.title("Anisotropy")
+loaded, result = load_or_stop()
+key = result_key(result)
+names = result.state_names
+d = result.hidden_size
+
+explainer(
+    "What is this / how to read it / references",
+    """
+**Anisotropy** (Ethayarajh 2019) is the mean cosine similarity of random pairs of token vectors taken from
+*different* texts: about 0 when directions are spread evenly, near 1 when all vectors point one way. Here
+10,000 pairs are drawn once (seed 0) from the token sample and reused for every hidden state and every
+post-processing, so all numbers are comparable. The histograms show the whole distribution, not just its mean.
+
+**Self-similarity** is the mean cosine between a word's vectors in different texts; **intra-text similarity**
+is the mean cosine between each token and its text's mean vector. Both are shown *adjusted*: minus the
+layer's anisotropy, because in an anisotropic space everything is similar to everything (Ethayarajh 2019).
+Recurring words are whole-word tokens (not special, not punctuation, not split into pieces) that occur in
+at least two texts of the token sample.
+
+**Which dimensions carry the cosine** (Timkey & van Schijndel 2021): cos(u, v) = Σᵢ uᵢvᵢ / (|u||v|), so
+the mean cosine splits exactly into one expected contribution per dimension. In many models one or two
+"rogue" dimensions carry most of it; in the bundled all-MiniLM-L6-v2, dimension 223 carries 35–65 % of the
+mean cosine in hidden states 2–5. Clipping it (Luo et al. 2021) or standardising (Timkey's
+recommendation) removes that share.
+
+**IsoScore** (Rudman et al. 2022) measures how evenly the variance is spread over all directions, from the
+eigenvalues of the covariance: 1 for an isotropic cloud, 0 when all points lie on a line. It ignores the
+mean: moving every vector by the same offset changes the mean cosine a lot and IsoScore not at all (see
+the last chart). A high mean cosine can come from one shared offset; a low IsoScore means few directions
+carry the variance. They answer different questions.
+
+**Trained vs random init** (Godey et al. 2023, 2024): the same architecture with freshly initialised
+weights on the same texts. Godey et al. argue anisotropy is inherent to Transformers trained with
+self-attention (it also appears in character-level, speech and vision Transformers; queries and keys
+drift together to sharpen attention); Machina & Mercer (2024) counter that large Pythia models are
+nearly isotropic, so it is not universal.
+
+**Sources**
+- Ethayarajh 2019, *How Contextual are Contextualized Word Representations?*, [arXiv 1909.00512](https://arxiv.org/abs/1909.00512)
+- Godey, de la Clergerie & Sagot 2023, *Is Anisotropy Inherent to Transformers?*, [arXiv 2306.07656](https://arxiv.org/abs/2306.07656);
+  Godey et al. 2024, *Anisotropy Is Inherent to Self-Attention in Transformers*, [arXiv 2401.12143](https://arxiv.org/abs/2401.12143)
+- Machina & Mercer 2024, *Anisotropy is Not Inherent to Transformers* (NAACL 2024), counterpoint on Pythia models
+- Timkey & van Schijndel 2021, *All Bark and No Bite*, [arXiv 2109.04404](https://arxiv.org/abs/2109.04404)
+- Rudman, Gillman, Rayne & Eickhoff 2022, *IsoScore: Measuring the Uniformity of Embedding Space Utilization*, [arXiv 2108.07344](https://arxiv.org/abs/2108.07344)
+- Post-processing: Luo, Kulmizev & Mao 2021 (clipping, [arXiv 2011.04393](https://arxiv.org/abs/2011.04393)); Mu & Viswanath 2018
+  (all-but-the-top, [arXiv 1702.01417](https://arxiv.org/abs/1702.01417)); Su et al. 2021 (whitening, [arXiv 2103.15316](https://arxiv.org/abs/2103.15316))
+""",
+)
+show_notices(result)
+
+# ----------------------------------------------------------------------------- controls
+st.subheader("Post-processing to compare with the raw vectors")
+c1, c2, c3 = st.columns([2, 2, 2])
+post_name = c1.selectbox("Post-processing", list(POSTPROCESSORS), index=1, key="aniso_post",
+                         format_func=lambda n: POSTPROCESSORS[n].label,
+                         help="Fitted on each hidden state's token sample, then applied to it.")
+params: dict = {}
+if post_name == "clip":
+    dims_text = c2.text_input("Dimensions to clip", "", key="aniso_clip_dims",
+                              placeholder="empty = each state's detected outlier dims",
+                              help="Comma-separated indices applied to every hidden state, or empty to clip, per "
+                              "hidden state, the outlier dims found by the z-score or extreme-index criterion.")
+    params["dims"] = dims_text.strip()
+elif post_name == "abtt":
+    params["n_components"] = int(c2.number_input("D: principal components removed", 0, d, max(1, round(d / 100)),
+                                                 key="aniso_abtt_d", help="Mu & Viswanath: D ≈ d/100."))
+elif post_name == "whiten":
+    k = int(c2.number_input("k: components kept (0 = all)", 0, d, 0, key="aniso_whiten_k",
+                            help="Su et al. keep e.g. 256 of 768."))
+    params["n_components"] = k or None
+compare_random = c3.toggle("Compare with random-init weights", key="aniso_random",
+                           help="Also run the same architecture with freshly initialised weights on the same texts "
+                           "(Godey et al.). The first time takes as long as the first extraction.")
+
+
+def _processor():
+    """The estimator (or per-state factory) for the chosen post-processing, and its cache parameters."""
+    if post_name == "clip":
+        if params["dims"]:
+            dims = parse_dims(params["dims"], d)
+            return make_postprocessor("clip", dims=dims), ("typed", tuple(dims))
+        auto = tuple(tuple(outlier_dims(result, s)) for s in range(result.num_states))
+        return (lambda s: make_postprocessor("clip", dims=auto[s])), ("auto", auto)
+    return make_postprocessor(post_name, **params), tuple(sorted(params.items()))
+
+
+try:
+    processor, processor_key = _processor()
+    raw = memo("isotropy.by_state", (key, "none", N_PAIRS, SEED), lambda: by_state(result, n_pairs=N_PAIRS, seed=SEED, name="raw"))
+    processed = None
+    if post_name != "none":
+        processed = memo("isotropy.by_state", (key, post_name, processor_key, N_PAIRS, SEED),
+                         lambda: by_state(result, processor, n_pairs=N_PAIRS, seed=SEED, name=post_name))
+except IsoscopeError as exc:
+    st.error(f"**Cannot apply this post-processing.** {exc}")
+    st.stop()
+
+processed_label = "processed"
+series = {"raw": raw} | ({processed_label: processed} if processed is not None else {})
+st.caption(
+    f"{raw.n_pairs:,} random pairs of tokens from different texts · token sample {len(result.sample_index):,} of "
+    f"{result.num_tokens:,} tokens · {raw.n_recurring_words:,} recurring words for self-similarity · "
+    f"processed = {POSTPROCESSORS[post_name].label}"
+    + (" (each state's detected outlier dims)" if post_name == "clip" and not params["dims"] else "")
+)
+
+random_series = {}
+if compare_random:
+    source = get_selection().model_source
+    try:
+        _, random_result = get_extraction(source=f"random-like:{source}")
+        random_raw = memo("isotropy.by_state", (result_key(random_result), "none", N_PAIRS, SEED),
+                          lambda: by_state(random_result, n_pairs=N_PAIRS, seed=SEED, name="random init"))
+        random_series["random init"] = random_raw
+    except IsoscopeError as exc:
+        st.error(f"**Cannot build the random-init comparison.** {exc}")
+    if result.model.get("random_init"):
+        st.info("The selected model already has random weights; the comparison uses another random initialisation.")
+
+# ----------------------------------------------------------------------------- histograms
+st.subheader("Cosine similarity of random token pairs")
+h1, h2 = st.columns([3, 1])
+default_state = names[max(1, result.num_layers // 2)] if result.num_layers else names[0]
+state_name = h1.select_slider("Hidden state", names, value=default_state, key="aniso_layer")
+view = h2.radio("View", ["one hidden state", "all hidden states"], key="aniso_hist_view", horizontal=False)
+hist_series = series | random_series
+if view == "one hidden state":
+    fig_hist = cosine_histogram_figure(hist_series, names.index(state_name))
+else:
+    fig_hist = histogram_small_multiples(hist_series)
+st.plotly_chart(fig_hist, width="stretch", key="aniso_hist_chart")
+download_buttons("aniso_hist", fig=fig_hist, frame=histogram_frame(hist_series), name="cosine_histograms")
+
+# ----------------------------------------------------------------------------- metrics by layer
+st.subheader("Anisotropy, IsoScore and adjusted similarities by layer")
+line_series = series | random_series
+fig_lines = metrics_by_layer_figure(line_series)
+st.plotly_chart(fig_lines, width="stretch", key="aniso_metrics_chart")
+download_buttons("aniso_metrics", fig=fig_lines, frame=metrics_frame(line_series), name="isotropy_by_layer")
+if random_series:
+    r = random_series["random init"]
+    st.caption(
+        f"Trained vs random init, last hidden state: anisotropy {raw.anisotropy[-1]:.3f} vs {r.anisotropy[-1]:.3f}, "
+        f"IsoScore {raw.isoscore[-1]:.3f} vs {r.isoscore[-1]:.3f}."
+    )
+
+# ----------------------------------------------------------------------------- Timkey
+st.subheader("Which dimensions carry the cosine")
+t1, t2 = st.columns([1, 1])
+top_k = t1.slider("Top dimensions per hidden state", 1, 10, 5, key="aniso_topk")
+contrib_of = t2.radio("Vectors", list(series), key="aniso_contrib_series", horizontal=True)
+fig_contrib = cosine_contribution_figure(series[contrib_of], top_k)
+st.plotly_chart(fig_contrib, width="stretch", key="aniso_contrib_chart")
+download_buttons("aniso_contrib", fig=fig_contrib, frame=contribution_frame(series[contrib_of], top_k), name="cosine_contributions")
+
+# ----------------------------------------------------------------------------- contrast
+st.subheader("Mean cosine vs IsoScore: what a mean shift does")
+centered = memo("isotropy.by_state", (key, "center", (), N_PAIRS, SEED, "nosim"),
+                lambda: by_state(result, make_postprocessor("center"), n_pairs=N_PAIRS, seed=SEED, similarity=False, name="center"))
+fig_contrast = mean_shift_contrast_figure(raw, centered)
+st.plotly_chart(fig_contrast, width="stretch", key="aniso_contrast_chart")
+peak = int(max(range(len(names)), key=lambda s: raw.anisotropy[s]))
+st.markdown(
+    f"Subtracting the mean vector moves every token by the same offset. At hidden state **{names[peak]}** the mean "
+    f"cosine drops from **{raw.anisotropy[peak]:.3f}** to **{centered.anisotropy[peak]:.3f}**, while IsoScore stays "
+    f"at **{raw.isoscore[peak]:.3f}** (it depends only on the covariance). Mean cosine measures a shared direction; "
+    "IsoScore measures how evenly the spread uses all dimensions."
+)
+download_buttons("aniso_contrast", fig=fig_contrast, frame=contrast_frame(raw, centered), name="mean_cosine_vs_isoscore")

@@ -1,0 +1,96 @@
+"""AppTest of the Anisotropy page: default run, layer / post-processing changes, the random-init
+comparison, and bad clip dims."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import streamlit.testing.v1.app_test as app_test_module
+from streamlit.runtime.pages_manager import PagesManager
+from streamlit.testing.v1 import AppTest
+
+APP = str(Path(__file__).resolve().parents[2] / "app.py")
+TIMEOUT = 300  # the first run extracts the bundled MiniLM (and, for the comparison, its random-init copy)
+
+
+@pytest.fixture(autouse=True)
+def _navigation_frame_runs_every_time(monkeypatch):
+    """See tests/app/test_overview.py: keep AppTest out of multipage-v1 mode so reruns run app.py."""
+
+    class _V2PagesManager(PagesManager):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            PagesManager.uses_pages_directory = False
+
+    monkeypatch.setattr(app_test_module, "PagesManager", _V2PagesManager)
+
+
+def _page() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.run()
+    at.switch_page("pages/anisotropy.py").run()
+    assert not at.exception
+    return at
+
+
+def _charts(at: AppTest) -> dict[str, dict]:
+    """Plotly figures on the page, by widget key suffix, as dicts."""
+    return {el.proto.id: json.loads(el.proto.spec) for el in at.get("plotly_chart")}
+
+
+def _trace_names(fig: dict) -> set[str]:
+    return {t.get("name") for t in fig["data"]}
+
+
+def test_default_run_shows_every_chart():
+    at = _page()
+    assert [t.value for t in at.title] == ["Anisotropy"]
+    assert not at.error
+    assert at.selectbox(key="aniso_post").value == "clip"
+    assert at.select_slider(key="aniso_layer").value == "3"
+    assert any("each state's detected outlier dims" in c.value for c in at.caption)
+    figures = list(_charts(at).values())
+    assert len(figures) == 4
+    histogram, lines, contributions, contrast = figures
+    assert _trace_names(histogram) == {"raw", "processed"}
+    assert "hidden state 3" in histogram["layout"]["title"]["text"]
+    assert {"raw", "processed"} <= _trace_names(lines)
+    assert "dim 223" in _trace_names(contributions)  # MiniLM's rogue dimension carries the cosine
+    assert any("drops from" in m.value for m in at.main.markdown)
+
+
+def test_layer_and_post_processing_changes():
+    at = _page()
+    at.select_slider(key="aniso_layer").set_value("emb").run()
+    assert not at.exception and not at.error
+    histogram = list(_charts(at).values())[0]
+    assert "hidden state emb" in histogram["layout"]["title"]["text"]
+    at.selectbox(key="aniso_post").set_value("standardize").run()
+    assert not at.exception and not at.error
+    assert any("standardisation" in c.value for c in at.caption)
+    at.radio(key="aniso_hist_view").set_value("all hidden states").run()
+    assert not at.exception
+    small_multiples = list(_charts(at).values())[0]
+    assert len(small_multiples["data"]) == 2 * 7  # raw + processed for each hidden state
+
+
+def test_random_init_comparison():
+    at = _page()
+    at.toggle(key="aniso_random").set_value(True).run()
+    assert not at.exception and not at.error
+    lines = list(_charts(at).values())[1]
+    assert "random init" in _trace_names(lines)
+    assert any("Trained vs random init" in c.value for c in at.caption)
+
+
+def test_bad_clip_dims_show_an_error():
+    at = _page()
+    at.text_input(key="aniso_clip_dims").input("223, x").run()
+    assert not at.exception
+    assert any("not a dimension index" in e.value for e in at.error)
+    at.text_input(key="aniso_clip_dims").input("9999").run()
+    assert any("out of range" in e.value for e in at.error)
+    at.text_input(key="aniso_clip_dims").input("223").run()
+    assert not at.error
