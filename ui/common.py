@@ -181,7 +181,23 @@ def result_key(result: ExtractionResult) -> str:
 
 
 def get_selection() -> Selection:
+    _ensure_navigation_frame()
     return st.session_state.get("isoscope_selection", Selection())
+
+
+def _ensure_navigation_frame() -> None:
+    """Rerun through app.py when Streamlit ran a page file on its own.
+
+    Because ``pages/`` sits next to ``app.py``, Streamlit starts in its old multipage mode and, until
+    some session has called ``st.navigation``, serves a deep link (``/outliers`` right after a server
+    start, and every AppTest rerun) by running the page file alone: no sidebar, no frame. Switching
+    the flag that ``st.navigation`` itself clears and rerunning runs app.py on the same page.
+    """
+    from streamlit.runtime.pages_manager import PagesManager
+
+    if PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
+        st.rerun()
 
 
 def sidebar() -> Selection:
