@@ -31,7 +31,7 @@ from ui.common import (
     show_notices,
 )
 
-N_PAIRS, SEED = 10_000, 0
+N_PAIRS, SEED, BINS = 10_000, 0, 100  # 100 bins: 0.02 wide over [-1, 1]
 
 st.title("Anisotropy")
 loaded, result = load_or_stop()
@@ -122,11 +122,12 @@ def _processor():
 
 try:
     processor, processor_key = _processor()
-    raw = memo("isotropy.by_state", (key, "none", N_PAIRS, SEED), lambda: by_state(result, n_pairs=N_PAIRS, seed=SEED, name="raw"))
+    raw = memo("isotropy.by_state", (key, "none", N_PAIRS, SEED, BINS),
+               lambda: by_state(result, n_pairs=N_PAIRS, seed=SEED, bins=BINS, name="raw"))
     processed = None
     if post_name != "none":
-        processed = memo("isotropy.by_state", (key, post_name, processor_key, N_PAIRS, SEED),
-                         lambda: by_state(result, processor, n_pairs=N_PAIRS, seed=SEED, name=post_name))
+        processed = memo("isotropy.by_state", (key, post_name, processor_key, N_PAIRS, SEED, BINS),
+                         lambda: by_state(result, processor, n_pairs=N_PAIRS, seed=SEED, bins=BINS, name=post_name))
 except IsoscopeError as exc:
     st.error(f"**Cannot apply this post-processing.** {exc}")
     st.stop()
@@ -145,8 +146,8 @@ if compare_random:
     source = get_selection().model_source
     try:
         _, random_result = get_extraction(source=f"random-like:{source}")
-        random_raw = memo("isotropy.by_state", (result_key(random_result), "none", N_PAIRS, SEED),
-                          lambda: by_state(random_result, n_pairs=N_PAIRS, seed=SEED, name="random init"))
+        random_raw = memo("isotropy.by_state", (result_key(random_result), "none", N_PAIRS, SEED, BINS),
+                          lambda: by_state(random_result, n_pairs=N_PAIRS, seed=SEED, bins=BINS, name="random init"))
         random_series["random init"] = random_raw
     except IsoscopeError as exc:
         st.error(f"**Cannot build the random-init comparison.** {exc}")

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
+import plotly.express as px
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
@@ -36,7 +37,7 @@ def _colour(series: str, i: int) -> str:
 
 def cosine_histogram_figure(series: dict[str, StateIsotropy], state: int) -> go.Figure:
     """Overlaid histograms (share of pairs per bin) of random-pair cosines at hidden ``state``;
-    dashed lines mark each series' mean (the anisotropy)."""
+    dashed lines mark each series' mean (the anisotropy), also given in the legend."""
     fig = go.Figure()
     state_name = next(iter(series.values())).state_names[state]
     for i, (label, iso) in enumerate(series.items()):
@@ -44,15 +45,15 @@ def cosine_histogram_figure(series: dict[str, StateIsotropy], state: int) -> go.
         counts = iso.histogram_counts[state]
         share = counts / max(int(counts.sum()), 1)
         colour = _colour(label, i)
+        mean = float(iso.anisotropy[state])
         fig.add_trace(go.Bar(
-            x=(edges[:-1] + edges[1:]) / 2, y=share, width=np.diff(edges), name=label, marker_color=colour, opacity=0.55,
+            x=(edges[:-1] + edges[1:]) / 2, y=share, width=np.diff(edges), name=f"{label} (mean {mean:.3f})",
+            marker_color=colour, opacity=0.55,
             customdata=np.stack([edges[:-1], edges[1:], counts], axis=1),
             hovertemplate="cosine %{customdata[0]:.2f} to %{customdata[1]:.2f}<br>%{y:.1%} of pairs (%{customdata[2]})<extra>" + label + "</extra>",
         ))
-        mean = float(iso.anisotropy[state])
         if np.isfinite(mean):
-            fig.add_vline(x=mean, line_dash="dash", line_color=colour,
-                          annotation_text=f"mean {mean:.3f}", annotation_position="top", annotation_font_color=colour)
+            fig.add_vline(x=mean, line_dash="dash", line_color=colour)
     fig.update_layout(
         title=f"Cosine similarity of random token pairs from different texts · hidden state {state_name}",
         barmode="overlay", xaxis_title="cosine similarity", yaxis_title="share of pairs", xaxis_range=[-1, 1],
@@ -149,7 +150,7 @@ def cosine_contribution_figure(iso: StateIsotropy, k: int = 5) -> go.Figure:
     frame = contribution_frame(iso, k)
     names = list(iso.state_names)
     fig = go.Figure()
-    palette = ["#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#393b79"]
+    palette = px.colors.qualitative.Dark24 + px.colors.qualitative.Light24  # no repeats for 48 dims
     dims = list(dict.fromkeys(frame.sort_values(["rank", "state"])["dim"].tolist()))
     top_sum = np.zeros(len(names))
     for i, dim in enumerate(dims):

@@ -54,7 +54,8 @@ def test_default_run_shows_every_chart():
     figures = list(_charts(at).values())
     assert len(figures) == 4
     histogram, lines, contributions, contrast = figures
-    assert _trace_names(histogram) == {"raw", "processed"}
+    assert sorted(n.split(" (")[0] for n in _trace_names(histogram)) == ["processed", "raw"]
+    assert any("(mean 0.1" in n for n in _trace_names(histogram))
     assert "hidden state 3" in histogram["layout"]["title"]["text"]
     assert {"raw", "processed"} <= _trace_names(lines)
     assert "dim 223" in _trace_names(contributions)  # MiniLM's rogue dimension carries the cosine

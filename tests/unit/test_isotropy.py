@@ -225,3 +225,42 @@ def test_by_state_with_post_processing(fake_result):
     assert white.contributions.shape == (3, 4)
     assert np.all(white.isoscore > 0.99)
     assert np.all(np.isnan(white.self_similarity))
+
+
+# ----------------------------------------------------------------------------- figure builders
+
+
+def test_figure_builders(fake_result):
+    from backend.plots.anisotropy import (
+        contribution_frame,
+        cosine_contribution_figure,
+        cosine_histogram_figure,
+        histogram_frame,
+        histogram_small_multiples,
+        mean_shift_contrast_figure,
+        metrics_by_layer_figure,
+        metrics_frame,
+    )
+
+    raw = by_state(fake_result, n_pairs=3000, bins=20, name="raw")
+    centered = by_state(fake_result, make_postprocessor("center"), n_pairs=3000, bins=20, similarity=False)
+    series = {"raw": raw, "processed": centered}
+    hist = cosine_histogram_figure(series, 2)
+    assert [t.name.split(" (")[0] for t in hist.data] == ["raw", "processed"]
+    assert sum(hist.data[0].y) == pytest.approx(1.0)
+    assert f"(mean {raw.anisotropy[2]:.3f})" in hist.data[0].name
+    assert len(histogram_small_multiples(series).data) == 2 * 3
+    frame = histogram_frame(series)
+    assert len(frame) == 2 * 3 * 20 and frame.groupby(["series", "state"])["share"].sum().round(9).eq(1).all()
+    lines = metrics_by_layer_figure(series)
+    assert len(lines.data) == 2 * 4
+    assert list(metrics_frame(series)["series"].unique()) == ["raw", "processed"]
+    # stacked contributions: top dims + "all other dims" add up to the anisotropy of each state
+    contrib = cosine_contribution_figure(raw, k=2)
+    bars = [t for t in contrib.data if t.type == "bar"]
+    np.testing.assert_allclose(np.sum([np.asarray(t.y, dtype=float) for t in bars], axis=0), raw.anisotropy, atol=1e-12)
+    assert "dim 5" in {t.name for t in bars}  # the planted rogue dim of state "2"
+    top = contribution_frame(raw, k=2)
+    assert top[top["state"] == "2"].iloc[0]["dim"] == 5
+    contrast = mean_shift_contrast_figure(raw, centered)
+    assert len(contrast.data) == 4
