@@ -251,6 +251,11 @@ def text_colouring(lengths: np.ndarray, by: str) -> Colouring:
     return Colouring(values, "numeric", TEXT_COLOURS[by])
 
 
+def text_lengths(tokens, num_texts: int) -> np.ndarray:
+    """Analysed tokens per text (int64 (num_texts,)) from a TokenTable."""
+    return np.bincount(np.asarray(tokens.text_id, dtype=np.int64), minlength=num_texts)
+
+
 def hover_contexts(tokens, rows: Sequence[int] | np.ndarray, width: int = 8) -> np.ndarray:
     """'left [token] right' for each token row of ``tokens`` (a TokenTable in text order), vectorised.
 
@@ -292,3 +297,43 @@ def coordinates_frame(before: Projection, after: Projection, colouring: Colourin
         "x_processed": after.coords[:, 0],
         "y_processed": after.coords[:, 1],
     })
+
+
+# ----------------------------------------------------------------------------- metric deltas
+
+
+def metric_deltas(
+    fit_vectors: np.ndarray,
+    text_id: np.ndarray,
+    postprocess: str,
+    params: dict | None = None,
+    n_pairs: int = 10_000,
+    seed: int = 0,
+) -> list[dict]:
+    """Isotropy metrics of ``fit_vectors`` (n, d) raw and after the post-processing (fitted on them).
+
+    Rows: anisotropy (mean cosine of random different-text pairs; Ethayarajh 2019), IsoScore
+    (Rudman et al. 2022; NaN with fewer points than dims), the top dimension's share of the mean
+    cosine (Timkey & van Schijndel 2021) and the mean vector norm. Raw and processed use the same pairs.
+    """
+    from backend.anisotropy import different_text_pairs
+    from backend.isotropy import cosine_contributions, isoscore, top_cosine_dims, unit_rows
+
+    raw = np.asarray(fit_vectors, dtype=np.float64)
+    processed = fit_postprocessor(raw, postprocess, params).transform(raw)
+    pairs = different_text_pairs(text_id, n_pairs, seed)
+
+    def metrics(x: np.ndarray) -> dict[str, float]:
+        out = {"anisotropy (mean cosine)": float("nan"), "top dimension's share of the mean cosine": float("nan")}
+        if len(pairs):
+            unit = unit_rows(x)
+            out["anisotropy (mean cosine)"] = float(np.einsum("ij,ij->i", unit[pairs[:, 0]], unit[pairs[:, 1]]).mean())
+            top = top_cosine_dims(cosine_contributions(x, pairs).mean(axis=0), 1)
+            if top:
+                out["top dimension's share of the mean cosine"] = float(top[0][1])
+        out["IsoScore"] = isoscore(x) if x.shape[0] >= x.shape[1] >= 2 else float("nan")
+        out["mean vector norm"] = float(np.linalg.norm(x, axis=1).mean())
+        return out
+
+    before, after = metrics(raw), metrics(processed)
+    return [{"metric": k, "raw": before[k], "processed": after[k], "change": after[k] - before[k]} for k in before]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.colors
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
+import plotly.io as pio
 
 from backend.projections import Colouring, Projection
 
@@ -47,44 +47,54 @@ def before_after_figure(
 ) -> go.Figure:
     """Two WebGL scatter panels (raw | processed) of the same points, coloured alike.
 
-    ``hover`` holds one label per point (a token in its context, or a text snippet).
+    ``hover`` holds one label per point (a token in its context, or a text snippet). Built from
+    plain dicts without plotly's per-property validation: with tens of thousands of points that
+    validation (and make_subplots) costs more than the whole rest of a page rerun.
     """
-    fig = make_subplots(rows=1, cols=2, subplot_titles=titles, horizontal_spacing=0.07)
-    panels = ((before, 1), (after, 2))
-    hover = np.asarray(hover, dtype=object)
+    panels = ((before, "x", "y"), (after, "x2", "y2"))
+    hover = np.asarray(hover).astype(str)  # fixed-width str: copied as one block, unlike Python objects
+    traces: list[dict] = []
     if colouring.kind == "categorical":
         colours = category_colours(colouring.order)
         for name in colouring.order:
             mask = colouring.values == name
-            for projection, col in panels:
-                fig.add_trace(go.Scattergl(
-                    x=projection.coords[mask, 0], y=projection.coords[mask, 1], mode="markers",
-                    marker=dict(size=point_size, color=colours[name], opacity=0.75),
-                    name=str(name), legendgroup=str(name), showlegend=col == 1,
-                    customdata=hover[mask], hovertemplate="%{customdata}<br>" + f"{name}<extra></extra>",
-                ), row=1, col=col)
+            for projection, xa, ya in panels:
+                traces.append(dict(
+                    type="scattergl", x=projection.coords[mask, 0], y=projection.coords[mask, 1], xaxis=xa, yaxis=ya,
+                    mode="markers", marker=dict(size=point_size, color=colours[name], opacity=0.75),
+                    name=str(name), legendgroup=str(name), showlegend=xa == "x",
+                    hovertext=hover[mask], hovertemplate="%{hovertext}<br>" + f"{name}<extra></extra>",
+                ))
     else:
         values = np.asarray(colouring.values, dtype=np.float64)
         lo, hi = (float(np.nanmin(values)), float(np.nanmax(values))) if len(values) else (0.0, 1.0)
-        for projection, col in panels:
-            fig.add_trace(go.Scattergl(
-                x=projection.coords[:, 0], y=projection.coords[:, 1], mode="markers",
+        for projection, xa, ya in panels:
+            traces.append(dict(
+                type="scattergl", x=projection.coords[:, 0], y=projection.coords[:, 1], xaxis=xa, yaxis=ya,
+                mode="markers",
                 marker=dict(size=point_size, color=values, colorscale="Viridis", cmin=lo, cmax=hi, opacity=0.8,
-                            showscale=col == 2, colorbar=dict(title=dict(text=colouring.label, side="right"), thickness=12)),
-                customdata=np.stack([hover, values], axis=1),
-                hovertemplate="%{customdata[0]}<br>" + colouring.label + ": %{customdata[1]:.3g}<extra></extra>",
+                            showscale=xa == "x2", colorbar=dict(title=dict(text=colouring.label, side="right"), thickness=12)),
+                hovertext=hover, customdata=values,
+                hovertemplate="%{hovertext}<br>" + colouring.label + ": %{customdata:.3g}<extra></extra>",
                 showlegend=False, name=colouring.label,
-            ), row=1, col=col)
-    for projection, col in panels:
-        x_title, y_title = axis_titles(projection)
-        fig.update_xaxes(title_text=x_title, row=1, col=col, zeroline=False)
-        fig.update_yaxes(title_text=y_title, row=1, col=col, zeroline=False)
-    fig.update_layout(
+            ))
+    (bx, by), (ax, ay) = axis_titles(before), axis_titles(after)
+    gap = 0.07
+    layout = dict(
         height=height, margin=dict(l=50, r=20, t=60, b=50),
+        xaxis=dict(domain=[0.0, 0.5 - gap / 2], anchor="y", title=dict(text=bx), zeroline=False),
+        yaxis=dict(domain=[0.0, 1.0], anchor="x", title=dict(text=by), zeroline=False),
+        xaxis2=dict(domain=[0.5 + gap / 2, 1.0], anchor="y2", title=dict(text=ax), zeroline=False),
+        yaxis2=dict(domain=[0.0, 1.0], anchor="x2", title=dict(text=ay), zeroline=False),
+        annotations=[
+            dict(text=titles[0], x=0.25 - gap / 4, y=1.0, xref="paper", yref="paper", xanchor="center", yanchor="bottom", showarrow=False, font=dict(size=15)),
+            dict(text=titles[1], x=0.75 + gap / 4, y=1.0, xref="paper", yref="paper", xanchor="center", yanchor="bottom", showarrow=False, font=dict(size=15)),
+        ],
         legend=dict(orientation="h", yanchor="top", y=-0.14, itemsizing="constant", title=dict(text=colouring.label + ": ")),
         hoverlabel=dict(namelength=-1),
+        template=pio.templates[pio.templates.default] if pio.templates.default else None,
     )
-    return fig
+    return go.Figure(data=traces, layout=layout, _validate=False)
 
 
 def explained_variance_text(projection: Projection) -> str:

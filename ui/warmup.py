@@ -1,0 +1,62 @@
+"""Warm up UMAP off the request path: numba compiles UMAP's kernels on the first fit in a process
+(about a minute on 2 cores). :func:`start_umap_warmup` starts one daemon thread per process that
+runs :func:`backend.projections.warm_up_umap`; pages read its state and offer PCA meanwhile.
+
+Set ``ISOSCOPE_UMAP_WARMUP=0`` to skip the warm-up (tests do, to keep the CPU free); UMAP then
+compiles on its first real fit instead.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+
+import streamlit as st
+
+EXPECTED_SECONDS = 60.0  # typical compile time on 2 shared cores, for the progress bar
+
+
+@dataclass
+class WarmupState:
+    """Progress of the background UMAP compilation (shared by every session of the process)."""
+
+    enabled: bool = True
+    started: float = field(default_factory=time.monotonic)
+    done: threading.Event = field(default_factory=threading.Event)
+    seconds: float | None = None
+    error: str | None = None
+
+    @property
+    def ready(self) -> bool:
+        """True when a UMAP fit will not pay the compile cost (or warm-up is off / failed)."""
+        return self.done.is_set() or not self.enabled
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def fraction(self) -> float:
+        return 1.0 if self.ready else min(self.elapsed / EXPECTED_SECONDS, 0.95)
+
+
+def _run(state: WarmupState) -> None:
+    from backend.projections import warm_up_umap
+
+    try:
+        state.seconds = warm_up_umap()
+    except Exception as exc:  # never kill the process: UMAP will then compile (or fail) on first use
+        state.error = f"{type(exc).__name__}: {exc}"
+    finally:
+        state.done.set()
+
+
+@st.cache_resource(show_spinner=False)
+def start_umap_warmup() -> WarmupState:
+    """Start the UMAP warm-up thread once per process; every later call returns its state."""
+    enabled = os.environ.get("ISOSCOPE_UMAP_WARMUP", "1") not in ("0", "false", "no")
+    state = WarmupState(enabled=enabled)
+    if enabled:
+        threading.Thread(target=_run, args=(state,), name="isoscope-umap-warmup", daemon=True).start()
+    return state
