@@ -514,3 +514,23 @@ def word_sense_by_state(
             row[f"{label}_loo_accuracy"] = loo_accuracy(cos, vectors.same_sense)
         rows.append(row)
     return rows
+
+
+def word_sense_sweeps(
+    vectors: WordSenseVectors, state: int, clip_dims: Sequence[int], fitted=None
+) -> dict[str, ThresholdSweep]:
+    """The threshold sweeps behind :func:`word_sense_by_state` at one hidden state (for plotting)."""
+    a, b = vectors.first[state], vectors.second[state]
+    variants = {"raw": (a, b), "clipped": (_clip(a, clip_dims), _clip(b, clip_dims))}
+    if fitted is not None:
+        variants["processed"] = (fitted.transform(a), fitted.transform(b))
+    return {k: threshold_sweep(cosine_rows(x, y), vectors.same_sense) for k, (x, y) in variants.items()}
+
+
+def fit_on_token_sample(result, postprocess: str, params: dict | None = None) -> list:
+    """One :mod:`backend.postprocess` transformer per hidden state, fitted on that state's token
+    sample of an ExtractionResult (the corpus), to apply to word vectors from other texts."""
+    from backend.postprocess import make_postprocessor
+
+    return [make_postprocessor(postprocess, **(params or {})).fit(np.asarray(result.sample_vectors[s], dtype=np.float64))
+            for s in range(result.num_states)]

@@ -1,0 +1,197 @@
+"""Sentence similarity (STS Spearman by hidden state) and word senses (WiC-style), raw vs clipped."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from backend.errors import IsoscopeError
+from backend.outliers import outlier_dims
+from backend.plots.similarity import (
+    sts_figure,
+    sts_frame,
+    sweep_figure,
+    word_sense_figure,
+    word_sense_frame,
+)
+from backend.postprocess import POSTPROCESSORS, parse_dims
+from backend.similarity import (
+    clip_dims_by_state,
+    fit_on_token_sample,
+    pool_pairs,
+    read_pairs_csv,
+    read_word_sense_csv,
+    sts_by_state,
+    sts_sample,
+    wic_examples,
+    word_sense_by_state,
+    word_sense_sweeps,
+    word_vectors,
+)
+from ui.common import download_buttons, explainer, load_or_stop, memo, result_key
+
+CLIP_MODES = {
+    "auto": "2 largest-|mean| dims of the evaluated vectors (per state)",
+    "corpus": "outlier dims detected on the sidebar corpus (per state)",
+    "typed": "dimensions I type (every state)",
+}
+POST_CHOICES = ["none"] + [p for p in POSTPROCESSORS if p not in ("none", "clip")]
+
+st.title("Sentence similarity")
+loaded, result = load_or_stop()
+key = result_key(result)
+max_length = result.settings.max_length
+names = result.state_names
+corpus_dims = memo("sim_corpus_outliers", (key,), lambda: [outlier_dims(result, s) for s in range(result.num_states)])
+st.caption(
+    f"Model **{loaded.info.display_name}** · texts cut to {max_length} tokens (sidebar *Max tokens*) · "
+    "clipping sets dimensions to 0 in the pooled / word vectors; the model is untouched."
+)
+
+
+def clip_controls(prefix: str, default: str) -> str | list[int] | None:
+    """Clip-mode selector (+ typed dims); returns "auto", "corpus", a list of dims, or None on a typing error."""
+    mode = st.selectbox("Clip", list(CLIP_MODES), index=list(CLIP_MODES).index(default), format_func=CLIP_MODES.get,
+                        key=f"{prefix}_clip_mode")
+    if mode != "typed":
+        return mode
+    default_dims = next((dims for dims in reversed(corpus_dims) if dims), [])
+    typed = st.text_input("Dimensions to clip", value=", ".join(map(str, default_dims)),
+                          key=f"{prefix}_clip_dims", help="Comma-separated indices, zeroed at every hidden state.")
+    try:
+        return parse_dims(typed, result.hidden_size)
+    except IsoscopeError as exc:
+        st.error(f"**Dimensions to clip:** {exc}")
+        return None
+
+
+def resolve_dims(mode, first, second) -> list[list[int]]:
+    if mode == "corpus":
+        return [list(d) for d in corpus_dims]
+    return clip_dims_by_state(mode, first, second)
+
+
+def post_label(name: str) -> str:
+    return POSTPROCESSORS[name].label.split(" (")[0]
+
+
+left, right = st.columns(2, gap="large")
+
+# ----------------------------------------------------------------------------- STS
+
+with left:
+    st.subheader("Sentence pairs (STS)")
+    upload = st.file_uploader("Pairs CSV: sentence1,sentence2,score (leave empty for the bundled 40 pairs)",
+                              type=["csv", "tsv", "txt"], key="sim_sts_file")
+    try:
+        pairs = read_pairs_csv(upload.getvalue(), upload.name) if upload is not None else sts_sample()
+    except IsoscopeError as exc:
+        st.error(f"**Cannot read the pairs file.** {exc}")
+        pairs = None
+    c1, c2 = st.columns(2)
+    with c1:
+        sts_clip = clip_controls("sim_sts", "auto")
+    sts_post = c2.selectbox("Also compare", POST_CHOICES, index=POST_CHOICES.index("standardize"),
+                            format_func=lambda p: "nothing else" if p == "none" else POSTPROCESSORS[p].label, key="sim_sts_post",
+                            help="Fitted on the pooled vectors of the evaluated sentences at each hidden state.")
+    if pairs is not None and sts_clip is not None:
+        st.caption(f"{len(pairs):,} pairs from {pairs.name}; gold scores {pairs.scores.min():g} to {pairs.scores.max():g}.")
+
+        def pooled_pairs():
+            bar = st.progress(0.0, text="Mean-pooling the sentences…")
+            out = pool_pairs(loaded, pairs, max_length, result.settings.batch_size,
+                             lambda done, n: bar.progress(done / max(n, 1), text=f"Mean-pooling sentences: {done:,} / {n:,}"))
+            bar.empty()
+            return out
+
+        first, second = memo("sim_pooled", (loaded.fingerprint, pairs.sha, max_length), pooled_pairs)
+        dims = resolve_dims(sts_clip, first, second)
+        post = None if sts_post == "none" else sts_post
+        try:
+            sts_rows = memo("sim_sts", (loaded.fingerprint, pairs.sha, max_length, repr(dims), post),
+                            lambda: sts_by_state(first, second, pairs.scores, dims, post, state_names=names))
+        except IsoscopeError as exc:
+            st.error(f"**Cannot score these pairs.** {exc}")
+            sts_rows = None
+        if sts_rows:
+            fig = sts_figure(sts_rows, post_label(post) if post else None)
+            st.plotly_chart(fig, width="stretch", key="sim_sts_chart")
+            frame = sts_frame(sts_rows)
+            st.dataframe(frame, hide_index=True, width="stretch",
+                         column_config={c: st.column_config.NumberColumn(format="%.2f") for c in ("raw", "clipped", "processed")})
+            download_buttons("sim_sts", fig=fig, frame=frame, name="sts_by_state")
+
+# ----------------------------------------------------------------------------- word senses
+
+with right:
+    st.subheader("Word senses (WiC-style)")
+    wic_upload = st.file_uploader("Rows CSV: word,context1,context2,same_sense (leave empty for the bundled 64 rows)",
+                                  type=["csv", "tsv", "txt"], key="sim_wic_file")
+    try:
+        wic = read_word_sense_csv(wic_upload.getvalue(), wic_upload.name) if wic_upload is not None else wic_examples()
+    except IsoscopeError as exc:
+        st.error(f"**Cannot read the word-sense file.** {exc}")
+        wic = None
+    c1, c2 = st.columns(2)
+    with c1:
+        wic_clip = clip_controls("sim_wic", "corpus")
+    wic_post = c2.selectbox("Also compare", POST_CHOICES, index=POST_CHOICES.index("standardize"),
+                            format_func=lambda p: "nothing else" if p == "none" else POSTPROCESSORS[p].label, key="sim_wic_post",
+                            help="Fitted on the sidebar corpus's token sample at each hidden state, then applied to the word vectors.")
+    if wic is not None and wic_clip is not None:
+        try:
+            vectors = memo("sim_wic_vectors", (loaded.fingerprint, wic.sha, max_length),
+                           lambda: word_vectors(loaded, wic, max_length, result.settings.batch_size))
+        except IsoscopeError as exc:
+            st.error(f"**Cannot use these rows.** {exc}")
+            vectors = None
+        if vectors is not None:
+            labels = vectors.same_sense
+            st.caption(f"{len(labels)} of {len(wic)} rows from {wic.name} usable: {int(labels.sum())} same sense, "
+                       f"{int((~labels).sum())} different.")
+            if vectors.problems:
+                with st.expander(f"⚠️ {len(vectors.problems)} row(s) skipped"):
+                    st.markdown("\n".join(f"- {p}" for p in vectors.problems))
+            dims = resolve_dims(wic_clip, vectors.first, vectors.second)
+            post = None if wic_post == "none" else wic_post
+            fitted = memo("sim_wic_fitted", (key, post), lambda: fit_on_token_sample(result, post)) if post else None
+            wic_rows = memo("sim_wic", (loaded.fingerprint, wic.sha, max_length, repr(dims), key, post),
+                            lambda: word_sense_by_state(vectors, dims, fitted, state_names=names))
+            fig = word_sense_figure(wic_rows, post_label(post) if post else None)
+            st.plotly_chart(fig, width="stretch", key="sim_wic_chart")
+            frame = word_sense_frame(wic_rows)
+            st.dataframe(frame, hide_index=True, width="stretch",
+                         column_config={c: st.column_config.NumberColumn(format="%.3f") for c in frame.columns if c.endswith(("accuracy", "threshold"))})
+            download_buttons("sim_wic", fig=fig, frame=frame, name="word_senses_by_state")
+            sweep_state = st.selectbox("Threshold sweep at state", range(len(names)), index=len(names) - 1,
+                                       format_func=lambda s: names[s], key="sim_wic_sweep_state")
+            sweeps = word_sense_sweeps(vectors, sweep_state, dims[sweep_state], fitted[sweep_state] if fitted else None)
+            st.plotly_chart(sweep_figure(sweeps, names[sweep_state]), width="stretch", key="sim_wic_sweep_chart")
+
+explainer(
+    "What is this / references",
+    """
+**Sentence similarity** (Luo, Kulmizev & Mao 2021, *Positional Artefacts Propagate Through Masked Language Model
+Embeddings*, arXiv 2011.04393, Table 2): each sentence is mean-pooled at every hidden state (all non-padding
+tokens, special tokens included, as sentence-transformers does), the cosine of each pair is compared with the
+gold scores by Spearman's rank correlation × 100 (scipy). Luo et al. report that zeroing the outlier dimensions
+raises BERT's STS-B score from 58.6 to 63.1 (RoBERTa 56.6 → 60.6). The input format is the STS Benchmark's
+(Cer et al. 2017, arXiv 1708.00055): `sentence1,sentence2,score`, with a header line (or the header-less
+three-column file). For the default model the command `python -m backend sts` reproduces the published STS-B
+test score of all-MiniLM-L6-v2 (82.03) at the last hidden state.
+
+**Clip** modes: *2 largest-|mean| dims* takes, per hidden state, the two dimensions whose mean over the evaluated
+vectors is largest in magnitude (the `--clip auto` of the CLI); *detected on the corpus* uses the outlier
+dimensions of the sidebar corpus at each state (Outlier dimensions page); or type your own.
+**Also compare** fits a post-processing per hidden state: standardisation (Timkey & van Schijndel 2021,
+arXiv 2109.04404), mean-centering / all-but-the-top (Mu & Viswanath 2018, arXiv 1702.01417; D = d/100) or
+whitening (Su et al. 2021, arXiv 2103.15316). With few pairs (the bundled 40), whitening and all-but-the-top are
+fitted on few vectors and are noisy.
+
+**Word senses** (Luo et al. 2021, after WiC by Pilehvar & Camacho-Collados 2019, arXiv 1808.09121): the target
+word's vectors in the two contexts (its word pieces averaged; an inflected form such as *banks* counts), the
+cosine per hidden state, and the accuracy of "same sense iff cosine > t". The best t is chosen on the same rows,
+which flatters the score; the dotted lines choose t without the row being predicted (leave-one-out), an honest
+estimate. With balanced labels chance is 0.5. The bundled 64 rows (16 ambiguous words such as *bank*, *bat*,
+*pitch*, *key*; half same sense) and the 40 sentence pairs were written for this project and are CC0.
+""",
+)
