@@ -303,9 +303,9 @@ def by_state(
             vectors = np.asarray(estimator.fit_transform(vectors), dtype=np.float64)
         unit = unit_rows(vectors)
         if len(pairs):
-            terms = unit[pairs[:, 0]] * unit[pairs[:, 1]]  # (n_pairs, d) Timkey's terms
-            cosines = terms.sum(axis=1)
-            mean_terms = terms.mean(axis=0)
+            first, second = unit[pairs[:, 0]], unit[pairs[:, 1]]  # (n_pairs, d) each
+            cosines = np.einsum("ij,ij->i", first, second)
+            mean_terms = np.einsum("ij,ij->j", first, second) / len(pairs)  # Timkey's expected terms
             aniso[s] = cosines.mean()
             edges, c = cosine_histogram(cosines, bins)
         else:

@@ -141,6 +141,10 @@ st.caption(
     + (" (each state's detected outlier dims)" if post_name == "clip" and not params["dims"] else "")
 )
 
+if any(iso.isoscore.size and all(v != v for v in iso.isoscore) for iso in series.values()):
+    st.caption(f"IsoScore is blank where the token sample ({len(result.sample_index):,}) has fewer points than "
+               "dimensions; raise the token sample in the sidebar.")
+
 random_series = {}
 if compare_random:
     source = get_selection().model_source
