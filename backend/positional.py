@@ -291,6 +291,11 @@ def probe_positions(
     if len(train) > settings.max_train_tokens:
         train = np.sort(rng.choice(train, size=settings.max_train_tokens, replace=False))
     classes = np.unique(position[train])
+    if len(classes) < 2:
+        raise InputError(
+            f"the training tokens cover only {len(classes)} position(s) below {settings.max_position}; "
+            "raise the max position (or include special tokens) so the probe has positions to tell apart"
+        )
     lookup = np.full(int(position.max()) + 1, -1, dtype=np.int64)
     lookup[classes] = np.arange(len(classes))
     y_train = lookup[position[train]]
