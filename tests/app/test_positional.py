@@ -1,0 +1,125 @@
+"""AppTest of the Positional information page: every tab renders (lazy tabs, driven by the tab
+key), a widget change per view, bad inputs show an error, and models without a position table
+get an explanation instead of a crash. A small random BERT keeps the runs short; the variance lab
+uses its own random models."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import streamlit.testing.v1.app_test as app_test_module
+from streamlit.runtime.pages_manager import PagesManager
+from streamlit.testing.v1 import AppTest
+
+from backend.extract import ExtractionSettings
+from ui.common import Selection
+
+APP = str(Path(__file__).resolve().parents[2] / "app.py")
+TIMEOUT = 300
+TINY_BERT = "random:bert:layers=2,width=64,heads=2,seed=0"
+TABS = ["Position embeddings", "Position probe", "TUPE decomposition", "Variance lab (NoPE)", "Queries & keys"]
+
+
+@pytest.fixture(autouse=True)
+def _navigation_frame_runs_every_time(monkeypatch):
+    """See tests/app/test_overview.py: keep AppTest out of multipage-v1 mode so reruns run app.py."""
+
+    class _V2PagesManager(PagesManager):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            PagesManager.uses_pages_directory = False
+
+    monkeypatch.setattr(app_test_module, "PagesManager", _V2PagesManager)
+
+
+def _page(model: str = TINY_BERT, tab: str | None = None) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.session_state["isoscope_selection"] = Selection(
+        model_source=model, settings=ExtractionSettings(max_length=32, sample_size=2000))
+    at.run()
+    at.switch_page("pages/positional.py")
+    if tab is not None:
+        at.session_state["pos_tab"] = tab
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _open(at: AppTest, tab: str) -> AppTest:
+    at.session_state["pos_tab"] = tab
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _titles(at: AppTest) -> list[str]:
+    out = []
+    for el in at.get("plotly_chart"):
+        layout = json.loads(el.proto.spec)["layout"]
+        out.append(layout.get("title", {}).get("text", ""))
+    return out
+
+
+def test_every_tab_renders():
+    at = _page()
+    assert [t.value for t in at.title] == ["Positional information"]
+    expected = {
+        "Position embeddings": "Cosine similarity of position embeddings",
+        "Position probe": "Position probe accuracy",
+        "TUPE decomposition": "Relative magnitude of the four terms",
+        "Variance lab (NoPE)": "Causal: attention-output variance",
+        "Queries & keys": "‖mean query‖",
+    }
+    for tab in TABS:
+        _open(at, tab)
+        assert not at.error, (tab, [e.value for e in at.error])
+        titles = _titles(at)
+        assert any(expected[tab] in t for t in titles), (tab, titles)
+        assert any("What is this" in e.label for e in at.expander), tab
+
+
+def test_probe_widgets_and_bad_max_position():
+    at = _page(tab="Position probe")
+    at.selectbox(key="pos_probe_state").set_value("2").run()
+    assert any("at state 2" in t for t in _titles(at))
+    at.number_input(key="pos_probe_maxpos").set_value(1).run()
+    assert not at.exception
+    assert any("max position must be between 2" in e.value for e in at.error)
+
+
+def test_tupe_self_test_and_head_change():
+    at = _page(tab="TUPE decomposition")
+    metric = next(m for m in at.metric if m.label.startswith("Self-test"))
+    assert float(metric.value) < 1e-5
+    at.number_input(key="pos_tupe_head").set_value(1).run()
+    assert any("head 1" in t for t in _titles(at))
+
+
+def test_variance_lab_widgets_and_bad_heads():
+    at = _page(tab="Variance lab (NoPE)")
+    at.select_slider(key="pos_var_width").set_value(64)
+    at.select_slider(key="pos_var_seq").set_value(64)
+    at.slider(key="pos_var_layers").set_value(2).run()
+    assert not at.exception and not at.error
+    slopes = at.dataframe[0].value
+    assert len(slopes) == 2
+    assert -1.3 < slopes.iloc[0, 1] < -0.6  # layer 1, causal
+    assert abs(slopes.iloc[0, 3]) < 0.1  # layer 1, bidirectional
+    at.number_input(key="pos_var_heads").set_value(3).run()
+    assert any("divisible" in e.value for e in at.error)
+
+
+def test_queries_keys_metric_change():
+    at = _page(tab="Queries & keys")
+    at.selectbox(key="pos_qk_metric").set_value("entropy_norm").run()
+    assert not at.exception
+    assert any("attention entropy / log(#keys)" in t for t in _titles(at))
+
+
+def test_models_without_a_position_table_explain_instead_of_failing():
+    at = _page(model="random:gpt2-nope:layers=2,width=32,heads=2", tab="Position embeddings")
+    assert any("no learned absolute position table" in i.value for i in at.info)
+    _open(at, "TUPE decomposition")
+    assert any("Not available" in i.value for i in at.info)
