@@ -100,7 +100,7 @@ def layer_dim_heatmap(
                    ticktext=list(state_names), showgrid=False, zeroline=False,
                    range=[-0.5, num_states - 0.5]),
         legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1, title="outliers:"),
-        height=max(300, 60 + 34 * num_states), margin=dict(l=60, r=20, t=80, b=40),
+        height=max(380, 110 + 44 * num_states), margin=dict(l=60, r=20, t=80, b=40),
     )
     return fig
 

@@ -30,7 +30,8 @@ def anisotropy_line(state_names: Sequence[str], anisotropy: np.ndarray, name: st
     fig = go.Figure(go.Scatter(x=list(state_names), y=list(map(float, anisotropy)), mode="lines+markers", name=name))
     fig.update_layout(
         title="Anisotropy by hidden state (mean cosine of random token pairs)",
-        xaxis_title="hidden state", yaxis_title="mean cosine", yaxis_range=[min(0.0, float(np.nanmin(anisotropy)) - 0.05), 1.0],
+        # category axis: "1".."L" look numeric, and plotly would then drop "emb" (index 0)
+        xaxis_title="hidden state", xaxis_type="category", yaxis_title="mean cosine", yaxis_range=[min(0.0, float(np.nanmin(anisotropy)) - 0.05), 1.0],
         height=340, margin=dict(l=40, r=20, t=50, b=40),
     )
     return fig

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -56,6 +57,10 @@ def test_default_run_shows_model_card_and_metrics():
     assert rows["hidden state"].tolist() == ["emb", "1", "2", "3", "4", "5", "6"]
     assert "223" in rows.set_index("hidden state").loc["3", "outlier dims (z-score or extreme-index)"]
     assert not at.error
+    # The anisotropy line shows every hidden state, "emb" included (a numeric-looking axis drops it).
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert spec["data"][0]["x"] == ["emb", "1", "2", "3", "4", "5", "6"]
+    assert spec["layout"]["xaxis"]["type"] == "category"
 
 
 def test_pasted_text_through_the_sidebar_form():

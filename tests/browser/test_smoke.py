@@ -1,0 +1,177 @@
+"""Real-browser smoke test: `streamlit run app.py` driven by Debian's Chromium through Playwright.
+
+Visits every page listed in ``app.PAGES`` whose file exists (pages added later are covered
+automatically), waits for the script to finish and the Plotly charts to render, asserts that no
+exception box is shown, and saves a screenshot per page to pytest's tmp dir and, when the env var
+``ISOSCOPE_SCREENSHOTS`` names a folder, to ``<folder>/screenshot_<page>.png`` as well.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+VIEWPORT = {"width": 1400, "height": 900}
+SERVER_START_S = 120
+PAGE_TIMEOUT_S = 300  # the first page loads the model and extracts the bundled corpus
+
+
+def _pages_from_app() -> list[tuple[str, str]]:
+    """(file stem, title) of every entry of app.PAGES whose file exists, in navigation order.
+
+    Read with ast, so collecting this test never executes the Streamlit script."""
+    tree = ast.parse((ROOT / "app.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "PAGES" for t in node.targets):
+            entries = ast.literal_eval(node.value)
+            return [(Path(f).stem, title) for f, title, _icon in entries if (ROOT / "pages" / f).exists()]
+    raise AssertionError("app.py has no PAGES list")
+
+
+PAGES = _pages_from_app()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A `streamlit run app.py` on a free port with an isolated cache; terminated afterwards."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium); the browser smoke test needs it")
+    pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
+    port = _free_port()
+    folder = tmp_path_factory.mktemp("browser")
+    log_path = folder / "streamlit.log"
+    env = {**os.environ, "ISOSCOPE_CACHE_DIR": str(folder / "cache"), "HF_HUB_OFFLINE": "1",
+           "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    log = log_path.open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+         "--server.address", "127.0.0.1", "--server.headless", "true",
+         "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + SERVER_START_S
+        while True:
+            if proc.poll() is not None:
+                raise AssertionError(f"streamlit exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise AssertionError(f"streamlit did not answer /_stcore/health in {SERVER_START_S} s")
+            time.sleep(0.5)
+        yield {"base": base, "log": log_path}
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def browser(server):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+def _wait_until_idle(page, timeout_s: float) -> None:
+    """Wait for the script run to finish: the app is mounted, a title is shown, Streamlit's
+    running indicator is gone for a few consecutive polls, and every Plotly chart has drawn."""
+    page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_s * 1000)
+    deadline = time.monotonic() + timeout_s
+    quiet = 0
+    while quiet < 4:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the page did not finish within {timeout_s:.0f} s")
+        running = page.locator('[data-testid="stStatusWidget"]').count() > 0
+        charts = page.locator('[data-testid="stPlotlyChart"]').count()
+        drawn = page.locator('[data-testid="stPlotlyChart"] .js-plotly-plot').count()
+        titled = page.locator("h1").count() > 0
+        quiet = quiet + 1 if (not running and titled and drawn >= charts) else 0
+        time.sleep(0.5)
+
+
+def _screenshot(page, name: str, tmp_path: Path) -> Path:
+    """Full-length screenshot of the main area (Streamlit scrolls inside stMain, so the viewport
+    is stretched to the content height first)."""
+    height = page.evaluate(
+        "() => { const m = document.querySelector('[data-testid=\"stMain\"]');"
+        " return m ? m.scrollHeight : document.body.scrollHeight; }"
+    )
+    page.set_viewport_size({"width": VIEWPORT["width"], "height": int(min(max(VIEWPORT["height"], height), 9000))})
+    page.wait_for_timeout(1500)  # Plotly redraws on resize
+    path = tmp_path / f"screenshot_{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    target = os.environ.get("ISOSCOPE_SCREENSHOTS")
+    if target:
+        Path(target).mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, Path(target) / path.name)
+    page.set_viewport_size(VIEWPORT)
+    return path
+
+
+def _open(browser, server, stem: str):
+    page = browser.new_page(viewport=VIEWPORT)
+    url = server["base"] + ("/" if stem == PAGES[0][0] else f"/{stem}")
+    page.goto(url, wait_until="domcontentloaded", timeout=60_000)
+    try:
+        _wait_until_idle(page, PAGE_TIMEOUT_S)
+    except AssertionError as exc:
+        page.close()
+        raise AssertionError(f"{url}: {exc}\nserver log:\n{server['log'].read_text()[-3000:]}") from None
+    return page
+
+
+def _assert_no_exception(page, stem: str) -> None:
+    boxes = page.locator('[data-testid="stException"]')
+    assert boxes.count() == 0, f"{stem}: exception shown:\n{boxes.first.inner_text()[:2000]}"
+
+
+@pytest.mark.parametrize(("stem", "title"), PAGES, ids=[stem for stem, _ in PAGES])
+def test_page_renders_without_exception(browser, server, stem, title, tmp_path):
+    page = _open(browser, server, stem)
+    try:
+        _assert_no_exception(page, stem)
+        assert page.locator("h1").first.inner_text().strip() != ""
+        # The frame ran: the shared sidebar form is there on every page, deep links included.
+        assert page.get_by_role("button", name="Run analysis").count() == 1, f"{stem}: no sidebar form"
+        if stem == "outliers":
+            heatmap = page.locator('[data-testid="stPlotlyChart"] .js-plotly-plot').first
+            heatmap.wait_for(state="visible", timeout=60_000)
+            assert heatmap.locator(".heatmaplayer, .hm, image").count() > 0
+            assert "Outlier dimensions" in page.locator("h1").first.inner_text()
+        _screenshot(page, stem, tmp_path)
+    finally:
+        page.close()
