@@ -196,7 +196,7 @@ def token_dim_heatmap(
         xaxis=dict(title="dimension", showgrid=False, zeroline=False, range=[-0.5, d - 0.5]),
         yaxis=dict(tickmode="array", tickvals=list(range(num_tokens)), ticktext=labels,
                    autorange=False, range=[num_tokens - 0.5, -2.2], showgrid=False, zeroline=False),
-        showlegend=False, height=max(320, 110 + 18 * num_tokens), margin=dict(l=120, r=20, t=60, b=40),
+        showlegend=False, height=min(1600, max(320, 110 + 18 * num_tokens)), margin=dict(l=120, r=20, t=60, b=40),
     )
     return fig
 
