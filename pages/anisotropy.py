@@ -162,8 +162,9 @@ if compare_random:
 st.subheader("Cosine similarity of random token pairs")
 h1, h2 = st.columns([3, 1])
 default_state = names[max(1, result.num_layers // 2)] if result.num_layers else names[0]
-state_name = h1.select_slider("Hidden state", names, value=default_state, key="aniso_layer")
 view = h2.radio("View", ["one hidden state", "all hidden states"], key="aniso_hist_view", horizontal=False)
+state_name = h1.select_slider("Hidden state", names, value=default_state, key="aniso_layer",
+                              disabled=view != "one hidden state")
 hist_series = series | random_series
 if view == "one hidden state":
     fig_hist = cosine_histogram_figure(hist_series, names.index(state_name))

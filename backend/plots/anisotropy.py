@@ -81,8 +81,10 @@ def histogram_small_multiples(series: dict[str, StateIsotropy], columns: int = 4
             ), row=s // columns + 1, col=s % columns + 1)
     fig.update_layout(title="Random-pair cosine histograms, every hidden state", barmode="overlay",
                       height=230 * rows + 80, margin=_MARGIN, legend=dict(orientation="h", y=-0.08))
+    top = max(float((iso.histogram_counts / np.maximum(iso.histogram_counts.sum(axis=1, keepdims=True), 1)).max())
+              for iso in series.values())
     fig.update_xaxes(range=[-1, 1])
-    fig.update_yaxes(tickformat=".0%")
+    fig.update_yaxes(tickformat=".0%", range=[0, 1.08 * top if top > 0 else 1])
     return fig
 
 
