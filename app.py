@@ -29,7 +29,7 @@ pages = [
 ]
 navigation = st.navigation(pages)
 with st.sidebar:
-    st.markdown("## 🔭 isoscope")
+    st.markdown("## isoscope")
     st.caption("Embedding geometry of Transformer models")
 sidebar()
 navigation.run()
