@@ -87,9 +87,10 @@ all_found = detect_outliers(all_params, k=k, share=share)
 
 st.subheader("Outlier γ and β")
 m1, m2, m3 = st.columns(3)
-m1.metric("LayerNorm outlier dims", ", ".join(map(str, found.dims)) or "none")
+m1.metric("LayerNorm outlier dims", len(found.dims))
 m2.metric("LayerNorms used", f"{len(chosen)} ({', '.join(detect_roles)})")
 m3.metric("must flag a dim in", f"≥ {found.needed} of {len(chosen)}")
+st.markdown(f"**Outlier dims:** {', '.join(map(str, found.dims)) or 'none'}")
 if model.info.random_init:
     st.info("Random-init weights: every LayerNorm has γ = 1 and β = 0 (zero spread), so no dimension is flagged.")
 if found.dims:

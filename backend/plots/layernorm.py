@@ -112,13 +112,16 @@ def overlap_figure(ln_dims: Sequence[int], state_names: Sequence[str], hidden_ou
         name="hidden-state outlier (red: also a LayerNorm outlier)",
         hovertemplate="state %{y} · dim %{x}<extra></extra>",
     ))
+    # every hidden state gets a row, also those without outliers (invisible anchor points)
+    fig.add_trace(go.Scatter(x=[-10] * len(state_names), y=list(state_names), mode="markers",
+                             marker=dict(opacity=0), hoverinfo="skip", showlegend=False))
     for j in sorted(ln):
         fig.add_vline(x=j, line=dict(color=ABLATION_COLOR, width=1, dash="dot"),
                       annotation_text=str(j), annotation_position="top")
     fig.update_layout(
         title="Hidden-state outlier dims (z-score or extreme-index) vs LayerNorm outlier dims (dotted)",
         xaxis=dict(title="dimension", range=[-1, hidden_size]),
-        yaxis=dict(title="hidden state", categoryorder="array", categoryarray=list(state_names)),
+        yaxis=dict(title="hidden state", type="category", categoryorder="array", categoryarray=list(state_names)),
         height=320, margin=dict(l=50, r=20, t=60, b=40), showlegend=False,
     )
     return fig
@@ -165,7 +168,8 @@ def ablation_vs_controls(report, key: str = "embedding_cosine") -> go.Figure:
         hovertemplate="state %{x}<br>ablation: %{y:.4f}<extra></extra>",
     ))
     fig.update_layout(
-        title=METRIC_LABELS[key], xaxis_title="hidden state", yaxis_title=key.replace("_", " "),
+        title=METRIC_LABELS[key], yaxis_title=key.replace("_", " "),
+        xaxis=dict(title="hidden state", type="category", categoryorder="array", categoryarray=names),
         height=380, margin=dict(l=50, r=20, t=50, b=40), legend=dict(orientation="h", y=-0.2),
     )
     return fig

@@ -109,3 +109,40 @@ def test_bad_thresholds():
         detect_outliers(params, k=0)
     with pytest.raises(InputError):
         detect_outliers(params, share=1.5)
+
+
+def test_figures_mark_flags_and_keep_the_embedding_state():
+    from types import SimpleNamespace
+
+    from backend.plots.layernorm import (
+        ablation_vs_controls,
+        overlap_figure,
+        param_heatmap,
+        sweep_bar,
+    )
+
+    model = tiny(layers=2)
+    out = [s for s in find_norms(model) if s.role == "out"]
+    with torch.no_grad():
+        for s in out:
+            s.module.weight[5] = 9.0
+    params = ln_params(find_norms(model))
+    found = detect_outliers(params)
+    fig = param_heatmap(params, found.weight_flags, "gamma", "z-score", found.dims)
+    assert fig.data[0].z.shape == (5, 32)
+    assert sorted(fig.data[1].x.tolist()) == [5, 5]  # one circle per flagged LN
+    names = ["emb", "1", "2"]
+    fig = overlap_figure([5], names, [[], [5, 7], []], 32)
+    assert list(fig.data[0].marker.color) == ["#d62728", "#1f77b4"]
+    assert fig.layout.yaxis.type == "category" and list(fig.data[-1].y) == names
+    effect = SimpleNamespace(embedding_cosine=np.array([1.0, 0.8, 0.7]))
+    controls = [([1], SimpleNamespace(embedding_cosine=np.array([1.0, 0.99, 0.98])))] * 2
+    report = SimpleNamespace(dims=[5], state_names=names, effect=effect, controls=controls,
+                             control_values=lambda key: np.array([getattr(e, key) for _, e in controls]))
+    fig = ablation_vs_controls(report, "embedding_cosine")
+    assert fig.layout.xaxis.type == "category" and list(fig.data[1].x) == names
+    assert len(fig.data[0].y) == 6  # 2 controls x 3 states
+    sweep = SimpleNamespace(dims=np.arange(4), embedding_cosine=np.array([[1, 1.0], [1, 0.5], [1, 0.9], [1, 1.0]]),
+                            token_cosine=np.ones((4, 2)), mlm_loss=None, state_names=["emb", "1"], num_texts=2, complete=True)
+    fig = sweep_bar(sweep, -1, "embedding_drift", highlight=[1])
+    assert fig.data[0].y.tolist() == [0.0, 0.5, 0.09999999999999998, 0.0] and fig.data[0].marker.color[1] == "#d62728"
