@@ -71,14 +71,10 @@ def parse_dims(text: str | Sequence[int], width: int) -> list[int]:
 
 def _sites_for(model_or_loaded, norms) -> tuple[torch.nn.Module, list[NormSite], int]:
     model = getattr(model_or_loaded, "model", model_or_loaded)
-    if hasattr(model_or_loaded, "info"):
-        sites = norms_of(model_or_loaded)
-        width = model_or_loaded.info.hidden_size
-    else:
-        sites = find_norms(model)
-        width = int(model.config.hidden_size)
-    if norms is not None and len(norms) and isinstance(norms[0], NormSite):
+    width = int(model.config.hidden_size)
+    if norms is not None and not isinstance(norms, str) and len(norms) and isinstance(norms[0], NormSite):
         return model, list(norms), width
+    sites = norms_of(model_or_loaded) if hasattr(model_or_loaded, "info") else find_norms(model)
     return model, select_norms(sites, norms), width
 
 
