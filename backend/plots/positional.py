@@ -69,7 +69,7 @@ def layernorm_params(gamma: np.ndarray, beta: np.ndarray, name: str, highlight: 
                                      textposition="top center", marker=dict(size=9, color="#d62728"),
                                      name="hidden-state outlier", showlegend=row == 1,
                                      hovertemplate="dim %{x}: %{y:.4f}<extra>outlier</extra>"), row=row, col=1)
-    fig.update_layout(height=430, margin=_MARGIN, title="Embedding LayerNorm parameters (BERT Busters' suspect)")
+    fig.update_layout(height=470, margin=dict(_MARGIN, t=90), title="Embedding LayerNorm parameters (BERT Busters' suspect)")
     fig.update_xaxes(title_text="dimension", row=2, col=1)
     return fig
 
@@ -82,7 +82,7 @@ def probe_accuracy_line(state_names: Sequence[str], accuracy: np.ndarray, train_
         go.Scatter(x=x, y=train_accuracy, mode="lines+markers", name="training texts", line=dict(dash="dot")),
         go.Scatter(x=x, y=[chance] * len(x), mode="lines", name="majority-class baseline", line=dict(color="gray", dash="dash")),
     ])
-    fig.update_layout(title="Position probe accuracy by hidden state", xaxis_title="hidden state",
+    fig.update_layout(title="Position probe accuracy by hidden state", xaxis_title="hidden state", xaxis_type="category",
                       yaxis_title="accuracy", yaxis_range=[0, 1.02], height=360, margin=_MARGIN)
     return fig
 
@@ -105,6 +105,7 @@ def contribution_heatmap(state_names: Sequence[str], contributions: np.ndarray) 
     fig = go.Figure(go.Heatmap(z=share, y=list(state_names), colorscale="Viridis", colorbar=dict(title="share"),
                                hovertemplate="state %{y} · dim %{x}<br>share %{z:.4f}<extra></extra>"))
     fig.update_layout(title="Share of probe contribution per neuron", xaxis_title="dimension", yaxis_title="hidden state",
+                      yaxis_type="category",
                       height=320, margin=_MARGIN)
     return fig
 
@@ -184,7 +185,8 @@ def qk_heatmaps(stats_list: Sequence, metric: str, label: str) -> go.Figure:
             colorscale="RdBu" if diverging else "Viridis", zmid=0 if diverging else None,
             zmin=-1 if diverging else lo, zmax=1 if diverging else hi, showscale=k == 0,
             hovertemplate="layer %{y} · head %{x}<br>%{z:.3f}<extra></extra>"), row=1, col=k + 1)
-    fig.update_yaxes(title_text="layer", autorange="reversed", row=1, col=1)
+    fig.update_yaxes(autorange="reversed")
+    fig.update_yaxes(title_text="layer", row=1, col=1)
     fig.update_layout(title=label, height=360, margin=_MARGIN)
     return fig
 
