@@ -107,15 +107,23 @@ def browser(server):
 
 
 def _wait_until_idle(page, timeout_s: float) -> None:
-    """Wait for the script run to finish: the app is mounted, a title is shown, Streamlit's
-    running indicator is gone for a few consecutive polls, and every Plotly chart has drawn."""
+    """Wait for the script run to finish: the app reports script state "notRunning" (the
+    attribute Streamlit's own e2e tests wait on; the toolbar's status widget may be hidden), no
+    spinner or running indicator is left, a title is shown, and every Plotly chart has drawn;
+    all of it for a few consecutive polls, since a page may rerun itself once."""
     page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_s * 1000)
     deadline = time.monotonic() + timeout_s
     quiet = 0
     while quiet < 4:
         if time.monotonic() > deadline:
-            raise AssertionError(f"the page did not finish within {timeout_s:.0f} s")
-        running = page.locator('[data-testid="stStatusWidget"]').count() > 0
+            state = page.get_attribute('[data-testid="stApp"]', "data-test-script-state")
+            raise AssertionError(f"the page did not finish within {timeout_s:.0f} s (script state {state})")
+        state = page.get_attribute('[data-testid="stApp"]', "data-test-script-state")
+        running = (
+            state != "notRunning"
+            or page.locator('[data-testid="stStatusWidget"]').count() > 0
+            or page.locator('[data-testid="stSpinner"]').count() > 0
+        )
         charts = page.locator('[data-testid="stPlotlyChart"]').count()
         drawn = page.locator('[data-testid="stPlotlyChart"] .js-plotly-plot').count()
         titled = page.locator("h1").count() > 0
