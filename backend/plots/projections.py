@@ -56,13 +56,15 @@ def before_after_figure(
     traces: list[dict] = []
     if colouring.kind == "categorical":
         colours = category_colours(colouring.order)
-        for name in colouring.order:
+        rank = {name: i for i, name in enumerate(colouring.order)}
+        # grey "other …" points are drawn first (underneath); the legend keeps the given order
+        for name in sorted(colouring.order, key=lambda c: (not c.startswith("other"), rank[c])):
             mask = colouring.values == name
             for projection, xa, ya in panels:
                 traces.append(dict(
                     type="scattergl", x=projection.coords[mask, 0], y=projection.coords[mask, 1], xaxis=xa, yaxis=ya,
                     mode="markers", marker=dict(size=point_size, color=colours[name], opacity=0.75),
-                    name=str(name), legendgroup=str(name), showlegend=xa == "x",
+                    name=str(name), legendgroup=str(name), legendrank=rank[name], showlegend=xa == "x",
                     hovertext=hover[mask], hovertemplate="%{hovertext}<br>" + f"{name}<extra></extra>",
                 ))
     else:

@@ -31,7 +31,7 @@ def sts_figure(rows: Sequence[dict], processed_label: str | None = None, title: 
             label = processed_label
         fig.add_trace(go.Scatter(x=names, y=_values(rows, field), mode="lines+markers", name=label,
                                  line=dict(color=colour, dash=dash)))
-    fig.update_layout(title=title, xaxis_title="hidden state", yaxis_title="Spearman × 100", height=380,
+    fig.update_layout(title=title, xaxis_title="hidden state", xaxis_type="category", yaxis_title="Spearman × 100", height=380,
                       margin=dict(l=50, r=20, t=50, b=40), legend=dict(orientation="h", y=-0.2), hovermode="x unified")
     return fig
 
@@ -50,7 +50,7 @@ def word_sense_figure(rows: Sequence[dict], processed_label: str | None = None) 
         fig.add_trace(go.Scatter(x=names, y=_values(rows, f"{field}_loo_accuracy"), mode="lines+markers",
                                  name=f"{label} (leave-one-out)", line=dict(color=colour, dash="dot"), marker=dict(symbol="circle-open")))
     fig.add_hline(y=0.5, line=dict(color="grey", dash="dash"), annotation_text="chance (balanced)", annotation_position="bottom right")
-    fig.update_layout(title="Word senses: accuracy by hidden state", xaxis_title="hidden state", yaxis_title="accuracy",
+    fig.update_layout(title="Word senses: accuracy by hidden state", xaxis_title="hidden state", xaxis_type="category", yaxis_title="accuracy",
                       yaxis_range=[0.0, 1.02], height=380, margin=dict(l=50, r=20, t=50, b=40),
                       legend=dict(orientation="h", y=-0.2), hovermode="x unified")
     return fig

@@ -200,3 +200,20 @@ def test_word_sense_by_state_raw_vs_clipped():
     assert row["clipped_accuracy"] == pytest.approx(1.0)
     assert row["clipped_loo_accuracy"] > 0.9
     assert row["raw_accuracy"] >= 0.5 and row["raw_threshold"] > 0.99
+
+
+def test_figures_keep_the_embedding_state_on_a_category_axis():
+    from backend.plots.similarity import sts_figure, sweep_figure, word_sense_figure
+
+    rows = [{"index": s, "name": n, "raw": 50.0 + s, "clipped": 51.0 + s, "clipped_dims": [1], "processed": float("nan")}
+            for s, n in enumerate(["emb", "1", "2"])]
+    fig = sts_figure(rows, "standardisation")
+    assert fig.layout.xaxis.type == "category"  # "1", "2" look numeric: plotly would drop "emb"
+    assert [tr.name for tr in fig.data] == ["raw", "clipped", "standardisation"]
+    assert list(fig.data[0].x) == ["emb", "1", "2"] and fig.data[2].y == (None, None, None)
+    wic_rows = [{"name": n, "raw_accuracy": 0.6, "raw_loo_accuracy": 0.5} for n in ["emb", "1"]]
+    wfig = word_sense_figure(wic_rows)
+    assert wfig.layout.xaxis.type == "category" and len(wfig.data) == 2
+    sweep = threshold_sweep(np.array([0.2, 0.8]), np.array([False, True]))
+    sfig = sweep_figure({"raw": sweep}, "emb")
+    assert sfig.data[1].x[0] == pytest.approx(sweep.best_threshold)
