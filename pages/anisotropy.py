@@ -115,7 +115,9 @@ def _processor():
         if params["dims"]:
             dims = parse_dims(params["dims"], d)
             return make_postprocessor("clip", dims=dims), ("typed", tuple(dims))
-        auto = tuple(tuple(outlier_dims(result, s)) for s in range(result.num_states))
+        # the quantile criterion inside outlier_dims sorts the sample: memoise, reruns stay instant
+        auto = memo("outliers.outlier_dims_all", (key,),
+                    lambda: tuple(tuple(outlier_dims(result, s)) for s in range(result.num_states)))
         return (lambda s: make_postprocessor("clip", dims=auto[s])), ("auto", auto)
     return make_postprocessor(post_name, **params), tuple(sorted(params.items()))
 
