@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     report = run_ablation(
         loaded, corpus.texts, dims, norms=norms, random_controls=args.random_controls, seed=args.seed,
         max_length=args.max_length, batch_size=args.batch_size, pairs=pairs, in_place=True,
-        progress=ProgressPrinter(f"ablating ({1 + args.random_controls} conditions + original)"),
+        progress=ProgressPrinter(f"ablating (original, ablation, {args.random_controls} random controls) batches"),
     )
     for notice in report.notices:
         progress_line(f"note: {notice}")

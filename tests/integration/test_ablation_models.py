@@ -61,3 +61,17 @@ def test_minilm_outlier_dims_move_embeddings_more_than_random_dims(minilm, bundl
     # and clearly so: the drift (1 - cosine) is several times the largest control drift
     assert 1 - final > 2 * (1 - controls.min())
     assert report.mlm_loss_original is None
+
+
+def test_sts_spearman_matches_direct_computation(tiny_bert_dir):
+    from backend.extract import mean_pooled
+    from backend.similarity import cosine_rows, spearman100, sts_sample
+
+    loaded = load_model(str(tiny_bert_dir), device="cpu")
+    pairs = sts_sample()
+    left, right, gold = list(pairs.sentence1[:20]), list(pairs.sentence2[:20]), pairs.scores[:20]
+    report = run_ablation(loaded, left[:6], [4], random_controls=1, pairs=(left, right, gold))
+    a, b = mean_pooled(loaded, left), mean_pooled(loaded, right)
+    direct = [spearman100(cosine_rows(a[s], b[s]), gold) for s in range(a.shape[0])]
+    np.testing.assert_allclose(report.sts_spearman_original, direct, atol=1e-6)
+    assert report.effect.sts_spearman.shape == (3,) and report.controls[0][1].sts_spearman.shape == (3,)
