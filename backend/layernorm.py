@@ -5,21 +5,21 @@ Transformers" (arXiv 2105.06990): a few LayerNorm scaling factors (gamma) and bi
 same dimension across layers have high magnitudes. Puccetti et al. 2022 (arXiv 2205.11380) tie
 them to token frequency; Timkey & van Schijndel 2021 (arXiv 2109.04404) measure their influence.
 
-Canonical names (layers 1-based; the same in UI, CLI, JSON and code):
+Canonical names (layers 1-based; the same in UI, CLI, JSON and code). Post-LN models (BERT,
+RoBERTa, ELECTRA, DistilBERT, ...) have:
 
-==================  ============  ============================================================
-name                role          where (post-LN: BERT, RoBERTa, ELECTRA, DistilBERT, ...;
-                                  pre-LN: GPT-2, Llama-style, ... = models with a final norm)
-==================  ============  ============================================================
-``emb.ln``          ``emb``       embedding LayerNorm (produces hidden state ``emb``)
-``L{i}.attn_ln``    ``attn``      post-LN: after self-attention + residual
-``L{i}.out_ln``     ``out``       post-LN: after the FFN + residual; produces hidden state i
-``L{i}.pre_attn_ln`` ``pre_attn`` pre-LN: normalises the input of attention (GPT-2 ``ln_1``)
-``L{i}.pre_mlp_ln`` ``pre_mlp``   pre-LN: normalises the input of the MLP (GPT-2 ``ln_2``)
-``L{i}.norm{k}``    ``other``     a further norm inside layer i (k = 3, 4, ... in module order)
-``final_ln``        ``final``     pre-LN: the norm after the last layer (GPT-2 ``ln_f``)
-``head.ln``         ``head``      the MLM head's transform LayerNorm (``cls.predictions...``)
-==================  ============  ============================================================
+- ``emb.ln`` (role ``emb``): the embedding LayerNorm, producing hidden state ``emb``;
+- ``L{i}.attn_ln`` (``attn``): after self-attention + residual;
+- ``L{i}.out_ln`` (``out``): after the FFN + residual, producing hidden state i.
+
+Pre-LN models (GPT-2, Llama-style, ...; recognised by a norm after the last layer) have:
+
+- ``L{i}.pre_attn_ln`` (``pre_attn``): normalises the input of attention (GPT-2 ``ln_1``);
+- ``L{i}.pre_mlp_ln`` (``pre_mlp``): normalises the input of the MLP (GPT-2 ``ln_2``);
+- ``final_ln`` (``final``): after the last layer (GPT-2 ``ln_f``).
+
+Either kind: ``L{i}.norm{k}`` (``other``) for a further norm inside layer i (k = 3, 4, ... in
+module order) and ``head.ln`` (``head``) for the MLM head's transform LayerNorm.
 
 Norms are found by type (``nn.LayerNorm`` or any module whose class name ends in ``LayerNorm``
 or ``RMSNorm``) with a weight of the model width; RMSNorm has no beta (treated as absent).
