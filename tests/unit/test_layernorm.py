@@ -146,3 +146,40 @@ def test_figures_mark_flags_and_keep_the_embedding_state():
                             token_cosine=np.ones((4, 2)), mlm_loss=None, state_names=["emb", "1"], num_texts=2, complete=True)
     fig = sweep_bar(sweep, -1, "embedding_drift", highlight=[1])
     assert fig.data[0].y.tolist() == [0.0, 0.5, 0.09999999999999998, 0.0] and fig.data[0].marker.color[1] == "#d62728"
+
+
+def _other_architectures():
+    from transformers import (
+        DistilBertConfig,
+        DistilBertForMaskedLM,
+        ElectraConfig,
+        ElectraModel,
+        LlamaConfig,
+        LlamaModel,
+        RobertaConfig,
+        RobertaForMaskedLM,
+    )
+
+    small = dict(vocab_size=100, num_hidden_layers=2, hidden_size=32, num_attention_heads=2, intermediate_size=64)
+    return {
+        "distilbert": (DistilBertForMaskedLM(DistilBertConfig(vocab_size=100, n_layers=2, dim=32, n_heads=2, hidden_dim=64)),
+                       "distilbert.transformer.layer.1.output_layer_norm", "vocab_layer_norm"),
+        "roberta": (RobertaForMaskedLM(RobertaConfig(**small)), "roberta.encoder.layer.1.output.LayerNorm", "lm_head.layer_norm"),
+        "electra": (ElectraModel(ElectraConfig(embedding_size=32, **small)), "encoder.layer.1.output.LayerNorm", None),
+        "llama (RMSNorm, pre-LN)": (LlamaModel(LlamaConfig(num_key_value_heads=2, **small)),
+                                    "layers.1.post_attention_layernorm", None),
+    }
+
+
+@pytest.mark.parametrize("family", ["distilbert", "roberta", "electra", "llama (RMSNorm, pre-LN)"])
+def test_other_architectures_map_onto_the_same_names(family):
+    model, second_layer_path, head_path = _other_architectures()[family]
+    by_name = {s.name: s for s in find_norms(model)}
+    key = "L2.pre_mlp_ln" if "llama" in family else "L2.out_ln"
+    assert by_name[key].path == second_layer_path
+    assert ("head.ln" in by_name) == (head_path is not None)
+    if head_path:
+        assert by_name["head.ln"].path == head_path
+    if "llama" in family:
+        assert by_name["final_ln"].path == "norm" and not by_name[key].has_bias
+        assert detect_outliers(ln_params(list(by_name.values()))).dims == []  # RMSNorm init: weight 1, no beta
