@@ -64,3 +64,26 @@ def test_bad_clip_dims_show_an_error():
     assert at.error and "banana" in at.error[0].value
     at.text_input(key=f"proj_clip_dims_{state}").set_value("5000").run()
     assert at.error and "out of range" in at.error[0].value
+
+
+def test_umap_shows_pca_and_progress_while_warming_up(monkeypatch):
+    """While the background compilation runs, choosing UMAP shows PCA at once plus a progress bar."""
+    import threading
+
+    import backend.projections
+    from ui.warmup import start_umap_warmup
+
+    release = threading.Event()
+    monkeypatch.setattr(backend.projections, "warm_up_umap", lambda: release.wait(120) and 0.0)
+    monkeypatch.setenv("ISOSCOPE_UMAP_WARMUP", "1")
+    start_umap_warmup.clear()
+    try:
+        at = open_page()
+        at.selectbox(key="proj_method").set_value("umap").run()
+        assert not at.exception and not at.error
+        fig = at.get("plotly_chart")[0].proto.spec
+        assert "PC1" in fig  # PCA is shown meanwhile
+        assert any("UMAP is compiling" in (p.proto.text or "") for p in at.get("progress"))
+    finally:
+        release.set()
+        start_umap_warmup.clear()
