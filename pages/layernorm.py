@@ -70,6 +70,11 @@ except IsoscopeError as exc:
     st.stop()
 
 roles_present = [r for r in ROLE_LABELS if any(s.role == r for s in sites)]
+if st.session_state.get("ln_norms_for") != model.fingerprint:
+    # another model: its LayerNorms differ, so start the norm pickers from that model's defaults
+    for widget in ("ln_detect_roles", "ln_ablate_norms"):
+        st.session_state.pop(widget, None)
+    st.session_state["ln_norms_for"] = model.fingerprint
 detect_roles = st.multiselect(
     "LayerNorms used for detection", roles_present, default=list(default_roles(sites)), key="ln_detect_roles",
     format_func=lambda r: f"{r} · {ROLE_LABELS[r]}",

@@ -82,3 +82,23 @@ def test_bad_typed_dims_show_an_error(app, typed, message):
     app.button(key="ln_ablation_run").click().run()
     assert not app.exception
     assert any(message in e.value for e in app.error)
+
+
+def test_pre_ln_model_from_the_sidebar():
+    """A random GPT-2 (pre-LN): pre-attention / pre-MLP norms, no outliers, typed ablation works."""
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.run()
+    at.switch_page("pages/layernorm.py").run()
+    at.selectbox(key="sb_model_preset").set_value("random GPT-2 (4 layers, 256)")
+    at.slider(key="sb_max_length").set_value(16)
+    next(b for b in at.button if b.label == "Run analysis").click().run()
+    assert not at.exception, at.exception
+    assert at.multiselect(key="ln_detect_roles").value == ["pre_attn", "pre_mlp"]
+    assert outlier_line(at).endswith("none")
+    at.radio(key="ln_dims_mode").set_value("typed")
+    at.text_input(key="ln_dims_text").set_value("3, 200")
+    at.slider(key="ln_texts").set_value(4)
+    at.slider(key="ln_controls").set_value(1)
+    at.button(key="ln_ablation_run").click().run()
+    assert not at.exception and not at.error
+    assert any("L1.pre_attn_ln" in c.value for c in at.caption)
