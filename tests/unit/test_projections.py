@@ -194,3 +194,22 @@ def test_before_after_figure_panels_and_colours():
 def test_other_category_is_grey():
     colours = category_colours(("a", "b", "other tokens"))
     assert colours["other tokens"] == "#c7c7c7" and colours["a"] != colours["b"]
+
+
+def test_hover_contexts_equal_extraction_result_sample_context():
+    """The vectorised hover labels are the same text as ExtractionResult.sample_context, row by row."""
+    from types import SimpleNamespace
+
+    from backend.extract import ExtractionResult
+
+    rng = np.random.default_rng(5)
+    lengths = rng.integers(3, 30, size=12)
+    text_id = np.repeat(np.arange(12), lengths).astype(np.int32)
+    position = np.concatenate([np.arange(n) for n in lengths]).astype(np.int32)
+    keep = position != 0  # as with "exclude special tokens": positions have gaps
+    words = np.array([f"w{i}" for i in range(len(text_id))])
+    t = TokenTable(text_id[keep], position[keep], words[keep], position[keep], np.zeros(keep.sum(), bool), np.zeros(keep.sum(), bool))
+    sample_index = np.sort(rng.choice(len(t), size=40, replace=False))
+    fake = SimpleNamespace(sample_index=sample_index, tokens=t)
+    expected = [ExtractionResult.sample_context(fake, row) for row in range(40)]
+    assert list(hover_contexts(t, sample_index)) == expected
