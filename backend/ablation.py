@@ -368,9 +368,11 @@ def _pair_cosines(pooled: torch.Tensor, left: np.ndarray, right: np.ndarray) -> 
 def _collect(
     target, tokenized: TokenizedCorpus, sites: list[NormSite], conditions: list[list[int] | None],
     batch_size: int, sample: np.ndarray | None, masked: MaskedCorpus | None, tick: Callable[[], None],
+    keep_pooled: bool = False,
 ) -> list[dict]:
-    """Run every condition (None = original) batch by batch; returns per condition the pooled
-    vectors (S, n, d), token-cosine sums vs the original, the anisotropy sample and MLM loss sums."""
+    """Run every condition (None = original) batch by batch; returns per condition the sums of
+    sentence-embedding and token cosines vs the original, the anisotropy sample, MLM loss sums and,
+    with ``keep_pooled``, the pooled vectors (S, n, d) (only for the small pair corpus: memory)."""
     n = len(tokenized.input_ids)
     S = target.info.num_layers + 1
     d = target.info.hidden_size
@@ -380,7 +382,8 @@ def _collect(
     if sample is not None:
         slot = np.full(int(offsets[-1]), -1, dtype=np.int64)
         slot[sample] = np.arange(len(sample))
-    out = [{"pooled": torch.zeros(S, n, d, dtype=torch.float64), "tok_cos": torch.zeros(S, dtype=torch.float64),
+    out = [{"pooled": torch.zeros(S, n, d, dtype=torch.float64) if keep_pooled else None,
+            "emb_cos": torch.zeros(S, dtype=torch.float64), "tok_cos": torch.zeros(S, dtype=torch.float64),
             "tokens": 0, "sample": None if sample is None else np.zeros((S, len(sample), d), dtype=np.float32),
             "loss": 0.0} for _ in conditions]
     pad_id = _pad_id(target)
@@ -392,7 +395,7 @@ def _collect(
                 mids, _ = _pad([masked.input_ids[t] for t in batch], pad_id)
                 labels, _ = _pad([masked.labels[t] for t in batch], pad_id, fill=-100)
             rows = np.concatenate([offsets[t] + np.arange(lengths[t]) for t in batch])
-            original = None
+            original = pooled_original = None
             for c, dims in enumerate(conditions):
                 if dims is None:
                     hidden = _hidden(target, ids, mask)
@@ -401,10 +404,13 @@ def _collect(
                     with ablated(target, dims, sites):
                         hidden = _hidden(target, ids, mask)
                         loss = _mlm_loss_sum(target, mids, mask, labels).sum() if masked is not None else 0.0
+                pooled = _pool(hidden, mask)  # (S, B, d)
                 if original is None:
-                    original = hidden
+                    original, pooled_original = hidden, pooled
                 record = out[c]
-                record["pooled"][:, torch.as_tensor(batch)] = _pool(hidden, mask)
+                if keep_pooled:
+                    record["pooled"][:, torch.as_tensor(batch)] = pooled
+                record["emb_cos"] += _cos(pooled, pooled_original).sum(dim=1)
                 record["tok_cos"] += _cos(hidden[:, keep], original[:, keep]).sum(dim=1)
                 record["tokens"] += int(keep.sum())
                 record["loss"] += float(loss)
@@ -429,7 +435,7 @@ def run_ablation(
     batch_size: int = 32,
     pairs: tuple[Sequence[str], Sequence[str], Sequence[float]] | None = None,
     mlm: bool = True,
-    anisotropy_tokens: int = 2000,
+    anisotropy_tokens: int = 1000,
     progress: Progress | None = None,
     in_place: bool = False,
 ) -> AblationReport:
@@ -486,7 +492,7 @@ def run_ablation(
     runs = _collect(target, tokenized, sites, conditions, batch_size, sample, masked, tick)
     pair_runs = None
     if pair_tok is not None:
-        pair_runs = _collect(target, pair_tok, sites, conditions, batch_size, None, None, tick)
+        pair_runs = _collect(target, pair_tok, sites, conditions, batch_size, None, None, tick, keep_pooled=True)
 
     from backend.anisotropy import different_text_pairs, pair_cosines
 
@@ -509,7 +515,7 @@ def run_ablation(
         if pair_runs is not None:
             sts = _spearman(_pair_cosines(pair_runs[c]["pooled"], left_i, right_i), gold)
         return Effect(
-            embedding_cosine=_cos(run["pooled"], original["pooled"]).mean(dim=1).numpy(),
+            embedding_cosine=(run["emb_cos"] / len(texts)).numpy(),
             token_cosine=(run["tok_cos"] / max(run["tokens"], 1)).numpy(),
             anisotropy=aniso(run["sample"]),
             sts_spearman=sts,
