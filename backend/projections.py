@@ -94,6 +94,12 @@ def projection_sample(total: int, size: int, seed: int = 0) -> np.ndarray:
     return np.sort(order[:size])
 
 
+def _pca_solver(n: int, d: int) -> str:
+    """Exact PCA either way; with many more points than dims the d x d covariance eigendecomposition
+    is ~10x faster than an SVD of the data (0.3 s vs 3.5 s for 20k x 384)."""
+    return "covariance_eigh" if n > 2 * d else "full"
+
+
 def _pre_pca(x: np.ndarray, seed: int, skip: bool) -> tuple[np.ndarray, float | None]:
     """PCA to PRE_PCA_DIMS dims before UMAP / t-SNE (see module doc); returns (vectors, kept share)."""
     from sklearn.decomposition import PCA
@@ -102,7 +108,7 @@ def _pre_pca(x: np.ndarray, seed: int, skip: bool) -> tuple[np.ndarray, float | 
     k = min(PRE_PCA_DIMS, d, n - 1)
     if skip or d <= PRE_PCA_DIMS or k < 2:
         return x, None
-    pca = PCA(n_components=k, random_state=seed, svd_solver="randomized" if n > 2000 else "full")
+    pca = PCA(n_components=k, random_state=seed, svd_solver=_pca_solver(n, d))
     reduced = pca.fit_transform(x)
     return reduced, float(pca.explained_variance_ratio_.sum())
 
@@ -131,7 +137,7 @@ def project(
     if method == "pca":
         from sklearn.decomposition import PCA
 
-        pca = PCA(n_components=2, random_state=seed, svd_solver="full")
+        pca = PCA(n_components=2, random_state=seed, svd_solver=_pca_solver(*x.shape))
         coords = pca.fit_transform(x)
         return Projection(coords, method, seed, time.perf_counter() - started,
                           explained_variance_ratio=pca.explained_variance_ratio_.copy())
