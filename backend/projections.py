@@ -5,7 +5,7 @@
 - **UMAP** (McInnes, Healy & Melville 2018, arXiv 1802.03426; umap-learn): a neighbour graph laid
   out in 2-D; keeps local structure.
 - **t-SNE** (van der Maaten & Hinton 2008, JMLR 9; sklearn Barnes-Hut): keeps local neighbourhoods;
-  slow on many points (about 3 minutes for 20k points on 2 cores).
+  slow on many points (measured on 2 busy cores: 78 s for 5k points, 215 s for 20k).
 
 UMAP and t-SNE first reduce the vectors to :data:`PRE_PCA_DIMS` (50) dimensions with PCA, the usual
 practice (van der Maaten & Hinton recommend it; it removes noise and makes the neighbour search
@@ -36,7 +36,7 @@ from backend.errors import InputError
 METHODS: dict[str, str] = {"pca": "PCA", "umap": "UMAP", "tsne": "t-SNE"}
 PRE_PCA_DIMS = 50
 MIN_POINTS = 10
-TSNE_SLOW_POINTS = 5000  # above this t-SNE takes minutes on 2 cores: the page says so
+TSNE_SLOW_POINTS = 2000  # above this t-SNE takes a minute or more on 2 cores: the page says so
 
 # Colour options for the token sample and for mean-pooled texts.
 TOKEN_COLOURS: dict[str, str] = {
