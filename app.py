@@ -7,6 +7,7 @@ from pathlib import Path
 import streamlit as st
 
 from ui.common import sidebar
+from ui.warmup import start_umap_warmup
 
 HERE = Path(__file__).resolve().parent
 
@@ -31,5 +32,6 @@ navigation = st.navigation(pages)
 with st.sidebar:
     st.markdown("## isoscope")
     st.caption("Embedding geometry of Transformer models")
+start_umap_warmup()  # numba compiles UMAP (~55 s) in the background, off the request path
 sidebar()
 navigation.run()

@@ -11,6 +11,8 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# No background UMAP compilation in tests (a minute of CPU); the projections tests opt back in.
+os.environ.setdefault("ISOSCOPE_UMAP_WARMUP", "0")
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -5,30 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import streamlit.testing.v1.app_test as app_test_module
-from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 TIMEOUT = 600  # the first run extracts the bundled MiniLM on the bundled corpus
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _navigation_frame_runs_every_time():
-    """As in test_overview: make every AppTest rerun go through app.py's st.navigation frame."""
-
-    class _V2PagesManager(PagesManager):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            PagesManager.uses_pages_directory = False
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(app_test_module, "PagesManager", _V2PagesManager)
-        yield
-
-
 @pytest.fixture(scope="module")
-def app(_navigation_frame_runs_every_time):
+def app():
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
     at.run()
     at.switch_page("pages/layernorm.py").run()

@@ -5,29 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-import streamlit.testing.v1.app_test as app_test_module
-from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
 from ui.common import MODEL_PRESETS
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 TIMEOUT = 240  # the first run extracts the bundled MiniLM on the bundled corpus (~10-30 s)
-
-
-@pytest.fixture(autouse=True)
-def _navigation_frame_runs_every_time(monkeypatch):
-    """AppTest (streamlit 1.67) re-detects the pages/ folder before every run and then runs a
-    page file on its own (multipage v1), skipping app.py's sidebar. The real server drops that
-    mode once st.navigation is called; do the same here so every rerun runs the frame."""
-
-    class _V2PagesManager(PagesManager):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            PagesManager.uses_pages_directory = False
-
-    monkeypatch.setattr(app_test_module, "PagesManager", _V2PagesManager)
 
 
 def _app() -> AppTest:

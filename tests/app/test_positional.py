@@ -8,9 +8,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-import streamlit.testing.v1.app_test as app_test_module
-from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
 from backend.extract import ExtractionSettings
@@ -20,18 +17,6 @@ APP = str(Path(__file__).resolve().parents[2] / "app.py")
 TIMEOUT = 300
 TINY_BERT = "random:bert:layers=2,width=64,heads=2,seed=0"
 TABS = ["Position embeddings", "Position probe", "TUPE decomposition", "Variance lab (NoPE)", "Queries & keys"]
-
-
-@pytest.fixture(autouse=True)
-def _navigation_frame_runs_every_time(monkeypatch):
-    """See tests/app/test_overview.py: keep AppTest out of multipage-v1 mode so reruns run app.py."""
-
-    class _V2PagesManager(PagesManager):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            PagesManager.uses_pages_directory = False
-
-    monkeypatch.setattr(app_test_module, "PagesManager", _V2PagesManager)
 
 
 def _page(model: str = TINY_BERT, tab: str | None = None) -> AppTest:

@@ -53,6 +53,9 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """A `streamlit run app.py` on a free port with an isolated cache; terminated afterwards."""
+    if os.environ.get("ISOSCOPE_REQUIRE_BROWSER") == "1":  # CI: .ci/run installed both, so run
+        assert Path(CHROMIUM).exists(), f"{CHROMIUM} is missing although CI installs it"
+        import playwright.sync_api  # noqa: F401
     if not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium); the browser smoke test needs it")
     pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
