@@ -46,27 +46,13 @@ MASK_RATE = 0.15
 
 
 def parse_dims(text: str | Sequence[int], width: int) -> list[int]:
-    """``"127, 223"`` or ``[127, 223]`` -> sorted unique ints in [0, width); InputError otherwise."""
-    if isinstance(text, str):
-        parts = [p.strip() for p in text.replace(";", ",").replace(" ", ",").split(",") if p.strip()]
-        if not parts:
-            raise InputError(f"no dimensions given; type integers between 0 and {width - 1} separated by commas")
-        dims = []
-        for part in parts:
-            try:
-                dims.append(int(part))
-            except ValueError:
-                raise InputError(
-                    f"dimension {part!r} is not an integer; type dims like 127,223 (0 to {width - 1})"
-                ) from None
-    else:
-        dims = [int(d) for d in text]
-    bad = [d for d in dims if not 0 <= d < width]
-    if bad:
-        raise InputError(f"dimension(s) {', '.join(map(str, bad))} out of range; this model has dims 0 to {width - 1}")
+    """``"127, 223"`` or ``[127, 223]`` -> sorted unique ints in [0, width); at least one."""
+    from backend.postprocess import parse_dims as parse_typed_dims
+
+    dims = parse_typed_dims(text, width)
     if not dims:
-        raise InputError("no dimensions to ablate; give at least one")
-    return sorted(set(dims))
+        raise InputError(f"no dimensions to ablate; type integers between 0 and {width - 1} separated by commas")
+    return dims
 
 
 def _sites_for(model_or_loaded, norms) -> tuple[torch.nn.Module, list[NormSite], int]:

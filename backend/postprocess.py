@@ -273,20 +273,23 @@ def make_postprocessor(name: str, **params) -> BaseEstimator:
     return spec.cls(**given)
 
 
-def parse_dims(text: str, hidden_size: int | None = None) -> list[int]:
-    """Dimension indices from text like ``"308, 588"`` or ``"308 588"`` (sorted, unique).
+def parse_dims(text: str | Sequence[int], hidden_size: int | None = None) -> list[int]:
+    """Dimension indices from text like ``"308, 588"`` / ``"308 588"`` or a sequence (sorted, unique).
 
-    Raises :class:`InputError` for anything that is not a non-negative integer or is >= ``hidden_size``.
+    Empty text gives ``[]``. Raises :class:`InputError` for anything that is not a non-negative
+    integer or is >= ``hidden_size``. The one parser of typed dims for pages and CLIs.
     """
-    pieces = [p for p in str(text).replace(",", " ").split() if p]
+    pieces = str(text).replace(",", " ").replace(";", " ").split() if isinstance(text, str) else list(text)
+    upper = f" to {hidden_size - 1}" if hidden_size is not None else ""
     dims = []
     for piece in pieces:
         try:
             value = int(piece)
-        except ValueError:
-            raise InputError(f"{piece!r} is not a dimension index; give integers separated by commas, e.g. 308,588") from None
+        except (TypeError, ValueError):
+            raise InputError(
+                f"dimension {piece!r} is not an integer; give integers separated by commas, e.g. 308,588 (0{upper})"
+            ) from None
         if value < 0 or (hidden_size is not None and value >= hidden_size):
-            upper = f" and below {hidden_size}" if hidden_size is not None else ""
-            raise InputError(f"dimension {value} is out of range; give indices from 0{upper}")
+            raise InputError(f"dimension {value} is out of range; this model has dims 0{upper}")
         dims.append(value)
     return sorted(set(dims))

@@ -71,7 +71,7 @@ def test_sts_cli_on_the_bundled_model_sample(tmp_path):
 
 @pytest.mark.parametrize(("args", "message"), [
     (["--pairs", "/no/such.csv"], "does not exist"),
-    (["--pairs", str(STS_SAMPLE), "--clip", "x"], "not a dimension index"),
+    (["--pairs", str(STS_SAMPLE), "--clip", "x"], "not an integer"),
     (["--pairs", str(STS_SAMPLE), "--postprocess", "magic"], "unknown --postprocess"),
 ])
 def test_sts_cli_bad_input_is_one_line_exit_2(tmp_path, capsys, args, message):

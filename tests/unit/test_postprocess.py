@@ -148,7 +148,7 @@ def test_registry_errors_list_the_valid_choices():
 def test_parse_dims():
     assert parse_dims("588, 308 308") == [308, 588]
     assert parse_dims("") == []
-    with pytest.raises(InputError, match="not a dimension"):
+    with pytest.raises(InputError, match="not an integer"):
         parse_dims("3,x")
-    with pytest.raises(InputError, match="below 384"):
+    with pytest.raises(InputError, match="out of range; this model has dims 0 to 383"):
         parse_dims("384", hidden_size=384)
