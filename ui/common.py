@@ -195,7 +195,7 @@ def _ensure_navigation_frame() -> None:
     """
     from streamlit.runtime.pages_manager import PagesManager
 
-    if PagesManager.uses_pages_directory:
+    if getattr(PagesManager, "uses_pages_directory", False):  # private flag: absent = nothing to do
         PagesManager.uses_pages_directory = False
         st.rerun()
 
