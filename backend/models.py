@@ -323,6 +323,7 @@ def build_random_model(family: str, options: dict[str, float], vocab_size: int, 
         config = GPT2Config(
             vocab_size=vocab_size, n_embd=width, n_layer=layers, n_head=heads,
             n_positions=int(options.get("max_positions", 1024)), initializer_range=init_std,
+            bos_token_id=None, eos_token_id=None,  # GPT-2's 50256 lies outside other vocabularies
         )
         model = GPT2Model(config)
     if family.endswith("-nope"):

@@ -35,7 +35,6 @@ import torch
 
 from backend.errors import InputError, UnsupportedModelError
 from backend.models import LoadedModel, build_random_model
-from backend.positional import single_thread
 
 Progress = Callable[[int, int], None]
 INPUT_KINDS = ("tokens", "gaussian")
@@ -246,8 +245,7 @@ def variance_lab_pair(
         else:
             inputs = torch.randn(s.batch, s.seq_len, s.d_model, generator=gen) * s.init_std
         for causal in masks:
-            with single_thread():  # small batches: one thread is faster than two contending ones
-                attn, resid = _run_random(model, inputs, causal)
+            attn, resid = _run_random(model, inputs, causal)
             runs[causal][0].append(attn)
             runs[causal][1].append(resid)
         if progress is not None:

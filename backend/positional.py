@@ -24,8 +24,7 @@ Probe details (documented choices):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,22 +35,6 @@ from backend.errors import InputError, UnsupportedModelError
 from backend.models import LoadedModel, position_table
 
 Progress = Callable[[int, int], None]
-
-
-@contextmanager
-def single_thread() -> Iterator[None]:
-    """Run small torch problems on one intra-op thread (restored afterwards).
-
-    The probe's matrices are a few thousand x a few hundred: thread start-up and contention with
-    other processes cost more than they save (measured 4x faster on a busy 2-core machine).
-    torch's thread count is process-wide, so concurrent work runs single-threaded meanwhile.
-    """
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 # ----------------------------------------------------------------------------- position table
@@ -271,7 +254,7 @@ def fit_softmax_probe(x: np.ndarray, y: np.ndarray, num_classes: int, l2: float 
         loss.backward()
         return loss
 
-    with torch.enable_grad(), single_thread():
+    with torch.enable_grad():
         opt.step(closure)
     return weights.detach().double().numpy()
 

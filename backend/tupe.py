@@ -33,7 +33,6 @@ import torch
 from backend.errors import InputError, UnsupportedModelError
 from backend.extract import tokenize
 from backend.models import LoadedModel, position_table
-from backend.positional import single_thread
 
 Progress = Callable[[int, int], None]
 TERMS = ("word_word", "word_position", "position_word", "position_position")
@@ -170,7 +169,7 @@ def decompose_ids(loaded: LoadedModel, input_ids: np.ndarray) -> TupeText:
         hooks.append(parts.qk_modules[0].register_forward_hook(save("qkv", stop=True)))
     ids = torch.as_tensor(np.asarray(input_ids, dtype=np.int64)[None], device=loaded.device)
     try:
-        with torch.inference_mode(), single_thread():  # one short text: threads only contend
+        with torch.inference_mode():
             loaded.encoder(input_ids=ids, attention_mask=torch.ones_like(ids))
     except _Stop:
         pass
