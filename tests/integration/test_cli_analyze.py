@@ -3,22 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _run(*args: str, cache_dir: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "ISOSCOPE_CACHE_DIR": str(cache_dir)}
-    return subprocess.run(
-        [sys.executable, "-m", "backend", "analyze", *args],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -32,9 +21,9 @@ def texts_file(tmp_path_factory) -> Path:
     return path
 
 
-def test_analyze_writes_the_json_contract(tiny_bert_dir, texts_file, tmp_path):
+def test_analyze_writes_the_json_contract(run_analyze, tiny_bert_dir, texts_file, tmp_path):
     out = tmp_path / "out.json"
-    proc = _run("--model", str(tiny_bert_dir), "--texts", str(texts_file), "--out", str(out),
+    proc = run_analyze("--model", str(tiny_bert_dir), "--texts", str(texts_file), "--out", str(out),
                 "--device", "cpu", "--max-length", "32", "--pairs", "300", "--seed", "1", cache_dir=tmp_path / "cache")
     assert proc.returncode == 0, proc.stderr
     assert "extracting 5 texts" in proc.stderr and "cut to 32 tokens" in proc.stderr
@@ -56,7 +45,7 @@ def test_analyze_writes_the_json_contract(tiny_bert_dir, texts_file, tmp_path):
         assert -1.0 <= layer["anisotropy"] <= 1.0
     # A second run answers from the disk cache with the same numbers.
     out2 = tmp_path / "out2.json"
-    again = _run("--model", str(tiny_bert_dir), "--texts", str(texts_file), "--out", str(out2),
+    again = run_analyze("--model", str(tiny_bert_dir), "--texts", str(texts_file), "--out", str(out2),
                  "--device", "cpu", "--max-length", "32", "--pairs", "300", "--seed", "1", cache_dir=tmp_path / "cache")
     assert again.returncode == 0, again.stderr
     assert json.loads(out2.read_text())["layers"] == layers
@@ -108,9 +97,9 @@ def bad_inputs(tmp_path_factory, tiny_bert_dir) -> dict[str, list[str]]:
         ("pickle-only folder", "pickle"),
     ],
 )
-def test_bad_input_exits_2_with_one_line(bad_inputs, case, needle, tmp_path):
+def test_bad_input_exits_2_with_one_line(run_analyze, bad_inputs, case, needle, tmp_path):
     out = tmp_path / "out.json"
-    proc = _run(*bad_inputs[case], "--out", str(out), "--device", "cpu", cache_dir=tmp_path / "cache")
+    proc = run_analyze(*bad_inputs[case], "--out", str(out), "--device", "cpu", cache_dir=tmp_path / "cache")
     assert proc.returncode == 2, (case, proc.stderr)
     assert "Traceback" not in proc.stderr
     lines = proc.stderr.strip().splitlines()

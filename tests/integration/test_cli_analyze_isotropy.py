@@ -3,23 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _run(*args: str, cache_dir: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "ISOSCOPE_CACHE_DIR": str(cache_dir)}
-    return subprocess.run(
-        [sys.executable, "-m", "backend", "analyze", *args],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -30,9 +19,9 @@ def texts_file(tmp_path_factory) -> Path:
     return path
 
 
-def test_analyze_json_has_the_isotropy_keys(tiny_bert_dir, texts_file, tmp_path):
+def test_analyze_json_has_the_isotropy_keys(run_analyze, tiny_bert_dir, texts_file, tmp_path):
     out = tmp_path / "out.json"
-    proc = _run("--model", str(tiny_bert_dir), "--texts", str(texts_file), "--out", str(out), "--device", "cpu",
+    proc = run_analyze("--model", str(tiny_bert_dir), "--texts", str(texts_file), "--out", str(out), "--device", "cpu",
                 "--pairs", "500", "--histogram-bins", "20", "--top-dims", "3", cache_dir=tmp_path / "cache")
     assert proc.returncode == 0, proc.stderr
     report = json.loads(out.read_text())
@@ -53,8 +42,8 @@ def test_analyze_json_has_the_isotropy_keys(tiny_bert_dir, texts_file, tmp_path)
         assert all(isinstance(d, int) and 0 <= d < 32 and isinstance(s, float) for d, s in top)
 
 
-def test_analyze_rejects_a_bad_bin_count(tiny_bert_dir, texts_file, tmp_path):
-    proc = _run("--model", str(tiny_bert_dir), "--texts", str(texts_file), "--out", str(tmp_path / "o.json"),
+def test_analyze_rejects_a_bad_bin_count(run_analyze, tiny_bert_dir, texts_file, tmp_path):
+    proc = run_analyze("--model", str(tiny_bert_dir), "--texts", str(texts_file), "--out", str(tmp_path / "o.json"),
                 "--histogram-bins", "0", cache_dir=tmp_path / "cache")
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "--histogram-bins" in proc.stderr
