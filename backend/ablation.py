@@ -51,14 +51,21 @@ def parse_dims(text: str | Sequence[int], width: int) -> list[int]:
 
     dims = parse_typed_dims(text, width)
     if not dims:
-        raise InputError(f"no dimensions to ablate; type integers between 0 and {width - 1} separated by commas")
+        raise InputError(
+            f"no dimensions to ablate; type integers between 0 and {width - 1} separated by commas"
+        )
     return dims
 
 
 def _sites_for(model_or_loaded, norms) -> tuple[torch.nn.Module, list[NormSite], int]:
     model = getattr(model_or_loaded, "model", model_or_loaded)
     width = int(model.config.hidden_size)
-    if norms is not None and not isinstance(norms, str) and len(norms) and isinstance(norms[0], NormSite):
+    if (
+        norms is not None
+        and not isinstance(norms, str)
+        and len(norms)
+        and isinstance(norms[0], NormSite)
+    ):
         return model, list(norms), width
     sites = norms_of(model_or_loaded) if hasattr(model_or_loaded, "info") else find_norms(model)
     return model, select_norms(sites, norms), width
@@ -81,7 +88,14 @@ def ablated(model_or_loaded, dims: Sequence[int], norms=None) -> Iterator[list[N
             for site in sites:
                 weight = site.module.weight
                 bias = site.module.bias if site.has_bias else None
-                saved.append((weight, weight.detach().clone(), bias, None if bias is None else bias.detach().clone()))
+                saved.append(
+                    (
+                        weight,
+                        weight.detach().clone(),
+                        bias,
+                        None if bias is None else bias.detach().clone(),
+                    )
+                )
                 weight[index.to(weight.device)] = 0
                 if bias is not None:
                     bias[index.to(bias.device)] = 0
@@ -98,7 +112,9 @@ def ablated(model_or_loaded, dims: Sequence[int], norms=None) -> Iterator[list[N
 def masked_norms(sites: list[NormSite], mask: torch.Tensor) -> Iterator[None]:
     """Multiply every norm output by ``mask`` ((batch, 1, d) of 0/1) via forward hooks; batch row
     r carries its own ablation. Equivalent to zeroing gamma_j, beta_j where ``mask[r, 0, j] == 0``."""
-    handles = [s.module.register_forward_hook(lambda _m, _i, out: out * mask.to(out.dtype)) for s in sites]
+    handles = [
+        s.module.register_forward_hook(lambda _m, _i, out: out * mask.to(out.dtype)) for s in sites
+    ]
     try:
         yield
     finally:
@@ -128,11 +144,15 @@ def private_copy(loaded):
     return dataclasses.replace(loaded, model=copy.deepcopy(loaded.model))
 
 
-def random_control_dims(width: int, exclude: Sequence[int], size: int, seed: int, index: int) -> list[int]:
+def random_control_dims(
+    width: int, exclude: Sequence[int], size: int, seed: int, index: int
+) -> list[int]:
     """``size`` random dims not in ``exclude`` (control ``index`` of ``seed``; reproducible)."""
     pool = np.setdiff1d(np.arange(width), np.asarray(list(exclude), dtype=np.int64))
     if size > len(pool):
-        raise InputError(f"cannot draw {size} random control dims from the {len(pool)} dims not ablated; ablate fewer dims")
+        raise InputError(
+            f"cannot draw {size} random control dims from the {len(pool)} dims not ablated; ablate fewer dims"
+        )
     rng = np.random.default_rng([int(seed), int(index)])
     return sorted(int(j) for j in rng.choice(pool, size=size, replace=False))
 
@@ -153,7 +173,9 @@ class MaskedCorpus:
         return int(sum((lab >= 0).sum() for lab in self.labels))
 
 
-def mask_tokens(tokenized: TokenizedCorpus, mask_token_id: int, rate: float = MASK_RATE, seed: int = 0) -> MaskedCorpus:
+def mask_tokens(
+    tokenized: TokenizedCorpus, mask_token_id: int, rate: float = MASK_RATE, seed: int = 0
+) -> MaskedCorpus:
     """Seeded masking for the MLM loss; the same masks serve the original and every ablation."""
     rng = np.random.default_rng(seed)
     input_ids, labels = [], []
@@ -174,7 +196,9 @@ def mask_tokens(tokenized: TokenizedCorpus, mask_token_id: int, rate: float = MA
 def _mask_token_id(loaded) -> int:
     token_id = getattr(loaded.tokenizer, "mask_token_id", None)
     if token_id is None:
-        raise InputError("the tokenizer has no mask token; the MLM loss needs a masked-LM tokenizer")
+        raise InputError(
+            "the tokenizer has no mask token; the MLM loss needs a masked-LM tokenizer"
+        )
     return int(token_id)
 
 
@@ -186,7 +210,9 @@ def _batches(lengths: np.ndarray, batch_size: int) -> list[np.ndarray]:
     return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
 
 
-def _pad(rows: list[np.ndarray], pad_id: int, fill: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def _pad(
+    rows: list[np.ndarray], pad_id: int, fill: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     width = max(len(r) for r in rows)
     ids = np.full((len(rows), width), pad_id if fill is None else fill, dtype=np.int64)
     mask = np.zeros((len(rows), width), dtype=np.int64)
@@ -202,17 +228,27 @@ def _pad_id(loaded) -> int:
 
 
 def _hidden(loaded, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    out = loaded.encoder(input_ids=ids.to(loaded.device), attention_mask=mask.to(loaded.device), output_hidden_states=True)
+    out = loaded.encoder(
+        input_ids=ids.to(loaded.device),
+        attention_mask=mask.to(loaded.device),
+        output_hidden_states=True,
+    )
     return torch.stack(out.hidden_states).to("cpu", torch.float64)  # (S, B, T, d)
 
 
-def _mlm_loss_sum(loaded, ids: torch.Tensor, mask: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+def _mlm_loss_sum(
+    loaded, ids: torch.Tensor, mask: torch.Tensor, labels: torch.Tensor
+) -> torch.Tensor:
     """Summed cross-entropy over the masked positions, per row: float64 (B,)."""
-    logits = loaded.model(input_ids=ids.to(loaded.device), attention_mask=mask.to(loaded.device)).logits
+    logits = loaded.model(
+        input_ids=ids.to(loaded.device), attention_mask=mask.to(loaded.device)
+    ).logits
     picked = labels >= 0
     rows = torch.nonzero(picked.to(logits.device))[:, 0].cpu()
     ce = torch.nn.functional.cross_entropy(
-        logits[picked.to(logits.device)].to(torch.float64), labels[picked].to(logits.device), reduction="none"
+        logits[picked.to(logits.device)].to(torch.float64),
+        labels[picked].to(logits.device),
+        reduction="none",
     ).cpu()
     return torch.zeros(ids.shape[0], dtype=torch.float64).index_add_(0, rows, ce)
 
@@ -226,7 +262,9 @@ def _pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 def _cos(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Cosine along the last axis; zero vectors give 0."""
     denom = a.norm(dim=-1) * b.norm(dim=-1)
-    return torch.where(denom > 0, (a * b).sum(-1) / denom.clamp(min=1e-300), torch.zeros_like(denom))
+    return torch.where(
+        denom > 0, (a * b).sum(-1) / denom.clamp(min=1e-300), torch.zeros_like(denom)
+    )
 
 
 # ----------------------------------------------------------------------------- effects
@@ -289,8 +327,12 @@ class AblationReport:
                 out[key] = None
                 continue
             values = self.control_values(key)
-            out[key] = {"mean": values.mean(axis=0).tolist(), "std": values.std(axis=0).tolist(),
-                        "min": values.min(axis=0).tolist(), "max": values.max(axis=0).tolist()}
+            out[key] = {
+                "mean": values.mean(axis=0).tolist(),
+                "std": values.std(axis=0).tolist(),
+                "min": values.min(axis=0).tolist(),
+                "max": values.max(axis=0).tolist(),
+            }
         return out
 
     def effect_json(self, effect: Effect) -> dict:
@@ -300,7 +342,9 @@ class AblationReport:
         data["anisotropy_change"] = (effect.anisotropy - self.anisotropy_original).tolist()
         if effect.sts_spearman is not None and self.sts_spearman_original is not None:
             data["sts_spearman_original"] = self.sts_spearman_original.tolist()
-            data["sts_spearman_change"] = (effect.sts_spearman - self.sts_spearman_original).tolist()
+            data["sts_spearman_change"] = (
+                effect.sts_spearman - self.sts_spearman_original
+            ).tolist()
         return data
 
     def to_json(self) -> dict:
@@ -310,7 +354,9 @@ class AblationReport:
             "norms": self.norms,
             "state_names": self.state_names,
             "effect": self.effect_json(self.effect),
-            "random_controls": [{"dims": d, "effect": self.effect_json(e)} for d, e in self.controls],
+            "random_controls": [
+                {"dims": d, "effect": self.effect_json(e)} for d, e in self.controls
+            ],
             "control_summary": self.control_summary(),
             "num_texts": self.num_texts,
             "num_masked_tokens": self.num_masked,
@@ -332,11 +378,27 @@ class AblationReport:
                 if values is None:
                     continue
                 for s, name in enumerate(self.state_names):
-                    rows.append({"condition": label, "kind": kind, "dims": " ".join(map(str, dims)),
-                                 "state": name, "metric": key, "value": float(values[s])})
+                    rows.append(
+                        {
+                            "condition": label,
+                            "kind": kind,
+                            "dims": " ".join(map(str, dims)),
+                            "state": name,
+                            "metric": key,
+                            "value": float(values[s]),
+                        }
+                    )
             if eff.mlm_loss is not None:
-                rows.append({"condition": label, "kind": kind, "dims": " ".join(map(str, dims)),
-                             "state": "", "metric": "mlm_loss", "value": eff.mlm_loss})
+                rows.append(
+                    {
+                        "condition": label,
+                        "kind": kind,
+                        "dims": " ".join(map(str, dims)),
+                        "state": "",
+                        "metric": "mlm_loss",
+                        "value": eff.mlm_loss,
+                    }
+                )
         return pd.DataFrame(rows)
 
 
@@ -352,8 +414,14 @@ def _pair_cosines(pooled: torch.Tensor, left: np.ndarray, right: np.ndarray) -> 
 
 
 def _collect(
-    target, tokenized: TokenizedCorpus, sites: list[NormSite], conditions: list[list[int] | None],
-    batch_size: int, sample: np.ndarray | None, masked: MaskedCorpus | None, tick: Callable[[], None],
+    target,
+    tokenized: TokenizedCorpus,
+    sites: list[NormSite],
+    conditions: list[list[int] | None],
+    batch_size: int,
+    sample: np.ndarray | None,
+    masked: MaskedCorpus | None,
+    tick: Callable[[], None],
     keep_pooled: bool = False,
 ) -> list[dict]:
     """Run every condition (None = original) batch by batch; returns per condition the sums of
@@ -368,10 +436,17 @@ def _collect(
     if sample is not None:
         slot = np.full(int(offsets[-1]), -1, dtype=np.int64)
         slot[sample] = np.arange(len(sample))
-    out = [{"pooled": torch.zeros(S, n, d, dtype=torch.float64) if keep_pooled else None,
-            "emb_cos": torch.zeros(S, dtype=torch.float64), "tok_cos": torch.zeros(S, dtype=torch.float64),
-            "tokens": 0, "sample": None if sample is None else np.zeros((S, len(sample), d), dtype=np.float32),
-            "loss": 0.0} for _ in conditions]
+    out = [
+        {
+            "pooled": torch.zeros(S, n, d, dtype=torch.float64) if keep_pooled else None,
+            "emb_cos": torch.zeros(S, dtype=torch.float64),
+            "tok_cos": torch.zeros(S, dtype=torch.float64),
+            "tokens": 0,
+            "sample": None if sample is None else np.zeros((S, len(sample), d), dtype=np.float32),
+            "loss": 0.0,
+        }
+        for _ in conditions
+    ]
     pad_id = _pad_id(target)
     with torch.inference_mode():
         for batch in _batches(lengths, batch_size):
@@ -385,11 +460,19 @@ def _collect(
             for c, dims in enumerate(conditions):
                 if dims is None:
                     hidden = _hidden(target, ids, mask)
-                    loss = _mlm_loss_sum(target, mids, mask, labels).sum() if masked is not None else 0.0
+                    loss = (
+                        _mlm_loss_sum(target, mids, mask, labels).sum()
+                        if masked is not None
+                        else 0.0
+                    )
                 else:
                     with ablated(target, dims, sites):
                         hidden = _hidden(target, ids, mask)
-                        loss = _mlm_loss_sum(target, mids, mask, labels).sum() if masked is not None else 0.0
+                        loss = (
+                            _mlm_loss_sum(target, mids, mask, labels).sum()
+                            if masked is not None
+                            else 0.0
+                        )
                 pooled = _pool(hidden, mask)  # (S, B, d)
                 if original is None:
                     original, pooled_original = hidden, pooled
@@ -404,7 +487,9 @@ def _collect(
                     slots = slot[rows]
                     hit = slots >= 0
                     if hit.any():
-                        record["sample"][:, slots[hit]] = hidden[:, keep][:, torch.from_numpy(hit)].numpy()
+                        record["sample"][:, slots[hit]] = hidden[:, keep][
+                            :, torch.from_numpy(hit)
+                        ].numpy()
                 tick()
     return out
 
@@ -439,19 +524,25 @@ def run_ablation(
         raise InputError(f"random controls must be between 0 and 100, got {random_controls}")
     target = loaded if in_place else private_copy(loaded)
     sites = select_norms(norms_of(target), norms)
-    controls = [random_control_dims(width, dims, len(dims), seed, i) for i in range(random_controls)]
+    controls = [
+        random_control_dims(width, dims, len(dims), seed, i) for i in range(random_controls)
+    ]
     conditions: list[list[int] | None] = [None, dims, *controls]
     notices = []
     tokenized = tokenize(target, tuple(texts), max_length)
     total_tokens = int(tokenized.lengths.sum())
     rng = np.random.default_rng(seed)
-    sample = np.sort(rng.choice(total_tokens, size=min(anisotropy_tokens, total_tokens), replace=False))
+    sample = np.sort(
+        rng.choice(total_tokens, size=min(anisotropy_tokens, total_tokens), replace=False)
+    )
     text_of_token = np.repeat(np.arange(len(texts)), tokenized.lengths)[sample]
     masked = None
     if mlm and target.info.has_mlm_head:
         masked = mask_tokens(tokenized, _mask_token_id(target), MASK_RATE, seed)
     elif mlm:
-        notices.append("no MLM head: masked-token loss not computed (load a *ForMaskedLM checkpoint for it)")
+        notices.append(
+            "no MLM head: masked-token loss not computed (load a *ForMaskedLM checkpoint for it)"
+        )
     pair_tok = None
     if pairs is not None:
         left, right, gold = (list(x) for x in pairs)
@@ -478,7 +569,9 @@ def run_ablation(
     runs = _collect(target, tokenized, sites, conditions, batch_size, sample, masked, tick)
     pair_runs = None
     if pair_tok is not None:
-        pair_runs = _collect(target, pair_tok, sites, conditions, batch_size, None, None, tick, keep_pooled=True)
+        pair_runs = _collect(
+            target, pair_tok, sites, conditions, batch_size, None, None, tick, keep_pooled=True
+        )
 
     from backend.anisotropy import different_text_pairs, pair_cosines
 
@@ -516,7 +609,9 @@ def run_ablation(
         controls=[(controls[i], effect(i + 2)) for i in range(len(controls))],
         anisotropy_original=aniso(original["sample"]),
         sts_spearman_original=sts_original,
-        mlm_loss_original=original["loss"] / num_masked if masked is not None and num_masked else None,
+        mlm_loss_original=original["loss"] / num_masked
+        if masked is not None and num_masked
+        else None,
         num_texts=len(texts),
         num_masked=num_masked,
         seed=seed,
@@ -562,11 +657,17 @@ class SweepResult:
 
     def to_json(self) -> dict:
         return {
-            "dims": self.dims.tolist(), "norms": self.norms, "state_names": self.state_names,
-            "embedding_cosine": self.embedding_cosine.tolist(), "token_cosine": self.token_cosine.tolist(),
+            "dims": self.dims.tolist(),
+            "norms": self.norms,
+            "state_names": self.state_names,
+            "embedding_cosine": self.embedding_cosine.tolist(),
+            "token_cosine": self.token_cosine.tolist(),
             "mlm_loss": None if self.mlm_loss is None else self.mlm_loss.tolist(),
-            "mlm_loss_original": self.mlm_loss_original, "num_texts": self.num_texts,
-            "complete": self.complete, "seconds": self.seconds, "method": self.method,
+            "mlm_loss_original": self.mlm_loss_original,
+            "num_texts": self.num_texts,
+            "complete": self.complete,
+            "seconds": self.seconds,
+            "method": self.method,
         }
 
 
@@ -623,7 +724,9 @@ def sweep(
     with torch.inference_mode():
         original = _hidden(target, ids, mask)
         pooled_original = _pool(original, mask)  # (S, B, d)
-        loss_original = float(_mlm_loss_sum(target, mids, mask, labels).sum()) / n_masked if use_mlm else None
+        loss_original = (
+            float(_mlm_loss_sum(target, mids, mask, labels).sum()) / n_masked if use_mlm else None
+        )
         for chunk in chunks:
             if stop is not None and stop.is_set():
                 complete = False
@@ -644,7 +747,14 @@ def sweep(
                         sub = dim_mask[a * B : min(m, a + per_pass) * B]
                         k = sub.shape[0] // B
                         with masked_norms(sites, sub):
-                            parts.append(_mlm_loss_sum(target, mids.repeat(k, 1), mask.repeat(k, 1), labels.repeat(k, 1)))
+                            parts.append(
+                                _mlm_loss_sum(
+                                    target,
+                                    mids.repeat(k, 1),
+                                    mask.repeat(k, 1),
+                                    labels.repeat(k, 1),
+                                )
+                            )
                     per_row = torch.cat(parts)
             else:
                 with ablated(target, chunk, sites):

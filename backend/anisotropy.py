@@ -42,7 +42,9 @@ def pair_cosines(vectors: np.ndarray, pairs: np.ndarray) -> np.ndarray:
     return np.divide(dots, denom, out=np.zeros_like(dots), where=denom > 0)
 
 
-def anisotropy(vectors: np.ndarray, text_id: np.ndarray, n_pairs: int = 10_000, seed: int = 0) -> float:
+def anisotropy(
+    vectors: np.ndarray, text_id: np.ndarray, n_pairs: int = 10_000, seed: int = 0
+) -> float:
     """Mean cosine of random different-text pairs of rows of ``vectors`` (tokens x dims)."""
     pairs = different_text_pairs(text_id, n_pairs, seed)
     if len(pairs) == 0:
@@ -56,4 +58,6 @@ def anisotropy_by_state(result, n_pairs: int = 10_000, seed: int = 0) -> np.ndar
     pairs = different_text_pairs(text_id, n_pairs, seed)
     if len(pairs) == 0:
         return np.full(result.num_states, np.nan)
-    return np.array([pair_cosines(result.sample_vectors[s], pairs).mean() for s in range(result.num_states)])
+    return np.array(
+        [pair_cosines(result.sample_vectors[s], pairs).mean() for s in range(result.num_states)]
+    )

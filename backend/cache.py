@@ -18,7 +18,17 @@ import numpy as np
 
 from backend.extract import EXTRACT_VERSION, ExtractionResult, ExtractionSettings, TokenTable
 
-_ARRAYS = ("mean", "variance", "min", "max", "mean_abs", "argmin_count", "argmax_count", "sample_vectors", "sample_index")
+_ARRAYS = (
+    "mean",
+    "variance",
+    "min",
+    "max",
+    "mean_abs",
+    "argmin_count",
+    "argmax_count",
+    "sample_vectors",
+    "sample_index",
+)
 
 
 def default_cache_dir() -> Path:
@@ -30,9 +40,17 @@ def default_cache_dir() -> Path:
     return Path(user_cache_dir("isoscope"))
 
 
-def cache_key(model_fingerprint: str, corpus_sha: str, settings: ExtractionSettings, kind: str = "extract") -> str:
+def cache_key(
+    model_fingerprint: str, corpus_sha: str, settings: ExtractionSettings, kind: str = "extract"
+) -> str:
     payload = json.dumps(
-        {"kind": kind, "model": model_fingerprint, "corpus": corpus_sha, "settings": settings.to_dict(), "v": EXTRACT_VERSION},
+        {
+            "kind": kind,
+            "model": model_fingerprint,
+            "corpus": corpus_sha,
+            "settings": settings.to_dict(),
+            "v": EXTRACT_VERSION,
+        },
         sort_keys=True,
     )
     return hashlib.sha256(payload.encode()).hexdigest()[:32]
@@ -60,22 +78,35 @@ class ResultCache:
         except Exception:
             return None  # unreadable or from an older layout: recompute
         return ExtractionResult(
-            model=meta["model"], model_fingerprint=meta["model_fingerprint"], corpus_name=meta["corpus_name"],
-            corpus_sha=meta["corpus_sha"], texts=texts, notices=tuple(meta["notices"]),
-            settings=ExtractionSettings(**meta["settings"]), tokens=tokens, seconds=meta["seconds"],
-            extra=meta.get("extra", {}), **arrays,
+            model=meta["model"],
+            model_fingerprint=meta["model_fingerprint"],
+            corpus_name=meta["corpus_name"],
+            corpus_sha=meta["corpus_sha"],
+            texts=texts,
+            notices=tuple(meta["notices"]),
+            settings=ExtractionSettings(**meta["settings"]),
+            tokens=tokens,
+            seconds=meta["seconds"],
+            extra=meta.get("extra", {}),
+            **arrays,
         )
 
     def save(self, key: str, result: ExtractionResult) -> Path | None:
         """Write ``result``; returns the path, or None when the cache folder is not writable."""
         meta = {
-            "model": result.model, "model_fingerprint": result.model_fingerprint,
-            "corpus_name": result.corpus_name, "corpus_sha": result.corpus_sha,
-            "notices": list(result.notices), "settings": result.settings.to_dict(),
-            "seconds": result.seconds, "extra": result.extra,
+            "model": result.model,
+            "model_fingerprint": result.model_fingerprint,
+            "corpus_name": result.corpus_name,
+            "corpus_sha": result.corpus_sha,
+            "notices": list(result.notices),
+            "settings": result.settings.to_dict(),
+            "seconds": result.seconds,
+            "extra": result.extra,
         }
         arrays = {name: getattr(result, name) for name in _ARRAYS}
-        arrays.update({f"tok_{f}": getattr(result.tokens, f) for f in TokenTable.__dataclass_fields__})
+        arrays.update(
+            {f"tok_{f}": getattr(result.tokens, f) for f in TokenTable.__dataclass_fields__}
+        )
         arrays["texts"] = np.array(result.texts, dtype=str)
         arrays["meta"] = np.array(json.dumps(meta))
         try:
@@ -90,7 +121,9 @@ class ResultCache:
             return None
 
 
-def cached_extract(loaded, corpus, settings=None, progress=None, cache: ResultCache | None = None) -> ExtractionResult:
+def cached_extract(
+    loaded, corpus, settings=None, progress=None, cache: ResultCache | None = None
+) -> ExtractionResult:
     """:func:`backend.extract.extract` through the disk cache (``cache=None`` uses the default)."""
     from backend.extract import extract
 

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from backend.environment import use_offline_environment
 from backend.errors import IsoscopeError
 
 COMMAND_MODULES = ("analyze", "sts", "ablate", "positional")
@@ -29,7 +30,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m backend", description="isoscope: embedding geometry of Transformer models")
+    parser = _Parser(
+        prog="python -m backend", description="isoscope: embedding geometry of Transformer models"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for name in COMMAND_MODULES:
@@ -44,9 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    use_offline_environment()
     quiet_libraries()
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -59,10 +60,14 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write("error: interrupted\n")
         return 130
     except MemoryError:
-        sys.stderr.write("error: out of memory; lower --batch-size, --max-length or the number of texts\n")
+        sys.stderr.write(
+            "error: out of memory; lower --batch-size, --max-length or the number of texts\n"
+        )
         return 2
     except Exception as exc:  # a bug: still one line, with a hint to report it
-        sys.stderr.write(f"error: internal error ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); please report it\n")
+        sys.stderr.write(
+            f"error: internal error ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); please report it\n"
+        )
         return 1
 
 
@@ -80,12 +85,26 @@ def quiet_libraries() -> None:
 # ----------------------------------------------------------------------------- shared helpers
 
 
-def add_model_args(parser: argparse.ArgumentParser, *, max_length: int = 128, batch_size: int = 32) -> None:
-    parser.add_argument("--model", default="default", help="default | checkpoint folder | cached Hub id | random:FAMILY[:k=v,...]")
-    parser.add_argument("--device", default="auto", help="auto (CUDA, then MPS, then CPU) | cpu | cuda | mps")
+def add_model_args(
+    parser: argparse.ArgumentParser, *, max_length: int = 128, batch_size: int = 32
+) -> None:
+    parser.add_argument(
+        "--model",
+        default="default",
+        help="default | checkpoint folder | cached Hub id | random:FAMILY[:k=v,...]",
+    )
+    parser.add_argument(
+        "--device", default="auto", help="auto (CUDA, then MPS, then CPU) | cpu | cuda | mps"
+    )
     parser.add_argument("--dtype", default="float32", help="float32 | bfloat16 (GPU only)")
-    parser.add_argument("--allow-pickle", action="store_true", help="allow pickle .bin weights (only for files you trust)")
-    parser.add_argument("--max-length", type=int, default=max_length, help="tokens per text (longer texts are cut)")
+    parser.add_argument(
+        "--allow-pickle",
+        action="store_true",
+        help="allow pickle .bin weights (only for files you trust)",
+    )
+    parser.add_argument(
+        "--max-length", type=int, default=max_length, help="tokens per text (longer texts are cut)"
+    )
     parser.add_argument("--batch-size", type=int, default=batch_size)
 
 
@@ -93,8 +112,12 @@ def load_model_from_args(args: argparse.Namespace, head: str = "base"):
     from backend.models import load_model
 
     # No "loading ..." line before the load: a refused model must leave exactly one line on stderr.
-    loaded = load_model(args.model, device=args.device, dtype=args.dtype, allow_pickle=args.allow_pickle, head=head)
-    progress_line(f"model: {loaded.info.display_name} · {loaded.info.num_layers} layers · width {loaded.info.hidden_size} · {loaded.info.device}")
+    loaded = load_model(
+        args.model, device=args.device, dtype=args.dtype, allow_pickle=args.allow_pickle, head=head
+    )
+    progress_line(
+        f"model: {loaded.info.display_name} · {loaded.info.num_layers} layers · width {loaded.info.hidden_size} · {loaded.info.device}"
+    )
     return loaded
 
 

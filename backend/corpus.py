@@ -52,7 +52,9 @@ class Corpus:
 
 def _decode(raw: bytes, name: str) -> str:
     if b"\x00" in raw[:8192]:
-        raise InputError(f"{name} looks like a binary file; upload UTF-8 text (.txt, .csv or .jsonl)")
+        raise InputError(
+            f"{name} looks like a binary file; upload UTF-8 text (.txt, .csv or .jsonl)"
+        )
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -85,7 +87,9 @@ def _finish(texts: list[str], name: str, notices: list[str], max_texts: int) -> 
 def corpus_from_text(text: str, name: str = "pasted text", max_texts: int = MAX_TEXTS) -> Corpus:
     """Pasted text: one text per line."""
     if text is None or not text.strip():
-        raise InputError("the pasted text is empty; type or paste at least one sentence (one text per line)")
+        raise InputError(
+            "the pasted text is empty; type or paste at least one sentence (one text per line)"
+        )
     return _finish(text.splitlines(), name, [], max_texts)
 
 
@@ -93,7 +97,9 @@ def corpus_from_bytes(raw: bytes, filename: str, max_texts: int = MAX_TEXTS) -> 
     """An uploaded file: ``.txt`` (one text per line), ``.csv`` or ``.jsonl`` (a ``text`` column)."""
     suffix = Path(filename).suffix.lower()
     if suffix not in TEXT_SUFFIXES:
-        raise InputError(f"{filename}: unsupported file type {suffix or '(none)'}; use .txt, .csv or .jsonl")
+        raise InputError(
+            f"{filename}: unsupported file type {suffix or '(none)'}; use .txt, .csv or .jsonl"
+        )
     if len(raw) > MAX_FILE_BYTES:
         raise InputError(
             f"{filename} is {len(raw) / 2**20:.1f} MiB; the limit is {MAX_FILE_BYTES // 2**20} MiB: split it or sample it"
@@ -122,7 +128,9 @@ def _read_csv_texts(content: str, filename: str) -> list[str]:
         key = reader.fieldnames[fields.index("text")]
         return [row.get(key) or "" for row in reader]
     except csv.Error as exc:
-        raise InputError(f"{filename}: malformed CSV ({exc}); check quoting and the header row") from None
+        raise InputError(
+            f"{filename}: malformed CSV ({exc}); check quoting and the header row"
+        ) from None
 
 
 def _read_jsonl_texts(content: str, filename: str, notices: list[str]) -> list[str]:
@@ -134,7 +142,9 @@ def _read_jsonl_texts(content: str, filename: str, notices: list[str]) -> list[s
         try:
             record = json.loads(line)
         except json.JSONDecodeError:
-            raise InputError(f"{filename}: line {number} is not valid JSON; each line must be an object like {{\"text\": \"...\"}}") from None
+            raise InputError(
+                f'{filename}: line {number} is not valid JSON; each line must be an object like {{"text": "..."}}'
+            ) from None
         if not isinstance(record, dict) or not isinstance(record.get("text"), str):
             bad += 1
             continue
@@ -153,7 +163,9 @@ def load_corpus_file(path: str | Path, max_texts: int = MAX_TEXTS) -> Corpus:
         raise InputError(f"{str(path)!r} is a folder; pass a .txt, .csv or .jsonl file")
     size = path.stat().st_size
     if size > MAX_FILE_BYTES:
-        raise InputError(f"{path.name} is {size / 2**20:.1f} MiB; the limit is {MAX_FILE_BYTES // 2**20} MiB")
+        raise InputError(
+            f"{path.name} is {size / 2**20:.1f} MiB; the limit is {MAX_FILE_BYTES // 2**20} MiB"
+        )
     suffix = path.suffix.lower()
     name = path.name if suffix in TEXT_SUFFIXES else path.name + ".txt"
     return corpus_from_bytes(path.read_bytes(), name, max_texts)

@@ -43,7 +43,9 @@ class ExtractionSettings:
         if not 1 <= self.batch_size <= 4096:
             raise InputError(f"batch size must be between 1 and 4096, got {self.batch_size}")
         if not 2 <= self.sample_size <= 1_000_000:
-            raise InputError(f"sample size must be between 2 and 1,000,000 tokens, got {self.sample_size}")
+            raise InputError(
+                f"sample size must be between 2 and 1,000,000 tokens, got {self.sample_size}"
+            )
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -186,7 +188,9 @@ class TokenizedCorpus:
         return np.array([len(ids) for ids in self.input_ids], dtype=np.int64)
 
 
-def tokenize(loaded: LoadedModel, texts: tuple[str, ...] | list[str], max_length: int) -> TokenizedCorpus:
+def tokenize(
+    loaded: LoadedModel, texts: tuple[str, ...] | list[str], max_length: int
+) -> TokenizedCorpus:
     """Tokenize with truncation; counts the texts that were cut."""
     if not texts:
         raise InputError("no texts to analyse; give at least one non-empty text")
@@ -211,7 +215,11 @@ def tokenize(loaded: LoadedModel, texts: tuple[str, ...] | list[str], max_length
             words = enc.word_ids(i)
             word_ids.append(np.array([-1 if w is None else w for w in words], dtype=np.int32))
             if len(ids) >= max_length:
-                ends = [e for (s, e), is_sp in zip(enc["offset_mapping"][i], sp, strict=False) if not is_sp]
+                ends = [
+                    e
+                    for (s, e), is_sp in zip(enc["offset_mapping"][i], sp, strict=False)
+                    if not is_sp
+                ]
                 if ends and max(ends) < len(texts[i].rstrip()):
                     truncated += 1
         else:
@@ -258,7 +266,9 @@ def forward_batches(
                 mask[row, :n] = 1
             input_ids = torch.from_numpy(ids).to(loaded.device)
             attention_mask = torch.from_numpy(mask).to(loaded.device)
-            out = encoder(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True)
+            out = encoder(
+                input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True
+            )
             hidden_states = getattr(out, "hidden_states", None)
             if not hidden_states:
                 raise UnsupportedModelError(
@@ -282,20 +292,22 @@ def extract(
     settings = settings or ExtractionSettings()
     started = time.perf_counter()
     tokenized = tokenize(loaded, corpus.texts, settings.max_length)
-    include = [
-        ~sp if settings.exclude_special else np.ones_like(sp) for sp in tokenized.special
-    ]
+    include = [~sp if settings.exclude_special else np.ones_like(sp) for sp in tokenized.special]
     counts = np.array([int(m.sum()) for m in include], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(counts)])
     total = int(offsets[-1])
     if total == 0:
-        raise InputError("no tokens left to analyse (only special tokens?); turn off 'exclude special tokens'")
+        raise InputError(
+            "no tokens left to analyse (only special tokens?); turn off 'exclude special tokens'"
+        )
 
     # Token metadata in text order (text, then position), for the tokens the statistics cover.
     vocab_tokens = loaded.tokenizer.convert_ids_to_tokens
     text_id = np.repeat(np.arange(len(counts), dtype=np.int32), counts)
     position = np.concatenate([np.flatnonzero(m) for m in include]).astype(np.int32)
-    token_ids = np.concatenate([ids[m] for ids, m in zip(tokenized.input_ids, include, strict=True)])
+    token_ids = np.concatenate(
+        [ids[m] for ids, m in zip(tokenized.input_ids, include, strict=True)]
+    )
     token = np.array(vocab_tokens(token_ids.tolist()), dtype=str)
     word_id = np.concatenate([w[m] for w, m in zip(tokenized.word_ids, include, strict=True)])
     is_special = np.concatenate([sp[m] for sp, m in zip(tokenized.special, include, strict=True)])
@@ -313,7 +325,9 @@ def extract(
     d = loaded.info.hidden_size
     stats = RunningStats(num_states, d)
     sample_vectors = np.zeros((num_states, k, d), dtype=np.float32)
-    for batch_ids, hidden, attn in forward_batches(loaded, tokenized, settings.batch_size, progress):
+    for batch_ids, hidden, attn in forward_batches(
+        loaded, tokenized, settings.batch_size, progress
+    ):
         if hidden.shape[0] != num_states or hidden.shape[-1] != d:
             raise UnsupportedModelError(
                 f"the model returned {hidden.shape[0]} hidden states of width {hidden.shape[-1]}, "
@@ -335,9 +349,13 @@ def extract(
 
     notices = list(corpus.notices)
     if tokenized.truncated:
-        notices.append(f"{tokenized.truncated} text(s) were cut to {tokenized.max_length} tokens (max length)")
+        notices.append(
+            f"{tokenized.truncated} text(s) were cut to {tokenized.max_length} tokens (max length)"
+        )
     if k < total:
-        notices.append(f"pairwise metrics and projections use a random sample of {k:,} of {total:,} tokens")
+        notices.append(
+            f"pairwise metrics and projections use a random sample of {k:,} of {total:,} tokens"
+        )
     return ExtractionResult(
         model=loaded.info.to_dict(),
         model_fingerprint=loaded.fingerprint,
@@ -382,10 +400,12 @@ def mean_pooled(
     return pooled
 
 
-def encode_text(loaded: LoadedModel, text: str, max_length: int = 128) -> tuple[np.ndarray, TokenTable]:
+def encode_text(
+    loaded: LoadedModel, text: str, max_length: int = 128
+) -> tuple[np.ndarray, TokenTable]:
     """Full hidden states of one text: float32 (S, T, d) and its token table (per-text views)."""
     tokenized = tokenize(loaded, (text,), max_length)
-    (_, hidden, _), = list(forward_batches(loaded, tokenized, 1))
+    ((_, hidden, _),) = list(forward_batches(loaded, tokenized, 1))
     ids = tokenized.input_ids[0]
     tokens_str = np.array(loaded.tokenizer.convert_ids_to_tokens(ids.tolist()), dtype=str)
     special = tokenized.special[0]

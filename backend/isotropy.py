@@ -40,7 +40,9 @@ def unit_rows(vectors: np.ndarray) -> np.ndarray:
     return np.divide(x, norms, out=np.zeros_like(x), where=norms > 0)
 
 
-def cosine_histogram(cosines: np.ndarray, bins: int = HISTOGRAM_BINS) -> tuple[np.ndarray, np.ndarray]:
+def cosine_histogram(
+    cosines: np.ndarray, bins: int = HISTOGRAM_BINS
+) -> tuple[np.ndarray, np.ndarray]:
     """Counts of ``cosines`` in ``bins`` equal bins with fixed edges over [-1, 1].
 
     Fixed edges make histograms of different layers and post-processings directly comparable.
@@ -49,7 +51,9 @@ def cosine_histogram(cosines: np.ndarray, bins: int = HISTOGRAM_BINS) -> tuple[n
     if bins < 1:
         raise InputError(f"a histogram needs at least 1 bin, got {bins}")
     edges = np.linspace(-1.0, 1.0, bins + 1)
-    values = np.clip(np.asarray(cosines, dtype=np.float64), -1.0, 1.0)  # rounding can exceed 1 by 1e-16
+    values = np.clip(
+        np.asarray(cosines, dtype=np.float64), -1.0, 1.0
+    )  # rounding can exceed 1 by 1e-16
     counts, _ = np.histogram(values, bins=edges)
     return edges, counts.astype(np.int64)
 
@@ -144,11 +148,16 @@ def recurring_words(tokens, max_occurrences: int = 32, seed: int = 0) -> Recurri
     text_id = np.asarray(tokens.text_id)
     word_id = np.asarray(tokens.word_id)
     # a word is a single token when its (text, word_id) appears exactly once
-    key = text_id.astype(np.int64) * (int(word_id.max(initial=0)) + 2) + (word_id.astype(np.int64) + 1)
+    key = text_id.astype(np.int64) * (int(word_id.max(initial=0)) + 2) + (
+        word_id.astype(np.int64) + 1
+    )
     _, inverse, counts = np.unique(key, return_inverse=True, return_counts=True)
     single = counts[inverse] == 1
     whole = (
-        single & (word_id >= 0) & ~np.asarray(tokens.is_special) & ~np.asarray(tokens.is_punct)
+        single
+        & (word_id >= 0)
+        & ~np.asarray(tokens.is_special)
+        & ~np.asarray(tokens.is_punct)
         & ~np.char.startswith(np.asarray(tokens.token, dtype=str), "##")
     )
     rows = np.flatnonzero(whole)
@@ -157,7 +166,11 @@ def recurring_words(tokens, max_occurrences: int = 32, seed: int = 0) -> Recurri
     words, pair_chunks, word_chunks = [], [], []
     order = np.argsort(keys, kind="stable") if len(keys) else np.zeros(0, dtype=np.int64)
     sorted_keys = keys[order]
-    boundaries = np.flatnonzero(sorted_keys[1:] != sorted_keys[:-1]) + 1 if len(keys) else np.zeros(0, dtype=np.int64)
+    boundaries = (
+        np.flatnonzero(sorted_keys[1:] != sorted_keys[:-1]) + 1
+        if len(keys)
+        else np.zeros(0, dtype=np.int64)
+    )
     for group in np.split(order, boundaries) if len(keys) else []:
         occ = rows[group]
         if len(np.unique(text_id[occ])) < 2:
@@ -173,7 +186,11 @@ def recurring_words(tokens, max_occurrences: int = 32, seed: int = 0) -> Recurri
         words.append(str(keys[group[0]]))
     if not words:
         return RecurringWords((), np.zeros((0, 2), dtype=np.int64), np.zeros(0, dtype=np.int64))
-    return RecurringWords(tuple(words), np.concatenate(pair_chunks).astype(np.int64), np.concatenate(word_chunks).astype(np.int64))
+    return RecurringWords(
+        tuple(words),
+        np.concatenate(pair_chunks).astype(np.int64),
+        np.concatenate(word_chunks).astype(np.int64),
+    )
 
 
 def self_similarity(unit: np.ndarray, recurring: RecurringWords) -> float:
@@ -244,16 +261,18 @@ class StateIsotropy:
         """One row per hidden state with every scalar metric (pandas DataFrame)."""
         import pandas as pd
 
-        return pd.DataFrame({
-            "state": list(self.state_names),
-            "postprocessing": self.postprocessing,
-            "anisotropy": self.anisotropy,
-            "isoscore": self.isoscore,
-            "self_similarity": self.self_similarity,
-            "self_similarity_adjusted": self.self_similarity_adjusted,
-            "intra_similarity": self.intra_similarity,
-            "intra_similarity_adjusted": self.intra_similarity_adjusted,
-        })
+        return pd.DataFrame(
+            {
+                "state": list(self.state_names),
+                "postprocessing": self.postprocessing,
+                "anisotropy": self.anisotropy,
+                "isoscore": self.isoscore,
+                "self_similarity": self.self_similarity,
+                "self_similarity_adjusted": self.self_similarity_adjusted,
+                "intra_similarity": self.intra_similarity,
+                "intra_similarity_adjusted": self.intra_similarity_adjusted,
+            }
+        )
 
 
 Postprocessor = object | Callable[[int], object] | None
@@ -305,7 +324,9 @@ def by_state(
         if len(pairs):
             first, second = unit[pairs[:, 0]], unit[pairs[:, 1]]  # (n_pairs, d) each
             cosines = np.einsum("ij,ij->i", first, second)
-            mean_terms = np.einsum("ij,ij->j", first, second) / len(pairs)  # Timkey's expected terms
+            mean_terms = np.einsum("ij,ij->j", first, second) / len(
+                pairs
+            )  # Timkey's expected terms
             aniso[s] = cosines.mean()
             edges, c = cosine_histogram(cosines, bins)
         else:
@@ -343,7 +364,9 @@ def _describe(postprocessor: Postprocessor) -> str:
     return getattr(postprocessor, "__name__", "custom")
 
 
-def clipped_anisotropy_by_state(result, dims_by_state, *, n_pairs: int = 10_000, seed: int = 0) -> np.ndarray:
+def clipped_anisotropy_by_state(
+    result, dims_by_state, *, n_pairs: int = 10_000, seed: int = 0
+) -> np.ndarray:
     """Anisotropy of every hidden state after zeroing ``dims_by_state[s]`` (Luo et al. 2021), on the
     same pairs as the raw anisotropy. Cheaper than :func:`by_state` when only this number is needed."""
     text_id = result.tokens.text_id[result.sample_index]

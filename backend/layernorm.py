@@ -75,7 +75,9 @@ def _is_norm(module: torch.nn.Module, width: int) -> bool:
     return isinstance(weight, torch.Tensor) and weight.ndim == 1 and weight.shape[0] == width
 
 
-def _layer_list(encoder: torch.nn.Module, num_layers: int) -> tuple[str, torch.nn.ModuleList] | None:
+def _layer_list(
+    encoder: torch.nn.Module, num_layers: int
+) -> tuple[str, torch.nn.ModuleList] | None:
     """The ModuleList of the ``num_layers`` Transformer blocks (``encoder.layer``, ``h``, ``layers``)."""
     for path, module in encoder.named_modules():
         if isinstance(module, torch.nn.ModuleList) and len(module) == num_layers and num_layers > 0:
@@ -83,7 +85,9 @@ def _layer_list(encoder: torch.nn.Module, num_layers: int) -> tuple[str, torch.n
     return None
 
 
-def find_norms(model: torch.nn.Module, *, num_layers: int | None = None, width: int | None = None) -> list[NormSite]:
+def find_norms(
+    model: torch.nn.Module, *, num_layers: int | None = None, width: int | None = None
+) -> list[NormSite]:
     """All norms of ``model`` (a base model or a ``*ForMaskedLM``), named canonically, in model order.
 
     Raises :class:`UnsupportedModelError` when none are found or they are not per layer.
@@ -113,9 +117,16 @@ def find_norms(model: torch.nn.Module, *, num_layers: int | None = None, width: 
     # Pre-LN: a norm in the base model registered after the layer list (GPT-2 ln_f, Llama norm).
     order = [p for p, _ in model.named_modules()]
     layers_pos = order.index(layers_full)
-    base_paths = {f"{base_prefix}.{p}" if base_prefix and p else (base_prefix or p) for p, _ in base.named_modules()}
+    base_paths = {
+        f"{base_prefix}.{p}" if base_prefix and p else (base_prefix or p)
+        for p, _ in base.named_modules()
+    }
     in_layers = [p for p, _ in all_norms if any(p.startswith(bp + ".") for bp in block_path)]
-    after = [p for p, _ in all_norms if p in base_paths and p not in in_layers and order.index(p) > layers_pos]
+    after = [
+        p
+        for p, _ in all_norms
+        if p in base_paths and p not in in_layers and order.index(p) > layers_pos
+    ]
     pre_ln = bool(after)
     per_layer_names = _PRE_LN_ORDER if pre_ln else _POST_LN_ORDER
 
@@ -141,13 +152,17 @@ def find_norms(model: torch.nn.Module, *, num_layers: int | None = None, width: 
             sites.append(NormSite("emb.ln", "emb", None, path, module))
     names = [s.name for s in sites]
     if len(set(names)) != len(names):
-        raise UnsupportedModelError(f"{kind}: cannot name its norms unambiguously ({', '.join(names)})")
+        raise UnsupportedModelError(
+            f"{kind}: cannot name its norms unambiguously ({', '.join(names)})"
+        )
     return sites
 
 
 def norms_of(loaded) -> list[NormSite]:
     """:func:`find_norms` of a :class:`backend.models.LoadedModel` (head norms included if loaded)."""
-    return find_norms(loaded.model, num_layers=loaded.info.num_layers, width=loaded.info.hidden_size)
+    return find_norms(
+        loaded.model, num_layers=loaded.info.num_layers, width=loaded.info.hidden_size
+    )
 
 
 def is_pre_ln(sites: list[NormSite]) -> bool:
@@ -160,7 +175,9 @@ def default_roles(sites: list[NormSite]) -> tuple[str, ...]:
     return _PRE_LN_ORDER if is_pre_ln(sites) else ("out",)
 
 
-def select_norms(sites: list[NormSite], which: list[str] | tuple[str, ...] | str | None = None) -> list[NormSite]:
+def select_norms(
+    sites: list[NormSite], which: list[str] | tuple[str, ...] | str | None = None
+) -> list[NormSite]:
     """Norms by canonical name or role (``"out"``, ``"L3.out_ln"``, ``"all"``); None -> defaults.
 
     ``"all"`` means every norm except the MLM head's (the head only when named explicitly).
@@ -185,7 +202,9 @@ def select_norms(sites: list[NormSite], which: list[str] | tuple[str, ...] | str
             )
         chosen.extend(m for m in matches if m not in chosen)
     if not chosen:
-        raise InputError(f"no LayerNorm matches {', '.join(which)}; this model has {', '.join(by_name)}")
+        raise InputError(
+            f"no LayerNorm matches {', '.join(which)}; this model has {', '.join(by_name)}"
+        )
     return [s for s in sites if s in chosen]  # model order
 
 
@@ -204,24 +223,35 @@ class LNParams:
         import pandas as pd
 
         n, d = self.gamma.shape
-        return pd.DataFrame({
-            "norm": np.repeat(self.names, d),
-            "role": np.repeat(self.roles, d),
-            "dim": np.tile(np.arange(d), n),
-            "gamma": self.gamma.ravel(),
-            "beta": self.beta.ravel(),
-        })
+        return pd.DataFrame(
+            {
+                "norm": np.repeat(self.names, d),
+                "role": np.repeat(self.roles, d),
+                "dim": np.tile(np.arange(d), n),
+                "gamma": self.gamma.ravel(),
+                "beta": self.beta.ravel(),
+            }
+        )
 
 
 def ln_params(sites: list[NormSite]) -> LNParams:
     """Copy the parameters of ``sites`` to CPU float64."""
     gamma = np.stack([s.module.weight.detach().to("cpu", torch.float64).numpy() for s in sites])
-    beta = np.stack([
-        s.module.bias.detach().to("cpu", torch.float64).numpy() if s.has_bias else np.zeros(gamma.shape[1])
-        for s in sites
-    ])
-    return LNParams([s.name for s in sites], [s.role for s in sites], gamma, beta,
-                    np.array([s.has_bias for s in sites], dtype=bool))
+    beta = np.stack(
+        [
+            s.module.bias.detach().to("cpu", torch.float64).numpy()
+            if s.has_bias
+            else np.zeros(gamma.shape[1])
+            for s in sites
+        ]
+    )
+    return LNParams(
+        [s.name for s in sites],
+        [s.role for s in sites],
+        gamma,
+        beta,
+        np.array([s.has_bias for s in sites], dtype=bool),
+    )
 
 
 def flag_params(values: np.ndarray, k: float = 3.0) -> np.ndarray:
@@ -265,14 +295,20 @@ class LNOutliers:
     def table(self) -> list[dict]:
         """``[{"dim", "weight_layers", "bias_layers"}, ...]`` for the outlier dims (JSON shape)."""
         w, b = self.weight_layers, self.bias_layers
-        return [{"dim": int(j), "weight_layers": int(w[j]), "bias_layers": int(b[j])} for j in self.dims]
+        return [
+            {"dim": int(j), "weight_layers": int(w[j]), "bias_layers": int(b[j])} for j in self.dims
+        ]
 
     def per_norm_counts(self) -> list[dict]:
         """How many dims each norm flags (gamma, beta): the 'counted per layer' table."""
         return [
-            {"norm": n, "gamma outliers": int(self.weight_flags[i].sum()), "beta outliers": int(self.bias_flags[i].sum()),
-             "gamma dims": ", ".join(map(str, np.flatnonzero(self.weight_flags[i]))),
-             "beta dims": ", ".join(map(str, np.flatnonzero(self.bias_flags[i])))}
+            {
+                "norm": n,
+                "gamma outliers": int(self.weight_flags[i].sum()),
+                "beta outliers": int(self.bias_flags[i].sum()),
+                "gamma dims": ", ".join(map(str, np.flatnonzero(self.weight_flags[i]))),
+                "beta dims": ", ".join(map(str, np.flatnonzero(self.bias_flags[i]))),
+            }
             for i, n in enumerate(self.names)
         ]
 
@@ -294,8 +330,14 @@ def detect_outliers(params: LNParams, k: float = 3.0, share: float = 0.5) -> LNO
     bias_flags = flag_params(params.beta, k) & params.has_bias[:, None]
     need = needed_layers(len(params.names), share)
     hit = (weight_flags.sum(axis=0) >= need) | (bias_flags.sum(axis=0) >= need)
-    return LNOutliers(list(params.names), weight_flags, bias_flags, float(k), float(share),
-                      [int(j) for j in np.flatnonzero(hit)])
+    return LNOutliers(
+        list(params.names),
+        weight_flags,
+        bias_flags,
+        float(k),
+        float(share),
+        [int(j) for j in np.flatnonzero(hit)],
+    )
 
 
 def ln_outliers(loaded, which=None, k: float = 3.0, share: float = 0.5) -> LNOutliers:

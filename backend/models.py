@@ -38,8 +38,25 @@ PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 HEADS = ("base", "mlm")
 
 _CAUSAL_TYPES = {
-    "gpt2", "gpt_neo", "gptj", "gpt_neox", "llama", "mistral", "qwen2", "qwen3", "opt", "phi",
-    "phi3", "falcon", "bloom", "gemma", "gemma2", "olmo", "pythia", "codegen", "ctrl",
+    "gpt2",
+    "gpt_neo",
+    "gptj",
+    "gpt_neox",
+    "llama",
+    "mistral",
+    "qwen2",
+    "qwen3",
+    "opt",
+    "phi",
+    "phi3",
+    "falcon",
+    "bloom",
+    "gemma",
+    "gemma2",
+    "olmo",
+    "pythia",
+    "codegen",
+    "ctrl",
 }
 
 
@@ -131,7 +148,9 @@ def parse_random_source(source: str) -> tuple[str, dict[str, float]]:
         try:
             number = float(value)
         except ValueError:
-            raise ModelLoadError(f"random-model option {key} needs a number, got {value!r}") from None
+            raise ModelLoadError(
+                f"random-model option {key} needs a number, got {value!r}"
+            ) from None
         options[key] = number if key == "init_std" else int(number)
     return family, options
 
@@ -192,7 +211,9 @@ def load_model(
     torch_dtype = resolve_dtype(torch_device, dtype)
     source = (source or "").strip()
     if not source:
-        raise ModelLoadError("no model given; use 'default', a checkpoint folder, a cached Hub id or random:FAMILY")
+        raise ModelLoadError(
+            "no model given; use 'default', a checkpoint folder, a cached Hub id or random:FAMILY"
+        )
     if source.lower().startswith("random:"):
         loaded = _load_random(source, head=head)
     else:
@@ -268,15 +289,23 @@ def _load_folder(folder: Path, source: str, display: str, *, allow_pickle: bool,
         what = "a masked-LM head" if head == "mlm" else "AutoModel"
         raise ModelLoadError(f"cannot load {source!r} with {what}: {_short(exc)}") from None
     try:
-        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False, local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(
+            folder, trust_remote_code=False, local_files_only=True
+        )
     except Exception as exc:
         raise ModelLoadError(
             f"{source!r} has no usable tokenizer ({_short(exc)}); save the tokenizer next to the weights"
         ) from None
     fingerprint = fingerprint_folder(folder) + f"-{head}"
     return {
-        "model": model, "tokenizer": tokenizer, "config": config, "source": source,
-        "display": display, "fingerprint": fingerprint, "weights_dir": folder, "random": False,
+        "model": model,
+        "tokenizer": tokenizer,
+        "config": config,
+        "source": source,
+        "display": display,
+        "fingerprint": fingerprint,
+        "weights_dir": folder,
+        "random": False,
         "spec": {"source": source, "head": head},
     }
 
@@ -287,7 +316,9 @@ def _bundled_tokenizer() -> Any:
     return AutoTokenizer.from_pretrained(default_model_dir(), local_files_only=True)
 
 
-def build_random_model(family: str, options: dict[str, float], vocab_size: int, *, head: str = "base") -> torch.nn.Module:
+def build_random_model(
+    family: str, options: dict[str, float], vocab_size: int, *, head: str = "base"
+) -> torch.nn.Module:
     """A randomly initialised model of ``family`` (seeded); ``-nope`` zeroes and freezes positions."""
     from transformers import (
         AutoConfig,
@@ -304,7 +335,9 @@ def build_random_model(family: str, options: dict[str, float], vocab_size: int, 
     seed = int(options.get("seed", 0))
     init_std = float(options.get("init_std", 0.02))
     if layers < 1 or width < 1 or heads < 1 or width % heads:
-        raise ModelLoadError(f"random model needs layers, width, heads >= 1 and width divisible by heads (got {layers}, {width}, {heads})")
+        raise ModelLoadError(
+            f"random model needs layers, width, heads >= 1 and width divisible by heads (got {layers}, {width}, {heads})"
+        )
     torch.manual_seed(seed)
     if family == "default":
         config = AutoConfig.from_pretrained(default_model_dir(), local_files_only=True)
@@ -312,18 +345,27 @@ def build_random_model(family: str, options: dict[str, float], vocab_size: int, 
         model = (BertForMaskedLM if head == "mlm" else BertModel)(config)
     elif family.startswith("bert"):
         config = BertConfig(
-            vocab_size=vocab_size, hidden_size=width, num_hidden_layers=layers,
-            num_attention_heads=heads, intermediate_size=4 * width,
-            max_position_embeddings=int(options.get("max_positions", 512)), initializer_range=init_std,
+            vocab_size=vocab_size,
+            hidden_size=width,
+            num_hidden_layers=layers,
+            num_attention_heads=heads,
+            intermediate_size=4 * width,
+            max_position_embeddings=int(options.get("max_positions", 512)),
+            initializer_range=init_std,
         )
         model = (BertForMaskedLM if head == "mlm" else BertModel)(config)
     else:
         if head == "mlm":
             raise ModelLoadError("random GPT-2 models are causal and have no masked-LM head")
         config = GPT2Config(
-            vocab_size=vocab_size, n_embd=width, n_layer=layers, n_head=heads,
-            n_positions=int(options.get("max_positions", 1024)), initializer_range=init_std,
-            bos_token_id=None, eos_token_id=None,  # GPT-2's 50256 lies outside other vocabularies
+            vocab_size=vocab_size,
+            n_embd=width,
+            n_layer=layers,
+            n_head=heads,
+            n_positions=int(options.get("max_positions", 1024)),
+            initializer_range=init_std,
+            bos_token_id=None,
+            eos_token_id=None,  # GPT-2's 50256 lies outside other vocabularies
         )
         model = GPT2Model(config)
     if family.endswith("-nope"):
@@ -343,9 +385,14 @@ def _load_random(source: str, *, head: str) -> dict:
     canonical = random_source(family, **options)
     fingerprint = hashlib.sha256(f"{canonical}|{head}".encode()).hexdigest()[:20]
     return {
-        "model": model, "tokenizer": tokenizer, "config": model.config, "source": canonical,
+        "model": model,
+        "tokenizer": tokenizer,
+        "config": model.config,
+        "source": canonical,
         "display": f"random-init {family} ({model.config.num_hidden_layers} layers, width {model.config.hidden_size})",
-        "fingerprint": fingerprint, "weights_dir": None, "random": True,
+        "fingerprint": fingerprint,
+        "weights_dir": None,
+        "random": True,
         "spec": {"source": canonical, "head": head},
     }
 
@@ -353,7 +400,12 @@ def _load_random(source: str, *, head: str) -> dict:
 def _position_table(model: torch.nn.Module) -> torch.nn.Embedding | None:
     """The learned absolute position-embedding table, if the model has one."""
     base = getattr(model, "base_model", model)
-    for path in ("embeddings.position_embeddings", "wpe", "embed_positions", "decoder.embed_positions"):
+    for path in (
+        "embeddings.position_embeddings",
+        "wpe",
+        "embed_positions",
+        "decoder.embed_positions",
+    ):
         obj: Any = base
         for part in path.split("."):
             obj = getattr(obj, part, None)
@@ -375,7 +427,11 @@ def position_table(loaded: LoadedModel) -> torch.nn.Embedding | None:
 def _position_embedding_kind(model: torch.nn.Module, config: Any) -> str:
     if getattr(config, "isoscope_nope", False):
         return "none (NoPE: table zeroed and frozen)"
-    if getattr(config, "rope_theta", None) is not None or getattr(config, "rope_scaling", None) or getattr(config, "rotary_dim", None):
+    if (
+        getattr(config, "rope_theta", None) is not None
+        or getattr(config, "rope_scaling", None)
+        or getattr(config, "rotary_dim", None)
+    ):
         return "rotary (RoPE)"
     kind = getattr(config, "position_embedding_type", None)
     table = _position_table(model)
@@ -403,7 +459,9 @@ def _finish(parts: dict, device: torch.device, dtype: torch.dtype) -> LoadedMode
     try:
         model.to(device=device, dtype=dtype)
     except Exception as exc:  # e.g. out of GPU memory
-        raise ModelLoadError(f"cannot move the model to {device} as {dtype}: {_short(exc)}") from None
+        raise ModelLoadError(
+            f"cannot move the model to {device} as {dtype}: {_short(exc)}"
+        ) from None
     if tokenizer.pad_token is None:
         fallback = tokenizer.eos_token or tokenizer.unk_token
         if fallback is None:
@@ -436,9 +494,14 @@ def _finish(parts: dict, device: torch.device, dtype: torch.dtype) -> LoadedMode
         dtype=str(dtype).removeprefix("torch."),
     )
     return LoadedModel(
-        model=model, tokenizer=tokenizer, info=info,
+        model=model,
+        tokenizer=tokenizer,
+        info=info,
         fingerprint=f"{parts['fingerprint']}-{str(dtype).removeprefix('torch.')}",
-        device=device, dtype=dtype, weights_dir=parts["weights_dir"], spec=parts["spec"],
+        device=device,
+        dtype=dtype,
+        weights_dir=parts["weights_dir"],
+        spec=parts["spec"],
     )
 
 
@@ -454,11 +517,17 @@ def random_like(loaded: LoadedModel, seed: int = 0) -> LoadedModel:
     try:
         model = AutoModel.from_config(config, trust_remote_code=False)
     except Exception as exc:
-        raise ModelLoadError(f"cannot build a random-init copy of {loaded.info.source!r}: {_short(exc)}") from None
+        raise ModelLoadError(
+            f"cannot build a random-init copy of {loaded.info.source!r}: {_short(exc)}"
+        ) from None
     parts = {
-        "model": model, "tokenizer": loaded.tokenizer, "source": f"random-like:{loaded.info.source}",
+        "model": model,
+        "tokenizer": loaded.tokenizer,
+        "source": f"random-like:{loaded.info.source}",
         "display": f"random-init {loaded.info.display_name}",
-        "fingerprint": f"rand{seed}-{loaded.fingerprint}", "weights_dir": None, "random": True,
+        "fingerprint": f"rand{seed}-{loaded.fingerprint}",
+        "weights_dir": None,
+        "random": True,
         "spec": {"source": loaded.info.source, "random_like_seed": seed},
     }
     return _finish(parts, loaded.device, loaded.dtype)

@@ -61,14 +61,29 @@ class NopeSettings:
             (8 <= self.d_model <= 4096, f"width must be between 8 and 4096, got {self.d_model}"),
             (1 <= self.layers <= 48, f"layers must be between 1 and 48, got {self.layers}"),
             (1 <= self.heads <= 64, f"heads must be between 1 and 64, got {self.heads}"),
-            (self.d_model % self.heads == 0, f"width {self.d_model} must be divisible by the number of heads {self.heads}"),
-            (8 <= self.seq_len <= 8192, f"sequence length must be between 8 and 8192, got {self.seq_len}"),
+            (
+                self.d_model % self.heads == 0,
+                f"width {self.d_model} must be divisible by the number of heads {self.heads}",
+            ),
+            (
+                8 <= self.seq_len <= 8192,
+                f"sequence length must be between 8 and 8192, got {self.seq_len}",
+            ),
             (1 <= self.seeds <= 50, f"seeds must be between 1 and 50, got {self.seeds}"),
             (0 < self.init_std <= 1, f"init std must be in (0, 1], got {self.init_std}"),
             (1 <= self.batch <= 256, f"batch must be between 1 and 256, got {self.batch}"),
-            (self.inputs in INPUT_KINDS, f"inputs must be one of {', '.join(INPUT_KINDS)}, got {self.inputs!r}"),
-            (16 <= self.vocab_size <= 200_000, f"vocab size must be between 16 and 200,000, got {self.vocab_size}"),
-            (1 <= self.fit_from < self.seq_len, f"fit start must be between 1 and seq_len - 1, got {self.fit_from}"),
+            (
+                self.inputs in INPUT_KINDS,
+                f"inputs must be one of {', '.join(INPUT_KINDS)}, got {self.inputs!r}",
+            ),
+            (
+                16 <= self.vocab_size <= 200_000,
+                f"vocab size must be between 16 and 200,000, got {self.vocab_size}",
+            ),
+            (
+                1 <= self.fit_from < self.seq_len,
+                f"fit start must be between 1 and seq_len - 1, got {self.fit_from}",
+            ),
         ]
         for ok, message in checks:
             if not ok:
@@ -130,17 +145,21 @@ class VarianceCurves:
         import pandas as pd
 
         layers, seq = self.attn_mean.shape
-        return pd.DataFrame({
-            "layer": np.repeat(np.arange(1, layers + 1), seq),
-            "position": np.tile(self.positions, layers),
-            "attn_output_variance": self.attn_mean.ravel(),
-            "attn_output_variance_std": self.attn_std.ravel(),
-            "residual_variance": self.resid_mean.ravel(),
-            "theory": np.tile(self.theory, layers) if self.theory is not None else np.nan,
-        })
+        return pd.DataFrame(
+            {
+                "layer": np.repeat(np.arange(1, layers + 1), seq),
+                "position": np.tile(self.positions, layers),
+                "attn_output_variance": self.attn_mean.ravel(),
+                "attn_output_variance_std": self.attn_std.ravel(),
+                "residual_variance": self.resid_mean.ravel(),
+                "theory": np.tile(self.theory, layers) if self.theory is not None else np.nan,
+            }
+        )
 
 
-def loglog_slope(positions: np.ndarray, values: np.ndarray, start: int = 1, stop: int | None = None) -> float:
+def loglog_slope(
+    positions: np.ndarray, values: np.ndarray, start: int = 1, stop: int | None = None
+) -> float:
     """Least-squares slope of log(values) against log(positions) for start <= position <= stop."""
     positions = np.asarray(positions, dtype=np.float64)
     values = np.asarray(values, dtype=np.float64)
@@ -152,7 +171,9 @@ def loglog_slope(positions: np.ndarray, values: np.ndarray, start: int = 1, stop
     return float(np.polyfit(np.log(positions[keep]), np.log(values[keep]), 1)[0])
 
 
-def theory_variance(d_model: int, sigma: float, sigma_o: float, positions: np.ndarray, bidirectional: bool = False) -> np.ndarray:
+def theory_variance(
+    d_model: int, sigma: float, sigma_o: float, positions: np.ndarray, bidirectional: bool = False
+) -> np.ndarray:
     """Chi et al.: Var[o_m] = d sigma_o^2 * d sigma^2 / m (causal); / T for every m (bidirectional)."""
     positions = np.asarray(positions, dtype=np.float64)
     numerator = d_model * sigma_o**2 * d_model * sigma**2
@@ -169,7 +190,9 @@ def _additive_mask(seq: int, causal: bool, dtype: torch.dtype) -> torch.Tensor:
     return mask
 
 
-def _run_random(model: torch.nn.Module, inputs: torch.Tensor, causal: bool) -> tuple[np.ndarray, np.ndarray]:
+def _run_random(
+    model: torch.nn.Module, inputs: torch.Tensor, causal: bool
+) -> tuple[np.ndarray, np.ndarray]:
     """Attention-output and residual variance over features, (L, T) each, averaged over the batch.
 
     Runs the GPT-2 blocks one by one with an explicit additive mask (causal or none), so the same
@@ -211,7 +234,9 @@ def measured_stds(model: torch.nn.Module) -> dict[str, float]:
     }
 
 
-def variance_lab(settings: NopeSettings | None = None, progress: Progress | None = None) -> VarianceCurves:
+def variance_lab(
+    settings: NopeSettings | None = None, progress: Progress | None = None
+) -> VarianceCurves:
     """Chi et al.'s experiment on ``settings.seeds`` random NoPE GPT-2 models (causal, or
     bidirectional when ``settings.bidirectional``)."""
     s = settings or NopeSettings()
@@ -232,8 +257,14 @@ def variance_lab_pair(
     runs: dict[bool, tuple[list, list]] = {causal: ([], []) for causal in masks}
     stds = []
     for seed in range(s.seeds):
-        options = {"layers": s.layers, "width": s.d_model, "heads": s.heads, "seed": seed,
-                   "init_std": s.init_std, "max_positions": s.seq_len}
+        options = {
+            "layers": s.layers,
+            "width": s.d_model,
+            "heads": s.heads,
+            "seed": seed,
+            "init_std": s.init_std,
+            "max_positions": s.seq_len,
+        }
         model = build_random_model("gpt2-nope", options, s.vocab_size)
         model.eval()
         stds.append(measured_stds(model))
@@ -254,19 +285,46 @@ def variance_lab_pair(
     positions = np.arange(1, s.seq_len + 1)
     out = []
     for causal in masks:
-        theory = theory_variance(s.d_model, weight_stds["sigma_value"], weight_stds["sigma_o"], positions, not causal)
-        out.append(_curves(
-            positions, np.stack(runs[causal][0]), np.stack(runs[causal][1]), theory, causal, s.fit_from,
-            description=(f"random NoPE GPT-2, width {s.d_model}, {s.layers} layers, {s.heads} heads, "
-                         f"{'causal' if causal else 'bidirectional'}, {s.inputs} inputs, {s.seeds} seed(s) x {s.batch} sequences"),
-            weight_stds=weight_stds, started=started, settings=asdict(replace(s, bidirectional=not causal)),
-            counts=np.full(s.seq_len, s.seeds * s.batch),
-        ))
+        theory = theory_variance(
+            s.d_model, weight_stds["sigma_value"], weight_stds["sigma_o"], positions, not causal
+        )
+        out.append(
+            _curves(
+                positions,
+                np.stack(runs[causal][0]),
+                np.stack(runs[causal][1]),
+                theory,
+                causal,
+                s.fit_from,
+                description=(
+                    f"random NoPE GPT-2, width {s.d_model}, {s.layers} layers, {s.heads} heads, "
+                    f"{'causal' if causal else 'bidirectional'}, {s.inputs} inputs, {s.seeds} seed(s) x {s.batch} sequences"
+                ),
+                weight_stds=weight_stds,
+                started=started,
+                settings=asdict(replace(s, bidirectional=not causal)),
+                counts=np.full(s.seq_len, s.seeds * s.batch),
+            )
+        )
     return out
 
 
-def _curves(positions, attn_runs, resid_runs, theory, causal, fit_from, *, description, weight_stds, started,
-            settings, counts, attn_std=None, resid_std=None) -> VarianceCurves:
+def _curves(
+    positions,
+    attn_runs,
+    resid_runs,
+    theory,
+    causal,
+    fit_from,
+    *,
+    description,
+    weight_stds,
+    started,
+    settings,
+    counts,
+    attn_std=None,
+    resid_std=None,
+) -> VarianceCurves:
     """Means over runs (axis 0) and log-log fits; stds over runs unless given."""
     attn_mean = attn_runs.mean(axis=0)
     resid_mean = resid_runs.mean(axis=0)
@@ -303,9 +361,15 @@ def attention_output_modules(loaded: LoadedModel) -> list[torch.nn.Module]:
     if hasattr(base, "h"):
         return [block.attn for block in base.h]
     layers = getattr(getattr(base, "encoder", None), "layer", None)
-    if layers is not None and hasattr(layers[0], "attention") and hasattr(layers[0].attention, "output"):
+    if (
+        layers is not None
+        and hasattr(layers[0], "attention")
+        and hasattr(layers[0].attention, "output")
+    ):
         return [layer.attention.output.dense for layer in layers]
-    layers = getattr(base, "layers", None) or getattr(getattr(base, "decoder", None), "layers", None)
+    layers = getattr(base, "layers", None) or getattr(
+        getattr(base, "decoder", None), "layers", None
+    )
     if layers is not None:
         for name in ("self_attn", "attention", "attn"):
             if hasattr(layers[0], name):
@@ -355,7 +419,9 @@ def variance_on_model(
             mask = attn_mask.numpy().astype(np.float64)  # (B, T)
             width = mask.shape[1]
             for i in range(num_layers):
-                attn_var = captured[i].to("cpu", torch.float64).var(dim=-1, unbiased=False).numpy()  # (B, T)
+                attn_var = (
+                    captured[i].to("cpu", torch.float64).var(dim=-1, unbiased=False).numpy()
+                )  # (B, T)
                 resid_var = hidden[i + 1].double().var(dim=-1, unbiased=False).numpy()
                 for k, v in enumerate((attn_var, resid_var)):
                     sums[k, i, :width] += (v * mask).sum(axis=0)
@@ -372,8 +438,17 @@ def variance_on_model(
     reach = counts >= min(3, counts.max())
     last = int(positions[reach].max())
     return _curves(
-        positions[:last], mean[0][None, :, :last], mean[1][None, :, :last], None, loaded.info.is_causal, fit_from,
+        positions[:last],
+        mean[0][None, :, :last],
+        mean[1][None, :, :last],
+        None,
+        loaded.info.is_causal,
+        fit_from,
         description=f"{loaded.info.display_name} on {len(texts)} texts ({'causal' if loaded.info.is_causal else 'bidirectional'})",
-        weight_stds={}, started=started, settings={"max_length": max_length, "num_texts": len(texts)},
-        counts=counts[:last], attn_std=std[0][:, :last], resid_std=std[1][:, :last],
+        weight_stds={},
+        started=started,
+        settings={"max_length": max_length, "num_texts": len(texts)},
+        counts=counts[:last],
+        attn_std=std[0][:, :last],
+        resid_std=std[1][:, :last],
     )

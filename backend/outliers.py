@@ -36,7 +36,9 @@ class OutlierThresholds:
     variance_factor: float = 5.0
 
 
-def extreme_index_outliers(argmin_freq: np.ndarray, argmax_freq: np.ndarray, threshold: float = 0.5) -> np.ndarray:
+def extreme_index_outliers(
+    argmin_freq: np.ndarray, argmax_freq: np.ndarray, threshold: float = 0.5
+) -> np.ndarray:
     """Dims that hold the min or the max of at least ``threshold`` of all tokens (Luo et al.)."""
     return np.flatnonzero((argmin_freq >= threshold) | (argmax_freq >= threshold))
 
@@ -65,14 +67,18 @@ def variance_outliers(variance: np.ndarray, factor: float = 5.0) -> np.ndarray:
     return np.flatnonzero(variance >= factor * avg)
 
 
-def outliers_by_criterion(result, state: int, thresholds: OutlierThresholds | None = None) -> dict[str, list[int]]:
+def outliers_by_criterion(
+    result, state: int, thresholds: OutlierThresholds | None = None
+) -> dict[str, list[int]]:
     """All four criteria at hidden state ``state`` of an ExtractionResult.
 
     The quantile rule needs order statistics, which do not stream: it runs on the token sample.
     """
     t = thresholds or OutlierThresholds()
     return {
-        "extreme_index": extreme_index_outliers(result.argmin_freq[state], result.argmax_freq[state], t.extreme_share).tolist(),
+        "extreme_index": extreme_index_outliers(
+            result.argmin_freq[state], result.argmax_freq[state], t.extreme_share
+        ).tolist(),
         "zscore": zscore_outliers(result.mean[state], t.zscore_k).tolist(),
         "quantile": quantile_outliers(result.sample_vectors[state], t.quantile).tolist(),
         "variance": variance_outliers(result.variance[state], t.variance_factor).tolist(),
@@ -96,15 +102,17 @@ def outlier_table(result, thresholds: OutlierThresholds | None = None):
     for s, name in enumerate(result.state_names):
         found = outliers_by_criterion(result, s, thresholds)
         for j in sorted(set().union(*map(set, found.values()))):
-            rows.append({
-                "state": name,
-                "dim": j,
-                "mean": result.mean[s, j],
-                "variance": result.variance[s, j],
-                "argmin_share": result.argmin_freq[s, j],
-                "argmax_share": result.argmax_freq[s, j],
-                **{c: j in found[c] for c in CRITERIA},
-            })
+            rows.append(
+                {
+                    "state": name,
+                    "dim": j,
+                    "mean": result.mean[s, j],
+                    "variance": result.variance[s, j],
+                    "argmin_share": result.argmin_freq[s, j],
+                    "argmax_share": result.argmax_freq[s, j],
+                    **{c: j in found[c] for c in CRITERIA},
+                }
+            )
     columns = ["state", "dim", "mean", "variance", "argmin_share", "argmax_share", *CRITERIA]
     return pd.DataFrame(rows, columns=columns)
 

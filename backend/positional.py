@@ -63,7 +63,11 @@ class PositionTableReport:
         share = np.maximum(self.argmax_share, self.argmin_share)
         dims = np.argsort(-share, kind="stable")[:top]
         return [
-            {"dim": int(j), "argmax_share": float(self.argmax_share[j]), "argmin_share": float(self.argmin_share[j])}
+            {
+                "dim": int(j),
+                "argmax_share": float(self.argmax_share[j]),
+                "argmin_share": float(self.argmin_share[j]),
+            }
             for j in dims
         ]
 
@@ -80,7 +84,9 @@ def position_table_weights(loaded: LoadedModel) -> np.ndarray:
     return table.weight.detach().to("cpu", torch.float64).numpy()
 
 
-def analyse_position_table(weights: np.ndarray, num_positions: int = 128, offset: int = 0) -> PositionTableReport:
+def analyse_position_table(
+    weights: np.ndarray, num_positions: int = 128, offset: int = 0
+) -> PositionTableReport:
     """Cosine matrix, PCA and extreme-dimension shares of rows ``offset .. offset+N-1``.
 
     ``offset`` skips rows the model never uses as positions (RoBERTa starts at padding_idx + 1).
@@ -138,11 +144,17 @@ def embedding_layernorm(loaded: LoadedModel) -> tuple[str, np.ndarray, np.ndarra
     if ln is None or getattr(ln, "weight", None) is None:
         return None
     gamma = ln.weight.detach().to("cpu", torch.float64).numpy()
-    beta = ln.bias.detach().to("cpu", torch.float64).numpy() if ln.bias is not None else np.zeros_like(gamma)
+    beta = (
+        ln.bias.detach().to("cpu", torch.float64).numpy()
+        if ln.bias is not None
+        else np.zeros_like(gamma)
+    )
     return name, gamma, beta
 
 
-def extreme_dims_vs_outliers(report: PositionTableReport, outliers_by_state: dict[str, list[int]], top: int = 8) -> list[dict[str, Any]]:
+def extreme_dims_vs_outliers(
+    report: PositionTableReport, outliers_by_state: dict[str, list[int]], top: int = 8
+) -> list[dict[str, Any]]:
     """Rows for the table's top extreme dims plus every hidden-state outlier dim: shares in the
     table and the hidden states where the dim is an outlier (Luo's comparison)."""
     dims = [row["dim"] for row in report.top_extreme_dims(top)]
@@ -151,12 +163,14 @@ def extreme_dims_vs_outliers(report: PositionTableReport, outliers_by_state: dic
     rows = []
     for j in dims:
         states = [name for name, found in outliers_by_state.items() if j in found]
-        rows.append({
-            "dim": int(j),
-            "table argmax share": float(report.argmax_share[j]),
-            "table argmin share": float(report.argmin_share[j]),
-            "hidden-state outlier in": ", ".join(states) or "—",
-        })
+        rows.append(
+            {
+                "dim": int(j),
+                "table argmax share": float(report.argmax_share[j]),
+                "table argmin share": float(report.argmin_share[j]),
+                "hidden-state outlier in": ", ".join(states) or "—",
+            }
+        )
     return rows
 
 
@@ -179,7 +193,9 @@ class ProbeSettings:
         if not 2 <= self.max_position <= 8192:
             raise InputError(f"max position must be between 2 and 8192, got {self.max_position}")
         if not 0.05 <= self.test_fraction <= 0.8:
-            raise InputError(f"held-out fraction must be between 0.05 and 0.8, got {self.test_fraction}")
+            raise InputError(
+                f"held-out fraction must be between 0.05 and 0.8, got {self.test_fraction}"
+            )
         if self.l2 < 0:
             raise InputError("the L2 penalty must be >= 0")
         if not 1 <= self.max_iter <= 1000:
@@ -228,14 +244,18 @@ def split_by_text(text_id: np.ndarray, test_fraction: float, seed: int) -> np.nd
     and at least one left for training)."""
     texts = np.unique(text_id)
     if len(texts) < 2:
-        raise InputError("the position probe needs tokens from at least 2 texts (it splits by text)")
+        raise InputError(
+            "the position probe needs tokens from at least 2 texts (it splits by text)"
+        )
     rng = np.random.default_rng(seed)
     n_test = int(np.clip(round(test_fraction * len(texts)), 1, len(texts) - 1))
     held_out = rng.choice(texts, size=n_test, replace=False)
     return np.isin(text_id, held_out)
 
 
-def fit_softmax_probe(x: np.ndarray, y: np.ndarray, num_classes: int, l2: float = 1e-3, max_iter: int = 30) -> np.ndarray:
+def fit_softmax_probe(
+    x: np.ndarray, y: np.ndarray, num_classes: int, l2: float = 1e-3, max_iter: int = 30
+) -> np.ndarray:
     """Bias-free multinomial logistic regression; returns W float64 (d, C), logits = x @ W.
 
     Full-batch L-BFGS (strong Wolfe line search) on mean cross-entropy + l2/2 ||W||^2.
@@ -244,13 +264,21 @@ def fit_softmax_probe(x: np.ndarray, y: np.ndarray, num_classes: int, l2: float 
     yt = torch.from_numpy(np.asarray(y, dtype=np.int64))
     weights = torch.zeros(xt.shape[1], num_classes, dtype=torch.float32, requires_grad=True)
     opt = torch.optim.LBFGS(
-        [weights], lr=1.0, max_iter=max_iter, history_size=20, line_search_fn="strong_wolfe",
-        tolerance_grad=1e-6, tolerance_change=1e-9,
+        [weights],
+        lr=1.0,
+        max_iter=max_iter,
+        history_size=20,
+        line_search_fn="strong_wolfe",
+        tolerance_grad=1e-6,
+        tolerance_change=1e-9,
     )
 
     def closure() -> torch.Tensor:
         opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(xt @ weights, yt) + 0.5 * l2 * (weights * weights).sum()
+        loss = (
+            torch.nn.functional.cross_entropy(xt @ weights, yt)
+            + 0.5 * l2 * (weights * weights).sum()
+        )
         loss.backward()
         return loss
 
@@ -310,7 +338,9 @@ def probe_positions(
         x_train = vectors[s, train].astype(np.float64)
         x_test = vectors[s, test].astype(np.float64)
         scale = float(np.sqrt((x_train**2).mean())) or 1.0
-        w = fit_softmax_probe(x_train / scale, y_train, len(classes), settings.l2, settings.max_iter)
+        w = fit_softmax_probe(
+            x_train / scale, y_train, len(classes), settings.l2, settings.max_iter
+        )
         w_raw = w / scale  # logits = x_raw @ w_raw
         train_accuracy[s] = float(((x_train @ w_raw).argmax(1) == y_train).mean())
         if len(test):
@@ -335,12 +365,19 @@ def probe_positions(
     )
 
 
-def probe_result(result, settings: ProbeSettings | None = None, progress: Progress | None = None) -> ProbeResult:
+def probe_result(
+    result, settings: ProbeSettings | None = None, progress: Progress | None = None
+) -> ProbeResult:
     """The position probe on an ExtractionResult's token sample (every hidden state, emb first)."""
     tokens = result.sample_tokens
     return probe_positions(
-        result.sample_vectors, tokens.position, tokens.text_id, tokens.is_special,
-        settings=settings, state_names=result.state_names, progress=progress,
+        result.sample_vectors,
+        tokens.position,
+        tokens.text_id,
+        tokens.is_special,
+        settings=settings,
+        state_names=result.state_names,
+        progress=progress,
     )
 
 
@@ -351,9 +388,11 @@ def contribution_table(probe: ProbeResult, state: int, outliers: list[int], top:
     c = probe.contributions[state]
     total = float(c.sum()) or 1.0
     order = np.argsort(-c, kind="stable")[:top]
-    return pd.DataFrame({
-        "dim": order.astype(int),
-        "contribution": c[order],
-        "share of total": c[order] / total,
-        "outlier dim": [int(j) in set(outliers) for j in order],
-    })
+    return pd.DataFrame(
+        {
+            "dim": order.astype(int),
+            "contribution": c[order],
+            "share of total": c[order] / total,
+            "outlier dim": [int(j) in set(outliers) for j in order],
+        }
+    )

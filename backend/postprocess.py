@@ -149,7 +149,9 @@ class AllButTheTop(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         d = X.shape[1]
         k = max(1, round(d / 100)) if self.n_components is None else self.n_components
         if not isinstance(k, int | np.integer) or not 0 <= k <= d:
-            raise PostprocessError(f"all-but-the-top needs 0 <= n_components <= {d} (the width), got {k!r}")
+            raise PostprocessError(
+                f"all-but-the-top needs 0 <= n_components <= {d} (the width), got {k!r}"
+            )
         self.mean_ = X.mean(axis=0)
         _, vectors = _top_eigen(X - self.mean_)
         self.n_components_ = int(k)
@@ -180,15 +182,21 @@ class Whiten(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         X = validate_data(self, X, dtype=np.float64)
         n, d = X.shape
         if n < 2:
-            raise PostprocessError("whitening needs at least 2 samples to estimate a covariance, got 1 sample")
+            raise PostprocessError(
+                "whitening needs at least 2 samples to estimate a covariance, got 1 sample"
+            )
         k = d if self.n_components is None else self.n_components
         if not isinstance(k, int | np.integer) or not 1 <= k <= d:
-            raise PostprocessError(f"whitening needs 1 <= n_components <= {d} (the width), got {k!r}")
+            raise PostprocessError(
+                f"whitening needs 1 <= n_components <= {d} (the width), got {k!r}"
+            )
         self.mean_ = X.mean(axis=0)
         values, vectors = _top_eigen(X - self.mean_)
         variances = values / (n - 1)
         tol = max(variances[0], np.finfo(np.float64).tiny) * d * np.finfo(np.float64).eps
-        inv_sqrt = np.divide(1.0, np.sqrt(variances), out=np.zeros_like(variances), where=variances > tol)
+        inv_sqrt = np.divide(
+            1.0, np.sqrt(variances), out=np.zeros_like(variances), where=variances > tol
+        )
         self.explained_variance_ = variances[:k]
         self.components_ = (vectors * inv_sqrt)[:, :k]  # W, (d, k)
         self.n_components_ = int(k)
@@ -244,11 +252,30 @@ class PostprocessorSpec:
 
 POSTPROCESSORS: dict[str, PostprocessorSpec] = {
     "none": PostprocessorSpec(Identity, "none (raw vectors)", (), ""),
-    "clip": PostprocessorSpec(ClipDims, "clip outlier dimensions to 0", ("dims",), "Luo et al. 2021, arXiv 2011.04393"),
-    "center": PostprocessorSpec(MeanCenter, "mean-centering", (), "Mu & Viswanath 2018, arXiv 1702.01417"),
-    "standardize": PostprocessorSpec(Standardize, "standardisation (z-score per dimension)", (), "Timkey & van Schijndel 2021, arXiv 2109.04404"),
-    "abtt": PostprocessorSpec(AllButTheTop, "all-but-the-top (remove top D principal components)", ("n_components",), "Mu & Viswanath 2018, arXiv 1702.01417"),
-    "whiten": PostprocessorSpec(Whiten, "whitening (optionally to k components)", ("n_components",), "Su et al. 2021, arXiv 2103.15316"),
+    "clip": PostprocessorSpec(
+        ClipDims, "clip outlier dimensions to 0", ("dims",), "Luo et al. 2021, arXiv 2011.04393"
+    ),
+    "center": PostprocessorSpec(
+        MeanCenter, "mean-centering", (), "Mu & Viswanath 2018, arXiv 1702.01417"
+    ),
+    "standardize": PostprocessorSpec(
+        Standardize,
+        "standardisation (z-score per dimension)",
+        (),
+        "Timkey & van Schijndel 2021, arXiv 2109.04404",
+    ),
+    "abtt": PostprocessorSpec(
+        AllButTheTop,
+        "all-but-the-top (remove top D principal components)",
+        ("n_components",),
+        "Mu & Viswanath 2018, arXiv 1702.01417",
+    ),
+    "whiten": PostprocessorSpec(
+        Whiten,
+        "whitening (optionally to k components)",
+        ("n_components",),
+        "Su et al. 2021, arXiv 2103.15316",
+    ),
 }
 
 
@@ -260,11 +287,15 @@ def make_postprocessor(name: str, **params) -> BaseEstimator:
     """
     spec = POSTPROCESSORS.get(str(name).strip().lower())
     if spec is None:
-        raise InputError(f"unknown post-processing {name!r}; choose one of: {', '.join(POSTPROCESSORS)}")
+        raise InputError(
+            f"unknown post-processing {name!r}; choose one of: {', '.join(POSTPROCESSORS)}"
+        )
     unknown = sorted(set(params) - set(spec.params))
     if unknown:
         accepted = ", ".join(spec.params) or "no parameters"
-        raise InputError(f"post-processing {name!r} takes {accepted}; got unexpected {', '.join(unknown)}")
+        raise InputError(
+            f"post-processing {name!r} takes {accepted}; got unexpected {', '.join(unknown)}"
+        )
     given = {k: v for k, v in params.items() if v is not None}
     if "dims" in given:
         given["dims"] = tuple(int(j) for j in given["dims"])
@@ -279,7 +310,11 @@ def parse_dims(text: str | Sequence[int], hidden_size: int | None = None) -> lis
     Empty text gives ``[]``. Raises :class:`InputError` for anything that is not a non-negative
     integer or is >= ``hidden_size``. The one parser of typed dims for pages and CLIs.
     """
-    pieces = str(text).replace(",", " ").replace(";", " ").split() if isinstance(text, str) else list(text)
+    pieces = (
+        str(text).replace(",", " ").replace(";", " ").split()
+        if isinstance(text, str)
+        else list(text)
+    )
     upper = f" to {hidden_size - 1}" if hidden_size is not None else ""
     dims = []
     for piece in pieces:

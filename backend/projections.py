@@ -130,7 +130,9 @@ def project(
         raise InputError(f"projection needs a 2-D array (points x dims), got shape {x.shape}")
     n = x.shape[0]
     if n < MIN_POINTS:
-        raise InputError(f"a projection needs at least {MIN_POINTS} points, got {n}; use a larger sample or corpus")
+        raise InputError(
+            f"a projection needs at least {MIN_POINTS} points, got {n}; use a larger sample or corpus"
+        )
     if not np.isfinite(x).all():
         raise InputError("the vectors contain NaN or infinite values; cannot project them")
     started = time.perf_counter()
@@ -139,25 +141,44 @@ def project(
 
         pca = PCA(n_components=2, random_state=seed, svd_solver=_pca_solver(*x.shape))
         coords = pca.fit_transform(x)
-        return Projection(coords, method, seed, time.perf_counter() - started,
-                          explained_variance_ratio=pca.explained_variance_ratio_.copy())
+        return Projection(
+            coords,
+            method,
+            seed,
+            time.perf_counter() - started,
+            explained_variance_ratio=pca.explained_variance_ratio_.copy(),
+        )
     reduced, kept = _pre_pca(x, seed, skip=not pre_pca)
     if method == "umap":
         import umap  # optional heavy import: only when asked for
 
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # "n_jobs overridden by random_state": seeded UMAP is single-threaded
-            reducer = umap.UMAP(n_components=2, n_neighbors=int(min(n_neighbors, n - 1)), min_dist=min_dist,
-                                random_state=seed, metric="euclidean")
+            warnings.simplefilter(
+                "ignore"
+            )  # "n_jobs overridden by random_state": seeded UMAP is single-threaded
+            reducer = umap.UMAP(
+                n_components=2,
+                n_neighbors=int(min(n_neighbors, n - 1)),
+                min_dist=min_dist,
+                random_state=seed,
+                metric="euclidean",
+            )
             coords = reducer.fit_transform(reduced)
     else:
         from sklearn.manifold import TSNE
 
         perp = float(min(perplexity, (n - 1) / 3.0))
-        tsne = TSNE(n_components=2, perplexity=perp, init="pca", learning_rate="auto", random_state=seed)
+        tsne = TSNE(
+            n_components=2, perplexity=perp, init="pca", learning_rate="auto", random_state=seed
+        )
         coords = tsne.fit_transform(reduced)
-    return Projection(np.asarray(coords, dtype=np.float64), method, seed, time.perf_counter() - started,
-                      pre_pca_variance=kept)
+    return Projection(
+        np.asarray(coords, dtype=np.float64),
+        method,
+        seed,
+        time.perf_counter() - started,
+        pre_pca_variance=kept,
+    )
 
 
 def warm_up_umap(seed: int = 0) -> float:
@@ -172,8 +193,13 @@ def warm_up_umap(seed: int = 0) -> float:
     x = np.random.default_rng(seed).normal(size=(300, 8))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        umap.UMAP(n_components=2, n_neighbors=10, random_state=seed, n_epochs=20,
-                  force_approximation_algorithm=True).fit_transform(x)
+        umap.UMAP(
+            n_components=2,
+            n_neighbors=10,
+            random_state=seed,
+            n_epochs=20,
+            force_approximation_algorithm=True,
+        ).fit_transform(x)
     return time.perf_counter() - started
 
 
@@ -234,7 +260,9 @@ def token_colouring(sample_tokens, all_tokens, by: str) -> Colouring:
     if by == "category":
         order = ("position 0", "special", "punctuation", "other")
         values = sample_tokens.category()
-        return Colouring(values, "categorical", label, tuple(o for o in order if (values == o).any()))
+        return Colouring(
+            values, "categorical", label, tuple(o for o in order if (values == o).any())
+        )
     if by == "position":
         return Colouring(sample_tokens.position.astype(np.float64), "numeric", label)
     if by == "frequency":
@@ -245,7 +273,9 @@ def token_colouring(sample_tokens, all_tokens, by: str) -> Colouring:
     if by == "token":
         found = _top_or_other(sample_tokens.token, TOP_CATEGORIES, "other tokens")
     else:
-        found = _top_or_other(np.array([f"text {t}" for t in sample_tokens.text_id]), TOP_CATEGORIES, "other texts")
+        found = _top_or_other(
+            np.array([f"text {t}" for t in sample_tokens.text_id]), TOP_CATEGORIES, "other texts"
+        )
     return Colouring(found.values, found.kind, label, found.order)
 
 
@@ -253,7 +283,11 @@ def text_colouring(lengths: np.ndarray, by: str) -> Colouring:
     """Colours of mean-pooled texts: by length in tokens or by index (see :data:`TEXT_COLOURS`)."""
     if by not in TEXT_COLOURS:
         raise InputError(f"unknown colouring {by!r}; choose one of: {', '.join(TEXT_COLOURS)}")
-    values = np.asarray(lengths, dtype=np.float64) if by == "length" else np.arange(len(lengths), dtype=np.float64)
+    values = (
+        np.asarray(lengths, dtype=np.float64)
+        if by == "length"
+        else np.arange(len(lengths), dtype=np.float64)
+    )
     return Colouring(values, "numeric", TEXT_COLOURS[by])
 
 
@@ -290,19 +324,23 @@ def text_snippets(texts: Sequence[str], limit: int = 120) -> np.ndarray:
     return np.array([t if len(t) <= limit else t[: limit - 1] + "…" for t in texts], dtype=object)
 
 
-def coordinates_frame(before: Projection, after: Projection, colouring: Colouring, hover: np.ndarray, ids: np.ndarray):
+def coordinates_frame(
+    before: Projection, after: Projection, colouring: Colouring, hover: np.ndarray, ids: np.ndarray
+):
     """One row per point: id, colour value, hover text, x/y before and after (the CSV download)."""
     import pandas as pd
 
-    return pd.DataFrame({
-        "id": ids,
-        "colour": colouring.values,
-        "context": hover,
-        "x_raw": before.coords[:, 0],
-        "y_raw": before.coords[:, 1],
-        "x_processed": after.coords[:, 0],
-        "y_processed": after.coords[:, 1],
-    })
+    return pd.DataFrame(
+        {
+            "id": ids,
+            "colour": colouring.values,
+            "context": hover,
+            "x_raw": before.coords[:, 0],
+            "y_raw": before.coords[:, 1],
+            "x_processed": after.coords[:, 0],
+            "y_processed": after.coords[:, 1],
+        }
+    )
 
 
 # ----------------------------------------------------------------------------- metric deltas
@@ -330,10 +368,15 @@ def metric_deltas(
     pairs = different_text_pairs(text_id, n_pairs, seed)
 
     def metrics(x: np.ndarray) -> dict[str, float]:
-        out = {"anisotropy (mean cosine)": float("nan"), "top dimension's share of the mean cosine": float("nan")}
+        out = {
+            "anisotropy (mean cosine)": float("nan"),
+            "top dimension's share of the mean cosine": float("nan"),
+        }
         if len(pairs):
             unit = unit_rows(x)
-            out["anisotropy (mean cosine)"] = float(np.einsum("ij,ij->i", unit[pairs[:, 0]], unit[pairs[:, 1]]).mean())
+            out["anisotropy (mean cosine)"] = float(
+                np.einsum("ij,ij->i", unit[pairs[:, 0]], unit[pairs[:, 1]]).mean()
+            )
             top = top_cosine_dims(cosine_contributions(x, pairs).mean(axis=0), 1)
             if top:
                 out["top dimension's share of the mean cosine"] = float(top[0][1])
@@ -342,4 +385,7 @@ def metric_deltas(
         return out
 
     before, after = metrics(raw), metrics(processed)
-    return [{"metric": k, "raw": before[k], "processed": after[k], "change": after[k] - before[k]} for k in before]
+    return [
+        {"metric": k, "raw": before[k], "processed": after[k], "change": after[k] - before[k]}
+        for k in before
+    ]

@@ -52,20 +52,28 @@ class QKStats:
     label: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k).tolist() for k in METRICS} | {"num_tokens": self.num_tokens, "label": self.label}
+        return {k: getattr(self, k).tolist() for k in METRICS} | {
+            "num_tokens": self.num_tokens,
+            "label": self.label,
+        }
 
     def frame(self):
         import pandas as pd
 
         layers, heads = self.cos_qk.shape
-        data = {"layer": np.repeat(np.arange(1, layers + 1), heads), "head": np.tile(np.arange(heads), layers)}
+        data = {
+            "layer": np.repeat(np.arange(1, layers + 1), heads),
+            "head": np.tile(np.arange(heads), layers),
+        }
         data |= {k: getattr(self, k).ravel() for k in METRICS}
         frame = pd.DataFrame(data)
         frame.insert(0, "model", self.label)
         return frame
 
 
-def _projections(loaded: LoadedModel) -> tuple[str, list[tuple[torch.nn.Module, ...]], int, int, list[float]]:
+def _projections(
+    loaded: LoadedModel,
+) -> tuple[str, list[tuple[torch.nn.Module, ...]], int, int, list[float]]:
     """(kind, per-layer modules, heads, head_dim, per-layer logit scaling)."""
     base = loaded.encoder
     layers = getattr(getattr(base, "encoder", None), "layer", None)
@@ -79,7 +87,13 @@ def _projections(loaded: LoadedModel) -> tuple[str, list[tuple[torch.nn.Module, 
     if hasattr(base, "h"):
         attns = [block.attn for block in base.h]
         heads, head_dim = int(attns[0].num_heads), int(attns[0].head_dim)
-        return "gpt2", [(a.c_attn,) for a in attns], heads, head_dim, [float(a.scaling) for a in attns]
+        return (
+            "gpt2",
+            [(a.c_attn,) for a in attns],
+            heads,
+            head_dim,
+            [float(a.scaling) for a in attns],
+        )
     raise UnsupportedModelError(
         f"the queries/keys view supports BERT-family encoders and GPT-2; {loaded.info.architecture} "
         f"({loaded.info.model_type}) is neither"
@@ -137,7 +151,9 @@ def qk_stats(
                 else:
                     qkv = captured[(i, "qkv")]
                     q, k = qkv[..., :d], qkv[..., d : 2 * d]
-                q = q.to("cpu", torch.float64).reshape(*valid.shape, heads, head_dim)  # (B, T, H, dh)
+                q = q.to("cpu", torch.float64).reshape(
+                    *valid.shape, heads, head_dim
+                )  # (B, T, H, dh)
                 k = k.to("cpu", torch.float64).reshape(*valid.shape, heads, head_dim)
                 q_sum[i] += q[valid].sum(0).numpy()
                 k_sum[i] += k[valid].sum(0).numpy()
@@ -148,7 +164,9 @@ def qk_stats(
                 entropy = entropy.transpose(1, 2)[valid]  # (tokens, H)
                 ent_sum[i] += entropy.sum(0).numpy()
                 multi = n_keys[valid] > 1
-                ent_norm_sum[i] += (entropy[multi] / torch.log(n_keys[valid][multi])[:, None]).sum(0).numpy()
+                ent_norm_sum[i] += (
+                    (entropy[multi] / torch.log(n_keys[valid][multi])[:, None]).sum(0).numpy()
+                )
             n_norm += int((n_keys[valid] > 1).sum())
     finally:
         for h in handles:

@@ -85,7 +85,9 @@ class WordSenseRows:
     @property
     def sha(self) -> str:
         h = hashlib.sha256()
-        for row in zip(self.word, self.context1, self.context2, self.same_sense.tolist(), strict=True):
+        for row in zip(
+            self.word, self.context1, self.context2, self.same_sense.tolist(), strict=True
+        ):
             h.update(("\x00".join(map(str, row)) + "\x01").encode())
         return h.hexdigest()[:20]
 
@@ -95,23 +97,33 @@ def _read_bytes(source: bytes | str | Path, name: str | None) -> tuple[bytes, st
         return bytes(source), name or "uploaded file"
     path = Path(source)
     if not path.is_file():
-        raise InputError(f"{str(path)!r} does not exist or is not a file; give the path of a CSV file")
+        raise InputError(
+            f"{str(path)!r} does not exist or is not a file; give the path of a CSV file"
+        )
     if path.stat().st_size > MAX_FILE_BYTES:
-        raise InputError(f"{path.name} is larger than {MAX_FILE_BYTES // 2**20} MiB; give a smaller CSV file")
+        raise InputError(
+            f"{path.name} is larger than {MAX_FILE_BYTES // 2**20} MiB; give a smaller CSV file"
+        )
     return path.read_bytes(), name or path.name
 
 
 def _decode(raw: bytes, name: str) -> str:
     if len(raw) > MAX_FILE_BYTES:
-        raise InputError(f"{name} is larger than {MAX_FILE_BYTES // 2**20} MiB; give a smaller CSV file")
+        raise InputError(
+            f"{name} is larger than {MAX_FILE_BYTES // 2**20} MiB; give a smaller CSV file"
+        )
     if not raw.strip():
         raise InputError(f"{name} is empty; give a CSV file with a header line and at least 3 rows")
     if b"\x00" in raw[:8192]:
-        raise InputError(f"{name} looks like a binary file, not a CSV; save it as UTF-8 text (.csv)")
+        raise InputError(
+            f"{name} looks like a binary file, not a CSV; save it as UTF-8 text (.csv)"
+        )
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise InputError(f"{name} is not valid UTF-8 (byte {exc.start}); save it as UTF-8 text and try again") from None
+        raise InputError(
+            f"{name} is not valid UTF-8 (byte {exc.start}); save it as UTF-8 text and try again"
+        ) from None
 
 
 def _records(text: str) -> list[tuple[int, list[str]]]:
@@ -126,11 +138,15 @@ def _records(text: str) -> list[tuple[int, list[str]]]:
             if any(c.strip() for c in cells):
                 out.append((reader.line_num, [c.strip() for c in cells]))
     except csv.Error as exc:
-        raise InputError(f"line {reader.line_num}: not valid CSV ({exc}); check the quoting") from None
+        raise InputError(
+            f"line {reader.line_num}: not valid CSV ({exc}); check the quoting"
+        ) from None
     return out
 
 
-def _columns(header: list[str], wanted: tuple[str, ...], name: str, parse_last: Callable[[str], object]) -> tuple[list[int] | None, bool]:
+def _columns(
+    header: list[str], wanted: tuple[str, ...], name: str, parse_last: Callable[[str], object]
+) -> tuple[list[int] | None, bool]:
     """Column positions of ``wanted``: from a header line, or (None, False) for header-less files
     whose first row already parses (the STS-B distribution has no header)."""
     lowered = [h.lower().replace(" ", "_") for h in header]
@@ -171,22 +187,30 @@ def _parse_label(value: str) -> bool:
         return True
     if v in FALSE_LABELS:
         return False
-    raise InputError(f"same_sense {value!r} is not a label; use 1/0, true/false, yes/no or same/different")
+    raise InputError(
+        f"same_sense {value!r} is not a label; use 1/0, true/false, yes/no or same/different"
+    )
 
 
 def _rows(source, name, wanted, parse_last) -> tuple[list[tuple[int, list[str]]], str]:
     raw, name = _read_bytes(source, name)
     records = _records(_decode(raw, name))
     if not records:
-        raise InputError(f"{name} has no rows; give a header line {','.join(wanted)} and at least 3 rows")
+        raise InputError(
+            f"{name} has no rows; give a header line {','.join(wanted)} and at least 3 rows"
+        )
     positions, has_header = _columns(records[0][1], wanted, name, parse_last)
     body = records[1:] if has_header else records
     if len(body) > MAX_ROWS:
-        raise InputError(f"{name} has {len(body):,} rows; at most {MAX_ROWS:,} are accepted, split the file")
+        raise InputError(
+            f"{name} has {len(body):,} rows; at most {MAX_ROWS:,} are accepted, split the file"
+        )
     rows = []
     for line, cells in body:
         if len(cells) <= max(positions):
-            raise InputError(f"{name}, line {line}: expected {len(wanted)} columns ({','.join(wanted)}), found {len(cells)}")
+            raise InputError(
+                f"{name}, line {line}: expected {len(wanted)} columns ({','.join(wanted)}), found {len(cells)}"
+            )
         picked = [cells[p] for p in positions]
         for column, value in zip(wanted[:-1], picked[:-1], strict=True):
             if not value:
@@ -207,7 +231,9 @@ def read_pairs_csv(source: bytes | str | Path, name: str | None = None) -> Sente
         raise InputError(f"{name} has {len(rows)} pair(s); Spearman's correlation needs at least 3")
     scores = np.array([_parse_score(r[2]) for _, r in rows], dtype=np.float64)
     if np.ptp(scores) == 0:
-        raise InputError(f"{name}: every gold score is {scores[0]:g}; Spearman's correlation needs scores that differ")
+        raise InputError(
+            f"{name}: every gold score is {scores[0]:g}; Spearman's correlation needs scores that differ"
+        )
     return SentencePairs(tuple(r[0] for _, r in rows), tuple(r[1] for _, r in rows), scores, name)
 
 
@@ -216,10 +242,17 @@ def read_word_sense_csv(source: bytes | str | Path, name: str | None = None) -> 
     yes/no or same/different), or a header-less file with those four columns first."""
     rows, name = _rows(source, name, WIC_COLUMNS, _parse_label)
     if len(rows) < 2:
-        raise InputError(f"{name} has {len(rows)} row(s); give at least 2 (ideally dozens, both labels)")
+        raise InputError(
+            f"{name} has {len(rows)} row(s); give at least 2 (ideally dozens, both labels)"
+        )
     labels = np.array([_parse_label(r[3]) for _, r in rows], dtype=bool)
-    return WordSenseRows(tuple(r[0] for _, r in rows), tuple(r[1] for _, r in rows),
-                         tuple(r[2] for _, r in rows), labels, name)
+    return WordSenseRows(
+        tuple(r[0] for _, r in rows),
+        tuple(r[1] for _, r in rows),
+        tuple(r[2] for _, r in rows),
+        labels,
+        name,
+    )
 
 
 def sts_sample() -> SentencePairs:
@@ -272,7 +305,9 @@ def pool_pairs(
 
     unique = sorted(set(pairs.sentence1) | set(pairs.sentence2))
     where = {s: i for i, s in enumerate(unique)}
-    pooled = mean_pooled(loaded, unique, max_length=max_length, batch_size=batch_size, progress=progress)
+    pooled = mean_pooled(
+        loaded, unique, max_length=max_length, batch_size=batch_size, progress=progress
+    )
     first = pooled[:, [where[s] for s in pairs.sentence1]]
     second = pooled[:, [where[s] for s in pairs.sentence2]]
     return first, second
@@ -291,21 +326,31 @@ def parse_clip(value: str, hidden_size: int | None = None) -> str | list[int]:
     return dims
 
 
-def clip_dims_by_state(clip: str | Sequence[int] | Sequence[Sequence[int]], pooled1: np.ndarray, pooled2: np.ndarray, k: int = 2) -> list[list[int]]:
+def clip_dims_by_state(
+    clip: str | Sequence[int] | Sequence[Sequence[int]],
+    pooled1: np.ndarray,
+    pooled2: np.ndarray,
+    k: int = 2,
+) -> list[list[int]]:
     """The dims to clip at every hidden state: "auto" = the ``k`` dims with the largest |mean| over
     the evaluated texts (both sides' pooled vectors) at that state; "none" = []; a list of ints =
     the same dims everywhere; a list of lists = per state."""
     num_states = pooled1.shape[0]
     if isinstance(clip, str):
         if clip == "auto":
-            return [top_mean_dims(np.concatenate([pooled1[s], pooled2[s]]), k) for s in range(num_states)]
+            return [
+                top_mean_dims(np.concatenate([pooled1[s], pooled2[s]]), k)
+                for s in range(num_states)
+            ]
         if clip == "none":
             return [[] for _ in range(num_states)]
         raise InputError(f"unknown clip mode {clip!r}; use 'auto', 'none' or a list of dims")
     clip = list(clip)
     if clip and isinstance(clip[0], list | tuple | np.ndarray):
         if len(clip) != num_states:
-            raise InputError(f"got clip dims for {len(clip)} hidden states, the model has {num_states}")
+            raise InputError(
+                f"got clip dims for {len(clip)} hidden states, the model has {num_states}"
+            )
         return [sorted({int(j) for j in dims}) for dims in clip]
     return [sorted({int(j) for j in clip}) for _ in range(num_states)]
 
@@ -347,7 +392,9 @@ def sts_by_state(
             from backend.postprocess import make_postprocessor
 
             fitted = make_postprocessor(postprocess, **(params or {})).fit(np.concatenate([a, b]))
-            row["processed"] = spearman100(cosine_rows(fitted.transform(a), fitted.transform(b)), gold)
+            row["processed"] = spearman100(
+                cosine_rows(fitted.transform(a), fitted.transform(b)), gold
+            )
         rows.append(row)
     return rows
 
@@ -364,17 +411,26 @@ def find_word_span(context: str, word: str) -> tuple[int, int] | None:
     target = re.escape(word.strip())
     if not target:
         return None
-    for pattern in (rf"(?<!{_WORD_CHARS}){target}(?!{_WORD_CHARS})", rf"(?<!{_WORD_CHARS}){target}{_WORD_CHARS}*"):
+    for pattern in (
+        rf"(?<!{_WORD_CHARS}){target}(?!{_WORD_CHARS})",
+        rf"(?<!{_WORD_CHARS}){target}{_WORD_CHARS}*",
+    ):
         found = re.search(pattern, context, flags=re.IGNORECASE)
         if found:
             return found.start(), found.end()
     return None
 
 
-def token_span(offsets: Sequence[tuple[int, int]], special: Sequence[bool], span: tuple[int, int]) -> list[int]:
+def token_span(
+    offsets: Sequence[tuple[int, int]], special: Sequence[bool], span: tuple[int, int]
+) -> list[int]:
     """Token indices whose character offsets overlap ``span`` (special tokens never)."""
     start, end = span
-    return [i for i, ((s, e), sp) in enumerate(zip(offsets, special, strict=True)) if not sp and e > s and s < end and e > start]
+    return [
+        i
+        for i, ((s, e), sp) in enumerate(zip(offsets, special, strict=True))
+        if not sp and e > s and s < end and e > start
+    ]
 
 
 @dataclass(frozen=True)
@@ -401,11 +457,15 @@ def word_vectors(
 
     tok = loaded.tokenizer
     if not getattr(tok, "is_fast", False):
-        raise UnsupportedModelError("finding a word's tokens needs a fast tokenizer (with offsets); this model has a slow one")
+        raise UnsupportedModelError(
+            "finding a word's tokens needs a fast tokenizer (with offsets); this model has a slow one"
+        )
     contexts = sorted(set(data.context1) | set(data.context2))
     where = {c: i for i, c in enumerate(contexts)}
     tokenized = tokenize(loaded, tuple(contexts), max_length)
-    enc = tok(contexts, truncation=True, max_length=tokenized.max_length, return_offsets_mapping=True)
+    enc = tok(
+        contexts, truncation=True, max_length=tokenized.max_length, return_offsets_mapping=True
+    )
 
     problems, requests = [], {}  # requests[context index] = [(row, side, token indices)]
     usable = []
@@ -414,12 +474,16 @@ def word_vectors(
         for side, context in ((1, c1), (2, c2)):
             found = find_word_span(context, word)
             if found is None:
-                problems.append(f"row {r + 1}: {word!r} does not occur in context {side} ({context[:60]!r}); row skipped")
+                problems.append(
+                    f"row {r + 1}: {word!r} does not occur in context {side} ({context[:60]!r}); row skipped"
+                )
                 break
             t = where[context]
             idx = token_span(enc["offset_mapping"][t], tokenized.special[t], found)
             if not idx:
-                problems.append(f"row {r + 1}: {word!r} in context {side} lies beyond the first {tokenized.max_length} tokens; row skipped")
+                problems.append(
+                    f"row {r + 1}: {word!r} in context {side} lies beyond the first {tokenized.max_length} tokens; row skipped"
+                )
                 break
             spans.append((t, side, idx))
         else:
@@ -433,14 +497,21 @@ def word_vectors(
     first = np.zeros((num_states, len(usable), d))
     second = np.zeros((num_states, len(usable), d))
     needed = sorted(requests)
-    sub = type(tokenized)([tokenized.input_ids[t] for t in needed], [tokenized.special[t] for t in needed],
-                          [tokenized.word_ids[t] for t in needed], tokenized.truncated, tokenized.max_length)
+    sub = type(tokenized)(
+        [tokenized.input_ids[t] for t in needed],
+        [tokenized.special[t] for t in needed],
+        [tokenized.word_ids[t] for t in needed],
+        tokenized.truncated,
+        tokenized.max_length,
+    )
     for batch_ids, hidden, _ in forward_batches(loaded, sub, batch_size, progress):
         for row_in_batch, b in enumerate(batch_ids):
             for slot, side, idx in requests[needed[b]]:
                 vec = hidden[:, row_in_batch, idx, :].double().mean(dim=1).numpy()  # (S, d)
                 (first if side == 1 else second)[:, slot] = vec
-    return WordSenseVectors(first, second, data.same_sense[usable], np.array(usable, dtype=np.int64), tuple(problems))
+    return WordSenseVectors(
+        first, second, data.same_sense[usable], np.array(usable, dtype=np.int64), tuple(problems)
+    )
 
 
 @dataclass(frozen=True)
@@ -465,7 +536,9 @@ def threshold_sweep(cosines: np.ndarray, same: np.ndarray) -> ThresholdSweep:
     pos = np.sort(cosines[same])
     neg = np.sort(cosines[~same])
     # correct = positives above t + negatives at or below t
-    correct = (len(pos) - np.searchsorted(pos, thresholds, side="right")) + np.searchsorted(neg, thresholds, side="right")
+    correct = (len(pos) - np.searchsorted(pos, thresholds, side="right")) + np.searchsorted(
+        neg, thresholds, side="right"
+    )
     accuracy = correct / len(cosines)
     best = int(np.argmax(accuracy))
     return ThresholdSweep(thresholds, accuracy, float(thresholds[best]), float(accuracy[best]))
@@ -524,7 +597,9 @@ def word_sense_sweeps(
     variants = {"raw": (a, b), "clipped": (_clip(a, clip_dims), _clip(b, clip_dims))}
     if fitted is not None:
         variants["processed"] = (fitted.transform(a), fitted.transform(b))
-    return {k: threshold_sweep(cosine_rows(x, y), vectors.same_sense) for k, (x, y) in variants.items()}
+    return {
+        k: threshold_sweep(cosine_rows(x, y), vectors.same_sense) for k, (x, y) in variants.items()
+    }
 
 
 def fit_on_token_sample(result, postprocess: str, params: dict | None = None) -> list:
@@ -532,5 +607,9 @@ def fit_on_token_sample(result, postprocess: str, params: dict | None = None) ->
     sample of an ExtractionResult (the corpus), to apply to word vectors from other texts."""
     from backend.postprocess import make_postprocessor
 
-    return [make_postprocessor(postprocess, **(params or {})).fit(np.asarray(result.sample_vectors[s], dtype=np.float64))
-            for s in range(result.num_states)]
+    return [
+        make_postprocessor(postprocess, **(params or {})).fit(
+            np.asarray(result.sample_vectors[s], dtype=np.float64)
+        )
+        for s in range(result.num_states)
+    ]

@@ -35,8 +35,14 @@ class RunningStats:
 
     def update(self, batch: np.ndarray) -> None:
         """Merge a batch of token vectors, shape (num_states, tokens, hidden_size)."""
-        if batch.ndim != 3 or batch.shape[0] != self.num_states or batch.shape[2] != self.hidden_size:
-            raise ValueError(f"batch shape {batch.shape} != ({self.num_states}, tokens, {self.hidden_size})")
+        if (
+            batch.ndim != 3
+            or batch.shape[0] != self.num_states
+            or batch.shape[2] != self.hidden_size
+        ):
+            raise ValueError(
+                f"batch shape {batch.shape} != ({self.num_states}, tokens, {self.hidden_size})"
+            )
         n_b = batch.shape[1]
         if n_b == 0:
             return
@@ -57,8 +63,12 @@ class RunningStats:
         np.maximum(self.max, batch.max(axis=1), out=self.max)
         offsets = (np.arange(self.num_states) * self.hidden_size)[:, None]  # (S, 1)
         size = self.num_states * self.hidden_size
-        self.argmin_count += np.bincount((batch.argmin(axis=2) + offsets).ravel(), minlength=size).reshape(self.argmin_count.shape)
-        self.argmax_count += np.bincount((batch.argmax(axis=2) + offsets).ravel(), minlength=size).reshape(self.argmax_count.shape)
+        self.argmin_count += np.bincount(
+            (batch.argmin(axis=2) + offsets).ravel(), minlength=size
+        ).reshape(self.argmin_count.shape)
+        self.argmax_count += np.bincount(
+            (batch.argmax(axis=2) + offsets).ravel(), minlength=size
+        ).reshape(self.argmax_count.shape)
 
     @property
     def variance(self) -> np.ndarray:

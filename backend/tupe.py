@@ -75,7 +75,12 @@ def _locate(loaded: LoadedModel) -> _Parts:
     base = loaded.encoder
     emb = getattr(base, "embeddings", None)
     layers = getattr(getattr(base, "encoder", None), "layer", None)
-    if emb is not None and layers is not None and hasattr(emb, "LayerNorm") and hasattr(emb, "word_embeddings"):
+    if (
+        emb is not None
+        and layers is not None
+        and hasattr(emb, "LayerNorm")
+        and hasattr(emb, "word_embeddings")
+    ):
         attn = getattr(getattr(layers[0], "attention", None), "self", None)
         if attn is None or not hasattr(attn, "query") or not hasattr(attn, "key"):
             raise UnsupportedModelError(
@@ -90,8 +95,14 @@ def _locate(loaded: LoadedModel) -> _Parts:
         heads = int(getattr(attn, "num_attention_heads", loaded.info.num_heads))
         head_dim = int(getattr(attn, "attention_head_size", loaded.info.hidden_size // heads))
         return _Parts(
-            "bert", emb.word_embeddings, emb.position_embeddings, getattr(emb, "token_type_embeddings", None),
-            emb.LayerNorm, (attn.query, attn.key), heads, head_dim,
+            "bert",
+            emb.word_embeddings,
+            emb.position_embeddings,
+            getattr(emb, "token_type_embeddings", None),
+            emb.LayerNorm,
+            (attn.query, attn.key),
+            heads,
+            head_dim,
             float(getattr(attn, "scaling", head_dim**-0.5)),
         )
     if hasattr(base, "wte") and hasattr(base, "wpe") and hasattr(base, "h"):
@@ -99,7 +110,14 @@ def _locate(loaded: LoadedModel) -> _Parts:
         heads = int(attn.num_heads)
         head_dim = int(attn.head_dim)
         return _Parts(
-            "gpt2", base.wte, base.wpe, None, base.h[0].ln_1, (attn.c_attn,), heads, head_dim,
+            "gpt2",
+            base.wte,
+            base.wpe,
+            None,
+            base.h[0].ln_1,
+            (attn.c_attn,),
+            heads,
+            head_dim,
             float(getattr(attn, "scaling", head_dim**-0.5)),
         )
     raise UnsupportedModelError(
@@ -141,7 +159,11 @@ def _linear64(module: torch.nn.Module) -> tuple[np.ndarray, np.ndarray]:
     weight = _to64(module.weight)
     if isinstance(module, torch.nn.Linear):
         weight = weight.T
-    bias = _to64(module.bias) if getattr(module, "bias", None) is not None else np.zeros(weight.shape[1])
+    bias = (
+        _to64(module.bias)
+        if getattr(module, "bias", None) is not None
+        else np.zeros(weight.shape[1])
+    )
     return weight, bias
 
 
@@ -159,7 +181,10 @@ def decompose_ids(loaded: LoadedModel, input_ids: np.ndarray) -> TupeText:
 
         return hook
 
-    hooks = [parts.word.register_forward_hook(save("word")), parts.position.register_forward_hook(save("position"))]
+    hooks = [
+        parts.word.register_forward_hook(save("word")),
+        parts.position.register_forward_hook(save("position")),
+    ]
     if parts.segment is not None:
         hooks.append(parts.segment.register_forward_hook(save("segment")))
     if parts.kind == "bert":
@@ -181,7 +206,11 @@ def decompose_ids(loaded: LoadedModel, input_ids: np.ndarray) -> TupeText:
     d = loaded.info.hidden_size
     word = _to64(captured["word"]).reshape(-1, seq, d)[0]
     pos = np.broadcast_to(_to64(captured["position"]).reshape(-1, seq, d)[0], (seq, d))
-    seg = np.broadcast_to(_to64(captured["segment"]).reshape(-1, seq, d)[0], (seq, d)) if "segment" in captured else np.zeros((seq, d))
+    seg = (
+        np.broadcast_to(_to64(captured["segment"]).reshape(-1, seq, d)[0], (seq, d))
+        if "segment" in captured
+        else np.zeros((seq, d))
+    )
     if parts.kind == "bert":
         ln_out = _to64(captured["query_in"])[0]
         q_real = _to64(captured["query"])[0]
@@ -197,7 +226,9 @@ def decompose_ids(loaded: LoadedModel, input_ids: np.ndarray) -> TupeText:
 
     # LayerNorm split with each token's own statistics (float64).
     x = word + pos + seg
-    sigma = np.sqrt(x.var(axis=1) + parts.norm.eps)[:, None]  # (T, 1), biased variance like nn.LayerNorm
+    sigma = np.sqrt(x.var(axis=1) + parts.norm.eps)[
+        :, None
+    ]  # (T, 1), biased variance like nn.LayerNorm
     gamma = _to64(parts.norm.weight)
     beta = _to64(parts.norm.bias) if parts.norm.bias is not None else np.zeros(d)
     a_word = gamma * (word - word.mean(axis=1, keepdims=True)) / sigma
@@ -223,7 +254,11 @@ def decompose_ids(loaded: LoadedModel, input_ids: np.ndarray) -> TupeText:
         "remainder": dot(qr, kw + kp + kr) + dot(qw + qp, kr),
     }
     real = dot(heads(q_real), heads(k_real))
-    valid = np.tril(np.ones((seq, seq), dtype=bool)) if parts.kind == "gpt2" else np.ones((seq, seq), dtype=bool)
+    valid = (
+        np.tril(np.ones((seq, seq), dtype=bool))
+        if parts.kind == "gpt2"
+        else np.ones((seq, seq), dtype=bool)
+    )
     tokens = loaded.tokenizer.convert_ids_to_tokens([int(i) for i in input_ids])
     return TupeText(tokens=list(tokens), terms=terms, real=real, valid=valid, ln_error=ln_error)
 
@@ -243,7 +278,11 @@ def region_masks(valid: np.ndarray) -> dict[str, np.ndarray]:
     col[1:, 0] = True
     body = np.zeros_like(valid)
     body[1:, 1:] = True
-    return {"all": valid, "cls_row": row & valid, "cls_column": col & valid, "body": body & valid} if seq else {}
+    return (
+        {"all": valid, "cls_row": row & valid, "cls_column": col & valid, "body": body & valid}
+        if seq
+        else {}
+    )
 
 
 @dataclass(frozen=True)

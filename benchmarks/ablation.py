@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+from backend.environment import use_offline_environment  # noqa: E402 (after the path insert)
+
+use_offline_environment()
 
 
 def main() -> None:
@@ -42,7 +42,9 @@ def main() -> None:
     texts = bundled_corpus().texts[: args.texts]
     tokens = int(tokenize(loaded, texts, args.max_length).lengths.sum())
     dims = range(args.dims or loaded.info.hidden_size)
-    batched = sweep(loaded, texts, dims=dims, copies=args.copies, max_length=args.max_length, in_place=True)
+    batched = sweep(
+        loaded, texts, dims=dims, copies=args.copies, max_length=args.max_length, in_place=True
+    )
     report = {
         "model": loaded.info.display_name,
         "device": loaded.info.device,
@@ -58,13 +60,22 @@ def main() -> None:
     }
     if not args.skip_naive:
         started = time.perf_counter()
-        naive = sweep(loaded, texts, dims=dims, method="naive", max_length=args.max_length, in_place=True)
-        report["naive"] = {"forwards": len(naive.dims), "seconds": round(time.perf_counter() - started, 2)}
+        naive = sweep(
+            loaded, texts, dims=dims, method="naive", max_length=args.max_length, in_place=True
+        )
+        report["naive"] = {
+            "forwards": len(naive.dims),
+            "seconds": round(time.perf_counter() - started, 2),
+        }
         report["speedup"] = round(report["naive"]["seconds"] / max(batched.seconds, 1e-9), 2)
-        report["max_abs_difference"] = float(np.abs(batched.embedding_cosine - naive.embedding_cosine).max())
+        report["max_abs_difference"] = float(
+            np.abs(batched.embedding_cosine - naive.embedding_cosine).max()
+        )
     drift = 1 - batched.embedding_cosine[:, -1]
     top = np.argsort(-drift)[:8]
-    report["top_dims_final_state"] = [{"dim": int(batched.dims[i]), "drift": round(float(drift[i]), 5)} for i in top]
+    report["top_dims_final_state"] = [
+        {"dim": int(batched.dims[i]), "drift": round(float(drift[i]), 5)} for i in top
+    ]
     print(json.dumps(report, indent=1))
 
 

@@ -23,8 +23,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+from backend.environment import use_offline_environment  # noqa: E402 (after the path insert)
+
+use_offline_environment()
 
 
 def median_seconds(fn, repeats: int) -> float:
@@ -51,7 +52,11 @@ def main() -> None:
     from backend.outliers import outlier_dims, outliers_by_criterion
     from backend.postprocess import POSTPROCESSORS, make_postprocessor
 
-    result = extract(load_model("default", device="cpu"), bundled_corpus(), ExtractionSettings(sample_size=args.sample_size))
+    result = extract(
+        load_model("default", device="cpu"),
+        bundled_corpus(),
+        ExtractionSettings(sample_size=args.sample_size),
+    )
 
     def before() -> None:
         anisotropy_by_state(result)
@@ -72,20 +77,36 @@ def main() -> None:
             processor = make_postprocessor(name)
         timings[name] = median_seconds(lambda p=processor: by_state(result, p), args.repeats)
     report = build_report(result)
-    print(json.dumps({
-        "corpus": {"texts": result.num_texts, "tokens": result.num_tokens, "sample": len(result.sample_index)},
-        "threads": os.environ.get("OMP_NUM_THREADS", "default"),
-        "analyze_report_s": now,
-        "analyze_report_before_s": old,
-        "added_s": round(now - old, 3),
-        "by_state_s": timings,
-        "minilm": [
-            {"state": layer["name"], "anisotropy": round(layer["anisotropy"], 4),
-             "anisotropy_clipped": round(layer["anisotropy_clipped"], 4), "isoscore": round(layer["isoscore"], 4),
-             "outlier_dims": layer["outlier_dims"], "top_cosine_dim": layer["top_cosine_dims"][0] if layer["top_cosine_dims"] else None}
-            for layer in report["layers"]
-        ],
-    }, indent=1))
+    print(
+        json.dumps(
+            {
+                "corpus": {
+                    "texts": result.num_texts,
+                    "tokens": result.num_tokens,
+                    "sample": len(result.sample_index),
+                },
+                "threads": os.environ.get("OMP_NUM_THREADS", "default"),
+                "analyze_report_s": now,
+                "analyze_report_before_s": old,
+                "added_s": round(now - old, 3),
+                "by_state_s": timings,
+                "minilm": [
+                    {
+                        "state": layer["name"],
+                        "anisotropy": round(layer["anisotropy"], 4),
+                        "anisotropy_clipped": round(layer["anisotropy_clipped"], 4),
+                        "isoscore": round(layer["isoscore"], 4),
+                        "outlier_dims": layer["outlier_dims"],
+                        "top_cosine_dim": layer["top_cosine_dims"][0]
+                        if layer["top_cosine_dims"]
+                        else None,
+                    }
+                    for layer in report["layers"]
+                ],
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import subprocess
 import sys
@@ -24,8 +23,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+from backend.environment import use_offline_environment  # noqa: E402 (after the path insert)
+
+use_offline_environment()
 
 
 def make_texts(n: int) -> list[str]:
@@ -46,14 +46,18 @@ def plain_forward(loaded, texts, max_length: int, batch_size: int, sort: bool) -
     tok, model = loaded.tokenizer, loaded.encoder
     order = list(range(len(texts)))
     if sort:
-        lengths = [len(ids) for ids in tok(texts, truncation=True, max_length=max_length)["input_ids"]]
+        lengths = [
+            len(ids) for ids in tok(texts, truncation=True, max_length=max_length)["input_ids"]
+        ]
         order.sort(key=lambda i: -lengths[i])
     tokens = 0
     start = time.perf_counter()
     with torch.inference_mode():
         for s in range(0, len(order), batch_size):
             batch = [texts[i] for i in order[s : s + batch_size]]
-            enc = tok(batch, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+            enc = tok(
+                batch, padding=True, truncation=True, max_length=max_length, return_tensors="pt"
+            )
             model(**enc, output_hidden_states=sort)
             tokens += int(enc["attention_mask"].sum())
     return time.perf_counter() - start, tokens
@@ -87,8 +91,12 @@ def throughput(model_source: str, n_texts: int, max_length: int, batch_size: int
         "texts": n_texts,
         "tokens": result.num_tokens,
         "tokens_per_s": {k: round(v, 1) for k, v in best.items()},
-        "ratio_vs_plain_corpus_order": round(best["isoscope_pipeline"] / best["plain_corpus_order"], 3),
-        "ratio_vs_plain_sorted_hidden_states": round(best["isoscope_pipeline"] / best["plain_sorted_hidden_states"], 3),
+        "ratio_vs_plain_corpus_order": round(
+            best["isoscope_pipeline"] / best["plain_corpus_order"], 3
+        ),
+        "ratio_vs_plain_sorted_hidden_states": round(
+            best["isoscope_pipeline"] / best["plain_sorted_hidden_states"], 3
+        ),
     }
 
 
@@ -105,8 +113,17 @@ def child_peak(n_texts: int, model_source: str) -> None:
     result = extract(loaded, corpus, ExtractionSettings())
     seconds = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"texts": n_texts, "tokens": result.num_tokens, "seconds": round(seconds, 1),
-                      "peak_rss_mib": round(peak, 1), "rss_after_model_load_mib": round(before, 1)}))
+    print(
+        json.dumps(
+            {
+                "texts": n_texts,
+                "tokens": result.num_tokens,
+                "seconds": round(seconds, 1),
+                "peak_rss_mib": round(peak, 1),
+                "rss_after_model_load_mib": round(before, 1),
+            }
+        )
+    )
 
 
 def memory(model_source: str, sizes: list[int]) -> list[dict]:
@@ -114,7 +131,9 @@ def memory(model_source: str, sizes: list[int]) -> list[dict]:
     for n in sizes:
         out = subprocess.run(
             [sys.executable, __file__, "--child", str(n), "--model", model_source],
-            capture_output=True, text=True, check=True,
+            capture_output=True,
+            text=True,
+            check=True,
         )
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
     return rows

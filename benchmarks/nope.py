@@ -16,8 +16,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+from backend.environment import use_offline_environment  # noqa: E402 (after the path insert)
+
+use_offline_environment()
 
 
 def main() -> None:
@@ -33,7 +34,9 @@ def main() -> None:
 
     quiet_libraries()
     report: dict = {"cpu_count": os.cpu_count(), "load_average": os.getloadavg()[0]}
-    variance_lab(NopeSettings(d_model=32, layers=1, heads=2, seq_len=16, seeds=1))  # warm-up: imports
+    variance_lab(
+        NopeSettings(d_model=32, layers=1, heads=2, seq_len=16, seeds=1)
+    )  # warm-up: imports
     page = NopeSettings(seq_len=256)
     started = time.perf_counter()
     causal, bidir = variance_lab_pair(page)
@@ -42,7 +45,9 @@ def main() -> None:
         "seconds": round(time.perf_counter() - started, 2),
         "causal_slopes": np.round(causal.slopes, 3).tolist(),
         "bidirectional_slopes": np.round(bidir.slopes, 3).tolist(),
-        "layer1_measured_over_theory_geomean": round(float(np.exp(np.log(causal.attn_mean[0] / causal.theory).mean())), 3),
+        "layer1_measured_over_theory_geomean": round(
+            float(np.exp(np.log(causal.attn_mean[0] / causal.theory).mean())), 3
+        ),
     }
     started = time.perf_counter()
     cli = variance_lab(NopeSettings())
@@ -75,7 +80,9 @@ def main() -> None:
         "max_abs_logit": summary.max_abs_logit,
         "term_share": {k: round(v, 3) for k, v in summary.term_share().items()},
         "term_share_cls_row": {k: round(v, 3) for k, v in summary.term_share("cls_row").items()},
-        "term_share_cls_column": {k: round(v, 3) for k, v in summary.term_share("cls_column").items()},
+        "term_share_cls_column": {
+            k: round(v, 3) for k, v in summary.term_share("cls_column").items()
+        },
         "remainder_share": round(summary.remainder_share(), 3),
     }
     print(json.dumps(report, indent=1))

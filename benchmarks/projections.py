@@ -26,9 +26,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+from backend.environment import use_offline_environment  # noqa: E402 (after the path insert)
+
+use_offline_environment()
 
 
 def cloud(n: int, d: int = 384, clusters: int = 20, seed: int = 0) -> np.ndarray:
@@ -59,8 +59,13 @@ print(time.perf_counter() - started, time.perf_counter() - t0)
 
 
 def umap_cold(n: int) -> dict:
-    out = subprocess.run([sys.executable, "-c", COLD_SNIPPET.format(root=str(ROOT), n=n)], capture_output=True, text=True,
-                         check=True, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, "-c", COLD_SNIPPET.format(root=str(ROOT), n=n)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
     total, fit = map(float, out.stdout.split())
     return {"total_s_incl_import": round(total, 2), "fit_s": round(fit, 2)}
 
@@ -77,7 +82,11 @@ def app_rerun(repeats: int = 4) -> dict:
     changes = []
     for i in range(repeats):
         for colour in colours:
-            changes.append(timed(lambda c=colour: at.selectbox(key="proj_colour_token sample").set_value(c).run()))
+            changes.append(
+                timed(
+                    lambda c=colour: at.selectbox(key="proj_colour_token sample").set_value(c).run()
+                )
+            )
         if i == 0:
             first_pass = list(changes)
     assert not at.exception
@@ -103,8 +112,11 @@ def main() -> None:
     from backend.projections import project, warm_up_umap
 
     report: dict = {
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "load_average_1min_at_start": round(os.getloadavg()[0], 2)},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "load_average_1min_at_start": round(os.getloadavg()[0], 2),
+        },
         "points": "synthetic, d=384, 20 clusters + 1 rogue dim; UMAP/t-SNE run on a 50-dim PCA first",
     }
     results: dict = {}

@@ -87,26 +87,54 @@ show_notices(result)
 # ----------------------------------------------------------------------------- controls
 st.subheader("Post-processing to compare with the raw vectors")
 c1, c2, c3 = st.columns([2, 2, 2])
-post_name = c1.selectbox("Post-processing", list(POSTPROCESSORS), index=1, key="aniso_post",
-                         format_func=lambda n: POSTPROCESSORS[n].label,
-                         help="Fitted on each hidden state's token sample, then applied to it.")
+post_name = c1.selectbox(
+    "Post-processing",
+    list(POSTPROCESSORS),
+    index=1,
+    key="aniso_post",
+    format_func=lambda n: POSTPROCESSORS[n].label,
+    help="Fitted on each hidden state's token sample, then applied to it.",
+)
 params: dict = {}
 if post_name == "clip":
-    dims_text = c2.text_input("Dimensions to clip", "", key="aniso_clip_dims",
-                              placeholder="empty = each state's detected outlier dims",
-                              help="Comma-separated indices applied to every hidden state, or empty to clip, per "
-                              "hidden state, the outlier dims found by the z-score or extreme-index criterion.")
+    dims_text = c2.text_input(
+        "Dimensions to clip",
+        "",
+        key="aniso_clip_dims",
+        placeholder="empty = each state's detected outlier dims",
+        help="Comma-separated indices applied to every hidden state, or empty to clip, per "
+        "hidden state, the outlier dims found by the z-score or extreme-index criterion.",
+    )
     params["dims"] = dims_text.strip()
 elif post_name == "abtt":
-    params["n_components"] = int(c2.number_input("D: principal components removed", 0, d, max(1, round(d / 100)),
-                                                 key="aniso_abtt_d", help="Mu & Viswanath: D ≈ d/100."))
+    params["n_components"] = int(
+        c2.number_input(
+            "D: principal components removed",
+            0,
+            d,
+            max(1, round(d / 100)),
+            key="aniso_abtt_d",
+            help="Mu & Viswanath: D ≈ d/100.",
+        )
+    )
 elif post_name == "whiten":
-    k = int(c2.number_input("k: components kept (0 = all)", 0, d, 0, key="aniso_whiten_k",
-                            help="Su et al. keep e.g. 256 of 768."))
+    k = int(
+        c2.number_input(
+            "k: components kept (0 = all)",
+            0,
+            d,
+            0,
+            key="aniso_whiten_k",
+            help="Su et al. keep e.g. 256 of 768.",
+        )
+    )
     params["n_components"] = k or None
-compare_random = c3.toggle("Compare with random-init weights", key="aniso_random",
-                           help="Also run the same architecture with freshly initialised weights on the same texts "
-                           "(Godey et al.). The first time takes as long as the first extraction.")
+compare_random = c3.toggle(
+    "Compare with random-init weights",
+    key="aniso_random",
+    help="Also run the same architecture with freshly initialised weights on the same texts "
+    "(Godey et al.). The first time takes as long as the first extraction.",
+)
 
 
 def _processor():
@@ -116,20 +144,31 @@ def _processor():
             dims = parse_dims(params["dims"], d)
             return make_postprocessor("clip", dims=dims), ("typed", tuple(dims))
         # the quantile criterion inside outlier_dims sorts the sample: memoise, reruns stay instant
-        auto = memo("outliers.outlier_dims_all", (key,),
-                    lambda: tuple(tuple(outlier_dims(result, s)) for s in range(result.num_states)))
+        auto = memo(
+            "outliers.outlier_dims_all",
+            (key,),
+            lambda: tuple(tuple(outlier_dims(result, s)) for s in range(result.num_states)),
+        )
         return (lambda s: make_postprocessor("clip", dims=auto[s])), ("auto", auto)
     return make_postprocessor(post_name, **params), tuple(sorted(params.items()))
 
 
 try:
     processor, processor_key = _processor()
-    raw = memo("isotropy.by_state", (key, "none", N_PAIRS, SEED, BINS),
-               lambda: by_state(result, n_pairs=N_PAIRS, seed=SEED, bins=BINS, name="raw"))
+    raw = memo(
+        "isotropy.by_state",
+        (key, "none", N_PAIRS, SEED, BINS),
+        lambda: by_state(result, n_pairs=N_PAIRS, seed=SEED, bins=BINS, name="raw"),
+    )
     processed = None
     if post_name != "none":
-        processed = memo("isotropy.by_state", (key, post_name, processor_key, N_PAIRS, SEED, BINS),
-                         lambda: by_state(result, processor, n_pairs=N_PAIRS, seed=SEED, bins=BINS, name=post_name))
+        processed = memo(
+            "isotropy.by_state",
+            (key, post_name, processor_key, N_PAIRS, SEED, BINS),
+            lambda: by_state(
+                result, processor, n_pairs=N_PAIRS, seed=SEED, bins=BINS, name=post_name
+            ),
+        )
 except IsoscopeError as exc:
     st.error(f"**Cannot apply this post-processing.** {exc}")
     st.stop()
@@ -140,47 +179,71 @@ st.caption(
     f"{raw.n_pairs:,} random pairs of tokens from different texts · token sample {len(result.sample_index):,} of "
     f"{result.num_tokens:,} tokens · {raw.n_recurring_words:,} recurring words for self-similarity · "
     f"processed = {POSTPROCESSORS[post_name].label}"
-    + (" (each state's detected outlier dims)" if post_name == "clip" and not params["dims"] else "")
+    + (
+        " (each state's detected outlier dims)"
+        if post_name == "clip" and not params["dims"]
+        else ""
+    )
 )
 
 if any(iso.isoscore.size and all(v != v for v in iso.isoscore) for iso in series.values()):
-    st.caption(f"IsoScore is blank where the token sample ({len(result.sample_index):,}) has fewer points than "
-               "dimensions; raise the token sample in the sidebar.")
+    st.caption(
+        f"IsoScore is blank where the token sample ({len(result.sample_index):,}) has fewer points than "
+        "dimensions; raise the token sample in the sidebar."
+    )
 
 random_series = {}
 if compare_random:
     source = get_selection().model_source
     try:
         _, random_result = get_extraction(source=f"random-like:{source}")
-        random_raw = memo("isotropy.by_state", (result_key(random_result), "none", N_PAIRS, SEED, BINS),
-                          lambda: by_state(random_result, n_pairs=N_PAIRS, seed=SEED, bins=BINS, name="random init"))
+        random_raw = memo(
+            "isotropy.by_state",
+            (result_key(random_result), "none", N_PAIRS, SEED, BINS),
+            lambda: by_state(
+                random_result, n_pairs=N_PAIRS, seed=SEED, bins=BINS, name="random init"
+            ),
+        )
         random_series["random init"] = random_raw
     except IsoscopeError as exc:
         st.error(f"**Cannot build the random-init comparison.** {exc}")
     if result.model.get("random_init"):
-        st.info("The selected model already has random weights; the comparison uses another random initialisation.")
+        st.info(
+            "The selected model already has random weights; the comparison uses another random initialisation."
+        )
 
 # ----------------------------------------------------------------------------- histograms
 st.subheader("Cosine similarity of random token pairs")
 h1, h2 = st.columns([3, 1])
 default_state = names[max(1, result.num_layers // 2)] if result.num_layers else names[0]
-view = h2.radio("View", ["one hidden state", "all hidden states"], key="aniso_hist_view", horizontal=False)
-state_name = h1.select_slider("Hidden state", names, value=default_state, key="aniso_layer",
-                              disabled=view != "one hidden state")
+view = h2.radio(
+    "View", ["one hidden state", "all hidden states"], key="aniso_hist_view", horizontal=False
+)
+state_name = h1.select_slider(
+    "Hidden state",
+    names,
+    value=default_state,
+    key="aniso_layer",
+    disabled=view != "one hidden state",
+)
 hist_series = series | random_series
 if view == "one hidden state":
     fig_hist = cosine_histogram_figure(hist_series, names.index(state_name))
 else:
     fig_hist = histogram_small_multiples(hist_series)
 st.plotly_chart(fig_hist, width="stretch", key="aniso_hist_chart")
-download_buttons("aniso_hist", fig=fig_hist, frame=histogram_frame(hist_series), name="cosine_histograms")
+download_buttons(
+    "aniso_hist", fig=fig_hist, frame=histogram_frame(hist_series), name="cosine_histograms"
+)
 
 # ----------------------------------------------------------------------------- metrics by layer
 st.subheader("Anisotropy, IsoScore and adjusted similarities by layer")
 line_series = series | random_series
 fig_lines = metrics_by_layer_figure(line_series)
 st.plotly_chart(fig_lines, width="stretch", key="aniso_metrics_chart")
-download_buttons("aniso_metrics", fig=fig_lines, frame=metrics_frame(line_series), name="isotropy_by_layer")
+download_buttons(
+    "aniso_metrics", fig=fig_lines, frame=metrics_frame(line_series), name="isotropy_by_layer"
+)
 if random_series:
     r = random_series["random init"]
     st.caption(
@@ -195,12 +258,27 @@ top_k = t1.slider("Top dimensions per hidden state", 1, 10, 5, key="aniso_topk")
 contrib_of = t2.radio("Vectors", list(series), key="aniso_contrib_series", horizontal=True)
 fig_contrib = cosine_contribution_figure(series[contrib_of], top_k)
 st.plotly_chart(fig_contrib, width="stretch", key="aniso_contrib_chart")
-download_buttons("aniso_contrib", fig=fig_contrib, frame=contribution_frame(series[contrib_of], top_k), name="cosine_contributions")
+download_buttons(
+    "aniso_contrib",
+    fig=fig_contrib,
+    frame=contribution_frame(series[contrib_of], top_k),
+    name="cosine_contributions",
+)
 
 # ----------------------------------------------------------------------------- contrast
 st.subheader("Mean cosine vs IsoScore: what a mean shift does")
-centered = memo("isotropy.by_state", (key, "center", (), N_PAIRS, SEED, "nosim"),
-                lambda: by_state(result, make_postprocessor("center"), n_pairs=N_PAIRS, seed=SEED, similarity=False, name="center"))
+centered = memo(
+    "isotropy.by_state",
+    (key, "center", (), N_PAIRS, SEED, "nosim"),
+    lambda: by_state(
+        result,
+        make_postprocessor("center"),
+        n_pairs=N_PAIRS,
+        seed=SEED,
+        similarity=False,
+        name="center",
+    ),
+)
 fig_contrast = mean_shift_contrast_figure(raw, centered)
 st.plotly_chart(fig_contrast, width="stretch", key="aniso_contrast_chart")
 peak = int(max(range(len(names)), key=lambda s: raw.anisotropy[s]))
@@ -210,4 +288,9 @@ st.markdown(
     f"at **{raw.isoscore[peak]:.3f}** (it depends only on the covariance). Mean cosine measures a shared direction; "
     "IsoScore measures how evenly the spread uses all dimensions."
 )
-download_buttons("aniso_contrast", fig=fig_contrast, frame=contrast_frame(raw, centered), name="mean_cosine_vs_isoscore")
+download_buttons(
+    "aniso_contrast",
+    fig=fig_contrast,
+    frame=contrast_frame(raw, centered),
+    name="mean_cosine_vs_isoscore",
+)

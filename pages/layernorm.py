@@ -51,9 +51,14 @@ selection = get_selection()
 
 # ----------------------------------------------------------------------------- which weights
 c1, c2, c3 = st.columns([1.3, 1, 1])
-weights = c1.radio("Weights", ["trained", "random-init copy"], horizontal=True, key="ln_weights",
-                   help="The random-init copy has the same architecture with fresh weights: every LayerNorm starts "
-                        "at γ = 1, β = 0, so nothing can be an outlier (the contrast of Godey et al.).")
+weights = c1.radio(
+    "Weights",
+    ["trained", "random-init copy"],
+    horizontal=True,
+    key="ln_weights",
+    help="The random-init copy has the same architecture with fresh weights: every LayerNorm starts "
+    "at γ = 1, β = 0, so nothing can be an outlier (the contrast of Godey et al.).",
+)
 k = c2.slider("k (std from the LN's mean)", 1.0, 8.0, 3.0, 0.5, key="ln_k")
 share = c3.slider("share of LNs that must flag a dim", 0.1, 1.0, 0.5, 0.05, key="ln_share")
 
@@ -76,10 +81,13 @@ if st.session_state.get("ln_norms_for") != model.fingerprint:
         st.session_state.pop(widget, None)
     st.session_state["ln_norms_for"] = model.fingerprint
 detect_roles = st.multiselect(
-    "LayerNorms used for detection", roles_present, default=list(default_roles(sites)), key="ln_detect_roles",
+    "LayerNorms used for detection",
+    roles_present,
+    default=list(default_roles(sites)),
+    key="ln_detect_roles",
     format_func=lambda r: f"{r} · {ROLE_LABELS[r]}",
     help="Busters look at the output LayerNorm of every layer (post-LN models). Pre-LN models (GPT-2) have "
-         "none: their per-layer norms are used instead.",
+    "none: their per-layer norms are used instead.",
 )
 if not detect_roles:
     st.error("Choose at least one kind of LayerNorm for the detection.")
@@ -97,13 +105,24 @@ m2.metric("LayerNorms used", f"{len(chosen)} ({', '.join(detect_roles)})")
 m3.metric("must flag a dim in", f"≥ {found.needed} of {len(chosen)}")
 st.markdown(f"**Outlier dims:** {', '.join(map(str, found.dims)) or 'none'}")
 if model.info.random_init:
-    st.info("Random-init weights: every LayerNorm has γ = 1 and β = 0 (zero spread), so no dimension is flagged.")
+    st.info(
+        "Random-init weights: every LayerNorm has γ = 1 and β = 0 (zero spread), so no dimension is flagged."
+    )
 if found.dims:
-    st.dataframe(found.table(), hide_index=True, width="stretch",
-                 column_config={"weight_layers": "γ flagged in # LNs", "bias_layers": "β flagged in # LNs"})
+    st.dataframe(
+        found.table(),
+        hide_index=True,
+        width="stretch",
+        column_config={"weight_layers": "γ flagged in # LNs", "bias_layers": "β flagged in # LNs"},
+    )
 
-scale = st.radio("Colour", ["z-score", "value"], horizontal=True, key="ln_scale",
-                 help="z-score: (x - mean) / std within each LayerNorm, the quantity the detector thresholds.")
+scale = st.radio(
+    "Colour",
+    ["z-score", "value"],
+    horizontal=True,
+    key="ln_scale",
+    help="z-score: (x - mean) / std within each LayerNorm, the quantity the detector thresholds.",
+)
 tab_g, tab_b, tab_c = st.tabs(["γ (gamma)", "β (beta)", "counts per LayerNorm"])
 with tab_g:
     fig_g = param_heatmap(all_params, all_found.weight_flags, "gamma", scale, found.dims)
@@ -118,10 +137,18 @@ with tab_c:
     st.plotly_chart(fig_c, width="stretch", key="ln_counts")
     counts = pd.DataFrame(all_found.per_norm_counts())
     st.dataframe(counts, hide_index=True, width="stretch")
-    download_buttons("ln_counts", fig=fig_c, frame=counts,
-                     json_text=json.dumps({"k": k, "share": share, "norms": found.names, "ln_outliers": found.table()}),
-                     name="layernorm_outliers")
-explainer("What is this / references", f"""
+    download_buttons(
+        "ln_counts",
+        fig=fig_c,
+        frame=counts,
+        json_text=json.dumps(
+            {"k": k, "share": share, "norms": found.names, "ln_outliers": found.table()}
+        ),
+        name="layernorm_outliers",
+    )
+explainer(
+    "What is this / references",
+    f"""
 Per LayerNorm, γ_j (and separately β_j) is **flagged** when it lies more than **k = {k:g}** standard deviations
 from that LayerNorm's mean over all dimensions; a dimension is a **LayerNorm outlier** when γ or β is flagged in at
 least **{share:.0%}** of the LayerNorms used (circles in the heatmaps; every LayerNorm is shown, only the chosen
@@ -130,13 +157,18 @@ Kovaleva, Kulshreshtha, Rogers & Rumshisky 2021, *BERT Busters: Outlier Dimensio
 (arXiv 2105.06990). Names: `emb.ln` (embedding LN), `L3.attn_ln` / `L3.out_ln` (post-LN: after attention / after
 the FFN, producing hidden state 3), `L3.pre_attn_ln` / `L3.pre_mlp_ln` and `final_ln` (pre-LN models such as GPT-2),
 `head.ln` (the MLM head).
-""")
+""",
+)
 
 # ----------------------------------------------------------------------------- overlap with hidden states
 st.subheader("Overlap with hidden-state outlier dimensions")
 if model.info.random_init:
     st.caption("The hidden-state outliers below are those of the trained model in the sidebar.")
-hidden = memo("hidden_outliers", (result_key(result),), lambda: [outlier_dims(result, s) for s in range(result.num_states)])
+hidden = memo(
+    "hidden_outliers",
+    (result_key(result),),
+    lambda: [outlier_dims(result, s) for s in range(result.num_states)],
+)
 if result.hidden_size != model.info.hidden_size:
     st.warning("The extraction and the model have different widths; no overlap to show.")
 else:
@@ -145,13 +177,16 @@ else:
     table_o = overlap_table(found.dims, result.state_names, hidden)
     st.dataframe(table_o, hide_index=True, width="stretch")
     download_buttons("ln_overlap", fig=fig_o, frame=table_o, name="layernorm_hidden_overlap")
-explainer("What is this / references", """
+explainer(
+    "What is this / references",
+    """
 Hidden-state outliers come from the foundation's criteria (mean z-score > 3, Timkey & van Schijndel 2021,
 arXiv 2109.04404; or the min/max of at least half the tokens, Luo et al. 2021, arXiv 2011.04393) on the current
 extraction. A large γ_j or β_j in the LayerNorm that produces a hidden state directly scales dimension j of
 that state, so the two often coincide; a LayerNorm can also *remove* a dimension (γ ≈ 0), as MiniLM's last output
 LayerNorm does for dims 127, 223 and 319, which then vanish from the final layer.
-""")
+""",
+)
 
 # ----------------------------------------------------------------------------- ablation lab
 st.subheader("Ablation lab: disable dimensions, compare with random dimensions")
@@ -161,17 +196,31 @@ choices = roles_present + site_names
 with st.form("ln_ablation_form", border=True):
     a1, a2 = st.columns([1, 2])
     dims_mode = a1.radio("Dimensions", ["auto (LayerNorm outliers)", "typed"], key="ln_dims_mode")
-    typed = a2.text_input("Typed dims (comma-separated, 0-based)", value="127, 223, 319", key="ln_dims_text")
+    typed = a2.text_input(
+        "Typed dims (comma-separated, 0-based)", value="127, 223, 319", key="ln_dims_text"
+    )
     ablate_norms = st.multiselect(
-        "LayerNorms to ablate (γ_j = β_j = 0)", choices, default=list(default_roles(sites)), key="ln_ablate_norms",
+        "LayerNorms to ablate (γ_j = β_j = 0)",
+        choices,
+        default=list(default_roles(sites)),
+        key="ln_ablate_norms",
         help="Default: the output LayerNorm of every layer (Busters). Add 'head' to include the MLM head's LayerNorm.",
     )
     b1, b2, b3 = st.columns(3)
     n_controls = b1.slider("Random controls (seeds)", 0, 10, 3, key="ln_controls")
-    n_texts = b2.slider("Texts (from the corpus)", 4, max(4, min(320, len(texts_all))), min(32, len(texts_all)),
-                        key="ln_texts")
-    use_sts = b3.checkbox("STS Spearman on the bundled pairs", value=False, key="ln_sts",
-                          help="Adds the change in sentence-similarity Spearman (bundled CC0 sample pairs).")
+    n_texts = b2.slider(
+        "Texts (from the corpus)",
+        4,
+        max(4, min(320, len(texts_all))),
+        min(32, len(texts_all)),
+        key="ln_texts",
+    )
+    use_sts = b3.checkbox(
+        "STS Spearman on the bundled pairs",
+        value=False,
+        key="ln_sts",
+        help="Adds the change in sentence-similarity Spearman (bundled CC0 sample pairs).",
+    )
     run_clicked = st.form_submit_button("Run ablation", type="primary", key="ln_ablation_run")
 
 if run_clicked:
@@ -179,7 +228,9 @@ if run_clicked:
         if dims_mode.startswith("auto"):
             dims = found.dims
             if not dims:
-                raise IsoscopeError("no LayerNorm outlier dims detected at these thresholds; type dims or lower k / share")
+                raise IsoscopeError(
+                    "no LayerNorm outlier dims detected at these thresholds; type dims or lower k / share"
+                )
         else:
             dims = parse_dims(typed, model.info.hidden_size)
         if not ablate_norms:
@@ -192,16 +243,35 @@ if run_clicked:
             sample = sts_sample()
             pairs = (sample.sentence1, sample.sentence2, sample.scores)
         texts = tuple(texts_all[:n_texts])
-        key_parts = (model.fingerprint, hashlib.sha256("\n".join(texts).encode()).hexdigest()[:16], tuple(dims),
-                     tuple(ablate_norms), n_controls, use_sts, selection.settings.max_length)
+        key_parts = (
+            model.fingerprint,
+            hashlib.sha256("\n".join(texts).encode()).hexdigest()[:16],
+            tuple(dims),
+            tuple(ablate_norms),
+            n_controls,
+            use_sts,
+            selection.settings.max_length,
+        )
         bar = st.progress(0.0, text="Ablating…")
 
         def progress(done: int, total: int) -> None:
             bar.progress(done / max(total, 1), text=f"Ablation runs: {done} / {total} batches")
 
-        report = memo("ln_ablation", key_parts, lambda: run_ablation(
-            model, texts, dims, norms=ablate_norms, random_controls=n_controls, seed=0,
-            max_length=selection.settings.max_length, pairs=pairs, progress=progress))
+        report = memo(
+            "ln_ablation",
+            key_parts,
+            lambda: run_ablation(
+                model,
+                texts,
+                dims,
+                norms=ablate_norms,
+                random_controls=n_controls,
+                seed=0,
+                max_length=selection.settings.max_length,
+                pairs=pairs,
+                progress=progress,
+            ),
+        )
         bar.empty()
         st.session_state["ln_report"] = (model.fingerprint, report)
     except IsoscopeError as exc:
@@ -210,19 +280,30 @@ if run_clicked:
 stored = st.session_state.get("ln_report")
 if stored is not None and stored[0] == model.fingerprint:
     report = stored[1]
-    st.caption(f"Ablated dims **{', '.join(map(str, report.dims))}** in {', '.join(report.norms)} · "
-               f"{report.num_texts} texts · {len(report.controls)} random controls · {report.seconds:.1f} s")
+    st.caption(
+        f"Ablated dims **{', '.join(map(str, report.dims))}** in {', '.join(report.norms)} · "
+        f"{report.num_texts} texts · {len(report.controls)} random controls · {report.seconds:.1f} s"
+    )
     for notice in report.notices:
         st.caption(f"ℹ️ {notice}")
     metrics = available_metrics(report)
-    metric = st.selectbox("Effect", metrics, format_func=lambda m: METRIC_LABELS[m], key="ln_metric")
+    metric = st.selectbox(
+        "Effect", metrics, format_func=lambda m: METRIC_LABELS[m], key="ln_metric"
+    )
     fig_a = ablation_vs_controls(report, metric)
     st.plotly_chart(fig_a, width="stretch", key="ln_ablation_fig")
     if report.mlm_loss_original is not None:
         st.plotly_chart(mlm_loss_figure(report), width="stretch", key="ln_mlm_fig")
-    download_buttons("ln_ablation", fig=fig_a, frame=report.frame(), json_text=json.dumps(report.to_json(), default=float),
-                     name="layernorm_ablation")
-explainer("What is this / references", """
+    download_buttons(
+        "ln_ablation",
+        fig=fig_a,
+        frame=report.frame(),
+        json_text=json.dumps(report.to_json(), default=float),
+        name="layernorm_ablation",
+    )
+explainer(
+    "What is this / references",
+    """
 **Disabling** dimension j sets γ_j = β_j = 0 in the chosen LayerNorms, so they output 0 in dimension j
 (done on a private copy of the model; the cached model is never touched). **Controls**: the same number of random
 dimensions (not among the ablated ones), one seed each: the grey box and dots. **Effects** per hidden state:
@@ -232,7 +313,8 @@ Spearman on sentence pairs, and with an MLM head the masked-token loss (15 % of 
 the same masks for every run). Busters report that disabling 2 dims x (γ, β) x 12 layers = 48 parameters of
 BERT-base wrecks MLM and GLUE (STS-B −44.1, MNLI −27.9 points) while random dims barely matter
 (Kovaleva et al. 2021, arXiv 2105.06990).
-""")
+""",
+)
 
 # ----------------------------------------------------------------------------- sweep
 st.subheader("One dimension at a time")
@@ -240,50 +322,91 @@ s1, s2, s3 = st.columns(3)
 sweep_texts = s1.slider("Texts", 2, 32, 8, key="ln_sweep_texts")
 sweep_len = s2.select_slider("Max tokens", [16, 32, 48, 64], value=32, key="ln_sweep_len")
 sweep_norms_default = list(default_roles(sites))
-sweep_key = (model.fingerprint, hashlib.sha256("\n".join(texts_all[:sweep_texts]).encode()).hexdigest()[:16],
-             sweep_len, tuple(sweep_norms_default))
+sweep_key = (
+    model.fingerprint,
+    hashlib.sha256("\n".join(texts_all[:sweep_texts]).encode()).hexdigest()[:16],
+    sweep_len,
+    tuple(sweep_norms_default),
+)
 cached_sweep = st.session_state.get("ln_sweep")
 if s3.button("Run sweep over all dims", key="ln_sweep_run", type="primary"):
     bar = st.progress(0.0, text="Sweeping…")
 
     def sweep_progress(done: int, total: int) -> None:
-        bar.progress(done / max(total, 1), text=f"Ablated {done} / {total} dims (press Stop in the top-right to cancel)")
+        bar.progress(
+            done / max(total, 1),
+            text=f"Ablated {done} / {total} dims (press Stop in the top-right to cancel)",
+        )
 
     try:
-        cached_sweep = (sweep_key, memo("ln_sweep", sweep_key, lambda: sweep(
-            model, texts_all[:sweep_texts], max_length=sweep_len, copies=16, progress=sweep_progress)))
+        cached_sweep = (
+            sweep_key,
+            memo(
+                "ln_sweep",
+                sweep_key,
+                lambda: sweep(
+                    model,
+                    texts_all[:sweep_texts],
+                    max_length=sweep_len,
+                    copies=16,
+                    progress=sweep_progress,
+                ),
+            ),
+        )
         st.session_state["ln_sweep"] = cached_sweep
     except IsoscopeError as exc:
         st.error(str(exc))
     bar.empty()
 if cached_sweep is not None and cached_sweep[0][0] == model.fingerprint:
     result_sweep = cached_sweep[1]
-    options = ["embedding_drift", "token_drift"] + (["mlm_loss_increase"] if result_sweep.mlm_loss is not None else [])
+    options = ["embedding_drift", "token_drift"] + (
+        ["mlm_loss_increase"] if result_sweep.mlm_loss is not None else []
+    )
     t1, t2 = st.columns(2)
     sweep_metric = t1.selectbox("Bar height", options, key="ln_sweep_metric")
-    state_name = t2.selectbox("Hidden state", result_sweep.state_names, index=len(result_sweep.state_names) - 1,
-                              key="ln_sweep_state")
-    fig_s = sweep_bar(result_sweep, result_sweep.state_names.index(state_name), sweep_metric, found.dims)
+    state_name = t2.selectbox(
+        "Hidden state",
+        result_sweep.state_names,
+        index=len(result_sweep.state_names) - 1,
+        key="ln_sweep_state",
+    )
+    fig_s = sweep_bar(
+        result_sweep, result_sweep.state_names.index(state_name), sweep_metric, found.dims
+    )
     st.plotly_chart(fig_s, width="stretch", key="ln_sweep_fig")
-    st.caption(f"{len(result_sweep.dims)} dims in {result_sweep.seconds:.1f} s ({result_sweep.method}, "
-               f"16 ablated copies per forward pass) · LayerNorms: {', '.join(result_sweep.norms)}")
-    download_buttons("ln_sweep", fig=fig_s, frame=result_sweep.frame(result_sweep.state_names.index(state_name)),
-                     json_text=json.dumps(result_sweep.to_json()), name="layernorm_sweep")
+    st.caption(
+        f"{len(result_sweep.dims)} dims in {result_sweep.seconds:.1f} s ({result_sweep.method}, "
+        f"16 ablated copies per forward pass) · LayerNorms: {', '.join(result_sweep.norms)}"
+    )
+    download_buttons(
+        "ln_sweep",
+        fig=fig_s,
+        frame=result_sweep.frame(result_sweep.state_names.index(state_name)),
+        json_text=json.dumps(result_sweep.to_json()),
+        name="layernorm_sweep",
+    )
 else:
-    st.caption("Ablates every dimension alone in the default LayerNorms on a few texts and plots the damage per "
-               "dimension. Exact and batched: 16 ablated copies of the texts go through each forward pass.")
-explainer("What is this / references", """
+    st.caption(
+        "Ablates every dimension alone in the default LayerNorms on a few texts and plots the damage per "
+        "dimension. Exact and batched: 16 ablated copies of the texts go through each forward pass."
+    )
+explainer(
+    "What is this / references",
+    """
 Each bar is the damage of disabling **one** dimension (γ_j = β_j = 0 in the output LayerNorm of every layer):
 1 − cosine between original and ablated sentence embeddings (or token vectors, or the MLM loss increase) at the
 chosen hidden state. Timkey & van Schijndel 2021 (*All Bark and No Bite: Rogue Dimensions in Transformer Language
 Models Obscure Representational Quality*, arXiv 2109.04404) show that a few "rogue" dimensions dominate cosine
 similarity; Busters show that the same few dims matter for the model's function. Red bars are the detected
 LayerNorm outlier dims. Results are cached per model, texts and length.
-""")
+""",
+)
 
 # ----------------------------------------------------------------------------- the debate
 st.subheader("Sources and the debate")
-explainer("Where do outlier dimensions come from? Four views", """
+explainer(
+    "Where do outlier dimensions come from? Four views",
+    """
 - **LayerNorm parameters (Kovaleva et al. 2021, BERT Busters, arXiv 2105.06990).** Outlier dims show up as
   high-magnitude γ and β of the LayerNorms, at the same dimension across layers, from the *embedding* LayerNorm on;
   disabling them (48 parameters of BERT-base) wrecks the model, random dims do not. The authors argue the
@@ -301,4 +424,6 @@ explainer("Where do outlier dimensions come from? Four views", """
 
 The dashboard takes no side: compare the LayerNorm heatmaps here with the position table on the *Positional
 information* page, and the trained weights with the random-init copy (no outliers at all, so they are learned).
-""", expanded=False)
+""",
+    expanded=False,
+)

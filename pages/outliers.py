@@ -74,16 +74,47 @@ show_notices(result)
 # ----------------------------------------------------------------------------- thresholds
 st.subheader("Outlier criteria")
 c1, c2, c3, c4 = st.columns(4)
-extreme_share = c1.slider("Extreme-index share ≥", 0.05, 1.0, 0.5, 0.05, key="out_thr_extreme",
-                          help="Luo et al.: share of tokens whose min or max sits in the dimension.")
-zscore_k = c2.slider("z-score of mean >", 1.0, 10.0, 3.0, 0.5, key="out_thr_z",
-                     help="Timkey & van Schijndel: standard deviations from the average mean.")
-quantile = c3.slider("Median |value| > quantile", 0.90, 0.999, 0.99, 0.001, format="%.3f", key="out_thr_q",
-                     help="Macocco et al.: quantile of all |values| (token sample).")
-variance_factor = c4.slider("Variance ≥ × average", 1.0, 20.0, 5.0, 0.5, key="out_thr_var",
-                            help="Rudman et al.: variance relative to the average over dimensions.")
+extreme_share = c1.slider(
+    "Extreme-index share ≥",
+    0.05,
+    1.0,
+    0.5,
+    0.05,
+    key="out_thr_extreme",
+    help="Luo et al.: share of tokens whose min or max sits in the dimension.",
+)
+zscore_k = c2.slider(
+    "z-score of mean >",
+    1.0,
+    10.0,
+    3.0,
+    0.5,
+    key="out_thr_z",
+    help="Timkey & van Schijndel: standard deviations from the average mean.",
+)
+quantile = c3.slider(
+    "Median |value| > quantile",
+    0.90,
+    0.999,
+    0.99,
+    0.001,
+    format="%.3f",
+    key="out_thr_q",
+    help="Macocco et al.: quantile of all |values| (token sample).",
+)
+variance_factor = c4.slider(
+    "Variance ≥ × average",
+    1.0,
+    20.0,
+    5.0,
+    0.5,
+    key="out_thr_var",
+    help="Rudman et al.: variance relative to the average over dimensions.",
+)
 thresholds = OutlierThresholds(extreme_share, zscore_k, quantile, variance_factor)
-by_state = memo("outliers_by_state", (key, thresholds), lambda: all_states_outliers(result, thresholds))
+by_state = memo(
+    "outliers_by_state", (key, thresholds), lambda: all_states_outliers(result, thresholds)
+)
 
 headline = headline_outlier(result, by_state)
 if headline:
@@ -98,62 +129,107 @@ else:
 # ----------------------------------------------------------------------------- heatmap
 st.subheader("Every hidden state, every dimension")
 stat = st.radio("Colour by", list(HEATMAP_STATS), horizontal=True, key="out_stat")
-st.caption(f"Colour: {HEATMAP_STATS[stat]}. Markers show the outlier dims of each criterion (toggle them in the legend).")
-heat_fig = layer_dim_heatmap(heatmap_values(result, stat), names, stat, marks=criteria_marks(by_state))
+st.caption(
+    f"Colour: {HEATMAP_STATS[stat]}. Markers show the outlier dims of each criterion (toggle them in the legend)."
+)
+heat_fig = layer_dim_heatmap(
+    heatmap_values(result, stat), names, stat, marks=criteria_marks(by_state)
+)
 st.plotly_chart(heat_fig, width="stretch", key="out_heatmap")
 download_buttons("out_heatmap", fig=heat_fig, name=f"isoscope_outlier_heatmap_{stat.strip('|')}")
 
 # ----------------------------------------------------------------------------- tables
 st.subheader("Outlier dims of one hidden state")
-state_name = st.select_slider("Hidden state", names, value=names[max(1, result.num_layers // 2)]
-                              if result.num_layers >= 1 else names[0], key="out_state")
+state_name = st.select_slider(
+    "Hidden state",
+    names,
+    value=names[max(1, result.num_layers // 2)] if result.num_layers >= 1 else names[0],
+    key="out_state",
+)
 state = names.index(state_name)
 found = by_state[state]
 cols = st.columns(4)
 for col, criterion in zip(cols, CRITERIA, strict=True):
     dims = found[criterion]
     col.metric(CRITERION_SHORT[criterion], f"{len(dims)} dims", help=CRITERION_LABELS[criterion])
-    col.caption(", ".join(map(str, dims[:20])) + (" …" if len(dims) > 20 else "") if dims else "none")
+    col.caption(
+        ", ".join(map(str, dims[:20])) + (" …" if len(dims) > 20 else "") if dims else "none"
+    )
 frame = state_outlier_frame(result, state, found)
 if frame.empty:
     st.caption("No dimension is flagged by any criterion at this hidden state.")
 else:
     st.dataframe(frame, hide_index=True, width="stretch", key="out_table")
-all_frame = memo("outlier_frame_all", (key, thresholds), lambda: outlier_frame_all(result, by_state))
+all_frame = memo(
+    "outlier_frame_all", (key, thresholds), lambda: outlier_frame_all(result, by_state)
+)
 st.caption("Downloads cover every hidden state at the current thresholds.")
-download_buttons("out_table", frame=all_frame, json_text=outliers_json(result, by_state, thresholds),
-                 name="isoscope_outlier_dims")
+download_buttons(
+    "out_table",
+    frame=all_frame,
+    json_text=outliers_json(result, by_state, thresholds),
+    name="isoscope_outlier_dims",
+)
 
 # ----------------------------------------------------------------------------- per-text view
 st.subheader("One text, token by token")
-text_index = int(st.number_input(f"Text number (0 – {result.num_texts - 1})", 0, result.num_texts - 1, 0, 1,
-                                 key="out_text"))
+text_index = int(
+    st.number_input(
+        f"Text number (0 – {result.num_texts - 1})", 0, result.num_texts - 1, 0, 1, key="out_text"
+    )
+)
 text = result.texts[text_index]
 st.markdown(f"> {text[:500]}{'…' if len(text) > 500 else ''}")
 try:
-    hidden, table = memo("encode_text", (loaded.fingerprint, text, result.settings.max_length),
-                         lambda: encode_text(loaded, text, result.settings.max_length))
+    hidden, table = memo(
+        "encode_text",
+        (loaded.fingerprint, text, result.settings.max_length),
+        lambda: encode_text(loaded, text, result.settings.max_length),
+    )
 except IsoscopeError as exc:
     st.error(f"Cannot encode this text: {exc}")
 else:
     marked = sorted(set(found["zscore"]) | set(found["extreme_index"]))
     text_fig = token_dim_heatmap(hidden[state], table.token, state_name, marked)
     st.plotly_chart(text_fig, width="stretch", key="out_text_heatmap")
-    st.caption(f"Hidden state {state_name} (chosen above); triangles mark its z-score / extreme-index outliers.")
+    st.caption(
+        f"Hidden state {state_name} (chosen above); triangles mark its z-score / extreme-index outliers."
+    )
 
 # ----------------------------------------------------------------------------- token types
 st.subheader("One dimension, split by token type")
-headline_dims = [j for j in sorted(set(found["zscore"]) | set(found["extreme_index"]),
-                                   key=lambda j: -abs(result.mean[state, j]))]
+headline_dims = [
+    j
+    for j in sorted(
+        set(found["zscore"]) | set(found["extreme_index"]),
+        key=lambda j: -abs(result.mean[state, j]),
+    )
+]
 default_dim = headline_dims[0] if headline_dims else strongest_dims(result.mean[state], 1)[0]
-dim = int(st.number_input(f"Dimension (0 – {result.hidden_size - 1}); default: strongest outlier of state {state_name}",
-                          0, result.hidden_size - 1, int(default_dim), 1, key=f"out_dim_{state}"))
+dim = int(
+    st.number_input(
+        f"Dimension (0 – {result.hidden_size - 1}); default: strongest outlier of state {state_name}",
+        0,
+        result.hidden_size - 1,
+        int(default_dim),
+        1,
+        key=f"out_dim_{state}",
+    )
+)
 categories = memo("sample_categories", (key,), lambda: result.sample_tokens.category())
 values = np.asarray(result.sample_vectors[state][:, dim])
 left, right = st.columns([2, 1])
 with left:
-    st.plotly_chart(dimension_by_category(values, categories, dim, state_name), width="stretch", key="out_dim_box")
+    st.plotly_chart(
+        dimension_by_category(values, categories, dim, state_name),
+        width="stretch",
+        key="out_dim_box",
+    )
 with right:
-    st.dataframe(category_summary(values, categories), hide_index=True, width="stretch", key="out_dim_table")
-    st.caption(f"On the token sample ({len(values):,} of {result.num_tokens:,} tokens). Position 0 is the first "
-               "token of each text ([CLS] for BERT); special tokens are the other [SEP]/[CLS]-style tokens.")
+    st.dataframe(
+        category_summary(values, categories), hide_index=True, width="stretch", key="out_dim_table"
+    )
+    st.caption(
+        f"On the token sample ({len(values):,} of {result.num_tokens:,} tokens). Position 0 is the first "
+        "token of each text ([CLS] for BERT); special tokens are the other [SEP]/[CLS]-style tokens."
+    )

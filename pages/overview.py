@@ -33,7 +33,8 @@ st.subheader("Outlier dimensions per hidden state")
 rows = [
     {
         "hidden state": name,
-        "outlier dims (z-score or extreme-index)": ", ".join(map(str, outlier_dims(result, s))) or "—",
+        "outlier dims (z-score or extreme-index)": ", ".join(map(str, outlier_dims(result, s)))
+        or "—",
         "anisotropy": round(float(aniso[s]), 3),
     }
     for s, name in enumerate(result.state_names)

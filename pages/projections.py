@@ -32,7 +32,9 @@ from ui.warmup import EXPECTED_SECONDS, start_umap_warmup
 MAX_POOLED_TEXTS = 5000  # texts mean-pooled for the text view (a seeded sample beyond that)
 
 st.title("Clipping & projections")
-warmup = start_umap_warmup()  # once per process, in the background: UMAP's first fit compiles for ~1 min
+warmup = (
+    start_umap_warmup()
+)  # once per process, in the background: UMAP's first fit compiles for ~1 min
 loaded, result = load_or_stop()
 key = result_key(result)
 names = result.state_names
@@ -40,26 +42,44 @@ d = result.hidden_size
 
 # ----------------------------------------------------------------------------- controls
 
-detected_by_state = memo("proj_outliers", (key,), lambda: [outlier_dims(result, s) for s in range(result.num_states)])
+detected_by_state = memo(
+    "proj_outliers", (key,), lambda: [outlier_dims(result, s) for s in range(result.num_states)]
+)
 with_outliers = [s for s, dims in enumerate(detected_by_state) if dims]
 default_state = with_outliers[-1] if with_outliers else result.num_states - 1
 c1, c2, c3, c4 = st.columns([1.1, 0.8, 0.8, 1.5])
-data_kind = c1.radio("Points", ["token sample", "mean-pooled texts"], key="proj_data", horizontal=True,
-                     help="Token vectors from the extraction's random token sample, or one mean-pooled vector per text.")
-state = c2.selectbox("Hidden state", range(result.num_states), index=default_state, format_func=lambda s: names[s],
-                     key="proj_state", help="'emb' is the embedding output (index 0); 1…L are the layers' outputs.")
+data_kind = c1.radio(
+    "Points",
+    ["token sample", "mean-pooled texts"],
+    key="proj_data",
+    horizontal=True,
+    help="Token vectors from the extraction's random token sample, or one mean-pooled vector per text.",
+)
+state = c2.selectbox(
+    "Hidden state",
+    range(result.num_states),
+    index=default_state,
+    format_func=lambda s: names[s],
+    key="proj_state",
+    help="'emb' is the embedding output (index 0); 1…L are the layers' outputs.",
+)
 method = c3.selectbox("Projection", list(METHODS), format_func=METHODS.get, key="proj_method")
 post_names = [p for p in POSTPROCESSORS if p != "none"]
-postprocess = c4.selectbox("Post-processing", post_names, format_func=lambda p: POSTPROCESSORS[p].label, key="proj_post")
+postprocess = c4.selectbox(
+    "Post-processing", post_names, format_func=lambda p: POSTPROCESSORS[p].label, key="proj_post"
+)
 
 params: dict = {}
 p1, p2, p3, p4 = st.columns([1.5, 1.1, 1.0, 0.6])
 if postprocess == "clip":
     detected = detected_by_state[state]
     typed = p1.text_input(
-        f"Dimensions to clip at state {names[state]}", value=", ".join(map(str, detected)), key=f"proj_clip_dims_{state}",
+        f"Dimensions to clip at state {names[state]}",
+        value=", ".join(map(str, detected)),
+        key=f"proj_clip_dims_{state}",
         help="Pre-filled with the outlier dimensions detected at this hidden state (z-score or extreme-index "
-             "criterion, see the Outlier dimensions page). Type your own, separated by commas.")
+        "criterion, see the Outlier dimensions page). Type your own, separated by commas.",
+    )
     try:
         params["dims"] = parse_dims(typed, d)
     except IsoscopeError as exc:
@@ -68,11 +88,27 @@ if postprocess == "clip":
     if not params["dims"]:
         p1.caption("No dimensions to clip: both panels show the same vectors.")
 elif postprocess == "abtt":
-    params["n_components"] = int(p1.number_input("Principal components removed (D)", 1, max(1, d - 1), max(1, round(d / 100)),
-                                                 key="proj_abtt_d", help="Mu & Viswanath suggest D ≈ d/100."))
+    params["n_components"] = int(
+        p1.number_input(
+            "Principal components removed (D)",
+            1,
+            max(1, d - 1),
+            max(1, round(d / 100)),
+            key="proj_abtt_d",
+            help="Mu & Viswanath suggest D ≈ d/100.",
+        )
+    )
 elif postprocess == "whiten":
-    k = int(p1.number_input("Keep k components (0 = all)", 0, d, 0, key="proj_whiten_k",
-                            help="Su et al. keep the first k whitened directions (k = 256 for BERT-base)."))
+    k = int(
+        p1.number_input(
+            "Keep k components (0 = all)",
+            0,
+            d,
+            0,
+            key="proj_whiten_k",
+            help="Su et al. keep the first k whitened directions (k = 256 for BERT-base).",
+        )
+    )
     params["n_components"] = k or None
 
 if data_kind == "token sample":
@@ -83,10 +119,24 @@ else:
     colour_options = TEXT_COLOURS
     available = min(result.num_texts, MAX_POOLED_TEXTS)
     unit = "texts"
-colour_by = p2.selectbox("Colour by", list(colour_options), format_func=colour_options.get, key=f"proj_colour_{data_kind}")
+colour_by = p2.selectbox(
+    "Colour by",
+    list(colour_options),
+    format_func=colour_options.get,
+    key=f"proj_colour_{data_kind}",
+)
 if available > 200:
-    size = int(p3.number_input(f"Points ({unit})", 100, available, min(available, 4000), step=500, key=f"proj_size_{data_kind}",
-                               help="A seeded random sample; a larger one contains every point of a smaller one."))
+    size = int(
+        p3.number_input(
+            f"Points ({unit})",
+            100,
+            available,
+            min(available, 4000),
+            step=500,
+            key=f"proj_size_{data_kind}",
+            help="A seeded random sample; a larger one contains every point of a smaller one.",
+        )
+    )
 else:
     size = available
 seed = int(p4.number_input("Seed", 0, 10_000, 0, key="proj_seed"))
@@ -94,14 +144,18 @@ seed = int(p4.number_input("Seed", 0, 10_000, 0, key="proj_seed"))
 total = result.num_tokens if data_kind == "token sample" else result.num_texts
 st.caption(
     f"**{size:,} of {total:,} {unit}** projected"
-    + (f" (the extraction kept a random sample of {available:,}; raise *Token sample* in the sidebar for more)."
-       if data_kind == "token sample" else
-       f" ({'a seeded sample of ' + format(available, ',') + ' texts is pooled' if available < total else 'every text is pooled'}).")
+    + (
+        f" (the extraction kept a random sample of {available:,}; raise *Token sample* in the sidebar for more)."
+        if data_kind == "token sample"
+        else f" ({'a seeded sample of ' + format(available, ',') + ' texts is pooled' if available < total else 'every text is pooled'})."
+    )
 )
 if method == "tsne" and size > TSNE_SLOW_POINTS:
-    st.warning(f"t-SNE on {size:,} points is slow on a small CPU (measured on 2 cores: about 80 s for 5,000 points "
-               "and 3.5 minutes for 20,000), and this page runs it twice (raw and post-processed). "
-               "Lower the number of points for a quick look; results are cached.")
+    st.warning(
+        f"t-SNE on {size:,} points is slow on a small CPU (measured on 2 cores: about 80 s for 5,000 points "
+        "and 3.5 minutes for 20,000), and this page runs it twice (raw and post-processed). "
+        "Lower the number of points for a quick look; results are cached."
+    )
 show_notices(result)
 
 # ----------------------------------------------------------------------------- data
@@ -111,8 +165,15 @@ def pooled_texts() -> tuple[np.ndarray, np.ndarray]:
     """Mean-pooled vectors (S, n, d) of a seeded sample of up to MAX_POOLED_TEXTS texts, and their ids."""
     ids = projection_sample(result.num_texts, MAX_POOLED_TEXTS, 0)
     bar = st.progress(0.0, text="Mean-pooling the texts…")
-    vectors = mean_pooled(loaded, [result.texts[i] for i in ids], result.settings.max_length,
-                          result.settings.batch_size, lambda done, n: bar.progress(done / max(n, 1), text=f"Mean-pooling texts: {done:,} / {n:,}"))
+    vectors = mean_pooled(
+        loaded,
+        [result.texts[i] for i in ids],
+        result.settings.max_length,
+        result.settings.batch_size,
+        lambda done, n: bar.progress(
+            done / max(n, 1), text=f"Mean-pooling texts: {done:,} / {n:,}"
+        ),
+    )
     bar.empty()
     return vectors, ids
 
@@ -120,16 +181,29 @@ def pooled_texts() -> tuple[np.ndarray, np.ndarray]:
 if data_kind == "token sample":
     fit_vectors = result.sample_vectors[state]
     fit_text_id = result.tokens.text_id[result.sample_index]
-    rows = memo("proj_rows", (key, available, size, seed), lambda: projection_sample(available, size, seed))
-    hover = memo("proj_hover", (key, size, seed), lambda: hover_contexts(result.tokens, result.sample_index[rows]))
-    colouring = memo("proj_colour", (key, size, seed, colour_by),
-                     lambda: token_colouring(result.sample_tokens.take(rows), result.tokens, colour_by))
+    rows = memo(
+        "proj_rows", (key, available, size, seed), lambda: projection_sample(available, size, seed)
+    )
+    hover = memo(
+        "proj_hover",
+        (key, size, seed),
+        lambda: hover_contexts(result.tokens, result.sample_index[rows]),
+    )
+    colouring = memo(
+        "proj_colour",
+        (key, size, seed, colour_by),
+        lambda: token_colouring(result.sample_tokens.take(rows), result.tokens, colour_by),
+    )
     ids = result.sample_index[rows]
 else:
     pooled, text_ids = memo("proj_pooled", (key, MAX_POOLED_TEXTS), pooled_texts)
     fit_vectors = pooled[state]
     fit_text_id = np.arange(len(text_ids))
-    rows = memo("proj_rows", (key, "texts", available, size, seed), lambda: projection_sample(available, size, seed))
+    rows = memo(
+        "proj_rows",
+        (key, "texts", available, size, seed),
+        lambda: projection_sample(available, size, seed),
+    )
     hover = text_snippets([result.texts[text_ids[i]] for i in rows])
     lengths = text_lengths(result.tokens, result.num_texts)[text_ids[rows]]
     colouring = text_colouring(lengths, colour_by)
@@ -144,9 +218,13 @@ if method == "umap" and not warmup.ready:
     def umap_waiting() -> None:
         if warmup.ready:
             st.rerun()
-        st.progress(warmup.fraction(), text=(
-            f"UMAP is compiling in the background ({warmup.elapsed:.0f} s of about {EXPECTED_SECONDS:.0f} s, once per "
-            "server process). Showing PCA meanwhile; the page switches to UMAP when it is ready."))
+        st.progress(
+            warmup.fraction(),
+            text=(
+                f"UMAP is compiling in the background ({warmup.elapsed:.0f} s of about {EXPECTED_SECONDS:.0f} s, once per "
+                "server process). Showing PCA meanwhile; the page switches to UMAP when it is ready."
+            ),
+        )
 
     umap_waiting()
 elif method == "umap" and warmup.error:
@@ -157,7 +235,8 @@ spinner = f"Running {METHODS[shown_method]} on {size:,} points, raw and post-pro
 try:
     with st.spinner(spinner):
         before, after = memo(
-            "proj_projection", (key, data_kind, state, shown_method, postprocess, params_key, size, seed),
+            "proj_projection",
+            (key, data_kind, state, shown_method, postprocess, params_key, size, seed),
             lambda: before_after(fit_vectors, rows, shown_method, postprocess, params, seed),
         )
 except IsoscopeError as exc:
@@ -170,29 +249,47 @@ post_label = POSTPROCESSORS[postprocess].label
 if postprocess == "clip":
     post_label = f"clipped dims {', '.join(map(str, params['dims'])) or '(none)'}"
 titles = (f"raw · state {names[state]}", f"{post_label} · state {names[state]}")
-fig = memo("proj_figure", (key, data_kind, state, shown_method, postprocess, params_key, size, seed, colour_by),
-           lambda: before_after_figure(before, after, colouring, hover, titles))
+fig = memo(
+    "proj_figure",
+    (key, data_kind, state, shown_method, postprocess, params_key, size, seed, colour_by),
+    lambda: before_after_figure(before, after, colouring, hover, titles),
+)
 st.plotly_chart(fig, width="stretch", key="proj_chart")
 left, right = st.columns(2)
 left.caption(explained_variance_text(before))
 right.caption(explained_variance_text(after))
 if postprocess == "whiten" and shown_method == "pca":
-    st.caption("After whitening every direction has unit variance on the fitted sample, so PCA axes are "
-               "nearly arbitrary there: look at UMAP or t-SNE instead.")
+    st.caption(
+        "After whitening every direction has unit variance on the fitted sample, so PCA axes are "
+        "nearly arbitrary there: look at UMAP or t-SNE instead."
+    )
 frame = coordinates_frame(before, after, colouring, hover, ids)
-download_buttons("proj", fig=fig, frame=frame, name=f"projection_{shown_method}_{names[state]}_{postprocess}")
+download_buttons(
+    "proj", fig=fig, frame=frame, name=f"projection_{shown_method}_{names[state]}_{postprocess}"
+)
 
 st.subheader(f"What the post-processing changes at state {names[state]}")
-deltas = memo("proj_deltas", (key, data_kind, state, postprocess, params_key),
-              lambda: metric_deltas(fit_vectors, fit_text_id, postprocess, params))
+deltas = memo(
+    "proj_deltas",
+    (key, data_kind, state, postprocess, params_key),
+    lambda: metric_deltas(fit_vectors, fit_text_id, postprocess, params),
+)
 deltas_frame = pd.DataFrame(deltas)
-st.dataframe(deltas_frame, hide_index=True, width="stretch",
-             column_config={c: st.column_config.NumberColumn(format="%.4f") for c in ("raw", "processed", "change")})
+st.dataframe(
+    deltas_frame,
+    hide_index=True,
+    width="stretch",
+    column_config={
+        c: st.column_config.NumberColumn(format="%.4f") for c in ("raw", "processed", "change")
+    },
+)
 st.caption(
     f"Fitted and measured on all {len(fit_vectors):,} {unit} of the {'token sample' if unit == 'tokens' else 'pooled texts'}"
     " (not only the projected points). IsoScore is blank when there are fewer points than dimensions."
 )
-download_buttons("proj_deltas", frame=deltas_frame, name=f"metric_deltas_{names[state]}_{postprocess}")
+download_buttons(
+    "proj_deltas", frame=deltas_frame, name=f"metric_deltas_{names[state]}_{postprocess}"
+)
 
 explainer(
     "What is this / references",

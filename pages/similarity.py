@@ -41,7 +41,11 @@ loaded, result = load_or_stop()
 key = result_key(result)
 max_length = result.settings.max_length
 names = result.state_names
-corpus_dims = memo("sim_corpus_outliers", (key,), lambda: [outlier_dims(result, s) for s in range(result.num_states)])
+corpus_dims = memo(
+    "sim_corpus_outliers",
+    (key,),
+    lambda: [outlier_dims(result, s) for s in range(result.num_states)],
+)
 st.caption(
     f"Model **{loaded.info.display_name}** · texts cut to {max_length} tokens (sidebar *Max tokens*) · "
     "clipping sets dimensions to 0 in the pooled / word vectors; the model is untouched."
@@ -50,13 +54,22 @@ st.caption(
 
 def clip_controls(prefix: str, default: str) -> str | list[int] | None:
     """Clip-mode selector (+ typed dims); returns "auto", "corpus", a list of dims, or None on a typing error."""
-    mode = st.selectbox("Clip", list(CLIP_MODES), index=list(CLIP_MODES).index(default), format_func=CLIP_MODES.get,
-                        key=f"{prefix}_clip_mode")
+    mode = st.selectbox(
+        "Clip",
+        list(CLIP_MODES),
+        index=list(CLIP_MODES).index(default),
+        format_func=CLIP_MODES.get,
+        key=f"{prefix}_clip_mode",
+    )
     if mode != "typed":
         return mode
     default_dims = next((dims for dims in reversed(corpus_dims) if dims), [])
-    typed = st.text_input("Dimensions to clip", value=", ".join(map(str, default_dims)),
-                          key=f"{prefix}_clip_dims", help="Comma-separated indices, zeroed at every hidden state.")
+    typed = st.text_input(
+        "Dimensions to clip",
+        value=", ".join(map(str, default_dims)),
+        key=f"{prefix}_clip_dims",
+        help="Comma-separated indices, zeroed at every hidden state.",
+    )
     try:
         return parse_dims(typed, result.hidden_size)
     except IsoscopeError as exc:
@@ -80,35 +93,59 @@ left, right = st.columns(2, gap="large")
 
 with left:
     st.subheader("Sentence pairs (STS)")
-    upload = st.file_uploader("Pairs CSV: sentence1,sentence2,score (leave empty for the bundled 40 pairs)",
-                              type=["csv", "tsv", "txt"], key="sim_sts_file")
+    upload = st.file_uploader(
+        "Pairs CSV: sentence1,sentence2,score (leave empty for the bundled 40 pairs)",
+        type=["csv", "tsv", "txt"],
+        key="sim_sts_file",
+    )
     try:
-        pairs = read_pairs_csv(upload.getvalue(), upload.name) if upload is not None else sts_sample()
+        pairs = (
+            read_pairs_csv(upload.getvalue(), upload.name) if upload is not None else sts_sample()
+        )
     except IsoscopeError as exc:
         st.error(f"**Cannot read the pairs file.** {exc}")
         pairs = None
     c1, c2 = st.columns(2)
     with c1:
         sts_clip = clip_controls("sim_sts", "auto")
-    sts_post = c2.selectbox("Also compare", POST_CHOICES, index=POST_CHOICES.index("standardize"),
-                            format_func=lambda p: "nothing else" if p == "none" else POSTPROCESSORS[p].label, key="sim_sts_post",
-                            help="Fitted on the pooled vectors of the evaluated sentences at each hidden state.")
+    sts_post = c2.selectbox(
+        "Also compare",
+        POST_CHOICES,
+        index=POST_CHOICES.index("standardize"),
+        format_func=lambda p: "nothing else" if p == "none" else POSTPROCESSORS[p].label,
+        key="sim_sts_post",
+        help="Fitted on the pooled vectors of the evaluated sentences at each hidden state.",
+    )
     if pairs is not None and sts_clip is not None:
-        st.caption(f"{len(pairs):,} pairs from {pairs.name}; gold scores {pairs.scores.min():g} to {pairs.scores.max():g}.")
+        st.caption(
+            f"{len(pairs):,} pairs from {pairs.name}; gold scores {pairs.scores.min():g} to {pairs.scores.max():g}."
+        )
 
         def pooled_pairs():
             bar = st.progress(0.0, text="Mean-pooling the sentences…")
-            out = pool_pairs(loaded, pairs, max_length, result.settings.batch_size,
-                             lambda done, n: bar.progress(done / max(n, 1), text=f"Mean-pooling sentences: {done:,} / {n:,}"))
+            out = pool_pairs(
+                loaded,
+                pairs,
+                max_length,
+                result.settings.batch_size,
+                lambda done, n: bar.progress(
+                    done / max(n, 1), text=f"Mean-pooling sentences: {done:,} / {n:,}"
+                ),
+            )
             bar.empty()
             return out
 
-        first, second = memo("sim_pooled", (loaded.fingerprint, pairs.sha, max_length), pooled_pairs)
+        first, second = memo(
+            "sim_pooled", (loaded.fingerprint, pairs.sha, max_length), pooled_pairs
+        )
         dims = resolve_dims(sts_clip, first, second)
         post = None if sts_post == "none" else sts_post
         try:
-            sts_rows = memo("sim_sts", (loaded.fingerprint, pairs.sha, max_length, repr(dims), post),
-                            lambda: sts_by_state(first, second, pairs.scores, dims, post, state_names=names))
+            sts_rows = memo(
+                "sim_sts",
+                (loaded.fingerprint, pairs.sha, max_length, repr(dims), post),
+                lambda: sts_by_state(first, second, pairs.scores, dims, post, state_names=names),
+            )
         except IsoscopeError as exc:
             st.error(f"**Cannot score these pairs.** {exc}")
             sts_rows = None
@@ -116,56 +153,104 @@ with left:
             fig = sts_figure(sts_rows, post_label(post) if post else None)
             st.plotly_chart(fig, width="stretch", key="sim_sts_chart")
             frame = sts_frame(sts_rows)
-            st.dataframe(frame, hide_index=True, width="stretch",
-                         column_config={c: st.column_config.NumberColumn(format="%.2f") for c in ("raw", "clipped", "processed")})
+            st.dataframe(
+                frame,
+                hide_index=True,
+                width="stretch",
+                column_config={
+                    c: st.column_config.NumberColumn(format="%.2f")
+                    for c in ("raw", "clipped", "processed")
+                },
+            )
             download_buttons("sim_sts", fig=fig, frame=frame, name="sts_by_state")
 
 # ----------------------------------------------------------------------------- word senses
 
 with right:
     st.subheader("Word senses (WiC-style)")
-    wic_upload = st.file_uploader("Rows CSV: word,context1,context2,same_sense (leave empty for the bundled 64 rows)",
-                                  type=["csv", "tsv", "txt"], key="sim_wic_file")
+    wic_upload = st.file_uploader(
+        "Rows CSV: word,context1,context2,same_sense (leave empty for the bundled 64 rows)",
+        type=["csv", "tsv", "txt"],
+        key="sim_wic_file",
+    )
     try:
-        wic = read_word_sense_csv(wic_upload.getvalue(), wic_upload.name) if wic_upload is not None else wic_examples()
+        wic = (
+            read_word_sense_csv(wic_upload.getvalue(), wic_upload.name)
+            if wic_upload is not None
+            else wic_examples()
+        )
     except IsoscopeError as exc:
         st.error(f"**Cannot read the word-sense file.** {exc}")
         wic = None
     c1, c2 = st.columns(2)
     with c1:
         wic_clip = clip_controls("sim_wic", "corpus")
-    wic_post = c2.selectbox("Also compare", POST_CHOICES, index=POST_CHOICES.index("standardize"),
-                            format_func=lambda p: "nothing else" if p == "none" else POSTPROCESSORS[p].label, key="sim_wic_post",
-                            help="Fitted on the sidebar corpus's token sample at each hidden state, then applied to the word vectors.")
+    wic_post = c2.selectbox(
+        "Also compare",
+        POST_CHOICES,
+        index=POST_CHOICES.index("standardize"),
+        format_func=lambda p: "nothing else" if p == "none" else POSTPROCESSORS[p].label,
+        key="sim_wic_post",
+        help="Fitted on the sidebar corpus's token sample at each hidden state, then applied to the word vectors.",
+    )
     if wic is not None and wic_clip is not None:
         try:
-            vectors = memo("sim_wic_vectors", (loaded.fingerprint, wic.sha, max_length),
-                           lambda: word_vectors(loaded, wic, max_length, result.settings.batch_size))
+            vectors = memo(
+                "sim_wic_vectors",
+                (loaded.fingerprint, wic.sha, max_length),
+                lambda: word_vectors(loaded, wic, max_length, result.settings.batch_size),
+            )
         except IsoscopeError as exc:
             st.error(f"**Cannot use these rows.** {exc}")
             vectors = None
         if vectors is not None:
             labels = vectors.same_sense
-            st.caption(f"{len(labels)} of {len(wic)} rows from {wic.name} usable: {int(labels.sum())} same sense, "
-                       f"{int((~labels).sum())} different.")
+            st.caption(
+                f"{len(labels)} of {len(wic)} rows from {wic.name} usable: {int(labels.sum())} same sense, "
+                f"{int((~labels).sum())} different."
+            )
             if vectors.problems:
                 with st.expander(f"⚠️ {len(vectors.problems)} row(s) skipped"):
                     st.markdown("\n".join(f"- {p}" for p in vectors.problems))
             dims = resolve_dims(wic_clip, vectors.first, vectors.second)
             post = None if wic_post == "none" else wic_post
-            fitted = memo("sim_wic_fitted", (key, post), lambda: fit_on_token_sample(result, post)) if post else None
-            wic_rows = memo("sim_wic", (loaded.fingerprint, wic.sha, max_length, repr(dims), key, post),
-                            lambda: word_sense_by_state(vectors, dims, fitted, state_names=names))
+            fitted = (
+                memo("sim_wic_fitted", (key, post), lambda: fit_on_token_sample(result, post))
+                if post
+                else None
+            )
+            wic_rows = memo(
+                "sim_wic",
+                (loaded.fingerprint, wic.sha, max_length, repr(dims), key, post),
+                lambda: word_sense_by_state(vectors, dims, fitted, state_names=names),
+            )
             fig = word_sense_figure(wic_rows, post_label(post) if post else None)
             st.plotly_chart(fig, width="stretch", key="sim_wic_chart")
             frame = word_sense_frame(wic_rows)
-            st.dataframe(frame, hide_index=True, width="stretch",
-                         column_config={c: st.column_config.NumberColumn(format="%.3f") for c in frame.columns if c.endswith(("accuracy", "threshold"))})
+            st.dataframe(
+                frame,
+                hide_index=True,
+                width="stretch",
+                column_config={
+                    c: st.column_config.NumberColumn(format="%.3f")
+                    for c in frame.columns
+                    if c.endswith(("accuracy", "threshold"))
+                },
+            )
             download_buttons("sim_wic", fig=fig, frame=frame, name="word_senses_by_state")
-            sweep_state = st.selectbox("Threshold sweep at state", range(len(names)), index=len(names) - 1,
-                                       format_func=lambda s: names[s], key="sim_wic_sweep_state")
-            sweeps = word_sense_sweeps(vectors, sweep_state, dims[sweep_state], fitted[sweep_state] if fitted else None)
-            st.plotly_chart(sweep_figure(sweeps, names[sweep_state]), width="stretch", key="sim_wic_sweep_chart")
+            sweep_state = st.selectbox(
+                "Threshold sweep at state",
+                range(len(names)),
+                index=len(names) - 1,
+                format_func=lambda s: names[s],
+                key="sim_wic_sweep_state",
+            )
+            sweeps = word_sense_sweeps(
+                vectors, sweep_state, dims[sweep_state], fitted[sweep_state] if fitted else None
+            )
+            st.plotly_chart(
+                sweep_figure(sweeps, names[sweep_state]), width="stretch", key="sim_wic_sweep_chart"
+            )
 
 explainer(
     "What is this / references",

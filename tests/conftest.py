@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+from backend.environment import use_offline_environment
+
+use_offline_environment()
 # No background UMAP compilation in tests (a minute of CPU); the projections tests opt back in.
 os.environ.setdefault("ISOSCOPE_UMAP_WARMUP", "0")
 
@@ -42,7 +42,9 @@ def _save_tiny(tmp_path_factory, family: str, name: str, head: str = "base") -> 
     from backend.models import _bundled_tokenizer, build_random_model
 
     tokenizer = _bundled_tokenizer()
-    model = build_random_model(family, {"layers": 2, "width": 32, "heads": 2, "seed": 0}, len(tokenizer), head=head)
+    model = build_random_model(
+        family, {"layers": 2, "width": 32, "heads": 2, "seed": 0}, len(tokenizer), head=head
+    )
     folder = tmp_path_factory.mktemp(name)
     model.save_pretrained(folder)  # safetensors by default
     tokenizer.save_pretrained(folder)

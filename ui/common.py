@@ -8,7 +8,6 @@ opt-in, head) with a small ``max_entries``; extraction results in a process-wide
 from __future__ import annotations
 
 import hashlib
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -19,13 +18,12 @@ import streamlit as st
 
 from backend.cache import ResultCache, cache_key
 from backend.corpus import Corpus, bundled_corpus, corpus_from_bytes, corpus_from_text
+from backend.environment import use_offline_environment
 from backend.errors import IsoscopeError
 from backend.extract import ExtractionResult, ExtractionSettings, extract
 from backend.models import DEFAULT_MODEL_NAME, LoadedModel, load_model, random_like
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+use_offline_environment()
 
 MODEL_PRESETS = {
     f"default: {DEFAULT_MODEL_NAME}": "default",
@@ -64,18 +62,26 @@ def _quiet() -> None:
 
 
 @st.cache_resource(max_entries=3, show_spinner="Loading model…")
-def _load_model_cached(source: str, device: str, dtype: str, allow_pickle: bool, head: str) -> LoadedModel:
+def _load_model_cached(
+    source: str, device: str, dtype: str, allow_pickle: bool, head: str
+) -> LoadedModel:
     _quiet()
     if source.startswith("random-like:"):
-        base = _load_model_cached(source.removeprefix("random-like:"), device, dtype, allow_pickle, "base")
+        base = _load_model_cached(
+            source.removeprefix("random-like:"), device, dtype, allow_pickle, "base"
+        )
         return random_like(base, seed=0)
     return load_model(source, device=device, dtype=dtype, allow_pickle=allow_pickle, head=head)
 
 
-def get_model(selection: Selection | None = None, head: str = "base", source: str | None = None) -> LoadedModel:
+def get_model(
+    selection: Selection | None = None, head: str = "base", source: str | None = None
+) -> LoadedModel:
     """The selected model (or ``source``), cached per (source, device, dtype, pickle, head)."""
     sel = selection or get_selection()
-    return _load_model_cached(source or sel.model_source, sel.device, sel.dtype, sel.allow_pickle, head)
+    return _load_model_cached(
+        source or sel.model_source, sel.device, sel.dtype, sel.allow_pickle, head
+    )
 
 
 # ----------------------------------------------------------------------------- corpus
@@ -136,7 +142,9 @@ def extraction_key(loaded: LoadedModel, corpus: Corpus, settings: ExtractionSett
     return cache_key(loaded.fingerprint, corpus.sha, settings)
 
 
-def get_extraction(selection: Selection | None = None, source: str | None = None) -> tuple[LoadedModel, ExtractionResult]:
+def get_extraction(
+    selection: Selection | None = None, source: str | None = None
+) -> tuple[LoadedModel, ExtractionResult]:
     """Model + extraction for the selection: memory, then disk cache, else a run with a progress bar."""
     sel = selection or get_selection()
     loaded = get_model(sel, source=source)
@@ -152,7 +160,9 @@ def get_extraction(selection: Selection | None = None, source: str | None = None
         bar = st.progress(0.0, text=f"Running {loaded.info.display_name} on {len(corpus):,} texts…")
 
         def progress(done: int, total: int) -> None:
-            bar.progress(done / max(total, 1), text=f"Extracting hidden states: {done:,} / {total:,} texts")
+            bar.progress(
+                done / max(total, 1), text=f"Extracting hidden states: {done:,} / {total:,} texts"
+            )
 
         result = extract(loaded, corpus, sel.settings, progress)
         bar.empty()
@@ -208,34 +218,78 @@ def sidebar() -> Selection:
         with st.form("selection_form", border=False):
             labels = list(MODEL_PRESETS)
             preset_sources = list(MODEL_PRESETS.values())
-            index = preset_sources.index(current.model_source) if current.model_source in preset_sources else len(labels) - 1
+            index = (
+                preset_sources.index(current.model_source)
+                if current.model_source in preset_sources
+                else len(labels) - 1
+            )
             preset = st.selectbox("Model", labels, index=index, key="sb_model_preset")
             custom = st.text_input(
-                "Custom model", value="" if current.model_source in preset_sources else current.model_source,
-                key="sb_model_custom", placeholder="/path/to/checkpoint, org/name, random:gpt2:layers=6",
+                "Custom model",
+                value="" if current.model_source in preset_sources else current.model_source,
+                key="sb_model_custom",
+                placeholder="/path/to/checkpoint, org/name, random:gpt2:layers=6",
                 help="Used when the model choice is 'local folder…'. A checkpoint folder (config.json + "
                 "*.safetensors + tokenizer), a Hub id already in the local cache (offline), or "
                 "random:FAMILY[:layers=,width=,heads=,seed=,init_std=] with FAMILY bert, bert-nope, gpt2, gpt2-nope, default.",
             )
             allow_pickle = st.checkbox(
-                "Allow pickle .bin weights", value=current.allow_pickle, key="sb_allow_pickle",
+                "Allow pickle .bin weights",
+                value=current.allow_pickle,
+                key="sb_allow_pickle",
                 help="Pickle files can run code when loaded. Only tick this for checkpoints you trust.",
             )
             c1, c2 = st.columns(2)
-            device = c1.selectbox("Device", ["auto", "cpu", "cuda", "mps"], index=["auto", "cpu", "cuda", "mps"].index(current.device), key="sb_device")
-            dtype = c2.selectbox("Dtype", ["float32", "bfloat16"], index=["float32", "bfloat16"].index(current.dtype), key="sb_dtype",
-                                 help="bfloat16 only on a GPU. float16 is not offered: it clips outlier values.")
+            device = c1.selectbox(
+                "Device",
+                ["auto", "cpu", "cuda", "mps"],
+                index=["auto", "cpu", "cuda", "mps"].index(current.device),
+                key="sb_device",
+            )
+            dtype = c2.selectbox(
+                "Dtype",
+                ["float32", "bfloat16"],
+                index=["float32", "bfloat16"].index(current.dtype),
+                key="sb_dtype",
+                help="bfloat16 only on a GPU. float16 is not offered: it clips outlier values.",
+            )
             kind_index = {"bundled": 0, "paste": 1, "upload": 2}[current.corpus_kind]
-            corpus_choice = st.radio("Corpus", CORPUS_CHOICES, index=kind_index, key="sb_corpus_kind")
-            text = st.text_area("Texts (one per line)", value=current.corpus_text, key="sb_corpus_text", height=100,
-                                help="Used when the corpus is 'paste text'.")
-            upload = st.file_uploader("File (.txt one text per line; .csv/.jsonl with a text column)",
-                                      type=["txt", "csv", "jsonl"], key="sb_corpus_file")
-            max_length = st.slider("Max tokens per text", 8, 512, current.settings.max_length, step=8, key="sb_max_length")
-            sample_size = st.select_slider("Token sample for pairwise views", [1000, 2000, 4000, 8000, 12000, 20000],
-                                           value=current.settings.sample_size if current.settings.sample_size in (1000, 2000, 4000, 8000, 12000, 20000) else 8000,
-                                           key="sb_sample_size")
-            exclude_special = st.checkbox("Exclude special tokens ([CLS], [SEP]…)", value=current.settings.exclude_special, key="sb_exclude_special")
+            corpus_choice = st.radio(
+                "Corpus", CORPUS_CHOICES, index=kind_index, key="sb_corpus_kind"
+            )
+            text = st.text_area(
+                "Texts (one per line)",
+                value=current.corpus_text,
+                key="sb_corpus_text",
+                height=100,
+                help="Used when the corpus is 'paste text'.",
+            )
+            upload = st.file_uploader(
+                "File (.txt one text per line; .csv/.jsonl with a text column)",
+                type=["txt", "csv", "jsonl"],
+                key="sb_corpus_file",
+            )
+            max_length = st.slider(
+                "Max tokens per text",
+                8,
+                512,
+                current.settings.max_length,
+                step=8,
+                key="sb_max_length",
+            )
+            sample_size = st.select_slider(
+                "Token sample for pairwise views",
+                [1000, 2000, 4000, 8000, 12000, 20000],
+                value=current.settings.sample_size
+                if current.settings.sample_size in (1000, 2000, 4000, 8000, 12000, 20000)
+                else 8000,
+                key="sb_sample_size",
+            )
+            exclude_special = st.checkbox(
+                "Exclude special tokens ([CLS], [SEP]…)",
+                value=current.settings.exclude_special,
+                key="sb_exclude_special",
+            )
             submitted = st.form_submit_button("Run analysis", type="primary", width="stretch")
         if submitted:
             source = MODEL_PRESETS[preset]
@@ -252,19 +306,37 @@ def sidebar() -> Selection:
                 file_name = upload.name
                 _uploaded_store()[file_sha] = (upload.name, raw)
             try:
-                settings = replace(current.settings, max_length=int(max_length), sample_size=int(sample_size),
-                                   exclude_special=bool(exclude_special))
+                settings = replace(
+                    current.settings,
+                    max_length=int(max_length),
+                    sample_size=int(sample_size),
+                    exclude_special=bool(exclude_special),
+                )
             except IsoscopeError as exc:
                 st.error(str(exc))
                 return current
-            current = Selection(source or "", device, dtype, bool(allow_pickle), kind, text, file_name, file_sha, settings)
+            current = Selection(
+                source or "",
+                device,
+                dtype,
+                bool(allow_pickle),
+                kind,
+                text,
+                file_name,
+                file_sha,
+                settings,
+            )
             st.session_state["isoscope_selection"] = current
         st.caption(f"Analysing **{current.model_source}** on the **{_corpus_label(current)}**.")
     return current
 
 
 def _corpus_label(sel: Selection) -> str:
-    return {"bundled": "bundled sample corpus", "paste": "pasted text", "upload": sel.corpus_file_name or "uploaded file"}[sel.corpus_kind]
+    return {
+        "bundled": "bundled sample corpus",
+        "paste": "pasted text",
+        "upload": sel.corpus_file_name or "uploaded file",
+    }[sel.corpus_kind]
 
 
 # ----------------------------------------------------------------------------- page helpers
@@ -292,15 +364,38 @@ def explainer(title: str, body_md: str, expanded: bool = False) -> None:
         st.markdown(body_md)
 
 
-def download_buttons(key: str, *, fig=None, frame=None, json_text: str | None = None, name: str = "isoscope") -> None:
+def download_buttons(
+    key: str, *, fig=None, frame=None, json_text: str | None = None, name: str = "isoscope"
+) -> None:
     """PNG of a Plotly figure (rendered by kaleido only when clicked), CSV of a DataFrame, JSON."""
     cols = st.columns(3)
     if fig is not None:
-        cols[0].download_button("PNG", data=lambda: fig.to_image(format="png", scale=2), file_name=f"{name}.png",
-                                mime="image/png", key=f"dl_png_{key}", on_click="ignore", icon=":material/image:")
+        cols[0].download_button(
+            "PNG",
+            data=lambda: fig.to_image(format="png", scale=2),
+            file_name=f"{name}.png",
+            mime="image/png",
+            key=f"dl_png_{key}",
+            on_click="ignore",
+            icon=":material/image:",
+        )
     if frame is not None:
-        cols[1].download_button("CSV", data=lambda: frame.to_csv(index=False), file_name=f"{name}.csv",
-                                mime="text/csv", key=f"dl_csv_{key}", on_click="ignore", icon=":material/table:")
+        cols[1].download_button(
+            "CSV",
+            data=lambda: frame.to_csv(index=False),
+            file_name=f"{name}.csv",
+            mime="text/csv",
+            key=f"dl_csv_{key}",
+            on_click="ignore",
+            icon=":material/table:",
+        )
     if json_text is not None:
-        cols[2].download_button("JSON", data=json_text, file_name=f"{name}.json", mime="application/json",
-                                key=f"dl_json_{key}", on_click="ignore", icon=":material/data_object:")
+        cols[2].download_button(
+            "JSON",
+            data=json_text,
+            file_name=f"{name}.json",
+            mime="application/json",
+            key=f"dl_json_{key}",
+            on_click="ignore",
+            icon=":material/data_object:",
+        )

@@ -46,7 +46,9 @@ def _run(state: WarmupState) -> None:
 
     try:
         state.seconds = warm_up_umap()
-    except Exception as exc:  # never kill the process: UMAP will then compile (or fail) on first use
+    except (
+        Exception
+    ) as exc:  # never kill the process: UMAP will then compile (or fail) on first use
         state.error = f"{type(exc).__name__}: {exc}"
     finally:
         state.done.set()
@@ -58,5 +60,7 @@ def start_umap_warmup() -> WarmupState:
     enabled = os.environ.get("ISOSCOPE_UMAP_WARMUP", "1") not in ("0", "false", "no")
     state = WarmupState(enabled=enabled)
     if enabled:
-        threading.Thread(target=_run, args=(state,), name="isoscope-umap-warmup", daemon=True).start()
+        threading.Thread(
+            target=_run, args=(state,), name="isoscope-umap-warmup", daemon=True
+        ).start()
     return state

@@ -23,18 +23,43 @@ from backend.cli import (
 def add_parser(sub) -> None:
     p = sub.add_parser("ablate", help="disable LayerNorm outlier dims and compare with random dims")
     add_model_args(p, max_length=128, batch_size=32)
-    p.add_argument("--texts", required=True, help=".txt (one text per line), .csv or .jsonl with a text column")
+    p.add_argument(
+        "--texts", required=True, help=".txt (one text per line), .csv or .jsonl with a text column"
+    )
     p.add_argument("--out", required=True, help="output JSON file")
-    p.add_argument("--dims", default="auto", help="auto (detected LayerNorm outlier dims) or D1,D2,... (0-based)")
-    p.add_argument("--random-controls", type=int, default=5, help="random dim sets of the same size (one seed each)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the MLM masks, the controls and the token sample")
-    p.add_argument("--norms", default=None,
-                   help="LayerNorms to ablate: roles or names, comma-separated (default: the output LN of every "
-                        "layer; pre-LN models: pre_attn,pre_mlp). Roles: emb, attn, out, pre_attn, pre_mlp, final, head")
-    p.add_argument("--include-head", action="store_true", help="also ablate the MLM head's LayerNorm (head.ln)")
+    p.add_argument(
+        "--dims",
+        default="auto",
+        help="auto (detected LayerNorm outlier dims) or D1,D2,... (0-based)",
+    )
+    p.add_argument(
+        "--random-controls",
+        type=int,
+        default=5,
+        help="random dim sets of the same size (one seed each)",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the MLM masks, the controls and the token sample",
+    )
+    p.add_argument(
+        "--norms",
+        default=None,
+        help="LayerNorms to ablate: roles or names, comma-separated (default: the output LN of every "
+        "layer; pre-LN models: pre_attn,pre_mlp). Roles: emb, attn, out, pre_attn, pre_mlp, final, head",
+    )
+    p.add_argument(
+        "--include-head", action="store_true", help="also ablate the MLM head's LayerNorm (head.ln)"
+    )
     p.add_argument("--k", type=float, default=3.0, help="detection: std from the LayerNorm's mean")
-    p.add_argument("--share", type=float, default=0.5, help="detection: share of layers that must flag a dim")
-    p.add_argument("--pairs", default=None, help="optional CSV with sentence1,sentence2,score for STS Spearman")
+    p.add_argument(
+        "--share", type=float, default=0.5, help="detection: share of layers that must flag a dim"
+    )
+    p.add_argument(
+        "--pairs", default=None, help="optional CSV with sentence1,sentence2,score for STS Spearman"
+    )
     p.set_defaults(func=run)
 
 
@@ -45,7 +70,9 @@ def _read_pairs(path: str):
     from backend.similarity import read_pairs_csv
 
     if not Path(path).is_file():
-        raise InputError(f"--pairs file {path!r} does not exist; give a CSV with sentence1,sentence2,score")
+        raise InputError(
+            f"--pairs file {path!r} does not exist; give a CSV with sentence1,sentence2,score"
+        )
     pairs = read_pairs_csv(Path(path))
     return list(pairs.sentence1), list(pairs.sentence2), list(pairs.scores)
 
@@ -78,7 +105,9 @@ def run(args: argparse.Namespace) -> int:
     norms = [n.strip() for n in args.norms.split(",") if n.strip()] if args.norms else None
     if args.include_head:
         if not any(s.role == "head" for s in sites):
-            raise InputError("--include-head: this model has no MLM head LayerNorm (load a *ForMaskedLM checkpoint)")
+            raise InputError(
+                "--include-head: this model has no MLM head LayerNorm (load a *ForMaskedLM checkpoint)"
+            )
         norms = (norms or [s.name for s in select_norms(sites, None)]) + ["head"]
     select_norms(sites, norms)  # unknown names fail here, before any work
     detection = ln_outliers(loaded, None, k=args.k, share=args.share)
@@ -93,18 +122,36 @@ def run(args: argparse.Namespace) -> int:
     else:
         dims = parse_dims(args.dims, loaded.info.hidden_size)
     report = run_ablation(
-        loaded, corpus.texts, dims, norms=norms, random_controls=args.random_controls, seed=args.seed,
-        max_length=args.max_length, batch_size=args.batch_size, pairs=pairs, in_place=True,
-        progress=ProgressPrinter(f"ablating (original, ablation, {args.random_controls} random controls) batches"),
+        loaded,
+        corpus.texts,
+        dims,
+        norms=norms,
+        random_controls=args.random_controls,
+        seed=args.seed,
+        max_length=args.max_length,
+        batch_size=args.batch_size,
+        pairs=pairs,
+        in_place=True,
+        progress=ProgressPrinter(
+            f"ablating (original, ablation, {args.random_controls} random controls) batches"
+        ),
     )
     for notice in report.notices:
         progress_line(f"note: {notice}")
     payload = report.to_json()
     payload["ln_outliers"] = detection.table()
-    payload["ln_detection"] = {"k": detection.k, "share": detection.share, "norms": detection.names,
-                               "layers_needed": detection.needed}
+    payload["ln_detection"] = {
+        "k": detection.k,
+        "share": detection.share,
+        "norms": detection.names,
+        "layers_needed": detection.needed,
+    }
     payload["model"] = loaded.info.to_dict()
-    payload["corpus"] = {"name": corpus.name, "num_texts": len(corpus), "notices": list(corpus.notices)}
+    payload["corpus"] = {
+        "name": corpus.name,
+        "num_texts": len(corpus),
+        "notices": list(corpus.notices),
+    }
     ordered = {key: payload[key] for key in ("dims", "ln_outliers", "effect", "random_controls")}
     ordered.update({k: v for k, v in payload.items() if k not in ordered})
     write_json(out, ordered)

@@ -17,16 +17,40 @@ from backend.cli import (
 def add_parser(sub) -> None:
     p = sub.add_parser("analyze", help="per-layer statistics, outlier dimensions and anisotropy")
     add_model_args(p)
-    p.add_argument("--texts", required=True, help=".txt (one text per line), .csv or .jsonl with a text column")
+    p.add_argument(
+        "--texts", required=True, help=".txt (one text per line), .csv or .jsonl with a text column"
+    )
     p.add_argument("--out", required=True, help="output JSON file")
-    p.add_argument("--pairs", type=int, default=10_000, help="random different-text pairs for anisotropy")
+    p.add_argument(
+        "--pairs", type=int, default=10_000, help="random different-text pairs for anisotropy"
+    )
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--sample-size", type=int, default=8000, help="token vectors kept for pairwise metrics")
-    p.add_argument("--exclude-special", action="store_true", help="leave [CLS]/[SEP]-style tokens out of the statistics")
-    p.add_argument("--histogram-bins", type=int, default=40, help="bins of the per-layer cosine histogram over [-1, 1]")
-    p.add_argument("--top-dims", type=int, default=5, help="dimensions listed in top_cosine_dims (Timkey's cosine contribution)")
-    p.add_argument("--cache-dir", default=None, help="extraction cache folder (default: user cache dir)")
-    p.add_argument("--no-cache", action="store_true", help="neither read nor write the extraction cache")
+    p.add_argument(
+        "--sample-size", type=int, default=8000, help="token vectors kept for pairwise metrics"
+    )
+    p.add_argument(
+        "--exclude-special",
+        action="store_true",
+        help="leave [CLS]/[SEP]-style tokens out of the statistics",
+    )
+    p.add_argument(
+        "--histogram-bins",
+        type=int,
+        default=40,
+        help="bins of the per-layer cosine histogram over [-1, 1]",
+    )
+    p.add_argument(
+        "--top-dims",
+        type=int,
+        default=5,
+        help="dimensions listed in top_cosine_dims (Timkey's cosine contribution)",
+    )
+    p.add_argument(
+        "--cache-dir", default=None, help="extraction cache folder (default: user cache dir)"
+    )
+    p.add_argument(
+        "--no-cache", action="store_true", help="neither read nor write the extraction cache"
+    )
     p.set_defaults(func=run)
 
 
@@ -44,14 +68,26 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--top-dims must be 0 or more, got {args.top_dims}")
     corpus = load_corpus_file(args.texts)
     settings = ExtractionSettings(
-        max_length=args.max_length, batch_size=args.batch_size, sample_size=args.sample_size,
-        seed=args.seed, exclude_special=args.exclude_special,
+        max_length=args.max_length,
+        batch_size=args.batch_size,
+        sample_size=args.sample_size,
+        seed=args.seed,
+        exclude_special=args.exclude_special,
     )
     loaded = load_model_from_args(args)
     result = run_extraction(loaded, corpus, settings, args)
     for notice in result.notices:
         progress_line(f"note: {notice}")
-    write_json(out, build_report(result, pairs=args.pairs, seed=args.seed, bins=args.histogram_bins, top_dims=args.top_dims))
+    write_json(
+        out,
+        build_report(
+            result,
+            pairs=args.pairs,
+            seed=args.seed,
+            bins=args.histogram_bins,
+            top_dims=args.top_dims,
+        ),
+    )
     return 0
 
 
@@ -65,7 +101,9 @@ def run_extraction(loaded, corpus, settings, args):
     return cached_extract(loaded, corpus, settings, progress, ResultCache(args.cache_dir))
 
 
-def build_report(result, *, pairs: int = 10_000, seed: int = 0, bins: int = 40, top_dims: int = 5) -> dict:
+def build_report(
+    result, *, pairs: int = 10_000, seed: int = 0, bins: int = 40, top_dims: int = 5
+) -> dict:
     """The analyze JSON: model card, corpus summary and one entry per hidden state (0 = emb).
 
     Per state: statistics, outlier dims, anisotropy (Ethayarajh 2019) and, on the same random pairs,
@@ -83,21 +121,23 @@ def build_report(result, *, pairs: int = 10_000, seed: int = 0, bins: int = 40, 
     edges = [float(e) for e in iso.histogram_edges]
     layers = []
     for s, name in enumerate(result.state_names):
-        layers.append({
-            "index": s,
-            "name": name,
-            "mean": result.mean[s],
-            "variance": result.variance[s],
-            "argmin_freq": result.argmin_freq[s],
-            "argmax_freq": result.argmax_freq[s],
-            "outlier_dims": dims_by_state[s],
-            "outliers_by_criterion": outliers_by_criterion(result, s),
-            "anisotropy": float(aniso[s]),
-            "anisotropy_clipped": float(clipped[s]),
-            "isoscore": float(iso.isoscore[s]),
-            "cosine_histogram": {"edges": edges, "counts": iso.histogram_counts[s].tolist()},
-            "top_cosine_dims": [[dim, share] for dim, share in iso.top_dims[s]],
-        })
+        layers.append(
+            {
+                "index": s,
+                "name": name,
+                "mean": result.mean[s],
+                "variance": result.variance[s],
+                "argmin_freq": result.argmin_freq[s],
+                "argmax_freq": result.argmax_freq[s],
+                "outlier_dims": dims_by_state[s],
+                "outliers_by_criterion": outliers_by_criterion(result, s),
+                "anisotropy": float(aniso[s]),
+                "anisotropy_clipped": float(clipped[s]),
+                "isoscore": float(iso.isoscore[s]),
+                "cosine_histogram": {"edges": edges, "counts": iso.histogram_counts[s].tolist()},
+                "top_cosine_dims": [[dim, share] for dim, share in iso.top_dims[s]],
+            }
+        )
     model = dict(result.model)
     return {
         "model": model,

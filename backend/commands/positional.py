@@ -16,20 +16,44 @@ from backend.cli import (
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("positional", help="position probe per hidden state and the TUPE decomposition self-test")
+    p = sub.add_parser(
+        "positional", help="position probe per hidden state and the TUPE decomposition self-test"
+    )
     add_model_args(p, max_length=64)
-    p.add_argument("--texts", required=True, help=".txt (one text per line), .csv or .jsonl with a text column")
+    p.add_argument(
+        "--texts", required=True, help=".txt (one text per line), .csv or .jsonl with a text column"
+    )
     p.add_argument("--out", required=True, help="output JSON file")
-    p.add_argument("--seed", type=int, default=0, help="seed of the token sample and the train/held-out text split")
-    p.add_argument("--sample-size", type=int, default=8000, help="token vectors the probe trains and tests on")
-    p.add_argument("--test-fraction", type=float, default=0.2, help="share of texts held out for the probe")
-    p.add_argument("--probe-iter", type=int, default=30, help="L-BFGS iterations of the probe per hidden state")
-    p.add_argument("--tupe-texts", type=int, default=32, help="texts decomposed for the TUPE term shares")
-    p.add_argument("--cache-dir", default=None, help="extraction cache folder (default: user cache dir)")
-    p.add_argument("--no-cache", action="store_true", help="neither read nor write the extraction cache")
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the token sample and the train/held-out text split",
+    )
+    p.add_argument(
+        "--sample-size", type=int, default=8000, help="token vectors the probe trains and tests on"
+    )
+    p.add_argument(
+        "--test-fraction", type=float, default=0.2, help="share of texts held out for the probe"
+    )
+    p.add_argument(
+        "--probe-iter", type=int, default=30, help="L-BFGS iterations of the probe per hidden state"
+    )
+    p.add_argument(
+        "--tupe-texts", type=int, default=32, help="texts decomposed for the TUPE term shares"
+    )
+    p.add_argument(
+        "--cache-dir", default=None, help="extraction cache folder (default: user cache dir)"
+    )
+    p.add_argument(
+        "--no-cache", action="store_true", help="neither read nor write the extraction cache"
+    )
     p.set_defaults(func=run_positional)
 
-    n = sub.add_parser("nope", help="Chi et al.: attention-output variance vs position in random models without position embeddings")
+    n = sub.add_parser(
+        "nope",
+        help="Chi et al.: attention-output variance vs position in random models without position embeddings",
+    )
     n.add_argument("--d-model", type=int, default=256, help="model width d")
     n.add_argument("--layers", type=int, default=4)
     n.add_argument("--heads", type=int, default=4)
@@ -37,9 +61,17 @@ def add_parser(sub) -> None:
     n.add_argument("--seeds", type=int, default=3, help="random models (and inputs) averaged over")
     n.add_argument("--batch", type=int, default=2, help="random sequences per seed")
     n.add_argument("--init-std", type=float, default=0.02, help="initializer_range (GPT-2 init)")
-    n.add_argument("--inputs", default="tokens", help="tokens (random ids through the random embedding) | gaussian (random inputs_embeds)")
-    n.add_argument("--fit-from", type=int, default=4, help="first position (1-based) of the log-log slope fit")
-    n.add_argument("--bidirectional", action="store_true", help="no causal mask (the flat contrast)")
+    n.add_argument(
+        "--inputs",
+        default="tokens",
+        help="tokens (random ids through the random embedding) | gaussian (random inputs_embeds)",
+    )
+    n.add_argument(
+        "--fit-from", type=int, default=4, help="first position (1-based) of the log-log slope fit"
+    )
+    n.add_argument(
+        "--bidirectional", action="store_true", help="no causal mask (the flat contrast)"
+    )
     n.add_argument("--out", required=True, help="output JSON file")
     n.set_defaults(func=run_nope)
 
@@ -56,10 +88,18 @@ def run_positional(args: argparse.Namespace) -> int:
     if args.tupe_texts < 1:
         raise InputError("--tupe-texts must be at least 1")
     corpus = load_corpus_file(args.texts)
-    settings = ExtractionSettings(max_length=args.max_length, batch_size=args.batch_size,
-                                  sample_size=args.sample_size, seed=args.seed)
-    probe_settings = ProbeSettings(max_position=args.max_length, test_fraction=args.test_fraction,
-                                   seed=args.seed, max_iter=args.probe_iter)
+    settings = ExtractionSettings(
+        max_length=args.max_length,
+        batch_size=args.batch_size,
+        sample_size=args.sample_size,
+        seed=args.seed,
+    )
+    probe_settings = ProbeSettings(
+        max_position=args.max_length,
+        test_fraction=args.test_fraction,
+        seed=args.seed,
+        max_iter=args.probe_iter,
+    )
     loaded = load_model_from_args(args)
     result = run_extraction(loaded, corpus, settings, args)
     for notice in result.notices:
@@ -68,18 +108,27 @@ def run_positional(args: argparse.Namespace) -> int:
     reason = supports_tupe(loaded)
     tupe = None
     if reason is None:
-        summary = tupe_summary(loaded, corpus.texts, args.max_length, args.tupe_texts, ProgressPrinter("TUPE decomposition"))
+        summary = tupe_summary(
+            loaded,
+            corpus.texts,
+            args.max_length,
+            args.tupe_texts,
+            ProgressPrinter("TUPE decomposition"),
+        )
         tupe = summary.to_dict()
         progress_line(f"TUPE self-test: max |terms - real logits| = {summary.max_abs_error:.2e}")
     else:
         progress_line(f"note: no TUPE decomposition: {reason}")
-    write_json(out, {
-        "model": dict(result.model),
-        "state_names": result.state_names,
-        "probe_accuracy": probe.accuracy.tolist(),
-        "probe": probe.to_dict(),
-        "tupe": tupe,
-    })
+    write_json(
+        out,
+        {
+            "model": dict(result.model),
+            "state_names": result.state_names,
+            "probe_accuracy": probe.accuracy.tolist(),
+            "probe": probe.to_dict(),
+            "tupe": tupe,
+        },
+    )
     return 0
 
 
@@ -88,12 +137,21 @@ def run_nope(args: argparse.Namespace) -> int:
 
     out = check_out_path(args.out)
     settings = NopeSettings(
-        d_model=args.d_model, layers=args.layers, heads=args.heads, seq_len=args.seq_len, seeds=args.seeds,
-        batch=args.batch, init_std=args.init_std, inputs=args.inputs, bidirectional=args.bidirectional,
+        d_model=args.d_model,
+        layers=args.layers,
+        heads=args.heads,
+        seq_len=args.seq_len,
+        seeds=args.seeds,
+        batch=args.batch,
+        init_std=args.init_std,
+        inputs=args.inputs,
+        bidirectional=args.bidirectional,
         fit_from=args.fit_from,
     )
     curves = variance_lab(settings, ProgressPrinter("random models"))
     slopes = ", ".join(f"{s:+.3f}" for s in curves.slopes)
-    progress_line(f"log-log slopes of the attention-output variance per layer (positions {curves.fit_range[0]}..{curves.fit_range[1]}): {slopes}")
+    progress_line(
+        f"log-log slopes of the attention-output variance per layer (positions {curves.fit_range[0]}..{curves.fit_range[1]}): {slopes}"
+    )
     write_json(out, curves.to_dict())
     return 0

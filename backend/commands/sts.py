@@ -22,14 +22,25 @@ from backend.cli import (
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("sts", help="sentence similarity (Spearman x 100) per hidden state, raw vs clipped")
+    p = sub.add_parser(
+        "sts", help="sentence similarity (Spearman x 100) per hidden state, raw vs clipped"
+    )
     add_model_args(p)
-    p.add_argument("--pairs", required=True, help="CSV sentence1,sentence2,score (header line, or the header-less STS-B file)")
+    p.add_argument(
+        "--pairs",
+        required=True,
+        help="CSV sentence1,sentence2,score (header line, or the header-less STS-B file)",
+    )
     p.add_argument("--out", required=True, help="output JSON file")
-    p.add_argument("--clip", default="auto", help="auto (2 largest-|mean| dims per state) | none | D1,D2,...")
-    p.add_argument("--postprocess", default=None,
-                   help="also score after this post-processing fitted on each state's pooled vectors "
-                        "(none, clip, center, standardize, abtt, whiten); reported as 'processed'")
+    p.add_argument(
+        "--clip", default="auto", help="auto (2 largest-|mean| dims per state) | none | D1,D2,..."
+    )
+    p.add_argument(
+        "--postprocess",
+        default=None,
+        help="also score after this post-processing fitted on each state's pooled vectors "
+        "(none, clip, center, standardize, abtt, whiten); reported as 'processed'",
+    )
     p.set_defaults(func=run)
 
 
@@ -49,23 +60,36 @@ def run(args: argparse.Namespace) -> int:
     clip = parse_clip(args.clip)
     post = args.postprocess
     if post is not None and post not in POSTPROCESSORS:
-        raise InputError(f"unknown --postprocess {post!r}; choose one of: {', '.join(POSTPROCESSORS)}")
+        raise InputError(
+            f"unknown --postprocess {post!r}; choose one of: {', '.join(POSTPROCESSORS)}"
+        )
     if post == "clip":
         raise InputError("--postprocess clip needs dims: use --clip D1,D2 instead")
     if args.max_length < 2:
         raise InputError(f"--max-length must be at least 2, got {args.max_length}")
     loaded = load_model_from_args(args)
     if isinstance(clip, list) and max(clip) >= loaded.info.hidden_size:
-        raise InputError(f"--clip dimension {max(clip)} is out of range; the model has {loaded.info.hidden_size} dims (0 to {loaded.info.hidden_size - 1})")
+        raise InputError(
+            f"--clip dimension {max(clip)} is out of range; the model has {loaded.info.hidden_size} dims (0 to {loaded.info.hidden_size - 1})"
+        )
     progress_line(f"{len(pairs)} pairs from {pairs.name}")
-    first, second = pool_pairs(loaded, pairs, args.max_length, args.batch_size, ProgressPrinter("pooling sentences"))
-    states = sts_by_state(first, second, pairs.scores, clip_dims_by_state(clip, first, second), post)
+    first, second = pool_pairs(
+        loaded, pairs, args.max_length, args.batch_size, ProgressPrinter("pooling sentences")
+    )
+    states = sts_by_state(
+        first, second, pairs.scores, clip_dims_by_state(clip, first, second), post
+    )
     for row in states:
-        progress_line(f"  {row['name']:>4}: raw {row['raw']:6.2f}  clipped {row['clipped']:6.2f}  dims {row['clipped_dims']}")
-    write_json(out, {
-        "model": loaded.info.to_dict(),
-        "pairs": {"name": pairs.name, "count": len(pairs)},
-        "settings": {"clip": args.clip, "max_length": args.max_length, "postprocess": post},
-        "states": states,
-    })
+        progress_line(
+            f"  {row['name']:>4}: raw {row['raw']:6.2f}  clipped {row['clipped']:6.2f}  dims {row['clipped_dims']}"
+        )
+    write_json(
+        out,
+        {
+            "model": loaded.info.to_dict(),
+            "pairs": {"name": pairs.name, "count": len(pairs)},
+            "settings": {"clip": args.clip, "max_length": args.max_length, "postprocess": post},
+            "states": states,
+        },
+    )
     return 0

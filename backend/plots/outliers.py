@@ -76,7 +76,9 @@ def layer_dim_heatmap(
         zmid=0.0 if diverging else None,
         colorbar=dict(title=stat, thickness=14),
         customdata=np.broadcast_to(np.array(state_names, dtype=object)[:, None], values.shape),
-        hovertemplate="hidden state %{customdata}<br>dim %{x}<br>" + stat + " %{z:.4g}<extra></extra>",
+        hovertemplate="hidden state %{customdata}<br>dim %{x}<br>"
+        + stat
+        + " %{z:.4g}<extra></extra>",
     )
     fig = go.Figure(heat)
     for criterion in CRITERIA:
@@ -87,20 +89,35 @@ def layer_dim_heatmap(
         xs = [int(j) for dims in per_state for j in dims]
         ys = [s + offset for s, dims in enumerate(per_state) for _ in dims]
         names = [state_names[s] for s, dims in enumerate(per_state) for _ in dims]
-        fig.add_trace(go.Scatter(
-            x=xs, y=ys, mode="markers", name=CRITERION_SHORT[criterion],
-            marker=dict(symbol=symbol, size=11, color=colour, line=dict(width=2, color=colour)),
-            customdata=names, visible=True if criterion in visible_marks else "legendonly",
-            hovertemplate=f"{CRITERION_SHORT[criterion]} outlier<br>hidden state %{{customdata}}<br>dim %{{x}}<extra></extra>",
-        ))
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=ys,
+                mode="markers",
+                name=CRITERION_SHORT[criterion],
+                marker=dict(symbol=symbol, size=11, color=colour, line=dict(width=2, color=colour)),
+                customdata=names,
+                visible=True if criterion in visible_marks else "legendonly",
+                hovertemplate=f"{CRITERION_SHORT[criterion]} outlier<br>hidden state %{{customdata}}<br>dim %{{x}}<extra></extra>",
+            )
+        )
     fig.update_layout(
         title=f"{stat} per hidden state and dimension (markers: outlier dims)",
         xaxis=dict(title="dimension", showgrid=False, zeroline=False, range=[-0.5, d - 0.5]),
-        yaxis=dict(title="hidden state", tickmode="array", tickvals=list(range(num_states)),
-                   ticktext=list(state_names), showgrid=False, zeroline=False,
-                   range=[-0.5, num_states - 0.5]),
-        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1, title="outliers:"),
-        height=max(380, 110 + 44 * num_states), margin=dict(l=60, r=20, t=80, b=40),
+        yaxis=dict(
+            title="hidden state",
+            tickmode="array",
+            tickvals=list(range(num_states)),
+            ticktext=list(state_names),
+            showgrid=False,
+            zeroline=False,
+            range=[-0.5, num_states - 0.5],
+        ),
+        legend=dict(
+            orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1, title="outliers:"
+        ),
+        height=max(380, 110 + 44 * num_states),
+        margin=dict(l=60, r=20, t=80, b=40),
     )
     return fig
 
@@ -130,23 +147,36 @@ def state_outlier_frame(result, state: int, found: Mapping[str, Sequence[int]]):
     median_abs = np.median(sample, axis=0) if len(dims) else np.zeros(0)
     rows = []
     for i, j in enumerate(dims):
-        rows.append({
-            "dim": int(j),
-            "mean": float(mean[j]),
-            "z-score of mean": float(z[j]),
-            "variance": float(variance[j]),
-            "variance / average": float(var_ratio[j]),
-            "argmin share": float(result.argmin_freq[state, j]),
-            "argmax share": float(result.argmax_freq[state, j]),
-            "median |value| (sample)": float(median_abs[i]),
-            **{f"by {CRITERION_SHORT[c]}": j in found[c] for c in CRITERIA},
-        })
-    columns = ["dim", "mean", "z-score of mean", "variance", "variance / average", "argmin share",
-               "argmax share", "median |value| (sample)", *(f"by {CRITERION_SHORT[c]}" for c in CRITERIA)]
+        rows.append(
+            {
+                "dim": int(j),
+                "mean": float(mean[j]),
+                "z-score of mean": float(z[j]),
+                "variance": float(variance[j]),
+                "variance / average": float(var_ratio[j]),
+                "argmin share": float(result.argmin_freq[state, j]),
+                "argmax share": float(result.argmax_freq[state, j]),
+                "median |value| (sample)": float(median_abs[i]),
+                **{f"by {CRITERION_SHORT[c]}": j in found[c] for c in CRITERIA},
+            }
+        )
+    columns = [
+        "dim",
+        "mean",
+        "z-score of mean",
+        "variance",
+        "variance / average",
+        "argmin share",
+        "argmax share",
+        "median |value| (sample)",
+        *(f"by {CRITERION_SHORT[c]}" for c in CRITERIA),
+    ]
     return pd.DataFrame(rows, columns=columns)
 
 
-def outliers_json(result, by_state: Sequence[Mapping[str, Sequence[int]]], thresholds: OutlierThresholds) -> str:
+def outliers_json(
+    result, by_state: Sequence[Mapping[str, Sequence[int]]], thresholds: OutlierThresholds
+) -> str:
     """JSON of the outlier dims of every hidden state under ``thresholds`` (the page's download)."""
     payload = {
         "model": result.model.get("source"),
@@ -178,30 +208,53 @@ def token_dim_heatmap(
     hidden = np.asarray(hidden, dtype=np.float64)
     num_tokens, d = hidden.shape
     labels = [f"{i}: {tok}" for i, tok in enumerate(tokens)]
-    fig = go.Figure(go.Heatmap(
-        z=hidden, x=np.arange(d), y=np.arange(num_tokens), colorscale="RdBu_r", zmid=0.0,
-        colorbar=dict(title="value", thickness=14),
-        customdata=np.broadcast_to(np.array(labels, dtype=object)[:, None], hidden.shape),
-        hovertemplate="token %{customdata}<br>dim %{x}<br>value %{z:.4g}<extra></extra>",
-    ))
+    fig = go.Figure(
+        go.Heatmap(
+            z=hidden,
+            x=np.arange(d),
+            y=np.arange(num_tokens),
+            colorscale="RdBu_r",
+            zmid=0.0,
+            colorbar=dict(title="value", thickness=14),
+            customdata=np.broadcast_to(np.array(labels, dtype=object)[:, None], hidden.shape),
+            hovertemplate="token %{customdata}<br>dim %{x}<br>value %{z:.4g}<extra></extra>",
+        )
+    )
     if len(outlier_dims):
-        fig.add_trace(go.Scatter(
-            x=[int(j) for j in outlier_dims], y=[-1.0] * len(outlier_dims), mode="markers+text",
-            text=[str(int(j)) for j in outlier_dims], textposition="top center",
-            marker=dict(symbol="triangle-down", size=11, color="#111111"), name="outlier dims",
-            hovertemplate="outlier dim %{x}<extra></extra>",
-        ))
+        fig.add_trace(
+            go.Scatter(
+                x=[int(j) for j in outlier_dims],
+                y=[-1.0] * len(outlier_dims),
+                mode="markers+text",
+                text=[str(int(j)) for j in outlier_dims],
+                textposition="top center",
+                marker=dict(symbol="triangle-down", size=11, color="#111111"),
+                name="outlier dims",
+                hovertemplate="outlier dim %{x}<extra></extra>",
+            )
+        )
     fig.update_layout(
         title=f"Hidden state {state_name}: every token's vector (markers: outlier dims of this state)",
         xaxis=dict(title="dimension", showgrid=False, zeroline=False, range=[-0.5, d - 0.5]),
-        yaxis=dict(tickmode="array", tickvals=list(range(num_tokens)), ticktext=labels,
-                   autorange=False, range=[num_tokens - 0.5, -2.2], showgrid=False, zeroline=False),
-        showlegend=False, height=min(1600, max(320, 110 + 18 * num_tokens)), margin=dict(l=120, r=20, t=60, b=40),
+        yaxis=dict(
+            tickmode="array",
+            tickvals=list(range(num_tokens)),
+            ticktext=labels,
+            autorange=False,
+            range=[num_tokens - 0.5, -2.2],
+            showgrid=False,
+            zeroline=False,
+        ),
+        showlegend=False,
+        height=min(1600, max(320, 110 + 18 * num_tokens)),
+        margin=dict(l=120, r=20, t=60, b=40),
     )
     return fig
 
 
-def dimension_by_category(values: np.ndarray, categories: np.ndarray, dim: int, state_name: str) -> go.Figure:
+def dimension_by_category(
+    values: np.ndarray, categories: np.ndarray, dim: int, state_name: str
+) -> go.Figure:
     """Box plot of one dimension's values split by token category (Timkey & van Schijndel 2021:
     rogue dimensions track position 0 and punctuation). Empty categories are left out."""
     values = np.asarray(values, dtype=np.float64)
@@ -211,10 +264,15 @@ def dimension_by_category(values: np.ndarray, categories: np.ndarray, dim: int, 
         picked = values[categories == category]
         if len(picked) == 0:
             continue
-        fig.add_trace(go.Box(y=picked, name=f"{category} (n={len(picked):,})", boxpoints="outliers"))
+        fig.add_trace(
+            go.Box(y=picked, name=f"{category} (n={len(picked):,})", boxpoints="outliers")
+        )
     fig.update_layout(
         title=f"Dimension {dim} at hidden state {state_name}, split by token type",
-        yaxis_title=f"value of dim {dim}", showlegend=False, height=380, margin=dict(l=50, r=20, t=50, b=40),
+        yaxis_title=f"value of dim {dim}",
+        showlegend=False,
+        height=380,
+        margin=dict(l=50, r=20, t=50, b=40),
     )
     return fig
 
@@ -228,8 +286,14 @@ def category_summary(values: np.ndarray, categories: np.ndarray):
     for category in CATEGORY_ORDER:
         picked = values[np.asarray(categories) == category]
         if len(picked):
-            rows.append({"token type": category, "tokens": len(picked), "mean": float(picked.mean()),
-                         "median": float(np.median(picked))})
+            rows.append(
+                {
+                    "token type": category,
+                    "tokens": len(picked),
+                    "mean": float(picked.mean()),
+                    "median": float(np.median(picked)),
+                }
+            )
     return pd.DataFrame(rows, columns=["token type", "tokens", "mean", "median"])
 
 
@@ -254,7 +318,9 @@ def headline_outlier(result, by_state: Sequence[Mapping[str, Sequence[int]]]) ->
             counts.setdefault(int(j), []).append(s)
     if not counts:
         return None
-    dim = max(counts, key=lambda j: (len(counts[j]), max(abs(result.mean[s, j]) for s in counts[j])))
+    dim = max(
+        counts, key=lambda j: (len(counts[j]), max(abs(result.mean[s, j]) for s in counts[j]))
+    )
     states = sorted(counts[dim])
     strongest = max(states, key=lambda s: abs(result.mean[s, dim]))
     return {

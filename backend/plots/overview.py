@@ -13,25 +13,41 @@ def model_card_rows(model: dict) -> list[dict[str, str]]:
     params = model.get("num_parameters", 0)
     return [
         {"field": "name", "value": str(model.get("display_name", model.get("source")))},
-        {"field": "architecture", "value": f"{model.get('architecture')} ({model.get('model_type')})"},
+        {
+            "field": "architecture",
+            "value": f"{model.get('architecture')} ({model.get('model_type')})",
+        },
         {"field": "layers", "value": str(model.get("num_layers"))},
         {"field": "width", "value": str(model.get("hidden_size"))},
         {"field": "attention heads", "value": str(model.get("num_heads"))},
         {"field": "parameters", "value": f"{params / 1e6:.1f} M" if params else "?"},
         {"field": "position embeddings", "value": str(model.get("position_embedding"))},
-        {"field": "attention", "value": "causal (decoder)" if model.get("is_causal") else "bidirectional (encoder)"},
+        {
+            "field": "attention",
+            "value": "causal (decoder)" if model.get("is_causal") else "bidirectional (encoder)",
+        },
         {"field": "weights", "value": "random init" if model.get("random_init") else "trained"},
         {"field": "device", "value": str(model.get("device"))},
     ]
 
 
-def anisotropy_line(state_names: Sequence[str], anisotropy: np.ndarray, name: str = "anisotropy") -> go.Figure:
+def anisotropy_line(
+    state_names: Sequence[str], anisotropy: np.ndarray, name: str = "anisotropy"
+) -> go.Figure:
     """Mean cosine of random different-text token pairs per hidden state."""
-    fig = go.Figure(go.Scatter(x=list(state_names), y=list(map(float, anisotropy)), mode="lines+markers", name=name))
+    fig = go.Figure(
+        go.Scatter(
+            x=list(state_names), y=list(map(float, anisotropy)), mode="lines+markers", name=name
+        )
+    )
     fig.update_layout(
         title="Anisotropy by hidden state (mean cosine of random token pairs)",
         # category axis: "1".."L" look numeric, and plotly would then drop "emb" (index 0)
-        xaxis_title="hidden state", xaxis_type="category", yaxis_title="mean cosine", yaxis_range=[min(0.0, float(np.nanmin(anisotropy)) - 0.05), 1.0],
-        height=340, margin=dict(l=40, r=20, t=50, b=40),
+        xaxis_title="hidden state",
+        xaxis_type="category",
+        yaxis_title="mean cosine",
+        yaxis_range=[min(0.0, float(np.nanmin(anisotropy)) - 0.05), 1.0],
+        height=340,
+        margin=dict(l=40, r=20, t=50, b=40),
     )
     return fig

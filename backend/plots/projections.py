@@ -52,7 +52,9 @@ def before_after_figure(
     validation (and make_subplots) costs more than the whole rest of a page rerun.
     """
     panels = ((before, "x", "y"), (after, "x2", "y2"))
-    hover = np.asarray(hover).astype(str)  # fixed-width str: copied as one block, unlike Python objects
+    hover = np.asarray(hover).astype(
+        str
+    )  # fixed-width str: copied as one block, unlike Python objects
     traces: list[dict] = []
     if colouring.kind == "categorical":
         colours = category_colours(colouring.order)
@@ -61,38 +63,94 @@ def before_after_figure(
         for name in sorted(colouring.order, key=lambda c: (not c.startswith("other"), rank[c])):
             mask = colouring.values == name
             for projection, xa, ya in panels:
-                traces.append(dict(
-                    type="scattergl", x=projection.coords[mask, 0], y=projection.coords[mask, 1], xaxis=xa, yaxis=ya,
-                    mode="markers", marker=dict(size=point_size, color=colours[name], opacity=0.75),
-                    name=str(name), legendgroup=str(name), legendrank=rank[name], showlegend=xa == "x",
-                    hovertext=hover[mask], hovertemplate="%{hovertext}<br>" + f"{name}<extra></extra>",
-                ))
+                traces.append(
+                    dict(
+                        type="scattergl",
+                        x=projection.coords[mask, 0],
+                        y=projection.coords[mask, 1],
+                        xaxis=xa,
+                        yaxis=ya,
+                        mode="markers",
+                        marker=dict(size=point_size, color=colours[name], opacity=0.75),
+                        name=str(name),
+                        legendgroup=str(name),
+                        legendrank=rank[name],
+                        showlegend=xa == "x",
+                        hovertext=hover[mask],
+                        hovertemplate="%{hovertext}<br>" + f"{name}<extra></extra>",
+                    )
+                )
     else:
         values = np.asarray(colouring.values, dtype=np.float64)
         lo, hi = (float(np.nanmin(values)), float(np.nanmax(values))) if len(values) else (0.0, 1.0)
         for projection, xa, ya in panels:
-            traces.append(dict(
-                type="scattergl", x=projection.coords[:, 0], y=projection.coords[:, 1], xaxis=xa, yaxis=ya,
-                mode="markers",
-                marker=dict(size=point_size, color=values, colorscale="Viridis", cmin=lo, cmax=hi, opacity=0.8,
-                            showscale=xa == "x2", colorbar=dict(title=dict(text=colouring.label, side="right"), thickness=12)),
-                hovertext=hover, customdata=values,
-                hovertemplate="%{hovertext}<br>" + colouring.label + ": %{customdata:.3g}<extra></extra>",
-                showlegend=False, name=colouring.label,
-            ))
+            traces.append(
+                dict(
+                    type="scattergl",
+                    x=projection.coords[:, 0],
+                    y=projection.coords[:, 1],
+                    xaxis=xa,
+                    yaxis=ya,
+                    mode="markers",
+                    marker=dict(
+                        size=point_size,
+                        color=values,
+                        colorscale="Viridis",
+                        cmin=lo,
+                        cmax=hi,
+                        opacity=0.8,
+                        showscale=xa == "x2",
+                        colorbar=dict(title=dict(text=colouring.label, side="right"), thickness=12),
+                    ),
+                    hovertext=hover,
+                    customdata=values,
+                    hovertemplate="%{hovertext}<br>"
+                    + colouring.label
+                    + ": %{customdata:.3g}<extra></extra>",
+                    showlegend=False,
+                    name=colouring.label,
+                )
+            )
     (bx, by), (ax, ay) = axis_titles(before), axis_titles(after)
     gap = 0.07
     layout = dict(
-        height=height, margin=dict(l=50, r=20, t=60, b=50),
+        height=height,
+        margin=dict(l=50, r=20, t=60, b=50),
         xaxis=dict(domain=[0.0, 0.5 - gap / 2], anchor="y", title=dict(text=bx), zeroline=False),
         yaxis=dict(domain=[0.0, 1.0], anchor="x", title=dict(text=by), zeroline=False),
         xaxis2=dict(domain=[0.5 + gap / 2, 1.0], anchor="y2", title=dict(text=ax), zeroline=False),
         yaxis2=dict(domain=[0.0, 1.0], anchor="x2", title=dict(text=ay), zeroline=False),
         annotations=[
-            dict(text=titles[0], x=0.25 - gap / 4, y=1.0, xref="paper", yref="paper", xanchor="center", yanchor="bottom", showarrow=False, font=dict(size=15)),
-            dict(text=titles[1], x=0.75 + gap / 4, y=1.0, xref="paper", yref="paper", xanchor="center", yanchor="bottom", showarrow=False, font=dict(size=15)),
+            dict(
+                text=titles[0],
+                x=0.25 - gap / 4,
+                y=1.0,
+                xref="paper",
+                yref="paper",
+                xanchor="center",
+                yanchor="bottom",
+                showarrow=False,
+                font=dict(size=15),
+            ),
+            dict(
+                text=titles[1],
+                x=0.75 + gap / 4,
+                y=1.0,
+                xref="paper",
+                yref="paper",
+                xanchor="center",
+                yanchor="bottom",
+                showarrow=False,
+                font=dict(size=15),
+            ),
         ],
-        legend=dict(orientation="h", yanchor="top", y=-0.14, itemsizing="constant", title=dict(text=colouring.label + ": ")),
+        legend=dict(
+            orientation="h",
+            yanchor="top",
+            y=-0.14,
+            itemsizing="constant",
+            title=dict(text=colouring.label + ": "),
+        ),
         hoverlabel=dict(namelength=-1),
         template=pio.templates[pio.templates.default] if pio.templates.default else None,
     )

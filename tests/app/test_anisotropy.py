@@ -9,7 +9,9 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
-TIMEOUT = 300  # the first run extracts the bundled MiniLM (and, for the comparison, its random-init copy)
+TIMEOUT = (
+    300  # the first run extracts the bundled MiniLM (and, for the comparison, its random-init copy)
+)
 
 
 def _page() -> AppTest:

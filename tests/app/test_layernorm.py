@@ -36,7 +36,9 @@ def test_threshold_change_and_random_init_toggle(app):
     app.slider(key="ln_share").set_value(0.65).run()  # 4 of the 6 output LNs
     assert not app.exception
     strict = outlier_line(app)
-    assert "223" in strict and "127" not in strict  # 223 (gamma in 4 LNs) survives, 127 (3) does not
+    assert (
+        "223" in strict and "127" not in strict
+    )  # 223 (gamma in 4 LNs) survives, 127 (3) does not
     app.radio(key="ln_weights").set_value("random-init copy").run()
     assert not app.exception
     assert outlier_line(app).endswith("none") and app.metric[0].value == "0"
@@ -59,7 +61,9 @@ def test_small_ablation_runs(app):
     assert not app.exception
 
 
-@pytest.mark.parametrize(("typed", "message"), [("abc", "not an integer"), ("127, 999", "out of range")])
+@pytest.mark.parametrize(
+    ("typed", "message"), [("abc", "not an integer"), ("127, 999", "out of range")]
+)
 def test_bad_typed_dims_show_an_error(app, typed, message):
     app.radio(key="ln_dims_mode").set_value("typed")
     app.text_input(key="ln_dims_text").set_value(typed)

@@ -88,7 +88,9 @@ def test_a_tiny_random_model_with_pasted_text_works():
     at = _page()
     at.selectbox(key="sb_model_preset").set_value("random GPT-2 (4 layers, 256)")
     at.radio(key="sb_corpus_kind").set_value("paste text")
-    at.text_area(key="sb_corpus_text").input("One short text.\nAnother, with a comma.\nA third one!")
+    at.text_area(key="sb_corpus_text").input(
+        "One short text.\nAnother, with a comma.\nA third one!"
+    )
     next(b for b in at.button if b.label == "Run analysis").click().run()
     assert not at.exception and not at.error
     assert at.select_slider(key="out_state").options == ["emb", "1", "2", "3", "4"]

@@ -38,7 +38,9 @@ def test_default_run_shows_model_card_and_metrics():
     assert "BertModel" in " ".join(card["value"].astype(str))
     rows = at.dataframe[0].value
     assert rows["hidden state"].tolist() == ["emb", "1", "2", "3", "4", "5", "6"]
-    assert "223" in rows.set_index("hidden state").loc["3", "outlier dims (z-score or extreme-index)"]
+    assert (
+        "223" in rows.set_index("hidden state").loc["3", "outlier dims (z-score or extreme-index)"]
+    )
     assert not at.error
     # The anisotropy line shows every hidden state, "emb" included (a numeric-looking axis drops it).
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
@@ -49,7 +51,9 @@ def test_default_run_shows_model_card_and_metrics():
 def test_pasted_text_through_the_sidebar_form():
     at = _app()
     at.radio(key="sb_corpus_kind").set_value("paste text")
-    at.text_area(key="sb_corpus_text").input("The cat sat on the mat.\nA dog barked.\nRates rose again.")
+    at.text_area(key="sb_corpus_text").input(
+        "The cat sat on the mat.\nA dog barked.\nRates rose again."
+    )
     _submit(at)
     assert not at.exception and not at.error
     assert _metrics(at)["Texts"] == "3"

@@ -16,13 +16,20 @@ from ui.common import Selection
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 TIMEOUT = 300
 TINY_BERT = "random:bert:layers=2,width=64,heads=2,seed=0"
-TABS = ["Position embeddings", "Position probe", "TUPE decomposition", "Variance lab (NoPE)", "Queries & keys"]
+TABS = [
+    "Position embeddings",
+    "Position probe",
+    "TUPE decomposition",
+    "Variance lab (NoPE)",
+    "Queries & keys",
+]
 
 
 def _page(model: str = TINY_BERT, tab: str | None = None) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
     at.session_state["isoscope_selection"] = Selection(
-        model_source=model, settings=ExtractionSettings(max_length=32, sample_size=2000))
+        model_source=model, settings=ExtractionSettings(max_length=32, sample_size=2000)
+    )
     at.run()
     at.switch_page("pages/positional.py")
     if tab is not None:

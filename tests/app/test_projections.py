@@ -35,7 +35,10 @@ def test_default_run_shows_both_panels_and_metric_deltas():
     captions = " ".join(c.value for c in at.caption)
     assert " of " in captions and "tokens" in captions and "projected" in captions
     deltas = at.dataframe[0].value
-    assert list(deltas["metric"])[:2] == ["anisotropy (mean cosine)", "top dimension's share of the mean cosine"]
+    assert list(deltas["metric"])[:2] == [
+        "anisotropy (mean cosine)",
+        "top dimension's share of the mean cosine",
+    ]
     assert (deltas["change"].abs() > 0).any()
 
 

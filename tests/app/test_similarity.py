@@ -47,12 +47,20 @@ def test_widget_changes():
 
 def test_bad_uploads_show_errors():
     at = open_page()
-    at.file_uploader(key="sim_sts_file").set_value(("bad.csv", b"sentence1,sentence2,score\na,b,1\nc,d,high\ne,f,2\n", "text/csv")).run()
+    at.file_uploader(key="sim_sts_file").set_value(
+        ("bad.csv", b"sentence1,sentence2,score\na,b,1\nc,d,high\ne,f,2\n", "text/csv")
+    ).run()
     assert not at.exception
     assert any("line 3" in e.value for e in at.error)
     at.file_uploader(key="sim_wic_file").set_value(("bin.csv", b"\x00\x01\x02PK", "text/csv")).run()
     assert not at.exception
     assert any("binary" in e.value for e in at.error)
-    at.file_uploader(key="sim_wic_file").set_value(("words.csv", b"word,context1,context2,same_sense\nzebra,A horse.,A cow.,1\nbank,The river.,A bank.,0\n", "text/csv")).run()
+    at.file_uploader(key="sim_wic_file").set_value(
+        (
+            "words.csv",
+            b"word,context1,context2,same_sense\nzebra,A horse.,A cow.,1\nbank,The river.,A bank.,0\n",
+            "text/csv",
+        )
+    ).run()
     assert not at.exception
     assert any("no usable rows" in e.value for e in at.error)

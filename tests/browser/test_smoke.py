@@ -22,8 +22,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 VIEWPORT = {"width": 1400, "height": 900}
 SERVER_START_S = 120
 PAGE_TIMEOUT_S = 300  # the first page loads the model and extracts the bundled corpus
@@ -35,9 +41,15 @@ def _pages_from_app() -> list[tuple[str, str]]:
     Read with ast, so collecting this test never executes the Streamlit script."""
     tree = ast.parse((ROOT / "app.py").read_text(encoding="utf-8"))
     for node in tree.body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "PAGES" for t in node.targets):
+        if isinstance(node, ast.Assign) and any(
+            getattr(t, "id", None) == "PAGES" for t in node.targets
+        ):
             entries = ast.literal_eval(node.value)
-            return [(Path(f).stem, title) for f, title, _icon in entries if (ROOT / "pages" / f).exists()]
+            return [
+                (Path(f).stem, title)
+                for f, title, _icon in entries
+                if (ROOT / "pages" / f).exists()
+            ]
     raise AssertionError("app.py has no PAGES list")
 
 
@@ -57,26 +69,54 @@ def server(tmp_path_factory):
         assert Path(CHROMIUM).exists(), f"{CHROMIUM} is missing although CI installs it"
         import playwright.sync_api  # noqa: F401
     if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium); the browser smoke test needs it")
-    pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
+        pytest.skip(
+            f"{CHROMIUM} is missing (apt-get install chromium); the browser smoke test needs it"
+        )
+    pytest.importorskip(
+        "playwright.sync_api", reason="playwright is not installed (pip install playwright)"
+    )
     port = _free_port()
     folder = tmp_path_factory.mktemp("browser")
     log_path = folder / "streamlit.log"
-    env = {**os.environ, "ISOSCOPE_CACHE_DIR": str(folder / "cache"), "HF_HUB_OFFLINE": "1",
-           "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    env = {
+        **os.environ,
+        "ISOSCOPE_CACHE_DIR": str(folder / "cache"),
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
     log = log_path.open("w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--server.headless", "true",
-         "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "app.py",
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--server.headless",
+            "true",
+            "--browser.gatherUsageStats",
+            "false",
+            "--server.fileWatcherType",
+            "none",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + SERVER_START_S
         while True:
             if proc.poll() is not None:
-                raise AssertionError(f"streamlit exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}")
+                raise AssertionError(
+                    f"streamlit exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}"
+                )
             try:
                 with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as response:
                     if response.status == 200:
@@ -84,7 +124,9 @@ def server(tmp_path_factory):
             except OSError:
                 pass
             if time.monotonic() > deadline:
-                raise AssertionError(f"streamlit did not answer /_stcore/health in {SERVER_START_S} s")
+                raise AssertionError(
+                    f"streamlit did not answer /_stcore/health in {SERVER_START_S} s"
+                )
             time.sleep(0.5)
         yield {"base": base, "log": log_path}
     finally:
@@ -120,7 +162,9 @@ def _wait_until_idle(page, timeout_s: float) -> None:
     while quiet < 4:
         if time.monotonic() > deadline:
             state = page.get_attribute('[data-testid="stApp"]', "data-test-script-state")
-            raise AssertionError(f"the page did not finish within {timeout_s:.0f} s (script state {state})")
+            raise AssertionError(
+                f"the page did not finish within {timeout_s:.0f} s (script state {state})"
+            )
         state = page.get_attribute('[data-testid="stApp"]', "data-test-script-state")
         running = (
             state != "notRunning"
@@ -141,7 +185,9 @@ def _screenshot(page, name: str, tmp_path: Path) -> Path:
         "() => { const m = document.querySelector('[data-testid=\"stMain\"]');"
         " return m ? m.scrollHeight : document.body.scrollHeight; }"
     )
-    page.set_viewport_size({"width": VIEWPORT["width"], "height": int(min(max(VIEWPORT["height"], height), 9000))})
+    page.set_viewport_size(
+        {"width": VIEWPORT["width"], "height": int(min(max(VIEWPORT["height"], height), 9000))}
+    )
     page.wait_for_timeout(1500)  # Plotly redraws on resize
     path = tmp_path / f"screenshot_{name}.png"
     page.screenshot(path=str(path), full_page=True)
@@ -161,7 +207,9 @@ def _open(browser, server, stem: str):
         _wait_until_idle(page, PAGE_TIMEOUT_S)
     except AssertionError as exc:
         page.close()
-        raise AssertionError(f"{url}: {exc}\nserver log:\n{server['log'].read_text()[-3000:]}") from None
+        raise AssertionError(
+            f"{url}: {exc}\nserver log:\n{server['log'].read_text()[-3000:]}"
+        ) from None
     return page
 
 
@@ -177,7 +225,9 @@ def test_page_renders_without_exception(browser, server, stem, title, tmp_path):
         _assert_no_exception(page, stem)
         assert page.locator("h1").first.inner_text().strip() != ""
         # The frame ran: the shared sidebar form is there on every page, deep links included.
-        assert page.get_by_role("button", name="Run analysis").count() == 1, f"{stem}: no sidebar form"
+        assert page.get_by_role("button", name="Run analysis").count() == 1, (
+            f"{stem}: no sidebar form"
+        )
         if stem == "outliers":
             heatmap = page.locator('[data-testid="stPlotlyChart"] .js-plotly-plot').first
             heatmap.wait_for(state="visible", timeout=60_000)

@@ -27,7 +27,9 @@ def hand_mlm_loss(loaded, texts, seed=0):
             logits = loaded.model(input_ids=torch.from_numpy(ids)[None]).logits[0].double()
             where = np.flatnonzero(labels >= 0)
             log_probs = torch.log_softmax(logits[where], dim=-1)
-            total += float(-log_probs[torch.arange(len(where)), torch.from_numpy(labels[where])].sum())
+            total += float(
+                -log_probs[torch.arange(len(where)), torch.from_numpy(labels[where])].sum()
+            )
             count += len(where)
     return total / count
 
@@ -35,7 +37,9 @@ def hand_mlm_loss(loaded, texts, seed=0):
 def test_mlm_loss_equals_hand_computation(tiny_mlm, bundled):
     texts = bundled.texts[:12]
     assert tiny_mlm.info.has_mlm_head and norms_of(tiny_mlm)[-1].name == "head.ln"
-    report = run_ablation(tiny_mlm, texts, [3, 11], norms=["out", "head"], random_controls=1, batch_size=5)
+    report = run_ablation(
+        tiny_mlm, texts, [3, 11], norms=["out", "head"], random_controls=1, batch_size=5
+    )
     assert report.mlm_loss_original == pytest.approx(hand_mlm_loss(tiny_mlm, texts), rel=1e-6)
     with ablated(tiny_mlm, [3, 11], ["out", "head"]):
         expected = hand_mlm_loss(tiny_mlm, texts)
@@ -48,7 +52,10 @@ def test_gpt2_checkpoint_ablates_its_pre_ln_norms(tiny_gpt2_dir, bundled):
     loaded = load_model(str(tiny_gpt2_dir), device="cpu")
     report = run_ablation(loaded, bundled.texts[:6], [0, 1], random_controls=1)
     assert report.norms == ["L1.pre_attn_ln", "L1.pre_mlp_ln", "L2.pre_attn_ln", "L2.pre_mlp_ln"]
-    assert report.effect.embedding_cosine[0] == pytest.approx(1.0) and report.effect.embedding_cosine[-1] < 1
+    assert (
+        report.effect.embedding_cosine[0] == pytest.approx(1.0)
+        and report.effect.embedding_cosine[-1] < 1
+    )
 
 
 def test_minilm_outlier_dims_move_embeddings_more_than_random_dims(minilm, bundled):
@@ -74,4 +81,6 @@ def test_sts_spearman_matches_direct_computation(tiny_bert_dir):
     a, b = mean_pooled(loaded, left), mean_pooled(loaded, right)
     direct = [spearman100(cosine_rows(a[s], b[s]), gold) for s in range(a.shape[0])]
     np.testing.assert_allclose(report.sts_spearman_original, direct, atol=1e-6)
-    assert report.effect.sts_spearman.shape == (3,) and report.controls[0][1].sts_spearman.shape == (3,)
+    assert report.effect.sts_spearman.shape == (3,) and report.controls[0][
+        1
+    ].sts_spearman.shape == (3,)

@@ -21,13 +21,30 @@ def texts_file(tmp_path_factory, bundled):
 
 def test_tiny_mlm_checkpoint(tiny_bert_mlm_dir, texts_file, tmp_path):
     out = tmp_path / "out.json"
-    rc = main(["ablate", "--model", str(tiny_bert_mlm_dir), "--texts", str(texts_file), "--out", str(out),
-               "--dims", "2,5", "--random-controls", "2", "--device", "cpu"])
+    rc = main(
+        [
+            "ablate",
+            "--model",
+            str(tiny_bert_mlm_dir),
+            "--texts",
+            str(texts_file),
+            "--out",
+            str(out),
+            "--dims",
+            "2,5",
+            "--random-controls",
+            "2",
+            "--device",
+            "cpu",
+        ]
+    )
     assert rc == 0
     data = json.loads(out.read_text())
     assert KEYS <= set(data) and data["dims"] == [2, 5]
     assert EFFECT_KEYS <= set(data["effect"])
-    assert isinstance(data["effect"]["mlm_loss"], float) and isinstance(data["effect"]["mlm_loss_original"], float)
+    assert isinstance(data["effect"]["mlm_loss"], float) and isinstance(
+        data["effect"]["mlm_loss_original"], float
+    )
     assert len(data["effect"]["embedding_cosine"]) == 3  # emb, 1, 2
     assert len(data["random_controls"]) == 2
     for control in data["random_controls"]:
@@ -38,8 +55,23 @@ def test_tiny_mlm_checkpoint(tiny_bert_mlm_dir, texts_file, tmp_path):
 
 def test_default_model_auto_dims(texts_file, tmp_path):
     out = tmp_path / "out.json"
-    rc = main(["ablate", "--model", "default", "--texts", str(texts_file), "--out", str(out),
-               "--random-controls", "2", "--device", "cpu", "--max-length", "48"])
+    rc = main(
+        [
+            "ablate",
+            "--model",
+            "default",
+            "--texts",
+            str(texts_file),
+            "--out",
+            str(out),
+            "--random-controls",
+            "2",
+            "--device",
+            "cpu",
+            "--max-length",
+            "48",
+        ]
+    )
     assert rc == 0
     data = json.loads(out.read_text())
     assert data["dims"] == [row["dim"] for row in data["ln_outliers"]] and 223 in data["dims"]
@@ -59,9 +91,23 @@ def test_default_model_auto_dims(texts_file, tmp_path):
         (["--dims", "auto"], "no LayerNorm outlier dims"),
     ],
 )
-def test_bad_inputs_exit_2_with_one_line(tiny_bert_dir, texts_file, tmp_path, capsys, extra, message):
-    rc = main(["ablate", "--model", str(tiny_bert_dir), "--texts", str(texts_file), "--out", str(tmp_path / "o.json"),
-               "--device", "cpu", *extra])
+def test_bad_inputs_exit_2_with_one_line(
+    tiny_bert_dir, texts_file, tmp_path, capsys, extra, message
+):
+    rc = main(
+        [
+            "ablate",
+            "--model",
+            str(tiny_bert_dir),
+            "--texts",
+            str(texts_file),
+            "--out",
+            str(tmp_path / "o.json"),
+            "--device",
+            "cpu",
+            *extra,
+        ]
+    )
     assert rc == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("error:") and message in err[-1]

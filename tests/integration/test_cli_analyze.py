@@ -13,7 +13,8 @@ def texts_file(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("cli") / "texts.txt"
     path.write_text(
         "The bank raised its rates.\nWe sat on the river bank.\n\nA third text, with a comma.\nWhy?\n"
-        + " ".join(["long"] * 200) + "\n",
+        + " ".join(["long"] * 200)
+        + "\n",
         encoding="utf-8",
     )
     return path
@@ -21,14 +22,33 @@ def texts_file(tmp_path_factory) -> Path:
 
 def test_analyze_writes_the_json_contract(run_analyze, tiny_bert_dir, texts_file, tmp_path):
     out = tmp_path / "out.json"
-    proc = run_analyze("--model", str(tiny_bert_dir), "--texts", str(texts_file), "--out", str(out),
-                "--device", "cpu", "--max-length", "32", "--pairs", "300", "--seed", "1", cache_dir=tmp_path / "cache")
+    proc = run_analyze(
+        "--model",
+        str(tiny_bert_dir),
+        "--texts",
+        str(texts_file),
+        "--out",
+        str(out),
+        "--device",
+        "cpu",
+        "--max-length",
+        "32",
+        "--pairs",
+        "300",
+        "--seed",
+        "1",
+        cache_dir=tmp_path / "cache",
+    )
     assert proc.returncode == 0, proc.stderr
     assert "extracting 5 texts" in proc.stderr and "cut to 32 tokens" in proc.stderr
     report = json.loads(out.read_text())
     model = report["model"]
     assert {"source", "architecture", "num_layers", "hidden_size", "device"} <= set(model)
-    assert (model["architecture"], model["num_layers"], model["hidden_size"]) == ("BertModel", 2, 32)
+    assert (model["architecture"], model["num_layers"], model["hidden_size"]) == (
+        "BertModel",
+        2,
+        32,
+    )
     assert model["device"] == "cpu · float32"
     assert report["corpus"]["num_texts"] == 5
     assert report["corpus"]["num_tokens"] > 5 * 3
@@ -43,8 +63,23 @@ def test_analyze_writes_the_json_contract(run_analyze, tiny_bert_dir, texts_file
         assert -1.0 <= layer["anisotropy"] <= 1.0
     # A second run answers from the disk cache with the same numbers.
     out2 = tmp_path / "out2.json"
-    again = run_analyze("--model", str(tiny_bert_dir), "--texts", str(texts_file), "--out", str(out2),
-                 "--device", "cpu", "--max-length", "32", "--pairs", "300", "--seed", "1", cache_dir=tmp_path / "cache")
+    again = run_analyze(
+        "--model",
+        str(tiny_bert_dir),
+        "--texts",
+        str(texts_file),
+        "--out",
+        str(out2),
+        "--device",
+        "cpu",
+        "--max-length",
+        "32",
+        "--pairs",
+        "300",
+        "--seed",
+        "1",
+        cache_dir=tmp_path / "cache",
+    )
     assert again.returncode == 0, again.stderr
     assert json.loads(out2.read_text())["layers"] == layers
 
@@ -97,7 +132,9 @@ def bad_inputs(tmp_path_factory, tiny_bert_dir) -> dict[str, list[str]]:
 )
 def test_bad_input_exits_2_with_one_line(run_analyze, bad_inputs, case, needle, tmp_path):
     out = tmp_path / "out.json"
-    proc = run_analyze(*bad_inputs[case], "--out", str(out), "--device", "cpu", cache_dir=tmp_path / "cache")
+    proc = run_analyze(
+        *bad_inputs[case], "--out", str(out), "--device", "cpu", cache_dir=tmp_path / "cache"
+    )
     assert proc.returncode == 2, (case, proc.stderr)
     assert "Traceback" not in proc.stderr
     lines = proc.stderr.strip().splitlines()

@@ -12,15 +12,32 @@ import pytest
 @pytest.fixture(scope="module")
 def texts_file(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("cli-iso") / "texts.txt"
-    lines = [f"Text number {i} talks about the bank, the river and {i * 7} boats." for i in range(12)]
+    lines = [
+        f"Text number {i} talks about the bank, the river and {i * 7} boats." for i in range(12)
+    ]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
 
 
 def test_analyze_json_has_the_isotropy_keys(run_analyze, tiny_bert_dir, texts_file, tmp_path):
     out = tmp_path / "out.json"
-    proc = run_analyze("--model", str(tiny_bert_dir), "--texts", str(texts_file), "--out", str(out), "--device", "cpu",
-                "--pairs", "500", "--histogram-bins", "20", "--top-dims", "3", cache_dir=tmp_path / "cache")
+    proc = run_analyze(
+        "--model",
+        str(tiny_bert_dir),
+        "--texts",
+        str(texts_file),
+        "--out",
+        str(out),
+        "--device",
+        "cpu",
+        "--pairs",
+        "500",
+        "--histogram-bins",
+        "20",
+        "--top-dims",
+        "3",
+        cache_dir=tmp_path / "cache",
+    )
     assert proc.returncode == 0, proc.stderr
     report = json.loads(out.read_text())
     assert report["corpus"]["sample_size"] >= 32  # enough points for IsoScore in 32 dims
@@ -41,8 +58,17 @@ def test_analyze_json_has_the_isotropy_keys(run_analyze, tiny_bert_dir, texts_fi
 
 
 def test_analyze_rejects_a_bad_bin_count(run_analyze, tiny_bert_dir, texts_file, tmp_path):
-    proc = run_analyze("--model", str(tiny_bert_dir), "--texts", str(texts_file), "--out", str(tmp_path / "o.json"),
-                "--histogram-bins", "0", cache_dir=tmp_path / "cache")
+    proc = run_analyze(
+        "--model",
+        str(tiny_bert_dir),
+        "--texts",
+        str(texts_file),
+        "--out",
+        str(tmp_path / "o.json"),
+        "--histogram-bins",
+        "0",
+        cache_dir=tmp_path / "cache",
+    )
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "--histogram-bins" in proc.stderr
 

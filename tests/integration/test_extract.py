@@ -62,7 +62,11 @@ def test_shapes_and_metadata(tiny, corpus):
     assert result.num_texts == len(TEXTS) and result.texts == TEXTS
     if tiny.info.model_type == "bert":
         first = result.tokens.take(np.flatnonzero(result.tokens.text_id == 0))
-        assert first.token[0] == "[CLS]" and first.token[-1] == "[SEP]" and first.is_special[[0, -1]].all()
+        assert (
+            first.token[0] == "[CLS]"
+            and first.token[-1] == "[SEP]"
+            and first.is_special[[0, -1]].all()
+        )
         assert first.position.tolist() == list(range(len(first)))
         assert first.word_id[0] == -1
     assert result.tokens.is_punct[result.tokens.token == ","].all()
@@ -85,7 +89,11 @@ def test_hidden_state_zero_is_the_embedding_output(tiny):
 @pytest.mark.parametrize("exclude_special", [False, True])
 def test_streaming_stats_equal_direct_computation(tiny, corpus, exclude_special):
     """Batched, length-sorted, padded extraction == each text alone, over non-padding tokens."""
-    result = extract(tiny, corpus, ExtractionSettings(batch_size=4, sample_size=60, exclude_special=exclude_special))
+    result = extract(
+        tiny,
+        corpus,
+        ExtractionSettings(batch_size=4, sample_size=60, exclude_special=exclude_special),
+    )
     x, tables = _direct(tiny, TEXTS, exclude_special)
     assert x.shape[1] == result.num_tokens
     np.testing.assert_allclose(result.mean, x.mean(axis=1), atol=1e-5)
@@ -99,11 +107,17 @@ def test_streaming_stats_equal_direct_computation(tiny, corpus, exclude_special)
     assert np.abs(result.argmin_count - argmin).sum() <= 4
     # Token table in text order, and the sample rows are the tokens they claim to be.
     assert result.tokens.token.tolist() == [t for table in tables for t in table.token.tolist()]
-    np.testing.assert_allclose(result.sample_vectors, x[:, result.sample_index].astype(np.float32), atol=1e-5)
+    np.testing.assert_allclose(
+        result.sample_vectors, x[:, result.sample_index].astype(np.float32), atol=1e-5
+    )
     if exclude_special:
         assert not result.tokens.is_special.any()
         if tiny.info.model_type == "bert":
-            assert result.num_tokens == sum(len(t) for t in tables) == extract(tiny, corpus).num_tokens - 2 * len(TEXTS)
+            assert (
+                result.num_tokens
+                == sum(len(t) for t in tables)
+                == extract(tiny, corpus).num_tokens - 2 * len(TEXTS)
+            )
 
 
 def test_statistics_do_not_depend_on_batch_size(tiny, corpus):
@@ -117,11 +131,17 @@ def test_statistics_do_not_depend_on_batch_size(tiny, corpus):
 def test_truncation_and_sample_notices(tiny_bert_dir):
     loaded = load_model(str(tiny_bert_dir), device="cpu")
     long_text = " ".join(["word"] * 40)
-    result = extract(loaded, Corpus((long_text, "short text"), "t"), ExtractionSettings(max_length=8, sample_size=5))
+    result = extract(
+        loaded,
+        Corpus((long_text, "short text"), "t"),
+        ExtractionSettings(max_length=8, sample_size=5),
+    )
     assert any("1 text(s) were cut to 8 tokens" in n for n in result.notices)
     assert np.bincount(result.tokens.text_id).tolist()[0] == 8
     assert any("random sample of 5 of" in n for n in result.notices)
-    quiet = extract(loaded, Corpus(("short text", "another"), "t"), ExtractionSettings(max_length=8))
+    quiet = extract(
+        loaded, Corpus(("short text", "another"), "t"), ExtractionSettings(max_length=8)
+    )
     assert not any("cut to" in n for n in quiet.notices)
 
 
@@ -131,7 +151,11 @@ def test_only_special_tokens_left_is_an_input_error(tiny_bert_dir):
         ExtractionSettings(max_length=1)
     # max_length=2 keeps just [CLS] and [SEP]: nothing left once special tokens are excluded.
     with pytest.raises(InputError, match="no tokens left"):
-        extract(loaded, Corpus(("hello world",), "t"), ExtractionSettings(max_length=2, exclude_special=True))
+        extract(
+            loaded,
+            Corpus(("hello world",), "t"),
+            ExtractionSettings(max_length=2, exclude_special=True),
+        )
 
 
 def test_mean_pooled_matches_per_text_mean(tiny):
@@ -154,12 +178,32 @@ def test_disk_cache_round_trip(tiny_bert_dir, corpus, tmp_path, monkeypatch):
 
     monkeypatch.setattr("backend.extract.extract", no_recompute)
     again = cached_extract(loaded, corpus, settings, cache=cache)
-    for name in ("mean", "variance", "min", "max", "mean_abs", "argmin_count", "argmax_count", "sample_vectors", "sample_index"):
+    for name in (
+        "mean",
+        "variance",
+        "min",
+        "max",
+        "mean_abs",
+        "argmin_count",
+        "argmax_count",
+        "sample_vectors",
+        "sample_index",
+    ):
         np.testing.assert_array_equal(getattr(again, name), getattr(first, name), err_msg=name)
     for field in TokenTable.__dataclass_fields__:
-        np.testing.assert_array_equal(getattr(again.tokens, field), getattr(first.tokens, field), err_msg=field)
-    assert (again.texts, again.notices, again.settings, again.model) == (first.texts, first.notices, first.settings, first.model)
-    assert (again.corpus_sha, again.model_fingerprint) == (first.corpus_sha, first.model_fingerprint)
+        np.testing.assert_array_equal(
+            getattr(again.tokens, field), getattr(first.tokens, field), err_msg=field
+        )
+    assert (again.texts, again.notices, again.settings, again.model) == (
+        first.texts,
+        first.notices,
+        first.settings,
+        first.model,
+    )
+    assert (again.corpus_sha, again.model_fingerprint) == (
+        first.corpus_sha,
+        first.model_fingerprint,
+    )
     # Other settings, another key; a corrupt entry is ignored (recomputed), not an error.
     assert cache_key(loaded.fingerprint, corpus.sha, ExtractionSettings()) != key
     cache.path(key).write_bytes(b"not an npz")

@@ -24,7 +24,9 @@ def test_clipping_the_detected_outliers_lowers_anisotropy_in_middle_layers(minil
         assert dims[s], f"no outlier dims detected in hidden state {s}"
         assert clipped[s] < 0.6 * raw.anisotropy[s], (s, clipped[s], raw.anisotropy[s])
     # the same numbers through by_state with a per-state clipper
-    via_estimator = by_state(minilm_result, lambda s: make_postprocessor("clip", dims=dims[s]), similarity=False)
+    via_estimator = by_state(
+        minilm_result, lambda s: make_postprocessor("clip", dims=dims[s]), similarity=False
+    )
     np.testing.assert_allclose(via_estimator.anisotropy, clipped, atol=1e-9)
 
 

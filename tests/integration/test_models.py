@@ -35,7 +35,12 @@ def pickle_only_dir(tiny_bert_dir, tmp_path_factory) -> Path:
 def test_tiny_bert_folder_loads(tiny_bert_dir):
     loaded = load_model(str(tiny_bert_dir), device="cpu")
     info = loaded.info
-    assert (info.architecture, info.num_layers, info.hidden_size, info.num_heads) == ("BertModel", 2, 32, 2)
+    assert (info.architecture, info.num_layers, info.hidden_size, info.num_heads) == (
+        "BertModel",
+        2,
+        32,
+        2,
+    )
     assert not info.is_causal and not info.random_init and not info.has_mlm_head
     assert info.position_embedding.startswith("absolute")
     assert info.device == "cpu · float32" and loaded.dtype == torch.float32
@@ -71,14 +76,18 @@ def test_pickle_weights_need_the_opt_in(pickle_only_dir, tiny_bert_dir):
         load_model(str(pickle_only_dir), device="cpu")
     loaded = load_model(str(pickle_only_dir), device="cpu", allow_pickle=True)
     reference = load_model(str(tiny_bert_dir), device="cpu")
-    for (name, a), (_, b) in zip(loaded.model.state_dict().items(), reference.model.state_dict().items(), strict=True):
+    for (name, a), (_, b) in zip(
+        loaded.model.state_dict().items(), reference.model.state_dict().items(), strict=True
+    ):
         assert torch.equal(a, b), name
 
 
 def test_missing_and_uncached_sources_are_refused(tmp_path, tiny_bert_dir):
     with pytest.raises(ModelLoadError, match="does not exist"):
         load_model(str(tmp_path / "no-such-folder"), device="cpu")
-    with pytest.raises(ModelLoadError, match="not in the local Hugging Face cache|neither a local folder"):
+    with pytest.raises(
+        ModelLoadError, match="not in the local Hugging Face cache|neither a local folder"
+    ):
         load_model("isoscope-test-org/surely-not-cached-model", device="cpu")
     with pytest.raises(ModelLoadError, match="is a file"):
         load_model(str(tiny_bert_dir / "config.json"), device="cpu")
@@ -97,7 +106,12 @@ def test_missing_and_uncached_sources_are_refused(tmp_path, tiny_bert_dir):
 
 @pytest.mark.parametrize(
     ("family", "causal", "has_table"),
-    [("bert", False, True), ("bert-nope", False, False), ("gpt2", True, True), ("gpt2-nope", True, False)],
+    [
+        ("bert", False, True),
+        ("bert-nope", False, False),
+        ("gpt2", True, True),
+        ("gpt2-nope", True, False),
+    ],
 )
 def test_random_families(family, causal, has_table):
     loaded = load_model(f"random:{family}:{SMALL},seed=3", device="cpu")
@@ -108,7 +122,11 @@ def test_random_families(family, causal, has_table):
     table = position_table(loaded)
     assert (table is not None) == has_table
     if not has_table:
-        raw = loaded.encoder.embeddings.position_embeddings if family.startswith("bert") else loaded.encoder.wpe
+        raw = (
+            loaded.encoder.embeddings.position_embeddings
+            if family.startswith("bert")
+            else loaded.encoder.wpe
+        )
         assert torch.count_nonzero(raw.weight) == 0 and not raw.weight.requires_grad
         assert info.position_embedding.startswith("none")
 

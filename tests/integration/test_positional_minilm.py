@@ -28,7 +28,12 @@ def probe(minilm_result):
 
 def test_probe_accuracy_is_high_early_and_falls_with_depth(probe, minilm_result):
     acc = probe.accuracy
-    print("probe accuracy per state:", dict(zip(probe.state_names, np.round(acc, 3), strict=True)), "chance", probe.chance)
+    print(
+        "probe accuracy per state:",
+        dict(zip(probe.state_names, np.round(acc, 3), strict=True)),
+        "chance",
+        probe.chance,
+    )
     assert len(acc) == minilm_result.num_states == 7
     # Measured (4000-token sample): emb ~0.9, layer 1 ~0.9, then down to ~0.25 at layer 6.
     assert acc[0] > 0.75 and acc[1] > 0.75
@@ -45,7 +50,9 @@ def test_position_table_and_embedding_layernorm(minilm, minilm_result):
     report = analyse_position_table(weights, 64)
     assert np.allclose(np.diag(report.cosine), 1.0)
     assert report.cosine[10, 11] > report.cosine[10, 60]  # neighbouring positions are more alike
-    found = {name: outlier_dims(minilm_result, s) for s, name in enumerate(minilm_result.state_names)}
+    found = {
+        name: outlier_dims(minilm_result, s) for s, name in enumerate(minilm_result.state_names)
+    }
     rows = extreme_dims_vs_outliers(report, found)
     assert any(r["dim"] == 223 and "1" in r["hidden-state outlier in"] for r in rows)
     name, gamma, beta = embedding_layernorm(minilm)

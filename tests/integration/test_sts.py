@@ -20,7 +20,10 @@ from backend.similarity import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-STSB_CANDIDATES = [Path("/work/shared/data/stsb/stsb-en-test.csv"), ROOT.parent / "shared" / "data" / "stsb" / "stsb-en-test.csv"]
+STSB_CANDIDATES = [
+    Path("/work/shared/data/stsb/stsb-en-test.csv"),
+    ROOT.parent / "shared" / "data" / "stsb" / "stsb-en-test.csv",
+]
 STSB_TEST = next((p for p in STSB_CANDIDATES if p.is_file()), None)
 
 
@@ -31,7 +34,9 @@ def run_sts(tmp_path, *args: str) -> dict:
 
 
 def test_sts_cli_json_shape_and_auto_clip_dims(tmp_path, tiny_bert_dir):
-    report = run_sts(tmp_path, "--model", str(tiny_bert_dir), "--pairs", str(STS_SAMPLE), "--device", "cpu")
+    report = run_sts(
+        tmp_path, "--model", str(tiny_bert_dir), "--pairs", str(STS_SAMPLE), "--device", "cpu"
+    )
     states = report["states"]
     assert [s["index"] for s in states] == [0, 1, 2]  # emb + 2 layers: index 0 is never dropped
     for s in states:
@@ -52,10 +57,21 @@ def test_sts_cli_json_shape_and_auto_clip_dims(tmp_path, tiny_bert_dir):
 
 
 def test_sts_cli_fixed_dims_and_none(tmp_path, tiny_bert_dir):
-    fixed = run_sts(tmp_path, "--model", str(tiny_bert_dir), "--pairs", str(STS_SAMPLE), "--clip", "3,1")
+    fixed = run_sts(
+        tmp_path, "--model", str(tiny_bert_dir), "--pairs", str(STS_SAMPLE), "--clip", "3,1"
+    )
     assert all(s["clipped_dims"] == [1, 3] for s in fixed["states"])
-    none = run_sts(tmp_path, "--model", str(tiny_bert_dir), "--pairs", str(STS_SAMPLE), "--clip", "none",
-                   "--postprocess", "standardize")
+    none = run_sts(
+        tmp_path,
+        "--model",
+        str(tiny_bert_dir),
+        "--pairs",
+        str(STS_SAMPLE),
+        "--clip",
+        "none",
+        "--postprocess",
+        "standardize",
+    )
     for s in none["states"]:
         assert s["clipped_dims"] == [] and s["clipped"] == pytest.approx(s["raw"])
         assert "processed" in s
@@ -69,13 +85,28 @@ def test_sts_cli_on_the_bundled_model_sample(tmp_path):
     assert states[-1]["raw"] > states[0]["raw"] + 15
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--pairs", "/no/such.csv"], "does not exist"),
-    (["--pairs", str(STS_SAMPLE), "--clip", "x"], "not an integer"),
-    (["--pairs", str(STS_SAMPLE), "--postprocess", "magic"], "unknown --postprocess"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--pairs", "/no/such.csv"], "does not exist"),
+        (["--pairs", str(STS_SAMPLE), "--clip", "x"], "not an integer"),
+        (["--pairs", str(STS_SAMPLE), "--postprocess", "magic"], "unknown --postprocess"),
+    ],
+)
 def test_sts_cli_bad_input_is_one_line_exit_2(tmp_path, capsys, args, message):
-    assert main(["sts", "--model", "random:bert:layers=1,width=16,heads=2", *args, "--out", str(tmp_path / "o.json")]) == 2
+    assert (
+        main(
+            [
+                "sts",
+                "--model",
+                "random:bert:layers=1,width=16,heads=2",
+                *args,
+                "--out",
+                str(tmp_path / "o.json"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error:") and message in err[0]
 
@@ -97,7 +128,11 @@ def test_word_vectors_average_the_word_pieces(minilm):
     )
     vectors = word_vectors(minilm, rows)
     assert list(vectors.rows) == [0, 1]  # row 3: 'zebra' missing from context 1
-    assert len(vectors.problems) == 1 and "row 3" in vectors.problems[0] and "context 1" in vectors.problems[0]
+    assert (
+        len(vectors.problems) == 1
+        and "row 3" in vectors.problems[0]
+        and "context 1" in vectors.problems[0]
+    )
     assert vectors.first.shape == (7, 2, 384)
 
     from backend.extract import encode_text
@@ -105,19 +140,39 @@ def test_word_vectors_average_the_word_pieces(minilm):
     hidden, table = encode_text(minilm, "She loves skateboarding daily.")
     pieces = np.flatnonzero(table.word_id == 2)  # "She"=0 "loves"=1 "skateboarding"=2
     assert len(pieces) >= 2  # the word really is split into pieces (skate ##boarding)
-    np.testing.assert_allclose(vectors.first[:, 1], hidden[:, pieces].astype(np.float64).mean(axis=1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        vectors.first[:, 1], hidden[:, pieces].astype(np.float64).mean(axis=1), rtol=1e-5, atol=1e-5
+    )
     hidden_b, table_b = encode_text(minilm, "Two banks merged today.")
     banks = np.flatnonzero(table_b.word_id == 1)
-    np.testing.assert_allclose(vectors.second[:, 0], hidden_b[:, banks].astype(np.float64).mean(axis=1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        vectors.second[:, 0],
+        hidden_b[:, banks].astype(np.float64).mean(axis=1),
+        rtol=1e-5,
+        atol=1e-5,
+    )
 
 
-@pytest.mark.skipif(STSB_TEST is None, reason="STS-B test split not found (../shared/data/stsb/stsb-en-test.csv)")
+@pytest.mark.skipif(
+    STSB_TEST is None, reason="STS-B test split not found (../shared/data/stsb/stsb-en-test.csv)"
+)
 def test_stsb_final_state_matches_the_published_score(tmp_path):
     """all-MiniLM-L6-v2 scores 82.03 on STS-B test (sentence-transformers' model card). The only
     full STS-B test: about 1-2 minutes on 2 CPU cores."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    report = run_sts(tmp_path, "--model", "default", "--pairs", str(STSB_TEST), "--device", "cpu",
-                     "--batch-size", "64", "--max-length", "256")
+    report = run_sts(
+        tmp_path,
+        "--model",
+        "default",
+        "--pairs",
+        str(STSB_TEST),
+        "--device",
+        "cpu",
+        "--batch-size",
+        "64",
+        "--max-length",
+        "256",
+    )
     assert report["pairs"]["count"] == 1379
     final = report["states"][-1]
     assert final["raw"] == pytest.approx(82.03, abs=0.1)

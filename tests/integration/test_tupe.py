@@ -10,7 +10,11 @@ from backend.errors import UnsupportedModelError
 from backend.models import load_model
 from backend.tupe import REGIONS, TERMS, decompose_text, supports_tupe, tupe_summary
 
-TEXTS = ("The cat sat on the mat.", "A quick brown fox jumps over the lazy dog near the river bank.", "Hello!")
+TEXTS = (
+    "The cat sat on the mat.",
+    "A quick brown fox jumps over the lazy dog near the river bank.",
+    "Hello!",
+)
 
 
 @pytest.mark.parametrize("fixture", ["tiny_bert_dir", "tiny_gpt2_dir"])

@@ -22,7 +22,12 @@ from backend.extract import TokenizedCorpus
 from backend.layernorm import find_norms, select_norms
 from backend.models import _finish, build_random_model
 
-TEXTS = ["the cat sat on the mat .", "a dog barked twice", "rain again today , sadly", "one more short line"]
+TEXTS = [
+    "the cat sat on the mat .",
+    "a dog barked twice",
+    "rain again today , sadly",
+    "one more short line",
+]
 
 
 def tiny_model():
@@ -34,9 +39,19 @@ def tiny_loaded():
     from backend.models import _bundled_tokenizer
 
     tokenizer = _bundled_tokenizer()
-    model = build_random_model("bert", {"layers": 2, "width": 32, "heads": 2, "seed": 1}, len(tokenizer))
-    parts = {"model": model, "tokenizer": tokenizer, "source": "tiny", "display": "tiny", "fingerprint": "t",
-             "weights_dir": None, "random": True, "spec": {}}
+    model = build_random_model(
+        "bert", {"layers": 2, "width": 32, "heads": 2, "seed": 1}, len(tokenizer)
+    )
+    parts = {
+        "model": model,
+        "tokenizer": tokenizer,
+        "source": "tiny",
+        "display": "tiny",
+        "fingerprint": "t",
+        "weights_dir": None,
+        "random": True,
+        "spec": {},
+    }
     return _finish(parts, torch.device("cpu"), torch.float32)
 
 
@@ -54,7 +69,9 @@ def test_ablated_zeroes_only_chosen_dims_in_output_norms():
     with ablated(model, [3, 7]) as sites:
         assert [s.name for s in sites] == ["L1.out_ln", "L2.out_ln"]
         for s in sites:
-            assert s.module.weight[[3, 7]].abs().sum() == 0 and s.module.bias[[3, 7]].abs().sum() == 0
+            assert (
+                s.module.weight[[3, 7]].abs().sum() == 0 and s.module.bias[[3, 7]].abs().sum() == 0
+            )
             assert torch.equal(s.module.weight[:3], before[s.path + ".weight"][:3])
         attn = find_norms(model)[1]
         assert torch.equal(attn.module.weight, before[attn.path + ".weight"])
@@ -114,7 +131,11 @@ def test_mask_tokens_skips_specials_and_is_seeded():
     for m, lab, sp, orig in zip(masked.input_ids, masked.labels, special, ids, strict=True):
         chosen = lab >= 0
         assert not (chosen & sp).any() and chosen.sum() >= 1
-        assert (m[chosen] == 1).all() and (lab[chosen] == orig[chosen]).all() and (m[~chosen] == orig[~chosen]).all()
+        assert (
+            (m[chosen] == 1).all()
+            and (lab[chosen] == orig[chosen]).all()
+            and (m[~chosen] == orig[~chosen]).all()
+        )
     share = masked.num_masked / sum((~s).sum() for s in special)
     assert 0.05 < share < 0.3
     again = mask_tokens(tok, mask_token_id=1, seed=0)
@@ -125,7 +146,9 @@ def test_run_ablation_leaves_the_model_untouched(tiny_loaded):
     before = snapshot(tiny_loaded.model)
     report = run_ablation(tiny_loaded, TEXTS, [1, 2], random_controls=2, max_length=16)
     assert same(before, snapshot(tiny_loaded.model))
-    assert report.effect.embedding_cosine[0] == pytest.approx(1.0)  # the embedding LN is not ablated
+    assert report.effect.embedding_cosine[0] == pytest.approx(
+        1.0
+    )  # the embedding LN is not ablated
     assert (report.effect.embedding_cosine[1:] < 1).all()
     assert len(report.controls) == 2 and report.effect.mlm_loss is None
 
@@ -142,7 +165,14 @@ def test_batched_sweep_matches_naive_loop(tiny_loaded):
 
 
 def test_sweep_can_be_stopped(tiny_loaded):
-    stopped = sweep(tiny_loaded, TEXTS, dims=range(12), copies=4, max_length=16, progress=lambda done, total: False)
+    stopped = sweep(
+        tiny_loaded,
+        TEXTS,
+        dims=range(12),
+        copies=4,
+        max_length=16,
+        progress=lambda done, total: False,
+    )
     assert not stopped.complete and stopped.dims.tolist() == [0, 1, 2, 3]
     event = threading.Event()
     event.set()

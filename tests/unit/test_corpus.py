@@ -48,7 +48,13 @@ def test_csv_without_text_column_is_refused():
 
 
 def test_jsonl_reads_text_fields_and_notes_skipped_lines():
-    lines = [json.dumps({"text": "one"}), "", json.dumps({"text": 3}), json.dumps(["x"]), json.dumps({"text": "two"})]
+    lines = [
+        json.dumps({"text": "one"}),
+        "",
+        json.dumps({"text": 3}),
+        json.dumps(["x"]),
+        json.dumps({"text": "two"}),
+    ]
     corpus = corpus_from_bytes("\n".join(lines).encode(), "d.jsonl")
     assert corpus.texts == ("one", "two")
     assert any("2 line(s) without a string 'text' field" in n for n in corpus.notices)

@@ -125,7 +125,20 @@ def _table(text_id, token, word_id, special=None, punct=None) -> TokenTable:
 def test_recurring_words_rule():
     tokens = _table(
         text_id=[0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 2, 2],
-        token=["[CLS]", "bank", "play", "##ing", ".", "[CLS]", "bank", "play", "##ing", ".", "Ġbank", "solo"],
+        token=[
+            "[CLS]",
+            "bank",
+            "play",
+            "##ing",
+            ".",
+            "[CLS]",
+            "bank",
+            "play",
+            "##ing",
+            ".",
+            "Ġbank",
+            "solo",
+        ],
         word_id=[-1, 0, 1, 1, 2, -1, 0, 1, 1, 2, 0, 1],
         special=[1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0],
         punct=[0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0],
@@ -147,7 +160,9 @@ def test_self_similarity_on_a_planted_word():
             text_id.append(t)
             token.append(name)
             word_id.append(w)
-            vectors.append(bank + 0.1 * rng.normal(size=d) if name == "bank" else rng.normal(size=d))
+            vectors.append(
+                bank + 0.1 * rng.normal(size=d) if name == "bank" else rng.normal(size=d)
+            )
     tokens = _table(text_id, token, word_id)
     found = recurring_words(tokens, max_occurrences=100)
     assert found.words == ("bank",)
@@ -206,7 +221,9 @@ def test_by_state_raw_matches_backend_anisotropy(fake_result):
     assert raw.top_dims[2][0][0] == 5 and raw.top_dims[2][0][1] > 0.9
     assert raw.n_recurring_words == 5
     frame = raw.to_frame()
-    np.testing.assert_allclose(frame["self_similarity_adjusted"], raw.self_similarity - raw.anisotropy)
+    np.testing.assert_allclose(
+        frame["self_similarity_adjusted"], raw.self_similarity - raw.anisotropy
+    )
 
 
 def test_by_state_with_post_processing(fake_result):
@@ -214,14 +231,22 @@ def test_by_state_with_post_processing(fake_result):
     assert np.all(np.abs(centered.anisotropy) < 0.05)
     assert centered.postprocessing == "center"
     # per-state callable: clip dim 5 only where it is rogue
-    clipped = by_state(fake_result, lambda s: make_postprocessor("clip", dims=[5] if s == 2 else []), n_pairs=3000)
+    clipped = by_state(
+        fake_result, lambda s: make_postprocessor("clip", dims=[5] if s == 2 else []), n_pairs=3000
+    )
     assert abs(clipped.anisotropy[2]) < 0.05
-    np.testing.assert_allclose(clipped.anisotropy[:2], by_state(fake_result, n_pairs=3000).anisotropy[:2])
     np.testing.assert_allclose(
-        clipped_anisotropy_by_state(fake_result, [[], [], [5]], n_pairs=3000), clipped.anisotropy, atol=1e-12
+        clipped.anisotropy[:2], by_state(fake_result, n_pairs=3000).anisotropy[:2]
+    )
+    np.testing.assert_allclose(
+        clipped_anisotropy_by_state(fake_result, [[], [], [5]], n_pairs=3000),
+        clipped.anisotropy,
+        atol=1e-12,
     )
     # whitening to 4 components: the widths shrink, IsoScore ~ 1 on the fitted sample
-    white = by_state(fake_result, make_postprocessor("whiten", n_components=4), n_pairs=3000, similarity=False)
+    white = by_state(
+        fake_result, make_postprocessor("whiten", n_components=4), n_pairs=3000, similarity=False
+    )
     assert white.contributions.shape == (3, 4)
     assert np.all(white.isoscore > 0.99)
     assert np.all(np.isnan(white.self_similarity))
@@ -243,7 +268,9 @@ def test_figure_builders(fake_result):
     )
 
     raw = by_state(fake_result, n_pairs=3000, bins=20, name="raw")
-    centered = by_state(fake_result, make_postprocessor("center"), n_pairs=3000, bins=20, similarity=False)
+    centered = by_state(
+        fake_result, make_postprocessor("center"), n_pairs=3000, bins=20, similarity=False
+    )
     series = {"raw": raw, "processed": centered}
     hist = cosine_histogram_figure(series, 2)
     assert [t.name.split(" (")[0] for t in hist.data] == ["raw", "processed"]
@@ -251,14 +278,19 @@ def test_figure_builders(fake_result):
     assert f"(mean {raw.anisotropy[2]:.3f})" in hist.data[0].name
     assert len(histogram_small_multiples(series).data) == 2 * 3
     frame = histogram_frame(series)
-    assert len(frame) == 2 * 3 * 20 and frame.groupby(["series", "state"])["share"].sum().round(9).eq(1).all()
+    assert (
+        len(frame) == 2 * 3 * 20
+        and frame.groupby(["series", "state"])["share"].sum().round(9).eq(1).all()
+    )
     lines = metrics_by_layer_figure(series)
     assert len(lines.data) == 2 * 4
     assert list(metrics_frame(series)["series"].unique()) == ["raw", "processed"]
     # stacked contributions: top dims + "all other dims" add up to the anisotropy of each state
     contrib = cosine_contribution_figure(raw, k=2)
     bars = [t for t in contrib.data if t.type == "bar"]
-    np.testing.assert_allclose(np.sum([np.asarray(t.y, dtype=float) for t in bars], axis=0), raw.anisotropy, atol=1e-12)
+    np.testing.assert_allclose(
+        np.sum([np.asarray(t.y, dtype=float) for t in bars], axis=0), raw.anisotropy, atol=1e-12
+    )
     assert "dim 5" in {t.name for t in bars}  # the planted rogue dim of state "2"
     top = contribution_frame(raw, k=2)
     assert top[top["state"] == "2"].iloc[0]["dim"] == 5

@@ -21,12 +21,20 @@ VOCAB = 100
 
 
 def tiny(family: str = "bert", head: str = "base", layers: int = 4, width: int = 32):
-    return build_random_model(family, {"layers": layers, "width": width, "heads": 2, "seed": 0}, VOCAB, head=head)
+    return build_random_model(
+        family, {"layers": layers, "width": width, "heads": 2, "seed": 0}, VOCAB, head=head
+    )
 
 
 def test_bert_names_and_roles():
     sites = find_norms(tiny(layers=2))
-    assert [s.name for s in sites] == ["emb.ln", "L1.attn_ln", "L1.out_ln", "L2.attn_ln", "L2.out_ln"]
+    assert [s.name for s in sites] == [
+        "emb.ln",
+        "L1.attn_ln",
+        "L1.out_ln",
+        "L2.attn_ln",
+        "L2.out_ln",
+    ]
     assert sites[2].path == "encoder.layer.0.output.LayerNorm"
     assert [s.role for s in select_norms(sites, None)] == ["out", "out"]
 
@@ -41,8 +49,11 @@ def test_mlm_head_is_named_and_only_used_on_request():
 def test_gpt2_is_pre_ln():
     sites = find_norms(tiny("gpt2", layers=2))
     assert [(s.name, s.path) for s in sites] == [
-        ("L1.pre_attn_ln", "h.0.ln_1"), ("L1.pre_mlp_ln", "h.0.ln_2"),
-        ("L2.pre_attn_ln", "h.1.ln_1"), ("L2.pre_mlp_ln", "h.1.ln_2"), ("final_ln", "ln_f"),
+        ("L1.pre_attn_ln", "h.0.ln_1"),
+        ("L1.pre_mlp_ln", "h.0.ln_2"),
+        ("L2.pre_attn_ln", "h.1.ln_1"),
+        ("L2.pre_mlp_ln", "h.1.ln_2"),
+        ("final_ln", "ln_f"),
     ]
     assert {s.role for s in select_norms(sites, None)} == {"pre_attn", "pre_mlp"}
 
@@ -51,7 +62,9 @@ def test_no_norms_is_a_clear_error():
     class NoNorm(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.config = type("C", (), {"num_hidden_layers": 1, "hidden_size": 8, "model_type": "toy"})()
+            self.config = type(
+                "C", (), {"num_hidden_layers": 1, "hidden_size": 8, "model_type": "toy"}
+            )()
             self.layers = torch.nn.ModuleList([torch.nn.Linear(8, 8)])
 
     with pytest.raises(UnsupportedModelError, match="no LayerNorm"):
@@ -137,15 +150,30 @@ def test_figures_mark_flags_and_keep_the_embedding_state():
     assert fig.layout.yaxis.type == "category" and list(fig.data[-1].y) == names
     effect = SimpleNamespace(embedding_cosine=np.array([1.0, 0.8, 0.7]))
     controls = [([1], SimpleNamespace(embedding_cosine=np.array([1.0, 0.99, 0.98])))] * 2
-    report = SimpleNamespace(dims=[5], state_names=names, effect=effect, controls=controls,
-                             control_values=lambda key: np.array([getattr(e, key) for _, e in controls]))
+    report = SimpleNamespace(
+        dims=[5],
+        state_names=names,
+        effect=effect,
+        controls=controls,
+        control_values=lambda key: np.array([getattr(e, key) for _, e in controls]),
+    )
     fig = ablation_vs_controls(report, "embedding_cosine")
     assert fig.layout.xaxis.type == "category" and list(fig.data[1].x) == names
     assert len(fig.data[0].y) == 6  # 2 controls x 3 states
-    sweep = SimpleNamespace(dims=np.arange(4), embedding_cosine=np.array([[1, 1.0], [1, 0.5], [1, 0.9], [1, 1.0]]),
-                            token_cosine=np.ones((4, 2)), mlm_loss=None, state_names=["emb", "1"], num_texts=2, complete=True)
+    sweep = SimpleNamespace(
+        dims=np.arange(4),
+        embedding_cosine=np.array([[1, 1.0], [1, 0.5], [1, 0.9], [1, 1.0]]),
+        token_cosine=np.ones((4, 2)),
+        mlm_loss=None,
+        state_names=["emb", "1"],
+        num_texts=2,
+        complete=True,
+    )
     fig = sweep_bar(sweep, -1, "embedding_drift", highlight=[1])
-    assert fig.data[0].y.tolist() == [0.0, 0.5, 0.09999999999999998, 0.0] and fig.data[0].marker.color[1] == "#d62728"
+    assert (
+        fig.data[0].y.tolist() == [0.0, 0.5, 0.09999999999999998, 0.0]
+        and fig.data[0].marker.color[1] == "#d62728"
+    )
 
 
 def _other_architectures():
@@ -160,14 +188,36 @@ def _other_architectures():
         RobertaForMaskedLM,
     )
 
-    small = dict(vocab_size=100, num_hidden_layers=2, hidden_size=32, num_attention_heads=2, intermediate_size=64)
+    small = dict(
+        vocab_size=100,
+        num_hidden_layers=2,
+        hidden_size=32,
+        num_attention_heads=2,
+        intermediate_size=64,
+    )
     return {
-        "distilbert": (DistilBertForMaskedLM(DistilBertConfig(vocab_size=100, n_layers=2, dim=32, n_heads=2, hidden_dim=64)),
-                       "distilbert.transformer.layer.1.output_layer_norm", "vocab_layer_norm"),
-        "roberta": (RobertaForMaskedLM(RobertaConfig(**small)), "roberta.encoder.layer.1.output.LayerNorm", "lm_head.layer_norm"),
-        "electra": (ElectraModel(ElectraConfig(embedding_size=32, **small)), "encoder.layer.1.output.LayerNorm", None),
-        "llama (RMSNorm, pre-LN)": (LlamaModel(LlamaConfig(num_key_value_heads=2, **small)),
-                                    "layers.1.post_attention_layernorm", None),
+        "distilbert": (
+            DistilBertForMaskedLM(
+                DistilBertConfig(vocab_size=100, n_layers=2, dim=32, n_heads=2, hidden_dim=64)
+            ),
+            "distilbert.transformer.layer.1.output_layer_norm",
+            "vocab_layer_norm",
+        ),
+        "roberta": (
+            RobertaForMaskedLM(RobertaConfig(**small)),
+            "roberta.encoder.layer.1.output.LayerNorm",
+            "lm_head.layer_norm",
+        ),
+        "electra": (
+            ElectraModel(ElectraConfig(embedding_size=32, **small)),
+            "encoder.layer.1.output.LayerNorm",
+            None,
+        ),
+        "llama (RMSNorm, pre-LN)": (
+            LlamaModel(LlamaConfig(num_key_value_heads=2, **small)),
+            "layers.1.post_attention_layernorm",
+            None,
+        ),
     }
 
 
@@ -182,4 +232,6 @@ def test_other_architectures_map_onto_the_same_names(family):
         assert by_name["head.ln"].path == head_path
     if "llama" in family:
         assert by_name["final_ln"].path == "norm" and not by_name[key].has_bias
-        assert detect_outliers(ln_params(list(by_name.values()))).dims == []  # RMSNorm init: weight 1, no beta
+        assert (
+            detect_outliers(ln_params(list(by_name.values()))).dims == []
+        )  # RMSNorm init: weight 1, no beta

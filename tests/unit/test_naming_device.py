@@ -15,7 +15,9 @@ def test_hidden_state_names_keep_the_embeddings():
     assert [hidden_state_label(i) for i in range(4)] == hidden_state_names(3)
 
 
-@pytest.mark.parametrize(("label", "index"), [("emb", 0), ("Embeddings", 0), (0, 0), ("2", 2), (-1, 6), ("6", 6)])
+@pytest.mark.parametrize(
+    ("label", "index"), [("emb", 0), ("Embeddings", 0), (0, 0), ("2", 2), (-1, 6), ("6", 6)]
+)
 def test_parse_hidden_state(label, index):
     assert parse_hidden_state(label, 6) == index
 

@@ -12,7 +12,11 @@ _IMPORT = re.compile(r"^\s*(import\s+streamlit\b|from\s+streamlit\b)", re.MULTIL
 def test_backend_never_imports_streamlit():
     files = sorted(BACKEND.rglob("*.py"))
     assert len(files) > 10  # the scan really sees the package
-    offenders = [str(p.relative_to(BACKEND.parent)) for p in files if _IMPORT.search(p.read_text(encoding="utf-8"))]
+    offenders = [
+        str(p.relative_to(BACKEND.parent))
+        for p in files
+        if _IMPORT.search(p.read_text(encoding="utf-8"))
+    ]
     assert offenders == []
 
 

@@ -51,7 +51,9 @@ def test_first_layer_matches_the_theory_with_near_uniform_attention(pair):
         assert 0.5 < ratio[m - 1] < 2.0, (m, ratio[m - 1])
     # The theory uses the model's measured init stds: GPT-2 draws c_proj with 0.02 / sqrt(2 n_layer).
     assert causal.weight_stds["sigma_value"] == pytest.approx(0.02, rel=0.05)
-    assert causal.weight_stds["sigma_o"] == pytest.approx(0.02 / np.sqrt(2 * SMALL.layers), rel=0.05)
+    assert causal.weight_stds["sigma_o"] == pytest.approx(
+        0.02 / np.sqrt(2 * SMALL.layers), rel=0.05
+    )
     # Deeper layers shrink more slowly, but still shrink.
     assert causal.slopes[0] < causal.slopes[1] < -0.05
 
@@ -67,7 +69,9 @@ def test_bidirectional_mask_is_flat(pair):
 
 
 def test_gaussian_inputs_and_single_run_agree_with_the_pair():
-    settings = NopeSettings(d_model=64, layers=1, heads=2, seq_len=128, seeds=1, batch=2, inputs="gaussian")
+    settings = NopeSettings(
+        d_model=64, layers=1, heads=2, seq_len=128, seeds=1, batch=2, inputs="gaussian"
+    )
     curves = variance_lab(settings)
     assert curves.attn_mean.shape == (1, 128)
     assert curves.attn_per_seed.shape == (1, 1, 128)
@@ -77,10 +81,17 @@ def test_gaussian_inputs_and_single_run_agree_with_the_pair():
     assert set(curves.frame().columns) >= {"layer", "position", "attn_output_variance", "theory"}
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"d_model": 100, "heads": 3}, {"seq_len": 4}, {"seeds": 0}, {"inputs": "words"}, {"init_std": 0.0},
-    {"fit_from": 600},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"d_model": 100, "heads": 3},
+        {"seq_len": 4},
+        {"seeds": 0},
+        {"inputs": "words"},
+        {"init_std": 0.0},
+        {"fit_from": 600},
+    ],
+)
 def test_bad_settings_are_input_errors(kwargs):
     with pytest.raises(InputError):
         NopeSettings(**kwargs)

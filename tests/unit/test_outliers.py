@@ -27,7 +27,9 @@ from backend.stats import RunningStats
 
 def _freqs(h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     n, d = h.shape
-    return np.bincount(h.argmin(axis=1), minlength=d) / n, np.bincount(h.argmax(axis=1), minlength=d) / n
+    return np.bincount(h.argmin(axis=1), minlength=d) / n, np.bincount(
+        h.argmax(axis=1), minlength=d
+    ) / n
 
 
 @pytest.fixture(scope="module")
@@ -101,10 +103,16 @@ def _fake_result(h_by_state: np.ndarray):
     stats = RunningStats(S, d)
     stats.update(h_by_state)
     return SimpleNamespace(
-        mean=stats.mean, variance=stats.variance, argmin_freq=stats.argmin_count / n,
-        argmax_freq=stats.argmax_count / n, sample_vectors=h_by_state.astype(np.float32),
-        state_names=["emb"] + [str(i) for i in range(1, S)], num_states=S, num_tokens=n,
-        model={"source": "synthetic"}, corpus_name="synthetic",
+        mean=stats.mean,
+        variance=stats.variance,
+        argmin_freq=stats.argmin_count / n,
+        argmax_freq=stats.argmax_count / n,
+        sample_vectors=h_by_state.astype(np.float32),
+        state_names=["emb"] + [str(i) for i in range(1, S)],
+        num_states=S,
+        num_tokens=n,
+        model={"source": "synthetic"},
+        corpus_name="synthetic",
     )
 
 
@@ -146,7 +154,9 @@ def test_layer_dim_heatmap_carries_values_and_marks(fake):
     by_state = plots.all_states_outliers(fake, OutlierThresholds())
     for stat in plots.HEATMAP_STATS:
         values = plots.heatmap_values(fake, stat)
-        fig = plots.layer_dim_heatmap(values, fake.state_names, stat, marks=plots.criteria_marks(by_state))
+        fig = plots.layer_dim_heatmap(
+            values, fake.state_names, stat, marks=plots.criteria_marks(by_state)
+        )
         np.testing.assert_array_equal(np.asarray(fig.data[0].z), values)
         assert list(fig.layout.yaxis.ticktext) == ["emb", "1"]
     zscore_trace = next(t for t in fig.data if t.name == "z-score")
@@ -166,9 +176,16 @@ def test_token_heatmap_and_category_split():
     assert list(fig.data[1].x) == [2, 9]
     assert list(fig.layout.yaxis.ticktext)[0] == "0: [CLS]"
     values = np.array([10.0, 1, 1, 2, -5, -5, 0])
-    categories = np.array(["position 0", "other", "other", "other", "punctuation", "punctuation", "special"])
+    categories = np.array(
+        ["position 0", "other", "other", "other", "punctuation", "punctuation", "special"]
+    )
     box = plots.dimension_by_category(values, categories, 7, "2")
-    assert [t.name.split(" (")[0] for t in box.data] == ["position 0", "special", "punctuation", "other"]
+    assert [t.name.split(" (")[0] for t in box.data] == [
+        "position 0",
+        "special",
+        "punctuation",
+        "other",
+    ]
     np.testing.assert_array_equal(np.asarray(box.data[3].y), [1, 1, 2])
     summary = plots.category_summary(values, categories).set_index("token type")
     assert summary.loc["punctuation", "mean"] == -5 and summary.loc["other", "tokens"] == 3

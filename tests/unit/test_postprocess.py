@@ -35,8 +35,19 @@ def anisotropic() -> np.ndarray:
     return X
 
 
-@parametrize_with_checks([Identity(), ClipDims(), ClipDims(dims=(0,)), MeanCenter(), Standardize(),
-                          AllButTheTop(), AllButTheTop(n_components=2), Whiten(), Whiten(n_components=1)])
+@parametrize_with_checks(
+    [
+        Identity(),
+        ClipDims(),
+        ClipDims(dims=(0,)),
+        MeanCenter(),
+        Standardize(),
+        AllButTheTop(),
+        AllButTheTop(n_components=2),
+        Whiten(),
+        Whiten(n_components=1),
+    ]
+)
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)
 
@@ -116,7 +127,9 @@ def test_whitening_drops_null_directions_instead_of_dividing_by_zero():
 def test_transform_applies_the_fitted_statistics_to_new_vectors(anisotropic):
     est = Standardize().fit(anisotropic[:1000])
     new = anisotropic[1000:]
-    np.testing.assert_allclose(est.transform(new), (new - anisotropic[:1000].mean(0)) / anisotropic[:1000].std(0))
+    np.testing.assert_allclose(
+        est.transform(new), (new - anisotropic[:1000].mean(0)) / anisotropic[:1000].std(0)
+    )
 
 
 def test_bad_parameters_are_input_errors(anisotropic):
@@ -130,11 +143,16 @@ def test_bad_parameters_are_input_errors(anisotropic):
 
 def test_registry_builds_every_estimator(anisotropic):
     assert list(POSTPROCESSORS) == ["none", "clip", "center", "standardize", "abtt", "whiten"]
-    np.testing.assert_array_equal(make_postprocessor("none").fit_transform(anisotropic), anisotropic)
+    np.testing.assert_array_equal(
+        make_postprocessor("none").fit_transform(anisotropic), anisotropic
+    )
     assert make_postprocessor("clip", dims=[7]).fit(anisotropic).dims_.tolist() == [7]
     assert make_postprocessor("abtt", n_components=2).fit(anisotropic).n_components_ == 2
     assert make_postprocessor("abtt", n_components=None).fit(anisotropic).n_components_ == 1
-    assert make_postprocessor("whiten", n_components=4).fit_transform(anisotropic).shape == (2000, 4)
+    assert make_postprocessor("whiten", n_components=4).fit_transform(anisotropic).shape == (
+        2000,
+        4,
+    )
     assert isinstance(make_postprocessor(" Standardize "), Standardize)
 
 

@@ -27,8 +27,13 @@ def test_planted_position_code_is_found_and_noise_is_not():
     noise = rng.normal(size=(len(position), d))
     planted = noise + code[position]
     vectors = np.stack([planted, noise]).astype(np.float32)
-    probe = probe_positions(vectors, position, text_id, settings=ProbeSettings(max_position=12, max_iter=60),
-                            state_names=["planted", "noise"])
+    probe = probe_positions(
+        vectors,
+        position,
+        text_id,
+        settings=ProbeSettings(max_position=12, max_iter=60),
+        state_names=["planted", "noise"],
+    )
     assert probe.accuracy[0] > 0.9
     assert probe.accuracy[1] < probe.chance + 0.1
     assert probe.accuracy[1] < 0.25
@@ -44,11 +49,15 @@ def test_positions_beyond_the_cap_are_dropped_and_specials_excluded():
     rng, text_id, position = _tokens(n_texts=40)
     vectors = rng.normal(size=(1, len(position), 8))
     special = position == 0
-    probe = probe_positions(vectors, position, text_id, special, ProbeSettings(max_position=5, max_iter=5))
+    probe = probe_positions(
+        vectors, position, text_id, special, ProbeSettings(max_position=5, max_iter=5)
+    )
     assert probe.classes.tolist() == [1, 2, 3, 4]
     assert probe.n_train + probe.n_test == int(((position < 5) & ~special).sum())
     with pytest.raises(InputError):
-        probe_positions(vectors, position, text_id, special, ProbeSettings(max_position=2, max_iter=5))
+        probe_positions(
+            vectors, position, text_id, special, ProbeSettings(max_position=2, max_iter=5)
+        )
 
 
 def test_split_is_by_text():
@@ -61,7 +70,9 @@ def test_split_is_by_text():
         split_by_text(np.zeros(5, dtype=int), 0.2, 0)
 
 
-@pytest.mark.parametrize("kwargs", [{"max_position": 1}, {"test_fraction": 0.95}, {"max_iter": 0}, {"l2": -1.0}])
+@pytest.mark.parametrize(
+    "kwargs", [{"max_position": 1}, {"test_fraction": 0.95}, {"max_iter": 0}, {"l2": -1.0}]
+)
 def test_bad_probe_settings(kwargs):
     with pytest.raises(InputError):
         ProbeSettings(**kwargs)
@@ -87,7 +98,11 @@ def test_position_table_geometry_on_a_sinusoidal_table():
 
 def test_probe_figures():
     fig = probe_accuracy_line(["emb", "1"], np.array([0.9, 0.5]), np.array([1.0, 0.8]), 0.1)
-    assert [t.name for t in fig.data] == ["held-out texts", "training texts", "majority-class baseline"]
+    assert [t.name for t in fig.data] == [
+        "held-out texts",
+        "training texts",
+        "majority-class baseline",
+    ]
     bars = contribution_bars(np.array([0.1, 0.5, 0.2]), outliers=[1], top=2)
     assert list(bars.data[0].x) == ["1", "2"]
     assert bars.data[0].marker.color[0] == "#d62728"

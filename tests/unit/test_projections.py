@@ -24,7 +24,9 @@ from backend.projections import (
 )
 
 
-def planted_clusters(n_per: int = 60, k: int = 4, d: int = 80, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def planted_clusters(
+    n_per: int = 60, k: int = 4, d: int = 80, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
     """k well-separated Gaussian clusters in d dims (labels returned)."""
     rng = np.random.default_rng(seed)
     centres = rng.normal(scale=6.0, size=(k, d))
@@ -114,13 +116,17 @@ def test_before_after_clip_removes_the_planted_dimension():
     # the processed projection equals a PCA of the clipped rows
     clipped = x[rows].copy()
     clipped[:, 5] = 0
-    np.testing.assert_allclose(np.abs(after.coords), np.abs(project(clipped, "pca").coords), atol=1e-8)
+    np.testing.assert_allclose(
+        np.abs(after.coords), np.abs(project(clipped, "pca").coords), atol=1e-8
+    )
 
 
 def test_metric_deltas_on_a_shifted_cloud():
     rng = np.random.default_rng(2)
     x = rng.normal(size=(600, 20))
-    x[:, 3] += 25.0  # a common direction: anisotropic (mean cosine near 1), IsoScore unaffected by the shift
+    x[:, 3] += (
+        25.0  # a common direction: anisotropic (mean cosine near 1), IsoScore unaffected by the shift
+    )
     text_id = np.arange(600) // 6
     rows = {r["metric"]: r for r in metric_deltas(x, text_id, "center")}
     aniso = rows["anisotropy (mean cosine)"]
@@ -133,11 +139,20 @@ def test_metric_deltas_on_a_shifted_cloud():
 
 def _tokens() -> TokenTable:
     # two texts: "[CLS] the bank , [SEP]" and "[CLS] the river bank the [SEP]"
-    tok = np.array(["[CLS]", "the", "bank", ",", "[SEP]", "[CLS]", "the", "river", "bank", "the", "[SEP]"])
+    tok = np.array(
+        ["[CLS]", "the", "bank", ",", "[SEP]", "[CLS]", "the", "river", "bank", "the", "[SEP]"]
+    )
     text_id = np.array([0] * 5 + [1] * 6, dtype=np.int32)
     position = np.array([0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 5], dtype=np.int32)
     special = np.isin(tok, ["[CLS]", "[SEP]"])
-    return TokenTable(text_id, position, tok, np.where(special, -1, position).astype(np.int32), special, tok == ",")
+    return TokenTable(
+        text_id,
+        position,
+        tok,
+        np.where(special, -1, position).astype(np.int32),
+        special,
+        tok == ",",
+    )
 
 
 def test_hover_contexts_stay_in_their_text_and_window():
@@ -183,11 +198,21 @@ def test_before_after_figure_panels_and_colours():
         assert left.xaxis == "x" and right.xaxis == "x2"
         assert left.marker.color == right.marker.color == colours[name]
         assert len(left.x) == len(right.x) == 20
-    numeric = before_after_figure(before, after, Colouring(rows.astype(float), "numeric", "index"), hover)
+    numeric = before_after_figure(
+        before, after, Colouring(rows.astype(float), "numeric", "index"), hover
+    )
     assert len(numeric.data) == 2
     assert numeric.data[0].marker.cmin == numeric.data[1].marker.cmin == 0.0
     frame = coordinates_frame(before, after, colouring, hover, rows)
-    assert list(frame.columns) == ["id", "colour", "context", "x_raw", "y_raw", "x_processed", "y_processed"]
+    assert list(frame.columns) == [
+        "id",
+        "colour",
+        "context",
+        "x_raw",
+        "y_raw",
+        "x_processed",
+        "y_processed",
+    ]
     assert len(frame) == len(x)
 
 
@@ -208,7 +233,14 @@ def test_hover_contexts_equal_extraction_result_sample_context():
     position = np.concatenate([np.arange(n) for n in lengths]).astype(np.int32)
     keep = position != 0  # as with "exclude special tokens": positions have gaps
     words = np.array([f"w{i}" for i in range(len(text_id))])
-    t = TokenTable(text_id[keep], position[keep], words[keep], position[keep], np.zeros(keep.sum(), bool), np.zeros(keep.sum(), bool))
+    t = TokenTable(
+        text_id[keep],
+        position[keep],
+        words[keep],
+        position[keep],
+        np.zeros(keep.sum(), bool),
+        np.zeros(keep.sum(), bool),
+    )
     sample_index = np.sort(rng.choice(len(t), size=40, replace=False))
     fake = SimpleNamespace(sample_index=sample_index, tokens=t)
     expected = [ExtractionResult.sample_context(fake, row) for row in range(40)]

@@ -40,7 +40,9 @@ def test_spearman_matches_scipy_and_a_hand_computation():
     b[::3] = a[::3]
     assert spearman100(a, b) == pytest.approx(100 * spearmanr(a, b).statistic)
     ties = np.array([1.0, 1.0, 2.0, 3.0, 3.0, 4.0])
-    assert spearman100(ties, gold[[0, 1, 2, 3, 4, 4]]) == pytest.approx(100 * spearmanr(ties, gold[[0, 1, 2, 3, 4, 4]]).statistic)
+    assert spearman100(ties, gold[[0, 1, 2, 3, 4, 4]]) == pytest.approx(
+        100 * spearmanr(ties, gold[[0, 1, 2, 3, 4, 4]]).statistic
+    )
     assert np.isnan(spearman100(np.ones(5), gold))
 
 
@@ -65,11 +67,15 @@ def test_sts_by_state_clipping_recovers_a_planted_signal():
     second[:, 0] = 50.0 + 40.0 * rng.normal(size=n)
     pooled1, pooled2 = first[None], second[None]  # one hidden state
     dims = clip_dims_by_state("auto", pooled1, pooled2)
-    assert dims[0][0] == 0 and len(dims[0]) == 2  # the rogue dim first, then the next largest |mean|
+    assert (
+        dims[0][0] == 0 and len(dims[0]) == 2
+    )  # the rogue dim first, then the next largest |mean|
     (row,) = sts_by_state(pooled1, pooled2, gold, dims, "standardize", state_names=["emb"])
     assert row["raw"] < 40 and row["clipped"] > 80 and row["processed"] > row["raw"] + 20
     keep = np.setdiff1d(np.arange(d), dims[0])
-    assert row["clipped"] == pytest.approx(spearman100(cosine_rows(first[:, keep], second[:, keep]), gold))
+    assert row["clipped"] == pytest.approx(
+        spearman100(cosine_rows(first[:, keep], second[:, keep]), gold)
+    )
     assert set(row) == {"index", "name", "raw", "clipped", "clipped_dims", "processed"}
 
 
@@ -103,20 +109,26 @@ def test_read_pairs_with_header_headerless_and_tabs():
     assert pairs.sha != headerless.sha
 
 
-@pytest.mark.parametrize(("raw", "message"), [
-    (b"", "empty"),
-    (b"   \n\n", "empty"),
-    (b"\x00\x01PK\x03\x04binary", "binary"),
-    (b"\xff\xfe\xfa bad", "UTF-8"),
-    (b"sentence1,score\na,1\nb,2\nc,3\n", "missing column.*sentence2"),
-    (b"text,label\na,1\n", "no header"),
-    (b"sentence1,sentence2,score\na,b,1\nc,d,high\ne,f,2\n", "line 3: score 'high' is not a number"),
-    (b"sentence1,sentence2,score\na,b,1\nc,d\ne,f,2\n", "line 3: expected 3 columns"),
-    (b"sentence1,sentence2,score\na,,1\n", "line 2: sentence2 is empty"),
-    (b"sentence1,sentence2,score\na,b,1\nc,d,2\n", "at least 3"),
-    (b"sentence1,sentence2,score\na,b,1\nc,d,1\ne,f,1\n", "differ"),
-    (b"sentence1,sentence2,score\na,b,nan\n", "finite"),
-])
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (b"", "empty"),
+        (b"   \n\n", "empty"),
+        (b"\x00\x01PK\x03\x04binary", "binary"),
+        (b"\xff\xfe\xfa bad", "UTF-8"),
+        (b"sentence1,score\na,1\nb,2\nc,3\n", "missing column.*sentence2"),
+        (b"text,label\na,1\n", "no header"),
+        (
+            b"sentence1,sentence2,score\na,b,1\nc,d,high\ne,f,2\n",
+            "line 3: score 'high' is not a number",
+        ),
+        (b"sentence1,sentence2,score\na,b,1\nc,d\ne,f,2\n", "line 3: expected 3 columns"),
+        (b"sentence1,sentence2,score\na,,1\n", "line 2: sentence2 is empty"),
+        (b"sentence1,sentence2,score\na,b,1\nc,d,2\n", "at least 3"),
+        (b"sentence1,sentence2,score\na,b,1\nc,d,1\ne,f,1\n", "differ"),
+        (b"sentence1,sentence2,score\na,b,nan\n", "finite"),
+    ],
+)
 def test_read_pairs_errors_say_what_and_where(raw, message):
     with pytest.raises(InputError, match=message):
         read_pairs_csv(raw, "upload.csv")
@@ -128,7 +140,9 @@ def test_read_pairs_from_a_missing_path():
 
 
 def test_read_word_sense_rows_and_errors():
-    rows = read_word_sense_csv(b"word,context1,context2,same_sense\nbank,a bank,the bank,yes\nbat,a bat,my bat,0\n")
+    rows = read_word_sense_csv(
+        b"word,context1,context2,same_sense\nbank,a bank,the bank,yes\nbat,a bat,my bat,0\n"
+    )
     assert rows.word == ("bank", "bat") and list(rows.same_sense) == [True, False]
     with pytest.raises(InputError, match="line 2: same_sense 'maybe'"):
         read_word_sense_csv(b"word,context1,context2,same_sense\nbank,a,b,maybe\nbat,a,b,1\n")
@@ -205,8 +219,17 @@ def test_word_sense_by_state_raw_vs_clipped():
 def test_figures_keep_the_embedding_state_on_a_category_axis():
     from backend.plots.similarity import sts_figure, sweep_figure, word_sense_figure
 
-    rows = [{"index": s, "name": n, "raw": 50.0 + s, "clipped": 51.0 + s, "clipped_dims": [1], "processed": float("nan")}
-            for s, n in enumerate(["emb", "1", "2"])]
+    rows = [
+        {
+            "index": s,
+            "name": n,
+            "raw": 50.0 + s,
+            "clipped": 51.0 + s,
+            "clipped_dims": [1],
+            "processed": float("nan"),
+        }
+        for s, n in enumerate(["emb", "1", "2"])
+    ]
     fig = sts_figure(rows, "standardisation")
     assert fig.layout.xaxis.type == "category"  # "1", "2" look numeric: plotly would drop "emb"
     assert [tr.name for tr in fig.data] == ["raw", "clipped", "standardisation"]

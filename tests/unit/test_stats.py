@@ -14,8 +14,13 @@ def _full_batch(x: np.ndarray) -> dict[str, np.ndarray]:
     argmin = np.stack([np.bincount(x[s].argmin(axis=1), minlength=d) for s in range(S)])
     argmax = np.stack([np.bincount(x[s].argmax(axis=1), minlength=d) for s in range(S)])
     return {
-        "mean": x.mean(axis=1), "variance": x.var(axis=1), "min": x.min(axis=1), "max": x.max(axis=1),
-        "mean_abs": np.abs(x).mean(axis=1), "argmin_count": argmin, "argmax_count": argmax,
+        "mean": x.mean(axis=1),
+        "variance": x.var(axis=1),
+        "min": x.min(axis=1),
+        "max": x.max(axis=1),
+        "mean_abs": np.abs(x).mean(axis=1),
+        "argmin_count": argmin,
+        "argmax_count": argmax,
     }
 
 
@@ -33,7 +38,9 @@ def test_streaming_equals_full_batch_for_random_splits(seed):
     ref = _full_batch(x.astype(np.float32).astype(np.float64))
     assert stats.count == n
     for name in ("mean", "variance", "min", "max", "mean_abs"):
-        np.testing.assert_allclose(getattr(stats, name), ref[name], rtol=1e-10, atol=1e-10, err_msg=name)
+        np.testing.assert_allclose(
+            getattr(stats, name), ref[name], rtol=1e-10, atol=1e-10, err_msg=name
+        )
     np.testing.assert_array_equal(stats.argmin_count, ref["argmin_count"])
     np.testing.assert_array_equal(stats.argmax_count, ref["argmax_count"])
     assert stats.argmin_count[:, 7].min() == n  # the planted dim holds every token's minimum
