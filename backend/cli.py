@@ -91,7 +91,8 @@ def add_model_args(
     parser.add_argument(
         "--model",
         default="default",
-        help="default | checkpoint folder | cached Hub id | random:FAMILY[:k=v,...]",
+        help="default | checkpoint folder | cached Hub id | random:FAMILY[:k=v,...] | "
+        "random-like:SOURCE (random-init copy of SOURCE's architecture)",
     )
     parser.add_argument(
         "--device", default="auto", help="auto (CUDA, then MPS, then CPU) | cpu | cuda | mps"

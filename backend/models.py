@@ -10,6 +10,8 @@ Sources (the ``source`` string, also used in the UI and CLI ``--model``):
   ``gpt2-nope`` (causal, no position embeddings) or ``default`` (the default model's architecture),
   and keys ``layers``, ``width``, ``heads``, ``seed``, ``init_std``, ``max_positions``.
   Example: ``random:gpt2-nope:layers=4,width=256,heads=4,seed=1``.
+- ``random-like:SOURCE``: a random-init copy (seed 0) of SOURCE's architecture, SOURCE being any
+  of the above (e.g. ``random-like:default``); the trained-vs-untrained contrast of Godey et al.
 
 Security: weights load from safetensors; pickle ``.bin`` weights only with ``allow_pickle=True``
 (the user's explicit opt-in); ``trust_remote_code`` is never set.
@@ -214,12 +216,34 @@ def load_model(
         raise ModelLoadError(
             "no model given; use 'default', a checkpoint folder, a cached Hub id or random:FAMILY"
         )
+    if source.lower().startswith("random-like:"):
+        return _load_random_like(source, device, dtype, allow_pickle, head)
     if source.lower().startswith("random:"):
         loaded = _load_random(source, head=head)
     else:
         folder, display = _resolve_folder(source)
         loaded = _load_folder(folder, source, display, allow_pickle=allow_pickle, head=head)
     return _finish(loaded, torch_device, torch_dtype)
+
+
+def _load_random_like(
+    source: str, device: str, dtype: str, allow_pickle: bool, head: str
+) -> LoadedModel:
+    """``random-like:SOURCE``: load SOURCE, then :func:`random_like` (seed 0) of it."""
+    base_source = source.split(":", 1)[1].strip()
+    if not base_source:
+        raise ModelLoadError(
+            "random-like: needs the model to copy, e.g. random-like:default or random-like:/path/to/ckpt"
+        )
+    if head != "base":
+        raise ModelLoadError(
+            f"{source!r} is a random-init copy of the base model and has no masked-LM head; "
+            "use the base model (head 'base')"
+        )
+    base = load_model(
+        base_source, device=device, dtype=dtype, allow_pickle=allow_pickle, head="base"
+    )
+    return random_like(base, seed=0)
 
 
 def _resolve_folder(source: str) -> tuple[Path, str]:

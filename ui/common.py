@@ -21,7 +21,7 @@ from backend.corpus import Corpus, bundled_corpus, corpus_from_bytes, corpus_fro
 from backend.environment import use_offline_environment
 from backend.errors import IsoscopeError
 from backend.extract import ExtractionResult, ExtractionSettings, extract
-from backend.models import DEFAULT_MODEL_NAME, LoadedModel, load_model, random_like
+from backend.models import DEFAULT_MODEL_NAME, LoadedModel, load_model
 
 use_offline_environment()
 
@@ -66,11 +66,6 @@ def _load_model_cached(
     source: str, device: str, dtype: str, allow_pickle: bool, head: str
 ) -> LoadedModel:
     _quiet()
-    if source.startswith("random-like:"):
-        base = _load_model_cached(
-            source.removeprefix("random-like:"), device, dtype, allow_pickle, "base"
-        )
-        return random_like(base, seed=0)
     return load_model(source, device=device, dtype=dtype, allow_pickle=allow_pickle, head=head)
 
 
