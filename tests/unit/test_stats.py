@@ -68,3 +68,70 @@ def test_empty_batch_is_ignored_and_bad_shapes_rejected():
         stats.update(np.zeros((3, 5, 3)))
     with pytest.raises(ValueError):
         stats.update(np.zeros((2, 5, 4)))
+
+
+def test_ties_count_the_first_dimension_like_numpy():
+    """Integer-valued activations tie often: argmin/argmax counts follow numpy (first index wins)."""
+    rng = np.random.default_rng(3)
+    x = rng.integers(-2, 3, size=(2, 300, 6)).astype(np.float32)
+    x[:, :50, :] = 1.0  # 50 tokens where every dim ties: all go to dim 0
+    stats = RunningStats(2, 6)
+    for part in np.array_split(x, 7, axis=1):
+        stats.update(part)
+    ref = _full_batch(x.astype(np.float64))
+    np.testing.assert_array_equal(stats.argmin_count, ref["argmin_count"])
+    np.testing.assert_array_equal(stats.argmax_count, ref["argmax_count"])
+    assert stats.argmin_count[:, 0].min() >= 50
+
+
+def test_masked_padding_is_left_out_per_state_tensors():
+    """The extraction path: per-state (B, T, d) tensors, a padding mask, tokens gathered by mask.
+    Padding holds huge values; none of them may reach any statistic."""
+    import torch
+
+    rng = np.random.default_rng(4)
+    S, B, T, d = 3, 5, 9, 8
+    hidden = rng.normal(size=(S, B, T, d)) * rng.uniform(0.5, 3, size=d)
+    lengths = np.array([9, 7, 7, 3, 1])
+    mask = np.arange(T)[None, :] < lengths[:, None]
+    hidden[:, ~mask, :] = 1e6  # padding garbage
+    hidden[:, ~mask, 2] = -1e6
+    states = [torch.from_numpy(hidden[s].astype(np.float32)) for s in range(S)]
+    torch_mask = torch.from_numpy(mask)
+    stats = RunningStats(S, d)
+    stats.update([h[torch_mask] for h in states])
+    ref = _full_batch(hidden[:, mask, :].astype(np.float32).astype(np.float64))
+    assert stats.count == lengths.sum()
+    for name in ("mean", "variance", "min", "max", "mean_abs"):
+        np.testing.assert_allclose(getattr(stats, name), ref[name], rtol=1e-12, err_msg=name)
+    np.testing.assert_array_equal(stats.argmin_count, ref["argmin_count"])
+    np.testing.assert_array_equal(stats.argmax_count, ref["argmax_count"])
+
+
+def test_merge_of_partial_stats_equals_one_pass():
+    """Chan merge of independently accumulated parts (any grouping) == one stream."""
+    rng = np.random.default_rng(5)
+    x = rng.normal(3.0, 2.0, size=(2, 400, 5))
+    one = RunningStats(2, 5)
+    one.update(x)
+    parts = [RunningStats(2, 5) for _ in range(3)]
+    for i, part in enumerate(np.split(x, [17, 260], axis=1)):
+        parts[i].update(part)
+    merged = RunningStats(2, 5).merge(parts[2]).merge(parts[0]).merge(parts[1])
+    assert merged.count == 400
+    for name in ("mean", "variance", "min", "max", "mean_abs"):
+        np.testing.assert_allclose(getattr(merged, name), getattr(one, name), rtol=1e-12)
+    np.testing.assert_array_equal(merged.argmax_count, one.argmax_count)
+    with pytest.raises(ValueError):
+        merged.merge(RunningStats(3, 5))
+
+
+def test_accumulators_are_float64_on_the_batch_device():
+    import torch
+
+    from backend.stats import accumulation_device
+
+    stats = RunningStats.from_batch([torch.ones(4, 3, dtype=torch.float32)] * 2)
+    assert stats._mean.dtype == torch.float64 and stats.device.type == "cpu"
+    assert accumulation_device("mps").type == "cpu"  # MPS lacks float64
+    np.testing.assert_array_equal(stats.mean, np.ones((2, 3)))
