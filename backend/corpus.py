@@ -1,4 +1,5 @@
-"""Corpora: the bundled sample, pasted text, and uploaded .txt / .csv / .jsonl files.
+"""Corpora: the bundled sample, pasted text, uploaded .txt / .csv / .jsonl / .parquet files, and
+folders of such shards (read in sorted path order, so text indices never depend on who reads them).
 
 A :class:`Corpus` is an immutable tuple of texts plus the notices of every limit that was applied
 (shown to the user). Token-level limits (``max_length``) are applied later, at tokenization.
@@ -22,7 +23,7 @@ BUNDLED_NAME = "bundled sample corpus (320 sentences, CC0)"
 MAX_FILE_BYTES = 50 * 1024 * 1024  # 50 MiB
 MAX_TEXTS = 50_000
 MAX_CHARS_PER_TEXT = 20_000  # far beyond any max_length; keeps tokenization bounded
-TEXT_SUFFIXES = (".txt", ".csv", ".jsonl")
+TEXT_SUFFIXES = (".txt", ".csv", ".jsonl", ".parquet")
 
 
 @dataclass(frozen=True)
@@ -94,11 +95,18 @@ def corpus_from_text(text: str, name: str = "pasted text", max_texts: int = MAX_
 
 
 def corpus_from_bytes(raw: bytes, filename: str, max_texts: int = MAX_TEXTS) -> Corpus:
-    """An uploaded file: ``.txt`` (one text per line), ``.csv`` or ``.jsonl`` (a ``text`` column)."""
+    """An uploaded file: ``.txt`` (one text per line), ``.csv``, ``.jsonl`` or ``.parquet`` (a
+    ``text`` column)."""
+    texts, notices = texts_from_bytes(raw, filename)
+    return _finish(texts, filename, notices, max_texts)
+
+
+def texts_from_bytes(raw: bytes, filename: str) -> tuple[list[str], list[str]]:
+    """The raw texts of one file (before cleaning and limits) and the notices of skipped rows."""
     suffix = Path(filename).suffix.lower()
     if suffix not in TEXT_SUFFIXES:
         raise InputError(
-            f"{filename}: unsupported file type {suffix or '(none)'}; use .txt, .csv or .jsonl"
+            f"{filename}: unsupported file type {suffix or '(none)'}; use .txt, .csv, .jsonl or .parquet"
         )
     if len(raw) > MAX_FILE_BYTES:
         raise InputError(
@@ -106,15 +114,45 @@ def corpus_from_bytes(raw: bytes, filename: str, max_texts: int = MAX_TEXTS) -> 
         )
     if not raw.strip():
         raise InputError(f"{filename} is empty; give at least one line of text")
-    content = _decode(raw, filename)
     notices: list[str] = []
+    if suffix == ".parquet":
+        return _read_parquet_texts(raw, filename, notices), notices
+    content = _decode(raw, filename)
     if suffix == ".txt":
         texts = content.splitlines()
     elif suffix == ".csv":
         texts = _read_csv_texts(content, filename)
     else:
         texts = _read_jsonl_texts(content, filename, notices)
-    return _finish(texts, filename, notices, max_texts)
+    return texts, notices
+
+
+def _read_parquet_texts(raw: bytes, filename: str, notices: list[str]) -> list[str]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        parquet = pq.ParquetFile(io.BytesIO(raw))
+    except (pa.ArrowException, OSError) as exc:
+        raise InputError(
+            f"{filename}: not a readable Parquet file ({exc}); write it with pandas or pyarrow"
+        ) from None
+    names = parquet.schema_arrow.names
+    lowered = [n.strip().lower() for n in names]
+    if "text" not in lowered:
+        raise InputError(
+            f"{filename}: no 'text' column (found: {', '.join(names) or 'none'}); add a string column named text"
+        )
+    column = parquet.read(columns=[names[lowered.index("text")]]).column(0)
+    if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+        raise InputError(
+            f"{filename}: the 'text' column holds {column.type}, not strings; store the texts as strings"
+        )
+    values = column.to_pylist()
+    missing = sum(v is None for v in values)
+    if missing:
+        notices.append(f"{missing} row(s) with a null 'text' were skipped")
+    return [v for v in values if v is not None]
 
 
 def _read_csv_texts(content: str, filename: str) -> list[str]:
@@ -154,21 +192,73 @@ def _read_jsonl_texts(content: str, filename: str, notices: list[str]) -> list[s
     return texts
 
 
+def corpus_files(path: str | Path) -> list[Path]:
+    """The files of a corpus: ``path`` itself, or a folder's .txt/.csv/.jsonl/.parquet shards
+    (recursively, hidden files skipped) in sorted relative-path order: the order of text indices."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"text file {str(path)!r} does not exist")
+    if not path.is_dir():
+        return [path]
+    files = sorted(
+        (
+            p
+            for p in path.rglob("*")
+            if p.is_file()
+            and p.suffix.lower() in TEXT_SUFFIXES
+            and not any(part.startswith(".") for part in p.relative_to(path).parts)
+        ),
+        key=lambda p: p.relative_to(path).as_posix(),
+    )
+    if not files:
+        raise InputError(
+            f"{str(path)!r} is a folder with no .txt, .csv, .jsonl or .parquet files; pass a corpus "
+            "file or a folder of such shards"
+        )
+    return files
+
+
+def corpus_from_shards(
+    shards: list[tuple[str, list[str], list[str]]], name: str, max_texts: int = MAX_TEXTS
+) -> Corpus:
+    """One corpus from ``(file name, raw texts, notices)`` per shard, in the given order."""
+    texts: list[str] = []
+    notices: list[str] = []
+    for shard_name, shard_texts, shard_notices in shards:
+        texts.extend(shard_texts)
+        notices.extend(f"{shard_name}: {n}" if len(shards) > 1 else n for n in shard_notices)
+    return _finish(texts, name, notices, max_texts)
+
+
 def load_corpus_file(path: str | Path, max_texts: int = MAX_TEXTS) -> Corpus:
-    """Read a corpus file from disk (the CLI's ``--texts``)."""
+    """Read a corpus file, or a folder of shards, from disk (the CLI's ``--texts``)."""
     path = Path(path)
     if not path.exists():
         raise InputError(f"text file {str(path)!r} does not exist")
     if path.is_dir():
-        raise InputError(f"{str(path)!r} is a folder; pass a .txt, .csv or .jsonl file")
+        shards = []
+        for file in corpus_files(path):
+            _check_size(file)
+            raw = file.read_bytes()
+            # an empty shard adds no texts (uneven shards are normal); a bad one is still refused
+            shards.append(
+                (file.name, *texts_from_bytes(raw, file.name))
+                if raw.strip()
+                else (file.name, [], [])
+            )
+        return corpus_from_shards(shards, path.name or str(path), max_texts)
+    _check_size(path)
+    suffix = path.suffix.lower()
+    name = path.name if suffix in TEXT_SUFFIXES else path.name + ".txt"
+    return corpus_from_bytes(path.read_bytes(), name, max_texts)
+
+
+def _check_size(path: Path) -> None:
     size = path.stat().st_size
     if size > MAX_FILE_BYTES:
         raise InputError(
             f"{path.name} is {size / 2**20:.1f} MiB; the limit is {MAX_FILE_BYTES // 2**20} MiB"
         )
-    suffix = path.suffix.lower()
-    name = path.name if suffix in TEXT_SUFFIXES else path.name + ".txt"
-    return corpus_from_bytes(path.read_bytes(), name, max_texts)
 
 
 def bundled_corpus() -> Corpus:

@@ -133,3 +133,40 @@ def test_corpus_object_rules():
     a, b = Corpus(("x", "y"), "a"), Corpus(("x", "y"), "b")
     assert a.sha == b.sha  # content hash, independent of the name
     assert Corpus(("xy",), "a").sha != Corpus(("x", "y"), "a").sha
+
+
+def test_parquet_text_column_and_folder_of_uneven_shards_in_path_order(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = tmp_path / "shards"
+    (folder / "b").mkdir(parents=True)
+    pq.write_table(
+        pa.table({"id": [1, 2, 3], "Text": ["p one", None, "p  two"]}), folder / "a.parquet"
+    )
+    (folder / "b" / "c.txt").write_text("t one\n\nt two\nt three\n")
+    (folder / "b" / "d.csv").write_text("text\nc one\n")
+    (folder / "e.jsonl").write_text("")  # empty shard: adds nothing
+    (folder / ".hidden.txt").write_text("never read\n")
+    (folder / "notes.md").write_text("not a shard\n")
+    corpus = load_corpus_file(folder)
+    assert corpus.texts == ("p one", "p two", "t one", "t two", "t three", "c one")
+    assert corpus.name == "shards"
+    assert corpus.notices == ("a.parquet: 1 row(s) with a null 'text' were skipped",)
+    single = corpus_from_bytes((folder / "a.parquet").read_bytes(), "a.parquet")
+    assert single.texts == ("p one", "p two")
+
+
+def test_bad_parquet_is_refused(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"body": ["x"]}), tmp_path / "no_text.parquet")
+    with pytest.raises(InputError, match="no 'text' column .*found: body"):
+        load_corpus_file(tmp_path / "no_text.parquet")
+    pq.write_table(pa.table({"text": [1, 2]}), tmp_path / "ints.parquet")
+    with pytest.raises(InputError, match="not strings"):
+        load_corpus_file(tmp_path / "ints.parquet")
+    (tmp_path / "junk.parquet").write_bytes(b"PAR1 not really")
+    with pytest.raises(InputError, match="not a readable Parquet file"):
+        load_corpus_file(tmp_path / "junk.parquet")
