@@ -6,7 +6,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from ui.common import sidebar
+from ui.sidebar import sidebar
 from ui.warmup import start_umap_warmup
 
 HERE = Path(__file__).resolve().parent

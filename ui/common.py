@@ -1,4 +1,6 @@
-"""Shared Streamlit glue: sidebar selection, cached model/extraction loaders, downloads, errors.
+"""Shared Streamlit glue: the selection, cached model/extraction loaders, downloads, errors.
+
+The sidebar that sets the selection is ui/sidebar.py; typed cached analyses are ui/cached.py.
 
 Caching: models in ``st.cache_resource`` keyed by cheap values (source, device, dtype, pickle
 opt-in, head) with a small ``max_entries``; extraction results in a process-wide LRU keyed by
@@ -11,7 +13,7 @@ import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import streamlit as st
@@ -21,20 +23,12 @@ from backend.corpus import Corpus, bundled_corpus, corpus_from_bytes, corpus_fro
 from backend.environment import use_offline_environment
 from backend.errors import IsoscopeError
 from backend.extract import ExtractionResult, ExtractionSettings, extract
-from backend.models import DEFAULT_MODEL_NAME, LoadedModel, load_model
+from backend.models import LoadedModel, load_model
+from ui.progress import progress_bar
 
 use_offline_environment()
 
-MODEL_PRESETS = {
-    f"default: {DEFAULT_MODEL_NAME}": "default",
-    "random-init copy of the default model": "random-like:default",
-    "random BERT (4 layers, 256)": "random:bert",
-    "random BERT without position embeddings": "random:bert-nope",
-    "random GPT-2 (4 layers, 256)": "random:gpt2",
-    "random GPT-2 without position embeddings": "random:gpt2-nope",
-    "local folder, Hub id in cache, or random:FAMILY…": "custom",
-}
-CORPUS_CHOICES = ("bundled sample corpus", "paste text", "upload a file")
+SELECTION_KEY = "isoscope_selection"  # session_state slot of the current Selection
 
 
 @dataclass(frozen=True)
@@ -85,6 +79,11 @@ def get_model(
 @st.cache_resource(max_entries=8, show_spinner=False)
 def _uploaded_store() -> dict[str, tuple[str, bytes]]:
     return {}
+
+
+def remember_upload(sha: str, name: str, raw: bytes) -> None:
+    """Keep an uploaded corpus file in memory under its hash (the selection holds only the hash)."""
+    _uploaded_store()[sha] = (name, raw)
 
 
 def get_corpus(selection: Selection | None = None) -> Corpus:
@@ -152,15 +151,9 @@ def get_extraction(
     disk = ResultCache()
     result = disk.load(key)
     if result is None:
-        bar = st.progress(0.0, text=f"Running {loaded.info.display_name} on {len(corpus):,} texts…")
-
-        def progress(done: int, total: int) -> None:
-            bar.progress(
-                done / max(total, 1), text=f"Extracting hidden states: {done:,} / {total:,} texts"
-            )
-
-        result = extract(loaded, corpus, sel.settings, progress)
-        bar.empty()
+        label = f"Extracting hidden states of {loaded.info.display_name}:"
+        with progress_bar(label, "texts") as progress:
+            result = extract(loaded, corpus, sel.settings, progress)
         disk.save(key, result)
     store.put(key, result)
     return loaded, result
@@ -187,7 +180,7 @@ def result_key(result: ExtractionResult) -> str:
 
 def get_selection() -> Selection:
     _ensure_navigation_frame()
-    return st.session_state.get("isoscope_selection", Selection())
+    return st.session_state.get(SELECTION_KEY, Selection())
 
 
 def _ensure_navigation_frame() -> None:
@@ -203,135 +196,6 @@ def _ensure_navigation_frame() -> None:
     if getattr(PagesManager, "uses_pages_directory", False):  # private flag: absent = nothing to do
         PagesManager.uses_pages_directory = False
         st.rerun()
-
-
-def sidebar() -> Selection:
-    """The shared sidebar (a form, so nothing reruns until 'Run analysis'); returns the selection."""
-    current = get_selection()
-    with st.sidebar:
-        st.markdown("### Model and corpus")
-        with st.form("selection_form", border=False):
-            labels = list(MODEL_PRESETS)
-            preset_sources = list(MODEL_PRESETS.values())
-            index = (
-                preset_sources.index(current.model_source)
-                if current.model_source in preset_sources
-                else len(labels) - 1
-            )
-            preset = st.selectbox("Model", labels, index=index, key="sb_model_preset")
-            custom = st.text_input(
-                "Custom model",
-                value="" if current.model_source in preset_sources else current.model_source,
-                key="sb_model_custom",
-                placeholder="/path/to/checkpoint, org/name, random:gpt2:layers=6",
-                help="Used when the model choice is 'local folder…'. A checkpoint folder (config.json + "
-                "*.safetensors + tokenizer), a Hub id already in the local cache (offline), or "
-                "random:FAMILY[:layers=,width=,heads=,seed=,init_std=] with FAMILY bert, bert-nope, gpt2, gpt2-nope, default.",
-            )
-            allow_pickle = st.checkbox(
-                "Allow pickle .bin weights",
-                value=current.allow_pickle,
-                key="sb_allow_pickle",
-                help="Pickle files can run code when loaded. Only tick this for checkpoints you trust.",
-            )
-            c1, c2 = st.columns(2)
-            device = c1.selectbox(
-                "Device",
-                ["auto", "cpu", "cuda", "mps"],
-                index=["auto", "cpu", "cuda", "mps"].index(current.device),
-                key="sb_device",
-            )
-            dtype = c2.selectbox(
-                "Dtype",
-                ["float32", "bfloat16"],
-                index=["float32", "bfloat16"].index(current.dtype),
-                key="sb_dtype",
-                help="bfloat16 only on a GPU. float16 is not offered: it clips outlier values.",
-            )
-            kind_index = {"bundled": 0, "paste": 1, "upload": 2}[current.corpus_kind]
-            corpus_choice = st.radio(
-                "Corpus", CORPUS_CHOICES, index=kind_index, key="sb_corpus_kind"
-            )
-            text = st.text_area(
-                "Texts (one per line)",
-                value=current.corpus_text,
-                key="sb_corpus_text",
-                height=100,
-                help="Used when the corpus is 'paste text'.",
-            )
-            upload = st.file_uploader(
-                "File (.txt one text per line; .csv/.jsonl with a text column)",
-                type=["txt", "csv", "jsonl"],
-                key="sb_corpus_file",
-            )
-            max_length = st.slider(
-                "Max tokens per text",
-                8,
-                512,
-                current.settings.max_length,
-                step=8,
-                key="sb_max_length",
-            )
-            sample_size = st.select_slider(
-                "Token sample for pairwise views",
-                [1000, 2000, 4000, 8000, 12000, 20000],
-                value=current.settings.sample_size
-                if current.settings.sample_size in (1000, 2000, 4000, 8000, 12000, 20000)
-                else 8000,
-                key="sb_sample_size",
-            )
-            exclude_special = st.checkbox(
-                "Exclude special tokens ([CLS], [SEP]…)",
-                value=current.settings.exclude_special,
-                key="sb_exclude_special",
-            )
-            submitted = st.form_submit_button("Run analysis", type="primary", width="stretch")
-        if submitted:
-            source = MODEL_PRESETS[preset]
-            if source == "custom":
-                source = custom.strip()
-            kind = {0: "bundled", 1: "paste", 2: "upload"}[CORPUS_CHOICES.index(corpus_choice)]
-            file_name, file_sha = "", ""
-            if kind == "upload":
-                if upload is None:
-                    st.error("Choose a file to upload first (or pick another corpus).")
-                    return current
-                raw = upload.getvalue()
-                file_sha = hashlib.sha256(raw).hexdigest()[:20]
-                file_name = upload.name
-                _uploaded_store()[file_sha] = (upload.name, raw)
-            try:
-                settings = replace(
-                    current.settings,
-                    max_length=int(max_length),
-                    sample_size=int(sample_size),
-                    exclude_special=bool(exclude_special),
-                )
-            except IsoscopeError as exc:
-                st.error(str(exc))
-                return current
-            current = Selection(
-                source or "",
-                device,
-                dtype,
-                bool(allow_pickle),
-                kind,
-                text,
-                file_name,
-                file_sha,
-                settings,
-            )
-            st.session_state["isoscope_selection"] = current
-        st.caption(f"Analysing **{current.model_source}** on the **{_corpus_label(current)}**.")
-    return current
-
-
-def _corpus_label(sel: Selection) -> str:
-    return {
-        "bundled": "bundled sample corpus",
-        "paste": "pasted text",
-        "upload": sel.corpus_file_name or "uploaded file",
-    }[sel.corpus_kind]
 
 
 # ----------------------------------------------------------------------------- page helpers

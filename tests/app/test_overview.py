@@ -7,7 +7,7 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from ui.common import MODEL_PRESETS
+from ui.sidebar import MODEL_PRESETS
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 TIMEOUT = 240  # the first run extracts the bundled MiniLM on the bundled corpus (~10-30 s)
@@ -50,10 +50,11 @@ def test_default_run_shows_model_card_and_metrics():
 
 def test_pasted_text_through_the_sidebar_form():
     at = _app()
-    at.radio(key="sb_corpus_kind").set_value("paste text")
+    at.radio(key="sb_corpus_kind").set_value("paste text").run()
     at.text_area(key="sb_corpus_text").input(
         "The cat sat on the mat.\nA dog barked.\nRates rose again."
-    )
+    ).run()
+    assert any("will analyse" in i.value and "pasted text" in i.value for i in at.sidebar.info)
     _submit(at)
     assert not at.exception and not at.error
     assert _metrics(at)["Texts"] == "3"
@@ -62,7 +63,7 @@ def test_pasted_text_through_the_sidebar_form():
 
 def test_empty_pasted_text_shows_an_error():
     at = _app()
-    at.radio(key="sb_corpus_kind").set_value("paste text")
+    at.radio(key="sb_corpus_kind").set_value("paste text").run()
     at.text_area(key="sb_corpus_text").input("   ")
     _submit(at)
     assert not at.exception

@@ -1,0 +1,251 @@
+"""The shared sidebar: model, corpus and extraction settings, what will run, and "Run analysis".
+
+The inputs live in a fragment (:func:`_selection_panel`): changing one reruns only the sidebar,
+so the line "Run analysis will analyse …" is always current, and the page below keeps showing
+the last analysis until the button is pressed (then the whole app reruns on the new selection).
+
+Structure (one function per block, so a new control is one function plus one call line):
+- :func:`model_inputs` -> :class:`ModelChoice` (a non-empty "Custom model" wins over the preset);
+- :func:`runtime_inputs` -> device, dtype, pickle opt-in;
+- :func:`corpus_inputs` -> :class:`CorpusChoice`;
+- :func:`settings_inputs` -> ``ExtractionSettings`` field changes; a new setting is a function in
+  its own ``ui/*.py`` returning ``{field: value}``, merged there with one ``changes |= …`` line;
+- extra sections before or after the panel are one call line each in :func:`sidebar`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, replace
+from typing import Any
+
+import streamlit as st
+
+from backend.errors import IsoscopeError
+from backend.extract import ExtractionSettings
+from backend.models import DEFAULT_MODEL_NAME
+from ui.common import SELECTION_KEY, Selection, get_selection, remember_upload
+
+CUSTOM = "custom"
+MODEL_PRESETS = {
+    f"default: {DEFAULT_MODEL_NAME}": "default",
+    "random-init copy of the default model": "random-like:default",
+    "random BERT (4 layers, 256)": "random:bert",
+    "random BERT without position embeddings": "random:bert-nope",
+    "random GPT-2 (4 layers, 256)": "random:gpt2",
+    "random GPT-2 without position embeddings": "random:gpt2-nope",
+    "local folder, Hub id in cache, or random:FAMILY…": CUSTOM,
+}
+CORPUS_CHOICES = ("bundled sample corpus", "paste text", "upload a file")
+CORPUS_KINDS = ("bundled", "paste", "upload")
+SAMPLE_SIZES = (1000, 2000, 4000, 8000, 12000, 20000)
+DEVICES = ("auto", "cpu", "cuda", "mps")
+DTYPES = ("float32", "bfloat16")
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """The model the button would run: its source, where it came from, or why there is none."""
+
+    source: str
+    origin: str  # "preset" or "custom"
+    problem: str | None = None
+
+
+@dataclass(frozen=True)
+class CorpusChoice:
+    kind: str  # one of CORPUS_KINDS
+    text: str
+    upload: Any  # a Streamlit UploadedFile or None
+
+
+def model_inputs(current: Selection) -> ModelChoice:
+    """Model preset and "Custom model". A non-empty custom entry is what runs, whatever the preset
+    says (typing a path and pressing Run must not silently analyse the default model)."""
+    labels = list(MODEL_PRESETS)
+    sources = list(MODEL_PRESETS.values())
+    is_preset = current.model_source in sources
+    preset = st.selectbox(
+        "Model",
+        labels,
+        index=sources.index(current.model_source) if is_preset else len(labels) - 1,
+        key="sb_model_preset",
+    )
+    custom = st.text_input(
+        "Custom model (used whenever it is filled in)",
+        value="" if is_preset else current.model_source,
+        key="sb_model_custom",
+        placeholder="/path/to/checkpoint, org/name, random:gpt2:layers=6",
+        help="A checkpoint folder (config.json + *.safetensors + tokenizer), a Hub id already in the "
+        "local cache (offline), or random:FAMILY[:layers=,width=,heads=,seed=,init_std=] with "
+        "FAMILY bert, bert-nope, gpt2, gpt2-nope, default. When this field is not empty it is the "
+        "model that runs; clear it to use the Model choice above.",
+    ).strip()
+    if custom:
+        return ModelChoice(custom, "custom")
+    source = MODEL_PRESETS[preset]
+    if source == CUSTOM:
+        return ModelChoice(
+            "", "custom", "type a checkpoint folder, Hub id or random:FAMILY in Custom model"
+        )
+    return ModelChoice(source, "preset")
+
+
+def runtime_inputs(current: Selection) -> tuple[bool, str, str]:
+    """Pickle opt-in, device and dtype."""
+    allow_pickle = st.checkbox(
+        "Allow pickle .bin weights",
+        value=current.allow_pickle,
+        key="sb_allow_pickle",
+        help="Pickle files can run code when loaded. Only tick this for checkpoints you trust.",
+    )
+    c1, c2 = st.columns(2)
+    device = c1.selectbox("Device", DEVICES, index=DEVICES.index(current.device), key="sb_device")
+    dtype = c2.selectbox(
+        "Dtype",
+        DTYPES,
+        index=DTYPES.index(current.dtype),
+        key="sb_dtype",
+        help="bfloat16 only on a GPU. float16 is not offered: it clips outlier values.",
+    )
+    return bool(allow_pickle), device, dtype
+
+
+def corpus_inputs(current: Selection) -> CorpusChoice:
+    choice = st.radio(
+        "Corpus",
+        CORPUS_CHOICES,
+        index=CORPUS_KINDS.index(current.corpus_kind),
+        key="sb_corpus_kind",
+    )
+    kind = CORPUS_KINDS[CORPUS_CHOICES.index(choice)]
+    text, upload = current.corpus_text, None
+    if kind == "paste":
+        text = st.text_area(
+            "Texts (one per line)", value=current.corpus_text, key="sb_corpus_text", height=100
+        )
+    elif kind == "upload":
+        upload = st.file_uploader(
+            "File (.txt one text per line; .csv/.jsonl with a text column)",
+            type=["txt", "csv", "jsonl"],
+            key="sb_corpus_file",
+        )
+    return CorpusChoice(kind, text, upload)
+
+
+def settings_inputs(current: ExtractionSettings) -> dict[str, Any]:
+    """Changes to the extraction settings, as ``{field: value}`` for ``dataclasses.replace``."""
+    changes: dict[str, Any] = {
+        "max_length": int(
+            st.slider(
+                "Max tokens per text", 8, 512, current.max_length, step=8, key="sb_max_length"
+            )
+        ),
+        "sample_size": int(
+            st.select_slider(
+                "Token sample for pairwise views",
+                SAMPLE_SIZES,
+                value=current.sample_size if current.sample_size in SAMPLE_SIZES else 8000,
+                key="sb_sample_size",
+            )
+        ),
+        "exclude_special": bool(
+            st.checkbox(
+                "Exclude special tokens ([CLS], [SEP]…)",
+                value=current.exclude_special,
+                key="sb_exclude_special",
+            )
+        ),
+    }
+    return changes
+
+
+def corpus_label(kind: str, file_name: str = "") -> str:
+    return {
+        "bundled": "bundled sample corpus",
+        "paste": "pasted text",
+        "upload": file_name or "uploaded file",
+    }[kind]
+
+
+def describe(sel: Selection) -> str:
+    """One line naming the model, corpus and the settings that change the numbers."""
+    s = sel.settings
+    return (
+        f"**{sel.model_source}** on the **{corpus_label(sel.corpus_kind, sel.corpus_file_name)}** "
+        f"· {s.max_length} tokens per text · {s.sample_size:,}-token sample"
+        + (" · special tokens excluded" if s.exclude_special else "")
+        + (f" · {sel.device}" if sel.device != "auto" else "")
+        + (f" · {sel.dtype}" if sel.dtype != "float32" else "")
+    )
+
+
+def _upload_identity(upload: Any) -> tuple[str, str]:
+    if upload is None:
+        return "", ""
+    return upload.name, hashlib.sha256(upload.getvalue()).hexdigest()[:20]
+
+
+def pending_selection(
+    current: Selection,
+    model: ModelChoice,
+    runtime: tuple[bool, str, str],
+    corpus: CorpusChoice,
+    changes: dict[str, Any],
+) -> Selection:
+    """The selection the inputs describe; raises IsoscopeError with the first thing to fix."""
+    if model.problem:
+        raise IsoscopeError(f"No model to run: {model.problem}.")
+    if corpus.kind == "upload" and corpus.upload is None:
+        raise IsoscopeError("Choose a file to upload first (or pick another corpus).")
+    file_name, file_sha = _upload_identity(corpus.upload)
+    allow_pickle, device, dtype = runtime
+    return Selection(
+        model.source,
+        device,
+        dtype,
+        allow_pickle,
+        corpus.kind,
+        corpus.text if corpus.kind == "paste" else "",
+        file_name,
+        file_sha,
+        replace(current.settings, **changes),
+    )
+
+
+@st.fragment
+def _selection_panel() -> None:
+    """Inputs, the line saying what will run, and the button (a fragment: see the module doc)."""
+    current = get_selection()
+    model = model_inputs(current)
+    runtime = runtime_inputs(current)
+    corpus = corpus_inputs(current)
+    changes = settings_inputs(current.settings)
+    try:
+        pending: Selection | None = pending_selection(current, model, runtime, corpus, changes)
+        problem = None
+    except IsoscopeError as exc:
+        pending, problem = None, str(exc)
+    if pending is None:
+        st.warning(problem)
+    elif pending != current:
+        st.info(f"**Run analysis** will analyse {describe(pending)}.", icon=":material/play_arrow:")
+    clicked = st.button(
+        "Run analysis", type="primary", width="stretch", key="sb_run", disabled=pending is None
+    )
+    if clicked and pending is not None:
+        if corpus.upload is not None:
+            remember_upload(pending.corpus_file_sha, corpus.upload.name, corpus.upload.getvalue())
+        st.session_state[SELECTION_KEY] = pending
+        st.rerun()  # scope "app": every page reads the new selection
+    st.caption(f"Showing {describe(current)}.")
+
+
+def sidebar() -> Selection:
+    """The shared sidebar; returns the selection the pages analyse."""
+    with st.sidebar:
+        # Sections above the inputs go here (one call line each).
+        st.markdown("### Model and corpus")
+        _selection_panel()
+        # Sections below the inputs go here (one call line each).
+    return get_selection()
