@@ -35,6 +35,7 @@ import torch
 
 from backend.errors import InputError
 from backend.extract import TokenizedCorpus, tokenize
+from backend.hooks import forward_hooks
 from backend.layernorm import NormSite, find_norms, norms_of, select_norms
 from backend.naming import hidden_state_names
 
@@ -112,14 +113,8 @@ def ablated(model_or_loaded, dims: Sequence[int], norms=None) -> Iterator[list[N
 def masked_norms(sites: list[NormSite], mask: torch.Tensor) -> Iterator[None]:
     """Multiply every norm output by ``mask`` ((batch, 1, d) of 0/1) via forward hooks; batch row
     r carries its own ablation. Equivalent to zeroing gamma_j, beta_j where ``mask[r, 0, j] == 0``."""
-    handles = [
-        s.module.register_forward_hook(lambda _m, _i, out: out * mask.to(out.dtype)) for s in sites
-    ]
-    try:
+    with forward_hooks({s.module: lambda _m, _i, out: out * mask.to(out.dtype) for s in sites}):
         yield
-    finally:
-        for handle in handles:
-            handle.remove()
 
 
 def has_mlm_checkpoint(source: str) -> bool:

@@ -33,7 +33,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from backend.device import to_numpy
 from backend.errors import InputError, UnsupportedModelError
+from backend.hooks import forward_hooks
 from backend.models import LoadedModel, build_random_model
 
 Progress = Callable[[int, int], None]
@@ -210,15 +212,12 @@ def _run_random(
     with torch.inference_mode():
         hidden = inputs + model.wpe(positions)  # wpe is zero (NoPE); kept so the graph is GPT-2's
         for block in model.h:
-            handle = block.attn.register_forward_hook(hook)
-            try:
+            with forward_hooks({block.attn: hook}):
                 out = block(hidden, attention_mask=mask)
-            finally:
-                handle.remove()
             hidden = out[0] if isinstance(out, tuple) else out
             attn_var.append(captured["attn"].double().var(dim=-1, unbiased=False).mean(dim=0))
             resid_var.append(hidden.double().var(dim=-1, unbiased=False).mean(dim=0))
-    return torch.stack(attn_var).numpy(), torch.stack(resid_var).numpy()
+    return to_numpy(torch.stack(attn_var)), to_numpy(torch.stack(resid_var))
 
 
 def measured_stds(model: torch.nn.Module) -> dict[str, float]:
@@ -413,23 +412,19 @@ def variance_on_model(
 
         return hook
 
-    handles = [m.register_forward_hook(make_hook(i)) for i, m in enumerate(modules)]
-    try:
+    with forward_hooks({m: make_hook(i) for i, m in enumerate(modules)}):
         for _, hidden, attn_mask in forward_batches(loaded, tokenized, batch_size, progress):
-            mask = attn_mask.numpy().astype(np.float64)  # (B, T)
+            mask = to_numpy(attn_mask)  # (B, T) float64
             width = mask.shape[1]
             for i in range(num_layers):
-                attn_var = (
-                    captured[i].to("cpu", torch.float64).var(dim=-1, unbiased=False).numpy()
+                attn_var = to_numpy(
+                    captured[i].to("cpu", torch.float64).var(dim=-1, unbiased=False)
                 )  # (B, T)
-                resid_var = hidden[i + 1].double().var(dim=-1, unbiased=False).numpy()
+                resid_var = to_numpy(hidden[i + 1].double().var(dim=-1, unbiased=False))
                 for k, v in enumerate((attn_var, resid_var)):
                     sums[k, i, :width] += (v * mask).sum(axis=0)
                     squares[k, i, :width] += (v**2 * mask).sum(axis=0)
             counts[:width] += mask.sum(axis=0)
-    finally:
-        for h in handles:
-            h.remove()
     n = np.maximum(counts, 1)
     mean = sums / n
     std = np.sqrt(np.maximum(squares / n - mean**2, 0))

@@ -25,8 +25,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from backend.device import to_numpy
 from backend.errors import UnsupportedModelError
 from backend.extract import forward_batches, tokenize
+from backend.hooks import forward_hooks
 from backend.models import LoadedModel
 
 Progress = Callable[[int, int], None]
@@ -120,13 +122,13 @@ def qk_stats(
 
         return hook
 
-    handles = []
+    hooks: dict[torch.nn.Module, Any] = {}
     for i, mods in enumerate(modules):
         if kind == "bert":
-            handles.append(mods[0].register_forward_hook(make_hook(i, "q")))
-            handles.append(mods[1].register_forward_hook(make_hook(i, "k")))
+            hooks[mods[0]] = make_hook(i, "q")
+            hooks[mods[1]] = make_hook(i, "k")
         else:
-            handles.append(mods[0].register_forward_hook(make_hook(i, "qkv")))
+            hooks[mods[0]] = make_hook(i, "qkv")
 
     q_sum = np.zeros((num_layers, heads, head_dim))
     k_sum = np.zeros((num_layers, heads, head_dim))
@@ -135,8 +137,10 @@ def qk_stats(
     n_tokens = 0
     n_norm = 0
     causal = kind == "gpt2" or loaded.info.is_causal
-    tokenized = tokenize(loaded, tuple(texts), max_length)
-    try:
+    # Hooks go on the shared, cached model: enter before tokenize() and the forward pass, either of
+    # which can raise, so that no hook outlives this call.
+    with forward_hooks(hooks):
+        tokenized = tokenize(loaded, tuple(texts), max_length)
         for _, _, mask in forward_batches(loaded, tokenized, batch_size, progress):
             valid = mask  # (B, T) bool
             seq = valid.shape[1]
@@ -155,22 +159,19 @@ def qk_stats(
                     *valid.shape, heads, head_dim
                 )  # (B, T, H, dh)
                 k = k.to("cpu", torch.float64).reshape(*valid.shape, heads, head_dim)
-                q_sum[i] += q[valid].sum(0).numpy()
-                k_sum[i] += k[valid].sum(0).numpy()
+                q_sum[i] += to_numpy(q[valid].sum(0))
+                k_sum[i] += to_numpy(k[valid].sum(0))
                 logits = torch.einsum("bihd,bjhd->bhij", q, k) * scales[i]
                 logits = logits.masked_fill(~allowed[:, None], float("-inf"))
                 logp = torch.log_softmax(logits, dim=-1)
                 entropy = -(logp.exp() * logp.nan_to_num(neginf=0.0)).sum(-1)  # (B, H, T)
                 entropy = entropy.transpose(1, 2)[valid]  # (tokens, H)
-                ent_sum[i] += entropy.sum(0).numpy()
+                ent_sum[i] += to_numpy(entropy.sum(0))
                 multi = n_keys[valid] > 1
-                ent_norm_sum[i] += (
-                    (entropy[multi] / torch.log(n_keys[valid][multi])[:, None]).sum(0).numpy()
+                ent_norm_sum[i] += to_numpy(
+                    (entropy[multi] / torch.log(n_keys[valid][multi])[:, None]).sum(0)
                 )
             n_norm += int((n_keys[valid] > 1).sum())
-    finally:
-        for h in handles:
-            h.remove()
     mean_q = q_sum / max(n_tokens, 1)
     mean_k = k_sum / max(n_tokens, 1)
     q_norm = np.linalg.norm(mean_q, axis=-1)

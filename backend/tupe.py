@@ -30,8 +30,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from backend.device import to_numpy
 from backend.errors import InputError, UnsupportedModelError
 from backend.extract import tokenize
+from backend.hooks import forward_hooks
 from backend.models import LoadedModel, position_table
 
 Progress = Callable[[int, int], None]
@@ -151,7 +153,7 @@ class TupeText:
 
 
 def _to64(t: torch.Tensor) -> np.ndarray:
-    return t.detach().to("cpu", torch.float64).numpy()
+    return to_numpy(t, torch.float64)
 
 
 def _linear64(module: torch.nn.Module) -> tuple[np.ndarray, np.ndarray]:
@@ -181,26 +183,21 @@ def decompose_ids(loaded: LoadedModel, input_ids: np.ndarray) -> TupeText:
 
         return hook
 
-    hooks = [
-        parts.word.register_forward_hook(save("word")),
-        parts.position.register_forward_hook(save("position")),
-    ]
+    hooks = {parts.word: save("word"), parts.position: save("position")}
     if parts.segment is not None:
-        hooks.append(parts.segment.register_forward_hook(save("segment")))
+        hooks[parts.segment] = save("segment")
     if parts.kind == "bert":
-        hooks.append(parts.qk_modules[0].register_forward_hook(save("query")))
-        hooks.append(parts.qk_modules[1].register_forward_hook(save("key", stop=True)))
+        hooks[parts.qk_modules[0]] = save("query")
+        hooks[parts.qk_modules[1]] = save("key", stop=True)
     else:
-        hooks.append(parts.qk_modules[0].register_forward_hook(save("qkv", stop=True)))
-    ids = torch.as_tensor(np.asarray(input_ids, dtype=np.int64)[None], device=loaded.device)
-    try:
-        with torch.inference_mode():
-            loaded.encoder(input_ids=ids, attention_mask=torch.ones_like(ids))
-    except _Stop:
-        pass
-    finally:
-        for h in hooks:
-            h.remove()
+        hooks[parts.qk_modules[0]] = save("qkv", stop=True)
+    with forward_hooks(hooks):
+        ids = torch.as_tensor(np.asarray(input_ids, dtype=np.int64)[None], device=loaded.device)
+        try:
+            with torch.inference_mode():
+                loaded.encoder(input_ids=ids, attention_mask=torch.ones_like(ids))
+        except _Stop:
+            pass
 
     seq = ids.shape[1]
     d = loaded.info.hidden_size
