@@ -51,6 +51,12 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--no-cache", action="store_true", help="neither read nor write the extraction cache"
     )
+    p.add_argument(
+        "--cache-limit",
+        default=None,
+        help="disk cache size limit, e.g. 500M or 5G (default: $ISOSCOPE_CACHE_LIMIT, else 5G); "
+        "least recently used results are evicted beyond it",
+    )
     p.set_defaults(func=run)
 
 
@@ -60,6 +66,10 @@ def run(args: argparse.Namespace) -> int:
     from backend.extract import ExtractionSettings
 
     out = check_out_path(args.out)
+    if args.cache_limit is not None:
+        from backend.cache import parse_size
+
+        parse_size(args.cache_limit, "--cache-limit")  # a typo fails before the model loads
     if args.pairs < 1:
         raise InputError("--pairs must be at least 1")
     if not 1 <= args.histogram_bins <= 1000:
@@ -98,7 +108,9 @@ def run_extraction(loaded, corpus, settings, args):
     progress = ProgressPrinter(f"extracting {len(corpus)} texts")
     if args.no_cache:
         return extract(loaded, corpus, settings, progress)
-    return cached_extract(loaded, corpus, settings, progress, ResultCache(args.cache_dir))
+    return cached_extract(
+        loaded, corpus, settings, progress, ResultCache(args.cache_dir, args.cache_limit)
+    )
 
 
 def build_report(
