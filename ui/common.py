@@ -154,7 +154,7 @@ def get_extraction(
         label = f"Extracting hidden states of {loaded.info.display_name}:"
         with progress_bar(label, "texts") as progress:
             result = extract(loaded, corpus, sel.settings, progress)
-        disk.save(key, result)
+        result = disk.put(key, result)  # one notice on the result when nothing was kept
     store.put(key, result)
     return loaded, result
 

@@ -24,6 +24,7 @@ import streamlit as st
 from backend.errors import IsoscopeError
 from backend.extract import ExtractionSettings
 from backend.models import DEFAULT_MODEL_NAME
+from ui.cache_panel import cache_panel
 from ui.common import SELECTION_KEY, Selection, get_selection, remember_upload
 
 CUSTOM = "custom"
@@ -248,4 +249,5 @@ def sidebar() -> Selection:
         st.markdown("### Model and corpus")
         _selection_panel()
         # Sections below the inputs go here (one call line each).
+        cache_panel()
     return get_selection()

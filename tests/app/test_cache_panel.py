@@ -1,0 +1,68 @@
+"""AppTest of the sidebar's disk-cache section: use against the limit, clear, and a limit below one
+result (the analysis is shown, nothing is kept, one notice on the page)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from backend.cache import set_process_limit
+from ui.common import SELECTION_KEY, Selection
+
+APP = str(Path(__file__).resolve().parents[2] / "app.py")
+TINY = "random:bert:layers=2,width=32,heads=2,seed=3"
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("ISOSCOPE_CACHE_DIR", str(folder))
+    monkeypatch.delenv("ISOSCOPE_CACHE_LIMIT", raising=False)
+    set_process_limit(None)
+    yield folder
+    set_process_limit(None)
+
+
+def _app(text: str) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.session_state[SELECTION_KEY] = Selection(
+        model_source=TINY, device="cpu", corpus_kind="paste", corpus_text=text
+    )
+    at.run()
+    assert not at.exception
+    return at
+
+
+def _cache_line(at: AppTest) -> str:
+    texts = [p.proto.text for p in at.sidebar.get("progress")]
+    return next(t for t in texts if t.startswith("Disk cache: "))
+
+
+def test_panel_shows_use_and_clears(cache_dir):
+    at = _app("A cat sat on the mat.\nThe river bank was muddy.\nRates rose.")
+    assert len(list(cache_dir.glob("*.npz"))) == 1
+    assert _cache_line(at).endswith(" of 5 GiB")
+    assert not [c for c in at.caption if "nothing was cached" in c.value]
+    at.button(key="sb_cache_clear").click().run()
+    assert not at.exception
+    assert not list(cache_dir.glob("*.npz"))
+    assert any("Cleared 1 cached analyses" in s.value for s in at.sidebar.success)
+    assert _cache_line(at) == "Disk cache: 0 of 5 GiB"
+
+
+def test_limit_below_one_result_shows_it_and_keeps_nothing(cache_dir):
+    at = _app("First corpus, first line.\nSecond line.")
+    assert len(list(cache_dir.glob("*.npz"))) == 1
+    at.number_input(key="sb_cache_limit_gib").set_value(0.0).run()
+    assert not list(cache_dir.glob("*.npz"))  # the lowered limit applied at once
+    at.session_state[SELECTION_KEY] = Selection(
+        model_source=TINY, device="cpu", corpus_kind="paste", corpus_text="Another corpus.\nYes."
+    )
+    at.run()
+    assert not at.exception and not at.error
+    assert [t.value for t in at.title] == ["Overview"]
+    notices = [c.value for c in at.caption if "nothing was cached" in c.value]
+    assert len(notices) == 1 and "0 B" in notices[0]
+    assert not list(cache_dir.glob("*.npz"))
