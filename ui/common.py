@@ -76,14 +76,15 @@ def get_model(
 # ----------------------------------------------------------------------------- corpus
 
 
-@st.cache_resource(max_entries=8, show_spinner=False)
-def _uploaded_store() -> dict[str, tuple[str, bytes]]:
-    return {}
+@st.cache_resource(max_entries=1, show_spinner=False)
+def _uploaded_store() -> _LRU:
+    """Uploaded corpus files (name, bytes) by hash, one store per process: the last 8, <= 200 MiB."""
+    return _LRU(8, max_bytes=200 << 20, weigh=lambda item: len(item[1]))
 
 
 def remember_upload(sha: str, name: str, raw: bytes) -> None:
     """Keep an uploaded corpus file in memory under its hash (the selection holds only the hash)."""
-    _uploaded_store()[sha] = (name, raw)
+    _uploaded_store().put(sha, (name, raw))
 
 
 def get_corpus(selection: Selection | None = None) -> Corpus:
@@ -102,10 +103,24 @@ def get_corpus(selection: Selection | None = None) -> Corpus:
 
 
 class _LRU:
-    def __init__(self, size: int) -> None:
+    """Thread-safe LRU of at most ``size`` items and, with ``weigh``, at most ``max_bytes`` in total
+    (the newest item is always kept, whatever it weighs)."""
+
+    def __init__(
+        self, size: int, max_bytes: int | None = None, weigh: Callable[[Any], int] | None = None
+    ) -> None:
         self.size = size
+        self.max_bytes = max_bytes
+        self.weigh = weigh
         self.items: OrderedDict[str, Any] = OrderedDict()
         self.lock = threading.Lock()
+
+    def _over(self) -> bool:
+        if len(self.items) > self.size:
+            return True
+        if self.max_bytes is None or self.weigh is None or len(self.items) <= 1:
+            return False
+        return sum(self.weigh(v) for v in self.items.values()) > self.max_bytes
 
     def get(self, key: str) -> Any:
         with self.lock:
@@ -118,16 +133,24 @@ class _LRU:
         with self.lock:
             self.items[key] = value
             self.items.move_to_end(key)
-            while len(self.items) > self.size:
+            while self._over():
                 self.items.popitem(last=False)
 
 
-@st.cache_resource(show_spinner=False)
+RESULTS_IN_MEMORY_BYTES = 2 << 30  # token samples held in memory across the last results
+
+
+def _result_bytes(result: ExtractionResult) -> int:
+    return int(result.sample_vectors.nbytes)
+
+
+@st.cache_resource(max_entries=1, show_spinner=False)
 def _extraction_store() -> _LRU:
-    return _LRU(4)
+    """One per process (shared by every session): the last 4 results, at most 2 GiB of samples."""
+    return _LRU(4, max_bytes=RESULTS_IN_MEMORY_BYTES, weigh=_result_bytes)
 
 
-@st.cache_resource(show_spinner=False)
+@st.cache_resource(max_entries=1, show_spinner=False)
 def _memo_store() -> _LRU:
     return _LRU(256)
 

@@ -54,7 +54,7 @@ def _run(state: WarmupState) -> None:
         state.done.set()
 
 
-@st.cache_resource(show_spinner=False)
+@st.cache_resource(max_entries=1, show_spinner=False)
 def start_umap_warmup() -> WarmupState:
     """Start the UMAP warm-up thread once per process; every later call returns its state."""
     enabled = os.environ.get("ISOSCOPE_UMAP_WARMUP", "1") not in ("0", "false", "no")

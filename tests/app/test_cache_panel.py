@@ -66,3 +66,21 @@ def test_limit_below_one_result_shows_it_and_keeps_nothing(cache_dir):
     notices = [c.value for c in at.caption if "nothing was cached" in c.value]
     assert len(notices) == 1 and "0 B" in notices[0]
     assert not list(cache_dir.glob("*.npz"))
+
+
+def test_in_memory_stores_are_bounded_by_count_and_bytes():
+    from ui.common import _LRU
+
+    store = _LRU(4, max_bytes=100, weigh=len)
+    for key in "abcd":
+        store.put(key, "x" * 30)
+    assert list(store.items) == ["b", "c", "d"]  # 4 x 30 > 100: the oldest went
+    assert store.get("b") is not None  # a hit is a use
+    store.put("e", "x" * 30)
+    assert list(store.items) == ["d", "b", "e"]
+    store.put("big", "x" * 500)
+    assert list(store.items) == ["big"]  # the newest is kept, whatever it weighs
+    counted = _LRU(2)
+    for key in "abc":
+        counted.put(key, key)
+    assert list(counted.items) == ["b", "c"]
