@@ -20,7 +20,7 @@ from typing import Any
 from backend.environment import use_offline_environment
 from backend.errors import IsoscopeError
 
-COMMAND_MODULES = ("analyze", "sts", "ablate", "positional", "cache")
+COMMAND_MODULES = ("analyze", "sts", "ablate", "positional", "cache", "report", "export")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -1,0 +1,100 @@
+"""``python -m backend export``: the token sample or mean-pooled texts at one hidden state, raw or
+clipped, for the TensorBoard Embedding Projector or Apple's embedding-atlas (see :mod:`backend.export`)."""
+
+from __future__ import annotations
+
+import argparse
+
+from backend.cli import ProgressPrinter, add_model_args, load_model_from_args, progress_line
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "export",
+        help="vectors + metadata for the Embedding Projector (TSV) or embedding-atlas (Parquet)",
+    )
+    add_model_args(p)
+    p.add_argument(
+        "--texts", required=True, help=".txt (one text per line), .csv or .jsonl with a text column"
+    )
+    p.add_argument(
+        "--state", required=True, help="hidden state: emb (or 0) for the embeddings, 1..L a layer"
+    )
+    p.add_argument("--format", required=True, help="projector | atlas")
+    p.add_argument("--out", required=True, help="output folder (created if missing)")
+    p.add_argument(
+        "--clip",
+        default="none",
+        help="none | auto (zero the state's outlier dims) | D1,D2,... (0-based dims to zero)",
+    )
+    p.add_argument(
+        "--points", default="token", help="token (the token sample) | text (mean-pooled texts)"
+    )
+    p.add_argument(
+        "--projection", default="pca", help="atlas x/y: pca | umap | tsne (seeded, see --seed)"
+    )
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--sample-size", type=int, default=8000, help="token vectors in the sample")
+    p.add_argument(
+        "--cache-dir", default=None, help="extraction cache folder (default: user cache dir)"
+    )
+    p.add_argument(
+        "--no-cache", action="store_true", help="neither read nor write the extraction cache"
+    )
+    p.add_argument(
+        "--cache-limit",
+        default=None,
+        help="disk cache size limit, e.g. 500M or 5G (default: $ISOSCOPE_CACHE_LIMIT, else 5G)",
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from backend.commands.analyze import run_extraction
+    from backend.corpus import load_corpus_file
+    from backend.errors import InputError
+    from backend.export import check_format, check_points, export_points, write_export
+    from backend.extract import ExtractionSettings
+    from backend.naming import parse_hidden_state
+    from backend.projections import check_method
+    from backend.similarity import parse_clip
+
+    fmt = check_format(args.format)
+    points = check_points(args.points)
+    projection = check_method(args.projection)
+    parse_clip(args.clip)  # syntax first (range once the model is loaded)
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {args.out!r} is a file; give a folder for the exported files")
+    if not out.parent.exists():
+        raise InputError(f"--out: folder {str(out.parent)!r} does not exist")
+    corpus = load_corpus_file(args.texts)
+    settings = ExtractionSettings(
+        max_length=args.max_length,
+        batch_size=args.batch_size,
+        sample_size=args.sample_size,
+        seed=args.seed,
+    )
+    loaded = load_model_from_args(args)
+    try:
+        state = parse_hidden_state(args.state, loaded.info.num_layers)
+    except ValueError as exc:
+        raise InputError(f"--state: {exc}") from None
+    result = run_extraction(loaded, corpus, settings, args)
+    for notice in result.notices:
+        progress_line(f"note: {notice}")
+    exported = export_points(
+        result,
+        state,
+        points=points,
+        clip=args.clip,
+        loaded=loaded,
+        progress=ProgressPrinter(f"mean-pooling {len(corpus)} texts") if points == "text" else None,
+    )
+    written = write_export(exported, out, fmt, projection, args.seed)
+    progress_line(f"exported {exported.description}")
+    for path in written:
+        progress_line(f"wrote {path}")
+    return 0

@@ -1,0 +1,115 @@
+"""``python -m backend report``: findings, key figures, model card, corpus and settings as one
+self-contained offline HTML file (see :mod:`backend.report`)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from backend.cli import (
+    ProgressPrinter,
+    add_model_args,
+    load_model_from_args,
+    progress_line,
+)
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "report", help="one self-contained HTML report: findings, key figures, model card"
+    )
+    add_model_args(p)
+    p.add_argument(
+        "--texts", required=True, help=".txt (one text per line), .csv or .jsonl with a text column"
+    )
+    p.add_argument("--out", required=True, help="output HTML file, e.g. report.html")
+    p.add_argument(
+        "--pairs",
+        default=None,
+        help="optional CSV with sentence1,sentence2,score: STS Spearman per state and in the ablation",
+    )
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--sample-size", type=int, default=8000, help="token vectors kept for pairwise metrics"
+    )
+    p.add_argument(
+        "--anisotropy-pairs",
+        type=int,
+        default=10_000,
+        help="random different-text token pairs for anisotropy",
+    )
+    p.add_argument(
+        "--ablation-texts", type=int, default=64, help="texts the LayerNorm ablation runs on"
+    )
+    p.add_argument(
+        "--random-controls", type=int, default=3, help="random dim sets compared with the ablation"
+    )
+    p.add_argument(
+        "--cache-dir", default=None, help="extraction cache folder (default: user cache dir)"
+    )
+    p.add_argument(
+        "--no-cache", action="store_true", help="neither read nor write the extraction cache"
+    )
+    p.add_argument(
+        "--cache-limit",
+        default=None,
+        help="disk cache size limit, e.g. 500M or 5G (default: $ISOSCOPE_CACHE_LIMIT, else 5G)",
+    )
+    p.set_defaults(func=run)
+
+
+def check_html_out(out: str):
+    from pathlib import Path
+
+    from backend.errors import InputError
+
+    path = Path(out)
+    if path.is_dir():
+        raise InputError(f"--out {out!r} is a folder; give a file name such as report.html")
+    if not path.parent.exists():
+        raise InputError(f"--out: folder {str(path.parent)!r} does not exist")
+    return path
+
+
+def run(args: argparse.Namespace) -> int:
+    from backend.commands.ablate import _read_pairs
+    from backend.commands.analyze import run_extraction
+    from backend.corpus import load_corpus_file
+    from backend.extract import ExtractionSettings
+    from backend.report import ReportSettings, build_report
+
+    out = check_html_out(args.out)
+    report_settings = ReportSettings(
+        pairs=args.anisotropy_pairs,
+        seed=args.seed,
+        ablation_texts=args.ablation_texts,
+        random_controls=args.random_controls,
+    )
+    corpus = load_corpus_file(args.texts)
+    pairs = _read_pairs(args.pairs) if args.pairs else None
+    settings = ExtractionSettings(
+        max_length=args.max_length,
+        batch_size=args.batch_size,
+        sample_size=args.sample_size,
+        seed=args.seed,
+    )
+    loaded = load_model_from_args(args)
+    result = run_extraction(loaded, corpus, settings, args)
+    for notice in result.notices:
+        progress_line(f"note: {notice}")
+    report = build_report(
+        loaded,
+        result,
+        settings=report_settings,
+        pairs=pairs,
+        in_place=True,
+        progress=ProgressPrinter("report sections"),
+    )
+    for section in report.sections:
+        if section.skipped is not None:
+            progress_line(f"note: {section.title} left out: {section.skipped}")
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(report.to_html(), encoding="utf-8")
+    os.replace(tmp, out)
+    progress_line(f"wrote {out} ({len(report.findings())} findings)")
+    return 0
