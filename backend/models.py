@@ -252,6 +252,10 @@ def _load_random_like(
 def _resolve_folder(source: str) -> tuple[Path, str]:
     if source.lower() == DEFAULT_SOURCE:
         return default_model_dir(), DEFAULT_MODEL_NAME
+    from backend.gguf import gguf_checkpoint, is_gguf_source
+
+    if is_gguf_source(source):  # `smollm2` or a .gguf file: a safetensors copy in the cache
+        return gguf_checkpoint(source)
     path = Path(source).expanduser()
     if path.exists():
         if not path.is_dir():
