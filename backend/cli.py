@@ -20,7 +20,7 @@ from typing import Any
 from backend.environment import use_offline_environment
 from backend.errors import IsoscopeError
 
-COMMAND_MODULES = ("analyze", "sts", "ablate", "positional", "cache", "report", "export")
+COMMAND_MODULES = ("analyze", "sts", "ablate", "positional", "cache", "report", "export", "massive")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -91,8 +91,8 @@ def add_model_args(
     parser.add_argument(
         "--model",
         default="default",
-        help="default | checkpoint folder | cached Hub id | random:FAMILY[:k=v,...] | "
-        "random-like:SOURCE (random-init copy of SOURCE's architecture)",
+        help="default | smollm2 (bundled decoder) | file.gguf | checkpoint folder | cached Hub id | "
+        "random:FAMILY[:k=v,...] | random-like:SOURCE (random-init copy of SOURCE's architecture)",
     )
     parser.add_argument(
         "--device", default="auto", help="auto (CUDA, then MPS, then CPU) | cpu | cuda | mps"
