@@ -20,7 +20,18 @@ from typing import Any
 from backend.environment import use_offline_environment
 from backend.errors import IsoscopeError
 
-COMMAND_MODULES = ("analyze", "sts", "ablate", "positional", "cache", "report", "export", "massive")
+COMMAND_MODULES = (
+    "analyze",
+    "sts",
+    "ablate",
+    "positional",
+    "cache",
+    "report",
+    "export",
+    "massive",
+    "compare",
+    "trajectory",
+)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -1,0 +1,145 @@
+"""``python -m backend compare``: model A vs model B (or one model on two corpora) as JSON.
+
+Writes ``{"a", "b": model cards, "cka": states(A) x states(B), "basis": "tokens" | "texts",
+"states": [{"index", "anisotropy_a", "anisotropy_b", "outliers_a", "outliers_b", "gained",
+"lost", ...}]}`` (see :func:`backend.compare.comparison_report`). Linear CKA after Kornblith et al.
+2019 (arXiv 1905.00414).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from backend.cli import ProgressPrinter, check_out_path, progress_line, write_json
+
+DEBIASED = {"auto": None, "yes": True, "no": False}
+
+
+def add_cache_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--cache-dir", default=None, help="extraction cache folder (default: user cache dir)"
+    )
+    p.add_argument(
+        "--no-cache", action="store_true", help="neither read nor write the extraction cache"
+    )
+    p.add_argument(
+        "--cache-limit", default=None, help="disk cache size limit, e.g. 500M or 5G (default 5G)"
+    )
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "compare",
+        help="model A vs model B on one corpus (CKA, anisotropy, outliers), or one model on two corpora",
+    )
+    p.add_argument(
+        "--model-a",
+        required=True,
+        help="default | checkpoint folder | cached Hub id | random:FAMILY[:k=v,...] | random-like:SOURCE",
+    )
+    p.add_argument("--model-b", default=None, help="the same choices; default: --model-a")
+    p.add_argument(
+        "--texts", required=True, help=".txt (one text per line), .csv or .jsonl with a text column"
+    )
+    p.add_argument(
+        "--texts-b",
+        default=None,
+        help="a second corpus for B (one model on two corpora; CKA is then skipped)",
+    )
+    p.add_argument("--out", required=True, help="output JSON file")
+    p.add_argument(
+        "--pairs",
+        default=None,
+        help="sentence1,sentence2,score CSV (as for `sts`): adds STS Spearman x 100 by state",
+    )
+    p.add_argument(
+        "--debiased",
+        choices=list(DEBIASED),
+        default="auto",
+        help="debiased CKA (unbiased HSIC) for small n; auto = on for the text basis only",
+    )
+    p.add_argument("--device", default="auto", help="auto | cpu | cuda | mps")
+    p.add_argument("--dtype", default="float32", help="float32 | bfloat16 (GPU only)")
+    p.add_argument("--allow-pickle", action="store_true", help="allow pickle .bin weights")
+    p.add_argument("--max-length", type=int, default=128, help="tokens per text")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument(
+        "--sample-size", type=int, default=8000, help="token vectors kept for CKA and cosines"
+    )
+    p.add_argument("--seed", type=int, default=0)
+    add_cache_args(p)
+    p.set_defaults(func=run)
+
+
+def extraction(loaded, corpus, settings, args, label: str):
+    """Extract through the disk cache unless ``--no-cache``."""
+    from backend.cache import ResultCache, cached_extract
+    from backend.extract import extract
+
+    progress = ProgressPrinter(f"{label}: extracting {len(corpus)} texts")
+    if args.no_cache:
+        return extract(loaded, corpus, settings, progress)
+    return cached_extract(
+        loaded, corpus, settings, progress, ResultCache(args.cache_dir, args.cache_limit)
+    )
+
+
+def _load(source: str, args):
+    from backend.models import load_model
+
+    loaded = load_model(
+        source, device=args.device, dtype=args.dtype, allow_pickle=args.allow_pickle
+    )
+    info = loaded.info
+    progress_line(
+        f"model: {info.display_name} · {info.num_layers} layers · width {info.hidden_size}"
+    )
+    return loaded
+
+
+def run(args: argparse.Namespace) -> int:
+    from backend.compare import compare, comparison_report
+    from backend.corpus import load_corpus_file
+    from backend.errors import InputError
+    from backend.extract import ExtractionSettings
+
+    out = check_out_path(args.out)
+    if args.cache_limit is not None:
+        from backend.cache import parse_size
+
+        parse_size(args.cache_limit, "--cache-limit")
+    model_b = args.model_b or args.model_a
+    if model_b == args.model_a and not args.texts_b:
+        progress_line("note: A and B are the same model on the same corpus (a self-comparison)")
+    settings = ExtractionSettings(
+        max_length=args.max_length,
+        batch_size=args.batch_size,
+        sample_size=args.sample_size,
+        seed=args.seed,
+    )
+    corpus_a = load_corpus_file(args.texts)
+    corpus_b = load_corpus_file(args.texts_b) if args.texts_b else corpus_a
+    pairs = None
+    if args.pairs:
+        from backend.similarity import read_pairs_csv
+
+        pairs = read_pairs_csv(args.pairs)
+        if len(pairs.scores) < 3:
+            raise InputError(f"{args.pairs}: STS needs at least 3 sentence pairs")
+    loaded_a = _load(args.model_a, args)
+    loaded_b = loaded_a if model_b == args.model_a else _load(model_b, args)
+    result_a = extraction(loaded_a, corpus_a, settings, args, "A")
+    result_b = extraction(loaded_b, corpus_b, settings, args, "B")
+    comparison = compare(
+        result_a,
+        result_b,
+        loaded_a=loaded_a,
+        loaded_b=loaded_b,
+        pairs=pairs,
+        debiased=DEBIASED[args.debiased],
+        seed=args.seed,
+    )
+    for note in comparison.notes:
+        progress_line(f"note: {note}")
+    write_json(out, comparison_report(comparison))
+    return 0
