@@ -1,10 +1,44 @@
 """Run a model over a corpus once and keep what every analysis needs: :class:`ExtractionResult`.
 
-Pipeline: tokenize every text (truncated to ``max_length``), sort by length, run batches under
-``torch.inference_mode()`` with ``output_hidden_states=True``, move each batch to the CPU at
-once, and fold the non-padding tokens into streaming float64 statistics
-(:class:`backend.stats.RunningStats`). A seeded random sample of token vectors (capped at
-``sample_size``) is kept for pairwise metrics and projections.
+Pipeline: tokenize every text (truncated to ``max_length``), sort by length, run batches of at
+most ``token_budget`` padded tokens (and ``batch_size`` texts) under ``torch.inference_mode()``
+with ``output_hidden_states=True``, and reduce each hidden state of each batch *on the model's
+device*: the non-padding tokens are gathered per state and folded into streaming float64
+statistics (:class:`backend.stats.RunningStats`, Chan's parallel update). Only those per-batch
+reductions ((S, d) vectors) and the sampled token vectors leave the device; hidden states are
+never stacked or copied to the host whole. If a batch runs out of memory (CUDA, MPS or CPU), it is
+halved and retried, later batches stay at the smaller size, and one notice says so; nothing
+already computed is lost.
+
+Token sample (pairwise metrics, projections): every analysed token gets a priority, a seeded
+64-bit hash of ``(seed, text index, position)`` (splitmix64, :func:`token_priority`); the sample
+is the ``k`` tokens with the smallest priorities, ``k = min(sample_size, budget cap, tokens)``
+where the budget cap keeps ``S * k * d * 4`` bytes within ``sample_budget_bytes``. The rule does
+not depend on batching or on how the corpus is split across processes or machines.
+
+Partial API (for split or distributed runs, e.g. the Ray engine)::
+
+    part = extract_partial(loaded, texts_subset, settings, text_ids=global_ids)  # any subset
+    part.merge(other_part)                    # any grouping/order; returns part
+    result = finish(part, corpus)             # -> ExtractionResult, == extract(loaded, corpus)
+
+- ``extract_partial(loaded, texts, settings=None, *, text_ids=None, progress=None,
+  on_notice=None) -> PartialExtraction``: ``texts`` are this part's texts, ``text_ids`` their
+  indices in the full corpus (default ``0..len-1``). A part may be empty or contain texts that
+  produce no tokens.
+- :class:`PartialExtraction` (picklable; everything on the CPU): ``stats`` (RunningStats),
+  ``sample`` (:class:`SampleCandidates`: ``priority`` uint64 (m,), ``text_id`` int64 (m,),
+  ``position`` int32 (m,), ``vectors`` float32 (S, m, d); at most ``limit`` lowest priorities),
+  ``tokens`` (list of :class:`TokenTable` chunks), ``text_ids``, ``truncated``, ``notices``,
+  ``settings``, ``model`` (ModelInfo dict), ``model_fingerprint``, ``seconds``.
+  ``merge(other)`` folds another part in (Chan merge of the statistics, the ``limit`` lowest
+  priorities of both samples, token chunks appended); parts must cover disjoint texts.
+- ``finish(partial, corpus, *, seconds=None) -> ExtractionResult``: checks that the parts cover
+  every text of ``corpus`` exactly once, orders tokens by (text, position), and builds the result.
+  Statistics equal the single-process ones to float64 rounding; the sample is identical.
+
+``extract(loaded, corpus, settings)`` is ``finish(extract_partial(loaded, corpus.texts,
+settings), corpus)``.
 """
 
 from __future__ import annotations
@@ -18,24 +52,38 @@ import numpy as np
 import torch
 
 from backend.corpus import Corpus
+from backend.device import to_numpy
 from backend.errors import InputError, UnsupportedModelError
 from backend.models import LoadedModel
 from backend.naming import hidden_state_names
 from backend.stats import RunningStats
 
 Progress = Callable[[int, int], None]
-EXTRACT_VERSION = 1
+Notice = Callable[[str], None]
+# 2: device statistics, token-budget batches, a hash-priority token sample (partition-independent),
+#    exclude_first, a byte budget for the sample.
+EXTRACT_VERSION = 2
 
 
 @dataclass(frozen=True)
 class ExtractionSettings:
-    """Everything that changes the result of an extraction (part of the cache key)."""
+    """Everything that changes the result of an extraction (part of the cache key).
+
+    ``token_budget``: padded tokens per batch (texts x longest text); ``batch_size`` caps the texts
+    per batch. Neither changes the statistics beyond float rounding, nor the sample.
+    ``exclude_special`` / ``exclude_first``: leave special tokens / position 0 of every text out
+    of the statistics and the sample. ``sample_budget_bytes``: the float32 token sample
+    (S x k x d x 4 bytes) stays within it; ``k`` = min(sample_size, what fits, tokens).
+    """
 
     max_length: int = 128
     batch_size: int = 32
     sample_size: int = 8000
     seed: int = 0
     exclude_special: bool = False
+    exclude_first: bool = False
+    token_budget: int = 8192
+    sample_budget_bytes: int = 1 << 30
 
     def __post_init__(self) -> None:
         if not 2 <= self.max_length <= 8192:
@@ -45,6 +93,16 @@ class ExtractionSettings:
         if not 2 <= self.sample_size <= 1_000_000:
             raise InputError(
                 f"sample size must be between 2 and 1,000,000 tokens, got {self.sample_size}"
+            )
+        if not 1 <= self.token_budget <= 1 << 24:
+            raise InputError(
+                f"token budget must be between 1 and {1 << 24:,} padded tokens per batch, "
+                f"got {self.token_budget}"
+            )
+        if not 1 << 10 <= self.sample_budget_bytes <= 1 << 40:
+            raise InputError(
+                "the token-sample memory budget must be between 1 KiB and 1 TiB, "
+                f"got {self.sample_budget_bytes:,} bytes"
             )
 
     def to_dict(self) -> dict:
@@ -235,7 +293,547 @@ def _is_punct(token: str) -> bool:
     return bool(core) and all(unicodedata.category(c)[0] in "PS" for c in core)
 
 
+# ----------------------------------------------------------------------------- token sample
+
+_U64 = np.uint64
+_POSITION_BITS = 16  # positions < 65,536 (max_length <= 8192); text ids < 2**48
+
+
+def _splitmix64(x: np.ndarray) -> np.ndarray:
+    """splitmix64 of uint64 values (Steele et al. 2014); a bijection of the 64-bit integers."""
+    z = np.asarray(x, dtype=_U64) + _U64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> _U64(30))) * _U64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> _U64(27))) * _U64(0x94D049BB133111EB)
+    return z ^ (z >> _U64(31))
+
+
+def token_priority(seed: int, text_id: np.ndarray, position: np.ndarray) -> np.ndarray:
+    """Sampling priority of tokens: seeded splitmix64 of (text index, position), uint64.
+
+    Distinct (text, position) pairs get distinct priorities (the hash is a bijection of the packed
+    key), so "the k smallest" is one well-defined set however tokens are batched or split.
+    """
+    salt = _splitmix64(np.array([seed % (1 << 64)], dtype=_U64))[0]
+    key = (np.asarray(text_id).astype(_U64) << _U64(_POSITION_BITS)) | np.asarray(position).astype(
+        _U64
+    )
+    return _splitmix64(key ^ salt)
+
+
+def _token_key(text_id: np.ndarray, position: np.ndarray) -> np.ndarray:
+    return (np.asarray(text_id, dtype=np.int64) << _POSITION_BITS) | np.asarray(
+        position, dtype=np.int64
+    )
+
+
+def sample_limit(settings: ExtractionSettings, num_states: int, hidden_size: int) -> int:
+    """Tokens kept per state: ``sample_size``, capped so S * k * d * 4 bytes fit the budget."""
+    per_token = num_states * hidden_size * 4
+    fits = settings.sample_budget_bytes // per_token
+    if fits < 2:
+        raise InputError(
+            f"the token-sample memory budget ({_bytes_label(settings.sample_budget_bytes)}) holds "
+            f"fewer than 2 tokens of this model ({num_states} states x {hidden_size} dims x 4 "
+            "bytes per token); raise the budget"
+        )
+    return int(min(settings.sample_size, fits))
+
+
+def _bytes_label(n: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n} bytes"
+
+
+class SampleCandidates:
+    """The ``limit`` tokens with the smallest priorities seen so far, with their vectors.
+
+    Fixed slots, so a streaming update costs O(limit + batch) host work and copies only the
+    vectors of tokens that enter. ``priority``/``text_id``/``position``/``vectors`` (S, m, d)
+    float32 expose the filled entries (unordered).
+    """
+
+    def __init__(self, limit: int, num_states: int, hidden_size: int, capacity: int | None = None):
+        self.limit = int(limit)
+        self.num_states = int(num_states)
+        self.hidden_size = int(hidden_size)
+        cap = self.limit if capacity is None else int(min(capacity, self.limit))
+        self._priority = np.zeros(cap, dtype=_U64)
+        self._filled = np.zeros(cap, dtype=bool)
+        self._text_id = np.zeros(cap, dtype=np.int64)
+        self._position = np.zeros(cap, dtype=np.int32)
+        self._vectors = np.zeros((self.num_states, cap, self.hidden_size), dtype=np.float32)
+
+    def __len__(self) -> int:
+        return int(self._filled.sum())
+
+    @property
+    def capacity(self) -> int:
+        return len(self._filled)
+
+    def _rows(self) -> np.ndarray:
+        return np.flatnonzero(self._filled)
+
+    @property
+    def priority(self) -> np.ndarray:
+        return self._priority[self._rows()]
+
+    @property
+    def text_id(self) -> np.ndarray:
+        return self._text_id[self._rows()]
+
+    @property
+    def position(self) -> np.ndarray:
+        return self._position[self._rows()]
+
+    @property
+    def vectors(self) -> np.ndarray:
+        return self._vectors[:, self._rows(), :]
+
+    def select(self, priority: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Which offered tokens enter and which slots they evict; changes nothing.
+
+        Returns ``(entering, evicted_slots)``: indices into ``priority`` and slot numbers.
+        """
+        free = int((~self._filled).sum())
+        if len(priority) <= free:
+            return np.arange(len(priority)), np.zeros(0, dtype=np.int64)
+        occupied = self._rows()
+        candidates = np.arange(len(priority))
+        if free == 0:  # only priorities below the current largest can enter
+            candidates = np.flatnonzero(priority < self._priority[occupied].max())
+            if not candidates.size:
+                return candidates, np.zeros(0, dtype=np.int64)
+        pool = np.concatenate([self._priority[occupied], priority[candidates]])
+        keep = np.argpartition(pool, self.capacity - 1)[: self.capacity]
+        is_new = keep >= len(occupied)
+        entering = candidates[keep[is_new] - len(occupied)]
+        kept_old = np.zeros(len(occupied), dtype=bool)
+        kept_old[keep[~is_new]] = True
+        return np.sort(entering), occupied[~kept_old]
+
+    def commit(
+        self,
+        evicted: np.ndarray,
+        priority: np.ndarray,
+        text_id: np.ndarray,
+        position: np.ndarray,
+        vectors: np.ndarray,
+    ) -> None:
+        """Apply a :meth:`select`: drop ``evicted`` slots, store the entering tokens."""
+        self._filled[evicted] = False
+        if not len(priority):
+            return
+        slots = np.flatnonzero(~self._filled)[: len(priority)]
+        self._priority[slots] = priority
+        self._text_id[slots] = text_id
+        self._position[slots] = position
+        self._vectors[:, slots, :] = vectors
+        self._filled[slots] = True
+
+    def merged(self, other: SampleCandidates) -> SampleCandidates:
+        """The ``limit`` lowest priorities of both (a new, compact object)."""
+        if (other.limit, other.num_states, other.hidden_size) != (
+            self.limit,
+            self.num_states,
+            self.hidden_size,
+        ):
+            raise ValueError("cannot merge token samples of different limits or shapes")
+        pri = np.concatenate([self.priority, other.priority])
+        keep = np.arange(len(pri))
+        if len(pri) > self.limit:
+            keep = np.sort(np.argpartition(pri, self.limit - 1)[: self.limit])
+        out = SampleCandidates(self.limit, self.num_states, self.hidden_size, capacity=len(keep))
+        vectors = np.concatenate([self.vectors, other.vectors], axis=1)[:, keep, :]
+        out.commit(
+            np.zeros(0, dtype=np.int64),
+            pri[keep],
+            np.concatenate([self.text_id, other.text_id])[keep],
+            np.concatenate([self.position, other.position])[keep],
+            vectors,
+        )
+        return out
+
+
+# ----------------------------------------------------------------------------- partial results
+
+
+@dataclass
+class PartialExtraction:
+    """Statistics, sample candidates and token rows of some texts of a corpus (module doc)."""
+
+    settings: ExtractionSettings
+    model: dict
+    model_fingerprint: str
+    text_ids: np.ndarray  # int64, global indices of the texts covered
+    stats: RunningStats
+    sample: SampleCandidates
+    tokens: list[TokenTable]
+    truncated: int = 0
+    max_length: int = 0
+    notices: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def merge(self, other: PartialExtraction) -> PartialExtraction:
+        """Fold ``other`` (disjoint texts, same model and settings) into ``self``; returns self."""
+        if other.settings != self.settings or other.model_fingerprint != self.model_fingerprint:
+            raise ValueError("cannot merge extractions of different models or settings")
+        if np.intersect1d(self.text_ids, other.text_ids).size:
+            raise ValueError("cannot merge extractions that cover the same texts twice")
+        self.text_ids = np.concatenate([self.text_ids, other.text_ids])
+        self.stats = self.stats.to("cpu").merge(other.stats)
+        self.sample = self.sample.merged(other.sample)
+        self.tokens = self.tokens + other.tokens
+        self.truncated += other.truncated
+        self.max_length = max(self.max_length, other.max_length)
+        self.notices += [n for n in other.notices if n not in self.notices]
+        self.seconds += other.seconds
+        return self
+
+
+def _tokenize_part(loaded: LoadedModel, texts: list[str], max_length: int) -> TokenizedCorpus:
+    """:func:`tokenize`, but an empty part (or one without tokens) is fine."""
+    if not texts:
+        model_max = loaded.info.max_positions
+        cap = int(model_max) if model_max and max_length > model_max else max_length
+        return TokenizedCorpus([], [], [], 0, cap)
+    try:
+        return tokenize(loaded, texts, max_length)
+    except InputError:  # the part produced no tokens; the whole corpus is checked in finish()
+        empty = [np.zeros(0, dtype=np.int64) for _ in texts]
+        return TokenizedCorpus(
+            empty, [e.astype(bool) for e in empty], [e.astype(np.int32) for e in empty], 0, 0
+        )
+
+
+def _token_table(
+    loaded: LoadedModel,
+    tokenized: TokenizedCorpus,
+    include: list[np.ndarray],
+    text_ids: np.ndarray,
+) -> TokenTable:
+    """Rows of the analysed tokens of these texts, in text order then position."""
+    counts = np.array([int(m.sum()) for m in include], dtype=np.int64)
+    if not counts.sum():
+        return TokenTable(
+            np.zeros(0, np.int32),
+            np.zeros(0, np.int32),
+            np.zeros(0, dtype=str),
+            np.zeros(0, np.int32),
+            np.zeros(0, bool),
+            np.zeros(0, bool),
+        )
+    text_id = np.repeat(text_ids.astype(np.int32), counts)
+    position = np.concatenate([np.flatnonzero(m) for m in include]).astype(np.int32)
+    token_ids = np.concatenate(
+        [ids[m] for ids, m in zip(tokenized.input_ids, include, strict=True)]
+    )
+    # Strings and punctuation per distinct id, then spread (a Python loop per vocabulary entry
+    # seen, not per token).
+    unique, inverse = np.unique(token_ids, return_inverse=True)
+    names = np.array(loaded.tokenizer.convert_ids_to_tokens(unique.tolist()), dtype=str)
+    punct = np.array([_is_punct(t) for t in names], dtype=bool)
+    word_id = np.concatenate([w[m] for w, m in zip(tokenized.word_ids, include, strict=True)])
+    is_special = np.concatenate([sp[m] for sp, m in zip(tokenized.special, include, strict=True)])
+    return TokenTable(
+        text_id, position, names[inverse], word_id, is_special, punct[inverse] & ~is_special
+    )
+
+
 # ----------------------------------------------------------------------------- forward passes
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """CUDA/MPS/CPU out-of-memory errors, whatever class the backend raises."""
+    if isinstance(exc, torch.OutOfMemoryError | MemoryError):
+        return True
+    if isinstance(exc, RuntimeError):
+        msg = str(exc).lower()
+        return "out of memory" in msg or "can't allocate memory" in msg
+    return False
+
+
+def _free_device_memory(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    elif device.type == "mps" and hasattr(torch, "mps"):
+        torch.mps.empty_cache()
+
+
+def _pad_batch(
+    tokenized: TokenizedCorpus, rows: np.ndarray, pad_id: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Right-padded ``(input_ids, attention_mask)`` int64 arrays of the texts ``rows``."""
+    lengths = tokenized.lengths[rows]
+    width = int(lengths.max()) if len(rows) else 0
+    ids = np.full((len(rows), width), pad_id, dtype=np.int64)
+    mask = np.zeros((len(rows), width), dtype=np.int64)
+    for r, t in enumerate(rows):
+        n = lengths[r]
+        ids[r, :n] = tokenized.input_ids[t]
+        mask[r, :n] = 1
+    return ids, mask
+
+
+def _hidden_states(
+    loaded: LoadedModel, ids: np.ndarray, mask: np.ndarray
+) -> tuple[torch.Tensor, ...]:
+    """One forward pass; the tuple of S (B, T, d) hidden states, on the model's device(s)."""
+    input_ids = torch.from_numpy(ids).to(loaded.device)
+    attention_mask = torch.from_numpy(mask).to(loaded.device)
+    out = loaded.encoder(
+        input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True
+    )
+    hidden_states = getattr(out, "hidden_states", None)
+    if not hidden_states:
+        raise UnsupportedModelError(
+            f"{loaded.info.source!r} ({loaded.info.architecture}) returns no hidden states; "
+            "isoscope needs a model that supports output_hidden_states"
+        )
+    return tuple(hidden_states)
+
+
+def extract_partial(
+    loaded: LoadedModel,
+    texts: tuple[str, ...] | list[str],
+    settings: ExtractionSettings | None = None,
+    *,
+    text_ids: np.ndarray | list[int] | None = None,
+    progress: Progress | None = None,
+    on_notice: Notice | None = None,
+) -> PartialExtraction:
+    """Statistics, sample candidates and token rows of ``texts`` (module doc: Partial API)."""
+    settings = settings or ExtractionSettings()
+    started = time.perf_counter()
+    texts = list(texts)
+    text_ids = np.arange(len(texts)) if text_ids is None else np.asarray(text_ids)
+    text_ids = text_ids.astype(np.int64)
+    if text_ids.shape != (len(texts),) or len(np.unique(text_ids)) != len(texts):
+        raise ValueError("text_ids must give one distinct global index per text")
+    if len(texts) and (text_ids.min() < 0 or text_ids.max() >= 1 << 47):
+        raise ValueError("text_ids must lie in [0, 2**47)")
+    num_states = loaded.info.num_layers + 1
+    d = loaded.info.hidden_size
+    limit = sample_limit(settings, num_states, d)
+    tokenized = _tokenize_part(loaded, texts, settings.max_length)
+    include = []
+    for sp in tokenized.special:
+        keep = ~sp if settings.exclude_special else np.ones_like(sp)
+        if settings.exclude_first and len(keep):
+            keep[0] = False
+        include.append(keep)
+    tokens = _token_table(loaded, tokenized, include, text_ids)
+    positions = [np.flatnonzero(m) for m in include]
+    stats = RunningStats(num_states, d, loaded.device)
+    sample = SampleCandidates(limit, num_states, d, capacity=len(tokens))
+    notices: list[str] = []
+
+    lengths = tokenized.lengths
+    order = np.argsort(-lengths, kind="stable")  # longest first: memory trouble shows at once
+    order = order[lengths[order] > 0]
+    pad_id = loaded.tokenizer.pad_token_id
+    pad_id = 0 if pad_id is None else int(pad_id)
+    budget, cap = settings.token_budget, settings.batch_size
+    start, done, retry = 0, len(texts) - len(order), False
+    with torch.inference_mode():
+        while start < len(order):
+            width = int(lengths[order[start]])
+            count = max(1, min(cap, budget // width, len(order) - start))
+            rows = order[start : start + count]
+            try:
+                batch = _reduce_batch(
+                    loaded, tokenized, rows, include, positions, text_ids, pad_id, settings, sample
+                )
+            except Exception as exc:
+                if not is_out_of_memory(exc):
+                    raise
+                if count == 1:
+                    raise InputError(
+                        f"out of memory on {loaded.info.device} with a single text of {width} "
+                        "tokens; lower the max length, use bfloat16 or a device with more memory"
+                    ) from exc
+                cap, budget = max(1, count // 2), max(1, (count // 2) * width)
+                message = (
+                    f"out of memory with {count} texts x {width} tokens per batch on "
+                    f"{loaded.info.device}; continuing with at most {cap} texts per batch"
+                )
+                if not notices or not notices[-1].startswith("out of memory"):
+                    notices.append(message)
+                    if on_notice is not None:
+                        on_notice(message)
+                else:
+                    notices[-1] = message
+                retry = True
+                continue
+            if retry:  # the failed batch's tensors are released by now
+                _free_device_memory(loaded.device)
+                retry = False
+            b_stats, evicted, entering, vectors = batch
+            stats.merge(b_stats)
+            sample.commit(evicted, *entering, vectors)
+            start += count
+            done += count
+            if progress is not None:
+                progress(done, len(texts))
+    if progress is not None and not len(order):
+        progress(len(texts), len(texts))
+    return PartialExtraction(
+        settings=settings,
+        model=loaded.info.to_dict(),
+        model_fingerprint=loaded.fingerprint,
+        text_ids=text_ids,
+        stats=stats.to("cpu"),
+        sample=sample,
+        tokens=[tokens],
+        truncated=tokenized.truncated,
+        max_length=tokenized.max_length,
+        notices=notices,
+        seconds=time.perf_counter() - started,
+    )
+
+
+def _reduce_batch(
+    loaded: LoadedModel,
+    tokenized: TokenizedCorpus,
+    rows: np.ndarray,
+    include: list[np.ndarray],
+    positions: list[np.ndarray],
+    text_ids: np.ndarray,
+    pad_id: int,
+    settings: ExtractionSettings,
+    sample: SampleCandidates,
+) -> tuple[RunningStats, np.ndarray, tuple[np.ndarray, ...], np.ndarray]:
+    """Forward one batch and reduce it on the device; commits nothing (an OOM loses nothing).
+
+    Returns the batch's statistics, the sample slots to evict, the entering tokens' (priority,
+    text id, position) and their (S, m, d) float32 vectors.
+    """
+    ids, mask = _pad_batch(tokenized, rows, pad_id)
+    keep = np.zeros(mask.shape, dtype=bool)
+    for r, t in enumerate(rows):
+        keep[r, : len(include[t])] = include[t]
+    b_text = np.repeat(text_ids[rows], [len(positions[t]) for t in rows])
+    b_pos = np.concatenate([positions[t] for t in rows]).astype(np.int32)
+    priority = token_priority(settings.seed, b_text, b_pos)
+    entering, evicted = sample.select(priority)
+    hidden_states = _hidden_states(loaded, ids, mask)
+    num_states, d = sample.num_states, sample.hidden_size
+    if len(hidden_states) != num_states or hidden_states[0].shape[-1] != d:
+        raise UnsupportedModelError(
+            f"the model returned {len(hidden_states)} hidden states of width "
+            f"{hidden_states[0].shape[-1]}, expected {num_states} of width {d}"
+        )
+    stats = RunningStats(num_states, d, loaded.device)
+    vectors = np.zeros((num_states, len(entering), d), dtype=np.float32)
+    keep_by_device: dict[torch.device, torch.Tensor] = {}
+    pick_by_device: dict[torch.device, torch.Tensor] = {}
+    for s, h in enumerate(hidden_states):
+        if h.device not in keep_by_device:  # device_map="auto" spreads states over devices
+            keep_by_device[h.device] = torch.from_numpy(keep).to(h.device)
+            pick_by_device[h.device] = torch.from_numpy(entering).to(h.device)
+        x = h[keep_by_device[h.device]]  # (tokens, d): row-major = (text, position) order
+        stats.add_state(s, x)
+        if len(entering):
+            vectors[s] = to_numpy(x[pick_by_device[h.device]], dtype=torch.float32)
+        del x
+    entering_meta = (priority[entering], b_text[entering], b_pos[entering])
+    return stats, evicted, entering_meta, vectors
+
+
+def finish(
+    partial: PartialExtraction, corpus: Corpus, *, seconds: float | None = None
+) -> ExtractionResult:
+    """The :class:`ExtractionResult` of a partial extraction that covers all of ``corpus``."""
+    covered = np.sort(partial.text_ids)
+    if len(covered) != len(corpus.texts) or not np.array_equal(covered, np.arange(len(covered))):
+        raise ValueError(
+            f"the partial extraction covers {len(covered)} texts, not exactly the corpus's "
+            f"{len(corpus.texts)} (indices 0..{len(corpus.texts) - 1})"
+        )
+    settings = partial.settings
+    chunks = [c for c in partial.tokens if len(c)]
+    if not chunks and not (settings.exclude_special or settings.exclude_first):
+        raise InputError("the texts produced no tokens; give real text")
+    if not chunks:
+        what = "special or first tokens" if settings.exclude_first else "special tokens"
+        raise InputError(
+            f"no tokens left to analyse (only {what}?); turn off 'exclude special tokens'"
+            + (" and 'exclude first token'" if settings.exclude_first else "")
+        )
+    merged = TokenTable(
+        *(np.concatenate([getattr(c, f) for c in chunks]) for f in TokenTable.__dataclass_fields__)
+    )
+    keys = _token_key(merged.text_id, merged.position)
+    order = np.argsort(keys, kind="stable")
+    tokens = merged.take(order)
+    keys = keys[order]
+    total = len(tokens)
+
+    sample = partial.sample
+    s_keys = _token_key(sample.text_id, sample.position)
+    s_order = np.argsort(s_keys)
+    sample_index = np.searchsorted(keys, s_keys[s_order]).astype(np.int64)
+    sample_vectors = np.ascontiguousarray(sample.vectors[:, s_order, :])
+    k = len(sample_index)
+
+    stats = partial.stats
+    if stats.count != total:
+        raise ValueError(f"statistics cover {stats.count} tokens but the token table {total}")
+    notices = list(corpus.notices)
+    if partial.truncated:
+        notices.append(
+            f"{partial.truncated} text(s) were cut to {partial.max_length} tokens (max length)"
+        )
+    notices += partial.notices
+    if sample.limit < min(settings.sample_size, total):
+        notices.append(
+            f"{k:,} tokens per state to stay within "
+            f"{_bytes_label(settings.sample_budget_bytes)} (token-sample memory budget)"
+        )
+    if k < total:
+        notices.append(
+            f"pairwise metrics and projections use a random sample of {k:,} of {total:,} tokens"
+        )
+    return ExtractionResult(
+        model=partial.model,
+        model_fingerprint=partial.model_fingerprint,
+        corpus_name=corpus.name,
+        corpus_sha=corpus.sha,
+        texts=corpus.texts,
+        notices=tuple(notices),
+        settings=settings,
+        mean=stats.mean,
+        variance=stats.variance,
+        min=stats.min,
+        max=stats.max,
+        mean_abs=stats.mean_abs,
+        argmin_count=stats.argmin_count,
+        argmax_count=stats.argmax_count,
+        sample_vectors=sample_vectors,
+        sample_index=sample_index,
+        tokens=tokens,
+        seconds=partial.seconds if seconds is None else seconds,
+    )
+
+
+def extract(
+    loaded: LoadedModel,
+    corpus: Corpus,
+    settings: ExtractionSettings | None = None,
+    progress: Progress | None = None,
+    on_notice: Notice | None = None,
+) -> ExtractionResult:
+    """Hidden-state statistics and a token sample of ``loaded`` on ``corpus`` (see module doc)."""
+    settings = settings or ExtractionSettings()
+    started = time.perf_counter()
+    partial = extract_partial(
+        loaded, corpus.texts, settings, progress=progress, on_notice=on_notice
+    )
+    return finish(partial, corpus, seconds=time.perf_counter() - started)
+
+
+# ----------------------------------------------------------------------------- host-side batches (other analyses)
 
 
 def forward_batches(
@@ -280,102 +878,6 @@ def forward_batches(
             if progress is not None:
                 progress(done, len(order))
             yield batch_ids, hidden, torch.from_numpy(mask).bool()
-
-
-def extract(
-    loaded: LoadedModel,
-    corpus: Corpus,
-    settings: ExtractionSettings | None = None,
-    progress: Progress | None = None,
-) -> ExtractionResult:
-    """Hidden-state statistics and a token sample of ``loaded`` on ``corpus`` (see module doc)."""
-    settings = settings or ExtractionSettings()
-    started = time.perf_counter()
-    tokenized = tokenize(loaded, corpus.texts, settings.max_length)
-    include = [~sp if settings.exclude_special else np.ones_like(sp) for sp in tokenized.special]
-    counts = np.array([int(m.sum()) for m in include], dtype=np.int64)
-    offsets = np.concatenate([[0], np.cumsum(counts)])
-    total = int(offsets[-1])
-    if total == 0:
-        raise InputError(
-            "no tokens left to analyse (only special tokens?); turn off 'exclude special tokens'"
-        )
-
-    # Token metadata in text order (text, then position), for the tokens the statistics cover.
-    vocab_tokens = loaded.tokenizer.convert_ids_to_tokens
-    text_id = np.repeat(np.arange(len(counts), dtype=np.int32), counts)
-    position = np.concatenate([np.flatnonzero(m) for m in include]).astype(np.int32)
-    token_ids = np.concatenate(
-        [ids[m] for ids, m in zip(tokenized.input_ids, include, strict=True)]
-    )
-    token = np.array(vocab_tokens(token_ids.tolist()), dtype=str)
-    word_id = np.concatenate([w[m] for w, m in zip(tokenized.word_ids, include, strict=True)])
-    is_special = np.concatenate([sp[m] for sp, m in zip(tokenized.special, include, strict=True)])
-    is_punct = np.array([_is_punct(t) for t in token], dtype=bool) & ~is_special
-    tokens = TokenTable(text_id, position, token, word_id, is_special, is_punct)
-
-    # Seeded uniform sample of analysed tokens, chosen up front so one pass fills it.
-    rng = np.random.default_rng(settings.seed)
-    k = min(settings.sample_size, total)
-    sample_index = np.sort(rng.choice(total, size=k, replace=False))
-    slot = np.full(total, -1, dtype=np.int64)
-    slot[sample_index] = np.arange(k)
-
-    num_states = loaded.info.num_layers + 1
-    d = loaded.info.hidden_size
-    stats = RunningStats(num_states, d)
-    sample_vectors = np.zeros((num_states, k, d), dtype=np.float32)
-    for batch_ids, hidden, attn in forward_batches(
-        loaded, tokenized, settings.batch_size, progress
-    ):
-        if hidden.shape[0] != num_states or hidden.shape[-1] != d:
-            raise UnsupportedModelError(
-                f"the model returned {hidden.shape[0]} hidden states of width {hidden.shape[-1]}, "
-                f"expected {num_states} of width {d}"
-            )
-        keep = attn.clone()
-        global_rows = []
-        for row, t in enumerate(batch_ids):
-            n = len(include[t])
-            keep[row, :n] = torch.from_numpy(include[t])
-            global_rows.append(offsets[t] + np.arange(counts[t]))
-        vectors = hidden[:, keep].numpy()  # (S, tokens in batch, d), row-major = text order per row
-        stats.update(vectors)
-        rows = np.concatenate(global_rows)
-        slots = slot[rows]
-        hit = slots >= 0
-        if hit.any():
-            sample_vectors[:, slots[hit], :] = vectors[:, hit, :]
-
-    notices = list(corpus.notices)
-    if tokenized.truncated:
-        notices.append(
-            f"{tokenized.truncated} text(s) were cut to {tokenized.max_length} tokens (max length)"
-        )
-    if k < total:
-        notices.append(
-            f"pairwise metrics and projections use a random sample of {k:,} of {total:,} tokens"
-        )
-    return ExtractionResult(
-        model=loaded.info.to_dict(),
-        model_fingerprint=loaded.fingerprint,
-        corpus_name=corpus.name,
-        corpus_sha=corpus.sha,
-        texts=corpus.texts,
-        notices=tuple(notices),
-        settings=settings,
-        mean=stats.mean,
-        variance=stats.variance,
-        min=stats.min,
-        max=stats.max,
-        mean_abs=stats.mean_abs,
-        argmin_count=stats.argmin_count,
-        argmax_count=stats.argmax_count,
-        sample_vectors=sample_vectors,
-        sample_index=sample_index,
-        tokens=tokens,
-        seconds=time.perf_counter() - started,
-    )
 
 
 def mean_pooled(

@@ -92,6 +92,21 @@ class RunningStats:
             out._fill_state(s, x)
         return out
 
+    def add_state(self, s: int, x: torch.Tensor) -> None:
+        """Set state ``s`` of a fresh per-batch object from its (tokens, d) activations.
+
+        For callers that stream a batch one hidden state at a time (so no (S, tokens, d) tensor
+        ever exists); every state of the batch must have the same number of tokens.
+        """
+        if x.ndim != 2 or x.shape[1] != self.hidden_size:
+            raise ValueError(f"state shape {tuple(x.shape)} != (tokens, {self.hidden_size})")
+        if self.count == 0:
+            self.count = int(x.shape[0])
+        elif x.shape[0] != self.count:
+            raise ValueError(f"state {s} has {x.shape[0]} tokens, the batch {self.count}")
+        if x.shape[0]:
+            self._fill_state(s, x)
+
     def _fill_state(self, s: int, x: torch.Tensor) -> None:
         """Reductions of one state's (n, d) activations, computed where x lives (CPU for MPS)."""
         if x.device.type == "mps":

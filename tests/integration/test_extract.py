@@ -220,3 +220,143 @@ def test_minilm_dimension_223_is_a_top_outlier_in_states_2_to_5(minilm_result):
         assert 223 in outlier_dims(result, state)
     # The final LayerNorm zeroes it: it is no outlier in the last hidden state.
     assert 223 not in outlier_dims(result, 6)
+
+
+# ----------------------------------------------------------------------------- engine (issue 9)
+
+_STATS = ("mean", "variance", "min", "max", "mean_abs")
+
+
+def _assert_same_result(a, b, rtol=1e-12, atol=1e-12):
+    for name in _STATS:
+        np.testing.assert_allclose(getattr(a, name), getattr(b, name), rtol=rtol, atol=atol)
+    np.testing.assert_array_equal(a.sample_index, b.sample_index)
+    for f in TokenTable.__dataclass_fields__:
+        np.testing.assert_array_equal(getattr(a.tokens, f), getattr(b.tokens, f), err_msg=f)
+
+
+def test_sample_is_the_k_smallest_hash_priorities(tiny, corpus):
+    """The partition-independent rule: priority = seeded splitmix64 of (text, position)."""
+    from backend.extract import token_priority
+
+    result = extract(tiny, corpus, ExtractionSettings(sample_size=25, seed=7))
+    pri = token_priority(7, result.tokens.text_id, result.tokens.position)
+    assert len(np.unique(pri)) == len(pri)
+    np.testing.assert_array_equal(result.sample_index, np.sort(np.argsort(pri)[:25]))
+    other_seed = extract(tiny, corpus, ExtractionSettings(sample_size=25, seed=8))
+    assert not np.array_equal(other_seed.sample_index, result.sample_index)
+
+
+def test_uneven_partial_extractions_merge_to_the_single_run(tiny, corpus):
+    """Parts of 1, 3 and 2 texts (out of order), merged in any grouping == one process."""
+    from backend.extract import extract_partial, finish
+
+    settings = ExtractionSettings(sample_size=20, token_budget=64)
+    whole = extract(tiny, corpus, settings)
+    groups = [[4], [0, 5, 2], [1, 3]]
+    parts = [extract_partial(tiny, [TEXTS[i] for i in g], settings, text_ids=g) for g in groups]
+    merged = parts[2].merge(parts[0]).merge(parts[1])
+    result = finish(merged, corpus)
+    _assert_same_result(result, whole, rtol=1e-5, atol=1e-5)  # different padding: float32 forward
+    np.testing.assert_array_equal(result.argmax_count.sum(axis=1), whole.argmax_count.sum(axis=1))
+    np.testing.assert_allclose(result.sample_vectors, whole.sample_vectors, atol=1e-5)
+    # An empty part merges as a no-op.
+    empty = extract_partial(tiny, [], settings, text_ids=[])
+    _assert_same_result(finish(merged.merge(empty), corpus), result)
+    with pytest.raises(ValueError, match="same texts"):
+        parts[0].merge(extract_partial(tiny, [TEXTS[4]], settings, text_ids=[4]))
+    with pytest.raises(ValueError, match="covers"):
+        finish(extract_partial(tiny, list(TEXTS[:2]), settings), corpus)
+
+
+def test_merge_order_changes_stats_only_by_float64_rounding(tiny, corpus):
+    from backend.extract import extract_partial, finish
+
+    settings = ExtractionSettings(sample_size=15, batch_size=1)  # one text per batch everywhere
+    parts = lambda: [  # noqa: E731
+        extract_partial(tiny, [t], settings, text_ids=[i]) for i, t in enumerate(TEXTS)
+    ]
+    fwd = parts()
+    for p in fwd[1:]:
+        fwd[0].merge(p)
+    rev = parts()
+    for p in rev[:-1][::-1]:
+        rev[-1].merge(p)
+    a, b = finish(fwd[0], corpus), finish(rev[-1], corpus)
+    _assert_same_result(a, b)
+    np.testing.assert_array_equal(a.sample_vectors, b.sample_vectors)
+    np.testing.assert_array_equal(a.argmin_count, b.argmin_count)
+    _assert_same_result(a, extract(tiny, corpus, settings))
+
+
+@pytest.mark.parametrize("budget", [1, 40, 100_000])
+def test_any_token_budget_gives_the_same_statistics_and_sample(tiny, corpus, budget):
+    ref = extract(tiny, corpus, ExtractionSettings(sample_size=30, batch_size=4))
+    got = extract(tiny, corpus, ExtractionSettings(sample_size=30, token_budget=budget))
+    _assert_same_result(got, ref, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got.sample_vectors, ref.sample_vectors, atol=1e-5)
+
+
+def test_out_of_memory_halves_the_batch_and_loses_nothing(tiny, corpus, monkeypatch):
+    import backend.extract as ex
+
+    settings = ExtractionSettings(sample_size=30, batch_size=32)
+    ref = extract(tiny, corpus, settings)
+    real = ex._hidden_states
+    calls = {"n": 0, "sizes": []}
+
+    def flaky(loaded, ids, mask):
+        calls["n"] += 1
+        calls["sizes"].append(ids.shape[0])
+        if calls["n"] == 1:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real(loaded, ids, mask)
+
+    monkeypatch.setattr(ex, "_hidden_states", flaky)
+    heard = []
+    got = extract(tiny, corpus, settings, on_notice=heard.append)
+    assert calls["sizes"][:2] == [len(TEXTS), len(TEXTS) // 2]
+    assert len(heard) == 1 and "out of memory" in heard[0]
+    assert sum("out of memory" in n for n in got.notices) == 1
+    _assert_same_result(got, ref, rtol=1e-4, atol=1e-5)
+
+    def always(loaded, ids, mask):
+        raise RuntimeError("MPS backend out of memory")
+
+    monkeypatch.setattr(ex, "_hidden_states", always)
+    with pytest.raises(InputError, match="single text"):
+        extract(tiny, corpus, settings)
+
+    def bug(loaded, ids, mask):
+        raise RuntimeError("shape mismatch")
+
+    monkeypatch.setattr(ex, "_hidden_states", bug)
+    with pytest.raises(RuntimeError, match="shape mismatch"):
+        extract(tiny, corpus, settings)
+
+
+def test_exclude_first_drops_position_zero(tiny, corpus):
+    full = extract(tiny, corpus, ExtractionSettings(sample_size=20))
+    got = extract(tiny, corpus, ExtractionSettings(sample_size=20, exclude_first=True))
+    assert got.num_tokens == full.num_tokens - len(TEXTS)
+    assert (got.tokens.position > 0).all()
+    x = np.concatenate([encode_text(tiny, t)[0][:, 1:].astype(np.float64) for t in TEXTS], axis=1)
+    np.testing.assert_allclose(got.mean, x.mean(axis=1), atol=1e-5)
+    assert (got.sample_tokens.position > 0).all()
+
+
+def test_sample_budget_caps_tokens_per_state(tiny, corpus):
+    S, d = tiny.info.num_layers + 1, tiny.info.hidden_size
+    budget = S * d * 4 * 12 + 5  # room for 12 tokens
+    got = extract(tiny, corpus, ExtractionSettings(sample_size=40, sample_budget_bytes=budget))
+    assert got.sample_vectors.shape == (S, 12, d)
+    assert any("12 tokens per state to stay within" in n for n in got.notices)
+    wide = extract(tiny, corpus, ExtractionSettings(sample_size=40))
+    np.testing.assert_array_equal(  # a budget cap keeps a prefix of the priority order
+        np.intersect1d(got.sample_index, wide.sample_index), got.sample_index
+    )
+    from backend.extract import sample_limit
+
+    with pytest.raises(InputError, match="fewer than 2 tokens"):
+        sample_limit(ExtractionSettings(sample_budget_bytes=1024), 33, 4096)
+    assert sample_limit(ExtractionSettings(), 33, 4096) == (1 << 30) // (33 * 4096 * 4) == 1985
