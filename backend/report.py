@@ -24,7 +24,6 @@ so the same model, corpus and settings give the same bytes (the CLI and the app'
 from __future__ import annotations
 
 import html
-import importlib
 import json
 import traceback
 from collections.abc import Callable, Sequence
@@ -71,6 +70,7 @@ class ReportSettings:
     probe_max_position: int = 64
     probe_iter: int = 30
     projection_points: int = 2000
+    decoder_texts: int = 64  # texts of the massive-activation / sink scan
 
     def __post_init__(self) -> None:
         if self.pairs < 1:
@@ -301,10 +301,18 @@ def _anisotropy(ctx: _Context) -> Section:
         )
         return sec
     peak = int(np.nanargmax(raw))
+    last = len(raw) - 1
+    course = (
+        f"peaks at {_num(raw[peak])} at state {names[peak]} and is {_num(raw[-1])} at the final "
+        f"state {names[-1]}"
+        if 0 < peak < last
+        else f"is highest at the final state {names[-1]} ({_num(raw[-1])})"
+        if peak == last
+        else f"is highest there and {_num(raw[-1])} at the final state {names[-1]}"
+    )
     sec.findings.append(
         f"Anisotropy (mean cosine of {iso.n_pairs:,} random token pairs from different texts) is "
-        f"{_num(raw[0])} at {names[0]}, peaks at {_num(raw[peak])} at state {names[peak]} and is "
-        f"{_num(raw[-1])} at the final state {names[-1]}."
+        f"{_num(raw[0])} at {names[0]}, {course}."
     )
     with_dims = [s for s, dims in enumerate(dims_by_state) if dims]
     if with_dims:
@@ -563,32 +571,118 @@ def _similarity(ctx: _Context) -> Section:
 
 
 def _decoder(ctx: _Context) -> Section:
-    """Massive activations and attention sinks, from backend.massive / backend.sinks when present."""
+    """Massive activations (Sun et al. 2024) and attention sinks (Xiao et al. 2023; Gu et al. 2024's
+    alpha) from :func:`backend.massive.scan_decoder`, when this build has it."""
     sec = Section("decoder", SECTION_TITLES["decoder"], source=SOURCES["decoder"])
-    if not ctx.loaded.info.is_causal:
+    loaded = ctx.loaded
+    if not loaded.info.is_causal:
         sec.skipped = (
             "the model is an encoder (bidirectional attention); massive activations and attention "
             "sinks are reported for decoders"
         )
         return sec
-    found = []
-    for name in ("massive", "sinks"):
-        try:
-            module = importlib.import_module(f"backend.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"backend.{name}":
-                raise
-            continue
-        summarise = getattr(module, "report_findings", None)
-        if summarise is None:
-            continue
-        findings, figures = summarise(ctx.loaded, ctx.result)
-        sec.findings.extend(findings)
-        sec.figures.extend(figures)
-        found.append(name)
-    if not found:
+    try:
+        from backend.massive import scan_decoder
+    except ImportError as exc:
+        if getattr(exc, "name", "") not in ("backend.massive", "backend.sinks"):
+            raise
         sec.skipped = "this isoscope build has no massive-activation or attention-sink analysis"
+        return sec
+    texts = list(ctx.result.texts[: ctx.settings.decoder_texts])
+    scan = scan_decoder(
+        loaded,
+        texts,
+        max_length=ctx.result.settings.max_length,
+        batch_size=ctx.result.settings.batch_size,
+        int8=False,
+    )
+    m = scan.massive
+    names = list(m.state_names)
+    ratio = m.ratio
+    s = int(np.nanargmax(ratio))
+    top = float(m.top_value[s, 0])
+    where = (
+        f"dim {int(m.top_dim[s, 0])}, token {str(m.top_token[s, 0])!r} at position "
+        f"{int(m.top_position[s, 0])}"
+    )
+    massive_states = [names[i] for i in range(len(names)) if m.n_massive[i] > 0]
+    if massive_states:
+        carriers = m.carriers[s]
+        total = max(sum(int(carriers.get(k, 0)) for k in ("first", "delimiter", "other")), 1)
+        sec.findings.append(
+            f"Massive activations: the largest |h| is {top:,.1f} at state {names[s]} ({where}), "
+            f"{ratio[s]:,.0f}x that state's median |h| of {m.median_abs[s]:.3g}; "
+            f"{int(m.n_massive[s]):,} activations there exceed max(100, 1000 x median), "
+            f"{_pct(int(carriers.get('first', 0)) / total)} on the first token and "
+            f"{_pct(int(carriers.get('delimiter', 0)) / total)} on delimiters."
+        )
+        sec.findings.append(
+            f"States with massive activations: {_states(massive_states)} of {len(names)}."
+        )
+    else:
+        sec.findings.append(
+            f"No massive activations (|h| > max(100, 1000 x median)) at any state; the largest |h| is "
+            f"{top:,.2f} at state {names[s]} ({where}), {ratio[s]:,.0f}x its median."
+        )
+    if scan.sinks is not None:
+        sinks = scan.sinks
+        layer = int(np.argmax(sinks.share_per_layer))
+        sec.findings.append(
+            f"Attention sinks: {_pct(sinks.share)} of (layer, head) pairs put more than "
+            f"{sinks.threshold:g} of their attention on the first token on average (alpha, Gu et al. "
+            "2024)"
+            + (
+                f"; most in layer {layer + 1} ({_pct(float(sinks.share_per_layer[layer]))} of its heads)."
+                if sinks.share > 0
+                else "."
+            )
+        )
+    sec.notes.extend(scan.notes)
+    sec.notes.append(f"Measured on the first {len(texts)} texts of the corpus.")
+    sec.figures.append(_massive_figure(m, scan.sinks))
     return sec
+
+
+def _massive_figure(m, sinks):
+    """Top |h| and median |h| per hidden state (log scale); sink share per layer when measured."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    names = list(m.state_names)
+    cols = 2 if sinks is not None else 1
+    fig = make_subplots(
+        rows=1,
+        cols=cols,
+        subplot_titles=["largest and median |h| per hidden state"]
+        + (["share of heads that are attention sinks"] if sinks is not None else []),
+    )
+    fig.add_trace(
+        go.Scatter(x=names, y=m.top_value[:, 0], mode="lines+markers", name="largest |h|"),
+        row=1,
+        col=1,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=names, y=m.median_abs, mode="lines+markers", name="median |h|", line=dict(dash="dot")
+        ),
+        row=1,
+        col=1,
+    )
+    fig.update_yaxes(type="log", title_text="|h|", row=1, col=1)
+    if sinks is not None:
+        fig.add_trace(
+            go.Bar(
+                x=[str(i + 1) for i in range(len(sinks.share_per_layer))],
+                y=sinks.share_per_layer,
+                name="sink share",
+            ),
+            row=1,
+            col=2,
+        )
+        fig.update_yaxes(range=[0, 1], title_text="share of heads", row=1, col=2)
+    fig.update_xaxes(type="category", title_text="hidden state / layer")
+    fig.update_layout(height=360, margin=dict(l=50, r=20, t=50, b=40))
+    return fig
 
 
 BUILDERS: dict[str, Callable[[_Context], Section]] = {
