@@ -97,7 +97,7 @@ def ablated(model_or_loaded, dims: Sequence[int], norms=None) -> Iterator[list[N
                         None if bias is None else bias.detach().clone(),
                     )
                 )
-                weight[index.to(weight.device)] = 0
+                weight[index.to(weight.device)] = -site.gamma_offset  # effective gamma 0
                 if bias is not None:
                     bias[index.to(bias.device)] = 0
         yield sites

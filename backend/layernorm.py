@@ -18,12 +18,14 @@ Pre-LN models (GPT-2, Llama-style, ...; recognised by a norm after the last laye
 - ``L{i}.pre_mlp_ln`` (``pre_mlp``): normalises the input of the MLP (GPT-2 ``ln_2``);
 - ``final_ln`` (``final``): after the last layer (GPT-2 ``ln_f``).
 
-Either kind: ``L{i}.norm{k}`` (``other``) for a further norm inside layer i (k = 3, 4, ... in
-module order) and ``head.ln`` (``head``) for the MLM head's transform LayerNorm.
+Either kind: ``L{i}.norm{k}`` (``other``) for a further norm inside layer i (k = its 1-based place
+among the layer's norms, e.g. Gemma-2's post-attention norm ``L{i}.norm2``) and ``head.ln``
+(``head``) for the MLM head's transform LayerNorm.
 
-Norms are found by type (``nn.LayerNorm`` or any module whose class name ends in ``LayerNorm``
-or ``RMSNorm``) with a weight of the model width; RMSNorm has no beta (treated as absent).
-A model is pre-LN when its base model has a norm after the last layer.
+Where each norm lives, and whether the model is pre-LN, comes from the architecture map
+(:mod:`backend.arch`; a family without an entry is refused with UnsupportedModelError). RMSNorm
+(Llama family) has no beta (treated as absent); Gemma's RMSNorm scales by 1 + weight, so its
+reported gamma is weight + 1.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from backend.arch import architecture
+from backend.device import to_numpy
 from backend.errors import InputError, UnsupportedModelError
 
 ROLES = ("emb", "attn", "out", "pre_attn", "pre_mlp", "other", "final", "head")
@@ -47,7 +51,6 @@ ROLE_LABELS = {
     "final": "final LN",
     "head": "MLM head LN",
 }
-_POST_LN_ORDER = ("attn", "out")
 _PRE_LN_ORDER = ("pre_attn", "pre_mlp")
 
 
@@ -61,99 +64,66 @@ class NormSite:
     layer: int | None
     path: str
     module: torch.nn.Module = field(repr=False, compare=False)
+    gamma_offset: float = 0.0  # effective gamma = weight + offset (Gemma's RMSNorm: 1)
 
     @property
     def has_bias(self) -> bool:
         return getattr(self.module, "bias", None) is not None
 
 
-def _is_norm(module: torch.nn.Module, width: int) -> bool:
-    name = type(module).__name__
-    if not (isinstance(module, torch.nn.LayerNorm) or name.endswith(("LayerNorm", "RMSNorm"))):
-        return False
+def _width(module: torch.nn.Module) -> int | None:
     weight = getattr(module, "weight", None)
-    return isinstance(weight, torch.Tensor) and weight.ndim == 1 and weight.shape[0] == width
-
-
-def _layer_list(
-    encoder: torch.nn.Module, num_layers: int
-) -> tuple[str, torch.nn.ModuleList] | None:
-    """The ModuleList of the ``num_layers`` Transformer blocks (``encoder.layer``, ``h``, ``layers``)."""
-    for path, module in encoder.named_modules():
-        if isinstance(module, torch.nn.ModuleList) and len(module) == num_layers and num_layers > 0:
-            return path, module
-    return None
+    return int(weight.shape[0]) if isinstance(weight, torch.Tensor) and weight.ndim == 1 else None
 
 
 def find_norms(
     model: torch.nn.Module, *, num_layers: int | None = None, width: int | None = None
 ) -> list[NormSite]:
-    """All norms of ``model`` (a base model or a ``*ForMaskedLM``), named canonically, in model order.
+    """All norms of ``model`` (a base model or a ``*ForMaskedLM``), named canonically, in forward
+    order (embedding LN, each layer's norms, final LN, head LN). Where they live comes from the
+    architecture map (:mod:`backend.arch`); norms narrower than the model width (ELECTRA's
+    embedding LayerNorm before its projection) are left out.
 
-    Raises :class:`UnsupportedModelError` when none are found or they are not per layer.
+    Raises :class:`UnsupportedModelError` for a family the map does not know.
     """
     config = model.config
-    num_layers = int(num_layers or getattr(config, "num_hidden_layers", 0) or 0)
     width = int(width or getattr(config, "hidden_size", 0) or 0)
-    base = getattr(model, "base_model", None)
-    base = base if isinstance(base, torch.nn.Module) else model
-    base_prefix = next((p for p, m in model.named_modules() if m is base), "")
-    kind = f"{type(model).__name__} ({getattr(config, 'model_type', '?')})"
-    found = _layer_list(base, num_layers)
-    all_norms = [(p, m) for p, m in model.named_modules() if _is_norm(m, width)]
-    if not all_norms:
+    try:
+        arch = architecture(model)
+    except UnsupportedModelError as exc:
         raise UnsupportedModelError(
-            f"{kind} has no LayerNorm/RMSNorm of width {width}; the LayerNorm page and `ablate` need "
-            "a Transformer with LayerNorms (BERT, RoBERTa, DistilBERT, ELECTRA, GPT-2, Llama-style ...)"
-        )
-    if found is None:
+            f"no LayerNorm map for this model: {exc}; the LayerNorm page and `ablate` need one"
+        ) from exc
+    if num_layers is not None and int(num_layers) != len(arch.layers):
         raise UnsupportedModelError(
-            f"{kind} has norms but no list of {num_layers} layers to assign them to (e.g. ALBERT shares "
-            "one layer); use a model with one block per layer"
+            f"{arch.family.name}: expected {num_layers} layers, found {len(arch.layers)} blocks"
         )
-    layers_path, layers = found
-    layers_full = f"{base_prefix}.{layers_path}" if base_prefix else layers_path
-    block_path = {f"{layers_full}.{i}": i for i in range(len(layers))}
-    # Pre-LN: a norm in the base model registered after the layer list (GPT-2 ln_f, Llama norm).
-    order = [p for p, _ in model.named_modules()]
-    layers_pos = order.index(layers_full)
-    base_paths = {
-        f"{base_prefix}.{p}" if base_prefix and p else (base_prefix or p)
-        for p, _ in base.named_modules()
-    }
-    in_layers = [p for p, _ in all_norms if any(p.startswith(bp + ".") for bp in block_path)]
-    after = [
-        p
-        for p, _ in all_norms
-        if p in base_paths and p not in in_layers and order.index(p) > layers_pos
+    offset = arch.family.gamma_offset
+    found: list[tuple[str, str, int | None, torch.nn.Module]] = []
+    if arch.embedding_norm is not None:
+        found.append(("emb.ln", "emb", None, arch.embedding_norm))
+    for layer in arch.layers:
+        for k, (role, module) in enumerate(layer.norms):
+            name = (
+                f"L{layer.index + 1}.{role}_ln"
+                if role != "other"
+                else f"L{layer.index + 1}.norm{k + 1}"
+            )
+            found.append((name, role, layer.index + 1, module))
+    if arch.final_norm is not None:
+        found.append(("final_ln", "final", None, arch.final_norm))
+    heads = arch.head_norms
+    for n, (_, module) in enumerate(heads):
+        found.append(("head.ln" if len(heads) == 1 else f"head.ln{n + 1}", "head", None, module))
+    sites = [
+        NormSite(name, role, layer, arch.path(module), module, offset)
+        for name, role, layer, module in found
+        if _width(module) == width
     ]
-    pre_ln = bool(after)
-    per_layer_names = _PRE_LN_ORDER if pre_ln else _POST_LN_ORDER
-
-    sites: list[NormSite] = []
-    per_layer_count: dict[int, int] = {}
-    head_count = sum(1 for p, _ in all_norms if p not in base_paths)
-    head_seen = 0
-    for path, module in all_norms:
-        layer = next((i for bp, i in block_path.items() if path.startswith(bp + ".")), None)
-        if layer is not None:
-            k = per_layer_count.get(layer, 0)
-            per_layer_count[layer] = k + 1
-            role = per_layer_names[k] if k < 2 else "other"
-            name = f"L{layer + 1}.{role}_ln" if role != "other" else f"L{layer + 1}.norm{k + 1}"
-            sites.append(NormSite(name, role, layer + 1, path, module))
-        elif path not in base_paths:
-            head_seen += 1
-            name = "head.ln" if head_count == 1 else f"head.ln{head_seen}"
-            sites.append(NormSite(name, "head", None, path, module))
-        elif order.index(path) > layers_pos:
-            sites.append(NormSite("final_ln", "final", None, path, module))
-        else:
-            sites.append(NormSite("emb.ln", "emb", None, path, module))
-    names = [s.name for s in sites]
-    if len(set(names)) != len(names):
+    if not sites:
         raise UnsupportedModelError(
-            f"{kind}: cannot name its norms unambiguously ({', '.join(names)})"
+            f"{arch.family.name} model has no LayerNorm/RMSNorm of width {width}; the LayerNorm "
+            "page and `ablate` need a Transformer with per-layer norms"
         )
     return sites
 
@@ -235,15 +205,11 @@ class LNParams:
 
 
 def ln_params(sites: list[NormSite]) -> LNParams:
-    """Copy the parameters of ``sites`` to CPU float64."""
-    gamma = np.stack([s.module.weight.detach().to("cpu", torch.float64).numpy() for s in sites])
+    """Copy the parameters of ``sites`` to CPU float64: the effective gamma (weight + the family's
+    offset) and beta (0 for RMSNorm, which has none)."""
+    gamma = np.stack([to_numpy(s.module.weight) + s.gamma_offset for s in sites])
     beta = np.stack(
-        [
-            s.module.bias.detach().to("cpu", torch.float64).numpy()
-            if s.has_bias
-            else np.zeros(gamma.shape[1])
-            for s in sites
-        ]
+        [to_numpy(s.module.bias) if s.has_bias else np.zeros(gamma.shape[1]) for s in sites]
     )
     return LNParams(
         [s.name for s in sites],

@@ -429,48 +429,18 @@ def _load_random(source: str, *, head: str) -> dict:
 
 
 def _position_table(model: torch.nn.Module) -> torch.nn.Embedding | None:
-    """The learned absolute position-embedding table, if the model has one."""
-    base = getattr(model, "base_model", model)
-    for path in (
-        "embeddings.position_embeddings",
-        "wpe",
-        "embed_positions",
-        "decoder.embed_positions",
-    ):
-        obj: Any = base
-        for part in path.split("."):
-            obj = getattr(obj, part, None)
-            if obj is None:
-                break
-        if isinstance(obj, torch.nn.Embedding):
-            return obj
-    return None
+    """The learned position-table module, if the model has one (zeroed too, for NoPE)."""
+    return arch.position_table(model)
 
 
 def position_table(loaded: LoadedModel) -> torch.nn.Embedding | None:
     """Public accessor of the absolute position table (None for rotary/relative/NoPE models)."""
-    table = _position_table(loaded.model)
-    if table is None or getattr(loaded.config, "isoscope_nope", False):
-        return None
-    return table
+    return arch.absolute_position_table(loaded)
 
 
 def _position_embedding_kind(model: torch.nn.Module, config: Any) -> str:
-    if getattr(config, "isoscope_nope", False):
-        return "none (NoPE: table zeroed and frozen)"
-    if (
-        getattr(config, "rope_theta", None) is not None
-        or getattr(config, "rope_scaling", None)
-        or getattr(config, "rotary_dim", None)
-    ):
-        return "rotary (RoPE)"
-    kind = getattr(config, "position_embedding_type", None)
-    table = _position_table(model)
-    if kind and kind != "absolute":
-        return f"relative ({kind})"
-    if table is not None:
-        return f"absolute, learned ({table.num_embeddings} positions)"
-    return "unknown"
+    """The model card's position-embedding line (decided in backend.arch)."""
+    return arch.position_embedding_label(model)
 
 
 def _is_causal(config: Any) -> bool:

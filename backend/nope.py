@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from backend.arch import architecture
 from backend.device import to_numpy
 from backend.errors import InputError, UnsupportedModelError
 from backend.hooks import forward_hooks
@@ -353,30 +354,14 @@ def _curves(
 
 
 def attention_output_modules(loaded: LoadedModel) -> list[torch.nn.Module]:
-    """Per layer, the module whose output is the attention output before the residual add:
-    GPT-2 ``h.i.attn`` (= c_proj), BERT ``layer.i.attention.output.dense``, Llama-style
-    ``layers.i.self_attn`` (= o_proj), GPT-NeoX ``layers.i.attention``, OPT ``layers.i.self_attn``."""
-    base = loaded.encoder
-    if hasattr(base, "h"):
-        return [block.attn for block in base.h]
-    layers = getattr(getattr(base, "encoder", None), "layer", None)
-    if (
-        layers is not None
-        and hasattr(layers[0], "attention")
-        and hasattr(layers[0].attention, "output")
-    ):
-        return [layer.attention.output.dense for layer in layers]
-    layers = getattr(base, "layers", None) or getattr(
-        getattr(base, "decoder", None), "layers", None
-    )
-    if layers is not None:
-        for name in ("self_attn", "attention", "attn"):
-            if hasattr(layers[0], name):
-                return [getattr(layer, name) for layer in layers]
-    raise UnsupportedModelError(
-        f"cannot find the attention modules of {loaded.info.architecture} ({loaded.info.model_type}); "
-        "the variance view supports GPT-2, BERT-family and Llama/NeoX/OPT-style models"
-    )
+    """Per layer, the module whose output is the attention output before the residual add (from
+    the architecture map): GPT-2 ``h.i.attn`` (= c_proj), BERT ``layer.i.attention.output.dense``,
+    Llama-style ``layers.i.self_attn`` (= o_proj), GPT-NeoX ``layers.i.attention``, OPT
+    ``layers.i.self_attn``."""
+    try:
+        return [layer.attention_output for layer in architecture(loaded).layers]
+    except UnsupportedModelError as exc:
+        raise UnsupportedModelError(f"the variance view cannot find the attention: {exc}") from exc
 
 
 def variance_on_model(

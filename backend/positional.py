@@ -31,6 +31,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from backend.arch import architecture
+from backend.device import to_numpy
 from backend.errors import InputError, UnsupportedModelError
 from backend.models import LoadedModel, position_table
 
@@ -81,7 +83,7 @@ def position_table_weights(loaded: LoadedModel) -> np.ndarray:
             f"(position embeddings: {loaded.info.position_embedding}); the position-embedding view "
             "needs a BERT- or GPT-2-style model (try the default model or random:bert)"
         )
-    return table.weight.detach().to("cpu", torch.float64).numpy()
+    return to_numpy(table.weight)
 
 
 def analyse_position_table(
@@ -122,33 +124,36 @@ def analyse_position_table(
 
 
 def position_offset(loaded: LoadedModel) -> int:
-    """First table row used as a position: RoBERTa-style tables start at padding_idx + 1."""
-    if loaded.info.model_type in ("roberta", "xlm-roberta", "camembert", "longformer"):
+    """First table row used as a position (RoBERTa-style tables start at padding_idx + 1; OPT at 2),
+    from the architecture map."""
+    try:
+        offset = architecture(loaded).family.position_offset
+    except UnsupportedModelError:
+        return 0
+    if offset == "padding_idx+1":
         pad = getattr(loaded.config, "pad_token_id", None)
         return int(pad) + 1 if pad is not None else 0
-    return 0
+    return int(offset)
 
 
 def embedding_layernorm(loaded: LoadedModel) -> tuple[str, np.ndarray, np.ndarray] | None:
-    """(name, gamma, beta) of the LayerNorm applied to word + position embeddings, or None.
+    """(name, gamma, beta) of the first norm applied to word + position embeddings, or None.
 
-    BERT family: ``embeddings.LayerNorm`` (canonical ``emb.ln``); GPT-2 is pre-LN, so the first
-    norm that sees word + position is layer 1's ``ln_1`` (``L1.attn_ln``).
+    From the architecture map: post-LN encoders have an embedding LayerNorm (canonical ``emb.ln``);
+    pre-LN models (GPT-2) first normalise word + position in layer 1's pre-attention norm
+    (``L1.pre_attn_ln``). RMSNorm has no beta (zeros); Gemma's gamma is weight + 1.
     """
-    base = loaded.encoder
-    emb = getattr(base, "embeddings", None)
-    ln = getattr(emb, "LayerNorm", None) if emb is not None else None
-    name = "emb.ln"
-    if ln is None and hasattr(base, "h"):
-        ln, name = base.h[0].ln_1, "L1.attn_ln (pre-LN)"
+    try:
+        arch = architecture(loaded)
+    except UnsupportedModelError:
+        return None
+    ln, name = arch.embedding_norm, "emb.ln"
+    if ln is None and arch.pre_ln:
+        ln, name = dict(arch.layers[0].norms).get("pre_attn"), "L1.pre_attn_ln (pre-LN)"
     if ln is None or getattr(ln, "weight", None) is None:
         return None
-    gamma = ln.weight.detach().to("cpu", torch.float64).numpy()
-    beta = (
-        ln.bias.detach().to("cpu", torch.float64).numpy()
-        if ln.bias is not None
-        else np.zeros_like(gamma)
-    )
+    gamma = to_numpy(ln.weight) + arch.family.gamma_offset
+    beta = to_numpy(ln.bias) if getattr(ln, "bias", None) is not None else np.zeros_like(gamma)
     return name, gamma, beta
 
 

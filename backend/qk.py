@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from backend.arch import architecture
 from backend.device import to_numpy
 from backend.errors import UnsupportedModelError
 from backend.extract import forward_batches, tokenize
@@ -76,30 +77,34 @@ class QKStats:
 def _projections(
     loaded: LoadedModel,
 ) -> tuple[str, list[tuple[torch.nn.Module, ...]], int, int, list[float]]:
-    """(kind, per-layer modules, heads, head_dim, per-layer logit scaling)."""
-    base = loaded.encoder
-    layers = getattr(getattr(base, "encoder", None), "layer", None)
-    if layers is not None and hasattr(getattr(layers[0], "attention", None), "self"):
-        selfs = [layer.attention.self for layer in layers]
-        if all(hasattr(s, "query") and hasattr(s, "key") for s in selfs):
-            heads = int(selfs[0].num_attention_heads)
-            head_dim = int(selfs[0].attention_head_size)
-            scales = [float(getattr(s, "scaling", head_dim**-0.5)) for s in selfs]
-            return "bert", [(s.query, s.key) for s in selfs], heads, head_dim, scales
-    if hasattr(base, "h"):
-        attns = [block.attn for block in base.h]
-        heads, head_dim = int(attns[0].num_heads), int(attns[0].head_dim)
-        return (
-            "gpt2",
-            [(a.c_attn,) for a in attns],
-            heads,
-            head_dim,
-            [float(a.scaling) for a in attns],
+    """(kind, per-layer modules, heads, head_dim, per-layer logit scaling) from the architecture map.
+
+    ``kind`` is "bert" (separate query/key modules) or "gpt2" (one fused ``q | k | v`` module).
+    Rotary models are refused: their projections are captured before RoPE rotates them, so the
+    logits rebuilt from them would not be the model's.
+    """
+    try:
+        arch = architecture(loaded)
+    except UnsupportedModelError as exc:
+        raise UnsupportedModelError(f"the queries/keys view cannot read this model: {exc}") from exc
+    if arch.position_kind == "rotary" or arch.num_kv_heads != arch.num_heads:
+        raise UnsupportedModelError(
+            f"the queries/keys view supports models with one key per query head and no rotary "
+            f"positions (BERT family, GPT-2, OPT); {loaded.info.architecture} "
+            f"({loaded.info.model_type}) has {arch.position_kind} positions"
+            + (f" and {arch.num_kv_heads} key heads" if arch.num_kv_heads != arch.num_heads else "")
         )
-    raise UnsupportedModelError(
-        f"the queries/keys view supports BERT-family encoders and GPT-2; {loaded.info.architecture} "
-        f"({loaded.info.model_type}) is neither"
-    )
+    if all(layer.fused_qkv is not None for layer in arch.layers):
+        kind, modules = "gpt2", [(layer.fused_qkv,) for layer in arch.layers]
+    elif all(layer.query is not None and layer.key is not None for layer in arch.layers):
+        kind, modules = "bert", [(layer.query, layer.key) for layer in arch.layers]
+    else:
+        raise UnsupportedModelError(
+            f"the queries/keys view needs separate query/key modules or a fused q|k|v module; "
+            f"{arch.family.name} has neither"
+        )
+    scales = [arch.scaling(layer) for layer in arch.layers]
+    return kind, modules, arch.num_heads, arch.head_dim, scales
 
 
 def qk_stats(

@@ -30,11 +30,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from backend.arch import architecture
 from backend.device import to_numpy
 from backend.errors import InputError, UnsupportedModelError
 from backend.extract import tokenize
 from backend.hooks import forward_hooks
-from backend.models import LoadedModel, position_table
+from backend.models import LoadedModel
 
 Progress = Callable[[int, int], None]
 TERMS = ("word_word", "word_position", "position_word", "position_position")
@@ -68,59 +69,55 @@ class _Parts:
 
 
 def _locate(loaded: LoadedModel) -> _Parts:
-    if position_table(loaded) is None:
+    """The TUPE pieces from the architecture map: post-LN encoders with an embedding LayerNorm and
+    separate query/key modules ("bert"), or pre-LN GPT-2 with its fused ``c_attn`` ("gpt2")."""
+    try:
+        arch = architecture(loaded)
+    except UnsupportedModelError as exc:
+        raise UnsupportedModelError(
+            f"the TUPE decomposition cannot read this model: {exc}"
+        ) from exc
+    if arch.absolute_position_table is None:
         raise UnsupportedModelError(
             f"{loaded.info.source!r} has no learned absolute position table (position embeddings: "
             f"{loaded.info.position_embedding}); the TUPE decomposition splits word and position "
             "embeddings, so it needs a BERT- or GPT-2-style model with absolute positions"
         )
-    base = loaded.encoder
-    emb = getattr(base, "embeddings", None)
-    layers = getattr(getattr(base, "encoder", None), "layer", None)
-    if (
-        emb is not None
-        and layers is not None
-        and hasattr(emb, "LayerNorm")
-        and hasattr(emb, "word_embeddings")
-    ):
-        attn = getattr(getattr(layers[0], "attention", None), "self", None)
-        if attn is None or not hasattr(attn, "query") or not hasattr(attn, "key"):
+    first = arch.layers[0]
+    heads, head_dim = arch.num_heads, arch.head_dim
+    if not arch.pre_ln and arch.embedding_norm is not None:
+        if first.query is None or first.key is None:
             raise UnsupportedModelError(
-                f"{loaded.info.architecture}: layer 1 has no attention.self.query/key modules; the TUPE "
+                f"{loaded.info.architecture}: layer 1 has no separate query/key modules; the TUPE "
                 "view supports BERT-family encoders and GPT-2"
             )
-        if emb.word_embeddings.embedding_dim != loaded.info.hidden_size:
+        if arch.word_embeddings.embedding_dim != loaded.info.hidden_size:
             raise UnsupportedModelError(
-                f"{loaded.info.architecture} projects its embeddings (ALBERT-style); the TUPE split needs "
-                "word + position embeddings of the hidden width"
+                f"{loaded.info.architecture} projects its embeddings (ALBERT-style); the TUPE split "
+                "needs word + position embeddings of the hidden width"
             )
-        heads = int(getattr(attn, "num_attention_heads", loaded.info.num_heads))
-        head_dim = int(getattr(attn, "attention_head_size", loaded.info.hidden_size // heads))
         return _Parts(
             "bert",
-            emb.word_embeddings,
-            emb.position_embeddings,
-            getattr(emb, "token_type_embeddings", None),
-            emb.LayerNorm,
-            (attn.query, attn.key),
+            arch.word_embeddings,
+            arch.absolute_position_table,
+            arch.token_type_table,
+            arch.embedding_norm,
+            (first.query, first.key),
             heads,
             head_dim,
-            float(getattr(attn, "scaling", head_dim**-0.5)),
+            arch.scaling(first),
         )
-    if hasattr(base, "wte") and hasattr(base, "wpe") and hasattr(base, "h"):
-        attn = base.h[0].attn
-        heads = int(attn.num_heads)
-        head_dim = int(attn.head_dim)
+    if arch.pre_ln and first.fused_qkv is not None:
         return _Parts(
             "gpt2",
-            base.wte,
-            base.wpe,
+            arch.word_embeddings,
+            arch.absolute_position_table,
             None,
-            base.h[0].ln_1,
-            (attn.c_attn,),
+            dict(first.norms)["pre_attn"],
+            (first.fused_qkv,),
             heads,
             head_dim,
-            float(getattr(attn, "scaling", head_dim**-0.5)),
+            arch.scaling(first),
         )
     raise UnsupportedModelError(
         f"the TUPE decomposition supports BERT-family encoders (post-embedding LayerNorm) and GPT-2 "
