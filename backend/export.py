@@ -133,12 +133,14 @@ def export_points(
     loaded=None,
     pooled: np.ndarray | None = None,
     text_ids: Sequence[int] | None = None,
+    rows: Sequence[int] | None = None,
     progress: Progress | None = None,
 ) -> ExportPoints:
     """The points to export at hidden state ``state`` (0 = emb) of an ExtractionResult.
 
     Mean-pooled texts need ``loaded`` (to pool every text) or ``pooled`` (S, n, d) already computed
-    for the texts ``text_ids`` (default: the first n texts).
+    for the texts ``text_ids`` (default: the first n texts). ``rows`` keeps only those points (rows
+    of the token sample, or of ``pooled``), e.g. the ones a page projected.
     """
     from backend.postprocess import make_postprocessor
     from backend.projections import hover_contexts, text_snippets
@@ -179,6 +181,10 @@ def export_points(
         position = np.full(n, -1, dtype=np.int64)
         special = np.zeros(n, dtype=bool)
         punctuation = np.zeros(n, dtype=bool)
+    if rows is not None:
+        keep = np.asarray(rows, dtype=np.int64)
+        vectors, token, text = vectors[keep], token[keep], text[keep]
+        position, special, punctuation = position[keep], special[keep], punctuation[keep]
     if dims:
         vectors = make_postprocessor("clip", dims=dims).fit_transform(vectors)
     return ExportPoints(
@@ -238,21 +244,27 @@ def projector_zip(exported: ExportPoints) -> bytes:
 # ----------------------------------------------------------------------------- embedding-atlas
 
 
-def atlas_table(exported: ExportPoints, projection: str = "pca", seed: int = 0):
+def atlas_table(
+    exported: ExportPoints, projection: str = "pca", seed: int = 0, coords: np.ndarray | None = None
+):
     """A pyarrow Table for embedding-atlas: text, token, x, y, vector (list<float32>) + metadata.
 
     ``x``/``y`` are the 2-D ``projection`` (pca | umap | tsne, :func:`backend.projections.project`)
-    of the exported vectors, seeded.
+    of the exported vectors, seeded; or ``coords`` (n, 2) already computed (the page's projection).
     """
     import pyarrow as pa
 
     from backend.projections import project
 
-    if len(exported) < 3:
-        raise InputError(
-            f"{len(exported)} point(s) are too few to project; give more texts or tokens"
-        )
-    coords = project(exported.vectors, projection, seed).coords
+    if coords is None:
+        if len(exported) < 3:
+            raise InputError(
+                f"{len(exported)} point(s) are too few to project; give more texts or tokens"
+            )
+        coords = project(exported.vectors, projection, seed).coords
+    coords = np.asarray(coords, dtype=np.float64)
+    if coords.shape != (len(exported), 2):
+        raise InputError(f"coordinates of shape {coords.shape} do not match {len(exported)} points")
     d = int(exported.vectors.shape[1])
     flat = pa.array(np.ascontiguousarray(exported.vectors, dtype=np.float32).ravel())
     vector = pa.FixedSizeListArray.from_arrays(flat, d).cast(pa.list_(pa.float32()))
@@ -281,12 +293,14 @@ def atlas_table(exported: ExportPoints, projection: str = "pca", seed: int = 0):
     )
 
 
-def atlas_bytes(exported: ExportPoints, projection: str = "pca", seed: int = 0) -> bytes:
+def atlas_bytes(
+    exported: ExportPoints, projection: str = "pca", seed: int = 0, coords: np.ndarray | None = None
+) -> bytes:
     """The embedding-atlas Parquet file as bytes (the app's download)."""
     import pyarrow.parquet as pq
 
     buffer = io.BytesIO()
-    pq.write_table(atlas_table(exported, projection, seed), buffer)
+    pq.write_table(atlas_table(exported, projection, seed, coords), buffer)
     return buffer.getvalue()
 
 

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from backend.errors import InputError, IsoscopeError
+from backend.isotropy import N_PAIRS, PAIR_SEED
 
 Progress = Callable[[int, int], None]
 
@@ -63,8 +64,8 @@ SOURCES = {
 class ReportSettings:
     """Parameters of the report's analyses (the ones the pages use by default)."""
 
-    pairs: int = 10_000  # random different-text token pairs for anisotropy
-    seed: int = 0
+    pairs: int = N_PAIRS  # random different-text token pairs for anisotropy
+    seed: int = PAIR_SEED
     ablation_texts: int = 64  # texts the LayerNorm ablation runs on
     random_controls: int = 3
     probe_max_position: int = 64

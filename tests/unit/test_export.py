@@ -150,3 +150,15 @@ def test_bad_inputs(planted, tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(InputError, match="is a file"):
         write_export(exported, tmp_path / "file", "projector")
+
+
+def test_rows_and_given_coordinates(planted):
+    rows = np.array([3, 10, 50, 199])
+    exported = export_points(planted, 1, points="token", clip="auto", rows=rows)
+    np.testing.assert_array_equal(exported.position, planted.tokens.position[rows])
+    assert np.all(exported.vectors[:, 4] == 0)
+    coords = np.arange(8, dtype=np.float64).reshape(4, 2)
+    table = pq.read_table(io.BytesIO(atlas_bytes(exported, coords=coords)))
+    assert np.asarray(table.column("x")).tolist() == [0.0, 2.0, 4.0, 6.0]
+    with pytest.raises(InputError, match="do not match"):
+        atlas_bytes(exported, coords=coords[:3])

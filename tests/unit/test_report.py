@@ -81,7 +81,7 @@ def test_findings_quote_the_planted_outlier_and_what_zeroing_it_does(planted):
     assert (
         float(aniso.group(1)) > 0.3 > float(aniso.group(2))
     )  # the shift makes state 2 anisotropic
-    assert any("peaks at" in f and "state 2" in f for f in raw.findings)
+    assert any("is highest at the final state 2" in f for f in raw.findings)
     assert any("dimension 7 carries" in f for f in raw.findings)
     assert len(raw.figures) == 2  # anisotropy line + PCA before/after clipping
 
