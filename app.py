@@ -20,6 +20,7 @@ PAGES = [
     ("similarity.py", "Sentence similarity", ":material/compare_arrows:"),
     ("layernorm.py", "LayerNorm", ":material/tune:"),
     ("positional.py", "Positional information", ":material/timeline:"),
+    ("compare.py", "Compare", ":material/difference:"),
 ]
 
 st.set_page_config(page_title="isoscope", page_icon=":material/blur_on:", layout="wide")

@@ -1,0 +1,86 @@
+"""``python -m backend trajectory``: per-layer statistics over training checkpoints as JSON.
+
+Writes ``{"steps": [...], "checkpoints": [...], "states": [[per-state figures] per checkpoint],
+"layernorm", "emergence", "complete", "errors"}`` (see :meth:`backend.trajectory.Trajectory.to_json`).
+A checkpoint that fails to load, or has another architecture than the first, is skipped: the JSON
+holds every checkpoint that worked, and the command then exits 2 with one line naming the problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from backend.cli import ProgressPrinter, check_out_path, progress_line, write_json
+from backend.commands.compare import add_cache_args
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "trajectory",
+        help="largest |mean|, outlier dims, anisotropy and LayerNorm outliers over checkpoints",
+    )
+    p.add_argument(
+        "--checkpoints",
+        required=True,
+        nargs="+",
+        help="a folder of checkpoint-STEP/ (or stepSTEP/) folders, or several checkpoint folders",
+    )
+    p.add_argument(
+        "--texts", required=True, help=".txt (one text per line), .csv or .jsonl with a text column"
+    )
+    p.add_argument("--out", required=True, help="output JSON file")
+    p.add_argument("--device", default="auto", help="auto | cpu | cuda | mps")
+    p.add_argument("--dtype", default="float32", help="float32 | bfloat16 (GPU only)")
+    p.add_argument("--allow-pickle", action="store_true", help="allow pickle .bin weights")
+    p.add_argument("--max-length", type=int, default=128, help="tokens per text")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--sample-size", type=int, default=8000, help="token vectors kept for cosines")
+    p.add_argument("--seed", type=int, default=0)
+    add_cache_args(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from backend.cache import ResultCache
+    from backend.corpus import load_corpus_file
+    from backend.errors import InputError
+    from backend.extract import ExtractionSettings
+    from backend.trajectory import resolve_checkpoints, run_trajectory
+
+    out = check_out_path(args.out)
+    if args.cache_limit is not None:
+        from backend.cache import parse_size
+
+        parse_size(args.cache_limit, "--cache-limit")
+    checkpoints = resolve_checkpoints(args.checkpoints)
+    corpus = load_corpus_file(args.texts)
+    settings = ExtractionSettings(
+        max_length=args.max_length,
+        batch_size=args.batch_size,
+        sample_size=args.sample_size,
+        seed=args.seed,
+    )
+    progress_line(
+        f"{len(checkpoints)} checkpoints, steps {', '.join(str(c.step) for c in checkpoints)}"
+    )
+    trajectory = run_trajectory(
+        checkpoints,
+        corpus,
+        settings,
+        device=args.device,
+        dtype=args.dtype,
+        allow_pickle=args.allow_pickle,
+        cache=ResultCache(args.cache_dir, args.cache_limit),
+        use_cache=not args.no_cache,
+        seed=args.seed,
+        progress=progress_line,
+        extract_progress=ProgressPrinter(f"extracting {len(corpus)} texts"),
+    )
+    if trajectory.points:
+        write_json(out, trajectory.to_json())
+    if trajectory.errors:
+        kept = len(trajectory.points)
+        more = f" (and {len(trajectory.errors) - 1} more)" if len(trajectory.errors) > 1 else ""
+        saved = f"; {out} holds the {kept} checkpoint(s) that worked" if kept else ""
+        raise InputError(f"{trajectory.errors[0]}{more}{saved}")
+    return 0

@@ -1,0 +1,356 @@
+"""Compare: model A vs model B on one corpus, or one model on corpus A vs corpus B (linear CKA,
+anisotropy and IsoScore, outlier dims gained and lost, |mean| differences, the cosine share of
+the top dims, STS by state, LayerNorm deltas), and a checkpoint trajectory."""
+
+from __future__ import annotations
+
+import json
+
+import streamlit as st
+
+from backend.cli import to_jsonable
+from backend.compare import comparison_report
+from backend.errors import IsoscopeError
+from backend.plots.compare import (
+    TRAJECTORY_METRICS,
+    abs_mean_diff_frame,
+    abs_mean_diff_heatmap,
+    cka_frame,
+    cka_heatmap,
+    emergence_figure,
+    ln_diff_heatmap,
+    ln_gamma_flag_heatmap,
+    outlier_change_figure,
+    state_metric_figure,
+    states_frame,
+    trajectory_figure,
+    trajectory_frame,
+)
+from backend.plots.overview import model_card_rows
+from backend.similarity import read_pairs_csv, sts_sample
+from ui.common import download_buttons, explainer, get_selection, load_or_stop, show_notices
+from ui.compare import (
+    cached_comparison,
+    cached_trajectory,
+    corpus_b_extraction,
+    corpus_b_selection,
+    model_b_extraction,
+    trajectory_paths,
+)
+from ui.sidebar import CUSTOM, MODEL_PRESETS
+
+MODES = ("two models, one corpus", "one model, two corpora")
+ESTIMATORS = {"auto": None, "debiased": True, "plain": False}
+
+st.title("Compare")
+explainer(
+    "What is this / how to read it / references",
+    """
+**A against B.** Model A is the one chosen in the sidebar; model B is any source the loader takes (by
+default a random-init copy of A's architecture: `random-like:SOURCE`). Both run on the sidebar's corpus with
+the same settings. Or keep one model and compare two corpora (e.g. in-domain vs out-of-domain text).
+
+**Linear CKA** (Kornblith, Norouzi, Lee & Hinton 2019) compares two representations of the *same inputs*:
+with centred X (n × d₁) and Y (n × d₂), CKA = ‖YᵀX‖²_F / (‖XᵀX‖_F ‖YᵀY‖_F). It is 1 for a representation
+against itself (or a rotation or uniform scaling of it), is not fooled by different widths, and falls when
+the geometry differs. Every hidden state of A is compared with every hidden state of B; the diagonal (same
+index) is outlined. When both models tokenize the corpus identically, the rows are the same sampled tokens;
+otherwise they are mean-pooled text vectors (one per text), and the page says so. The **debiased**
+estimator (unbiased HSIC, Song et al. 2012; used by Kornblith et al.) removes the upward bias of small n; on
+*auto* it is used for text vectors. A trained model against a random-init copy gives values well below 1.
+
+**Per hidden state** (states both models have): anisotropy (Ethayarajh 2019) and IsoScore (Rudman et al.
+2022) on each side's own token sample; outlier dims (z-score or extreme-index, as on the Outlier page)
+kept, gained by B and lost by B; |mean| per dim of B minus A; the share of the mean cosine carried by the
+top 3 dims (Timkey & van Schijndel 2021); STS Spearman by state when pairs are given (Luo et al. 2021).
+Dims are compared only when the widths match. **LayerNorm** γ/β differences per dim show which dims moved
+in fine-tuning (Kovaleva et al. 2021) when both models have the same norms.
+
+**Sources**
+- Kornblith et al. 2019, *Similarity of Neural Network Representations Revisited*, [arXiv 1905.00414](https://arxiv.org/abs/1905.00414)
+- Ethayarajh 2019, [arXiv 1909.00512](https://arxiv.org/abs/1909.00512); Rudman et al. 2022 (IsoScore), [arXiv 2108.07344](https://arxiv.org/abs/2108.07344)
+- Timkey & van Schijndel 2021, [arXiv 2109.04404](https://arxiv.org/abs/2109.04404); Luo, Kulmizev & Mao 2021, [arXiv 2011.04393](https://arxiv.org/abs/2011.04393)
+- Kovaleva et al. 2021, *BERT Busters*, [arXiv 2105.06990](https://arxiv.org/abs/2105.06990); Godey et al. 2023 (trained vs random init), [arXiv 2306.07656](https://arxiv.org/abs/2306.07656)
+""",
+)
+loaded_a, result_a = load_or_stop()
+selection = get_selection()
+show_notices(result_a)
+tab_pair, tab_trajectory = st.tabs(["A vs B", "Checkpoint trajectory"])
+
+
+def _choose_b():
+    """Side B's inputs; returns (loaded_b, result_b, label_b) or None (message shown)."""
+    mode = st.radio("Compare", MODES, horizontal=True, key="cmp_mode")
+    if mode == MODES[0]:
+        own = f"random-like:{selection.model_source}"
+        options = {f"random-init copy of A ({own})": own}
+        options.update({k: v for k, v in MODEL_PRESETS.items() if v != own})
+        c1, c2 = st.columns([2, 3])
+        choice = c1.selectbox("Model B", list(options), key="cmp_model_b")
+        source = options[choice]
+        if source == CUSTOM:
+            source = c2.text_input(
+                "Custom model B",
+                key="cmp_model_b_custom",
+                placeholder="/path/to/checkpoint, org/name, random:gpt2:layers=6, random-like:…",
+            ).strip()
+            if not source:
+                st.info(
+                    "Type model B (a checkpoint folder, a cached Hub id, random:… or random-like:…)."
+                )
+                return None
+        loaded_b, result_b = model_b_extraction(source)
+        return loaded_b, result_b, source
+    c1, c2 = st.columns([1, 3])
+    kind = c1.radio(
+        "Corpus B", ["paste text", "upload a file", "bundled sample corpus"], key="cmp_corpus_b"
+    )
+    if kind == "paste text":
+        text = c2.text_area("Corpus B: one text per line", key="cmp_corpus_b_text", height=120)
+        if not text.strip():
+            st.info("Paste corpus B (one text per line) to compare it with the sidebar's corpus.")
+            return None
+        sel_b = corpus_b_selection("paste", text=text)
+    elif kind == "upload a file":
+        upload = c2.file_uploader(
+            "Corpus B (.txt one text per line; .csv/.jsonl with a text column)",
+            type=["txt", "csv", "jsonl"],
+            key="cmp_corpus_b_file",
+        )
+        if upload is None:
+            st.info("Upload corpus B to compare it with the sidebar's corpus.")
+            return None
+        sel_b = corpus_b_selection("upload", upload=upload)
+    else:
+        sel_b = corpus_b_selection("bundled")
+    loaded_b, result_b = corpus_b_extraction(sel_b)
+    return loaded_b, result_b, result_b.corpus_name
+
+
+def _pairs():
+    choice = st.radio(
+        "STS by state",
+        ["none", "bundled sample pairs", "upload a CSV"],
+        horizontal=True,
+        key="cmp_sts",
+        help="sentence1,sentence2,score CSV (STS-B format): Spearman x 100 per hidden state for A and B.",
+    )
+    if choice == "bundled sample pairs":
+        return sts_sample()
+    if choice == "upload a CSV":
+        upload = st.file_uploader("Pairs CSV", type=["csv"], key="cmp_sts_file")
+        return read_pairs_csv(upload.getvalue(), upload.name) if upload is not None else None
+    return None
+
+
+def _render_pair() -> None:
+    try:
+        chosen = _choose_b()
+    except IsoscopeError as exc:
+        st.error(f"**Cannot load side B.** {exc}")
+        return
+    if chosen is None:
+        return
+    loaded_b, result_b, label_b = chosen
+    label_a = (
+        selection.model_source
+        if st.session_state.get("cmp_mode", MODES[0]) == MODES[0]
+        else result_a.corpus_name
+    )
+    c1, c2 = st.columns([1, 2])
+    estimator = c1.radio(
+        "CKA estimator",
+        list(ESTIMATORS),
+        horizontal=True,
+        key="cmp_estimator",
+        help="auto: plain on tokens, debiased on text vectors (few inputs).",
+    )
+    with c2:
+        try:
+            pairs = _pairs()
+        except IsoscopeError as exc:
+            st.error(f"**Cannot read the pairs file.** {exc}")
+            pairs = None
+    try:
+        c = cached_comparison(
+            loaded_a,
+            result_a,
+            loaded_b,
+            result_b,
+            pairs=pairs,
+            debiased=ESTIMATORS[estimator],
+            label_a="A",
+            label_b="B",
+        )
+    except IsoscopeError as exc:
+        st.error(f"**Cannot compare A and B.** {exc}")
+        return
+
+    left, right = st.columns(2)
+    for col, side, card, corpus in (
+        (left, "A", result_a.model, result_a.corpus_name),
+        (right, "B", result_b.model, result_b.corpus_name),
+    ):
+        with col:
+            st.markdown(f"**{side}: {label_a if side == 'A' else label_b}** · {corpus}")
+            st.dataframe(model_card_rows(card), hide_index=True, width="stretch", height=240)
+    for note in c.notes:
+        st.info(note)
+
+    st.subheader("Representation similarity (linear CKA)")
+    if c.cka is not None:
+        basis = (
+            f"the same {c.cka.n:,} sampled tokens in both models"
+            if c.cka.basis == "tokens"
+            else f"{c.cka.n:,} mean-pooled text vectors (the two models tokenize the corpus differently)"
+        )
+        estimator_text = "debiased (unbiased HSIC)" if c.cka.debiased else "plain"
+        st.caption(f"Computed on {basis}; {estimator_text} estimator. Diagonal outlined.")
+        fig = cka_heatmap(c.cka.matrix, c.a.state_names, c.b.state_names, "A", "B")
+        st.plotly_chart(fig, width="stretch", key="cmp_cka")
+        diag = ", ".join(f"{c.a.state_names[i]}: {v:.2f}" for i, v in enumerate(c.cka.diagonal))
+        st.markdown(f"**Diagonal (same hidden state):** {diag}")
+        download_buttons(
+            "cmp_cka",
+            fig=fig,
+            frame=cka_frame(c.cka.matrix, c.a.state_names, c.b.state_names),
+            name="isoscope_cka",
+        )
+    else:
+        st.caption(
+            "CKA needs the same inputs on both sides; with two corpora only the statistics are compared."
+        )
+
+    st.subheader("Per hidden state")
+    m1, m2 = st.columns(2)
+    m1.plotly_chart(
+        state_metric_figure(c, "anisotropy", "A", "B"), width="stretch", key="cmp_aniso"
+    )
+    m2.plotly_chart(state_metric_figure(c, "isoscore", "A", "B"), width="stretch", key="cmp_iso")
+    m3, m4 = st.columns(2)
+    m3.plotly_chart(state_metric_figure(c, "top_share", "A", "B"), width="stretch", key="cmp_top")
+    if c.sts_a is not None:
+        m4.plotly_chart(state_metric_figure(c, "sts", "A", "B"), width="stretch", key="cmp_sts_fig")
+        m4.caption(f"{len(pairs):,} pairs from {pairs.name}.")
+    else:
+        m4.caption("Choose sentence pairs above for STS by state.")
+
+    st.subheader("Outlier dimensions: kept, gained, lost")
+    fig = outlier_change_figure(c, "A", "B")
+    st.plotly_chart(fig, width="stretch", key="cmp_outliers")
+    table = states_frame(c)
+    st.dataframe(table, hide_index=True, width="stretch")
+    download_buttons(
+        "cmp_states",
+        fig=fig,
+        frame=table,
+        json_text=json.dumps(to_jsonable(comparison_report(c)), indent=1),
+        name="isoscope_compare",
+    )
+
+    if c.abs_mean_diff is not None:
+        st.subheader("|mean| per dim: B minus A")
+        fig = abs_mean_diff_heatmap(c.abs_mean_diff, c.a.state_names, "A", "B")
+        st.plotly_chart(fig, width="stretch", key="cmp_mean_diff")
+        download_buttons(
+            "cmp_mean_diff",
+            fig=fig,
+            frame=abs_mean_diff_frame(c.abs_mean_diff, c.a.state_names),
+            name="isoscope_abs_mean_diff",
+        )
+
+    if c.ln is not None:
+        st.subheader("LayerNorm γ and β: B minus A")
+        which = st.radio("Parameter", ["gamma", "beta"], horizontal=True, key="cmp_ln_which")
+        fig = ln_diff_heatmap(c.ln, which)
+        st.plotly_chart(fig, width="stretch", key="cmp_ln")
+        moved = ", ".join(f"{j} ({v:.2f})" for j, v in c.ln.moved_dims(8))
+        st.markdown(f"**Dims that moved most** (largest |Δγ| or |Δβ| over the norms): {moved}")
+        download_buttons("cmp_ln", fig=fig, frame=c.ln.to_frame(), name="isoscope_ln_diff")
+
+
+def _render_trajectory() -> None:
+    explainer(
+        "Checkpoint trajectory: what is this / references",
+        """
+Give a folder of checkpoints as the Hugging Face Trainer writes them (`checkpoint-500/`, …) or named
+`step1000/`, or one checkpoint folder per line. They are sorted by step and run on the sidebar's corpus and
+settings, one at a time; each extraction is cached on disk, so adding a checkpoint computes only that one.
+Per hidden state and step: the largest |mean| over dims, the outlier dims (when each first appears),
+anisotropy and IsoScore; per LayerNorm, the dims whose γ lies more than 3 std from the norm's mean (BERT
+Busters). A checkpoint that fails to load, or has another architecture than the first, is skipped with a
+message; the others are kept.
+
+Sources: Kovaleva et al. 2021 ([arXiv 2105.06990](https://arxiv.org/abs/2105.06990)) trace LayerNorm
+outliers through pre-training; Puccetti et al. 2022 ([arXiv 2205.11380](https://arxiv.org/abs/2205.11380))
+tie them to token frequency; Pythia publishes 154 checkpoints per model for such studies.
+""",
+    )
+    text = st.text_area(
+        "Checkpoint folder, or one checkpoint folder per line",
+        key="cmp_traj_paths",
+        height=90,
+        placeholder="/path/to/run (holding checkpoint-100/, checkpoint-200/, …)",
+    )
+    if st.button("Run trajectory", key="cmp_traj_run", type="primary"):
+        st.session_state["cmp_traj_paths_run"] = trajectory_paths(text)
+    paths = st.session_state.get("cmp_traj_paths_run")
+    if not paths:
+        st.info("Give the checkpoints and press **Run trajectory**.")
+        return
+    try:
+        t = cached_trajectory(paths)
+    except IsoscopeError as exc:
+        st.error(f"**Cannot run the trajectory.** {exc}")
+        return
+    for error in t.errors:
+        st.error(error)
+    if not t.points:
+        st.warning("No checkpoint could be analysed.")
+        return
+    if t.errors:
+        st.warning(f"Showing the {len(t.points)} checkpoint(s) that worked.")
+    st.caption(
+        f"{len(t.points)} checkpoints, steps {', '.join(map(str, t.steps))} · "
+        f"{t.points[0].model.get('architecture')} · {t.points[0].model.get('num_layers')} layers, "
+        f"width {t.points[0].model.get('hidden_size')}"
+    )
+    metric = st.selectbox(
+        "Figure",
+        list(TRAJECTORY_METRICS),
+        format_func=TRAJECTORY_METRICS.get,
+        key="cmp_traj_metric",
+    )
+    fig = trajectory_figure(t, metric)
+    st.plotly_chart(fig, width="stretch", key="cmp_traj_lines")
+    frame = trajectory_frame(t)
+    download_buttons(
+        "cmp_traj",
+        fig=fig,
+        frame=frame,
+        json_text=json.dumps(to_jsonable(t.to_json()), indent=1),
+        name="isoscope_trajectory",
+    )
+    st.subheader("Which dims become outliers, and when")
+    emergence = t.emergence()
+    if emergence:
+        st.plotly_chart(emergence_figure(t), width="stretch", key="cmp_traj_emergence")
+        st.dataframe(emergence, hide_index=True, width="stretch")
+    else:
+        st.caption("No hidden-state outlier dims at any checkpoint.")
+    if t.points[0].ln_gamma_flags:
+        st.subheader("LayerNorm γ outliers over steps")
+        st.plotly_chart(ln_gamma_flag_heatmap(t), width="stretch", key="cmp_traj_ln")
+        st.caption(
+            "LN outlier dims (flagged in at least half of the default norms), per step: "
+            + "; ".join(
+                f"{p.step}: {', '.join(map(str, p.ln_outlier_dims)) or '—'}" for p in t.points
+            )
+        )
+
+
+with tab_pair:
+    _render_pair()
+with tab_trajectory:
+    _render_trajectory()

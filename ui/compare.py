@@ -1,0 +1,139 @@
+"""Streamlit glue of the Compare page: side B's extraction (another model, or another corpus),
+the memoised comparison, and the checkpoint trajectory with a progress bar."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import replace
+
+import streamlit as st
+
+from backend.cache import ResultCache
+from backend.compare import Comparison, compare
+from backend.extract import ExtractionResult
+from backend.models import LoadedModel, fingerprint_folder
+from backend.trajectory import Trajectory, resolve_checkpoints, run_trajectory
+from ui.common import (
+    Selection,
+    get_corpus,
+    get_extraction,
+    get_selection,
+    memo,
+    remember_upload,
+    result_key,
+)
+
+
+def model_b_extraction(source: str) -> tuple[LoadedModel, ExtractionResult]:
+    """Model ``source`` on the sidebar's corpus and settings (memory, disk cache, else a run)."""
+    return get_extraction(source=source)
+
+
+def corpus_b_selection(kind: str, text: str = "", upload=None) -> Selection:
+    """The sidebar's selection with corpus B instead: "bundled", "paste" (``text``) or "upload"."""
+    sel = get_selection()
+    if kind == "paste":
+        return replace(sel, corpus_kind="paste", corpus_text=text)
+    if kind == "upload":
+        raw = upload.getvalue()
+        sha = hashlib.sha256(raw).hexdigest()[:20]
+        remember_upload(sha, upload.name, raw)
+        return replace(sel, corpus_kind="upload", corpus_file_name=upload.name, corpus_file_sha=sha)
+    return replace(sel, corpus_kind="bundled")
+
+
+def corpus_b_extraction(selection_b: Selection) -> tuple[LoadedModel, ExtractionResult]:
+    get_corpus(selection_b)  # a bad corpus raises before any model work
+    return get_extraction(selection_b)
+
+
+def cached_comparison(
+    loaded_a: LoadedModel,
+    result_a: ExtractionResult,
+    loaded_b: LoadedModel,
+    result_b: ExtractionResult,
+    *,
+    pairs=None,
+    debiased: bool | None = None,
+    label_a: str = "A",
+    label_b: str = "B",
+) -> Comparison:
+    """:func:`backend.compare.compare`, memoised by both extraction keys and the options."""
+    key = (
+        result_key(result_a),
+        result_key(result_b),
+        loaded_a.fingerprint,
+        loaded_b.fingerprint,
+        pairs.sha if pairs is not None else None,
+        debiased,
+        label_a,
+        label_b,
+    )
+
+    def run() -> Comparison:
+        with st.spinner("Comparing A and B (CKA on every pair of hidden states)…"):
+            return compare(
+                result_a,
+                result_b,
+                loaded_a=loaded_a,
+                loaded_b=loaded_b,
+                pairs=pairs,
+                debiased=debiased,
+                label_a=label_a,
+                label_b=label_b,
+            )
+
+    return memo("compare.compare", key, run)
+
+
+def trajectory_paths(text: str) -> list[str]:
+    """One folder per non-empty line of the text box."""
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def cached_trajectory(paths: list[str]) -> Trajectory:
+    """The trajectory of ``paths`` (a folder of checkpoints, or checkpoint folders) on the sidebar's
+    corpus and settings, memoised by each checkpoint's fingerprint: adding a checkpoint reruns the
+    summary, and the disk cache makes only the new checkpoint's extraction run."""
+    sel = get_selection()
+    checkpoints = resolve_checkpoints(paths)
+    corpus = get_corpus(sel)
+    key = (
+        tuple((c.step, str(c.path), _fingerprint(c.path)) for c in checkpoints),
+        corpus.sha,
+        sel.settings,
+        sel.device,
+        sel.dtype,
+        sel.allow_pickle,
+    )
+
+    def run() -> Trajectory:
+        bar = st.progress(0.0, text="Trajectory…")
+        seen = [0]
+
+        def progress(message: str) -> None:
+            bar.progress(seen[0] / len(checkpoints), text=f"Checkpoint {message}")
+            seen[0] += 1
+
+        try:
+            return run_trajectory(
+                checkpoints,
+                corpus,
+                sel.settings,
+                device=sel.device,
+                dtype=sel.dtype,
+                allow_pickle=sel.allow_pickle,
+                cache=ResultCache(),
+                progress=progress,
+            )
+        finally:
+            bar.empty()
+
+    return memo("trajectory.run", key, run)
+
+
+def _fingerprint(path) -> str:
+    try:
+        return fingerprint_folder(path)
+    except OSError:
+        return "unreadable"
