@@ -4,7 +4,7 @@ Public entry points:
 - :func:`backend.models.load_model` loads any supported encoder/decoder (see its docstring).
 - :func:`backend.corpus.load_corpus_file` / :func:`backend.corpus.bundled_corpus` give a Corpus.
 - :func:`backend.extract.extract` runs the model once and returns an :class:`ExtractionResult`.
-- analyses (``backend.outliers``, ``backend.anisotropy``, ...) are pure functions on arrays.
+- analyses (``backend.outliers``, ``backend.isotropy``, ...) are pure functions on arrays.
 """
 
 from __future__ import annotations

@@ -33,11 +33,16 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from backend.device import to_numpy
 from backend.errors import InputError
 from backend.extract import TokenizedCorpus, tokenize
 from backend.hooks import forward_hooks
+from backend.isotropy import N_PAIRS, cosine_rows, different_text_pairs, mean_pair_cosine
 from backend.layernorm import NormSite, find_norms, norms_of, select_norms
 from backend.naming import hidden_state_names
+from backend.pooling import masked_mean
+from backend.postprocess import parse_dims as parse_typed_dims
+from backend.similarity import spearman100
 
 Progress = Callable[[int, int], "bool | None"]
 MASK_RATE = 0.15
@@ -48,8 +53,6 @@ MASK_RATE = 0.15
 
 def parse_dims(text: str | Sequence[int], width: int) -> list[int]:
     """``"127, 223"`` or ``[127, 223]`` -> sorted unique ints in [0, width); at least one."""
-    from backend.postprocess import parse_dims as parse_typed_dims
-
     dims = parse_typed_dims(text, width)
     if not dims:
         raise InputError(
@@ -248,18 +251,9 @@ def _mlm_loss_sum(
     return torch.zeros(ids.shape[0], dtype=torch.float64).index_add_(0, rows, ce)
 
 
-def _pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Mean over non-padding tokens: (S, B, T, d) -> (S, B, d) (sentence-transformers pooling)."""
-    m = mask.to(hidden.dtype)[None, :, :, None]
-    return (hidden * m).sum(dim=2) / m.sum(dim=2).clamp(min=1e-9)
-
-
-def _cos(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Cosine along the last axis; zero vectors give 0."""
-    denom = a.norm(dim=-1) * b.norm(dim=-1)
-    return torch.where(
-        denom > 0, (a * b).sum(-1) / denom.clamp(min=1e-300), torch.zeros_like(denom)
-    )
+def _cos(a: torch.Tensor, b: torch.Tensor) -> np.ndarray:
+    """Cosine along the last axis (backend.isotropy.cosine_rows); zero vectors give 0."""
+    return cosine_rows(to_numpy(a), to_numpy(b))
 
 
 # ----------------------------------------------------------------------------- effects
@@ -399,13 +393,11 @@ class AblationReport:
 
 def _spearman(pair_cos: np.ndarray, gold: np.ndarray) -> np.ndarray:
     """Spearman x 100 of pair cosines vs gold per hidden state (as backend.similarity reports STS)."""
-    from backend.similarity import spearman100
-
     return np.array([spearman100(row, gold) for row in pair_cos], dtype=np.float64)
 
 
 def _pair_cosines(pooled: torch.Tensor, left: np.ndarray, right: np.ndarray) -> np.ndarray:
-    return _cos(pooled[:, left], pooled[:, right]).numpy()  # (S, n_pairs)
+    return _cos(pooled[:, left], pooled[:, right])  # (S, n_pairs)
 
 
 def _collect(
@@ -434,8 +426,8 @@ def _collect(
     out = [
         {
             "pooled": torch.zeros(S, n, d, dtype=torch.float64) if keep_pooled else None,
-            "emb_cos": torch.zeros(S, dtype=torch.float64),
-            "tok_cos": torch.zeros(S, dtype=torch.float64),
+            "emb_cos": np.zeros(S),
+            "tok_cos": np.zeros(S),
             "tokens": 0,
             "sample": None if sample is None else np.zeros((S, len(sample), d), dtype=np.float32),
             "loss": 0.0,
@@ -468,23 +460,23 @@ def _collect(
                             if masked is not None
                             else 0.0
                         )
-                pooled = _pool(hidden, mask)  # (S, B, d)
+                pooled = masked_mean(hidden, mask)  # (S, B, d)
                 if original is None:
                     original, pooled_original = hidden, pooled
                 record = out[c]
                 if keep_pooled:
                     record["pooled"][:, torch.as_tensor(batch)] = pooled
-                record["emb_cos"] += _cos(pooled, pooled_original).sum(dim=1)
-                record["tok_cos"] += _cos(hidden[:, keep], original[:, keep]).sum(dim=1)
+                record["emb_cos"] += _cos(pooled, pooled_original).sum(axis=1)
+                record["tok_cos"] += _cos(hidden[:, keep], original[:, keep]).sum(axis=1)
                 record["tokens"] += int(keep.sum())
                 record["loss"] += float(loss)
                 if slot is not None:
                     slots = slot[rows]
                     hit = slots >= 0
                     if hit.any():
-                        record["sample"][:, slots[hit]] = hidden[:, keep][
-                            :, torch.from_numpy(hit)
-                        ].numpy()
+                        record["sample"][:, slots[hit]] = to_numpy(
+                            hidden[:, keep][:, torch.from_numpy(hit)]
+                        )
                 tick()
     return out
 
@@ -568,14 +560,10 @@ def run_ablation(
             target, pair_tok, sites, conditions, batch_size, None, None, tick, keep_pooled=True
         )
 
-    from backend.anisotropy import different_text_pairs, pair_cosines
-
-    aniso_pairs = different_text_pairs(text_of_token, 10_000, seed)
+    aniso_pairs = different_text_pairs(text_of_token, N_PAIRS, seed)
 
     def aniso(vectors: np.ndarray) -> np.ndarray:
-        if len(aniso_pairs) == 0:
-            return np.full(vectors.shape[0], np.nan)
-        return np.array([pair_cosines(v, aniso_pairs).mean() for v in vectors])
+        return np.array([mean_pair_cosine(v, aniso_pairs) for v in vectors])
 
     original = runs[0]
     num_masked = masked.num_masked if masked is not None else 0
@@ -589,8 +577,8 @@ def run_ablation(
         if pair_runs is not None:
             sts = _spearman(_pair_cosines(pair_runs[c]["pooled"], left_i, right_i), gold)
         return Effect(
-            embedding_cosine=(run["emb_cos"] / len(texts)).numpy(),
-            token_cosine=(run["tok_cos"] / max(run["tokens"], 1)).numpy(),
+            embedding_cosine=run["emb_cos"] / len(texts),
+            token_cosine=run["tok_cos"] / max(run["tokens"], 1),
             anisotropy=aniso(run["sample"]),
             sts_spearman=sts,
             mlm_loss=run["loss"] / num_masked if masked is not None and num_masked else None,
@@ -718,7 +706,7 @@ def sweep(
     complete = True
     with torch.inference_mode():
         original = _hidden(target, ids, mask)
-        pooled_original = _pool(original, mask)  # (S, B, d)
+        pooled_original = masked_mean(original, mask)  # (S, B, d)
         loss_original = (
             float(_mlm_loss_sum(target, mids, mask, labels).sum()) / n_masked if use_mlm else None
         )
@@ -760,8 +748,8 @@ def sweep(
             for c in range(m):
                 h = hidden[:, c]
                 row = done_dims + c
-                emb_cos[row] = _cos(_pool(h, mask), pooled_original).mean(dim=1).numpy()
-                tok_cos[row] = _cos(h[:, keep], original[:, keep]).mean(dim=1).numpy()
+                emb_cos[row] = _cos(masked_mean(h, mask), pooled_original).mean(axis=1)
+                tok_cos[row] = _cos(h[:, keep], original[:, keep]).mean(axis=1)
                 if use_mlm:
                     losses[row] = float(per_row[c * B : (c + 1) * B].sum()) / n_masked
             done_dims += m

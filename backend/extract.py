@@ -56,6 +56,7 @@ from backend.device import to_numpy
 from backend.errors import InputError, UnsupportedModelError
 from backend.models import LoadedModel
 from backend.naming import hidden_state_names
+from backend.pooling import masked_mean
 from backend.stats import RunningStats
 
 Progress = Callable[[int, int], None]
@@ -896,9 +897,7 @@ def mean_pooled(
     num_states = loaded.info.num_layers + 1
     pooled = np.zeros((num_states, len(texts), loaded.info.hidden_size))
     for batch_ids, hidden, attn in forward_batches(loaded, tokenized, batch_size, progress):
-        m = attn.to(hidden.dtype)[None, :, :, None]  # (1, B, T, 1)
-        summed = (hidden.double() * m.double()).sum(dim=2)
-        pooled[:, batch_ids, :] = (summed / m.double().sum(dim=2).clamp(min=1e-9)).numpy()
+        pooled[:, batch_ids, :] = to_numpy(masked_mean(hidden.double(), attn))
     return pooled
 
 

@@ -11,9 +11,14 @@ Sources (METHODS.md section 2):
 - Rudman et al. 2022, *IsoScore: Measuring the Uniformity of Embedding Space Utilization*
   (arXiv 2108.07344).
 
+Anisotropy (Ethayarajh 2019; Luo et al. 2021; Godey et al. 2023, arXiv 2306.07656) is the mean
+cosine of random pairs of token vectors from different texts: :func:`different_text_pairs` draws
+them with a fixed seed (all of them when fewer than asked for exist), and the same pairs serve every
+hidden state, so layers are comparable. Every cosine in isoscope comes from :func:`cosine_rows`.
+
 All functions are pure and work in float64. :func:`by_state` runs everything on the token sample of
-an :class:`~backend.extract.ExtractionResult`, using the same random pairs as
-:mod:`backend.anisotropy`, so raw and post-processed numbers are computed on identical pairs.
+an :class:`~backend.extract.ExtractionResult` on the pairs of :func:`different_text_pairs`, so raw
+and post-processed numbers are computed on identical pairs.
 """
 
 from __future__ import annotations
@@ -22,15 +27,78 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.base import clone
 
-from backend.anisotropy import different_text_pairs
 from backend.errors import InputError
 
-HISTOGRAM_BINS = 40
+HISTOGRAM_BINS = 40  # fixed bins over [-1, 1] for the cosine histograms
+N_PAIRS = 10_000  # random different-text token pairs behind every anisotropy number
+PAIR_SEED = 0  # their seed
 
 
 # ----------------------------------------------------------------------------- cosines
+
+
+def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Cosine of each row of ``a`` with the same row of ``b`` along the last axis, float64:
+    (..., d) x (..., d) -> (...). Zero vectors give 0. The one cosine of isoscope."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    dots = np.einsum("...i,...i->...", a, b)
+    denom = np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1)
+    return np.divide(dots, denom, out=np.zeros_like(dots), where=denom > 0)
+
+
+def different_text_pairs(
+    text_id: np.ndarray, n_pairs: int = N_PAIRS, seed: int = PAIR_SEED
+) -> np.ndarray:
+    """Index pairs (n, 2) of rows whose ``text_id`` differ; all pairs when there are few enough."""
+    text_id = np.asarray(text_id)
+    n = len(text_id)
+    if n < 2:
+        return np.zeros((0, 2), dtype=np.int64)
+    _, per_text = np.unique(text_id, return_counts=True)
+    available = (n * n - int((per_text.astype(np.int64) ** 2).sum())) // 2
+    if available == 0:
+        return np.zeros((0, 2), dtype=np.int64)
+    if available <= n_pairs:
+        i, j = np.triu_indices(n, k=1)
+        keep = text_id[i] != text_id[j]
+        return np.stack([i[keep], j[keep]], axis=1)
+    rng = np.random.default_rng(seed)
+    found = np.zeros((0, 2), dtype=np.int64)
+    while len(found) < n_pairs:
+        draw = rng.integers(0, n, size=(2 * (n_pairs - len(found)) + 16, 2))
+        draw = draw[text_id[draw[:, 0]] != text_id[draw[:, 1]]]
+        found = np.concatenate([found, draw])
+    return found[:n_pairs]
+
+
+def pair_cosines(vectors: np.ndarray, pairs: np.ndarray) -> np.ndarray:
+    """Cosine similarity of each index pair of rows of ``vectors``, float64 (n_pairs,)."""
+    x = np.asarray(vectors, dtype=np.float64)
+    return cosine_rows(x[pairs[:, 0]], x[pairs[:, 1]])
+
+
+def mean_pair_cosine(vectors: np.ndarray, pairs: np.ndarray) -> float:
+    """Mean cosine over ``pairs`` (the anisotropy when they are different-text pairs); NaN if none."""
+    if len(pairs) == 0:
+        return float("nan")
+    return float(pair_cosines(vectors, pairs).mean())
+
+
+def anisotropy(
+    vectors: np.ndarray, text_id: np.ndarray, n_pairs: int = N_PAIRS, seed: int = PAIR_SEED
+) -> float:
+    """Mean cosine of random different-text pairs of rows of ``vectors`` (tokens x dims)."""
+    return mean_pair_cosine(vectors, different_text_pairs(text_id, n_pairs, seed))
+
+
+def anisotropy_by_state(result, n_pairs: int = N_PAIRS, seed: int = PAIR_SEED) -> np.ndarray:
+    """Anisotropy of every hidden state of an ExtractionResult, on its token sample (S,)."""
+    pairs = different_text_pairs(result.tokens.text_id[result.sample_index], n_pairs, seed)
+    return np.array(
+        [mean_pair_cosine(result.sample_vectors[s], pairs) for s in range(result.num_states)]
+    )
 
 
 def unit_rows(vectors: np.ndarray) -> np.ndarray:
@@ -58,13 +126,16 @@ def cosine_histogram(
     return edges, counts.astype(np.int64)
 
 
-def cosine_contributions(vectors: np.ndarray, pairs: np.ndarray) -> np.ndarray:
+def cosine_contributions(
+    vectors: np.ndarray, pairs: np.ndarray, unit: np.ndarray | None = None
+) -> np.ndarray:
     """Per-pair, per-dimension terms u_i v_i / (|u||v|), shape (n_pairs, d) (Timkey & van Schijndel).
 
     Each row sums to that pair's cosine; the column means are the expected contribution of each
-    dimension to the mean cosine (the anisotropy).
+    dimension to the mean cosine (the anisotropy). ``unit`` (= :func:`unit_rows` of ``vectors``)
+    skips recomputing it.
     """
-    unit = unit_rows(vectors)
+    unit = unit_rows(vectors) if unit is None else unit
     return unit[pairs[:, 0]] * unit[pairs[:, 1]]
 
 
@@ -201,7 +272,7 @@ def self_similarity(unit: np.ndarray, recurring: RecurringWords) -> float:
     """
     if len(recurring.words) == 0:
         return float("nan")
-    cos = np.einsum("ij,ij->i", unit[recurring.pairs[:, 0]], unit[recurring.pairs[:, 1]])
+    cos = pair_cosines(unit, recurring.pairs)
     per_word = np.bincount(recurring.word, weights=cos) / np.bincount(recurring.word)
     return float(per_word.mean())
 
@@ -218,7 +289,7 @@ def intra_text_similarity(unit: np.ndarray, text_id: np.ndarray) -> float:
     sums = np.zeros((len(ids), unit.shape[1]))
     np.add.at(sums, inverse, unit)
     centroid = unit_rows(sums)  # the direction of the mean equals the direction of the sum
-    per_token = np.einsum("ij,ij->i", unit, centroid[inverse])
+    per_token = cosine_rows(unit, centroid[inverse])
     per_text = np.bincount(inverse, weights=per_token) / counts
     keep = counts >= 2
     return float(per_text[keep].mean()) if keep.any() else float("nan")
@@ -282,6 +353,10 @@ def _estimator_for(postprocessor: Postprocessor, state: int):
     if postprocessor is None:
         return None
     if hasattr(postprocessor, "fit") and hasattr(postprocessor, "transform"):
+        # scikit-learn (with scipy) takes seconds to import: only when an estimator is given, so
+        # the CLI, which reads this module's constants at start-up, stays quick
+        from sklearn.base import clone
+
         return clone(postprocessor)
     return postprocessor(state)
 
@@ -290,8 +365,8 @@ def by_state(
     result,
     postprocessor: Postprocessor = None,
     *,
-    n_pairs: int = 10_000,
-    seed: int = 0,
+    n_pairs: int = N_PAIRS,
+    seed: int = PAIR_SEED,
     bins: int = HISTOGRAM_BINS,
     top_k: int = 5,
     similarity: bool = True,
@@ -302,8 +377,8 @@ def by_state(
     ``postprocessor`` is None (raw), an unfitted sklearn-style estimator (cloned and fitted on each
     state's sample, e.g. ``make_postprocessor("standardize")``), or a callable ``state -> estimator``
     for per-state choices (e.g. clipping each state's own outlier dims). The random pairs come from
-    :func:`backend.anisotropy.different_text_pairs` with ``n_pairs`` and ``seed``, so the anisotropy
-    here equals :func:`backend.anisotropy.anisotropy_by_state` for raw vectors. ``similarity=False``
+    :func:`different_text_pairs` with ``n_pairs`` and ``seed``, so the anisotropy here equals
+    :func:`anisotropy_by_state` for raw vectors. ``similarity=False``
     skips self-/intra-text similarity (NaN) for speed. IsoScore is NaN when the sample has fewer
     points than dimensions.
     """
@@ -322,11 +397,8 @@ def by_state(
             vectors = np.asarray(estimator.fit_transform(vectors), dtype=np.float64)
         unit = unit_rows(vectors)
         if len(pairs):
-            first, second = unit[pairs[:, 0]], unit[pairs[:, 1]]  # (n_pairs, d) each
-            cosines = np.einsum("ij,ij->i", first, second)
-            mean_terms = np.einsum("ij,ij->j", first, second) / len(
-                pairs
-            )  # Timkey's expected terms
+            cosines = pair_cosines(vectors, pairs)
+            mean_terms = cosine_contributions(vectors, pairs, unit).mean(axis=0)  # Timkey's terms
             aniso[s] = cosines.mean()
             edges, c = cosine_histogram(cosines, bins)
         else:
@@ -365,18 +437,14 @@ def _describe(postprocessor: Postprocessor) -> str:
 
 
 def clipped_anisotropy_by_state(
-    result, dims_by_state, *, n_pairs: int = 10_000, seed: int = 0
+    result, dims_by_state, *, n_pairs: int = N_PAIRS, seed: int = PAIR_SEED
 ) -> np.ndarray:
     """Anisotropy of every hidden state after zeroing ``dims_by_state[s]`` (Luo et al. 2021), on the
     same pairs as the raw anisotropy. Cheaper than :func:`by_state` when only this number is needed."""
-    text_id = result.tokens.text_id[result.sample_index]
-    pairs = different_text_pairs(text_id, n_pairs, seed)
+    pairs = different_text_pairs(result.tokens.text_id[result.sample_index], n_pairs, seed)
     out = np.full(result.num_states, np.nan)
-    if len(pairs) == 0:
-        return out
     for s in range(result.num_states):
         vectors = np.array(result.sample_vectors[s], dtype=np.float64)
         vectors[:, list(dims_by_state[s])] = 0.0
-        unit = unit_rows(vectors)
-        out[s] = np.einsum("ij,ij->i", unit[pairs[:, 0]], unit[pairs[:, 1]]).mean()
+        out[s] = mean_pair_cosine(vectors, pairs)
     return out

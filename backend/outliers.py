@@ -13,11 +13,13 @@ All functions take one hidden state's arrays and return sorted dimension indices
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 CRITERIA = ("extreme_index", "zscore", "quantile", "variance")
+HEADLINE_CRITERIA = ("zscore", "extreme_index")  # the "outlier dims" every other page shows
 CRITERION_LABELS = {
     "extreme_index": "Extreme-index frequency (Luo et al. 2021)",
     "zscore": "Mean-magnitude z-score (Timkey & van Schijndel 2021)",
@@ -85,12 +87,21 @@ def outliers_by_criterion(
     }
 
 
+def headline_dims(found: Mapping[str, Sequence[int]], mean: np.ndarray | None = None) -> list[int]:
+    """The headline rule, the one place it is written: the dims flagged by any criterion in
+    :data:`HEADLINE_CRITERIA` (z-score or extreme-index, the two the source papers use for hidden
+    states). ``found`` maps criterion -> dims (as :func:`outliers_by_criterion` returns); sorted
+    by |``mean``| descending when the state's mean vector is given (ties by index), else by index."""
+    dims = sorted({int(j) for c in HEADLINE_CRITERIA for j in found[c]})
+    if mean is not None:
+        dims.sort(key=lambda j: -abs(float(mean[j])))
+    return dims
+
+
 def outlier_dims(result, state: int, thresholds: OutlierThresholds | None = None) -> list[int]:
-    """The headline outlier set of a hidden state: dims flagged by the z-score or the extreme-index
-    criterion (the two used by the source papers for hidden states), sorted by |mean| descending."""
-    found = outliers_by_criterion(result, state, thresholds)
-    dims = set(found["zscore"]) | set(found["extreme_index"])
-    return sorted(dims, key=lambda j: -abs(result.mean[state, j]))
+    """The headline outlier set of a hidden state (:func:`headline_dims`), sorted by |mean|
+    descending."""
+    return headline_dims(outliers_by_criterion(result, state, thresholds), result.mean[state])
 
 
 def outlier_table(result, thresholds: OutlierThresholds | None = None):

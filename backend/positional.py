@@ -289,7 +289,7 @@ def fit_softmax_probe(
 
     with torch.enable_grad():
         opt.step(closure)
-    return weights.detach().double().numpy()
+    return to_numpy(weights)
 
 
 def probe_positions(

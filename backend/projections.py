@@ -32,6 +32,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from backend.errors import InputError
+from backend.isotropy import (
+    N_PAIRS,
+    PAIR_SEED,
+    cosine_contributions,
+    different_text_pairs,
+    isoscore,
+    mean_pair_cosine,
+    top_cosine_dims,
+)
 
 METHODS: dict[str, str] = {"pca": "PCA", "umap": "UMAP", "tsne": "t-SNE"}
 PRE_PCA_DIMS = 50
@@ -351,8 +360,8 @@ def metric_deltas(
     text_id: np.ndarray,
     postprocess: str,
     params: dict | None = None,
-    n_pairs: int = 10_000,
-    seed: int = 0,
+    n_pairs: int = N_PAIRS,
+    seed: int = PAIR_SEED,
 ) -> list[dict]:
     """Isotropy metrics of ``fit_vectors`` (n, d) raw and after the post-processing (fitted on them).
 
@@ -360,9 +369,6 @@ def metric_deltas(
     (Rudman et al. 2022; NaN with fewer points than dims), the top dimension's share of the mean
     cosine (Timkey & van Schijndel 2021) and the mean vector norm. Raw and processed use the same pairs.
     """
-    from backend.anisotropy import different_text_pairs
-    from backend.isotropy import cosine_contributions, isoscore, top_cosine_dims, unit_rows
-
     raw = np.asarray(fit_vectors, dtype=np.float64)
     processed = fit_postprocessor(raw, postprocess, params).transform(raw)
     pairs = different_text_pairs(text_id, n_pairs, seed)
@@ -373,10 +379,7 @@ def metric_deltas(
             "top dimension's share of the mean cosine": float("nan"),
         }
         if len(pairs):
-            unit = unit_rows(x)
-            out["anisotropy (mean cosine)"] = float(
-                np.einsum("ij,ij->i", unit[pairs[:, 0]], unit[pairs[:, 1]]).mean()
-            )
+            out["anisotropy (mean cosine)"] = mean_pair_cosine(x, pairs)
             top = top_cosine_dims(cosine_contributions(x, pairs).mean(axis=0), 1)
             if top:
                 out["top dimension's share of the mean cosine"] = float(top[0][1])

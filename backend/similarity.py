@@ -31,7 +31,12 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import spearmanr
 
+from backend.device import to_numpy
 from backend.errors import InputError, UnsupportedModelError
+from backend.extract import forward_batches, mean_pooled, tokenize
+from backend.isotropy import cosine_rows
+from backend.naming import hidden_state_names
+from backend.postprocess import ClipDims, make_postprocessor, parse_dims
 
 ASSETS_DIR = Path(__file__).resolve().parent.parent / "assets"
 STS_SAMPLE = ASSETS_DIR / "sts_sample.csv"
@@ -268,15 +273,6 @@ def wic_examples() -> WordSenseRows:
 # ----------------------------------------------------------------------------- scoring
 
 
-def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Cosine of each row of ``a`` with the same row of ``b`` (n, d) -> (n,), float64; 0 for zero vectors."""
-    a = np.asarray(a, dtype=np.float64)
-    b = np.asarray(b, dtype=np.float64)
-    dots = np.einsum("ij,ij->i", a, b)
-    denom = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
-    return np.divide(dots, denom, out=np.zeros_like(dots), where=denom > 0)
-
-
 def spearman100(predicted: np.ndarray, gold: np.ndarray) -> float:
     """Spearman's rank correlation x 100 (scipy.stats.spearmanr; ties get average ranks).
     NaN when either side is constant."""
@@ -301,7 +297,6 @@ def pool_pairs(
     progress: Progress | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Mean-pooled vectors of both sides, float64 (S, n, d) each; every distinct sentence is run once."""
-    from backend.extract import mean_pooled
 
     unique = sorted(set(pairs.sentence1) | set(pairs.sentence2))
     where = {s: i for i, s in enumerate(unique)}
@@ -318,7 +313,6 @@ def parse_clip(value: str, hidden_size: int | None = None) -> str | list[int]:
     text = str(value).strip().lower()
     if text in ("auto", "none"):
         return text
-    from backend.postprocess import parse_dims
 
     dims = parse_dims(text, hidden_size)
     if not dims:
@@ -356,7 +350,6 @@ def clip_dims_by_state(
 
 
 def _clip(x: np.ndarray, dims: Sequence[int]) -> np.ndarray:
-    from backend.postprocess import ClipDims
 
     return ClipDims(tuple(dims)).fit_transform(x)
 
@@ -373,7 +366,6 @@ def sts_by_state(
     """Spearman x 100 per hidden state: raw, clipped (``clip_dims[s]`` zeroed), and optionally after
     ``postprocess`` (a :data:`backend.postprocess.POSTPROCESSORS` name) fitted on both sides' pooled
     vectors of that state. One dict per state: index, name, raw, clipped, clipped_dims[, processed]."""
-    from backend.naming import hidden_state_names
 
     num_states = pooled1.shape[0]
     names = list(state_names) if state_names is not None else hidden_state_names(num_states - 1)
@@ -389,8 +381,6 @@ def sts_by_state(
             "clipped_dims": dims,
         }
         if postprocess is not None:
-            from backend.postprocess import make_postprocessor
-
             fitted = make_postprocessor(postprocess, **(params or {})).fit(np.concatenate([a, b]))
             row["processed"] = spearman100(
                 cosine_rows(fitted.transform(a), fitted.transform(b)), gold
@@ -453,7 +443,6 @@ def word_vectors(
     progress: Progress | None = None,
 ) -> WordSenseVectors:
     """Average of the word's word-piece vectors in each context, at every hidden state."""
-    from backend.extract import forward_batches, tokenize
 
     tok = loaded.tokenizer
     if not getattr(tok, "is_fast", False):
@@ -507,7 +496,7 @@ def word_vectors(
     for batch_ids, hidden, _ in forward_batches(loaded, sub, batch_size, progress):
         for row_in_batch, b in enumerate(batch_ids):
             for slot, side, idx in requests[needed[b]]:
-                vec = hidden[:, row_in_batch, idx, :].double().mean(dim=1).numpy()  # (S, d)
+                vec = to_numpy(hidden[:, row_in_batch, idx, :].double().mean(dim=1))  # (S, d)
                 (first if side == 1 else second)[:, slot] = vec
     return WordSenseVectors(
         first, second, data.same_sense[usable], np.array(usable, dtype=np.int64), tuple(problems)
@@ -567,7 +556,6 @@ def word_sense_by_state(
 ) -> list[dict]:
     """Per hidden state: best-threshold accuracy, its threshold and the leave-one-out accuracy, raw
     and clipped (``clip_dims[s]`` zeroed), and after ``fitted[s]`` (a fitted post-processor) if given."""
-    from backend.naming import hidden_state_names
 
     num_states = vectors.first.shape[0]
     names = list(state_names) if state_names is not None else hidden_state_names(num_states - 1)
@@ -605,7 +593,6 @@ def word_sense_sweeps(
 def fit_on_token_sample(result, postprocess: str, params: dict | None = None) -> list:
     """One :mod:`backend.postprocess` transformer per hidden state, fitted on that state's token
     sample of an ExtractionResult (the corpus), to apply to word vectors from other texts."""
-    from backend.postprocess import make_postprocessor
 
     return [
         make_postprocessor(postprocess, **(params or {})).fit(

@@ -43,11 +43,10 @@ def main() -> None:
     parser.add_argument("--sample-size", type=int, default=8000)
     args = parser.parse_args()
 
-    from backend.anisotropy import anisotropy_by_state
     from backend.commands.analyze import build_report
     from backend.corpus import bundled_corpus
     from backend.extract import ExtractionSettings, extract
-    from backend.isotropy import by_state
+    from backend.isotropy import anisotropy_by_state, by_state
     from backend.models import load_model
     from backend.outliers import outlier_dims, outliers_by_criterion
     from backend.postprocess import POSTPROCESSORS, make_postprocessor

@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from backend.errors import IsoscopeError
-from backend.isotropy import by_state
+from backend.isotropy import N_PAIRS, PAIR_SEED, by_state
 from backend.outliers import outlier_dims
 from backend.plots.anisotropy import (
     contrast_frame,
@@ -31,7 +31,7 @@ from ui.common import (
     show_notices,
 )
 
-N_PAIRS, SEED, BINS = 10_000, 0, 100  # 100 bins: 0.02 wide over [-1, 1]
+SEED, BINS = PAIR_SEED, 100  # 100 bins: 0.02 wide over [-1, 1]
 
 st.title("Anisotropy")
 loaded, result = load_or_stop()

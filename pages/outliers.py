@@ -7,7 +7,13 @@ import streamlit as st
 
 from backend.errors import IsoscopeError
 from backend.extract import encode_text
-from backend.outliers import CRITERIA, CRITERION_LABELS, OutlierThresholds, strongest_dims
+from backend.outliers import (
+    CRITERIA,
+    CRITERION_LABELS,
+    OutlierThresholds,
+    headline_dims,
+    strongest_dims,
+)
 from backend.plots.outliers import (
     CRITERION_SHORT,
     HEATMAP_STATS,
@@ -189,7 +195,7 @@ try:
 except IsoscopeError as exc:
     st.error(f"Cannot encode this text: {exc}")
 else:
-    marked = sorted(set(found["zscore"]) | set(found["extreme_index"]))
+    marked = headline_dims(found)
     text_fig = token_dim_heatmap(hidden[state], table.token, state_name, marked)
     st.plotly_chart(text_fig, width="stretch", key="out_text_heatmap")
     st.caption(
@@ -198,14 +204,8 @@ else:
 
 # ----------------------------------------------------------------------------- token types
 st.subheader("One dimension, split by token type")
-headline_dims = [
-    j
-    for j in sorted(
-        set(found["zscore"]) | set(found["extreme_index"]),
-        key=lambda j: -abs(result.mean[state, j]),
-    )
-]
-default_dim = headline_dims[0] if headline_dims else strongest_dims(result.mean[state], 1)[0]
+flagged = headline_dims(found, result.mean[state])
+default_dim = flagged[0] if flagged else strongest_dims(result.mean[state], 1)[0]
 dim = int(
     st.number_input(
         f"Dimension (0 – {result.hidden_size - 1}); default: strongest outlier of state {state_name}",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from backend.anisotropy import anisotropy_by_state
+from backend.isotropy import N_PAIRS, PAIR_SEED, anisotropy_by_state
 from backend.outliers import outlier_dims
 from backend.plots.overview import anisotropy_line, model_card_rows
 from ui.common import explainer, load_or_stop, memo, result_key, show_notices
@@ -28,7 +28,7 @@ with right:
     show_notices(result)
 
 key = result_key(result)
-aniso = memo("anisotropy", (key, 10_000, 0), lambda: anisotropy_by_state(result))
+aniso = memo("anisotropy", (key, N_PAIRS, PAIR_SEED), lambda: anisotropy_by_state(result))
 st.subheader("Outlier dimensions per hidden state")
 rows = [
     {

@@ -8,6 +8,7 @@ import streamlit as st
 
 from backend.errors import IsoscopeError
 from backend.extract import mean_pooled
+from backend.isotropy import N_PAIRS
 from backend.outliers import outlier_dims
 from backend.plots.projections import before_after_figure, explained_variance_text
 from backend.postprocess import POSTPROCESSORS, parse_dims
@@ -314,7 +315,7 @@ model's weights are untouched.
   whitening), with a fixed seed. t-SNE is slow: about 80 s for 5,000 points and 3.5 minutes for 20,000 on
   2 CPU cores (UMAP: 8 s and 16 s once compiled; PCA: well under a second).
 
-**Metric deltas**: anisotropy is the mean cosine of {10_000:,} random pairs of vectors from different texts
+**Metric deltas**: anisotropy is the mean cosine of {N_PAIRS:,} random pairs of vectors from different texts
 (Ethayarajh 2019, arXiv 1909.00512); IsoScore measures how evenly the variance spreads over all directions
 (Rudman et al. 2022, arXiv 2108.07344; it ignores the mean, unlike the mean cosine); the top dimension's share
 is Timkey & van Schijndel's per-dimension split of the mean cosine.

@@ -12,6 +12,7 @@ from backend.cli import (
     progress_line,
     write_json,
 )
+from backend.isotropy import HISTOGRAM_BINS, N_PAIRS
 
 
 def add_parser(sub) -> None:
@@ -22,7 +23,7 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--out", required=True, help="output JSON file")
     p.add_argument(
-        "--pairs", type=int, default=10_000, help="random different-text pairs for anisotropy"
+        "--pairs", type=int, default=N_PAIRS, help="random different-text pairs for anisotropy"
     )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
@@ -36,7 +37,7 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--histogram-bins",
         type=int,
-        default=40,
+        default=HISTOGRAM_BINS,
         help="bins of the per-layer cosine histogram over [-1, 1]",
     )
     p.add_argument(
@@ -114,7 +115,7 @@ def run_extraction(loaded, corpus, settings, args):
 
 
 def build_report(
-    result, *, pairs: int = 10_000, seed: int = 0, bins: int = 40, top_dims: int = 5
+    result, *, pairs: int = N_PAIRS, seed: int = 0, bins: int = HISTOGRAM_BINS, top_dims: int = 5
 ) -> dict:
     """The analyze JSON: model card, corpus summary and one entry per hidden state (0 = emb).
 

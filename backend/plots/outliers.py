@@ -12,7 +12,13 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from backend.outliers import CRITERIA, CRITERION_LABELS, OutlierThresholds, outliers_by_criterion
+from backend.outliers import (
+    CRITERIA,
+    CRITERION_LABELS,
+    OutlierThresholds,
+    headline_dims,
+    outliers_by_criterion,
+)
 
 # Heatmap colour options: label -> (how to read it, diverging colour scale?)
 HEATMAP_STATS: dict[str, str] = {
@@ -314,7 +320,7 @@ def headline_outlier(result, by_state: Sequence[Mapping[str, Sequence[int]]]) ->
     'what to notice' line: ``{"dim", "states", "mean", "typical"}`` or None when nothing is flagged."""
     counts: dict[int, list[int]] = {}
     for s, found in enumerate(by_state):
-        for j in set(found["zscore"]) | set(found["extreme_index"]):
+        for j in headline_dims(found):
             counts.setdefault(int(j), []).append(s)
     if not counts:
         return None

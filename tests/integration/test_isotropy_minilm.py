@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from backend.anisotropy import anisotropy_by_state
-from backend.isotropy import by_state, clipped_anisotropy_by_state
+from backend.isotropy import anisotropy_by_state, by_state, clipped_anisotropy_by_state
 from backend.outliers import outlier_dims
 from backend.postprocess import make_postprocessor
 

@@ -7,16 +7,21 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from backend.anisotropy import anisotropy, anisotropy_by_state, different_text_pairs, pair_cosines
 from backend.errors import InputError
 from backend.extract import TokenTable
 from backend.isotropy import (
+    anisotropy,
+    anisotropy_by_state,
     by_state,
     clipped_anisotropy_by_state,
     cosine_contributions,
     cosine_histogram,
+    cosine_rows,
+    different_text_pairs,
     intra_text_similarity,
     isoscore,
+    mean_pair_cosine,
+    pair_cosines,
     recurring_words,
     self_similarity,
     top_cosine_dims,
@@ -296,3 +301,65 @@ def test_figure_builders(fake_result):
     assert top[top["state"] == "2"].iloc[0]["dim"] == 5
     contrast = mean_shift_contrast_figure(raw, centered)
     assert len(contrast.data) == 4
+
+
+# ----------------------------------------------------------------------------- anisotropy
+# (Ethayarajh 2019): ~0 for an isotropic cloud, near 1 for a shifted one; pairs are different-text
+# and seeded. Formerly tests/unit/test_anisotropy.py (backend/anisotropy.py merged into isotropy).
+
+
+def test_isotropic_gaussian_is_near_zero():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(3000, 128))
+    text_id = np.arange(3000) // 10
+    value = anisotropy(x, text_id, n_pairs=10_000, seed=0)
+    assert abs(value) < 0.01  # std of one cosine is 1/sqrt(128); mean of 1e4 pairs ~ 0.001
+
+
+def test_shifted_cloud_is_near_one():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(3000, 128)) + 20.0  # common offset far larger than the spread
+    text_id = np.arange(3000) // 10
+    assert anisotropy(x, text_id, n_pairs=10_000, seed=0) > 0.99
+    # One dominant rogue dimension is enough (Timkey & van Schijndel 2021).
+    y = rng.normal(size=(3000, 128))
+    y[:, 3] += 30.0
+    assert anisotropy(y, text_id) > 0.8
+
+
+def test_pairs_are_from_different_texts_and_seeded():
+    rng = np.random.default_rng(0)
+    text_id = rng.integers(0, 7, size=500)
+    pairs = different_text_pairs(text_id, n_pairs=2000, seed=3)
+    assert pairs.shape == (2000, 2)
+    assert np.all(text_id[pairs[:, 0]] != text_id[pairs[:, 1]])
+    np.testing.assert_array_equal(pairs, different_text_pairs(text_id, n_pairs=2000, seed=3))
+    assert not np.array_equal(pairs, different_text_pairs(text_id, n_pairs=2000, seed=4))
+
+
+def test_few_tokens_use_all_pairs_and_one_text_gives_none():
+    text_id = np.array([0, 0, 1, 2])
+    pairs = different_text_pairs(text_id, n_pairs=100)
+    assert sorted(map(tuple, pairs.tolist())) == [(0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]
+    assert len(different_text_pairs(np.zeros(10, dtype=int))) == 0
+    assert np.isnan(anisotropy(np.ones((10, 3)), np.zeros(10, dtype=int)))
+
+
+def test_pair_cosines_match_definition_and_zero_vectors():
+    x = np.array([[1.0, 0], [0, 2], [3, 3], [0, 0]])
+    pairs = np.array([[0, 1], [0, 2], [2, 3]])
+    np.testing.assert_allclose(pair_cosines(x, pairs), [0.0, 1 / np.sqrt(2), 0.0])
+
+
+def test_one_cosine_for_every_shape_and_empty_pairs():
+    rng = np.random.default_rng(1)
+    a, b = rng.normal(size=(3, 4, 8)), rng.normal(size=(3, 4, 8))
+    b[0, 0] = 0.0
+    with np.errstate(invalid="ignore"):  # 0 / 0 at the zero vector, set to 0 below
+        expected = (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))
+    expected[0, 0] = 0.0
+    np.testing.assert_allclose(cosine_rows(a, b), expected)
+    np.testing.assert_allclose(cosine_rows(a[1], b[1]), expected[1])
+    assert np.isnan(mean_pair_cosine(a[0], np.zeros((0, 2), dtype=np.int64)))
+    pairs = np.array([[0, 1], [2, 3]])
+    assert mean_pair_cosine(a[0], pairs) == pytest.approx(pair_cosines(a[0], pairs).mean())
