@@ -6,6 +6,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from ui.links import apply_link, show_link_notice, sync_link
 from ui.sidebar import sidebar
 from ui.warmup import start_umap_warmup
 
@@ -21,6 +22,7 @@ PAGES = [
     ("layernorm.py", "LayerNorm", ":material/tune:"),
     ("positional.py", "Positional information", ":material/timeline:"),
     ("compare.py", "Compare", ":material/difference:"),
+    ("tour.py", "Guided tour", ":material/school:"),
 ]
 
 st.set_page_config(page_title="isoscope", page_icon=":material/blur_on:", layout="wide")
@@ -34,5 +36,9 @@ with st.sidebar:
     st.markdown("## isoscope")
     st.caption("Embedding geometry of Transformer models")
 start_umap_warmup()  # numba compiles UMAP (~55 s) in the background, off the request path
+apply_link(pages, navigation)  # a shared link's model, corpus, page and controls (once per session)
+show_link_notice()
 sidebar()
+sync_link(navigation)  # the URL always reopens this view
 navigation.run()
+sync_link(navigation)

@@ -8,9 +8,11 @@ from backend.isotropy import N_PAIRS, PAIR_SEED, anisotropy_by_state
 from backend.outliers import outlier_dims
 from backend.plots.overview import anisotropy_line, model_card_rows
 from ui.common import explainer, load_or_stop, memo, result_key, show_notices
+from ui.share import findings_panel
 
 st.title("Overview")
 loaded, result = load_or_stop()
+findings_panel(loaded, result)
 
 left, right = st.columns([1, 1])
 with left:

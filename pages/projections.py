@@ -28,6 +28,8 @@ from backend.projections import (
     token_colouring,
 )
 from ui.common import download_buttons, explainer, load_or_stop, memo, result_key, show_notices
+from ui.links import state_index
+from ui.share import export_buttons
 from ui.warmup import EXPECTED_SECONDS, start_umap_warmup
 
 MAX_POOLED_TEXTS = 5000  # texts mean-pooled for the text view (a seeded sample beyond that)
@@ -59,7 +61,7 @@ data_kind = c1.radio(
 state = c2.selectbox(
     "Hidden state",
     range(result.num_states),
-    index=default_state,
+    index=state_index(names, default_state, "proj_state"),
     format_func=lambda s: names[s],
     key="proj_state",
     help="'emb' is the embedding output (index 0); 1…L are the layers' outputs.",
@@ -267,6 +269,18 @@ if postprocess == "whiten" and shown_method == "pca":
 frame = coordinates_frame(before, after, colouring, hover, ids)
 download_buttons(
     "proj", fig=fig, frame=frame, name=f"projection_{shown_method}_{names[state]}_{postprocess}"
+)
+token_points = data_kind == "token sample"
+export_buttons(
+    result,
+    state,
+    points="token" if token_points else "text",
+    clip_dims=list(params.get("dims", [])) if postprocess == "clip" else [],
+    rows=rows,
+    coords=(after if postprocess == "clip" else before).coords,
+    method=shown_method,
+    pooled=None if token_points else pooled,
+    text_ids=None if token_points else text_ids,
 )
 
 st.subheader(f"What the post-processing changes at state {names[state]}")

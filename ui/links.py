@@ -1,0 +1,228 @@
+"""Links that reopen a view: the model source, corpus choice, page, hidden state and each page's
+main controls live in the URL (``st.query_params``).
+
+- :func:`apply_link` runs once per browser session, before the sidebar and the page: it reads the
+  URL, validates every value, and seeds the selection (model, corpus) and the widgets' session state
+  with the valid ones. An invalid or unknown value opens the defaults for it, and the page shows one
+  line saying which (:func:`show_link_notice`).
+- :func:`sync_link` runs on every rerun and writes the current view back, so the address bar is
+  always a link to what is on screen ("share" = copy the URL).
+- Pages with a hidden-state control take their initial state from :func:`state_index`.
+
+Never in a link: the pickle opt-in, the device and dtype (they stay the server's defaults), and an
+uploaded file (its bytes cannot travel in a URL; such links open the bundled corpus). Pasted text
+travels when it is at most :data:`MAX_PASTED_CHARS` characters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+
+from ui.common import SELECTION_KEY, Selection, get_selection
+
+APPLIED_KEY = "links_applied"
+NOTICE_KEY = "links_notice"
+STATE_KEY = "links_state"  # the link's hidden state, until a page with a state control uses it
+MAX_PASTED_CHARS = 2000
+CORPUS_KINDS = ("bundled", "paste")
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A widget whose value is one of ``options`` (strings in the URL)."""
+
+    options: tuple[str, ...]
+
+    def parse(self, text: str) -> Any:
+        if text not in self.options:
+            raise ValueError(text)
+        return text
+
+
+@dataclass(frozen=True)
+class Number:
+    """A numeric widget (slider / number input) between ``low`` and ``high``."""
+
+    low: float
+    high: float
+    integer: bool = False
+
+    def parse(self, text: str) -> Any:
+        value = int(text) if self.integer else float(text)
+        if not self.low <= value <= self.high:
+            raise ValueError(text)
+        return value
+
+
+def _controls() -> dict[str, dict[str, Choice | Number]]:
+    """Per page (its URL path): the main controls' widget keys and what each accepts."""
+    from backend.plots.outliers import HEATMAP_STATS
+    from backend.postprocess import POSTPROCESSORS
+    from backend.projections import METHODS
+
+    return {
+        "outliers": {"out_stat": Choice(tuple(HEATMAP_STATS))},
+        "anisotropy": {"aniso_post": Choice(tuple(POSTPROCESSORS))},
+        "projections": {
+            "proj_data": Choice(("token sample", "mean-pooled texts")),
+            "proj_method": Choice(tuple(METHODS)),
+            "proj_post": Choice(tuple(p for p in POSTPROCESSORS if p != "none")),
+            "proj_seed": Number(0, 10_000, integer=True),
+        },
+        "layernorm": {"ln_k": Number(1.0, 8.0), "ln_share": Number(0.1, 1.0)},
+        "tour": {"tour_step": Choice(tuple(str(i) for i in range(1, 6)))},
+    }
+
+
+# Pages whose hidden-state widget holds an index (0 = emb) under this key.
+STATE_WIDGETS = {"projections": "proj_state"}
+
+
+def _known_model(source: str) -> bool:
+    """Sources a link may name: the sidebar presets, the bundled decoder, random models, and
+    checkpoint folders that exist on this server (never pickle weights: the opt-in is not in links)."""
+    from backend.models import parse_random_source
+    from ui.sidebar import MODEL_PRESETS
+
+    if source in MODEL_PRESETS.values() and source != "custom":
+        return True
+    if source.lower() in ("smollm2", "default"):
+        return True
+    if source.lower().startswith("random:"):
+        try:
+            parse_random_source(source)
+        except Exception:
+            return False
+        return True
+    return (
+        Path(source).expanduser().is_dir() and (Path(source).expanduser() / "config.json").exists()
+    )
+
+
+def _page_paths(pages: Sequence[Any]) -> dict[str, Any]:
+    return {page.url_path or "overview": page for page in pages}
+
+
+def apply_link(pages: Sequence[Any], current: Any) -> None:
+    """Seed the session from the URL once per session; switch to the link's page if it names one.
+
+    ``pages``: the ``st.Page`` objects of the navigation; ``current``: the page being run.
+    """
+    if st.session_state.get(APPLIED_KEY):
+        return
+    st.session_state[APPLIED_KEY] = True
+    params = {k: st.query_params.get(k) for k in st.query_params}
+    if not params:
+        return
+    bad: list[str] = []
+    selection = get_selection()
+    model = params.get("model")
+    if model is not None:
+        if _known_model(model.strip()):
+            selection = replace(selection, model_source=model.strip())
+        else:
+            bad.append(f"model {model!r}")
+    corpus = params.get("corpus")
+    if corpus is not None:
+        text = params.get("texts", "")
+        if corpus == "bundled":
+            selection = replace(selection, corpus_kind="bundled", corpus_text="")
+        elif corpus == "paste" and text.strip() and len(text) <= MAX_PASTED_CHARS:
+            selection = replace(selection, corpus_kind="paste", corpus_text=text)
+        else:
+            bad.append(
+                f"corpus {corpus!r}"
+                + (" (uploads are not part of links)" if corpus == "upload" else "")
+            )
+    if selection != get_selection():
+        st.session_state[SELECTION_KEY] = selection
+    paths = _page_paths(pages)
+    page = params.get("page")
+    target = current
+    if page is not None:
+        if page in paths:
+            target = paths[page]
+        else:
+            bad.append(f"page {page!r}")
+    target_path = target.url_path or "overview"
+    for key, spec in _controls().get(target_path, {}).items():
+        if key in params:
+            try:
+                st.session_state[key] = spec.parse(params[key])
+            except (TypeError, ValueError):
+                bad.append(f"{key} {params[key]!r}")
+    if "state" in params:
+        st.session_state[STATE_KEY] = params["state"]
+    if bad:
+        st.session_state[NOTICE_KEY] = (
+            f"This link has an invalid or unknown {', '.join(bad)}; opened the defaults for "
+            f"{'it' if len(bad) == 1 else 'them'}."
+        )
+    if target_path != (current.url_path or "overview"):
+        st.switch_page(target)
+
+
+def state_index(names: Sequence[str], default: int, widget_key: str) -> int:
+    """The hidden-state index a page's state control starts at: the link's ``state`` when it is
+    valid for this model (``emb`` or ``0`` .. ``L``), else ``default`` (with the one-line notice)."""
+    from backend.naming import parse_hidden_state
+
+    wanted = st.session_state.pop(STATE_KEY, None)
+    if wanted is None:
+        return (
+            int(st.session_state.get(widget_key, default))
+            if widget_key in st.session_state
+            else default
+        )
+    try:
+        index = parse_hidden_state(wanted, len(names) - 1)
+    except ValueError:
+        st.session_state[NOTICE_KEY] = (
+            f"This link has an invalid or unknown hidden state {wanted!r} for this model "
+            f"(states: {names[0]}, 1 … {names[-1]}); opened the default state."
+        )
+        show_link_notice()
+        return default
+    st.session_state[widget_key] = index
+    return index
+
+
+def show_link_notice() -> None:
+    """The one-line notice about an invalid link value (shown once)."""
+    notice = st.session_state.pop(NOTICE_KEY, None)
+    if notice:
+        st.warning(notice, icon=":material/link_off:")
+
+
+def link_params(page_path: str, selection: Selection) -> dict[str, str]:
+    """The query parameters that reopen the current view."""
+    params = {"page": page_path, "model": selection.model_source}
+    if selection.corpus_kind == "paste" and len(selection.corpus_text) <= MAX_PASTED_CHARS:
+        params["corpus"] = "paste"
+        params["texts"] = selection.corpus_text
+    else:
+        params["corpus"] = "bundled" if selection.corpus_kind != "upload" else "upload"
+    for key in _controls().get(page_path, {}):
+        if key in st.session_state:
+            params[key] = str(st.session_state[key])
+    widget = STATE_WIDGETS.get(page_path)
+    if widget is not None and widget in st.session_state:
+        from backend.naming import hidden_state_label
+
+        params["state"] = hidden_state_label(int(st.session_state[widget]))
+    return params
+
+
+def sync_link(current: Any) -> None:
+    """Write the current view into the URL (only what changed, so no needless browser updates)."""
+    params = link_params(current.url_path or "overview", get_selection())
+    if params.get("corpus") == "upload":
+        params.pop("corpus")
+    existing = {k: st.query_params.get(k) for k in st.query_params}
+    if existing != params:
+        st.query_params.from_dict(params)

@@ -1,0 +1,155 @@
+"""Streamlit glue for sharing: the report's findings and its download (Overview), and the
+Embedding Projector / embedding-atlas downloads (Clipping & projections).
+
+The report is :func:`backend.report.build_report` on the page's own model and extraction, so the
+downloaded file is the one ``python -m backend report`` writes for the same model, corpus and
+settings. The quick sections (outlier dims, anisotropy: no forward pass) open the Overview at once;
+the full report (LayerNorm ablation, position probe, decoder scan: ~20 s on the bundled model on 2
+CPU cores) is built when "Download report" is clicked, then cached, and its findings replace the
+quick ones.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import streamlit as st
+
+from backend.extract import ExtractionResult
+from backend.models import LoadedModel
+from backend.report import QUICK_SECTIONS, Report, build_report
+from ui.common import memo, result_key
+
+
+@st.cache_resource(show_spinner=False)
+def _full_reports() -> dict[str, Report]:
+    """Full reports by extraction key (process-wide, the last few)."""
+    return {}
+
+
+_LOCK = threading.Lock()
+MAX_REPORTS = 4
+
+
+def quick_report(loaded: LoadedModel, result: ExtractionResult) -> Report:
+    key = result_key(result)
+    return memo(
+        "report_quick", (key,), lambda: build_report(loaded, result, sections=QUICK_SECTIONS)
+    )
+
+
+def full_report(loaded: LoadedModel, result: ExtractionResult) -> Report:
+    """The whole report (cached per extraction); the ablation runs on a private model copy."""
+    key = result_key(result)
+    store = _full_reports()
+    with _LOCK:
+        if key in store:
+            return store[key]
+    report = build_report(loaded, result)
+    with _LOCK:
+        store[key] = report
+        while len(store) > MAX_REPORTS:
+            store.pop(next(iter(store)))
+    return report
+
+
+def _cached_full(result: ExtractionResult) -> Report | None:
+    with _LOCK:
+        return _full_reports().get(result_key(result))
+
+
+def report_file_name(result: ExtractionResult) -> str:
+    name = str(result.model.get("display_name") or result.model.get("source") or "model")
+    slug = "".join(c if c.isalnum() or c in "-_." else "_" for c in name.split("/")[-1])
+    return f"isoscope_report_{slug}.html"
+
+
+def findings_panel(loaded: LoadedModel, result: ExtractionResult) -> None:
+    """The findings (full report's when built, else the quick sections') and 'Download report'."""
+    report = _cached_full(result)
+    full = report is not None
+    if report is None:
+        report = quick_report(loaded, result)
+    st.subheader("Findings")
+    for title, text in report.findings():
+        st.markdown(f"- **{title}:** {text}")
+    for section in report.sections:
+        if section.skipped is not None:
+            st.caption(f"{section.title}: left out, {section.skipped}.")
+    left, right = st.columns([1, 3])
+    left.download_button(
+        "Download report",
+        data=lambda: full_report(loaded, result).to_html().encode("utf-8"),
+        file_name=report_file_name(result),
+        mime="text/html",
+        key="overview_report",
+        icon=":material/description:",
+        on_click="rerun",
+        help="One self-contained HTML file (opens offline): these findings, the key figure of each "
+        "page, the model card, corpus and settings. The same file as `python -m backend report`.",
+    )
+    if not full:
+        right.caption(
+            "LayerNorm ablation, position probe and (for decoders) massive-activation findings are "
+            "computed with the report: about 20 s on the bundled model on 2 CPU cores."
+        )
+
+
+def export_buttons(
+    result: ExtractionResult,
+    state: int,
+    *,
+    points: str,
+    clip_dims: list[int],
+    rows: np.ndarray,
+    coords: np.ndarray,
+    method: str,
+    pooled: np.ndarray | None = None,
+    text_ids: np.ndarray | None = None,
+) -> None:
+    """Embedding Projector (zip of the three files) and embedding-atlas (Parquet) downloads of the
+    points the page projected, raw or with ``clip_dims`` zeroed; atlas x/y = ``coords``."""
+    from backend.export import atlas_bytes, export_points, projector_zip
+
+    def exported():
+        return export_points(
+            result,
+            state,
+            points=points,
+            clip=clip_dims or "none",
+            pooled=pooled,
+            text_ids=text_ids,
+            rows=rows,
+        )
+
+    name = f"isoscope_{result.state_names[state]}_{points}{'_clipped' if clip_dims else ''}"
+    c1, c2, c3 = st.columns([1, 1, 2])
+    c1.download_button(
+        "Embedding Projector",
+        data=lambda: projector_zip(exported()),
+        file_name=f"{name}_projector.zip",
+        mime="application/zip",
+        key="proj_export_projector",
+        on_click="ignore",
+        icon=":material/download:",
+        help="tensors.tsv, metadata.tsv and projector_config.json for projector.tensorflow.org "
+        "(Load) or TensorBoard's projector.",
+    )
+    c2.download_button(
+        "embedding-atlas",
+        data=lambda: atlas_bytes(exported(), method, coords=coords),
+        file_name=f"{name}_atlas.parquet",
+        mime="application/vnd.apache.parquet",
+        key="proj_export_atlas",
+        on_click="ignore",
+        icon=":material/download:",
+        help="Parquet with text, token, x, y (this projection) and the vector: "
+        "`embedding-atlas FILE --text text --x x --y y`.",
+    )
+    c3.caption(
+        f"Exports the {len(rows):,} points shown, "
+        + (f"with dims {', '.join(map(str, clip_dims))} zeroed" if clip_dims else "raw")
+        + " (other post-processings export raw vectors; the CLI's `python -m backend export` "
+        "exports every point)."
+    )
