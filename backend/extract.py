@@ -441,20 +441,30 @@ class SampleCandidates:
             self.hidden_size,
         ):
             raise ValueError("cannot merge token samples of different limits or shapes")
-        pri = np.concatenate([self.priority, other.priority])
+        rows_a, rows_b = self._rows(), other._rows()
+        pri = np.concatenate([self._priority[rows_a], other._priority[rows_b]])
         keep = np.arange(len(pri))
         if len(pri) > self.limit:
             keep = np.sort(np.argpartition(pri, self.limit - 1)[: self.limit])
+        from_a = rows_a[keep[keep < len(rows_a)]]
+        from_b = rows_b[keep[keep >= len(rows_a)] - len(rows_a)]
         out = SampleCandidates(self.limit, self.num_states, self.hidden_size, capacity=len(keep))
-        vectors = np.concatenate([self.vectors, other.vectors], axis=1)[:, keep, :]
-        out.commit(
-            np.zeros(0, dtype=np.int64),
-            pri[keep],
-            np.concatenate([self.text_id, other.text_id])[keep],
-            np.concatenate([self.position, other.position])[keep],
-            vectors,
-        )
+        m = len(from_a)
+        out._vectors[:, :m, :] = np.take(self._vectors, from_a, axis=1)
+        out._vectors[:, m:, :] = np.take(other._vectors, from_b, axis=1)
+        for name in ("_priority", "_text_id", "_position"):
+            getattr(out, name)[:] = np.concatenate(
+                [getattr(self, name)[from_a], getattr(other, name)[from_b]]
+            )
+        out._filled[:] = True
         return out
+
+    def ordered(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(text_id, position, vectors (S, m, d))`` of the filled entries in (text, position)
+        order; the vectors are one fresh contiguous copy."""
+        rows = self._rows()
+        rows = rows[np.argsort(_token_key(self._text_id[rows], self._position[rows]))]
+        return self._text_id[rows], self._position[rows], np.take(self._vectors, rows, axis=1)
 
 
 # ----------------------------------------------------------------------------- partial results
@@ -772,10 +782,8 @@ def finish(
     total = len(tokens)
 
     sample = partial.sample
-    s_keys = _token_key(sample.text_id, sample.position)
-    s_order = np.argsort(s_keys)
-    sample_index = np.searchsorted(keys, s_keys[s_order]).astype(np.int64)
-    sample_vectors = np.ascontiguousarray(sample.vectors[:, s_order, :])
+    s_text, s_position, sample_vectors = sample.ordered()
+    sample_index = np.searchsorted(keys, _token_key(s_text, s_position)).astype(np.int64)
     k = len(sample_index)
 
     stats = partial.stats
@@ -918,4 +926,4 @@ def encode_text(
         is_special=special,
         is_punct=np.array([_is_punct(t) for t in tokens_str]) & ~special,
     )
-    return hidden[:, 0].numpy(), table
+    return to_numpy(hidden[:, 0], dtype=None), table

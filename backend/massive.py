@@ -229,7 +229,7 @@ class MassiveAccumulator:
             self.candidates.clear()
             self.candidate_values.clear()
             return
-        meta_np = meta.numpy()
+        meta_np = to_numpy(meta, dtype=None)
         for s, where, vals in found:
             where = to_numpy(where, dtype=None)  # (m, 2): row, dim
             self.candidates.append(
@@ -244,7 +244,7 @@ class MassiveAccumulator:
         threshold = np.maximum(ABS_THRESHOLD, MEDIAN_RATIO * np.nan_to_num(median, nan=0.0))
         top_value = to_numpy(self.top_value)
         top_value[top_value < 0] = np.nan
-        meta = self.top_meta.numpy()
+        meta = to_numpy(self.top_meta, dtype=None)
         ids = meta[..., 3]
         tokens = np.array(
             [id_to_token([int(i)])[0] if i >= 0 else "" for i in ids.reshape(-1)], dtype=object
