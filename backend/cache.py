@@ -92,26 +92,27 @@ def parse_size(text: str | int, what: str = "cache limit") -> int:
 
 
 def format_size(num_bytes: float) -> str:
-    """``1.2 GiB``, ``83 MiB``, ``512 KiB``, ``12 B`` (binary units, as the limit takes them)."""
+    """``1.2 GiB``, ``5 GiB``, ``83 MiB``, ``12 B`` (binary units, as the limit takes them)."""
     for unit, factor in (("TiB", 1024**4), ("GiB", GIB), ("MiB", 1024**2), ("KiB", 1024)):
         if num_bytes >= factor:
-            value = num_bytes / factor
-            return f"{value:.1f} {unit}" if value < 10 else f"{value:.0f} {unit}"
+            return f"{_short(num_bytes / factor)} {unit}"
     return f"{int(num_bytes)} B"
 
 
 def format_usage(used: int, limit: int) -> str:
-    """``"1.2 of 5 GiB"``: both numbers in the limit's unit."""
+    """``"1.2 of 5 GiB"``: both numbers in the limit's unit (a small use in its own: ``40 MiB of 5 GiB``)."""
     for unit, factor in (("TiB", 1024**4), ("GiB", GIB), ("MiB", 1024**2), ("KiB", 1024)):
         if limit >= factor:
+            if 0 < used < factor / 20:  # "40 MiB of 5 GiB", not "0 of 5 GiB"
+                return f"{format_size(used)} of {_short(limit / factor)} {unit}"
             return f"{_short(used / factor)} of {_short(limit / factor)} {unit}"
     return f"{used:,} of {limit:,} B"
 
 
 def _short(value: float) -> str:
-    if value == int(value):
-        return str(int(value))
-    return f"{value:.1f}" if value < 100 else f"{value:.0f}"
+    """``5``, ``1.2``, ``83``: one decimal below 10 unless it is 0, none from 10."""
+    text = f"{value:.1f}" if value < 10 else f"{value:.0f}"
+    return text.removesuffix(".0")
 
 
 def set_process_limit(limit: int | str | None) -> None:

@@ -124,3 +124,11 @@ def sample_budget_input(current: ExtractionSettings) -> dict[str, Any]:
         "memory; on wide, deep models fewer tokens are kept and the page says how many.",
     )
     return {"sample_budget_bytes": int(values[labels.index(label)])}
+
+
+def budget_label(settings: ExtractionSettings) -> str:
+    """`` · sample within 512 MiB`` when the sample budget is not the default, else ``""``."""
+    budget = getattr(settings, "sample_budget_bytes", None)
+    if budget is None or budget == ExtractionSettings().sample_budget_bytes:
+        return ""
+    return f" · sample within {format_size(budget)}"

@@ -24,7 +24,7 @@ import streamlit as st
 from backend.errors import IsoscopeError
 from backend.extract import ExtractionSettings
 from backend.models import DEFAULT_MODEL_NAME
-from ui.cache_panel import cache_panel
+from ui.cache_panel import budget_label, cache_panel, sample_budget_input
 from ui.common import SELECTION_KEY, Selection, get_selection, remember_upload
 
 CUSTOM = "custom"
@@ -158,6 +158,7 @@ def settings_inputs(current: ExtractionSettings) -> dict[str, Any]:
             )
         ),
     }
+    changes |= sample_budget_input(current)
     return changes
 
 
@@ -176,6 +177,7 @@ def describe(sel: Selection) -> str:
         f"**{sel.model_source}** on the **{corpus_label(sel.corpus_kind, sel.corpus_file_name)}** "
         f"· {s.max_length} tokens per text · {s.sample_size:,}-token sample"
         + (" · special tokens excluded" if s.exclude_special else "")
+        + budget_label(s)
         + (f" · {sel.device}" if sel.device != "auto" else "")
         + (f" · {sel.dtype}" if sel.dtype != "float32" else "")
     )

@@ -30,6 +30,12 @@ def add_parser(sub) -> None:
         "--sample-size", type=int, default=8000, help="token vectors kept for pairwise metrics"
     )
     p.add_argument(
+        "--sample-budget",
+        default="1G",
+        help="memory for the token sample (states x tokens x width float32), e.g. 512M or 2G; "
+        "fewer tokens are kept on models where --sample-size does not fit (default 1G)",
+    )
+    p.add_argument(
         "--exclude-special",
         action="store_true",
         help="leave [CLS]/[SEP]-style tokens out of the statistics",
@@ -58,18 +64,55 @@ def add_parser(sub) -> None:
         help="disk cache size limit, e.g. 500M or 5G (default: $ISOSCOPE_CACHE_LIMIT, else 5G); "
         "least recently used results are evicted beyond it",
     )
+    p.add_argument(
+        "--save",
+        default=None,
+        metavar="RUN.isoscope",
+        help="also write the whole extraction (statistics, token sample and table, texts, model "
+        "card) as a saved analysis the dashboard opens without the model: a zip, or a folder if "
+        "the path is an existing folder",
+    )
+    add_engine_args(p)
     p.set_defaults(func=run)
 
 
+def add_engine_args(p: argparse.ArgumentParser) -> None:
+    """--engine local|ray and the Ray options (backend.ray_engine)."""
+    group = p.add_argument_group("engine (Ray runs neither read nor write the extraction cache)")
+    group.add_argument(
+        "--engine",
+        choices=("local", "ray"),
+        default="local",
+        help="local: this process; ray: Ray Data workers, each loading the model once",
+    )
+    group.add_argument(
+        "--ray-address",
+        default="local",
+        help="local: a private Ray instance on this machine, stopped afterwards | auto: the "
+        "cluster `ray start --head` started on this machine | HOST:PORT or ray://HOST:PORT",
+    )
+    group.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="Ray workers (default: one per CPU, or per --gpus-per-worker GPUs, of the cluster)",
+    )
+    group.add_argument(
+        "--gpus-per-worker",
+        type=float,
+        default=0.0,
+        help="GPUs per Ray worker; 0 runs the workers on CPUs (default 0)",
+    )
+
+
 def run(args: argparse.Namespace) -> int:
+    from backend.cache import parse_size
     from backend.corpus import load_corpus_file
     from backend.errors import InputError
     from backend.extract import ExtractionSettings
 
     out = check_out_path(args.out)
     if args.cache_limit is not None:
-        from backend.cache import parse_size
-
         parse_size(args.cache_limit, "--cache-limit")  # a typo fails before the model loads
     if args.pairs < 1:
         raise InputError("--pairs must be at least 1")
@@ -77,18 +120,30 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--histogram-bins must be between 1 and 1000, got {args.histogram_bins}")
     if args.top_dims < 0:
         raise InputError(f"--top-dims must be 0 or more, got {args.top_dims}")
-    corpus = load_corpus_file(args.texts)
+    if args.save:
+        from backend.saved import check_save_target
+
+        check_save_target(args.save)  # a bad path fails before the extraction, not after
+    corpus = load_corpus_file(args.texts) if args.engine == "local" else None
     settings = ExtractionSettings(
         max_length=args.max_length,
         batch_size=args.batch_size,
         sample_size=args.sample_size,
         seed=args.seed,
         exclude_special=args.exclude_special,
+        sample_budget_bytes=parse_size(args.sample_budget, "--sample-budget"),
     )
-    loaded = load_model_from_args(args)
-    result = run_extraction(loaded, corpus, settings, args)
+    if args.engine == "ray":
+        result = run_ray(args, settings)
+    else:
+        loaded = load_model_from_args(args)
+        result = run_extraction(loaded, corpus, settings, args)
     for notice in result.notices:
         progress_line(f"note: {notice}")
+    if args.save:
+        from backend.saved import save_analysis
+
+        progress_line(f"saved analysis: {save_analysis(result, args.save)}")
     write_json(
         out,
         build_report(
@@ -112,6 +167,31 @@ def run_extraction(loaded, corpus, settings, args):
     return cached_extract(
         loaded, corpus, settings, progress, ResultCache(args.cache_dir, args.cache_limit)
     )
+
+
+def run_ray(args: argparse.Namespace, settings):
+    """The extraction on Ray (backend.ray_engine): the corpus path is read as a Ray dataset."""
+    from backend.errors import InputError
+    from backend.ray_engine import ModelSpec, RayOptions, run_ray_extraction
+
+    gpus = args.gpus_per_worker
+    device = args.device
+    if device == "auto":
+        device = "cuda" if gpus > 0 else "cpu"
+    if device == "cuda" and gpus <= 0:
+        raise InputError("--engine ray with --device cuda needs --gpus-per-worker (e.g. 1)")
+    if device not in ("cpu", "cuda"):
+        raise InputError(f"--engine ray runs workers on cpu or cuda, not {device!r}")
+    spec = ModelSpec(args.model, device, args.dtype, args.allow_pickle)
+    options = RayOptions(address=args.ray_address, workers=args.workers, gpus_per_worker=gpus)
+    progress = ProgressPrinter(f"extracting on Ray ({args.ray_address}), texts")
+    result = run_ray_extraction(spec, args.texts, settings, options, progress)
+    engine = result.extra.get("engine", {})
+    progress_line(
+        f"engine: ray · {engine.get('workers')} worker(s) on {device} · model "
+        f"{result.model.get('display_name', args.model)}"
+    )
+    return result
 
 
 def build_report(

@@ -9,6 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from backend.cache import set_process_limit
+from backend.extract import ExtractionSettings
 from ui.common import SELECTION_KEY, Selection
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
@@ -84,3 +85,23 @@ def test_in_memory_stores_are_bounded_by_count_and_bytes():
     for key in "abc":
         counted.put(key, key)
     assert list(counted.items) == ["b", "c"]
+
+
+def test_sample_budget_from_the_sidebar_reaches_the_settings_and_the_page(cache_dir):
+    at = _app("One line of text here.\nAnother line of text.\nA third one.")
+    at.select_slider(key="sb_sample_budget").set_value("256 MiB").run()
+    assert any("sample within 256 MiB" in i.value for i in at.sidebar.info)
+    at.button(key="sb_run").click().run()
+    assert not at.exception
+    assert at.session_state[SELECTION_KEY].settings.sample_budget_bytes == 256 * 1024**2
+    # A budget that binds (3 states x 32 dims x 4 bytes = 384 B per token): the page says so.
+    at.session_state[SELECTION_KEY] = Selection(
+        model_source=TINY,
+        device="cpu",
+        corpus_kind="paste",
+        corpus_text="One line of text here.\nAnother line of text.",
+        settings=ExtractionSettings(sample_budget_bytes=4096),
+    )
+    at.run()
+    assert not at.exception and not at.error
+    assert any("10 tokens per state to stay within 4 KiB" in c.value for c in at.caption)

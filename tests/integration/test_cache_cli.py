@@ -92,7 +92,7 @@ def test_limit_below_one_result_runs_with_one_notice(
     proc = run_analyze(*args, "--cache-limit", "4K", cache_dir=cache_dir)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.count("nothing was cached") == 1
-    assert "4.0 KiB" in proc.stderr
+    assert "4 KiB" in proc.stderr
     assert not list(cache_dir.glob("*.npz"))
     report = json.loads(out.read_text())
     assert len(report["layers"]) == 3  # computed and written as usual
@@ -153,3 +153,20 @@ def test_small_soak_evicts_oldest_and_recomputes_them(tmp_path, monkeypatch):
     cached_extract(loaded, corpora[-1], settings, cache=cache)
     assert len(calls) == 7  # the newest is still a hit
     assert cache.usage().total <= 4 * MIB
+
+
+def test_sample_budget_caps_the_sample_and_says_so(
+    run_analyze, tiny_bert_dir, texts_file, tmp_path
+):
+    """3 states x width 32 x 4 bytes = 384 bytes per token: 4 KiB holds 10 tokens per state."""
+    out = tmp_path / "o.json"
+    args = analyze_args(tiny_bert_dir, texts_file, out)
+    proc = run_analyze(*args, "--sample-budget", "4K", "--no-cache", cache_dir=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.count("10 tokens per state to stay within 4 KiB") == 1
+    report = json.loads(out.read_text())
+    assert report["corpus"]["sample_size"] == 10
+    assert report["settings"]["sample_budget_bytes"] == 4096
+    bad = run_analyze(*args, "--sample-budget", "a lot", cache_dir=tmp_path)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+    assert "--sample-budget 'a lot' is not a size" in bad.stderr

@@ -108,6 +108,7 @@ def test_format_usage_in_the_limit_unit():
     assert format_usage(int(1.2 * 1024**3), 5 * 1024**3) == "1.2 of 5 GiB"
     assert format_usage(3 * MIB, 64 * MIB) == "3 of 64 MiB"
     assert format_usage(0, 5 * 1024**3) == "0 of 5 GiB"
+    assert format_usage(40 * MIB, 5 * 1024**3) == "40 MiB of 5 GiB"
 
 
 def test_limit_precedence(monkeypatch, tmp_path):
@@ -175,7 +176,7 @@ def test_temp_files_and_model_folders_are_counted_but_not_evicted(tmp_path):
     usage = cache.usage()
     assert usage.total - usage.temp_bytes <= cache.limit
     assert 1 <= usage.results_count < 4
-    assert "converted models 2.0 MiB" in usage.summary()
+    assert "converted models 2 MiB" in usage.summary()
 
 
 # ----------------------------------------------------------------------------- nothing kept: one notice
