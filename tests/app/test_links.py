@@ -1,0 +1,77 @@
+"""AppTest of shareable links: the URL holds model, corpus, page, hidden state and the page's main
+controls; opening that URL in a new session reopens the same view; an invalid value opens the
+defaults with one line saying so."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+APP = str(Path(__file__).resolve().parents[2] / "app.py")
+
+
+@pytest.fixture(autouse=True)
+def _no_umap_warmup(monkeypatch):
+    monkeypatch.setenv("ISOSCOPE_UMAP_WARMUP", "0")
+
+
+def open_link(**params: str) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=600)
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _params(at: AppTest) -> dict[str, str]:
+    return {k: (v[-1] if isinstance(v, list) else v) for k, v in at.query_params.items()}
+
+
+def test_a_view_round_trips_through_its_link():
+    at = AppTest.from_file(APP, default_timeout=600)
+    at.run()
+    at.switch_page("pages/projections.py").run()
+    at.selectbox(key="proj_post").set_value("standardize").run()
+    at.selectbox(key="proj_state").set_value(2).run()
+    assert not at.exception
+    link = _params(at)
+    assert link["page"] == "projections" and link["model"] == "default"
+    assert link["corpus"] == "bundled"
+    assert link["proj_post"] == "standardize" and link["state"] == "2"
+
+    reopened = open_link(**link)
+    assert [t.value for t in reopened.title] == ["Clipping & projections"]
+    assert reopened.selectbox(key="proj_post").value == "standardize"
+    assert reopened.selectbox(key="proj_state").value == 2
+    assert not reopened.warning
+    assert _params(reopened) == link
+
+
+def test_a_link_with_pasted_text_and_the_tour_step():
+    at = open_link(
+        page="tour", model="default", corpus="paste", texts="A cat sat.\nA dog ran.", tour_step="5"
+    )
+    assert [t.value for t in at.title] == ["Guided tour"]
+    assert at.radio(key="tour_step").value == "5"
+    assert "2 texts" in " ".join(c.value for c in at.sidebar.caption) or any(
+        "pasted text" in c.value for c in at.sidebar.caption
+    )
+
+
+def test_invalid_values_open_the_defaults_with_one_notice():
+    at = open_link(page="projections", model="no/such/model/here", proj_method="bogus", state="99")
+    assert [t.value for t in at.title] == ["Clipping & projections"]
+    notices = [w.value for w in at.warning if "invalid or unknown" in w.value]
+    assert len(notices) >= 1
+    assert "model 'no/such/model/here'" in notices[0] and "proj_method 'bogus'" in notices[0]
+    assert at.selectbox(key="proj_method").value == "pca"
+    assert _params(at)["model"] == "default"
+
+
+def test_an_unknown_page_opens_the_overview():
+    at = open_link(page="nowhere")
+    assert [t.value for t in at.title] == ["Overview"]
+    assert any("page 'nowhere'" in w.value for w in at.warning)
