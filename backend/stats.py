@@ -7,9 +7,10 @@ equals the full-batch statistics (to float64 rounding) however the corpus is spl
 and memory stays flat.
 
 Per batch and hidden state, the (tokens, d) activations are cast to float64 on their device and
-reduced with ``torch.var_mean`` (centred, so no sum-of-squares cancellation), ``abs().sum``,
+reduced with torch: a centred sum of squares (no sum-of-squares cancellation), ``abs().sum``,
 ``amin``/``amax`` and ``bincount`` of the per-token ``argmin``/``argmax`` (torch and numpy both
-return the first index of a tie, so tie counts agree with numpy).
+return the first index of a tie, so tie counts agree with numpy; on the CPU the argmin/argmax
+runs in numpy on the same memory, ~10x faster than torch's there).
 
 MPS has no float64: there the per-batch (tokens, d) activations of each state are moved to the CPU
 (unified memory on Apple silicon, so this is cheap) and reduced and accumulated there in float64.
@@ -111,17 +112,27 @@ class RunningStats:
         """Reductions of one state's (n, d) activations, computed where x lives (CPU for MPS)."""
         if x.device.type == "mps":
             x = x.to("cpu")
-        x64 = x.to(_F64)
-        var, mean = torch.var_mean(x64, dim=0, correction=0)
-        d = self.hidden_size
+        n, d = x.shape
         target = self.device
-        self._mean[s] = mean.to(target)
-        self._m2[s] = (var * x.shape[0]).to(target)
+        x64 = x.to(_F64, copy=True)  # one float64 work copy, consumed in place below
         self._abs_sum[s] = x64.abs().sum(dim=0).to(target)
+        mean = x64.sum(dim=0) / n
+        self._mean[s] = mean.to(target)
+        self._m2[s] = x64.sub_(mean).square_().sum(dim=0).to(target)  # centred: no cancellation
+        del x64
         self._min[s] = x.amin(dim=0).to(_F64).to(target)
         self._max[s] = x.amax(dim=0).to(_F64).to(target)
-        self._argmin[s] = torch.bincount(x.argmin(dim=1), minlength=d).to(target)
-        self._argmax[s] = torch.bincount(x.argmax(dim=1), minlength=d).to(target)
+        if x.device.type == "cpu":
+            # numpy's argmin over the last axis is ~10x faster than torch's on the CPU (same rule:
+            # the first index of a tie wins).
+            values = to_numpy(x, dtype=None)
+            argmin = torch.from_numpy(np.bincount(values.argmin(axis=1), minlength=d))
+            argmax = torch.from_numpy(np.bincount(values.argmax(axis=1), minlength=d))
+        else:
+            argmin = torch.bincount(x.argmin(dim=1), minlength=d)
+            argmax = torch.bincount(x.argmax(dim=1), minlength=d)
+        self._argmin[s] = argmin.to(target)
+        self._argmax[s] = argmax.to(target)
 
     def update(self, batch: np.ndarray | torch.Tensor | Sequence[torch.Tensor]) -> None:
         """Merge a batch of token vectors (see class doc for the accepted shapes)."""

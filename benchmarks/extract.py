@@ -7,8 +7,12 @@ Prints one JSON object:
   (what a notebook does) and one over the same length-sorted batches with
   ``output_hidden_states=True`` (the strict baseline). ``ratio_*`` = pipeline / baseline.
 - ``memory``: peak RSS of a fresh process that extracts 1k and 20k texts (streaming keeps it flat).
+- on CUDA, ``peak_device_mib``: peak allocated GPU memory of each variant.
 
-Usage: ``python benchmarks/extract.py [--texts 2000] [--model default]``.
+Usage: ``python benchmarks/extract.py [--texts 2000] [--model default] [--device auto|cpu|cuda]
+[--dtype float32|bfloat16] [--token-budget 8192] [--batch-size 32] [--memory-sizes 1000,20000]``.
+``--model`` takes any load_model source: ``default``, a checkpoint folder, ``smollm2`` (the bundled
+decoder, where present), ``random:...``.
 """
 
 from __future__ import annotations
@@ -40,6 +44,28 @@ def make_texts(n: int) -> list[str]:
     return out
 
 
+def _sync(loaded) -> None:
+    import torch
+
+    if loaded.device.type == "cuda":
+        torch.cuda.synchronize(loaded.device)
+
+
+def _reset_peak(loaded) -> None:
+    import torch
+
+    if loaded.device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(loaded.device)
+
+
+def _peak_mib(loaded) -> float | None:
+    import torch
+
+    if loaded.device.type != "cuda":
+        return None
+    return round(torch.cuda.max_memory_allocated(loaded.device) / 2**20, 1)
+
+
 def plain_forward(loaded, texts, max_length: int, batch_size: int, sort: bool) -> tuple[float, int]:
     import torch
 
@@ -58,39 +84,62 @@ def plain_forward(loaded, texts, max_length: int, batch_size: int, sort: bool) -
             enc = tok(
                 batch, padding=True, truncation=True, max_length=max_length, return_tensors="pt"
             )
+            enc = {k: v.to(loaded.device) for k, v in enc.items() if k != "token_type_ids"}
             model(**enc, output_hidden_states=sort)
             tokens += int(enc["attention_mask"].sum())
+    _sync(loaded)
     return time.perf_counter() - start, tokens
 
 
-def throughput(model_source: str, n_texts: int, max_length: int, batch_size: int) -> dict:
+def throughput(
+    model_source: str,
+    n_texts: int,
+    max_length: int,
+    batch_size: int,
+    *,
+    device: str = "auto",
+    dtype: str = "float32",
+    token_budget: int = 8192,
+    rounds: int = 2,
+) -> dict:
     from backend.corpus import Corpus
     from backend.extract import ExtractionSettings, extract
     from backend.models import load_model
 
-    loaded = load_model(model_source, device="auto")
+    loaded = load_model(model_source, device=device, dtype=dtype)
     texts = make_texts(n_texts)
     corpus = Corpus(tuple(texts), "bench")
-    settings = ExtractionSettings(max_length=max_length, batch_size=batch_size)
+    settings = ExtractionSettings(
+        max_length=max_length, batch_size=batch_size, token_budget=token_budget
+    )
     plain_forward(loaded, texts[:64], max_length, batch_size, sort=False)  # warm-up
-    results = {}
-    # Interleave, best of two, so drift in machine load hits every variant alike.
-    for _ in range(2):
+    results: dict[str, list[float]] = {}
+    peaks: dict[str, float | None] = {}
+    # Interleave, best of `rounds`, so drift in machine load hits every variant alike.
+    for _ in range(rounds):
+        _reset_peak(loaded)
         t, n = plain_forward(loaded, texts, max_length, batch_size, sort=False)
         results.setdefault("plain_corpus_order", []).append(n / t)
+        peaks["plain_corpus_order"] = _peak_mib(loaded)
+        _reset_peak(loaded)
         t, n = plain_forward(loaded, texts, max_length, batch_size, sort=True)
         results.setdefault("plain_sorted_hidden_states", []).append(n / t)
+        peaks["plain_sorted_hidden_states"] = _peak_mib(loaded)
+        _reset_peak(loaded)
         start = time.perf_counter()
         result = extract(loaded, corpus, settings)
         t = time.perf_counter() - start
         results.setdefault("isoscope_pipeline", []).append(result.num_tokens / t)
+        peaks["isoscope_pipeline"] = _peak_mib(loaded)
     best = {k: max(v) for k, v in results.items()}
     return {
         "model": loaded.info.display_name,
         "device": loaded.info.device,
         "texts": n_texts,
         "tokens": result.num_tokens,
+        "settings": settings.to_dict(),
         "tokens_per_s": {k: round(v, 1) for k, v in best.items()},
+        "peak_device_mib": peaks if loaded.device.type == "cuda" else None,
         "ratio_vs_plain_corpus_order": round(
             best["isoscope_pipeline"] / best["plain_corpus_order"], 3
         ),
@@ -100,13 +149,13 @@ def throughput(model_source: str, n_texts: int, max_length: int, batch_size: int
     }
 
 
-def child_peak(n_texts: int, model_source: str) -> None:
+def child_peak(n_texts: int, model_source: str, device: str, dtype: str) -> None:
     """Run in a fresh process: extract n_texts and print peak RSS (MiB)."""
     from backend.corpus import Corpus
     from backend.extract import ExtractionSettings, extract
     from backend.models import load_model
 
-    loaded = load_model(model_source, device="auto")
+    loaded = load_model(model_source, device=device, dtype=dtype)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     corpus = Corpus(tuple(make_texts(n_texts)), "bench")
     start = time.perf_counter()
@@ -126,11 +175,12 @@ def child_peak(n_texts: int, model_source: str) -> None:
     )
 
 
-def memory(model_source: str, sizes: list[int]) -> list[dict]:
+def memory(model_source: str, sizes: list[int], device: str, dtype: str) -> list[dict]:
     rows = []
     for n in sizes:
         out = subprocess.run(
-            [sys.executable, __file__, "--child", str(n), "--model", model_source],
+            [sys.executable, __file__, "--child", str(n), "--model", model_source]
+            + ["--device", device, "--dtype", dtype],
             capture_output=True,
             text=True,
             check=True,
@@ -144,7 +194,11 @@ def main() -> None:
     parser.add_argument("--model", default="default")
     parser.add_argument("--texts", type=int, default=2000)
     parser.add_argument("--max-length", type=int, default=128)
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--batch-size", type=int, default=32, help="cap on texts per batch")
+    parser.add_argument("--token-budget", type=int, default=8192, help="padded tokens per batch")
+    parser.add_argument("--device", default="auto", help="auto | cpu | cuda | mps")
+    parser.add_argument("--dtype", default="float32", help="float32 | bfloat16 (GPU only)")
+    parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds (best kept)")
     parser.add_argument("--memory-sizes", default="1000,20000")
     parser.add_argument("--child", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -152,15 +206,29 @@ def main() -> None:
 
     quiet_libraries()
     if args.child:
-        child_peak(args.child, args.model)
+        child_peak(args.child, args.model, args.device, args.dtype)
         return
     import torch
 
     report = {
         "benchmark": "extract",
         "torch_threads": torch.get_num_threads(),
-        "throughput": throughput(args.model, args.texts, args.max_length, args.batch_size),
-        "memory": memory(args.model, [int(s) for s in args.memory_sizes.split(",") if s]),
+        "throughput": throughput(
+            args.model,
+            args.texts,
+            args.max_length,
+            args.batch_size,
+            device=args.device,
+            dtype=args.dtype,
+            token_budget=args.token_budget,
+            rounds=args.rounds,
+        ),
+        "memory": memory(
+            args.model,
+            [int(s) for s in args.memory_sizes.split(",") if s],
+            args.device,
+            args.dtype,
+        ),
     }
     print(json.dumps(report, indent=1))
 
