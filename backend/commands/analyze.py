@@ -30,6 +30,13 @@ def add_parser(sub) -> None:
         "--sample-size", type=int, default=8000, help="token vectors kept for pairwise metrics"
     )
     p.add_argument(
+        "--token-budget",
+        type=int,
+        default=8192,
+        help="padded tokens per batch (texts x longest text; --batch-size caps the texts); "
+        "halved automatically when the device runs out of memory",
+    )
+    p.add_argument(
         "--sample-budget",
         default="1G",
         help="memory for the token sample (states x tokens x width float32), e.g. 512M or 2G; "
@@ -128,6 +135,7 @@ def run(args: argparse.Namespace) -> int:
     settings = ExtractionSettings(
         max_length=args.max_length,
         batch_size=args.batch_size,
+        token_budget=args.token_budget,
         sample_size=args.sample_size,
         seed=args.seed,
         exclude_special=args.exclude_special,
