@@ -201,7 +201,7 @@ def test_models_leave_no_room_keeps_nothing(tmp_path):
     assert not list(tmp_path.glob("*.npz"))
 
 
-def test_unwritable_folder_runs_with_one_notice(tmp_path):
+def test_unwritable_folder_runs_with_one_notice(tmp_path, monkeypatch):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
     cache = ResultCache(blocker / "cache")  # works as root too, unlike chmod
@@ -215,12 +215,8 @@ def test_unwritable_folder_runs_with_one_notice(tmp_path):
     corpus = type("C", (), {"sha": "s", "__len__": lambda self: 1})()
     import backend.extract
 
-    mp = pytest.MonkeyPatch()
-    mp.setattr(backend.extract, "extract", fake_extract)
-    try:
-        out = cached_extract(loaded, corpus, ExtractionSettings(), cache=cache)
-    finally:
-        mp.undo()
+    monkeypatch.setattr(backend.extract, "extract", fake_extract)
+    out = cached_extract(loaded, corpus, ExtractionSettings(), cache=cache)
     assert calls == [1]
     assert [n for n in out.notices if "nothing was cached" in n] == [out.notices[-1]]
     assert "cannot be written" in out.notices[-1] or "not writable" in out.notices[-1]
