@@ -6,8 +6,9 @@ from __future__ import annotations
 import streamlit as st
 
 from backend.errors import IsoscopeError
-from backend.isotropy import N_PAIRS, PAIR_SEED, by_state
-from backend.outliers import outlier_dims
+from backend.extract import ExtractionResult
+from backend.isotropy import StateIsotropy
+from backend.models import LoadedModel
 from backend.plots.anisotropy import (
     contrast_frame,
     contribution_frame,
@@ -19,23 +20,23 @@ from backend.plots.anisotropy import (
     metrics_by_layer_figure,
     metrics_frame,
 )
-from backend.postprocess import POSTPROCESSORS, make_postprocessor, parse_dims
+from ui.cached import isotropy
 from ui.common import (
     download_buttons,
     explainer,
     get_extraction,
     get_selection,
     load_or_stop,
-    memo,
-    result_key,
     show_notices,
 )
+from ui.controls import postprocessing_controls
 
-SEED, BINS = PAIR_SEED, 100  # 100 bins: 0.02 wide over [-1, 1]
+BINS = 100  # 0.02 wide over [-1, 1]
 
 st.title("Anisotropy")
+loaded: LoadedModel
+result: ExtractionResult
 loaded, result = load_or_stop()
-key = result_key(result)
 names = result.state_names
 d = result.hidden_size
 
@@ -87,103 +88,31 @@ show_notices(result)
 # ----------------------------------------------------------------------------- controls
 st.subheader("Post-processing to compare with the raw vectors")
 c1, c2, c3 = st.columns([2, 2, 2])
-post_name = c1.selectbox(
-    "Post-processing",
-    list(POSTPROCESSORS),
-    index=1,
-    key="aniso_post",
-    format_func=lambda n: POSTPROCESSORS[n].label,
-    help="Fitted on each hidden state's token sample, then applied to it.",
-)
-params: dict = {}
-if post_name == "clip":
-    dims_text = c2.text_input(
-        "Dimensions to clip",
-        "",
-        key="aniso_clip_dims",
-        placeholder="empty = each state's detected outlier dims",
-        help="Comma-separated indices applied to every hidden state, or empty to clip, per "
-        "hidden state, the outlier dims found by the z-score or extreme-index criterion.",
-    )
-    params["dims"] = dims_text.strip()
-elif post_name == "abtt":
-    params["n_components"] = int(
-        c2.number_input(
-            "D: principal components removed",
-            0,
-            d,
-            max(1, round(d / 100)),
-            key="aniso_abtt_d",
-            help="Mu & Viswanath: D ≈ d/100.",
-        )
-    )
-elif post_name == "whiten":
-    k = int(
-        c2.number_input(
-            "k: components kept (0 = all)",
-            0,
-            d,
-            0,
-            key="aniso_whiten_k",
-            help="Su et al. keep e.g. 256 of 768.",
-        )
-    )
-    params["n_components"] = k or None
+choice = postprocessing_controls("aniso", d, (c1, c2), include_none=True, default="clip")
 compare_random = c3.toggle(
     "Compare with random-init weights",
     key="aniso_random",
     help="Also run the same architecture with freshly initialised weights on the same texts "
     "(Godey et al.). The first time takes as long as the first extraction.",
 )
-
-
-def _processor():
-    """The estimator (or per-state factory) for the chosen post-processing, and its cache parameters."""
-    if post_name == "clip":
-        if params["dims"]:
-            dims = parse_dims(params["dims"], d)
-            return make_postprocessor("clip", dims=dims), ("typed", tuple(dims))
-        # the quantile criterion inside outlier_dims sorts the sample: memoise, reruns stay instant
-        auto = memo(
-            "outliers.outlier_dims_all",
-            (key,),
-            lambda: tuple(tuple(outlier_dims(result, s)) for s in range(result.num_states)),
-        )
-        return (lambda s: make_postprocessor("clip", dims=auto[s])), ("auto", auto)
-    return make_postprocessor(post_name, **params), tuple(sorted(params.items()))
-
-
+if choice is None:
+    st.stop()
 try:
-    processor, processor_key = _processor()
-    raw = memo(
-        "isotropy.by_state",
-        (key, "none", N_PAIRS, SEED, BINS),
-        lambda: by_state(result, n_pairs=N_PAIRS, seed=SEED, bins=BINS, name="raw"),
+    raw = isotropy(result, bins=BINS, name="raw")
+    processed = (
+        None
+        if choice.name == "none"
+        else isotropy(result, choice.name, choice.params, bins=BINS, name=choice.name)
     )
-    processed = None
-    if post_name != "none":
-        processed = memo(
-            "isotropy.by_state",
-            (key, post_name, processor_key, N_PAIRS, SEED, BINS),
-            lambda: by_state(
-                result, processor, n_pairs=N_PAIRS, seed=SEED, bins=BINS, name=post_name
-            ),
-        )
 except IsoscopeError as exc:
     st.error(f"**Cannot apply this post-processing.** {exc}")
     st.stop()
 
-processed_label = "processed"
-series = {"raw": raw} | ({processed_label: processed} if processed is not None else {})
+series = {"raw": raw} | ({"processed": processed} if processed is not None else {})
 st.caption(
     f"{raw.n_pairs:,} random pairs of tokens from different texts · token sample {len(result.sample_index):,} of "
     f"{result.num_tokens:,} tokens · {raw.n_recurring_words:,} recurring words for self-similarity · "
-    f"processed = {POSTPROCESSORS[post_name].label}"
-    + (
-        " (each state's detected outlier dims)"
-        if post_name == "clip" and not params["dims"]
-        else ""
-    )
+    f"processed = {choice.label}"
 )
 
 if any(iso.isoscore.size and all(v != v for v in iso.isoscore) for iso in series.values()):
@@ -192,19 +121,12 @@ if any(iso.isoscore.size and all(v != v for v in iso.isoscore) for iso in series
         "dimensions; raise the token sample in the sidebar."
     )
 
-random_series = {}
+random_series: dict[str, StateIsotropy] = {}
 if compare_random:
     source = get_selection().model_source
     try:
         _, random_result = get_extraction(source=f"random-like:{source}")
-        random_raw = memo(
-            "isotropy.by_state",
-            (result_key(random_result), "none", N_PAIRS, SEED, BINS),
-            lambda: by_state(
-                random_result, n_pairs=N_PAIRS, seed=SEED, bins=BINS, name="random init"
-            ),
-        )
-        random_series["random init"] = random_raw
+        random_series["random init"] = isotropy(random_result, bins=BINS, name="random init")
     except IsoscopeError as exc:
         st.error(f"**Cannot build the random-init comparison.** {exc}")
     if result.model.get("random_init"):
@@ -213,28 +135,36 @@ if compare_random:
         )
 
 # ----------------------------------------------------------------------------- histograms
-st.subheader("Cosine similarity of random token pairs")
-h1, h2 = st.columns([3, 1])
-default_state = names[max(1, result.num_layers // 2)] if result.num_layers else names[0]
-view = h2.radio(
-    "View", ["one hidden state", "all hidden states"], key="aniso_hist_view", horizontal=False
-)
-state_name = h1.select_slider(
-    "Hidden state",
-    names,
-    value=default_state,
-    key="aniso_layer",
-    disabled=view != "one hidden state",
-)
-hist_series = series | random_series
-if view == "one hidden state":
-    fig_hist = cosine_histogram_figure(hist_series, names.index(state_name))
-else:
-    fig_hist = histogram_small_multiples(hist_series)
-st.plotly_chart(fig_hist, width="stretch", key="aniso_hist_chart")
-download_buttons(
-    "aniso_hist", fig=fig_hist, frame=histogram_frame(hist_series), name="cosine_histograms"
-)
+# The interactive sections are fragments: their controls rerun only their own chart (issue 15).
+
+
+@st.fragment
+def histogram_section(hist_series: dict[str, StateIsotropy]) -> None:
+    """Cosine histograms of one hidden state, or small multiples of all of them."""
+    st.subheader("Cosine similarity of random token pairs")
+    h1, h2 = st.columns([3, 1])
+    default_state = names[max(1, result.num_layers // 2)] if result.num_layers else names[0]
+    view = h2.radio(
+        "View", ["one hidden state", "all hidden states"], key="aniso_hist_view", horizontal=False
+    )
+    state_name = h1.select_slider(
+        "Hidden state",
+        names,
+        value=default_state,
+        key="aniso_layer",
+        disabled=view != "one hidden state",
+    )
+    if view == "one hidden state":
+        fig_hist = cosine_histogram_figure(hist_series, names.index(state_name))
+    else:
+        fig_hist = histogram_small_multiples(hist_series)
+    st.plotly_chart(fig_hist, width="stretch", key="aniso_hist_chart")
+    download_buttons(
+        "aniso_hist", fig=fig_hist, frame=histogram_frame(hist_series), name="cosine_histograms"
+    )
+
+
+histogram_section(series | random_series)
 
 # ----------------------------------------------------------------------------- metrics by layer
 st.subheader("Anisotropy, IsoScore and adjusted similarities by layer")
@@ -251,34 +181,30 @@ if random_series:
         f"IsoScore {raw.isoscore[-1]:.3f} vs {r.isoscore[-1]:.3f}."
     )
 
+
 # ----------------------------------------------------------------------------- Timkey
-st.subheader("Which dimensions carry the cosine")
-t1, t2 = st.columns([1, 1])
-top_k = t1.slider("Top dimensions per hidden state", 1, 10, 5, key="aniso_topk")
-contrib_of = t2.radio("Vectors", list(series), key="aniso_contrib_series", horizontal=True)
-fig_contrib = cosine_contribution_figure(series[contrib_of], top_k)
-st.plotly_chart(fig_contrib, width="stretch", key="aniso_contrib_chart")
-download_buttons(
-    "aniso_contrib",
-    fig=fig_contrib,
-    frame=contribution_frame(series[contrib_of], top_k),
-    name="cosine_contributions",
-)
+@st.fragment
+def contribution_section(series: dict[str, StateIsotropy]) -> None:
+    """Timkey & van Schijndel's per-dimension split of the mean cosine."""
+    st.subheader("Which dimensions carry the cosine")
+    t1, t2 = st.columns([1, 1])
+    top_k = t1.slider("Top dimensions per hidden state", 1, 10, 5, key="aniso_topk")
+    contrib_of = t2.radio("Vectors", list(series), key="aniso_contrib_series", horizontal=True)
+    fig_contrib = cosine_contribution_figure(series[contrib_of], top_k)
+    st.plotly_chart(fig_contrib, width="stretch", key="aniso_contrib_chart")
+    download_buttons(
+        "aniso_contrib",
+        fig=fig_contrib,
+        frame=contribution_frame(series[contrib_of], top_k),
+        name="cosine_contributions",
+    )
+
+
+contribution_section(series)
 
 # ----------------------------------------------------------------------------- contrast
 st.subheader("Mean cosine vs IsoScore: what a mean shift does")
-centered = memo(
-    "isotropy.by_state",
-    (key, "center", (), N_PAIRS, SEED, "nosim"),
-    lambda: by_state(
-        result,
-        make_postprocessor("center"),
-        n_pairs=N_PAIRS,
-        seed=SEED,
-        similarity=False,
-        name="center",
-    ),
-)
+centered = isotropy(result, "center", similarity=False, name="center")
 fig_contrast = mean_shift_contrast_figure(raw, centered)
 st.plotly_chart(fig_contrast, width="stretch", key="aniso_contrast_chart")
 peak = int(max(range(len(names)), key=lambda s: raw.anisotropy[s]))

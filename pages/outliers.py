@@ -6,7 +6,8 @@ import numpy as np
 import streamlit as st
 
 from backend.errors import IsoscopeError
-from backend.extract import encode_text
+from backend.extract import ExtractionResult
+from backend.models import LoadedModel
 from backend.outliers import (
     CRITERIA,
     CRITERION_LABELS,
@@ -17,23 +18,23 @@ from backend.outliers import (
 from backend.plots.outliers import (
     CRITERION_SHORT,
     HEATMAP_STATS,
-    all_states_outliers,
     category_summary,
     criteria_marks,
     dimension_by_category,
     headline_outlier,
     heatmap_values,
     layer_dim_heatmap,
-    outlier_frame_all,
     outliers_json,
     state_outlier_frame,
     token_dim_heatmap,
 )
-from ui.common import download_buttons, explainer, load_or_stop, memo, result_key, show_notices
+from ui.cached import encoded_text, outlier_frame, outliers_by_state, sample_categories
+from ui.common import download_buttons, explainer, load_or_stop, show_notices
 
 st.title("Outlier dimensions")
+loaded: LoadedModel
+result: ExtractionResult
 loaded, result = load_or_stop()
-key = result_key(result)
 names = result.state_names
 
 explainer(
@@ -118,9 +119,7 @@ variance_factor = c4.slider(
     help="Rudman et al.: variance relative to the average over dimensions.",
 )
 thresholds = OutlierThresholds(extreme_share, zscore_k, quantile, variance_factor)
-by_state = memo(
-    "outliers_by_state", (key, thresholds), lambda: all_states_outliers(result, thresholds)
-)
+by_state = outliers_by_state(result, thresholds)
 
 headline = headline_outlier(result, by_state)
 if headline:
@@ -133,103 +132,132 @@ else:
     st.info("No dimension passes the z-score or extreme-index criterion at these thresholds.")
 
 # ----------------------------------------------------------------------------- heatmap
-st.subheader("Every hidden state, every dimension")
-stat = st.radio("Colour by", list(HEATMAP_STATS), horizontal=True, key="out_stat")
-st.caption(
-    f"Colour: {HEATMAP_STATS[stat]}. Markers show the outlier dims of each criterion (toggle them in the legend)."
-)
-heat_fig = layer_dim_heatmap(
-    heatmap_values(result, stat), names, stat, marks=criteria_marks(by_state)
-)
-st.plotly_chart(heat_fig, width="stretch", key="out_heatmap")
-download_buttons("out_heatmap", fig=heat_fig, name=f"isoscope_outlier_heatmap_{stat.strip('|')}")
+# Each section is a fragment: its own controls rerun only that section (issue 15).
 
-# ----------------------------------------------------------------------------- tables
-st.subheader("Outlier dims of one hidden state")
-state_name = st.select_slider(
-    "Hidden state",
-    names,
-    value=names[max(1, result.num_layers // 2)] if result.num_layers >= 1 else names[0],
-    key="out_state",
-)
-state = names.index(state_name)
-found = by_state[state]
-cols = st.columns(4)
-for col, criterion in zip(cols, CRITERIA, strict=True):
-    dims = found[criterion]
-    col.metric(CRITERION_SHORT[criterion], f"{len(dims)} dims", help=CRITERION_LABELS[criterion])
-    col.caption(
-        ", ".join(map(str, dims[:20])) + (" …" if len(dims) > 20 else "") if dims else "none"
-    )
-frame = state_outlier_frame(result, state, found)
-if frame.empty:
-    st.caption("No dimension is flagged by any criterion at this hidden state.")
-else:
-    st.dataframe(frame, hide_index=True, width="stretch", key="out_table")
-all_frame = memo(
-    "outlier_frame_all", (key, thresholds), lambda: outlier_frame_all(result, by_state)
-)
-st.caption("Downloads cover every hidden state at the current thresholds.")
-download_buttons(
-    "out_table",
-    frame=all_frame,
-    json_text=outliers_json(result, by_state, thresholds),
-    name="isoscope_outlier_dims",
-)
 
-# ----------------------------------------------------------------------------- per-text view
-st.subheader("One text, token by token")
-text_index = int(
-    st.number_input(
-        f"Text number (0 – {result.num_texts - 1})", 0, result.num_texts - 1, 0, 1, key="out_text"
+@st.fragment
+def heatmap_section(by_state: list[dict[str, list[int]]]) -> None:
+    """Layers x dimensions heatmap coloured by one statistic, with the criteria's markers."""
+    st.subheader("Every hidden state, every dimension")
+    stat = st.radio("Colour by", list(HEATMAP_STATS), horizontal=True, key="out_stat")
+    st.caption(
+        f"Colour: {HEATMAP_STATS[stat]}. Markers show the outlier dims of each criterion (toggle them in the legend)."
     )
-)
-text = result.texts[text_index]
-st.markdown(f"> {text[:500]}{'…' if len(text) > 500 else ''}")
-try:
-    hidden, table = memo(
-        "encode_text",
-        (loaded.fingerprint, text, result.settings.max_length),
-        lambda: encode_text(loaded, text, result.settings.max_length),
+    heat_fig = layer_dim_heatmap(
+        heatmap_values(result, stat), names, stat, marks=criteria_marks(by_state)
     )
-except IsoscopeError as exc:
-    st.error(f"Cannot encode this text: {exc}")
-else:
-    marked = headline_dims(found)
-    text_fig = token_dim_heatmap(hidden[state], table.token, state_name, marked)
+    st.plotly_chart(heat_fig, width="stretch", key="out_heatmap")
+    download_buttons(
+        "out_heatmap", fig=heat_fig, name=f"isoscope_outlier_heatmap_{stat.strip('|')}"
+    )
+
+
+heatmap_section(by_state)
+
+
+# ----------------------------------------------------------------------------- one hidden state
+@st.fragment
+def state_section(by_state: list[dict[str, list[int]]], thresholds: OutlierThresholds) -> None:
+    """The criteria's dims at one hidden state, one text token by token, one dim by token type."""
+    st.subheader("Outlier dims of one hidden state")
+    state_name = st.select_slider(
+        "Hidden state",
+        names,
+        value=names[max(1, result.num_layers // 2)] if result.num_layers >= 1 else names[0],
+        key="out_state",
+    )
+    state = names.index(state_name)
+    found = by_state[state]
+    cols = st.columns(4)
+    for col, criterion in zip(cols, CRITERIA, strict=True):
+        dims = found[criterion]
+        col.metric(
+            CRITERION_SHORT[criterion], f"{len(dims)} dims", help=CRITERION_LABELS[criterion]
+        )
+        col.caption(
+            ", ".join(map(str, dims[:20])) + (" …" if len(dims) > 20 else "") if dims else "none"
+        )
+    frame = state_outlier_frame(result, state, found)
+    if frame.empty:
+        st.caption("No dimension is flagged by any criterion at this hidden state.")
+    else:
+        st.dataframe(frame, hide_index=True, width="stretch", key="out_table")
+    st.caption("Downloads cover every hidden state at the current thresholds.")
+    download_buttons(
+        "out_table",
+        frame=outlier_frame(result, thresholds),
+        json_text=outliers_json(result, by_state, thresholds),
+        name="isoscope_outlier_dims",
+    )
+    text_view(state, state_name, found)
+    category_view(state, state_name, found)
+
+
+@st.fragment
+def text_view(state: int, state_name: str, found: dict[str, list[int]]) -> None:
+    """Every token of one text at the chosen hidden state (a fragment: the text number reruns
+    only this view)."""
+    st.subheader("One text, token by token")
+    text_index = int(
+        st.number_input(
+            f"Text number (0 – {result.num_texts - 1})",
+            0,
+            result.num_texts - 1,
+            0,
+            1,
+            key="out_text",
+        )
+    )
+    text = result.texts[text_index]
+    st.markdown(f"> {text[:500]}{'…' if len(text) > 500 else ''}")
+    try:
+        hidden, table = encoded_text(loaded, text, result.settings.max_length)
+    except IsoscopeError as exc:
+        st.error(f"Cannot encode this text: {exc}")
+        return
+    text_fig = token_dim_heatmap(hidden[state], table.token, state_name, headline_dims(found))
     st.plotly_chart(text_fig, width="stretch", key="out_text_heatmap")
     st.caption(
         f"Hidden state {state_name} (chosen above); triangles mark its z-score / extreme-index outliers."
     )
 
-# ----------------------------------------------------------------------------- token types
-st.subheader("One dimension, split by token type")
-flagged = headline_dims(found, result.mean[state])
-default_dim = flagged[0] if flagged else strongest_dims(result.mean[state], 1)[0]
-dim = int(
-    st.number_input(
-        f"Dimension (0 – {result.hidden_size - 1}); default: strongest outlier of state {state_name}",
-        0,
-        result.hidden_size - 1,
-        int(default_dim),
-        1,
-        key=f"out_dim_{state}",
+
+@st.fragment
+def category_view(state: int, state_name: str, found: dict[str, list[int]]) -> None:
+    """One dimension's values split by token type (a fragment: the dimension reruns only this)."""
+    st.subheader("One dimension, split by token type")
+    flagged = headline_dims(found, result.mean[state])
+    default_dim = flagged[0] if flagged else strongest_dims(result.mean[state], 1)[0]
+    dim = int(
+        st.number_input(
+            f"Dimension (0 – {result.hidden_size - 1}); default: strongest outlier of state {state_name}",
+            0,
+            result.hidden_size - 1,
+            int(default_dim),
+            1,
+            key=f"out_dim_{state}",
+        )
     )
-)
-categories = memo("sample_categories", (key,), lambda: result.sample_tokens.category())
-values = np.asarray(result.sample_vectors[state][:, dim])
-left, right = st.columns([2, 1])
-with left:
-    st.plotly_chart(
-        dimension_by_category(values, categories, dim, state_name),
-        width="stretch",
-        key="out_dim_box",
-    )
-with right:
-    st.dataframe(
-        category_summary(values, categories), hide_index=True, width="stretch", key="out_dim_table"
-    )
-    st.caption(
-        f"On the token sample ({len(values):,} of {result.num_tokens:,} tokens). Position 0 is the first "
-        "token of each text ([CLS] for BERT); special tokens are the other [SEP]/[CLS]-style tokens."
-    )
+    categories = sample_categories(result)
+    values = np.asarray(result.sample_vectors[state][:, dim])
+    left, right = st.columns([2, 1])
+    with left:
+        st.plotly_chart(
+            dimension_by_category(values, categories, dim, state_name),
+            width="stretch",
+            key="out_dim_box",
+        )
+    with right:
+        st.dataframe(
+            category_summary(values, categories),
+            hide_index=True,
+            width="stretch",
+            key="out_dim_table",
+        )
+        st.caption(
+            f"On the token sample ({len(values):,} of {result.num_tokens:,} tokens). Position 0 is the first "
+            "token of each text ([CLS] for BERT); special tokens are the other [SEP]/[CLS]-style tokens."
+        )
+
+
+state_section(by_state, thresholds)

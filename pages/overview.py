@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import streamlit as st
 
-from backend.isotropy import N_PAIRS, PAIR_SEED, anisotropy_by_state
-from backend.outliers import outlier_dims
+from backend.extract import ExtractionResult
+from backend.models import LoadedModel
 from backend.plots.overview import anisotropy_line, model_card_rows
-from ui.common import explainer, load_or_stop, memo, result_key, show_notices
+from ui.cached import anisotropy, outlier_dims_by_state
+from ui.common import explainer, load_or_stop, show_notices
 from ui.share import findings_panel
 
 st.title("Overview")
+loaded: LoadedModel
+result: ExtractionResult
 loaded, result = load_or_stop()
 findings_panel(loaded, result)
 
@@ -29,14 +32,13 @@ with right:
     )
     show_notices(result)
 
-key = result_key(result)
-aniso = memo("anisotropy", (key, N_PAIRS, PAIR_SEED), lambda: anisotropy_by_state(result))
+aniso = anisotropy(result)
+outliers = outlier_dims_by_state(result)
 st.subheader("Outlier dimensions per hidden state")
 rows = [
     {
         "hidden state": name,
-        "outlier dims (z-score or extreme-index)": ", ".join(map(str, outlier_dims(result, s)))
-        or "—",
+        "outlier dims (z-score or extreme-index)": ", ".join(map(str, outliers[s])) or "—",
         "anisotropy": round(float(aniso[s]), 3),
     }
     for s, name in enumerate(result.state_names)

@@ -2,52 +2,49 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
 from backend.errors import IsoscopeError
-from backend.extract import mean_pooled
+from backend.extract import ExtractionResult
 from backend.isotropy import N_PAIRS
-from backend.outliers import outlier_dims
-from backend.plots.projections import before_after_figure, explained_variance_text
-from backend.postprocess import POSTPROCESSORS, parse_dims
+from backend.models import LoadedModel
+from backend.plots.projections import explained_variance_text
 from backend.projections import (
     METHODS,
     TEXT_COLOURS,
     TOKEN_COLOURS,
     TSNE_SLOW_POINTS,
-    before_after,
+    Projection,
     coordinates_frame,
-    hover_contexts,
-    metric_deltas,
-    projection_sample,
-    text_colouring,
-    text_lengths,
-    text_snippets,
-    token_colouring,
 )
-from ui.common import download_buttons, explainer, load_or_stop, memo, result_key, show_notices
+from ui.cached import (
+    available_points,
+    outlier_dims_by_state,
+    pooled_texts,
+    projection_colours,
+    projection_deltas,
+    projection_figure,
+    projection_points,
+    projections,
+)
+from ui.common import download_buttons, explainer, load_or_stop, show_notices
+from ui.controls import PostChoice, postprocessing_controls
 from ui.links import state_index
 from ui.share import export_buttons
 from ui.warmup import EXPECTED_SECONDS, start_umap_warmup
 
-MAX_POOLED_TEXTS = 5000  # texts mean-pooled for the text view (a seeded sample beyond that)
-
 st.title("Clipping & projections")
-warmup = (
-    start_umap_warmup()
-)  # once per process, in the background: UMAP's first fit compiles for ~1 min
+warmup = start_umap_warmup()  # once per process, in the background: UMAP's first fit compiles
+loaded: LoadedModel
+result: ExtractionResult
 loaded, result = load_or_stop()
-key = result_key(result)
 names = result.state_names
 d = result.hidden_size
 
 # ----------------------------------------------------------------------------- controls
 
-detected_by_state = memo(
-    "proj_outliers", (key,), lambda: [outlier_dims(result, s) for s in range(result.num_states)]
-)
+detected_by_state = outlier_dims_by_state(result)
 with_outliers = [s for s, dims in enumerate(detected_by_state) if dims]
 default_state = with_outliers[-1] if with_outliers else result.num_states - 1
 c1, c2, c3, c4 = st.columns([1.1, 0.8, 0.8, 1.5])
@@ -67,67 +64,20 @@ state = c2.selectbox(
     help="'emb' is the embedding output (index 0); 1…L are the layers' outputs.",
 )
 method = c3.selectbox("Projection", list(METHODS), format_func=METHODS.get, key="proj_method")
-post_names = [p for p in POSTPROCESSORS if p != "none"]
-postprocess = c4.selectbox(
-    "Post-processing", post_names, format_func=lambda p: POSTPROCESSORS[p].label, key="proj_post"
+p1, p3, p4 = st.columns([1.5, 1.0, 0.6])
+choice = postprocessing_controls(
+    "proj",
+    d,
+    (c4, p1),
+    clip_dims=detected_by_state[state],
+    clip_label=f"Dimensions to clip at state {names[state]}",
+    clip_key=f"clip_dims_{state}",
 )
+if choice is None:
+    st.stop()
 
-params: dict = {}
-p1, p2, p3, p4 = st.columns([1.5, 1.1, 1.0, 0.6])
-if postprocess == "clip":
-    detected = detected_by_state[state]
-    typed = p1.text_input(
-        f"Dimensions to clip at state {names[state]}",
-        value=", ".join(map(str, detected)),
-        key=f"proj_clip_dims_{state}",
-        help="Pre-filled with the outlier dimensions detected at this hidden state (z-score or extreme-index "
-        "criterion, see the Outlier dimensions page). Type your own, separated by commas.",
-    )
-    try:
-        params["dims"] = parse_dims(typed, d)
-    except IsoscopeError as exc:
-        st.error(f"**Dimensions to clip:** {exc}")
-        st.stop()
-    if not params["dims"]:
-        p1.caption("No dimensions to clip: both panels show the same vectors.")
-elif postprocess == "abtt":
-    params["n_components"] = int(
-        p1.number_input(
-            "Principal components removed (D)",
-            1,
-            max(1, d - 1),
-            max(1, round(d / 100)),
-            key="proj_abtt_d",
-            help="Mu & Viswanath suggest D ≈ d/100.",
-        )
-    )
-elif postprocess == "whiten":
-    k = int(
-        p1.number_input(
-            "Keep k components (0 = all)",
-            0,
-            d,
-            0,
-            key="proj_whiten_k",
-            help="Su et al. keep the first k whitened directions (k = 256 for BERT-base).",
-        )
-    )
-    params["n_components"] = k or None
-
-if data_kind == "token sample":
-    colour_options = TOKEN_COLOURS
-    available = len(result.sample_index)
-    unit = "tokens"
-else:
-    colour_options = TEXT_COLOURS
-    available = min(result.num_texts, MAX_POOLED_TEXTS)
-    unit = "texts"
-colour_by = p2.selectbox(
-    "Colour by",
-    list(colour_options),
-    format_func=colour_options.get,
-    key=f"proj_colour_{data_kind}",
-)
+available = available_points(result, data_kind)
+unit = "tokens" if data_kind == "token sample" else "texts"
 if available > 200:
     size = int(
         p3.number_input(
@@ -161,56 +111,7 @@ if method == "tsne" and size > TSNE_SLOW_POINTS:
     )
 show_notices(result)
 
-# ----------------------------------------------------------------------------- data
-
-
-def pooled_texts() -> tuple[np.ndarray, np.ndarray]:
-    """Mean-pooled vectors (S, n, d) of a seeded sample of up to MAX_POOLED_TEXTS texts, and their ids."""
-    ids = projection_sample(result.num_texts, MAX_POOLED_TEXTS, 0)
-    bar = st.progress(0.0, text="Mean-pooling the texts…")
-    vectors = mean_pooled(
-        loaded,
-        [result.texts[i] for i in ids],
-        result.settings.max_length,
-        result.settings.batch_size,
-        lambda done, n: bar.progress(
-            done / max(n, 1), text=f"Mean-pooling texts: {done:,} / {n:,}"
-        ),
-    )
-    bar.empty()
-    return vectors, ids
-
-
-if data_kind == "token sample":
-    fit_vectors = result.sample_vectors[state]
-    fit_text_id = result.tokens.text_id[result.sample_index]
-    rows = memo(
-        "proj_rows", (key, available, size, seed), lambda: projection_sample(available, size, seed)
-    )
-    hover = memo(
-        "proj_hover",
-        (key, size, seed),
-        lambda: hover_contexts(result.tokens, result.sample_index[rows]),
-    )
-    colouring = memo(
-        "proj_colour",
-        (key, size, seed, colour_by),
-        lambda: token_colouring(result.sample_tokens.take(rows), result.tokens, colour_by),
-    )
-    ids = result.sample_index[rows]
-else:
-    pooled, text_ids = memo("proj_pooled", (key, MAX_POOLED_TEXTS), pooled_texts)
-    fit_vectors = pooled[state]
-    fit_text_id = np.arange(len(text_ids))
-    rows = memo(
-        "proj_rows",
-        (key, "texts", available, size, seed),
-        lambda: projection_sample(available, size, seed),
-    )
-    hover = text_snippets([result.texts[text_ids[i]] for i in rows])
-    lengths = text_lengths(result.tokens, result.num_texts)[text_ids[rows]]
-    colouring = text_colouring(lengths, colour_by)
-    ids = text_ids[rows]
+# ----------------------------------------------------------------------------- projection
 
 # UMAP's first fit in a process compiles numba kernels (~1 min): show PCA until the warm-up is done.
 shown_method = method
@@ -233,62 +134,69 @@ if method == "umap" and not warmup.ready:
 elif method == "umap" and warmup.error:
     st.warning(f"The UMAP warm-up failed ({warmup.error}); UMAP will compile on its first fit.")
 
-params_key = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in params.items()))
 spinner = f"Running {METHODS[shown_method]} on {size:,} points, raw and post-processed…"
 try:
     with st.spinner(spinner):
-        before, after = memo(
-            "proj_projection",
-            (key, data_kind, state, shown_method, postprocess, params_key, size, seed),
-            lambda: before_after(fit_vectors, rows, shown_method, postprocess, params, seed),
+        before, after = projections(
+            loaded, result, data_kind, state, shown_method, choice, size, seed
         )
 except IsoscopeError as exc:
     st.error(f"**Cannot project these vectors.** {exc}")
     st.stop()
 
-# ----------------------------------------------------------------------------- figure and tables
 
-post_label = POSTPROCESSORS[postprocess].label
-if postprocess == "clip":
-    post_label = f"clipped dims {', '.join(map(str, params['dims'])) or '(none)'}"
-titles = (f"raw · state {names[state]}", f"{post_label} · state {names[state]}")
-fig = memo(
-    "proj_figure",
-    (key, data_kind, state, shown_method, postprocess, params_key, size, seed, colour_by),
-    lambda: before_after_figure(before, after, colouring, hover, titles),
-)
-st.plotly_chart(fig, width="stretch", key="proj_chart")
-left, right = st.columns(2)
-left.caption(explained_variance_text(before))
-right.caption(explained_variance_text(after))
-if postprocess == "whiten" and shown_method == "pca":
-    st.caption(
-        "After whitening every direction has unit variance on the fitted sample, so PCA axes are "
-        "nearly arbitrary there: look at UMAP or t-SNE instead."
+@st.fragment
+def chart_section(before: Projection, after: Projection, post: PostChoice) -> None:
+    """Colour choice and the figure (a fragment: recolouring reruns only this section)."""
+    colour_options = TOKEN_COLOURS if data_kind == "token sample" else TEXT_COLOURS
+    colour_by = st.selectbox(
+        "Colour by",
+        list(colour_options),
+        format_func=colour_options.get,
+        key=f"proj_colour_{data_kind}",
     )
-frame = coordinates_frame(before, after, colouring, hover, ids)
-download_buttons(
-    "proj", fig=fig, frame=frame, name=f"projection_{shown_method}_{names[state]}_{postprocess}"
-)
+    fig = projection_figure(
+        loaded, result, data_kind, state, shown_method, post, size, seed, colour_by
+    )
+    st.plotly_chart(fig, width="stretch", key="proj_chart")
+    left, right = st.columns(2)
+    left.caption(explained_variance_text(before))
+    right.caption(explained_variance_text(after))
+    if post.name == "whiten" and shown_method == "pca":
+        st.caption(
+            "After whitening every direction has unit variance on the fitted sample, so PCA axes "
+            "are nearly arbitrary there: look at UMAP or t-SNE instead."
+        )
+    _, ids, hover = projection_points(result, data_kind, size, seed)
+    colouring = projection_colours(result, data_kind, size, seed, colour_by)
+    download_buttons(
+        "proj",
+        fig=fig,
+        frame=coordinates_frame(before, after, colouring, hover, ids),
+        name=f"projection_{shown_method}_{names[state]}_{post.name}",
+    )
+
+
+chart_section(before, after, choice)
+
 token_points = data_kind == "token sample"
+rows, _, _ = projection_points(result, data_kind, size, seed)
+pooled, pooled_ids = (None, None) if token_points else pooled_texts(loaded, result)
+clip_dims = choice.options.get("dims", ()) if choice.name == "clip" else ()
 export_buttons(
     result,
     state,
     points="token" if token_points else "text",
-    clip_dims=list(params.get("dims", [])) if postprocess == "clip" else [],
+    clip_dims=list(clip_dims),
     rows=rows,
-    coords=(after if postprocess == "clip" else before).coords,
+    coords=(after if choice.name == "clip" else before).coords,
     method=shown_method,
-    pooled=None if token_points else pooled,
-    text_ids=None if token_points else text_ids,
+    pooled=pooled,
+    text_ids=pooled_ids,
 )
 
 st.subheader(f"What the post-processing changes at state {names[state]}")
-deltas = memo(
-    "proj_deltas",
-    (key, data_kind, state, postprocess, params_key),
-    lambda: metric_deltas(fit_vectors, fit_text_id, postprocess, params),
-)
+deltas = projection_deltas(loaded, result, data_kind, state, choice)
 deltas_frame = pd.DataFrame(deltas)
 st.dataframe(
     deltas_frame,
@@ -299,11 +207,11 @@ st.dataframe(
     },
 )
 st.caption(
-    f"Fitted and measured on all {len(fit_vectors):,} {unit} of the {'token sample' if unit == 'tokens' else 'pooled texts'}"
+    f"Fitted and measured on all {available:,} {unit} of the {'token sample' if unit == 'tokens' else 'pooled texts'}"
     " (not only the projected points). IsoScore is blank when there are fewer points than dimensions."
 )
 download_buttons(
-    "proj_deltas", frame=deltas_frame, name=f"metric_deltas_{names[state]}_{postprocess}"
+    "proj_deltas", frame=deltas_frame, name=f"metric_deltas_{names[state]}_{choice.name}"
 )
 
 explainer(

@@ -76,7 +76,7 @@ def test_colour_threshold_state_and_text_changes(monkeypatch):
 
 def test_empty_pasted_text_shows_an_error_on_this_page():
     at = _page()
-    at.radio(key="sb_corpus_kind").set_value("paste text")
+    at.radio(key="sb_corpus_kind").set_value("paste text").run()
     at.text_area(key="sb_corpus_text").input("")
     next(b for b in at.button if b.label == "Run analysis").click().run()
     assert not at.exception
@@ -87,7 +87,7 @@ def test_empty_pasted_text_shows_an_error_on_this_page():
 def test_a_tiny_random_model_with_pasted_text_works():
     at = _page()
     at.selectbox(key="sb_model_preset").set_value("random GPT-2 (4 layers, 256)")
-    at.radio(key="sb_corpus_kind").set_value("paste text")
+    at.radio(key="sb_corpus_kind").set_value("paste text").run()
     at.text_area(key="sb_corpus_text").input(
         "One short text.\nAnother, with a comma.\nA third one!"
     )

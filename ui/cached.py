@@ -1,0 +1,285 @@
+"""Typed cached analyses for the pages: one function per derived result, keyed by cheap values.
+
+Every wrapper is ``@cached``: its arguments become the key of :func:`ui.common.memo` (an
+ExtractionResult by :func:`ui.common.result_key`, a LoadedModel by its fingerprint, everything
+else by value; big arrays are refused as keys), so pages never write memo keys by hand and two
+pages asking for the same thing share one computation. Wrappers call backend functions only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from backend.extract import ExtractionResult, encode_text, mean_pooled
+from backend.isotropy import (
+    HISTOGRAM_BINS,
+    N_PAIRS,
+    PAIR_SEED,
+    StateIsotropy,
+    anisotropy_by_state,
+    by_state,
+)
+from backend.models import LoadedModel
+from backend.outliers import OutlierThresholds, headline_dims, outliers_by_criterion
+from backend.plots.outliers import outlier_frame_all
+from backend.plots.projections import before_after_figure
+from backend.postprocess import make_postprocessor
+from backend.projections import (
+    Colouring,
+    Projection,
+    before_after,
+    hover_contexts,
+    metric_deltas,
+    projection_sample,
+    text_colouring,
+    text_lengths,
+    text_snippets,
+    token_colouring,
+)
+from ui.common import memo, result_key
+from ui.controls import PostChoice
+from ui.progress import Progress, progress_bar
+
+P = ParamSpec("P")
+R = TypeVar("R")
+DEFAULT_THRESHOLDS = OutlierThresholds()
+MAX_POOLED_TEXTS = 5000  # texts mean-pooled for the projection page's text view (seeded sample)
+
+
+def _key_of(value: Any) -> Any:
+    if isinstance(value, ExtractionResult):
+        return ("result", result_key(value))
+    if isinstance(value, LoadedModel):
+        return ("model", value.fingerprint)
+    if isinstance(value, np.ndarray):
+        raise TypeError("arrays are not cheap cache keys: pass the result and an index instead")
+    if isinstance(value, list | tuple):
+        return tuple(_key_of(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _key_of(v)) for k, v in value.items()))
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return (type(value).__name__, repr(value))
+    return value
+
+
+def cached(fn: Callable[P, R]) -> Callable[P, R]:
+    """Memoise ``fn`` process-wide, keyed by its name and its (cheap) arguments."""
+    name = f"{fn.__module__}.{fn.__qualname__}"
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        key = (_key_of(args), _key_of(kwargs))
+        return memo(name, key, lambda: fn(*args, **kwargs))
+
+    return wrapper
+
+
+# ----------------------------------------------------------------------------- outliers
+
+
+@cached
+def outliers_by_state(
+    result: ExtractionResult, thresholds: OutlierThresholds = DEFAULT_THRESHOLDS
+) -> list[dict[str, list[int]]]:
+    """:func:`backend.outliers.outliers_by_criterion` for every hidden state (all four criteria)."""
+    return [outliers_by_criterion(result, s, thresholds) for s in range(result.num_states)]
+
+
+@cached
+def outlier_dims_by_state(
+    result: ExtractionResult, thresholds: OutlierThresholds = DEFAULT_THRESHOLDS
+) -> list[list[int]]:
+    """The headline outlier dims (z-score or extreme-index) of every state, by |mean| descending."""
+    found = outliers_by_state(result, thresholds)
+    return [headline_dims(f, result.mean[s]) for s, f in enumerate(found)]
+
+
+@cached
+def outlier_frame(
+    result: ExtractionResult, thresholds: OutlierThresholds = DEFAULT_THRESHOLDS
+) -> pd.DataFrame:
+    """Every hidden state's flagged dims with their statistics (the page's CSV download)."""
+    return outlier_frame_all(result, outliers_by_state(result, thresholds))
+
+
+@cached
+def sample_categories(result: ExtractionResult) -> np.ndarray:
+    """Token category (position 0 / special / punctuation / other) of every sampled token."""
+    return result.sample_tokens.category()
+
+
+@cached
+def encoded_text(loaded: LoadedModel, text: str, max_length: int):
+    """Hidden states (S, T, d) and token table of one text (Outlier dimensions page)."""
+    return encode_text(loaded, text, max_length)
+
+
+# ----------------------------------------------------------------------------- isotropy
+
+
+@cached
+def anisotropy(result: ExtractionResult) -> np.ndarray:
+    """Mean cosine of N_PAIRS random different-text pairs per hidden state (Ethayarajh 2019)."""
+    return anisotropy_by_state(result, N_PAIRS, PAIR_SEED)
+
+
+@cached
+def isotropy(
+    result: ExtractionResult,
+    post: str = "none",
+    params: tuple = (),
+    *,
+    bins: int = HISTOGRAM_BINS,
+    similarity: bool = True,
+    name: str | None = None,
+) -> StateIsotropy:
+    """:func:`backend.isotropy.by_state` after the post-processing ``post`` with ``params``
+    (``(("dims", "auto"),)`` clips each state's own headline outlier dims)."""
+    options = dict(params)
+    if post == "none":
+        processor = None
+    elif post == "clip" and options.get("dims") == "auto":
+        auto = outlier_dims_by_state(result)
+        processor = lambda s: make_postprocessor("clip", dims=auto[s])  # noqa: E731
+    else:
+        processor = make_postprocessor(post, **options)
+    return by_state(
+        result,
+        processor,
+        n_pairs=N_PAIRS,
+        seed=PAIR_SEED,
+        bins=bins,
+        similarity=similarity,
+        name=name or post,
+    )
+
+
+# ----------------------------------------------------------------------------- projections
+
+
+def pooled_text_ids(result: ExtractionResult, limit: int = MAX_POOLED_TEXTS) -> np.ndarray:
+    """The seeded sample of up to ``limit`` texts that the text view mean-pools."""
+    return projection_sample(result.num_texts, limit, 0)
+
+
+@cached
+def pooled_texts(
+    loaded: LoadedModel, result: ExtractionResult, limit: int = MAX_POOLED_TEXTS
+) -> tuple[np.ndarray, np.ndarray]:
+    """Mean-pooled vectors (S, n, d) of the texts of :func:`pooled_text_ids`, and those ids."""
+    ids = pooled_text_ids(result, limit)
+    with progress_bar("Mean-pooling texts:") as progress:
+        vectors = mean_pooled(
+            loaded,
+            [result.texts[i] for i in ids],
+            result.settings.max_length,
+            result.settings.batch_size,
+            progress,
+        )
+    return vectors, ids
+
+
+def fit_vectors(
+    loaded: LoadedModel, result: ExtractionResult, data_kind: str, state: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The vectors of one state that post-processing is fitted on (token sample or pooled
+    texts), and their text ids."""
+    if data_kind == "token sample":
+        return result.sample_vectors[state], result.tokens.text_id[result.sample_index]
+    pooled, ids = pooled_texts(loaded, result)
+    return pooled[state], np.arange(len(ids))
+
+
+def available_points(result: ExtractionResult, data_kind: str) -> int:
+    if data_kind == "token sample":
+        return len(result.sample_index)
+    return min(result.num_texts, MAX_POOLED_TEXTS)
+
+
+@cached
+def projection_points(
+    result: ExtractionResult, data_kind: str, size: int, seed: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(rows into the fitted vectors, token or text ids, hover label) of the projected points."""
+    rows = projection_sample(available_points(result, data_kind), size, seed)
+    if data_kind == "token sample":
+        ids = result.sample_index[rows]
+        return rows, ids, hover_contexts(result.tokens, ids)
+    ids = pooled_text_ids(result)[rows]
+    return rows, ids, text_snippets([result.texts[i] for i in ids])
+
+
+@cached
+def projection_colours(
+    result: ExtractionResult, data_kind: str, size: int, seed: int, by: str
+) -> Colouring:
+    rows, ids, _ = projection_points(result, data_kind, size, seed)
+    if data_kind == "token sample":
+        return token_colouring(result.sample_tokens.take(rows), result.tokens, by)
+    return text_colouring(text_lengths(result.tokens, result.num_texts)[ids], by)
+
+
+@cached
+def projections(
+    loaded: LoadedModel,
+    result: ExtractionResult,
+    data_kind: str,
+    state: int,
+    method: str,
+    post: PostChoice,
+    size: int,
+    seed: int,
+) -> tuple[Projection, Projection]:
+    """Raw and post-processed projections of the sampled points of one hidden state."""
+    vectors, _ = fit_vectors(loaded, result, data_kind, state)
+    rows, _, _ = projection_points(result, data_kind, size, seed)
+    return before_after(vectors, rows, method, post.name, post.options, seed)
+
+
+@cached
+def projection_figure(
+    loaded: LoadedModel,
+    result: ExtractionResult,
+    data_kind: str,
+    state: int,
+    method: str,
+    post: PostChoice,
+    size: int,
+    seed: int,
+    colour_by: str,
+) -> go.Figure:
+    """The before/after figure, built once per (projection, colouring)."""
+    before, after = projections(loaded, result, data_kind, state, method, post, size, seed)
+    _, _, hover = projection_points(result, data_kind, size, seed)
+    colouring = projection_colours(result, data_kind, size, seed, colour_by)
+    name = result.state_names[state]
+    titles = (f"raw · state {name}", f"{post.label} · state {name}")
+    return before_after_figure(before, after, colouring, hover, titles)
+
+
+@cached
+def projection_deltas(
+    loaded: LoadedModel, result: ExtractionResult, data_kind: str, state: int, post: PostChoice
+) -> list[dict]:
+    """Isotropy metrics of all fitted vectors of one state, raw and post-processed."""
+    vectors, text_id = fit_vectors(loaded, result, data_kind, state)
+    return metric_deltas(vectors, text_id, post.name, post.options)
+
+
+def memo_with_progress(
+    name: str, key_parts: tuple, label: str, compute: Callable[[Progress], R], unit: str = ""
+) -> R:
+    """:func:`ui.common.memo` whose computation shows a progress bar (only while it runs)."""
+
+    def run() -> R:
+        with progress_bar(label, unit) as progress:
+            return compute(progress)
+
+    return memo(name, key_parts, run)
