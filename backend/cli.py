@@ -110,6 +110,12 @@ def add_model_args(
     )
     parser.add_argument("--dtype", default="float32", help="float32 | bfloat16 (GPU only)")
     parser.add_argument(
+        "--device-map",
+        default=None,
+        choices=["auto"],
+        help="auto: spread a checkpoint too big for one GPU over the GPUs, then CPU RAM (accelerate)",
+    )
+    parser.add_argument(
         "--allow-pickle",
         action="store_true",
         help="allow pickle .bin weights (only for files you trust)",
@@ -125,7 +131,12 @@ def load_model_from_args(args: argparse.Namespace, head: str = "base"):
 
     # No "loading ..." line before the load: a refused model must leave exactly one line on stderr.
     loaded = load_model(
-        args.model, device=args.device, dtype=args.dtype, allow_pickle=args.allow_pickle, head=head
+        args.model,
+        device=args.device,
+        dtype=args.dtype,
+        allow_pickle=args.allow_pickle,
+        head=head,
+        device_map=getattr(args, "device_map", None),
     )
     progress_line(
         f"model: {loaded.info.display_name} · {loaded.info.num_layers} layers · width {loaded.info.hidden_size} · {loaded.info.device}"

@@ -41,6 +41,7 @@ RANDOM_FAMILIES = ("bert", "bert-nope", "gpt2", "gpt2-nope", "default")
 RANDOM_KEYS = ("layers", "width", "heads", "seed", "init_std", "max_positions")
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 HEADS = ("base", "mlm")
+DEVICE_MAPS = (None, "auto")
 
 _CAUSAL_TYPES = {
     "gpt2",
@@ -95,6 +96,7 @@ class ModelInfo:
     random_init: bool
     device: str
     dtype: str
+    device_map: str | None = None  # where layers went with device_map="auto" (else None)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -204,14 +206,26 @@ def load_model(
     dtype: str = "float32",
     allow_pickle: bool = False,
     head: str = "base",
+    device_map: str | None = None,
 ) -> LoadedModel:
     """Load ``source`` (see module docstring) on the device chosen by :func:`resolve_device`.
 
     ``head="mlm"`` loads ``AutoModelForMaskedLM`` (for MLM-loss ablations) where the checkpoint
     has one. Raises :class:`ModelLoadError` with an actionable message for every failure.
+
+    Checkpoint folders (sharded ``model.safetensors.index.json`` included) load straight into
+    ``dtype`` (bf16 weights are not widened first) with transformers' meta-device loading, and on
+    CUDA straight onto the GPU. ``device_map="auto"`` (opt-in; accelerate) spreads a model that
+    does not fit one GPU over the visible GPUs (then CPU RAM); ``info.device_map`` says where the
+    layers went.
     """
     if head not in HEADS:
         raise ModelLoadError(f"unknown head {head!r}; use one of {', '.join(HEADS)}")
+    if device_map not in DEVICE_MAPS:
+        raise ModelLoadError(
+            f"unknown device map {device_map!r}; use 'auto' (spread over the GPUs, then CPU RAM) "
+            "or leave it unset (the whole model on one device)"
+        )
     torch_device = resolve_device(device)
     torch_dtype = resolve_dtype(torch_device, dtype)
     source = (source or "").strip()
@@ -225,7 +239,15 @@ def load_model(
         loaded = _load_random(source, head=head)
     else:
         folder, display = _resolve_folder(source)
-        loaded = _load_folder(folder, source, display, allow_pickle=allow_pickle, head=head)
+        loaded = _load_folder(
+            folder,
+            source,
+            display,
+            allow_pickle=allow_pickle,
+            head=head,
+            dtype=torch_dtype,
+            device_map=device_map or (str(torch_device) if torch_device.type == "cuda" else None),
+        )
     return _finish(loaded, torch_device, torch_dtype)
 
 
@@ -286,7 +308,16 @@ def _weight_files(folder: Path) -> tuple[list[Path], list[Path]]:
     return safe, pickled
 
 
-def _load_folder(folder: Path, source: str, display: str, *, allow_pickle: bool, head: str) -> dict:
+def _load_folder(
+    folder: Path,
+    source: str,
+    display: str,
+    *,
+    allow_pickle: bool,
+    head: str,
+    dtype: torch.dtype | None = None,
+    device_map: str | None = None,
+) -> dict:
     from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, AutoTokenizer
 
     if not (folder / "config.json").exists():
@@ -315,6 +346,8 @@ def _load_folder(folder: Path, source: str, display: str, *, allow_pickle: bool,
             use_safetensors=use_safetensors,
             trust_remote_code=False,
             local_files_only=True,
+            dtype=dtype if dtype is not None else "auto",
+            device_map=device_map,
         )
     except Exception as exc:
         what = "a masked-LM head" if head == "mlm" else "AutoModel"
@@ -457,8 +490,12 @@ def _finish(parts: dict, device: torch.device, dtype: torch.dtype) -> LoadedMode
     tokenizer = parts["tokenizer"]
     config = model.config
     model.eval()
+    placement = _device_map_summary(model)
     try:
-        model.to(device=device, dtype=dtype)
+        if placement is None:
+            model.to(device=device, dtype=dtype)
+        else:  # dispatched by accelerate: inputs go where the embeddings are
+            device = model.get_input_embeddings().weight.device
     except Exception as exc:  # e.g. out of GPU memory
         raise ModelLoadError(
             f"cannot move the model to {device} as {dtype}: {_short(exc)}"
@@ -491,8 +528,9 @@ def _finish(parts: dict, device: torch.device, dtype: torch.dtype) -> LoadedMode
         max_positions=getattr(config, "max_position_embeddings", None),
         has_mlm_head=has_mlm,
         random_init=parts["random"],
-        device=describe_device(device, dtype),
+        device=describe_device(device, dtype) + (" · device_map=auto" if placement else ""),
         dtype=str(dtype).removeprefix("torch."),
+        device_map=placement,
     )
     return LoadedModel(
         model=model,
@@ -503,6 +541,24 @@ def _finish(parts: dict, device: torch.device, dtype: torch.dtype) -> LoadedMode
         dtype=dtype,
         weights_dir=parts["weights_dir"],
         spec=parts["spec"],
+    )
+
+
+def _device_map_summary(model: torch.nn.Module) -> str | None:
+    """``cuda:0: embeddings … layers.13 · cuda:1: layers.14 … norm`` for a model that accelerate
+    spread over several devices; None when it sits on one device."""
+    device_map = getattr(model, "hf_device_map", None) or {}
+    if len({str(d) for d in device_map.values()}) <= 1:
+        return None
+    runs: list[list[str]] = []  # consecutive modules on one device, in load order
+    for name, dev in device_map.items():
+        label = str(dev) if not str(dev).isdigit() else f"cuda:{dev}"
+        if runs and runs[-1][0] == label:
+            runs[-1][2] = name or "(rest)"
+        else:
+            runs.append([label, name or "(rest)", name or "(rest)"])
+    return " · ".join(
+        f"{dev}: {first}" + (f" … {last}" if last != first else "") for dev, first, last in runs
     )
 
 

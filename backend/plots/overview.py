@@ -28,7 +28,11 @@ def model_card_rows(model: dict) -> list[dict[str, str]]:
         },
         {"field": "weights", "value": "random init" if model.get("random_init") else "trained"},
         {"field": "device", "value": str(model.get("device"))},
-    ]
+    ] + (  # device_map="auto": where accelerate put the layers
+        [{"field": "layers placed", "value": str(model["device_map"])}]
+        if model.get("device_map")
+        else []
+    )
 
 
 def anisotropy_line(

@@ -360,3 +360,63 @@ def test_sample_budget_caps_tokens_per_state(tiny, corpus):
     with pytest.raises(InputError, match="fewer than 2 tokens"):
         sample_limit(ExtractionSettings(sample_budget_bytes=1024), 33, 4096)
     assert sample_limit(ExtractionSettings(), 33, 4096) == (1 << 30) // (33 * 4096 * 4) == 1985
+
+
+# ----------------------------------------------------------------------------- big checkpoints
+
+
+def _saved_tiny_gpt2(folder, dtype=torch.float32, max_shard_size=None):
+    from backend.models import _bundled_tokenizer, build_random_model
+
+    tokenizer = _bundled_tokenizer()
+    model = build_random_model(
+        "gpt2", {"layers": 2, "width": 32, "heads": 2, "seed": 3}, len(tokenizer)
+    ).to(dtype)
+    kwargs = {"max_shard_size": max_shard_size} if max_shard_size else {}
+    model.save_pretrained(folder, **kwargs)
+    tokenizer.save_pretrained(folder)
+    return model
+
+
+def test_sharded_safetensors_load_through_the_real_loader(tmp_path, corpus):
+    whole_dir, shard_dir = tmp_path / "whole", tmp_path / "sharded"
+    _saved_tiny_gpt2(whole_dir)
+    _saved_tiny_gpt2(shard_dir, max_shard_size="200KB")
+    shards = sorted(p.name for p in shard_dir.glob("*.safetensors"))
+    assert len(shards) > 1 and (shard_dir / "model.safetensors.index.json").exists()
+    whole = load_model(str(whole_dir), device="cpu")
+    sharded = load_model(str(shard_dir), device="cpu")
+    assert sharded.info.num_parameters == whole.info.num_parameters
+    assert sharded.info.device_map is None
+    a = extract(whole, corpus, ExtractionSettings(sample_size=20))
+    b = extract(sharded, corpus, ExtractionSettings(sample_size=20))
+    _assert_same_result(a, b)
+
+
+def test_bf16_weights_load_as_the_requested_dtype(tmp_path, corpus):
+    folder = tmp_path / "bf16"
+    original = _saved_tiny_gpt2(folder, dtype=torch.bfloat16)
+    loaded = load_model(str(folder), device="cpu")  # float32 on the CPU
+    assert loaded.dtype == torch.float32 and loaded.info.dtype == "float32"
+    assert all(p.dtype == torch.float32 for p in loaded.model.parameters())
+    np.testing.assert_array_equal(
+        loaded.model.wte.weight.detach().numpy(), original.wte.weight.float().detach().numpy()
+    )
+    assert extract(loaded, corpus, ExtractionSettings(sample_size=10)).num_tokens > 0
+
+
+def test_device_map_auto_on_one_device_and_the_placement_summary(tiny_gpt2_dir):
+    from types import SimpleNamespace
+
+    from backend.errors import ModelLoadError
+    from backend.models import _device_map_summary
+
+    loaded = load_model(str(tiny_gpt2_dir), device="cpu", device_map="auto")
+    assert loaded.device.type == "cpu" and loaded.info.device_map is None  # all of it fits
+    with pytest.raises(ModelLoadError, match="device map"):
+        load_model(str(tiny_gpt2_dir), device="cpu", device_map="everywhere")
+    fake = SimpleNamespace(
+        hf_device_map={"wte": 0, "wpe": 0, "h.0": 0, "h.1": 1, "ln_f": "cpu"},
+    )
+    assert _device_map_summary(fake) == "cuda:0: wte … h.0 · cuda:1: h.1 · cpu: ln_f"
+    assert _device_map_summary(SimpleNamespace(hf_device_map={"": "cuda:0"})) is None
