@@ -5,7 +5,8 @@ from __future__ import annotations
 import streamlit as st
 
 from backend.errors import IsoscopeError
-from backend.outliers import outlier_dims
+from backend.extract import ExtractionResult
+from backend.models import LoadedModel
 from backend.plots.similarity import (
     sts_figure,
     sts_frame,
@@ -15,19 +16,21 @@ from backend.plots.similarity import (
 )
 from backend.postprocess import POSTPROCESSORS, parse_dims
 from backend.similarity import (
-    clip_dims_by_state,
-    fit_on_token_sample,
-    pool_pairs,
+    WordSenseRows,
     read_pairs_csv,
     read_word_sense_csv,
-    sts_by_state,
     sts_sample,
     wic_examples,
-    word_sense_by_state,
-    word_sense_sweeps,
-    word_vectors,
 )
-from ui.common import download_buttons, explainer, load_or_stop, memo, result_key
+from ui.cached import (
+    Clip,
+    outlier_dims_by_state,
+    sense_sweeps,
+    sense_vectors,
+    sts_scores,
+    word_senses,
+)
+from ui.common import download_buttons, explainer, load_or_stop
 
 CLIP_MODES = {
     "auto": "2 largest-|mean| dims of the evaluated vectors (per state)",
@@ -37,23 +40,19 @@ CLIP_MODES = {
 POST_CHOICES = ["none"] + [p for p in POSTPROCESSORS if p not in ("none", "clip")]
 
 st.title("Sentence similarity")
+loaded: LoadedModel
+result: ExtractionResult
 loaded, result = load_or_stop()
-key = result_key(result)
 max_length = result.settings.max_length
 names = result.state_names
-corpus_dims = memo(
-    "sim_corpus_outliers",
-    (key,),
-    lambda: [outlier_dims(result, s) for s in range(result.num_states)],
-)
 st.caption(
     f"Model **{loaded.info.display_name}** · texts cut to {max_length} tokens (sidebar *Max tokens*) · "
     "clipping sets dimensions to 0 in the pooled / word vectors; the model is untouched."
 )
 
 
-def clip_controls(prefix: str, default: str) -> str | list[int] | None:
-    """Clip-mode selector (+ typed dims); returns "auto", "corpus", a list of dims, or None on a typing error."""
+def clip_controls(prefix: str, default: str) -> Clip | None:
+    """Clip-mode selector (+ typed dims): "auto", "corpus", a tuple of dims, or None on a typing error."""
     mode = st.selectbox(
         "Clip",
         list(CLIP_MODES),
@@ -63,7 +62,7 @@ def clip_controls(prefix: str, default: str) -> str | list[int] | None:
     )
     if mode != "typed":
         return mode
-    default_dims = next((dims for dims in reversed(corpus_dims) if dims), [])
+    default_dims = next((dims for dims in reversed(outlier_dims_by_state(result)) if dims), [])
     typed = st.text_input(
         "Dimensions to clip",
         value=", ".join(map(str, default_dims)),
@@ -71,27 +70,36 @@ def clip_controls(prefix: str, default: str) -> str | list[int] | None:
         help="Comma-separated indices, zeroed at every hidden state.",
     )
     try:
-        return parse_dims(typed, result.hidden_size)
+        return tuple(parse_dims(typed, result.hidden_size))
     except IsoscopeError as exc:
         st.error(f"**Dimensions to clip:** {exc}")
         return None
 
 
-def resolve_dims(mode, first, second) -> list[list[int]]:
-    if mode == "corpus":
-        return [list(d) for d in corpus_dims]
-    return clip_dims_by_state(mode, first, second)
+def post_select(prefix: str, help_text: str) -> str | None:
+    """The "Also compare" post-processing (None: nothing else)."""
+    post = st.selectbox(
+        "Also compare",
+        POST_CHOICES,
+        index=POST_CHOICES.index("standardize"),
+        format_func=lambda p: "nothing else" if p == "none" else POSTPROCESSORS[p].label,
+        key=f"{prefix}_post",
+        help=help_text,
+    )
+    return None if post == "none" else post
 
 
-def post_label(name: str) -> str:
-    return POSTPROCESSORS[name].label.split(" (")[0]
+def post_label(name: str | None) -> str | None:
+    return POSTPROCESSORS[name].label.split(" (")[0] if name else None
 
-
-left, right = st.columns(2, gap="large")
 
 # ----------------------------------------------------------------------------- STS
+# Each half is a fragment: its controls rerun only that half (issue 15).
 
-with left:
+
+@st.fragment
+def sts_section() -> None:
+    """STS Spearman by hidden state, raw / clipped / post-processed (Luo et al. 2021, Table 2)."""
     st.subheader("Sentence pairs (STS)")
     upload = st.file_uploader(
         "Pairs CSV: sentence1,sentence2,score (leave empty for the bundled 40 pairs)",
@@ -104,153 +112,122 @@ with left:
         )
     except IsoscopeError as exc:
         st.error(f"**Cannot read the pairs file.** {exc}")
-        pairs = None
+        return
     c1, c2 = st.columns(2)
     with c1:
-        sts_clip = clip_controls("sim_sts", "auto")
-    sts_post = c2.selectbox(
-        "Also compare",
-        POST_CHOICES,
-        index=POST_CHOICES.index("standardize"),
-        format_func=lambda p: "nothing else" if p == "none" else POSTPROCESSORS[p].label,
-        key="sim_sts_post",
-        help="Fitted on the pooled vectors of the evaluated sentences at each hidden state.",
+        clip = clip_controls("sim_sts", "auto")
+    with c2:
+        post = post_select(
+            "sim_sts",
+            "Fitted on the pooled vectors of the evaluated sentences at each hidden state.",
+        )
+    if clip is None:
+        return
+    st.caption(
+        f"{len(pairs):,} pairs from {pairs.name}; gold scores {pairs.scores.min():g} to {pairs.scores.max():g}."
     )
-    if pairs is not None and sts_clip is not None:
-        st.caption(
-            f"{len(pairs):,} pairs from {pairs.name}; gold scores {pairs.scores.min():g} to {pairs.scores.max():g}."
-        )
+    try:
+        rows = sts_scores(loaded, result, pairs, clip, post)
+    except IsoscopeError as exc:
+        st.error(f"**Cannot score these pairs.** {exc}")
+        return
+    if not rows:
+        return
+    fig = sts_figure(rows, post_label(post))
+    st.plotly_chart(fig, width="stretch", key="sim_sts_chart")
+    frame = sts_frame(rows)
+    st.dataframe(
+        frame,
+        hide_index=True,
+        width="stretch",
+        column_config={
+            c: st.column_config.NumberColumn(format="%.2f") for c in ("raw", "clipped", "processed")
+        },
+    )
+    download_buttons("sim_sts", fig=fig, frame=frame, name="sts_by_state")
 
-        def pooled_pairs():
-            bar = st.progress(0.0, text="Mean-pooling the sentences…")
-            out = pool_pairs(
-                loaded,
-                pairs,
-                max_length,
-                result.settings.batch_size,
-                lambda done, n: bar.progress(
-                    done / max(n, 1), text=f"Mean-pooling sentences: {done:,} / {n:,}"
-                ),
-            )
-            bar.empty()
-            return out
-
-        first, second = memo(
-            "sim_pooled", (loaded.fingerprint, pairs.sha, max_length), pooled_pairs
-        )
-        dims = resolve_dims(sts_clip, first, second)
-        post = None if sts_post == "none" else sts_post
-        try:
-            sts_rows = memo(
-                "sim_sts",
-                (loaded.fingerprint, pairs.sha, max_length, repr(dims), post),
-                lambda: sts_by_state(first, second, pairs.scores, dims, post, state_names=names),
-            )
-        except IsoscopeError as exc:
-            st.error(f"**Cannot score these pairs.** {exc}")
-            sts_rows = None
-        if sts_rows:
-            fig = sts_figure(sts_rows, post_label(post) if post else None)
-            st.plotly_chart(fig, width="stretch", key="sim_sts_chart")
-            frame = sts_frame(sts_rows)
-            st.dataframe(
-                frame,
-                hide_index=True,
-                width="stretch",
-                column_config={
-                    c: st.column_config.NumberColumn(format="%.2f")
-                    for c in ("raw", "clipped", "processed")
-                },
-            )
-            download_buttons("sim_sts", fig=fig, frame=frame, name="sts_by_state")
 
 # ----------------------------------------------------------------------------- word senses
 
-with right:
+
+@st.fragment
+def word_sense_section() -> None:
+    """Word-sense accuracy by hidden state (WiC-style), raw / clipped / post-processed."""
     st.subheader("Word senses (WiC-style)")
-    wic_upload = st.file_uploader(
+    upload = st.file_uploader(
         "Rows CSV: word,context1,context2,same_sense (leave empty for the bundled 64 rows)",
         type=["csv", "tsv", "txt"],
         key="sim_wic_file",
     )
     try:
         wic = (
-            read_word_sense_csv(wic_upload.getvalue(), wic_upload.name)
-            if wic_upload is not None
+            read_word_sense_csv(upload.getvalue(), upload.name)
+            if upload is not None
             else wic_examples()
         )
     except IsoscopeError as exc:
         st.error(f"**Cannot read the word-sense file.** {exc}")
-        wic = None
+        return
     c1, c2 = st.columns(2)
     with c1:
-        wic_clip = clip_controls("sim_wic", "corpus")
-    wic_post = c2.selectbox(
-        "Also compare",
-        POST_CHOICES,
-        index=POST_CHOICES.index("standardize"),
-        format_func=lambda p: "nothing else" if p == "none" else POSTPROCESSORS[p].label,
-        key="sim_wic_post",
-        help="Fitted on the sidebar corpus's token sample at each hidden state, then applied to the word vectors.",
+        clip = clip_controls("sim_wic", "corpus")
+    with c2:
+        post = post_select(
+            "sim_wic",
+            "Fitted on the sidebar corpus's token sample at each hidden state, then applied to the word vectors.",
+        )
+    if clip is None:
+        return
+    try:
+        vectors = sense_vectors(loaded, wic, max_length, result.settings.batch_size)
+    except IsoscopeError as exc:
+        st.error(f"**Cannot use these rows.** {exc}")
+        return
+    labels = vectors.same_sense
+    st.caption(
+        f"{len(labels)} of {len(wic)} rows from {wic.name} usable: {int(labels.sum())} same sense, "
+        f"{int((~labels).sum())} different."
     )
-    if wic is not None and wic_clip is not None:
-        try:
-            vectors = memo(
-                "sim_wic_vectors",
-                (loaded.fingerprint, wic.sha, max_length),
-                lambda: word_vectors(loaded, wic, max_length, result.settings.batch_size),
-            )
-        except IsoscopeError as exc:
-            st.error(f"**Cannot use these rows.** {exc}")
-            vectors = None
-        if vectors is not None:
-            labels = vectors.same_sense
-            st.caption(
-                f"{len(labels)} of {len(wic)} rows from {wic.name} usable: {int(labels.sum())} same sense, "
-                f"{int((~labels).sum())} different."
-            )
-            if vectors.problems:
-                with st.expander(f"⚠️ {len(vectors.problems)} row(s) skipped"):
-                    st.markdown("\n".join(f"- {p}" for p in vectors.problems))
-            dims = resolve_dims(wic_clip, vectors.first, vectors.second)
-            post = None if wic_post == "none" else wic_post
-            fitted = (
-                memo("sim_wic_fitted", (key, post), lambda: fit_on_token_sample(result, post))
-                if post
-                else None
-            )
-            wic_rows = memo(
-                "sim_wic",
-                (loaded.fingerprint, wic.sha, max_length, repr(dims), key, post),
-                lambda: word_sense_by_state(vectors, dims, fitted, state_names=names),
-            )
-            fig = word_sense_figure(wic_rows, post_label(post) if post else None)
-            st.plotly_chart(fig, width="stretch", key="sim_wic_chart")
-            frame = word_sense_frame(wic_rows)
-            st.dataframe(
-                frame,
-                hide_index=True,
-                width="stretch",
-                column_config={
-                    c: st.column_config.NumberColumn(format="%.3f")
-                    for c in frame.columns
-                    if c.endswith(("accuracy", "threshold"))
-                },
-            )
-            download_buttons("sim_wic", fig=fig, frame=frame, name="word_senses_by_state")
-            sweep_state = st.selectbox(
-                "Threshold sweep at state",
-                range(len(names)),
-                index=len(names) - 1,
-                format_func=lambda s: names[s],
-                key="sim_wic_sweep_state",
-            )
-            sweeps = word_sense_sweeps(
-                vectors, sweep_state, dims[sweep_state], fitted[sweep_state] if fitted else None
-            )
-            st.plotly_chart(
-                sweep_figure(sweeps, names[sweep_state]), width="stretch", key="sim_wic_sweep_chart"
-            )
+    if vectors.problems:
+        with st.expander(f"⚠️ {len(vectors.problems)} row(s) skipped"):
+            st.markdown("\n".join(f"- {p}" for p in vectors.problems))
+    rows = word_senses(loaded, result, wic, clip, post)
+    fig = word_sense_figure(rows, post_label(post))
+    st.plotly_chart(fig, width="stretch", key="sim_wic_chart")
+    frame = word_sense_frame(rows)
+    st.dataframe(
+        frame,
+        hide_index=True,
+        width="stretch",
+        column_config={
+            c: st.column_config.NumberColumn(format="%.3f")
+            for c in frame.columns
+            if c.endswith(("accuracy", "threshold"))
+        },
+    )
+    download_buttons("sim_wic", fig=fig, frame=frame, name="word_senses_by_state")
+    sweep_section(wic, clip, post)
+
+
+@st.fragment
+def sweep_section(wic: WordSenseRows, clip: Clip, post: str | None) -> None:
+    """Accuracy against the cosine threshold at one hidden state."""
+    state = st.selectbox(
+        "Threshold sweep at state",
+        range(len(names)),
+        index=len(names) - 1,
+        format_func=lambda s: names[s],
+        key="sim_wic_sweep_state",
+    )
+    sweeps = sense_sweeps(loaded, result, wic, clip, post, state)
+    st.plotly_chart(sweep_figure(sweeps, names[state]), width="stretch", key="sim_wic_sweep_chart")
+
+
+left, right = st.columns(2, gap="large")
+with left:
+    sts_section()
+with right:
+    word_sense_section()
 
 explainer(
     "What is this / references",

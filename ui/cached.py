@@ -43,6 +43,19 @@ from backend.projections import (
     text_snippets,
     token_colouring,
 )
+from backend.similarity import (
+    SentencePairs,
+    ThresholdSweep,
+    WordSenseRows,
+    WordSenseVectors,
+    clip_dims_by_state,
+    fit_on_token_sample,
+    pool_pairs,
+    sts_by_state,
+    word_sense_by_state,
+    word_sense_sweeps,
+    word_vectors,
+)
 from ui.common import memo, result_key
 from ui.controls import PostChoice
 from ui.progress import Progress, progress_bar
@@ -58,6 +71,8 @@ def _key_of(value: Any) -> Any:
         return ("result", result_key(value))
     if isinstance(value, LoadedModel):
         return ("model", value.fingerprint)
+    if isinstance(value, SentencePairs | WordSenseRows):  # uploaded data: keyed by content hash
+        return (type(value).__name__, value.sha)
     if isinstance(value, np.ndarray):
         raise TypeError("arrays are not cheap cache keys: pass the result and an index instead")
     if isinstance(value, list | tuple):
@@ -271,6 +286,92 @@ def projection_deltas(
     """Isotropy metrics of all fitted vectors of one state, raw and post-processed."""
     vectors, text_id = fit_vectors(loaded, result, data_kind, state)
     return metric_deltas(vectors, text_id, post.name, post.options)
+
+
+# ----------------------------------------------------------------------------- similarity
+
+Clip = str | tuple[int, ...]  # "auto", "corpus" or typed dims
+
+
+@cached
+def pooled_pairs(
+    loaded: LoadedModel, pairs: SentencePairs, max_length: int, batch_size: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Mean-pooled vectors (S, n, d) of both sides of the sentence pairs."""
+    with progress_bar("Mean-pooling sentences:") as progress:
+        return pool_pairs(loaded, pairs, max_length, batch_size, progress)
+
+
+def _clip_dims(
+    result: ExtractionResult, clip: Clip, first: np.ndarray, second: np.ndarray
+) -> list[list[int]]:
+    if clip == "corpus":
+        return outlier_dims_by_state(result)
+    return clip_dims_by_state(list(clip) if isinstance(clip, tuple) else clip, first, second)
+
+
+@cached
+def sts_scores(
+    loaded: LoadedModel,
+    result: ExtractionResult,
+    pairs: SentencePairs,
+    clip: Clip,
+    post: str | None,
+) -> list[dict]:
+    """STS Spearman x 100 per hidden state: raw, clipped and optionally post-processed."""
+    max_length, batch_size = result.settings.max_length, result.settings.batch_size
+    first, second = pooled_pairs(loaded, pairs, max_length, batch_size)
+    dims = _clip_dims(result, clip, first, second)
+    return sts_by_state(first, second, pairs.scores, dims, post, state_names=result.state_names)
+
+
+@cached
+def sense_vectors(
+    loaded: LoadedModel, rows: WordSenseRows, max_length: int, batch_size: int
+) -> WordSenseVectors:
+    """The target word's vectors in both contexts of every row."""
+    return word_vectors(loaded, rows, max_length, batch_size)
+
+
+@cached
+def fitted_on_sample(result: ExtractionResult, post: str) -> list:
+    """One post-processor per hidden state, fitted on the corpus's token sample."""
+    return fit_on_token_sample(result, post)
+
+
+def _sense_inputs(
+    loaded: LoadedModel, result: ExtractionResult, rows: WordSenseRows, clip: Clip, post
+) -> tuple[WordSenseVectors, list[list[int]], list | None]:
+    vectors = sense_vectors(loaded, rows, result.settings.max_length, result.settings.batch_size)
+    dims = _clip_dims(result, clip, vectors.first, vectors.second)
+    return vectors, dims, fitted_on_sample(result, post) if post else None
+
+
+@cached
+def word_senses(
+    loaded: LoadedModel,
+    result: ExtractionResult,
+    rows: WordSenseRows,
+    clip: Clip,
+    post: str | None,
+) -> list[dict]:
+    """Word-sense accuracy per hidden state: raw, clipped and optionally post-processed."""
+    vectors, dims, fitted = _sense_inputs(loaded, result, rows, clip, post)
+    return word_sense_by_state(vectors, dims, fitted, state_names=result.state_names)
+
+
+@cached
+def sense_sweeps(
+    loaded: LoadedModel,
+    result: ExtractionResult,
+    rows: WordSenseRows,
+    clip: Clip,
+    post: str | None,
+    state: int,
+) -> dict[str, ThresholdSweep]:
+    """The threshold sweeps at one hidden state."""
+    vectors, dims, fitted = _sense_inputs(loaded, result, rows, clip, post)
+    return word_sense_sweeps(vectors, state, dims[state], fitted[state] if fitted else None)
 
 
 def memo_with_progress(
