@@ -21,6 +21,7 @@ PAGES = [
     ("similarity.py", "Sentence similarity", ":material/compare_arrows:"),
     ("layernorm.py", "LayerNorm", ":material/tune:"),
     ("positional.py", "Positional information", ":material/timeline:"),
+    ("decoder.py", "Massive activations & sinks", ":material/bolt:"),
     ("compare.py", "Compare", ":material/difference:"),
     ("tour.py", "Guided tour", ":material/school:"),
 ]

@@ -1,0 +1,251 @@
+"""Figures and tables of the "Massive activations & sinks" page (METHODS.md section 7).
+
+Builders take the results of :mod:`backend.massive` (and its sinks / int8 parts) and return
+Plotly figures or pandas frames; nothing here runs a model.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from backend.int8 import SITE_SHARE, Int8Stats
+from backend.massive import MassiveStats, TextMagnitudes
+from backend.sinks import SinkStats
+
+_TOP_COLOURS = ("#4c72b0", "#55a868", "#8172b2")
+
+
+def _label(token: str) -> str:
+    """A token as shown on an axis: byte-level markers made readable (Ġ = space, Ċ = newline)."""
+    return token.replace("Ġ", "␣").replace("Ċ", "\\n").replace("▁", "␣") or "∅"
+
+
+def magnitudes_by_layer_figure(stats: MassiveStats) -> go.Figure:
+    """Top-1/2/3 |h| and the median |h| per hidden state, log scale (Sun et al., Fig. 2)."""
+    fig = go.Figure()
+    x = list(stats.state_names)
+    for k in range(stats.top_value.shape[1]):
+        hover = [
+            f"top {k + 1}: {stats.top_value[s, k]:,.1f}<br>dim {stats.top_dim[s, k]}, "
+            f"position {stats.top_position[s, k]}, token {_label(str(stats.top_token[s, k]))}"
+            for s in range(len(x))
+        ]
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=stats.top_value[:, k],
+                name=f"top {k + 1}",
+                mode="lines+markers",
+                line={"color": _TOP_COLOURS[k % 3]},
+                hovertext=hover,
+                hoverinfo="text",
+            )
+        )
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=stats.median_abs,
+            name="median |h|",
+            mode="lines+markers",
+            line={"color": "#555555", "dash": "dot"},
+            marker={"symbol": "triangle-down"},
+        )
+    )
+    fig.add_hline(y=100, line_dash="dash", line_color="#c44e52", annotation_text="|h| = 100")
+    fig.update_layout(
+        xaxis_title="hidden state",
+        yaxis_title="|h|",
+        yaxis_type="log",
+        height=380,
+        margin={"t": 30, "b": 40},
+        legend={"orientation": "h", "y": 1.1},
+    )
+    return fig
+
+
+def massive_frame(stats: MassiveStats) -> pd.DataFrame:
+    """One row per hidden state: top |h| with dim/position/token, median, ratio, counts, carriers."""
+    rows = []
+    for s, name in enumerate(stats.state_names):
+        c = stats.carriers[s]
+        rows.append(
+            {
+                "hidden state": name,
+                "largest |h|": round(float(stats.top_value[s, 0]), 2),
+                "dim": int(stats.top_dim[s, 0]),
+                "position": int(stats.top_position[s, 0]),
+                "token": _label(str(stats.top_token[s, 0])),
+                "median |h|": round(float(stats.median_abs[s]), 4),
+                "largest / median": round(float(stats.ratio[s]), 1),
+                "|h| > 100": int(stats.n_above_100[s]),
+                "massive": int(stats.n_massive[s]),
+                "at first position": c["first"],
+                "at delimiters": c["delimiter"],
+                "at other tokens": c["other"],
+                "massive dims": ", ".join(f"{d} ({n})" for d, n in c["dims"]),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def layer_position_figure(view: TextMagnitudes) -> go.Figure:
+    """Largest |h| of each (hidden state, position) of one text, log colour (layers x positions)."""
+    peak = view.peak  # (S, T)
+    labels = [f"{i}: {_label(t)}" for i, t in enumerate(view.tokens)]
+    hover = [
+        [
+            f"state {view.state_names[s]}, position {labels[p]}<br>max |h| {peak[s, p]:,.2f} "
+            f"in dim {view.peak_dim[s, p]}"
+            for p in range(peak.shape[1])
+        ]
+        for s in range(peak.shape[0])
+    ]
+    fig = go.Figure(
+        go.Heatmap(
+            z=np.log10(np.maximum(peak, 1e-6)),
+            x=labels,
+            y=list(view.state_names),
+            colorscale="Viridis",
+            colorbar={"title": "log10 max |h|"},
+            hovertext=hover,
+            hoverinfo="text",
+        )
+    )
+    fig.update_layout(
+        xaxis_title="position: token",
+        yaxis_title="hidden state",
+        height=max(320, 16 * len(view.state_names) + 120),
+        margin={"t": 20, "b": 80},
+    )
+    return fig
+
+
+def feature_token_figure(view: TextMagnitudes, state: int) -> go.Figure:
+    """|h| over dims x tokens at one hidden state as a 3D surface (Sun et al., Fig. 1)."""
+    magnitude = view.magnitude[state]  # (T, d)
+    labels = [f"{i}: {_label(t)}" for i, t in enumerate(view.tokens)]
+    fig = go.Figure(
+        go.Surface(
+            z=magnitude.T,  # rows = dims, columns = tokens
+            x=list(range(len(labels))),
+            y=list(range(magnitude.shape[1])),
+            colorscale="Blues",
+            showscale=False,
+            hovertemplate="position %{x}<br>dim %{y}<br>|h| %{z:,.1f}<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        height=520,
+        margin={"t": 10, "b": 10, "l": 0, "r": 0},
+        scene={
+            "xaxis": {
+                "title": "token",
+                "tickvals": list(range(len(labels))),
+                "ticktext": labels,
+            },
+            "yaxis": {"title": "dim"},
+            "zaxis": {"title": "|h|"},
+            "camera": {"eye": {"x": -1.6, "y": -1.6, "z": 0.9}},
+        },
+    )
+    return fig
+
+
+def top_dims_frame(view: TextMagnitudes, state: int, k: int = 4) -> pd.DataFrame:
+    """|h| of the text's ``k`` largest dims at one state, per token (the figure's numbers)."""
+    dims = view.top_dims(state, k)
+    frame = pd.DataFrame({"position": range(len(view.tokens)), "token": view.tokens})
+    for d in dims:
+        frame[f"dim {d}"] = np.round(view.magnitude[state][:, d], 3)
+    return frame
+
+
+def sink_heatmap_figure(sinks: SinkStats) -> go.Figure:
+    """alpha (attention to the first token, averaged over queries and texts) per layer and head."""
+    layers = [str(i + 1) for i in range(sinks.alpha.shape[0])]
+    fig = go.Figure(
+        go.Heatmap(
+            z=sinks.alpha,
+            x=[f"head {h}" for h in range(sinks.alpha.shape[1])],
+            y=layers,
+            zmin=0,
+            zmax=1,
+            colorscale="YlGnBu",
+            colorbar={"title": "alpha"},
+            hovertemplate="layer %{y}, %{x}<br>alpha %{z:.3f}<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        xaxis_title="head",
+        yaxis_title="layer",
+        height=max(300, 14 * len(layers) + 120),
+        margin={"t": 20},
+    )
+    return fig
+
+
+def sink_share_figure(sinks: SinkStats) -> go.Figure:
+    """Share of heads with alpha > threshold, per layer."""
+    layers = [str(i + 1) for i in range(len(sinks.share_per_layer))]
+    fig = go.Figure(
+        go.Bar(x=layers, y=sinks.share_per_layer, marker_color="#4c72b0", name="sink share")
+    )
+    fig.add_hline(
+        y=sinks.share,
+        line_dash="dash",
+        annotation_text=f"all heads: {sinks.share:.0%}",
+        line_color="#c44e52",
+    )
+    fig.update_layout(
+        xaxis_title="layer",
+        yaxis_title=f"heads with alpha > {sinks.threshold}",
+        yaxis_range=[0, 1.05],
+        yaxis_tickformat=".0%",
+        height=300,
+        margin={"t": 20},
+    )
+    return fig
+
+
+def sink_frame(sinks: SinkStats) -> pd.DataFrame:
+    frame = pd.DataFrame(
+        sinks.alpha, columns=[f"head {h}" for h in range(sinks.alpha.shape[1])]
+    ).round(4)
+    frame.insert(0, "layer", range(1, sinks.alpha.shape[0] + 1))
+    frame["sink share"] = sinks.share_per_layer
+    return frame
+
+
+def int8_figure(int8: Int8Stats, top: int = 20) -> go.Figure:
+    """Each dim's share of norm sites where |x| >= 6 on >= 6 % of tokens (the largest ``top``)."""
+    order = np.argsort(-int8.site_share, kind="stable")[:top]
+    order = [int(j) for j in order if int8.site_share[j] > 0] or [int(order[0])]
+    fig = go.Figure(
+        go.Bar(
+            x=[f"dim {j}" for j in order],
+            y=int8.site_share[order],
+            marker_color=[
+                "#c44e52" if int8.site_share[j] >= SITE_SHARE else "#4c72b0" for j in order
+            ],
+        )
+    )
+    fig.add_hline(y=SITE_SHARE, line_dash="dash", annotation_text="outlier feature: 25 % of sites")
+    fig.update_layout(
+        yaxis_title="share of norm sites",
+        yaxis_tickformat=".0%",
+        yaxis_range=[0, 1.05],
+        height=300,
+        margin={"t": 20},
+    )
+    return fig
+
+
+def int8_frame(int8: Int8Stats, top: int = 20) -> pd.DataFrame:
+    """Per site: largest |x| and the token share with |x| >= 6 of the top dims."""
+    dims = [d["dim"] for d in int8.ranked_dims()[:top]]
+    frame = pd.DataFrame({"site": int8.site_names, "max |x|": np.round(int8.max_abs, 2)})
+    for d in dims:
+        frame[f"dim {d}: tokens with |x| >= 6"] = np.round(int8.token_share[:, d], 4)
+    return frame

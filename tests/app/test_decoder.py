@@ -1,0 +1,111 @@
+"""AppTest of the "Massive activations & sinks" page: a tiny random Llama (every section renders,
+widgets rerun, an encoder works too, a bad model shows an error) and the bundled SmolLM2 on
+three pasted texts (the massive dim and the sinks appear)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from backend.extract import ExtractionSettings
+from ui.common import Selection
+
+APP = str(Path(__file__).resolve().parents[2] / "app.py")
+TIMEOUT = 600
+TEXTS = "Summer is warm. Winter is cold.\nThe cat sat on the mat.\nRivers run to the sea."
+
+
+@pytest.fixture(scope="module")
+def tiny_llama(tmp_path_factory) -> str:
+    import torch
+    from transformers import LlamaConfig, LlamaModel
+
+    from backend.models import _bundled_tokenizer
+
+    tokenizer = _bundled_tokenizer()
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        bos_token_id=None,
+        eos_token_id=None,
+    )
+    folder = tmp_path_factory.mktemp("app-tiny-llama")
+    LlamaModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+def _page(model: str, **state) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.session_state["isoscope_selection"] = Selection(
+        model_source=model,
+        corpus_kind="paste",
+        corpus_text=TEXTS,
+        settings=ExtractionSettings(max_length=32, sample_size=2000),
+    )
+    for key, value in state.items():
+        at.session_state[key] = value
+    at.run()
+    at.switch_page("pages/decoder.py")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _subheaders(at: AppTest) -> list[str]:
+    return [s.value for s in at.subheader]
+
+
+def test_every_section_renders_on_a_tiny_llama(tiny_llama):
+    at = _page(tiny_llama, massive_max_length=16)
+    assert at.title[0].value == "Massive activations & sinks"
+    assert _subheaders(at) == [
+        "Massive activations per hidden state",
+        "One text",
+        "Attention sinks",
+        "LLM.int8-style outlier features",
+    ]
+    assert [m.label for m in at.metric][:3] == [
+        "Largest |h|",
+        "× median |h| there",
+        "Sink share (alpha > 0.3)",
+    ]
+    assert len(at.dataframe) >= 2
+    assert any("Verdict" in m.value for m in at.markdown)
+    assert len(at.expander) >= 5  # every view explains itself
+
+
+def test_widgets_rerun_without_errors(tiny_llama):
+    at = _page(tiny_llama, massive_max_length=16)
+    at.text_input(key="massive_text").set_value("Dogs bark. Birds sing.").run()
+    assert not at.exception, [e.value for e in at.exception]
+    at.select_slider(key="massive_state").set_value("emb").run()
+    assert not at.exception, [e.value for e in at.exception]
+    at.slider(key="massive_n_texts").set_value(2).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert "2 texts" in " ".join(c.value for c in at.caption)
+
+
+def test_an_encoder_gets_the_same_views():
+    at = _page("random:bert:layers=2,width=32,heads=2,seed=0", massive_max_length=16)
+    assert "Attention sinks" in _subheaders(at)
+    assert not at.error
+
+
+def test_an_unloadable_model_shows_an_error():
+    at = _page("/nowhere/at/all")
+    assert at.error and "Cannot analyse this selection" in at.error[0].value
+
+
+def test_bundled_smollm2_shows_massive_activations_and_sinks():
+    at = _page("smollm2", massive_max_length=16)
+    largest = next(m for m in at.metric if m.label == "Largest |h|")
+    assert float(largest.value.replace(",", "")) > 1000
+    assert any("dim **507**" in m.value for m in at.markdown)
