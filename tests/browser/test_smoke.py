@@ -233,6 +233,10 @@ def test_page_renders_without_exception(browser, server, stem, title, tmp_path):
             heatmap.wait_for(state="visible", timeout=60_000)
             assert heatmap.locator(".heatmaplayer, .hm, image").count() > 0
             assert "Outlier dimensions" in page.locator("h1").first.inner_text()
+        if stem == "tour":
+            assert page.get_by_text("Step 1 of 5").count() >= 1
+            assert page.get_by_role("button", name="Next").count() == 1
+            assert "page=tour" in page.url, page.url  # the URL reopens this view (ui/links.py)
         _screenshot(page, stem, tmp_path)
     finally:
         page.close()
