@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -39,6 +40,7 @@ from backend.extract import TokenizedCorpus, tokenize
 from backend.hooks import forward_hooks
 from backend.isotropy import N_PAIRS, cosine_rows, different_text_pairs, mean_pair_cosine
 from backend.layernorm import NormSite, find_norms, norms_of, select_norms
+from backend.models import LoadedModel, _resolve_folder
 from backend.naming import hidden_state_names
 from backend.pooling import masked_mean
 from backend.postprocess import parse_dims as parse_typed_dims
@@ -61,7 +63,9 @@ def parse_dims(text: str | Sequence[int], width: int) -> list[int]:
     return dims
 
 
-def _sites_for(model_or_loaded, norms) -> tuple[torch.nn.Module, list[NormSite], int]:
+def _sites_for(
+    model_or_loaded: torch.nn.Module | LoadedModel, norms
+) -> tuple[torch.nn.Module, list[NormSite], int]:
     model = getattr(model_or_loaded, "model", model_or_loaded)
     width = int(model.config.hidden_size)
     if (
@@ -76,7 +80,9 @@ def _sites_for(model_or_loaded, norms) -> tuple[torch.nn.Module, list[NormSite],
 
 
 @contextmanager
-def ablated(model_or_loaded, dims: Sequence[int], norms=None) -> Iterator[list[NormSite]]:
+def ablated(
+    model_or_loaded: torch.nn.Module | LoadedModel, dims: Sequence[int], norms=None
+) -> Iterator[list[NormSite]]:
     """Set gamma_j = beta_j = 0 for ``dims`` in ``norms`` (names/roles, NormSites, or None for the
     output LN of every layer; the MLM head LN only when named, e.g. ``["out", "head"]``).
 
@@ -126,10 +132,6 @@ def has_mlm_checkpoint(source: str) -> bool:
     if source.lower().startswith(("random:", "random-like:")):
         return False
     try:
-        import json
-
-        from backend.models import _resolve_folder
-
         folder, _ = _resolve_folder(source)
         archs = json.loads((folder / "config.json").read_text()).get("architectures") or []
     except Exception:
@@ -137,7 +139,7 @@ def has_mlm_checkpoint(source: str) -> bool:
     return any(a.endswith("ForMaskedLM") or a == "BertForPreTraining" for a in archs)
 
 
-def private_copy(loaded):
+def private_copy(loaded: LoadedModel):
     """A deep copy of ``loaded`` whose model can be modified without touching the cached one."""
     return dataclasses.replace(loaded, model=copy.deepcopy(loaded.model))
 
@@ -191,7 +193,7 @@ def mask_tokens(
     return MaskedCorpus(input_ids, labels)
 
 
-def _mask_token_id(loaded) -> int:
+def _mask_token_id(loaded: LoadedModel) -> int:
     token_id = getattr(loaded.tokenizer, "mask_token_id", None)
     if token_id is None:
         raise InputError(
@@ -220,12 +222,12 @@ def _pad(
     return torch.from_numpy(ids), torch.from_numpy(mask)
 
 
-def _pad_id(loaded) -> int:
+def _pad_id(loaded: LoadedModel) -> int:
     pad = loaded.tokenizer.pad_token_id
     return 0 if pad is None else int(pad)
 
 
-def _hidden(loaded, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+def _hidden(loaded: LoadedModel, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     out = loaded.encoder(
         input_ids=ids.to(loaded.device),
         attention_mask=mask.to(loaded.device),
@@ -235,7 +237,7 @@ def _hidden(loaded, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 def _mlm_loss_sum(
-    loaded, ids: torch.Tensor, mask: torch.Tensor, labels: torch.Tensor
+    loaded: LoadedModel, ids: torch.Tensor, mask: torch.Tensor, labels: torch.Tensor
 ) -> torch.Tensor:
     """Summed cross-entropy over the masked positions, per row: float64 (B,)."""
     logits = loaded.model(
@@ -356,7 +358,7 @@ class AblationReport:
 
     def frame(self):
         """Long table: condition, kind (ablation / random control), dims, state, metric, value."""
-        import pandas as pd
+        import pandas as pd  # lazy: a slow import that only the table views need
 
         rows = []
         for label, kind, dims, eff in [("ablation", "ablation", self.dims, self.effect)] + [
@@ -401,7 +403,7 @@ def _pair_cosines(pooled: torch.Tensor, left: np.ndarray, right: np.ndarray) -> 
 
 
 def _collect(
-    target,
+    target: LoadedModel,
     tokenized: TokenizedCorpus,
     sites: list[NormSite],
     conditions: list[list[int] | None],
@@ -482,7 +484,7 @@ def _collect(
 
 
 def run_ablation(
-    loaded,
+    loaded: LoadedModel,
     texts: Sequence[str],
     dims: Sequence[int],
     *,
@@ -626,7 +628,7 @@ class SweepResult:
     method: str
 
     def frame(self, state: int = -1):
-        import pandas as pd
+        import pandas as pd  # lazy: a slow import that only the table views need
 
         data = {
             "dim": self.dims,
@@ -655,7 +657,7 @@ class SweepResult:
 
 
 def sweep(
-    loaded,
+    loaded: LoadedModel,
     texts: Sequence[str],
     *,
     dims: Sequence[int] | None = None,

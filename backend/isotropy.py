@@ -25,10 +25,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from backend.errors import InputError
+
+if TYPE_CHECKING:  # type hints only: importing them would pull in torch
+    from backend.extract import ExtractionResult
 
 HISTOGRAM_BINS = 40  # fixed bins over [-1, 1] for the cosine histograms
 N_PAIRS = 10_000  # random different-text token pairs behind every anisotropy number
@@ -93,7 +97,9 @@ def anisotropy(
     return mean_pair_cosine(vectors, different_text_pairs(text_id, n_pairs, seed))
 
 
-def anisotropy_by_state(result, n_pairs: int = N_PAIRS, seed: int = PAIR_SEED) -> np.ndarray:
+def anisotropy_by_state(
+    result: ExtractionResult, n_pairs: int = N_PAIRS, seed: int = PAIR_SEED
+) -> np.ndarray:
     """Anisotropy of every hidden state of an ExtractionResult, on its token sample (S,)."""
     pairs = different_text_pairs(result.tokens.text_id[result.sample_index], n_pairs, seed)
     return np.array(
@@ -330,7 +336,7 @@ class StateIsotropy:
 
     def to_frame(self):
         """One row per hidden state with every scalar metric (pandas DataFrame)."""
-        import pandas as pd
+        import pandas as pd  # lazy: a slow import that only the table views need
 
         return pd.DataFrame(
             {
@@ -362,7 +368,7 @@ def _estimator_for(postprocessor: Postprocessor, state: int):
 
 
 def by_state(
-    result,
+    result: ExtractionResult,
     postprocessor: Postprocessor = None,
     *,
     n_pairs: int = N_PAIRS,
@@ -437,7 +443,7 @@ def _describe(postprocessor: Postprocessor) -> str:
 
 
 def clipped_anisotropy_by_state(
-    result, dims_by_state, *, n_pairs: int = N_PAIRS, seed: int = PAIR_SEED
+    result: ExtractionResult, dims_by_state, *, n_pairs: int = N_PAIRS, seed: int = PAIR_SEED
 ) -> np.ndarray:
     """Anisotropy of every hidden state after zeroing ``dims_by_state[s]`` (Luo et al. 2021), on the
     same pairs as the raw anisotropy. Cheaper than :func:`by_state` when only this number is needed."""

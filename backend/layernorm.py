@@ -39,6 +39,7 @@ import torch
 from backend.arch import architecture
 from backend.device import to_numpy
 from backend.errors import InputError, UnsupportedModelError
+from backend.models import LoadedModel
 
 ROLES = ("emb", "attn", "out", "pre_attn", "pre_mlp", "other", "final", "head")
 ROLE_LABELS = {
@@ -128,7 +129,7 @@ def find_norms(
     return sites
 
 
-def norms_of(loaded) -> list[NormSite]:
+def norms_of(loaded: LoadedModel) -> list[NormSite]:
     """:func:`find_norms` of a :class:`backend.models.LoadedModel` (head norms included if loaded)."""
     return find_norms(
         loaded.model, num_layers=loaded.info.num_layers, width=loaded.info.hidden_size
@@ -190,7 +191,7 @@ class LNParams:
 
     def to_frame(self):
         """Long table: one row per (norm, dim) with gamma and beta."""
-        import pandas as pd
+        import pandas as pd  # lazy: a slow import that only the table views need
 
         n, d = self.gamma.shape
         return pd.DataFrame(
@@ -306,6 +307,6 @@ def detect_outliers(params: LNParams, k: float = 3.0, share: float = 0.5) -> LNO
     )
 
 
-def ln_outliers(loaded, which=None, k: float = 3.0, share: float = 0.5) -> LNOutliers:
+def ln_outliers(loaded: LoadedModel, which=None, k: float = 3.0, share: float = 0.5) -> LNOutliers:
     """Detect LN outlier dims of a loaded model over the norms ``which`` (default: :func:`default_roles`)."""
     return detect_outliers(ln_params(select_norms(norms_of(loaded), which)), k, share)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -36,6 +36,7 @@ import torch
 from backend.arch import architecture
 from backend.device import to_numpy
 from backend.errors import InputError, UnsupportedModelError
+from backend.extract import forward_batches, tokenize
 from backend.hooks import forward_hooks
 from backend.models import LoadedModel, build_random_model
 
@@ -145,7 +146,7 @@ class VarianceCurves:
 
     def frame(self):
         """Long table: layer, position, attention-output variance (mean, std), residual variance."""
-        import pandas as pd
+        import pandas as pd  # lazy: a slow import that only the table views need
 
         layers, seq = self.attn_mean.shape
         return pd.DataFrame(
@@ -250,8 +251,6 @@ def variance_lab_pair(
 ) -> list[VarianceCurves]:
     """The experiment once per mask in ``masks`` (True = causal) on the *same* random models and
     inputs, so the bidirectional contrast differs from the causal run only by the mask."""
-    from dataclasses import replace
-
     s = settings or NopeSettings()
     started = time.perf_counter()
     runs: dict[bool, tuple[list, list]] = {causal: ([], []) for causal in masks}
@@ -379,8 +378,6 @@ def variance_on_model(
     Meaningful for causal models (Chi et al. study causal LMs); for a bidirectional model it is
     shown as a contrast. No theory line: trained weights are not i.i.d. Gaussian.
     """
-    from backend.extract import forward_batches, tokenize
-
     started = time.perf_counter()
     modules = attention_output_modules(loaded)
     tokenized = tokenize(loaded, tuple(texts), max_length)

@@ -15,8 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:  # type hints only: importing them would pull in torch
+    from backend.extract import ExtractionResult
 
 CRITERIA = ("extreme_index", "zscore", "quantile", "variance")
 HEADLINE_CRITERIA = ("zscore", "extreme_index")  # the "outlier dims" every other page shows
@@ -70,7 +74,7 @@ def variance_outliers(variance: np.ndarray, factor: float = 5.0) -> np.ndarray:
 
 
 def outliers_by_criterion(
-    result, state: int, thresholds: OutlierThresholds | None = None
+    result: ExtractionResult, state: int, thresholds: OutlierThresholds | None = None
 ) -> dict[str, list[int]]:
     """All four criteria at hidden state ``state`` of an ExtractionResult.
 
@@ -98,16 +102,18 @@ def headline_dims(found: Mapping[str, Sequence[int]], mean: np.ndarray | None = 
     return dims
 
 
-def outlier_dims(result, state: int, thresholds: OutlierThresholds | None = None) -> list[int]:
+def outlier_dims(
+    result: ExtractionResult, state: int, thresholds: OutlierThresholds | None = None
+) -> list[int]:
     """The headline outlier set of a hidden state (:func:`headline_dims`), sorted by |mean|
     descending."""
     return headline_dims(outliers_by_criterion(result, state, thresholds), result.mean[state])
 
 
-def outlier_table(result, thresholds: OutlierThresholds | None = None):
+def outlier_table(result: ExtractionResult, thresholds: OutlierThresholds | None = None):
     """Long table: one row per (hidden state, dim) flagged by any criterion, with its statistics
     and a boolean column per criterion. Returns a pandas DataFrame."""
-    import pandas as pd
+    import pandas as pd  # lazy: a slow import that only the table views need
 
     rows = []
     for s, name in enumerate(result.state_names):

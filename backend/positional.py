@@ -34,6 +34,7 @@ import torch
 from backend.arch import architecture
 from backend.device import to_numpy
 from backend.errors import InputError, UnsupportedModelError
+from backend.extract import ExtractionResult
 from backend.models import LoadedModel, position_table
 
 Progress = Callable[[int, int], None]
@@ -371,7 +372,9 @@ def probe_positions(
 
 
 def probe_result(
-    result, settings: ProbeSettings | None = None, progress: Progress | None = None
+    result: ExtractionResult,
+    settings: ProbeSettings | None = None,
+    progress: Progress | None = None,
 ) -> ProbeResult:
     """The position probe on an ExtractionResult's token sample (every hidden state, emb first)."""
     tokens = result.sample_tokens
@@ -388,7 +391,7 @@ def probe_result(
 
 def contribution_table(probe: ProbeResult, state: int, outliers: list[int], top: int = 20):
     """Top neurons by contribution at one state, with their share of the total and outlier flag."""
-    import pandas as pd
+    import pandas as pd  # lazy: a slow import that only the table views need
 
     c = probe.contributions[state]
     total = float(c.sum()) or 1.0

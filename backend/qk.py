@@ -61,7 +61,7 @@ class QKStats:
         }
 
     def frame(self):
-        import pandas as pd
+        import pandas as pd  # lazy: a slow import that only the table views need
 
         layers, heads = self.cos_qk.shape
         data = {

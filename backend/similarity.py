@@ -33,8 +33,9 @@ from scipy.stats import spearmanr
 
 from backend.device import to_numpy
 from backend.errors import InputError, UnsupportedModelError
-from backend.extract import forward_batches, mean_pooled, tokenize
+from backend.extract import ExtractionResult, forward_batches, mean_pooled, tokenize
 from backend.isotropy import cosine_rows
+from backend.models import LoadedModel
 from backend.naming import hidden_state_names
 from backend.postprocess import ClipDims, make_postprocessor, parse_dims
 
@@ -290,7 +291,7 @@ def top_mean_dims(vectors: np.ndarray, k: int = 2) -> list[int]:
 
 
 def pool_pairs(
-    loaded,
+    loaded: LoadedModel,
     pairs: SentencePairs,
     max_length: int = 128,
     batch_size: int = 32,
@@ -436,7 +437,7 @@ class WordSenseVectors:
 
 
 def word_vectors(
-    loaded,
+    loaded: LoadedModel,
     data: WordSenseRows,
     max_length: int = 128,
     batch_size: int = 32,
@@ -590,7 +591,9 @@ def word_sense_sweeps(
     }
 
 
-def fit_on_token_sample(result, postprocess: str, params: dict | None = None) -> list:
+def fit_on_token_sample(
+    result: ExtractionResult, postprocess: str, params: dict | None = None
+) -> list:
     """One :mod:`backend.postprocess` transformer per hidden state, fitted on that state's token
     sample of an ExtractionResult (the corpus), to apply to word vectors from other texts."""
 

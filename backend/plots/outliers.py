@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import plotly.graph_objects as go
@@ -19,6 +20,9 @@ from backend.outliers import (
     headline_dims,
     outliers_by_criterion,
 )
+
+if TYPE_CHECKING:  # type hints only: importing them would pull in torch
+    from backend.extract import ExtractionResult
 
 # Heatmap colour options: label -> (how to read it, diverging colour scale?)
 HEATMAP_STATS: dict[str, str] = {
@@ -44,7 +48,7 @@ _MARKERS = {
 }
 
 
-def heatmap_values(result, stat: str) -> np.ndarray:
+def heatmap_values(result: ExtractionResult, stat: str) -> np.ndarray:
     """The (num_states, hidden_size) matrix behind the layers x dimensions heatmap."""
     if stat == "mean":
         return result.mean
@@ -133,15 +137,17 @@ def criteria_marks(by_state: Sequence[Mapping[str, Sequence[int]]]) -> dict[str,
     return {c: [list(found[c]) for found in by_state] for c in CRITERIA}
 
 
-def all_states_outliers(result, thresholds: OutlierThresholds) -> list[dict[str, list[int]]]:
+def all_states_outliers(
+    result: ExtractionResult, thresholds: OutlierThresholds
+) -> list[dict[str, list[int]]]:
     """:func:`backend.outliers.outliers_by_criterion` for every hidden state."""
     return [outliers_by_criterion(result, s, thresholds) for s in range(result.num_states)]
 
 
-def state_outlier_frame(result, state: int, found: Mapping[str, Sequence[int]]):
+def state_outlier_frame(result: ExtractionResult, state: int, found: Mapping[str, Sequence[int]]):
     """One row per dim flagged by any criterion at ``state``: its statistics and a tick per
     criterion, sorted by |z| of the mean (strongest first). Returns a pandas DataFrame."""
-    import pandas as pd
+    import pandas as pd  # lazy: a slow import that only the table views need
 
     mean = result.mean[state]
     variance = result.variance[state]
@@ -181,7 +187,9 @@ def state_outlier_frame(result, state: int, found: Mapping[str, Sequence[int]]):
 
 
 def outliers_json(
-    result, by_state: Sequence[Mapping[str, Sequence[int]]], thresholds: OutlierThresholds
+    result: ExtractionResult,
+    by_state: Sequence[Mapping[str, Sequence[int]]],
+    thresholds: OutlierThresholds,
 ) -> str:
     """JSON of the outlier dims of every hidden state under ``thresholds`` (the page's download)."""
     payload = {
@@ -285,7 +293,7 @@ def dimension_by_category(
 
 def category_summary(values: np.ndarray, categories: np.ndarray):
     """Count, mean and median of one dimension's values per token category (a pandas frame)."""
-    import pandas as pd
+    import pandas as pd  # lazy: a slow import that only the table views need
 
     values = np.asarray(values, dtype=np.float64)
     rows = []
@@ -303,9 +311,9 @@ def category_summary(values: np.ndarray, categories: np.ndarray):
     return pd.DataFrame(rows, columns=["token type", "tokens", "mean", "median"])
 
 
-def outlier_frame_all(result, by_state: Sequence[Mapping[str, Sequence[int]]]):
+def outlier_frame_all(result: ExtractionResult, by_state: Sequence[Mapping[str, Sequence[int]]]):
     """:func:`state_outlier_frame` for every hidden state, stacked with a ``hidden state`` column."""
-    import pandas as pd
+    import pandas as pd  # lazy: a slow import that only the table views need
 
     frames = []
     for s, name in enumerate(result.state_names):
@@ -315,7 +323,9 @@ def outlier_frame_all(result, by_state: Sequence[Mapping[str, Sequence[int]]]):
     return pd.concat(frames, ignore_index=True)
 
 
-def headline_outlier(result, by_state: Sequence[Mapping[str, Sequence[int]]]) -> dict | None:
+def headline_outlier(
+    result: ExtractionResult, by_state: Sequence[Mapping[str, Sequence[int]]]
+) -> dict | None:
     """The dimension flagged (z-score or extreme-index) in the most hidden states, for the page's
     'what to notice' line: ``{"dim", "states", "mean", "typical"}`` or None when nothing is flagged."""
     counts: dict[int, list[int]] = {}
