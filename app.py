@@ -6,6 +6,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from backend.saved import ModelUnavailableError
 from ui.links import apply_link, show_link_notice, sync_link
 from ui.sidebar import sidebar
 from ui.warmup import start_umap_warmup
@@ -41,5 +42,8 @@ apply_link(pages, navigation)  # a shared link's model, corpus, page and control
 show_link_notice()
 sidebar()
 sync_link(navigation)  # the URL always reopens this view
-navigation.run()
+try:
+    navigation.run()
+except ModelUnavailableError as exc:  # a saved analysis is open and this view needs the model
+    st.info(f"**This view needs the model.** {exc}", icon=":material/memory:")
 sync_link(navigation)

@@ -29,6 +29,7 @@ import os
 import tempfile
 import time
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ import numpy as np
 from backend import __version__
 from backend.errors import InputError, IsoscopeError
 from backend.extract import ExtractionResult, ExtractionSettings, TokenTable
+from backend.models import LoadedModel, ModelInfo
 
 FORMAT_NAME = "isoscope-saved-analysis"
 FORMAT_VERSION = 1
@@ -114,13 +116,20 @@ def _payload(result: ExtractionResult) -> dict[str, bytes]:
     return {MANIFEST: manifest_bytes, TEXTS: text_bytes, ARRAYS: array_bytes}
 
 
+def check_save_target(path: str | Path) -> Path:
+    """Refuse a save path whose folder does not exist (checked before a long extraction)."""
+    path = Path(path)
+    if not path.parent.exists():
+        raise InputError(f"--save: folder {str(path.parent)!r} does not exist; create it first")
+    return path
+
+
 def save_analysis(result: ExtractionResult, path: str | Path, folder: bool | None = None) -> Path:
     """Write ``result`` to ``path``: a zip, or a folder when ``folder`` is true or ``path`` is an
     existing folder. Atomic for a zip (temporary file, then rename). Returns the path written."""
     path = Path(path)
     as_folder = path.is_dir() if folder is None else folder
-    if not path.parent.exists():
-        raise InputError(f"--save: folder {str(path.parent)!r} does not exist; create it first")
+    check_save_target(path)
     files = _payload(result)
     if as_folder:
         if path.exists() and not path.is_dir():
@@ -326,3 +335,81 @@ def looks_saved(path: str | Path) -> bool:
     return (path.is_dir() and (path / MANIFEST).exists()) or (
         path.is_file() and zipfile.is_zipfile(path)
     )
+
+
+# ----------------------------------------------------------------------------- the model behind it
+
+
+class ModelUnavailableError(SavedAnalysisError):
+    """A view needs the model itself, which cannot be loaded on this machine."""
+
+
+def model_info_from_card(card: dict) -> ModelInfo:
+    """The :class:`ModelInfo` of a saved model card (fields a newer card adds are ignored)."""
+    defaults: dict[str, Any] = {
+        "source": "unknown",
+        "display_name": str(card.get("source", "saved model")),
+        "architecture": "unknown",
+        "model_type": "unknown",
+        "num_layers": 0,
+        "hidden_size": 0,
+        "num_heads": 0,
+        "num_parameters": 0,
+        "position_embedding": "unknown",
+        "is_causal": False,
+        "max_positions": None,
+        "has_mlm_head": False,
+        "random_init": False,
+        "device": "saved analysis",
+        "dtype": "float32",
+    }
+    names = [f.name for f in dataclasses.fields(ModelInfo)]
+    return ModelInfo(**{n: card.get(n, defaults.get(n)) for n in names})
+
+
+class SavedModel(LoadedModel):
+    """Stands in for the model of a saved analysis: ``info`` and ``fingerprint`` come from the
+    file; anything else (``model``, ``tokenizer``, ``encoder``, ``device``...) loads the real
+    model through ``loader`` on first use, or raises :class:`ModelUnavailableError` saying that
+    this view needs the model. The loaded model must have the saved fingerprint."""
+
+    def __init__(self, result: ExtractionResult, loader: Callable[[], LoadedModel]) -> None:
+        # LoadedModel's dataclass __init__ is bypassed on purpose: its fields resolve lazily.
+        object.__setattr__(self, "info", model_info_from_card(result.model))
+        object.__setattr__(self, "fingerprint", result.model_fingerprint)
+        object.__setattr__(self, "_loader", loader)
+        object.__setattr__(self, "_real", None)
+
+    @property
+    def weights_dir(self) -> Path | None:  # a class attribute on LoadedModel: resolve lazily too
+        return self.load().weights_dir
+
+    def __repr__(self) -> str:
+        return f"SavedModel({self.info.source!r}, fingerprint={self.fingerprint!r})"
+
+    def load(self) -> LoadedModel:
+        """The real model (loaded once), checked against the saved fingerprint."""
+        real = self.__dict__["_real"]
+        if real is not None:
+            return real
+        try:
+            real = self.__dict__["_loader"]()
+        except IsoscopeError as exc:
+            raise ModelUnavailableError(
+                f"this view needs the model itself ({self.info.source}), which cannot be loaded on "
+                f"this machine ({exc}); a saved analysis holds the statistics and the token sample "
+                "only: copy the checkpoint here under the same path to use this view"
+            ) from None
+        if real.fingerprint != self.fingerprint:
+            raise ModelUnavailableError(
+                f"this view needs the model itself, but {self.info.source!r} on this machine is not "
+                f"the checkpoint this analysis was saved from (fingerprint {real.fingerprint} here, "
+                f"{self.fingerprint} saved); copy the original checkpoint here to use this view"
+            )
+        self.__dict__["_real"] = real
+        return real
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in ("_loader", "_real"):
+            raise AttributeError(name)
+        return getattr(self.load(), name)

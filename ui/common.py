@@ -163,9 +163,14 @@ def get_extraction(
     selection: Selection | None = None, source: str | None = None
 ) -> tuple[LoadedModel, ExtractionResult]:
     """Model + extraction for the selection: memory, then disk cache, else a run with a progress bar."""
+    from ui.saved import open_saved, saved_corpus, saved_model  # ui.saved imports this module
+
     sel = selection or get_selection()
+    saved = open_saved() if selection is None else None  # a saved analysis replaces the run
+    if saved is not None and source in (None, saved.model.get("source")):
+        return saved_model(saved), saved
     loaded = get_model(sel, source=source)
-    corpus = get_corpus(sel)
+    corpus = saved_corpus(saved) if saved is not None else get_corpus(sel)
     key = extraction_key(loaded, corpus, sel.settings)
     store = _extraction_store()
     result = store.get(key)
@@ -202,8 +207,11 @@ def result_key(result: ExtractionResult) -> str:
 
 
 def get_selection() -> Selection:
+    """The selection the pages analyse (an open saved analysis sets its model and settings)."""
+    from ui.saved import saved_selection  # ui.saved imports this module
+
     _ensure_navigation_frame()
-    return st.session_state.get(SELECTION_KEY, Selection())
+    return saved_selection(st.session_state.get(SELECTION_KEY, Selection()))
 
 
 def _ensure_navigation_frame() -> None:

@@ -23,9 +23,10 @@ import streamlit as st
 
 from backend.errors import IsoscopeError
 from backend.extract import ExtractionSettings
-from backend.models import DEFAULT_MODEL_NAME
+from backend.models import DEFAULT_MODEL_NAME, source_is_causal
 from ui.cache_panel import budget_label, cache_panel, sample_budget_input
 from ui.common import SELECTION_KEY, Selection, get_selection, remember_upload
+from ui.saved import saved_panel
 
 CUSTOM = "custom"
 MODEL_PRESETS = {
@@ -35,6 +36,7 @@ MODEL_PRESETS = {
     "random BERT without position embeddings": "random:bert-nope",
     "random GPT-2 (4 layers, 256)": "random:gpt2",
     "random GPT-2 without position embeddings": "random:gpt2-nope",
+    "SmolLM2-135M-Instruct (bundled decoder)": "smollm2",
     "local folder, Hub id in cache, or random:FAMILY…": CUSTOM,
 }
 CORPUS_CHOICES = ("bundled sample corpus", "paste text", "upload a file")
@@ -134,8 +136,13 @@ def corpus_inputs(current: Selection) -> CorpusChoice:
     return CorpusChoice(kind, text, upload)
 
 
-def settings_inputs(current: ExtractionSettings) -> dict[str, Any]:
-    """Changes to the extraction settings, as ``{field: value}`` for ``dataclasses.replace``."""
+def settings_inputs(
+    current: ExtractionSettings, causal: bool = False, current_causal: bool = False
+) -> dict[str, Any]:
+    """Changes to the extraction settings, as ``{field: value}`` for ``dataclasses.replace``.
+
+    ``causal``: the model that would run is a decoder, so 'exclude the first position' starts on
+    (``current_causal``: the model now shown is one, so its setting carries over)."""
     changes: dict[str, Any] = {
         "max_length": int(
             st.slider(
@@ -155,6 +162,18 @@ def settings_inputs(current: ExtractionSettings) -> dict[str, Any]:
                 "Exclude special tokens ([CLS], [SEP]…)",
                 value=current.exclude_special,
                 key="sb_exclude_special",
+            )
+        ),
+        "exclude_first": bool(
+            st.checkbox(
+                "Exclude the first position",
+                # one widget per model kind: switching to a decoder turns it on, to an encoder off
+                value=current.exclude_first if causal == current_causal else causal,
+                key=f"sb_exclude_first_{'decoder' if causal else 'encoder'}",
+                help="Leave position 0 of every text out of the statistics, anisotropy and "
+                "projections. In decoders the first token carries massive activations (Sun et al. "
+                "2024) that dominate means and cosines; the 'Massive activations & sinks' page "
+                "always includes it. On by default for causal models.",
             )
         ),
     }
@@ -177,6 +196,7 @@ def describe(sel: Selection) -> str:
         f"**{sel.model_source}** on the **{corpus_label(sel.corpus_kind, sel.corpus_file_name)}** "
         f"· {s.max_length} tokens per text · {s.sample_size:,}-token sample"
         + (" · special tokens excluded" if s.exclude_special else "")
+        + (" · first position excluded" if s.exclude_first else "")
         + budget_label(s)
         + (f" · {sel.device}" if sel.device != "auto" else "")
         + (f" · {sel.dtype}" if sel.dtype != "float32" else "")
@@ -223,7 +243,11 @@ def _selection_panel() -> None:
     model = model_inputs(current)
     runtime = runtime_inputs(current)
     corpus = corpus_inputs(current)
-    changes = settings_inputs(current.settings)
+    changes = settings_inputs(
+        current.settings,
+        causal=source_is_causal(model.source),
+        current_causal=source_is_causal(current.model_source),
+    )
     try:
         pending: Selection | None = pending_selection(current, model, runtime, corpus, changes)
         problem = None
@@ -248,6 +272,7 @@ def sidebar() -> Selection:
     """The shared sidebar; returns the selection the pages analyse."""
     with st.sidebar:
         # Sections above the inputs go here (one call line each).
+        saved_panel()
         st.markdown("### Model and corpus")
         _selection_panel()
         # Sections below the inputs go here (one call line each).
