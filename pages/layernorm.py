@@ -3,14 +3,14 @@ the ablation lab against random controls, the one-dimension-at-a-time sweep, tra
 
 from __future__ import annotations
 
-import hashlib
 import json
 
 import pandas as pd
 import streamlit as st
 
-from backend.ablation import has_mlm_checkpoint, parse_dims, run_ablation, sweep
+from backend.ablation import has_mlm_checkpoint, parse_dims
 from backend.errors import IsoscopeError
+from backend.extract import ExtractionResult
 from backend.layernorm import (
     ROLE_LABELS,
     default_roles,
@@ -19,7 +19,7 @@ from backend.layernorm import (
     norms_of,
     select_norms,
 )
-from backend.outliers import outlier_dims
+from backend.models import LoadedModel
 from backend.plots.layernorm import (
     METRIC_LABELS,
     ablation_vs_controls,
@@ -31,21 +31,16 @@ from backend.plots.layernorm import (
     param_heatmap,
     sweep_bar,
 )
-from ui.common import (
-    download_buttons,
-    explainer,
-    get_model,
-    get_selection,
-    load_or_stop,
-    memo,
-    result_key,
-)
+from ui.cached import ablation_report, dim_sweep, outlier_dims_by_state
+from ui.common import download_buttons, explainer, get_model, get_selection, load_or_stop
 
 st.title("LayerNorm outlier parameters and ablation")
 st.caption(
     "A few LayerNorm scaling factors (γ) and biases (β) at the same dimension across layers can carry "
     "huge magnitudes; zeroing them can wreck a model while random dimensions do nothing (BERT Busters)."
 )
+loaded: LoadedModel
+result: ExtractionResult
 loaded, result = load_or_stop()
 selection = get_selection()
 
@@ -116,39 +111,45 @@ if found.dims:
         column_config={"weight_layers": "γ flagged in # LNs", "bias_layers": "β flagged in # LNs"},
     )
 
-scale = st.radio(
-    "Colour",
-    ["z-score", "value"],
-    horizontal=True,
-    key="ln_scale",
-    help="z-score: (x - mean) / std within each LayerNorm, the quantity the detector thresholds.",
-)
-tab_g, tab_b, tab_c = st.tabs(["γ (gamma)", "β (beta)", "counts per LayerNorm"])
-with tab_g:
-    fig_g = param_heatmap(all_params, all_found.weight_flags, "gamma", scale, found.dims)
-    st.plotly_chart(fig_g, width="stretch", key="ln_heat_gamma")
-    download_buttons("ln_gamma", fig=fig_g, frame=all_params.to_frame(), name="layernorm_params")
-with tab_b:
-    if not all_params.has_bias.any():
-        st.info("These norms are RMSNorms (Llama family): they have a γ and no β.")
-    else:
+
+@st.fragment
+def heatmap_section(all_params, all_found, found) -> None:
+    """γ / β heatmaps and flag counts (a fragment: the colour scale reruns only this section)."""
+    scale = st.radio(
+        "Colour",
+        ["z-score", "value"],
+        horizontal=True,
+        key="ln_scale",
+        help="z-score: (x - mean) / std within each LayerNorm, the quantity the detector thresholds.",
+    )
+    tab_g, tab_b, tab_c = st.tabs(["γ (gamma)", "β (beta)", "counts per LayerNorm"])
+    with tab_g:
+        fig_g = param_heatmap(all_params, all_found.weight_flags, "gamma", scale, found.dims)
+        st.plotly_chart(fig_g, width="stretch", key="ln_heat_gamma")
+        download_buttons(
+            "ln_gamma", fig=fig_g, frame=all_params.to_frame(), name="layernorm_params"
+        )
+    with tab_b:
         fig_b = param_heatmap(all_params, all_found.bias_flags, "beta", scale, found.dims)
         st.plotly_chart(fig_b, width="stretch", key="ln_heat_beta")
         download_buttons("ln_beta", fig=fig_b, frame=all_params.to_frame(), name="layernorm_params")
-with tab_c:
-    fig_c = flag_counts_bar(all_found)
-    st.plotly_chart(fig_c, width="stretch", key="ln_counts")
-    counts = pd.DataFrame(all_found.per_norm_counts())
-    st.dataframe(counts, hide_index=True, width="stretch")
-    download_buttons(
-        "ln_counts",
-        fig=fig_c,
-        frame=counts,
-        json_text=json.dumps(
-            {"k": k, "share": share, "norms": found.names, "ln_outliers": found.table()}
-        ),
-        name="layernorm_outliers",
-    )
+    with tab_c:
+        fig_c = flag_counts_bar(all_found)
+        st.plotly_chart(fig_c, width="stretch", key="ln_counts")
+        counts = pd.DataFrame(all_found.per_norm_counts())
+        st.dataframe(counts, hide_index=True, width="stretch")
+        download_buttons(
+            "ln_counts",
+            fig=fig_c,
+            frame=counts,
+            json_text=json.dumps(
+                {"k": k, "share": share, "norms": found.names, "ln_outliers": found.table()}
+            ),
+            name="layernorm_outliers",
+        )
+
+
+heatmap_section(all_params, all_found, found)
 explainer(
     "What is this / references",
     f"""
@@ -167,11 +168,7 @@ the FFN, producing hidden state 3), `L3.pre_attn_ln` / `L3.pre_mlp_ln` and `fina
 st.subheader("Overlap with hidden-state outlier dimensions")
 if model.info.random_init:
     st.caption("The hidden-state outliers below are those of the trained model in the sidebar.")
-hidden = memo(
-    "hidden_outliers",
-    (result_key(result),),
-    lambda: [outlier_dims(result, s) for s in range(result.num_states)],
-)
+hidden = outlier_dims_by_state(result)
 if result.hidden_size != model.info.hidden_size:
     st.warning("The extraction and the model have different widths; no overlap to show.")
 else:
@@ -239,43 +236,15 @@ if run_clicked:
         if not ablate_norms:
             raise IsoscopeError("choose at least one LayerNorm to ablate")
         select_norms(sites, ablate_norms)
-        pairs = None
-        if use_sts:
-            from backend.similarity import sts_sample
-
-            sample = sts_sample()
-            pairs = (sample.sentence1, sample.sentence2, sample.scores)
-        texts = tuple(texts_all[:n_texts])
-        key_parts = (
-            model.fingerprint,
-            hashlib.sha256("\n".join(texts).encode()).hexdigest()[:16],
+        report = ablation_report(
+            model,
+            tuple(texts_all[:n_texts]),
             tuple(dims),
             tuple(ablate_norms),
             n_controls,
             use_sts,
             selection.settings.max_length,
         )
-        bar = st.progress(0.0, text="Ablating…")
-
-        def progress(done: int, total: int) -> None:
-            bar.progress(done / max(total, 1), text=f"Ablation runs: {done} / {total} batches")
-
-        report = memo(
-            "ln_ablation",
-            key_parts,
-            lambda: run_ablation(
-                model,
-                texts,
-                dims,
-                norms=ablate_norms,
-                random_controls=n_controls,
-                seed=0,
-                max_length=selection.settings.max_length,
-                pairs=pairs,
-                progress=progress,
-            ),
-        )
-        bar.empty()
         st.session_state["ln_report"] = (model.fingerprint, report)
     except IsoscopeError as exc:
         st.error(str(exc))
@@ -324,43 +293,17 @@ st.subheader("One dimension at a time")
 s1, s2, s3 = st.columns(3)
 sweep_texts = s1.slider("Texts", 2, 32, 8, key="ln_sweep_texts")
 sweep_len = s2.select_slider("Max tokens", [16, 32, 48, 64], value=32, key="ln_sweep_len")
-sweep_norms_default = list(default_roles(sites))
-sweep_key = (
-    model.fingerprint,
-    hashlib.sha256("\n".join(texts_all[:sweep_texts]).encode()).hexdigest()[:16],
-    sweep_len,
-    tuple(sweep_norms_default),
-)
 cached_sweep = st.session_state.get("ln_sweep")
 if s3.button("Run sweep over all dims", key="ln_sweep_run", type="primary"):
-    bar = st.progress(0.0, text="Sweeping…")
-
-    def sweep_progress(done: int, total: int) -> None:
-        bar.progress(
-            done / max(total, 1),
-            text=f"Ablated {done} / {total} dims (press Stop in the top-right to cancel)",
-        )
-
     try:
         cached_sweep = (
-            sweep_key,
-            memo(
-                "ln_sweep",
-                sweep_key,
-                lambda: sweep(
-                    model,
-                    texts_all[:sweep_texts],
-                    max_length=sweep_len,
-                    copies=16,
-                    progress=sweep_progress,
-                ),
-            ),
+            model.fingerprint,
+            dim_sweep(model, tuple(texts_all[:sweep_texts]), sweep_len),
         )
         st.session_state["ln_sweep"] = cached_sweep
     except IsoscopeError as exc:
         st.error(str(exc))
-    bar.empty()
-if cached_sweep is not None and cached_sweep[0][0] == model.fingerprint:
+if cached_sweep is not None and cached_sweep[0] == model.fingerprint:
     result_sweep = cached_sweep[1]
     options = ["embedding_drift", "token_drift"] + (
         ["mlm_loss_increase"] if result_sweep.mlm_loss is not None else []

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from backend.ablation import AblationReport, SweepResult, run_ablation, sweep
 from backend.extract import ExtractionResult, encode_text, mean_pooled
 from backend.isotropy import (
     HISTOGRAM_BINS,
@@ -52,6 +53,7 @@ from backend.similarity import (
     fit_on_token_sample,
     pool_pairs,
     sts_by_state,
+    sts_sample,
     word_sense_by_state,
     word_sense_sweeps,
     word_vectors,
@@ -372,6 +374,45 @@ def sense_sweeps(
     """The threshold sweeps at one hidden state."""
     vectors, dims, fitted = _sense_inputs(loaded, result, rows, clip, post)
     return word_sense_sweeps(vectors, state, dims[state], fitted[state] if fitted else None)
+
+
+# ----------------------------------------------------------------------------- LayerNorm
+
+
+@cached
+def ablation_report(
+    model: LoadedModel,
+    texts: tuple[str, ...],
+    dims: tuple[int, ...],
+    norms: tuple[str, ...],
+    controls: int,
+    with_sts: bool,
+    max_length: int,
+) -> AblationReport:
+    """Disable ``dims`` in ``norms`` against ``controls`` random-dimension controls (BERT Busters)."""
+    pairs = None
+    if with_sts:
+        sample = sts_sample()
+        pairs = (sample.sentence1, sample.sentence2, sample.scores)
+    with progress_bar("Ablation runs:", "batches") as progress:
+        return run_ablation(
+            model,
+            texts,
+            list(dims),
+            norms=list(norms),
+            random_controls=controls,
+            seed=0,
+            max_length=max_length,
+            pairs=pairs,
+            progress=progress,
+        )
+
+
+@cached
+def dim_sweep(model: LoadedModel, texts: tuple[str, ...], max_length: int) -> SweepResult:
+    """Every dimension ablated alone in the default LayerNorms (16 ablated copies per pass)."""
+    with progress_bar("Ablated (press Stop in the top-right to cancel):", "dims") as progress:
+        return sweep(model, list(texts), max_length=max_length, copies=16, progress=progress)
 
 
 def memo_with_progress(
