@@ -21,6 +21,7 @@ Security: weights load from safetensors; pickle ``.bin`` weights only with ``all
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.resources
 import json
@@ -482,6 +483,36 @@ def _is_causal(config: Any) -> bool:
         getattr(config, "is_decoder", False)
         or config.model_type in _CAUSAL_TYPES
         or any(a.endswith("ForCausalLM") or "LMHead" in a for a in archs)
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def source_is_causal(source: str) -> bool:
+    """Whether ``source`` names a causal (decoder) model, decided from its name or config.json
+    without loading weights (the sidebar turns 'exclude the first position' on for decoders)."""
+    from types import SimpleNamespace
+
+    from backend.gguf import is_gguf_source
+
+    source = (source or "").strip()
+    low = source.lower()
+    if low.startswith("random-like:"):
+        return source_is_causal(source.split(":", 1)[1])
+    if low.startswith("random:"):
+        return low.split(":")[1].strip().startswith("gpt2")
+    if is_gguf_source(source):
+        return True
+    try:
+        folder, _ = _resolve_folder(source)
+        config = json.loads((folder / "config.json").read_text())
+    except Exception:
+        return False
+    return _is_causal(
+        SimpleNamespace(
+            architectures=config.get("architectures"),
+            is_decoder=config.get("is_decoder", False),
+            model_type=config.get("model_type", ""),
+        )
     )
 
 

@@ -109,3 +109,17 @@ def test_bundled_smollm2_shows_massive_activations_and_sinks():
     largest = next(m for m in at.metric if m.label == "Largest |h|")
     assert float(largest.value.replace(",", "")) > 1000
     assert any("dim **507**" in m.value for m in at.markdown)
+
+
+def test_sidebar_turns_exclude_first_on_for_a_decoder():
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.session_state["isoscope_selection"] = Selection(
+        corpus_kind="paste", corpus_text=TEXTS, settings=ExtractionSettings(max_length=32)
+    )
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.checkbox(key="sb_exclude_first_encoder").value is False  # MiniLM: an encoder
+    at.selectbox(key="sb_model_preset").set_value("SmolLM2-135M-Instruct (bundled decoder)")
+    at.run()
+    assert at.checkbox(key="sb_exclude_first_decoder").value is True
+    assert any("first position excluded" in i.value for i in at.info)
