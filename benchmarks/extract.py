@@ -10,7 +10,9 @@ Prints one JSON object:
 - on CUDA, ``peak_device_mib``: peak allocated GPU memory of each variant.
 
 Usage: ``python benchmarks/extract.py [--texts 2000] [--model default] [--device auto|cpu|cuda]
-[--dtype float32|bfloat16] [--token-budget 8192] [--batch-size 32] [--memory-sizes 1000,20000]``.
+[--dtype float32|bfloat16] [--token-budget 8192] [--batch-size 32] [--memory-sizes 1000,20000]``;
+``--load-memory``: host peak RSS while loading a random ~100M-parameter Llama saved as sharded
+safetensors, against the weights' size.
 ``--model`` takes any load_model source: ``default``, a checkpoint folder, ``smollm2`` (the bundled
 decoder, where present), ``random:...``.
 """
@@ -189,6 +191,88 @@ def memory(model_source: str, sizes: list[int], device: str, dtype: str) -> list
     return rows
 
 
+def save_random_llama(folder: str, width: int, layers: int, dtype: str, shard: str) -> None:
+    """Child process: a random-init Llama-architecture checkpoint (bundled tokenizer) in folder."""
+    import torch
+    from transformers import LlamaConfig, LlamaModel
+
+    from backend.models import _bundled_tokenizer
+
+    tokenizer = _bundled_tokenizer()
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=width,
+        intermediate_size=int(width * 8 / 3) // 64 * 64,
+        num_hidden_layers=layers,
+        num_attention_heads=max(1, width // 64),
+        num_key_value_heads=max(1, width // 64),
+        max_position_embeddings=2048,
+    )
+    torch.manual_seed(0)
+    model = LlamaModel(config).to(getattr(torch, dtype))
+    model.save_pretrained(folder, max_shard_size=shard)
+    tokenizer.save_pretrained(folder)
+
+
+def child_load(folder: str, dtype: str, device: str, device_map: str | None) -> None:
+    """Child process: peak host RSS while load_model reads the checkpoint, vs the weights' bytes."""
+    import psutil
+
+    from backend.models import load_model
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    start = time.perf_counter()
+    loaded = load_model(folder, device=device, dtype=dtype, device_map=device_map)
+    seconds = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    files = sum(p.stat().st_size for p in Path(folder).glob("*.safetensors")) / 2**20
+    in_memory = sum(p.numel() * p.element_size() for p in loaded.model.parameters()) / 2**20
+    print(
+        json.dumps(
+            {
+                "load_dtype": dtype,
+                "device": loaded.info.device,
+                "parameters_m": round(loaded.info.num_parameters / 1e6, 1),
+                "shards": len(list(Path(folder).glob("*.safetensors"))),
+                "weights_file_mib": round(files, 1),
+                "weights_in_memory_mib": round(in_memory, 1),
+                "rss_before_load_mib": round(before, 1),
+                "peak_rss_mib": round(peak, 1),
+                "rss_after_load_mib": round(psutil.Process().memory_info().rss / 2**20, 1),
+                "load_peak_over_weights_in_memory": round((peak - before) / in_memory, 3),
+                "seconds": round(seconds, 1),
+            }
+        )
+    )
+
+
+def load_memory(width: int, layers: int, device: str, cases: list[tuple[str, str]]) -> list[dict]:
+    """Save random Llama checkpoints (stored dtype, loaded dtype) in sharded safetensors to a temp
+    folder and load each in a fresh process; report host peak RSS during load_model."""
+    import tempfile
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for stored, loaded_as in cases:
+            folder = str(Path(tmp) / f"llama-{stored}")
+            if not Path(folder).exists():
+                subprocess.run(
+                    [sys.executable, __file__, "--save-llama", folder, "--dtype", stored]
+                    + ["--llama-width", str(width), "--llama-layers", str(layers)],
+                    check=True,
+                )
+            out = subprocess.run(
+                [sys.executable, __file__, "--child-load", folder, "--dtype", loaded_as]
+                + ["--device", device],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            row = json.loads(out.stdout.strip().splitlines()[-1])
+            rows.append({"stored_dtype": stored, **row})
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="default")
@@ -200,7 +284,18 @@ def main() -> None:
     parser.add_argument("--dtype", default="float32", help="float32 | bfloat16 (GPU only)")
     parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds (best kept)")
     parser.add_argument("--memory-sizes", default="1000,20000")
+    parser.add_argument(
+        "--load-memory",
+        action="store_true",
+        help="only measure host peak RSS while loading a random ~100M Llama checkpoint saved as "
+        "sharded safetensors (fp32, and bf16 on a GPU or stored bf16 loaded as fp32 on the CPU)",
+    )
+    parser.add_argument("--llama-width", type=int, default=768)
+    parser.add_argument("--llama-layers", type=int, default=12)
+    parser.add_argument("--device-map", default=None, help="auto: accelerate placement")
     parser.add_argument("--child", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--save-llama", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--child-load", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     from backend.cli import quiet_libraries
 
@@ -208,7 +303,23 @@ def main() -> None:
     if args.child:
         child_peak(args.child, args.model, args.device, args.dtype)
         return
+    if args.save_llama:
+        save_random_llama(args.save_llama, args.llama_width, args.llama_layers, args.dtype, "100MB")
+        return
+    if args.child_load:
+        child_load(args.child_load, args.dtype, args.device, args.device_map)
+        return
     import torch
+
+    if args.load_memory:
+        gpu = args.device in ("cuda", "auto") and torch.cuda.is_available()
+        cases = [("float32", "float32"), ("bfloat16", "bfloat16" if gpu else "float32")]
+        report = {
+            "benchmark": "load_memory",
+            "rows": load_memory(args.llama_width, args.llama_layers, args.device, cases),
+        }
+        print(json.dumps(report, indent=1))
+        return
 
     report = {
         "benchmark": "extract",
