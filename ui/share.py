@@ -22,7 +22,7 @@ from backend.report import QUICK_SECTIONS, Report, build_report
 from ui.common import memo, result_key
 
 
-@st.cache_resource(show_spinner=False)
+@st.cache_resource(max_entries=1, show_spinner=False)
 def _full_reports() -> dict[str, Report]:
     """Full reports by extraction key (process-wide, the last few)."""
     return {}
