@@ -23,7 +23,7 @@ Sources (METHODS.md section 8 and the sections each per-state figure comes from)
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -432,7 +432,11 @@ def compare(
     and both loaded models.
     """
     a = summarize(result_a, label_a, n_pairs=n_pairs, seed=seed, top_k=top_k)
-    b = summarize(result_b, label_b, n_pairs=n_pairs, seed=seed, top_k=top_k)
+    b = (
+        replace(a, label=label_b)
+        if result_b is result_a
+        else summarize(result_b, label_b, n_pairs=n_pairs, seed=seed, top_k=top_k)
+    )
     notes: list[str] = []
     cka = None
     if result_a.corpus_sha == result_b.corpus_sha:

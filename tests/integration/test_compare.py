@@ -1,0 +1,187 @@
+"""Comparisons through the real loader and extraction: MiniLM against itself (CKA 1 on the
+diagonal) and against its random-init copy (``random-like:default``, well below 1), tokenizers
+that differ (text basis), different widths and depths, two corpora, STS by state, and the
+``python -m backend compare`` CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from backend.compare import compare, comparison_report
+from backend.corpus import corpus_from_text
+from backend.extract import ExtractionSettings, extract
+from backend.models import load_model
+from backend.similarity import sts_sample
+
+ROOT = Path(__file__).resolve().parents[2]
+SMALL = ExtractionSettings(max_length=32, sample_size=2000)
+REQUIRED_STATE_KEYS = {
+    "index",
+    "anisotropy_a",
+    "anisotropy_b",
+    "outliers_a",
+    "outliers_b",
+    "gained",
+    "lost",
+}
+
+
+@pytest.fixture(scope="module")
+def small_corpus(bundled):
+    return corpus_from_text("\n".join(bundled.texts[:60]), name="bundled, first 60")
+
+
+@pytest.fixture(scope="module")
+def random_minilm_result(bundled):
+    loaded = load_model("random-like:default", device="cpu")
+    assert loaded.info.source == "random-like:default" and loaded.info.random_init
+    return loaded, extract(loaded, bundled, ExtractionSettings(sample_size=4000))
+
+
+def test_minilm_against_itself(minilm, minilm_result):
+    c = compare(minilm_result, minilm_result, loaded_a=minilm, loaded_b=minilm)
+    assert c.cka.basis == "tokens" and c.cka.n == 4000
+    assert c.cka.matrix.shape == (7, 7)
+    assert np.diag(c.cka.matrix) == pytest.approx(np.ones(7), abs=1e-9)
+    assert all(row["gained"] == [] and row["lost"] == [] for row in c.states)
+    assert np.abs(c.abs_mean_diff).max() == 0.0
+
+
+def test_minilm_against_its_random_init_copy(minilm, minilm_result, random_minilm_result):
+    loaded_r, result_r = random_minilm_result
+    c = compare(minilm_result, result_r, loaded_a=minilm, loaded_b=loaded_r)
+    assert c.cka.basis == "tokens"  # same tokenizer, same settings: the same sampled tokens
+    diag = c.cka.diagonal
+    assert diag.max() < 0.6  # well below 1
+    assert diag[-1] < diag[1] - 0.1  # and falling with depth
+    state3 = c.states[3]
+    assert 223 in state3["outliers_a"] and 223 in state3["lost"]  # MiniLM's outlier dim
+    assert c.states[3]["anisotropy_a"] != pytest.approx(c.states[3]["anisotropy_b"], abs=0.01)
+    assert c.ln is not None and len(c.ln.names) == 13  # emb.ln + 2 per layer
+    assert 223 in [j for j, _ in c.ln.moved_dims(3)]  # the final LN zeroes 223 in MiniLM
+    report = comparison_report(c)
+    assert report["a"]["source"] == "default" and report["b"]["source"] == "random-like:default"
+
+
+def test_different_tokenizers_use_mean_pooled_texts(tiny_bert_dir, tmp_path, small_corpus):
+    from transformers import BertTokenizerFast
+
+    cased = tmp_path / "cased"
+    model = load_model(str(tiny_bert_dir), device="cpu").model
+    model.save_pretrained(cased)
+    BertTokenizerFast.from_pretrained(tiny_bert_dir, do_lower_case=False).save_pretrained(cased)
+    a, b = load_model(str(tiny_bert_dir), device="cpu"), load_model(str(cased), device="cpu")
+    ra, rb = extract(a, small_corpus, SMALL), extract(b, small_corpus, SMALL)
+    c = compare(ra, rb, loaded_a=a, loaded_b=b)
+    assert c.cka.basis == "texts" and c.cka.n == 60 and c.cka.debiased
+    assert any("tokenize the corpus differently" in n for n in c.notes)
+    assert c.cka.matrix.shape == (3, 3) and np.isfinite(c.cka.matrix).all()
+    # the same weights on different tokens: similar, not identical
+    assert 0.2 < c.cka.matrix[0, 0] < 0.999
+
+
+def test_different_widths_and_depths(tiny_bert_dir, small_corpus):
+    a = load_model(str(tiny_bert_dir), device="cpu")
+    b = load_model("random:gpt2:layers=3,width=48,heads=2", device="cpu")
+    c = compare(
+        extract(a, small_corpus, SMALL), extract(b, small_corpus, SMALL), loaded_a=a, loaded_b=b
+    )
+    assert c.cka.matrix.shape == (3, 4) and np.isfinite(c.cka.matrix).all()
+    assert len(c.states) == 3 and all(row["gained"] is None for row in c.states)
+    assert c.abs_mean_diff is None and c.ln is None
+    assert any("widths differ" in n for n in c.notes) and any("depths differ" in n for n in c.notes)
+
+
+def test_one_model_two_corpora(tiny_bert_dir, small_corpus):
+    a = load_model(str(tiny_bert_dir), device="cpu")
+    other = corpus_from_text("def main():\n    return 0\nSELECT * FROM users;\nx = [1, 2, 3]\n")
+    c = compare(extract(a, small_corpus, SMALL), extract(a, other, SMALL), loaded_a=a, loaded_b=a)
+    assert c.cka is None and any("CKA is skipped" in n for n in c.notes)
+    assert c.abs_mean_diff.shape == (3, 32)
+    assert comparison_report(c)["basis"] is None
+
+
+def test_sts_by_state(tiny_bert_dir, small_corpus):
+    a = load_model(str(tiny_bert_dir), device="cpu")
+    b = load_model(f"random-like:{tiny_bert_dir}", device="cpu")
+    pairs = sts_sample()
+    c = compare(
+        extract(a, small_corpus, SMALL),
+        extract(b, small_corpus, SMALL),
+        loaded_a=a,
+        loaded_b=b,
+        pairs=pairs,
+    )
+    assert c.sts_a.shape == (3,) and c.sts_b.shape == (3,)
+    assert np.isfinite(c.sts_a).all() and np.all(np.abs(c.sts_a) <= 100)
+    rows = comparison_report(c)["states"]
+    assert rows[0]["sts_a"] == pytest.approx(c.sts_a[0])
+    assert c.ln is not None and np.abs(c.ln.d_gamma).max() == 0.0  # both random: gamma = 1
+
+
+# ----------------------------------------------------------------------------- the CLI
+
+
+def _cli(*args: str, cache_dir: Path) -> subprocess.CompletedProcess:
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "ISOSCOPE_CACHE_DIR": str(cache_dir),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "backend", "compare", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_cli_default_against_random_like(tmp_path, small_corpus):
+    texts = tmp_path / "texts.txt"
+    texts.write_text("\n".join(small_corpus.texts) + "\n")
+    out = tmp_path / "cmp.json"
+    proc = _cli(
+        "--model-a", "default", "--model-b", "random-like:default", "--texts", str(texts),
+        "--out", str(out), "--max-length", "32", "--device", "cpu", cache_dir=tmp_path / "cache",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    assert {"a", "b", "cka", "basis", "states"} <= set(data)
+    assert data["a"]["source"] == "default" and data["b"]["source"] == "random-like:default"
+    assert data["basis"] == "tokens"
+    cka = np.array(data["cka"])
+    assert cka.shape == (7, 7) and np.diag(cka).max() < 0.8
+    assert len(data["states"]) == 7
+    assert all(REQUIRED_STATE_KEYS <= set(row) for row in data["states"])
+    assert [row["index"] for row in data["states"]] == list(range(7))
+
+
+def test_cli_bad_input(tmp_path, small_corpus):
+    texts = tmp_path / "texts.txt"
+    texts.write_text("\n".join(small_corpus.texts[:10]) + "\n")
+    out = tmp_path / "cmp.json"
+    proc = _cli(
+        "--model-a", "random:bert:layers=2,width=32,heads=2", "--model-b", "/no/such/checkpoint",
+        "--texts", str(texts), "--out", str(out), cache_dir=tmp_path / "cache",
+    )  # fmt: skip
+    assert proc.returncode == 2
+    last = proc.stderr.strip().splitlines()
+    assert last[-1].startswith("error:") and "does not exist" in last[-1]
+    assert "Traceback" not in proc.stderr and not out.exists()
+    proc = _cli(
+        "--model-a", "random:bert:layers=2,width=32,heads=2", "--texts", str(texts),
+        "--out", str(out), cache_dir=tmp_path / "cache",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "self-comparison" in proc.stderr
+    assert np.diag(np.array(json.loads(out.read_text())["cka"])) == pytest.approx(np.ones(3))
