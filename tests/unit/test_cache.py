@@ -307,3 +307,27 @@ def test_put_keeps_existing_notices(tmp_path):
     result = replace(fake_result(0), notices=("a sample of 64 of 67 tokens",))
     out = ResultCache(tmp_path, limit=0).put("k", result)
     assert out.notices[0] == "a sample of 64 of 67 tokens" and len(out.notices) == 2
+
+
+def test_every_streamlit_cache_has_an_explicit_bound():
+    """st.cache_data / st.cache_resource in app.py, ui/ and pages/ all pass max_entries or ttl."""
+    import ast
+
+    root = Path(__file__).resolve().parents[2]
+    files = [root / "app.py", *sorted((root / "ui").glob("*.py")), *(root / "pages").glob("*.py")]
+    unbounded = []
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for deco in node.decorator_list:
+                call = deco if isinstance(deco, ast.Call) else None
+                target = call.func if call else deco
+                if isinstance(target, ast.Attribute) and target.attr in (
+                    "cache_data",
+                    "cache_resource",
+                ):
+                    keywords = {k.arg for k in call.keywords} if call else set()
+                    if not keywords & {"max_entries", "ttl"}:
+                        unbounded.append(f"{path.relative_to(root)}:{node.lineno} {node.name}")
+    assert not unbounded, f"Streamlit caches without max_entries/ttl: {unbounded}"
