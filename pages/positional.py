@@ -9,23 +9,31 @@ import pandas as pd
 import streamlit as st
 
 from backend.errors import IsoscopeError
-from backend.models import position_table, random_like
-from backend.nope import NopeSettings, variance_lab_pair, variance_on_model
-from backend.outliers import outlier_dims
+from backend.extract import ExtractionResult
+from backend.models import position_table
+from backend.nope import NopeSettings
 from backend.plots import positional as plots
 from backend.positional import (
     ProbeSettings,
-    analyse_position_table,
     contribution_table,
     embedding_layernorm,
     extreme_dims_vs_outliers,
     position_offset,
-    position_table_weights,
-    probe_result,
 )
-from backend.qk import METRICS, qk_stats
-from backend.tupe import REGIONS, TERMS, decompose_text, supports_tupe, tupe_summary
-from ui.common import download_buttons, explainer, load_or_stop, memo, result_key, show_notices
+from backend.qk import METRICS
+from backend.tupe import REGIONS, TERMS, supports_tupe
+from ui.cached import (
+    model_variance,
+    outlier_dims_by_state,
+    position_probe,
+    position_report,
+    position_weights,
+    queries_keys,
+    tupe_terms,
+    tupe_text,
+    variance_lab,
+)
+from ui.common import download_buttons, explainer, load_or_stop, show_notices
 
 TABS = [
     "Position embeddings",
@@ -44,38 +52,9 @@ SOURCES = {
 }
 
 
-def progress_bar(label: str):
-    """A Streamlit progress bar and a ``progress(done, total)`` callback feeding it."""
-    bar = st.progress(0.0, text=label)
-
-    def progress(done: int, total: int) -> None:
-        bar.progress(min(done / max(total, 1), 1.0), text=f"{label} {done:,} / {total:,}")
-
-    return bar, progress
-
-
-def run_cached(name: str, key_parts: tuple, label: str, compute):
-    """memo() with a progress bar that only shows while computing."""
-    holder = st.empty()
-
-    def with_bar():
-        with holder.container():
-            bar, progress = progress_bar(label)
-            value = compute(progress)
-            bar.empty()
-        return value
-
-    value = memo(name, key_parts, with_bar)
-    holder.empty()
-    return value
-
-
-def outliers_by_state(result) -> dict[str, list[int]]:
-    return memo(
-        "pos_outliers",
-        (result_key(result),),
-        lambda: {name: outlier_dims(result, s) for s, name in enumerate(result.state_names)},
-    )
+def outliers_by_name(result: ExtractionResult) -> dict[str, list[int]]:
+    """Headline outlier dims of every hidden state, by state name."""
+    return dict(zip(result.state_names, outlier_dims_by_state(result), strict=True))
 
 
 st.title("Positional information")
@@ -83,17 +62,15 @@ st.caption(
     "Where does a Transformer keep token position? In the position table, in outlier neurons, in the "
     "attention logits, or (without position embeddings) in the variance of attention outputs."
 )
-tabs = st.tabs(TABS, key="pos_tab", on_change="rerun")
 
 
 # ----------------------------------------------------------------------------- position embeddings
-if tabs[0].open:
-    with tabs[0]:
-        loaded, result = load_or_stop()
-        key = result_key(result)
-        explainer(
-            "What is this / references",
-            f"""
+def position_embeddings_tab() -> None:
+    """Position table: cosine between positions, PCA, extreme dims, embedding LayerNorm (Luo et al.; BERT Busters)."""
+    loaded, result = load_or_stop()
+    explainer(
+        "What is this / references",
+        f"""
 The **position-embedding table** of an absolute-position model holds one learned vector per position; it is added
 to the word embedding before the first layer. Shown: the cosine similarity between position vectors (neighbours
 are similar, far positions dissimilar or anti-correlated), their first two principal components, and each
@@ -105,88 +82,78 @@ hidden-state outliers (★/red) of the current extraction.
 
 Sources: {SOURCES["luo"]}; {SOURCES["busters"]}.
 """,
+    )
+    if position_table(loaded) is None:
+        st.info(
+            f"**{loaded.info.display_name}** has no learned absolute position table (position embeddings: "
+            f"{loaded.info.position_embedding}). Pick the default model or a random BERT/GPT-2 in the sidebar; "
+            "the variance lab tab works without one."
         )
-        if position_table(loaded) is None:
-            st.info(
-                f"**{loaded.info.display_name}** has no learned absolute position table (position embeddings: "
-                f"{loaded.info.position_embedding}). Pick the default model or a random BERT/GPT-2 in the sidebar; "
-                "the variance lab tab works without one."
+    else:
+        offset = position_offset(loaded)
+        usable = position_weights(loaded).shape[0] - offset
+        n = st.slider(
+            "Positions shown",
+            8,
+            int(usable),
+            int(min(128, usable)),
+            step=8 if usable >= 16 else 1,
+            key="pos_emb_n",
+            help="The first N positions of the table (all of them use the same rows at every layer).",
+        )
+        report = position_report(loaded, n, offset)
+        found = outliers_by_name(result)
+        all_outliers = sorted({j for dims in found.values() for j in dims})
+        c1, c2 = st.columns(2)
+        with c1:
+            fig_cos = plots.cosine_heatmap(report.cosine)
+            st.plotly_chart(fig_cos, width="stretch", key="pos_emb_cos_chart")
+            download_buttons(
+                "pos_emb_cos",
+                fig=fig_cos,
+                frame=pd.DataFrame(report.cosine),
+                name="position_cosine",
             )
-        else:
-            weights = memo(
-                "pos_table", (loaded.fingerprint,), lambda: position_table_weights(loaded)
+        with c2:
+            fig_pca = plots.position_pca(report.pca_coords, report.pca_explained)
+            st.plotly_chart(fig_pca, width="stretch", key="pos_emb_pca_chart")
+            download_buttons(
+                "pos_emb_pca",
+                fig=fig_pca,
+                frame=pd.DataFrame(report.pca_coords, columns=["PC1", "PC2", "PC3"])
+                .rename_axis("position")
+                .reset_index(),
+                name="position_pca",
             )
-            offset = position_offset(loaded)
-            usable = weights.shape[0] - offset
-            n = st.slider(
-                "Positions shown",
-                8,
-                int(usable),
-                int(min(128, usable)),
-                step=8 if usable >= 16 else 1,
-                key="pos_emb_n",
-                help="The first N positions of the table (all of them use the same rows at every layer).",
+        fig_ext = plots.extreme_share_bars(report.argmax_share, report.argmin_share, all_outliers)
+        st.plotly_chart(fig_ext, width="stretch", key="pos_emb_ext_chart")
+        rows = pd.DataFrame(extreme_dims_vs_outliers(report, found))
+        st.dataframe(rows, hide_index=True, width="stretch")
+        download_buttons("pos_emb_ext", fig=fig_ext, frame=rows, name="position_extreme_dims")
+        ln = embedding_layernorm(loaded)
+        if ln is not None:
+            name, gamma, beta = ln
+            fig_ln = plots.layernorm_params(gamma, beta, name, all_outliers)
+            st.plotly_chart(fig_ln, width="stretch", key="pos_emb_ln_chart")
+            download_buttons(
+                "pos_emb_ln",
+                fig=fig_ln,
+                frame=pd.DataFrame({"dim": range(len(gamma)), "gamma": gamma, "beta": beta}),
+                name="embedding_layernorm",
             )
-            report = memo(
-                "pos_table_report",
-                (loaded.fingerprint, n, offset),
-                lambda: analyse_position_table(weights, n, offset),
-            )
-            found = outliers_by_state(result)
-            all_outliers = sorted({j for dims in found.values() for j in dims})
-            c1, c2 = st.columns(2)
-            with c1:
-                fig_cos = plots.cosine_heatmap(report.cosine)
-                st.plotly_chart(fig_cos, width="stretch", key="pos_emb_cos_chart")
-                download_buttons(
-                    "pos_emb_cos",
-                    fig=fig_cos,
-                    frame=pd.DataFrame(report.cosine),
-                    name="position_cosine",
-                )
-            with c2:
-                fig_pca = plots.position_pca(report.pca_coords, report.pca_explained)
-                st.plotly_chart(fig_pca, width="stretch", key="pos_emb_pca_chart")
-                download_buttons(
-                    "pos_emb_pca",
-                    fig=fig_pca,
-                    frame=pd.DataFrame(report.pca_coords, columns=["PC1", "PC2", "PC3"])
-                    .rename_axis("position")
-                    .reset_index(),
-                    name="position_pca",
-                )
-            fig_ext = plots.extreme_share_bars(
-                report.argmax_share, report.argmin_share, all_outliers
-            )
-            st.plotly_chart(fig_ext, width="stretch", key="pos_emb_ext_chart")
-            rows = pd.DataFrame(extreme_dims_vs_outliers(report, found))
-            st.dataframe(rows, hide_index=True, width="stretch")
-            download_buttons("pos_emb_ext", fig=fig_ext, frame=rows, name="position_extreme_dims")
-            ln = embedding_layernorm(loaded)
-            if ln is not None:
-                name, gamma, beta = ln
-                fig_ln = plots.layernorm_params(gamma, beta, name, all_outliers)
-                st.plotly_chart(fig_ln, width="stretch", key="pos_emb_ln_chart")
-                download_buttons(
-                    "pos_emb_ln",
-                    fig=fig_ln,
-                    frame=pd.DataFrame({"dim": range(len(gamma)), "gamma": gamma, "beta": beta}),
-                    name="embedding_layernorm",
-                )
-            st.caption(
-                f"Hidden-state outliers (z-score or extreme-index criterion) of the current extraction: "
-                f"{', '.join(map(str, all_outliers)) or 'none'}."
-            )
+        st.caption(
+            f"Hidden-state outliers (z-score or extreme-index criterion) of the current extraction: "
+            f"{', '.join(map(str, all_outliers)) or 'none'}."
+        )
 
 
 # ----------------------------------------------------------------------------- probe
-if tabs[1].open:
-    with tabs[1]:
-        loaded, result = load_or_stop()
-        key = result_key(result)
-        explainer(
-            "What is this / references",
-            f"""
+def probe_tab() -> None:
+    """Linear position probe per hidden state and its neuron contributions (Luo et al., section 4)."""
+    loaded, result = load_or_stop()
+    explainer(
+        "What is this / references",
+        f"""
 A **position probe** (Luo et al., section 4) is a linear classifier without bias that reads a token vector and
 predicts the token's absolute position. High held-out accuracy means position is linearly decodable from that
 hidden state. The probe is trained per hidden state on the extraction's token sample; texts (not tokens) are split
@@ -201,97 +168,90 @@ Fit: multinomial logistic loss, small L2 penalty, L-BFGS with capped iterations.
 
 Source: {SOURCES["luo"]}.
 """,
+    )
+    show_notices(result)
+    c1, c2, c3, c4, c5 = st.columns(5)
+    max_pos = c1.number_input(
+        "Max position",
+        1,
+        8192,
+        int(min(64, result.settings.max_length)),
+        key="pos_probe_maxpos",
+        help="Tokens at this position or later are left out.",
+    )
+    test_fraction = c2.slider("Held-out texts", 0.1, 0.5, 0.2, 0.05, key="pos_probe_test")
+    seed = c3.number_input("Seed", 0, 10_000, 0, key="pos_probe_seed")
+    iters = c4.select_slider("L-BFGS iterations", [10, 20, 30, 60, 100], 30, key="pos_probe_iter")
+    exclude_special = c5.checkbox("Exclude special tokens", True, key="pos_probe_special")
+    try:
+        settings = ProbeSettings(
+            max_position=int(max_pos),
+            test_fraction=float(test_fraction),
+            seed=int(seed),
+            max_iter=int(iters),
+            exclude_special=bool(exclude_special),
         )
-        show_notices(result)
-        c1, c2, c3, c4, c5 = st.columns(5)
-        max_pos = c1.number_input(
-            "Max position",
-            1,
-            8192,
-            int(min(64, result.settings.max_length)),
-            key="pos_probe_maxpos",
-            help="Tokens at this position or later are left out.",
+        probe = position_probe(result, settings)
+    except IsoscopeError as exc:
+        st.error(str(exc))
+    else:
+        st.caption(
+            f"{probe.n_train:,} training tokens from {probe.n_train_texts} texts · {probe.n_test:,} held-out tokens "
+            f"from {probe.n_test_texts} texts · {len(probe.classes)} positions"
         )
-        test_fraction = c2.slider("Held-out texts", 0.1, 0.5, 0.2, 0.05, key="pos_probe_test")
-        seed = c3.number_input("Seed", 0, 10_000, 0, key="pos_probe_seed")
-        iters = c4.select_slider(
-            "L-BFGS iterations", [10, 20, 30, 60, 100], 30, key="pos_probe_iter"
+        fig_acc = plots.probe_accuracy_line(
+            probe.state_names, probe.accuracy, probe.train_accuracy, probe.chance
         )
-        exclude_special = c5.checkbox("Exclude special tokens", True, key="pos_probe_special")
-        try:
-            settings = ProbeSettings(
-                max_position=int(max_pos),
-                test_fraction=float(test_fraction),
-                seed=int(seed),
-                max_iter=int(iters),
-                exclude_special=bool(exclude_special),
-            )
-            probe = run_cached(
-                "pos_probe",
-                (key, settings),
-                "Training position probes…",
-                lambda progress: probe_result(result, settings, progress),
-            )
-        except IsoscopeError as exc:
-            st.error(str(exc))
-        else:
-            st.caption(
-                f"{probe.n_train:,} training tokens from {probe.n_train_texts} texts · {probe.n_test:,} held-out tokens "
-                f"from {probe.n_test_texts} texts · {len(probe.classes)} positions"
-            )
-            fig_acc = plots.probe_accuracy_line(
-                probe.state_names, probe.accuracy, probe.train_accuracy, probe.chance
-            )
-            st.plotly_chart(fig_acc, width="stretch", key="pos_probe_acc_chart")
-            acc_frame = pd.DataFrame(
-                {
-                    "state": probe.state_names,
-                    "held_out_accuracy": probe.accuracy,
-                    "train_accuracy": probe.train_accuracy,
-                    "baseline": probe.chance,
-                }
-            )
-            download_buttons(
-                "pos_probe_acc",
-                fig=fig_acc,
-                frame=acc_frame,
-                json_text=json.dumps(probe.to_dict(), default=float),
-                name="position_probe",
-            )
-            state_name = st.selectbox(
-                "Hidden state for neuron contributions",
-                probe.state_names,
-                index=0,
-                key="pos_probe_state",
-            )
-            s = probe.state_names.index(state_name)
-            found = outliers_by_state(result)
-            fig_c = plots.contribution_bars(
-                probe.contributions[s], found[state_name], state_name=state_name
-            )
-            st.plotly_chart(fig_c, width="stretch", key="pos_probe_contrib_chart")
-            table = contribution_table(probe, s, found[state_name])
-            st.dataframe(table, hide_index=True, width="stretch")
-            download_buttons(
-                "pos_probe_contrib",
-                fig=fig_c,
-                frame=table,
-                name=f"probe_contributions_{state_name}",
-            )
-            st.plotly_chart(
-                plots.contribution_heatmap(probe.state_names, probe.contributions),
-                width="stretch",
-                key="pos_probe_heat_chart",
-            )
+        st.plotly_chart(fig_acc, width="stretch", key="pos_probe_acc_chart")
+        acc_frame = pd.DataFrame(
+            {
+                "state": probe.state_names,
+                "held_out_accuracy": probe.accuracy,
+                "train_accuracy": probe.train_accuracy,
+                "baseline": probe.chance,
+            }
+        )
+        download_buttons(
+            "pos_probe_acc",
+            fig=fig_acc,
+            frame=acc_frame,
+            json_text=json.dumps(probe.to_dict(), default=float),
+            name="position_probe",
+        )
+        state_name = st.selectbox(
+            "Hidden state for neuron contributions",
+            probe.state_names,
+            index=0,
+            key="pos_probe_state",
+        )
+        s = probe.state_names.index(state_name)
+        found = outliers_by_name(result)
+        fig_c = plots.contribution_bars(
+            probe.contributions[s], found[state_name], state_name=state_name
+        )
+        st.plotly_chart(fig_c, width="stretch", key="pos_probe_contrib_chart")
+        table = contribution_table(probe, s, found[state_name])
+        st.dataframe(table, hide_index=True, width="stretch")
+        download_buttons(
+            "pos_probe_contrib",
+            fig=fig_c,
+            frame=table,
+            name=f"probe_contributions_{state_name}",
+        )
+        st.plotly_chart(
+            plots.contribution_heatmap(probe.state_names, probe.contributions),
+            width="stretch",
+            key="pos_probe_heat_chart",
+        )
 
 
 # ----------------------------------------------------------------------------- TUPE
-if tabs[2].open:
-    with tabs[2]:
-        loaded, result = load_or_stop()
-        explainer(
-            "What is this / references",
-            f"""
+def tupe_tab() -> None:
+    """TUPE split of the first layer's attention logits into word / position terms (Ke et al. 2021)."""
+    loaded, result = load_or_stop()
+    explainer(
+        "What is this / references",
+        f"""
 With absolute position embeddings the first layer's input is LN(w + p + s) (word, position, segment). Using each
 token's own mean and standard deviation, the LayerNorm splits **exactly** into a word part, a position part and a
 remainder (segment, LN β). Projected through W_Q and W_K of each head, the attention logit (q_i·k_j)/√d_head splits
@@ -305,85 +265,74 @@ float32 models. GPT-2 (pre-LN) is split the same way through layer 1's `ln_1`.
 
 Source: {SOURCES["tupe"]}.
 """,
+    )
+    reason = supports_tupe(loaded)
+    if reason is not None:
+        st.info(f"Not available for this model: {reason}")
+    else:
+        c1, c2, c3 = st.columns([1, 2, 1])
+        n_texts = c1.slider(
+            "Texts for the term shares",
+            1,
+            int(min(128, len(result.texts))),
+            int(min(16, len(result.texts))),
+            key="pos_tupe_texts",
         )
-        reason = supports_tupe(loaded)
-        if reason is not None:
-            st.info(f"Not available for this model: {reason}")
-        else:
-            c1, c2, c3 = st.columns([1, 2, 1])
-            n_texts = c1.slider(
-                "Texts for the term shares",
-                1,
-                int(min(128, len(result.texts))),
-                int(min(16, len(result.texts))),
-                key="pos_tupe_texts",
-            )
-            max_length = int(result.settings.max_length)
-            try:
-                summary = run_cached(
-                    "pos_tupe_summary",
-                    (loaded.fingerprint, result.corpus_sha, max_length, n_texts),
-                    "Decomposing first-layer logits…",
-                    lambda progress: tupe_summary(
-                        loaded, result.texts, max_length, n_texts, progress
-                    ),
-                )
-            except IsoscopeError as exc:
-                st.error(str(exc))
-                st.stop()
-            m1, m2, m3 = st.columns(3)
-            m1.metric("Self-test: max |sum of terms − real logits|", f"{summary.max_abs_error:.2e}")
-            m2.metric("Largest |logit|", f"{summary.max_abs_logit:.2f}")
-            m3.metric("LayerNorm split error", f"{summary.ln_error:.1e}")
-            shares = {r: summary.term_share(r) for r in REGIONS}
-            fig_share = plots.tupe_share_bars(shares)
-            st.plotly_chart(fig_share, width="stretch", key="pos_tupe_share_chart")
-            share_frame = pd.DataFrame(shares).T.rename_axis("region").reset_index()
-            head_frame = (
-                pd.DataFrame(summary.head_share(), columns=list(TERMS))
-                .rename_axis("head")
-                .reset_index()
-            )
-            st.caption(
-                f"Remainder (segment, β, biases): {summary.remainder_share():.1%} of the mean |term| over all five. "
-                "Per-head shares:"
-            )
-            st.dataframe(head_frame, hide_index=True, width="stretch")
-            download_buttons(
-                "pos_tupe_share",
-                fig=fig_share,
-                frame=share_frame,
-                json_text=json.dumps(summary.to_dict(), default=float),
-                name="tupe_summary",
-            )
-            texts = list(result.texts[:50])
-            t1, t2 = st.columns([3, 1])
-            text_index = t1.selectbox(
-                "Text",
-                range(len(texts)),
-                format_func=lambda i: f"{i}: {texts[i][:90]}",
-                key="pos_tupe_text",
-            )
-            head = t2.number_input("Head", 0, summary.num_heads - 1, 0, key="pos_tupe_head")
-            one = memo(
-                "pos_tupe_text",
-                (loaded.fingerprint, texts[text_index], max_length),
-                lambda: decompose_text(loaded, texts[text_index], max_length),
-            )
-            fig_heat = plots.tupe_heatmaps(one.terms, one.real, int(head), one.tokens)
-            st.plotly_chart(fig_heat, width="stretch", key="pos_tupe_heat_chart")
-            st.caption(f"This text: max |sum − real| = {one.max_abs_error:.2e}.")
-            download_buttons(
-                "pos_tupe_heat", fig=fig_heat, name=f"tupe_text{text_index}_head{int(head)}"
-            )
+        max_length = int(result.settings.max_length)
+        try:
+            summary = tupe_terms(loaded, result, n_texts)
+        except IsoscopeError as exc:
+            st.error(str(exc))
+            return
+        m1, m2, m3 = st.columns(3)
+        m1.metric("Self-test: max |sum of terms − real logits|", f"{summary.max_abs_error:.2e}")
+        m2.metric("Largest |logit|", f"{summary.max_abs_logit:.2f}")
+        m3.metric("LayerNorm split error", f"{summary.ln_error:.1e}")
+        shares = {r: summary.term_share(r) for r in REGIONS}
+        fig_share = plots.tupe_share_bars(shares)
+        st.plotly_chart(fig_share, width="stretch", key="pos_tupe_share_chart")
+        share_frame = pd.DataFrame(shares).T.rename_axis("region").reset_index()
+        head_frame = (
+            pd.DataFrame(summary.head_share(), columns=list(TERMS))
+            .rename_axis("head")
+            .reset_index()
+        )
+        st.caption(
+            f"Remainder (segment, β, biases): {summary.remainder_share():.1%} of the mean |term| over all five. "
+            "Per-head shares:"
+        )
+        st.dataframe(head_frame, hide_index=True, width="stretch")
+        download_buttons(
+            "pos_tupe_share",
+            fig=fig_share,
+            frame=share_frame,
+            json_text=json.dumps(summary.to_dict(), default=float),
+            name="tupe_summary",
+        )
+        texts = list(result.texts[:50])
+        t1, t2 = st.columns([3, 1])
+        text_index = t1.selectbox(
+            "Text",
+            range(len(texts)),
+            format_func=lambda i: f"{i}: {texts[i][:90]}",
+            key="pos_tupe_text",
+        )
+        head = t2.number_input("Head", 0, summary.num_heads - 1, 0, key="pos_tupe_head")
+        one = tupe_text(loaded, texts[text_index], max_length)
+        fig_heat = plots.tupe_heatmaps(one.terms, one.real, int(head), one.tokens)
+        st.plotly_chart(fig_heat, width="stretch", key="pos_tupe_heat_chart")
+        st.caption(f"This text: max |sum − real| = {one.max_abs_error:.2e}.")
+        download_buttons(
+            "pos_tupe_heat", fig=fig_heat, name=f"tupe_text{text_index}_head{int(head)}"
+        )
 
 
 # ----------------------------------------------------------------------------- variance lab
-if tabs[3].open:
-    with tabs[3]:
-        explainer(
-            "What is this / references",
-            f"""
+def variance_lab_tab() -> None:
+    """Attention-output variance vs position in random NoPE models, and on the selected model (Chi et al.)."""
+    explainer(
+        "What is this / references",
+        f"""
 A causal Transformer **without any position embeddings** still knows where a token is (Chi et al.). At random
 initialisation queries and keys are tiny, so attention is nearly uniform: the attention output at position m is the
 average of m independent value vectors, and its variance over features shrinks like **1/m**:
@@ -397,148 +346,136 @@ of log variance on log position. Deeper layers shrink more slowly (their inputs 
 
 Source: {SOURCES["chi"]}.
 """,
+    )
+    c = st.columns(5)
+    width = c[0].select_slider("Width d", [64, 128, 256, 512], 256, key="pos_var_width")
+    layers = c[1].slider("Layers", 1, 12, 4, key="pos_var_layers")
+    heads = c[2].number_input("Heads", 1, 64, 4, key="pos_var_heads")
+    seq_len = c[3].select_slider(
+        "Sequence length", [64, 128, 256, 512, 1024, 2048], 256, key="pos_var_seq"
+    )
+    seeds = c[4].slider("Seeds", 1, 10, 3, key="pos_var_seeds")
+    c = st.columns(4)
+    init_std = c[0].select_slider(
+        "Init std", [0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2], 0.02, key="pos_var_std"
+    )
+    inputs = c[1].radio(
+        "Inputs",
+        ["tokens", "gaussian"],
+        key="pos_var_inputs",
+        horizontal=True,
+        help="tokens: random ids through the random embedding; gaussian: random input embeddings",
+    )
+    fit_from = c[2].number_input("Fit from position", 1, 1024, 4, key="pos_var_fit")
+    contrast = c[3].checkbox("Bidirectional contrast", True, key="pos_var_contrast")
+    try:
+        settings = NopeSettings(
+            d_model=int(width),
+            layers=int(layers),
+            heads=int(heads),
+            seq_len=int(seq_len),
+            seeds=int(seeds),
+            init_std=float(init_std),
+            inputs=str(inputs),
+            fit_from=int(fit_from),
         )
-        c = st.columns(5)
-        width = c[0].select_slider("Width d", [64, 128, 256, 512], 256, key="pos_var_width")
-        layers = c[1].slider("Layers", 1, 12, 4, key="pos_var_layers")
-        heads = c[2].number_input("Heads", 1, 64, 4, key="pos_var_heads")
-        seq_len = c[3].select_slider(
-            "Sequence length", [64, 128, 256, 512, 1024, 2048], 256, key="pos_var_seq"
+        masks = (True, False) if contrast else (True,)
+        curves_pair = variance_lab(settings, masks)
+        causal = curves_pair[0]
+        bidir = curves_pair[1] if contrast else None
+    except IsoscopeError as exc:
+        st.error(str(exc))
+    else:
+        st.caption(
+            f"{causal.description} · {causal.seconds:.1f} s · measured σ = {causal.weight_stds['sigma_value']:.4f}, "
+            f"σ_o = {causal.weight_stds['sigma_o']:.4f}"
         )
-        seeds = c[4].slider("Seeds", 1, 10, 3, key="pos_var_seeds")
-        c = st.columns(4)
-        init_std = c[0].select_slider(
-            "Init std", [0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2], 0.02, key="pos_var_std"
+        left, right = st.columns(2)
+        with left:
+            fig_c = plots.variance_plot(
+                causal, "attn", title="Causal: attention-output variance vs position"
+            )
+            st.plotly_chart(fig_c, width="stretch", key="pos_var_causal_chart")
+            download_buttons(
+                "pos_var_causal",
+                fig=fig_c,
+                frame=causal.frame(),
+                json_text=json.dumps(causal.to_dict(), default=float),
+                name="nope_variance_causal",
+            )
+        with right:
+            if bidir is not None:
+                fig_b = plots.variance_plot(
+                    bidir, "attn", title="Bidirectional: attention-output variance vs position"
+                )
+                st.plotly_chart(fig_b, width="stretch", key="pos_var_bidir_chart")
+                download_buttons(
+                    "pos_var_bidir",
+                    fig=fig_b,
+                    frame=bidir.frame(),
+                    name="nope_variance_bidirectional",
+                )
+            else:
+                fig_r = plots.variance_plot(causal, "resid")
+                st.plotly_chart(fig_r, width="stretch", key="pos_var_resid_chart")
+        slope_rows = pd.DataFrame(
+            {
+                "layer": range(1, len(causal.slopes) + 1),
+                "slope, attention output (causal)": causal.slopes,
+                "slope, residual stream (causal)": causal.resid_slopes,
+                **(
+                    {"slope, attention output (bidirectional)": bidir.slopes}
+                    if bidir is not None
+                    else {}
+                ),
+            }
         )
-        inputs = c[1].radio(
-            "Inputs",
-            ["tokens", "gaussian"],
-            key="pos_var_inputs",
-            horizontal=True,
-            help="tokens: random ids through the random embedding; gaussian: random input embeddings",
+        st.dataframe(slope_rows, hide_index=True, width="stretch")
+        st.caption(
+            f"Slopes fitted over positions {causal.fit_range[0]}–{causal.fit_range[1]}; theory: −1 for layer 1 (causal), 0 (bidirectional)."
         )
-        fit_from = c[2].number_input("Fit from position", 1, 1024, 4, key="pos_var_fit")
-        contrast = c[3].checkbox("Bidirectional contrast", True, key="pos_var_contrast")
+        if bidir is not None:
+            st.plotly_chart(
+                plots.variance_plot(causal, "resid"),
+                width="stretch",
+                key="pos_var_resid_chart2",
+            )
+
+    st.subheader("The same measurement on the selected model")
+    if st.checkbox("Measure the sidebar's model on the corpus", False, key="pos_var_model"):
+        loaded, result = load_or_stop()
         try:
-            settings = NopeSettings(
-                d_model=int(width),
-                layers=int(layers),
-                heads=int(heads),
-                seq_len=int(seq_len),
-                seeds=int(seeds),
-                init_std=float(init_std),
-                inputs=str(inputs),
-                fit_from=int(fit_from),
-            )
-            masks = (True, False) if contrast else (True,)
-            curves_pair = run_cached(
-                "pos_var",
-                (settings, masks),
-                "Random models…",
-                lambda progress: variance_lab_pair(settings, progress, masks),
-            )
-            causal = curves_pair[0]
-            bidir = curves_pair[1] if contrast else None
+            curves = model_variance(loaded, result)
         except IsoscopeError as exc:
             st.error(str(exc))
         else:
-            st.caption(
-                f"{causal.description} · {causal.seconds:.1f} s · measured σ = {causal.weight_stds['sigma_value']:.4f}, "
-                f"σ_o = {causal.weight_stds['sigma_o']:.4f}"
+            if not loaded.info.is_causal:
+                st.info(
+                    f"{loaded.info.display_name} is bidirectional: every token attends to the whole text, so expect no 1/m law."
+                )
+            if loaded.info.position_embedding.startswith("absolute"):
+                st.caption(
+                    "This model also has position embeddings, so variance is not its only position signal."
+                )
+            fig_m = plots.variance_plot(
+                curves,
+                "attn",
+                show_seeds=False,
+                title=f"{curves.description}: attention-output variance",
             )
-            left, right = st.columns(2)
-            with left:
-                fig_c = plots.variance_plot(
-                    causal, "attn", title="Causal: attention-output variance vs position"
-                )
-                st.plotly_chart(fig_c, width="stretch", key="pos_var_causal_chart")
-                download_buttons(
-                    "pos_var_causal",
-                    fig=fig_c,
-                    frame=causal.frame(),
-                    json_text=json.dumps(causal.to_dict(), default=float),
-                    name="nope_variance_causal",
-                )
-            with right:
-                if bidir is not None:
-                    fig_b = plots.variance_plot(
-                        bidir, "attn", title="Bidirectional: attention-output variance vs position"
-                    )
-                    st.plotly_chart(fig_b, width="stretch", key="pos_var_bidir_chart")
-                    download_buttons(
-                        "pos_var_bidir",
-                        fig=fig_b,
-                        frame=bidir.frame(),
-                        name="nope_variance_bidirectional",
-                    )
-                else:
-                    fig_r = plots.variance_plot(causal, "resid")
-                    st.plotly_chart(fig_r, width="stretch", key="pos_var_resid_chart")
-            slope_rows = pd.DataFrame(
-                {
-                    "layer": range(1, len(causal.slopes) + 1),
-                    "slope, attention output (causal)": causal.slopes,
-                    "slope, residual stream (causal)": causal.resid_slopes,
-                    **(
-                        {"slope, attention output (bidirectional)": bidir.slopes}
-                        if bidir is not None
-                        else {}
-                    ),
-                }
+            st.plotly_chart(fig_m, width="stretch", key="pos_var_model_chart")
+            download_buttons(
+                "pos_var_model", fig=fig_m, frame=curves.frame(), name="variance_selected_model"
             )
-            st.dataframe(slope_rows, hide_index=True, width="stretch")
-            st.caption(
-                f"Slopes fitted over positions {causal.fit_range[0]}–{causal.fit_range[1]}; theory: −1 for layer 1 (causal), 0 (bidirectional)."
-            )
-            if bidir is not None:
-                st.plotly_chart(
-                    plots.variance_plot(causal, "resid"),
-                    width="stretch",
-                    key="pos_var_resid_chart2",
-                )
-
-        st.subheader("The same measurement on the selected model")
-        if st.checkbox("Measure the sidebar's model on the corpus", False, key="pos_var_model"):
-            loaded, result = load_or_stop()
-            try:
-                curves = run_cached(
-                    "pos_var_model",
-                    (loaded.fingerprint, result.corpus_sha, result.settings.max_length),
-                    "Running the model…",
-                    lambda progress: variance_on_model(
-                        loaded, result.texts, result.settings.max_length, progress=progress
-                    ),
-                )
-            except IsoscopeError as exc:
-                st.error(str(exc))
-            else:
-                if not loaded.info.is_causal:
-                    st.info(
-                        f"{loaded.info.display_name} is bidirectional: every token attends to the whole text, so expect no 1/m law."
-                    )
-                if loaded.info.position_embedding.startswith("absolute"):
-                    st.caption(
-                        "This model also has position embeddings, so variance is not its only position signal."
-                    )
-                fig_m = plots.variance_plot(
-                    curves,
-                    "attn",
-                    show_seeds=False,
-                    title=f"{curves.description}: attention-output variance",
-                )
-                st.plotly_chart(fig_m, width="stretch", key="pos_var_model_chart")
-                download_buttons(
-                    "pos_var_model", fig=fig_m, frame=curves.frame(), name="variance_selected_model"
-                )
 
 
 # ----------------------------------------------------------------------------- queries and keys
-if tabs[4].open:
-    with tabs[4]:
-        loaded, result = load_or_stop()
-        explainer(
-            "What is this / references",
-            f"""
+def queries_keys_tab() -> None:
+    """Mean query / key norms, their cosine and attention entropy per head, trained vs random (Godey et al.)."""
+    loaded, result = load_or_stop()
+    explainer(
+        "What is this / references",
+        f"""
 Godey et al. link anisotropy to the attention mechanism: during training the **mean query** and **mean key** of a head
 move away from the origin, and their directions become aligned (or opposed), so all queries share a common
 component of their dot products with all keys. Shown per layer and head, over all non-padding tokens: the norms of
@@ -548,64 +485,47 @@ A random-init copy of the same architecture is the contrast.
 
 Source: {SOURCES["godey"]}.
 """,
+    )
+    c1, c2, c3 = st.columns(3)
+    n_texts = c1.slider(
+        "Texts",
+        4,
+        int(max(4, min(320, len(result.texts)))),
+        int(min(64, len(result.texts))),
+        key="pos_qk_texts",
+    )
+    metric = c2.selectbox("Metric", list(METRICS), format_func=METRICS.get, key="pos_qk_metric")
+    with_random = c3.checkbox("Compare with random init", True, key="pos_qk_random")
+    max_length = int(min(64, result.settings.max_length))
+    texts = result.texts[:n_texts]
+    try:
+        trained = queries_keys(loaded, result, n_texts, max_length, random_init=False)
+        stats = [trained]
+        if with_random:
+            stats.append(queries_keys(loaded, result, n_texts, max_length, random_init=True))
+    except IsoscopeError as exc:
+        st.error(str(exc))
+    else:
+        fig_h = plots.qk_heatmaps(stats, metric, METRICS[metric])
+        st.plotly_chart(fig_h, width="stretch", key="pos_qk_heat_chart")
+        fig_l = plots.qk_layer_lines(stats, metric, METRICS[metric])
+        st.plotly_chart(fig_l, width="stretch", key="pos_qk_line_chart")
+        frame = pd.concat([s.frame() for s in stats], ignore_index=True)
+        download_buttons(
+            "pos_qk",
+            fig=fig_h,
+            frame=frame,
+            json_text=json.dumps([s.to_dict() for s in stats], default=float),
+            name="queries_keys",
         )
-        c1, c2, c3 = st.columns(3)
-        n_texts = c1.slider(
-            "Texts",
-            4,
-            int(max(4, min(320, len(result.texts)))),
-            int(min(64, len(result.texts))),
-            key="pos_qk_texts",
+        st.caption(
+            f"{trained.num_tokens:,} tokens from {len(texts)} texts (max {max_length} tokens each)."
         )
-        metric = c2.selectbox("Metric", list(METRICS), format_func=METRICS.get, key="pos_qk_metric")
-        with_random = c3.checkbox("Compare with random init", True, key="pos_qk_random")
-        max_length = int(min(64, result.settings.max_length))
-        texts = result.texts[:n_texts]
-        try:
-            trained = run_cached(
-                "pos_qk",
-                (loaded.fingerprint, result.corpus_sha, n_texts, max_length),
-                "Queries and keys…",
-                lambda progress: qk_stats(
-                    loaded,
-                    texts,
-                    max_length,
-                    label="trained" if not loaded.info.random_init else loaded.info.display_name,
-                    progress=progress,
-                ),
-            )
-            stats = [trained]
-            if with_random:
-                random_model = memo(
-                    "pos_qk_random_model",
-                    (loaded.fingerprint,),
-                    lambda: random_like(loaded, seed=0),
-                )
-                stats.append(
-                    run_cached(
-                        "pos_qk",
-                        (random_model.fingerprint, result.corpus_sha, n_texts, max_length),
-                        "Random-init copy…",
-                        lambda progress: qk_stats(
-                            random_model, texts, max_length, label="random init", progress=progress
-                        ),
-                    )
-                )
-        except IsoscopeError as exc:
-            st.error(str(exc))
-        else:
-            fig_h = plots.qk_heatmaps(stats, metric, METRICS[metric])
-            st.plotly_chart(fig_h, width="stretch", key="pos_qk_heat_chart")
-            fig_l = plots.qk_layer_lines(stats, metric, METRICS[metric])
-            st.plotly_chart(fig_l, width="stretch", key="pos_qk_line_chart")
-            frame = pd.concat([s.frame() for s in stats], ignore_index=True)
-            download_buttons(
-                "pos_qk",
-                fig=fig_h,
-                frame=frame,
-                json_text=json.dumps([s.to_dict() for s in stats], default=float),
-                name="queries_keys",
-            )
-            st.caption(
-                f"{trained.num_tokens:,} tokens from {len(texts)} texts (max {max_length} tokens each)."
-            )
+
+
+# ----------------------------------------------------------------------------- the tabs
+TAB_VIEWS = (position_embeddings_tab, probe_tab, tupe_tab, variance_lab_tab, queries_keys_tab)
+for tab, view in zip(st.tabs(TABS, key="pos_tab", on_change="rerun"), TAB_VIEWS, strict=True):
+    if tab.open:  # lazy tabs: only the open one runs
+        with tab:
+            view()

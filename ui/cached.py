@@ -27,10 +27,19 @@ from backend.isotropy import (
     anisotropy_by_state,
     by_state,
 )
-from backend.models import LoadedModel
+from backend.models import LoadedModel, random_like
+from backend.nope import NopeSettings, VarianceCurves, variance_lab_pair, variance_on_model
 from backend.outliers import OutlierThresholds, headline_dims, outliers_by_criterion
 from backend.plots.outliers import outlier_frame_all
 from backend.plots.projections import before_after_figure
+from backend.positional import (
+    PositionTableReport,
+    ProbeResult,
+    ProbeSettings,
+    analyse_position_table,
+    position_table_weights,
+    probe_result,
+)
 from backend.postprocess import make_postprocessor
 from backend.projections import (
     Colouring,
@@ -44,6 +53,7 @@ from backend.projections import (
     text_snippets,
     token_colouring,
 )
+from backend.qk import QKStats, qk_stats
 from backend.similarity import (
     SentencePairs,
     ThresholdSweep,
@@ -58,6 +68,7 @@ from backend.similarity import (
     word_sense_sweeps,
     word_vectors,
 )
+from backend.tupe import TupeSummary, TupeText, decompose_text, tupe_summary
 from ui.common import memo, result_key
 from ui.controls import PostChoice
 from ui.progress import Progress, progress_bar
@@ -413,6 +424,78 @@ def dim_sweep(model: LoadedModel, texts: tuple[str, ...], max_length: int) -> Sw
     """Every dimension ablated alone in the default LayerNorms (16 ablated copies per pass)."""
     with progress_bar("Ablated (press Stop in the top-right to cancel):", "dims") as progress:
         return sweep(model, list(texts), max_length=max_length, copies=16, progress=progress)
+
+
+# ----------------------------------------------------------------------------- positional
+
+
+@cached
+def position_weights(loaded: LoadedModel) -> np.ndarray:
+    """The learned absolute position table (positions, d)."""
+    return position_table_weights(loaded)
+
+
+@cached
+def position_report(loaded: LoadedModel, n: int, offset: int) -> PositionTableReport:
+    """Cosines, PCA and extreme dims of the first ``n`` position vectors."""
+    return analyse_position_table(position_weights(loaded), n, offset)
+
+
+@cached
+def position_probe(result: ExtractionResult, settings: ProbeSettings) -> ProbeResult:
+    """Linear position probes per hidden state (Luo et al. 2021, section 4)."""
+    with progress_bar("Training position probes:") as progress:
+        return probe_result(result, settings, progress)
+
+
+@cached
+def tupe_terms(loaded: LoadedModel, result: ExtractionResult, n_texts: int) -> TupeSummary:
+    """TUPE term shares of the first layer's logits over the first ``n_texts`` texts."""
+    max_length = int(result.settings.max_length)
+    with progress_bar("Decomposing first-layer logits:", "texts") as progress:
+        return tupe_summary(loaded, result.texts, max_length, n_texts, progress)
+
+
+@cached
+def tupe_text(loaded: LoadedModel, text: str, max_length: int) -> TupeText:
+    """TUPE terms of one text's first-layer logits."""
+    return decompose_text(loaded, text, max_length)
+
+
+@cached
+def variance_lab(settings: NopeSettings, masks: tuple[bool, ...]) -> list[VarianceCurves]:
+    """Attention-output variance vs position of random NoPE models (Chi et al. 2023)."""
+    with progress_bar("Random models:") as progress:
+        return variance_lab_pair(settings, progress, masks)
+
+
+@cached
+def model_variance(loaded: LoadedModel, result: ExtractionResult) -> VarianceCurves:
+    """The variance measurement on the selected model and corpus."""
+    with progress_bar("Running the model:", "texts") as progress:
+        return variance_on_model(
+            loaded, result.texts, result.settings.max_length, progress=progress
+        )
+
+
+@cached
+def random_copy(loaded: LoadedModel) -> LoadedModel:
+    """The same architecture with fresh weights (seed 0)."""
+    return random_like(loaded, seed=0)
+
+
+@cached
+def queries_keys(
+    loaded: LoadedModel, result: ExtractionResult, n_texts: int, max_length: int, random_init: bool
+) -> QKStats:
+    """Mean query / key statistics per head on the first ``n_texts`` texts (Godey et al.)."""
+    model = random_copy(loaded) if random_init else loaded
+    if random_init:
+        label = "random init"
+    else:
+        label = "trained" if not loaded.info.random_init else loaded.info.display_name
+    with progress_bar("Random-init copy:" if random_init else "Queries and keys:") as progress:
+        return qk_stats(model, result.texts[:n_texts], max_length, label=label, progress=progress)
 
 
 def memo_with_progress(
