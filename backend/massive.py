@@ -488,3 +488,59 @@ def text_magnitudes(loaded: LoadedModel, text: str, max_length: int = 64) -> Tex
         tuple(str(t) for t in table.token),
         np.abs(hidden),
     )
+
+
+# ----------------------------------------------------------------------------- the first position
+
+
+@dataclass(frozen=True)
+class FirstPositionContrast:
+    """Anisotropy and the largest |mean| per hidden state (S,), with and without position 0.
+
+    Computed on the token sample of one extraction that includes the first position, on the same
+    different-text pairs minus those that touch a position-0 token.
+    """
+
+    state_names: tuple[str, ...]
+    anisotropy_with: np.ndarray
+    anisotropy_without: np.ndarray
+    max_abs_mean_with: np.ndarray
+    max_abs_mean_without: np.ndarray
+    n_first: int
+    n_sample: int
+
+
+def first_position_contrast(result, n_pairs: int | None = None, seed: int | None = None):
+    """How much the first position changes the picture (METHODS.md section 7, "Practice").
+
+    ``result`` must include position 0 (``settings.exclude_first`` off). Anisotropy is Ethayarajh's
+    mean cosine of random different-text pairs (``backend.isotropy``); the largest |mean| is the
+    statistic behind the Outlier page's heatmap. Raises InputError when the sample has no
+    position-0 token.
+    """
+    from backend.isotropy import N_PAIRS, PAIR_SEED, different_text_pairs, mean_pair_cosine
+
+    n_pairs = N_PAIRS if n_pairs is None else n_pairs
+    seed = PAIR_SEED if seed is None else seed
+    sample = result.sample_tokens
+    first = sample.position == 0
+    if not first.any():
+        raise InputError(
+            "the token sample has no first-position token; turn off 'exclude the first position'"
+        )
+    pairs = different_text_pairs(sample.text_id, n_pairs, seed)
+    without = pairs[~first[pairs[:, 0]] & ~first[pairs[:, 1]]]
+    vectors = result.sample_vectors  # (S, k, d)
+    with_first = np.array([mean_pair_cosine(v, pairs) for v in vectors])
+    without_first = np.array([mean_pair_cosine(v, without) for v in vectors])
+    mean_with = np.abs(vectors.astype(np.float64).mean(axis=1)).max(axis=1)
+    mean_without = np.abs(vectors[:, ~first].astype(np.float64).mean(axis=1)).max(axis=1)
+    return FirstPositionContrast(
+        tuple(result.state_names),
+        with_first,
+        without_first,
+        mean_with,
+        mean_without,
+        int(first.sum()),
+        len(first),
+    )

@@ -9,6 +9,7 @@ from backend.models import LoadedModel
 from backend.plots.overview import anisotropy_line, model_card_rows
 from ui.cached import anisotropy, outlier_dims_by_state
 from ui.common import explainer, load_or_stop, show_notices
+from ui.decoder import first_position_section
 from ui.share import findings_panel
 
 st.title("Overview")
@@ -60,3 +61,5 @@ page shows all four criteria with their thresholds.
 (Ethayarajh 2019, arXiv 1909.00512): 0 for directions spread evenly, near 1 when all vectors point one way.
 """,
 )
+
+first_position_section(result)

@@ -2,8 +2,30 @@
 
 from __future__ import annotations
 
-from backend.massive import DecoderScan, TextMagnitudes, scan_decoder, text_magnitudes
-from ui.common import get_corpus, get_model, memo
+from dataclasses import replace
+
+import streamlit as st
+
+from backend.errors import IsoscopeError
+from backend.extract import ExtractionResult
+from backend.massive import (
+    DecoderScan,
+    TextMagnitudes,
+    first_position_contrast,
+    scan_decoder,
+    text_magnitudes,
+)
+from backend.plots.decoder import first_position_figure, first_position_frame
+from ui.common import (
+    download_buttons,
+    explainer,
+    get_corpus,
+    get_extraction,
+    get_model,
+    get_selection,
+    memo,
+    result_key,
+)
 from ui.progress import progress_bar
 
 
@@ -28,4 +50,64 @@ def get_text_view(text: str, max_length: int) -> TextMagnitudes:
         "massive.text",
         (loaded.fingerprint, text, max_length),
         lambda: text_magnitudes(loaded, text, max_length),
+    )
+
+
+def first_position_section(result: ExtractionResult) -> None:
+    """Overview section: anisotropy and the largest |mean| with and without the first position.
+
+    Needs an extraction that includes position 0: the shown one, or (when the sidebar excludes
+    it) the same selection with the first position included, run once on request.
+    """
+    st.subheader("The first position")
+    source = result
+    if result.settings.exclude_first:
+        sel = get_selection()
+        other = replace(sel, settings=replace(sel.settings, exclude_first=False))
+        if st.session_state.get("overview_first_position") != other:
+            st.caption(
+                "This analysis leaves the first position of every text out (sidebar). To see how "
+                "much it changes the picture, run the same corpus once with it included."
+            )
+            if not st.button("Compare with the first position included", key="overview_first"):
+                return
+            st.session_state["overview_first_position"] = other
+        try:
+            _, source = get_extraction(other)
+        except IsoscopeError as exc:
+            st.error(str(exc))
+            return
+    try:
+        contrast = memo(
+            "massive.first_position", (result_key(source),), lambda: first_position_contrast(source)
+        )
+    except IsoscopeError as exc:
+        st.info(str(exc))
+        return
+    gap = contrast.anisotropy_with - contrast.anisotropy_without
+    s = int(abs(gap).argmax())
+    ratio = contrast.max_abs_mean_with[s] / max(contrast.max_abs_mean_without[s], 1e-12)
+    st.markdown(
+        f"The first position is {contrast.n_first:,} of the {contrast.n_sample:,} sampled tokens. "
+        f"It changes the anisotropy most at hidden state **{contrast.state_names[s]}**: "
+        f"**{contrast.anisotropy_with[s]:.3f}** with it, **{contrast.anisotropy_without[s]:.3f}** "
+        f"without; the largest |mean| of a dim there is **{ratio:.1f} x** larger with it."
+    )
+    fig = first_position_figure(contrast)
+    st.plotly_chart(fig, width="stretch", key="overview_first_position_chart")
+    download_buttons(
+        "overview_first", fig=fig, frame=first_position_frame(contrast), name="first_position"
+    )
+    explainer(
+        "Why the first position",
+        """
+In decoder LLMs the first token carries **massive activations**: a few values of |h| in the thousands in
+fixed dims (Sun et al. 2024, arXiv 2402.17762), and most heads attend to it as an **attention sink** (Xiao
+et al. 2023, arXiv 2309.17453). Averaged over a corpus, one such token per text still dominates the mean of
+its dims and the cosines between tokens, so outlier heatmaps, anisotropy and projections mostly describe
+that one token. Exclude the first position (sidebar; on by default for causal models) to see the
+geometry of ordinary tokens. In BERT-style encoders the first position is [CLS]. Both curves use the same
+different-text pairs from the token sample, minus the pairs that touch a first-position token; see the
+*Massive activations & sinks* page for the activations themselves.
+""",
     )

@@ -249,3 +249,41 @@ def int8_frame(int8: Int8Stats, top: int = 20) -> pd.DataFrame:
     for d in dims:
         frame[f"dim {d}: tokens with |x| >= 6"] = np.round(int8.token_share[:, d], 4)
     return frame
+
+
+def first_position_figure(contrast) -> go.Figure:
+    """Anisotropy by hidden state with and without the first position of every text."""
+    x = list(contrast.state_names)
+    fig = go.Figure()
+    fig.add_trace(
+        go.Scatter(x=x, y=contrast.anisotropy_with, name="all positions", mode="lines+markers")
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=contrast.anisotropy_without,
+            name="first position excluded",
+            mode="lines+markers",
+            line={"dash": "dash"},
+        )
+    )
+    fig.update_layout(
+        xaxis_title="hidden state",
+        yaxis_title="anisotropy (mean cosine)",
+        height=320,
+        margin={"t": 20},
+        legend={"orientation": "h", "y": 1.12},
+    )
+    return fig
+
+
+def first_position_frame(contrast) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "hidden state": list(contrast.state_names),
+            "anisotropy, all positions": np.round(contrast.anisotropy_with, 4),
+            "anisotropy, first position excluded": np.round(contrast.anisotropy_without, 4),
+            "largest |mean|, all positions": np.round(contrast.max_abs_mean_with, 3),
+            "largest |mean|, first position excluded": np.round(contrast.max_abs_mean_without, 3),
+        }
+    )

@@ -123,3 +123,31 @@ def test_sidebar_turns_exclude_first_on_for_a_decoder():
     at.run()
     assert at.checkbox(key="sb_exclude_first_decoder").value is True
     assert any("first position excluded" in i.value for i in at.info)
+
+
+def _overview(model: str, exclude_first: bool) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.session_state["isoscope_selection"] = Selection(
+        model_source=model,
+        corpus_kind="paste",
+        corpus_text=TEXTS,
+        settings=ExtractionSettings(max_length=32, sample_size=2000, exclude_first=exclude_first),
+    )
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_overview_shows_the_first_position_contrast(tiny_llama):
+    at = _overview(tiny_llama, exclude_first=False)
+    assert "The first position" in _subheaders(at)
+    assert any("changes the anisotropy most" in m.value for m in at.markdown)
+
+
+def test_overview_runs_the_contrast_on_request_when_the_first_position_is_excluded(tiny_llama):
+    at = _overview(tiny_llama, exclude_first=True)
+    assert "The first position" in _subheaders(at)
+    assert not any("changes the anisotropy most" in m.value for m in at.markdown)
+    at.button(key="overview_first").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("changes the anisotropy most" in m.value for m in at.markdown)

@@ -117,3 +117,26 @@ def test_random_like_copy_of_a_llama_loads(tiny_llama_dir):
     copy = load_model(f"random-like:{tiny_llama_dir}", device="cpu")
     assert copy.info.model_type == "llama" and copy.info.random_init
     assert copy.info.is_causal
+
+
+def test_first_position_contrast_on_a_planted_first_token(llama):
+    from backend.corpus import corpus_from_text
+    from backend.errors import InputError
+    from backend.extract import ExtractionSettings, extract
+    from backend.massive import first_position_contrast
+
+    first_id = int(tokenize(llama, TEXTS, 32).input_ids[0][0])
+    with torch.no_grad():
+        llama.encoder.embed_tokens.weight[first_id, 5] = 500.0
+    corpus = corpus_from_text("\n".join(TEXTS))
+    result = extract(llama, corpus, ExtractionSettings(max_length=32, sample_size=1000))
+    contrast = first_position_contrast(result)
+    assert contrast.n_first == len(corpus.texts)
+    assert contrast.max_abs_mean_with[0] > 10 * contrast.max_abs_mean_without[0]
+    # first tokens of different texts are identical vectors: they pull the mean cosine up
+    assert contrast.anisotropy_with[0] > contrast.anisotropy_without[0]
+    excluded = extract(
+        llama, corpus, ExtractionSettings(max_length=32, sample_size=1000, exclude_first=True)
+    )
+    with pytest.raises(InputError, match="first-position"):
+        first_position_contrast(excluded)
