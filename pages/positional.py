@@ -34,6 +34,7 @@ from ui.cached import (
     variance_lab,
 )
 from ui.common import download_buttons, explainer, load_or_stop, show_notices
+from ui.decoder import rotary_note
 
 TABS = [
     "Position embeddings",
@@ -84,11 +85,12 @@ Sources: {SOURCES["luo"]}; {SOURCES["busters"]}.
 """,
     )
     if position_table(loaded) is None:
-        st.info(
-            f"**{loaded.info.display_name}** has no learned absolute position table (position embeddings: "
-            f"{loaded.info.position_embedding}). Pick the default model or a random BERT/GPT-2 in the sidebar; "
-            "the variance lab tab works without one."
-        )
+        if not rotary_note(loaded.info, "table"):
+            st.info(
+                f"**{loaded.info.display_name}** has no learned absolute position table (position embeddings: "
+                f"{loaded.info.position_embedding}). Pick the default model or a random BERT/GPT-2 in the sidebar; "
+                "the variance lab tab works without one."
+            )
     else:
         offset = position_offset(loaded)
         usable = position_weights(loaded).shape[0] - offset
@@ -268,7 +270,8 @@ Source: {SOURCES["tupe"]}.
     )
     reason = supports_tupe(loaded)
     if reason is not None:
-        st.info(f"Not available for this model: {reason}")
+        if not rotary_note(loaded.info, "tupe"):
+            st.info(f"Not available for this model: {reason}")
     else:
         c1, c2, c3 = st.columns([1, 2, 1])
         n_texts = c1.slider(

@@ -111,3 +111,26 @@ different-text pairs from the token sample, minus the pairs that touch a first-p
 *Massive activations & sinks* page for the activations themselves.
 """,
     )
+
+
+_ROTARY_WHY = {
+    "table": "there is no position-embedding table to plot: RoPE adds nothing to the token embeddings",
+    "tupe": "TUPE's split needs an additive position embedding inside the first layer's input "
+    "(LN(w + p)); RoPE instead rotates every layer's queries and keys by a position-dependent angle, "
+    "so the logit q_i·k_j has no separate position term to split out",
+}
+
+
+def rotary_note(info, view: str) -> bool:
+    """For a rotary (RoPE) model, explain why the position-table or TUPE view does not apply and
+    point to the position probe; returns False (and shows nothing) for other models."""
+    if "rotary" not in str(info.position_embedding).lower():
+        return False
+    st.info(
+        f"**{info.display_name}** uses rotary position embeddings (RoPE; Su et al. 2021, "
+        f"arXiv 2104.09864), so {_ROTARY_WHY[view]}. Whether the hidden states still carry absolute "
+        "position is measurable: open the **Position probe** tab, which trains a linear probe on the "
+        "hidden states of every layer.",
+        icon=":material/rotate_right:",
+    )
+    return True

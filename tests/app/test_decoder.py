@@ -151,3 +151,18 @@ def test_overview_runs_the_contrast_on_request_when_the_first_position_is_exclud
     at.button(key="overview_first").click().run()
     assert not at.exception, [e.value for e in at.exception]
     assert any("changes the anisotropy most" in m.value for m in at.markdown)
+
+
+def test_positional_page_explains_rotary_models_and_offers_the_probe(tiny_llama):
+    at = _overview(tiny_llama, exclude_first=True)
+    at.switch_page("pages/positional.py")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("rotary position embeddings" in i.value for i in at.info)
+    for tab in ("TUPE decomposition", "Position probe"):
+        at.session_state["pos_tab"] = tab
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+    at.session_state["pos_tab"] = "TUPE decomposition"
+    at.run()
+    assert any("TUPE's split needs an additive" in i.value for i in at.info)
