@@ -130,9 +130,14 @@ def heatmap_section(all_params, all_found, found) -> None:
             "ln_gamma", fig=fig_g, frame=all_params.to_frame(), name="layernorm_params"
         )
     with tab_b:
-        fig_b = param_heatmap(all_params, all_found.bias_flags, "beta", scale, found.dims)
-        st.plotly_chart(fig_b, width="stretch", key="ln_heat_beta")
-        download_buttons("ln_beta", fig=fig_b, frame=all_params.to_frame(), name="layernorm_params")
+        if not all_params.has_bias.any():
+            st.info("These norms are RMSNorms (Llama family): they have a γ and no β.")
+        else:
+            fig_b = param_heatmap(all_params, all_found.bias_flags, "beta", scale, found.dims)
+            st.plotly_chart(fig_b, width="stretch", key="ln_heat_beta")
+            download_buttons(
+                "ln_beta", fig=fig_b, frame=all_params.to_frame(), name="layernorm_params"
+            )
     with tab_c:
         fig_c = flag_counts_bar(all_found)
         st.plotly_chart(fig_c, width="stretch", key="ln_counts")

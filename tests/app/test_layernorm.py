@@ -90,3 +90,50 @@ def test_pre_ln_model_from_the_sidebar():
     at.button(key="ln_ablation_run").click().run()
     assert not at.exception and not at.error
     assert any("L1.pre_attn_ln" in c.value for c in at.caption)
+
+
+@pytest.fixture(scope="module")
+def tiny_llama_dir(tmp_path_factory) -> Path:
+    """A 2-layer, width-32 random LlamaModel (RMSNorm, pre-norm, rotary) with the bundled tokenizer."""
+    import torch
+    from transformers import LlamaConfig, LlamaModel
+
+    from backend.models import _bundled_tokenizer
+
+    tokenizer = _bundled_tokenizer()
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=64,
+    )
+    folder = tmp_path_factory.mktemp("tiny-llama")
+    LlamaModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def test_llama_rmsnorm_from_the_custom_model_field(tiny_llama_dir):
+    """A Llama-family checkpoint typed into Custom model: RMSNorm (gamma only) under the pre-norm
+    names, no beta heatmap, and a typed ablation runs (architecture map, issue 8)."""
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.run()
+    at.switch_page("pages/layernorm.py").run()
+    at.text_input(key="sb_model_custom").input(str(tiny_llama_dir)).run()
+    at.slider(key="sb_max_length").set_value(16)
+    next(b for b in at.button if b.label == "Run analysis").click().run()
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    assert at.multiselect(key="ln_detect_roles").value == ["pre_attn", "pre_mlp"]
+    assert outlier_line(at).endswith("none")  # RMSNorm init: gamma 1 everywhere
+    assert any("no β" in i.value for i in at.info)
+    at.radio(key="ln_dims_mode").set_value("typed")
+    at.text_input(key="ln_dims_text").set_value("3, 20")
+    at.slider(key="ln_texts").set_value(4)
+    at.slider(key="ln_controls").set_value(1)
+    at.button(key="ln_ablation_run").click().run()
+    assert not at.exception and not at.error
+    assert any("L1.pre_attn_ln" in c.value and "final_ln" not in c.value for c in at.caption)
