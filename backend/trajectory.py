@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from backend.errors import InputError, IsoscopeError
+from backend.isotropy import N_PAIRS, PAIR_SEED
 
 STEP_NAME = re.compile(r"^(?:checkpoint|step)[-_]?(\d+)$", re.IGNORECASE)
 Progress = Callable[[str], None]
@@ -127,7 +128,7 @@ def _architecture(info: dict) -> tuple:
     return (info.get("model_type"), info.get("num_layers"), info.get("hidden_size"))
 
 
-def state_figures(result, *, n_pairs: int = 10_000, seed: int = 0) -> list[dict]:
+def state_figures(result, *, n_pairs: int = N_PAIRS, seed: int = PAIR_SEED) -> list[dict]:
     """Per hidden state of an ExtractionResult: largest |mean| (and its dim), outlier dims,
     anisotropy and IsoScore."""
     from backend.isotropy import by_state
@@ -248,8 +249,8 @@ def run_trajectory(
     allow_pickle: bool = False,
     cache=None,
     use_cache: bool = True,
-    n_pairs: int = 10_000,
-    seed: int = 0,
+    n_pairs: int = N_PAIRS,
+    seed: int = PAIR_SEED,
     progress: Progress | None = None,
     extract_progress=None,
 ) -> Trajectory:

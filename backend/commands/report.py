@@ -12,6 +12,7 @@ from backend.cli import (
     load_model_from_args,
     progress_line,
 )
+from backend.isotropy import N_PAIRS
 
 
 def add_parser(sub) -> None:
@@ -35,7 +36,7 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--anisotropy-pairs",
         type=int,
-        default=10_000,
+        default=N_PAIRS,
         help="random different-text token pairs for anisotropy",
     )
     p.add_argument(
