@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
+import plotly.graph_objects as go
 
 from backend.errors import InputError, IsoscopeError
 from backend.isotropy import N_PAIRS, PAIR_SEED
@@ -801,6 +802,9 @@ def _table(rows: list[dict]) -> str:
 
 def _figure_html(fig, div_id: str) -> str:
     try:
+        # Plotly's own template, whatever the process default (Streamlit installs its own): the
+        # app's download and the CLI then write the same bytes.
+        fig = go.Figure(fig).update_layout(template="plotly")
         return fig.to_html(
             full_html=False,
             include_plotlyjs=False,

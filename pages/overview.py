@@ -16,7 +16,7 @@ st.title("Overview")
 loaded: LoadedModel
 result: ExtractionResult
 loaded, result = load_or_stop()
-findings_panel(loaded, result)
+finish_findings = findings_panel(loaded, result)
 
 left, right = st.columns([1, 1])
 with left:
@@ -63,3 +63,4 @@ page shows all four criteria with their thresholds.
 )
 
 first_position_section(result)
+finish_findings()  # the remaining findings, with the rest of the page already shown

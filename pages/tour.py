@@ -73,8 +73,10 @@ st.markdown(f"> **Claim.** {step.claim}")
 st.caption(f"Source: {step.citation}")
 if step.metrics:
     columns = st.columns(len(step.metrics))
-    for column, (label, value, delta) in zip(columns, step.metrics, strict=True):
-        column.metric(label, value, delta, delta_color="off")
+    for column, (label, value, note) in zip(columns, step.metrics, strict=True):
+        column.metric(label, value)
+        if note:
+            column.caption(note)
 if step.figure is not None:
     st.plotly_chart(step.figure, width="stretch", key=f"tour_chart_{step.number}")
 if step.agrees is True:

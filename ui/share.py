@@ -5,13 +5,14 @@ The report is :func:`backend.report.build_report` on the page's own model and ex
 downloaded file is the one ``python -m backend report`` writes for the same model, corpus and
 settings. The quick sections (outlier dims, anisotropy: no forward pass) open the Overview at once;
 the full report (LayerNorm ablation, position probe, decoder scan: ~20 s on the bundled model on 2
-CPU cores) is built when "Download report" is clicked, then cached, and its findings replace the
-quick ones.
+CPU cores) is then built at the end of the same page run, cached per extraction, and its findings
+replace the quick ones.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import numpy as np
 import streamlit as st
@@ -65,35 +66,52 @@ def report_file_name(result: ExtractionResult) -> str:
     return f"isoscope_report_{slug}.html"
 
 
-def findings_panel(loaded: LoadedModel, result: ExtractionResult) -> None:
-    """The findings (full report's when built, else the quick sections') and 'Download report'."""
-    report = _cached_full(result)
-    full = report is not None
-    if report is None:
-        report = quick_report(loaded, result)
-    st.subheader("Findings")
-    for title, text in report.findings():
-        st.markdown(f"- **{title}:** {text}")
+def _show_findings(report: Report) -> None:
+    for section in report.sections:
+        if section.skipped is None and section.findings:
+            st.markdown(
+                f"**{section.title}**\n" + "\n".join(f"- {text}" for text in section.findings)
+            )
     for section in report.sections:
         if section.skipped is not None:
             st.caption(f"{section.title}: left out, {section.skipped}.")
-    left, right = st.columns([1, 3])
-    left.download_button(
+
+
+def findings_panel(loaded: LoadedModel, result: ExtractionResult) -> Callable[[], None]:
+    """The findings and 'Download report' at the top of the Overview.
+
+    Shows the cached full report's findings, else the quick sections' at once; returns a function
+    the page calls at its end, which builds the full report (spinner at the bottom, the rest of the
+    page already on screen) and puts its findings in place of the quick ones.
+    """
+    st.subheader("Findings")
+    slot = st.empty()
+    report = _cached_full(result)
+    with slot.container():
+        _show_findings(report or quick_report(loaded, result))
+    st.download_button(
         "Download report",
         data=lambda: full_report(loaded, result).to_html().encode("utf-8"),
         file_name=report_file_name(result),
         mime="text/html",
         key="overview_report",
         icon=":material/description:",
-        on_click="rerun",
+        on_click="ignore",
         help="One self-contained HTML file (opens offline): these findings, the key figure of each "
         "page, the model card, corpus and settings. The same file as `python -m backend report`.",
     )
-    if not full:
-        right.caption(
-            "LayerNorm ablation, position probe and (for decoders) massive-activation findings are "
-            "computed with the report: about 20 s on the bundled model on 2 CPU cores."
-        )
+
+    def finish() -> None:
+        if report is not None:
+            return
+        with st.spinner(
+            "Computing the remaining findings (LayerNorm ablation, position probe, decoder scan)…"
+        ):
+            full = full_report(loaded, result)
+        with slot.container():
+            _show_findings(full)
+
+    return finish
 
 
 def export_buttons(
