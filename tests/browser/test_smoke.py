@@ -233,6 +233,11 @@ def test_page_renders_without_exception(browser, server, stem, title, tmp_path):
             heatmap.wait_for(state="visible", timeout=60_000)
             assert heatmap.locator(".heatmaplayer, .hm, image").count() > 0
             assert "Outlier dimensions" in page.locator("h1").first.inner_text()
+        if stem == "compare":  # MiniLM vs its random-init copy: the CKA heatmap is drawn
+            heatmap = page.locator('[data-testid="stPlotlyChart"] .js-plotly-plot').first
+            heatmap.wait_for(state="visible", timeout=60_000)
+            assert heatmap.locator(".heatmaplayer, .hm, image").count() > 0
+            assert page.get_by_text("Linear CKA").count() >= 1
         if stem == "tour":
             assert page.get_by_text("Step 1 of 5").count() >= 1
             assert page.get_by_role("button", name="Next").count() == 1
