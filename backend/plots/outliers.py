@@ -218,7 +218,9 @@ def token_dim_heatmap(
     outlier_dims: Sequence[int] = (),
 ) -> go.Figure:
     """Tokens (rows, first token on top) x dimensions of one text at one hidden state, with the
-    state's outlier dims marked by triangles above the first row. ``hidden``: (T, d)."""
+    state's outlier dims marked by triangles above the first row. ``hidden``: (T, d).
+
+    Hover shows the token's position, dimension and value; the token itself is the row label."""
     hidden = np.asarray(hidden, dtype=np.float64)
     num_tokens, d = hidden.shape
     labels = [f"{i}: {tok}" for i, tok in enumerate(tokens)]
@@ -230,8 +232,9 @@ def token_dim_heatmap(
             colorscale="RdBu_r",
             zmid=0.0,
             colorbar=dict(title="value", thickness=14),
-            customdata=np.broadcast_to(np.array(labels, dtype=object)[:, None], hidden.shape),
-            hovertemplate="token %{customdata}<br>dim %{x}<br>value %{z:.4g}<extra></extra>",
+            # the token is the row's axis label; a per-cell label string would multiply the
+            # payload by the hidden size (T x d strings), so the hover names the position only
+            hovertemplate="token %{y}<br>dim %{x}<br>value %{z:.4g}<extra></extra>",
         )
     )
     if len(outlier_dims):

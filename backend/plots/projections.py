@@ -49,9 +49,14 @@ def before_after_figure(
 
     ``hover`` holds one label per point (a token in its context, or a text snippet). Built from
     plain dicts without plotly's per-property validation: with tens of thousands of points that
-    validation (and make_subplots) costs more than the whole rest of a page rerun.
+    validation (and make_subplots) costs more than the whole rest of a page rerun. Coordinates and
+    colour values travel as float32 (Plotly sends numpy arrays as typed binary: half the bytes of
+    float64, and a screen cannot show the difference).
     """
-    panels = ((before, "x", "y"), (after, "x2", "y2"))
+    panels = (
+        (np.asarray(before.coords, dtype=np.float32), "x", "y"),
+        (np.asarray(after.coords, dtype=np.float32), "x2", "y2"),
+    )
     hover = np.asarray(hover).astype(
         str
     )  # fixed-width str: copied as one block, unlike Python objects
@@ -62,12 +67,12 @@ def before_after_figure(
         # grey "other …" points are drawn first (underneath); the legend keeps the given order
         for name in sorted(colouring.order, key=lambda c: (not c.startswith("other"), rank[c])):
             mask = colouring.values == name
-            for projection, xa, ya in panels:
+            for coords, xa, ya in panels:
                 traces.append(
                     dict(
                         type="scattergl",
-                        x=projection.coords[mask, 0],
-                        y=projection.coords[mask, 1],
+                        x=coords[mask, 0],
+                        y=coords[mask, 1],
                         xaxis=xa,
                         yaxis=ya,
                         mode="markers",
@@ -81,14 +86,14 @@ def before_after_figure(
                     )
                 )
     else:
-        values = np.asarray(colouring.values, dtype=np.float64)
+        values = np.asarray(colouring.values, dtype=np.float32)
         lo, hi = (float(np.nanmin(values)), float(np.nanmax(values))) if len(values) else (0.0, 1.0)
-        for projection, xa, ya in panels:
+        for coords, xa, ya in panels:
             traces.append(
                 dict(
                     type="scattergl",
-                    x=projection.coords[:, 0],
-                    y=projection.coords[:, 1],
+                    x=coords[:, 0],
+                    y=coords[:, 1],
                     xaxis=xa,
                     yaxis=ya,
                     mode="markers",
