@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
 from backend.cache import ResultCache, cache_key
@@ -50,6 +52,8 @@ class Selection:
 
 
 def _quiet() -> None:
+    # here, not at the top: backend.cli imports every CLI command module, which only a model
+    # load needs to silence (the first model load pays for it once)
     from backend.cli import quiet_libraries
 
     quiet_libraries()
@@ -222,6 +226,7 @@ def _ensure_navigation_frame() -> None:
     start, and every AppTest rerun) by running the page file alone: no sidebar, no frame. Switching
     the flag that ``st.navigation`` itself clears and rerunning runs app.py on the same page.
     """
+    # a private Streamlit module, needed only by this workaround: imported where it is used
     from streamlit.runtime.pages_manager import PagesManager
 
     if getattr(PagesManager, "uses_pages_directory", False):  # private flag: absent = nothing to do
@@ -255,7 +260,12 @@ def explainer(title: str, body_md: str, expanded: bool = False) -> None:
 
 
 def download_buttons(
-    key: str, *, fig=None, frame=None, json_text: str | None = None, name: str = "isoscope"
+    key: str,
+    *,
+    fig: go.Figure | None = None,
+    frame: pd.DataFrame | None = None,
+    json_text: str | None = None,
+    name: str = "isoscope",
 ) -> None:
     """PNG of a Plotly figure (rendered by kaleido only when clicked), CSV of a DataFrame, JSON."""
     cols = st.columns(3)

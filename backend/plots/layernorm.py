@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import pandas as pd
 import plotly.graph_objects as go
 
 from backend.layernorm import LNOutliers, LNParams
@@ -114,10 +115,8 @@ def flag_counts_bar(outliers: LNOutliers) -> go.Figure:
 
 def overlap_table(
     ln_dims: Sequence[int], state_names: Sequence[str], hidden_outliers: Sequence[Sequence[int]]
-):
+) -> pd.DataFrame:
     """Per hidden state: its outlier dims, and which of them are LayerNorm outlier dims."""
-    import pandas as pd
-
     ln = set(ln_dims)
     rows = []
     for name, dims in zip(state_names, hidden_outliers, strict=True):

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pandas as pd
 import plotly.graph_objects as go
 
 from backend.outliers import (
@@ -144,11 +145,11 @@ def all_states_outliers(
     return [outliers_by_criterion(result, s, thresholds) for s in range(result.num_states)]
 
 
-def state_outlier_frame(result: ExtractionResult, state: int, found: Mapping[str, Sequence[int]]):
+def state_outlier_frame(
+    result: ExtractionResult, state: int, found: Mapping[str, Sequence[int]]
+) -> pd.DataFrame:
     """One row per dim flagged by any criterion at ``state``: its statistics and a tick per
     criterion, sorted by |z| of the mean (strongest first). Returns a pandas DataFrame."""
-    import pandas as pd  # lazy: a slow import that only the table views need
-
     mean = result.mean[state]
     variance = result.variance[state]
     spread = mean.std()
@@ -294,10 +295,8 @@ def dimension_by_category(
     return fig
 
 
-def category_summary(values: np.ndarray, categories: np.ndarray):
+def category_summary(values: np.ndarray, categories: np.ndarray) -> pd.DataFrame:
     """Count, mean and median of one dimension's values per token category (a pandas frame)."""
-    import pandas as pd  # lazy: a slow import that only the table views need
-
     values = np.asarray(values, dtype=np.float64)
     rows = []
     for category in CATEGORY_ORDER:
@@ -314,10 +313,10 @@ def category_summary(values: np.ndarray, categories: np.ndarray):
     return pd.DataFrame(rows, columns=["token type", "tokens", "mean", "median"])
 
 
-def outlier_frame_all(result: ExtractionResult, by_state: Sequence[Mapping[str, Sequence[int]]]):
+def outlier_frame_all(
+    result: ExtractionResult, by_state: Sequence[Mapping[str, Sequence[int]]]
+) -> pd.DataFrame:
     """:func:`state_outlier_frame` for every hidden state, stacked with a ``hidden state`` column."""
-    import pandas as pd  # lazy: a slow import that only the table views need
-
     frames = []
     for s, name in enumerate(result.state_names):
         frame = state_outlier_frame(result, s, by_state[s])

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import pandas as pd
 import plotly.graph_objects as go
 
 from backend.similarity import ThresholdSweep
@@ -141,15 +142,13 @@ def sweep_figure(sweeps: dict[str, ThresholdSweep], state_name: str) -> go.Figur
     return fig
 
 
-def sts_frame(rows: Sequence[dict]):
+def sts_frame(rows: Sequence[dict]) -> pd.DataFrame:
     """The downloadable STS table: one row per hidden state."""
-    import pandas as pd
-
     frame = pd.DataFrame(rows)
     frame["clipped_dims"] = frame["clipped_dims"].map(lambda dims: " ".join(map(str, dims)))
     return frame.rename(columns={"name": "state"})
 
 
-def word_sense_frame(rows: Sequence[dict]):
+def word_sense_frame(rows: Sequence[dict]) -> pd.DataFrame:
     """The downloadable word-sense table: one row per hidden state."""
     return sts_frame(rows)
