@@ -19,7 +19,10 @@ def add_parser(sub) -> None:
     p = sub.add_parser("analyze", help="per-layer statistics, outlier dimensions and anisotropy")
     add_model_args(p)
     p.add_argument(
-        "--texts", required=True, help=".txt (one text per line), .csv or .jsonl with a text column"
+        "--texts",
+        required=True,
+        help=".txt (one text per line), .csv, .jsonl or .parquet with a text column, or a folder "
+        "of such shards (read in sorted path order)",
     )
     p.add_argument("--out", required=True, help="output JSON file")
     p.add_argument(
