@@ -82,3 +82,19 @@ def test_bad_clip_dims_show_an_error():
     assert any("out of range" in e.value for e in at.error)
     at.text_input(key="aniso_clip_dims").input("223").run()
     assert not at.error
+
+
+def test_all_but_the_top_range_is_the_shared_one(monkeypatch):
+    """One post-processing control group for Anisotropy and Clipping & projections: the range of
+    D (components removed) is 1 .. d-1 with default round(d/100) on both pages (it had drifted)."""
+    monkeypatch.setenv("ISOSCOPE_UMAP_WARMUP", "0")  # the projections page would compile UMAP
+    at = _page()
+    at.selectbox(key="aniso_post").set_value("abtt").run()
+    assert not at.exception and not at.error
+    field = at.number_input(key="aniso_abtt_d")
+    assert (field.min, field.max, field.value) == (1, 383, 4)  # MiniLM: d = 384
+    at.switch_page("pages/projections.py").run()
+    at.selectbox(key="proj_post").set_value("abtt").run()
+    assert not at.exception
+    field = at.number_input(key="proj_abtt_d")
+    assert (field.min, field.max, field.value) == (1, 383, 4)
