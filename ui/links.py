@@ -211,7 +211,9 @@ def link_params(page_path: str, selection: Selection) -> dict[str, str]:
         if key in st.session_state:
             params[key] = str(st.session_state[key])
     widget = STATE_WIDGETS.get(page_path)
-    if widget is not None and widget in st.session_state:
+    if STATE_KEY in st.session_state:  # the link's state, not yet used by the page
+        params["state"] = str(st.session_state[STATE_KEY])
+    elif widget is not None and widget in st.session_state:
         from backend.naming import hidden_state_label
 
         params["state"] = hidden_state_label(int(st.session_state[widget]))
