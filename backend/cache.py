@@ -209,6 +209,8 @@ class ResultCache:
     def __init__(self, root: str | Path | None = None, limit: int | str | None = None) -> None:
         self.root = Path(root) if root is not None else default_cache_dir()
         self._limit = None if limit is None else parse_size(limit)
+        if limit is None:
+            default_cache_limit()  # a malformed $ISOSCOPE_CACHE_LIMIT fails here, before any work
         self.notice: str | None = None  # why the last save kept nothing, else None
 
     @property

@@ -122,6 +122,9 @@ def test_limit_precedence(monkeypatch, tmp_path):
     set_process_limit(None)
     with pytest.raises(InputError, match="ISOSCOPE_CACHE_LIMIT"):
         default_cache_limit()
+    with pytest.raises(InputError, match="ISOSCOPE_CACHE_LIMIT"):
+        ResultCache(tmp_path)  # before any work, not after the extraction
+    assert ResultCache(tmp_path, limit="1G").limit == 1024**3  # an explicit limit needs no env
 
 
 # ----------------------------------------------------------------------------- LRU eviction
