@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 import streamlit as st
 
 from backend.errors import IsoscopeError
@@ -19,16 +18,18 @@ from backend.plots.outliers import (
     CRITERION_SHORT,
     HEATMAP_STATS,
     category_summary,
-    criteria_marks,
-    dimension_by_category,
     headline_outlier,
-    heatmap_values,
-    layer_dim_heatmap,
     outliers_json,
     state_outlier_frame,
-    token_dim_heatmap,
 )
-from ui.cached import encoded_text, outlier_frame, outliers_by_state, sample_categories
+from ui.cached import (
+    category_box,
+    outlier_frame,
+    outlier_heatmap,
+    outliers_by_state,
+    sample_categories,
+    token_heatmap,
+)
 from ui.common import download_buttons, explainer, load_or_stop, show_notices
 
 st.title("Outlier dimensions")
@@ -136,23 +137,21 @@ else:
 
 
 @st.fragment
-def heatmap_section(by_state: list[dict[str, list[int]]]) -> None:
+def heatmap_section(thresholds: OutlierThresholds) -> None:
     """Layers x dimensions heatmap coloured by one statistic, with the criteria's markers."""
     st.subheader("Every hidden state, every dimension")
     stat = st.radio("Colour by", list(HEATMAP_STATS), horizontal=True, key="out_stat")
     st.caption(
         f"Colour: {HEATMAP_STATS[stat]}. Markers show the outlier dims of each criterion (toggle them in the legend)."
     )
-    heat_fig = layer_dim_heatmap(
-        heatmap_values(result, stat), names, stat, marks=criteria_marks(by_state)
-    )
+    heat_fig = outlier_heatmap(result, stat, thresholds)
     st.plotly_chart(heat_fig, width="stretch", key="out_heatmap")
     download_buttons(
         "out_heatmap", fig=heat_fig, name=f"isoscope_outlier_heatmap_{stat.strip('|')}"
     )
 
 
-heatmap_section(by_state)
+heatmap_section(thresholds)
 
 
 # ----------------------------------------------------------------------------- one hidden state
@@ -189,12 +188,12 @@ def state_section(by_state: list[dict[str, list[int]]], thresholds: OutlierThres
         json_text=outliers_json(result, by_state, thresholds),
         name="isoscope_outlier_dims",
     )
-    text_view(state, state_name, found)
+    text_view(state, state_name, thresholds)
     category_view(state, state_name, found)
 
 
 @st.fragment
-def text_view(state: int, state_name: str, found: dict[str, list[int]]) -> None:
+def text_view(state: int, state_name: str, thresholds: OutlierThresholds) -> None:
     """Every token of one text at the chosen hidden state (a fragment: the text number reruns
     only this view)."""
     st.subheader("One text, token by token")
@@ -211,11 +210,10 @@ def text_view(state: int, state_name: str, found: dict[str, list[int]]) -> None:
     text = result.texts[text_index]
     st.markdown(f"> {text[:500]}{'…' if len(text) > 500 else ''}")
     try:
-        hidden, table = encoded_text(loaded, text, result.settings.max_length)
+        text_fig = token_heatmap(loaded, result, text_index, state, thresholds)
     except IsoscopeError as exc:
         st.error(f"Cannot encode this text: {exc}")
         return
-    text_fig = token_dim_heatmap(hidden[state], table.token, state_name, headline_dims(found))
     st.plotly_chart(text_fig, width="stretch", key="out_text_heatmap")
     st.caption(
         f"Hidden state {state_name} (chosen above); triangles mark its z-score / extreme-index outliers."
@@ -238,18 +236,13 @@ def category_view(state: int, state_name: str, found: dict[str, list[int]]) -> N
             key=f"out_dim_{state}",
         )
     )
-    categories = sample_categories(result)
-    values = np.asarray(result.sample_vectors[state][:, dim])
+    values = result.sample_vectors[state][:, dim]
     left, right = st.columns([2, 1])
     with left:
-        st.plotly_chart(
-            dimension_by_category(values, categories, dim, state_name),
-            width="stretch",
-            key="out_dim_box",
-        )
+        st.plotly_chart(category_box(result, state, dim), width="stretch", key="out_dim_box")
     with right:
         st.dataframe(
-            category_summary(values, categories),
+            category_summary(values, sample_categories(result)),
             hide_index=True,
             width="stretch",
             key="out_dim_table",

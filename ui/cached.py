@@ -30,7 +30,14 @@ from backend.isotropy import (
 from backend.models import LoadedModel, random_like
 from backend.nope import NopeSettings, VarianceCurves, variance_lab_pair, variance_on_model
 from backend.outliers import OutlierThresholds, headline_dims, outliers_by_criterion
-from backend.plots.outliers import outlier_frame_all
+from backend.plots.outliers import (
+    criteria_marks,
+    dimension_by_category,
+    heatmap_values,
+    layer_dim_heatmap,
+    outlier_frame_all,
+    token_dim_heatmap,
+)
 from backend.plots.projections import before_after_figure
 from backend.positional import (
     PositionTableReport,
@@ -135,6 +142,36 @@ def outlier_frame(
 ) -> pd.DataFrame:
     """Every hidden state's flagged dims with their statistics (the page's CSV download)."""
     return outlier_frame_all(result, outliers_by_state(result, thresholds))
+
+
+@cached
+def outlier_heatmap(
+    result: ExtractionResult, stat: str, thresholds: OutlierThresholds = DEFAULT_THRESHOLDS
+) -> go.Figure:
+    """The layers x dimensions heatmap of one statistic with the criteria's markers."""
+    marks = criteria_marks(outliers_by_state(result, thresholds))
+    return layer_dim_heatmap(heatmap_values(result, stat), result.state_names, stat, marks=marks)
+
+
+@cached
+def token_heatmap(
+    loaded: LoadedModel,
+    result: ExtractionResult,
+    text_index: int,
+    state: int,
+    thresholds: OutlierThresholds = DEFAULT_THRESHOLDS,
+) -> go.Figure:
+    """One text's token vectors at one hidden state, its headline outlier dims marked."""
+    hidden, table = encoded_text(loaded, result.texts[text_index], result.settings.max_length)
+    marked = headline_dims(outliers_by_state(result, thresholds)[state])
+    return token_dim_heatmap(hidden[state], table.token, result.state_names[state], marked)
+
+
+@cached
+def category_box(result: ExtractionResult, state: int, dim: int) -> go.Figure:
+    """One dimension's sampled values split by token type."""
+    values = np.asarray(result.sample_vectors[state][:, dim])
+    return dimension_by_category(values, sample_categories(result), dim, result.state_names[state])
 
 
 @cached
