@@ -37,7 +37,7 @@ from ui.compare import (
     model_b_extraction,
     trajectory_paths,
 )
-from ui.sidebar import CUSTOM, MODEL_PRESETS
+from ui.sidebar import CUSTOM, MODEL_PRESETS, corpus_label
 
 MODES = ("two models, one corpus", "one model, two corpora")
 ESTIMATORS = {"auto": None, "debiased": True, "plain": False}
@@ -75,12 +75,14 @@ in fine-tuning (Kovaleva et al. 2021) when both models have the same norms.
 )
 loaded_a, result_a = load_or_stop()
 selection = get_selection()
+CORPUS_A = corpus_label(selection.corpus_kind, selection.corpus_file_name)
 show_notices(result_a)
 tab_pair, tab_trajectory = st.tabs(["A vs B", "Checkpoint trajectory"])
 
 
 def _choose_b():
-    """Side B's inputs; returns (loaded_b, result_b, label_b) or None (message shown)."""
+    """Side B's inputs; returns (loaded_b, result_b, model label, corpus label) or None (a
+    message is shown)."""
     mode = st.radio("Compare", MODES, horizontal=True, key="cmp_mode")
     if mode == MODES[0]:
         own = f"random-like:{selection.model_source}"
@@ -101,7 +103,7 @@ def _choose_b():
                 )
                 return None
         loaded_b, result_b = model_b_extraction(source)
-        return loaded_b, result_b, source
+        return loaded_b, result_b, source, CORPUS_A
     c1, c2 = st.columns([1, 3])
     kind = c1.radio(
         "Corpus B", ["paste text", "upload a file", "bundled sample corpus"], key="cmp_corpus_b"
@@ -112,6 +114,7 @@ def _choose_b():
             st.info("Paste corpus B (one text per line) to compare it with the sidebar's corpus.")
             return None
         sel_b = corpus_b_selection("paste", text=text)
+        corpus_b = corpus_label("paste")
     elif kind == "upload a file":
         upload = c2.file_uploader(
             "Corpus B (.txt one text per line; .csv/.jsonl with a text column)",
@@ -122,10 +125,12 @@ def _choose_b():
             st.info("Upload corpus B to compare it with the sidebar's corpus.")
             return None
         sel_b = corpus_b_selection("upload", upload=upload)
+        corpus_b = corpus_label("upload", upload.name)
     else:
         sel_b = corpus_b_selection("bundled")
+        corpus_b = corpus_label("bundled")
     loaded_b, result_b = corpus_b_extraction(sel_b)
-    return loaded_b, result_b, result_b.corpus_name
+    return loaded_b, result_b, selection.model_source, corpus_b
 
 
 def _pairs():
@@ -152,12 +157,7 @@ def _render_pair() -> None:
         return
     if chosen is None:
         return
-    loaded_b, result_b, label_b = chosen
-    label_a = (
-        selection.model_source
-        if st.session_state.get("cmp_mode", MODES[0]) == MODES[0]
-        else result_a.corpus_name
-    )
+    loaded_b, result_b, label_b, corpus_b = chosen
     c1, c2 = st.columns([1, 2])
     estimator = c1.radio(
         "CKA estimator",
@@ -188,12 +188,12 @@ def _render_pair() -> None:
         return
 
     left, right = st.columns(2)
-    for col, side, card, corpus in (
-        (left, "A", result_a.model, result_a.corpus_name),
-        (right, "B", result_b.model, result_b.corpus_name),
+    for col, side, card, model, corpus in (
+        (left, "A", result_a.model, selection.model_source, CORPUS_A),
+        (right, "B", result_b.model, label_b, corpus_b),
     ):
         with col:
-            st.markdown(f"**{side}: {label_a if side == 'A' else label_b}** · {corpus}")
+            st.markdown(f"**{side}: {model}** · {corpus}")
             st.dataframe(model_card_rows(card), hide_index=True, width="stretch", height=240)
     for note in c.notes:
         st.info(note)

@@ -336,6 +336,7 @@ def ln_gamma_flag_heatmap(t: Trajectory) -> go.Figure:
             y=names,
             colorscale="Blues",
             zmin=0,
+            zmax=max(1.0, float(z.max())) if z.size else 1.0,
             text=text,
             hovertemplate="%{y}<br>step %{x}<br>%{z} outlier γ dims: %{text}<extra></extra>",
             colorbar=dict(title="dims"),
