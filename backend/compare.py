@@ -24,13 +24,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from backend.errors import InputError
-from backend.extract import ExtractionResult
 from backend.isotropy import N_PAIRS, PAIR_SEED
-from backend.models import LoadedModel
+
+if TYPE_CHECKING:  # type hints only: importing them would pull in torch
+    from backend.extract import ExtractionResult
+    from backend.models import LoadedModel
 
 BASES = ("tokens", "texts")
 

@@ -198,7 +198,7 @@ def abs_mean_diff_heatmap(
     diff: np.ndarray, names: Sequence[str], label_a: str = "A", label_b: str = "B"
 ) -> go.Figure:
     """States x dims heatmap of |mean_B| - |mean_A|, diverging colours centred on 0."""
-    z = np.asarray(diff, dtype=np.float64)
+    z = np.asarray(diff, dtype=np.float32)  # float32 travels as half the bytes
     bound = float(np.nanmax(np.abs(z))) if z.size else 1.0
     fig = go.Figure(
         go.Heatmap(
@@ -236,7 +236,7 @@ def abs_mean_diff_frame(diff: np.ndarray, names: Sequence[str]) -> pd.DataFrame:
 
 def ln_diff_heatmap(ln: LNDifference, which: str = "gamma") -> go.Figure:
     """LayerNorms x dims heatmap of gamma_B - gamma_A (or beta), diverging colours centred on 0."""
-    z = ln.d_gamma if which == "gamma" else ln.d_beta
+    z = (ln.d_gamma if which == "gamma" else ln.d_beta).astype(np.float32)
     bound = float(np.abs(z).max()) if z.size else 1.0
     symbol = "γ" if which == "gamma" else "β"
     fig = go.Figure(
