@@ -25,11 +25,18 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from backend.errors import InputError, IsoscopeError
 from backend.isotropy import N_PAIRS, PAIR_SEED
+
+if TYPE_CHECKING:  # type hints only: importing them would pull in torch
+    from backend.cache import ResultCache
+    from backend.corpus import Corpus
+    from backend.extract import ExtractionResult, ExtractionSettings
+    from backend.models import LoadedModel
 
 STEP_NAME = re.compile(r"^(?:checkpoint|step)[-_]?(\d+)$", re.IGNORECASE)
 Progress = Callable[[str], None]
@@ -128,7 +135,9 @@ def _architecture(info: dict) -> tuple:
     return (info.get("model_type"), info.get("num_layers"), info.get("hidden_size"))
 
 
-def state_figures(result, *, n_pairs: int = N_PAIRS, seed: int = PAIR_SEED) -> list[dict]:
+def state_figures(
+    result: ExtractionResult, *, n_pairs: int = N_PAIRS, seed: int = PAIR_SEED
+) -> list[dict]:
     """Per hidden state of an ExtractionResult: largest |mean| (and its dim), outlier dims,
     anisotropy and IsoScore."""
     from backend.isotropy import by_state
@@ -153,7 +162,9 @@ def state_figures(result, *, n_pairs: int = N_PAIRS, seed: int = PAIR_SEED) -> l
     return rows
 
 
-def layernorm_figures(loaded, k: float = 3.0, share: float = 0.5) -> tuple[dict, list[int]]:
+def layernorm_figures(
+    loaded: LoadedModel, k: float = 3.0, share: float = 0.5
+) -> tuple[dict, list[int]]:
     """(per-norm gamma-flagged dims, LN outlier dims) of a loaded model; ({}, []) without norms."""
     from backend.layernorm import detect_outliers, flag_params, ln_params, norms_of, select_norms
 
@@ -241,18 +252,18 @@ class Trajectory:
 
 def run_trajectory(
     checkpoints: Sequence[Checkpoint],
-    corpus,
-    settings=None,
+    corpus: Corpus,
+    settings: ExtractionSettings | None = None,
     *,
     device: str = "auto",
     dtype: str = "float32",
     allow_pickle: bool = False,
-    cache=None,
+    cache: ResultCache | None = None,
     use_cache: bool = True,
     n_pairs: int = N_PAIRS,
     seed: int = PAIR_SEED,
     progress: Progress | None = None,
-    extract_progress=None,
+    extract_progress: Callable[[int, int], None] | None = None,
 ) -> Trajectory:
     """Load, extract (through the disk cache) and summarise each checkpoint in order, one model in
     memory at a time. A checkpoint that fails to load or to run, or whose architecture (model type,
