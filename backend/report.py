@@ -161,7 +161,28 @@ def _dims(dims: Sequence[int]) -> str:
 
 
 def _states(names: Sequence[str]) -> str:
-    return ", ".join(names)
+    """Hidden-state names with runs of 3+ consecutive layers shortened: 'emb, 1–29'."""
+    parts: list[str] = []
+    run: list[int] = []
+
+    def flush() -> None:
+        if len(run) >= 3:
+            parts.append(f"{run[0]}–{run[-1]}")
+        else:
+            parts.extend(str(i) for i in run)
+        run.clear()
+
+    for name in names:
+        if name.isdigit() and run and int(name) == run[-1] + 1:
+            run.append(int(name))
+            continue
+        flush()
+        if name.isdigit():
+            run.append(int(name))
+        else:
+            parts.append(name)
+    flush()
+    return ", ".join(parts)
 
 
 # ----------------------------------------------------------------------------- shared numbers

@@ -146,3 +146,10 @@ def test_unknown_section_is_an_input_error(planted):
 
     with pytest.raises(InputError, match="unknown report section"):
         build_report(None, planted, sections=("outliers", "nonsense"))
+
+
+def test_state_lists_shorten_runs_of_layers():
+    from backend.report import _states
+
+    assert _states(["emb", "1", "2", "3", "5", "7", "8", "9", "10"]) == "emb, 1–3, 5, 7–10"
+    assert _states(["1", "2"]) == "1, 2"
