@@ -124,20 +124,37 @@ def start_server(port: int, log_path: Path) -> subprocess.Popen:
     raise RuntimeError("streamlit did not start in 120 s")
 
 
+RECEIVED = [0]  # bytes the page received over Streamlit's websocket (all frames)
+
+
+def count_bytes(page) -> None:
+    """Add every websocket frame the page receives to RECEIVED (the rerun's payload)."""
+
+    def on_socket(ws) -> None:
+        ws.on("framereceived", lambda payload: RECEIVED.__setitem__(0, RECEIVED[0] + len(payload)))
+
+    page.on("websocket", on_socket)
+
+
 def timed(
     page, act: Callable[[], None], timeout_s: float = ACTION_TIMEOUT_S, since_load: bool = False
 ) -> float:
     """Seconds from just before ``act()`` (or from the page load) until the app is idle with its
-    charts drawn."""
+    charts drawn. The bytes received meanwhile are left in ``timed.bytes``."""
     t0 = 0.0 if since_load else page.evaluate("performance.now()")
+    start_bytes = RECEIVED[0]
     act()
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         done = page.evaluate(DONE_JS, [t0, QUIET_MS])
         if done is not None:
+            timed.bytes = RECEIVED[0] - start_bytes
             return (done - t0) / 1000.0
         time.sleep(0.05)
     raise TimeoutError("the app did not become idle")
+
+
+timed.bytes = 0
 
 
 # ----------------------------------------------------------------------------- widget drivers
@@ -301,12 +318,15 @@ def pages_from_app() -> list[tuple[str, str]]:
     raise RuntimeError("app.py has no PAGES list")
 
 
-def summary(times: list[float]) -> dict:
-    return {
+def summary(times: list[float], sizes: list[int] | None = None) -> dict:
+    out = {
         "median_s": round(statistics.median(times), 3),
         "worst_s": round(max(times), 3),
         "runs_s": [round(t, 3) for t in times],
     }
+    if sizes:
+        out["median_bytes_received"] = int(statistics.median(sizes))
+    return out
 
 
 def main() -> None:
@@ -315,6 +335,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--pages", nargs="*", help="page file stems (default: all)")
     parser.add_argument("--log", default="/tmp/isoscope_latency_streamlit.log")
+    parser.add_argument(
+        "--no-warm-all",
+        dest="warm_all",
+        action="store_false",
+        help="visit only the chosen pages before timing (default: every page)",
+    )
     args = parser.parse_args()
 
     from playwright.sync_api import sync_playwright
@@ -339,12 +365,13 @@ def main() -> None:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             page = browser.new_page(viewport=VIEWPORT)
             page.add_init_script(INIT_SCRIPT)
+            count_bytes(page)
             page.goto(f"http://127.0.0.1:{port}/", wait_until="domcontentloaded")
             first = time.perf_counter()
             timed(page, lambda: None, timeout_s=600, since_load=True)
             out["meta"]["first_load_s"] = round(time.perf_counter() - first, 1)
             # visit every page once (fills the caches), then time switches between them
-            for _stem, title in all_pages[1:] + all_pages[:1]:
+            for _stem, title in (all_pages[1:] + all_pages[:1]) if args.warm_all else chosen:
                 timed(page, nav(page, title), timeout_s=600)
             for stem, title in chosen:
                 timed(page, nav(page, title), timeout_s=600)
@@ -353,22 +380,26 @@ def main() -> None:
                     try:
                         for act in acts:  # warm every value once
                             timed(page, act, timeout_s=600)
-                        times = [timed(page, acts[i % len(acts)]) for i in range(args.repeats)]
+                        times, sizes = [], []
+                        for i in range(args.repeats):
+                            times.append(timed(page, acts[i % len(acts)]))
+                            sizes.append(timed.bytes)
                     except Exception as exc:  # a missing widget must not lose the other figures
                         out["controls"][label] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
                         print(f"{label} failed: {exc}", file=sys.stderr)
                         page.keyboard.press("Escape")
                         continue
-                    out["controls"][label] = summary(times)
-                    print(f"{label} {summary(times)}", file=sys.stderr)
+                    out["controls"][label] = summary(times, sizes)
+                    print(f"{label} {summary(times, sizes)}", file=sys.stderr)
             for stem, title in chosen:
-                times = []
+                times, sizes = [], []
                 for _ in range(max(1, args.repeats // 2)):
                     other = next(t for s, t in all_pages if s != stem)
                     timed(page, nav(page, other))
                     times.append(timed(page, nav(page, title)))
-                out["page_switch"][stem] = summary(times)
-                print(f"switch to {stem} {summary(times)}", file=sys.stderr)
+                    sizes.append(timed.bytes)
+                out["page_switch"][stem] = summary(times, sizes)
+                print(f"switch to {stem} {summary(times, sizes)}", file=sys.stderr)
             browser.close()
     finally:
         proc.terminate()
