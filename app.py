@@ -37,7 +37,6 @@ navigation = st.navigation(pages)
 with st.sidebar:
     st.markdown("## isoscope")
     st.caption("Embedding geometry of Transformer models")
-start_umap_warmup()  # numba compiles UMAP (~55 s) in the background, off the request path
 apply_link(pages, navigation)  # a shared link's model, corpus, page and controls (once per session)
 show_link_notice()
 sidebar()
@@ -46,4 +45,7 @@ try:
     navigation.run()
 except ModelUnavailableError as exc:  # a saved analysis is open and this view needs the model
     st.info(f"**This view needs the model.** {exc}", icon=":material/memory:")
+# numba compiles UMAP (~1 min) in a low-priority background thread; started once the first page
+# has rendered, so it never delays it (the projections page starts it itself if opened first).
+start_umap_warmup()
 sync_link(navigation)

@@ -20,9 +20,26 @@ OFFLINE_ENV = {
 
 
 def use_offline_environment() -> None:
-    """Set :data:`OFFLINE_ENV` in ``os.environ`` where the user has not set them."""
+    """Set :data:`OFFLINE_ENV` in ``os.environ`` where the user has not set them, and numba's
+    kernel cache (:func:`use_numba_cache`)."""
     for key, value in OFFLINE_ENV.items():
         os.environ.setdefault(key, value)
+    use_numba_cache()
+
+
+def use_numba_cache() -> None:
+    """Keep numba's compiled kernels (UMAP, pynndescent) in ``<isoscope cache>/numba`` so a
+    second start compiles less; must run before numba is imported. A user's setting wins."""
+    if "NUMBA_CACHE_DIR" in os.environ:
+        return
+    root = os.environ.get("ISOSCOPE_CACHE_DIR")
+    if not root:
+        try:
+            from platformdirs import user_cache_dir
+        except ImportError:
+            return
+        root = user_cache_dir("isoscope")
+    os.environ["NUMBA_CACHE_DIR"] = os.path.join(os.path.expanduser(root), "numba")
 
 
 def offline_env(**extra: str) -> dict[str, str]:

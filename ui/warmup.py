@@ -2,6 +2,11 @@
 (about a minute on 2 cores). :func:`start_umap_warmup` starts one daemon thread per process that
 runs :func:`backend.projections.warm_up_umap`; pages read its state and offer PCA meanwhile.
 
+The first page must not wait for it: app.py starts the warm-up only after the first page has
+rendered, and the thread lowers its own scheduling priority (Linux: a per-thread nice value of
+19), so later page runs win the CPU. Compiled kernels that numba can cache go to
+``NUMBA_CACHE_DIR`` inside the isoscope cache (:func:`backend.environment.use_numba_cache`).
+
 Set ``ISOSCOPE_UMAP_WARMUP=0`` to skip the warm-up (tests do, to keep the CPU free); UMAP then
 compiles on its first real fit instead.
 """
@@ -41,7 +46,21 @@ class WarmupState:
         return 1.0 if self.ready else min(self.elapsed / EXPECTED_SECONDS, 0.95)
 
 
+def _lower_priority() -> None:
+    """Nice this thread (not the process) to 19 where the OS allows it (Linux threads have their
+    own nice value); elsewhere a no-op."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    except (AttributeError, OSError):
+        pass
+
+
 def _run(state: WarmupState) -> None:
+    from backend.environment import use_numba_cache
+
+    use_numba_cache()  # before numba's first import
+    _lower_priority()
+    state.started = time.monotonic()
     from backend.projections import warm_up_umap
 
     try:
