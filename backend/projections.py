@@ -190,17 +190,19 @@ def _tsne(x: np.ndarray, *, perplexity: float, seed: int) -> np.ndarray:
     """openTSNE (Poličar et al. 2024, JSS 109): exact-perplexity affinities on approximate (Annoy)
     neighbours, PCA initialisation, learning rate n / 12 (Belkina et al. 2019), and the gradient's
     repulsive term by Barnes-Hut below :data:`TSNE_FFT_POINTS` points, by FFT interpolation
-    (Linderman et al. 2019, linear in n) above. A fixed thread count per machine, so seeded runs
-    repeat exactly."""
+    (Linderman et al. 2019, linear in n) above. One thread below that size (threads only wait on
+    each other there: 8x slower measured on a busy 2-core machine), a fixed count per machine
+    above; either way seeded runs repeat exactly."""
     from openTSNE import TSNE
 
+    large = len(x) >= TSNE_FFT_POINTS
     tsne = TSNE(
         n_components=2,
         perplexity=perplexity,
         initialization="pca",
-        negative_gradient_method="fft" if len(x) >= TSNE_FFT_POINTS else "bh",
+        negative_gradient_method="fft" if large else "bh",
         random_state=seed,
-        n_jobs=_tsne_threads(),
+        n_jobs=_tsne_threads() if large else 1,
         verbose=False,
     )
     return np.asarray(tsne.fit(np.ascontiguousarray(x, dtype=np.float64)))
