@@ -190,7 +190,7 @@ def slider_key(page, key: str, direction: str) -> Callable[[], None]:
 
 
 def tab(page, label: str) -> Callable[[], None]:
-    return lambda: page.locator('[data-baseweb="tab"]').filter(has_text=label).first.click()
+    return lambda: page.locator('[role="tab"]').filter(has_text=label).first.click()
 
 
 def nav(page, title: str) -> Callable[[], None]:
