@@ -14,7 +14,8 @@ Usage: ``python benchmarks/extract.py [--texts 2000] [--model default] [--device
 ``--load-memory``: host peak RSS while loading a random ~100M-parameter Llama saved as sharded
 safetensors, against the weights' size.
 ``--model`` takes any load_model source: ``default``, a checkpoint folder, ``smollm2`` (the bundled
-decoder, where present), ``random:...``.
+decoder, where present), ``random:...``, or ``random-llama[:width=..,layers=..]`` (a random-init
+~1B-parameter Llama built from a config on the device; see :func:`random_llama`).
 """
 
 from __future__ import annotations
@@ -44,6 +45,68 @@ def make_texts(n: int) -> list[str]:
         a = base[i % len(base)]
         out.append(a if i % 3 else a + " " + base[(i * 7 + 3) % len(base)])
     return out
+
+
+LLAMA_1B = {"width": 2048, "layers": 22, "heads": 32, "kv_heads": 4, "intermediate": 5632}
+
+
+def random_llama(source: str, device: str, dtype: str):
+    """``random-llama[:width=..,layers=..,heads=..,kv_heads=..,intermediate=..]``: a random-init
+    Llama-architecture LoadedModel built from a config on the target device (no weights; default
+    ~1.0B parameters, TinyLlama's shape) with the bundled tokenizer."""
+    import hashlib
+
+    import torch
+    from transformers import LlamaConfig, LlamaModel
+
+    from backend.device import resolve_device, resolve_dtype
+    from backend.models import _bundled_tokenizer, _finish
+
+    opts = dict(LLAMA_1B)
+    for item in filter(None, source.partition(":")[2].split(",")):
+        key, _, value = item.partition("=")
+        opts[key.strip()] = int(value)
+    dev = resolve_device(device)
+    dt = resolve_dtype(dev, dtype)
+    tokenizer = _bundled_tokenizer()
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=opts["width"],
+        intermediate_size=opts["intermediate"],
+        num_hidden_layers=opts["layers"],
+        num_attention_heads=opts["heads"],
+        num_key_value_heads=opts["kv_heads"],
+        max_position_embeddings=2048,
+    )
+    torch.manual_seed(0)
+    with torch.device(dev):  # initialise where it runs: seconds on a GPU
+        model = LlamaModel(config)
+    model.to(dt)
+    params = sum(p.numel() for p in model.parameters())
+    canonical = "random-llama:" + ",".join(f"{k}={v}" for k, v in sorted(opts.items()))
+    return _finish(
+        {
+            "model": model,
+            "tokenizer": tokenizer,
+            "config": config,
+            "source": canonical,
+            "display": f"random-init Llama ({params / 1e9:.2f} B parameters)",
+            "fingerprint": hashlib.sha256(canonical.encode()).hexdigest()[:20],
+            "weights_dir": None,
+            "random": True,
+            "spec": {"source": canonical},
+        },
+        dev,
+        dt,
+    )
+
+
+def load_bench_model(source: str, device: str, dtype: str):
+    if source.startswith("random-llama"):
+        return random_llama(source, device, dtype)
+    from backend.models import load_model
+
+    return load_model(source, device=device, dtype=dtype)
 
 
 def _sync(loaded) -> None:
@@ -106,9 +169,8 @@ def throughput(
 ) -> dict:
     from backend.corpus import Corpus
     from backend.extract import ExtractionSettings, extract
-    from backend.models import load_model
 
-    loaded = load_model(model_source, device=device, dtype=dtype)
+    loaded = load_bench_model(model_source, device, dtype)
     texts = make_texts(n_texts)
     corpus = Corpus(tuple(texts), "bench")
     settings = ExtractionSettings(
@@ -155,9 +217,8 @@ def child_peak(n_texts: int, model_source: str, device: str, dtype: str) -> None
     """Run in a fresh process: extract n_texts and print peak RSS (MiB)."""
     from backend.corpus import Corpus
     from backend.extract import ExtractionSettings, extract
-    from backend.models import load_model
 
-    loaded = load_model(model_source, device=device, dtype=dtype)
+    loaded = load_bench_model(model_source, device, dtype)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     corpus = Corpus(tuple(make_texts(n_texts)), "bench")
     start = time.perf_counter()
