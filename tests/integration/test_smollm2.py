@@ -88,3 +88,11 @@ def test_layernorm_naming_on_rmsnorm_pre_norm(smollm2):
     assert [s.name for s in sites[:2]] == ["L1.pre_attn_ln", "L1.pre_mlp_ln"]
     assert sites[-1].name == "final_ln" and not sites[-1].has_bias
     assert len(sites) == 61
+
+
+def test_random_init_copy_for_the_trained_vs_random_contrast(smollm2):
+    copy = load_model(f"random-like:{SMOLLM2_SOURCE}", device="cpu")
+    assert copy.info.random_init and copy.info.num_layers == 30
+    assert copy.fingerprint != smollm2.fingerprint
+    scan = scan_decoder(copy, TEXTS[:2], max_length=16, sinks=False, int8=False)
+    assert scan.massive.top_value[15, 0] < 100  # no massive activations without training
