@@ -124,16 +124,25 @@ def start_server(port: int, log_path: Path) -> subprocess.Popen:
     raise RuntimeError("streamlit did not start in 120 s")
 
 
-RECEIVED = [0]  # bytes the page received over Streamlit's websocket (all frames)
+RECEIVED = [0]  # bytes of app messages the page received (websocket frames + cached messages)
 
 
 def count_bytes(page) -> None:
-    """Add every websocket frame the page receives to RECEIVED (the rerun's payload)."""
+    """Add every websocket frame the page receives to RECEIVED, and the large messages that
+    Streamlit sends by reference and the browser fetches over HTTP (``/_stcore/message``)."""
+
+    def add(n: int) -> None:
+        RECEIVED[0] += n
 
     def on_socket(ws) -> None:
-        ws.on("framereceived", lambda payload: RECEIVED.__setitem__(0, RECEIVED[0] + len(payload)))
+        ws.on("framereceived", lambda payload: add(len(payload)))
+
+    def on_response(response) -> None:
+        if "/_stcore/message" in response.url:
+            add(int(response.headers.get("content-length") or 0))
 
     page.on("websocket", on_socket)
+    page.on("response", on_response)
 
 
 def timed(
