@@ -9,7 +9,7 @@ Prints one JSON object with, per variant, the runs' seconds, their median and sp
 Every Ray result is checked against the local one (max |diff| of the mean, sample identical).
 
 Usage: ``python benchmarks/ray_engine.py [--texts 2000] [--model default] [--workers 1,2]
-[--runs 3] [--max-length 128]``
+[--runs 3] [--local-runs N] [--max-length 128]``
 """
 
 from __future__ import annotations
@@ -53,6 +53,9 @@ def main() -> None:
     parser.add_argument("--model", default="default")
     parser.add_argument("--workers", default="1,2")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--local-runs", type=int, default=None, help="runs of the local engine (default --runs)"
+    )
     parser.add_argument("--max-length", type=int, default=128)
     args = parser.parse_args()
 
@@ -70,7 +73,7 @@ def main() -> None:
         "settings": settings.to_dict(),
     }
     local_times = []
-    for _ in range(args.runs):
+    for _ in range(args.runs if args.local_runs is None else max(1, args.local_runs)):
         started = time.perf_counter()
         want = extract(loaded, corpus, settings)
         local_times.append(time.perf_counter() - started)
