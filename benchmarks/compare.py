@@ -9,7 +9,9 @@ Each repeat runs in a fresh subprocess with an empty extraction cache and ``--th
   comparison recomputed (models already loaded, as on the running page before the memo);
 - ``warm_memo_s``: the page's rerun path, the memoised comparison (a dictionary hit).
 Also the breakdown (``load_s``, ``extract_a_s``, ``extract_b_s``, ``compare_s``, ``cka_s``,
-``summarize_s``), the 1-minute load average at the start of each repeat, and the CKA diagonal.
+``summarize_s``), the CPU seconds of the process (``*_cpu_s``: with ``--threads 1`` on a busy
+machine, a better guess of the idle wall time than the wall time), the 1-minute load average at
+the start of each repeat, and the CKA diagonal.
 
 Usage: ``python benchmarks/compare.py [--repeats 3] [--threads 2]``. Prints one JSON object with
 the median and the spread (min, max) of every time.
@@ -47,7 +49,7 @@ def one_run() -> dict:
     out: dict = {"import_s": time.perf_counter() - started, "load_avg_1min": os.getloadavg()[0]}
     corpus, settings, cache = bundled_corpus(), ExtractionSettings(), ResultCache()
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     a = load_model("default", device="cpu")
     b = load_model("random-like:default", device="cpu")
     t1 = time.perf_counter()
@@ -63,13 +65,15 @@ def one_run() -> dict:
         extract_b_s=t3 - t2,
         compare_s=t4 - t3,
         cold_s=t4 - t0,
+        cold_cpu_s=time.process_time() - c0,
     )
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     ra2 = cached_extract(a, corpus, settings, cache=cache)
     rb2 = cached_extract(b, corpus, settings, cache=cache)
     compare(ra2, rb2, loaded_a=a, loaded_b=b)
     out["warm_s"] = time.perf_counter() - t0
+    out["warm_cpu_s"] = time.process_time() - c0
 
     memo = {("compare", ra.model_fingerprint, rb.model_fingerprint): c}
     t0 = time.perf_counter()
@@ -80,9 +84,10 @@ def one_run() -> dict:
     summarize(ra)
     summarize(rb)
     out["summarize_s"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     cka_matrix(list(ra.sample_vectors), list(rb.sample_vectors))
     out["cka_s"] = time.perf_counter() - t0
+    out["cka_cpu_s"] = time.process_time() - c0
     out["tokens"] = int(ra.num_tokens)
     out["cka_diagonal"] = [round(float(v), 3) for v in c.cka.diagonal]
     out["basis"] = c.cka.basis
