@@ -129,7 +129,8 @@ def run(args: argparse.Namespace) -> int:
     loaded_a = _load(args.model_a, args)
     loaded_b = loaded_a if model_b == args.model_a else _load(model_b, args)
     result_a = extraction(loaded_a, corpus_a, settings, args, "A")
-    result_b = extraction(loaded_b, corpus_b, settings, args, "B")
+    same = loaded_b is loaded_a and corpus_b is corpus_a
+    result_b = result_a if same else extraction(loaded_b, corpus_b, settings, args, "B")
     comparison = compare(
         result_a,
         result_b,
