@@ -23,7 +23,7 @@ if [ "${1:-}" = "--dry" ]; then
     N_SMALL=40 N_DEC=16 N_LLAMA=8 LLAMA="random-llama:width=64,layers=2,heads=4,kv_heads=2,intermediate=128"
     BATCH=(--batch-size 32 --token-budget 8192 --rounds 1)
 else
-    DRY=0 DEVICE=cuda BF16=bfloat16 STEP_S=150
+    DRY=0 DEVICE=cuda BF16=bfloat16 STEP_S=180
     N_SMALL=4000 N_DEC=2000 N_LLAMA=1000 LLAMA="random-llama"
     BATCH=(--batch-size 256 --token-budget 32768 --rounds 2)
 fi

@@ -2,6 +2,10 @@
 dashboard's warm rerun after changing only the colour option. Prints JSON to stdout.
 
     .venv/bin/python benchmarks/projections.py [--sizes 5000 20000] [--no-tsne-large] [--no-app]
+        [--no-umap]
+
+t-SNE is openTSNE (Barnes-Hut below 10k points, FFT above); ``tsne_cpu_s`` is the process CPU
+time of the fit (a figure that a busy shared machine inflates less than the wall time).
 
 Points: a seeded synthetic cloud shaped like MiniLM hidden states (d = 384, 20 Gaussian clusters
 plus one rogue dimension with a large mean), the same for every method. "UMAP cold" runs in a fresh
@@ -107,6 +111,7 @@ def main() -> None:
     parser.add_argument("--no-tsne-large", action="store_true", help="skip t-SNE above 5000 points")
     parser.add_argument("--no-tsne", action="store_true", help="skip t-SNE entirely")
     parser.add_argument("--no-app", action="store_true", help="skip the AppTest rerun timing")
+    parser.add_argument("--no-umap", action="store_true", help="skip UMAP (cold and warm)")
     args = parser.parse_args()
 
     from backend.projections import project, warm_up_umap
@@ -121,16 +126,20 @@ def main() -> None:
     }
     results: dict = {}
     for n in args.sizes:
-        results[str(n)] = {"umap_cold": umap_cold(n)}
-        print(f"umap cold {n}: {results[str(n)]['umap_cold']}", file=sys.stderr)
-    report["umap_warmup_s"] = round(warm_up_umap(), 2)
+        results[str(n)] = {} if args.no_umap else {"umap_cold": umap_cold(n)}
+        print(f"umap cold {n}: {results[str(n)].get('umap_cold')}", file=sys.stderr)
+    if not args.no_umap:
+        report["umap_warmup_s"] = round(warm_up_umap(), 2)
     for n in args.sizes:
         x = cloud(n)
         row = results[str(n)]
         row["pca_s"] = timed(lambda x=x: project(x, "pca"))
-        row["umap_warm_s"] = timed(lambda x=x: project(x, "umap"))
+        if not args.no_umap:
+            row["umap_warm_s"] = timed(lambda x=x: project(x, "umap"))
         if not args.no_tsne and (n <= 5000 or not args.no_tsne_large):
+            cpu = time.process_time()
             row["tsne_s"] = timed(lambda x=x: project(x, "tsne"))
+            row["tsne_cpu_s"] = round(time.process_time() - cpu, 2)  # all threads of the process
         print(f"{n}: {row}", file=sys.stderr)
     report["time_to_first_projection"] = results
     if not args.no_app:
