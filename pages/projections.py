@@ -105,9 +105,10 @@ st.caption(
 )
 if method == "tsne" and size > TSNE_SLOW_POINTS:
     st.warning(
-        f"t-SNE on {size:,} points is slow on a small CPU (measured on 2 cores: about 80 s for 5,000 points "
-        "and 3.5 minutes for 20,000), and this page runs it twice (raw and post-processed). "
-        "Lower the number of points for a quick look; results are cached."
+        f"t-SNE on {size:,} points takes a while on a small CPU (openTSNE, FFT-accelerated: about "
+        "40 s of CPU time for 20,000 points, measured on a busy 2-core machine), and this page runs "
+        "it twice (raw and post-processed). Lower the number of points for a quick look; results "
+        "are cached."
     )
 show_notices(result)
 
