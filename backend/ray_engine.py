@@ -149,8 +149,7 @@ def ray_session(options: RayOptions) -> Iterator[Any]:
         _configure_data_context()
         yield ray
     finally:
-        if ray.is_initialized():
-            ray.shutdown()
+        ray.shutdown()  # also after an interrupted ray.init: stops whatever it had started
 
 
 @contextlib.contextmanager
