@@ -84,7 +84,7 @@ has massive && step cli_massive "$PY" -m backend massive "${DEV[@]}" --texts "$T
 has compare && step cli_compare "$PY" -m backend compare "${DEV[@]}" --model-a default \
     --model-b "random-like:default" --texts "$TEXTS" --out "$OUT/cli_compare.out.json"
 has report && step cli_report "$PY" -m backend report "${DEV[@]}" --texts "$TEXTS" --out "$OUT/cli_report.html"
-has export && step cli_export "$PY" -m backend export "${DEV[@]}" --texts "$TEXTS" --format projector \
+has export && step cli_export "$PY" -m backend export "${DEV[@]}" --texts "$TEXTS" --state 3 --format projector \
     --out "$OUT/cli_export"
 
 # ---------------------------------------------------------------- one JSON
