@@ -144,6 +144,46 @@ def load_model_from_args(args: argparse.Namespace, head: str = "base"):
     return loaded
 
 
+def add_cache_args(parser: argparse.ArgumentParser, *, no_cache: bool = True) -> None:
+    """``--cache-dir``, ``--cache-limit`` (and ``--no-cache``): one definition for every command."""
+    parser.add_argument(
+        "--cache-dir",
+        default=None,
+        help="extraction cache folder (default: $ISOSCOPE_CACHE_DIR, else the user cache dir)",
+    )
+    if no_cache:
+        parser.add_argument(
+            "--no-cache", action="store_true", help="neither read nor write the extraction cache"
+        )
+    parser.add_argument(
+        "--cache-limit",
+        default=None,
+        help="disk cache size limit, e.g. 500M or 5G (default: $ISOSCOPE_CACHE_LIMIT, else 5G); "
+        "least recently used results are evicted beyond it",
+    )
+
+
+def check_cache_args(args: argparse.Namespace) -> None:
+    """Fail on a malformed ``--cache-limit`` before any model loads."""
+    from backend.cache import parse_size
+
+    if getattr(args, "cache_limit", None) is not None:
+        parse_size(args.cache_limit, "--cache-limit")
+
+
+def extract_with_cache(loaded, corpus, settings, args: argparse.Namespace, label: str = ""):
+    """The extraction through the disk cache (``--cache-dir``/``--cache-limit``) unless
+    ``--no-cache``, with a progress line on stderr."""
+    from backend.cache import ResultCache, cached_extract
+    from backend.extract import extract
+
+    progress = ProgressPrinter(f"{label + ': ' if label else ''}extracting {len(corpus)} texts")
+    if getattr(args, "no_cache", False):
+        return extract(loaded, corpus, settings, progress)
+    cache = ResultCache(getattr(args, "cache_dir", None), getattr(args, "cache_limit", None))
+    return cached_extract(loaded, corpus, settings, progress, cache)
+
+
 def check_out_path(out: str) -> Path:
     path = Path(out)
     if path.is_dir():

@@ -6,8 +6,11 @@ import argparse
 
 from backend.cli import (
     ProgressPrinter,
+    add_cache_args,
     add_model_args,
+    check_cache_args,
     check_out_path,
+    extract_with_cache,
     load_model_from_args,
     progress_line,
     write_json,
@@ -62,18 +65,7 @@ def add_parser(sub) -> None:
         default=5,
         help="dimensions listed in top_cosine_dims (Timkey's cosine contribution)",
     )
-    p.add_argument(
-        "--cache-dir", default=None, help="extraction cache folder (default: user cache dir)"
-    )
-    p.add_argument(
-        "--no-cache", action="store_true", help="neither read nor write the extraction cache"
-    )
-    p.add_argument(
-        "--cache-limit",
-        default=None,
-        help="disk cache size limit, e.g. 500M or 5G (default: $ISOSCOPE_CACHE_LIMIT, else 5G); "
-        "least recently used results are evicted beyond it",
-    )
+    add_cache_args(p)
     p.add_argument(
         "--save",
         default=None,
@@ -122,8 +114,7 @@ def run(args: argparse.Namespace) -> int:
     from backend.extract import ExtractionSettings
 
     out = check_out_path(args.out)
-    if args.cache_limit is not None:
-        parse_size(args.cache_limit, "--cache-limit")  # a typo fails before the model loads
+    check_cache_args(args)  # a typo fails before the model loads
     if args.pairs < 1:
         raise InputError("--pairs must be at least 1")
     if not 1 <= args.histogram_bins <= 1000:
@@ -148,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
         result = run_ray(args, settings)
     else:
         loaded = load_model_from_args(args)
-        result = run_extraction(loaded, corpus, settings, args)
+        result = extract_with_cache(loaded, corpus, settings, args)
     for notice in result.notices:
         progress_line(f"note: {notice}")
     if args.save:
@@ -166,18 +157,6 @@ def run(args: argparse.Namespace) -> int:
         ),
     )
     return 0
-
-
-def run_extraction(loaded, corpus, settings, args):
-    from backend.cache import ResultCache, cached_extract
-    from backend.extract import extract
-
-    progress = ProgressPrinter(f"extracting {len(corpus)} texts")
-    if args.no_cache:
-        return extract(loaded, corpus, settings, progress)
-    return cached_extract(
-        loaded, corpus, settings, progress, ResultCache(args.cache_dir, args.cache_limit)
-    )
 
 
 def run_ray(args: argparse.Namespace, settings):

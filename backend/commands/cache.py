@@ -9,22 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from backend.cli import check_out_path, progress_line, write_json
-
-
-def add_cache_args(parser: argparse.ArgumentParser) -> None:
-    """``--cache-dir`` and ``--cache-limit``, shared by every command that uses the cache."""
-    parser.add_argument(
-        "--cache-dir",
-        default=None,
-        help="extraction cache folder (default: $ISOSCOPE_CACHE_DIR, else the user cache dir)",
-    )
-    parser.add_argument(
-        "--cache-limit",
-        default=None,
-        help="disk cache size limit, e.g. 500M or 5G (default: $ISOSCOPE_CACHE_LIMIT, else 5G); "
-        "least recently used results are evicted beyond it",
-    )
+from backend.cli import add_cache_args, check_out_path, progress_line, write_json
 
 
 def apply_cache_args(args: argparse.Namespace):
@@ -47,7 +32,7 @@ def add_parser(sub) -> None:
         help="with --clear: also remove converted model folders (models/)",
     )
     p.add_argument("--out", default=None, help="also write the numbers as JSON to this file")
-    add_cache_args(p)
+    add_cache_args(p, no_cache=False)
     p.set_defaults(func=run)
 
 

@@ -10,21 +10,16 @@ from __future__ import annotations
 
 import argparse
 
-from backend.cli import ProgressPrinter, check_out_path, progress_line, write_json
+from backend.cli import (
+    add_cache_args,
+    check_cache_args,
+    check_out_path,
+    extract_with_cache,
+    progress_line,
+    write_json,
+)
 
 DEBIASED = {"auto": None, "yes": True, "no": False}
-
-
-def add_cache_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--cache-dir", default=None, help="extraction cache folder (default: user cache dir)"
-    )
-    p.add_argument(
-        "--no-cache", action="store_true", help="neither read nor write the extraction cache"
-    )
-    p.add_argument(
-        "--cache-limit", default=None, help="disk cache size limit, e.g. 500M or 5G (default 5G)"
-    )
 
 
 def add_parser(sub) -> None:
@@ -71,19 +66,6 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
-def extraction(loaded, corpus, settings, args, label: str):
-    """Extract through the disk cache unless ``--no-cache``."""
-    from backend.cache import ResultCache, cached_extract
-    from backend.extract import extract
-
-    progress = ProgressPrinter(f"{label}: extracting {len(corpus)} texts")
-    if args.no_cache:
-        return extract(loaded, corpus, settings, progress)
-    return cached_extract(
-        loaded, corpus, settings, progress, ResultCache(args.cache_dir, args.cache_limit)
-    )
-
-
 def _load(source: str, args):
     from backend.models import load_model
 
@@ -104,10 +86,7 @@ def run(args: argparse.Namespace) -> int:
     from backend.extract import ExtractionSettings
 
     out = check_out_path(args.out)
-    if args.cache_limit is not None:
-        from backend.cache import parse_size
-
-        parse_size(args.cache_limit, "--cache-limit")
+    check_cache_args(args)
     model_b = args.model_b or args.model_a
     if model_b == args.model_a and not args.texts_b:
         progress_line("note: A and B are the same model on the same corpus (a self-comparison)")
@@ -128,9 +107,9 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"{args.pairs}: STS needs at least 3 sentence pairs")
     loaded_a = _load(args.model_a, args)
     loaded_b = loaded_a if model_b == args.model_a else _load(model_b, args)
-    result_a = extraction(loaded_a, corpus_a, settings, args, "A")
+    result_a = extract_with_cache(loaded_a, corpus_a, settings, args, "A")
     same = loaded_b is loaded_a and corpus_b is corpus_a
-    result_b = result_a if same else extraction(loaded_b, corpus_b, settings, args, "B")
+    result_b = result_a if same else extract_with_cache(loaded_b, corpus_b, settings, args, "B")
     comparison = compare(
         result_a,
         result_b,

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import argparse
 
-from backend.cli import ProgressPrinter, add_model_args, load_model_from_args, progress_line
+from backend.cli import (
+    ProgressPrinter,
+    add_cache_args,
+    add_model_args,
+    extract_with_cache,
+    load_model_from_args,
+    progress_line,
+)
 
 
 def add_parser(sub) -> None:
@@ -35,24 +42,13 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--sample-size", type=int, default=8000, help="token vectors in the sample")
-    p.add_argument(
-        "--cache-dir", default=None, help="extraction cache folder (default: user cache dir)"
-    )
-    p.add_argument(
-        "--no-cache", action="store_true", help="neither read nor write the extraction cache"
-    )
-    p.add_argument(
-        "--cache-limit",
-        default=None,
-        help="disk cache size limit, e.g. 500M or 5G (default: $ISOSCOPE_CACHE_LIMIT, else 5G)",
-    )
+    add_cache_args(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from backend.commands.analyze import run_extraction
     from backend.corpus import load_corpus_file
     from backend.errors import InputError
     from backend.export import check_format, check_points, export_points, write_export
@@ -82,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         state = parse_hidden_state(args.state, loaded.info.num_layers)
     except ValueError as exc:
         raise InputError(f"--state: {exc}") from None
-    result = run_extraction(loaded, corpus, settings, args)
+    result = extract_with_cache(loaded, corpus, settings, args)
     for notice in result.notices:
         progress_line(f"note: {notice}")
     exported = export_points(

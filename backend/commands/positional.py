@@ -7,8 +7,10 @@ import argparse
 
 from backend.cli import (
     ProgressPrinter,
+    add_cache_args,
     add_model_args,
     check_out_path,
+    extract_with_cache,
     load_model_from_args,
     progress_line,
     write_json,
@@ -42,12 +44,7 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--tupe-texts", type=int, default=32, help="texts decomposed for the TUPE term shares"
     )
-    p.add_argument(
-        "--cache-dir", default=None, help="extraction cache folder (default: user cache dir)"
-    )
-    p.add_argument(
-        "--no-cache", action="store_true", help="neither read nor write the extraction cache"
-    )
+    add_cache_args(p)
     p.set_defaults(func=run_positional)
 
     n = sub.add_parser(
@@ -77,7 +74,6 @@ def add_parser(sub) -> None:
 
 
 def run_positional(args: argparse.Namespace) -> int:
-    from backend.commands.analyze import run_extraction
     from backend.corpus import load_corpus_file
     from backend.errors import InputError
     from backend.extract import ExtractionSettings
@@ -101,7 +97,7 @@ def run_positional(args: argparse.Namespace) -> int:
         max_iter=args.probe_iter,
     )
     loaded = load_model_from_args(args)
-    result = run_extraction(loaded, corpus, settings, args)
+    result = extract_with_cache(loaded, corpus, settings, args)
     for notice in result.notices:
         progress_line(f"note: {notice}")
     probe = probe_result(result, probe_settings, ProgressPrinter("position probe"))

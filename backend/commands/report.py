@@ -8,7 +8,9 @@ import os
 
 from backend.cli import (
     ProgressPrinter,
+    add_cache_args,
     add_model_args,
+    extract_with_cache,
     load_model_from_args,
     progress_line,
 )
@@ -45,17 +47,7 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--random-controls", type=int, default=3, help="random dim sets compared with the ablation"
     )
-    p.add_argument(
-        "--cache-dir", default=None, help="extraction cache folder (default: user cache dir)"
-    )
-    p.add_argument(
-        "--no-cache", action="store_true", help="neither read nor write the extraction cache"
-    )
-    p.add_argument(
-        "--cache-limit",
-        default=None,
-        help="disk cache size limit, e.g. 500M or 5G (default: $ISOSCOPE_CACHE_LIMIT, else 5G)",
-    )
+    add_cache_args(p)
     p.set_defaults(func=run)
 
 
@@ -74,7 +66,6 @@ def check_html_out(out: str):
 
 def run(args: argparse.Namespace) -> int:
     from backend.commands.ablate import _read_pairs
-    from backend.commands.analyze import run_extraction
     from backend.corpus import load_corpus_file
     from backend.extract import ExtractionSettings
     from backend.report import ReportSettings, build_report
@@ -95,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     loaded = load_model_from_args(args)
-    result = run_extraction(loaded, corpus, settings, args)
+    result = extract_with_cache(loaded, corpus, settings, args)
     for notice in result.notices:
         progress_line(f"note: {notice}")
     report = build_report(

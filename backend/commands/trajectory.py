@@ -10,8 +10,14 @@ from __future__ import annotations
 
 import argparse
 
-from backend.cli import ProgressPrinter, check_out_path, progress_line, write_json
-from backend.commands.compare import add_cache_args
+from backend.cli import (
+    ProgressPrinter,
+    add_cache_args,
+    check_cache_args,
+    check_out_path,
+    progress_line,
+    write_json,
+)
 
 
 def add_parser(sub) -> None:
@@ -48,10 +54,7 @@ def run(args: argparse.Namespace) -> int:
     from backend.trajectory import resolve_checkpoints, run_trajectory
 
     out = check_out_path(args.out)
-    if args.cache_limit is not None:
-        from backend.cache import parse_size
-
-        parse_size(args.cache_limit, "--cache-limit")
+    check_cache_args(args)
     checkpoints = resolve_checkpoints(args.checkpoints)
     corpus = load_corpus_file(args.texts)
     settings = ExtractionSettings(
