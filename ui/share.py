@@ -5,8 +5,8 @@ The report is :func:`backend.report.build_report` on the page's own model and ex
 downloaded file is the one ``python -m backend report`` writes for the same model, corpus and
 settings. The quick sections (outlier dims, anisotropy: no forward pass) open the Overview at once;
 the full report (LayerNorm ablation, position probe, decoder scan: ~20 s on the bundled model on 2
-CPU cores) is then built at the end of the same page run, cached per extraction, and its findings
-replace the quick ones.
+CPU cores) is built only on request (a button at the end of the page, or the download), so the
+first page stays fast; it is cached per extraction, and its findings then replace the quick ones.
 """
 
 from __future__ import annotations
@@ -81,8 +81,8 @@ def findings_panel(loaded: LoadedModel, result: ExtractionResult) -> Callable[[]
     """The findings and 'Download report' at the top of the Overview.
 
     Shows the cached full report's findings, else the quick sections' at once; returns a function
-    the page calls at its end, which builds the full report (spinner at the bottom, the rest of the
-    page already on screen) and puts its findings in place of the quick ones.
+    the page calls at its end, which offers to build the full report (spinner at the bottom, the
+    rest of the page already on screen) and then puts its findings in place of the quick ones.
     """
     st.subheader("Findings")
     slot = st.empty()
@@ -103,6 +103,12 @@ def findings_panel(loaded: LoadedModel, result: ExtractionResult) -> Callable[[]
 
     def finish() -> None:
         if report is not None:
+            return
+        if not st.button(
+            "Compute the remaining findings (LayerNorm ablation, position probe, decoder scan)",
+            key="overview_full_findings",
+            help="About 20 s on the bundled model on 2 CPU cores; cached afterwards.",
+        ):
             return
         with st.spinner(
             "Computing the remaining findings (LayerNorm ablation, position probe, decoder scan)…"
