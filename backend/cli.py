@@ -77,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except Exception as exc:  # a bug: still one line, with a hint to report it
         sys.stderr.write(
-            f"error: internal error ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); please report it\n"
+            f"error: internal error ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else ''}); please report it\n"
         )
         return 1
 
@@ -139,7 +140,8 @@ def load_model_from_args(args: argparse.Namespace, head: str = "base"):
         device_map=getattr(args, "device_map", None),
     )
     progress_line(
-        f"model: {loaded.info.display_name} · {loaded.info.num_layers} layers · width {loaded.info.hidden_size} · {loaded.info.device}"
+        f"model: {loaded.info.display_name} · {loaded.info.num_layers} "
+        f"layers · width {loaded.info.hidden_size} · {loaded.info.device}"
     )
     return loaded
 

@@ -110,7 +110,8 @@ def texts_from_bytes(raw: bytes, filename: str) -> tuple[list[str], list[str]]:
         )
     if len(raw) > MAX_FILE_BYTES:
         raise InputError(
-            f"{filename} is {len(raw) / 2**20:.1f} MiB; the limit is {MAX_FILE_BYTES // 2**20} MiB: split it or sample it"
+            f"{filename} is {len(raw) / 2**20:.1f} MiB; the limit is "
+            f"{MAX_FILE_BYTES // 2**20} MiB: split it or sample it"
         )
     if not raw.strip():
         raise InputError(f"{filename} is empty; give at least one line of text")
@@ -161,7 +162,8 @@ def _read_csv_texts(content: str, filename: str) -> list[str]:
         fields = [f.strip().lower() for f in (reader.fieldnames or [])]
         if "text" not in fields:
             raise InputError(
-                f"{filename}: no 'text' column (found: {', '.join(fields) or 'none'}); add a header row with a column named text"
+                f"{filename}: no 'text' column (found: {', '.join(fields) or 'none'}); "
+                "add a header row with a column named text"
             )
         key = reader.fieldnames[fields.index("text")]
         return [row.get(key) or "" for row in reader]

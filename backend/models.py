@@ -401,7 +401,8 @@ def build_random_model(
     init_std = float(options.get("init_std", 0.02))
     if layers < 1 or width < 1 or heads < 1 or width % heads:
         raise ModelLoadError(
-            f"random model needs layers, width, heads >= 1 and width divisible by heads (got {layers}, {width}, {heads})"
+            "random model needs layers, width, heads >= 1 and width "
+            f"divisible by heads (got {layers}, {width}, {heads})"
         )
     torch.manual_seed(seed)
     if family == "default":

@@ -297,7 +297,8 @@ def variance_lab_pair(
                 s.fit_from,
                 description=(
                     f"random NoPE GPT-2, width {s.d_model}, {s.layers} layers, {s.heads} heads, "
-                    f"{'causal' if causal else 'bidirectional'}, {s.inputs} inputs, {s.seeds} seed(s) x {s.batch} sequences"
+                    f"{'causal' if causal else 'bidirectional'}, {s.inputs} "
+                    f"inputs, {s.seeds} seed(s) x {s.batch} sequences"
                 ),
                 weight_stds=weight_stds,
                 started=started,
@@ -421,7 +422,10 @@ def variance_on_model(
         None,
         loaded.info.is_causal,
         fit_from,
-        description=f"{loaded.info.display_name} on {len(texts)} texts ({'causal' if loaded.info.is_causal else 'bidirectional'})",
+        description=(
+            f"{loaded.info.display_name} on {len(texts)} texts "
+            f"({'causal' if loaded.info.is_causal else 'bidirectional'})"
+        ),
         weight_stds={},
         started=started,
         settings={"max_length": max_length, "num_texts": len(texts)},

@@ -897,7 +897,8 @@ def render_html(report: Report) -> str:
             f"<h1>isoscope report: {html.escape(name)}</h1>",
             f'<p class="meta">{html.escape(str(model.get("architecture")))} · {model.get("num_layers")} layers · '
             f"width {model.get('hidden_size')} · corpus {html.escape(str(corpus['name']))} "
-            f"({corpus['num_texts']:,} texts, {corpus['num_tokens']:,} tokens) · isoscope {html.escape(report.version)}</p>",
+            f"({corpus['num_texts']:,} texts, {corpus['num_tokens']:,} "
+            f"tokens) · isoscope {html.escape(report.version)}</p>",
             f'<nav><ol><li><a href="#findings">Findings</a></li>{toc}'
             '<li><a href="#model">Model card</a></li><li><a href="#corpus">Corpus</a></li>'
             '<li><a href="#settings">Settings</a></li></ol></nav>',

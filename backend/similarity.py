@@ -472,7 +472,8 @@ def word_vectors(
             idx = token_span(enc["offset_mapping"][t], tokenized.special[t], found)
             if not idx:
                 problems.append(
-                    f"row {r + 1}: {word!r} in context {side} lies beyond the first {tokenized.max_length} tokens; row skipped"
+                    f"row {r + 1}: {word!r} in context {side} lies beyond "
+                    f"the first {tokenized.max_length} tokens; row skipped"
                 )
                 break
             spans.append((t, side, idx))

@@ -79,7 +79,8 @@ nearly isotropic, so it is not universal.
 - Machina & Mercer 2024, *Anisotropy is Not Inherent to Transformers* (NAACL 2024), counterpoint on Pythia models
 - Timkey & van Schijndel 2021, *All Bark and No Bite*, [arXiv 2109.04404](https://arxiv.org/abs/2109.04404)
 - Rudman, Gillman, Rayne & Eickhoff 2022, *IsoScore: Measuring the Uniformity of Embedding Space Utilization*, [arXiv 2108.07344](https://arxiv.org/abs/2108.07344)
-- Post-processing: Luo, Kulmizev & Mao 2021 (clipping, [arXiv 2011.04393](https://arxiv.org/abs/2011.04393)); Mu & Viswanath 2018
+- Post-processing: Luo, Kulmizev & Mao 2021 (clipping, [arXiv 2011.04393](https://arxiv.org/abs/2011.04393));
+  Mu & Viswanath 2018
   (all-but-the-top, [arXiv 1702.01417](https://arxiv.org/abs/1702.01417)); Su et al. 2021 (whitening, [arXiv 2103.15316](https://arxiv.org/abs/2103.15316))
 """,
 )

@@ -70,7 +70,8 @@ in fine-tuning (Kovaleva et al. 2021) when both models have the same norms.
 - Kornblith et al. 2019, *Similarity of Neural Network Representations Revisited*, [arXiv 1905.00414](https://arxiv.org/abs/1905.00414)
 - Ethayarajh 2019, [arXiv 1909.00512](https://arxiv.org/abs/1909.00512); Rudman et al. 2022 (IsoScore), [arXiv 2108.07344](https://arxiv.org/abs/2108.07344)
 - Timkey & van Schijndel 2021, [arXiv 2109.04404](https://arxiv.org/abs/2109.04404); Luo, Kulmizev & Mao 2021, [arXiv 2011.04393](https://arxiv.org/abs/2011.04393)
-- Kovaleva et al. 2021, *BERT Busters*, [arXiv 2105.06990](https://arxiv.org/abs/2105.06990); Godey et al. 2023 (trained vs random init), [arXiv 2306.07656](https://arxiv.org/abs/2306.07656)
+- Kovaleva et al. 2021, *BERT Busters*, [arXiv 2105.06990](https://arxiv.org/abs/2105.06990); Godey et al.
+  2023 (trained vs random init), [arXiv 2306.07656](https://arxiv.org/abs/2306.07656)
 """,
 )
 loaded_a, result_a = load_or_stop()

@@ -38,11 +38,14 @@ mean of its dim, which is why the Outlier page flags it. Switch on *exclude the 
 sidebar to study the geometry of the ordinary tokens; this page always includes every position.
 
 **Sources**
-- Sun, Chen, Kolter & Liu 2024, *Massive Activations in Large Language Models*, [arXiv 2402.17762](https://arxiv.org/abs/2402.17762) (code: locuslab/massive-activations)
+- Sun, Chen, Kolter & Liu 2024, *Massive Activations in Large Language Models*, [arXiv
+  2402.17762](https://arxiv.org/abs/2402.17762) (code: locuslab/massive-activations)
 - Xiao, Tian, Chen, Han & Lewis 2023, *Efficient Streaming Language Models with Attention Sinks*, [arXiv 2309.17453](https://arxiv.org/abs/2309.17453)
 - Gu et al. 2024, *When Attention Sink Emerges in Language Models: An Empirical View*, [arXiv 2410.10781](https://arxiv.org/abs/2410.10781)
-- Dettmers, Lewis, Belkada & Zettlemoyer 2022, *LLM.int8(): 8-bit Matrix Multiplication for Transformers at Scale*, [arXiv 2208.07339](https://arxiv.org/abs/2208.07339)
-- Bondarenko, Nagel & Blankevoort 2023, *Quantizable Transformers: Removing Outliers by Helping Attention Heads Do Nothing*, [arXiv 2306.12929](https://arxiv.org/abs/2306.12929)
+- Dettmers, Lewis, Belkada & Zettlemoyer 2022, *LLM.int8(): 8-bit Matrix Multiplication for Transformers at
+  Scale*, [arXiv 2208.07339](https://arxiv.org/abs/2208.07339)
+- Bondarenko, Nagel & Blankevoort 2023, *Quantizable Transformers: Removing Outliers by Helping Attention
+  Heads Do Nothing*, [arXiv 2306.12929](https://arxiv.org/abs/2306.12929)
 """,
 )
 

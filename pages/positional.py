@@ -45,10 +45,14 @@ TABS = [
 ]
 
 SOURCES = {
-    "luo": "Luo, Kulmizev & Mao 2021, *Positional Artefacts Propagate Through Masked Language Model Embeddings* (arXiv 2011.04393)",
-    "busters": "Kovaleva, Kulshreshtha, Rogers & Rumshisky 2021, *BERT Busters: Outlier Dimensions that Disrupt Transformers* (arXiv 2105.06990)",
+    "luo": "Luo, Kulmizev & Mao 2021, *Positional Artefacts Propagate Through Masked Language "
+    "Model Embeddings* (arXiv 2011.04393)",
+    "busters": "Kovaleva, Kulshreshtha, Rogers & Rumshisky 2021, *BERT Busters: Outlier "
+    "Dimensions that Disrupt Transformers* (arXiv 2105.06990)",
     "tupe": "Ke, He & Liu 2021, *Rethinking Positional Encoding in Language Pre-training* (TUPE, arXiv 2006.15595)",
-    "chi": "Chi, Fan, Chen, Rudnicky & Ramadge 2023, *Latent Positional Information is in the Self-Attention Variance of Transformer Language Models Without Positional Embeddings* (arXiv 2305.13571)",
+    "chi": "Chi, Fan, Chen, Rudnicky & Ramadge 2023, *Latent Positional Information is in the "
+    "Self-Attention Variance of Transformer Language Models Without Positional Embeddings* "
+    "(arXiv 2305.13571)",
     "godey": "Godey, de la Clergerie & Sagot 2023, *Is Anisotropy Inherent to Transformers?* (arXiv 2306.07656)",
 }
 
@@ -435,7 +439,8 @@ Source: {SOURCES["chi"]}.
         )
         st.dataframe(slope_rows, hide_index=True, width="stretch")
         st.caption(
-            f"Slopes fitted over positions {causal.fit_range[0]}–{causal.fit_range[1]}; theory: −1 for layer 1 (causal), 0 (bidirectional)."
+            f"Slopes fitted over positions {causal.fit_range[0]}–{causal.fit_range[1]}; "
+            "theory: −1 for layer 1 (causal), 0 (bidirectional)."
         )
         if bidir is not None:
             st.plotly_chart(
@@ -454,7 +459,8 @@ Source: {SOURCES["chi"]}.
         else:
             if not loaded.info.is_causal:
                 st.info(
-                    f"{loaded.info.display_name} is bidirectional: every token attends to the whole text, so expect no 1/m law."
+                    f"{loaded.info.display_name} is bidirectional: every "
+                    "token attends to the whole text, so expect no 1/m law."
                 )
             if loaded.info.position_embedding.startswith("absolute"):
                 st.caption(

@@ -100,7 +100,11 @@ st.caption(
     + (
         f" (the extraction kept a random sample of {available:,}; raise *Token sample* in the sidebar for more)."
         if data_kind == "token sample"
-        else f" ({'a seeded sample of ' + format(available, ',') + ' texts is pooled' if available < total else 'every text is pooled'})."
+        else (
+            f" (a seeded sample of {available:,} texts is pooled)."
+            if available < total
+            else " (every text is pooled)."
+        )
     )
 )
 if method == "tsne" and size > TSNE_SLOW_POINTS:
@@ -126,7 +130,8 @@ if method == "umap" and not warmup.ready:
         st.progress(
             warmup.fraction(),
             text=(
-                f"UMAP is compiling in the background ({warmup.elapsed:.0f} s of about {EXPECTED_SECONDS:.0f} s, once per "
+                f"UMAP is compiling in the background ({warmup.elapsed:.0f} "
+                f"s of about {EXPECTED_SECONDS:.0f} s, once per "
                 "server process). Showing PCA meanwhile; the page switches to UMAP when it is ready."
             ),
         )

@@ -147,7 +147,8 @@ def run_nope(args: argparse.Namespace) -> int:
     curves = variance_lab(settings, ProgressPrinter("random models"))
     slopes = ", ".join(f"{s:+.3f}" for s in curves.slopes)
     progress_line(
-        f"log-log slopes of the attention-output variance per layer (positions {curves.fit_range[0]}..{curves.fit_range[1]}): {slopes}"
+        "log-log slopes of the attention-output variance per layer "
+        f"(positions {curves.fit_range[0]}..{curves.fit_range[1]}): {slopes}"
     )
     write_json(out, curves.to_dict())
     return 0

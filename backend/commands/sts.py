@@ -70,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
     loaded = load_model_from_args(args)
     if isinstance(clip, list) and max(clip) >= loaded.info.hidden_size:
         raise InputError(
-            f"--clip dimension {max(clip)} is out of range; the model has {loaded.info.hidden_size} dims (0 to {loaded.info.hidden_size - 1})"
+            f"--clip dimension {max(clip)} is out of range; the model has "
+            f"{loaded.info.hidden_size} dims (0 to {loaded.info.hidden_size - 1})"
         )
     progress_line(f"{len(pairs)} pairs from {pairs.name}")
     first, second = pool_pairs(

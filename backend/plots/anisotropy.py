@@ -60,7 +60,10 @@ def cosine_histogram_figure(series: dict[str, StateIsotropy], state: int) -> go.
                 marker_color=colour,
                 opacity=0.55,
                 customdata=np.stack([edges[:-1], edges[1:], counts], axis=1),
-                hovertemplate="cosine %{customdata[0]:.2f} to %{customdata[1]:.2f}<br>%{y:.1%} of pairs (%{customdata[2]})<extra>"
+                hovertemplate=(
+                    "cosine %{customdata[0]:.2f} to %{customdata[1]:.2f}<br>%{y:.1%} "
+                    "of pairs (%{customdata[2]})<extra>"
+                )
                 + label
                 + "</extra>",
             )

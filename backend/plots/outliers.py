@@ -109,7 +109,10 @@ def layer_dim_heatmap(
                 marker=dict(symbol=symbol, size=11, color=colour, line=dict(width=2, color=colour)),
                 customdata=names,
                 visible=True if criterion in visible_marks else "legendonly",
-                hovertemplate=f"{CRITERION_SHORT[criterion]} outlier<br>hidden state %{{customdata}}<br>dim %{{x}}<extra></extra>",
+                hovertemplate=(
+                    f"{CRITERION_SHORT[criterion]} outlier<br>hidden "
+                    f"state %{{customdata}}<br>dim %{{x}}<extra></extra>"
+                ),
             )
         )
     fig.update_layout(

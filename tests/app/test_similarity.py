@@ -39,7 +39,10 @@ def test_widget_changes():
     assert set(at.dataframe[0].value["clipped_dims"]) == {"223"}
     at.selectbox(key="sim_wic_sweep_state").set_value(2).run()
     assert not at.exception
-    upload = b"sentence1,sentence2,score\nA cat sat.,A cat sits.,5\nA dog ran.,It rained.,0\nA man ate.,A man dined.,4\nBirds fly.,Fish swim.,1\n"
+    upload = (
+        b"sentence1,sentence2,score\nA cat sat.,A cat sits.,5\nA dog ran.,It rained.,0\n"
+        b"A man ate.,A man dined.,4\nBirds fly.,Fish swim.,1\n"
+    )
     at.file_uploader(key="sim_sts_file").set_value(("mine.csv", upload, "text/csv")).run()
     assert not at.exception and not at.error
     assert any("4 pairs from mine.csv" in c.value for c in at.caption)
