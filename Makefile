@@ -29,7 +29,7 @@ run: $(STAMP)
 		--server.headless true --browser.gatherUsageStats false
 
 test: $(STAMP) lint
-	$(PYTEST) tests
+	$(PYTEST) --durations=30 tests
 
 test-unit: $(STAMP)
 	$(PYTEST) -m unit tests
