@@ -178,6 +178,18 @@ def word_sense_section() -> None:
         )
     if clip is None:
         return
+    if loaded.info.is_causal and not st.toggle(
+        "Compute word senses",
+        value=False,
+        key="sim_wic_run",
+        help="Off by default for decoders: two forward passes per row through every layer (most of "
+        "this page's time on SmolLM2), and a causal model's word vector sees only its left context.",
+    ):
+        st.caption(
+            f"{loaded.info.display_name} is a decoder: turn on *Compute word senses* to run the "
+            f"{len(wic)} rows."
+        )
+        return
     try:
         vectors = sense_vectors(loaded, wic, max_length, result.settings.batch_size)
     except IsoscopeError as exc:

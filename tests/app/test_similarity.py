@@ -67,3 +67,18 @@ def test_bad_uploads_show_errors():
     ).run()
     assert not at.exception
     assert any("no usable rows" in e.value for e in at.error)
+
+
+def test_word_senses_wait_for_the_toggle_on_a_decoder():
+    """Decoders: the word-sense forward passes (most of the page's time on SmolLM2) run on request."""
+    at = AppTest.from_file(APP, default_timeout=600)
+    at.run()
+    at.text_input(key="sb_model_custom").input("random:gpt2").run()
+    next(b for b in at.button if b.label == "Run analysis").click().run()
+    at.switch_page("pages/similarity.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert len(at.get("plotly_chart")) == 1  # STS only
+    assert any("turn on *Compute word senses*" in c.value for c in at.caption)
+    at.toggle(key="sim_wic_run").set_value(True).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert len(at.get("plotly_chart")) == 3  # STS, word senses, threshold sweep
