@@ -16,8 +16,8 @@ from backend.compare import (
     summarize,
 )
 from backend.errors import InputError
-from backend.extract import ExtractionResult, ExtractionSettings, TokenTable
-from backend.stats import RunningStats
+from backend.extract import ExtractionResult, TokenTable
+from tests.synthetic import result_from_vectors
 
 
 def _gram_cka(x: np.ndarray, y: np.ndarray, debiased: bool) -> float:
@@ -101,9 +101,7 @@ def test_cka_bad_input():
 
 def _result(vectors: np.ndarray, text_id: np.ndarray, sha: str = "c") -> ExtractionResult:
     """An ExtractionResult of token vectors (S, n, d), every token in the sample."""
-    S, n, d = vectors.shape
-    stats = RunningStats(S, d)
-    stats.update(vectors)
+    n = vectors.shape[1]
     tokens = TokenTable(
         text_id=text_id.astype(np.int32),
         position=np.zeros(n, dtype=np.int32),
@@ -112,25 +110,7 @@ def _result(vectors: np.ndarray, text_id: np.ndarray, sha: str = "c") -> Extract
         is_special=np.zeros(n, dtype=bool),
         is_punct=np.zeros(n, dtype=bool),
     )
-    return ExtractionResult(
-        model={"source": "synthetic", "display_name": "synthetic"},
-        model_fingerprint="fp",
-        corpus_name="synthetic",
-        corpus_sha=sha,
-        texts=tuple(f"text {i}" for i in range(int(text_id.max()) + 1)),
-        notices=(),
-        settings=ExtractionSettings(sample_size=n),
-        mean=stats.mean,
-        variance=stats.variance,
-        min=stats.min,
-        max=stats.max,
-        mean_abs=stats.mean_abs,
-        argmin_count=stats.argmin_count,
-        argmax_count=stats.argmax_count,
-        sample_vectors=vectors.astype(np.float32),
-        sample_index=np.arange(n, dtype=np.int64),
-        tokens=tokens,
-    )
+    return result_from_vectors(vectors, tokens, corpus_sha=sha)
 
 
 @pytest.fixture(scope="module")

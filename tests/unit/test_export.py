@@ -22,14 +22,12 @@ from backend.export import (
     resolve_clip,
     write_export,
 )
-from backend.extract import ExtractionResult, ExtractionSettings, TokenTable
-from backend.stats import RunningStats
+from backend.extract import ExtractionResult, TokenTable
+from tests.synthetic import result_from_vectors
 
 
 def _result(vectors: np.ndarray, text_id: np.ndarray) -> ExtractionResult:
-    S, n, d = vectors.shape
-    stats = RunningStats(S, d)
-    stats.update(vectors)
+    n = vectors.shape[1]
     tokens = TokenTable(
         text_id=text_id.astype(np.int32),
         position=np.tile(np.arange(10, dtype=np.int32), n // 10),
@@ -39,25 +37,8 @@ def _result(vectors: np.ndarray, text_id: np.ndarray) -> ExtractionResult:
         is_special=np.arange(n) % 10 == 0,
         is_punct=np.arange(n) % 10 == 9,
     )
-    return ExtractionResult(
-        model={"source": "synthetic", "display_name": "synthetic"},
-        model_fingerprint="fp",
-        corpus_name="synthetic",
-        corpus_sha="c",
-        texts=tuple(f"text {i}\nsecond line" for i in range(int(text_id.max()) + 1)),
-        notices=(),
-        settings=ExtractionSettings(sample_size=n),
-        mean=stats.mean,
-        variance=stats.variance,
-        min=stats.min,
-        max=stats.max,
-        mean_abs=stats.mean_abs,
-        argmin_count=stats.argmin_count,
-        argmax_count=stats.argmax_count,
-        sample_vectors=vectors.astype(np.float32),
-        sample_index=np.arange(n, dtype=np.int64),
-        tokens=tokens,
-    )
+    texts = tuple(f"text {i}\nsecond line" for i in range(int(text_id.max()) + 1))
+    return result_from_vectors(vectors, tokens, texts=texts)
 
 
 @pytest.fixture(scope="module")

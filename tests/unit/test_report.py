@@ -11,17 +11,15 @@ import numpy as np
 import pytest
 
 from backend import report as report_module
-from backend.extract import ExtractionResult, ExtractionSettings, TokenTable
+from backend.extract import ExtractionResult, TokenTable
 from backend.isotropy import clipped_anisotropy_by_state
 from backend.report import ReportSettings, build_report, render_html
-from backend.stats import RunningStats
+from tests.synthetic import result_from_vectors
 
 
 def _result(vectors: np.ndarray, text_id: np.ndarray) -> ExtractionResult:
     """An ExtractionResult of token vectors (S, n, d), every token in the sample."""
-    S, n, d = vectors.shape
-    stats = RunningStats(S, d)
-    stats.update(vectors)
+    n = vectors.shape[1]
     tokens = TokenTable(
         text_id=text_id.astype(np.int32),
         position=np.tile(np.arange(10, dtype=np.int32), n // 10),
@@ -30,24 +28,10 @@ def _result(vectors: np.ndarray, text_id: np.ndarray) -> ExtractionResult:
         is_special=np.zeros(n, dtype=bool),
         is_punct=np.zeros(n, dtype=bool),
     )
-    return ExtractionResult(
+    return result_from_vectors(
+        vectors,
+        tokens,
         model={"source": "synthetic", "display_name": "synthetic", "architecture": "Synth"},
-        model_fingerprint="fp",
-        corpus_name="synthetic",
-        corpus_sha="c",
-        texts=tuple(f"text {i}" for i in range(int(text_id.max()) + 1)),
-        notices=(),
-        settings=ExtractionSettings(sample_size=n),
-        mean=stats.mean,
-        variance=stats.variance,
-        min=stats.min,
-        max=stats.max,
-        mean_abs=stats.mean_abs,
-        argmin_count=stats.argmin_count,
-        argmax_count=stats.argmax_count,
-        sample_vectors=vectors.astype(np.float32),
-        sample_index=np.arange(n, dtype=np.int64),
-        tokens=tokens,
     )
 
 
