@@ -30,6 +30,7 @@ from ui.common import (
     show_notices,
 )
 from ui.controls import postprocessing_controls
+from ui.links import state_index
 
 BINS = 100  # 0.02 wide over [-1, 1]
 
@@ -144,14 +145,14 @@ def histogram_section(hist_series: dict[str, StateIsotropy]) -> None:
     """Cosine histograms of one hidden state, or small multiples of all of them."""
     st.subheader("Cosine similarity of random token pairs")
     h1, h2 = st.columns([3, 1])
-    default_state = names[max(1, result.num_layers // 2)] if result.num_layers else names[0]
+    default_state = max(1, result.num_layers // 2) if result.num_layers else 0
     view = h2.radio(
         "View", ["one hidden state", "all hidden states"], key="aniso_hist_view", horizontal=False
     )
     state_name = h1.select_slider(
         "Hidden state",
         names,
-        value=default_state,
+        value=names[state_index(names, default_state, "aniso_layer", by_name=True)],
         key="aniso_layer",
         disabled=view != "one hidden state",
     )

@@ -31,6 +31,7 @@ from ui.cached import (
     token_heatmap,
 )
 from ui.common import download_buttons, explainer, load_or_stop, show_notices
+from ui.links import state_index
 
 st.title("Outlier dimensions")
 loaded: LoadedModel
@@ -159,10 +160,11 @@ heatmap_section(thresholds)
 def state_section(by_state: list[dict[str, list[int]]], thresholds: OutlierThresholds) -> None:
     """The criteria's dims at one hidden state, one text token by token, one dim by token type."""
     st.subheader("Outlier dims of one hidden state")
+    default_state = max(1, result.num_layers // 2) if result.num_layers >= 1 else 0
     state_name = st.select_slider(
         "Hidden state",
         names,
-        value=names[max(1, result.num_layers // 2)] if result.num_layers >= 1 else names[0],
+        value=names[state_index(names, default_state, "out_state", by_name=True)],
         key="out_state",
     )
     state = names.index(state_name)

@@ -79,8 +79,9 @@ def _controls() -> dict[str, dict[str, Choice | Number]]:
     }
 
 
-# Pages whose hidden-state widget holds an index (0 = emb) under this key.
-STATE_WIDGETS = {"projections": "proj_state"}
+# Pages whose hidden-state widget sits under this key: an index (0 = emb) in a selectbox, or the
+# state's name ("emb", "1" ...) in a select_slider.
+STATE_WIDGETS = {"projections": "proj_state", "outliers": "out_state", "anisotropy": "aniso_layer"}
 
 
 def _known_model(source: str) -> bool:
@@ -167,18 +168,20 @@ def apply_link(pages: Sequence[Any], current: Any) -> None:
         st.switch_page(target)
 
 
-def state_index(names: Sequence[str], default: int, widget_key: str) -> int:
+def state_index(
+    names: Sequence[str], default: int, widget_key: str, *, by_name: bool = False
+) -> int:
     """The hidden-state index a page's state control starts at: the link's ``state`` when it is
-    valid for this model (``emb`` or ``0`` .. ``L``), else ``default`` (with the one-line notice)."""
+    valid for this model (``emb`` or ``0`` .. ``L``), else ``default`` (with the one-line notice).
+    ``by_name``: the widget holds the state's name (a select_slider over ``names``), not its index."""
     from backend.naming import parse_hidden_state
 
     wanted = st.session_state.pop(STATE_KEY, None)
     if wanted is None:
-        return (
-            int(st.session_state.get(widget_key, default))
-            if widget_key in st.session_state
-            else default
-        )
+        if widget_key not in st.session_state:
+            return default
+        value = st.session_state[widget_key]
+        return names.index(value) if by_name and value in names else int(value)
     try:
         index = parse_hidden_state(wanted, len(names) - 1)
     except ValueError:
@@ -188,7 +191,7 @@ def state_index(names: Sequence[str], default: int, widget_key: str) -> int:
         )
         show_link_notice()
         return default
-    st.session_state[widget_key] = index
+    st.session_state[widget_key] = names[index] if by_name else index
     return index
 
 
@@ -216,7 +219,8 @@ def link_params(page_path: str, selection: Selection) -> dict[str, str]:
     elif widget is not None and widget in st.session_state:
         from backend.naming import hidden_state_label
 
-        params["state"] = hidden_state_label(int(st.session_state[widget]))
+        value = st.session_state[widget]
+        params["state"] = value if isinstance(value, str) else hidden_state_label(int(value))
     return params
 
 

@@ -75,3 +75,15 @@ def test_an_unknown_page_opens_the_overview():
     at = open_link(page="nowhere")
     assert [t.value for t in at.title] == ["Overview"]
     assert any("page 'nowhere'" in w.value for w in at.warning)
+
+
+@pytest.mark.parametrize(
+    ("page", "widget"), [("outliers", "out_state"), ("anisotropy", "aniso_layer")]
+)
+def test_the_hidden_state_of_a_slider_page_round_trips(page, widget):
+    at = open_link(page=page, model="default", corpus="bundled", state="emb")
+    assert at.select_slider(key=widget).value == "emb"
+    assert not at.warning
+    at.select_slider(key=widget).set_value("5").run()
+    assert not at.exception
+    assert _params(at)["state"] == "5"
