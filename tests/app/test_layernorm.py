@@ -92,30 +92,6 @@ def test_pre_ln_model_from_the_sidebar():
     assert any("L1.pre_attn_ln" in c.value for c in at.caption)
 
 
-@pytest.fixture(scope="module")
-def tiny_llama_dir(tmp_path_factory) -> Path:
-    """A 2-layer, width-32 random LlamaModel (RMSNorm, pre-norm, rotary) with the bundled tokenizer."""
-    import torch
-    from transformers import LlamaConfig, LlamaModel
-
-    from backend.models import _bundled_tokenizer
-
-    tokenizer = _bundled_tokenizer()
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        intermediate_size=64,
-    )
-    folder = tmp_path_factory.mktemp("tiny-llama")
-    LlamaModel(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
-
-
 def test_llama_rmsnorm_from_the_custom_model_field(tiny_llama_dir):
     """A Llama-family checkpoint typed into Custom model: RMSNorm (gamma only) under the pre-norm
     names, no beta heatmap, and a typed ablation runs (architecture map, issue 8)."""

@@ -6,9 +6,7 @@ that differ (text basis), different widths and depths, two corpora, STS by state
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +17,7 @@ from backend.corpus import corpus_from_text
 from backend.extract import ExtractionSettings, extract
 from backend.models import load_model
 from backend.similarity import sts_sample
+from tests.clirun import run_backend
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = ExtractionSettings(max_length=32, sample_size=2000)
@@ -130,20 +129,7 @@ def test_sts_by_state(tiny_bert_dir, small_corpus):
 
 
 def _cli(*args: str, cache_dir: Path) -> subprocess.CompletedProcess:
-    env = {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "ISOSCOPE_CACHE_DIR": str(cache_dir),
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "backend", "compare", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return run_backend("compare", *args, cache_dir=cache_dir)
 
 
 def test_cli_default_against_random_like(tmp_path, small_corpus):

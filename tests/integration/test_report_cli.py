@@ -4,15 +4,14 @@ dir, and on the bundled SmolLM2 decoder when this build has it."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from backend.report import ReportSettings, build_report
+from tests.clirun import run_backend
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "assets" / "sample_corpus.txt"
@@ -20,20 +19,7 @@ RANDOM_BERT = "random:bert:layers=2,width=32,heads=2"
 
 
 def run_cli(*args: str, cache_dir: Path) -> subprocess.CompletedProcess:
-    env = {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "ISOSCOPE_CACHE_DIR": str(cache_dir),
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "backend", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    return run_backend(*args, cache_dir=cache_dir)
 
 
 def _plotly_once(page: str) -> None:
@@ -101,31 +87,6 @@ def test_report_cli_on_a_random_bert_equals_the_in_process_report(tmp_path):
         loaded, load_corpus_file(CORPUS), ExtractionSettings(), None, ResultCache(tmp_path / "c2")
     )
     assert build_report(loaded, result, settings=ReportSettings(ablation_texts=8)).to_html() == page
-
-
-@pytest.fixture(scope="module")
-def tiny_llama_dir(tmp_path_factory) -> Path:
-    """A 2-layer, width-32 random LlamaModel (RMSNorm, RoPE, causal) saved with the bundled tokenizer."""
-    import torch
-    from transformers import LlamaConfig, LlamaModel
-
-    from backend.models import _bundled_tokenizer
-
-    tokenizer = _bundled_tokenizer()
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        max_position_embeddings=128,
-    )
-    folder = tmp_path_factory.mktemp("tiny-llama")
-    LlamaModel(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
 
 
 def _decoder_report(source: str, n_texts: int = 40, max_length: int = 128):

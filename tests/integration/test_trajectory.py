@@ -7,10 +7,8 @@ architectures, a damaged checkpoint) gets a clear message while the finished wor
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +20,7 @@ from backend.corpus import bundled_corpus, corpus_from_text
 from backend.errors import InputError
 from backend.extract import ExtractionSettings
 from backend.trajectory import find_checkpoints, resolve_checkpoints, run_trajectory
+from tests.clirun import run_backend
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = (0, 100, 200, 300)
@@ -213,20 +212,7 @@ def test_mixed_architectures_and_a_damaged_checkpoint_keep_the_rest(trained_runs
 
 
 def _cli(*args: str, cache_dir: Path) -> subprocess.CompletedProcess:
-    env = {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "ISOSCOPE_CACHE_DIR": str(cache_dir),
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "backend", "trajectory", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return run_backend("trajectory", *args, cache_dir=cache_dir)
 
 
 @pytest.fixture(scope="session")
