@@ -155,27 +155,52 @@ def count_bytes(page) -> None:
     page.on("response", on_response)
 
 
+NO_RERUN_S = 5.0  # an input that started no rerun in this time was lost by the browser: redo it
+
+
 def timed(
     page, act: Callable[[], None], timeout_s: float = ACTION_TIMEOUT_S, since_load: bool = False
 ) -> float:
     """Seconds from just before ``act()`` (or from the page load) until the app is idle with its
-    charts drawn. The bytes received meanwhile are left in ``timed.bytes``."""
-    prepare = getattr(act, "prepare", None)
-    if prepare is not None:  # e.g. open a dropdown: no rerun yet, so not part of the time
-        prepare()
-    t0 = 0.0 if since_load else page.evaluate("performance.now()")
-    start_bytes = RECEIVED[0]
-    act()
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        done = page.evaluate(DONE_JS, [t0, QUIET_MS])
-        if done is not None:
-            timed.bytes = RECEIVED[0] - start_bytes
-            return (done - t0) / 1000.0
-        time.sleep(0.05)
-    raise TimeoutError("the app did not become idle")
+    charts drawn. The bytes received meanwhile are left in ``timed.bytes``.
+
+    Now and then (a few in a hundred inputs here) Chromium drops an input that lands while the
+    page is still settling after the previous rerun: no rerun starts. Such an input is done again
+    (once, counted in ``timed.retries``) and timed from the new input; a second loss is an error.
+    """
+    for attempt in range(2):
+        prepare = getattr(act, "prepare", None)
+        if prepare is not None:  # e.g. open a dropdown: no rerun yet, so not part of the time
+            prepare()
+        t0 = 0.0 if since_load else page.evaluate("performance.now()")
+        start_bytes = RECEIVED[0]
+        act()
+        started = time.monotonic()
+        deadline = started + timeout_s
+        while time.monotonic() < deadline:
+            done = page.evaluate(DONE_JS, [t0, QUIET_MS])
+            if done is not None:
+                timed.bytes = RECEIVED[0] - start_bytes
+                return (done - t0) / 1000.0
+            if (
+                not since_load
+                and attempt == 0
+                and time.monotonic() - started > NO_RERUN_S
+                and not page.evaluate(RAN_JS, t0)
+            ):
+                timed.retries += 1
+                page.keyboard.press("Escape")
+                break
+            time.sleep(0.05)
+        else:
+            break
+    states = page.evaluate("window.__iso.states")
+    recent = [(s, round(t - t0)) for s, t in states if t >= t0 - 2000][-8:]
+    raise TimeoutError(f"the app did not become idle (script states, ms from the input: {recent})")
 
 
+RAN_JS = "(t0) => window.__iso.states.some(([s, t]) => t >= t0 && s === 'running')"
+timed.retries = 0
 timed.bytes = 0
 
 
@@ -448,6 +473,7 @@ def main() -> None:
             proc.kill()
     controls = [v for v in out["controls"].values() if "error" not in v]
     switches = [v for v in out["page_switch"].values()]
+    out["meta"]["inputs_redone"] = timed.retries
     out["met"] = {
         "control_median": all(v["median_s"] <= TARGETS["control_median_s"] for v in controls),
         "control_worst": all(v["worst_s"] <= TARGETS["control_worst_s"] for v in controls),

@@ -9,6 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from backend.layernorm import LNOutliers, LNParams
+from backend.plots.lines import add_vlines
 
 ABLATION_COLOR = "#d62728"
 CONTROL_COLOR = "#7f7f7f"
@@ -81,8 +82,7 @@ def param_heatmap(
                 hovertemplate="%{y} · dim %{x} flagged<extra></extra>",
             )
         )
-    for j in outlier_dims:
-        fig.add_vline(x=j, line=dict(color=ABLATION_COLOR, width=1, dash="dot"))
+    add_vlines(fig, outlier_dims, dict(color=ABLATION_COLOR, width=1, dash="dot"))
     fig.update_layout(
         title=f"LayerNorm {which} ({'γ' if which == 'gamma' else 'β'}) by norm and dimension"
         + (f" · outlier dims {', '.join(map(str, outlier_dims))}" if len(outlier_dims) else ""),
@@ -168,13 +168,8 @@ def overlap_figure(
             showlegend=False,
         )
     )
-    for j in sorted(ln):
-        fig.add_vline(
-            x=j,
-            line=dict(color=ABLATION_COLOR, width=1, dash="dot"),
-            annotation_text=str(j),
-            annotation_position="top",
-        )
+    dims = sorted(ln)
+    add_vlines(fig, dims, dict(color=ABLATION_COLOR, width=1, dash="dot"), labels=map(str, dims))
     fig.update_layout(
         title="Hidden-state outlier dims (z-score or extreme-index) vs LayerNorm outlier dims (dotted)",
         xaxis=dict(title="dimension", range=[-1, hidden_size]),
