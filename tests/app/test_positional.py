@@ -72,6 +72,30 @@ def test_every_tab_renders():
         assert any("What is this" in e.label for e in at.expander), tab
 
 
+def test_tabs_seen_stay_rendered_and_unseen_ones_wait():
+    """Only the open tab runs at first; a tab opened once keeps rendering (so coming back to it
+    is instant in the browser), and a new corpus starts again from the open tab only."""
+    at = _page()
+    first = _titles(at)
+    assert not any("Position probe accuracy" in t for t in first), first
+    _open(at, "Position probe")
+    _open(at, "Position embeddings")
+    titles = _titles(at)
+    assert any("Position probe accuracy" in t for t in titles), titles
+    assert any("Cosine similarity of position embeddings" in t for t in titles), titles
+    assert not any("Relative magnitude of the four terms" in t for t in titles), titles
+    selection = at.session_state["isoscope_selection"]
+    at.session_state["isoscope_selection"] = Selection(
+        model_source=selection.model_source,
+        corpus_kind="paste",
+        corpus_text="One short text about positions.\nAnother text, a little longer than that.",
+        settings=selection.settings,
+    )
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not any("Position probe accuracy" in t for t in _titles(at))
+
+
 def test_probe_widgets_and_bad_max_position():
     at = _page(tab="Position probe")
     at.selectbox(key="pos_probe_state").set_value("2").run()
