@@ -7,6 +7,7 @@ from pathlib import Path
 import streamlit as st
 
 from backend.saved import ModelUnavailableError
+from ui.common import note_page_visit
 from ui.links import apply_link, show_link_notice, sync_link
 from ui.sidebar import sidebar
 from ui.warmup import start_umap_warmup
@@ -41,6 +42,7 @@ apply_link(pages, navigation)  # a shared link's model, corpus, page and control
 show_link_notice()
 sidebar()
 sync_link(navigation)  # the URL always reopens this view
+note_page_visit(navigation.url_path or "overview")
 try:
     navigation.run()
 except ModelUnavailableError as exc:  # a saved analysis is open and this view needs the model

@@ -218,6 +218,24 @@ def get_selection() -> Selection:
     return saved_selection(st.session_state.get(SELECTION_KEY, Selection()))
 
 
+VISIT_KEY = "isoscope_page_visit"  # (page path, visit number) of the page being shown
+
+
+def note_page_visit(page_path: str) -> int:
+    """Count arrivals on pages: the number changes when the app switches to another page and stays
+    the same while the page reruns. Called by app.py before the page runs."""
+    last_path, visit = st.session_state.get(VISIT_KEY, ("", 0))
+    if page_path != last_path:
+        visit += 1
+        st.session_state[VISIT_KEY] = (page_path, visit)
+    return visit
+
+
+def page_visit() -> int:
+    """The number of the current visit to this page (see :func:`note_page_visit`)."""
+    return st.session_state.get(VISIT_KEY, ("", 0))[1]
+
+
 def _ensure_navigation_frame() -> None:
     """Rerun through app.py when Streamlit ran a page file on its own.
 

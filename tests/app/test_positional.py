@@ -73,8 +73,9 @@ def test_every_tab_renders():
 
 
 def test_tabs_seen_stay_rendered_and_unseen_ones_wait():
-    """Only the open tab runs at first; a tab opened once keeps rendering (so coming back to it
-    is instant in the browser), and a new corpus starts again from the open tab only."""
+    """Only the open tab runs at first; a tab opened once keeps rendering while the user stays on
+    the page (so coming back to it is instant in the browser); leaving the page, or a new corpus,
+    starts again from the open tab only."""
     at = _page()
     first = _titles(at)
     assert not any("Position probe accuracy" in t for t in first), first
@@ -84,6 +85,16 @@ def test_tabs_seen_stay_rendered_and_unseen_ones_wait():
     assert any("Position probe accuracy" in t for t in titles), titles
     assert any("Cosine similarity of position embeddings" in t for t in titles), titles
     assert not any("Relative magnitude of the four terms" in t for t in titles), titles
+    at.switch_page("pages/overview.py")
+    at.run()
+    at.switch_page("pages/positional.py")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    titles = _titles(at)
+    assert not any("Position probe accuracy" in t for t in titles), titles
+    assert any("Cosine similarity of position embeddings" in t for t in titles), titles
+    _open(at, "Position probe")
+    _open(at, "Position embeddings")
     selection = at.session_state["isoscope_selection"]
     at.session_state["isoscope_selection"] = Selection(
         model_source=selection.model_source,
@@ -93,7 +104,9 @@ def test_tabs_seen_stay_rendered_and_unseen_ones_wait():
     )
     at.run()
     assert not at.exception, [e.value for e in at.exception]
-    assert not any("Position probe accuracy" in t for t in _titles(at))
+    titles = _titles(at)
+    assert not any("Position probe accuracy" in t for t in titles), titles
+    assert any("Cosine similarity of position embeddings" in t for t in titles), titles
 
 
 def test_probe_widgets_and_bad_max_position():
