@@ -33,6 +33,7 @@ from backend.plots.layernorm import (
 )
 from ui.cached import ablation_report, dim_sweep, outlier_dims_by_state
 from ui.common import download_buttons, explainer, get_model, get_selection, load_or_stop
+from ui.tabs import lazy_tabs
 
 st.title("LayerNorm outlier parameters and ablation")
 st.caption(
@@ -122,23 +123,23 @@ def heatmap_section(all_params, all_found, found) -> None:
         key="ln_scale",
         help="z-score: (x - mean) / std within each LayerNorm, the quantity the detector thresholds.",
     )
-    tab_g, tab_b, tab_c = st.tabs(["γ (gamma)", "β (beta)", "counts per LayerNorm"])
-    with tab_g:
+
+    def gamma_view() -> None:
         fig_g = param_heatmap(all_params, all_found.weight_flags, "gamma", scale, found.dims)
         st.plotly_chart(fig_g, width="stretch", key="ln_heat_gamma")
         download_buttons(
             "ln_gamma", fig=fig_g, frame=all_params.to_frame(), name="layernorm_params"
         )
-    with tab_b:
+
+    def beta_view() -> None:
         if not all_params.has_bias.any():
             st.info("These norms are RMSNorms (Llama family): they have a γ and no β.")
-        else:
-            fig_b = param_heatmap(all_params, all_found.bias_flags, "beta", scale, found.dims)
-            st.plotly_chart(fig_b, width="stretch", key="ln_heat_beta")
-            download_buttons(
-                "ln_beta", fig=fig_b, frame=all_params.to_frame(), name="layernorm_params"
-            )
-    with tab_c:
+            return
+        fig_b = param_heatmap(all_params, all_found.bias_flags, "beta", scale, found.dims)
+        st.plotly_chart(fig_b, width="stretch", key="ln_heat_beta")
+        download_buttons("ln_beta", fig=fig_b, frame=all_params.to_frame(), name="layernorm_params")
+
+    def counts_view() -> None:
         fig_c = flag_counts_bar(all_found)
         st.plotly_chart(fig_c, width="stretch", key="ln_counts")
         counts = pd.DataFrame(all_found.per_norm_counts())
@@ -152,6 +153,13 @@ def heatmap_section(all_params, all_found, found) -> None:
             ),
             name="layernorm_outliers",
         )
+
+    # lazy: a k or share change redraws the open tab (and tabs opened before), not all three
+    lazy_tabs(
+        ["γ (gamma)", "β (beta)", "counts per LayerNorm"],
+        [gamma_view, beta_view, counts_view],
+        key="ln_tab",
+    )
 
 
 heatmap_section(all_params, all_found, found)

@@ -33,15 +33,9 @@ from ui.cached import (
     tupe_text,
     variance_lab,
 )
-from ui.common import (
-    download_buttons,
-    explainer,
-    get_selection,
-    load_or_stop,
-    page_visit,
-    show_notices,
-)
+from ui.common import download_buttons, explainer, load_or_stop, show_notices
 from ui.decoder import rotary_note
+from ui.tabs import lazy_tabs
 
 TABS = [
     "Position embeddings",
@@ -540,19 +534,5 @@ Source: {SOURCES["godey"]}.
 
 
 # ----------------------------------------------------------------------------- the tabs
-# Lazy tabs: a tab's view runs once it has been opened during this visit to the page, and from
-# then on on every rerun (from the cache, so cheaply). Coming back to a tab seen before then shows
-# its charts at once instead of drawing them anew (issue 15: 0.7 s per tab switch before). Arriving
-# on the page, or a new model or corpus, starts with only the open tab again (so arriving does not
-# draw every tab seen before: that pushed the page switch past 1 s).
 TAB_VIEWS = (position_embeddings_tab, probe_tab, tupe_tab, variance_lab_tab, queries_keys_tab)
-seen_key = (get_selection(), page_visit())  # the model, corpus and settings; this visit
-seen: set[str] = st.session_state.get("pos_tabs_seen", {}).get(seen_key, set())
-tabs = st.tabs(TABS, key="pos_tab", on_change="rerun")
-for name, tab, view in zip(TABS, tabs, TAB_VIEWS, strict=True):
-    if tab.open:
-        seen.add(name)
-    if name in seen:
-        with tab:
-            view()
-st.session_state["pos_tabs_seen"] = {seen_key: seen}
+lazy_tabs(TABS, TAB_VIEWS, key="pos_tab")

@@ -24,9 +24,22 @@ def outlier_line(at) -> str:
     return next(m.value for m in at.markdown if m.value.startswith("**Outlier dims:**"))
 
 
+def chart_keys(at: AppTest) -> set[str]:
+    return {c.key for c in at.get("plotly_chart")}
+
+
 def test_default_run_shows_heatmaps_and_minilm_outliers(app):
     assert not app.exception
-    assert len(app.get("plotly_chart")) >= 3  # gamma, beta, counts, overlap
+    assert chart_keys(app) == {
+        "ln_heat_gamma",
+        "ln_overlap",
+    }  # lazy tabs: only the open one is drawn
+    app.session_state["ln_tab"] = "counts per LayerNorm"
+    app.run()
+    assert chart_keys(app) == {"ln_heat_gamma", "ln_counts", "ln_overlap"}  # opened tabs stay drawn
+    app.session_state["ln_tab"] = "β (beta)"
+    app.run()
+    assert chart_keys(app) == {"ln_heat_gamma", "ln_heat_beta", "ln_counts", "ln_overlap"}
     line = outlier_line(app)
     assert "223" in line and "127" in line
     assert not app.error
@@ -105,6 +118,8 @@ def test_llama_rmsnorm_from_the_custom_model_field(tiny_llama_dir):
     assert not at.error, [e.value for e in at.error]
     assert at.multiselect(key="ln_detect_roles").value == ["pre_attn", "pre_mlp"]
     assert outlier_line(at).endswith("none")  # RMSNorm init: gamma 1 everywhere
+    at.session_state["ln_tab"] = "β (beta)"
+    at.run()
     assert any("no β" in i.value for i in at.info)
     at.radio(key="ln_dims_mode").set_value("typed")
     at.text_input(key="ln_dims_text").set_value("3, 20")
