@@ -110,9 +110,8 @@ st.caption(
 if method == "tsne" and size > TSNE_SLOW_POINTS:
     st.warning(
         f"t-SNE on {size:,} points takes a while on a small CPU (openTSNE, FFT-accelerated: about "
-        "40 s of CPU time for 20,000 points, measured on a busy 2-core machine), and this page runs "
-        "it twice (raw and post-processed). Lower the number of points for a quick look; results "
-        "are cached."
+        "28 s for 20,000 points on an idle 2-core machine), and this page runs it twice (raw and "
+        "post-processed). Lower the number of points for a quick look; results are cached."
     )
 show_notices(result)
 
@@ -240,8 +239,9 @@ model's weights are untouched.
 - *UMAP* (McInnes, Healy & Melville 2018, arXiv 1802.03426) and *t-SNE* (van der Maaten & Hinton 2008,
   *Visualizing Data using t-SNE*, JMLR 9) keep neighbourhoods, not distances: cluster sizes and the gaps
   between clusters mean little. Both run on a 50-dimensional PCA of the vectors first (skipped after
-  whitening), with a fixed seed. t-SNE is slow: about 80 s for 5,000 points and 3.5 minutes for 20,000 on
-  2 CPU cores (UMAP: 8 s and 16 s once compiled; PCA: well under a second).
+  whitening), with a fixed seed. t-SNE (openTSNE, FFT-accelerated above 10,000 points) takes about 28 s
+  for 20,000 points on 2 idle CPU cores; UMAP about 7 s for 5,000 and 16 s for 20,000 once compiled;
+  PCA about a second for 20,000.
 
 **Metric deltas**: anisotropy is the mean cosine of {N_PAIRS:,} random pairs of vectors from different texts
 (Ethayarajh 2019, arXiv 1909.00512); IsoScore measures how evenly the variance spreads over all directions
