@@ -18,28 +18,9 @@ TEXTS = "Summer is warm. Winter is cold.\nThe cat sat on the mat.\nRivers run to
 
 
 @pytest.fixture(scope="module")
-def tiny_llama(tmp_path_factory) -> str:
-    import torch
-    from transformers import LlamaConfig, LlamaModel
-
-    from backend.models import _bundled_tokenizer
-
-    tokenizer = _bundled_tokenizer()
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        bos_token_id=None,
-        eos_token_id=None,
-    )
-    folder = tmp_path_factory.mktemp("app-tiny-llama")
-    LlamaModel(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return str(folder)
+def tiny_llama(tiny_llama_dir) -> str:
+    """The suite's tiny random Llama (tests/conftest.py), as a Custom model source."""
+    return str(tiny_llama_dir)
 
 
 def _page(model: str, **state) -> AppTest:
