@@ -24,14 +24,16 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from ui.charts import CHARTS_DRAWN_JS  # noqa: E402
+
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
 
 
 def _drawn(page) -> bool:
     state = page.get_attribute('[data-testid="stApp"]', "data-test-script-state")
-    charts = page.locator('[data-testid="stPlotlyChart"]').count()
-    drawn = page.locator('[data-testid="stPlotlyChart"] .js-plotly-plot').count()
+    charts, drawn = page.evaluate(CHARTS_DRAWN_JS)
     return (
         state == "notRunning"
         and page.locator("h1").count() > 0
@@ -85,7 +87,7 @@ def one_run(browser, port: int, warmup: bool, timeout_s: float) -> dict:
                         "script_state": page.get_attribute(
                             '[data-testid="stApp"]', "data-test-script-state"
                         ),
-                        "charts": page.locator('[data-testid="stPlotlyChart"]').count(),
+                        "charts": page.evaluate(CHARTS_DRAWN_JS)[0],
                         "titles": page.locator("h1").count(),
                     }
                 time.sleep(0.1)

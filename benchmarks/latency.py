@@ -33,6 +33,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from ui.charts import CHARTS_DRAWN_JS  # noqa: E402
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 VIEWPORT = {"width": 1400, "height": 900}
@@ -42,6 +45,14 @@ TARGETS = {"control_median_s": 0.5, "control_worst_s": 1.0, "page_switch_s": 1.0
 
 # Records script-state transitions and DOM mutations with performance.now() timestamps.
 INIT_SCRIPT = """
+if (window !== window.top) {
+  // A live chart's frame (ui/charts.py): its DOM changes count as the app's.
+  const mark = () => { try { window.top.__iso.lastMutation = window.top.performance.now(); } catch (e) {} };
+  document.addEventListener('DOMContentLoaded', () => {
+    new MutationObserver(mark).observe(document.documentElement,
+      {subtree: true, childList: true, attributes: true, characterData: true});
+  });
+} else {
 window.__iso = {states: [], lastMutation: 0};
 const watch = () => {
   const app = document.querySelector('[data-testid="stApp"]');
@@ -63,10 +74,12 @@ const watch = () => {
     .observe(document.body, {subtree: true, childList: true, attributes: true, characterData: true});
 };
 watch();
+}
 """
 
-# Done when: a "running" state after t0, then "notRunning", every Plotly chart has a plot, no
-# stale element, and no DOM change for QUIET_MS. Returns the time of the last change, or null.
+# Done when: a "running" state after t0, then "notRunning", every chart is drawn (Streamlit's and
+# live charts, ui/charts.py), no stale element, and no DOM change (frames included) for QUIET_MS.
+# Returns the time of the last change, or null.
 DONE_JS = """
 ([t0, quietMs]) => {
   const iso = window.__iso;
@@ -77,8 +90,7 @@ DONE_JS = """
   if (ran < 0) return null;
   const stopped = after.slice(ran).filter(([s]) => s === 'notRunning');
   if (!stopped.length) return null;
-  const charts = document.querySelectorAll('[data-testid="stPlotlyChart"]').length;
-  const drawn = document.querySelectorAll('[data-testid="stPlotlyChart"] .js-plotly-plot').length;
+  const [charts, drawn] = (CHARTS_DRAWN)();
   if (drawn < charts) return null;
   if (document.querySelector('[data-stale="true"]')) return null;
   if (document.querySelector('[data-testid="stSpinner"]')) return null;
@@ -86,7 +98,7 @@ DONE_JS = """
   if (performance.now() - last < quietMs) return null;
   return last;
 }
-"""
+""".replace("CHARTS_DRAWN", CHARTS_DRAWN_JS)
 
 
 def free_port() -> int:

@@ -32,6 +32,7 @@ from backend.plots.layernorm import (
     sweep_bar,
 )
 from ui.cached import ablation_report, dim_sweep, outlier_dims_by_state
+from ui.charts import live_chart
 from ui.common import download_buttons, explainer, get_model, get_selection, load_or_stop
 from ui.tabs import lazy_tabs
 
@@ -126,7 +127,7 @@ def heatmap_section(all_params, all_found, found) -> None:
 
     def gamma_view() -> None:
         fig_g = param_heatmap(all_params, all_found.weight_flags, "gamma", scale, found.dims)
-        st.plotly_chart(fig_g, width="stretch", key="ln_heat_gamma")
+        live_chart(fig_g, key="ln_heat_gamma")
         download_buttons(
             "ln_gamma", fig=fig_g, frame=all_params.to_frame(), name="layernorm_params"
         )
@@ -186,7 +187,7 @@ if result.hidden_size != model.info.hidden_size:
     st.warning("The extraction and the model have different widths; no overlap to show.")
 else:
     fig_o = overlap_figure(found.dims, result.state_names, hidden, result.hidden_size)
-    st.plotly_chart(fig_o, width="stretch", key="ln_overlap")
+    live_chart(fig_o, key="ln_overlap")
     table_o = overlap_table(found.dims, result.state_names, hidden)
     st.dataframe(table_o, hide_index=True, width="stretch")
     download_buttons("ln_overlap", fig=fig_o, frame=table_o, name="layernorm_hidden_overlap")

@@ -28,6 +28,7 @@ from ui.cached import (
     projection_points,
     projections,
 )
+from ui.charts import live_chart
 from ui.common import download_buttons, explainer, load_or_stop, show_notices
 from ui.controls import PostChoice, postprocessing_controls
 from ui.links import state_index
@@ -163,7 +164,7 @@ def chart_section(before: Projection, after: Projection, post: PostChoice) -> No
     fig = projection_figure(
         loaded, result, data_kind, state, shown_method, post, size, seed, colour_by
     )
-    st.plotly_chart(fig, width="stretch", key="proj_chart")
+    live_chart(fig, key="proj_chart")
     left, right = st.columns(2)
     left.caption(explained_variance_text(before))
     right.caption(explained_variance_text(after))

@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from tests.app.charts import charts
+
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 TIMEOUT = 600  # the first run extracts the bundled MiniLM on the bundled corpus
 
@@ -25,7 +27,7 @@ def outlier_line(at) -> str:
 
 
 def chart_keys(at: AppTest) -> set[str]:
-    return {c.key for c in at.get("plotly_chart")}
+    return {c.key for c in charts(at)}
 
 
 def test_default_run_shows_heatmaps_and_minilm_outliers(app):

@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from tests.app.charts import charts
+
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 
 
@@ -30,7 +32,7 @@ def test_default_run_shows_both_panels_and_metric_deltas():
     assert at.selectbox(key="proj_post").value == "clip"
     typed = at.text_input(key=f"proj_clip_dims_{at.selectbox(key='proj_state').value}").value
     assert typed.strip(), "clip dims are pre-filled with the detected outliers"
-    chart = at.get("plotly_chart")
+    chart = charts(at)
     assert len(chart) == 1
     captions = " ".join(c.value for c in at.caption)
     assert " of " in captions and "tokens" in captions and "projected" in captions
@@ -56,7 +58,7 @@ def test_colour_post_processing_and_pooled_texts():
     at.number_input(key="proj_size_mean-pooled texts").set_value(150).run()  # keep t-SNE quick
     at.selectbox(key="proj_method").set_value("tsne").run()
     assert not at.exception and not at.error
-    assert len(at.get("plotly_chart")) == 1
+    assert len(charts(at)) == 1
 
 
 def test_bad_clip_dims_show_an_error():
@@ -84,7 +86,7 @@ def test_umap_shows_pca_and_progress_while_warming_up(monkeypatch):
         at = open_page()
         at.selectbox(key="proj_method").set_value("umap").run()
         assert not at.exception and not at.error
-        fig = at.get("plotly_chart")[0].proto.spec
+        fig = charts(at)[0].spec
         assert "PC1" in fig  # PCA is shown meanwhile
         assert any("UMAP is compiling" in (p.proto.text or "") for p in at.get("progress"))
     finally:

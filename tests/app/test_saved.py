@@ -18,6 +18,7 @@ from backend.corpus import Corpus, bundled_corpus
 from backend.extract import ExtractionSettings, extract
 from backend.models import load_model
 from backend.saved import save_analysis
+from tests.app.charts import charts
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "app.py")
@@ -72,19 +73,19 @@ def test_every_page_renders_from_a_saved_analysis_without_the_model(gone_model_r
     path, result = gone_model_run
     at = _open(AppTest.from_file(APP, default_timeout=TIMEOUT), path)
     assert any("run.isoscope" in s.value for s in at.success)  # the sidebar says what is shown
-    needs_model, charts = [], {}
+    needs_model, drawn = [], {}
     for page in PAGES:
         at.switch_page(f"pages/{page}.py").run()
         assert not at.exception, (page, at.exception)
         text = _texts(at)
         assert "Cannot analyse this selection" not in text, page
-        charts[page] = len(at.get("plotly_chart"))
+        drawn[page] = len(charts(at))
         if "needs the model itself" in text:
             needs_model.append(page)
     # statistics and sample views draw from the file; views of weights or new texts say they
     # need the model (a page may also mention it for one of its sections)
     for page in ("overview", "outliers", "anisotropy", "projections"):
-        assert charts[page] >= 1, (page, charts)
+        assert drawn[page] >= 1, (page, drawn)
     assert {"similarity", "layernorm", "positional"} <= set(needs_model), needs_model
     at.switch_page("pages/overview.py").run()
     assert str(result.num_tokens) in _texts(at).replace(",", "")
@@ -97,7 +98,7 @@ def test_a_view_that_needs_the_model_loads_it_when_it_is_here(tmp_path, tiny_ber
     assert not at.exception, at.exception
     text = _texts(at)
     assert "needs the model itself" in text and "cannot be loaded" not in text
-    assert len(at.get("plotly_chart")) >= 1
+    assert len(charts(at)) >= 1
 
 
 def test_close_and_bad_files(tmp_path, gone_model_run):

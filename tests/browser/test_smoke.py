@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from ui.charts import CHARTS_DRAWN_JS, FRAME_SELECTOR
+
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -171,8 +173,7 @@ def _wait_until_idle(page, timeout_s: float) -> None:
             or page.locator('[data-testid="stStatusWidget"]').count() > 0
             or page.locator('[data-testid="stSpinner"]').count() > 0
         )
-        charts = page.locator('[data-testid="stPlotlyChart"]').count()
-        drawn = page.locator('[data-testid="stPlotlyChart"] .js-plotly-plot').count()
+        charts, drawn = page.evaluate(CHARTS_DRAWN_JS)
         titled = page.locator("h1").count() > 0
         quiet = quiet + 1 if (not running and titled and drawn >= charts) else 0
         time.sleep(0.5)
@@ -243,5 +244,28 @@ def test_page_renders_without_exception(browser, server, stem, title, tmp_path):
             assert page.get_by_role("button", name="Next").count() == 1
             assert "page=tour" in page.url, page.url  # the URL reopens this view (ui/links.py)
         _screenshot(page, stem, tmp_path)
+    finally:
+        page.close()
+
+
+def test_chart_updates_in_place(browser, server):
+    """A control change reaches the mounted chart (Plotly.react in the same frame), not a new chart
+    drawn from scratch: the frame counts the figures it drew (ui/charts.py)."""
+    page = _open(browser, server, "projections")
+    try:
+        body = page.frame_locator(FRAME_SELECTOR).first.locator("body")
+        assert body.get_attribute("data-renders") == "1"
+        traces = "(b) => b.querySelector('.js-plotly-plot').data.map((t) => t.name).join('|')"
+        before = body.evaluate(traces)
+        assert body.locator("canvas").count() > 0  # WebGL scatter panels
+        page.locator(".st-key-proj_colour_token-sample [role='combobox']").first.click()
+        page.locator('[role="option"]:visible').filter(
+            has_text="token (most frequent)"
+        ).first.click()
+        _wait_until_idle(page, PAGE_TIMEOUT_S)
+        assert body.get_attribute("data-renders") == "2"
+        assert body.get_attribute("data-state") == "drawn"
+        assert body.evaluate(traces) != before  # the same plot now holds the new colouring
+        _assert_no_exception(page, "projections")
     finally:
         page.close()

@@ -1,0 +1,91 @@
+"""Charts that stay mounted while a control changes their figure (issue 15).
+
+``st.plotly_chart`` keys the browser element by a hash of the figure, so every change (another
+colour, hidden state or post-processing) remounts the chart and Plotly draws it from scratch
+(``newPlot``) inside the app's large document. For the projection page's two WebGL panels that
+was ~0.5 s of a 0.7-0.8 s control change on 2 cores. :func:`live_chart` draws the figure in a
+small component frame (``ui/frontend/live_chart.html``) that stays mounted under its key and
+hands each new figure to ``Plotly.react``, which updates the plot in place.
+
+A frame loads its own plotly.js (~0.2 s per frame on 2 cores), so arriving on a page costs more
+per chart: use ``live_chart`` for charts that controls redraw and that are expensive to draw
+from scratch (WebGL scatter panels, large heatmaps), ``st.plotly_chart`` for the rest.
+``benchmarks/latency.py`` measures both.
+
+plotly.js is the ``plotly.min.js`` of the installed plotly package, so the browser draws with the
+plotly.js version Python wrote the figure for; the component folder (page plus plotly.js) is
+written once to ``<isoscope cache>/web/`` and served by the app. Nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+import plotly
+import plotly.graph_objects as go
+import plotly.io as pio
+import streamlit.components.v1 as components
+
+from backend.cache import default_cache_dir
+
+NAME = "live_chart"
+PAGE = Path(__file__).resolve().parent / "frontend" / "live_chart.html"
+DEFAULT_HEIGHT = 450
+
+_served: Path | None = None
+
+
+def _plotly_js() -> Path:
+    return Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
+
+
+def served_dir() -> Path:
+    """The component folder (``index.html`` and ``plotly.min.js``), written once per page and
+    plotly version; several server processes may race to write it."""
+    global _served
+    if _served is not None and (_served / "index.html").is_file():
+        return _served
+    page = PAGE.read_bytes()
+    tag = hashlib.sha256(page + plotly.__version__.encode()).hexdigest()[:12]
+    target = default_cache_dir() / "web" / f"{NAME}-{tag}"
+    if not (target / "index.html").is_file():
+        staging = target.with_name(f"{target.name}.tmp{os.getpid()}")
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        shutil.copyfile(_plotly_js(), staging / "plotly.min.js")
+        (staging / "index.html").write_bytes(page)
+        shutil.rmtree(target, ignore_errors=True)  # a folder left incomplete
+        try:
+            staging.rename(target)
+        except OSError:  # another server process wrote it first
+            shutil.rmtree(staging, ignore_errors=True)
+    _served = target
+    return target
+
+
+def live_chart(fig: go.Figure, *, key: str, height: int | None = None) -> None:
+    """Draw ``fig`` full width under ``key``; a new figure under the same key updates the
+    mounted chart in place. ``height``: pixels (default: the figure's layout height)."""
+    component = components.declare_component(NAME, path=served_dir())
+    chart_height = int(height or fig.layout.height or DEFAULT_HEIGHT)
+    component(spec=pio.to_json(fig, validate=False), height=chart_height, key=key, default=None)
+
+
+# For browser tests and benchmarks: the frames of live charts (``page.frame_locator``), and a
+# script returning ``[charts on the page, charts drawn]`` for both kinds of chart: Streamlit's own
+# (drawn once Plotly has made its plot) and live charts (drawn once the frame's body says
+# ``data-state="drawn"``, i.e. Plotly has drawn the latest figure).
+FRAME_SELECTOR = f'iframe[title="ui.charts.{NAME}"]'
+CHARTS_DRAWN_JS = f"""() => {{
+  const own = document.querySelectorAll('[data-testid="stPlotlyChart"]').length;
+  const ownDrawn = document.querySelectorAll('[data-testid="stPlotlyChart"] .js-plotly-plot').length;
+  const frames = [...document.querySelectorAll('{FRAME_SELECTOR}')];
+  const liveDrawn = frames.filter((f) => {{
+    const body = f.contentDocument && f.contentDocument.body;
+    return body && body.getAttribute('data-state') === 'drawn';
+  }}).length;
+  return [own + frames.length, ownDrawn + liveDrawn];
+}}"""
