@@ -23,6 +23,7 @@ from backend.plots.decoder import (
 )
 from ui.common import download_buttons, explainer, get_corpus, get_model
 from ui.decoder import get_scan, get_text_view
+from ui.tabs import lazy_tabs
 
 st.title("Massive activations & sinks")
 explainer(
@@ -96,28 +97,31 @@ st.caption(
     f"included) · max {scan.max_length} tokens per text · {scan.seconds:.1f} s"
 )
 
+
 # ----------------------------------------------------------------------------- per hidden state
-st.subheader("Massive activations per hidden state")
-st.markdown(
-    f"The largest |h| is **{massive.top_value[peak, 0]:,.1f}** at hidden state "
-    f"**{massive.state_names[peak]}**, dim **{massive.top_dim[peak, 0]}**, position "
-    f"**{massive.top_position[peak, 0]}** (token `{massive.top_token[peak, 0]}`): "
-    f"**{massive.ratio[peak]:,.0f} ×** the median |h| of that state."
-)
-fig_layers = magnitudes_by_layer_figure(massive)
-st.plotly_chart(fig_layers, width="stretch", key="massive_layers_chart")
-frame = massive_frame(massive)
-st.dataframe(frame, hide_index=True, width="stretch")
-download_buttons(
-    "massive_layers",
-    fig=fig_layers,
-    frame=frame,
-    json_text=json.dumps(massive.layers(), indent=1),
-    name="massive_activations",
-)
-explainer(
-    "How to read it",
-    """
+def layers_tab() -> None:
+    """Massive activations per hidden state (Sun et al. 2024, Figure 2)."""
+    st.subheader("Massive activations per hidden state")
+    st.markdown(
+        f"The largest |h| is **{massive.top_value[peak, 0]:,.1f}** at hidden state "
+        f"**{massive.state_names[peak]}**, dim **{massive.top_dim[peak, 0]}**, position "
+        f"**{massive.top_position[peak, 0]}** (token `{massive.top_token[peak, 0]}`): "
+        f"**{massive.ratio[peak]:,.0f} ×** the median |h| of that state."
+    )
+    fig_layers = magnitudes_by_layer_figure(massive)
+    st.plotly_chart(fig_layers, width="stretch", key="massive_layers_chart")
+    frame = massive_frame(massive)
+    st.dataframe(frame, hide_index=True, width="stretch")
+    download_buttons(
+        "massive_layers",
+        fig=fig_layers,
+        frame=frame,
+        json_text=json.dumps(massive.layers(), indent=1),
+        name="massive_activations",
+    )
+    explainer(
+        "How to read it",
+        """
 Per hidden state (`emb`, 1 … L) over every token of the scanned texts: the three largest |h| (any token,
 any dim) and the median |h|, as in Sun et al.'s Figure 2. An activation is **massive** when |h| > 100 and
 |h| > 1000 × the median; the table counts them and says who carries them: the **first position** of a
@@ -125,67 +129,73 @@ text, a **delimiter** (punctuation or newline token) or another token. The media
 log10 |h| with 200 bins per decade (error below 1.2 %). transformers returns the *last* hidden state
 after the final norm, which is why the massive values vanish there.
 """,
-)
+    )
+
 
 # ----------------------------------------------------------------------------- one text
-st.subheader("One text")
-default_text = corpus.texts[0] if corpus.texts else "Summer is warm. Winter is cold."
-text = st.text_input("Text", default_text, key="massive_text")
-try:
-    view = get_text_view(text, int(max_length))
-except IsoscopeError as exc:
-    st.error(str(exc))
-    st.stop()
-fig_pos = layer_position_figure(view)
-st.plotly_chart(fig_pos, width="stretch", key="massive_positions_chart")
-download_buttons("massive_positions", fig=fig_pos, name="massive_layers_by_positions")
-peak_state = int(view.peak.max(axis=1).argmax())
-state_name = st.select_slider(
-    "Hidden state for the feature × token view",
-    list(view.state_names),
-    value=view.state_names[peak_state],
-    key="massive_state",
-)
-state = list(view.state_names).index(state_name)
-fig_3d = feature_token_figure(view, state)
-st.plotly_chart(fig_3d, width="stretch", key="massive_3d_chart")
-dims_frame = top_dims_frame(view, state)
-st.dataframe(dims_frame, hide_index=True, width="stretch")
-download_buttons("massive_3d", frame=dims_frame, name=f"massive_text_state_{state_name}")
-explainer(
-    "How to read it",
-    """
+def text_tab() -> None:
+    """One text: |h| per position and layer, and every dim at one hidden state."""
+    st.subheader("One text")
+    default_text = corpus.texts[0] if corpus.texts else "Summer is warm. Winter is cold."
+    text = st.text_input("Text", default_text, key="massive_text")
+    try:
+        view = get_text_view(text, int(max_length))
+    except IsoscopeError as exc:
+        st.error(str(exc))
+        return
+    fig_pos = layer_position_figure(view)
+    st.plotly_chart(fig_pos, width="stretch", key="massive_positions_chart")
+    download_buttons("massive_positions", fig=fig_pos, name="massive_layers_by_positions")
+    peak_state = int(view.peak.max(axis=1).argmax())
+    state_name = st.select_slider(
+        "Hidden state for the feature × token view",
+        list(view.state_names),
+        value=view.state_names[peak_state],
+        key="massive_state",
+    )
+    state = list(view.state_names).index(state_name)
+    fig_3d = feature_token_figure(view, state)
+    st.plotly_chart(fig_3d, width="stretch", key="massive_3d_chart")
+    dims_frame = top_dims_frame(view, state)
+    st.dataframe(dims_frame, hide_index=True, width="stretch")
+    download_buttons("massive_3d", frame=dims_frame, name=f"massive_text_state_{state_name}")
+    explainer(
+        "How to read it",
+        """
 Top: the largest |h| of every position in every hidden state (log colour; hover for the dim). Massive
 activations show as a bright column at the first token (and at delimiters) from a few layers in.
 Bottom: |h| of every dim of every token at one hidden state, drawn like Sun et al.'s Figure 1: a few
 spikes in the same dims over the first token, the rest flat. The table lists the text's largest dims.
 """,
-)
+    )
+
 
 # ----------------------------------------------------------------------------- sinks
-st.subheader("Attention sinks")
-if scan.sinks is None:
-    st.info("This model returned no attention weights, so there is no sink analysis.")
-else:
-    sinks = scan.sinks
-    st.markdown(
-        f"**{sinks.share:.0%}** of the {sinks.alpha.size} (layer, head) pairs put more than "
-        f"{sinks.threshold} of their attention on the first token, on average over queries and texts."
-    )
-    fig_share = sink_share_figure(sinks)
-    st.plotly_chart(fig_share, width="stretch", key="sink_share_chart")
-    fig_alpha = sink_heatmap_figure(sinks)
-    st.plotly_chart(fig_alpha, width="stretch", key="sink_alpha_chart")
-    download_buttons(
-        "sinks",
-        fig=fig_alpha,
-        frame=sink_frame(sinks),
-        json_text=json.dumps(sinks.to_dict()),
-        name="attention_sinks",
-    )
-explainer(
-    "How to read it",
-    """
+def sinks_tab() -> None:
+    """Attention sinks: each head's attention on the first token (Gu et al. 2024)."""
+    st.subheader("Attention sinks")
+    if scan.sinks is None:
+        st.info("This model returned no attention weights, so there is no sink analysis.")
+    else:
+        sinks = scan.sinks
+        st.markdown(
+            f"**{sinks.share:.0%}** of the {sinks.alpha.size} (layer, head) pairs put more than "
+            f"{sinks.threshold} of their attention on the first token, on average over queries and texts."
+        )
+        fig_share = sink_share_figure(sinks)
+        st.plotly_chart(fig_share, width="stretch", key="sink_share_chart")
+        fig_alpha = sink_heatmap_figure(sinks)
+        st.plotly_chart(fig_alpha, width="stretch", key="sink_alpha_chart")
+        download_buttons(
+            "sinks",
+            fig=fig_alpha,
+            frame=sink_frame(sinks),
+            json_text=json.dumps(sinks.to_dict()),
+            name="attention_sinks",
+        )
+    explainer(
+        "How to read it",
+        """
 alpha (Gu et al. 2024) is the attention a head pays to the first token, averaged over every query of a text
 (alpha_k = 1/(T−k+1) Σ_{i≥k} A_{i,k} with k the first token), then over texts. The **sink share** is the
 fraction of heads with alpha > 0.3 (reported: LLaMA-2-7B about 92 %, Mistral-7B about 97 %). Caveat on
@@ -194,31 +204,44 @@ number over T), 0.31 at T = 9 but 0.05 at T = 128, so scan texts of some length.
 same way (attention to [CLS]). Attention weights need transformers' eager attention, used for this pass
 only.
 """,
-)
+    )
+
 
 # ----------------------------------------------------------------------------- int8
-st.subheader("LLM.int8-style outlier features")
-if scan.int8 is None:
-    st.info("This model has no per-layer norms to read the projection inputs from.")
-else:
-    int8 = scan.int8
-    st.markdown(f"**Verdict:** {int8.verdict()}")
-    fig_int8 = int8_figure(int8)
-    st.plotly_chart(fig_int8, width="stretch", key="int8_chart")
-    download_buttons(
-        "int8",
-        fig=fig_int8,
-        frame=int8_frame(int8),
-        json_text=json.dumps(int8.to_dict()),
-        name="int8_outlier_features",
-    )
-explainer(
-    "How to read it",
-    """
+def int8_tab() -> None:
+    """LLM.int8-style outlier features (Dettmers et al. 2022)."""
+    st.subheader("LLM.int8-style outlier features")
+    if scan.int8 is None:
+        st.info("This model has no per-layer norms to read the projection inputs from.")
+    else:
+        int8 = scan.int8
+        st.markdown(f"**Verdict:** {int8.verdict()}")
+        fig_int8 = int8_figure(int8)
+        st.plotly_chart(fig_int8, width="stretch", key="int8_chart")
+        download_buttons(
+            "int8",
+            fig=fig_int8,
+            frame=int8_frame(int8),
+            json_text=json.dumps(int8.to_dict()),
+            name="int8_outlier_features",
+        )
+    explainer(
+        "How to read it",
+        """
 Dettmers et al. (2022) call a hidden dimension an **outlier feature** when its magnitude is ≥ 6 in at least
 25 % of the layers and at least 6 % of the sequence positions, measured at the inputs of the attention and
 FFN projections. Here the sites are the outputs of each layer's two norms; a dim *counts* at a site when
 |x| ≥ 6 on ≥ 6 % of the tokens. They report a phase shift near 6.7B parameters (from about 65 % to 100 % of
 layers affected, and zeroing the outliers halves top-1 accuracy), so small models are expected to have none.
 """,
+    )
+
+
+# ----------------------------------------------------------------------------- the tabs
+# Lazy tabs (ui/tabs.py): arriving on the page draws one section's charts, not all six (issue 15:
+# the whole page took 1.1 s to draw on arrival).
+lazy_tabs(
+    ["Massive activations", "One text", "Attention sinks", "int8 outlier features"],
+    (layers_tab, text_tab, sinks_tab, int8_tab),
+    key="massive_tab",
 )

@@ -187,7 +187,7 @@ if result.hidden_size != model.info.hidden_size:
     st.warning("The extraction and the model have different widths; no overlap to show.")
 else:
     fig_o = overlap_figure(found.dims, result.state_names, hidden, result.hidden_size)
-    live_chart(fig_o, key="ln_overlap")
+    st.plotly_chart(fig_o, width="stretch", key="ln_overlap")
     table_o = overlap_table(found.dims, result.state_names, hidden)
     st.dataframe(table_o, hide_index=True, width="stretch")
     download_buttons("ln_overlap", fig=fig_o, frame=table_o, name="layernorm_hidden_overlap")

@@ -44,19 +44,31 @@ def _subheaders(at: AppTest) -> list[str]:
     return [s.value for s in at.subheader]
 
 
+def _open_tab(at: AppTest, tab: str) -> AppTest:
+    at.session_state["massive_tab"] = tab
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
 def test_every_section_renders_on_a_tiny_llama(tiny_llama):
     at = _page(tiny_llama, massive_max_length=16)
     assert at.title[0].value == "Massive activations & sinks"
+    # lazy tabs: arriving draws the first section only
+    assert _subheaders(at) == ["Massive activations per hidden state"]
+    assert [m.label for m in at.metric][:3] == [
+        "Largest |h|",
+        "× median |h| there",
+        "Sink share (alpha > 0.3)",
+    ]
+    for tab in ("One text", "Attention sinks", "int8 outlier features"):
+        _open_tab(at, tab)
+    # tabs opened during this visit stay drawn
     assert _subheaders(at) == [
         "Massive activations per hidden state",
         "One text",
         "Attention sinks",
         "LLM.int8-style outlier features",
-    ]
-    assert [m.label for m in at.metric][:3] == [
-        "Largest |h|",
-        "× median |h| there",
-        "Sink share (alpha > 0.3)",
     ]
     assert len(at.dataframe) >= 2
     assert any("Verdict" in m.value for m in at.markdown)
@@ -64,7 +76,7 @@ def test_every_section_renders_on_a_tiny_llama(tiny_llama):
 
 
 def test_widgets_rerun_without_errors(tiny_llama):
-    at = _page(tiny_llama, massive_max_length=16)
+    at = _open_tab(_page(tiny_llama, massive_max_length=16), "One text")
     at.text_input(key="massive_text").set_value("Dogs bark. Birds sing.").run()
     assert not at.exception, [e.value for e in at.exception]
     at.select_slider(key="massive_state").set_value("emb").run()
@@ -74,8 +86,19 @@ def test_widgets_rerun_without_errors(tiny_llama):
     assert "2 texts" in " ".join(c.value for c in at.caption)
 
 
+def test_a_text_that_cannot_be_encoded_keeps_the_rest_of_the_page(tiny_llama):
+    at = _open_tab(_page(tiny_llama, massive_max_length=16), "One text")
+    at.text_input(key="massive_text").set_value("   ").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.error
+    assert [m.label for m in at.metric][0] == "Largest |h|"  # the scan above is still shown
+
+
 def test_an_encoder_gets_the_same_views():
-    at = _page("random:bert:layers=2,width=32,heads=2,seed=0", massive_max_length=16)
+    at = _open_tab(
+        _page("random:bert:layers=2,width=32,heads=2,seed=0", massive_max_length=16),
+        "Attention sinks",
+    )
     assert "Attention sinks" in _subheaders(at)
     assert not at.error
 
