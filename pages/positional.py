@@ -83,8 +83,8 @@ are similar, far positions dissimilar or anti-correlated), their first two princ
 position vector's **extreme dimensions**: the share of positions whose maximum (minimum) sits in dimension j.
 Luo et al. found that BERT's position vectors carry the same outlier dimension as the hidden states (in
 RoBERTa, dim 588 is the max of 99.8 % of position vectors) and traced the outliers to positional information.
-BERT Busters' authors dispute this and blame the **embedding LayerNorm**, whose γ/β are shown below with the
-hidden-state outliers (★/red) of the current extraction.
+BERT Busters' authors dispute this and blame the **embedding LayerNorm**, whose γ/β the *Embedding LayerNorm*
+view shows with the hidden-state outliers (★/red) of the current extraction.
 
 Sources: {SOURCES["luo"]}; {SOURCES["busters"]}.
 """,
@@ -111,34 +111,44 @@ Sources: {SOURCES["luo"]}; {SOURCES["busters"]}.
         report = position_report(loaded, n, offset)
         found = outliers_by_name(result)
         all_outliers = sorted({j for dims in found.values() for j in dims})
-        c1, c2 = st.columns(2)
-        with c1:
-            fig_cos = plots.cosine_heatmap(report.cosine)
-            st.plotly_chart(fig_cos, width="stretch", key="pos_emb_cos_chart")
-            download_buttons(
-                "pos_emb_cos",
-                fig=fig_cos,
-                frame=pd.DataFrame(report.cosine),
-                name="position_cosine",
+
+        def geometry_view() -> None:
+            c1, c2 = st.columns(2)
+            with c1:
+                fig_cos = plots.cosine_heatmap(report.cosine)
+                st.plotly_chart(fig_cos, width="stretch", key="pos_emb_cos_chart")
+                download_buttons(
+                    "pos_emb_cos",
+                    fig=fig_cos,
+                    frame=pd.DataFrame(report.cosine),
+                    name="position_cosine",
+                )
+            with c2:
+                fig_pca = plots.position_pca(report.pca_coords, report.pca_explained)
+                st.plotly_chart(fig_pca, width="stretch", key="pos_emb_pca_chart")
+                download_buttons(
+                    "pos_emb_pca",
+                    fig=fig_pca,
+                    frame=pd.DataFrame(report.pca_coords, columns=["PC1", "PC2", "PC3"])
+                    .rename_axis("position")
+                    .reset_index(),
+                    name="position_pca",
+                )
+
+        def extreme_view() -> None:
+            fig_ext = plots.extreme_share_bars(
+                report.argmax_share, report.argmin_share, all_outliers
             )
-        with c2:
-            fig_pca = plots.position_pca(report.pca_coords, report.pca_explained)
-            st.plotly_chart(fig_pca, width="stretch", key="pos_emb_pca_chart")
-            download_buttons(
-                "pos_emb_pca",
-                fig=fig_pca,
-                frame=pd.DataFrame(report.pca_coords, columns=["PC1", "PC2", "PC3"])
-                .rename_axis("position")
-                .reset_index(),
-                name="position_pca",
-            )
-        fig_ext = plots.extreme_share_bars(report.argmax_share, report.argmin_share, all_outliers)
-        st.plotly_chart(fig_ext, width="stretch", key="pos_emb_ext_chart")
-        rows = pd.DataFrame(extreme_dims_vs_outliers(report, found))
-        st.dataframe(rows, hide_index=True, width="stretch")
-        download_buttons("pos_emb_ext", fig=fig_ext, frame=rows, name="position_extreme_dims")
-        ln = embedding_layernorm(loaded)
-        if ln is not None:
+            st.plotly_chart(fig_ext, width="stretch", key="pos_emb_ext_chart")
+            rows = pd.DataFrame(extreme_dims_vs_outliers(report, found))
+            st.dataframe(rows, hide_index=True, width="stretch")
+            download_buttons("pos_emb_ext", fig=fig_ext, frame=rows, name="position_extreme_dims")
+
+        def layernorm_view() -> None:
+            ln = embedding_layernorm(loaded)
+            if ln is None:
+                st.info(f"**{loaded.info.display_name}** has no embedding LayerNorm.")
+                return
             name, gamma, beta = ln
             fig_ln = plots.layernorm_params(gamma, beta, name, all_outliers)
             st.plotly_chart(fig_ln, width="stretch", key="pos_emb_ln_chart")
@@ -148,6 +158,14 @@ Sources: {SOURCES["luo"]}; {SOURCES["busters"]}.
                 frame=pd.DataFrame({"dim": range(len(gamma)), "gamma": gamma, "beta": beta}),
                 name="embedding_layernorm",
             )
+
+        # lazy (ui/tabs.py): arriving on the page, or moving the slider, draws one view, not four
+        # charts (issue 15)
+        lazy_tabs(
+            ["Cosine & PCA", "Extreme dimensions", "Embedding LayerNorm"],
+            [geometry_view, extreme_view, layernorm_view],
+            key="pos_emb_view",
+        )
         st.caption(
             f"Hidden-state outliers (z-score or extreme-index criterion) of the current extraction: "
             f"{', '.join(map(str, all_outliers)) or 'none'}."

@@ -109,6 +109,29 @@ def test_tabs_seen_stay_rendered_and_unseen_ones_wait():
     assert any("Cosine similarity of position embeddings" in t for t in titles), titles
 
 
+def test_position_embedding_views_are_lazy():
+    """Arriving draws the cosine and PCA views only; the extreme-dimension and LayerNorm views
+    draw once opened, and keep following the positions slider."""
+    at = _page()
+    titles = _titles(at)
+    assert any("Cosine similarity of position embeddings" in t for t in titles), titles
+    assert any("PCA of position embeddings" in t for t in titles), titles
+    assert not any("Extreme dimensions" in t or "Embedding LayerNorm" in t for t in titles)
+    for view, title in (
+        ("Extreme dimensions", "Extreme dimensions of the position vectors"),
+        ("Embedding LayerNorm", "Embedding LayerNorm parameters"),
+    ):
+        at.session_state["pos_emb_view"] = view
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+        assert any(title in t for t in _titles(at)), (view, _titles(at))
+    at.slider(key="pos_emb_n").set_value(16).run()
+    assert not at.exception, [e.value for e in at.exception]
+    titles = _titles(at)
+    assert any("Extreme dimensions" in t for t in titles) and any("Cosine" in t for t in titles)
+    assert len(at.dataframe) >= 1  # the extreme dims vs outliers table
+
+
 def test_probe_widgets_and_bad_max_position():
     at = _page(tab="Position probe")
     at.selectbox(key="pos_probe_state").set_value("2").run()
