@@ -32,6 +32,7 @@ from ui.cached import (
 )
 from ui.common import download_buttons, explainer, load_or_stop, show_notices
 from ui.links import state_index
+from ui.tabs import lazy_tabs
 
 st.title("Outlier dimensions")
 loaded: LoadedModel
@@ -190,8 +191,15 @@ def state_section(by_state: list[dict[str, list[int]]], thresholds: OutlierThres
         json_text=outliers_json(result, by_state, thresholds),
         name="isoscope_outlier_dims",
     )
-    text_view(state, state_name, thresholds)
-    category_view(state, state_name, found)
+    # lazy (ui/tabs.py): a hidden-state change redraws the open view, not both (issue 15)
+    lazy_tabs(
+        ["One dimension by token type", "One text, token by token"],
+        [
+            lambda: category_view(state, state_name, found),
+            lambda: text_view(state, state_name, thresholds),
+        ],
+        key="out_view",
+    )
 
 
 @st.fragment

@@ -41,6 +41,11 @@ def test_default_run_shows_heatmap_tables_and_minilm_dim_223():
     assert at.number_input(key="out_dim_3").value == 223
     split = at.dataframe[1].value.set_index("token type")
     assert {"position 0", "other"} <= set(split.index)
+    # lazy views: the dimension view is open, the text view waits until opened
+    assert len(at.get("plotly_chart")) == 2
+    at.session_state["out_view"] = "One text, token by token"
+    at.run()
+    assert not at.exception
     assert len(at.get("plotly_chart")) == 3
 
 
@@ -68,6 +73,8 @@ def test_colour_threshold_state_and_text_changes(monkeypatch):
 
     at.select_slider(key="out_state").set_value("emb").run()
     assert not at.exception
+    at.session_state["out_view"] = "One text, token by token"
+    at.run()
     at.number_input(key="out_text").set_value(7).run()
     assert not at.exception
     at.number_input(key="out_dim_0").set_value(5).run()
