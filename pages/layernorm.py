@@ -155,10 +155,39 @@ def heatmap_section(all_params, all_found, found) -> None:
             name="layernorm_outliers",
         )
 
-    # lazy: a k or share change redraws the open tab (and tabs opened before), not all three
+    def overlap_view() -> None:
+        """Which LayerNorm outlier dims are also hidden-state outliers, state by state."""
+        st.subheader("Overlap with hidden-state outlier dimensions")
+        if model.info.random_init:
+            st.caption(
+                "The hidden-state outliers below are those of the trained model in the sidebar."
+            )
+        hidden = outlier_dims_by_state(result)
+        if result.hidden_size != model.info.hidden_size:
+            st.warning("The extraction and the model have different widths; no overlap to show.")
+        else:
+            fig_o = overlap_figure(found.dims, result.state_names, hidden, result.hidden_size)
+            st.plotly_chart(fig_o, width="stretch", key="ln_overlap")
+            table_o = overlap_table(found.dims, result.state_names, hidden)
+            st.dataframe(table_o, hide_index=True, width="stretch")
+            download_buttons(
+                "ln_overlap", fig=fig_o, frame=table_o, name="layernorm_hidden_overlap"
+            )
+        explainer(
+            "What is this / references",
+            """
+Hidden-state outliers come from the foundation's criteria (mean z-score > 3, Timkey & van Schijndel 2021,
+arXiv 2109.04404; or the min/max of at least half the tokens, Luo et al. 2021, arXiv 2011.04393) on the current
+extraction. A large γ_j or β_j in the LayerNorm that produces a hidden state directly scales dimension j of
+that state, so the two often coincide; a LayerNorm can also *remove* a dimension (γ ≈ 0), as MiniLM's last output
+LayerNorm does for dims 127, 223 and 319, which then vanish from the final layer.
+""",
+        )
+
+    # lazy: a k or share change redraws the open tab (and tabs opened before), not all four
     lazy_tabs(
-        ["γ (gamma)", "β (beta)", "counts per LayerNorm"],
-        [gamma_view, beta_view, counts_view],
+        ["γ (gamma)", "β (beta)", "counts per LayerNorm", "overlap with hidden states"],
+        [gamma_view, beta_view, counts_view, overlap_view],
         key="ln_tab",
     )
 
@@ -175,30 +204,6 @@ Kovaleva, Kulshreshtha, Rogers & Rumshisky 2021, *BERT Busters: Outlier Dimensio
 (arXiv 2105.06990). Names: `emb.ln` (embedding LN), `L3.attn_ln` / `L3.out_ln` (post-LN: after attention / after
 the FFN, producing hidden state 3), `L3.pre_attn_ln` / `L3.pre_mlp_ln` and `final_ln` (pre-LN models such as GPT-2),
 `head.ln` (the MLM head).
-""",
-)
-
-# ----------------------------------------------------------------------------- overlap with hidden states
-st.subheader("Overlap with hidden-state outlier dimensions")
-if model.info.random_init:
-    st.caption("The hidden-state outliers below are those of the trained model in the sidebar.")
-hidden = outlier_dims_by_state(result)
-if result.hidden_size != model.info.hidden_size:
-    st.warning("The extraction and the model have different widths; no overlap to show.")
-else:
-    fig_o = overlap_figure(found.dims, result.state_names, hidden, result.hidden_size)
-    st.plotly_chart(fig_o, width="stretch", key="ln_overlap")
-    table_o = overlap_table(found.dims, result.state_names, hidden)
-    st.dataframe(table_o, hide_index=True, width="stretch")
-    download_buttons("ln_overlap", fig=fig_o, frame=table_o, name="layernorm_hidden_overlap")
-explainer(
-    "What is this / references",
-    """
-Hidden-state outliers come from the foundation's criteria (mean z-score > 3, Timkey & van Schijndel 2021,
-arXiv 2109.04404; or the min/max of at least half the tokens, Luo et al. 2021, arXiv 2011.04393) on the current
-extraction. A large γ_j or β_j in the LayerNorm that produces a hidden state directly scales dimension j of
-that state, so the two often coincide; a LayerNorm can also *remove* a dimension (γ ≈ 0), as MiniLM's last output
-LayerNorm does for dims 127, 223 and 319, which then vanish from the final layer.
 """,
 )
 

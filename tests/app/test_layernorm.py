@@ -32,16 +32,17 @@ def chart_keys(at: AppTest) -> set[str]:
 
 def test_default_run_shows_heatmaps_and_minilm_outliers(app):
     assert not app.exception
-    assert chart_keys(app) == {
-        "ln_heat_gamma",
-        "ln_overlap",
-    }  # lazy tabs: only the open one is drawn
+    assert chart_keys(app) == {"ln_heat_gamma"}  # lazy tabs: only the open one is drawn
     app.session_state["ln_tab"] = "counts per LayerNorm"
     app.run()
-    assert chart_keys(app) == {"ln_heat_gamma", "ln_counts", "ln_overlap"}  # opened tabs stay drawn
+    assert chart_keys(app) == {"ln_heat_gamma", "ln_counts"}  # opened tabs stay drawn
     app.session_state["ln_tab"] = "β (beta)"
     app.run()
+    assert chart_keys(app) == {"ln_heat_gamma", "ln_heat_beta", "ln_counts"}
+    app.session_state["ln_tab"] = "overlap with hidden states"
+    app.run()
     assert chart_keys(app) == {"ln_heat_gamma", "ln_heat_beta", "ln_counts", "ln_overlap"}
+    assert any("Overlap with hidden-state" in h.value for h in app.subheader)
     line = outlier_line(app)
     assert "223" in line and "127" in line
     assert not app.error
