@@ -21,6 +21,7 @@ from backend.plots.anisotropy import (
     metrics_frame,
 )
 from ui.cached import isotropy
+from ui.charts import live_chart
 from ui.common import (
     download_buttons,
     explainer,
@@ -172,7 +173,7 @@ histogram_section(series | random_series)
 st.subheader("Anisotropy, IsoScore and adjusted similarities by layer")
 line_series = series | random_series
 fig_lines = metrics_by_layer_figure(line_series)
-st.plotly_chart(fig_lines, width="stretch", key="aniso_metrics_chart")
+live_chart(fig_lines, key="aniso_metrics_chart")
 download_buttons(
     "aniso_metrics", fig=fig_lines, frame=metrics_frame(line_series), name="isotropy_by_layer"
 )

@@ -31,14 +31,23 @@ def _key(element_id: str) -> str:
     return match["key"] if match else ""
 
 
+def _leaves(node):
+    """Elements under ``node`` in page order."""
+    children = getattr(node, "children", None)
+    if not children:
+        yield node
+        return
+    for index in sorted(children):
+        yield from _leaves(children[index])
+
+
 def charts(at: AppTest) -> list[Chart]:
-    """Every chart on the page: Streamlit's own first, then live charts, each in page order."""
-    out = [
-        Chart(key=_key(el.proto.id), id=el.proto.id, spec=el.proto.spec, live=False)
-        for el in at.get("plotly_chart")
-    ]
-    for el in at.get("component_instance"):
-        if el.proto.component_name == LIVE:
+    """Every chart on the page (Streamlit's own and live charts), in page order."""
+    out = []
+    for el in _leaves(at._tree):
+        if el.type == "plotly_chart":
+            out.append(Chart(key=_key(el.proto.id), id=el.proto.id, spec=el.proto.spec, live=False))
+        elif el.type == "component_instance" and el.proto.component_name == LIVE:
             args = json.loads(el.proto.json_args)
             out.append(Chart(key=_key(el.proto.id), id=el.proto.id, spec=args["spec"], live=True))
     return out

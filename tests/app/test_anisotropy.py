@@ -3,10 +3,11 @@ comparison, and bad clip dims."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
+
+from tests.app.charts import charts
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 TIMEOUT = (
@@ -24,7 +25,7 @@ def _page() -> AppTest:
 
 def _charts(at: AppTest) -> dict[str, dict]:
     """Plotly figures on the page, by widget key suffix, as dicts."""
-    return {el.proto.id: json.loads(el.proto.spec) for el in at.get("plotly_chart")}
+    return {c.id: c.figure for c in charts(at)}
 
 
 def _trace_names(fig: dict) -> set[str]:
