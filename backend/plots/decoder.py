@@ -22,6 +22,9 @@ def _label(token: str) -> str:
     return token.replace("Ġ", "␣").replace("Ċ", "\\n").replace("▁", "␣") or "∅"
 
 
+MASSIVE_LINE = 100.0  # Sun et al.'s absolute threshold for a massive activation
+
+
 def magnitudes_by_layer_figure(stats: MassiveStats) -> go.Figure:
     """Top-1/2/3 |h| and the median |h| per hidden state, log scale (Sun et al., Fig. 2)."""
     fig = go.Figure()
@@ -53,9 +56,22 @@ def magnitudes_by_layer_figure(stats: MassiveStats) -> go.Figure:
             marker={"symbol": "triangle-down"},
         )
     )
-    fig.add_hline(y=100, line_dash="dash", line_color="#c44e52", annotation_text="|h| = 100")
+    # On a log axis plotly.py places add_hline's line in data units but its annotation in log10
+    # units: annotation_text="|h| = 100" put the label at 10^100 and stretched the axis to 10^98.
+    fig.add_hline(y=MASSIVE_LINE, line_dash="dash", line_color="#c44e52")
+    fig.add_annotation(
+        x=1,
+        xref="x domain",
+        y=np.log10(MASSIVE_LINE),
+        yref="y",
+        text=f"|h| = {MASSIVE_LINE:g}",
+        showarrow=False,
+        xanchor="right",
+        yanchor="bottom",
+    )
     fig.update_layout(
         xaxis_title="hidden state",
+        xaxis_type="category",  # "1".."L" look numeric: plotly would drop "emb"
         yaxis_title="|h|",
         yaxis_type="log",
         height=380,
@@ -116,6 +132,7 @@ def layer_position_figure(view: TextMagnitudes) -> go.Figure:
     fig.update_layout(
         xaxis_title="position: token",
         yaxis_title="hidden state",
+        yaxis_type="category",
         height=max(320, 16 * len(view.state_names) + 120),
         margin={"t": 20, "b": 80},
     )
@@ -269,6 +286,7 @@ def first_position_figure(contrast) -> go.Figure:
     )
     fig.update_layout(
         xaxis_title="hidden state",
+        xaxis_type="category",
         yaxis_title="anisotropy (mean cosine)",
         height=320,
         margin={"t": 20},
