@@ -22,11 +22,13 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import plotly
 import plotly.graph_objects as go
 import plotly.io as pio
+import streamlit as st
 import streamlit.components.v1 as components
 
 from backend.cache import default_cache_dir
@@ -42,34 +44,54 @@ def _plotly_js() -> Path:
     return Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
 
 
+def _write_folder(target: Path) -> None:
+    staging = target.with_name(f"{target.name}.tmp{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    shutil.copyfile(_plotly_js(), staging / "plotly.min.js")
+    (staging / "index.html").write_bytes(PAGE.read_bytes())
+    shutil.rmtree(target, ignore_errors=True)  # a folder left incomplete
+    try:
+        staging.rename(target)
+    except OSError:  # another server process wrote it first
+        shutil.rmtree(staging, ignore_errors=True)
+
+
 def served_dir() -> Path:
     """The component folder (``index.html`` and ``plotly.min.js``), written once per page and
-    plotly version; several server processes may race to write it."""
+    plotly version under the isoscope cache (or the temp folder when the cache is not
+    writable); several server processes may race to write it."""
     global _served
     if _served is not None and (_served / "index.html").is_file():
         return _served
-    page = PAGE.read_bytes()
-    tag = hashlib.sha256(page + plotly.__version__.encode()).hexdigest()[:12]
-    target = default_cache_dir() / "web" / f"{NAME}-{tag}"
-    if not (target / "index.html").is_file():
-        staging = target.with_name(f"{target.name}.tmp{os.getpid()}")
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
-        shutil.copyfile(_plotly_js(), staging / "plotly.min.js")
-        (staging / "index.html").write_bytes(page)
-        shutil.rmtree(target, ignore_errors=True)  # a folder left incomplete
+    tag = hashlib.sha256(PAGE.read_bytes() + plotly.__version__.encode()).hexdigest()[:12]
+    name = f"{NAME}-{tag}"
+    roots = (
+        default_cache_dir() / "web",
+        Path(tempfile.gettempdir()) / f"isoscope-web-{os.getuid()}",
+    )
+    for root in roots:
+        target = root / name
         try:
-            staging.rename(target)
-        except OSError:  # another server process wrote it first
-            shutil.rmtree(staging, ignore_errors=True)
-    _served = target
-    return target
+            if not (target / "index.html").is_file():
+                _write_folder(target)
+        except OSError:
+            continue
+        if (target / "index.html").is_file():
+            _served = target
+            return target
+    raise OSError(f"cannot write the chart component to {roots[0]} or {roots[1]}")
 
 
 def live_chart(fig: go.Figure, *, key: str, height: int | None = None) -> None:
     """Draw ``fig`` full width under ``key``; a new figure under the same key updates the
     mounted chart in place. ``height``: pixels (default: the figure's layout height)."""
-    component = components.declare_component(NAME, path=served_dir())
+    try:
+        folder = served_dir()
+    except OSError:  # no writable folder for the component: Streamlit's own chart still works
+        st.plotly_chart(fig, width="stretch", key=key)
+        return
+    component = components.declare_component(NAME, path=folder)
     chart_height = int(height or fig.layout.height or DEFAULT_HEIGHT)
     component(spec=pio.to_json(fig, validate=False), height=chart_height, key=key, default=None)
 

@@ -71,3 +71,32 @@ def test_live_chart_sends_the_figure_and_its_height(cache_dir):
     assert json.loads(args[0]["spec"])["data"][0]["type"] == "scatter"
     assert json.loads(args[1]["spec"])["data"][0]["type"] == "bar"
     assert els[0].proto.id.endswith("-k1") and els[1].proto.id.endswith("-k2")
+
+
+def test_an_unwritable_cache_falls_back_to_the_temp_folder(tmp_path, monkeypatch):
+    blocked = tmp_path / "cache"
+    blocked.write_text("a file where the cache folder should be")  # mkdir below it fails
+    monkeypatch.setenv("ISOSCOPE_CACHE_DIR", str(blocked))
+    monkeypatch.setattr(charts, "_served", None)
+    monkeypatch.setattr(charts.tempfile, "gettempdir", lambda: str(tmp_path / "tmp"))
+    folder = charts.served_dir()
+    assert folder.parent.parent == tmp_path / "tmp"
+    assert (folder / "plotly.min.js").read_bytes() == charts._plotly_js().read_bytes()
+
+
+def test_without_a_writable_folder_the_chart_is_streamlits_own(monkeypatch):
+    def no_folder():
+        raise OSError("read-only file system")
+
+    monkeypatch.setattr(charts, "served_dir", no_folder)
+
+    def app():
+        import plotly.graph_objects as go
+
+        from ui.charts import live_chart
+
+        live_chart(go.Figure(go.Bar(x=[1], y=[2])), key="k")
+
+    at = AppTest.from_function(app).run()
+    assert not at.exception
+    assert len(at.get("plotly_chart")) == 1 and not at.get("component_instance")
