@@ -44,7 +44,7 @@ def _leaves(node):
 def charts(at: AppTest) -> list[Chart]:
     """Every chart on the page (Streamlit's own and live charts), in page order."""
     out = []
-    for el in _leaves(at._tree):
+    for el in _leaves(at.main):  # charts are drawn in the main area only
         if el.type == "plotly_chart":
             out.append(Chart(key=_key(el.proto.id), id=el.proto.id, spec=el.proto.spec, live=False))
         elif el.type == "component_instance" and el.proto.component_name == LIVE:
