@@ -2,11 +2,12 @@
 
 Pipeline: tokenize every text (truncated to ``max_length``), sort by length, run batches of at
 most ``token_budget`` padded tokens (and ``batch_size`` texts) under ``torch.inference_mode()``
-with ``output_hidden_states=True``, and reduce each hidden state of each batch *on the model's
-device*: the non-padding tokens are gathered per state and folded into streaming float64
-statistics (:class:`backend.stats.RunningStats`, Chan's parallel update). Only those per-batch
-reductions ((S, d) vectors) and the sampled token vectors leave the device; hidden states are
-never stacked or copied to the host whole. If a batch runs out of memory (CUDA, MPS or CPU), it is
+with ``output_hidden_states=True``, and reduce the hidden states of each batch *on the model's
+device*: the analysed tokens of a few consecutive states at a time are gathered into one reused
+buffer (at most ``REDUCE_GROUP_BYTES`` in float64) and folded into streaming float64 statistics
+(:class:`backend.stats.RunningStats`, Chan's parallel update). Only those per-batch reductions
+((S, d) vectors) and the sampled token vectors leave the device; hidden states are never stacked
+or copied to the host whole. If a batch runs out of memory (CUDA, MPS or CPU), it is
 halved and retried, later batches stay at the smaller size, and one notice says so; nothing
 already computed is lost.
 
@@ -14,7 +15,10 @@ Token sample (pairwise metrics, projections): every analysed token gets a priori
 64-bit hash of ``(seed, text index, position)`` (splitmix64, :func:`token_priority`); the sample
 is the ``k`` tokens with the smallest priorities, ``k = min(sample_size, budget cap, tokens)``
 where the budget cap keeps ``S * k * d * 4`` bytes within ``sample_budget_bytes``. The rule does
-not depend on batching or on how the corpus is split across processes or machines.
+not depend on batching or on how the corpus is split across processes or machines. Since the
+priorities depend only on token identity, a part's sample is known once it is tokenized
+(:meth:`SampleCandidates.planned`): each sampled token's vectors are written once, into their final
+slot, as its batch is reduced.
 
 Partial API (for split or distributed runs, e.g. the Ray engine)::
 
@@ -43,10 +47,13 @@ settings), corpus)``.
 
 from __future__ import annotations
 
+import math
+import mmap
 import time
 import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -57,7 +64,7 @@ from backend.errors import InputError, UnsupportedModelError
 from backend.models import LoadedModel
 from backend.naming import hidden_state_names
 from backend.pooling import masked_mean
-from backend.stats import RunningStats
+from backend.stats import RunningStats, WorkBuffers
 
 Progress = Callable[[int, int], None]
 Notice = Callable[[str], None]
@@ -242,7 +249,7 @@ class TokenizedCorpus:
     truncated: int
     max_length: int
 
-    @property
+    @cached_property
     def lengths(self) -> np.ndarray:
         return np.array([len(ids) for ids in self.input_ids], dtype=np.int64)
 
@@ -347,12 +354,34 @@ def _bytes_label(n: int) -> str:
     return f"{n} bytes"
 
 
+def _zeros(shape: tuple[int, ...], dtype: type[np.generic]) -> np.ndarray:
+    """``np.zeros`` for a large buffer that will be written whole: its pages faulted in at once.
+
+    numpy asks the kernel for transparent huge pages on large arrays; where the kernel compacts
+    memory to serve them on first touch (``defrag=madvise``, Debian's default), writing SmolLM2's
+    466 MB sample took 0.9 s, against 0.23 s for an anonymous ``mmap`` with ``MAP_POPULATE``
+    (4 KiB pages, faulted in by the kernel in one call). Elsewhere (no MAP_POPULATE, small
+    buffers, a refused mapping) this is ``np.zeros``.
+    """
+    nbytes = math.prod(shape) * np.dtype(dtype).itemsize
+    populate = getattr(mmap, "MAP_POPULATE", 0)
+    if nbytes < 1 << 22 or not populate:
+        return np.zeros(shape, dtype=dtype)
+    try:
+        buf = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | populate)
+    except (OSError, ValueError):
+        return np.zeros(shape, dtype=dtype)
+    return np.frombuffer(buf, dtype=dtype).reshape(shape)
+
+
 class SampleCandidates:
     """The ``limit`` tokens with the smallest priorities seen so far, with their vectors.
 
-    Fixed slots, so a streaming update costs O(limit + batch) host work and copies only the
-    vectors of tokens that enter. ``priority``/``text_id``/``position``/``vectors`` (S, m, d)
-    float32 expose the filled entries (unordered).
+    Fixed slots, filled either up front (:meth:`planned`, the extraction: every token is known
+    before the forward passes) or by streaming (:meth:`select`/:meth:`commit`, O(limit + batch)
+    host work, copying only the vectors of tokens that enter; the Ray engine's cut-offs).
+    ``priority``/``text_id``/``position``/``vectors`` (S, m, d) float32 expose the filled
+    entries (unordered).
     """
 
     def __init__(self, limit: int, num_states: int, hidden_size: int, capacity: int | None = None):
@@ -364,8 +393,51 @@ class SampleCandidates:
         self._filled = np.zeros(cap, dtype=bool)
         self._text_id = np.zeros(cap, dtype=np.int64)
         self._position = np.zeros(cap, dtype=np.int32)
-        self._vectors = np.zeros((self.num_states, cap, self.hidden_size), dtype=np.float32)
-        self._scratch: np.ndarray | None = None  # see scratch()
+        self._vectors = _zeros((self.num_states, cap, self.hidden_size), np.float32)
+
+    @classmethod
+    def planned(
+        cls,
+        limit: int,
+        num_states: int,
+        hidden_size: int,
+        priority: np.ndarray,
+        text_id: np.ndarray,
+        position: np.ndarray,
+    ) -> tuple[SampleCandidates, np.ndarray]:
+        """The sample of a part whose tokens are all known before any forward pass.
+
+        Priorities depend only on (seed, text, position), so the ``limit`` lowest of the part's
+        tokens (``priority``/``text_id``/``position``, one entry per token) are the sample that
+        streaming :meth:`select`/:meth:`commit` would end with. Their slots are assigned up front
+        in (text, position) order, so each batch writes a sampled token's vectors once, straight
+        into its final slot (:meth:`write`), and :meth:`ordered` has nothing to move.
+
+        Returns the object (metadata filled, vectors zero until written) and ``slot``: int64 per
+        offered token, its slot or -1 if it is not sampled.
+        """
+        n = len(priority)
+        m = min(int(limit), n)
+        chosen = np.arange(n)
+        if m < n:
+            chosen = np.argpartition(priority, m - 1)[:m]
+        chosen = chosen[np.argsort(_token_key(text_id[chosen], position[chosen]), kind="stable")]
+        out = cls(limit, num_states, hidden_size, capacity=m)
+        out._priority[:] = priority[chosen]
+        out._text_id[:] = text_id[chosen]
+        out._position[:] = position[chosen]
+        out._filled[:] = True
+        slot = np.full(n, -1, dtype=np.int64)
+        slot[chosen] = np.arange(m)
+        return out, slot
+
+    def write(self, s0: int, slots: np.ndarray, vectors: np.ndarray | torch.Tensor) -> None:
+        """Store the (g, len(slots), d) vectors of planned tokens (see :meth:`planned`) for
+        states ``s0 .. s0 + g - 1``."""
+        if isinstance(vectors, torch.Tensor):
+            vectors = to_numpy(vectors, dtype=torch.float32)
+        for j, state in enumerate(vectors):
+            self._vectors[s0 + j][slots] = state
 
     def __len__(self) -> int:
         return int(self._filled.sum())
@@ -469,25 +541,15 @@ class SampleCandidates:
         rows = self._rows()
         rows = rows[np.argsort(_token_key(self._text_id[rows], self._position[rows]))]
         m = len(rows)
-        for s in range(self.num_states):
-            self._vectors[s, :m] = self._vectors[s][rows]  # the gather is a (m, d) temporary
+        if not np.array_equal(rows, np.arange(m)):  # a planned sample is in order already
+            for s in range(self.num_states):
+                self._vectors[s, :m] = self._vectors[s][rows]  # the gather is a (m, d) temporary
         for name in ("_priority", "_text_id", "_position"):
             getattr(self, name)[:m] = getattr(self, name)[rows]
         self._filled[:] = False
         self._filled[:m] = True
         vectors = self._vectors if m == self.capacity else self._vectors[:, :m].copy()
         return self._text_id[:m].copy(), self._position[:m].copy(), vectors
-
-    def scratch(self, n: int) -> np.ndarray:
-        """A reusable (S, n, d) float32 buffer for a batch's entering vectors: one allocation that
-        grows as needed, so a batch does not fault in fresh pages for a temporary array."""
-        if self._scratch is None or self._scratch.shape[1] < n:
-            self._scratch = np.empty((self.num_states, n, self.hidden_size), dtype=np.float32)
-        return self._scratch[:, :n, :]
-
-    def release_scratch(self) -> None:
-        """Drop the scratch buffer (before the sample is kept, shipped or saved)."""
-        self._scratch = None
 
 
 # ----------------------------------------------------------------------------- partial results
@@ -658,9 +720,16 @@ def extract_partial(
             keep[0] = False
         include.append(keep)
     tokens = _token_table(loaded, tokenized, include, text_ids)
-    positions = [np.flatnonzero(m) for m in include]
+    # Analysed tokens in text order, then position: text t owns rows offset[t]:offset[t + 1].
+    counts = np.array([int(m.sum()) for m in include], dtype=np.int64)
+    offset = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    tok_text = np.repeat(text_ids, counts)
+    tok_pos = tokens.position.astype(np.int64)
+    sample, slot = SampleCandidates.planned(
+        limit, num_states, d, token_priority(settings.seed, tok_text, tok_pos), tok_text, tok_pos
+    )
+    plan = _BatchPlan(tokenized, offset, tok_pos, slot, WorkBuffers())
     stats = RunningStats(num_states, d, loaded.device)
-    sample = SampleCandidates(limit, num_states, d, capacity=len(tokens))
     notices: list[str] = []
 
     lengths = tokenized.lengths
@@ -676,9 +745,8 @@ def extract_partial(
             count = max(1, min(cap, budget // width, len(order) - start))
             rows = order[start : start + count]
             try:
-                batch = _reduce_batch(
-                    loaded, tokenized, rows, include, positions, text_ids, pad_id, settings, sample
-                )
+                batch = _forward_batch(loaded, plan, rows, pad_id, sample)
+                b_stats = _reduce_batch(plan, batch, sample)
             except Exception as exc:
                 if not is_out_of_memory(exc):
                     raise
@@ -703,16 +771,15 @@ def extract_partial(
             if retry:  # the failed batch's tensors are released by now
                 _free_device_memory(loaded.device)
                 retry = False
-            b_stats, evicted, entering, vectors = batch
             stats.merge(b_stats)
-            sample.commit(evicted, *entering, vectors)
+            del batch
             start += count
             done += count
             if progress is not None:
                 progress(done, len(texts))
     if progress is not None and not len(order):
         progress(len(texts), len(texts))
-    sample.release_scratch()
+    plan.buffers.clear()
     return PartialExtraction(
         settings=settings,
         model=loaded.info.to_dict(),
@@ -728,52 +795,91 @@ def extract_partial(
     )
 
 
-def _reduce_batch(
-    loaded: LoadedModel,
-    tokenized: TokenizedCorpus,
-    rows: np.ndarray,
-    include: list[np.ndarray],
-    positions: list[np.ndarray],
-    text_ids: np.ndarray,
-    pad_id: int,
-    settings: ExtractionSettings,
-    sample: SampleCandidates,
-) -> tuple[RunningStats, np.ndarray, tuple[np.ndarray, ...], np.ndarray]:
-    """Forward one batch and reduce it on the device; commits nothing (an OOM loses nothing).
+@dataclass
+class _BatchPlan:
+    """What every batch of :func:`extract_partial` reads: the tokenized texts, where each text's
+    analysed tokens start in the token table (``offset``) and their positions (``position``),
+    each token's sample slot (-1: not sampled) and the reusable scratch buffers."""
 
-    Returns the batch's statistics, the sample slots to evict, the entering tokens' (priority,
-    text id, position) and their (S, m, d) float32 vectors.
-    """
-    ids, mask = _pad_batch(tokenized, rows, pad_id)
-    keep = np.zeros(mask.shape, dtype=bool)
-    for r, t in enumerate(rows):
-        keep[r, : len(include[t])] = include[t]
-    b_text = np.repeat(text_ids[rows], [len(positions[t]) for t in rows])
-    b_pos = np.concatenate([positions[t] for t in rows]).astype(np.int32)
-    priority = token_priority(settings.seed, b_text, b_pos)
-    entering, evicted = sample.select(priority)
+    tokenized: TokenizedCorpus
+    offset: np.ndarray
+    position: np.ndarray
+    slot: np.ndarray
+    buffers: WorkBuffers
+
+
+@dataclass
+class _Batch:
+    """A forward pass's hidden states and where its analysed and sampled tokens are."""
+
+    hidden_states: tuple[torch.Tensor, ...]
+    flat: np.ndarray  # analysed tokens' rows in the flattened (B * T) batch, (text, position) order
+    pick: np.ndarray  # which of those are sampled
+    slots: np.ndarray  # and their sample slots
+
+
+def _forward_batch(
+    loaded: LoadedModel,
+    plan: _BatchPlan,
+    rows: np.ndarray,
+    pad_id: int,
+    sample: SampleCandidates,
+) -> _Batch:
+    """Forward the texts ``rows`` (one padded batch); nothing is reduced or stored yet."""
+    ids, mask = _pad_batch(plan.tokenized, rows, pad_id)
+    width = ids.shape[1]
+    tok = np.concatenate([np.arange(plan.offset[t], plan.offset[t + 1]) for t in rows])
+    row_of = np.repeat(np.arange(len(rows)), plan.offset[rows + 1] - plan.offset[rows])
+    flat = row_of * width + plan.position[tok]  # analysed tokens in the (B * T) padded batch
+    pick = np.flatnonzero(plan.slot[tok] >= 0)  # which of them are sampled
     hidden_states = _hidden_states(loaded, ids, mask)
-    num_states, d = sample.num_states, sample.hidden_size
-    if len(hidden_states) != num_states or hidden_states[0].shape[-1] != d:
+    if len(hidden_states) != sample.num_states or hidden_states[0].shape[-1] != sample.hidden_size:
         raise UnsupportedModelError(
             f"the model returned {len(hidden_states)} hidden states of width "
-            f"{hidden_states[0].shape[-1]}, expected {num_states} of width {d}"
+            f"{hidden_states[0].shape[-1]}, expected {sample.num_states} of width "
+            f"{sample.hidden_size}"
         )
-    stats = RunningStats(num_states, d, loaded.device)
-    vectors = sample.scratch(len(entering))  # valid until the next batch's commit
-    keep_by_device: dict[torch.device, torch.Tensor] = {}
-    pick_by_device: dict[torch.device, torch.Tensor] = {}
-    for s, h in enumerate(hidden_states):
-        if h.device not in keep_by_device:  # device_map="auto" spreads states over devices
-            keep_by_device[h.device] = torch.from_numpy(keep).to(h.device)
-            pick_by_device[h.device] = torch.from_numpy(entering).to(h.device)
-        x = h[keep_by_device[h.device]]  # (tokens, d): row-major = (text, position) order
-        stats.add_state(s, x)
-        if len(entering):
-            vectors[s] = to_numpy(x[pick_by_device[h.device]], dtype=torch.float32)
-        del x
-    entering_meta = (priority[entering], b_text[entering], b_pos[entering])
-    return stats, evicted, entering_meta, vectors
+    return _Batch(hidden_states, flat, pick, plan.slot[tok][pick])
+
+
+# Float64 bytes of hidden states reduced together: a few large operations per batch instead of a
+# dozen per state (see RunningStats._fill_states), with bounded scratch memory.
+REDUCE_GROUP_BYTES = 32 << 20
+
+
+def _reduce_batch(plan: _BatchPlan, batch: _Batch, sample: SampleCandidates) -> RunningStats:
+    """Reduce one batch's hidden states where they live; returns the batch's statistics.
+
+    Consecutive states on one device are gathered (analysed tokens only) into one (g, n, d)
+    buffer and reduced together. The sampled tokens' vectors go straight to their planned slots
+    (a redone batch writes the same slots again), so an out-of-memory error loses nothing: the
+    caller merges the statistics only when the reduction succeeded.
+    """
+    num_states, d = sample.num_states, sample.hidden_size
+    hidden_states, n = batch.hidden_states, len(batch.flat)
+    stats = RunningStats(num_states, d, hidden_states[0].device)
+    group = max(1, REDUCE_GROUP_BYTES // max(1, n * d * 8))
+    index: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
+    s0 = 0
+    while s0 < num_states:
+        device = hidden_states[s0].device  # device_map="auto" spreads states over devices
+        s1 = s0 + 1
+        while s1 < num_states and s1 - s0 < group and hidden_states[s1].device == device:
+            s1 += 1
+        if device not in index:
+            index[device] = (
+                torch.from_numpy(batch.flat).to(device),
+                torch.from_numpy(batch.pick).to(device),
+            )
+        flat, pick = index[device]
+        x = plan.buffers.take("x", (s1 - s0, n, d), hidden_states[s0].dtype, device)
+        for j, h in enumerate(hidden_states[s0:s1]):
+            torch.index_select(h.reshape(-1, d), 0, flat, out=x[j])
+        stats.add_states(s0, x, plan.buffers)
+        if len(pick):
+            sample.write(s0, batch.slots, x.index_select(1, pick))
+        s0 = s1
+    return stats
 
 
 def finish(

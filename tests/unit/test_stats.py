@@ -135,3 +135,35 @@ def test_accumulators_are_float64_on_the_batch_device():
     assert stats._mean.dtype == torch.float64 and stats.device.type == "cpu"
     assert accumulation_device("mps").type == "cpu"  # MPS lacks float64
     np.testing.assert_array_equal(stats.mean, np.ones((2, 3)))
+
+
+@pytest.mark.parametrize("groups", [[3], [1, 1, 1], [2, 1]])
+def test_states_reduced_together_equal_the_reference_however_grouped(groups):
+    """The extraction reduces consecutive states of a batch together ((g, n, d) at once), reusing
+    scratch buffers across calls; every grouping equals the per-state reference, ties included."""
+    import torch
+
+    from backend.stats import WorkBuffers
+
+    rng = np.random.default_rng(6)
+    S, d = 3, 10
+    buffers = WorkBuffers()
+    stats = RunningStats(S, d)
+    batches = []
+    for n in (40, 7, 23):  # shrinking and growing batches reuse the same buffers
+        x = (rng.normal(size=(S, n, d)) * rng.uniform(0.5, 4, size=d) + 50.0).astype(np.float32)
+        x[:, : n // 3, :] = np.round(x[:, : n // 3, :] / 20) * 20  # many ties
+        batches.append(x)
+        batch = RunningStats(S, d)
+        s0 = 0
+        for g in groups:
+            batch.add_states(s0, torch.from_numpy(x[s0 : s0 + g]), buffers)
+            s0 += g
+        stats.merge(batch)
+    ref = _full_batch(np.concatenate(batches, axis=1).astype(np.float64))
+    for name in ("mean", "variance", "min", "max", "mean_abs"):
+        np.testing.assert_allclose(getattr(stats, name), ref[name], rtol=1e-12, err_msg=name)
+    np.testing.assert_array_equal(stats.argmin_count, ref["argmin_count"])
+    np.testing.assert_array_equal(stats.argmax_count, ref["argmax_count"])
+    with pytest.raises(ValueError):
+        RunningStats(S, d).add_states(2, torch.zeros(2, 4, d))  # states 2..3 of 3
