@@ -6,8 +6,9 @@ hidden states. Batches and partial results merge with Chan et al.'s parallel upd
 equals the full-batch statistics (to float64 rounding) however the corpus is split or distributed,
 and memory stays flat.
 
-Per batch and hidden state, the (tokens, d) activations are cast to float64 on their device and
-reduced with torch: a centred sum of squares (no sum-of-squares cancellation), ``abs().sum``,
+Per batch, the (tokens, d) activations of a few consecutive hidden states at a time, as one
+(g, tokens, d) tensor, are copied to a reused float64 buffer on their device (:class:`WorkBuffers`)
+and reduced with torch: a centred sum of squares (no sum-of-squares cancellation), ``abs().sum``,
 ``amin``/``amax`` and ``bincount`` of the per-token ``argmin``/``argmax`` (torch and numpy both
 return the first index of a tie, so tie counts agree with numpy; on the CPU the argmin/argmax
 runs in numpy on the same memory, ~10x faster than torch's there).
