@@ -745,8 +745,11 @@ def extract_partial(
             count = max(1, min(cap, budget // width, len(order) - start))
             rows = order[start : start + count]
             try:
-                batch = _forward_batch(loaded, plan, rows, pad_id, sample)
-                b_stats = _reduce_batch(plan, batch, sample)
+                # No reference to the batch's hidden states outlives this line: after an
+                # out-of-memory error the retry starts with them released.
+                b_stats = _reduce_batch(
+                    plan, _forward_batch(loaded, plan, rows, pad_id, sample), sample
+                )
             except Exception as exc:
                 if not is_out_of_memory(exc):
                     raise
@@ -772,7 +775,6 @@ def extract_partial(
                 _free_device_memory(loaded.device)
                 retry = False
             stats.merge(b_stats)
-            del batch
             start += count
             done += count
             if progress is not None:
