@@ -253,6 +253,41 @@ class TokenizedCorpus:
     def lengths(self) -> np.ndarray:
         return np.array([len(ids) for ids in self.input_ids], dtype=np.int64)
 
+    def analysed(self, exclude_special: bool, exclude_first: bool) -> list[np.ndarray]:
+        """Per text, a boolean mask of the tokens the statistics cover."""
+        masks = []
+        for sp in self.special:
+            keep = ~sp if exclude_special else np.ones_like(sp)
+            if exclude_first and len(keep):
+                keep[0] = False
+            masks.append(keep)
+        return masks
+
+
+def length_order(lengths: np.ndarray) -> np.ndarray:
+    """Texts with tokens, longest first (stable): memory trouble shows at once, padding is small."""
+    order = np.argsort(-lengths, kind="stable")
+    return order[lengths[order] > 0]
+
+
+def batch_count(width: int, left: int, batch_size: int, token_budget: int) -> int:
+    """Texts in the next batch when its longest text has ``width`` tokens and ``left`` remain:
+    at most ``batch_size`` texts and ``token_budget`` padded tokens, at least one."""
+    return max(1, min(batch_size, token_budget // max(1, width), left))
+
+
+def plan_batches(lengths: np.ndarray, batch_size: int, token_budget: int) -> list[np.ndarray]:
+    """The batches :func:`extract_partial` forms from these text lengths (before any
+    out-of-memory halving, which only changes float rounding)."""
+    order, batches, start = length_order(lengths), [], 0
+    while start < len(order):
+        count = batch_count(
+            int(lengths[order[start]]), len(order) - start, batch_size, token_budget
+        )
+        batches.append(order[start : start + count])
+        start += count
+    return batches
+
 
 def tokenize(
     loaded: LoadedModel, texts: tuple[str, ...] | list[str], max_length: int
@@ -713,12 +748,7 @@ def extract_partial(
     d = loaded.info.hidden_size
     limit = sample_limit(settings, num_states, d)
     tokenized = _tokenize_part(loaded, texts, settings.max_length)
-    include = []
-    for sp in tokenized.special:
-        keep = ~sp if settings.exclude_special else np.ones_like(sp)
-        if settings.exclude_first and len(keep):
-            keep[0] = False
-        include.append(keep)
+    include = tokenized.analysed(settings.exclude_special, settings.exclude_first)
     tokens = _token_table(loaded, tokenized, include, text_ids)
     # Analysed tokens in text order, then position: text t owns rows offset[t]:offset[t + 1].
     counts = np.array([int(m.sum()) for m in include], dtype=np.int64)
@@ -733,8 +763,7 @@ def extract_partial(
     notices: list[str] = []
 
     lengths = tokenized.lengths
-    order = np.argsort(-lengths, kind="stable")  # longest first: memory trouble shows at once
-    order = order[lengths[order] > 0]
+    order = length_order(lengths)
     pad_id = loaded.tokenizer.pad_token_id
     pad_id = 0 if pad_id is None else int(pad_id)
     budget, cap = settings.token_budget, settings.batch_size
@@ -742,7 +771,7 @@ def extract_partial(
     with torch.inference_mode():
         while start < len(order):
             width = int(lengths[order[start]])
-            count = max(1, min(cap, budget // width, len(order) - start))
+            count = batch_count(width, len(order) - start, cap, budget)
             rows = order[start : start + count]
             try:
                 # No reference to the batch's hidden states outlives this line: after an
@@ -991,29 +1020,12 @@ def forward_batches(
     order = np.argsort(-lengths, kind="stable")
     pad_id = loaded.tokenizer.pad_token_id
     pad_id = 0 if pad_id is None else int(pad_id)
-    encoder = loaded.encoder
     done = 0
     with torch.inference_mode():
         for start in range(0, len(order), batch_size):
             batch_ids = order[start : start + batch_size]
-            width = int(lengths[batch_ids].max())
-            ids = np.full((len(batch_ids), width), pad_id, dtype=np.int64)
-            mask = np.zeros((len(batch_ids), width), dtype=np.int64)
-            for row, t in enumerate(batch_ids):
-                n = lengths[t]
-                ids[row, :n] = tokenized.input_ids[t]
-                mask[row, :n] = 1
-            input_ids = torch.from_numpy(ids).to(loaded.device)
-            attention_mask = torch.from_numpy(mask).to(loaded.device)
-            out = encoder(
-                input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True
-            )
-            hidden_states = getattr(out, "hidden_states", None)
-            if not hidden_states:
-                raise UnsupportedModelError(
-                    f"{loaded.info.source!r} ({loaded.info.architecture}) returns no hidden states; "
-                    "isoscope needs a model that supports output_hidden_states"
-                )
+            ids, mask = _pad_batch(tokenized, batch_ids, pad_id)
+            hidden_states = _hidden_states(loaded, ids, mask)
             hidden = torch.stack(hidden_states).to("cpu", torch.float32)  # (S, B, T, d)
             done += len(batch_ids)
             if progress is not None:

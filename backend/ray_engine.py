@@ -280,12 +280,12 @@ def plan_chunks(
     spec: ModelSpec, corpus: Corpus, settings: Any, workers: int, *, max_chunks: int = 4
 ) -> Plan:
     """Tokenize on the driver (tokenizer and config only, no weights) and plan the work."""
-    from backend.extract import token_priority, tokenize
+    from backend.extract import plan_batches, token_priority, tokenize
 
     stand_in = planning_model(spec.source)
     tokenized = tokenize(stand_in, corpus.texts, settings.max_length)
     lengths = tokenized.lengths
-    batches = local_batches(lengths, settings)
+    batches = plan_batches(lengths, settings.batch_size, settings.token_budget)
     # about max_chunks tasks per worker: load balance, progress and cheap retries
     target = max(1, math.ceil(len(corpus) / (max_chunks * workers)))
     chunks: list[np.ndarray] = []
@@ -304,10 +304,8 @@ def plan_chunks(
         chunks.append(np.concatenate(current))
 
     include_pos, include_text = [], []
-    for t, sp in enumerate(tokenized.special):
-        keep = ~sp if settings.exclude_special else np.ones_like(sp)
-        if settings.exclude_first and len(keep):
-            keep[0] = False
+    analysed = tokenized.analysed(settings.exclude_special, settings.exclude_first)
+    for t, keep in enumerate(analysed):
         pos = np.flatnonzero(keep)
         include_pos.append(pos)
         include_text.append(np.full(len(pos), t, dtype=np.int64))
@@ -320,23 +318,6 @@ def plan_chunks(
         priority = token_priority(settings.seed, text_ids, positions)
         threshold = int(np.partition(priority, k - 1)[k - 1])
     return Plan(chunks, threshold, total)
-
-
-def local_batches(lengths: np.ndarray, settings: Any) -> list[np.ndarray]:
-    """The batches :func:`backend.extract.extract_partial` forms from these text lengths
-    (longest first, stable; at most ``batch_size`` texts and ``token_budget`` padded tokens).
-
-    Mirrors its loop (without the out-of-memory halving, which only changes float rounding).
-    """
-    order = np.argsort(-lengths, kind="stable")
-    order = order[lengths[order] > 0]
-    batches, start = [], 0
-    while start < len(order):
-        width = int(lengths[order[start]])
-        count = max(1, min(settings.batch_size, settings.token_budget // width, len(order) - start))
-        batches.append(order[start : start + count])
-        start += count
-    return batches
 
 
 def planning_model(source: str) -> Any:

@@ -469,3 +469,27 @@ def test_reducing_states_one_by_one_or_together_gives_the_same_result(tiny, corp
     one_by_one = extract(tiny, corpus, settings)
     _assert_same_result(one_by_one, together, rtol=1e-12, atol=1e-12)
     np.testing.assert_array_equal(one_by_one.sample_vectors, together.sample_vectors)
+
+
+@pytest.mark.parametrize(("batch_size", "budget"), [(2, 100_000), (32, 40), (3, 25)])
+def test_plan_batches_are_the_batches_extraction_runs(
+    tiny, corpus, monkeypatch, batch_size, budget
+):
+    """The Ray driver plans chunks with plan_batches; they must be the batches a local run forms."""
+    import backend.extract as ex
+
+    seen: list[list[int]] = []
+    real = ex._forward_batch
+
+    def spy(loaded, plan, rows, pad_id, sample):
+        seen.append([int(r) for r in rows])
+        return real(loaded, plan, rows, pad_id, sample)
+
+    monkeypatch.setattr(ex, "_forward_batch", spy)
+    settings = ExtractionSettings(batch_size=batch_size, token_budget=budget)
+    extract(tiny, corpus, settings)
+    lengths = ex.tokenize(tiny, corpus.texts, settings.max_length).lengths
+    planned = ex.plan_batches(lengths, batch_size, budget)
+    assert [b.tolist() for b in planned] == seen
+    assert len(seen) > 1 and all(len(b) <= batch_size for b in seen)
+    assert all(len(b) == 1 or len(b) * lengths[b].max() <= budget for b in planned)
