@@ -30,17 +30,17 @@ from backend.plots.overview import model_card_rows
 from backend.similarity import read_pairs_csv, sts_sample
 from ui.common import download_buttons, explainer, get_selection, load_or_stop, show_notices
 from ui.compare import (
+    ESTIMATORS,
+    MODES,
     cached_comparison,
     cached_trajectory,
     corpus_b_extraction,
     corpus_b_selection,
     model_b_extraction,
+    model_b_options,
     trajectory_paths,
 )
-from ui.sidebar import CUSTOM, MODEL_PRESETS, corpus_label
-
-MODES = ("two models, one corpus", "one model, two corpora")
-ESTIMATORS = {"auto": None, "debiased": True, "plain": False}
+from ui.sidebar import CUSTOM, corpus_label
 
 st.title("Compare")
 explainer(
@@ -86,9 +86,7 @@ def _choose_b():
     message is shown)."""
     mode = st.radio("Compare", MODES, horizontal=True, key="cmp_mode")
     if mode == MODES[0]:
-        own = f"random-like:{selection.model_source}"
-        options = {f"random-init copy of A ({own})": own}
-        options.update({k: v for k, v in MODEL_PRESETS.items() if v != own})
+        options = model_b_options(selection.model_source)
         c1, c2 = st.columns([2, 3])
         choice = c1.selectbox("Model B", list(options), key="cmp_model_b")
         source = options[choice]

@@ -22,7 +22,7 @@ from backend.plots.decoder import (
     top_dims_frame,
 )
 from ui.common import download_buttons, explainer, get_corpus, get_model
-from ui.decoder import get_scan, get_text_view
+from ui.decoder import MASSIVE_MAX_LENGTHS, get_scan, get_text_view
 from ui.tabs import lazy_tabs
 
 st.title("Massive activations & sinks")
@@ -70,7 +70,7 @@ n_texts = c1.slider(
     "weights), so it is slower than the hidden-state extraction.",
 )
 max_length = c2.select_slider(
-    "Max tokens per text", [16, 32, 64, 128, 256], 64, key="massive_max_length"
+    "Max tokens per text", list(MASSIVE_MAX_LENGTHS), 64, key="massive_max_length"
 )
 try:
     scan = get_scan(int(n_texts), int(max_length))

@@ -31,13 +31,7 @@ from ui.cached import (
     word_senses,
 )
 from ui.common import download_buttons, explainer, load_or_stop
-
-CLIP_MODES = {
-    "auto": "2 largest-|mean| dims of the evaluated vectors (per state)",
-    "corpus": "outlier dims detected on the sidebar corpus (per state)",
-    "typed": "dimensions I type (every state)",
-}
-POST_CHOICES = ["none"] + [p for p in POSTPROCESSORS if p not in ("none", "clip")]
+from ui.controls import SIMILARITY_CLIP_MODES, SIMILARITY_POST_CHOICES
 
 st.title("Sentence similarity")
 loaded: LoadedModel
@@ -55,9 +49,9 @@ def clip_controls(prefix: str, default: str) -> Clip | None:
     """Clip-mode selector (+ typed dims): "auto", "corpus", a tuple of dims, or None on a typing error."""
     mode = st.selectbox(
         "Clip",
-        list(CLIP_MODES),
-        index=list(CLIP_MODES).index(default),
-        format_func=CLIP_MODES.get,
+        list(SIMILARITY_CLIP_MODES),
+        index=list(SIMILARITY_CLIP_MODES).index(default),
+        format_func=SIMILARITY_CLIP_MODES.get,
         key=f"{prefix}_clip_mode",
     )
     if mode != "typed":
@@ -80,8 +74,8 @@ def post_select(prefix: str, help_text: str) -> str | None:
     """The "Also compare" post-processing (None: nothing else)."""
     post = st.selectbox(
         "Also compare",
-        POST_CHOICES,
-        index=POST_CHOICES.index("standardize"),
+        SIMILARITY_POST_CHOICES,
+        index=list(SIMILARITY_POST_CHOICES).index("standardize"),
         format_func=lambda p: "nothing else" if p == "none" else POSTPROCESSORS[p].label,
         key=f"{prefix}_post",
         help=help_text,

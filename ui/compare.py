@@ -23,6 +23,21 @@ from ui.common import (
     result_key,
 )
 
+# The page's modes and CKA estimators (also what its links accept).
+MODES = ("two models, one corpus", "one model, two corpora")
+ESTIMATORS = {"auto": None, "debiased": True, "plain": False}
+
+
+def model_b_options(model_a: str) -> dict[str, str]:
+    """The Model B choices (label -> source) when model A is ``model_a``: a random-init copy of A
+    first, then the sidebar's presets (the last, ``CUSTOM``, takes a typed source)."""
+    from ui.sidebar import MODEL_PRESETS
+
+    own = f"random-like:{model_a}"
+    options = {f"random-init copy of A ({own})": own}
+    options.update({k: v for k, v in MODEL_PRESETS.items() if v != own})
+    return options
+
 
 def model_b_extraction(source: str) -> tuple[LoadedModel, ExtractionResult]:
     """Model ``source`` on the sidebar's corpus and settings (memory, disk cache, else a run)."""

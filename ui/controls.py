@@ -16,6 +16,13 @@ WHITEN_HELP = (
     "Su et al. (2021) keep the first k whitened directions (k = 256 of 768 for BERT-base)."
 )
 AUTO = "auto"
+# The Similarity page's clip modes and "Also compare" choices (also what its links accept).
+SIMILARITY_CLIP_MODES = {
+    "auto": "2 largest-|mean| dims of the evaluated vectors (per state)",
+    "corpus": "outlier dims detected on the sidebar corpus (per state)",
+    "typed": "dimensions I type (every state)",
+}
+SIMILARITY_POST_CHOICES = ("none",) + tuple(p for p in POSTPROCESSORS if p not in ("none", "clip"))
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,9 @@ main controls live in the URL (``st.query_params``).
   line saying which (:func:`show_link_notice`).
 - :func:`sync_link` runs on every rerun and writes the current view back, so the address bar is
   always a link to what is on screen ("share" = copy the URL).
-- Pages with a hidden-state control take their initial state from :func:`state_index`.
+- Pages with a hidden-state control take their initial state from :func:`state_index`; lazy tab
+  groups open the link's tab (:func:`check_tab` drops an unknown label); the Compare page's Model B
+  travels as ``model_b`` (a preset's source, or the typed source).
 
 Never in a link: the pickle opt-in, the device and dtype (they stay the server's defaults), and an
 uploaded file (its bytes cannot travel in a URL; such links open the bundled corpus). Pasted text
@@ -34,12 +36,24 @@ CORPUS_KINDS = ("bundled", "paste")
 
 @dataclass(frozen=True)
 class Choice:
-    """A widget whose value is one of ``options`` (strings in the URL)."""
+    """A widget whose value is one of ``options`` (written as ``str(option)`` in the URL)."""
 
-    options: tuple[str, ...]
+    options: tuple[Any, ...]
 
     def parse(self, text: str) -> Any:
-        if text not in self.options:
+        for option in self.options:
+            if str(option) == text:
+                return option
+        raise ValueError(text)
+
+
+@dataclass(frozen=True)
+class Tab:
+    """A lazy tab group's open tab (its label). The labels live with the page's ``lazy_tabs``
+    call, which drops an unknown one with the link notice (:func:`check_tab`)."""
+
+    def parse(self, text: str) -> Any:
+        if not text.strip() or len(text) > 200:
             raise ValueError(text)
         return text
 
@@ -59,24 +73,57 @@ class Number:
         return value
 
 
-def _controls() -> dict[str, dict[str, Choice | Number]]:
-    """Per page (its URL path): the main controls' widget keys and what each accepts."""
-    from backend.plots.outliers import HEATMAP_STATS
-    from backend.postprocess import POSTPROCESSORS
-    from backend.projections import METHODS
+def _controls(page: str) -> dict[str, Choice | Number | Tab]:
+    """A page's (its URL path) main controls: widget keys and what each accepts. Imports only
+    that page's option lists."""
+    if page == "outliers":
+        from backend.plots.outliers import HEATMAP_STATS
 
-    return {
-        "outliers": {"out_stat": Choice(tuple(HEATMAP_STATS))},
-        "anisotropy": {"aniso_post": Choice(tuple(POSTPROCESSORS))},
-        "projections": {
+        return {"out_stat": Choice(tuple(HEATMAP_STATS)), "out_view": Tab()}
+    if page == "anisotropy":
+        from backend.postprocess import POSTPROCESSORS
+
+        return {"aniso_post": Choice(tuple(POSTPROCESSORS))}
+    if page == "projections":
+        from backend.postprocess import POSTPROCESSORS
+        from backend.projections import METHODS
+
+        return {
             "proj_data": Choice(("token sample", "mean-pooled texts")),
             "proj_method": Choice(tuple(METHODS)),
             "proj_post": Choice(tuple(p for p in POSTPROCESSORS if p != "none")),
             "proj_seed": Number(0, 10_000, integer=True),
-        },
-        "layernorm": {"ln_k": Number(1.0, 8.0), "ln_share": Number(0.1, 1.0)},
-        "tour": {"tour_step": Choice(tuple(str(i) for i in range(1, 6)))},
-    }
+        }
+    if page == "similarity":
+        from ui.controls import SIMILARITY_CLIP_MODES, SIMILARITY_POST_CHOICES
+
+        clip, post = Choice(tuple(SIMILARITY_CLIP_MODES)), Choice(SIMILARITY_POST_CHOICES)
+        return {
+            "sim_sts_clip_mode": clip,
+            "sim_sts_post": post,
+            "sim_wic_clip_mode": clip,
+            "sim_wic_post": post,
+        }
+    if page == "layernorm":
+        return {"ln_k": Number(1.0, 8.0), "ln_share": Number(0.1, 1.0), "ln_tab": Tab()}
+    if page == "positional":
+        return {"pos_tab": Tab(), "pos_emb_view": Tab()}
+    if page == "decoder":
+        from ui.decoder import MASSIVE_MAX_LENGTHS
+
+        return {"massive_tab": Tab(), "massive_max_length": Choice(MASSIVE_MAX_LENGTHS)}
+    if page == "compare":
+        from backend.plots.compare import TRAJECTORY_METRICS
+        from ui.compare import ESTIMATORS, MODES
+
+        return {
+            "cmp_mode": Choice(MODES),
+            "cmp_estimator": Choice(tuple(ESTIMATORS)),
+            "cmp_traj_metric": Choice(tuple(TRAJECTORY_METRICS)),
+        }
+    if page == "tour":
+        return {"tour_step": Choice(tuple(str(i) for i in range(1, 6)))}
+    return {}
 
 
 # Pages whose hidden-state widget sits under this key: an index (0 = emb) in a selectbox, or the
@@ -92,6 +139,8 @@ def _known_model(source: str) -> bool:
 
     if source in MODEL_PRESETS.values() and source != "custom":
         return True
+    if source.lower().startswith("random-like:"):
+        return _known_model(source.split(":", 1)[1].strip())
     if source.lower() in ("smollm2", "default"):
         return True
     if source.lower().startswith("random:"):
@@ -151,12 +200,14 @@ def apply_link(pages: Sequence[Any], current: Any) -> None:
         else:
             bad.append(f"page {page!r}")
     target_path = target.url_path or "overview"
-    for key, spec in _controls().get(target_path, {}).items():
+    for key, spec in _controls(target_path).items():
         if key in params:
             try:
                 st.session_state[key] = spec.parse(params[key])
             except (TypeError, ValueError):
                 bad.append(f"{key} {params[key]!r}")
+    if target_path == "compare" and "model_b" in params:
+        _apply_model_b(params["model_b"].strip(), selection.model_source, bad)
     if "state" in params:
         st.session_state[STATE_KEY] = params["state"]
     if bad:
@@ -166,6 +217,47 @@ def apply_link(pages: Sequence[Any], current: Any) -> None:
         )
     if target_path != (current.url_path or "overview"):
         st.switch_page(target)
+
+
+def _apply_model_b(source: str, model_a: str, bad: list[str]) -> None:
+    """Seed the Compare page's Model B: its preset when there is one, else the typed source."""
+    from ui.compare import MODES, model_b_options
+    from ui.sidebar import CUSTOM
+
+    if not _known_model(source):
+        bad.append(f"model B {source!r}")
+        return
+    options = model_b_options(model_a)
+    label = next((k for k, v in options.items() if v == source), None)
+    if label is None:
+        label = next(k for k, v in options.items() if v == CUSTOM)
+        st.session_state["cmp_model_b_custom"] = source
+    st.session_state["cmp_model_b"] = label
+    st.session_state.setdefault("cmp_mode", MODES[0])
+
+
+def _model_b(model_a: str) -> str | None:
+    """The Compare page's current Model B source (None: not chosen yet, or comparing corpora)."""
+    from ui.compare import MODES, model_b_options
+    from ui.sidebar import CUSTOM
+
+    if st.session_state.get("cmp_mode", MODES[0]) != MODES[0]:
+        return None
+    source = model_b_options(model_a).get(st.session_state.get("cmp_model_b", ""))
+    if source == CUSTOM:
+        source = str(st.session_state.get("cmp_model_b_custom", "")).strip()
+    return source or None
+
+
+def check_tab(key: str, labels: Sequence[str]) -> None:
+    """Drop a link's unknown tab label for the tab group ``key`` (the one-line notice says so)."""
+    value = st.session_state.get(key)
+    if value is not None and value not in labels:
+        del st.session_state[key]
+        st.session_state[NOTICE_KEY] = (
+            f"This link has an unknown tab {value!r}; opened the first tab ({labels[0]!r})."
+        )
+        show_link_notice()
 
 
 def state_index(
@@ -210,9 +302,11 @@ def link_params(page_path: str, selection: Selection) -> dict[str, str]:
         params["texts"] = selection.corpus_text
     else:
         params["corpus"] = "bundled" if selection.corpus_kind != "upload" else "upload"
-    for key in _controls().get(page_path, {}):
+    for key in _controls(page_path):
         if key in st.session_state:
             params[key] = str(st.session_state[key])
+    if page_path == "compare" and (model_b := _model_b(selection.model_source)):
+        params["model_b"] = model_b
     widget = STATE_WIDGETS.get(page_path)
     if STATE_KEY in st.session_state:  # the link's state, not yet used by the page
         params["state"] = str(st.session_state[STATE_KEY])

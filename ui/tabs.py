@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 import streamlit as st
 
 from ui.common import get_selection, page_visit
+from ui.links import check_tab
 
 SEEN_KEY = "isoscope_tabs_seen"
 
@@ -27,6 +28,7 @@ def lazy_tabs(labels: Sequence[str], views: Sequence[Callable[[], None]], *, key
     stored_scope, seen = seen_by_key.get(key, (None, set()))
     if stored_scope != scope:
         seen = set()
+    check_tab(key, labels)
     tabs = st.tabs(list(labels), key=key, on_change="rerun")
     for label, tab, view in zip(labels, tabs, views, strict=True):
         if tab.open:

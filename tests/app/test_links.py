@@ -87,3 +87,49 @@ def test_the_hidden_state_of_a_slider_page_round_trips(page, widget):
     at.select_slider(key=widget).set_value("5").run()
     assert not at.exception
     assert _params(at)["state"] == "5"
+
+
+def test_similarity_controls_round_trip():
+    link = {
+        "page": "similarity",
+        "model": "default",
+        "corpus": "bundled",
+        "sim_sts_clip_mode": "corpus",
+        "sim_sts_post": "whiten",
+        "sim_wic_clip_mode": "auto",
+        "sim_wic_post": "none",
+    }
+    at = open_link(**link)
+    assert [t.value for t in at.title] == ["Sentence similarity"]
+    assert at.selectbox(key="sim_sts_clip_mode").value == "corpus"
+    assert at.selectbox(key="sim_sts_post").value == "whiten"
+    assert at.selectbox(key="sim_wic_clip_mode").value == "auto"
+    assert not [w for w in at.warning if "link" in w.value]
+    assert _params(at) == link
+
+
+def test_a_lazy_tab_in_a_link_opens_that_tab_and_an_unknown_one_the_first():
+    at = open_link(page="layernorm", model="default", corpus="bundled", ln_tab="β (beta)")
+    assert at.session_state["ln_tab"] == "β (beta)"
+    assert _params(at)["ln_tab"] == "β (beta)"
+    assert not [w for w in at.warning if "link" in w.value]
+
+    bad = open_link(page="layernorm", model="default", corpus="bundled", ln_tab="no such tab")
+    assert any("unknown tab 'no such tab'" in w.value for w in bad.warning)
+    assert not bad.exception
+    assert _params(bad).get("ln_tab") in (None, "γ (gamma)")
+
+
+def test_the_compare_pages_model_b_travels_in_the_link():
+    at = open_link(page="compare", model="default", corpus="bundled", model_b="random:bert")
+    assert [t.value for t in at.title] == ["Compare"]
+    assert at.selectbox(key="cmp_model_b").value == "random BERT (4 layers, 256)"
+    assert _params(at)["model_b"] == "random:bert"
+
+    typed = open_link(page="compare", model="default", model_b="random:gpt2:layers=2")
+    assert typed.text_input(key="cmp_model_b_custom").value == "random:gpt2:layers=2"
+    assert _params(typed)["model_b"] == "random:gpt2:layers=2"
+
+    bad = open_link(page="compare", model="default", model_b="no/such/checkpoint")
+    assert any("model B 'no/such/checkpoint'" in w.value for w in bad.warning)
+    assert _params(bad)["model_b"].startswith("random-like:")
