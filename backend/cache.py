@@ -21,6 +21,9 @@ Size limit (default 5 GiB; ``ResultCache(limit=)``, the CLI's ``--cache-limit``,
   unwritable or full folder keeps nothing: in both cases :meth:`ResultCache.put` adds ONE notice to
   the result ("nothing was cached: ..."), which the CLI prints and the pages show.
 - A corrupted or unreadable entry is treated as a miss: recomputed and replaced.
+
+Comparisons of two extractions (:func:`backend.compare.cached_compare`) are entries of the same
+kind (:meth:`ResultCache.save_arrays`), under the same limit and eviction.
 """
 
 from __future__ import annotations
@@ -222,17 +225,33 @@ class ResultCache:
 
     # ------------------------------------------------------------------ read
 
-    def load(self, key: str) -> ExtractionResult | None:
-        """The cached result, or None (missing, unreadable, older layout). A hit counts as a use."""
+    def load_arrays(self, key: str) -> dict[str, np.ndarray] | None:
+        """The arrays stored under ``key`` (no pickle), or None (missing or unreadable). A hit
+        counts as a use (LRU)."""
         path = self.path(key)
         if not path.exists():
             return None
         try:
             with np.load(path, allow_pickle=False) as data:
-                meta = json.loads(str(data["meta"]))
-                arrays = {name: data[name] for name in _ARRAYS}
-                tokens = TokenTable(*(data[f"tok_{f}"] for f in TokenTable.__dataclass_fields__))
-                texts = tuple(str(t) for t in data["texts"])
+                arrays = {name: data[name] for name in data.files}
+        except Exception:
+            return None  # unreadable or evicted meanwhile: recompute
+        try:
+            os.utime(path)  # last use = mtime (atime is unreliable: noatime/relatime mounts)
+        except OSError:
+            pass  # read-only folder: LRU then degrades to least recently written
+        return arrays
+
+    def load(self, key: str) -> ExtractionResult | None:
+        """The cached result, or None (missing, unreadable, older layout). A hit counts as a use."""
+        data = self.load_arrays(key)
+        if data is None:
+            return None
+        try:
+            meta = json.loads(str(data["meta"]))
+            arrays = {name: data[name] for name in _ARRAYS}
+            tokens = TokenTable(*(data[f"tok_{f}"] for f in TokenTable.__dataclass_fields__))
+            texts = tuple(str(t) for t in data["texts"])
             result = ExtractionResult(
                 model=meta["model"],
                 model_fingerprint=meta["model_fingerprint"],
@@ -247,11 +266,7 @@ class ResultCache:
                 **arrays,
             )
         except Exception:
-            return None  # unreadable, evicted meanwhile, or from an older layout: recompute
-        try:
-            os.utime(path)  # last use = mtime (atime is unreliable: noatime/relatime mounts)
-        except OSError:
-            pass  # read-only folder: LRU then degrades to least recently written
+            return None  # from an older layout, or not an extraction: recompute
         return result
 
     # ------------------------------------------------------------------ write
@@ -259,9 +274,12 @@ class ResultCache:
     def save(self, key: str, result: ExtractionResult) -> Path | None:
         """Write ``result`` and evict down to the limit; returns the path, or None when nothing was
         kept, with the reason in :attr:`notice` (folder not writable or full, result too large)."""
+        return self.save_arrays(key, _result_arrays(result))
+
+    def save_arrays(self, key: str, arrays: dict[str, np.ndarray]) -> Path | None:
+        """:meth:`save` for any named arrays (no object arrays: they are read without pickle)."""
         self.notice = None
         limit = self.limit
-        arrays = _result_arrays(result)
         estimate = sum(a.nbytes for a in arrays.values())
         usage = self.usage()
         pinned = usage.models_bytes + usage.other_bytes  # counted, never evicted

@@ -9,7 +9,7 @@ from dataclasses import replace
 import streamlit as st
 
 from backend.cache import ResultCache
-from backend.compare import Comparison, compare
+from backend.compare import Comparison, cached_compare, compare, comparison_key
 from backend.extract import ExtractionResult
 from backend.models import LoadedModel, fingerprint_folder
 from backend.trajectory import Trajectory, resolve_checkpoints, run_trajectory
@@ -73,7 +73,8 @@ def cached_comparison(
     label_a: str = "A",
     label_b: str = "B",
 ) -> Comparison:
-    """:func:`backend.compare.compare`, memoised by both extraction keys and the options."""
+    """:func:`backend.compare.compare`, memoised by both extraction keys and the options, in
+    memory and in the disk cache (a restart reopens it without recomputing the CKA)."""
     key = (
         result_key(result_a),
         result_key(result_b),
@@ -85,7 +86,7 @@ def cached_comparison(
         label_b,
     )
 
-    def run() -> Comparison:
+    def compute() -> Comparison:
         with st.spinner("Comparing A and B (CKA on every pair of hidden states)…"):
             return compare(
                 result_a,
@@ -97,6 +98,9 @@ def cached_comparison(
                 label_a=label_a,
                 label_b=label_b,
             )
+
+    def run() -> Comparison:
+        return cached_compare(ResultCache(), comparison_key(*key), compute)
 
     return memo("compare.compare", key, run)
 
