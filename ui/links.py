@@ -30,6 +30,7 @@ from ui.common import SELECTION_KEY, Selection, get_selection
 APPLIED_KEY = "links_applied"
 NOTICE_KEY = "links_notice"
 STATE_KEY = "links_state"  # the link's hidden state, until a page with a state control uses it
+TABS_KEY = "links_tabs"  # tab groups the link chose a tab for, until their page checks it
 MAX_PASTED_CHARS = 2000
 CORPUS_KINDS = ("bundled", "paste")
 
@@ -206,6 +207,9 @@ def apply_link(pages: Sequence[Any], current: Any) -> None:
                 st.session_state[key] = spec.parse(params[key])
             except (TypeError, ValueError):
                 bad.append(f"{key} {params[key]!r}")
+            else:
+                if isinstance(spec, Tab):
+                    st.session_state.setdefault(TABS_KEY, set()).add(key)
     if target_path == "compare" and "model_b" in params:
         _apply_model_b(params["model_b"].strip(), selection.model_source, bad)
     if "state" in params:
@@ -251,13 +255,17 @@ def _model_b(model_a: str) -> str | None:
 
 def check_tab(key: str, labels: Sequence[str]) -> None:
     """Drop a link's unknown tab label for the tab group ``key`` (the one-line notice says so)."""
+    from_link = key in st.session_state.get(TABS_KEY, ())
+    if from_link:
+        st.session_state[TABS_KEY].discard(key)
     value = st.session_state.get(key)
     if value is not None and value not in labels:
         del st.session_state[key]
-        st.session_state[NOTICE_KEY] = (
-            f"This link has an unknown tab {value!r}; opened the first tab ({labels[0]!r})."
-        )
-        show_link_notice()
+        if from_link:
+            st.session_state[NOTICE_KEY] = (
+                f"This link has an unknown tab {value!r}; opened the first tab ({labels[0]!r})."
+            )
+            show_link_notice()
 
 
 def state_index(
