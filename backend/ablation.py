@@ -36,7 +36,7 @@ import torch
 
 from backend.device import to_numpy
 from backend.errors import InputError
-from backend.extract import TokenizedCorpus, tokenize
+from backend.extract import TokenizedCorpus, pad_token_id, tokenize
 from backend.hooks import forward_hooks
 from backend.isotropy import N_PAIRS, cosine_rows, different_text_pairs, mean_pair_cosine
 from backend.layernorm import NormSite, find_norms, norms_of, select_norms
@@ -220,11 +220,6 @@ def _pad(
         ids[i, : len(r)] = r
         mask[i, : len(r)] = 1
     return torch.from_numpy(ids), torch.from_numpy(mask)
-
-
-def _pad_id(loaded: LoadedModel) -> int:
-    pad = loaded.tokenizer.pad_token_id
-    return 0 if pad is None else int(pad)
 
 
 def _hidden(loaded: LoadedModel, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -436,7 +431,7 @@ def _collect(
         }
         for _ in conditions
     ]
-    pad_id = _pad_id(target)
+    pad_id = pad_token_id(target)
     with torch.inference_mode():
         for batch in _batches(lengths, batch_size):
             ids, mask = _pad([tokenized.input_ids[t] for t in batch], pad_id)
@@ -688,7 +683,7 @@ def sweep(
     target = loaded if in_place else private_copy(loaded)
     sites = select_norms(norms_of(target), norms)
     tokenized = tokenize(target, tuple(texts), max_length)
-    pad_id = _pad_id(target)
+    pad_id = pad_token_id(target)
     ids, mask = _pad(tokenized.input_ids, pad_id)
     B = ids.shape[0]
     keep = mask.bool()

@@ -692,6 +692,12 @@ def _free_device_memory(device: torch.device) -> None:
         torch.mps.empty_cache()
 
 
+def pad_token_id(loaded: LoadedModel) -> int:
+    """The id padded positions get (0 when the tokenizer has none: the attention mask hides them)."""
+    pad = loaded.tokenizer.pad_token_id
+    return 0 if pad is None else int(pad)
+
+
 def _pad_batch(
     tokenized: TokenizedCorpus, rows: np.ndarray, pad_id: int
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -764,8 +770,7 @@ def extract_partial(
 
     lengths = tokenized.lengths
     order = length_order(lengths)
-    pad_id = loaded.tokenizer.pad_token_id
-    pad_id = 0 if pad_id is None else int(pad_id)
+    pad_id = pad_token_id(loaded)
     budget, cap = settings.token_budget, settings.batch_size
     start, done, retry = 0, len(texts) - len(order), False
     with torch.inference_mode():
@@ -1018,8 +1023,7 @@ def forward_batches(
     """
     lengths = tokenized.lengths
     order = np.argsort(-lengths, kind="stable")
-    pad_id = loaded.tokenizer.pad_token_id
-    pad_id = 0 if pad_id is None else int(pad_id)
+    pad_id = pad_token_id(loaded)
     done = 0
     with torch.inference_mode():
         for start in range(0, len(order), batch_size):

@@ -41,7 +41,7 @@ import torch
 
 from backend.device import to_numpy
 from backend.errors import InputError, UnsupportedModelError
-from backend.extract import TokenizedCorpus, encode_text, tokenize
+from backend.extract import TokenizedCorpus, encode_text, pad_token_id, tokenize
 from backend.hooks import forward_hooks
 from backend.int8 import Int8Accumulator, Int8Stats
 from backend.models import LoadedModel
@@ -374,8 +374,7 @@ def scan_decoder(
         if sites:
             int8_acc = Int8Accumulator([s.name for s in sites], loaded.info.hidden_size, device)
             hooks = {s.module: int8_acc.hook(i) for i, s in enumerate(sites)}
-    pad_id = loaded.tokenizer.pad_token_id
-    pad_id = 0 if pad_id is None else int(pad_id)
+    pad_id = pad_token_id(loaded)
     encoder = loaded.encoder
     extra = {"use_cache": False} if getattr(encoder.config, "use_cache", None) is not None else {}
     batches = _batches(tokenized, batch_size)
