@@ -20,18 +20,18 @@ OFFLINE_ENV = {
 
 
 def use_offline_environment() -> None:
-    """Set :data:`OFFLINE_ENV` in ``os.environ`` where the user has not set them, and numba's
-    kernel cache (:func:`use_numba_cache`)."""
+    """Set :data:`OFFLINE_ENV` in ``os.environ`` where the user has not set them, and the
+    compiled-kernel caches (:func:`use_kernel_caches`)."""
     for key, value in OFFLINE_ENV.items():
         os.environ.setdefault(key, value)
-    use_numba_cache()
+    use_kernel_caches()
 
 
-def use_numba_cache() -> None:
-    """Keep numba's compiled kernels (UMAP, pynndescent) in ``<isoscope cache>/numba`` so a
-    second start compiles less; must run before numba is imported. A user's setting wins."""
-    if "NUMBA_CACHE_DIR" in os.environ:
-        return
+def use_kernel_caches() -> None:
+    """Keep compiled kernels in the isoscope cache so a second start compiles less: numba's
+    (UMAP, pynndescent) in ``<isoscope cache>/numba`` and torch inductor's (the statistics
+    kernel, :class:`backend.stats.MomentsKernel`) in ``<isoscope cache>/inductor``. Must run
+    before numba is imported or torch compiles anything. A user's setting wins."""
     root = os.environ.get("ISOSCOPE_CACHE_DIR")
     if not root:
         try:
@@ -39,7 +39,9 @@ def use_numba_cache() -> None:
         except ImportError:
             return
         root = user_cache_dir("isoscope")
-    os.environ["NUMBA_CACHE_DIR"] = os.path.join(os.path.expanduser(root), "numba")
+    root = os.path.expanduser(root)
+    os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(root, "numba"))
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(root, "inductor"))
 
 
 def offline_env(**extra: str) -> dict[str, str]:

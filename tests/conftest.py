@@ -13,6 +13,9 @@ from backend.environment import use_offline_environment
 use_offline_environment()
 # No background UMAP compilation in tests (a minute of CPU); the projections tests opt back in.
 os.environ.setdefault("ISOSCOPE_UMAP_WARMUP", "0")
+# Nor a compiled statistics kernel: every test but the kernel's own (which opt in) runs the eager
+# moments, so no test's figures depend on whether another test compiled first.
+os.environ.setdefault("ISOSCOPE_COMPILE", "0")
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -92,3 +92,28 @@ def test_umap_shows_pca_and_progress_while_warming_up(monkeypatch):
     finally:
         release.set()
         start_umap_warmup.clear()
+
+
+def test_the_warmup_compiles_the_statistics_kernel_before_umap(monkeypatch):
+    """The background warm-up first compiles the moments kernel (seconds), then UMAP (a minute)."""
+    import threading
+
+    import backend.projections
+    import backend.stats
+    from ui.warmup import WarmupState, _run
+
+    order = []
+
+    class Kernel:
+        def compile(self):
+            order.append("statistics")
+            return 1.0
+
+    monkeypatch.setattr(backend.stats, "MOMENTS", Kernel())
+    monkeypatch.setattr(backend.projections, "warm_up_umap", lambda: order.append("umap") or 2.0)
+    state = WarmupState()
+    worker = threading.Thread(target=_run, args=(state,))  # it nices its own thread
+    worker.start()
+    worker.join(30)
+    assert order == ["statistics", "umap"]
+    assert state.ready and state.seconds == 2.0 and state.error is None
