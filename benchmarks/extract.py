@@ -5,7 +5,11 @@ Prints one JSON object:
   hidden states to CPU, streaming float64 statistics, token sample) and of two plain
   ``model(**tokenizer(batch))`` loops on the same texts in the same process: one in corpus order
   (what a notebook does) and one over the same length-sorted batches with
-  ``output_hidden_states=True`` (the strict baseline). ``ratio_*`` = pipeline / baseline.
+  ``output_hidden_states=True`` (the strict baseline). ``ratio_*`` = pipeline / baseline: for the
+  strict baseline, the median over ``--rounds`` rounds of the ratio within each round. On
+  the CPU the pipeline runs with the compiled statistics kernel (compiled once before timing, as
+  the app's background warm-up does; ``statistics_kernel_compile_s``) and again with eager
+  statistics (``ratio_eager_statistics_*``), as an extraction does before the warm-up is done.
 - ``memory``: peak RSS of a fresh process that extracts 1k and 20k texts (streaming keeps it flat).
 - on CUDA, ``peak_device_mib``: peak allocated GPU memory of each variant.
 
@@ -165,8 +169,10 @@ def throughput(
     device: str = "auto",
     dtype: str = "float32",
     token_budget: int = 8192,
-    rounds: int = 2,
+    rounds: int = 5,
 ) -> dict:
+    import numpy as np
+
     from backend.corpus import Corpus
     from backend.extract import ExtractionSettings, extract
 
@@ -177,40 +183,82 @@ def throughput(
         max_length=max_length, batch_size=batch_size, token_budget=token_budget
     )
     plain_forward(loaded, texts[:64], max_length, batch_size, sort=False)  # warm-up
+    # The statistics kernel as in a warm app (its background warm-up compiles it); the pipeline
+    # also runs with eager statistics, as an extraction does before the warm-up has finished.
+    from backend.stats import MOMENTS
+
+    compile_s = MOMENTS.compile(loaded.dtype) if loaded.device.type == "cpu" else None
+    compiled = loaded.device.type == "cpu" and MOMENTS.ready(loaded.dtype)
     results: dict[str, list[float]] = {}
     peaks: dict[str, float | None] = {}
-    # Interleave, best of `rounds`, so drift in machine load hits every variant alike.
-    for _ in range(rounds):
+    tokens = {"n": 0}
+
+    def plain(name: str, sort: bool) -> None:
         _reset_peak(loaded)
-        t, n = plain_forward(loaded, texts, max_length, batch_size, sort=False)
-        results.setdefault("plain_corpus_order", []).append(n / t)
-        peaks["plain_corpus_order"] = _peak_mib(loaded)
-        _reset_peak(loaded)
-        t, n = plain_forward(loaded, texts, max_length, batch_size, sort=True)
-        results.setdefault("plain_sorted_hidden_states", []).append(n / t)
-        peaks["plain_sorted_hidden_states"] = _peak_mib(loaded)
+        t, n = plain_forward(loaded, texts, max_length, batch_size, sort=sort)
+        results.setdefault(name, []).append(n / t)
+        peaks[name] = _peak_mib(loaded)
+
+    def pipeline(name: str) -> None:
         _reset_peak(loaded)
         start = time.perf_counter()
         result = extract(loaded, corpus, settings)
         t = time.perf_counter() - start
-        results.setdefault("isoscope_pipeline", []).append(result.num_tokens / t)
-        peaks["isoscope_pipeline"] = _peak_mib(loaded)
-    best = {k: max(v) for k, v in results.items()}
-    return {
+        results.setdefault(name, []).append(result.num_tokens / t)
+        peaks[name] = _peak_mib(loaded)
+        tokens["n"] = result.num_tokens
+
+    def pipeline_eager() -> None:
+        with MOMENTS.suspended():
+            pipeline("isoscope_pipeline_eager_statistics")
+
+    # The plain loop in corpus order (a notebook's) is slow and only a reference: once. The others
+    # run once per round in a rotating order, so the machine's drift hits each alike; ratios are
+    # taken within a round, and their median over the rounds is reported.
+    plain("plain_corpus_order", sort=False)
+    variants = {
+        "plain_sorted_hidden_states": lambda: plain("plain_sorted_hidden_states", sort=True),
+        "isoscope_pipeline": lambda: pipeline("isoscope_pipeline"),
+    }
+    if compiled:
+        variants["isoscope_pipeline_eager_statistics"] = pipeline_eager
+    names = list(variants)
+    for r in range(rounds):
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            variants[name]()
+
+    def paired(name: str) -> list[float]:
+        base = results["plain_sorted_hidden_states"]
+        return [round(a / b, 3) for a, b in zip(results[name], base, strict=True)]
+
+    median = {k: float(np.median(v)) for k, v in results.items()}
+    out = {
         "model": loaded.info.display_name,
         "device": loaded.info.device,
         "texts": n_texts,
-        "tokens": result.num_tokens,
+        "tokens": tokens["n"],
         "settings": settings.to_dict(),
-        "tokens_per_s": {k: round(v, 1) for k, v in best.items()},
+        "rounds": rounds,
+        "statistics_kernel": "compiled" if compiled else "eager",
+        "statistics_kernel_compile_s": None if compile_s is None else round(compile_s, 2),
+        "statistics_kernel_error": MOMENTS.error,
+        "tokens_per_s": {k: round(v, 1) for k, v in median.items()},
         "peak_device_mib": peaks if loaded.device.type == "cuda" else None,
         "ratio_vs_plain_corpus_order": round(
-            best["isoscope_pipeline"] / best["plain_corpus_order"], 3
+            median["isoscope_pipeline"] / median["plain_corpus_order"], 3
         ),
         "ratio_vs_plain_sorted_hidden_states": round(
-            best["isoscope_pipeline"] / best["plain_sorted_hidden_states"], 3
+            float(np.median(paired("isoscope_pipeline"))), 3
         ),
+        "ratio_vs_plain_sorted_hidden_states_per_round": paired("isoscope_pipeline"),
     }
+    if compiled:
+        eager = paired("isoscope_pipeline_eager_statistics")
+        out["ratio_eager_statistics_vs_plain_sorted_hidden_states"] = round(
+            float(np.median(eager)), 3
+        )
+        out["ratio_eager_statistics_vs_plain_sorted_hidden_states_per_round"] = eager
+    return out
 
 
 def child_peak(n_texts: int, model_source: str, device: str, dtype: str) -> None:
@@ -343,7 +391,9 @@ def main() -> None:
     parser.add_argument("--token-budget", type=int, default=8192, help="padded tokens per batch")
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda | mps")
     parser.add_argument("--dtype", default="float32", help="float32 | bfloat16 (GPU only)")
-    parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds (best kept)")
+    parser.add_argument(
+        "--rounds", type=int, default=5, help="interleaved rounds (median of per-round ratios)"
+    )
     parser.add_argument("--memory-sizes", default="1000,20000")
     parser.add_argument(
         "--load-memory",
