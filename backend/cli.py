@@ -151,11 +151,11 @@ def add_cache_args(parser: argparse.ArgumentParser, *, no_cache: bool = True) ->
     parser.add_argument(
         "--cache-dir",
         default=None,
-        help="extraction cache folder (default: $ISOSCOPE_CACHE_DIR, else the user cache dir)",
+        help="result cache folder (default: $ISOSCOPE_CACHE_DIR, else the user cache dir)",
     )
     if no_cache:
         parser.add_argument(
-            "--no-cache", action="store_true", help="neither read nor write the extraction cache"
+            "--no-cache", action="store_true", help="neither read nor write the result cache"
         )
     parser.add_argument(
         "--cache-limit",

@@ -614,6 +614,35 @@ def comparison_key(*parts: object) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()[:32]
 
 
+def comparison_cache_key(
+    result_a: ExtractionResult,
+    result_b: ExtractionResult,
+    fingerprint_a: str,
+    fingerprint_b: str,
+    *,
+    pairs=None,
+    debiased: bool | None = None,
+    seed: int = PAIR_SEED,
+    label_a: str = "A",
+    label_b: str = "B",
+) -> str:
+    """The disk-cache key of ``compare(result_a, result_b, ...)`` with these options; the page
+    and the ``compare`` command share it, so either reopens what the other computed."""
+    from backend.cache import cache_key
+
+    return comparison_key(
+        cache_key(result_a.model_fingerprint, result_a.corpus_sha, result_a.settings),
+        cache_key(result_b.model_fingerprint, result_b.corpus_sha, result_b.settings),
+        fingerprint_a,
+        fingerprint_b,
+        pairs.sha if pairs is not None else None,
+        debiased,
+        seed,
+        label_a,
+        label_b,
+    )
+
+
 def cached_compare(cache, key: str, run) -> Comparison:
     """``run()`` (a :func:`compare` call) through the disk cache ``cache``
     (:class:`backend.cache.ResultCache`) under ``key`` (:func:`comparison_key`). An unreadable or

@@ -9,7 +9,7 @@ from dataclasses import replace
 import streamlit as st
 
 from backend.cache import ResultCache
-from backend.compare import Comparison, cached_compare, compare, comparison_key
+from backend.compare import Comparison, cached_compare, compare, comparison_cache_key
 from backend.extract import ExtractionResult
 from backend.models import LoadedModel, fingerprint_folder
 from backend.trajectory import Trajectory, resolve_checkpoints, run_trajectory
@@ -20,7 +20,6 @@ from ui.common import (
     get_selection,
     memo,
     remember_upload,
-    result_key,
 )
 
 # The page's modes and CKA estimators (also what its links accept).
@@ -75,15 +74,15 @@ def cached_comparison(
 ) -> Comparison:
     """:func:`backend.compare.compare`, memoised by both extraction keys and the options, in
     memory and in the disk cache (a restart reopens it without recomputing the CKA)."""
-    key = (
-        result_key(result_a),
-        result_key(result_b),
+    key = comparison_cache_key(
+        result_a,
+        result_b,
         loaded_a.fingerprint,
         loaded_b.fingerprint,
-        pairs.sha if pairs is not None else None,
-        debiased,
-        label_a,
-        label_b,
+        pairs=pairs,
+        debiased=debiased,
+        label_a=label_a,
+        label_b=label_b,
     )
 
     def compute() -> Comparison:
@@ -100,9 +99,9 @@ def cached_comparison(
             )
 
     def run() -> Comparison:
-        return cached_compare(ResultCache(), comparison_key(*key), compute)
+        return cached_compare(ResultCache(), key, compute)
 
-    return memo("compare.compare", key, run)
+    return memo("compare.compare", (key,), run)
 
 
 def trajectory_paths(text: str) -> list[str]:

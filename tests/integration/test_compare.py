@@ -231,6 +231,16 @@ def test_cli_default_against_random_like(tmp_path, small_corpus):
     assert len(data["states"]) == 7
     assert all(REQUIRED_STATE_KEYS <= set(row) for row in data["states"])
     assert [row["index"] for row in data["states"]] == list(range(7))
+    # Both extractions and the comparison went to the disk cache (the Compare page's key), and a
+    # second run writes the same report from it.
+    assert len(list((tmp_path / "cache").glob("*.npz"))) == 3
+    again = tmp_path / "again.json"
+    proc = _cli(
+        "--model-a", "default", "--model-b", "random-like:default", "--texts", str(texts),
+        "--out", str(again), "--max-length", "32", "--device", "cpu", cache_dir=tmp_path / "cache",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(again.read_text()) == data
 
 
 def test_cli_bad_input(tmp_path, small_corpus):
