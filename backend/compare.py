@@ -614,33 +614,41 @@ def comparison_key(*parts: object) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()[:32]
 
 
-def comparison_cache_key(
-    result_a: ExtractionResult,
-    result_b: ExtractionResult,
-    fingerprint_a: str,
-    fingerprint_b: str,
-    *,
-    pairs=None,
-    debiased: bool | None = None,
-    seed: int = PAIR_SEED,
-    label_a: str = "A",
-    label_b: str = "B",
-) -> str:
-    """The disk-cache key of ``compare(result_a, result_b, ...)`` with these options; the page
-    and the ``compare`` command share it, so either reopens what the other computed."""
+def comparison_cache_key(result_a: ExtractionResult, result_b: ExtractionResult, **options) -> str:
+    """The disk-cache key of ``compare(result_a, result_b, **options)``: both extractions' cache
+    keys, both models' fingerprints, the pairs' hash and every other option of :func:`compare`
+    with its default filled in."""
+    import inspect
+
     from backend.cache import cache_key
 
+    bound = inspect.signature(compare).bind(result_a, result_b, **options)
+    bound.apply_defaults()
+    args = dict(bound.arguments)
+    loaded = [args.pop(name) for name in ("loaded_a", "loaded_b")]
+    pairs = args.pop("pairs")
+    results = [args.pop("result_a"), args.pop("result_b")]
     return comparison_key(
-        cache_key(result_a.model_fingerprint, result_a.corpus_sha, result_a.settings),
-        cache_key(result_b.model_fingerprint, result_b.corpus_sha, result_b.settings),
-        fingerprint_a,
-        fingerprint_b,
+        *(cache_key(r.model_fingerprint, r.corpus_sha, r.settings) for r in results),
+        *(m.fingerprint if m is not None else None for m in loaded),
         pairs.sha if pairs is not None else None,
-        debiased,
-        seed,
-        label_a,
-        label_b,
+        json.dumps(args, sort_keys=True, default=str),
     )
+
+
+def compare_with_cache(
+    cache, result_a: ExtractionResult, result_b: ExtractionResult, **options
+) -> Comparison:
+    """``compare(result_a, result_b, **options)`` through the disk cache ``cache`` (a
+    :class:`backend.cache.ResultCache`; None: computed, not kept). The Compare page and the
+    ``compare`` command both go through it, so either reopens what the other computed."""
+
+    def run() -> Comparison:
+        return compare(result_a, result_b, **options)
+
+    if cache is None:
+        return run()
+    return cached_compare(cache, comparison_cache_key(result_a, result_b, **options), run)
 
 
 def cached_compare(cache, key: str, run) -> Comparison:

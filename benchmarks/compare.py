@@ -42,7 +42,7 @@ def one_run() -> dict:
     use_offline_environment()
     from backend.cache import ResultCache, cached_extract
     from backend.cli import quiet_libraries
-    from backend.compare import cached_compare, cka_matrix, compare, comparison_key, summarize
+    from backend.compare import cka_matrix, compare, compare_with_cache, summarize
     from backend.corpus import bundled_corpus
     from backend.extract import ExtractionSettings
     from backend.models import load_model
@@ -59,8 +59,7 @@ def one_run() -> dict:
     t2 = time.perf_counter()
     rb = cached_extract(b, corpus, settings, cache=cache)
     t3 = time.perf_counter()
-    key = comparison_key(ra.model_fingerprint, rb.model_fingerprint, "benchmark")
-    c = cached_compare(cache, key, lambda: compare(ra, rb, loaded_a=a, loaded_b=b))
+    c = compare_with_cache(cache, ra, rb, loaded_a=a, loaded_b=b)
     t4 = time.perf_counter()
     out.update(
         load_s=t1 - t0,
@@ -74,7 +73,7 @@ def one_run() -> dict:
     t0, c0 = time.perf_counter(), time.process_time()
     ra2 = cached_extract(a, corpus, settings, cache=cache)
     rb2 = cached_extract(b, corpus, settings, cache=cache)
-    cached_compare(cache, key, lambda: compare(ra2, rb2, loaded_a=a, loaded_b=b))
+    compare_with_cache(cache, ra2, rb2, loaded_a=a, loaded_b=b)
     out["warm_s"] = time.perf_counter() - t0
     out["warm_cpu_s"] = time.process_time() - c0
     t0 = time.perf_counter()

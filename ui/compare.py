@@ -9,7 +9,7 @@ from dataclasses import replace
 import streamlit as st
 
 from backend.cache import ResultCache
-from backend.compare import Comparison, cached_compare, compare, comparison_cache_key
+from backend.compare import Comparison, compare_with_cache, comparison_cache_key
 from backend.extract import ExtractionResult
 from backend.models import LoadedModel, fingerprint_folder
 from backend.trajectory import Trajectory, resolve_checkpoints, run_trajectory
@@ -74,34 +74,20 @@ def cached_comparison(
 ) -> Comparison:
     """:func:`backend.compare.compare`, memoised by both extraction keys and the options, in
     memory and in the disk cache (a restart reopens it without recomputing the CKA)."""
-    key = comparison_cache_key(
-        result_a,
-        result_b,
-        loaded_a.fingerprint,
-        loaded_b.fingerprint,
-        pairs=pairs,
-        debiased=debiased,
-        label_a=label_a,
-        label_b=label_b,
-    )
-
-    def compute() -> Comparison:
-        with st.spinner("Comparing A and B (CKA on every pair of hidden states)…"):
-            return compare(
-                result_a,
-                result_b,
-                loaded_a=loaded_a,
-                loaded_b=loaded_b,
-                pairs=pairs,
-                debiased=debiased,
-                label_a=label_a,
-                label_b=label_b,
-            )
+    options = {
+        "loaded_a": loaded_a,
+        "loaded_b": loaded_b,
+        "pairs": pairs,
+        "debiased": debiased,
+        "label_a": label_a,
+        "label_b": label_b,
+    }
 
     def run() -> Comparison:
-        return cached_compare(ResultCache(), key, compute)
+        with st.spinner("Comparing A and B (CKA on every pair of hidden states)…"):
+            return compare_with_cache(ResultCache(), result_a, result_b, **options)
 
-    return memo("compare.compare", (key,), run)
+    return memo("compare.compare", (comparison_cache_key(result_a, result_b, **options),), run)
 
 
 def trajectory_paths(text: str) -> list[str]:

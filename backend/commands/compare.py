@@ -81,7 +81,7 @@ def _load(source: str, args):
 
 def run(args: argparse.Namespace) -> int:
     from backend.cache import ResultCache
-    from backend.compare import cached_compare, compare, comparison_cache_key, comparison_report
+    from backend.compare import compare_with_cache, comparison_report
     from backend.corpus import load_corpus_file
     from backend.errors import InputError
     from backend.extract import ExtractionSettings
@@ -112,31 +112,18 @@ def run(args: argparse.Namespace) -> int:
     same = loaded_b is loaded_a and corpus_b is corpus_a
     result_b = result_a if same else extract_with_cache(loaded_b, corpus_b, settings, args, "B")
 
-    def compute():
-        return compare(
-            result_a,
-            result_b,
-            loaded_a=loaded_a,
-            loaded_b=loaded_b,
-            pairs=pairs,
-            debiased=DEBIASED[args.debiased],
-            seed=args.seed,
-        )
-
-    if args.no_cache:
-        comparison = compute()
-    else:  # the Compare page's cache entry too: either reopens what the other computed
-        key = comparison_cache_key(
-            result_a,
-            result_b,
-            loaded_a.fingerprint,
-            loaded_b.fingerprint,
-            pairs=pairs,
-            debiased=DEBIASED[args.debiased],
-            seed=args.seed,
-        )
-        cache = ResultCache(args.cache_dir, args.cache_limit)
-        comparison = cached_compare(cache, key, compute)
+    # The Compare page's cache entry too: either reopens what the other computed.
+    cache = None if args.no_cache else ResultCache(args.cache_dir, args.cache_limit)
+    comparison = compare_with_cache(
+        cache,
+        result_a,
+        result_b,
+        loaded_a=loaded_a,
+        loaded_b=loaded_b,
+        pairs=pairs,
+        debiased=DEBIASED[args.debiased],
+        seed=args.seed,
+    )
     for note in comparison.notes:
         progress_line(f"note: {note}")
     write_json(out, comparison_report(comparison))

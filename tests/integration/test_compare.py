@@ -206,6 +206,39 @@ def test_two_corpora_comparison_round_trips_through_the_cache(
     _assert_same_comparison(got, ref)
 
 
+def test_the_cache_key_covers_every_option_with_its_default(tiny_bert_dir, small_corpus, tmp_path):
+    """The page and the CLI pass different subsets of compare's options; defaults spelled out or
+    left out give one key, any changed option another."""
+    from backend.cache import ResultCache
+    from backend.compare import compare_with_cache, comparison_cache_key
+
+    a = load_model(str(tiny_bert_dir), device="cpu")
+    b = load_model(f"random-like:{tiny_bert_dir}", device="cpu")
+    ra, rb = extract(a, small_corpus, SMALL), extract(b, small_corpus, SMALL)
+    page = comparison_cache_key(
+        ra, rb, loaded_a=a, loaded_b=b, pairs=None, debiased=None, label_a="A", label_b="B"
+    )
+    cli = comparison_cache_key(ra, rb, loaded_a=a, loaded_b=b, debiased=None, seed=0)
+    assert page == cli
+    changed = [
+        {"seed": 1},
+        {"debiased": True},
+        {"label_a": "base"},
+        {"top_k": 5},
+        {"pairs": sts_sample()},
+        {"loaded_b": a},
+    ]
+    keys = {comparison_cache_key(ra, rb, **{"loaded_a": a, "loaded_b": b, **c}) for c in changed}
+    assert len(keys) == len(changed) and page not in keys
+    assert comparison_cache_key(rb, ra, loaded_a=b, loaded_b=a) != page
+    with pytest.raises(TypeError):
+        comparison_cache_key(ra, rb, no_such_option=1)
+
+    ref = compare_with_cache(ResultCache(tmp_path), ra, rb, loaded_a=a, loaded_b=b)
+    assert ResultCache(tmp_path).load_arrays(page) is not None  # stored under the page's key
+    _assert_same_comparison(compare_with_cache(None, ra, rb, loaded_a=a, loaded_b=b), ref)
+
+
 # ----------------------------------------------------------------------------- the CLI
 
 
