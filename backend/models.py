@@ -286,20 +286,34 @@ def _resolve_folder(source: str) -> tuple[Path, str]:
                 f"model path {source!r} is a file; pass the checkpoint folder that holds config.json"
             )
         return path, str(path)
-    # Hub ids are "name" or "org/name"; anything else that does not exist is a mistyped path.
-    if source.startswith((".", "/", "~", "\\")) or source.count("/") > 1:
+    if not _looks_like_hub_id(source):  # anything else that does not exist is a mistyped path
         raise ModelLoadError(f"model folder {source!r} does not exist; check the path")
-    try:
-        from huggingface_hub import snapshot_download
-
-        snapshot = snapshot_download(source, local_files_only=True)
-    except Exception:
+    snapshot = local_hub_snapshot(source)
+    if snapshot is None:
         raise ModelLoadError(
             f"model {source!r} is neither a local folder nor in the local Hugging Face cache, and this "
             "machine works offline: download it on a connected machine (`hf download "
             f"{source}`) and copy the cache, or pass a checkpoint folder, 'default' or random:bert"
-        ) from None
-    return Path(snapshot), source
+        )
+    return snapshot, source
+
+
+def _looks_like_hub_id(source: str) -> bool:
+    """Hub ids are "name" or "org/name"."""
+    return not source.startswith((".", "/", "~", "\\")) and source.count("/") <= 1
+
+
+def local_hub_snapshot(source: str) -> Path | None:
+    """The folder of the Hub model ``source`` in the local Hugging Face cache, or None (not a
+    Hub id, or not downloaded: nothing is fetched, this machine works offline)."""
+    if not _looks_like_hub_id(source):
+        return None
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(source, local_files_only=True))
+    except Exception:
+        return None
 
 
 def _weight_files(folder: Path) -> tuple[list[Path], list[Path]]:

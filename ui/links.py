@@ -133,9 +133,10 @@ STATE_WIDGETS = {"projections": "proj_state", "outliers": "out_state", "anisotro
 
 
 def _known_model(source: str) -> bool:
-    """Sources a link may name: the sidebar presets, the bundled decoder, random models, and
-    checkpoint folders that exist on this server (never pickle weights: the opt-in is not in links)."""
-    from backend.models import parse_random_source
+    """Sources a link may name: the sidebar presets, the bundled decoder, random models,
+    checkpoint folders that exist on this server and Hub models in its local Hugging Face cache
+    (never pickle weights: the opt-in is not in links)."""
+    from backend.models import local_hub_snapshot, parse_random_source
     from ui.sidebar import MODEL_PRESETS
 
     if source in MODEL_PRESETS.values() and source != "custom":
@@ -150,8 +151,9 @@ def _known_model(source: str) -> bool:
         except Exception:
             return False
         return True
-    return (
-        Path(source).expanduser().is_dir() and (Path(source).expanduser() / "config.json").exists()
+    folder = Path(source).expanduser()
+    return (folder.is_dir() and (folder / "config.json").exists()) or (
+        not folder.exists() and local_hub_snapshot(source) is not None
     )
 
 

@@ -71,6 +71,32 @@ def test_invalid_values_open_the_defaults_with_one_notice():
     assert _params(at)["model"] == "default"
 
 
+def test_a_hub_model_in_the_local_cache_opens_from_a_link(tiny_bert_dir, tmp_path, monkeypatch):
+    """An "org/name" id that the server's Hugging Face cache holds is a valid link model (and
+    Model B); one it does not hold opens the default with the notice. Nothing is downloaded."""
+    import shutil
+
+    import huggingface_hub.constants
+
+    repo = tmp_path / "hub" / "models--someorg--tiny-bert"
+    shutil.copytree(tiny_bert_dir, repo / "snapshots" / ("0" * 40))
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0" * 40)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+
+    at = open_link(page="outliers", model="someorg/tiny-bert", corpus="bundled")
+    assert not [w.value for w in at.warning if "invalid or unknown" in w.value]
+    assert _params(at)["model"] == "someorg/tiny-bert"
+    assert at.sidebar.text_input(key="sb_model_custom").value == "someorg/tiny-bert"
+    cmp = open_link(page="compare", model="default", model_b="someorg/tiny-bert")
+    assert cmp.text_input(key="cmp_model_b_custom").value == "someorg/tiny-bert"
+
+    missing = open_link(page="outliers", model="someorg/not-downloaded")
+    notices = [w.value for w in missing.warning if "invalid or unknown" in w.value]
+    assert notices and "someorg/not-downloaded" in notices[0]
+    assert _params(missing)["model"] == "default"
+
+
 def test_an_unknown_page_opens_the_overview():
     at = open_link(page="nowhere")
     assert [t.value for t in at.title] == ["Overview"]
