@@ -250,10 +250,11 @@ def test_cli_default_against_random_like(tmp_path, small_corpus):
     texts = tmp_path / "texts.txt"
     texts.write_text("\n".join(small_corpus.texts) + "\n")
     out = tmp_path / "cmp.json"
-    proc = _cli(
+    args = (
         "--model-a", "default", "--model-b", "random-like:default", "--texts", str(texts),
-        "--out", str(out), "--max-length", "32", "--device", "cpu", cache_dir=tmp_path / "cache",
+        "--max-length", "32", "--device", "cpu",
     )  # fmt: skip
+    proc = _cli(*args, "--out", str(out), cache_dir=tmp_path / "cache")
     assert proc.returncode == 0, proc.stderr
     data = json.loads(out.read_text())
     assert {"a", "b", "cka", "basis", "states"} <= set(data)
@@ -268,10 +269,7 @@ def test_cli_default_against_random_like(tmp_path, small_corpus):
     # second run writes the same report from it.
     assert len(list((tmp_path / "cache").glob("*.npz"))) == 3
     again = tmp_path / "again.json"
-    proc = _cli(
-        "--model-a", "default", "--model-b", "random-like:default", "--texts", str(texts),
-        "--out", str(again), "--max-length", "32", "--device", "cpu", cache_dir=tmp_path / "cache",
-    )  # fmt: skip
+    proc = _cli(*args, "--out", str(again), cache_dir=tmp_path / "cache")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(again.read_text()) == data
 
