@@ -6,7 +6,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from backend.saved import ModelUnavailableError
+from backend.engine.saved import ModelUnavailableError
 from ui.common import note_page_visit
 from ui.links import apply_link, show_link_notice, sync_link
 from ui.sidebar import sidebar

@@ -1,10 +1,11 @@
 """isoscope backend: model loading, extraction and analyses. Plain Python; never imports streamlit.
 
 Public entry points:
-- :func:`backend.models.load_model` loads any supported encoder/decoder (see its docstring).
-- :func:`backend.corpus.load_corpus_file` / :func:`backend.corpus.bundled_corpus` give a Corpus.
-- :func:`backend.extract.extract` runs the model once and returns an :class:`ExtractionResult`.
-- analyses (``backend.outliers``, ``backend.isotropy``, ...) are pure functions on arrays.
+- :func:`backend.engine.models.load_model` loads any supported encoder/decoder (see its docstring).
+- :func:`backend.engine.corpus.load_corpus_file` / :func:`backend.engine.corpus.bundled_corpus` give a Corpus.
+- :func:`backend.engine.extraction.extract` runs the model once and returns an :class:`ExtractionResult`.
+- analyses (``backend.analysis.geometry.outliers``, ``backend.analysis.geometry.isotropy``, ...)
+  are pure functions on arrays.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from backend.environment import use_offline_environment  # noqa: E402 (after the path insert)
+from backend.engine.environment import use_offline_environment  # noqa: E402 (after the path insert)
 
 use_offline_environment()
 
@@ -24,11 +24,11 @@ def main() -> None:
     import numpy as np
     import torch
 
-    from backend.ablation import sweep
-    from backend.cli import quiet_libraries
-    from backend.corpus import bundled_corpus
-    from backend.extract import tokenize
-    from backend.models import load_model
+    from backend.analysis.layernorm.ablation import sweep
+    from backend.engine.corpus import bundled_corpus
+    from backend.engine.environment import quiet_libraries
+    from backend.engine.extraction import tokenize
+    from backend.engine.models import load_model
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--texts", type=int, default=8)

@@ -4,7 +4,7 @@ Prints one JSON object:
 - ``analyze_report_s``: :func:`backend.commands.analyze.build_report` now (with IsoScore, clipped
   anisotropy, histograms and Timkey's top dims) and ``analyze_report_before_s``: the same report's
   former content only (anisotropy + outlier criteria), so ``added_s`` is what issue 3 added.
-- ``by_state_s``: :func:`backend.isotropy.by_state` raw (with self-/intra-text similarity) and
+- ``by_state_s``: :func:`backend.analysis.geometry.isotropy.by_state` raw (with self-/intra-text similarity) and
   with each post-processing of the registry (what the Anisotropy page computes once, then memoises).
 - ``minilm``: the measured per-state numbers (anisotropy raw vs clipped, IsoScore).
 
@@ -23,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from backend.environment import use_offline_environment  # noqa: E402 (after the path insert)
+from backend.engine.environment import use_offline_environment  # noqa: E402 (after the path insert)
 
 use_offline_environment()
 
@@ -43,13 +43,13 @@ def main() -> None:
     parser.add_argument("--sample-size", type=int, default=8000)
     args = parser.parse_args()
 
+    from backend.analysis.geometry.isotropy import anisotropy_by_state, by_state
+    from backend.analysis.geometry.outliers import outlier_dims, outliers_by_criterion
+    from backend.analysis.geometry.postprocess import POSTPROCESSORS, make_postprocessor
     from backend.commands.analyze import build_report
-    from backend.corpus import bundled_corpus
-    from backend.extract import ExtractionSettings, extract
-    from backend.isotropy import anisotropy_by_state, by_state
-    from backend.models import load_model
-    from backend.outliers import outlier_dims, outliers_by_criterion
-    from backend.postprocess import POSTPROCESSORS, make_postprocessor
+    from backend.engine.corpus import bundled_corpus
+    from backend.engine.extraction import ExtractionSettings, extract
+    from backend.engine.models import load_model
 
     result = extract(
         load_model("default", device="cpu"),

@@ -1,7 +1,7 @@
 """Extraction throughput and memory: the full pipeline against a plain transformers forward pass.
 
 Prints one JSON object:
-- ``throughput``: tokens/s of ``backend.extract.extract`` (tokenize, length-sorted batches,
+- ``throughput``: tokens/s of ``backend.engine.extraction.extract`` (tokenize, length-sorted batches,
   hidden states to CPU, streaming float64 statistics, token sample) and of two plain
   ``model(**tokenizer(batch))`` loops on the same texts in the same process: one in corpus order
   (what a notebook does) and one over the same length-sorted batches with
@@ -34,14 +34,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from backend.environment import use_offline_environment  # noqa: E402 (after the path insert)
+from backend.engine.environment import use_offline_environment  # noqa: E402 (after the path insert)
 
 use_offline_environment()
 
 
 def make_texts(n: int) -> list[str]:
     """n texts from the bundled corpus: lines joined in varied pairs so lengths vary."""
-    from backend.corpus import bundled_corpus
+    from backend.engine.corpus import bundled_corpus
 
     base = list(bundled_corpus().texts)
     out = []
@@ -63,8 +63,8 @@ def random_llama(source: str, device: str, dtype: str):
     import torch
     from transformers import LlamaConfig, LlamaModel
 
-    from backend.device import resolve_device, resolve_dtype
-    from backend.models import _bundled_tokenizer, _finish
+    from backend.engine.device import resolve_device, resolve_dtype
+    from backend.engine.models import _bundled_tokenizer, _finish
 
     opts = dict(LLAMA_1B)
     for item in filter(None, source.partition(":")[2].split(",")):
@@ -108,7 +108,7 @@ def random_llama(source: str, device: str, dtype: str):
 def load_bench_model(source: str, device: str, dtype: str):
     if source.startswith("random-llama"):
         return random_llama(source, device, dtype)
-    from backend.models import load_model
+    from backend.engine.models import load_model
 
     return load_model(source, device=device, dtype=dtype)
 
@@ -173,8 +173,8 @@ def throughput(
 ) -> dict:
     import numpy as np
 
-    from backend.corpus import Corpus
-    from backend.extract import ExtractionSettings, extract
+    from backend.engine.corpus import Corpus
+    from backend.engine.extraction import ExtractionSettings, extract
 
     loaded = load_bench_model(model_source, device, dtype)
     texts = make_texts(n_texts)
@@ -185,7 +185,7 @@ def throughput(
     plain_forward(loaded, texts[:64], max_length, batch_size, sort=False)  # warm-up
     # The statistics kernel as in a warm app (its background warm-up compiles it); the pipeline
     # also runs with eager statistics, as an extraction does before the warm-up has finished.
-    from backend.stats import MOMENTS
+    from backend.engine.stats import MOMENTS
 
     compile_s = MOMENTS.compile(loaded.dtype) if loaded.device.type == "cpu" else None
     compiled = loaded.device.type == "cpu" and MOMENTS.ready(loaded.dtype)
@@ -263,8 +263,8 @@ def throughput(
 
 def child_peak(n_texts: int, model_source: str, device: str, dtype: str) -> None:
     """Run in a fresh process: extract n_texts and print peak RSS (MiB)."""
-    from backend.corpus import Corpus
-    from backend.extract import ExtractionSettings, extract
+    from backend.engine.corpus import Corpus
+    from backend.engine.extraction import ExtractionSettings, extract
 
     loaded = load_bench_model(model_source, device, dtype)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -305,7 +305,7 @@ def save_random_llama(folder: str, width: int, layers: int, dtype: str, shard: s
     import torch
     from transformers import LlamaConfig, LlamaModel
 
-    from backend.models import _bundled_tokenizer
+    from backend.engine.models import _bundled_tokenizer
 
     tokenizer = _bundled_tokenizer()
     config = LlamaConfig(
@@ -327,7 +327,7 @@ def child_load(folder: str, dtype: str, device: str, device_map: str | None) -> 
     """Child process: peak host RSS while load_model reads the checkpoint, vs the weights' bytes."""
     import psutil
 
-    from backend.models import load_model
+    from backend.engine.models import load_model
 
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     start = time.perf_counter()
@@ -408,7 +408,7 @@ def main() -> None:
     parser.add_argument("--save-llama", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--child-load", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    from backend.cli import quiet_libraries
+    from backend.engine.environment import quiet_libraries
 
     quiet_libraries()
     if args.child:

@@ -2,7 +2,7 @@
 
 Extracts the bundled corpus (default settings, through the disk cache), rounds the token sample to
 bfloat16 and back, and compares per-state anisotropy, IsoScore, the cosine histogram and Timkey's
-top cosine dims (``backend.isotropy.by_state``). Prints JSON. Why isoscope keeps float32: README.
+top cosine dims (``backend.analysis.geometry.isotropy.by_state``). Prints JSON. Why isoscope keeps float32: README.
 
 Usage: ``python benchmarks/sample_dtype.py [MODEL]`` (default ``default``; e.g. ``smollm2``).
 """
@@ -19,18 +19,18 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from backend.environment import use_offline_environment  # noqa: E402 (after the path insert)
+from backend.engine.environment import use_offline_environment  # noqa: E402 (after the path insert)
 
 use_offline_environment()
 
 
 def main() -> None:
-    from backend.cache import cached_extract
-    from backend.corpus import bundled_corpus
-    from backend.device import to_numpy
-    from backend.extract import ExtractionSettings
-    from backend.isotropy import by_state
-    from backend.models import load_model
+    from backend.analysis.geometry.isotropy import by_state
+    from backend.engine.cache import cached_extract
+    from backend.engine.corpus import bundled_corpus
+    from backend.engine.device import to_numpy
+    from backend.engine.extraction import ExtractionSettings
+    from backend.engine.models import load_model
 
     source = sys.argv[1] if len(sys.argv) > 1 else "default"
     loaded = load_model(source, device="cpu")

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from backend.errors import IsoscopeError
-from backend.extract import ExtractionResult
-from backend.isotropy import StateIsotropy
-from backend.models import LoadedModel
+from backend.analysis.geometry.isotropy import StateIsotropy
+from backend.engine.errors import IsoscopeError
+from backend.engine.extraction import ExtractionResult
+from backend.engine.models import LoadedModel
 from backend.plots.anisotropy import (
     contrast_frame,
     contribution_frame,

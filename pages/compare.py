@@ -8,9 +8,10 @@ import json
 
 import streamlit as st
 
-from backend.cli import to_jsonable
-from backend.compare import comparison_report
-from backend.errors import IsoscopeError
+from backend.analysis.compare.comparison import comparison_report
+from backend.analysis.geometry.similarity import read_pairs_csv, sts_sample
+from backend.engine.errors import IsoscopeError
+from backend.engine.jsonio import to_jsonable
 from backend.plots.compare import (
     TRAJECTORY_METRICS,
     abs_mean_diff_frame,
@@ -27,7 +28,6 @@ from backend.plots.compare import (
     trajectory_frame,
 )
 from backend.plots.overview import model_card_rows
-from backend.similarity import read_pairs_csv, sts_sample
 from ui.common import download_buttons, explainer, get_selection, load_or_stop, show_notices
 from ui.compare import (
     ESTIMATORS,

@@ -8,7 +8,7 @@ import json
 
 import streamlit as st
 
-from backend.errors import IsoscopeError
+from backend.engine.errors import IsoscopeError
 from backend.plots.decoder import (
     feature_token_figure,
     int8_figure,

@@ -8,10 +8,8 @@ import json
 import pandas as pd
 import streamlit as st
 
-from backend.ablation import has_mlm_checkpoint, parse_dims
-from backend.errors import IsoscopeError
-from backend.extract import ExtractionResult
-from backend.layernorm import (
+from backend.analysis.layernorm.ablation import has_mlm_checkpoint, parse_dims
+from backend.analysis.layernorm.params import (
     ROLE_LABELS,
     default_roles,
     detect_outliers,
@@ -19,7 +17,9 @@ from backend.layernorm import (
     norms_of,
     select_norms,
 )
-from backend.models import LoadedModel
+from backend.engine.errors import IsoscopeError
+from backend.engine.extraction import ExtractionResult
+from backend.engine.models import LoadedModel
 from backend.plots.layernorm import (
     METRIC_LABELS,
     ablation_vs_controls,

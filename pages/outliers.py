@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import streamlit as st
 
-from backend.errors import IsoscopeError
-from backend.extract import ExtractionResult
-from backend.models import LoadedModel
-from backend.outliers import (
+from backend.analysis.geometry.outliers import (
     CRITERIA,
     CRITERION_LABELS,
     OutlierThresholds,
     headline_dims,
     strongest_dims,
 )
+from backend.engine.errors import IsoscopeError
+from backend.engine.extraction import ExtractionResult
+from backend.engine.models import LoadedModel
 from backend.plots.outliers import (
     CRITERION_SHORT,
     HEATMAP_STATS,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from backend.extract import ExtractionResult
-from backend.models import LoadedModel
+from backend.engine.extraction import ExtractionResult
+from backend.engine.models import LoadedModel
 from backend.plots.overview import anisotropy_line, model_card_rows
 from ui.cached import anisotropy, outlier_dims_by_state
 from ui.common import explainer, load_or_stop, show_notices

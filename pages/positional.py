@@ -8,20 +8,20 @@ import json
 import pandas as pd
 import streamlit as st
 
-from backend.errors import IsoscopeError
-from backend.extract import ExtractionResult
-from backend.models import position_table
-from backend.nope import NopeSettings
-from backend.plots import positional as plots
-from backend.positional import (
+from backend.analysis.positional.nope import NopeSettings
+from backend.analysis.positional.qk import METRICS
+from backend.analysis.positional.table import (
     ProbeSettings,
     contribution_table,
     embedding_layernorm,
     extreme_dims_vs_outliers,
     position_offset,
 )
-from backend.qk import METRICS
-from backend.tupe import REGIONS, TERMS, supports_tupe
+from backend.analysis.positional.tupe import REGIONS, TERMS, supports_tupe
+from backend.engine.errors import IsoscopeError
+from backend.engine.extraction import ExtractionResult
+from backend.engine.models import position_table
+from backend.plots import positional as plots
 from ui.cached import (
     model_variance,
     outlier_dims_by_state,

@@ -5,12 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from backend.errors import IsoscopeError
-from backend.extract import ExtractionResult
-from backend.isotropy import N_PAIRS
-from backend.models import LoadedModel
-from backend.plots.projections import explained_variance_text
-from backend.projections import (
+from backend.analysis.geometry.isotropy import N_PAIRS
+from backend.analysis.geometry.projections import (
     METHODS,
     TEXT_COLOURS,
     TOKEN_COLOURS,
@@ -18,6 +14,10 @@ from backend.projections import (
     Projection,
     coordinates_frame,
 )
+from backend.engine.errors import IsoscopeError
+from backend.engine.extraction import ExtractionResult
+from backend.engine.models import LoadedModel
+from backend.plots.projections import explained_variance_text
 from ui.cached import (
     available_points,
     outlier_dims_by_state,

@@ -4,23 +4,23 @@ from __future__ import annotations
 
 import streamlit as st
 
-from backend.errors import IsoscopeError
-from backend.extract import ExtractionResult
-from backend.models import LoadedModel
+from backend.analysis.geometry.postprocess import POSTPROCESSORS, parse_dims
+from backend.analysis.geometry.similarity import (
+    WordSenseRows,
+    read_pairs_csv,
+    read_word_sense_csv,
+    sts_sample,
+    wic_examples,
+)
+from backend.engine.errors import IsoscopeError
+from backend.engine.extraction import ExtractionResult
+from backend.engine.models import LoadedModel
 from backend.plots.similarity import (
     sts_figure,
     sts_frame,
     sweep_figure,
     word_sense_figure,
     word_sense_frame,
-)
-from backend.postprocess import POSTPROCESSORS, parse_dims
-from backend.similarity import (
-    WordSenseRows,
-    read_pairs_csv,
-    read_word_sense_csv,
-    sts_sample,
-    wic_examples,
 )
 from ui.cached import (
     Clip,

@@ -1,16 +1,16 @@
 """Guided tour: the five papers' central claims in order, each checked live on the loaded model.
 
 A lecture without typing: Previous / Next (or the step buttons) walk through the claims; every step
-is computed once per model and corpus and then cached (backend.tour holds the claims and rules).
+is computed once per model and corpus and then cached (backend.share.tour holds the claims and rules).
 """
 
 from __future__ import annotations
 
 import streamlit as st
 
-from backend import tour
-from backend.extract import ExtractionResult
-from backend.models import LoadedModel
+from backend.engine.extraction import ExtractionResult
+from backend.engine.models import LoadedModel
+from backend.share import tour
 from ui.common import explainer, get_selection, load_or_stop, memo, result_key
 
 STEPS = [str(i + 1) for i in range(len(tour.TITLES))]

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from backend.environment import offline_env
+from backend.engine.environment import offline_env
 
 ROOT = Path(__file__).resolve().parent.parent
 

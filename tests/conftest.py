@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.environment import use_offline_environment
+from backend.engine.environment import use_offline_environment
 
 use_offline_environment()
 # No background UMAP compilation in tests (a minute of CPU); the projections tests opt back in.
@@ -21,11 +21,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def pytest_collection_modifyitems(config, items):
-    """Tier marker from the folder: tests/unit -> unit, tests/integration -> integration, ..."""
+    """Tier marker from the folder: tests/unit/** -> unit, tests/integration/** -> integration, ...
+    (inside a tier, folders mirror the packages: tests/unit/analysis/decoder/test_massive.py)."""
+    tests = Path(__file__).resolve().parent
     for item in items:
-        tier = Path(str(item.fspath)).parent.name
-        if tier in ("unit", "integration", "app", "browser"):
-            item.add_marker(getattr(pytest.mark, tier))
+        parts = Path(str(item.fspath)).resolve().relative_to(tests).parts
+        if len(parts) > 1 and parts[0] in ("unit", "integration", "app", "browser"):
+            item.add_marker(getattr(pytest.mark, parts[0]))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -42,7 +44,7 @@ def _isolated_cache(tmp_path_factory):
 
 
 def _save_tiny(tmp_path_factory, family: str, name: str, head: str = "base") -> Path:
-    from backend.models import _bundled_tokenizer, build_random_model
+    from backend.engine.models import _bundled_tokenizer, build_random_model
 
     tokenizer = _bundled_tokenizer()
     model = build_random_model(
@@ -75,14 +77,14 @@ def tiny_gpt2_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def minilm():
     """The bundled all-MiniLM-L6-v2 on the CPU (loaded once per session)."""
-    from backend.models import load_model
+    from backend.engine.models import load_model
 
     return load_model("default", device="cpu")
 
 
 @pytest.fixture(scope="session")
 def bundled():
-    from backend.corpus import bundled_corpus
+    from backend.engine.corpus import bundled_corpus
 
     return bundled_corpus()
 
@@ -90,7 +92,7 @@ def bundled():
 @pytest.fixture(scope="session")
 def minilm_result(minilm, bundled):
     """Extraction of the bundled MiniLM on the bundled corpus (shared by integration tests)."""
-    from backend.extract import ExtractionSettings, extract
+    from backend.engine.extraction import ExtractionSettings, extract
 
     return extract(minilm, bundled, ExtractionSettings(sample_size=4000))
 
@@ -102,7 +104,7 @@ def tiny_llama_dir(tmp_path_factory) -> Path:
     import torch
     from transformers import LlamaConfig, LlamaModel
 
-    from backend.models import _bundled_tokenizer
+    from backend.engine.models import _bundled_tokenizer
 
     tokenizer = _bundled_tokenizer()
     torch.manual_seed(0)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from backend.extract import ExtractionResult, ExtractionSettings, TokenTable
-from backend.stats import RunningStats
+from backend.engine.extraction import ExtractionResult, ExtractionSettings, TokenTable
+from backend.engine.stats import RunningStats
 
 
 def result_from_vectors(

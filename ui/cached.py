@@ -17,9 +17,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from backend.ablation import AblationReport, SweepResult, run_ablation, sweep
-from backend.extract import ExtractionResult, encode_text, mean_pooled
-from backend.isotropy import (
+from backend.analysis.geometry.isotropy import (
     HISTOGRAM_BINS,
     N_PAIRS,
     PAIR_SEED,
@@ -27,28 +25,13 @@ from backend.isotropy import (
     anisotropy_by_state,
     by_state,
 )
-from backend.models import LoadedModel, random_like
-from backend.nope import NopeSettings, VarianceCurves, variance_lab_pair, variance_on_model
-from backend.outliers import OutlierThresholds, headline_dims, outliers_by_criterion
-from backend.plots.outliers import (
-    criteria_marks,
-    dimension_by_category,
-    heatmap_values,
-    layer_dim_heatmap,
-    outlier_frame_all,
-    token_dim_heatmap,
+from backend.analysis.geometry.outliers import (
+    OutlierThresholds,
+    headline_dims,
+    outliers_by_criterion,
 )
-from backend.plots.projections import before_after_figure
-from backend.positional import (
-    PositionTableReport,
-    ProbeResult,
-    ProbeSettings,
-    analyse_position_table,
-    position_table_weights,
-    probe_result,
-)
-from backend.postprocess import make_postprocessor
-from backend.projections import (
+from backend.analysis.geometry.postprocess import make_postprocessor
+from backend.analysis.geometry.projections import (
     Colouring,
     Projection,
     before_after,
@@ -60,8 +43,7 @@ from backend.projections import (
     text_snippets,
     token_colouring,
 )
-from backend.qk import QKStats, qk_stats
-from backend.similarity import (
+from backend.analysis.geometry.similarity import (
     SentencePairs,
     ThresholdSweep,
     WordSenseRows,
@@ -75,7 +57,34 @@ from backend.similarity import (
     word_sense_sweeps,
     word_vectors,
 )
-from backend.tupe import TupeSummary, TupeText, decompose_text, tupe_summary
+from backend.analysis.layernorm.ablation import AblationReport, SweepResult, run_ablation, sweep
+from backend.analysis.positional.nope import (
+    NopeSettings,
+    VarianceCurves,
+    variance_lab_pair,
+    variance_on_model,
+)
+from backend.analysis.positional.qk import QKStats, qk_stats
+from backend.analysis.positional.table import (
+    PositionTableReport,
+    ProbeResult,
+    ProbeSettings,
+    analyse_position_table,
+    position_table_weights,
+    probe_result,
+)
+from backend.analysis.positional.tupe import TupeSummary, TupeText, decompose_text, tupe_summary
+from backend.engine.extraction import ExtractionResult, encode_text, mean_pooled
+from backend.engine.models import LoadedModel, random_like
+from backend.plots.outliers import (
+    criteria_marks,
+    dimension_by_category,
+    heatmap_values,
+    layer_dim_heatmap,
+    outlier_frame_all,
+    token_dim_heatmap,
+)
+from backend.plots.projections import before_after_figure
 from ui.common import memo, result_key
 from ui.controls import PostChoice
 from ui.progress import Progress, progress_bar
@@ -123,7 +132,7 @@ def cached(fn: Callable[P, R]) -> Callable[P, R]:
 def outliers_by_state(
     result: ExtractionResult, thresholds: OutlierThresholds = DEFAULT_THRESHOLDS
 ) -> list[dict[str, list[int]]]:
-    """:func:`backend.outliers.outliers_by_criterion` for every hidden state (all four criteria)."""
+    """:func:`backend.analysis.geometry.outliers.outliers_by_criterion` for every hidden state (all four criteria)."""
     return [outliers_by_criterion(result, s, thresholds) for s in range(result.num_states)]
 
 
@@ -205,7 +214,7 @@ def isotropy(
     similarity: bool = True,
     name: str | None = None,
 ) -> StateIsotropy:
-    """:func:`backend.isotropy.by_state` after the post-processing ``post`` with ``params``
+    """:func:`backend.analysis.geometry.isotropy.by_state` after the post-processing ``post`` with ``params``
     (``(("dims", "auto"),)`` clips each state's own headline outlier dims)."""
     options = dict(params)
     if post == "none":

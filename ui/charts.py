@@ -31,7 +31,7 @@ import plotly.io as pio
 import streamlit as st
 import streamlit.components.v1 as components
 
-from backend.cache import default_cache_dir
+from backend.engine.environment import default_cache_dir
 
 NAME = "live_chart"
 PAGE = Path(__file__).resolve().parent / "frontend" / "live_chart.html"

@@ -4,7 +4,7 @@ The sidebar that sets the selection is ui/sidebar.py; typed cached analyses are 
 
 Caching: models in ``st.cache_resource`` keyed by cheap values (source, device, dtype, pickle
 opt-in, head) with a small ``max_entries``; extraction results in a process-wide LRU keyed by
-(model fingerprint, corpus hash, settings) and on disk (backend.cache), so a restart is instant.
+(model fingerprint, corpus hash, settings) and on disk (backend.engine.cache), so a restart is instant.
 """
 
 from __future__ import annotations
@@ -20,17 +20,17 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from backend.cache import ResultCache, cache_key
-from backend.corpus import Corpus, bundled_corpus, corpus_from_bytes, corpus_from_text
-from backend.environment import use_offline_environment
-from backend.errors import IsoscopeError
-from backend.extract import ExtractionResult, ExtractionSettings, extract
-from backend.models import LoadedModel, load_model
+from backend.engine.cache import ResultCache, cache_key
+from backend.engine.corpus import Corpus, bundled_corpus, corpus_from_bytes, corpus_from_text
+from backend.engine.environment import quiet_libraries, use_offline_environment
+from backend.engine.errors import IsoscopeError
+from backend.engine.extraction import ExtractionResult, ExtractionSettings, extract
+from backend.engine.models import LoadedModel, load_model
 from ui.progress import progress_bar
+from ui.saved import open_saved, saved_corpus, saved_model, saved_selection
+from ui.session import SELECTION_KEY
 
 use_offline_environment()
-
-SELECTION_KEY = "isoscope_selection"  # session_state slot of the current Selection
 
 
 @dataclass(frozen=True)
@@ -52,10 +52,6 @@ class Selection:
 
 
 def _quiet() -> None:
-    # here, not at the top: backend.cli imports every CLI command module, which only a model
-    # load needs to silence (the first model load pays for it once)
-    from backend.cli import quiet_libraries
-
     quiet_libraries()
 
 
@@ -167,12 +163,10 @@ def get_extraction(
     selection: Selection | None = None, source: str | None = None
 ) -> tuple[LoadedModel, ExtractionResult]:
     """Model + extraction for the selection: memory, then disk cache, else a run with a progress bar."""
-    from ui.saved import open_saved, saved_corpus, saved_model  # ui.saved imports this module
-
     sel = selection or get_selection()
     saved = open_saved() if selection is None else None  # a saved analysis replaces the run
     if saved is not None and source in (None, saved.model.get("source")):
-        return saved_model(saved), saved
+        return saved_model(saved, lambda source: get_model(source=source)), saved
     loaded = get_model(sel, source=source)
     corpus = saved_corpus(saved) if saved is not None else get_corpus(sel)
     key = extraction_key(loaded, corpus, sel.settings)
@@ -212,8 +206,6 @@ def result_key(result: ExtractionResult) -> str:
 
 def get_selection() -> Selection:
     """The selection the pages analyse (an open saved analysis sets its model and settings)."""
-    from ui.saved import saved_selection  # ui.saved imports this module
-
     _ensure_navigation_frame()
     return saved_selection(st.session_state.get(SELECTION_KEY, Selection()))
 

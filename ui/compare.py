@@ -8,11 +8,11 @@ from dataclasses import replace
 
 import streamlit as st
 
-from backend.cache import ResultCache
-from backend.compare import Comparison, compare_with_cache, comparison_cache_key
-from backend.extract import ExtractionResult
-from backend.models import LoadedModel, fingerprint_folder
-from backend.trajectory import Trajectory, resolve_checkpoints, run_trajectory
+from backend.analysis.compare.comparison import Comparison, compare_with_cache, comparison_cache_key
+from backend.analysis.compare.trajectory import Trajectory, resolve_checkpoints, run_trajectory
+from backend.engine.cache import ResultCache
+from backend.engine.extraction import ExtractionResult
+from backend.engine.models import LoadedModel, fingerprint_folder
 from ui.common import (
     Selection,
     get_corpus,
@@ -72,7 +72,7 @@ def cached_comparison(
     label_a: str = "A",
     label_b: str = "B",
 ) -> Comparison:
-    """:func:`backend.compare.compare`, memoised by both extraction keys and the options, in
+    """:func:`backend.analysis.compare.comparison.compare`, memoised by both extraction keys and the options, in
     memory and in the disk cache (a restart reopens it without recomputing the CKA)."""
     options = {
         "loaded_a": loaded_a,

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from backend.errors import IsoscopeError
-from backend.postprocess import POSTPROCESSORS, parse_dims
+from backend.analysis.geometry.postprocess import POSTPROCESSORS, parse_dims
+from backend.engine.errors import IsoscopeError
 
 ABTT_HELP = "Mu & Viswanath (2018) suggest D ≈ d/100."
 WHITEN_HELP = (

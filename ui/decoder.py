@@ -6,15 +6,15 @@ from dataclasses import replace
 
 import streamlit as st
 
-from backend.errors import IsoscopeError
-from backend.extract import ExtractionResult
-from backend.massive import (
+from backend.analysis.decoder.massive import (
     DecoderScan,
     TextMagnitudes,
     first_position_contrast,
     scan_decoder,
     text_magnitudes,
 )
+from backend.engine.errors import IsoscopeError
+from backend.engine.extraction import ExtractionResult
 from backend.plots.decoder import first_position_figure, first_position_frame
 from ui.common import (
     download_buttons,

@@ -25,7 +25,8 @@ from typing import Any
 
 import streamlit as st
 
-from ui.common import SELECTION_KEY, Selection, get_selection
+from ui.common import Selection, get_selection
+from ui.session import SELECTION_KEY
 
 APPLIED_KEY = "links_applied"
 NOTICE_KEY = "links_notice"
@@ -82,12 +83,12 @@ def _controls(page: str) -> dict[str, Choice | Number | Tab]:
 
         return {"out_stat": Choice(tuple(HEATMAP_STATS)), "out_view": Tab()}
     if page == "anisotropy":
-        from backend.postprocess import POSTPROCESSORS
+        from backend.analysis.geometry.postprocess import POSTPROCESSORS
 
         return {"aniso_post": Choice(tuple(POSTPROCESSORS))}
     if page == "projections":
-        from backend.postprocess import POSTPROCESSORS
-        from backend.projections import METHODS
+        from backend.analysis.geometry.postprocess import POSTPROCESSORS
+        from backend.analysis.geometry.projections import METHODS
 
         return {
             "proj_data": Choice(("token sample", "mean-pooled texts")),
@@ -136,7 +137,7 @@ def _known_model(source: str) -> bool:
     """Sources a link may name: the sidebar presets, the bundled decoder, random models,
     checkpoint folders that exist on this server and Hub models in its local Hugging Face cache
     (never pickle weights: the opt-in is not in links)."""
-    from backend.models import local_hub_snapshot, parse_random_source
+    from backend.engine.models import local_hub_snapshot, parse_random_source
     from ui.sidebar import MODEL_PRESETS
 
     if source in MODEL_PRESETS.values() and source != "custom":
@@ -276,7 +277,7 @@ def state_index(
     """The hidden-state index a page's state control starts at: the link's ``state`` when it is
     valid for this model (``emb`` or ``0`` .. ``L``), else ``default`` (with the one-line notice).
     ``by_name``: the widget holds the state's name (a select_slider over ``names``), not its index."""
-    from backend.naming import parse_hidden_state
+    from backend.engine.naming import parse_hidden_state
 
     wanted = st.session_state.pop(STATE_KEY, None)
     if wanted is None:
@@ -321,7 +322,7 @@ def link_params(page_path: str, selection: Selection) -> dict[str, str]:
     if STATE_KEY in st.session_state:  # the link's state, not yet used by the page
         params["state"] = str(st.session_state[STATE_KEY])
     elif widget is not None and widget in st.session_state:
-        from backend.naming import hidden_state_label
+        from backend.engine.naming import hidden_state_label
 
         value = st.session_state[widget]
         params["state"] = value if isinstance(value, str) else hidden_state_label(int(value))

@@ -1,14 +1,14 @@
 """Open a saved analysis in the dashboard: sidebar "Open a saved analysis", by upload or by path.
 
 While one is open, :func:`ui.common.get_extraction` returns it (no model, no extraction), the
-selection reports its model and settings, and ``loaded`` is a :class:`backend.saved.SavedModel`:
+selection reports its model and settings, and ``loaded`` is a :class:`backend.engine.saved.SavedModel`:
 its card and fingerprint come from the file; a view that needs the model itself (per-text
 states, sentence similarity, LayerNorm ablation, position probe, TUPE, sinks...) loads it on
 first use if its source is available here (with the saved fingerprint), else says so. Pressing
 "Run analysis" or "Close" returns to live analyses.
 
 Saved results live in a process-wide store (the last two opened); the session keeps only a key.
-Written by ``python -m backend analyze ... --save RUN.isoscope`` (backend/saved.py).
+Written by ``python -m backend analyze ... --save RUN.isoscope`` (backend/engine/saved.py).
 """
 
 from __future__ import annotations
@@ -17,18 +17,19 @@ import dataclasses
 import hashlib
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import streamlit as st
 
-from backend.corpus import Corpus
-from backend.errors import IsoscopeError
-from backend.extract import ExtractionResult
-from backend.saved import SavedModel, load_saved, read_saved_bytes
+from backend.engine.corpus import Corpus
+from backend.engine.errors import IsoscopeError
+from backend.engine.extraction import ExtractionResult
+from backend.engine.saved import SavedModel, load_saved, read_saved_bytes
+from ui.session import SELECTION_KEY
 
 SAVED_KEY = "isoscope_saved"  # session_state slot of the open saved analysis (an OpenSaved)
-SELECTION_KEY = "isoscope_selection"  # ui.common's selection slot (a new selection closes it)
 STORE_SIZE = 2
 
 
@@ -143,21 +144,20 @@ def saved_corpus(result: ExtractionResult) -> Corpus:
     return Corpus(result.texts, result.corpus_name)
 
 
-def saved_model(result: ExtractionResult) -> SavedModel:
-    """The stand-in ``loaded`` of a saved analysis (loads the real model only when a view needs it)."""
-    return SavedModel(result, lambda: _load_real_model(result))
+def saved_model(result: ExtractionResult, load_model: Callable[[str], Any]) -> SavedModel:
+    """The stand-in ``loaded`` of a saved analysis: ``load_model(source)`` loads the real model
+    only when a view needs it."""
+    return SavedModel(result, lambda: _load_real_model(result, load_model))
 
 
-def _load_real_model(result: ExtractionResult):
-    from ui.common import get_model
-
+def _load_real_model(result: ExtractionResult, load_model: Callable[[str], Any]):
     source = str(result.model.get("source") or "")
     st.info(
         f"This view needs the model itself, which a saved analysis does not hold: loading "
         f"**{source}** on this machine.",
         icon=":material/memory:",
     )
-    return get_model(source=source)
+    return load_model(source)
 
 
 # ----------------------------------------------------------------------------- the sidebar

@@ -1,7 +1,7 @@
 """Streamlit glue for sharing: the report's findings and its download (Overview), and the
 Embedding Projector / embedding-atlas downloads (Clipping & projections).
 
-The report is :func:`backend.report.build_report` on the page's own model and extraction, so the
+The report is :func:`backend.share.report.build_report` on the page's own model and extraction, so the
 downloaded file is the one ``python -m backend report`` writes for the same model, corpus and
 settings. The quick sections (outlier dims, anisotropy: no forward pass) open the Overview at once;
 the full report (LayerNorm ablation, position probe, decoder scan: ~20 s on the bundled model on 2
@@ -17,9 +17,9 @@ from collections.abc import Callable
 import numpy as np
 import streamlit as st
 
-from backend.extract import ExtractionResult
-from backend.models import LoadedModel
-from backend.report import QUICK_SECTIONS, Report, build_report
+from backend.engine.extraction import ExtractionResult
+from backend.engine.models import LoadedModel
+from backend.share.report import QUICK_SECTIONS, Report, build_report
 from ui.common import memo, result_key
 
 
@@ -134,7 +134,7 @@ def export_buttons(
 ) -> None:
     """Embedding Projector (zip of the three files) and embedding-atlas (Parquet) downloads of the
     points the page projected, raw or with ``clip_dims`` zeroed; atlas x/y = ``coords``."""
-    from backend.export import atlas_bytes, export_points, projector_zip
+    from backend.share.export import atlas_bytes, export_points, projector_zip
 
     def exported():
         return export_points(

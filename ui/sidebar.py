@@ -21,12 +21,13 @@ from typing import Any
 
 import streamlit as st
 
-from backend.errors import IsoscopeError
-from backend.extract import ExtractionSettings
-from backend.models import DEFAULT_MODEL_NAME, source_is_causal
+from backend.engine.errors import IsoscopeError
+from backend.engine.extraction import ExtractionSettings
+from backend.engine.models import DEFAULT_MODEL_NAME, source_is_causal
 from ui.cache_panel import budget_label, cache_panel, sample_budget_input
-from ui.common import SELECTION_KEY, Selection, get_selection, remember_upload
+from ui.common import Selection, get_selection, remember_upload
 from ui.saved import saved_panel
+from ui.session import SELECTION_KEY
 
 CUSTOM = "custom"
 MODEL_PRESETS = {

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from backend.cli import (
+from backend.commands.common import (
     ProgressPrinter,
     add_model_args,
     check_out_path,
@@ -66,8 +66,8 @@ def add_parser(sub) -> None:
 def _read_pairs(path: str):
     from pathlib import Path
 
-    from backend.errors import InputError
-    from backend.similarity import read_pairs_csv
+    from backend.analysis.geometry.similarity import read_pairs_csv
+    from backend.engine.errors import InputError
 
     if not Path(path).is_file():
         raise InputError(
@@ -78,10 +78,10 @@ def _read_pairs(path: str):
 
 
 def run(args: argparse.Namespace) -> int:
-    from backend.ablation import has_mlm_checkpoint, parse_dims, run_ablation
-    from backend.corpus import load_corpus_file
-    from backend.errors import InputError
-    from backend.layernorm import ln_outliers, norms_of, select_norms
+    from backend.analysis.layernorm.ablation import has_mlm_checkpoint, parse_dims, run_ablation
+    from backend.analysis.layernorm.params import ln_outliers, norms_of, select_norms
+    from backend.engine.corpus import load_corpus_file
+    from backend.engine.errors import InputError
 
     out = check_out_path(args.out)
     if not 0 <= args.random_controls <= 100:
@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     pairs = _read_pairs(args.pairs) if args.pairs else None
     loaded = None
     if has_mlm_checkpoint(args.model):
-        from backend.errors import ModelLoadError
+        from backend.engine.errors import ModelLoadError
 
         try:
             loaded = load_model_from_args(args, head="mlm")

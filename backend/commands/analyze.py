@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from backend.cli import (
+from backend.analysis.geometry.isotropy import HISTOGRAM_BINS, N_PAIRS
+from backend.commands.common import (
     ProgressPrinter,
     add_cache_args,
     add_model_args,
@@ -15,7 +16,6 @@ from backend.cli import (
     progress_line,
     write_json,
 )
-from backend.isotropy import HISTOGRAM_BINS, N_PAIRS
 
 
 def add_parser(sub) -> None:
@@ -79,7 +79,7 @@ def add_parser(sub) -> None:
 
 
 def add_engine_args(p: argparse.ArgumentParser) -> None:
-    """--engine local|ray and the Ray options (backend.ray_engine)."""
+    """--engine local|ray and the Ray options (backend.engine.ray_engine)."""
     group = p.add_argument_group("engine (Ray runs neither read nor write the extraction cache)")
     group.add_argument(
         "--engine",
@@ -108,10 +108,10 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from backend.cache import parse_size
-    from backend.corpus import load_corpus_file
-    from backend.errors import InputError
-    from backend.extract import ExtractionSettings
+    from backend.engine.cache import parse_size
+    from backend.engine.corpus import load_corpus_file
+    from backend.engine.errors import InputError
+    from backend.engine.extraction import ExtractionSettings
 
     out = check_out_path(args.out)
     check_cache_args(args)  # a typo fails before the model loads
@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
     if args.top_dims < 0:
         raise InputError(f"--top-dims must be 0 or more, got {args.top_dims}")
     if args.save:
-        from backend.saved import check_save_target
+        from backend.engine.saved import check_save_target
 
         check_save_target(args.save)  # a bad path fails before the extraction, not after
     corpus = load_corpus_file(args.texts) if args.engine == "local" else None
@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
     for notice in result.notices:
         progress_line(f"note: {notice}")
     if args.save:
-        from backend.saved import save_analysis
+        from backend.engine.saved import save_analysis
 
         progress_line(f"saved analysis: {save_analysis(result, args.save)}")
     write_json(
@@ -160,9 +160,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_ray(args: argparse.Namespace, settings):
-    """The extraction on Ray (backend.ray_engine): the corpus path is read as a Ray dataset."""
-    from backend.errors import InputError
-    from backend.ray_engine import ModelSpec, RayOptions, run_ray_extraction
+    """The extraction on Ray (backend.engine.ray_engine): the corpus path is read as a Ray dataset."""
+    from backend.engine.errors import InputError
+    from backend.engine.ray_engine import ModelSpec, RayOptions, run_ray_extraction
 
     gpus = args.gpus_per_worker
     device = args.device
@@ -194,8 +194,8 @@ def build_report(
     histogram, Timkey's top cosine dims with their share of the mean cosine, and IsoScore (Rudman
     et al. 2022; null when the token sample has fewer points than dimensions).
     """
-    from backend.isotropy import by_state, clipped_anisotropy_by_state
-    from backend.outliers import outlier_dims, outliers_by_criterion
+    from backend.analysis.geometry.isotropy import by_state, clipped_anisotropy_by_state
+    from backend.analysis.geometry.outliers import outlier_dims, outliers_by_criterion
 
     iso = by_state(result, n_pairs=pairs, seed=seed, bins=bins, top_k=top_dims, similarity=False)
     aniso = iso.anisotropy

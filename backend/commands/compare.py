@@ -2,7 +2,7 @@
 
 Writes ``{"a", "b": model cards, "cka": states(A) x states(B), "basis": "tokens" | "texts",
 "states": [{"index", "anisotropy_a", "anisotropy_b", "outliers_a", "outliers_b", "gained",
-"lost", ...}]}`` (see :func:`backend.compare.comparison_report`). Linear CKA after Kornblith et al.
+"lost", ...}]}`` (see :func:`backend.analysis.compare.comparison.comparison_report`). Linear CKA after Kornblith et al.
 2019 (arXiv 1905.00414).
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from backend.cli import (
+from backend.commands.common import (
     add_cache_args,
     check_cache_args,
     check_out_path,
@@ -67,7 +67,7 @@ def add_parser(sub) -> None:
 
 
 def _load(source: str, args):
-    from backend.models import load_model
+    from backend.engine.models import load_model
 
     loaded = load_model(
         source, device=args.device, dtype=args.dtype, allow_pickle=args.allow_pickle
@@ -80,11 +80,11 @@ def _load(source: str, args):
 
 
 def run(args: argparse.Namespace) -> int:
-    from backend.cache import ResultCache
-    from backend.compare import compare_with_cache, comparison_report
-    from backend.corpus import load_corpus_file
-    from backend.errors import InputError
-    from backend.extract import ExtractionSettings
+    from backend.analysis.compare.comparison import compare_with_cache, comparison_report
+    from backend.engine.cache import ResultCache
+    from backend.engine.corpus import load_corpus_file
+    from backend.engine.errors import InputError
+    from backend.engine.extraction import ExtractionSettings
 
     out = check_out_path(args.out)
     check_cache_args(args)
@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     corpus_b = load_corpus_file(args.texts_b) if args.texts_b else corpus_a
     pairs = None
     if args.pairs:
-        from backend.similarity import read_pairs_csv
+        from backend.analysis.geometry.similarity import read_pairs_csv
 
         pairs = read_pairs_csv(args.pairs)
         if len(pairs.scores) < 3:

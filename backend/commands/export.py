@@ -1,11 +1,11 @@
 """``python -m backend export``: the token sample or mean-pooled texts at one hidden state, raw or
-clipped, for the TensorBoard Embedding Projector or Apple's embedding-atlas (see :mod:`backend.export`)."""
+clipped, for the TensorBoard Embedding Projector or Apple's embedding-atlas (see :mod:`backend.share.export`)."""
 
 from __future__ import annotations
 
 import argparse
 
-from backend.cli import (
+from backend.commands.common import (
     ProgressPrinter,
     add_cache_args,
     add_model_args,
@@ -49,13 +49,13 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from backend.corpus import load_corpus_file
-    from backend.errors import InputError
-    from backend.export import check_format, check_points, export_points, write_export
-    from backend.extract import ExtractionSettings
-    from backend.naming import parse_hidden_state
-    from backend.projections import check_method
-    from backend.similarity import parse_clip
+    from backend.analysis.geometry.projections import check_method
+    from backend.analysis.geometry.similarity import parse_clip
+    from backend.engine.corpus import load_corpus_file
+    from backend.engine.errors import InputError
+    from backend.engine.extraction import ExtractionSettings
+    from backend.engine.naming import parse_hidden_state
+    from backend.share.export import check_format, check_points, export_points, write_export
 
     fmt = check_format(args.format)
     points = check_points(args.points)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from backend.cli import (
+from backend.commands.common import (
     ProgressPrinter,
     add_model_args,
     check_out_path,
@@ -33,9 +33,9 @@ def add_parser(sub) -> None:
 
 
 def run_massive(args: argparse.Namespace) -> int:
-    from backend.corpus import load_corpus_file
-    from backend.errors import InputError
-    from backend.massive import scan_decoder
+    from backend.analysis.decoder.massive import scan_decoder
+    from backend.engine.corpus import load_corpus_file
+    from backend.engine.errors import InputError
 
     out = check_out_path(args.out)
     if not 2 <= args.max_length <= 8192:

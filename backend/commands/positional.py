@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from backend.cli import (
+from backend.commands.common import (
     ProgressPrinter,
     add_cache_args,
     add_model_args,
@@ -74,11 +74,11 @@ def add_parser(sub) -> None:
 
 
 def run_positional(args: argparse.Namespace) -> int:
-    from backend.corpus import load_corpus_file
-    from backend.errors import InputError
-    from backend.extract import ExtractionSettings
-    from backend.positional import ProbeSettings, probe_result
-    from backend.tupe import supports_tupe, tupe_summary
+    from backend.analysis.positional.table import ProbeSettings, probe_result
+    from backend.analysis.positional.tupe import supports_tupe, tupe_summary
+    from backend.engine.corpus import load_corpus_file
+    from backend.engine.errors import InputError
+    from backend.engine.extraction import ExtractionSettings
 
     out = check_out_path(args.out)
     if args.tupe_texts < 1:
@@ -129,7 +129,7 @@ def run_positional(args: argparse.Namespace) -> int:
 
 
 def run_nope(args: argparse.Namespace) -> int:
-    from backend.nope import NopeSettings, variance_lab
+    from backend.analysis.positional.nope import NopeSettings, variance_lab
 
     out = check_out_path(args.out)
     settings = NopeSettings(

@@ -1,12 +1,13 @@
 """``python -m backend report``: findings, key figures, model card, corpus and settings as one
-self-contained offline HTML file (see :mod:`backend.report`)."""
+self-contained offline HTML file (see :mod:`backend.share.report`)."""
 
 from __future__ import annotations
 
 import argparse
 import os
 
-from backend.cli import (
+from backend.analysis.geometry.isotropy import N_PAIRS
+from backend.commands.common import (
     ProgressPrinter,
     add_cache_args,
     add_model_args,
@@ -14,7 +15,6 @@ from backend.cli import (
     load_model_from_args,
     progress_line,
 )
-from backend.isotropy import N_PAIRS
 
 
 def add_parser(sub) -> None:
@@ -54,7 +54,7 @@ def add_parser(sub) -> None:
 def check_html_out(out: str):
     from pathlib import Path
 
-    from backend.errors import InputError
+    from backend.engine.errors import InputError
 
     path = Path(out)
     if path.is_dir():
@@ -66,9 +66,9 @@ def check_html_out(out: str):
 
 def run(args: argparse.Namespace) -> int:
     from backend.commands.ablate import _read_pairs
-    from backend.corpus import load_corpus_file
-    from backend.extract import ExtractionSettings
-    from backend.report import ReportSettings, build_report
+    from backend.engine.corpus import load_corpus_file
+    from backend.engine.extraction import ExtractionSettings
+    from backend.share.report import ReportSettings, build_report
 
     out = check_html_out(args.out)
     report_settings = ReportSettings(

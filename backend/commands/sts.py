@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from backend.cli import (
+from backend.commands.common import (
     ProgressPrinter,
     add_model_args,
     check_out_path,
@@ -45,15 +45,15 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from backend.errors import InputError
-    from backend.postprocess import POSTPROCESSORS
-    from backend.similarity import (
+    from backend.analysis.geometry.postprocess import POSTPROCESSORS
+    from backend.analysis.geometry.similarity import (
         clip_dims_by_state,
         parse_clip,
         pool_pairs,
         read_pairs_csv,
         sts_by_state,
     )
+    from backend.engine.errors import InputError
 
     out = check_out_path(args.out)
     pairs = read_pairs_csv(args.pairs)

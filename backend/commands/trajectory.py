@@ -1,7 +1,7 @@
 """``python -m backend trajectory``: per-layer statistics over training checkpoints as JSON.
 
 Writes ``{"steps": [...], "checkpoints": [...], "states": [[per-state figures] per checkpoint],
-"layernorm", "emergence", "complete", "errors"}`` (see :meth:`backend.trajectory.Trajectory.to_json`).
+"layernorm", "emergence", "complete", "errors"}`` (see :meth:`backend.analysis.compare.trajectory.Trajectory.to_json`).
 A checkpoint that fails to load, or has another architecture than the first, is skipped: the JSON
 holds every checkpoint that worked, and the command then exits 2 with one line naming the problem.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from backend.cli import (
+from backend.commands.common import (
     ProgressPrinter,
     add_cache_args,
     check_cache_args,
@@ -47,11 +47,11 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from backend.cache import ResultCache
-    from backend.corpus import load_corpus_file
-    from backend.errors import InputError
-    from backend.extract import ExtractionSettings
-    from backend.trajectory import resolve_checkpoints, run_trajectory
+    from backend.analysis.compare.trajectory import resolve_checkpoints, run_trajectory
+    from backend.engine.cache import ResultCache
+    from backend.engine.corpus import load_corpus_file
+    from backend.engine.errors import InputError
+    from backend.engine.extraction import ExtractionSettings
 
     out = check_out_path(args.out)
     check_cache_args(args)

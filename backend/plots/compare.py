@@ -2,9 +2,10 @@
 metrics of A vs B, outlier dims gained and lost, the |mean| difference heatmap, LayerNorm
 gamma/beta differences, and the checkpoint trajectory views.
 
-Builders take :class:`backend.compare.Comparison` / :class:`backend.trajectory.Trajectory` (or
-plain arrays) and return ``plotly.graph_objects.Figure``; ``*_frame`` helpers give the data behind
-each chart for CSV downloads.
+Builders take :class:`backend.analysis.compare.comparison.Comparison` /
+:class:`backend.analysis.compare.trajectory.Trajectory` (or plain arrays) and return
+``plotly.graph_objects.Figure``; ``*_frame`` helpers give the data behind each chart for CSV
+downloads.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from backend.compare import Comparison, LNDifference
-from backend.trajectory import Trajectory
+from backend.analysis.compare.comparison import Comparison, LNDifference
+from backend.analysis.compare.trajectory import Trajectory
 
 SIDE_COLOURS = {"A": "#1f77b4", "B": "#ff7f0e"}
 CHANGE_COLOURS = {"kept": "#7f7f7f", "gained": "#2ca02c", "lost": "#d62728"}

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from backend.layernorm import LNOutliers, LNParams
+from backend.analysis.layernorm.params import LNOutliers, LNParams
 from backend.plots.lines import add_vlines
 
 ABLATION_COLOR = "#d62728"

@@ -1,6 +1,6 @@
 """Figures and tables of the Outlier dimensions page (METHODS.md section 1).
 
-Builders take plain arrays (or an :class:`~backend.extract.ExtractionResult`) and return Plotly
+Builders take plain arrays (or an :class:`~backend.engine.extraction.ExtractionResult`) and return Plotly
 figures or pandas frames; nothing here runs a model.
 """
 
@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from backend.outliers import (
+from backend.analysis.geometry.outliers import (
     CRITERIA,
     CRITERION_LABELS,
     OutlierThresholds,
@@ -23,7 +23,7 @@ from backend.outliers import (
 )
 
 if TYPE_CHECKING:  # type hints only: importing them would pull in torch
-    from backend.extract import ExtractionResult
+    from backend.engine.extraction import ExtractionResult
 
 # Heatmap colour options: label -> (how to read it, diverging colour scale?)
 HEATMAP_STATS: dict[str, str] = {
@@ -144,7 +144,7 @@ def criteria_marks(by_state: Sequence[Mapping[str, Sequence[int]]]) -> dict[str,
 def all_states_outliers(
     result: ExtractionResult, thresholds: OutlierThresholds
 ) -> list[dict[str, list[int]]]:
-    """:func:`backend.outliers.outliers_by_criterion` for every hidden state."""
+    """:func:`backend.analysis.geometry.outliers.outliers_by_criterion` for every hidden state."""
     return [outliers_by_criterion(result, s, thresholds) for s in range(result.num_states)]
 
 

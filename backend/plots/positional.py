@@ -8,7 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from backend.tupe import TERM_LABELS, TERMS
+from backend.analysis.positional.tupe import TERM_LABELS, TERMS
 
 _MARGIN = dict(l=50, r=20, t=50, b=45)
 _LAYER_COLORS = (

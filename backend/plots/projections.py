@@ -11,7 +11,7 @@ import plotly.colors
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from backend.projections import Colouring, Projection
+from backend.analysis.geometry.projections import Colouring, Projection
 
 PALETTE = plotly.colors.qualitative.Plotly + plotly.colors.qualitative.D3
 OTHER_COLOUR = "#c7c7c7"

@@ -1,0 +1,550 @@
+"""Massive activations in the residual stream, and one pass that also measures sinks and int8 outliers.
+
+Sun, Chen, Kolter & Liu 2024, "Massive Activations in Large Language Models" (arXiv 2402.17762;
+code: locuslab/massive-activations): a handful of activations in the hidden states (decoder layer
+outputs) are huge, |h| > 100 and about 1000 x the median |h| of that hidden state. They sit in a
+few fixed dims, at the first token and at delimiter tokens ("." or "\\n"), appear after the first
+few layers, stay nearly constant, and act as fixed biases that turn the attention to those tokens
+into a sink. The reference code reports, per layer, the three largest |h| and the median |h|.
+
+Per hidden state (``emb``, 1 .. L; note transformers returns the LAST one after the final norm,
+which is why the massive values vanish there) :class:`MassiveStats` holds, over every non-padding
+token of the corpus, first position included:
+
+- the 3 largest |h| over all (token, dim) pairs, with dim, text, position and token;
+- the median |h| over all (token, dim) pairs. An exact median needs every value; instead each
+  state keeps a histogram of log10 |h| with 200 bins per decade over [1e-6, 1e5] (updated on the
+  model's device), and the median is read off it with log-linear interpolation inside its bin: the
+  relative error is below one bin width, 10**(1/200) - 1 = 1.2 % (values under 1e-6 count in the
+  first bin, so a median that small is reported as ~1e-6);
+- ``n_above_100``: the number of activations with |h| > 100 (exact), and ``n_massive``: those with
+  |h| > max(100, 1000 x median). Every activation above 100 is kept (value, dim, text, position,
+  token; up to 2 million in all, after which ``n_massive`` falls back to the histogram and
+  ``massive_exact`` is False), so the massive ones are also attributed to their carriers: the
+  first position, delimiter tokens, or other tokens.
+
+:func:`scan_decoder` runs the model once over the corpus (eager attention, hidden states and norm
+hooks together) and returns massive activations, attention sinks (``backend.analysis.decoder.sinks``) and
+LLM.int8-style outlier features (``backend.analysis.decoder.int8``) in one :class:`DecoderScan`.
+"""
+
+from __future__ import annotations
+
+import time
+import unicodedata
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from backend.analysis.decoder.int8 import Int8Accumulator, Int8Stats
+from backend.analysis.decoder.sinks import SinkAccumulator, SinkStats, eager_attention
+from backend.engine.device import to_numpy
+from backend.engine.errors import InputError, UnsupportedModelError
+from backend.engine.extraction import TokenizedCorpus, encode_text, pad_token_id, tokenize
+from backend.engine.hooks import forward_hooks
+from backend.engine.models import LoadedModel
+from backend.engine.naming import hidden_state_names
+from backend.engine.stats import accumulation_device
+
+Progress = Callable[[int, int], None]
+
+ABS_THRESHOLD = 100.0
+MEDIAN_RATIO = 1000.0
+TOP_K = 3
+LOG_LO, LOG_HI, BINS_PER_DECADE = -6.0, 5.0, 200
+N_BINS = int((LOG_HI - LOG_LO) * BINS_PER_DECADE)
+MAX_CANDIDATES = 2_000_000
+ATTENTION_BYTES = 1 << 30  # cap on the attention weights of one batch (all layers)
+
+_NEWLINES = ("Ċ", "<0x0A>", "\n", "ĊĊ", "\n\n")
+
+
+def is_delimiter(token: str) -> bool:
+    """Punctuation, newline or whitespace-only tokens ("." "," "\\n" "Ċ" "<0x0A>"): Sun et al.'s
+    delimiters."""
+    if token in _NEWLINES:
+        return True
+    core = token.removeprefix("##").strip("Ġ▁Ċ \n\t")
+    if not core:
+        return bool(token)  # a whitespace/newline marker
+    return all(unicodedata.category(c)[0] in "PS" for c in core)
+
+
+# ----------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True)
+class MassiveStats:
+    """Massive-activation statistics per hidden state (S = layers + 1, index 0 = ``emb``).
+
+    ``top_value`` float64 (S, 3) descending, with ``top_dim``, ``top_text``, ``top_position``
+    (0-based within the text) and ``top_token`` (S, 3); ``median_abs`` (S,); ``n_above_100`` and
+    ``n_massive`` (S,) int64; ``threshold`` (S,) = max(100, 1000 x median); ``carriers``: per state
+    a dict with the massive activations' counts by carrier (``first``, ``delimiter``, ``other``),
+    their most frequent dims and tokens.
+    """
+
+    state_names: tuple[str, ...]
+    top_value: np.ndarray
+    top_dim: np.ndarray
+    top_text: np.ndarray
+    top_position: np.ndarray
+    top_token: np.ndarray
+    median_abs: np.ndarray
+    n_above_100: np.ndarray
+    n_massive: np.ndarray
+    threshold: np.ndarray
+    carriers: tuple[dict, ...]
+    massive_exact: bool
+    n_tokens: int
+
+    @property
+    def ratio(self) -> np.ndarray:
+        """Largest |h| over the median |h| per state."""
+        return self.top_value[:, 0] / np.maximum(self.median_abs, 1e-12)
+
+    def layers(self) -> list[dict]:
+        """The CLI's ``layers`` list: index, name, median_abs, top [{value, dim, position, token}],
+        n_massive."""
+        out = []
+        for s, name in enumerate(self.state_names):
+            top = [
+                {
+                    "value": float(self.top_value[s, k]),
+                    "dim": int(self.top_dim[s, k]),
+                    "position": int(self.top_position[s, k]),
+                    "token": str(self.top_token[s, k]),
+                }
+                for k in range(self.top_value.shape[1])
+                if np.isfinite(self.top_value[s, k])
+            ]
+            out.append(
+                {
+                    "index": s,
+                    "name": name,
+                    "median_abs": float(self.median_abs[s]),
+                    "top": top,
+                    "n_massive": int(self.n_massive[s]),
+                }
+            )
+        return out
+
+
+@dataclass(frozen=True)
+class DecoderScan:
+    """One pass of a model over a corpus: massive activations, attention sinks, int8 features.
+
+    ``sinks`` is None when the model returns no attention weights, ``int8`` None when it has no
+    per-layer norms; ``notes`` says why.
+    """
+
+    massive: MassiveStats
+    sinks: SinkStats | None
+    int8: Int8Stats | None
+    n_texts: int
+    n_tokens: int
+    max_length: int
+    seconds: float
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+# ----------------------------------------------------------------------------- accumulation
+
+
+def _median_from_histogram(hist: np.ndarray) -> np.ndarray:
+    """Median of each row's log10-|h| histogram (S, N_BINS), log-linear inside the median bin."""
+    total = hist.sum(axis=1)
+    cum = np.cumsum(hist, axis=1)
+    half = total / 2.0
+    idx = np.argmax(cum >= half[:, None], axis=1)
+    below = np.where(idx > 0, cum[np.arange(len(idx)), idx - 1], 0)
+    inside = hist[np.arange(len(idx)), idx]
+    frac = np.where(inside > 0, (half - below) / np.maximum(inside, 1), 0.5)
+    log_value = LOG_LO + (idx + frac) / BINS_PER_DECADE
+    return np.where(total > 0, 10.0**log_value, np.nan)
+
+
+def _count_above_from_histogram(hist: np.ndarray, threshold: np.ndarray) -> np.ndarray:
+    """Approximate count of values above ``threshold`` per row (bins wholly above it)."""
+    edges = LOG_LO + np.arange(1, N_BINS + 1) / BINS_PER_DECADE  # upper edge of each bin
+    lower = edges - 1.0 / BINS_PER_DECADE
+    above = lower[None, :] >= np.log10(threshold)[:, None]
+    return (hist * above).sum(axis=1)
+
+
+class MassiveAccumulator:
+    """Streams top-3 |h|, a log-|h| histogram and every |h| > 100 per hidden state."""
+
+    def __init__(self, num_states: int, device: torch.device) -> None:
+        self.num_states = num_states
+        self.device = device
+        self.top_value = torch.full((num_states, TOP_K), -1.0, dtype=torch.float64)
+        self.top_meta = torch.full((num_states, TOP_K, 4), -1, dtype=torch.int64)  # dim,text,pos,id
+        self.hist = torch.zeros(num_states, N_BINS, dtype=torch.int64, device=device)
+        self.n_above = torch.zeros(num_states, dtype=torch.int64, device=device)
+        self.candidates: list[np.ndarray] = []  # rows (state, dim, text, pos, token id) int64
+        self.candidate_values: list[np.ndarray] = []
+        self.n_candidates = 0
+        self.overflow = False
+        self.n_tokens = 0
+
+    def update(self, hidden: torch.Tensor, meta: torch.Tensor) -> None:
+        """``hidden``: (S, N, d) activations of the batch's N non-padding tokens (model device);
+        ``meta``: (N, 3) int64 (text id, position, token id) on the CPU."""
+        s_count, n, d = hidden.shape
+        if n == 0:
+            return
+        self.n_tokens += n
+        k = min(TOP_K, n * d)
+        values = torch.empty(s_count, k, dtype=torch.float64)
+        index = torch.empty(s_count, k, dtype=torch.int64)
+        found: list[tuple[int, torch.Tensor, torch.Tensor]] = []
+        for s in range(s_count):  # one state at a time: (N, d) temporaries, not (S, N, d)
+            magnitude = hidden[s].abs().float()  # (N, d)
+            top, where = magnitude.reshape(-1).topk(k)
+            values[s] = torch.from_numpy(to_numpy(top))
+            index[s] = torch.from_numpy(to_numpy(where, dtype=None))
+            # log10 |h| histogram; clamped into range so nothing falls outside the bins
+            logs = magnitude.clamp(10.0**LOG_LO, 10.0 ** (LOG_HI - 1e-3)).log10_()
+            self.hist[s] += torch.histc(logs, N_BINS, LOG_LO, LOG_HI).to(torch.int64)
+            big = magnitude > ABS_THRESHOLD
+            n_big = big.sum()
+            self.n_above[s] += n_big
+            if not self.overflow and int(n_big):
+                found.append((s, torch.nonzero(big), magnitude[big]))
+        rows, dims = index // d, index % d
+        batch_meta = torch.cat([dims[..., None], meta[rows]], dim=-1)  # (S, k, 4)
+        all_values = torch.cat([self.top_value, values], dim=1)
+        all_meta = torch.cat([self.top_meta, batch_meta], dim=1)
+        keep = all_values.argsort(dim=1, descending=True, stable=True)[:, :TOP_K]
+        self.top_value = all_values.gather(1, keep)
+        self.top_meta = all_meta.gather(1, keep[..., None].expand(-1, -1, 4))
+        if self.overflow or not found:
+            return
+        if self.n_candidates + sum(len(w) for _, w, _ in found) > MAX_CANDIDATES:
+            self.overflow = True
+            self.candidates.clear()
+            self.candidate_values.clear()
+            return
+        meta_np = to_numpy(meta, dtype=None)
+        for s, where, vals in found:
+            where = to_numpy(where, dtype=None)  # (m, 2): row, dim
+            self.candidates.append(
+                np.column_stack([np.full(len(where), s), where[:, 1], meta_np[where[:, 0]]])
+            )
+            self.candidate_values.append(to_numpy(vals))
+            self.n_candidates += len(where)
+
+    def finish(self, state_names: list[str], id_to_token: Callable[[list[int]], list[str]]):
+        hist = to_numpy(self.hist, dtype=None)
+        median = _median_from_histogram(hist)
+        threshold = np.maximum(ABS_THRESHOLD, MEDIAN_RATIO * np.nan_to_num(median, nan=0.0))
+        top_value = to_numpy(self.top_value)
+        top_value[top_value < 0] = np.nan
+        meta = to_numpy(self.top_meta, dtype=None)
+        ids = meta[..., 3]
+        tokens = np.array(
+            [id_to_token([int(i)])[0] if i >= 0 else "" for i in ids.reshape(-1)], dtype=object
+        ).reshape(ids.shape)
+        carriers: list[dict] = [
+            {"first": 0, "delimiter": 0, "other": 0, "dims": [], "tokens": []} for _ in state_names
+        ]
+        if self.overflow:
+            n_massive = _count_above_from_histogram(hist, threshold).astype(np.int64)
+        else:
+            n_massive = np.zeros(self.num_states, dtype=np.int64)
+            if self.candidates:
+                rows = np.concatenate(self.candidates)
+                values = np.concatenate(self.candidate_values)
+                massive = values > threshold[rows[:, 0]]
+                rows = rows[massive]
+                n_massive = np.bincount(rows[:, 0], minlength=self.num_states).astype(np.int64)
+                carriers = _carriers(rows, self.num_states, id_to_token)
+        return MassiveStats(
+            state_names=tuple(state_names),
+            top_value=top_value,
+            top_dim=meta[..., 0],
+            top_text=meta[..., 1],
+            top_position=meta[..., 2],
+            top_token=tokens,
+            median_abs=median,
+            n_above_100=to_numpy(self.n_above, dtype=None).astype(np.int64),
+            n_massive=n_massive,
+            threshold=threshold,
+            carriers=tuple(carriers),
+            massive_exact=not self.overflow,
+            n_tokens=self.n_tokens,
+        )
+
+
+def _carriers(rows: np.ndarray, num_states: int, id_to_token) -> list[dict]:
+    """Per state: massive activations by carrier (first position / delimiter / other), top dims
+    and tokens. ``rows``: (m, 5) int64 (state, dim, text, position, token id)."""
+    vocab: dict[int, str] = {}
+    out = []
+    for s in range(num_states):
+        mine = rows[rows[:, 0] == s]
+        counts = {"first": 0, "delimiter": 0, "other": 0}
+        tokens: Counter[str] = Counter()
+        for position, tid in mine[:, 3:5].tolist():
+            if tid not in vocab:
+                vocab[tid] = id_to_token([tid])[0]
+            token = vocab[tid]
+            kind = "first" if position == 0 else ("delimiter" if is_delimiter(token) else "other")
+            counts[kind] += 1
+            tokens[token] += 1
+        dims = Counter(mine[:, 1].tolist())
+        out.append(
+            counts
+            | {
+                "dims": [[int(k), int(v)] for k, v in dims.most_common(5)],
+                "tokens": [[k, int(v)] for k, v in tokens.most_common(5)],
+            }
+        )
+    return out
+
+
+# ----------------------------------------------------------------------------- the pass
+
+
+def _batches(tokenized: TokenizedCorpus, batch_size: int) -> list[np.ndarray]:
+    order = np.argsort(-tokenized.lengths, kind="stable")
+    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def _padded(tokenized: TokenizedCorpus, rows: np.ndarray, pad_id: int):
+    lengths = tokenized.lengths[rows]
+    width = int(lengths.max())
+    ids = np.full((len(rows), width), pad_id, dtype=np.int64)
+    mask = np.zeros((len(rows), width), dtype=bool)
+    for r, t in enumerate(rows):
+        ids[r, : lengths[r]] = tokenized.input_ids[t]
+        mask[r, : lengths[r]] = True
+    return ids, mask, lengths
+
+
+def int8_sites(loaded: LoadedModel) -> list:
+    """The per-layer norms (``backend.analysis.layernorm.params``) whose outputs feed attention and the MLP."""
+    from backend.analysis.layernorm.params import norms_of
+
+    return [site for site in norms_of(loaded) if site.layer is not None]
+
+
+def scan_decoder(
+    loaded: LoadedModel,
+    texts: list[str] | tuple[str, ...],
+    *,
+    max_length: int = 128,
+    batch_size: int = 16,
+    sinks: bool = True,
+    int8: bool = True,
+    progress: Progress | None = None,
+) -> DecoderScan:
+    """Massive activations, attention sinks and int8-style outlier features in one pass.
+
+    Every non-padding position is included (the first one too). Texts are sorted by length and
+    right-padded; the batch size is lowered so that one batch's attention weights stay under
+    1 GiB. Reductions happen on the model's device; only (S, 3) tops, histograms and the few
+    activations above 100 come back to the host.
+    """
+    started = time.perf_counter()
+    tokenized = tokenize(loaded, tuple(texts), max_length)
+    num_states = loaded.info.num_layers + 1
+    names = hidden_state_names(loaded.info.num_layers)
+    device = loaded.device
+    notes: list[str] = []
+    if sinks:
+        heads = max(loaded.info.num_heads, 1)
+        width = int(tokenized.lengths.max())
+        per_text = loaded.info.num_layers * heads * width * width * 4
+        batch_size = max(1, min(batch_size, ATTENTION_BYTES // max(per_text, 1)))
+    massive = MassiveAccumulator(num_states, accumulation_device(device))
+    sink_acc = SinkAccumulator() if sinks else None
+    int8_acc = None
+    hooks: dict = {}
+    if int8:
+        try:
+            sites = int8_sites(loaded)
+        except UnsupportedModelError as exc:
+            sites = []
+            notes.append(f"int8 outlier features skipped: {exc}")
+        if sites:
+            int8_acc = Int8Accumulator([s.name for s in sites], loaded.info.hidden_size, device)
+            hooks = {s.module: int8_acc.hook(i) for i, s in enumerate(sites)}
+    pad_id = pad_token_id(loaded)
+    encoder = loaded.encoder
+    extra = {"use_cache": False} if getattr(encoder.config, "use_cache", None) is not None else {}
+    batches = _batches(tokenized, batch_size)
+    done = 0
+    attention_missing = False
+    with forward_hooks(hooks), torch.inference_mode():
+        context = eager_attention(encoder) if sinks else _null()
+        with context:
+            for rows in batches:
+                ids, mask, lengths = _padded(tokenized, rows, pad_id)
+                mask_t = torch.from_numpy(mask).to(device)
+                if int8_acc is not None:
+                    int8_acc.mask = mask_t
+                    int8_acc.add_tokens(int(mask.sum()))
+                out = encoder(
+                    input_ids=torch.from_numpy(ids).to(device),
+                    attention_mask=mask_t.long(),
+                    output_hidden_states=True,
+                    output_attentions=bool(sinks),
+                    **extra,
+                )
+                hidden_states = getattr(out, "hidden_states", None)
+                if not hidden_states or len(hidden_states) != num_states:
+                    raise UnsupportedModelError(
+                        f"{loaded.info.source!r} did not return {num_states} hidden states; "
+                        "massive activations need a model that supports output_hidden_states"
+                    )
+                hidden = torch.stack(hidden_states)[:, mask_t]  # (S, N, d), text order per row
+                text_ids = np.repeat(rows, lengths)
+                positions = np.concatenate([np.arange(n) for n in lengths])
+                token_ids = ids[mask]
+                meta = torch.from_numpy(np.column_stack([text_ids, positions, token_ids]))
+                massive.update(hidden.to(massive.device), meta)
+                attentions = getattr(out, "attentions", None) if sinks else None
+                if sink_acc is not None:
+                    if not attentions or any(a is None for a in attentions):
+                        attention_missing = True
+                    else:
+                        sink_acc.update(attentions, torch.from_numpy(lengths))
+                done += len(rows)
+                if progress is not None:
+                    progress(done, len(tokenized.input_ids))
+    sink_stats = None
+    if sink_acc is not None:
+        if attention_missing:
+            notes.append(
+                f"attention sinks skipped: {loaded.info.architecture} returned no attention weights "
+                "(it cannot switch to eager attention)"
+            )
+        else:
+            sink_stats = sink_acc.finish()
+    stats = massive.finish(names, loaded.tokenizer.convert_ids_to_tokens)
+    if stats.n_tokens == 0:
+        raise InputError("the texts produced no tokens; give real text")
+    return DecoderScan(
+        massive=stats,
+        sinks=sink_stats,
+        int8=int8_acc.finish() if int8_acc is not None else None,
+        n_texts=len(tokenized.input_ids),
+        n_tokens=stats.n_tokens,
+        max_length=tokenized.max_length,
+        seconds=time.perf_counter() - started,
+        notes=tuple(notes),
+    )
+
+
+class _null:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+
+# ----------------------------------------------------------------------------- one text
+
+
+@dataclass(frozen=True)
+class TextMagnitudes:
+    """|h| of one text: ``magnitude`` float32 (S, T, d), ``tokens`` (T,) token strings.
+
+    ``peak`` (S, T) is the largest |h| of each position, ``peak_dim`` (S, T) its dim.
+    """
+
+    state_names: tuple[str, ...]
+    tokens: tuple[str, ...]
+    magnitude: np.ndarray
+
+    @property
+    def peak(self) -> np.ndarray:
+        return self.magnitude.max(axis=2)
+
+    @property
+    def peak_dim(self) -> np.ndarray:
+        return self.magnitude.argmax(axis=2)
+
+    def top_dims(self, state: int, k: int = 4) -> list[int]:
+        """The ``k`` dims with the largest |h| anywhere in the text at ``state``."""
+        per_dim = self.magnitude[state].max(axis=0)
+        return [int(j) for j in np.argsort(-per_dim, kind="stable")[:k]]
+
+
+def text_magnitudes(loaded: LoadedModel, text: str, max_length: int = 64) -> TextMagnitudes:
+    """|h| of every hidden state, position and dim for one text (Sun et al., Fig. 1 and 2)."""
+    if not text.strip():
+        raise InputError("give a non-empty text to inspect")
+    hidden, table = encode_text(loaded, text, max_length)  # (S, T, d) float32
+    return TextMagnitudes(
+        tuple(hidden_state_names(loaded.info.num_layers)),
+        tuple(str(t) for t in table.token),
+        np.abs(hidden),
+    )
+
+
+# ----------------------------------------------------------------------------- the first position
+
+
+@dataclass(frozen=True)
+class FirstPositionContrast:
+    """Anisotropy and the largest |mean| per hidden state (S,), with and without position 0.
+
+    Computed on the token sample of one extraction that includes the first position, on the same
+    different-text pairs minus those that touch a position-0 token.
+    """
+
+    state_names: tuple[str, ...]
+    anisotropy_with: np.ndarray
+    anisotropy_without: np.ndarray
+    max_abs_mean_with: np.ndarray
+    max_abs_mean_without: np.ndarray
+    n_first: int
+    n_sample: int
+
+
+def first_position_contrast(result, n_pairs: int | None = None, seed: int | None = None):
+    """How much the first position changes the picture (METHODS.md section 7, "Practice").
+
+    ``result`` must include position 0 (``settings.exclude_first`` off). Anisotropy is Ethayarajh's
+    mean cosine of random different-text pairs (``backend.analysis.geometry.isotropy``); the largest |mean| is the
+    statistic behind the Outlier page's heatmap. Raises InputError when the sample has no
+    position-0 token.
+    """
+    from backend.analysis.geometry.isotropy import (
+        N_PAIRS,
+        PAIR_SEED,
+        different_text_pairs,
+        mean_pair_cosine,
+    )
+
+    n_pairs = N_PAIRS if n_pairs is None else n_pairs
+    seed = PAIR_SEED if seed is None else seed
+    sample = result.sample_tokens
+    first = sample.position == 0
+    if not first.any():
+        raise InputError(
+            "the token sample has no first-position token; turn off 'exclude the first position'"
+        )
+    pairs = different_text_pairs(sample.text_id, n_pairs, seed)
+    without = pairs[~first[pairs[:, 0]] & ~first[pairs[:, 1]]]
+    vectors = result.sample_vectors  # (S, k, d)
+    with_first = np.array([mean_pair_cosine(v, pairs) for v in vectors])
+    without_first = np.array([mean_pair_cosine(v, without) for v in vectors])
+    mean_with = np.abs(vectors.astype(np.float64).mean(axis=1)).max(axis=1)
+    mean_without = np.abs(vectors[:, ~first].astype(np.float64).mean(axis=1)).max(axis=1)
+    return FirstPositionContrast(
+        tuple(result.state_names),
+        with_first,
+        without_first,
+        mean_with,
+        mean_without,
+        int(first.sum()),
+        len(first),
+    )

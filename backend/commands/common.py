@@ -1,0 +1,153 @@
+"""What every CLI command shares: the model and cache option groups, loading and extracting with
+them, the ``--out`` check, progress lines on stderr and strict JSON output."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from backend.engine.errors import IsoscopeError
+from backend.engine.jsonio import strict_json
+
+MODEL_SOURCES = (
+    "default | smollm2 (bundled decoder) | file.gguf | checkpoint folder | cached Hub id | "
+    "random:FAMILY[:k=v,...] | random-like:SOURCE (random-init copy of SOURCE's architecture)"
+)
+
+
+def add_model_args(
+    parser: argparse.ArgumentParser,
+    *,
+    max_length: int = 128,
+    batch_size: int = 32,
+    source: bool = True,
+) -> None:
+    """The model options of every command that loads a model, in one group: ``--model`` (unless
+    ``source=False``, for commands that name their models otherwise), ``--device``, ``--dtype``,
+    ``--device-map``, ``--allow-pickle``, ``--max-length`` and ``--batch-size``."""
+    group = parser.add_argument_group("model")
+    if source:
+        group.add_argument("--model", default="default", help=MODEL_SOURCES)
+    parser = group
+    parser.add_argument(
+        "--device", default="auto", help="auto (CUDA, then MPS, then CPU) | cpu | cuda | mps"
+    )
+    parser.add_argument("--dtype", default="float32", help="float32 | bfloat16 (GPU only)")
+    parser.add_argument(
+        "--device-map",
+        default=None,
+        choices=["auto"],
+        help="auto: spread a checkpoint too big for one GPU over the GPUs, then CPU RAM (accelerate)",
+    )
+    parser.add_argument(
+        "--allow-pickle",
+        action="store_true",
+        help="allow pickle .bin weights (only for files you trust)",
+    )
+    parser.add_argument(
+        "--max-length", type=int, default=max_length, help="tokens per text (longer texts are cut)"
+    )
+    parser.add_argument("--batch-size", type=int, default=batch_size)
+
+
+def load_model_from_args(args: argparse.Namespace, head: str = "base", source: str | None = None):
+    """The model named by ``source`` (default ``--model``) with the options of
+    :func:`add_model_args`."""
+    from backend.engine.models import load_model
+
+    # No "loading ..." line before the load: a refused model must leave exactly one line on stderr.
+    loaded = load_model(
+        args.model if source is None else source,
+        device=args.device,
+        dtype=args.dtype,
+        allow_pickle=args.allow_pickle,
+        head=head,
+        device_map=getattr(args, "device_map", None),
+    )
+    progress_line(
+        f"model: {loaded.info.display_name} · {loaded.info.num_layers} "
+        f"layers · width {loaded.info.hidden_size} · {loaded.info.device}"
+    )
+    return loaded
+
+
+def add_cache_args(parser: argparse.ArgumentParser, *, no_cache: bool = True) -> None:
+    """``--cache-dir``, ``--cache-limit`` (and ``--no-cache``): one definition for every command."""
+    parser.add_argument(
+        "--cache-dir",
+        default=None,
+        help="result cache folder (default: $ISOSCOPE_CACHE_DIR, else the user cache dir)",
+    )
+    if no_cache:
+        parser.add_argument(
+            "--no-cache", action="store_true", help="neither read nor write the result cache"
+        )
+    parser.add_argument(
+        "--cache-limit",
+        default=None,
+        help="disk cache size limit, e.g. 500M or 5G (default: $ISOSCOPE_CACHE_LIMIT, else 5G); "
+        "least recently used results are evicted beyond it",
+    )
+
+
+def check_cache_args(args: argparse.Namespace) -> None:
+    """Fail on a malformed ``--cache-limit`` before any model loads."""
+    from backend.engine.cache import parse_size
+
+    if getattr(args, "cache_limit", None) is not None:
+        parse_size(args.cache_limit, "--cache-limit")
+
+
+def extract_with_cache(loaded, corpus, settings, args: argparse.Namespace, label: str = ""):
+    """The extraction through the disk cache (``--cache-dir``/``--cache-limit``) unless
+    ``--no-cache``, with a progress line on stderr."""
+    from backend.engine.cache import ResultCache, cached_extract
+    from backend.engine.extraction import extract
+
+    progress = ProgressPrinter(f"{label + ': ' if label else ''}extracting {len(corpus)} texts")
+    if getattr(args, "no_cache", False):
+        return extract(loaded, corpus, settings, progress)
+    cache = ResultCache(getattr(args, "cache_dir", None), getattr(args, "cache_limit", None))
+    return cached_extract(loaded, corpus, settings, progress, cache)
+
+
+def check_out_path(out: str) -> Path:
+    path = Path(out)
+    if path.is_dir():
+        raise IsoscopeError(f"--out {out!r} is a folder; give a file name such as out.json")
+    if not path.parent.exists():
+        raise IsoscopeError(f"--out: folder {str(path.parent)!r} does not exist")
+    return path
+
+
+def progress_line(message: str) -> None:
+    sys.stderr.write(message + "\n")
+    sys.stderr.flush()
+
+
+class ProgressPrinter:
+    """A ``progress(done, total)`` callback that prints at most every half second to stderr."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.last = 0.0
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if done >= total or now - self.last > 0.5:
+            self.last = now
+            sys.stderr.write(f"\r{self.label}: {done}/{total}")
+            if done >= total:
+                sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+def write_json(path: Path, payload: dict) -> None:
+    """``payload`` as strict JSON (NaN and inf as null), written atomically."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(strict_json(payload, indent=1))
+    os.replace(tmp, path)
+    progress_line(f"wrote {path}")

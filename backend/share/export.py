@@ -1,0 +1,331 @@
+"""Exports other tools open: the token sample or the mean-pooled texts at one hidden state, raw or
+with outlier dims clipped, for the TensorBoard Embedding Projector and Apple's embedding-atlas.
+
+- **Embedding Projector** (https://projector.tensorflow.org, or TensorBoard's projector plugin):
+  ``tensors.tsv`` (no header, one row per point, one tab-separated column per dimension),
+  ``metadata.tsv`` (a header row, then one row per point: token, text, position, state, special,
+  punctuation) and ``projector_config.json`` pointing to both (load it with "Load" or host the folder).
+- **embedding-atlas** (``pip install embedding-atlas``; Ren et al. 2025, arXiv 2505.06386): one Parquet
+  table with text, token, the chosen 2-D projection's ``x`` and ``y``, the ``vector`` (list of
+  float32) and the same metadata. Open it with
+  ``embedding-atlas points.parquet --text text --x x --y y``.
+
+Points: ``"token"`` = the extraction's seeded token sample (text = the token in its context,
+±8 tokens, the token in brackets); ``"text"`` = one mean-pooled vector per text
+(:func:`backend.engine.extraction.mean_pooled`; token and position are empty). Clipping
+(:class:`backend.analysis.geometry.postprocess.ClipDims`): ``"auto"`` zeroes the hidden state's detected outlier dims
+(:func:`backend.analysis.geometry.outliers.outlier_dims`, what the Clipping & projections page pre-fills), ``"none"``
+keeps the raw vectors, a list zeroes those dims. Tabs and newlines inside texts become spaces so
+every TSV row stays one row.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from backend.engine.errors import InputError
+
+EXPORT_FORMATS = ("projector", "atlas")
+POINT_KINDS = ("token", "text")
+METADATA_COLUMNS = ("token", "text", "position", "state", "special", "punctuation")
+TEXT_LIMIT = 500  # characters of a text kept in the metadata
+PROJECTOR_FILES = ("tensors.tsv", "metadata.tsv", "projector_config.json")
+ATLAS_FILE = "points.parquet"
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class ExportPoints:
+    """The exported points: ``vectors`` float32 (n, d) and per-point metadata (n,) arrays.
+
+    ``position`` is -1 and ``token`` empty for mean-pooled texts.
+    """
+
+    vectors: np.ndarray
+    token: np.ndarray
+    text: np.ndarray
+    position: np.ndarray
+    special: np.ndarray
+    punctuation: np.ndarray
+    state: str
+    points: str
+    clip_dims: tuple[int, ...]
+    model: str
+
+    def __len__(self) -> int:
+        return len(self.vectors)
+
+    def metadata_frame(self):
+        import pandas as pd
+
+        return pd.DataFrame(
+            {
+                "token": self.token,
+                "text": self.text,
+                "position": self.position,
+                "state": self.state,
+                "special": self.special,
+                "punctuation": self.punctuation,
+            },
+            columns=list(METADATA_COLUMNS),
+        )
+
+    @property
+    def description(self) -> str:
+        clip = f"dims {', '.join(map(str, self.clip_dims))} zeroed" if self.clip_dims else "raw"
+        kind = "token sample" if self.points == "token" else "mean-pooled texts"
+        return f"{self.model} · state {self.state} · {kind} · {clip} · {len(self):,} points"
+
+
+def check_points(points: str) -> str:
+    key = str(points).strip().lower()
+    if key not in POINT_KINDS:
+        raise InputError(f"unknown points {points!r}; choose one of: {', '.join(POINT_KINDS)}")
+    return key
+
+
+def check_format(fmt: str) -> str:
+    key = str(fmt).strip().lower()
+    if key not in EXPORT_FORMATS:
+        raise InputError(
+            f"unknown export format {fmt!r}; choose one of: {', '.join(EXPORT_FORMATS)}"
+        )
+    return key
+
+
+def resolve_clip(clip: str | Sequence[int], result, state: int) -> list[int]:
+    """``"auto"`` -> the state's outlier dims, ``"none"`` -> [], ``"D1,D2"`` or ints -> those dims."""
+    from backend.analysis.geometry.outliers import outlier_dims
+    from backend.analysis.geometry.postprocess import parse_dims
+
+    if isinstance(clip, str):
+        text = clip.strip().lower()
+        if text == "auto":
+            return sorted(outlier_dims(result, state))
+        if text == "none":
+            return []
+        dims = parse_dims(text, result.hidden_size)
+        if not dims:
+            raise InputError("--clip needs 'auto', 'none' or dimension indices such as 223,338")
+        return dims
+    return parse_dims(list(clip), result.hidden_size)
+
+
+def _clean(values) -> np.ndarray:
+    """Strings without tabs or line breaks (one TSV cell each)."""
+    out = [" ".join(str(v).split()) for v in values]
+    return np.array(out, dtype=object)
+
+
+def export_points(
+    result,
+    state: int,
+    *,
+    points: str = "token",
+    clip: str | Sequence[int] = "none",
+    loaded=None,
+    pooled: np.ndarray | None = None,
+    text_ids: Sequence[int] | None = None,
+    rows: Sequence[int] | None = None,
+    progress: Progress | None = None,
+) -> ExportPoints:
+    """The points to export at hidden state ``state`` (0 = emb) of an ExtractionResult.
+
+    Mean-pooled texts need ``loaded`` (to pool every text) or ``pooled`` (S, n, d) already computed
+    for the texts ``text_ids`` (default: the first n texts). ``rows`` keeps only those points (rows
+    of the token sample, or of ``pooled``), e.g. the ones a page projected.
+    """
+    from backend.analysis.geometry.postprocess import make_postprocessor
+    from backend.analysis.geometry.projections import hover_contexts, text_snippets
+
+    points = check_points(points)
+    if not 0 <= state < result.num_states:
+        raise InputError(
+            f"hidden state {state} does not exist; this model has states 0 (emb) to {result.num_states - 1}"
+        )
+    dims = resolve_clip(clip, result, state)
+    name = result.state_names[state]
+    if points == "token":
+        vectors = np.asarray(result.sample_vectors[state], dtype=np.float64)
+        sample = result.sample_tokens
+        token = _clean(sample.token)
+        text = _clean(hover_contexts(result.tokens, result.sample_index))
+        position = np.asarray(sample.position, dtype=np.int64)
+        special = np.asarray(sample.is_special, dtype=bool)
+        punctuation = np.asarray(sample.is_punct, dtype=bool)
+    else:
+        if pooled is None:
+            if loaded is None:
+                raise InputError("exporting mean-pooled texts needs the model to pool them")
+            from backend.engine.extraction import mean_pooled
+
+            pooled = mean_pooled(
+                loaded,
+                result.texts,
+                result.settings.max_length,
+                result.settings.batch_size,
+                progress,
+            )
+        vectors = np.asarray(pooled[state], dtype=np.float64)
+        n = len(vectors)
+        ids = np.arange(n) if text_ids is None else np.asarray(text_ids, dtype=np.int64)
+        token = np.full(n, "", dtype=object)
+        text = _clean(text_snippets([result.texts[i] for i in ids], TEXT_LIMIT))
+        position = np.full(n, -1, dtype=np.int64)
+        special = np.zeros(n, dtype=bool)
+        punctuation = np.zeros(n, dtype=bool)
+    if rows is not None:
+        keep = np.asarray(rows, dtype=np.int64)
+        vectors, token, text = vectors[keep], token[keep], text[keep]
+        position, special, punctuation = position[keep], special[keep], punctuation[keep]
+    if dims:
+        vectors = make_postprocessor("clip", dims=dims).fit_transform(vectors)
+    return ExportPoints(
+        vectors=np.asarray(vectors, dtype=np.float32),
+        token=token,
+        text=text,
+        position=position,
+        special=special,
+        punctuation=punctuation,
+        state=name,
+        points=points,
+        clip_dims=tuple(dims),
+        model=str(result.model.get("display_name") or result.model.get("source")),
+    )
+
+
+# ----------------------------------------------------------------------------- projector
+
+
+def projector_files(exported: ExportPoints) -> dict[str, bytes]:
+    """The three Embedding Projector files as bytes: tensors.tsv, metadata.tsv, projector_config.json."""
+    tensors = io.StringIO()
+    np.savetxt(tensors, exported.vectors, delimiter="\t", fmt="%.7g")
+    # Written by hand: the projector splits on tabs and knows no quoting (csv would quote '"').
+    frame = exported.metadata_frame()
+    lines = ["\t".join(METADATA_COLUMNS)]
+    lines += ["\t".join(map(str, row)) for row in frame.itertuples(index=False)]
+    metadata = "\n".join(lines) + "\n"
+    config = {
+        "embeddings": [
+            {
+                "tensorName": exported.description,
+                "tensorShape": [len(exported), int(exported.vectors.shape[1])],
+                "tensorPath": "tensors.tsv",
+                "metadataPath": "metadata.tsv",
+            }
+        ]
+    }
+    return {
+        "tensors.tsv": tensors.getvalue().encode("utf-8"),
+        "metadata.tsv": metadata.encode("utf-8"),
+        "projector_config.json": (json.dumps(config, indent=1) + "\n").encode("utf-8"),
+    }
+
+
+def projector_zip(exported: ExportPoints) -> bytes:
+    """The three projector files in one zip (the app's download)."""
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name, data in projector_files(exported).items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
+
+
+# ----------------------------------------------------------------------------- embedding-atlas
+
+
+def atlas_table(
+    exported: ExportPoints, projection: str = "pca", seed: int = 0, coords: np.ndarray | None = None
+):
+    """A pyarrow Table for embedding-atlas: text, token, x, y, vector (list<float32>) + metadata.
+
+    ``x``/``y`` are the 2-D ``projection`` (pca | umap | tsne, :func:`backend.analysis.geometry.projections.project`)
+    of the exported vectors, seeded; or ``coords`` (n, 2) already computed (the page's projection).
+    """
+    import pyarrow as pa
+
+    from backend.analysis.geometry.projections import project
+
+    if coords is None:
+        if len(exported) < 3:
+            raise InputError(
+                f"{len(exported)} point(s) are too few to project; give more texts or tokens"
+            )
+        coords = project(exported.vectors, projection, seed).coords
+    coords = np.asarray(coords, dtype=np.float64)
+    if coords.shape != (len(exported), 2):
+        raise InputError(f"coordinates of shape {coords.shape} do not match {len(exported)} points")
+    d = int(exported.vectors.shape[1])
+    flat = pa.array(np.ascontiguousarray(exported.vectors, dtype=np.float32).ravel())
+    vector = pa.FixedSizeListArray.from_arrays(flat, d).cast(pa.list_(pa.float32()))
+    return pa.table(
+        {
+            "text": pa.array(exported.text.tolist(), pa.string()),
+            "token": pa.array(exported.token.tolist(), pa.string()),
+            "x": pa.array(coords[:, 0], pa.float64()),
+            "y": pa.array(coords[:, 1], pa.float64()),
+            "vector": vector,
+            "position": pa.array(exported.position, pa.int64()),
+            "state": pa.array([exported.state] * len(exported), pa.string()),
+            "special": pa.array(exported.special, pa.bool_()),
+            "punctuation": pa.array(exported.punctuation, pa.bool_()),
+        },
+        metadata={
+            "isoscope": json.dumps(
+                {
+                    "description": exported.description,
+                    "projection": projection,
+                    "seed": seed,
+                    "clip_dims": list(exported.clip_dims),
+                }
+            )
+        },
+    )
+
+
+def atlas_bytes(
+    exported: ExportPoints, projection: str = "pca", seed: int = 0, coords: np.ndarray | None = None
+) -> bytes:
+    """The embedding-atlas Parquet file as bytes (the app's download)."""
+    import pyarrow.parquet as pq
+
+    buffer = io.BytesIO()
+    pq.write_table(atlas_table(exported, projection, seed, coords), buffer)
+    return buffer.getvalue()
+
+
+# ----------------------------------------------------------------------------- writing
+
+
+def write_export(
+    exported: ExportPoints, out_dir: str | Path, fmt: str, projection: str = "pca", seed: int = 0
+) -> list[Path]:
+    """Write the files of ``fmt`` into ``out_dir`` (created if missing); returns their paths."""
+    fmt = check_format(fmt)
+    folder = Path(out_dir)
+    if folder.exists() and not folder.is_dir():
+        raise InputError(f"--out {str(folder)!r} is a file; give a folder for the exported files")
+    if not folder.parent.exists():
+        raise InputError(f"--out: folder {str(folder.parent)!r} does not exist")
+    folder.mkdir(exist_ok=True)
+    files = (
+        projector_files(exported)
+        if fmt == "projector"
+        else {ATLAS_FILE: atlas_bytes(exported, projection, seed)}
+    )
+    written = []
+    for name, data in files.items():
+        path = folder / name
+        path.write_bytes(data)
+        written.append(path)
+    return written

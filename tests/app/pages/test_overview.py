@@ -1,0 +1,80 @@
+"""AppTest of the Overview page: default run, a new corpus through the sidebar form, bad inputs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+from ui.sidebar import MODEL_PRESETS
+
+APP = str(Path(__file__).resolve().parents[3] / "app.py")
+TIMEOUT = 240  # the first run extracts the bundled MiniLM on the bundled corpus (~10-30 s)
+
+
+def _app() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.run()
+    assert not at.exception
+    return at
+
+
+def _submit(at: AppTest) -> None:
+    next(b for b in at.button if b.label == "Run analysis").click().run()
+
+
+def _metrics(at: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def test_default_run_shows_model_card_and_metrics():
+    at = _app()
+    assert [t.value for t in at.title] == ["Overview"]
+    metrics = _metrics(at)
+    assert int(metrics["Texts"].replace(",", "")) >= 200
+    assert int(metrics["Tokens analysed"].replace(",", "")) > 1000
+    card = at.table[0].value
+    assert "BertModel" in " ".join(card["value"].astype(str))
+    rows = at.dataframe[0].value
+    assert rows["hidden state"].tolist() == ["emb", "1", "2", "3", "4", "5", "6"]
+    assert (
+        "223" in rows.set_index("hidden state").loc["3", "outlier dims (z-score or extreme-index)"]
+    )
+    assert not at.error
+    # The anisotropy line shows every hidden state, "emb" included (a numeric-looking axis drops it).
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert spec["data"][0]["x"] == ["emb", "1", "2", "3", "4", "5", "6"]
+    assert spec["layout"]["xaxis"]["type"] == "category"
+
+
+def test_pasted_text_through_the_sidebar_form():
+    at = _app()
+    at.radio(key="sb_corpus_kind").set_value("paste text").run()
+    at.text_area(key="sb_corpus_text").input(
+        "The cat sat on the mat.\nA dog barked.\nRates rose again."
+    ).run()
+    assert any("will analyse" in i.value and "pasted text" in i.value for i in at.sidebar.info)
+    _submit(at)
+    assert not at.exception and not at.error
+    assert _metrics(at)["Texts"] == "3"
+    assert any("pasted text" in c.value for c in at.sidebar.caption)
+
+
+def test_empty_pasted_text_shows_an_error():
+    at = _app()
+    at.radio(key="sb_corpus_kind").set_value("paste text").run()
+    at.text_area(key="sb_corpus_text").input("   ")
+    _submit(at)
+    assert not at.exception
+    assert any("pasted text is empty" in e.value for e in at.error)
+
+
+def test_missing_model_folder_shows_an_error():
+    at = _app()
+    custom = next(label for label, source in MODEL_PRESETS.items() if source == "custom")
+    at.selectbox(key="sb_model_preset").set_value(custom)
+    at.text_input(key="sb_model_custom").input("/no/such/isoscope/checkpoint")
+    _submit(at)
+    assert not at.exception
+    assert any("does not exist" in e.value for e in at.error)

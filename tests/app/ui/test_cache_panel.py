@@ -1,0 +1,108 @@
+"""AppTest of the sidebar's disk-cache section: use against the limit, clear, and a limit below one
+result (the analysis is shown, nothing is kept, one notice on the page)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from backend.engine.cache import set_process_limit
+from backend.engine.extraction import ExtractionSettings
+from ui.common import Selection
+from ui.session import SELECTION_KEY
+
+APP = str(Path(__file__).resolve().parents[3] / "app.py")
+TINY = "random:bert:layers=2,width=32,heads=2,seed=3"
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("ISOSCOPE_CACHE_DIR", str(folder))
+    monkeypatch.delenv("ISOSCOPE_CACHE_LIMIT", raising=False)
+    set_process_limit(None)
+    yield folder
+    set_process_limit(None)
+
+
+def _app(text: str) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.session_state[SELECTION_KEY] = Selection(
+        model_source=TINY, device="cpu", corpus_kind="paste", corpus_text=text
+    )
+    at.run()
+    assert not at.exception
+    return at
+
+
+def _cache_line(at: AppTest) -> str:
+    texts = [p.proto.text for p in at.sidebar.get("progress")]
+    return next(t for t in texts if t.startswith("Disk cache: "))
+
+
+def test_panel_shows_use_and_clears(cache_dir):
+    at = _app("A cat sat on the mat.\nThe river bank was muddy.\nRates rose.")
+    assert len(list(cache_dir.glob("*.npz"))) == 1
+    assert _cache_line(at).endswith(" of 5 GiB")
+    assert not [c for c in at.caption if "nothing was cached" in c.value]
+    at.button(key="sb_cache_clear").click().run()
+    assert not at.exception
+    assert not list(cache_dir.glob("*.npz"))
+    assert any("Cleared 1 cached analyses" in s.value for s in at.sidebar.success)
+    assert _cache_line(at) == "Disk cache: 0 of 5 GiB"
+
+
+def test_limit_below_one_result_shows_it_and_keeps_nothing(cache_dir):
+    at = _app("First corpus, first line.\nSecond line.")
+    assert len(list(cache_dir.glob("*.npz"))) == 1
+    at.number_input(key="sb_cache_limit_gib").set_value(0.0).run()
+    assert not list(cache_dir.glob("*.npz"))  # the lowered limit applied at once
+    at.session_state[SELECTION_KEY] = Selection(
+        model_source=TINY, device="cpu", corpus_kind="paste", corpus_text="Another corpus.\nYes."
+    )
+    at.run()
+    assert not at.exception and not at.error
+    assert [t.value for t in at.title] == ["Overview"]
+    notices = [c.value for c in at.caption if "nothing was cached" in c.value]
+    assert len(notices) == 1 and "0 B" in notices[0]
+    assert not list(cache_dir.glob("*.npz"))
+
+
+def test_in_memory_stores_are_bounded_by_count_and_bytes():
+    from ui.common import _LRU
+
+    store = _LRU(4, max_bytes=100, weigh=len)
+    for key in "abcd":
+        store.put(key, "x" * 30)
+    assert list(store.items) == ["b", "c", "d"]  # 4 x 30 > 100: the oldest went
+    assert store.get("b") is not None  # a hit is a use
+    store.put("e", "x" * 30)
+    assert list(store.items) == ["d", "b", "e"]
+    store.put("big", "x" * 500)
+    assert list(store.items) == ["big"]  # the newest is kept, whatever it weighs
+    counted = _LRU(2)
+    for key in "abc":
+        counted.put(key, key)
+    assert list(counted.items) == ["b", "c"]
+
+
+def test_sample_budget_from_the_sidebar_reaches_the_settings_and_the_page(cache_dir):
+    at = _app("One line of text here.\nAnother line of text.\nA third one.")
+    at.select_slider(key="sb_sample_budget").set_value("256 MiB").run()
+    assert any("sample within 256 MiB" in i.value for i in at.sidebar.info)
+    at.button(key="sb_run").click().run()
+    assert not at.exception
+    assert at.session_state[SELECTION_KEY].settings.sample_budget_bytes == 256 * 1024**2
+    # A budget that binds (3 states x 32 dims x 4 bytes = 384 B per token): the page says so.
+    at.session_state[SELECTION_KEY] = Selection(
+        model_source=TINY,
+        device="cpu",
+        corpus_kind="paste",
+        corpus_text="One line of text here.\nAnother line of text.",
+        settings=ExtractionSettings(sample_budget_bytes=4096),
+    )
+    at.run()
+    assert not at.exception and not at.error
+    assert any("10 tokens per state to stay within 4 KiB" in c.value for c in at.caption)

@@ -1,0 +1,161 @@
+"""AppTest of shareable links: the URL holds model, corpus, page, hidden state and the page's main
+controls; opening that URL in a new session reopens the same view; an invalid value opens the
+defaults with one line saying so."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+APP = str(Path(__file__).resolve().parents[3] / "app.py")
+
+
+@pytest.fixture(autouse=True)
+def _no_umap_warmup(monkeypatch):
+    monkeypatch.setenv("ISOSCOPE_UMAP_WARMUP", "0")
+
+
+def open_link(**params: str) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=600)
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _params(at: AppTest) -> dict[str, str]:
+    return {k: (v[-1] if isinstance(v, list) else v) for k, v in at.query_params.items()}
+
+
+def test_a_view_round_trips_through_its_link():
+    at = AppTest.from_file(APP, default_timeout=600)
+    at.run()
+    at.switch_page("pages/projections.py").run()
+    at.selectbox(key="proj_post").set_value("standardize").run()
+    at.selectbox(key="proj_state").set_value(2).run()
+    assert not at.exception
+    link = _params(at)
+    assert link["page"] == "projections" and link["model"] == "default"
+    assert link["corpus"] == "bundled"
+    assert link["proj_post"] == "standardize" and link["state"] == "2"
+
+    reopened = open_link(**link)
+    assert [t.value for t in reopened.title] == ["Clipping & projections"]
+    assert reopened.selectbox(key="proj_post").value == "standardize"
+    assert reopened.selectbox(key="proj_state").value == 2
+    assert not reopened.warning
+    assert _params(reopened) == link
+
+
+def test_a_link_with_pasted_text_and_the_tour_step():
+    at = open_link(
+        page="tour", model="default", corpus="paste", texts="A cat sat.\nA dog ran.", tour_step="5"
+    )
+    assert [t.value for t in at.title] == ["Guided tour"]
+    assert at.radio(key="tour_step").value == "5"
+    assert "2 texts" in " ".join(c.value for c in at.sidebar.caption) or any(
+        "pasted text" in c.value for c in at.sidebar.caption
+    )
+
+
+def test_invalid_values_open_the_defaults_with_one_notice():
+    at = open_link(page="projections", model="no/such/model/here", proj_method="bogus", state="99")
+    assert [t.value for t in at.title] == ["Clipping & projections"]
+    notices = [w.value for w in at.warning if "invalid or unknown" in w.value]
+    assert len(notices) >= 1
+    assert "model 'no/such/model/here'" in notices[0] and "proj_method 'bogus'" in notices[0]
+    assert at.selectbox(key="proj_method").value == "pca"
+    assert _params(at)["model"] == "default"
+
+
+def test_a_hub_model_in_the_local_cache_opens_from_a_link(tiny_bert_dir, tmp_path, monkeypatch):
+    """An "org/name" id that the server's Hugging Face cache holds is a valid link model (and
+    Model B); one it does not hold opens the default with the notice. Nothing is downloaded."""
+    import shutil
+
+    import huggingface_hub.constants
+
+    repo = tmp_path / "hub" / "models--someorg--tiny-bert"
+    shutil.copytree(tiny_bert_dir, repo / "snapshots" / ("0" * 40))
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0" * 40)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+
+    at = open_link(page="outliers", model="someorg/tiny-bert", corpus="bundled")
+    assert not [w.value for w in at.warning if "invalid or unknown" in w.value]
+    assert _params(at)["model"] == "someorg/tiny-bert"
+    assert at.sidebar.text_input(key="sb_model_custom").value == "someorg/tiny-bert"
+    cmp = open_link(page="compare", model="default", model_b="someorg/tiny-bert")
+    assert cmp.text_input(key="cmp_model_b_custom").value == "someorg/tiny-bert"
+
+    missing = open_link(page="outliers", model="someorg/not-downloaded")
+    notices = [w.value for w in missing.warning if "invalid or unknown" in w.value]
+    assert notices and "someorg/not-downloaded" in notices[0]
+    assert _params(missing)["model"] == "default"
+
+
+def test_an_unknown_page_opens_the_overview():
+    at = open_link(page="nowhere")
+    assert [t.value for t in at.title] == ["Overview"]
+    assert any("page 'nowhere'" in w.value for w in at.warning)
+
+
+@pytest.mark.parametrize(
+    ("page", "widget"), [("outliers", "out_state"), ("anisotropy", "aniso_layer")]
+)
+def test_the_hidden_state_of_a_slider_page_round_trips(page, widget):
+    at = open_link(page=page, model="default", corpus="bundled", state="emb")
+    assert at.select_slider(key=widget).value == "emb"
+    assert not at.warning
+    at.select_slider(key=widget).set_value("5").run()
+    assert not at.exception
+    assert _params(at)["state"] == "5"
+
+
+def test_similarity_controls_round_trip():
+    link = {
+        "page": "similarity",
+        "model": "default",
+        "corpus": "bundled",
+        "sim_sts_clip_mode": "corpus",
+        "sim_sts_post": "whiten",
+        "sim_wic_clip_mode": "auto",
+        "sim_wic_post": "none",
+    }
+    at = open_link(**link)
+    assert [t.value for t in at.title] == ["Sentence similarity"]
+    assert at.selectbox(key="sim_sts_clip_mode").value == "corpus"
+    assert at.selectbox(key="sim_sts_post").value == "whiten"
+    assert at.selectbox(key="sim_wic_clip_mode").value == "auto"
+    assert not [w for w in at.warning if "link" in w.value]
+    assert _params(at) == link
+
+
+def test_a_lazy_tab_in_a_link_opens_that_tab_and_an_unknown_one_the_first():
+    at = open_link(page="layernorm", model="default", corpus="bundled", ln_tab="β (beta)")
+    assert at.session_state["ln_tab"] == "β (beta)"
+    assert _params(at)["ln_tab"] == "β (beta)"
+    assert not [w for w in at.warning if "link" in w.value]
+
+    bad = open_link(page="layernorm", model="default", corpus="bundled", ln_tab="no such tab")
+    assert any("unknown tab 'no such tab'" in w.value for w in bad.warning)
+    assert not bad.exception
+    assert _params(bad).get("ln_tab") in (None, "γ (gamma)")
+
+
+def test_the_compare_pages_model_b_travels_in_the_link():
+    at = open_link(page="compare", model="default", corpus="bundled", model_b="random:bert")
+    assert [t.value for t in at.title] == ["Compare"]
+    assert at.selectbox(key="cmp_model_b").value == "random BERT (4 layers, 256)"
+    assert _params(at)["model_b"] == "random:bert"
+
+    typed = open_link(page="compare", model="default", model_b="random:gpt2:layers=2")
+    assert typed.text_input(key="cmp_model_b_custom").value == "random:gpt2:layers=2"
+    assert _params(typed)["model_b"] == "random:gpt2:layers=2"
+
+    bad = open_link(page="compare", model="default", model_b="no/such/checkpoint")
+    assert any("model B 'no/such/checkpoint'" in w.value for w in bad.warning)
+    assert _params(bad)["model_b"].startswith("random-like:")

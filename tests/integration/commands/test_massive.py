@@ -1,0 +1,102 @@
+"""``python -m backend massive`` as a user runs it: the JSON schema, and bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _run(*args: str, cache_dir: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "ISOSCOPE_CACHE_DIR": str(cache_dir)}
+    return subprocess.run(
+        [sys.executable, "-m", "backend", "massive", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@pytest.fixture(scope="module")
+def texts(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("massive") / "texts.txt"
+    path.write_text("Summer is warm. Winter is cold.\nThe cat sat on the mat.\nA third text\n")
+    return path
+
+
+def _check_schema(data: dict, num_layers: int, num_heads: int) -> None:
+    assert {"model", "corpus", "layers", "attention_sink", "int8"} <= set(data)
+    layers = data["layers"]
+    assert [layer["index"] for layer in layers] == list(range(num_layers + 1))
+    assert layers[0]["name"] == "emb" and layers[1]["name"] == "1"
+    for layer in layers:
+        assert set(layer) == {"index", "name", "median_abs", "top", "n_massive"}
+        values = [t["value"] for t in layer["top"]]
+        assert len(values) == 3 and values == sorted(values, reverse=True)
+        for top in layer["top"]:
+            assert set(top) == {"value", "dim", "position", "token"}
+            assert isinstance(top["position"], int) and top["position"] >= 0
+    sink = data["attention_sink"]
+    assert {"alpha", "share_per_layer", "share"} <= set(sink)
+    assert len(sink["alpha"]) == num_layers and len(sink["alpha"][0]) == num_heads
+    assert len(sink["share_per_layer"]) == num_layers and 0 <= sink["share"] <= 1
+    int8 = data["int8"]
+    shares = [d["site_share"] for d in int8["dims"]]
+    assert shares == sorted(shares, reverse=True)
+    assert all(set(d) == {"dim", "site_share"} for d in int8["dims"])
+    assert isinstance(int8["outlier_features"], list)
+
+
+def test_massive_json_on_a_tiny_llama(tiny_llama_dir, texts, tmp_path):
+    out = tmp_path / "massive.json"
+    proc = _run(
+        "--model", str(tiny_llama_dir), "--texts", str(texts), "--out", str(out),
+        "--max-length", "16", "--batch-size", "2", cache_dir=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    _check_schema(data, num_layers=2, num_heads=4)
+    assert data["corpus"]["texts"] == 3
+    assert "sink share" in proc.stderr
+
+
+def test_massive_json_on_the_bundled_decoder(texts, tmp_path, _isolated_cache):
+    out = tmp_path / "smollm2.json"
+    proc = _run(
+        "--model", "smollm2", "--texts", str(texts), "--out", str(out), "--max-length", "32",
+        cache_dir=_isolated_cache,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    _check_schema(data, num_layers=30, num_heads=9)
+    top = data["layers"][15]["top"][0]
+    assert top["dim"] == 507 and top["value"] > 1e4
+    assert data["int8"]["outlier_features"] == []
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("--texts", "missing.txt"), "missing.txt"),
+        (("--max-length", "1"), "--max-length"),
+        (("--model", "/nowhere/model.gguf"), "GGUF file"),
+        (("--batch-size", "0"), "--batch-size"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(args, needle, texts, tmp_path):
+    base = {"--texts": str(texts), "--model": "default", "--out": str(tmp_path / "o.json")}
+    given = dict(zip(args[::2], args[1::2], strict=True))
+    argv = [x for k, v in (base | given).items() for x in (k, v)]
+    proc = _run(*argv, cache_dir=tmp_path)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0]
+    assert "Traceback" not in proc.stderr
