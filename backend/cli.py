@@ -1,4 +1,4 @@
-"""Command-line interface: ``python -m backend COMMAND ...``.
+"""Command-line interface: ``isoscope COMMAND ...`` (also ``python -m backend COMMAND ...``).
 
 Every command writes JSON to ``--out`` and progress to stderr. Any user error prints one line,
 ``error: <what is wrong and what to do>``, and exits with status 2; never a traceback.
@@ -15,6 +15,7 @@ from backend.engine.environment import quiet_libraries, use_offline_environment
 from backend.engine.errors import IsoscopeError
 
 COMMAND_MODULES = (
+    "serve",
     "analyze",
     "sts",
     "ablate",
@@ -36,7 +37,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
-        prog="python -m backend", description="isoscope: embedding geometry of Transformer models"
+        prog="isoscope", description="isoscope: embedding geometry of Transformer models"
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True

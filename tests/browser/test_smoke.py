@@ -1,4 +1,4 @@
-"""Real-browser smoke test: `streamlit run app.py` driven by Debian's Chromium through Playwright.
+"""Real-browser smoke test: `isoscope serve` (streamlit run app.py) driven by Debian's Chromium through Playwright.
 
 Visits every page listed in ``app.PAGES`` whose file exists (pages added later are covered
 automatically), waits for the script to finish and the Plotly charts to render, asserts that no
@@ -66,7 +66,7 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    """A `streamlit run app.py` on a free port with an isolated cache; terminated afterwards."""
+    """`isoscope serve` on a free port with an isolated cache; terminated afterwards."""
     if os.environ.get("ISOSCOPE_REQUIRE_BROWSER") == "1":  # CI: .ci/run installed both, so run
         assert Path(CHROMIUM).exists(), f"{CHROMIUM} is missing although CI installs it"
         import playwright.sync_api  # noqa: F401
@@ -89,23 +89,8 @@ def server(tmp_path_factory):
     }
     log = log_path.open("w")
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            "app.py",
-            "--server.port",
-            str(port),
-            "--server.address",
-            "127.0.0.1",
-            "--server.headless",
-            "true",
-            "--browser.gatherUsageStats",
-            "false",
-            "--server.fileWatcherType",
-            "none",
-        ],
+        # the way a user starts it: `isoscope serve` (python -m backend serve)
+        [sys.executable, "-m", "backend", "serve", "--port", str(port), "--address", "127.0.0.1"],
         cwd=ROOT,
         env=env,
         stdout=log,
