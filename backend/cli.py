@@ -16,6 +16,7 @@ from backend.engine.errors import IsoscopeError
 
 COMMAND_MODULES = (
     "serve",
+    "prewarm",
     "analyze",
     "sts",
     "ablate",

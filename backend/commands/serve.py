@@ -3,12 +3,18 @@
 Listens on localhost unless ``--address`` says otherwise. The server settings in
 ``.streamlit/config.toml`` (shipped with the app) are passed as command-line options, so they hold
 whatever folder the command is started from; ``--address`` and ``--port`` override theirs.
+
+For a class: ``--prewarm`` (on by default, the default model) computes the first analysis into
+the disk cache in a low-priority background process while the server starts; ``--shared`` (on by
+default whenever the address is not a loopback one, see :mod:`backend.engine.access`) locks the
+server down for visitors; ``--workers`` bounds the heavy analyses that run at once.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import tomllib
 from pathlib import Path
@@ -25,6 +31,34 @@ def add_parser(sub) -> None:
         help="address to listen on (default 127.0.0.1: this machine only; 0.0.0.0 exposes it)",
     )
     p.add_argument("--port", type=int, default=8501, help="port (default 8501)")
+    shared = p.add_mutually_exclusive_group()
+    shared.add_argument(
+        "--shared",
+        dest="shared",
+        action="store_const",
+        const=True,
+        default=None,
+        help="shared-server mode for visitors (default: on unless the address is a loopback one)",
+    )
+    shared.add_argument(
+        "--no-shared",
+        dest="shared",
+        action="store_const",
+        const=False,
+        help="every control for every visitor, even on an exposed address (a trusted network)",
+    )
+    p.add_argument(
+        "--prewarm",
+        default="default",
+        metavar="MODEL[,MODEL]",
+        help="compute these models' default analysis at start (default: default; 'off' skips it)",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="heavy analyses run at once (default: $ISOSCOPE_WORKERS, else one per core)",
+    )
     p.set_defaults(func=run)
 
 
@@ -56,9 +90,42 @@ def streamlit_command(address: str, port: int) -> list[str]:
     return command
 
 
+def server_env(args: argparse.Namespace) -> dict[str, str]:
+    """The server's environment: offline libraries, and the mode and pool size asked for."""
+    from backend.engine.access import shared_mode
+
+    env = offline_env()
+    if args.shared is not None:
+        env["ISOSCOPE_SHARED"] = "1" if args.shared else "0"
+    env["ISOSCOPE_SHARED"] = "1" if shared_mode(args.address, env) else "0"
+    if args.workers is not None:
+        if args.workers < 1:
+            raise InputError(f"--workers {args.workers}: give 1 or more")
+        env["ISOSCOPE_WORKERS"] = str(args.workers)
+    return env
+
+
+def start_prewarm(models: str, env: dict[str, str]) -> subprocess.Popen | None:
+    """``isoscope prewarm --model MODELS`` in a background process at low priority."""
+    from backend.commands.prewarm import models_of
+
+    if models.strip().lower() in ("off", "no", "none", ""):
+        return None
+    models_of(models)  # a bad list fails here, before the server starts
+    return subprocess.Popen(
+        [sys.executable, "-m", "backend", "prewarm", "--model", models],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        preexec_fn=(lambda: os.nice(10)) if hasattr(os, "nice") else None,
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     command = streamlit_command(args.address, args.port)
-    sys.stderr.write(f"isoscope: serving on http://{args.address}:{args.port}\n")
+    env = server_env(args)
+    start_prewarm(args.prewarm, env)
+    mode = "shared mode" if env["ISOSCOPE_SHARED"] == "1" else "all controls"
+    sys.stderr.write(f"isoscope: serving on http://{args.address}:{args.port} ({mode})\n")
     sys.stderr.flush()
-    os.execve(sys.executable, command, offline_env())
+    os.execve(sys.executable, command, env)
     return 0  # not reached

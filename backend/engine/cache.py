@@ -28,6 +28,7 @@ kind (:meth:`ResultCache.save_arrays`), under the same limit and eviction.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
@@ -58,6 +59,8 @@ LOCK_NAME = ".isoscope.lock"
 TEMP_SUFFIX = ".tmp"
 STALE_TEMP_SECONDS = 24 * 3600  # a temp file untouched this long was left by a killed process
 LOCK_TIMEOUT_S = 30.0
+KEY_LOCKS_DIR = "locks"  # one lock file per key being computed (cross-process single flight)
+KEY_LOCK_TIMEOUT_S = 900.0
 _UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 _process_limit: int | None = None
 
@@ -394,6 +397,21 @@ class ResultCache:
 
         return FileLock(str(self.root / LOCK_NAME), timeout=LOCK_TIMEOUT_S)
 
+    def key_lock(self, key: str):
+        """A cross-process lock for computing ``key`` (a context manager). Waits up to
+        :data:`KEY_LOCK_TIMEOUT_S` for another process, then computes anyway; without a writable
+        cache folder it does not lock."""
+        from filelock import FileLock, Timeout
+
+        folder = self.root / KEY_LOCKS_DIR
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            lock = FileLock(str(folder / f"{key}.lock"), timeout=KEY_LOCK_TIMEOUT_S)
+            lock.acquire()
+        except (OSError, Timeout):
+            return contextlib.nullcontext()
+        return _Release(lock)
+
     def enforce_limit(self, keep: Path | None = None) -> list[Path]:
         """Evict least recently used result files until finished files fit the limit; returns them.
 
@@ -454,6 +472,17 @@ class ResultCache:
         return count, freed
 
 
+class _Release:
+    def __init__(self, lock) -> None:
+        self.lock = lock
+
+    def __enter__(self):
+        return self.lock
+
+    def __exit__(self, *exc) -> None:
+        self.lock.release()
+
+
 def _unlink(path: Path) -> bool:
     try:
         path.unlink()
@@ -496,9 +525,13 @@ def cached_extract(
     cache = cache if cache is not None else ResultCache()
     key = cache_key(loaded.fingerprint, corpus.sha, settings)
     hit = cache.load(key)
-    if hit is not None:
-        if progress is not None:
-            progress(len(corpus), len(corpus))
-        return hit
-    result = extract(loaded, corpus, settings, progress)
-    return cache.put(key, result)
+    if hit is None:
+        # Another process (a second server, the prewarm, the CLI) computing this key: wait for it
+        # and read its result instead of computing it again.
+        with cache.key_lock(key):
+            hit = cache.load(key)
+            if hit is None:
+                return cache.put(key, extract(loaded, corpus, settings, progress))
+    if progress is not None:
+        progress(len(corpus), len(corpus))
+    return hit

@@ -31,3 +31,37 @@ def test_config_options_flatten_every_section(tmp_path):
 def test_bad_address_or_port_is_refused(address, port):
     with pytest.raises(InputError):
         streamlit_command(address, port)
+
+
+def _args(*argv):
+    from backend.cli import build_parser
+
+    return build_parser().parse_args(["serve", *argv])
+
+
+@pytest.mark.parametrize(
+    ("argv", "shared"),
+    [
+        ([], "0"),
+        (["--address", "0.0.0.0"], "1"),
+        (["--shared"], "1"),
+        (["--address", "0.0.0.0", "--no-shared"], "0"),
+    ],
+)
+def test_server_env_decides_shared_mode(monkeypatch, argv, shared):
+    from backend.commands.serve import server_env
+
+    monkeypatch.delenv("ISOSCOPE_SHARED", raising=False)
+    env = server_env(_args(*argv))
+    assert env["ISOSCOPE_SHARED"] == shared and env["HF_HUB_OFFLINE"] == "1"
+
+
+def test_workers_and_prewarm_are_checked_before_the_server_starts(monkeypatch):
+    from backend.commands.serve import server_env, start_prewarm
+
+    assert server_env(_args("--workers", "3"))["ISOSCOPE_WORKERS"] == "3"
+    with pytest.raises(InputError):
+        server_env(_args("--workers", "0"))
+    assert start_prewarm("off", {}) is None
+    with pytest.raises(InputError):
+        start_prewarm(" , ", {})

@@ -334,3 +334,45 @@ def test_every_streamlit_cache_has_an_explicit_bound():
                     if not keywords & {"max_entries", "ttl"}:
                         unbounded.append(f"{path.relative_to(root)}:{node.lineno} {node.name}")
     assert not unbounded, f"Streamlit caches without max_entries/ttl: {unbounded}"
+
+
+def test_a_second_process_computing_the_same_key_waits_and_reads_the_first_result(
+    tmp_path, monkeypatch
+):
+    """The key lock: while one caller (another process, here another cache object on the same
+    folder in another thread) extracts a key, a second caller waits and then reads it from disk."""
+    import threading
+
+    import backend.engine.extraction
+
+    calls: list[int] = []
+    started = threading.Event()
+
+    def slow_extract(*args):
+        calls.append(1)
+        started.set()
+        time.sleep(0.5)
+        return fake_result(7)
+
+    monkeypatch.setattr(backend.engine.extraction, "extract", slow_extract)
+    loaded = type("L", (), {"fingerprint": "fp"})()
+    corpus = type("C", (), {"sha": "s", "__len__": lambda self: 1})()
+    out: dict[str, ExtractionResult] = {}
+    first = threading.Thread(
+        target=lambda: out.__setitem__(
+            "a", cached_extract(loaded, corpus, cache=ResultCache(tmp_path))
+        )
+    )
+    first.start()
+    assert started.wait(10)
+    out["b"] = cached_extract(loaded, corpus, cache=ResultCache(tmp_path))
+    first.join(10)
+    assert len(calls) == 1
+    np.testing.assert_array_equal(out["a"].sample_vectors, out["b"].sample_vectors)
+
+
+def test_key_lock_does_not_block_without_a_writable_folder(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with ResultCache(blocker).key_lock("k"):  # root is a file: no lock folder, no lock, no error
+        pass
