@@ -11,7 +11,6 @@ import pytest
 import backend.engine.extraction as extraction
 from backend.engine.extraction import TokenizedCorpus, pad_batch
 
-
 STAGES = ("types", "tokenization", "sample", "partial", "forward", "batches")
 
 
