@@ -55,6 +55,7 @@ from backend.engine.extraction.forward import (
     forward_hidden_states,
     is_out_of_memory,
     pad_batch,
+    pad_rows,
     pad_token_id,
 )
 from backend.engine.extraction.partial import PartialExtraction, finish
@@ -95,6 +96,7 @@ __all__ = [
     "length_order",
     "mean_pooled",
     "pad_batch",
+    "pad_rows",
     "pad_token_id",
     "plan_batches",
     "sample_limit",

@@ -5,7 +5,7 @@ are halved and retried (:func:`extract_partial`, :func:`extract`)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,19 +47,24 @@ def pad_token_id(loaded: LoadedModel) -> int:
     return 0 if pad is None else int(pad)
 
 
+def pad_rows(rows: Sequence[np.ndarray], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """Right-padded ``(input_ids, attention_mask)`` int64 (B, T) arrays of token-id sequences
+    (T = the longest; padded positions hold ``pad_id`` and mask 0). The one padding rule of every
+    forward pass over token ids: extraction, ablation, the decoder scans."""
+    width = max((len(r) for r in rows), default=0)
+    ids = np.full((len(rows), width), pad_id, dtype=np.int64)
+    mask = np.zeros((len(rows), width), dtype=np.int64)
+    for r, seq in enumerate(rows):
+        ids[r, : len(seq)] = seq
+        mask[r, : len(seq)] = 1
+    return ids, mask
+
+
 def pad_batch(
     tokenized: TokenizedCorpus, rows: np.ndarray, pad_id: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Right-padded ``(input_ids, attention_mask)`` int64 arrays of the texts ``rows``."""
-    lengths = tokenized.lengths[rows]
-    width = int(lengths.max()) if len(rows) else 0
-    ids = np.full((len(rows), width), pad_id, dtype=np.int64)
-    mask = np.zeros((len(rows), width), dtype=np.int64)
-    for r, t in enumerate(rows):
-        n = lengths[r]
-        ids[r, :n] = tokenized.input_ids[t]
-        mask[r, :n] = 1
-    return ids, mask
+    """:func:`pad_rows` of the texts ``rows`` of ``tokenized``."""
+    return pad_rows([tokenized.input_ids[t] for t in rows], pad_id)
 
 
 def forward_hidden_states(

@@ -50,14 +50,18 @@ def batch_count(width: int, left: int, batch_size: int, token_budget: int) -> in
     return max(1, min(batch_size, token_budget // max(1, width), left))
 
 
-def plan_batches(lengths: np.ndarray, batch_size: int, token_budget: int) -> list[np.ndarray]:
+def plan_batches(
+    lengths: np.ndarray, batch_size: int, token_budget: int | None = None
+) -> list[np.ndarray]:
     """The batches :func:`extract_partial` forms from these text lengths (before any
-    out-of-memory halving, which only changes float rounding)."""
+    out-of-memory halving, which only changes float rounding): texts with tokens, longest first, at
+    most ``batch_size`` texts and ``token_budget`` padded tokens each (``None``: no token budget).
+    The one batching rule of every forward pass over a tokenized corpus."""
     order, batches, start = length_order(lengths), [], 0
     while start < len(order):
-        count = batch_count(
-            int(lengths[order[start]]), len(order) - start, batch_size, token_budget
-        )
+        width = int(lengths[order[start]])
+        budget = batch_size * max(1, width) if token_budget is None else token_budget
+        count = batch_count(width, len(order) - start, batch_size, budget)
         batches.append(order[start : start + count])
         start += count
     return batches
