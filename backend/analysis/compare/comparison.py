@@ -93,7 +93,7 @@ def summarize(
     """Anisotropy, IsoScore, Timkey's top-dim share (:func:`backend.analysis.geometry.isotropy.by_state`) and the
     headline outlier dims (:func:`backend.analysis.geometry.outliers.outlier_dims`) of every hidden state."""
     from backend.analysis.geometry.isotropy import by_state
-    from backend.analysis.geometry.outliers import outlier_dims
+    from backend.analysis.geometry.outliers import outlier_dims_by_state
 
     iso = by_state(result, n_pairs=n_pairs, seed=seed, top_k=top_k, similarity=False)
     shares = np.array(
@@ -109,9 +109,7 @@ def summarize(
         state_names=tuple(result.state_names),
         anisotropy=np.asarray(iso.anisotropy, dtype=np.float64),
         isoscore=np.asarray(iso.isoscore, dtype=np.float64),
-        outliers=tuple(
-            tuple(int(j) for j in outlier_dims(result, s)) for s in range(result.num_states)
-        ),
+        outliers=tuple(tuple(dims) for dims in outlier_dims_by_state(result)),
         mean=np.asarray(result.mean, dtype=np.float64),
         top_k=int(top_k),
         top_share=shares,

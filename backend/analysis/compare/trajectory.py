@@ -3,7 +3,7 @@
 Input: a folder of checkpoints as the Hugging Face Trainer writes them (``checkpoint-500/``) or
 named ``step1000/`` (``step-1000``, ``step_1000``), sorted by step; or an explicit list of
 checkpoint folders. Per checkpoint and hidden state: the largest |mean| and its dim, the outlier
-dims (:func:`backend.analysis.geometry.outliers.outlier_dims`), anisotropy and IsoScore
+dims (:func:`backend.analysis.geometry.outliers.outlier_dims_by_state`), anisotropy and IsoScore
 (:func:`backend.analysis.geometry.isotropy.by_state`); per LayerNorm, the dims whose gamma is flagged (BERT
 Busters' |gamma - mean| > k std, :func:`backend.analysis.layernorm.params.flag_params`) and the LN outlier dims
 (:func:`backend.analysis.layernorm.params.detect_outliers`).
@@ -141,10 +141,11 @@ def state_figures(
     """Per hidden state of an ExtractionResult: largest |mean| (and its dim), outlier dims,
     anisotropy and IsoScore."""
     from backend.analysis.geometry.isotropy import by_state
-    from backend.analysis.geometry.outliers import outlier_dims
+    from backend.analysis.geometry.outliers import outlier_dims_by_state
 
     iso = by_state(result, n_pairs=n_pairs, seed=seed, top_k=0, similarity=False)
     rows = []
+    dims_by_state = outlier_dims_by_state(result)
     for s, name in enumerate(result.state_names):
         abs_mean = np.abs(result.mean[s])
         j = int(np.argmax(abs_mean))
@@ -154,7 +155,7 @@ def state_figures(
                 "name": name,
                 "max_abs_mean": float(abs_mean[j]),
                 "max_abs_mean_dim": j,
-                "outlier_dims": [int(d) for d in outlier_dims(result, s)],
+                "outlier_dims": dims_by_state[s],
                 "anisotropy": float(iso.anisotropy[s]),
                 "isoscore": float(iso.isoscore[s]),
             }

@@ -73,17 +73,16 @@ class _Context:
 
     @property
     def outliers_by_state(self) -> list[list[int]]:
-        from backend.analysis.geometry.outliers import outlier_dims
+        from backend.analysis.geometry.outliers import outlier_dims_by_state
 
-        r = self.result
-        return self.once("dims", lambda: [outlier_dims(r, s) for s in range(r.num_states)])
+        criteria = self.criteria_by_state
+        return self.once("dims", lambda: outlier_dims_by_state(self.result, criteria=criteria))
 
     @property
     def criteria_by_state(self) -> list[dict[str, list[int]]]:
-        from backend.analysis.geometry.outliers import OutlierThresholds
-        from backend.plots.outliers import all_states_outliers
+        from backend.analysis.geometry.outliers import criteria_by_state
 
-        return self.once("criteria", lambda: all_states_outliers(self.result, OutlierThresholds()))
+        return self.once("criteria", lambda: criteria_by_state(self.result))
 
     @property
     def isotropy(self):
