@@ -366,7 +366,8 @@ def _clip_dims(
 ) -> list[list[int]]:
     if clip == "corpus":
         return outlier_dims_by_state(result)
-    return clip_dims_by_state(list(clip) if isinstance(clip, tuple) else clip, first, second)
+    dims = list(clip) if isinstance(clip, tuple) else clip
+    return clip_dims_by_state(dims, first, second, result=result)
 
 
 @cached

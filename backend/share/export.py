@@ -101,14 +101,15 @@ def check_format(fmt: str) -> str:
 
 
 def resolve_clip(clip: str | Sequence[int], result, state: int) -> list[int]:
-    """``"auto"`` -> the state's outlier dims, ``"none"`` -> [], ``"D1,D2"`` or ints -> those dims."""
-    from backend.analysis.geometry.outliers import outlier_dims
+    """``"auto"`` -> the state's outlier dims (:func:`~backend.analysis.geometry.outliers.auto_clip_dims`),
+    ``"none"`` -> [], ``"D1,D2"`` or ints -> those dims."""
+    from backend.analysis.geometry.outliers import auto_clip_dims
     from backend.analysis.geometry.postprocess import parse_dims
 
     if isinstance(clip, str):
         text = clip.strip().lower()
         if text == "auto":
-            return sorted(outlier_dims(result, state))
+            return sorted(auto_clip_dims(result)[state])
         if text == "none":
             return []
         dims = parse_dims(text, result.hidden_size)

@@ -132,6 +132,13 @@ def outlier_dims_by_state(
     return [headline_dims(f, result.mean[s]) for s, f in enumerate(found)]
 
 
+def auto_clip_dims(result: ExtractionResult) -> list[list[int]]:
+    """What clip "auto" zeroes at every hidden state, the one meaning of "auto" everywhere (export,
+    the Clipping page, Similarity, the ``sts`` command, the report): each state's headline outlier
+    dims (:func:`outlier_dims_by_state`), by |mean| descending."""
+    return outlier_dims_by_state(result)
+
+
 def outlier_table(result: ExtractionResult, thresholds: OutlierThresholds | None = None):
     """Long table: one row per (hidden state, dim) flagged by any criterion, with its statistics
     and a boolean column per criterion. Returns a pandas DataFrame."""

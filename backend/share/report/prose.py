@@ -442,13 +442,13 @@ def _similarity(ctx: _Context) -> Section:
     pairs = SentencePairs(tuple(left), tuple(right), np.asarray(gold, dtype=np.float64), "pairs")
     s = ctx.result.settings
     first, second = pool_pairs(ctx.loaded, pairs, s.max_length, s.batch_size)
-    clip = clip_dims_by_state("auto", first, second)
+    clip = clip_dims_by_state("auto", first, second, result=ctx.result)
     rows = sts_by_state(first, second, pairs.scores, clip, state_names=ctx.result.state_names)
     final = rows[-1]
     best = max(rows, key=lambda row: row["raw"] if np.isfinite(row["raw"]) else -np.inf)
     sec.findings.append(
         f"STS Spearman × 100 on {len(left):,} pairs: {final['raw']:.1f} at the final state "
-        f"({final['clipped']:.1f} with its two largest-|mean| dims {_dims(final['clipped_dims'])} zeroed); "
+        f"({final['clipped']:.1f} with its outlier dims {_dims(final['clipped_dims'])} zeroed); "
         f"best raw {best['raw']:.1f} at state {best['name']}."
     )
     helped = [row for row in rows if row["clipped"] - row["raw"] >= 1.0]
