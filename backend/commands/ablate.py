@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 
+from backend.analysis.layernorm.thresholds import LN_THRESHOLDS
 from backend.commands.common import (
     ProgressPrinter,
     add_model_args,
@@ -53,9 +54,14 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--include-head", action="store_true", help="also ablate the MLM head's LayerNorm (head.ln)"
     )
-    p.add_argument("--k", type=float, default=3.0, help="detection: std from the LayerNorm's mean")
     p.add_argument(
-        "--share", type=float, default=0.5, help="detection: share of layers that must flag a dim"
+        "--k", type=float, default=LN_THRESHOLDS.k, help="detection: std from the LayerNorm's mean"
+    )
+    p.add_argument(
+        "--share",
+        type=float,
+        default=LN_THRESHOLDS.share,
+        help="detection: share of layers that must flag a dim",
     )
     p.add_argument(
         "--pairs", default=None, help="optional CSV with sentence1,sentence2,score for STS Spearman"

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from backend.analysis.geometry.isotropy import N_PAIRS, PAIR_SEED
+from backend.analysis.layernorm.thresholds import LN_THRESHOLDS
 from backend.engine.errors import InputError, IsoscopeError
 
 if TYPE_CHECKING:  # type hints only: importing them would pull in torch
@@ -164,7 +165,7 @@ def state_figures(
 
 
 def layernorm_figures(
-    loaded: LoadedModel, k: float = 3.0, share: float = 0.5
+    loaded: LoadedModel, k: float = LN_THRESHOLDS.k, share: float = LN_THRESHOLDS.share
 ) -> tuple[dict, list[int]]:
     """(per-norm gamma-flagged dims, LN outlier dims) of a loaded model; ({}, []) without norms."""
     from backend.analysis.layernorm.params import (
