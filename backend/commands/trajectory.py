@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         cache=ResultCache(args.cache_dir, args.cache_limit),
         use_cache=not args.no_cache,
         seed=args.seed,
-        progress=progress_line,
+        on_checkpoint=progress_line,
         extract_progress=ProgressPrinter(f"extracting {len(corpus)} texts"),
     )
     if trajectory.points:

@@ -33,7 +33,7 @@ import math
 import os
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,8 +42,8 @@ import numpy as np
 
 from backend.engine.corpus import MAX_TEXTS, Corpus, corpus_files, corpus_from_shards
 from backend.engine.errors import InputError, IsoscopeError
+from backend.engine.progress import Progress
 
-Progress = Callable[[int, int], None]
 CONNECT_TIMEOUT_S = 5.0
 
 

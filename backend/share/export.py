@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from backend.engine.errors import InputError
+from backend.engine.progress import Progress
 
 EXPORT_FORMATS = ("projector", "atlas")
 POINT_KINDS = ("token", "text")
@@ -37,8 +38,6 @@ METADATA_COLUMNS = ("token", "text", "position", "state", "special", "punctuatio
 TEXT_LIMIT = 500  # characters of a text kept in the metadata
 PROJECTOR_FILES = ("tensors.tsv", "metadata.tsv", "projector_config.json")
 ATLAS_FILE = "points.parquet"
-
-Progress = Callable[[int, int], None]
 
 
 @dataclass(frozen=True)

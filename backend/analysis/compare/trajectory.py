@@ -32,6 +32,7 @@ import numpy as np
 from backend.analysis.geometry.isotropy import N_PAIRS, PAIR_SEED
 from backend.analysis.layernorm.thresholds import LN_THRESHOLDS
 from backend.engine.errors import InputError, IsoscopeError
+from backend.engine.progress import Progress, report
 
 if TYPE_CHECKING:  # type hints only: importing them would pull in torch
     from backend.engine.cache import ResultCache
@@ -40,7 +41,6 @@ if TYPE_CHECKING:  # type hints only: importing them would pull in torch
     from backend.engine.models import LoadedModel
 
 STEP_NAME = re.compile(r"^(?:checkpoint|step)[-_]?(\d+)$", re.IGNORECASE)
-Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -271,11 +271,16 @@ def run_trajectory(
     n_pairs: int = N_PAIRS,
     seed: int = PAIR_SEED,
     progress: Progress | None = None,
-    extract_progress: Callable[[int, int], None] | None = None,
+    extract_progress: Progress | None = None,
+    on_checkpoint: Callable[[str], None] | None = None,
 ) -> Trajectory:
     """Load, extract (through the disk cache) and summarise each checkpoint in order, one model in
     memory at a time. A checkpoint that fails to load or to run, or whose architecture (model type,
-    layers, width) differs from the first good one, is skipped with a message; the rest are kept."""
+    layers, width) differs from the first good one, is skipped with a message; the rest are kept.
+
+    ``progress(done, total)``: checkpoints finished (kept or skipped) of all, before each one and
+    once at the end; ``extract_progress(done, total)``: texts of the current extraction;
+    ``on_checkpoint(label)``: "[i/n] name (step s)" as each checkpoint starts."""
     import gc
 
     from backend.engine.cache import ResultCache, cache_key, cached_extract
@@ -287,8 +292,9 @@ def run_trajectory(
     out = Trajectory()
     reference: tuple | None = None
     for i, ckpt in enumerate(checkpoints):
-        say = progress or (lambda _msg: None)
-        say(f"[{i + 1}/{len(checkpoints)}] {ckpt.name} (step {ckpt.step})")
+        report(progress, i, len(checkpoints))
+        if on_checkpoint is not None:
+            on_checkpoint(f"[{i + 1}/{len(checkpoints)}] {ckpt.name} (step {ckpt.step})")
         try:
             loaded = load_model(
                 str(ckpt.path), device=device, dtype=dtype, allow_pickle=allow_pickle
@@ -340,6 +346,7 @@ def run_trajectory(
         )
         del loaded, result
         gc.collect()
+    report(progress, len(checkpoints), len(checkpoints))
     return out
 
 

@@ -40,6 +40,7 @@ from backend.engine.errors import InputError, UnsupportedModelError
 from backend.engine.extraction import ExtractionResult, forward_batches, mean_pooled, tokenize
 from backend.engine.models import LoadedModel
 from backend.engine.naming import hidden_state_names
+from backend.engine.progress import Progress
 
 ASSETS_DIR = assets_dir()
 STS_SAMPLE = ASSETS_DIR / "sts_sample.csv"
@@ -50,8 +51,6 @@ PAIR_COLUMNS = ("sentence1", "sentence2", "score")
 WIC_COLUMNS = ("word", "context1", "context2", "same_sense")
 TRUE_LABELS = {"1", "true", "t", "yes", "y", "same", "1.0"}
 FALSE_LABELS = {"0", "false", "f", "no", "n", "different", "0.0"}
-
-Progress = Callable[[int, int], None]
 
 
 # ----------------------------------------------------------------------------- reading CSV files
