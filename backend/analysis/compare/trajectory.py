@@ -266,6 +266,7 @@ def run_trajectory(
     device: str = "auto",
     dtype: str = "float32",
     allow_pickle: bool = False,
+    device_map: str | None = None,
     cache: ResultCache | None = None,
     use_cache: bool = True,
     n_pairs: int = N_PAIRS,
@@ -297,7 +298,11 @@ def run_trajectory(
             on_checkpoint(f"[{i + 1}/{len(checkpoints)}] {ckpt.name} (step {ckpt.step})")
         try:
             loaded = load_model(
-                str(ckpt.path), device=device, dtype=dtype, allow_pickle=allow_pickle
+                str(ckpt.path),
+                device=device,
+                dtype=dtype,
+                allow_pickle=allow_pickle,
+                device_map=device_map,
             )
         except Exception as exc:  # ModelLoadError, or anything a damaged file raises
             out.errors.append(

@@ -1,0 +1,51 @@
+"""The CLI's shared option groups: every command that loads a model takes the one model-options
+group of backend.commands.common.add_model_args (``--device-map`` included), nowhere redefined."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from backend.cli import build_parser
+
+MODEL_OPTIONS = {"--device", "--dtype", "--device-map", "--allow-pickle", "--max-length"}
+
+
+def _commands() -> dict[str, argparse.ArgumentParser]:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(sub.choices)
+
+
+COMMANDS = _commands()
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_a_command_that_loads_a_model_has_the_whole_model_group(name):
+    command = COMMANDS[name]
+    options = {opt for action in command._actions for opt in action.option_strings}
+    if "--device" not in options:
+        return  # loads no model (e.g. cache, serve)
+    assert MODEL_OPTIONS <= options, f"{name} lacks {sorted(MODEL_OPTIONS - options)}"
+    groups = {
+        opt: group.title
+        for group in command._action_groups
+        for action in group._group_actions
+        for opt in action.option_strings
+    }
+    assert {groups[opt] for opt in MODEL_OPTIONS} == {"model"}, name
+
+
+@pytest.mark.parametrize("name", ["compare", "trajectory"])
+def test_compare_and_trajectory_accept_device_map(name):
+    """They copied the options once and dropped ``--device-map``; now they share the group."""
+    args = {"compare": ["--model-a", "default", "--texts", "t.txt"], "trajectory": []}[name]
+    command = COMMANDS[name]
+    required = [a for a in command._actions if a.required and a.option_strings]
+    extra = []
+    for action in required:
+        if action.option_strings[0] not in args:
+            extra += [action.option_strings[0], "x"]
+    parsed = command.parse_args([*args, *extra, "--out", "o.json", "--device-map", "auto"])
+    assert parsed.device_map == "auto" and parsed.device == "auto"
