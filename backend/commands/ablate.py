@@ -17,6 +17,7 @@ from backend.commands.common import (
     check_out_path,
     load_model_from_args,
     progress_line,
+    read_pairs,
     write_json,
 )
 
@@ -69,20 +70,6 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
-def _read_pairs(path: str):
-    from pathlib import Path
-
-    from backend.analysis.geometry.similarity import read_pairs_csv
-    from backend.engine.errors import InputError
-
-    if not Path(path).is_file():
-        raise InputError(
-            f"--pairs file {path!r} does not exist; give a CSV with sentence1,sentence2,score"
-        )
-    pairs = read_pairs_csv(Path(path))
-    return list(pairs.sentence1), list(pairs.sentence2), list(pairs.scores)
-
-
 def run(args: argparse.Namespace) -> int:
     from backend.analysis.layernorm.ablation import has_mlm_checkpoint, parse_dims, run_ablation
     from backend.analysis.layernorm.params import ln_outliers, norms_of, select_norms
@@ -96,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     if not auto:
         parse_dims(args.dims, 1 << 30)  # syntax first (range once the model is loaded)
     corpus = load_corpus_file(args.texts)
-    pairs = _read_pairs(args.pairs) if args.pairs else None
+    pairs = read_pairs(args.pairs) if args.pairs else None
     loaded = None
     if has_mlm_checkpoint(args.model):
         from backend.engine.errors import ModelLoadError

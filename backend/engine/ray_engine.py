@@ -233,12 +233,12 @@ def read_corpus(ray_module: Any, path: str | Path, max_texts: int = MAX_TEXTS) -
     """
     import json
 
-    from backend.engine.corpus import _check_size
+    from backend.engine.corpus import check_size
 
     path = Path(path)
     files = corpus_files(path)
     for file in files:
-        _check_size(file)
+        check_size(file)
     ds = ray_module.data.read_binary_files([str(f) for f in files], include_paths=True)
     rows = ds.map(_parse_shard).take_all()
     by_path = {_norm(r["path"]): r for r in rows}

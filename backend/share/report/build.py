@@ -4,7 +4,7 @@ section that raises is kept as one line naming the error, so the report as a who
 from __future__ import annotations
 
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict
 
 from backend.engine.errors import InputError, IsoscopeError
@@ -17,25 +17,7 @@ from backend.share.report.model import (
     ReportSettings,
     Section,
 )
-from backend.share.report.prose import (
-    _anisotropy,
-    _Context,
-    _decoder,
-    _layernorm,
-    _outliers,
-    _positional,
-    _similarity,
-)
-
-BUILDERS: dict[str, Callable[[_Context], Section]] = {
-    "outliers": _outliers,
-    "anisotropy": _anisotropy,
-    "layernorm": _layernorm,
-    "positional": _positional,
-    "similarity": _similarity,
-    "decoder": _decoder,
-}
-
+from backend.share.report.prose import BUILDERS, Context
 
 # ----------------------------------------------------------------------------- building
 
@@ -64,7 +46,7 @@ def build_report(
         raise InputError(
             f"unknown report section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}"
         )
-    ctx = _Context(
+    ctx = Context(
         loaded,
         result,
         settings,

@@ -1,5 +1,5 @@
 """Prose builders: each section's findings written from the measured numbers (never re-derived
-here), with its key figure and tables; :class:`_Context` computes what several sections share once."""
+here), with its key figure and tables; :class:`Context` computes what several sections share once."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ def _states(names: Sequence[str]) -> str:
 
 
 @dataclass
-class _Context:
+class Context:
     """What several sections share, computed once (raw/clipped anisotropy, outlier dims)."""
 
     loaded: Any
@@ -109,7 +109,7 @@ class _Context:
 # ----------------------------------------------------------------------------- sections
 
 
-def _outliers(ctx: _Context) -> Section:
+def _outliers(ctx: Context) -> Section:
     from backend.plots.outliers import criteria_marks, headline_outlier, layer_dim_heatmap
 
     r = ctx.result
@@ -172,7 +172,7 @@ def _outliers(ctx: _Context) -> Section:
     return sec
 
 
-def _anisotropy(ctx: _Context) -> Section:
+def _anisotropy(ctx: Context) -> Section:
     import plotly.graph_objects as go
 
     from backend.plots.overview import anisotropy_line
@@ -245,7 +245,7 @@ def _anisotropy(ctx: _Context) -> Section:
     return sec
 
 
-def _clip_projection(ctx: _Context, state: int, dims: list[int]):
+def _clip_projection(ctx: Context, state: int, dims: list[int]):
     """PCA of the token sample at ``state``, raw and with ``dims`` zeroed (the projections page)."""
     from backend.analysis.geometry.projections import (
         before_after,
@@ -273,7 +273,7 @@ def _clip_projection(ctx: _Context, state: int, dims: list[int]):
     )
 
 
-def _layernorm(ctx: _Context) -> Section:
+def _layernorm(ctx: Context) -> Section:
     from backend.analysis.layernorm.ablation import run_ablation
     from backend.analysis.layernorm.params import ln_outliers, norms_of, select_norms
     from backend.plots.layernorm import ablation_vs_controls
@@ -353,7 +353,7 @@ def _layernorm(ctx: _Context) -> Section:
     return sec
 
 
-def _positional(ctx: _Context) -> Section:
+def _positional(ctx: Context) -> Section:
     from backend.analysis.positional.table import (
         ProbeSettings,
         analyse_position_table,
@@ -423,7 +423,7 @@ def _positional(ctx: _Context) -> Section:
     return sec
 
 
-def _similarity(ctx: _Context) -> Section:
+def _similarity(ctx: Context) -> Section:
     from backend.analysis.geometry.similarity import (
         SentencePairs,
         clip_dims_by_state,
@@ -464,7 +464,7 @@ def _similarity(ctx: _Context) -> Section:
     return sec
 
 
-def _decoder(ctx: _Context) -> Section:
+def _decoder(ctx: Context) -> Section:
     """Massive activations (Sun et al. 2024) and attention sinks (Xiao et al. 2023; Gu et al. 2024's
     alpha) from :func:`backend.analysis.decoder.massive.scan_decoder`, when this build has it."""
     sec = Section("decoder", SECTION_TITLES["decoder"], source=SOURCES["decoder"])
@@ -580,3 +580,13 @@ def _massive_figure(m, sinks):
     fig.update_xaxes(type="category", title_text="hidden state / layer")
     fig.update_layout(height=360, margin=dict(l=50, r=20, t=50, b=40))
     return fig
+
+
+BUILDERS: dict[str, Callable[[Context], Section]] = {
+    "outliers": _outliers,
+    "anisotropy": _anisotropy,
+    "layernorm": _layernorm,
+    "positional": _positional,
+    "similarity": _similarity,
+    "decoder": _decoder,
+}

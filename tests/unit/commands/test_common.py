@@ -49,3 +49,30 @@ def test_compare_and_trajectory_accept_device_map(name):
             extra += [action.option_strings[0], "x"]
     parsed = command.parse_args([*args, *extra, "--out", "o.json", "--device-map", "auto"])
     assert parsed.device_map == "auto" and parsed.device == "auto"
+
+
+def test_no_module_imports_another_modules_private_name():
+    """Names shared across modules are public (``corpus.check_size``, ``common.read_pairs``). The
+    models module's ``_resolve_folder``/``_bundled_tokenizer`` are another change's to rename."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    allowed = {
+        ("backend.engine.models", "_resolve_folder"),
+        ("backend.engine.models", "_bundled_tokenizer"),
+    }
+    found = []
+    for path in [*(root / "backend").rglob("*.py"), *(root / "ui").rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module
+                and node.module.startswith("backend")
+            ):
+                for alias in node.names:
+                    name = alias.name
+                    if name.startswith("_") and not name.startswith("__"):
+                        if (node.module, name) not in allowed:
+                            found.append(f"{path.relative_to(root)}: {node.module}.{name}")
+    assert found == []
