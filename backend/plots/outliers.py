@@ -6,7 +6,6 @@ figures or pandas frames; nothing here runs a model.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -20,6 +19,7 @@ from backend.analysis.geometry.outliers import (
     OutlierThresholds,
     outlier_dims_by_state,
 )
+from backend.engine.jsonio import strict_json
 
 if TYPE_CHECKING:  # type hints only: importing them would pull in torch
     from backend.engine.extraction import ExtractionResult
@@ -204,7 +204,7 @@ def outliers_json(
             for s, name in enumerate(result.state_names)
         ],
     }
-    return json.dumps(payload, indent=1)
+    return strict_json(payload, indent=1)
 
 
 def token_dim_heatmap(

@@ -22,7 +22,6 @@ every TSV row stays one row.
 from __future__ import annotations
 
 import io
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from backend.engine.errors import InputError
+from backend.engine.jsonio import strict_json
 from backend.engine.progress import Progress
 
 EXPORT_FORMATS = ("projector", "atlas")
@@ -226,7 +226,7 @@ def projector_files(exported: ExportPoints) -> dict[str, bytes]:
     return {
         "tensors.tsv": tensors.getvalue().encode("utf-8"),
         "metadata.tsv": metadata.encode("utf-8"),
-        "projector_config.json": (json.dumps(config, indent=1) + "\n").encode("utf-8"),
+        "projector_config.json": (strict_json(config, indent=1) + "\n").encode("utf-8"),
     }
 
 
@@ -281,7 +281,7 @@ def atlas_table(
             "punctuation": pa.array(exported.punctuation, pa.bool_()),
         },
         metadata={
-            "isoscope": json.dumps(
+            "isoscope": strict_json(
                 {
                     "description": exported.description,
                     "projection": projection,

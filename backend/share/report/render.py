@@ -4,9 +4,10 @@ timestamp: the same report gives the same bytes). Takes a :class:`~backend.share
 from __future__ import annotations
 
 import html
-import json
 
 import plotly.graph_objects as go
+
+from backend.engine.jsonio import strict_json
 
 _CSS = """
 body { font-family: system-ui, -apple-system, Segoe UI, Roboto, sans-serif; margin: 0; color: #1d1d1f;
@@ -105,7 +106,7 @@ def render_html(report) -> str:
         {"field": "SHA-256 (first 20 hex)", "value": corpus["sha256"]},
     ] + [{"field": "notice", "value": n} for n in corpus["notices"]]
     settings_rows = [
-        {"setting": f"{group}.{k}", "value": json.dumps(v)}
+        {"setting": f"{group}.{k}", "value": strict_json(v)}
         for group, values in report.settings.items()
         for k, v in values.items()
     ]
