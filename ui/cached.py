@@ -27,9 +27,10 @@ from backend.analysis.geometry.isotropy import (
 )
 from backend.analysis.geometry.outliers import (
     OutlierThresholds,
+    criteria_by_state,
     headline_dims,
-    outliers_by_criterion,
 )
+from backend.analysis.geometry.outliers import outlier_dims_by_state as headline_dims_by_state
 from backend.analysis.geometry.postprocess import make_postprocessor
 from backend.analysis.geometry.projections import (
     Colouring,
@@ -132,8 +133,8 @@ def cached(fn: Callable[P, R]) -> Callable[P, R]:
 def outliers_by_state(
     result: ExtractionResult, thresholds: OutlierThresholds = DEFAULT_THRESHOLDS
 ) -> list[dict[str, list[int]]]:
-    """:func:`backend.analysis.geometry.outliers.outliers_by_criterion` for every hidden state (all four criteria)."""
-    return [outliers_by_criterion(result, s, thresholds) for s in range(result.num_states)]
+    """:func:`backend.analysis.geometry.outliers.criteria_by_state`: all four criteria at every hidden state."""
+    return criteria_by_state(result, thresholds)
 
 
 @cached
@@ -141,8 +142,7 @@ def outlier_dims_by_state(
     result: ExtractionResult, thresholds: OutlierThresholds = DEFAULT_THRESHOLDS
 ) -> list[list[int]]:
     """The headline outlier dims (z-score or extreme-index) of every state, by |mean| descending."""
-    found = outliers_by_state(result, thresholds)
-    return [headline_dims(f, result.mean[s]) for s, f in enumerate(found)]
+    return headline_dims_by_state(result, criteria=outliers_by_state(result, thresholds))
 
 
 @cached
@@ -366,7 +366,8 @@ def _clip_dims(
 ) -> list[list[int]]:
     if clip == "corpus":
         return outlier_dims_by_state(result)
-    return clip_dims_by_state(list(clip) if isinstance(clip, tuple) else clip, first, second)
+    dims = list(clip) if isinstance(clip, tuple) else clip
+    return clip_dims_by_state(dims, first, second, result=result)
 
 
 @cached

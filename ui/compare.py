@@ -21,6 +21,7 @@ from ui.common import (
     memo,
     remember_upload,
 )
+from ui.progress import progress_bar
 
 # The page's modes and CKA estimators (also what its links accept).
 MODES = ("two models, one corpus", "one model, two corpora")
@@ -112,14 +113,7 @@ def cached_trajectory(paths: list[str]) -> Trajectory:
     )
 
     def run() -> Trajectory:
-        bar = st.progress(0.0, text="Trajectory…")
-        seen = [0]
-
-        def progress(message: str) -> None:
-            bar.progress(seen[0] / len(checkpoints), text=f"Checkpoint {message}")
-            seen[0] += 1
-
-        try:
+        with progress_bar("Trajectory:", "checkpoints") as progress:
             return run_trajectory(
                 checkpoints,
                 corpus,
@@ -130,8 +124,6 @@ def cached_trajectory(paths: list[str]) -> Trajectory:
                 cache=ResultCache(),
                 progress=progress,
             )
-        finally:
-            bar.empty()
 
     return memo("trajectory.run", key, run)
 

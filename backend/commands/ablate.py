@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import argparse
 
+from backend.analysis.layernorm.thresholds import LN_THRESHOLDS
 from backend.commands.common import (
     ProgressPrinter,
     add_model_args,
     check_out_path,
     load_model_from_args,
     progress_line,
+    read_pairs,
     write_json,
 )
 
@@ -53,28 +55,19 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--include-head", action="store_true", help="also ablate the MLM head's LayerNorm (head.ln)"
     )
-    p.add_argument("--k", type=float, default=3.0, help="detection: std from the LayerNorm's mean")
     p.add_argument(
-        "--share", type=float, default=0.5, help="detection: share of layers that must flag a dim"
+        "--k", type=float, default=LN_THRESHOLDS.k, help="detection: std from the LayerNorm's mean"
+    )
+    p.add_argument(
+        "--share",
+        type=float,
+        default=LN_THRESHOLDS.share,
+        help="detection: share of layers that must flag a dim",
     )
     p.add_argument(
         "--pairs", default=None, help="optional CSV with sentence1,sentence2,score for STS Spearman"
     )
     p.set_defaults(func=run)
-
-
-def _read_pairs(path: str):
-    from pathlib import Path
-
-    from backend.analysis.geometry.similarity import read_pairs_csv
-    from backend.engine.errors import InputError
-
-    if not Path(path).is_file():
-        raise InputError(
-            f"--pairs file {path!r} does not exist; give a CSV with sentence1,sentence2,score"
-        )
-    pairs = read_pairs_csv(Path(path))
-    return list(pairs.sentence1), list(pairs.sentence2), list(pairs.scores)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -90,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     if not auto:
         parse_dims(args.dims, 1 << 30)  # syntax first (range once the model is loaded)
     corpus = load_corpus_file(args.texts)
-    pairs = _read_pairs(args.pairs) if args.pairs else None
+    pairs = read_pairs(args.pairs) if args.pairs else None
     loaded = None
     if has_mlm_checkpoint(args.model):
         from backend.engine.errors import ModelLoadError

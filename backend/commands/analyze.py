@@ -195,11 +195,12 @@ def build_report(
     et al. 2022; null when the token sample has fewer points than dimensions).
     """
     from backend.analysis.geometry.isotropy import by_state, clipped_anisotropy_by_state
-    from backend.analysis.geometry.outliers import outlier_dims, outliers_by_criterion
+    from backend.analysis.geometry.outliers import criteria_by_state, outlier_dims_by_state
 
     iso = by_state(result, n_pairs=pairs, seed=seed, bins=bins, top_k=top_dims, similarity=False)
     aniso = iso.anisotropy
-    dims_by_state = [outlier_dims(result, s) for s in range(result.num_states)]
+    criteria = criteria_by_state(result)
+    dims_by_state = outlier_dims_by_state(result, criteria=criteria)
     clipped = clipped_anisotropy_by_state(result, dims_by_state, n_pairs=pairs, seed=seed)
     edges = [float(e) for e in iso.histogram_edges]
     layers = []
@@ -213,7 +214,7 @@ def build_report(
                 "argmin_freq": result.argmin_freq[s],
                 "argmax_freq": result.argmax_freq[s],
                 "outlier_dims": dims_by_state[s],
-                "outliers_by_criterion": outliers_by_criterion(result, s),
+                "outliers_by_criterion": criteria[s],
                 "anisotropy": float(aniso[s]),
                 "anisotropy_clipped": float(clipped[s]),
                 "isoscore": float(iso.isoscore[s]),

@@ -114,6 +114,20 @@ def extract_with_cache(loaded, corpus, settings, args: argparse.Namespace, label
     return cached_extract(loaded, corpus, settings, progress, cache)
 
 
+def read_pairs(path: str) -> tuple[list[str], list[str], list[float]]:
+    """``--pairs`` CSV (sentence1,sentence2,score) as (sentences A, sentences B, gold scores), for
+    the commands that take STS pairs as plain lists (``ablate``, ``report``)."""
+    from backend.analysis.geometry.similarity import read_pairs_csv
+    from backend.engine.errors import InputError
+
+    if not Path(path).is_file():
+        raise InputError(
+            f"--pairs file {path!r} does not exist; give a CSV with sentence1,sentence2,score"
+        )
+    pairs = read_pairs_csv(Path(path))
+    return list(pairs.sentence1), list(pairs.sentence2), list(pairs.scores)
+
+
 def check_out_path(out: str) -> Path:
     path = Path(out)
     if path.is_dir():

@@ -12,9 +12,11 @@ import argparse
 
 from backend.commands.common import (
     add_cache_args,
+    add_model_args,
     check_cache_args,
     check_out_path,
     extract_with_cache,
+    load_model_from_args,
     progress_line,
     write_json,
 )
@@ -53,30 +55,13 @@ def add_parser(sub) -> None:
         default="auto",
         help="debiased CKA (unbiased HSIC) for small n; auto = on for the text basis only",
     )
-    p.add_argument("--device", default="auto", help="auto | cpu | cuda | mps")
-    p.add_argument("--dtype", default="float32", help="float32 | bfloat16 (GPU only)")
-    p.add_argument("--allow-pickle", action="store_true", help="allow pickle .bin weights")
-    p.add_argument("--max-length", type=int, default=128, help="tokens per text")
-    p.add_argument("--batch-size", type=int, default=32)
+    add_model_args(p, source=False)  # --model-a / --model-b name the models
     p.add_argument(
         "--sample-size", type=int, default=8000, help="token vectors kept for CKA and cosines"
     )
     p.add_argument("--seed", type=int, default=0)
     add_cache_args(p)
     p.set_defaults(func=run)
-
-
-def _load(source: str, args):
-    from backend.engine.models import load_model
-
-    loaded = load_model(
-        source, device=args.device, dtype=args.dtype, allow_pickle=args.allow_pickle
-    )
-    info = loaded.info
-    progress_line(
-        f"model: {info.display_name} · {info.num_layers} layers · width {info.hidden_size}"
-    )
-    return loaded
 
 
 def run(args: argparse.Namespace) -> int:
@@ -106,8 +91,9 @@ def run(args: argparse.Namespace) -> int:
         pairs = read_pairs_csv(args.pairs)
         if len(pairs.scores) < 3:
             raise InputError(f"{args.pairs}: STS needs at least 3 sentence pairs")
-    loaded_a = _load(args.model_a, args)
-    loaded_b = loaded_a if model_b == args.model_a else _load(model_b, args)
+    loaded_a = load_model_from_args(args, source=args.model_a)
+    same_model = model_b == args.model_a
+    loaded_b = loaded_a if same_model else load_model_from_args(args, source=model_b)
     result_a = extract_with_cache(loaded_a, corpus_a, settings, args, "A")
     same = loaded_b is loaded_a and corpus_b is corpus_a
     result_b = result_a if same else extract_with_cache(loaded_b, corpus_b, settings, args, "B")

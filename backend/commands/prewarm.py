@@ -13,19 +13,25 @@ from __future__ import annotations
 import argparse
 import time
 
-from backend.commands.common import add_cache_args, check_cache_args, progress_line
+from backend.commands.common import (
+    add_cache_args,
+    add_model_args,
+    check_cache_args,
+    load_model_from_args,
+    progress_line,
+)
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
         "prewarm", help="compute the dashboard's default analysis into the disk cache"
     )
+    add_model_args(p)
     p.add_argument(
-        "--model",
-        default="default",
-        help="comma-separated model sources, e.g. default,smollm2 (default: default)",
+        "--models",
+        dest="model",
+        help="several comma-separated sources instead of one --model, e.g. default,smollm2",
     )
-    p.add_argument("--device", default="auto", help="auto | cpu | cuda | mps")
     add_cache_args(p, no_cache=False)
     p.set_defaults(func=run)
 
@@ -39,26 +45,23 @@ def models_of(text: str) -> list[str]:
     return models
 
 
-def prewarm(source: str, device: str = "auto", cache=None) -> float:
-    """Extract the bundled corpus on ``source`` into ``cache``; seconds taken."""
+def run(args: argparse.Namespace) -> int:
+    """Extract the bundled corpus on each model into the cache, with the dashboard's defaults."""
     from backend.engine.cache import ResultCache, cached_extract
     from backend.engine.corpus import bundled_corpus
     from backend.engine.extraction import ExtractionSettings
-    from backend.engine.models import load_model
-
-    started = time.perf_counter()
-    loaded = load_model(source, device=device)
-    settings = ExtractionSettings(exclude_first=loaded.info.is_causal)
-    cached_extract(loaded, bundled_corpus(), settings, None, cache or ResultCache())
-    return time.perf_counter() - started
-
-
-def run(args: argparse.Namespace) -> int:
-    from backend.engine.cache import ResultCache
 
     check_cache_args(args)
     cache = ResultCache(args.cache_dir, args.cache_limit)
     for source in models_of(args.model):
-        seconds = prewarm(source, args.device, cache)
+        started = time.perf_counter()
+        loaded = load_model_from_args(args, source=source)
+        settings = ExtractionSettings(
+            max_length=args.max_length,
+            batch_size=args.batch_size,
+            exclude_first=loaded.info.is_causal,  # as the sidebar starts for a causal model
+        )
+        cached_extract(loaded, bundled_corpus(), settings, None, cache)
+        seconds = time.perf_counter() - started
         progress_line(f"prewarm: {source} ready in the cache ({seconds:.1f} s)")
     return 0

@@ -65,7 +65,7 @@ def check_html_out(out: str):
 
 
 def run(args: argparse.Namespace) -> int:
-    from backend.commands.ablate import _read_pairs
+    from backend.commands.common import read_pairs
     from backend.engine.corpus import load_corpus_file
     from backend.engine.extraction import ExtractionSettings
     from backend.share.report import ReportSettings, build_report
@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         random_controls=args.random_controls,
     )
     corpus = load_corpus_file(args.texts)
-    pairs = _read_pairs(args.pairs) if args.pairs else None
+    pairs = read_pairs(args.pairs) if args.pairs else None
     settings = ExtractionSettings(
         max_length=args.max_length,
         batch_size=args.batch_size,

@@ -113,7 +113,7 @@ def start_prewarm(models: str, env: dict[str, str]) -> subprocess.Popen | None:
         return None
     models_of(models)  # a bad list fails here, before the server starts
     return subprocess.Popen(
-        [sys.executable, "-m", "backend", "prewarm", "--model", models],
+        [sys.executable, "-m", "backend", "prewarm", "--models", models],
         env=env,
         stdin=subprocess.DEVNULL,
         preexec_fn=(lambda: os.nice(10)) if hasattr(os, "nice") else None,

@@ -2,9 +2,12 @@
 
 Luo, Kulmizev & Mao 2021 (arXiv 2011.04393), Table 2. Each sentence is mean-pooled at every hidden
 state (all non-padding tokens, like sentence-transformers); the cosine of each pair is ranked
-against the gold scores. ``--clip auto`` zeroes, per hidden state, the two dimensions with the
-largest |mean| over the evaluated texts' pooled vectors; ``--clip 223,338`` zeroes those dims at
-every state; ``--clip none`` reports the raw score as "clipped" too.
+against the gold scores. ``--clip auto`` zeroes, per hidden state, its outlier dims (the headline
+rule of :func:`backend.analysis.geometry.outliers.auto_clip_dims`, what "auto" means everywhere),
+detected on an extraction of the evaluated sentences (through the result cache);
+``--clip largest-mean`` zeroes the two dimensions with the largest |mean| over the evaluated texts'
+pooled vectors; ``--clip 223,338`` zeroes those dims at every state; ``--clip none`` reports the
+raw score as "clipped" too.
 """
 
 from __future__ import annotations
@@ -13,8 +16,11 @@ import argparse
 
 from backend.commands.common import (
     ProgressPrinter,
+    add_cache_args,
     add_model_args,
+    check_cache_args,
     check_out_path,
+    extract_with_cache,
     load_model_from_args,
     progress_line,
     write_json,
@@ -33,7 +39,10 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--out", required=True, help="output JSON file")
     p.add_argument(
-        "--clip", default="auto", help="auto (2 largest-|mean| dims per state) | none | D1,D2,..."
+        "--clip",
+        default="auto",
+        help="auto (each state's outlier dims, detected on the evaluated sentences) | "
+        "largest-mean (2 largest-|mean| dims of the pooled vectors per state) | none | D1,D2,...",
     )
     p.add_argument(
         "--postprocess",
@@ -41,6 +50,7 @@ def add_parser(sub) -> None:
         help="also score after this post-processing fitted on each state's pooled vectors "
         "(none, clip, center, standardize, abtt, whiten); reported as 'processed'",
     )
+    add_cache_args(p)
     p.set_defaults(func=run)
 
 
@@ -56,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
     from backend.engine.errors import InputError
 
     out = check_out_path(args.out)
+    check_cache_args(args)
     pairs = read_pairs_csv(args.pairs)
     clip = parse_clip(args.clip)
     post = args.postprocess
@@ -77,9 +88,16 @@ def run(args: argparse.Namespace) -> int:
     first, second = pool_pairs(
         loaded, pairs, args.max_length, args.batch_size, ProgressPrinter("pooling sentences")
     )
-    states = sts_by_state(
-        first, second, pairs.scores, clip_dims_by_state(clip, first, second), post
-    )
+    result = None
+    if clip == "auto":  # the outlier dims of the evaluated sentences' hidden states
+        from backend.engine.corpus import Corpus
+        from backend.engine.extraction import ExtractionSettings
+
+        sentences = tuple(sorted(set(pairs.sentence1) | set(pairs.sentence2)))
+        settings = ExtractionSettings(max_length=args.max_length, batch_size=args.batch_size)
+        result = extract_with_cache(loaded, Corpus(sentences, pairs.name), settings, args)
+    dims = clip_dims_by_state(clip, first, second, result=result)
+    states = sts_by_state(first, second, pairs.scores, dims, post)
     for row in states:
         progress_line(
             f"  {row['name']:>4}: raw {row['raw']:6.2f}  clipped {row['clipped']:6.2f}  dims {row['clipped_dims']}"

@@ -13,6 +13,7 @@ import argparse
 from backend.commands.common import (
     ProgressPrinter,
     add_cache_args,
+    add_model_args,
     check_cache_args,
     check_out_path,
     progress_line,
@@ -35,11 +36,7 @@ def add_parser(sub) -> None:
         "--texts", required=True, help=".txt (one text per line), .csv or .jsonl with a text column"
     )
     p.add_argument("--out", required=True, help="output JSON file")
-    p.add_argument("--device", default="auto", help="auto | cpu | cuda | mps")
-    p.add_argument("--dtype", default="float32", help="float32 | bfloat16 (GPU only)")
-    p.add_argument("--allow-pickle", action="store_true", help="allow pickle .bin weights")
-    p.add_argument("--max-length", type=int, default=128, help="tokens per text")
-    p.add_argument("--batch-size", type=int, default=32)
+    add_model_args(p, source=False)  # the checkpoints name the models
     p.add_argument("--sample-size", type=int, default=8000, help="token vectors kept for cosines")
     p.add_argument("--seed", type=int, default=0)
     add_cache_args(p)
@@ -73,10 +70,11 @@ def run(args: argparse.Namespace) -> int:
         device=args.device,
         dtype=args.dtype,
         allow_pickle=args.allow_pickle,
+        device_map=args.device_map,
         cache=ResultCache(args.cache_dir, args.cache_limit),
         use_cache=not args.no_cache,
         seed=args.seed,
-        progress=progress_line,
+        on_checkpoint=progress_line,
         extract_progress=ProgressPrinter(f"extracting {len(corpus)} texts"),
     )
     if trajectory.points:

@@ -241,7 +241,7 @@ def load_corpus_file(path: str | Path, max_texts: int = MAX_TEXTS) -> Corpus:
     if path.is_dir():
         shards = []
         for file in corpus_files(path):
-            _check_size(file)
+            check_size(file)
             raw = file.read_bytes()
             # an empty shard adds no texts (uneven shards are normal); a bad one is still refused
             shards.append(
@@ -250,13 +250,14 @@ def load_corpus_file(path: str | Path, max_texts: int = MAX_TEXTS) -> Corpus:
                 else (file.name, [], [])
             )
         return corpus_from_shards(shards, path.name or str(path), max_texts)
-    _check_size(path)
+    check_size(path)
     suffix = path.suffix.lower()
     name = path.name if suffix in TEXT_SUFFIXES else path.name + ".txt"
     return corpus_from_bytes(path.read_bytes(), name, max_texts)
 
 
-def _check_size(path: Path) -> None:
+def check_size(path: Path) -> None:
+    """Refuse a corpus file over ``MAX_FILE_BYTES`` (also each shard the Ray engine reads)."""
     size = path.stat().st_size
     if size > MAX_FILE_BYTES:
         raise InputError(

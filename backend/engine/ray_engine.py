@@ -33,7 +33,7 @@ import math
 import os
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,8 +42,8 @@ import numpy as np
 
 from backend.engine.corpus import MAX_TEXTS, Corpus, corpus_files, corpus_from_shards
 from backend.engine.errors import InputError, IsoscopeError
+from backend.engine.progress import Progress
 
-Progress = Callable[[int, int], None]
 CONNECT_TIMEOUT_S = 5.0
 
 
@@ -233,12 +233,12 @@ def read_corpus(ray_module: Any, path: str | Path, max_texts: int = MAX_TEXTS) -
     """
     import json
 
-    from backend.engine.corpus import _check_size
+    from backend.engine.corpus import check_size
 
     path = Path(path)
     files = corpus_files(path)
     for file in files:
-        _check_size(file)
+        check_size(file)
     ds = ray_module.data.read_binary_files([str(f) for f in files], include_paths=True)
     rows = ds.map(_parse_shard).take_all()
     by_path = {_norm(r["path"]): r for r in rows}

@@ -38,6 +38,7 @@ import numpy as np
 from backend import __version__
 from backend.engine.errors import InputError, IsoscopeError
 from backend.engine.extraction import ExtractionResult, ExtractionSettings, TokenTable
+from backend.engine.jsonio import strict_json, to_jsonable
 from backend.engine.models import LoadedModel, ModelInfo
 
 FORMAT_NAME = "isoscope-saved-analysis"
@@ -68,18 +69,6 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
-
-
 def _payload(result: ExtractionResult) -> dict[str, bytes]:
     """The three files of a saved analysis as bytes."""
     arrays: dict[str, np.ndarray] = {}
@@ -91,7 +80,7 @@ def _payload(result: ExtractionResult) -> dict[str, bytes]:
         if isinstance(value, np.ndarray):
             arrays[f.name] = value
         else:
-            scalars[f.name] = _jsonable(value)
+            scalars[f.name] = to_jsonable(value)
     for f in dataclasses.fields(result.tokens):
         column = np.asarray(getattr(result.tokens, f.name))
         if column.dtype == object:
@@ -100,7 +89,7 @@ def _payload(result: ExtractionResult) -> dict[str, bytes]:
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)
     array_bytes = buffer.getvalue()
-    text_bytes = json.dumps(list(result.texts), ensure_ascii=False).encode("utf-8")
+    text_bytes = strict_json(list(result.texts), ensure_ascii=False).encode("utf-8")
     manifest = {
         "format": FORMAT_NAME,
         "format_version": FORMAT_VERSION,
@@ -112,7 +101,7 @@ def _payload(result: ExtractionResult) -> dict[str, bytes]:
         "num_tokens": result.num_tokens,
         "files": {TEXTS: _sha256(text_bytes), ARRAYS: _sha256(array_bytes)},
     }
-    manifest_bytes = json.dumps(manifest, indent=1, allow_nan=True).encode("utf-8")
+    manifest_bytes = strict_json(manifest, indent=1).encode("utf-8")
     return {MANIFEST: manifest_bytes, TEXTS: text_bytes, ARRAYS: array_bytes}
 
 

@@ -6,7 +6,6 @@ figures or pandas frames; nothing here runs a model.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -18,9 +17,9 @@ from backend.analysis.geometry.outliers import (
     CRITERIA,
     CRITERION_LABELS,
     OutlierThresholds,
-    headline_dims,
-    outliers_by_criterion,
+    outlier_dims_by_state,
 )
+from backend.engine.jsonio import strict_json
 
 if TYPE_CHECKING:  # type hints only: importing them would pull in torch
     from backend.engine.extraction import ExtractionResult
@@ -137,15 +136,8 @@ def layer_dim_heatmap(
 
 
 def criteria_marks(by_state: Sequence[Mapping[str, Sequence[int]]]) -> dict[str, list[list[int]]]:
-    """Reshape ``[outliers_by_criterion(result, s) for s]`` to ``{criterion: [dims per state]}``."""
+    """Reshape :func:`~backend.analysis.geometry.outliers.criteria_by_state` to ``{criterion: [dims per state]}``."""
     return {c: [list(found[c]) for found in by_state] for c in CRITERIA}
-
-
-def all_states_outliers(
-    result: ExtractionResult, thresholds: OutlierThresholds
-) -> list[dict[str, list[int]]]:
-    """:func:`backend.analysis.geometry.outliers.outliers_by_criterion` for every hidden state."""
-    return [outliers_by_criterion(result, s, thresholds) for s in range(result.num_states)]
 
 
 def state_outlier_frame(
@@ -212,7 +204,7 @@ def outliers_json(
             for s, name in enumerate(result.state_names)
         ],
     }
-    return json.dumps(payload, indent=1)
+    return strict_json(payload, indent=1)
 
 
 def token_dim_heatmap(
@@ -334,8 +326,8 @@ def headline_outlier(
     """The dimension flagged (z-score or extreme-index) in the most hidden states, for the page's
     'what to notice' line: ``{"dim", "states", "mean", "typical"}`` or None when nothing is flagged."""
     counts: dict[int, list[int]] = {}
-    for s, found in enumerate(by_state):
-        for j in headline_dims(found):
+    for s, dims in enumerate(outlier_dims_by_state(result, criteria=by_state)):
+        for j in sorted(dims):  # by index, so ties between dims resolve as they always have
             counts.setdefault(int(j), []).append(s)
     if not counts:
         return None

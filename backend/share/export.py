@@ -22,14 +22,15 @@ every TSV row stays one row.
 from __future__ import annotations
 
 import io
-import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from backend.engine.errors import InputError
+from backend.engine.jsonio import strict_json
+from backend.engine.progress import Progress
 
 EXPORT_FORMATS = ("projector", "atlas")
 POINT_KINDS = ("token", "text")
@@ -37,8 +38,6 @@ METADATA_COLUMNS = ("token", "text", "position", "state", "special", "punctuatio
 TEXT_LIMIT = 500  # characters of a text kept in the metadata
 PROJECTOR_FILES = ("tensors.tsv", "metadata.tsv", "projector_config.json")
 ATLAS_FILE = "points.parquet"
-
-Progress = Callable[[int, int], None]
 
 
 @dataclass(frozen=True)
@@ -101,14 +100,15 @@ def check_format(fmt: str) -> str:
 
 
 def resolve_clip(clip: str | Sequence[int], result, state: int) -> list[int]:
-    """``"auto"`` -> the state's outlier dims, ``"none"`` -> [], ``"D1,D2"`` or ints -> those dims."""
-    from backend.analysis.geometry.outliers import outlier_dims
+    """``"auto"`` -> the state's outlier dims (:func:`~backend.analysis.geometry.outliers.auto_clip_dims`),
+    ``"none"`` -> [], ``"D1,D2"`` or ints -> those dims."""
+    from backend.analysis.geometry.outliers import auto_clip_dims
     from backend.analysis.geometry.postprocess import parse_dims
 
     if isinstance(clip, str):
         text = clip.strip().lower()
         if text == "auto":
-            return sorted(outlier_dims(result, state))
+            return sorted(auto_clip_dims(result)[state])
         if text == "none":
             return []
         dims = parse_dims(text, result.hidden_size)
@@ -226,7 +226,7 @@ def projector_files(exported: ExportPoints) -> dict[str, bytes]:
     return {
         "tensors.tsv": tensors.getvalue().encode("utf-8"),
         "metadata.tsv": metadata.encode("utf-8"),
-        "projector_config.json": (json.dumps(config, indent=1) + "\n").encode("utf-8"),
+        "projector_config.json": (strict_json(config, indent=1) + "\n").encode("utf-8"),
     }
 
 
@@ -281,7 +281,7 @@ def atlas_table(
             "punctuation": pa.array(exported.punctuation, pa.bool_()),
         },
         metadata={
-            "isoscope": json.dumps(
+            "isoscope": strict_json(
                 {
                     "description": exported.description,
                     "projection": projection,

@@ -52,8 +52,8 @@ def outliers_step(result) -> TourStep:
     import plotly.graph_objects as go
 
     from backend.analysis.geometry.isotropy import anisotropy_by_state, clipped_anisotropy_by_state
-    from backend.analysis.geometry.outliers import OutlierThresholds, outlier_dims
-    from backend.plots.outliers import all_states_outliers, headline_outlier
+    from backend.analysis.geometry.outliers import criteria_by_state, outlier_dims_by_state
+    from backend.plots.outliers import headline_outlier
     from backend.plots.overview import anisotropy_line
 
     step = TourStep(
@@ -66,7 +66,8 @@ def outliers_step(result) -> TourStep:
         "long streak along the outlier dim; after clipping the rest of the geometry shows.",
     )
     names = result.state_names
-    headline = headline_outlier(result, all_states_outliers(result, OutlierThresholds()))
+    criteria = criteria_by_state(result)
+    headline = headline_outlier(result, criteria)
     raw = anisotropy_by_state(result)
     if headline is None:
         step.agrees = False
@@ -75,7 +76,7 @@ def outliers_step(result) -> TourStep:
         return step
     dim = headline["dim"]
     s = names.index(headline["state"])
-    dims_by_state = [outlier_dims(result, i) for i in range(result.num_states)]
+    dims_by_state = outlier_dims_by_state(result, criteria=criteria)
     clipped = clipped_anisotropy_by_state(result, dims_by_state)
     alone = clipped_anisotropy_by_state(result, [[dim]] * result.num_states)
     share = float(max(result.argmin_freq[s, dim], result.argmax_freq[s, dim]))

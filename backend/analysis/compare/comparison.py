@@ -23,236 +23,63 @@ Sources (METHODS.md section 8 and the sections each per-state figure comes from)
 
 from __future__ import annotations
 
-import hashlib
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from backend.analysis.compare.cka import (
+    BASES,
+    CKAResult,
+    cka_matrix,
+    linear_cka,
+    representation_similarity,
+    same_tokens,
+)
+from backend.analysis.compare.records import Comparison, LNDifference, SideSummary
+from backend.analysis.compare.storage import (
+    COMPARISON_LAYOUT,
+    cached_compare,
+    comparison_arrays,
+    comparison_from_arrays,
+    comparison_key,
+)
 from backend.analysis.geometry.isotropy import N_PAIRS, PAIR_SEED
-from backend.engine.errors import InputError
 
 if TYPE_CHECKING:  # type hints only: importing them would pull in torch
     from backend.engine.extraction import ExtractionResult
     from backend.engine.models import LoadedModel
 
-BASES = ("tokens", "texts")
-
-
-# ----------------------------------------------------------------------------- linear CKA
-
-
-def _stack_centred(arrays: Sequence[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]]:
-    """Column-centred float64 copies of ``arrays`` side by side in one (n, sum d) array (one
-    allocation, ready for a single matrix product), and a view of each block."""
-    shapes = [np.shape(a) for a in arrays]
-    if any(len(shape) != 2 for shape in shapes):
-        raise InputError(f"CKA needs 2-D arrays (inputs x dims), got shapes {shapes}")
-    rows = {shape[0] for shape in shapes}
-    if len(rows) != 1:
-        raise InputError(f"CKA needs the same inputs on both sides; got {sorted(rows)} rows")
-    edges = np.concatenate([[0], np.cumsum([shape[1] for shape in shapes])]).astype(int)
-    stacked = np.empty((rows.pop(), int(edges[-1])), dtype=np.float64)
-    blocks = []
-    for a, lo, hi in zip(arrays, edges[:-1], edges[1:], strict=True):
-        block = stacked[:, lo:hi]
-        block[...] = a
-        block -= block.mean(axis=0, keepdims=True)
-        blocks.append(block)
-    return stacked, blocks
-
-
-def _debiased_term(
-    product: float, rows_x: np.ndarray, rows_y: np.ndarray, total_x: float, total_y: float, n: int
-) -> float:
-    """Unbiased HSIC numerator (Song et al. 2012) of linear kernels from feature-space terms, as in
-    Kornblith et al.'s reference code: ``product`` is ||X^T Y||_F^2 of the centred features,
-    ``rows_*`` the squared row norms (the kernels' diagonals), ``total_*`` their sums."""
-    return (
-        product - n / (n - 2.0) * float(rows_x @ rows_y) + total_x * total_y / ((n - 1) * (n - 2))
-    )
-
-
-def linear_cka(x: np.ndarray, y: np.ndarray, debiased: bool = False) -> float:
-    """Linear CKA of two representations of the same n inputs, (n, d1) and (n, d2); float64.
-
-    1 for identical representations (or an orthogonal map / isotropic scaling of one another).
-    NaN when either side has no variance. ``debiased`` needs n >= 4.
-    """
-    return float(cka_matrix([x], [y], debiased=debiased)[0, 0])
-
-
-def cka_matrix(
-    xs: Sequence[np.ndarray] | np.ndarray,
-    ys: Sequence[np.ndarray] | np.ndarray,
-    debiased: bool = False,
-) -> np.ndarray:
-    """Linear CKA of every representation in ``xs`` against every one in ``ys`` (all with the
-    same n rows): float64 (len(xs), len(ys)).
-
-    Every cross term ||X_i^T Y_j||_F^2 comes from one matrix product of the stacked, centred
-    features (the cost is n x sum(d1) x sum(d2)); the self terms from one product per state.
-    """
-    if len(xs) == 0 or len(ys) == 0:
-        raise InputError("CKA needs at least one hidden state on each side")
-    stacked_x, cx = _stack_centred(xs)
-    stacked_y, cy = _stack_centred(ys)
-    n = stacked_x.shape[0]
-    if stacked_y.shape[0] != n:
-        raise InputError(
-            f"CKA needs the same inputs on both sides; got {n} and {stacked_y.shape[0]} rows"
-        )
-    if n < (4 if debiased else 2):
-        raise InputError(
-            f"CKA needs at least {4 if debiased else 2} inputs (tokens or texts), got {n}"
-        )
-    cross = stacked_x.T @ stacked_y  # every ||X_i^T Y_j|| from one product: (sum d1, sum d2)
-    edges_x = np.concatenate([[0], np.cumsum([c.shape[1] for c in cx])])
-    edges_y = np.concatenate([[0], np.cumsum([c.shape[1] for c in cy])])
-    self_x = [np.linalg.norm(c.T @ c) ** 2 for c in cx]  # ||X^T X||_F^2
-    self_y = [np.linalg.norm(c.T @ c) ** 2 for c in cy]
-    rows_x = [np.einsum("ij,ij->i", c, c) for c in cx]
-    rows_y = [np.einsum("ij,ij->i", c, c) for c in cy]
-    out = np.full((len(cx), len(cy)), np.nan)
-    for i in range(len(cx)):
-        norm_x = self_x[i]
-        if debiased:
-            norm_x = _debiased_term(
-                norm_x, rows_x[i], rows_x[i], rows_x[i].sum(), rows_x[i].sum(), n
-            )
-        for j in range(len(cy)):
-            block = cross[edges_x[i] : edges_x[i + 1], edges_y[j] : edges_y[j + 1]]
-            top = float(np.sum(block * block))
-            norm_y = self_y[j]
-            if debiased:
-                top = _debiased_term(top, rows_x[i], rows_y[j], rows_x[i].sum(), rows_y[j].sum(), n)
-                norm_y = _debiased_term(
-                    norm_y, rows_y[j], rows_y[j], rows_y[j].sum(), rows_y[j].sum(), n
-                )
-            denom = np.sqrt(max(norm_x, 0.0)) * np.sqrt(max(norm_y, 0.0))
-            if denom > 1e-300 * max(1.0, abs(top)):
-                out[i, j] = top / denom
-    return out
-
-
-def same_tokens(result_a: ExtractionResult, result_b: ExtractionResult) -> bool:
-    """True when both token samples are the same tokens of the same texts (text, position and token
-    string row by row), so CKA can pair their sample vectors directly."""
-    if result_a.corpus_sha != result_b.corpus_sha:
-        return False
-    ta, tb = result_a.sample_tokens, result_b.sample_tokens
-    return (
-        len(ta) == len(tb)
-        and np.array_equal(ta.text_id, tb.text_id)
-        and np.array_equal(ta.position, tb.position)
-        and np.array_equal(ta.token, tb.token)
-    )
-
-
-@dataclass(frozen=True)
-class CKAResult:
-    """CKA of every hidden state of A (rows) against every hidden state of B (columns).
-
-    ``basis`` is "tokens" (the same sampled tokens in both extractions) or "texts" (mean-pooled
-    text vectors, used when the tokenizations differ); ``n`` is the number of paired inputs.
-    """
-
-    matrix: np.ndarray
-    basis: str
-    n: int
-    debiased: bool
-    note: str = ""
-
-    @property
-    def diagonal(self) -> np.ndarray:
-        k = min(self.matrix.shape)
-        return np.array([self.matrix[i, i] for i in range(k)])
-
-
-def representation_similarity(
-    loaded_a: LoadedModel | None,
-    result_a: ExtractionResult,
-    loaded_b: LoadedModel | None,
-    result_b: ExtractionResult,
-    *,
-    debiased: bool | None = None,
-    progress=None,
-) -> CKAResult:
-    """Linear CKA, states of A x states of B, on the same tokens when possible, else on texts.
-
-    Tokens: when :func:`same_tokens` holds (same corpus, same tokenization, same settings, hence
-    the same seeded token sample), the sample vectors are paired row by row. Texts: otherwise,
-    mean-pooled vectors of every text (:func:`backend.engine.extraction.mean_pooled`), which needs both
-    loaded models. ``debiased=None`` (auto) uses the debiased estimator on the text basis, where n
-    is small. Raises :class:`InputError` when the two extractions are of different corpora (CKA
-    compares representations of the same inputs).
-    """
-    if result_a.corpus_sha != result_b.corpus_sha:
-        raise InputError(
-            "CKA compares two representations of the same inputs, but these extractions are of "
-            "different corpora; compare two models on one corpus"
-        )
-    if same_tokens(result_a, result_b):
-        use_debiased = bool(debiased) if debiased is not None else False
-        matrix = cka_matrix(
-            list(result_a.sample_vectors), list(result_b.sample_vectors), debiased=use_debiased
-        )
-        return CKAResult(matrix, "tokens", len(result_a.sample_index), use_debiased)
-    if loaded_a is None or loaded_b is None:
-        raise InputError(
-            "the two models tokenize the corpus differently, so CKA needs mean-pooled text "
-            "vectors: pass both loaded models"
-        )
-    from backend.engine.extraction import mean_pooled
-
-    max_length = result_a.settings.max_length
-    batch = result_a.settings.batch_size
-    pooled_a = mean_pooled(loaded_a, result_a.texts, max_length, batch, progress)
-    pooled_b = mean_pooled(loaded_b, result_b.texts, max_length, batch, progress)
-    use_debiased = True if debiased is None else bool(debiased)
-    matrix = cka_matrix(list(pooled_a), list(pooled_b), debiased=use_debiased)
-    return CKAResult(
-        matrix,
-        "texts",
-        pooled_a.shape[1],
-        use_debiased,
-        note="the two models tokenize the corpus differently, so CKA uses mean-pooled text "
-        "vectors (one per text) instead of token vectors",
-    )
+__all__ = [
+    "BASES",
+    "COMPARISON_LAYOUT",
+    "CKAResult",
+    "Comparison",
+    "LNDifference",
+    "SideSummary",
+    "abs_mean_difference",
+    "cached_compare",
+    "cka_matrix",
+    "compare",
+    "compare_with_cache",
+    "comparison_arrays",
+    "comparison_cache_key",
+    "comparison_from_arrays",
+    "comparison_key",
+    "comparison_report",
+    "dims_comparable",
+    "layernorm_difference",
+    "linear_cka",
+    "representation_similarity",
+    "same_tokens",
+    "state_rows",
+    "sts_by_state_for",
+    "summarize",
+]
 
 
 # ----------------------------------------------------------------------------- per-state figures
-
-
-@dataclass(frozen=True)
-class SideSummary:
-    """Per-state figures of one extraction (one side of a comparison), all (S,) or per state.
-
-    ``top_share`` is the share of the mean cosine carried by the ``top_k`` dims with the largest
-    contribution (Timkey & van Schijndel), ``top_dims`` those dims.
-    """
-
-    label: str
-    model: dict
-    corpus_name: str
-    state_names: tuple[str, ...]
-    anisotropy: np.ndarray
-    isoscore: np.ndarray
-    outliers: tuple[tuple[int, ...], ...]
-    mean: np.ndarray
-    top_k: int
-    top_share: np.ndarray
-    top_dims: tuple[tuple[int, ...], ...]
-
-    @property
-    def num_states(self) -> int:
-        return len(self.state_names)
-
-    @property
-    def hidden_size(self) -> int:
-        return int(self.mean.shape[1])
 
 
 def summarize(
@@ -266,7 +93,7 @@ def summarize(
     """Anisotropy, IsoScore, Timkey's top-dim share (:func:`backend.analysis.geometry.isotropy.by_state`) and the
     headline outlier dims (:func:`backend.analysis.geometry.outliers.outlier_dims`) of every hidden state."""
     from backend.analysis.geometry.isotropy import by_state
-    from backend.analysis.geometry.outliers import outlier_dims
+    from backend.analysis.geometry.outliers import outlier_dims_by_state
 
     iso = by_state(result, n_pairs=n_pairs, seed=seed, top_k=top_k, similarity=False)
     shares = np.array(
@@ -282,9 +109,7 @@ def summarize(
         state_names=tuple(result.state_names),
         anisotropy=np.asarray(iso.anisotropy, dtype=np.float64),
         isoscore=np.asarray(iso.isoscore, dtype=np.float64),
-        outliers=tuple(
-            tuple(int(j) for j in outlier_dims(result, s)) for s in range(result.num_states)
-        ),
+        outliers=tuple(tuple(dims) for dims in outlier_dims_by_state(result)),
         mean=np.asarray(result.mean, dtype=np.float64),
         top_k=int(top_k),
         top_share=shares,
@@ -351,34 +176,6 @@ def sts_by_state_for(loaded: LoadedModel, pairs, max_length: int = 128) -> np.nd
 # ----------------------------------------------------------------------------- LayerNorm
 
 
-@dataclass(frozen=True)
-class LNDifference:
-    """gamma_B - gamma_A and beta_B - beta_A per (norm, dim): float64 (n_norms, d)."""
-
-    names: list[str]
-    d_gamma: np.ndarray
-    d_beta: np.ndarray
-
-    def moved_dims(self, top: int = 10) -> list[tuple[int, float]]:
-        """The ``top`` dims whose gamma or beta moved most (largest |difference| over the norms)."""
-        moved = np.maximum(np.abs(self.d_gamma).max(axis=0), np.abs(self.d_beta).max(axis=0))
-        order = np.argsort(-moved, kind="stable")[:top]
-        return [(int(j), float(moved[j])) for j in order]
-
-    def to_frame(self):
-        import pandas as pd
-
-        n, d = self.d_gamma.shape
-        return pd.DataFrame(
-            {
-                "norm": np.repeat(self.names, d),
-                "dim": np.tile(np.arange(d), n),
-                "d_gamma": self.d_gamma.ravel(),
-                "d_beta": self.d_beta.ravel(),
-            }
-        )
-
-
 def layernorm_difference(
     loaded_a: LoadedModel, loaded_b: LoadedModel
 ) -> tuple[LNDifference | None, str]:
@@ -409,22 +206,6 @@ def layernorm_difference(
 
 
 # ----------------------------------------------------------------------------- the whole comparison
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """Everything the Compare page and ``python -m backend compare`` show for A vs B."""
-
-    a: SideSummary
-    b: SideSummary
-    states: list[dict]
-    cka: CKAResult | None
-    abs_mean_diff: np.ndarray | None
-    ln: LNDifference | None
-    notes: tuple[str, ...] = ()
-    sts_a: np.ndarray | None = None
-    sts_b: np.ndarray | None = None
-    extra: dict = field(default_factory=dict)
 
 
 def compare(
@@ -527,92 +308,7 @@ def comparison_report(comparison: Comparison) -> dict:
     return report
 
 
-# ----------------------------------------------------------------------------- disk cache
-
-COMPARISON_LAYOUT = 1  # bump when Comparison or compare() changes what it stores
-_SIDE_ARRAYS = ("anisotropy", "isoscore", "mean", "top_share")
-_OPTIONAL_ARRAYS = ("abs_mean_diff", "sts_a", "sts_b")
-
-
-def comparison_arrays(comparison: Comparison) -> dict[str, np.ndarray]:
-    """``comparison`` as named arrays plus one JSON ``meta`` string (no pickle), for the cache."""
-    c = comparison
-    meta: dict = {"layout": COMPARISON_LAYOUT, "states": c.states, "notes": list(c.notes)}
-    meta["extra"] = c.extra
-    arrays: dict[str, np.ndarray] = {}
-    for name, side in (("a", c.a), ("b", c.b)):
-        meta[name] = {
-            "label": side.label,
-            "model": side.model,
-            "corpus_name": side.corpus_name,
-            "state_names": list(side.state_names),
-            "outliers": [list(map(int, o)) for o in side.outliers],
-            "top_k": int(side.top_k),
-            "top_dims": [list(map(int, t)) for t in side.top_dims],
-        }
-        for f in _SIDE_ARRAYS:
-            arrays[f"{name}_{f}"] = np.asarray(getattr(side, f))
-    if c.cka is not None:
-        meta["cka"] = {"basis": c.cka.basis, "n": int(c.cka.n), "debiased": bool(c.cka.debiased)}
-        meta["cka"]["note"] = c.cka.note
-        arrays["cka_matrix"] = np.asarray(c.cka.matrix)
-    if c.ln is not None:
-        meta["ln"] = {"names": list(c.ln.names)}
-        arrays["ln_d_gamma"], arrays["ln_d_beta"] = (
-            np.asarray(c.ln.d_gamma),
-            np.asarray(c.ln.d_beta),
-        )
-    for f in _OPTIONAL_ARRAYS:
-        if getattr(c, f) is not None:
-            arrays[f] = np.asarray(getattr(c, f))
-    arrays["meta"] = np.array(json.dumps(meta))
-    return arrays
-
-
-def comparison_from_arrays(arrays: dict[str, np.ndarray]) -> Comparison:
-    """The inverse of :func:`comparison_arrays`; raises ValueError for another layout."""
-    meta = json.loads(str(arrays["meta"]))
-    if meta.get("layout") != COMPARISON_LAYOUT:
-        raise ValueError(f"comparison layout {meta.get('layout')!r} != {COMPARISON_LAYOUT}")
-    sides = {}
-    for name in ("a", "b"):
-        m = meta[name]
-        sides[name] = SideSummary(
-            label=m["label"],
-            model=m["model"],
-            corpus_name=m["corpus_name"],
-            state_names=tuple(m["state_names"]),
-            outliers=tuple(tuple(o) for o in m["outliers"]),
-            top_k=m["top_k"],
-            top_dims=tuple(tuple(t) for t in m["top_dims"]),
-            **{f: arrays[f"{name}_{f}"] for f in _SIDE_ARRAYS},
-        )
-    cka = None
-    if meta.get("cka") is not None:
-        cka = CKAResult(arrays["cka_matrix"], **meta["cka"])
-    ln = None
-    if meta.get("ln") is not None:
-        ln = LNDifference(meta["ln"]["names"], arrays["ln_d_gamma"], arrays["ln_d_beta"])
-    return Comparison(
-        a=sides["a"],
-        b=sides["b"],
-        states=meta["states"],
-        cka=cka,
-        ln=ln,
-        notes=tuple(meta["notes"]),
-        extra=meta.get("extra", {}),
-        **{f: arrays.get(f) for f in _OPTIONAL_ARRAYS},
-    )
-
-
-def comparison_key(*parts: object) -> str:
-    """The cache key of a comparison: a hash of what determines it (both extractions' cache keys
-    and model fingerprints, the pairs' hash, the estimator, the labels) and the layout."""
-    payload = json.dumps(
-        {"kind": "compare", "parts": [str(p) for p in parts], "v": COMPARISON_LAYOUT},
-        sort_keys=True,
-    )
-    return hashlib.sha256(payload.encode()).hexdigest()[:32]
+# ----------------------------------------------------------------------------- through the disk cache
 
 
 def comparison_cache_key(result_a: ExtractionResult, result_b: ExtractionResult, **options) -> str:
@@ -650,22 +346,3 @@ def compare_with_cache(
     if cache is None:
         return run()
     return cached_compare(cache, comparison_cache_key(result_a, result_b, **options), run)
-
-
-def cached_compare(cache, key: str, run) -> Comparison:
-    """``run()`` (a :func:`compare` call) through the disk cache ``cache``
-    (:class:`backend.engine.cache.ResultCache`) under ``key`` (:func:`comparison_key`). An unreadable or
-    other-layout entry is a miss; a comparison that cannot be kept is still returned."""
-    arrays = cache.load_arrays(key)
-    if arrays is not None:
-        try:
-            return comparison_from_arrays(arrays)
-        except (KeyError, TypeError, ValueError):
-            pass  # corrupt or older layout: recompute and replace
-    comparison = run()
-    try:
-        arrays = comparison_arrays(comparison)
-    except (TypeError, ValueError):
-        return comparison  # something not storable without pickle (e.g. an exotic extra)
-    cache.save_arrays(key, arrays)
-    return comparison

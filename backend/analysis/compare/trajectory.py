@@ -3,7 +3,7 @@
 Input: a folder of checkpoints as the Hugging Face Trainer writes them (``checkpoint-500/``) or
 named ``step1000/`` (``step-1000``, ``step_1000``), sorted by step; or an explicit list of
 checkpoint folders. Per checkpoint and hidden state: the largest |mean| and its dim, the outlier
-dims (:func:`backend.analysis.geometry.outliers.outlier_dims`), anisotropy and IsoScore
+dims (:func:`backend.analysis.geometry.outliers.outlier_dims_by_state`), anisotropy and IsoScore
 (:func:`backend.analysis.geometry.isotropy.by_state`); per LayerNorm, the dims whose gamma is flagged (BERT
 Busters' |gamma - mean| > k std, :func:`backend.analysis.layernorm.params.flag_params`) and the LN outlier dims
 (:func:`backend.analysis.layernorm.params.detect_outliers`).
@@ -30,7 +30,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from backend.analysis.geometry.isotropy import N_PAIRS, PAIR_SEED
+from backend.analysis.layernorm.thresholds import LN_THRESHOLDS
 from backend.engine.errors import InputError, IsoscopeError
+from backend.engine.progress import Progress, report
 
 if TYPE_CHECKING:  # type hints only: importing them would pull in torch
     from backend.engine.cache import ResultCache
@@ -39,7 +41,6 @@ if TYPE_CHECKING:  # type hints only: importing them would pull in torch
     from backend.engine.models import LoadedModel
 
 STEP_NAME = re.compile(r"^(?:checkpoint|step)[-_]?(\d+)$", re.IGNORECASE)
-Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -141,10 +142,11 @@ def state_figures(
     """Per hidden state of an ExtractionResult: largest |mean| (and its dim), outlier dims,
     anisotropy and IsoScore."""
     from backend.analysis.geometry.isotropy import by_state
-    from backend.analysis.geometry.outliers import outlier_dims
+    from backend.analysis.geometry.outliers import outlier_dims_by_state
 
     iso = by_state(result, n_pairs=n_pairs, seed=seed, top_k=0, similarity=False)
     rows = []
+    dims_by_state = outlier_dims_by_state(result)
     for s, name in enumerate(result.state_names):
         abs_mean = np.abs(result.mean[s])
         j = int(np.argmax(abs_mean))
@@ -154,7 +156,7 @@ def state_figures(
                 "name": name,
                 "max_abs_mean": float(abs_mean[j]),
                 "max_abs_mean_dim": j,
-                "outlier_dims": [int(d) for d in outlier_dims(result, s)],
+                "outlier_dims": dims_by_state[s],
                 "anisotropy": float(iso.anisotropy[s]),
                 "isoscore": float(iso.isoscore[s]),
             }
@@ -163,7 +165,7 @@ def state_figures(
 
 
 def layernorm_figures(
-    loaded: LoadedModel, k: float = 3.0, share: float = 0.5
+    loaded: LoadedModel, k: float = LN_THRESHOLDS.k, share: float = LN_THRESHOLDS.share
 ) -> tuple[dict, list[int]]:
     """(per-norm gamma-flagged dims, LN outlier dims) of a loaded model; ({}, []) without norms."""
     from backend.analysis.layernorm.params import (
@@ -264,16 +266,22 @@ def run_trajectory(
     device: str = "auto",
     dtype: str = "float32",
     allow_pickle: bool = False,
+    device_map: str | None = None,
     cache: ResultCache | None = None,
     use_cache: bool = True,
     n_pairs: int = N_PAIRS,
     seed: int = PAIR_SEED,
     progress: Progress | None = None,
-    extract_progress: Callable[[int, int], None] | None = None,
+    extract_progress: Progress | None = None,
+    on_checkpoint: Callable[[str], None] | None = None,
 ) -> Trajectory:
     """Load, extract (through the disk cache) and summarise each checkpoint in order, one model in
     memory at a time. A checkpoint that fails to load or to run, or whose architecture (model type,
-    layers, width) differs from the first good one, is skipped with a message; the rest are kept."""
+    layers, width) differs from the first good one, is skipped with a message; the rest are kept.
+
+    ``progress(done, total)``: checkpoints finished (kept or skipped) of all, before each one and
+    once at the end; ``extract_progress(done, total)``: texts of the current extraction;
+    ``on_checkpoint(label)``: "[i/n] name (step s)" as each checkpoint starts."""
     import gc
 
     from backend.engine.cache import ResultCache, cache_key, cached_extract
@@ -285,11 +293,16 @@ def run_trajectory(
     out = Trajectory()
     reference: tuple | None = None
     for i, ckpt in enumerate(checkpoints):
-        say = progress or (lambda _msg: None)
-        say(f"[{i + 1}/{len(checkpoints)}] {ckpt.name} (step {ckpt.step})")
+        report(progress, i, len(checkpoints))
+        if on_checkpoint is not None:
+            on_checkpoint(f"[{i + 1}/{len(checkpoints)}] {ckpt.name} (step {ckpt.step})")
         try:
             loaded = load_model(
-                str(ckpt.path), device=device, dtype=dtype, allow_pickle=allow_pickle
+                str(ckpt.path),
+                device=device,
+                dtype=dtype,
+                allow_pickle=allow_pickle,
+                device_map=device_map,
             )
         except Exception as exc:  # ModelLoadError, or anything a damaged file raises
             out.errors.append(
@@ -338,6 +351,7 @@ def run_trajectory(
         )
         del loaded, result
         gc.collect()
+    report(progress, len(checkpoints), len(checkpoints))
     return out
 
 

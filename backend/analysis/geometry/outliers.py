@@ -7,8 +7,9 @@
 - Quantile rule (Macocco et al. 2025): median_t |H[t, j]| > the 0.99-quantile of all |H|.
 - Variance rule (Rudman et al. 2023): Var_t H[:, j] >= 5 x mean_j Var_t H[:, j].
 
-All functions take one hidden state's arrays and return sorted dimension indices; the
-``*_by_state`` helpers apply a criterion to every hidden state of an ExtractionResult.
+All functions take one hidden state's arrays and return sorted dimension indices;
+:func:`criteria_by_state` and :func:`outlier_dims_by_state` apply them to every hidden state of an
+ExtractionResult (the only loops over states; every caller uses them).
 """
 
 from __future__ import annotations
@@ -110,14 +111,43 @@ def outlier_dims(
     return headline_dims(outliers_by_criterion(result, state, thresholds), result.mean[state])
 
 
+def criteria_by_state(
+    result: ExtractionResult, thresholds: OutlierThresholds | None = None
+) -> list[dict[str, list[int]]]:
+    """:func:`outliers_by_criterion` at every hidden state (index 0 = emb): the one loop over states
+    that every page, figure, command and report reads."""
+    return [outliers_by_criterion(result, s, thresholds) for s in range(result.num_states)]
+
+
+def outlier_dims_by_state(
+    result: ExtractionResult,
+    thresholds: OutlierThresholds | None = None,
+    *,
+    criteria: Sequence[Mapping[str, Sequence[int]]] | None = None,
+) -> list[list[int]]:
+    """The headline outlier dims (:func:`headline_dims`) of every hidden state, each sorted by
+    |mean| descending. ``criteria`` (what :func:`criteria_by_state` returned for the same
+    ``thresholds``) saves computing the criteria again."""
+    found = criteria if criteria is not None else criteria_by_state(result, thresholds)
+    return [headline_dims(f, result.mean[s]) for s, f in enumerate(found)]
+
+
+def auto_clip_dims(result: ExtractionResult) -> list[list[int]]:
+    """What clip "auto" zeroes at every hidden state, the one meaning of "auto" everywhere (export,
+    the Clipping page, Similarity, the ``sts`` command, the report): each state's headline outlier
+    dims (:func:`outlier_dims_by_state`), by |mean| descending."""
+    return outlier_dims_by_state(result)
+
+
 def outlier_table(result: ExtractionResult, thresholds: OutlierThresholds | None = None):
     """Long table: one row per (hidden state, dim) flagged by any criterion, with its statistics
     and a boolean column per criterion. Returns a pandas DataFrame."""
     import pandas as pd  # lazy: a slow import that only the table views need
 
     rows = []
-    for s, name in enumerate(result.state_names):
-        found = outliers_by_criterion(result, s, thresholds)
+    names = result.state_names
+    for s, found in enumerate(criteria_by_state(result, thresholds)):
+        name = names[s]
         for j in sorted(set().union(*map(set, found.values()))):
             rows.append(
                 {

@@ -32,6 +32,7 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from backend.analysis.geometry.isotropy import cosine_rows
+from backend.analysis.geometry.outliers import auto_clip_dims
 from backend.analysis.geometry.postprocess import ClipDims, make_postprocessor, parse_dims
 from backend.engine.device import to_numpy
 from backend.engine.environment import assets_dir
@@ -39,6 +40,7 @@ from backend.engine.errors import InputError, UnsupportedModelError
 from backend.engine.extraction import ExtractionResult, forward_batches, mean_pooled, tokenize
 from backend.engine.models import LoadedModel
 from backend.engine.naming import hidden_state_names
+from backend.engine.progress import Progress
 
 ASSETS_DIR = assets_dir()
 STS_SAMPLE = ASSETS_DIR / "sts_sample.csv"
@@ -49,8 +51,6 @@ PAIR_COLUMNS = ("sentence1", "sentence2", "score")
 WIC_COLUMNS = ("word", "context1", "context2", "same_sense")
 TRUE_LABELS = {"1", "true", "t", "yes", "y", "same", "1.0"}
 FALSE_LABELS = {"0", "false", "f", "no", "n", "different", "0.0"}
-
-Progress = Callable[[int, int], None]
 
 
 # ----------------------------------------------------------------------------- reading CSV files
@@ -310,15 +310,20 @@ def pool_pairs(
     return first, second
 
 
+CLIP_MODES = ("auto", "largest-mean", "none")
+
+
 def parse_clip(value: str, hidden_size: int | None = None) -> str | list[int]:
-    """``--clip`` values: "auto", "none", or dims "D1,D2,..." (list of ints)."""
+    """``--clip`` values: "auto", "largest-mean", "none", or dims "D1,D2,..." (list of ints)."""
     text = str(value).strip().lower()
-    if text in ("auto", "none"):
+    if text in CLIP_MODES:
         return text
 
     dims = parse_dims(text, hidden_size)
     if not dims:
-        raise InputError("--clip needs 'auto', 'none' or dimension indices such as 223,338")
+        raise InputError(
+            "--clip needs 'auto', 'largest-mean', 'none' or dimension indices such as 223,338"
+        )
     return dims
 
 
@@ -327,20 +332,33 @@ def clip_dims_by_state(
     pooled1: np.ndarray,
     pooled2: np.ndarray,
     k: int = 2,
+    *,
+    result: ExtractionResult | None = None,
 ) -> list[list[int]]:
-    """The dims to clip at every hidden state: "auto" = the ``k`` dims with the largest |mean| over
-    the evaluated texts (both sides' pooled vectors) at that state; "none" = []; a list of ints =
-    the same dims everywhere; a list of lists = per state."""
+    """The dims to clip at every hidden state: "auto" = each state's headline outlier dims in the
+    extraction ``result`` (:func:`backend.analysis.geometry.outliers.auto_clip_dims`, the meaning of
+    "auto" everywhere); "largest-mean" = the ``k`` dims with the largest |mean| over the evaluated
+    texts (both sides' pooled vectors) at that state; "none" = []; a list of ints = the same dims
+    everywhere; a list of lists = per state."""
     num_states = pooled1.shape[0]
     if isinstance(clip, str):
         if clip == "auto":
+            if result is None or result.num_states != num_states:
+                raise InputError(
+                    "clip 'auto' zeroes each hidden state's outlier dims, detected on an "
+                    "extraction of the same model: pass result="
+                )
+            return auto_clip_dims(result)
+        if clip == "largest-mean":
             return [
                 top_mean_dims(np.concatenate([pooled1[s], pooled2[s]]), k)
                 for s in range(num_states)
             ]
         if clip == "none":
             return [[] for _ in range(num_states)]
-        raise InputError(f"unknown clip mode {clip!r}; use 'auto', 'none' or a list of dims")
+        raise InputError(
+            f"unknown clip mode {clip!r}; use 'auto', 'largest-mean', 'none' or a list of dims"
+        )
     clip = list(clip)
     if clip and isinstance(clip[0], list | tuple | np.ndarray):
         if len(clip) != num_states:

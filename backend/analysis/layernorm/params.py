@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from backend.analysis.layernorm.thresholds import LN_THRESHOLDS, LayerNormThresholds
 from backend.engine.arch import architecture
 from backend.engine.device import to_numpy
 from backend.engine.errors import InputError, UnsupportedModelError
@@ -221,7 +222,7 @@ def ln_params(sites: list[NormSite]) -> LNParams:
     )
 
 
-def flag_params(values: np.ndarray, k: float = 3.0) -> np.ndarray:
+def flag_params(values: np.ndarray, k: float = LN_THRESHOLDS.k) -> np.ndarray:
     """Per row (one norm), dims whose value lies more than ``k`` std from the row's mean: bool (n, d).
 
     A row with (numerically) zero spread, like a fresh LayerNorm (gamma 1, beta 0), flags nothing.
@@ -285,14 +286,13 @@ def needed_layers(n_norms: int, share: float) -> int:
     return max(1, math.ceil(share * n_norms - 1e-9))
 
 
-def detect_outliers(params: LNParams, k: float = 3.0, share: float = 0.5) -> LNOutliers:
-    """BERT Busters' criterion: per norm, flag gamma_j (and separately beta_j) with
-    |x - mean| > k std; dim j is an outlier when gamma_j or beta_j is flagged in at least
-    ``share`` of the norms."""
-    if not k > 0:
-        raise InputError(f"k (standard deviations) must be positive, got {k}")
-    if not 0 < share <= 1:
-        raise InputError(f"the share of layers must be in (0, 1], got {share}")
+def detect_outliers(
+    params: LNParams, k: float = LN_THRESHOLDS.k, share: float = LN_THRESHOLDS.share
+) -> LNOutliers:
+    """BERT Busters' criterion (:class:`LayerNormThresholds`): per norm, flag gamma_j (and
+    separately beta_j) with |x - mean| > k std; dim j is an outlier when gamma_j or beta_j is
+    flagged in at least ``share`` of the norms."""
+    LayerNormThresholds(k, share)  # validates both
     weight_flags = flag_params(params.gamma, k)
     bias_flags = flag_params(params.beta, k) & params.has_bias[:, None]
     need = needed_layers(len(params.names), share)
@@ -307,6 +307,11 @@ def detect_outliers(params: LNParams, k: float = 3.0, share: float = 0.5) -> LNO
     )
 
 
-def ln_outliers(loaded: LoadedModel, which=None, k: float = 3.0, share: float = 0.5) -> LNOutliers:
+def ln_outliers(
+    loaded: LoadedModel,
+    which=None,
+    k: float = LN_THRESHOLDS.k,
+    share: float = LN_THRESHOLDS.share,
+) -> LNOutliers:
     """Detect LN outlier dims of a loaded model over the norms ``which`` (default: :func:`default_roles`)."""
     return detect_outliers(ln_params(select_norms(norms_of(loaded), which)), k, share)

@@ -26,7 +26,6 @@ tokens). The log-log slope is a least-squares fit over positions ``fit_from .. T
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -39,8 +38,8 @@ from backend.engine.errors import InputError, UnsupportedModelError
 from backend.engine.extraction import forward_batches, tokenize
 from backend.engine.hooks import forward_hooks
 from backend.engine.models import LoadedModel, build_random_model
+from backend.engine.progress import Progress
 
-Progress = Callable[[int, int], None]
 INPUT_KINDS = ("tokens", "gaussian")
 
 

@@ -18,7 +18,6 @@ so they include the projection biases. Compare trained weights with a random-ini
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,8 +30,8 @@ from backend.engine.errors import UnsupportedModelError
 from backend.engine.extraction import forward_batches, tokenize
 from backend.engine.hooks import forward_hooks
 from backend.engine.models import LoadedModel
+from backend.engine.progress import Progress
 
-Progress = Callable[[int, int], None]
 METRICS = {
     "mean_q_norm": "‖mean query‖",
     "mean_k_norm": "‖mean key‖",

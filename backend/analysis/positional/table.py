@@ -24,7 +24,6 @@ Probe details (documented choices):
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,9 +35,7 @@ from backend.engine.device import to_numpy
 from backend.engine.errors import InputError, UnsupportedModelError
 from backend.engine.extraction import ExtractionResult
 from backend.engine.models import LoadedModel, position_table
-
-Progress = Callable[[int, int], None]
-
+from backend.engine.progress import Progress
 
 # ----------------------------------------------------------------------------- position table
 

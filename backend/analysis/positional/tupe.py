@@ -23,7 +23,6 @@ be tied to a position, so the [CLS] row (i = 0) and column (j = 0) are reported 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,8 +35,8 @@ from backend.engine.errors import InputError, UnsupportedModelError
 from backend.engine.extraction import tokenize
 from backend.engine.hooks import forward_hooks
 from backend.engine.models import LoadedModel
+from backend.engine.progress import Progress
 
-Progress = Callable[[int, int], None]
 TERMS = ("word_word", "word_position", "position_word", "position_position")
 TERM_LABELS = {
     "word_word": "word → word",

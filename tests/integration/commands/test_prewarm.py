@@ -27,5 +27,5 @@ def test_prewarm_writes_the_dashboards_default_entry(request, tmp_path, capsys, 
 
 
 def test_prewarm_refuses_an_empty_list(capsys):
-    assert main(["prewarm", "--model", " , "]) == 2
+    assert main(["prewarm", "--models", " , "]) == 2
     assert capsys.readouterr().err.startswith("error: --prewarm/--model needs")

@@ -304,11 +304,11 @@ def test_any_token_budget_gives_the_same_statistics_and_sample(tiny, corpus, bud
 
 
 def test_out_of_memory_halves_the_batch_and_loses_nothing(tiny, corpus, monkeypatch):
-    import backend.engine.extraction as ex
+    import backend.engine.extraction.forward as ex
 
     settings = ExtractionSettings(sample_size=30, batch_size=32)
     ref = extract(tiny, corpus, settings)
-    real = ex._hidden_states
+    real = ex.forward_hidden_states
     calls = {"n": 0, "sizes": []}
 
     def flaky(loaded, ids, mask):
@@ -318,7 +318,7 @@ def test_out_of_memory_halves_the_batch_and_loses_nothing(tiny, corpus, monkeypa
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
         return real(loaded, ids, mask)
 
-    monkeypatch.setattr(ex, "_hidden_states", flaky)
+    monkeypatch.setattr(ex, "forward_hidden_states", flaky)
     heard = []
     got = extract(tiny, corpus, settings, on_notice=heard.append)
     assert calls["sizes"][:2] == [len(TEXTS), len(TEXTS) // 2]
@@ -329,14 +329,14 @@ def test_out_of_memory_halves_the_batch_and_loses_nothing(tiny, corpus, monkeypa
     def always(loaded, ids, mask):
         raise RuntimeError("MPS backend out of memory")
 
-    monkeypatch.setattr(ex, "_hidden_states", always)
+    monkeypatch.setattr(ex, "forward_hidden_states", always)
     with pytest.raises(InputError, match="single text"):
         extract(tiny, corpus, settings)
 
     def bug(loaded, ids, mask):
         raise RuntimeError("shape mismatch")
 
-    monkeypatch.setattr(ex, "_hidden_states", bug)
+    monkeypatch.setattr(ex, "forward_hidden_states", bug)
     with pytest.raises(RuntimeError, match="shape mismatch"):
         extract(tiny, corpus, settings)
 
@@ -456,7 +456,7 @@ def test_planned_sample_equals_the_streaming_selection():
 def test_sample_buffer_is_zeroed_writable_and_picklable():
     import pickle
 
-    from backend.engine.extraction import _zeros
+    from backend.engine.extraction.sample import _zeros
 
     for shape in ((3, 5, 2), (4, 1000, 600)):  # below and above the pre-faulted size
         buf = _zeros(shape, np.float32)
@@ -467,7 +467,7 @@ def test_sample_buffer_is_zeroed_writable_and_picklable():
 
 
 def test_reducing_states_one_by_one_or_together_gives_the_same_result(tiny, corpus, monkeypatch):
-    import backend.engine.extraction as ex
+    import backend.engine.extraction.forward as ex
 
     settings = ExtractionSettings(sample_size=30, batch_size=4)
     together = extract(tiny, corpus, settings)
@@ -482,7 +482,8 @@ def test_plan_batches_are_the_batches_extraction_runs(
     tiny, corpus, monkeypatch, batch_size, budget
 ):
     """The Ray driver plans chunks with plan_batches; they must be the batches a local run forms."""
-    import backend.engine.extraction as ex
+    import backend.engine.extraction.forward as ex
+    from backend.engine.extraction.tokenization import plan_batches, tokenize
 
     seen: list[list[int]] = []
     real = ex._forward_batch
@@ -494,8 +495,8 @@ def test_plan_batches_are_the_batches_extraction_runs(
     monkeypatch.setattr(ex, "_forward_batch", spy)
     settings = ExtractionSettings(batch_size=batch_size, token_budget=budget)
     extract(tiny, corpus, settings)
-    lengths = ex.tokenize(tiny, corpus.texts, settings.max_length).lengths
-    planned = ex.plan_batches(lengths, batch_size, budget)
+    lengths = tokenize(tiny, corpus.texts, settings.max_length).lengths
+    planned = plan_batches(lengths, batch_size, budget)
     assert [b.tolist() for b in planned] == seen
     assert len(seen) > 1 and all(len(b) <= batch_size for b in seen)
     assert all(len(b) == 1 or len(b) * lengths[b].max() <= budget for b in planned)

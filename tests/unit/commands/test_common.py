@@ -1,4 +1,5 @@
-"""What every command shares: one model-options group, the --out check, strict JSON output."""
+"""The CLI's shared option groups: every command that loads a model takes the one model-options
+group of backend.commands.common.add_model_args (``--device-map`` included), nowhere redefined."""
 
 from __future__ import annotations
 
@@ -7,8 +8,77 @@ import json
 
 import pytest
 
+from backend.cli import build_parser
 from backend.commands.common import add_model_args, check_out_path, write_json
 from backend.engine.errors import IsoscopeError
+
+MODEL_OPTIONS = {"--device", "--dtype", "--device-map", "--allow-pickle", "--max-length"}
+
+
+def _commands() -> dict[str, argparse.ArgumentParser]:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(sub.choices)
+
+
+COMMANDS = _commands()
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_a_command_that_loads_a_model_has_the_whole_model_group(name):
+    command = COMMANDS[name]
+    options = {opt for action in command._actions for opt in action.option_strings}
+    if "--device" not in options:
+        return  # loads no model (e.g. cache, serve)
+    assert MODEL_OPTIONS <= options, f"{name} lacks {sorted(MODEL_OPTIONS - options)}"
+    groups = {
+        opt: group.title
+        for group in command._action_groups
+        for action in group._group_actions
+        for opt in action.option_strings
+    }
+    assert {groups[opt] for opt in MODEL_OPTIONS} == {"model"}, name
+
+
+@pytest.mark.parametrize("name", ["compare", "trajectory"])
+def test_compare_and_trajectory_accept_device_map(name):
+    """They copied the options once and dropped ``--device-map``; now they share the group."""
+    args = {"compare": ["--model-a", "default", "--texts", "t.txt"], "trajectory": []}[name]
+    command = COMMANDS[name]
+    required = [a for a in command._actions if a.required and a.option_strings]
+    extra = []
+    for action in required:
+        if action.option_strings[0] not in args:
+            extra += [action.option_strings[0], "x"]
+    parsed = command.parse_args([*args, *extra, "--out", "o.json", "--device-map", "auto"])
+    assert parsed.device_map == "auto" and parsed.device == "auto"
+
+
+def test_no_module_imports_another_modules_private_name():
+    """Names shared across modules are public (``corpus.check_size``, ``common.read_pairs``). The
+    models module's ``_resolve_folder``/``_bundled_tokenizer`` are another change's to rename."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    allowed = {
+        ("backend.engine.models", "_resolve_folder"),
+        ("backend.engine.models", "_bundled_tokenizer"),
+    }
+    found = []
+    for path in [*(root / "backend").rglob("*.py"), *(root / "ui").rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module
+                and node.module.startswith("backend")
+            ):
+                for alias in node.names:
+                    name = alias.name
+                    if name.startswith("_") and not name.startswith("__"):
+                        if (node.module, name) not in allowed:
+                            found.append(f"{path.relative_to(root)}: {node.module}.{name}")
+    assert found == []
 
 
 def test_model_options_are_one_group_with_or_without_model():

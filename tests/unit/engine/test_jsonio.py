@@ -1,15 +1,102 @@
-"""Strict JSON: NaN and inf become null, numpy values become Python ones, and no NaN token is
-ever written (a parser that refuses NaN reads every output)."""
+"""strict_json is the one JSON writer: NaN and inf become null, and every JSON text the backend writes
+for a user (CLI outputs, the report, exports, outlier downloads, saved analyses) goes through it, so a
+parser that refuses the bare NaN token reads every file."""
 
 from __future__ import annotations
 
+import ast
 import json
 import math
+import zipfile
+from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from backend.engine.jsonio import strict_json, to_jsonable
+
+ROOT = Path(__file__).resolve().parents[3]
+# json.dumps that is no user-facing JSON text: cache keys and cache metadata (read back by isoscope,
+# NaN kept on purpose), Ray rows, the model fingerprint.
+INTERNAL = {
+    "backend/engine/cache.py",
+    "backend/engine/models.py",
+    "backend/engine/ray_engine.py",
+    "backend/analysis/compare/storage.py",
+    "backend/analysis/compare/comparison.py",
+    "backend/engine/jsonio.py",
+}
+
+
+def _refuse(token: str):
+    raise ValueError(f"not JSON: {token}")
+
+
+def parse(text: str | bytes):
+    return json.loads(text, parse_constant=_refuse)
+
+
+def test_nan_and_inf_become_null_and_numpy_becomes_python():
+    text = strict_json({"a": float("nan"), "b": [np.float32(1.5), np.inf], "c": np.arange(2)})
+    assert parse(text) == {"a": None, "b": [1.5, None], "c": [0, 1]}
+
+
+def test_only_strict_json_writes_json_for_users():
+    offenders = []
+    for path in (ROOT / "backend").rglob("*.py"):
+        rel = str(path.relative_to(ROOT))
+        if rel in INTERNAL:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("dumps", "dump")
+                and getattr(node.func.value, "id", None) == "json"
+            ):
+                offenders.append(f"{rel}:{node.lineno}")
+    assert offenders == []
+
+
+def test_a_saved_analysis_with_nan_is_strict_json(tmp_path):
+    from backend.engine.saved import save_analysis
+    from tests.unit.engine.test_saved import synthetic_result
+
+    result = replace(synthetic_result(), seconds=float("nan"), extra={"x": float("inf")})
+    path = save_analysis(result, tmp_path / "a.isoscope")
+    with zipfile.ZipFile(path) as zf:
+        texts = [parse(zf.read(n)) for n in zf.namelist() if n.endswith(".json")]
+    (manifest,) = [t for t in texts if isinstance(t, dict)]
+    assert manifest["result"]["seconds"] is None and manifest["result"]["extra"] == {"x": None}
+
+
+def test_the_outlier_download_and_the_report_settings_are_strict_json():
+    from types import SimpleNamespace
+
+    from backend.analysis.geometry.outliers import OutlierThresholds
+    from backend.plots.outliers import outliers_json
+    from backend.share.report.model import Report, Section
+    from backend.share.report.render import render_html
+
+    fake = SimpleNamespace(
+        model={"source": "m"}, corpus_name="c", num_tokens=3, state_names=["emb"]
+    )
+    by_state = [{c: [] for c in ("extreme_index", "zscore", "quantile", "variance")}]
+    parse(outliers_json(fake, by_state, OutlierThresholds()))
+    corpus = {
+        "name": "c",
+        "num_texts": 1,
+        "num_tokens": 1,
+        "token_sample": 1,
+        "sentence_pairs": 0,
+        "sha256": "0",
+        "notices": [],
+    }
+    report = Report(
+        {"source": "m"}, corpus, {"report": {"x": float("nan")}}, "v", [Section("k", "t")]
+    )
+    assert "report.x</td><td>null" in render_html(report)
 
 
 def _refuse(token: str):

@@ -1,26 +1,61 @@
-"""The one progress protocol: ``progress(done, total)``, returning False to ask for a stop."""
+"""One progress protocol: ``progress(done, total)`` from backend.engine.progress, used by every
+long computation (no module keeps its own ``Progress`` alias), the trajectory included."""
 
 from __future__ import annotations
 
-from backend.engine.progress import Progress, report
+import ast
+from pathlib import Path
+
+from backend.engine.progress import report
+
+ROOT = Path(__file__).resolve().parents[3]
+# The decoder scan is another change's (it adopts the protocol there).
+NOT_YET = {ROOT / "backend/analysis/decoder/massive.py"}
 
 
-def test_report_calls_the_callback_and_reads_a_stop_request():
-    seen: list[tuple[int, int]] = []
+def test_no_backend_module_defines_its_own_progress_type():
+    home = ROOT / "backend/engine/progress.py"
+    local = []
+    for path in (ROOT / "backend").rglob("*.py"):
+        if path in NOT_YET or path == home:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets = node.targets if isinstance(node, ast.Assign) else []
+            if any(isinstance(t, ast.Name) and t.id == "Progress" for t in targets):
+                local.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert local == []
 
-    def keep_going(done: int, total: int) -> None:
-        seen.append((done, total))
 
-    def stop(done: int, total: int) -> bool:
-        return False
+def test_report_calls_and_reads_a_stop_request():
+    seen = []
+    assert report(None, 1, 2)
+    assert report(lambda d, t: seen.append((d, t)), 1, 2) and seen == [(1, 2)]
+    assert not report(lambda d, t: False, 2, 2)
 
-    assert report(keep_going, 1, 4) is True
-    assert seen == [(1, 4)]
-    assert report(stop, 2, 4) is False
-    assert report(None, 3, 4) is True
+
+def test_the_trajectory_reports_checkpoints_done_of_total(tmp_path):
+    """Checkpoints that fail to load still count; the label of each goes to on_checkpoint."""
+    from backend.analysis.compare.trajectory import Checkpoint, run_trajectory
+    from backend.engine.cache import ResultCache
+    from backend.engine.corpus import Corpus
+
+    checkpoints = [Checkpoint(s, tmp_path / f"checkpoint-{s}") for s in (10, 20)]
+    calls, labels = [], []
+    t = run_trajectory(
+        checkpoints,
+        Corpus(("a text",), "t"),
+        cache=ResultCache(tmp_path / "cache"),
+        progress=lambda done, total: calls.append((done, total)),
+        on_checkpoint=labels.append,
+    )
+    assert calls == [(0, 2), (1, 2), (2, 2)]
+    assert labels == ["[1/2] checkpoint-10 (step 10)", "[2/2] checkpoint-20 (step 20)"]
+    assert t.points == [] and len(t.errors) == 2
 
 
 def test_plain_functions_satisfy_the_protocol():
+    from backend.engine.progress import Progress
+
     def bar(done: int, total: int) -> bool | None:
         return None
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-import backend.engine.extraction as extract_module
+import backend.engine.extraction.forward as extract_module
 import backend.engine.stats as stats_module
 from backend.engine.corpus import Corpus
 from backend.engine.extraction import ExtractionSettings, extract

@@ -12,8 +12,8 @@ import pytest
 
 from backend.analysis.geometry.isotropy import clipped_anisotropy_by_state
 from backend.engine.extraction import ExtractionResult, TokenTable
-from backend.share import report as report_module
 from backend.share.report import ReportSettings, build_report, render_html
+from backend.share.report import build as report_module
 from tests.synthetic import result_from_vectors
 
 
@@ -133,7 +133,29 @@ def test_unknown_section_is_an_input_error(planted):
 
 
 def test_state_lists_shorten_runs_of_layers():
-    from backend.share.report import _states
+    from backend.share.report.prose import _states
 
     assert _states(["emb", "1", "2", "3", "5", "7", "8", "9", "10"]) == "emb, 1–3, 5, 7–10"
     assert _states(["1", "2"]) == "1, 2"
+
+
+def test_the_report_package_keeps_data_prose_and_html_apart():
+    """``backend.share.report`` re-exports a data model, the prose builders and the HTML renderer,
+    each in its own module; the renderer needs nothing of the data model's module."""
+    import ast
+    import inspect
+
+    import backend.share.report as package
+    from backend.share.report import render
+
+    homes = {name: getattr(package, name).__module__ for name in ("Report", "Section")}
+    assert set(homes.values()) == {"backend.share.report.model"}
+    assert package.build_report.__module__ == "backend.share.report.build"
+    assert package.render_html.__module__ == "backend.share.report.render"
+    assert set(package.BUILDERS) == set(package.SECTIONS)
+    imported = {
+        node.module
+        for node in ast.walk(ast.parse(inspect.getsource(render)))
+        if isinstance(node, ast.ImportFrom)
+    }
+    assert not any(m and m.startswith("backend.share") for m in imported)

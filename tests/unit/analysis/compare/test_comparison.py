@@ -161,3 +161,15 @@ def test_same_tokens(planted):
     assert not same_tokens(ra, other_corpus)
     shifted = np.roll(ra.tokens.text_id, 1)
     assert not same_tokens(ra, _result(np.asarray(rb.sample_vectors, np.float64), shifted))
+
+
+def test_comparison_is_split_into_cka_records_storage_and_orchestration():
+    """Linear CKA, the comparison's records and its disk storage live in their own modules; the
+    ``comparison`` module orchestrates and re-exports them, so its callers need one import."""
+    from backend.analysis.compare import cka, comparison, records, storage
+
+    assert comparison.linear_cka is cka.linear_cka and cka.linear_cka.__module__ == cka.__name__
+    assert comparison.Comparison is records.Comparison
+    assert comparison.cached_compare is storage.cached_compare
+    assert comparison.compare.__module__ == comparison.__name__
+    assert all(hasattr(comparison, name) for name in comparison.__all__)

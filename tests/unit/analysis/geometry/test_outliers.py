@@ -12,8 +12,10 @@ import pytest
 from backend.analysis.geometry.outliers import (
     CRITERIA,
     OutlierThresholds,
+    criteria_by_state,
     extreme_index_outliers,
     outlier_dims,
+    outlier_dims_by_state,
     outlier_table,
     outliers_by_criterion,
     quantile_outliers,
@@ -132,7 +134,7 @@ def test_outliers_by_criterion_on_a_result(fake):
 
 
 def test_state_outlier_frame_and_json(fake):
-    by_state = plots.all_states_outliers(fake, OutlierThresholds())
+    by_state = criteria_by_state(fake, OutlierThresholds())
     frame = plots.state_outlier_frame(fake, 1, by_state[1])
     assert frame["dim"].tolist()[0] == 5  # strongest |z| first
     assert frame.columns.is_unique
@@ -151,7 +153,7 @@ def test_state_outlier_frame_and_json(fake):
 
 
 def test_layer_dim_heatmap_carries_values_and_marks(fake):
-    by_state = plots.all_states_outliers(fake, OutlierThresholds())
+    by_state = criteria_by_state(fake, OutlierThresholds())
     for stat in plots.HEATMAP_STATS:
         values = plots.heatmap_values(fake, stat)
         fig = plots.layer_dim_heatmap(
@@ -191,3 +193,48 @@ def test_token_heatmap_and_category_split():
     assert summary.loc["punctuation", "mean"] == -5 and summary.loc["other", "tokens"] == 3
     # Empty categories are left out (e.g. special tokens excluded from the statistics).
     assert len(plots.dimension_by_category(values[1:4], categories[1:4], 7, "2").data) == 1
+
+
+def test_every_state_has_one_home(fake):
+    """criteria_by_state / outlier_dims_by_state are outliers_by_criterion / outlier_dims at every
+    state; reusing the criteria gives the same dims."""
+    criteria = criteria_by_state(fake)
+    assert criteria == [outliers_by_criterion(fake, s) for s in range(fake.num_states)]
+    dims = outlier_dims_by_state(fake)
+    assert dims == [outlier_dims(fake, s) for s in range(fake.num_states)] == [[], [5]]
+    assert outlier_dims_by_state(fake, criteria=criteria) == dims
+    strict = OutlierThresholds(zscore_k=100.0, extreme_share=1.01)
+    assert outlier_dims_by_state(fake, strict) == [[], []]
+
+
+def _calls_in_loops(tree, names: set[str]) -> list[int]:
+    import ast
+
+    found = []
+    loops = (ast.For, ast.ListComp, ast.GeneratorExp, ast.DictComp, ast.SetComp)
+    for loop in (n for n in ast.walk(tree) if isinstance(n, loops)):
+        for node in ast.walk(loop):
+            if isinstance(node, ast.Call):
+                name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+                if name in names:
+                    found.append(node.lineno)
+    return found
+
+
+def test_no_module_but_outliers_loops_the_outlier_rule_over_states():
+    """The "outlier dims of every state" loop is written once (report, compare, tour, trajectory,
+    analyze, the UI cache and the figures call criteria_by_state / outlier_dims_by_state)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[4]
+    home = root / "backend/analysis/geometry/outliers.py"
+    offenders = {}
+    for path in [*(root / "backend").rglob("*.py"), *(root / "ui").rglob("*.py")]:
+        if path == home:
+            continue
+        tree = ast.parse(path.read_text())
+        lines = _calls_in_loops(tree, {"outliers_by_criterion", "outlier_dims", "headline_dims"})
+        if lines:
+            offenders[str(path.relative_to(root))] = lines
+    assert offenders == {}

@@ -66,7 +66,7 @@ def test_sts_by_state_clipping_recovers_a_planted_signal():
     first[:, 0] = 50.0 + 40.0 * rng.normal(size=n)
     second[:, 0] = 50.0 + 40.0 * rng.normal(size=n)
     pooled1, pooled2 = first[None], second[None]  # one hidden state
-    dims = clip_dims_by_state("auto", pooled1, pooled2)
+    dims = clip_dims_by_state("largest-mean", pooled1, pooled2)
     assert (
         dims[0][0] == 0 and len(dims[0]) == 2
     )  # the rogue dim first, then the next largest |mean|
@@ -84,11 +84,14 @@ def test_clip_modes():
     pooled[0, :, 3] = 9.0
     pooled[0, :, 1] = -5.0
     pooled[1, :, 4] = 2.0
-    assert clip_dims_by_state("auto", pooled, pooled) == [[3, 1], [4, 0]]
+    assert clip_dims_by_state("largest-mean", pooled, pooled) == [[3, 1], [4, 0]]
     assert clip_dims_by_state("none", pooled, pooled) == [[], []]
     assert clip_dims_by_state([2, 2, 0], pooled, pooled) == [[0, 2], [0, 2]]
     assert top_mean_dims(pooled[0], 1) == [3]
     assert parse_clip("AUTO") == "auto" and parse_clip("223, 338") == [223, 338]
+    assert parse_clip("Largest-Mean") == "largest-mean"
+    with pytest.raises(InputError, match="outlier dims"):
+        clip_dims_by_state("auto", pooled, pooled)  # auto needs the extraction it is detected on
     with pytest.raises(InputError):
         parse_clip("x1")
     with pytest.raises(InputError):
@@ -240,3 +243,31 @@ def test_figures_keep_the_embedding_state_on_a_category_axis():
     sweep = threshold_sweep(np.array([0.2, 0.8]), np.array([False, True]))
     sfig = sweep_figure({"raw": sweep}, "emb")
     assert sfig.data[1].x[0] == pytest.approx(sweep.best_threshold)
+
+
+def test_clip_auto_is_the_headline_outlier_dims_everywhere():
+    """One meaning of clip "auto": the Similarity clip, the export clip and the report all zero each
+    state's headline outlier dims (z-score or extreme-index), as the Outlier page shows them."""
+    from backend.analysis.geometry.outliers import auto_clip_dims, outlier_dims_by_state
+    from backend.engine.extraction import TokenTable
+    from backend.share.export import resolve_clip
+    from tests.synthetic import result_from_vectors
+
+    rng = np.random.default_rng(0)
+    n = 400
+    vectors = rng.normal(size=(2, n, 16))
+    vectors[1, :, 7] += 30.0  # a rogue dim at state 1 only
+    tokens = TokenTable(
+        text_id=(np.arange(n) // 10).astype(np.int32),
+        position=np.tile(np.arange(10, dtype=np.int32), n // 10),
+        token=np.array([f"t{i}" for i in range(n)]),
+        word_id=np.arange(n, dtype=np.int32),
+        is_special=np.zeros(n, dtype=bool),
+        is_punct=np.zeros(n, dtype=bool),
+    )
+    result = result_from_vectors(vectors, tokens)
+    expected = outlier_dims_by_state(result)
+    assert expected[1] == [7] and auto_clip_dims(result) == expected
+    pooled = np.zeros((2, 3, 16))
+    assert clip_dims_by_state("auto", pooled, pooled, result=result) == expected
+    assert [resolve_clip("auto", result, s) for s in range(2)] == [sorted(d) for d in expected]

@@ -178,3 +178,35 @@ def test_sweep_can_be_stopped(tiny_loaded):
     event.set()
     none = sweep(tiny_loaded, TEXTS, dims=range(12), copies=4, max_length=16, stop=event)
     assert not none.complete and len(none.dims) == 0
+
+
+def test_ablation_batches_and_pads_with_the_extraction_helpers(tiny_loaded, monkeypatch):
+    """One batching/padding rule: run_ablation's batches are plan_batches', padded by pad_rows."""
+    import backend.analysis.layernorm.ablation.forward as forward
+    import backend.analysis.layernorm.ablation.runs as runs
+    from backend.engine.extraction import pad_rows, plan_batches
+
+    planned, padded_widths = [], []
+
+    def spy_plan(lengths, batch_size, token_budget=None):
+        batches = plan_batches(lengths, batch_size, token_budget)
+        planned.append([b.tolist() for b in batches])
+        return batches
+
+    def spy_pad(rows, pad_id):
+        padded_widths.append(max(len(r) for r in rows))
+        return pad_rows(rows, pad_id)
+
+    monkeypatch.setattr(runs, "plan_batches", spy_plan)
+    monkeypatch.setattr(forward, "pad_rows", spy_pad)
+    run_ablation(tiny_loaded, TEXTS, [1], random_controls=1, batch_size=3, max_length=16, mlm=False)
+    assert planned and all(len(b) <= 3 for batches in planned for b in batches)
+    assert padded_widths  # every batch went through the one padding helper
+
+
+def test_labels_pad_with_minus_100_and_a_zero_mask():
+    from backend.analysis.layernorm.ablation.forward import padded
+
+    labels, mask = padded([np.array([5, -100, 7]), np.array([9])], -100)
+    assert labels.tolist() == [[5, -100, 7], [9, -100, -100]]
+    assert mask.tolist() == [[1, 1, 1], [1, 0, 0]]

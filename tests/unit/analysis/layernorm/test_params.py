@@ -235,3 +235,28 @@ def test_other_architectures_map_onto_the_same_names(family):
         assert (
             detect_outliers(ln_params(list(by_name.values()))).dims == []
         )  # RMSNorm init: weight 1, no beta
+
+
+def test_layernorm_thresholds_are_declared_once():
+    """k = 3, share = 0.5 live in LayerNormThresholds; detection, the trajectory figures and the
+    ablate command's options all default to it, and it validates its values."""
+    import argparse
+    import inspect
+
+    from backend.analysis.compare.trajectory import layernorm_figures
+    from backend.analysis.layernorm import params
+    from backend.commands import ablate
+
+    t = params.LayerNormThresholds()
+    assert (t.k, t.share) == (3.0, 0.5) and params.LN_THRESHOLDS == t
+    for fn in (params.detect_outliers, params.ln_outliers, layernorm_figures):
+        sig = inspect.signature(fn).parameters
+        assert (sig["k"].default, sig["share"].default) == (t.k, t.share), fn.__name__
+    sub = argparse.ArgumentParser().add_subparsers()
+    ablate.add_parser(sub)
+    parsed = sub.choices["ablate"].parse_args(["--texts", "x", "--out", "y"])
+    assert (parsed.k, parsed.share) == (t.k, t.share)
+    with pytest.raises(InputError):
+        params.LayerNormThresholds(k=0)
+    with pytest.raises(InputError):
+        params.LayerNormThresholds(share=1.5)

@@ -1,149 +1,16 @@
-"""A shareable report: findings written from the measured numbers, the key figure of each page, the
-model card, the corpus, the settings and the isoscope version, as one self-contained offline HTML
-file (plotly.js inlined once).
-
-Every number comes from an existing analysis (never re-derived here):
-
-- outlier dims: :mod:`backend.analysis.geometry.outliers` (Luo et al. 2021, arXiv 2011.04393; Timkey & van Schijndel
-  2021, arXiv 2109.04404) and :func:`backend.plots.outliers.headline_outlier`;
-- anisotropy and clipping: :mod:`backend.analysis.geometry.isotropy` (Ethayarajh 2019, arXiv 1909.00512; Timkey's
-  per-dimension split; IsoScore, Rudman et al. 2022) and :func:`backend.analysis.geometry.projections.before_after`;
-- LayerNorm outliers and their ablation against random controls: :mod:`backend.analysis.layernorm.params`,
-  :func:`backend.analysis.layernorm.ablation.run_ablation` (Kovaleva et al. 2021, BERT Busters, arXiv 2105.06990);
-- positional information: :mod:`backend.analysis.positional.table` (Luo et al. section 4);
-- sentence similarity (with ``pairs``): :mod:`backend.analysis.geometry.similarity`;
-- massive activations and attention sinks, for decoders: ``backend.analysis.decoder.massive`` /
-  ``backend.analysis.decoder.sinks``.
-
-A section that does not apply (no LayerNorm outliers, no position table, an encoder for the decoder
-section, no pairs) is kept as one line saying why; a section whose analysis raises is kept as one line
-naming the error. The report as a whole never fails. The HTML holds no timestamp and fixed figure ids,
-so the same model, corpus and settings give the same bytes (the CLI and the app's download agree).
-"""
+"""Prose builders: each section's findings written from the measured numbers (never re-derived
+here), with its key figure and tables; :class:`Context` computes what several sections share once."""
 
 from __future__ import annotations
 
-import html
-import json
-import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import plotly.graph_objects as go
 
-from backend.analysis.geometry.isotropy import N_PAIRS, PAIR_SEED
 from backend.engine.errors import InputError, IsoscopeError
-
-Progress = Callable[[int, int], None]
-
-SECTION_TITLES = {
-    "outliers": "Outlier dimensions",
-    "anisotropy": "Anisotropy and what clipping does",
-    "layernorm": "LayerNorm outliers and their ablation",
-    "positional": "Positional information",
-    "similarity": "Sentence similarity",
-    "decoder": "Massive activations and attention sinks",
-}
-SECTIONS = tuple(SECTION_TITLES)
-QUICK_SECTIONS = ("outliers", "anisotropy")  # no forward pass: the Overview shows them at once
-
-SOURCES = {
-    "outliers": "Luo, Kulmizev & Mao 2021, arXiv 2011.04393; Timkey & van Schijndel 2021, arXiv 2109.04404",
-    "anisotropy": "Ethayarajh 2019, arXiv 1909.00512; Timkey & van Schijndel 2021, arXiv 2109.04404; "
-    "Rudman et al. 2022, arXiv 2108.07344; Luo et al. 2021, arXiv 2011.04393",
-    "layernorm": "Kovaleva, Kulshreshtha, Rogers & Rumshisky 2021 (BERT Busters), arXiv 2105.06990",
-    "positional": "Luo, Kulmizev & Mao 2021, arXiv 2011.04393 (section 4)",
-    "similarity": "Luo et al. 2021, Table 2; Timkey & van Schijndel 2021",
-    "decoder": "Sun, Chen, Kolter & Liu 2024, Massive Activations, arXiv 2402.17762; "
-    "Xiao et al. 2023, attention sinks, arXiv 2309.17453",
-}
-
-
-@dataclass(frozen=True)
-class ReportSettings:
-    """Parameters of the report's analyses (the ones the pages use by default)."""
-
-    pairs: int = N_PAIRS  # random different-text token pairs for anisotropy
-    seed: int = PAIR_SEED
-    ablation_texts: int = 64  # texts the LayerNorm ablation runs on
-    random_controls: int = 3
-    probe_max_position: int = 64
-    probe_iter: int = 30
-    projection_points: int = 2000
-    decoder_texts: int = 64  # texts of the massive-activation / sink scan
-
-    def __post_init__(self) -> None:
-        if self.pairs < 1:
-            raise InputError(f"anisotropy pairs must be at least 1, got {self.pairs}")
-        if not 2 <= self.ablation_texts <= 50_000:
-            raise InputError(
-                f"ablation texts must be between 2 and 50,000, got {self.ablation_texts}"
-            )
-        if not 0 <= self.random_controls <= 100:
-            raise InputError(
-                f"random controls must be between 0 and 100, got {self.random_controls}"
-            )
-        if not 2 <= self.probe_max_position <= 8192:
-            raise InputError(
-                f"probe max position must be between 2 and 8192, got {self.probe_max_position}"
-            )
-
-
-@dataclass
-class Section:
-    """One report section: findings (sentences), figures, tables; or ``skipped``, one line why not."""
-
-    key: str
-    title: str
-    findings: list[str] = field(default_factory=list)
-    figures: list[Any] = field(default_factory=list)  # plotly Figures
-    tables: list[tuple[str, list[dict]]] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    skipped: str | None = None
-    source: str = ""
-
-
-@dataclass
-class Report:
-    """Everything the HTML shows; :meth:`to_html` renders it, :meth:`to_json` gives the findings."""
-
-    model: dict
-    corpus: dict
-    settings: dict
-    version: str
-    sections: list[Section]
-
-    def section(self, key: str) -> Section | None:
-        return next((s for s in self.sections if s.key == key), None)
-
-    def findings(self) -> list[tuple[str, str]]:
-        """(section title, sentence) for every finding, in section order."""
-        return [(s.title, f) for s in self.sections if s.skipped is None for f in s.findings]
-
-    def to_json(self) -> dict:
-        return {
-            "version": self.version,
-            "model": self.model,
-            "corpus": self.corpus,
-            "settings": self.settings,
-            "sections": [
-                {
-                    "key": s.key,
-                    "title": s.title,
-                    "findings": s.findings,
-                    "skipped": s.skipped,
-                    "notes": s.notes,
-                    "source": s.source,
-                }
-                for s in self.sections
-            ],
-        }
-
-    def to_html(self) -> str:
-        return render_html(self)
-
+from backend.share.report.model import SECTION_TITLES, SOURCES, ReportSettings, Section
 
 # ----------------------------------------------------------------------------- formatting
 
@@ -189,7 +56,7 @@ def _states(names: Sequence[str]) -> str:
 
 
 @dataclass
-class _Context:
+class Context:
     """What several sections share, computed once (raw/clipped anisotropy, outlier dims)."""
 
     loaded: Any
@@ -206,17 +73,16 @@ class _Context:
 
     @property
     def outliers_by_state(self) -> list[list[int]]:
-        from backend.analysis.geometry.outliers import outlier_dims
+        from backend.analysis.geometry.outliers import outlier_dims_by_state
 
-        r = self.result
-        return self.once("dims", lambda: [outlier_dims(r, s) for s in range(r.num_states)])
+        criteria = self.criteria_by_state
+        return self.once("dims", lambda: outlier_dims_by_state(self.result, criteria=criteria))
 
     @property
     def criteria_by_state(self) -> list[dict[str, list[int]]]:
-        from backend.analysis.geometry.outliers import OutlierThresholds
-        from backend.plots.outliers import all_states_outliers
+        from backend.analysis.geometry.outliers import criteria_by_state
 
-        return self.once("criteria", lambda: all_states_outliers(self.result, OutlierThresholds()))
+        return self.once("criteria", lambda: criteria_by_state(self.result))
 
     @property
     def isotropy(self):
@@ -243,7 +109,7 @@ class _Context:
 # ----------------------------------------------------------------------------- sections
 
 
-def _outliers(ctx: _Context) -> Section:
+def _outliers(ctx: Context) -> Section:
     from backend.plots.outliers import criteria_marks, headline_outlier, layer_dim_heatmap
 
     r = ctx.result
@@ -306,7 +172,7 @@ def _outliers(ctx: _Context) -> Section:
     return sec
 
 
-def _anisotropy(ctx: _Context) -> Section:
+def _anisotropy(ctx: Context) -> Section:
     import plotly.graph_objects as go
 
     from backend.plots.overview import anisotropy_line
@@ -379,7 +245,7 @@ def _anisotropy(ctx: _Context) -> Section:
     return sec
 
 
-def _clip_projection(ctx: _Context, state: int, dims: list[int]):
+def _clip_projection(ctx: Context, state: int, dims: list[int]):
     """PCA of the token sample at ``state``, raw and with ``dims`` zeroed (the projections page)."""
     from backend.analysis.geometry.projections import (
         before_after,
@@ -407,7 +273,7 @@ def _clip_projection(ctx: _Context, state: int, dims: list[int]):
     )
 
 
-def _layernorm(ctx: _Context) -> Section:
+def _layernorm(ctx: Context) -> Section:
     from backend.analysis.layernorm.ablation import run_ablation
     from backend.analysis.layernorm.params import ln_outliers, norms_of, select_norms
     from backend.plots.layernorm import ablation_vs_controls
@@ -487,7 +353,7 @@ def _layernorm(ctx: _Context) -> Section:
     return sec
 
 
-def _positional(ctx: _Context) -> Section:
+def _positional(ctx: Context) -> Section:
     from backend.analysis.positional.table import (
         ProbeSettings,
         analyse_position_table,
@@ -557,7 +423,7 @@ def _positional(ctx: _Context) -> Section:
     return sec
 
 
-def _similarity(ctx: _Context) -> Section:
+def _similarity(ctx: Context) -> Section:
     from backend.analysis.geometry.similarity import (
         SentencePairs,
         clip_dims_by_state,
@@ -576,13 +442,13 @@ def _similarity(ctx: _Context) -> Section:
     pairs = SentencePairs(tuple(left), tuple(right), np.asarray(gold, dtype=np.float64), "pairs")
     s = ctx.result.settings
     first, second = pool_pairs(ctx.loaded, pairs, s.max_length, s.batch_size)
-    clip = clip_dims_by_state("auto", first, second)
+    clip = clip_dims_by_state("auto", first, second, result=ctx.result)
     rows = sts_by_state(first, second, pairs.scores, clip, state_names=ctx.result.state_names)
     final = rows[-1]
     best = max(rows, key=lambda row: row["raw"] if np.isfinite(row["raw"]) else -np.inf)
     sec.findings.append(
         f"STS Spearman × 100 on {len(left):,} pairs: {final['raw']:.1f} at the final state "
-        f"({final['clipped']:.1f} with its two largest-|mean| dims {_dims(final['clipped_dims'])} zeroed); "
+        f"({final['clipped']:.1f} with its outlier dims {_dims(final['clipped_dims'])} zeroed); "
         f"best raw {best['raw']:.1f} at state {best['name']}."
     )
     helped = [row for row in rows if row["clipped"] - row["raw"] >= 1.0]
@@ -598,7 +464,7 @@ def _similarity(ctx: _Context) -> Section:
     return sec
 
 
-def _decoder(ctx: _Context) -> Section:
+def _decoder(ctx: Context) -> Section:
     """Massive activations (Sun et al. 2024) and attention sinks (Xiao et al. 2023; Gu et al. 2024's
     alpha) from :func:`backend.analysis.decoder.massive.scan_decoder`, when this build has it."""
     sec = Section("decoder", SECTION_TITLES["decoder"], source=SOURCES["decoder"])
@@ -716,7 +582,7 @@ def _massive_figure(m, sinks):
     return fig
 
 
-BUILDERS: dict[str, Callable[[_Context], Section]] = {
+BUILDERS: dict[str, Callable[[Context], Section]] = {
     "outliers": _outliers,
     "anisotropy": _anisotropy,
     "layernorm": _layernorm,
@@ -724,207 +590,3 @@ BUILDERS: dict[str, Callable[[_Context], Section]] = {
     "similarity": _similarity,
     "decoder": _decoder,
 }
-
-
-# ----------------------------------------------------------------------------- building
-
-
-def build_report(
-    loaded,
-    result,
-    *,
-    settings: ReportSettings | None = None,
-    pairs: tuple[Sequence[str], Sequence[str], Sequence[float]] | None = None,
-    sections: Sequence[str] = SECTIONS,
-    in_place: bool = False,
-    progress: Progress | None = None,
-) -> Report:
-    """Run every section on ``loaded`` and its extraction ``result``; never raises for a section.
-
-    ``pairs`` = (sentences A, sentences B, gold scores) adds STS figures. ``in_place=True`` lets the
-    LayerNorm ablation modify the model (restored bit-for-bit) instead of a private copy: only for a
-    process that owns the model, like the CLI.
-    """
-    from backend import __version__
-
-    settings = settings or ReportSettings()
-    unknown = [s for s in sections if s not in BUILDERS]
-    if unknown:
-        raise InputError(
-            f"unknown report section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}"
-        )
-    ctx = _Context(
-        loaded,
-        result,
-        settings,
-        None if pairs is None else tuple(list(x) for x in pairs),
-        in_place,
-    )
-    built = []
-    for i, key in enumerate(sections):
-        try:
-            built.append(BUILDERS[key](ctx))
-        except IsoscopeError as exc:
-            built.append(Section(key, SECTION_TITLES[key], skipped=str(exc), source=SOURCES[key]))
-        except Exception as exc:  # a bug in one analysis must not lose the others
-            last = traceback.extract_tb(exc.__traceback__)[-1]
-            built.append(
-                Section(
-                    key,
-                    SECTION_TITLES[key],
-                    skipped=f"could not be computed ({type(exc).__name__}: {str(exc)[:200]} at "
-                    f"{last.filename.rsplit('/', 1)[-1]}:{last.lineno})",
-                    source=SOURCES[key],
-                )
-            )
-        if progress is not None:
-            progress(i + 1, len(sections))
-    return Report(
-        model=dict(result.model),
-        corpus={
-            "name": result.corpus_name,
-            "sha256": result.corpus_sha,
-            "num_texts": result.num_texts,
-            "num_tokens": result.num_tokens,
-            "token_sample": len(result.sample_index),
-            "sentence_pairs": 0 if pairs is None else len(ctx.pairs[0]),
-            "notices": list(result.notices),
-        },
-        settings={"extraction": result.settings.to_dict(), "report": asdict(settings)},
-        version=__version__,
-        sections=built,
-    )
-
-
-# ----------------------------------------------------------------------------- HTML
-
-_CSS = """
-body { font-family: system-ui, -apple-system, Segoe UI, Roboto, sans-serif; margin: 0; color: #1d1d1f;
-       background: #fafafa; line-height: 1.5; }
-main { max-width: 1100px; margin: 0 auto; padding: 24px 32px 64px; background: #fff; }
-h1 { margin-bottom: 0; } h2 { border-bottom: 1px solid #ddd; padding-bottom: 4px; margin-top: 40px; }
-.meta { color: #555; margin-top: 4px; }
-nav ol { columns: 2; } nav a { text-decoration: none; }
-ul.findings li { margin-bottom: 6px; }
-.skipped { color: #666; font-style: italic; }
-.note { color: #555; font-size: 0.92em; }
-.source { color: #555; font-size: 0.88em; margin-top: 8px; }
-table { border-collapse: collapse; margin: 12px 0; font-size: 0.92em; }
-th, td { border: 1px solid #ddd; padding: 4px 10px; text-align: left; vertical-align: top; }
-th { background: #f2f2f2; }
-.figure { margin: 16px 0; }
-footer { color: #777; font-size: 0.85em; margin-top: 48px; }
-"""
-
-
-def _table(rows: list[dict]) -> str:
-    if not rows:
-        return ""
-    columns = list(rows[0])
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in columns)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(str(row.get(c, '')))}</td>" for c in columns) + "</tr>"
-        for row in rows
-    )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def _figure_html(fig, div_id: str) -> str:
-    try:
-        # Plotly's own template, whatever the process default (Streamlit installs its own): the
-        # app's download and the CLI then write the same bytes.
-        fig = go.Figure(fig).update_layout(template="plotly")
-        return fig.to_html(
-            full_html=False,
-            include_plotlyjs=False,
-            div_id=div_id,
-            config={"displaylogo": False, "responsive": True},
-        )
-    except Exception as exc:  # one broken figure must not lose the report
-        return f'<p class="skipped">Figure not rendered ({html.escape(type(exc).__name__)}).</p>'
-
-
-def _section_html(section: Section) -> str:
-    parts = [f'<section id="{section.key}"><h2>{html.escape(section.title)}</h2>']
-    if section.skipped is not None:
-        parts.append(f'<p class="skipped">Left out: {html.escape(section.skipped)}.</p>')
-    else:
-        if section.findings:
-            items = "".join(f"<li>{html.escape(f)}</li>" for f in section.findings)
-            parts.append(f'<ul class="findings">{items}</ul>')
-        for note in section.notes:
-            parts.append(f'<p class="note">{html.escape(note)}</p>')
-        for i, fig in enumerate(section.figures):
-            parts.append(f'<div class="figure">{_figure_html(fig, f"fig-{section.key}-{i}")}</div>')
-        for caption, rows in section.tables:
-            parts.append(f"<h3>{html.escape(caption)}</h3>{_table(rows)}")
-    if section.source:
-        parts.append(f'<p class="source">Sources: {html.escape(section.source)}.</p>')
-    parts.append("</section>")
-    return "\n".join(parts)
-
-
-def render_html(report: Report) -> str:
-    """One self-contained HTML page: plotly.js inlined once, no network access needed."""
-    from plotly.offline import get_plotlyjs
-
-    from backend.plots.overview import model_card_rows
-
-    model = report.model
-    name = str(model.get("display_name") or model.get("source"))
-    corpus = report.corpus
-    findings = report.findings()
-    toc = "".join(
-        f'<li><a href="#{s.key}">{html.escape(s.title)}</a>'
-        + (" (left out)" if s.skipped is not None else "")
-        + "</li>"
-        for s in report.sections
-    )
-    summary = (
-        "".join(
-            f"<li><b>{html.escape(title)}:</b> {html.escape(text)}</li>" for title, text in findings
-        )
-        or "<li>No findings could be computed.</li>"
-    )
-    corpus_rows = [
-        {"field": "name", "value": corpus["name"]},
-        {"field": "texts", "value": f"{corpus['num_texts']:,}"},
-        {"field": "tokens analysed", "value": f"{corpus['num_tokens']:,}"},
-        {"field": "token sample (pairwise metrics)", "value": f"{corpus['token_sample']:,}"},
-        {"field": "sentence pairs", "value": f"{corpus['sentence_pairs']:,}"},
-        {"field": "SHA-256 (first 20 hex)", "value": corpus["sha256"]},
-    ] + [{"field": "notice", "value": n} for n in corpus["notices"]]
-    settings_rows = [
-        {"setting": f"{group}.{k}", "value": json.dumps(v)}
-        for group, values in report.settings.items()
-        for k, v in values.items()
-    ]
-    body = "\n".join(
-        [
-            "<main>",
-            f"<h1>isoscope report: {html.escape(name)}</h1>",
-            f'<p class="meta">{html.escape(str(model.get("architecture")))} · {model.get("num_layers")} layers · '
-            f"width {model.get('hidden_size')} · corpus {html.escape(str(corpus['name']))} "
-            f"({corpus['num_texts']:,} texts, {corpus['num_tokens']:,} "
-            f"tokens) · isoscope {html.escape(report.version)}</p>",
-            f'<nav><ol><li><a href="#findings">Findings</a></li>{toc}'
-            '<li><a href="#model">Model card</a></li><li><a href="#corpus">Corpus</a></li>'
-            '<li><a href="#settings">Settings</a></li></ol></nav>',
-            f'<section id="findings"><h2>Findings</h2><ul class="findings">{summary}</ul></section>',
-            *(_section_html(s) for s in report.sections),
-            f'<section id="model"><h2>Model card</h2>{_table(model_card_rows(model))}</section>',
-            f'<section id="corpus"><h2>Corpus</h2>{_table(corpus_rows)}</section>',
-            f'<section id="settings"><h2>Settings</h2>{_table(settings_rows)}</section>',
-            f"<footer>Written by isoscope {html.escape(report.version)} from measured numbers; hidden states "
-            "are named emb (the embedding output) and 1 … L. Hidden state indices, dims and pairs are "
-            "0-based; every analysis is seeded.</footer>",
-            "</main>",
-        ]
-    )
-    return (
-        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
-        f"<meta name='viewport' content='width=device-width, initial-scale=1'>"
-        f"<title>isoscope report: {html.escape(name)}</title><style>{_CSS}</style>"
-        f'<script type="text/javascript">{get_plotlyjs()}</script></head>\n'
-        f"<body>\n{body}\n</body></html>\n"
-    )

@@ -1,0 +1,36 @@
+"""The ablation's forward passes: the extraction's batching and padding rule
+(:func:`backend.engine.extraction.plan_batches`, :func:`~backend.engine.extraction.pad_rows`), all
+hidden states on the CPU in float64, and the cosine the effects are measured with."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from backend.analysis.geometry.isotropy import cosine_rows
+from backend.engine.device import to_numpy
+from backend.engine.extraction import pad_rows
+from backend.engine.models import LoadedModel
+
+
+def padded(rows: Sequence[np.ndarray], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`backend.engine.extraction.pad_rows` as int64 tensors ``(ids, attention_mask)``."""
+    ids, mask = pad_rows(rows, pad_id)
+    return torch.from_numpy(ids), torch.from_numpy(mask)
+
+
+def hidden_states_cpu(loaded: LoadedModel, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Every hidden state of one padded batch, float64 (S, B, T, d) on the CPU."""
+    out = loaded.encoder(
+        input_ids=ids.to(loaded.device),
+        attention_mask=mask.to(loaded.device),
+        output_hidden_states=True,
+    )
+    return torch.stack(out.hidden_states).to("cpu", torch.float64)  # (S, B, T, d)
+
+
+def cosines(a: torch.Tensor, b: torch.Tensor) -> np.ndarray:
+    """Cosine along the last axis (backend.analysis.geometry.isotropy.cosine_rows); zero vectors give 0."""
+    return cosine_rows(to_numpy(a), to_numpy(b))

@@ -1,0 +1,248 @@
+"""One ablation against random controls of the same size (:func:`run_ablation`): every condition
+run batch by batch on the same texts and masks."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import torch
+
+from backend.analysis.geometry.isotropy import N_PAIRS, different_text_pairs, mean_pair_cosine
+from backend.analysis.geometry.similarity import spearman100
+from backend.analysis.layernorm.ablation.effects import AblationReport, Effect
+from backend.analysis.layernorm.ablation.forward import cosines, hidden_states_cpu, padded
+from backend.analysis.layernorm.ablation.masking import (
+    MASK_RATE,
+    MaskedCorpus,
+    mask_token_id,
+    mask_tokens,
+    mlm_loss_sum,
+)
+from backend.analysis.layernorm.ablation.surgery import (
+    ablated,
+    parse_dims,
+    private_copy,
+    random_control_dims,
+)
+from backend.analysis.layernorm.params import NormSite, norms_of, select_norms
+from backend.engine.device import to_numpy
+from backend.engine.errors import InputError
+from backend.engine.extraction import TokenizedCorpus, pad_token_id, plan_batches, tokenize
+from backend.engine.models import LoadedModel
+from backend.engine.naming import hidden_state_names
+from backend.engine.pooling import masked_mean
+from backend.engine.progress import Progress
+
+
+def _spearman(pair_cos: np.ndarray, gold: np.ndarray) -> np.ndarray:
+    """Spearman x 100 of pair cosines vs gold per hidden state (as backend.analysis.geometry.similarity reports STS)."""
+    return np.array([spearman100(row, gold) for row in pair_cos], dtype=np.float64)
+
+
+def _pair_cosines(pooled: torch.Tensor, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    return cosines(pooled[:, left], pooled[:, right])  # (S, n_pairs)
+
+
+def _collect(
+    target: LoadedModel,
+    tokenized: TokenizedCorpus,
+    sites: list[NormSite],
+    conditions: list[list[int] | None],
+    batch_size: int,
+    sample: np.ndarray | None,
+    masked: MaskedCorpus | None,
+    tick: Callable[[], None],
+    keep_pooled: bool = False,
+) -> list[dict]:
+    """Run every condition (None = original) batch by batch; returns per condition the sums of
+    sentence-embedding and token cosines vs the original, the anisotropy sample, MLM loss sums and,
+    with ``keep_pooled``, the pooled vectors (S, n, d) (only for the small pair corpus: memory)."""
+    n = len(tokenized.input_ids)
+    S = target.info.num_layers + 1
+    d = target.info.hidden_size
+    lengths = tokenized.lengths
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    slot = None
+    if sample is not None:
+        slot = np.full(int(offsets[-1]), -1, dtype=np.int64)
+        slot[sample] = np.arange(len(sample))
+    out = [
+        {
+            "pooled": torch.zeros(S, n, d, dtype=torch.float64) if keep_pooled else None,
+            "emb_cos": np.zeros(S),
+            "tok_cos": np.zeros(S),
+            "tokens": 0,
+            "sample": None if sample is None else np.zeros((S, len(sample), d), dtype=np.float32),
+            "loss": 0.0,
+        }
+        for _ in conditions
+    ]
+    pad_id = pad_token_id(target)
+    with torch.inference_mode():
+        for batch in plan_batches(lengths, batch_size):
+            ids, mask = padded([tokenized.input_ids[t] for t in batch], pad_id)
+            keep = mask.bool()
+            if masked is not None:
+                mids, _ = padded([masked.input_ids[t] for t in batch], pad_id)
+                labels, _ = padded([masked.labels[t] for t in batch], -100)
+            rows = np.concatenate([offsets[t] + np.arange(lengths[t]) for t in batch])
+            original = pooled_original = None
+            for c, dims in enumerate(conditions):
+                if dims is None:
+                    hidden = hidden_states_cpu(target, ids, mask)
+                    loss = (
+                        mlm_loss_sum(target, mids, mask, labels).sum()
+                        if masked is not None
+                        else 0.0
+                    )
+                else:
+                    with ablated(target, dims, sites):
+                        hidden = hidden_states_cpu(target, ids, mask)
+                        loss = (
+                            mlm_loss_sum(target, mids, mask, labels).sum()
+                            if masked is not None
+                            else 0.0
+                        )
+                pooled = masked_mean(hidden, mask)  # (S, B, d)
+                if original is None:
+                    original, pooled_original = hidden, pooled
+                record = out[c]
+                if keep_pooled:
+                    record["pooled"][:, torch.as_tensor(batch)] = pooled
+                record["emb_cos"] += cosines(pooled, pooled_original).sum(axis=1)
+                record["tok_cos"] += cosines(hidden[:, keep], original[:, keep]).sum(axis=1)
+                record["tokens"] += int(keep.sum())
+                record["loss"] += float(loss)
+                if slot is not None:
+                    slots = slot[rows]
+                    hit = slots >= 0
+                    if hit.any():
+                        record["sample"][:, slots[hit]] = to_numpy(
+                            hidden[:, keep][:, torch.from_numpy(hit)]
+                        )
+                tick()
+    return out
+
+
+def run_ablation(
+    loaded: LoadedModel,
+    texts: Sequence[str],
+    dims: Sequence[int],
+    *,
+    norms=None,
+    random_controls: int = 5,
+    seed: int = 0,
+    max_length: int = 128,
+    batch_size: int = 32,
+    pairs: tuple[Sequence[str], Sequence[str], Sequence[float]] | None = None,
+    mlm: bool = True,
+    anisotropy_tokens: int = 1000,
+    progress: Progress | None = None,
+    in_place: bool = False,
+) -> AblationReport:
+    """Ablate ``dims`` (see :func:`ablated`) and ``random_controls`` random sets of the same size.
+
+    ``pairs`` = (sentences A, sentences B, gold scores) adds STS Spearman per hidden state.
+    ``mlm`` computes the masked-token loss when the model has an MLM head. ``in_place=True`` skips
+    the private copy (for a process that owns the model, like the CLI).
+    """
+    started = time.perf_counter()
+    texts = list(texts)
+    width = loaded.info.hidden_size
+    dims = parse_dims(list(dims), width)
+    if random_controls < 0 or random_controls > 100:
+        raise InputError(f"random controls must be between 0 and 100, got {random_controls}")
+    target = loaded if in_place else private_copy(loaded)
+    sites = select_norms(norms_of(target), norms)
+    controls = [
+        random_control_dims(width, dims, len(dims), seed, i) for i in range(random_controls)
+    ]
+    conditions: list[list[int] | None] = [None, dims, *controls]
+    notices = []
+    tokenized = tokenize(target, tuple(texts), max_length)
+    total_tokens = int(tokenized.lengths.sum())
+    rng = np.random.default_rng(seed)
+    sample = np.sort(
+        rng.choice(total_tokens, size=min(anisotropy_tokens, total_tokens), replace=False)
+    )
+    text_of_token = np.repeat(np.arange(len(texts)), tokenized.lengths)[sample]
+    masked = None
+    if mlm and target.info.has_mlm_head:
+        masked = mask_tokens(tokenized, mask_token_id(target), MASK_RATE, seed)
+    elif mlm:
+        notices.append(
+            "no MLM head: masked-token loss not computed (load a *ForMaskedLM checkpoint for it)"
+        )
+    pair_tok = None
+    if pairs is not None:
+        left, right, gold = (list(x) for x in pairs)
+        if not (len(left) == len(right) == len(gold)) or len(left) < 3:
+            raise InputError("sentence pairs need equal-length columns and at least 3 pairs")
+        unique = sorted(set(left) | set(right))
+        where = {s: i for i, s in enumerate(unique)}
+        pair_tok = tokenize(target, tuple(unique), max_length)
+        left_i = np.array([where[s] for s in left])
+        right_i = np.array([where[s] for s in right])
+        gold = np.asarray(gold, dtype=np.float64)
+
+    n_batches = len(plan_batches(tokenized.lengths, batch_size))
+    if pair_tok is not None:
+        n_batches += len(plan_batches(pair_tok.lengths, batch_size))
+    total = n_batches * len(conditions)
+    done = [0]
+
+    def tick() -> None:
+        done[0] += 1
+        if progress is not None:
+            progress(done[0], total)
+
+    runs = _collect(target, tokenized, sites, conditions, batch_size, sample, masked, tick)
+    pair_runs = None
+    if pair_tok is not None:
+        pair_runs = _collect(
+            target, pair_tok, sites, conditions, batch_size, None, None, tick, keep_pooled=True
+        )
+
+    aniso_pairs = different_text_pairs(text_of_token, N_PAIRS, seed)
+
+    def aniso(vectors: np.ndarray) -> np.ndarray:
+        return np.array([mean_pair_cosine(v, aniso_pairs) for v in vectors])
+
+    original = runs[0]
+    num_masked = masked.num_masked if masked is not None else 0
+    sts_original = None
+    if pair_runs is not None:
+        sts_original = _spearman(_pair_cosines(pair_runs[0]["pooled"], left_i, right_i), gold)
+
+    def effect(c: int) -> Effect:
+        run = runs[c]
+        sts = None
+        if pair_runs is not None:
+            sts = _spearman(_pair_cosines(pair_runs[c]["pooled"], left_i, right_i), gold)
+        return Effect(
+            embedding_cosine=run["emb_cos"] / len(texts),
+            token_cosine=run["tok_cos"] / max(run["tokens"], 1),
+            anisotropy=aniso(run["sample"]),
+            sts_spearman=sts,
+            mlm_loss=run["loss"] / num_masked if masked is not None and num_masked else None,
+        )
+
+    return AblationReport(
+        dims=dims,
+        norms=[s.name for s in sites],
+        state_names=hidden_state_names(target.info.num_layers),
+        effect=effect(1),
+        controls=[(controls[i], effect(i + 2)) for i in range(len(controls))],
+        anisotropy_original=aniso(original["sample"]),
+        sts_spearman_original=sts_original,
+        mlm_loss_original=original["loss"] / num_masked
+        if masked is not None and num_masked
+        else None,
+        num_texts=len(texts),
+        num_masked=num_masked,
+        seed=seed,
+        seconds=time.perf_counter() - started,
+        notices=notices,
+    )

@@ -1,0 +1,198 @@
+"""One dimension at a time over all dims on a small batch (:func:`sweep`): ``copies`` ablated
+copies of the batch per forward pass, each masked by a hook, so no weights are touched."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from backend.analysis.layernorm.ablation.forward import cosines, hidden_states_cpu, padded
+from backend.analysis.layernorm.ablation.masking import (
+    MASK_RATE,
+    mask_token_id,
+    mask_tokens,
+    mlm_loss_sum,
+)
+from backend.analysis.layernorm.ablation.surgery import (
+    ablated,
+    masked_norms,
+    parse_dims,
+    private_copy,
+)
+from backend.analysis.layernorm.params import norms_of, select_norms
+from backend.engine.errors import InputError
+from backend.engine.extraction import pad_token_id, tokenize
+from backend.engine.models import LoadedModel
+from backend.engine.naming import hidden_state_names
+from backend.engine.pooling import masked_mean
+from backend.engine.progress import Progress
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """One-dimension-at-a-time ablation: row i is dim ``dims[i]``; arrays (n_dims, S).
+
+    ``complete`` is False when the sweep was stopped; then only the first ``len(dims)`` dims ran.
+    """
+
+    dims: np.ndarray
+    embedding_cosine: np.ndarray
+    token_cosine: np.ndarray
+    mlm_loss: np.ndarray | None
+    mlm_loss_original: float | None
+    norms: list[str]
+    state_names: list[str]
+    num_texts: int
+    complete: bool
+    seconds: float
+    method: str
+
+    def frame(self, state: int = -1):
+        import pandas as pd  # lazy: a slow import that only the table views need
+
+        data = {
+            "dim": self.dims,
+            "embedding_cosine": self.embedding_cosine[:, state],
+            "embedding_drift": 1.0 - self.embedding_cosine[:, state],
+            "token_cosine": self.token_cosine[:, state],
+        }
+        if self.mlm_loss is not None:
+            data["mlm_loss"] = self.mlm_loss
+        return pd.DataFrame(data)
+
+    def to_json(self) -> dict:
+        return {
+            "dims": self.dims.tolist(),
+            "norms": self.norms,
+            "state_names": self.state_names,
+            "embedding_cosine": self.embedding_cosine.tolist(),
+            "token_cosine": self.token_cosine.tolist(),
+            "mlm_loss": None if self.mlm_loss is None else self.mlm_loss.tolist(),
+            "mlm_loss_original": self.mlm_loss_original,
+            "num_texts": self.num_texts,
+            "complete": self.complete,
+            "seconds": self.seconds,
+            "method": self.method,
+        }
+
+
+def sweep(
+    loaded: LoadedModel,
+    texts: Sequence[str],
+    *,
+    dims: Sequence[int] | None = None,
+    norms=None,
+    max_length: int = 64,
+    copies: int = 16,
+    method: str = "batched",
+    mlm: bool = True,
+    seed: int = 0,
+    progress: Progress | None = None,
+    stop: threading.Event | None = None,
+    in_place: bool = False,
+) -> SweepResult:
+    """Ablate each dim alone (in ``norms``, default the output LN of every layer) on ``texts``
+    (keep it small: 8-16 texts) and measure the drift of every hidden state.
+
+    ``method="batched"`` (exact, fast): ``copies`` dims per forward pass via :func:`masked_norms`;
+    ``method="naive"``: one forward per dim under :func:`ablated` (the reference).
+    ``progress(done, total)`` returning False, or ``stop.set()``, stops after the current pass.
+    """
+    if method not in ("batched", "naive"):
+        raise InputError(f"unknown sweep method {method!r}; use batched or naive")
+    if copies < 1:
+        raise InputError("copies per forward pass must be at least 1")
+    started = time.perf_counter()
+    width = loaded.info.hidden_size
+    all_dims = list(range(width)) if dims is None else parse_dims(list(dims), width)
+    target = loaded if in_place else private_copy(loaded)
+    sites = select_norms(norms_of(target), norms)
+    tokenized = tokenize(target, tuple(texts), max_length)
+    pad_id = pad_token_id(target)
+    ids, mask = padded(tokenized.input_ids, pad_id)
+    B = ids.shape[0]
+    keep = mask.bool()
+    use_mlm = mlm and target.info.has_mlm_head
+    if use_mlm:
+        masked = mask_tokens(tokenized, mask_token_id(target), MASK_RATE, seed)
+        mids, _ = padded(masked.input_ids, pad_id)
+        labels, _ = padded(masked.labels, -100)
+        n_masked = max(masked.num_masked, 1)
+    S = target.info.num_layers + 1
+    emb_cos = np.full((len(all_dims), S), np.nan)
+    tok_cos = np.full((len(all_dims), S), np.nan)
+    losses = np.full(len(all_dims), np.nan) if use_mlm else None
+    step = copies if method == "batched" else 1
+    chunks = [all_dims[i : i + step] for i in range(0, len(all_dims), step)]
+    done_dims = 0
+    complete = True
+    with torch.inference_mode():
+        original = hidden_states_cpu(target, ids, mask)
+        pooled_original = masked_mean(original, mask)  # (S, B, d)
+        loss_original = (
+            float(mlm_loss_sum(target, mids, mask, labels).sum()) / n_masked if use_mlm else None
+        )
+        for chunk in chunks:
+            if stop is not None and stop.is_set():
+                complete = False
+                break
+            m = len(chunk)
+            if method == "batched":
+                dim_mask = torch.ones(m * B, 1, width, dtype=torch.float32, device=target.device)
+                for c, j in enumerate(chunk):
+                    dim_mask[c * B : (c + 1) * B, 0, j] = 0
+                with masked_norms(sites, dim_mask):
+                    hidden = hidden_states_cpu(target, ids.repeat(m, 1), mask.repeat(m, 1))
+                if use_mlm:
+                    # logits are (rows, T, vocab): a few copies at a time keeps them under ~256 MB
+                    vocab = int(target.model.config.vocab_size)
+                    per_pass = max(1, min(m, (256 << 20) // max(1, B * ids.shape[1] * vocab * 4)))
+                    parts = []
+                    for a in range(0, m, per_pass):
+                        sub = dim_mask[a * B : min(m, a + per_pass) * B]
+                        k = sub.shape[0] // B
+                        with masked_norms(sites, sub):
+                            parts.append(
+                                mlm_loss_sum(
+                                    target,
+                                    mids.repeat(k, 1),
+                                    mask.repeat(k, 1),
+                                    labels.repeat(k, 1),
+                                )
+                            )
+                    per_row = torch.cat(parts)
+            else:
+                with ablated(target, chunk, sites):
+                    hidden = hidden_states_cpu(target, ids, mask)
+                    if use_mlm:
+                        per_row = mlm_loss_sum(target, mids, mask, labels)
+            hidden = hidden.reshape(S, m, B, *hidden.shape[2:])  # (S, m, B, T, d)
+            for c in range(m):
+                h = hidden[:, c]
+                row = done_dims + c
+                emb_cos[row] = cosines(masked_mean(h, mask), pooled_original).mean(axis=1)
+                tok_cos[row] = cosines(h[:, keep], original[:, keep]).mean(axis=1)
+                if use_mlm:
+                    losses[row] = float(per_row[c * B : (c + 1) * B].sum()) / n_masked
+            done_dims += m
+            if progress is not None and progress(done_dims, len(all_dims)) is False:
+                complete = done_dims == len(all_dims)
+                break
+    return SweepResult(
+        dims=np.asarray(all_dims[:done_dims]),
+        embedding_cosine=emb_cos[:done_dims],
+        token_cosine=tok_cos[:done_dims],
+        mlm_loss=None if losses is None else losses[:done_dims],
+        mlm_loss_original=loss_original,
+        norms=[s.name for s in sites],
+        state_names=hidden_state_names(target.info.num_layers),
+        num_texts=B,
+        complete=complete,
+        seconds=time.perf_counter() - started,
+        method=method,
+    )

@@ -1,0 +1,83 @@
+"""Host-side batches for the analyses that need full hidden states (similarity, positional
+probes, the per-text views): :func:`forward_batches`, :func:`mean_pooled`, :func:`encode_text`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import torch
+
+from backend.engine.device import to_numpy
+from backend.engine.extraction.forward import forward_hidden_states, pad_batch, pad_token_id
+from backend.engine.extraction.tokenization import TokenizedCorpus, is_punct, tokenize
+from backend.engine.extraction.types import TokenTable
+from backend.engine.models import LoadedModel
+from backend.engine.pooling import masked_mean
+from backend.engine.progress import Progress
+
+
+def forward_batches(
+    loaded: LoadedModel,
+    tokenized: TokenizedCorpus,
+    batch_size: int,
+    progress: Progress | None = None,
+) -> Iterator[tuple[np.ndarray, torch.Tensor, torch.Tensor]]:
+    """Yield ``(text_ids (B,), hidden (S, B, T, d) float32 on CPU, attention_mask (B, T) bool)``.
+
+    Texts are sorted by length (longest first, so memory trouble shows at once) and right-padded.
+    """
+    lengths = tokenized.lengths
+    order = np.argsort(-lengths, kind="stable")
+    pad_id = pad_token_id(loaded)
+    done = 0
+    with torch.inference_mode():
+        for start in range(0, len(order), batch_size):
+            batch_ids = order[start : start + batch_size]
+            ids, mask = pad_batch(tokenized, batch_ids, pad_id)
+            hidden_states = forward_hidden_states(loaded, ids, mask)
+            hidden = torch.stack(hidden_states).to("cpu", torch.float32)  # (S, B, T, d)
+            done += len(batch_ids)
+            if progress is not None:
+                progress(done, len(order))
+            yield batch_ids, hidden, torch.from_numpy(mask).bool()
+
+
+def mean_pooled(
+    loaded: LoadedModel,
+    texts: list[str] | tuple[str, ...],
+    max_length: int = 128,
+    batch_size: int = 32,
+    progress: Progress | None = None,
+) -> np.ndarray:
+    """Mean-pooled text vectors per hidden state, float64 (S, n_texts, d).
+
+    Pools over every non-padding token, special tokens included, as sentence-transformers does
+    (its Pooling module clamps the mask sum; so do we).
+    """
+    tokenized = tokenize(loaded, tuple(texts), max_length)
+    num_states = loaded.info.num_layers + 1
+    pooled = np.zeros((num_states, len(texts), loaded.info.hidden_size))
+    for batch_ids, hidden, attn in forward_batches(loaded, tokenized, batch_size, progress):
+        pooled[:, batch_ids, :] = to_numpy(masked_mean(hidden.double(), attn))
+    return pooled
+
+
+def encode_text(
+    loaded: LoadedModel, text: str, max_length: int = 128
+) -> tuple[np.ndarray, TokenTable]:
+    """Full hidden states of one text: float32 (S, T, d) and its token table (per-text views)."""
+    tokenized = tokenize(loaded, (text,), max_length)
+    ((_, hidden, _),) = list(forward_batches(loaded, tokenized, 1))
+    ids = tokenized.input_ids[0]
+    tokens_str = np.array(loaded.tokenizer.convert_ids_to_tokens(ids.tolist()), dtype=str)
+    special = tokenized.special[0]
+    table = TokenTable(
+        text_id=np.zeros(len(ids), dtype=np.int32),
+        position=np.arange(len(ids), dtype=np.int32),
+        token=tokens_str,
+        word_id=tokenized.word_ids[0],
+        is_special=special,
+        is_punct=np.array([is_punct(t) for t in tokens_str]) & ~special,
+    )
+    return to_numpy(hidden[:, 0], dtype=None), table

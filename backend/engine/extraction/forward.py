@@ -1,0 +1,300 @@
+"""Forward passes of an extraction: padded batches under ``torch.inference_mode()``, reduced on
+the model's device into streaming statistics and the planned token sample; out-of-memory batches
+are halved and retried (:func:`extract_partial`, :func:`extract`)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from backend.engine.corpus import Corpus
+from backend.engine.errors import InputError, UnsupportedModelError
+from backend.engine.extraction.partial import PartialExtraction, finish, token_table, tokenize_part
+from backend.engine.extraction.sample import SampleCandidates, sample_limit, token_priority
+from backend.engine.extraction.tokenization import TokenizedCorpus, batch_count, length_order
+from backend.engine.extraction.types import ExtractionResult, ExtractionSettings
+from backend.engine.models import LoadedModel
+from backend.engine.progress import Progress
+from backend.engine.stats import MOMENTS, RunningStats, WorkBuffers
+
+Notice = Callable[[str], None]
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """CUDA/MPS/CPU out-of-memory errors, whatever class the backend raises."""
+    if isinstance(exc, torch.OutOfMemoryError | MemoryError):
+        return True
+    if isinstance(exc, RuntimeError):
+        msg = str(exc).lower()
+        return "out of memory" in msg or "can't allocate memory" in msg
+    return False
+
+
+def free_device_memory(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    elif device.type == "mps" and hasattr(torch, "mps"):
+        torch.mps.empty_cache()
+
+
+def pad_token_id(loaded: LoadedModel) -> int:
+    """The id padded positions get (0 when the tokenizer has none: the attention mask hides them)."""
+    pad = loaded.tokenizer.pad_token_id
+    return 0 if pad is None else int(pad)
+
+
+def pad_rows(rows: Sequence[np.ndarray], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """Right-padded ``(input_ids, attention_mask)`` int64 (B, T) arrays of token-id sequences
+    (T = the longest; padded positions hold ``pad_id`` and mask 0). The one padding rule of every
+    forward pass over token ids: extraction, ablation, the decoder scans."""
+    width = max((len(r) for r in rows), default=0)
+    ids = np.full((len(rows), width), pad_id, dtype=np.int64)
+    mask = np.zeros((len(rows), width), dtype=np.int64)
+    for r, seq in enumerate(rows):
+        ids[r, : len(seq)] = seq
+        mask[r, : len(seq)] = 1
+    return ids, mask
+
+
+def pad_batch(
+    tokenized: TokenizedCorpus, rows: np.ndarray, pad_id: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`pad_rows` of the texts ``rows`` of ``tokenized``."""
+    return pad_rows([tokenized.input_ids[t] for t in rows], pad_id)
+
+
+def forward_hidden_states(
+    loaded: LoadedModel, ids: np.ndarray, mask: np.ndarray
+) -> tuple[torch.Tensor, ...]:
+    """One forward pass; the tuple of S (B, T, d) hidden states, on the model's device(s)."""
+    input_ids = torch.from_numpy(ids).to(loaded.device)
+    attention_mask = torch.from_numpy(mask).to(loaded.device)
+    out = loaded.encoder(
+        input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True
+    )
+    hidden_states = getattr(out, "hidden_states", None)
+    if not hidden_states:
+        raise UnsupportedModelError(
+            f"{loaded.info.source!r} ({loaded.info.architecture}) returns no hidden states; "
+            "isoscope needs a model that supports output_hidden_states"
+        )
+    return tuple(hidden_states)
+
+
+def extract_partial(
+    loaded: LoadedModel,
+    texts: tuple[str, ...] | list[str],
+    settings: ExtractionSettings | None = None,
+    *,
+    text_ids: np.ndarray | list[int] | None = None,
+    progress: Progress | None = None,
+    on_notice: Notice | None = None,
+) -> PartialExtraction:
+    """Statistics, sample candidates and token rows of ``texts`` (package doc: Partial API)."""
+    settings = settings or ExtractionSettings()
+    started = time.perf_counter()
+    texts = list(texts)
+    text_ids = np.arange(len(texts)) if text_ids is None else np.asarray(text_ids)
+    text_ids = text_ids.astype(np.int64)
+    if text_ids.shape != (len(texts),) or len(np.unique(text_ids)) != len(texts):
+        raise ValueError("text_ids must give one distinct global index per text")
+    if len(texts) and (text_ids.min() < 0 or text_ids.max() >= 1 << 47):
+        raise ValueError("text_ids must lie in [0, 2**47)")
+    num_states = loaded.info.num_layers + 1
+    d = loaded.info.hidden_size
+    limit = sample_limit(settings, num_states, d)
+    tokenized = tokenize_part(loaded, texts, settings.max_length)
+    include = tokenized.analysed(settings.exclude_special, settings.exclude_first)
+    tokens = token_table(loaded, tokenized, include, text_ids)
+    # Analysed tokens in text order, then position: text t owns rows offset[t]:offset[t + 1].
+    counts = np.array([int(m.sum()) for m in include], dtype=np.int64)
+    offset = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    tok_text = np.repeat(text_ids, counts)
+    tok_pos = tokens.position.astype(np.int64)
+    sample, slot = SampleCandidates.planned(
+        limit, num_states, d, token_priority(settings.seed, tok_text, tok_pos), tok_text, tok_pos
+    )
+    plan = _BatchPlan(tokenized, offset, tok_pos, slot, WorkBuffers())
+    stats = RunningStats(num_states, d, loaded.device)
+    if loaded.device.type == "cpu" and int(offset[-1]) * num_states * d >= COMPILE_MIN_ELEMENTS:
+        MOMENTS.compile(loaded.dtype)  # repaid by this corpus; a no-op once warm
+    notices: list[str] = []
+
+    lengths = tokenized.lengths
+    order = length_order(lengths)
+    pad_id = pad_token_id(loaded)
+    budget, cap = settings.token_budget, settings.batch_size
+    start, done, retry = 0, len(texts) - len(order), False
+    with torch.inference_mode():
+        while start < len(order):
+            width = int(lengths[order[start]])
+            count = batch_count(width, len(order) - start, cap, budget)
+            rows = order[start : start + count]
+            try:
+                # No reference to the batch's hidden states outlives this line: after an
+                # out-of-memory error the retry starts with them released.
+                b_stats = _reduce_batch(
+                    plan, _forward_batch(loaded, plan, rows, pad_id, sample), sample
+                )
+            except Exception as exc:
+                if not is_out_of_memory(exc):
+                    raise
+                if count == 1:
+                    raise InputError(
+                        f"out of memory on {loaded.info.device} with a single text of {width} "
+                        "tokens; lower the max length, use bfloat16 or a device with more memory"
+                    ) from exc
+                cap, budget = max(1, count // 2), max(1, (count // 2) * width)
+                message = (
+                    f"out of memory with {count} texts x {width} tokens per batch on "
+                    f"{loaded.info.device}; continuing with at most {cap} texts per batch"
+                )
+                if not notices or not notices[-1].startswith("out of memory"):
+                    notices.append(message)
+                    if on_notice is not None:
+                        on_notice(message)
+                else:
+                    notices[-1] = message
+                retry = True
+                continue
+            if retry:  # the failed batch's tensors are released by now
+                free_device_memory(loaded.device)
+                retry = False
+            stats.merge(b_stats)
+            start += count
+            done += count
+            if progress is not None:
+                progress(done, len(texts))
+    if progress is not None and not len(order):
+        progress(len(texts), len(texts))
+    plan.buffers.clear()
+    return PartialExtraction(
+        settings=settings,
+        model=loaded.info.to_dict(),
+        model_fingerprint=loaded.fingerprint,
+        text_ids=text_ids,
+        stats=stats.to("cpu"),
+        sample=sample,
+        tokens=[tokens],
+        truncated=tokenized.truncated,
+        max_length=tokenized.max_length,
+        notices=notices,
+        seconds=time.perf_counter() - started,
+    )
+
+
+@dataclass
+class _BatchPlan:
+    """What every batch of :func:`extract_partial` reads: the tokenized texts, where each text's
+    analysed tokens start in the token table (``offset``) and their positions (``position``),
+    each token's sample slot (-1: not sampled) and the reusable scratch buffers."""
+
+    tokenized: TokenizedCorpus
+    offset: np.ndarray
+    position: np.ndarray
+    slot: np.ndarray
+    buffers: WorkBuffers
+
+
+@dataclass
+class _Batch:
+    """A forward pass's hidden states and where its analysed and sampled tokens are."""
+
+    hidden_states: tuple[torch.Tensor, ...]
+    flat: np.ndarray  # analysed tokens' rows in the flattened (B * T) batch, (text, position) order
+    pick: np.ndarray  # which of those are sampled
+    slots: np.ndarray  # and their sample slots
+
+
+def _forward_batch(
+    loaded: LoadedModel,
+    plan: _BatchPlan,
+    rows: np.ndarray,
+    pad_id: int,
+    sample: SampleCandidates,
+) -> _Batch:
+    """Forward the texts ``rows`` (one padded batch); nothing is reduced or stored yet."""
+    ids, mask = pad_batch(plan.tokenized, rows, pad_id)
+    width = ids.shape[1]
+    tok = np.concatenate([np.arange(plan.offset[t], plan.offset[t + 1]) for t in rows])
+    row_of = np.repeat(np.arange(len(rows)), plan.offset[rows + 1] - plan.offset[rows])
+    flat = row_of * width + plan.position[tok]  # analysed tokens in the (B * T) padded batch
+    pick = np.flatnonzero(plan.slot[tok] >= 0)  # which of them are sampled
+    hidden_states = forward_hidden_states(loaded, ids, mask)
+    if len(hidden_states) != sample.num_states or hidden_states[0].shape[-1] != sample.hidden_size:
+        raise UnsupportedModelError(
+            f"the model returned {len(hidden_states)} hidden states of width "
+            f"{hidden_states[0].shape[-1]}, expected {sample.num_states} of width "
+            f"{sample.hidden_size}"
+        )
+    return _Batch(hidden_states, flat, pick, plan.slot[tok][pick])
+
+
+# Activations (tokens x states x width) from which an extraction on the CPU compiles the moments
+# kernel itself when the app's warm-up has not: the compiled kernel saves ~2 ns per element
+# (MiniLM 4.5 us per token, SmolLM2 38 us) and compiling costs 1.5-3.5 s with inductor's disk
+# cache warm, up to ~25 s on a fresh machine.
+COMPILE_MIN_ELEMENTS = 2_500_000_000
+
+# Float64 bytes of hidden states reduced together: a few large operations per batch instead of a
+# dozen per state (see RunningStats._fill_states), with bounded scratch memory.
+REDUCE_GROUP_BYTES = 32 << 20
+
+
+def _reduce_batch(plan: _BatchPlan, batch: _Batch, sample: SampleCandidates) -> RunningStats:
+    """Reduce one batch's hidden states where they live; returns the batch's statistics.
+
+    Consecutive states on one device are gathered (analysed tokens only) into one (g, n, d)
+    buffer and reduced together. The sampled tokens' vectors go straight to their planned slots
+    (a redone batch writes the same slots again), so an out-of-memory error loses nothing: the
+    caller merges the statistics only when the reduction succeeded.
+    """
+    num_states, d = sample.num_states, sample.hidden_size
+    hidden_states, n = batch.hidden_states, len(batch.flat)
+    stats = RunningStats(num_states, d, hidden_states[0].device)
+    most = max(1, REDUCE_GROUP_BYTES // max(1, n * d * 8))
+    index: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
+    s0 = 0
+    while s0 < num_states:
+        device = hidden_states[s0].device  # device_map="auto" spreads states over devices
+        # Split what is left evenly (31 states, at most 10 a group: 8, 8, 8, 7, not 10, 10, 10, 1),
+        # so no group is a lone state, which the compiled moments kernel leaves to eager torch.
+        left = num_states - s0
+        group = -(-left // -(-left // most))
+        s1 = s0 + 1
+        while s1 < num_states and s1 - s0 < group and hidden_states[s1].device == device:
+            s1 += 1
+        if device not in index:
+            index[device] = (
+                torch.from_numpy(batch.flat).to(device),
+                torch.from_numpy(batch.pick).to(device),
+            )
+        flat, pick = index[device]
+        x = plan.buffers.take("x", (s1 - s0, n, d), hidden_states[s0].dtype, device)
+        for j, h in enumerate(hidden_states[s0:s1]):
+            torch.index_select(h.reshape(-1, d), 0, flat, out=x[j])
+        stats.add_states(s0, x, plan.buffers)
+        if len(pick):
+            sample.write(s0, batch.slots, x.index_select(1, pick))
+        s0 = s1
+    return stats
+
+
+def extract(
+    loaded: LoadedModel,
+    corpus: Corpus,
+    settings: ExtractionSettings | None = None,
+    progress: Progress | None = None,
+    on_notice: Notice | None = None,
+) -> ExtractionResult:
+    """Hidden-state statistics and a token sample of ``loaded`` on ``corpus`` (see the package doc)."""
+    settings = settings or ExtractionSettings()
+    started = time.perf_counter()
+    partial = extract_partial(
+        loaded, corpus.texts, settings, progress=progress, on_notice=on_notice
+    )
+    return finish(partial, corpus, seconds=time.perf_counter() - started)

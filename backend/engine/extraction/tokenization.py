@@ -1,0 +1,114 @@
+"""Tokenization of a corpus (truncated, with special-token and word-id metadata) and the
+length-sorted batch plan every forward pass of an extraction follows."""
+
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from backend.engine.errors import InputError
+from backend.engine.models import LoadedModel
+
+
+@dataclass(frozen=True)
+class TokenizedCorpus:
+    """Token ids per text (truncated), with special-token and word-id metadata."""
+
+    input_ids: list[np.ndarray]
+    special: list[np.ndarray]
+    word_ids: list[np.ndarray]
+    truncated: int
+    max_length: int
+
+    @cached_property
+    def lengths(self) -> np.ndarray:
+        return np.array([len(ids) for ids in self.input_ids], dtype=np.int64)
+
+    def analysed(self, exclude_special: bool, exclude_first: bool) -> list[np.ndarray]:
+        """Per text, a boolean mask of the tokens the statistics cover."""
+        masks = []
+        for sp in self.special:
+            keep = ~sp if exclude_special else np.ones_like(sp)
+            if exclude_first and len(keep):
+                keep[0] = False
+            masks.append(keep)
+        return masks
+
+
+def length_order(lengths: np.ndarray) -> np.ndarray:
+    """Texts with tokens, longest first (stable): memory trouble shows at once, padding is small."""
+    order = np.argsort(-lengths, kind="stable")
+    return order[lengths[order] > 0]
+
+
+def batch_count(width: int, left: int, batch_size: int, token_budget: int) -> int:
+    """Texts in the next batch when its longest text has ``width`` tokens and ``left`` remain:
+    at most ``batch_size`` texts and ``token_budget`` padded tokens, at least one."""
+    return max(1, min(batch_size, token_budget // max(1, width), left))
+
+
+def plan_batches(
+    lengths: np.ndarray, batch_size: int, token_budget: int | None = None
+) -> list[np.ndarray]:
+    """The batches :func:`extract_partial` forms from these text lengths (before any
+    out-of-memory halving, which only changes float rounding): texts with tokens, longest first, at
+    most ``batch_size`` texts and ``token_budget`` padded tokens each (``None``: no token budget).
+    The one batching rule of every forward pass over a tokenized corpus."""
+    order, batches, start = length_order(lengths), [], 0
+    while start < len(order):
+        width = int(lengths[order[start]])
+        budget = batch_size * max(1, width) if token_budget is None else token_budget
+        count = batch_count(width, len(order) - start, batch_size, budget)
+        batches.append(order[start : start + count])
+        start += count
+    return batches
+
+
+def tokenize(
+    loaded: LoadedModel, texts: tuple[str, ...] | list[str], max_length: int
+) -> TokenizedCorpus:
+    """Tokenize with truncation; counts the texts that were cut."""
+    if not texts:
+        raise InputError("no texts to analyse; give at least one non-empty text")
+    model_max = loaded.info.max_positions
+    if model_max and max_length > model_max:
+        max_length = int(model_max)
+    tok = loaded.tokenizer
+    enc = tok(
+        list(texts),
+        truncation=True,
+        max_length=max_length,
+        return_special_tokens_mask=True,
+        return_offsets_mapping=bool(getattr(tok, "is_fast", False)),
+    )
+    input_ids, special, word_ids = [], [], []
+    truncated = 0
+    for i, ids in enumerate(enc["input_ids"]):
+        input_ids.append(np.asarray(ids, dtype=np.int64))
+        sp = np.asarray(enc["special_tokens_mask"][i], dtype=bool)
+        special.append(sp)
+        if getattr(tok, "is_fast", False):
+            words = enc.word_ids(i)
+            word_ids.append(np.array([-1 if w is None else w for w in words], dtype=np.int32))
+            if len(ids) >= max_length:
+                ends = [
+                    e
+                    for (s, e), is_sp in zip(enc["offset_mapping"][i], sp, strict=False)
+                    if not is_sp
+                ]
+                if ends and max(ends) < len(texts[i].rstrip()):
+                    truncated += 1
+        else:
+            word_ids.append(np.where(sp, -1, np.arange(len(ids))).astype(np.int32))
+            truncated += int(len(ids) >= max_length)
+    if sum(len(ids) for ids in input_ids) == 0:
+        raise InputError("the texts produced no tokens; give real text")
+    return TokenizedCorpus(input_ids, special, word_ids, truncated, max_length)
+
+
+def is_punct(token: str) -> bool:
+    core = token.removeprefix("##").lstrip("Ġ▁")
+    return bool(core) and all(unicodedata.category(c)[0] in "PS" for c in core)

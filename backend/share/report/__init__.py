@@ -1,0 +1,47 @@
+"""A shareable report: findings written from the measured numbers, the key figure of each page, the
+model card, the corpus, the settings and the isoscope version, as one self-contained offline HTML
+file (plotly.js inlined once).
+
+Every number comes from an existing analysis (never re-derived here):
+
+- outlier dims: :mod:`backend.analysis.geometry.outliers` (Luo et al. 2021, arXiv 2011.04393; Timkey & van Schijndel
+  2021, arXiv 2109.04404) and :func:`backend.plots.outliers.headline_outlier`;
+- anisotropy and clipping: :mod:`backend.analysis.geometry.isotropy` (Ethayarajh 2019, arXiv 1909.00512; Timkey's
+  per-dimension split; IsoScore, Rudman et al. 2022) and :func:`backend.analysis.geometry.projections.before_after`;
+- LayerNorm outliers and their ablation against random controls: :mod:`backend.analysis.layernorm.params`,
+  :func:`backend.analysis.layernorm.ablation.run_ablation` (Kovaleva et al. 2021, BERT Busters, arXiv 2105.06990);
+- positional information: :mod:`backend.analysis.positional.table` (Luo et al. section 4);
+- sentence similarity (with ``pairs``): :mod:`backend.analysis.geometry.similarity`;
+- massive activations and attention sinks, for decoders: ``backend.analysis.decoder.massive`` /
+  ``backend.analysis.decoder.sinks``.
+
+A section that does not apply (no LayerNorm outliers, no position table, an encoder for the decoder
+section, no pairs) is kept as one line saying why; a section whose analysis raises is kept as one line
+naming the error. The report as a whole never fails. The HTML holds no timestamp and fixed figure ids,
+so the same model, corpus and settings give the same bytes (the CLI and the app's download agree).
+"""
+
+from backend.share.report.build import BUILDERS, build_report
+from backend.share.report.model import (
+    QUICK_SECTIONS,
+    SECTION_TITLES,
+    SECTIONS,
+    SOURCES,
+    Report,
+    ReportSettings,
+    Section,
+)
+from backend.share.report.render import render_html
+
+__all__ = [
+    "BUILDERS",
+    "QUICK_SECTIONS",
+    "SECTIONS",
+    "SECTION_TITLES",
+    "SOURCES",
+    "Report",
+    "ReportSettings",
+    "Section",
+    "build_report",
+    "render_html",
+]

@@ -1,0 +1,89 @@
+"""Building a report: every requested section's builder run on one model and its extraction; a
+section that raises is kept as one line naming the error, so the report as a whole never fails."""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Sequence
+from dataclasses import asdict
+
+from backend.engine.errors import InputError, IsoscopeError
+from backend.engine.progress import Progress
+from backend.share.report.model import (
+    SECTION_TITLES,
+    SECTIONS,
+    SOURCES,
+    Report,
+    ReportSettings,
+    Section,
+)
+from backend.share.report.prose import BUILDERS, Context
+
+# ----------------------------------------------------------------------------- building
+
+
+def build_report(
+    loaded,
+    result,
+    *,
+    settings: ReportSettings | None = None,
+    pairs: tuple[Sequence[str], Sequence[str], Sequence[float]] | None = None,
+    sections: Sequence[str] = SECTIONS,
+    in_place: bool = False,
+    progress: Progress | None = None,
+) -> Report:
+    """Run every section on ``loaded`` and its extraction ``result``; never raises for a section.
+
+    ``pairs`` = (sentences A, sentences B, gold scores) adds STS figures. ``in_place=True`` lets the
+    LayerNorm ablation modify the model (restored bit-for-bit) instead of a private copy: only for a
+    process that owns the model, like the CLI.
+    """
+    from backend import __version__
+
+    settings = settings or ReportSettings()
+    unknown = [s for s in sections if s not in BUILDERS]
+    if unknown:
+        raise InputError(
+            f"unknown report section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}"
+        )
+    ctx = Context(
+        loaded,
+        result,
+        settings,
+        None if pairs is None else tuple(list(x) for x in pairs),
+        in_place,
+    )
+    built = []
+    for i, key in enumerate(sections):
+        try:
+            built.append(BUILDERS[key](ctx))
+        except IsoscopeError as exc:
+            built.append(Section(key, SECTION_TITLES[key], skipped=str(exc), source=SOURCES[key]))
+        except Exception as exc:  # a bug in one analysis must not lose the others
+            last = traceback.extract_tb(exc.__traceback__)[-1]
+            built.append(
+                Section(
+                    key,
+                    SECTION_TITLES[key],
+                    skipped=f"could not be computed ({type(exc).__name__}: {str(exc)[:200]} at "
+                    f"{last.filename.rsplit('/', 1)[-1]}:{last.lineno})",
+                    source=SOURCES[key],
+                )
+            )
+        if progress is not None:
+            progress(i + 1, len(sections))
+    return Report(
+        model=dict(result.model),
+        corpus={
+            "name": result.corpus_name,
+            "sha256": result.corpus_sha,
+            "num_texts": result.num_texts,
+            "num_tokens": result.num_tokens,
+            "token_sample": len(result.sample_index),
+            "sentence_pairs": 0 if pairs is None else len(ctx.pairs[0]),
+            "notices": list(result.notices),
+        },
+        settings={"extraction": result.settings.to_dict(), "report": asdict(settings)},
+        version=__version__,
+        sections=built,
+    )

@@ -1,0 +1,117 @@
+"""The report's data model: section names and sources, :class:`ReportSettings`, :class:`Section`
+and :class:`Report` (rendered by :mod:`backend.share.report.render`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from backend.analysis.geometry.isotropy import N_PAIRS, PAIR_SEED
+from backend.engine.errors import InputError
+from backend.share.report.render import render_html
+
+SECTION_TITLES = {
+    "outliers": "Outlier dimensions",
+    "anisotropy": "Anisotropy and what clipping does",
+    "layernorm": "LayerNorm outliers and their ablation",
+    "positional": "Positional information",
+    "similarity": "Sentence similarity",
+    "decoder": "Massive activations and attention sinks",
+}
+SECTIONS = tuple(SECTION_TITLES)
+QUICK_SECTIONS = ("outliers", "anisotropy")  # no forward pass: the Overview shows them at once
+
+SOURCES = {
+    "outliers": "Luo, Kulmizev & Mao 2021, arXiv 2011.04393; Timkey & van Schijndel 2021, arXiv 2109.04404",
+    "anisotropy": "Ethayarajh 2019, arXiv 1909.00512; Timkey & van Schijndel 2021, arXiv 2109.04404; "
+    "Rudman et al. 2022, arXiv 2108.07344; Luo et al. 2021, arXiv 2011.04393",
+    "layernorm": "Kovaleva, Kulshreshtha, Rogers & Rumshisky 2021 (BERT Busters), arXiv 2105.06990",
+    "positional": "Luo, Kulmizev & Mao 2021, arXiv 2011.04393 (section 4)",
+    "similarity": "Luo et al. 2021, Table 2; Timkey & van Schijndel 2021",
+    "decoder": "Sun, Chen, Kolter & Liu 2024, Massive Activations, arXiv 2402.17762; "
+    "Xiao et al. 2023, attention sinks, arXiv 2309.17453",
+}
+
+
+@dataclass(frozen=True)
+class ReportSettings:
+    """Parameters of the report's analyses (the ones the pages use by default)."""
+
+    pairs: int = N_PAIRS  # random different-text token pairs for anisotropy
+    seed: int = PAIR_SEED
+    ablation_texts: int = 64  # texts the LayerNorm ablation runs on
+    random_controls: int = 3
+    probe_max_position: int = 64
+    probe_iter: int = 30
+    projection_points: int = 2000
+    decoder_texts: int = 64  # texts of the massive-activation / sink scan
+
+    def __post_init__(self) -> None:
+        if self.pairs < 1:
+            raise InputError(f"anisotropy pairs must be at least 1, got {self.pairs}")
+        if not 2 <= self.ablation_texts <= 50_000:
+            raise InputError(
+                f"ablation texts must be between 2 and 50,000, got {self.ablation_texts}"
+            )
+        if not 0 <= self.random_controls <= 100:
+            raise InputError(
+                f"random controls must be between 0 and 100, got {self.random_controls}"
+            )
+        if not 2 <= self.probe_max_position <= 8192:
+            raise InputError(
+                f"probe max position must be between 2 and 8192, got {self.probe_max_position}"
+            )
+
+
+@dataclass
+class Section:
+    """One report section: findings (sentences), figures, tables; or ``skipped``, one line why not."""
+
+    key: str
+    title: str
+    findings: list[str] = field(default_factory=list)
+    figures: list[Any] = field(default_factory=list)  # plotly Figures
+    tables: list[tuple[str, list[dict]]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    skipped: str | None = None
+    source: str = ""
+
+
+@dataclass
+class Report:
+    """Everything the HTML shows; :meth:`to_html` renders it, :meth:`to_json` gives the findings."""
+
+    model: dict
+    corpus: dict
+    settings: dict
+    version: str
+    sections: list[Section]
+
+    def section(self, key: str) -> Section | None:
+        return next((s for s in self.sections if s.key == key), None)
+
+    def findings(self) -> list[tuple[str, str]]:
+        """(section title, sentence) for every finding, in section order."""
+        return [(s.title, f) for s in self.sections if s.skipped is None for f in s.findings]
+
+    def to_json(self) -> dict:
+        return {
+            "version": self.version,
+            "model": self.model,
+            "corpus": self.corpus,
+            "settings": self.settings,
+            "sections": [
+                {
+                    "key": s.key,
+                    "title": s.title,
+                    "findings": s.findings,
+                    "skipped": s.skipped,
+                    "notes": s.notes,
+                    "source": s.source,
+                }
+                for s in self.sections
+            ],
+        }
+
+    def to_html(self) -> str:
+        return render_html(self)
