@@ -10,8 +10,6 @@ opt-in, head) with a small ``max_entries``; extraction results in a process-wide
 from __future__ import annotations
 
 import hashlib
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +23,7 @@ from backend.engine.corpus import Corpus, bundled_corpus, corpus_from_bytes, cor
 from backend.engine.environment import quiet_libraries, use_offline_environment
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult, ExtractionSettings, extract
+from backend.engine.lru import LRU
 from backend.engine.models import LoadedModel, load_model
 from ui.progress import progress_bar
 from ui.saved import open_saved, saved_corpus, saved_model, saved_selection
@@ -77,9 +76,9 @@ def get_model(
 
 
 @st.cache_resource(max_entries=1, show_spinner=False)
-def _uploaded_store() -> _LRU:
+def _uploaded_store() -> LRU:
     """Uploaded corpus files (name, bytes) by hash, one store per process: the last 8, <= 200 MiB."""
-    return _LRU(8, max_bytes=200 << 20, weigh=lambda item: len(item[1]))
+    return LRU(8, max_bytes=200 << 20, weigh=lambda item: len(item[1]))
 
 
 def remember_upload(sha: str, name: str, raw: bytes) -> None:
@@ -102,41 +101,6 @@ def get_corpus(selection: Selection | None = None) -> Corpus:
 # ----------------------------------------------------------------------------- extraction
 
 
-class _LRU:
-    """Thread-safe LRU of at most ``size`` items and, with ``weigh``, at most ``max_bytes`` in total
-    (the newest item is always kept, whatever it weighs)."""
-
-    def __init__(
-        self, size: int, max_bytes: int | None = None, weigh: Callable[[Any], int] | None = None
-    ) -> None:
-        self.size = size
-        self.max_bytes = max_bytes
-        self.weigh = weigh
-        self.items: OrderedDict[str, Any] = OrderedDict()
-        self.lock = threading.Lock()
-
-    def _over(self) -> bool:
-        if len(self.items) > self.size:
-            return True
-        if self.max_bytes is None or self.weigh is None or len(self.items) <= 1:
-            return False
-        return sum(self.weigh(v) for v in self.items.values()) > self.max_bytes
-
-    def get(self, key: str) -> Any:
-        with self.lock:
-            if key in self.items:
-                self.items.move_to_end(key)
-                return self.items[key]
-        return None
-
-    def put(self, key: str, value: Any) -> None:
-        with self.lock:
-            self.items[key] = value
-            self.items.move_to_end(key)
-            while self._over():
-                self.items.popitem(last=False)
-
-
 RESULTS_IN_MEMORY_BYTES = 2 << 30  # token samples held in memory across the last results
 
 
@@ -145,14 +109,14 @@ def _result_bytes(result: ExtractionResult) -> int:
 
 
 @st.cache_resource(max_entries=1, show_spinner=False)
-def _extraction_store() -> _LRU:
+def _extraction_store() -> LRU:
     """One per process (shared by every session): the last 4 results, at most 2 GiB of samples."""
-    return _LRU(4, max_bytes=RESULTS_IN_MEMORY_BYTES, weigh=_result_bytes)
+    return LRU(4, max_bytes=RESULTS_IN_MEMORY_BYTES, weigh=_result_bytes)
 
 
 @st.cache_resource(max_entries=1, show_spinner=False)
-def _memo_store() -> _LRU:
-    return _LRU(256)
+def _memo_store() -> LRU:
+    return LRU(256)
 
 
 def extraction_key(loaded: LoadedModel, corpus: Corpus, settings: ExtractionSettings) -> str:
