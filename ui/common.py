@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,11 +19,11 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from backend.engine.cache import ResultCache, cache_key
+from backend.engine.cache import ResultCache, cache_key, cached_extract
 from backend.engine.corpus import Corpus, bundled_corpus, corpus_from_bytes, corpus_from_text
 from backend.engine.environment import quiet_libraries, use_offline_environment
 from backend.engine.errors import IsoscopeError
-from backend.engine.extraction import ExtractionResult, ExtractionSettings, extract
+from backend.engine.extraction import ExtractionResult, ExtractionSettings
 from backend.engine.lru import LRU
 from backend.engine.models import LoadedModel, load_model
 from ui.progress import progress_bar
@@ -126,7 +127,8 @@ def extraction_key(loaded: LoadedModel, corpus: Corpus, settings: ExtractionSett
 def get_extraction(
     selection: Selection | None = None, source: str | None = None
 ) -> tuple[LoadedModel, ExtractionResult]:
-    """Model + extraction for the selection: memory, then disk cache, else a run with a progress bar."""
+    """Model + extraction for the selection: this process's memory, else
+    :func:`backend.engine.cache.cached_extract` (disk cache, else a run with a progress bar)."""
     sel = selection or get_selection()
     saved = open_saved() if selection is None else None  # a saved analysis replaces the run
     if saved is not None and source in (None, saved.model.get("source")):
@@ -136,16 +138,14 @@ def get_extraction(
     key = extraction_key(loaded, corpus, sel.settings)
     store = _extraction_store()
     result = store.get(key)
-    if result is not None:
-        return loaded, result
-    disk = ResultCache()
-    result = disk.load(key)
     if result is None:
+        disk = ResultCache()
         label = f"Extracting hidden states of {loaded.info.display_name}:"
-        with progress_bar(label, "texts") as progress:
-            result = extract(loaded, corpus, sel.settings, progress)
-        result = disk.put(key, result)  # one notice on the result when nothing was kept
-    store.put(key, result)
+        # no bar for a disk hit; a result that nothing could keep carries one notice saying so
+        bar = nullcontext(None) if disk.path(key).exists() else progress_bar(label, "texts")
+        with bar as progress:
+            result = cached_extract(loaded, corpus, sel.settings, progress, cache=disk)
+        store.put(key, result)
     return loaded, result
 
 

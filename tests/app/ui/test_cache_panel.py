@@ -105,3 +105,31 @@ def test_sample_budget_from_the_sidebar_reaches_the_settings_and_the_page(cache_
     at.run()
     assert not at.exception and not at.error
     assert any("10 tokens per state to stay within 4 KiB" in c.value for c in at.caption)
+
+
+def test_get_extraction_goes_through_cached_extract(cache_dir, monkeypatch):
+    """Memory first, then backend.engine.cache.cached_extract: a run gets the progress bar, a disk
+    hit (memory emptied, as after a restart) gets none and runs no extraction."""
+    from backend.engine import cache as cache_module
+    from ui import common
+
+    calls: list[bool] = []
+
+    def recording(loaded, corpus, settings=None, progress=None, cache=None):
+        calls.append(progress is not None)
+        return cache_module.cached_extract(loaded, corpus, settings, progress, cache=cache)
+
+    monkeypatch.setattr(common, "cached_extract", recording)
+    text = "Only this test uses this corpus.\nA second line of it."
+    _app(text)
+    assert calls == [True]  # extracted, with a progress bar
+    _app(text)
+    assert calls == [True]  # this process's memory: cached_extract not called again
+    common._extraction_store().clear()
+
+    def boom(*args, **kwargs):
+        raise AssertionError("extracted although the disk cache holds the result")
+
+    monkeypatch.setattr("backend.engine.extraction.extract", boom)
+    _app(text)
+    assert calls == [True, False]  # the disk hit, without a bar
