@@ -4,14 +4,11 @@ the top dims, STS by state, LayerNorm deltas), and a checkpoint trajectory."""
 
 from __future__ import annotations
 
-import json
-
 import streamlit as st
 
 from backend.analysis.compare.comparison import comparison_report
 from backend.analysis.geometry.similarity import read_pairs_csv, sts_sample
 from backend.engine.errors import IsoscopeError
-from backend.engine.jsonio import to_jsonable
 from backend.plots.compare import (
     TRAJECTORY_METRICS,
     abs_mean_diff_frame,
@@ -244,7 +241,7 @@ def _render_pair() -> None:
         "cmp_states",
         fig=fig,
         frame=table,
-        json_text=json.dumps(to_jsonable(comparison_report(c)), indent=1),
+        json_data=comparison_report(c),
         name="isoscope_compare",
     )
 
@@ -328,7 +325,7 @@ tie them to token frequency; Pythia publishes 154 checkpoints per model for such
         "cmp_traj",
         fig=fig,
         frame=frame,
-        json_text=json.dumps(to_jsonable(t.to_json()), indent=1),
+        json_data=t.to_json(),
         name="isoscope_trajectory",
     )
     st.subheader("Which dims become outliers, and when")

@@ -4,8 +4,6 @@ sinks on the first token (Xiao et al. 2023; Gu et al. 2024) and LLM.int8-style o
 
 from __future__ import annotations
 
-import json
-
 import streamlit as st
 
 from backend.engine.errors import IsoscopeError
@@ -116,7 +114,7 @@ def layers_tab() -> None:
         "massive_layers",
         fig=fig_layers,
         frame=frame,
-        json_text=json.dumps(massive.layers(), indent=1),
+        json_data=massive.layers(),
         name="massive_activations",
     )
     explainer(
@@ -190,7 +188,7 @@ def sinks_tab() -> None:
             "sinks",
             fig=fig_alpha,
             frame=sink_frame(sinks),
-            json_text=json.dumps(sinks.to_dict()),
+            json_data=sinks.to_dict(),
             name="attention_sinks",
         )
     explainer(
@@ -222,7 +220,7 @@ def int8_tab() -> None:
             "int8",
             fig=fig_int8,
             frame=int8_frame(int8),
-            json_text=json.dumps(int8.to_dict()),
+            json_data=int8.to_dict(),
             name="int8_outlier_features",
         )
     explainer(

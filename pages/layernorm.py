@@ -3,8 +3,6 @@ the ablation lab against random controls, the one-dimension-at-a-time sweep, tra
 
 from __future__ import annotations
 
-import json
-
 import pandas as pd
 import streamlit as st
 
@@ -149,9 +147,7 @@ def heatmap_section(all_params, all_found, found) -> None:
             "ln_counts",
             fig=fig_c,
             frame=counts,
-            json_text=json.dumps(
-                {"k": k, "share": share, "norms": found.names, "ln_outliers": found.table()}
-            ),
+            json_data={"k": k, "share": share, "norms": found.names, "ln_outliers": found.table()},
             name="layernorm_outliers",
         )
 
@@ -289,7 +285,7 @@ if stored is not None and stored[0] == model.fingerprint:
         "ln_ablation",
         fig=fig_a,
         frame=report.frame(),
-        json_text=json.dumps(report.to_json(), default=float),
+        json_data=report.to_json(),
         name="layernorm_ablation",
     )
 explainer(
@@ -347,7 +343,7 @@ if cached_sweep is not None and cached_sweep[0] == model.fingerprint:
         "ln_sweep",
         fig=fig_s,
         frame=result_sweep.frame(result_sweep.state_names.index(state_name)),
-        json_text=json.dumps(result_sweep.to_json()),
+        json_data=result_sweep.to_json(),
         name="layernorm_sweep",
     )
 else:

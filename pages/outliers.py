@@ -19,7 +19,7 @@ from backend.plots.outliers import (
     HEATMAP_STATS,
     category_summary,
     headline_outlier,
-    outliers_json,
+    outliers_payload,
     state_outlier_frame,
 )
 from ui.cached import (
@@ -188,7 +188,7 @@ def state_section(by_state: list[dict[str, list[int]]], thresholds: OutlierThres
     download_buttons(
         "out_table",
         frame=outlier_frame(result, thresholds),
-        json_text=outliers_json(result, by_state, thresholds),
+        json_data=outliers_payload(result, by_state, thresholds),
         name="isoscope_outlier_dims",
     )
     # lazy (ui/tabs.py): a hidden-state change redraws the open view, not both (issue 15)

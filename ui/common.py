@@ -24,6 +24,7 @@ from backend.engine.corpus import Corpus, bundled_corpus, corpus_from_bytes, cor
 from backend.engine.environment import quiet_libraries, use_offline_environment
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult, ExtractionSettings
+from backend.engine.jsonio import strict_json
 from backend.engine.lru import LRU
 from backend.engine.models import LoadedModel, load_model
 from ui.progress import progress_bar
@@ -233,15 +234,22 @@ def explainer(title: str, body_md: str, expanded: bool = False) -> None:
         st.markdown(body_md)
 
 
+def json_payload(value: Any) -> str:
+    """The text of every JSON download: :func:`backend.engine.jsonio.strict_json` (numpy to Python,
+    NaN / inf to null), the same as the CLI's JSON files."""
+    return strict_json(value, indent=1)
+
+
 def download_buttons(
     key: str,
     *,
     fig: go.Figure | None = None,
     frame: pd.DataFrame | None = None,
-    json_text: str | None = None,
+    json_data: Any = None,
     name: str = "isoscope",
 ) -> None:
-    """PNG of a Plotly figure (rendered by kaleido only when clicked), CSV of a DataFrame, JSON."""
+    """PNG of a Plotly figure (rendered by kaleido only when clicked), CSV of a DataFrame, and
+    ``json_data`` as strict JSON (:func:`json_payload`: NaN and inf written as null, as the CLI does)."""
     cols = st.columns(3)
     if fig is not None:
         cols[0].download_button(
@@ -263,10 +271,10 @@ def download_buttons(
             on_click="ignore",
             icon=":material/table:",
         )
-    if json_text is not None:
+    if json_data is not None:
         cols[2].download_button(
             "JSON",
-            data=json_text,
+            data=json_payload(json_data),
             file_name=f"{name}.json",
             mime="application/json",
             key=f"dl_json_{key}",

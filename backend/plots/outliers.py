@@ -6,7 +6,6 @@ figures or pandas frames; nothing here runs a model.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -21,6 +20,7 @@ from backend.analysis.geometry.outliers import (
     headline_dims,
     outliers_by_criterion,
 )
+from backend.engine.jsonio import strict_json
 
 if TYPE_CHECKING:  # type hints only: importing them would pull in torch
     from backend.engine.extraction import ExtractionResult
@@ -190,13 +190,13 @@ def state_outlier_frame(
     return pd.DataFrame(rows, columns=columns)
 
 
-def outliers_json(
+def outliers_payload(
     result: ExtractionResult,
     by_state: Sequence[Mapping[str, Sequence[int]]],
     thresholds: OutlierThresholds,
-) -> str:
-    """JSON of the outlier dims of every hidden state under ``thresholds`` (the page's download)."""
-    payload = {
+) -> dict:
+    """The outlier dims of every hidden state under ``thresholds`` (the page's JSON download)."""
+    return {
         "model": result.model.get("source"),
         "corpus": result.corpus_name,
         "num_tokens": result.num_tokens,
@@ -212,7 +212,15 @@ def outliers_json(
             for s, name in enumerate(result.state_names)
         ],
     }
-    return json.dumps(payload, indent=1)
+
+
+def outliers_json(
+    result: ExtractionResult,
+    by_state: Sequence[Mapping[str, Sequence[int]]],
+    thresholds: OutlierThresholds,
+) -> str:
+    """:func:`outliers_payload` as strict JSON."""
+    return strict_json(outliers_payload(result, by_state, thresholds), indent=1)
 
 
 def token_dim_heatmap(
