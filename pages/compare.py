@@ -27,8 +27,6 @@ from backend.plots.compare import (
 from backend.plots.overview import model_card_rows
 from ui.common import download_buttons, explainer, get_selection, load_or_stop, show_notices
 from ui.compare import (
-    ESTIMATORS,
-    MODES,
     cached_comparison,
     cached_trajectory,
     corpus_b_extraction,
@@ -37,6 +35,7 @@ from ui.compare import (
     model_b_options,
     trajectory_paths,
 )
+from ui.ranges import CMP_ESTIMATOR, CMP_MODE, CMP_TRAJ_METRIC, ESTIMATORS, MODES
 from ui.sidebar import CUSTOM, corpus_label
 
 st.title("Compare")
@@ -81,7 +80,7 @@ tab_pair, tab_trajectory = st.tabs(["A vs B", "Checkpoint trajectory"])
 def _choose_b():
     """Side B's inputs; returns (loaded_b, result_b, model label, corpus label) or None (a
     message is shown)."""
-    mode = st.radio("Compare", MODES, horizontal=True, key="cmp_mode")
+    mode = st.radio("Compare", CMP_MODE.options, horizontal=True, key="cmp_mode")
     if mode == MODES[0]:
         options = model_b_options(selection.model_source)
         c1, c2 = st.columns([2, 3])
@@ -157,7 +156,7 @@ def _render_pair() -> None:
     c1, c2 = st.columns([1, 2])
     estimator = c1.radio(
         "CKA estimator",
-        list(ESTIMATORS),
+        CMP_ESTIMATOR.options,
         horizontal=True,
         key="cmp_estimator",
         help="auto: plain on tokens, debiased on text vectors (few inputs).",
@@ -314,7 +313,7 @@ tie them to token frequency; Pythia publishes 154 checkpoints per model for such
     )
     metric = st.selectbox(
         "Figure",
-        list(TRAJECTORY_METRICS),
+        CMP_TRAJ_METRIC.options,
         format_func=TRAJECTORY_METRICS.get,
         key="cmp_traj_metric",
     )

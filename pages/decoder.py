@@ -20,7 +20,8 @@ from backend.plots.decoder import (
     top_dims_frame,
 )
 from ui.common import download_buttons, explainer, get_corpus, get_model
-from ui.decoder import MASSIVE_MAX_LENGTHS, get_scan, get_text_view
+from ui.decoder import get_scan, get_text_view
+from ui.ranges import MASSIVE_MAX_LENGTH
 from ui.tabs import lazy_tabs
 
 st.title("Massive activations & sinks")
@@ -68,7 +69,10 @@ n_texts = c1.slider(
     "weights), so it is slower than the hidden-state extraction.",
 )
 max_length = c2.select_slider(
-    "Max tokens per text", list(MASSIVE_MAX_LENGTHS), 64, key="massive_max_length"
+    "Max tokens per text",
+    MASSIVE_MAX_LENGTH.options,
+    MASSIVE_MAX_LENGTH.default,
+    key="massive_max_length",
 )
 try:
     scan = get_scan(int(n_texts), int(max_length))

@@ -32,6 +32,7 @@ from backend.plots.layernorm import (
 from ui.cached import ablation_report, dim_sweep, outlier_dims_by_state
 from ui.charts import live_chart
 from ui.common import download_buttons, explainer, get_model, get_selection, load_or_stop
+from ui.ranges import LN_K, LN_SHARE
 from ui.tabs import lazy_tabs
 
 st.title("LayerNorm outlier parameters and ablation")
@@ -54,8 +55,17 @@ weights = c1.radio(
     help="The random-init copy has the same architecture with fresh weights: every LayerNorm starts "
     "at γ = 1, β = 0, so nothing can be an outlier (the contrast of Godey et al.).",
 )
-k = c2.slider("k (std from the LN's mean)", 1.0, 8.0, 3.0, 0.5, key="ln_k")
-share = c3.slider("share of LNs that must flag a dim", 0.1, 1.0, 0.5, 0.05, key="ln_share")
+k = c2.slider(
+    "k (std from the LN's mean)", LN_K.low, LN_K.high, LN_K.default, LN_K.step, key="ln_k"
+)
+share = c3.slider(
+    "share of LNs that must flag a dim",
+    LN_SHARE.low,
+    LN_SHARE.high,
+    LN_SHARE.default,
+    LN_SHARE.step,
+    key="ln_share",
+)
 
 source = selection.model_source
 if weights == "random-init copy" and not source.startswith("random-like:"):

@@ -32,6 +32,7 @@ from ui.cached import (
 )
 from ui.common import download_buttons, explainer, load_or_stop, show_notices
 from ui.links import state_index
+from ui.ranges import OUT_STAT
 from ui.tabs import lazy_tabs
 
 st.title("Outlier dimensions")
@@ -142,7 +143,7 @@ else:
 def heatmap_section(thresholds: OutlierThresholds) -> None:
     """Layers x dimensions heatmap coloured by one statistic, with the criteria's markers."""
     st.subheader("Every hidden state, every dimension")
-    stat = st.radio("Colour by", list(HEATMAP_STATS), horizontal=True, key="out_stat")
+    stat = st.radio("Colour by", OUT_STAT.options, horizontal=True, key="out_stat")
     st.caption(
         f"Colour: {HEATMAP_STATS[stat]}. Markers show the outlier dims of each criterion (toggle them in the legend)."
     )

@@ -29,9 +29,6 @@ from ui.common import (
 )
 from ui.progress import progress_bar
 
-# The page's "Max tokens per text" choices (also what its links accept).
-MASSIVE_MAX_LENGTHS = (16, 32, 64, 128, 256)
-
 
 def get_scan(n_texts: int, max_length: int) -> DecoderScan:
     """Massive activations, sinks and int8 features of the selected model on the first
