@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from backend.analysis.geometry.isotropy import StateIsotropy
+from backend.analysis.geometry.summaries import mean_shift_peak
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult
 from backend.engine.models import LoadedModel
@@ -210,11 +211,11 @@ st.subheader("Mean cosine vs IsoScore: what a mean shift does")
 centered = isotropy(result, "center", similarity=False, name="center")
 fig_contrast = mean_shift_contrast_figure(raw, centered)
 st.plotly_chart(fig_contrast, width="stretch", key="aniso_contrast_chart")
-peak = int(max(range(len(names)), key=lambda s: raw.anisotropy[s]))
+peak = mean_shift_peak(raw, centered)
 st.markdown(
-    f"Subtracting the mean vector moves every token by the same offset. At hidden state **{names[peak]}** the mean "
-    f"cosine drops from **{raw.anisotropy[peak]:.3f}** to **{centered.anisotropy[peak]:.3f}**, while IsoScore stays "
-    f"at **{raw.isoscore[peak]:.3f}** (it depends only on the covariance). Mean cosine measures a shared direction; "
+    f"Subtracting the mean vector moves every token by the same offset. At hidden state **{peak.state_name}** the mean "
+    f"cosine drops from **{peak.anisotropy_raw:.3f}** to **{peak.anisotropy_centered:.3f}**, while IsoScore stays "
+    f"at **{peak.isoscore:.3f}** (it depends only on the covariance). Mean cosine measures a shared direction; "
     "IsoScore measures how evenly the spread uses all dimensions."
 )
 download_buttons(

@@ -4,14 +4,11 @@ the top dims, STS by state, LayerNorm deltas), and a checkpoint trajectory."""
 
 from __future__ import annotations
 
-import json
-
 import streamlit as st
 
 from backend.analysis.compare.comparison import comparison_report
 from backend.analysis.geometry.similarity import read_pairs_csv, sts_sample
 from backend.engine.errors import IsoscopeError
-from backend.engine.jsonio import to_jsonable
 from backend.plots.compare import (
     TRAJECTORY_METRICS,
     abs_mean_diff_frame,
@@ -30,8 +27,6 @@ from backend.plots.compare import (
 from backend.plots.overview import model_card_rows
 from ui.common import download_buttons, explainer, get_selection, load_or_stop, show_notices
 from ui.compare import (
-    ESTIMATORS,
-    MODES,
     cached_comparison,
     cached_trajectory,
     corpus_b_extraction,
@@ -40,6 +35,7 @@ from ui.compare import (
     model_b_options,
     trajectory_paths,
 )
+from ui.ranges import CMP_ESTIMATOR, CMP_MODE, CMP_TRAJ_METRIC, ESTIMATORS, MODES
 from ui.sidebar import CUSTOM, corpus_label
 
 st.title("Compare")
@@ -84,7 +80,7 @@ tab_pair, tab_trajectory = st.tabs(["A vs B", "Checkpoint trajectory"])
 def _choose_b():
     """Side B's inputs; returns (loaded_b, result_b, model label, corpus label) or None (a
     message is shown)."""
-    mode = st.radio("Compare", MODES, horizontal=True, key="cmp_mode")
+    mode = st.radio("Compare", CMP_MODE.options, horizontal=True, key="cmp_mode")
     if mode == MODES[0]:
         options = model_b_options(selection.model_source)
         c1, c2 = st.columns([2, 3])
@@ -160,7 +156,7 @@ def _render_pair() -> None:
     c1, c2 = st.columns([1, 2])
     estimator = c1.radio(
         "CKA estimator",
-        list(ESTIMATORS),
+        CMP_ESTIMATOR.options,
         horizontal=True,
         key="cmp_estimator",
         help="auto: plain on tokens, debiased on text vectors (few inputs).",
@@ -244,7 +240,7 @@ def _render_pair() -> None:
         "cmp_states",
         fig=fig,
         frame=table,
-        json_text=json.dumps(to_jsonable(comparison_report(c)), indent=1),
+        json_data=comparison_report(c),
         name="isoscope_compare",
     )
 
@@ -317,7 +313,7 @@ tie them to token frequency; Pythia publishes 154 checkpoints per model for such
     )
     metric = st.selectbox(
         "Figure",
-        list(TRAJECTORY_METRICS),
+        CMP_TRAJ_METRIC.options,
         format_func=TRAJECTORY_METRICS.get,
         key="cmp_traj_metric",
     )
@@ -328,7 +324,7 @@ tie them to token frequency; Pythia publishes 154 checkpoints per model for such
         "cmp_traj",
         fig=fig,
         frame=frame,
-        json_text=json.dumps(to_jsonable(t.to_json()), indent=1),
+        json_data=t.to_json(),
         name="isoscope_trajectory",
     )
     st.subheader("Which dims become outliers, and when")

@@ -4,8 +4,6 @@ sinks on the first token (Xiao et al. 2023; Gu et al. 2024) and LLM.int8-style o
 
 from __future__ import annotations
 
-import json
-
 import streamlit as st
 
 from backend.engine.errors import IsoscopeError
@@ -22,7 +20,8 @@ from backend.plots.decoder import (
     top_dims_frame,
 )
 from ui.common import download_buttons, explainer, get_corpus, get_model
-from ui.decoder import MASSIVE_MAX_LENGTHS, get_scan, get_text_view
+from ui.decoder import get_scan, get_text_view
+from ui.ranges import MASSIVE_MAX_LENGTH
 from ui.tabs import lazy_tabs
 
 st.title("Massive activations & sinks")
@@ -70,7 +69,10 @@ n_texts = c1.slider(
     "weights), so it is slower than the hidden-state extraction.",
 )
 max_length = c2.select_slider(
-    "Max tokens per text", list(MASSIVE_MAX_LENGTHS), 64, key="massive_max_length"
+    "Max tokens per text",
+    MASSIVE_MAX_LENGTH.options,
+    MASSIVE_MAX_LENGTH.default,
+    key="massive_max_length",
 )
 try:
     scan = get_scan(int(n_texts), int(max_length))
@@ -116,7 +118,7 @@ def layers_tab() -> None:
         "massive_layers",
         fig=fig_layers,
         frame=frame,
-        json_text=json.dumps(massive.layers(), indent=1),
+        json_data=massive.layers(),
         name="massive_activations",
     )
     explainer(
@@ -190,7 +192,7 @@ def sinks_tab() -> None:
             "sinks",
             fig=fig_alpha,
             frame=sink_frame(sinks),
-            json_text=json.dumps(sinks.to_dict()),
+            json_data=sinks.to_dict(),
             name="attention_sinks",
         )
     explainer(
@@ -222,7 +224,7 @@ def int8_tab() -> None:
             "int8",
             fig=fig_int8,
             frame=int8_frame(int8),
-            json_text=json.dumps(int8.to_dict()),
+            json_data=int8.to_dict(),
             name="int8_outlier_features",
         )
     explainer(

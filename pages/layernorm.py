@@ -3,8 +3,6 @@ the ablation lab against random controls, the one-dimension-at-a-time sweep, tra
 
 from __future__ import annotations
 
-import json
-
 import pandas as pd
 import streamlit as st
 
@@ -34,6 +32,7 @@ from backend.plots.layernorm import (
 from ui.cached import ablation_report, dim_sweep, outlier_dims_by_state
 from ui.charts import live_chart
 from ui.common import download_buttons, explainer, get_model, get_selection, load_or_stop
+from ui.ranges import LN_K, LN_SHARE
 from ui.tabs import lazy_tabs
 
 st.title("LayerNorm outlier parameters and ablation")
@@ -56,8 +55,17 @@ weights = c1.radio(
     help="The random-init copy has the same architecture with fresh weights: every LayerNorm starts "
     "at γ = 1, β = 0, so nothing can be an outlier (the contrast of Godey et al.).",
 )
-k = c2.slider("k (std from the LN's mean)", 1.0, 8.0, 3.0, 0.5, key="ln_k")
-share = c3.slider("share of LNs that must flag a dim", 0.1, 1.0, 0.5, 0.05, key="ln_share")
+k = c2.slider(
+    "k (std from the LN's mean)", LN_K.low, LN_K.high, LN_K.default, LN_K.step, key="ln_k"
+)
+share = c3.slider(
+    "share of LNs that must flag a dim",
+    LN_SHARE.low,
+    LN_SHARE.high,
+    LN_SHARE.default,
+    LN_SHARE.step,
+    key="ln_share",
+)
 
 source = selection.model_source
 if weights == "random-init copy" and not source.startswith("random-like:"):
@@ -149,9 +157,7 @@ def heatmap_section(all_params, all_found, found) -> None:
             "ln_counts",
             fig=fig_c,
             frame=counts,
-            json_text=json.dumps(
-                {"k": k, "share": share, "norms": found.names, "ln_outliers": found.table()}
-            ),
+            json_data={"k": k, "share": share, "norms": found.names, "ln_outliers": found.table()},
             name="layernorm_outliers",
         )
 
@@ -289,7 +295,7 @@ if stored is not None and stored[0] == model.fingerprint:
         "ln_ablation",
         fig=fig_a,
         frame=report.frame(),
-        json_text=json.dumps(report.to_json(), default=float),
+        json_data=report.to_json(),
         name="layernorm_ablation",
     )
 explainer(
@@ -347,7 +353,7 @@ if cached_sweep is not None and cached_sweep[0] == model.fingerprint:
         "ln_sweep",
         fig=fig_s,
         frame=result_sweep.frame(result_sweep.state_names.index(state_name)),
-        json_text=json.dumps(result_sweep.to_json()),
+        json_data=result_sweep.to_json(),
         name="layernorm_sweep",
     )
 else:

@@ -19,7 +19,7 @@ from backend.plots.outliers import (
     HEATMAP_STATS,
     category_summary,
     headline_outlier,
-    outliers_json,
+    outliers_payload,
     state_outlier_frame,
 )
 from ui.cached import (
@@ -32,6 +32,7 @@ from ui.cached import (
 )
 from ui.common import download_buttons, explainer, load_or_stop, show_notices
 from ui.links import state_index
+from ui.ranges import OUT_STAT
 from ui.tabs import lazy_tabs
 
 st.title("Outlier dimensions")
@@ -142,7 +143,7 @@ else:
 def heatmap_section(thresholds: OutlierThresholds) -> None:
     """Layers x dimensions heatmap coloured by one statistic, with the criteria's markers."""
     st.subheader("Every hidden state, every dimension")
-    stat = st.radio("Colour by", list(HEATMAP_STATS), horizontal=True, key="out_stat")
+    stat = st.radio("Colour by", OUT_STAT.options, horizontal=True, key="out_stat")
     st.caption(
         f"Colour: {HEATMAP_STATS[stat]}. Markers show the outlier dims of each criterion (toggle them in the legend)."
     )
@@ -188,7 +189,7 @@ def state_section(by_state: list[dict[str, list[int]]], thresholds: OutlierThres
     download_buttons(
         "out_table",
         frame=outlier_frame(result, thresholds),
-        json_text=outliers_json(result, by_state, thresholds),
+        json_data=outliers_payload(result, by_state, thresholds),
         name="isoscope_outlier_dims",
     )
     # lazy (ui/tabs.py): a hidden-state change redraws the open view, not both (issue 15)

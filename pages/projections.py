@@ -32,6 +32,7 @@ from ui.charts import live_chart
 from ui.common import download_buttons, explainer, load_or_stop, show_notices
 from ui.controls import PostChoice, postprocessing_controls
 from ui.links import state_index
+from ui.ranges import PROJ_DATA, PROJ_METHOD, PROJ_SEED
 from ui.share import export_buttons
 from ui.warmup import EXPECTED_SECONDS, start_umap_warmup
 
@@ -51,7 +52,7 @@ default_state = with_outliers[-1] if with_outliers else result.num_states - 1
 c1, c2, c3, c4 = st.columns([1.1, 0.8, 0.8, 1.5])
 data_kind = c1.radio(
     "Points",
-    ["token sample", "mean-pooled texts"],
+    PROJ_DATA.options,
     key="proj_data",
     horizontal=True,
     help="Token vectors from the extraction's random token sample, or one mean-pooled vector per text.",
@@ -64,7 +65,7 @@ state = c2.selectbox(
     key="proj_state",
     help="'emb' is the embedding output (index 0); 1…L are the layers' outputs.",
 )
-method = c3.selectbox("Projection", list(METHODS), format_func=METHODS.get, key="proj_method")
+method = c3.selectbox("Projection", PROJ_METHOD.options, format_func=METHODS.get, key="proj_method")
 p1, p3, p4 = st.columns([1.5, 1.0, 0.6])
 choice = postprocessing_controls(
     "proj",
@@ -93,7 +94,9 @@ if available > 200:
     )
 else:
     size = available
-seed = int(p4.number_input("Seed", 0, 10_000, 0, key="proj_seed"))
+seed = int(
+    p4.number_input("Seed", PROJ_SEED.low, PROJ_SEED.high, PROJ_SEED.default, key="proj_seed")
+)
 
 total = result.num_tokens if data_kind == "token sample" else result.num_texts
 st.caption(

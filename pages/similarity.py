@@ -31,7 +31,7 @@ from ui.cached import (
     word_senses,
 )
 from ui.common import download_buttons, explainer, load_or_stop
-from ui.controls import SIMILARITY_CLIP_MODES, SIMILARITY_POST_CHOICES
+from ui.ranges import SIM_CLIP, SIM_POST, SIMILARITY_CLIP_MODES
 
 st.title("Sentence similarity")
 loaded: LoadedModel
@@ -49,8 +49,8 @@ def clip_controls(prefix: str, default: str) -> Clip | None:
     """Clip-mode selector (+ typed dims): "auto", "corpus", a tuple of dims, or None on a typing error."""
     mode = st.selectbox(
         "Clip",
-        list(SIMILARITY_CLIP_MODES),
-        index=list(SIMILARITY_CLIP_MODES).index(default),
+        SIM_CLIP.options,
+        index=SIM_CLIP.options.index(default),
         format_func=SIMILARITY_CLIP_MODES.get,
         key=f"{prefix}_clip_mode",
     )
@@ -74,8 +74,8 @@ def post_select(prefix: str, help_text: str) -> str | None:
     """The "Also compare" post-processing (None: nothing else)."""
     post = st.selectbox(
         "Also compare",
-        SIMILARITY_POST_CHOICES,
-        index=list(SIMILARITY_POST_CHOICES).index("standardize"),
+        SIM_POST.options,
+        index=SIM_POST.index,
         format_func=lambda p: "nothing else" if p == "none" else POSTPROCESSORS[p].label,
         key=f"{prefix}_post",
         help=help_text,

@@ -12,8 +12,9 @@ from backend.engine.extraction import ExtractionResult
 from backend.engine.models import LoadedModel
 from backend.share import tour
 from ui.common import explainer, get_selection, load_or_stop, memo, result_key
+from ui.ranges import TOUR_STEP
 
-STEPS = [str(i + 1) for i in range(len(tour.TITLES))]
+STEPS = list(TOUR_STEP.options)
 LAYERNORM_TEXTS = 16  # texts of the live ablation (a few seconds on the bundled model)
 
 

@@ -10,9 +10,8 @@ opt-in, head) with a small ``max_entries``; extraction results in a process-wide
 from __future__ import annotations
 
 import hashlib
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,11 +19,13 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from backend.engine.cache import ResultCache, cache_key
+from backend.engine.cache import ResultCache, cache_key, cached_extract
 from backend.engine.corpus import Corpus, bundled_corpus, corpus_from_bytes, corpus_from_text
 from backend.engine.environment import quiet_libraries, use_offline_environment
 from backend.engine.errors import IsoscopeError
-from backend.engine.extraction import ExtractionResult, ExtractionSettings, extract
+from backend.engine.extraction import ExtractionResult, ExtractionSettings
+from backend.engine.jsonio import strict_json
+from backend.engine.lru import LRU
 from backend.engine.models import LoadedModel, load_model
 from ui.progress import progress_bar
 from ui.saved import open_saved, saved_corpus, saved_model, saved_selection
@@ -77,9 +78,9 @@ def get_model(
 
 
 @st.cache_resource(max_entries=1, show_spinner=False)
-def _uploaded_store() -> _LRU:
+def _uploaded_store() -> LRU:
     """Uploaded corpus files (name, bytes) by hash, one store per process: the last 8, <= 200 MiB."""
-    return _LRU(8, max_bytes=200 << 20, weigh=lambda item: len(item[1]))
+    return LRU(8, max_bytes=200 << 20, weigh=lambda item: len(item[1]))
 
 
 def remember_upload(sha: str, name: str, raw: bytes) -> None:
@@ -102,41 +103,6 @@ def get_corpus(selection: Selection | None = None) -> Corpus:
 # ----------------------------------------------------------------------------- extraction
 
 
-class _LRU:
-    """Thread-safe LRU of at most ``size`` items and, with ``weigh``, at most ``max_bytes`` in total
-    (the newest item is always kept, whatever it weighs)."""
-
-    def __init__(
-        self, size: int, max_bytes: int | None = None, weigh: Callable[[Any], int] | None = None
-    ) -> None:
-        self.size = size
-        self.max_bytes = max_bytes
-        self.weigh = weigh
-        self.items: OrderedDict[str, Any] = OrderedDict()
-        self.lock = threading.Lock()
-
-    def _over(self) -> bool:
-        if len(self.items) > self.size:
-            return True
-        if self.max_bytes is None or self.weigh is None or len(self.items) <= 1:
-            return False
-        return sum(self.weigh(v) for v in self.items.values()) > self.max_bytes
-
-    def get(self, key: str) -> Any:
-        with self.lock:
-            if key in self.items:
-                self.items.move_to_end(key)
-                return self.items[key]
-        return None
-
-    def put(self, key: str, value: Any) -> None:
-        with self.lock:
-            self.items[key] = value
-            self.items.move_to_end(key)
-            while self._over():
-                self.items.popitem(last=False)
-
-
 RESULTS_IN_MEMORY_BYTES = 2 << 30  # token samples held in memory across the last results
 
 
@@ -145,14 +111,14 @@ def _result_bytes(result: ExtractionResult) -> int:
 
 
 @st.cache_resource(max_entries=1, show_spinner=False)
-def _extraction_store() -> _LRU:
+def _extraction_store() -> LRU:
     """One per process (shared by every session): the last 4 results, at most 2 GiB of samples."""
-    return _LRU(4, max_bytes=RESULTS_IN_MEMORY_BYTES, weigh=_result_bytes)
+    return LRU(4, max_bytes=RESULTS_IN_MEMORY_BYTES, weigh=_result_bytes)
 
 
 @st.cache_resource(max_entries=1, show_spinner=False)
-def _memo_store() -> _LRU:
-    return _LRU(256)
+def _memo_store() -> LRU:
+    return LRU(256)
 
 
 def extraction_key(loaded: LoadedModel, corpus: Corpus, settings: ExtractionSettings) -> str:
@@ -162,7 +128,8 @@ def extraction_key(loaded: LoadedModel, corpus: Corpus, settings: ExtractionSett
 def get_extraction(
     selection: Selection | None = None, source: str | None = None
 ) -> tuple[LoadedModel, ExtractionResult]:
-    """Model + extraction for the selection: memory, then disk cache, else a run with a progress bar."""
+    """Model + extraction for the selection: this process's memory, else
+    :func:`backend.engine.cache.cached_extract` (disk cache, else a run with a progress bar)."""
     sel = selection or get_selection()
     saved = open_saved() if selection is None else None  # a saved analysis replaces the run
     if saved is not None and source in (None, saved.model.get("source")):
@@ -172,16 +139,14 @@ def get_extraction(
     key = extraction_key(loaded, corpus, sel.settings)
     store = _extraction_store()
     result = store.get(key)
-    if result is not None:
-        return loaded, result
-    disk = ResultCache()
-    result = disk.load(key)
     if result is None:
+        disk = ResultCache()
         label = f"Extracting hidden states of {loaded.info.display_name}:"
-        with progress_bar(label, "texts") as progress:
-            result = extract(loaded, corpus, sel.settings, progress)
-        result = disk.put(key, result)  # one notice on the result when nothing was kept
-    store.put(key, result)
+        # no bar for a disk hit; a result that nothing could keep carries one notice saying so
+        bar = nullcontext(None) if disk.path(key).exists() else progress_bar(label, "texts")
+        with bar as progress:
+            result = cached_extract(loaded, corpus, sel.settings, progress, cache=disk)
+        store.put(key, result)
     return loaded, result
 
 
@@ -269,15 +234,22 @@ def explainer(title: str, body_md: str, expanded: bool = False) -> None:
         st.markdown(body_md)
 
 
+def json_payload(value: Any) -> str:
+    """The text of every JSON download: :func:`backend.engine.jsonio.strict_json` (numpy to Python,
+    NaN / inf to null), the same as the CLI's JSON files."""
+    return strict_json(value, indent=1)
+
+
 def download_buttons(
     key: str,
     *,
     fig: go.Figure | None = None,
     frame: pd.DataFrame | None = None,
-    json_text: str | None = None,
+    json_data: Any = None,
     name: str = "isoscope",
 ) -> None:
-    """PNG of a Plotly figure (rendered by kaleido only when clicked), CSV of a DataFrame, JSON."""
+    """PNG of a Plotly figure (rendered by kaleido only when clicked), CSV of a DataFrame, and
+    ``json_data`` as strict JSON (:func:`json_payload`: NaN and inf written as null, as the CLI does)."""
     cols = st.columns(3)
     if fig is not None:
         cols[0].download_button(
@@ -299,10 +271,10 @@ def download_buttons(
             on_click="ignore",
             icon=":material/table:",
         )
-    if json_text is not None:
+    if json_data is not None:
         cols[2].download_button(
             "JSON",
-            data=json_text,
+            data=json_payload(json_data),
             file_name=f"{name}.json",
             mime="application/json",
             key=f"dl_json_{key}",

@@ -23,10 +23,6 @@ from ui.common import (
 )
 from ui.progress import progress_bar
 
-# The page's modes and CKA estimators (also what its links accept).
-MODES = ("two models, one corpus", "one model, two corpora")
-ESTIMATORS = {"auto": None, "debiased": True, "plain": False}
-
 
 def model_b_options(model_a: str) -> dict[str, str]:
     """The Model B choices (label -> source) when model A is ``model_a``: a random-init copy of A

@@ -10,19 +10,13 @@ import streamlit as st
 
 from backend.analysis.geometry.postprocess import POSTPROCESSORS, parse_dims
 from backend.engine.errors import IsoscopeError
+from ui.ranges import post_options
 
 ABTT_HELP = "Mu & Viswanath (2018) suggest D ≈ d/100."
 WHITEN_HELP = (
     "Su et al. (2021) keep the first k whitened directions (k = 256 of 768 for BERT-base)."
 )
 AUTO = "auto"
-# The Similarity page's clip modes and "Also compare" choices (also what its links accept).
-SIMILARITY_CLIP_MODES = {
-    "auto": "2 largest-|mean| dims of the evaluated vectors (per state)",
-    "corpus": "outlier dims detected on the sidebar corpus (per state)",
-    "typed": "dimensions I type (every state)",
-}
-SIMILARITY_POST_CHOICES = ("none",) + tuple(p for p in POSTPROCESSORS if p not in ("none", "clip"))
 
 
 @dataclass(frozen=True)
@@ -72,7 +66,7 @@ def postprocessing_controls(
     empty field means each hidden state's own detected outlier dims (give a ``clip_key`` per state
     so each state keeps its own entry). Returns None (after an ``st.error``) when the typed dims
     cannot be parsed. Widget keys start with ``prefix``."""
-    names = [p for p in POSTPROCESSORS if include_none or p != "none"]
+    names = list(post_options(include_none))
     name = columns[0].selectbox(
         "Post-processing",
         names,

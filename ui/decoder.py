@@ -13,6 +13,7 @@ from backend.analysis.decoder.massive import (
     scan_decoder,
     text_magnitudes,
 )
+from backend.analysis.geometry.summaries import first_position_gap
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult
 from backend.plots.decoder import first_position_figure, first_position_frame
@@ -27,9 +28,6 @@ from ui.common import (
     result_key,
 )
 from ui.progress import progress_bar
-
-# The page's "Max tokens per text" choices (also what its links accept).
-MASSIVE_MAX_LENGTHS = (16, 32, 64, 128, 256)
 
 
 def get_scan(n_texts: int, max_length: int) -> DecoderScan:
@@ -87,14 +85,12 @@ def first_position_section(result: ExtractionResult) -> None:
     except IsoscopeError as exc:
         st.info(str(exc))
         return
-    gap = contrast.anisotropy_with - contrast.anisotropy_without
-    s = int(abs(gap).argmax())
-    ratio = contrast.max_abs_mean_with[s] / max(contrast.max_abs_mean_without[s], 1e-12)
+    gap = first_position_gap(contrast)
     st.markdown(
         f"The first position is {contrast.n_first:,} of the {contrast.n_sample:,} sampled tokens. "
-        f"It changes the anisotropy most at hidden state **{contrast.state_names[s]}**: "
-        f"**{contrast.anisotropy_with[s]:.3f}** with it, **{contrast.anisotropy_without[s]:.3f}** "
-        f"without; the largest |mean| of a dim there is **{ratio:.1f} x** larger with it."
+        f"It changes the anisotropy most at hidden state **{gap.state_name}**: "
+        f"**{gap.anisotropy_with:.3f}** with it, **{gap.anisotropy_without:.3f}** "
+        f"without; the largest |mean| of a dim there is **{gap.mean_ratio:.1f} x** larger with it."
     )
     fig = first_position_figure(contrast)
     st.plotly_chart(fig, width="stretch", key="overview_first_position_chart")

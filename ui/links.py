@@ -19,14 +19,17 @@ travels when it is at most :data:`MAX_PASTED_CHARS` characters.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
 from ui.common import Selection, get_selection
 from ui.session import SELECTION_KEY
+
+if TYPE_CHECKING:
+    from ui.ranges import Interval, Options, Tab
 
 APPLIED_KEY = "links_applied"
 NOTICE_KEY = "links_notice"
@@ -36,96 +39,15 @@ MAX_PASTED_CHARS = 2000
 CORPUS_KINDS = ("bundled", "paste")
 
 
-@dataclass(frozen=True)
-class Choice:
-    """A widget whose value is one of ``options`` (written as ``str(option)`` in the URL)."""
+def _controls(page: str) -> dict[str, Options | Interval | Tab]:
+    """A page's (its URL path) main controls: widget keys and what each accepts, as the page's
+    widgets declare them (ui/ranges.py). The Overview has none; it does not import every page's
+    option lists (sklearn and more), so that the first page stays fast."""
+    if page == "overview":
+        return {}
+    from ui.ranges import LINK_CONTROLS
 
-    options: tuple[Any, ...]
-
-    def parse(self, text: str) -> Any:
-        for option in self.options:
-            if str(option) == text:
-                return option
-        raise ValueError(text)
-
-
-@dataclass(frozen=True)
-class Tab:
-    """A lazy tab group's open tab (its label). The labels live with the page's ``lazy_tabs``
-    call, which drops an unknown one with the link notice (:func:`check_tab`)."""
-
-    def parse(self, text: str) -> Any:
-        if not text.strip() or len(text) > 200:
-            raise ValueError(text)
-        return text
-
-
-@dataclass(frozen=True)
-class Number:
-    """A numeric widget (slider / number input) between ``low`` and ``high``."""
-
-    low: float
-    high: float
-    integer: bool = False
-
-    def parse(self, text: str) -> Any:
-        value = int(text) if self.integer else float(text)
-        if not self.low <= value <= self.high:
-            raise ValueError(text)
-        return value
-
-
-def _controls(page: str) -> dict[str, Choice | Number | Tab]:
-    """A page's (its URL path) main controls: widget keys and what each accepts. Imports only
-    that page's option lists."""
-    if page == "outliers":
-        from backend.plots.outliers import HEATMAP_STATS
-
-        return {"out_stat": Choice(tuple(HEATMAP_STATS)), "out_view": Tab()}
-    if page == "anisotropy":
-        from backend.analysis.geometry.postprocess import POSTPROCESSORS
-
-        return {"aniso_post": Choice(tuple(POSTPROCESSORS))}
-    if page == "projections":
-        from backend.analysis.geometry.postprocess import POSTPROCESSORS
-        from backend.analysis.geometry.projections import METHODS
-
-        return {
-            "proj_data": Choice(("token sample", "mean-pooled texts")),
-            "proj_method": Choice(tuple(METHODS)),
-            "proj_post": Choice(tuple(p for p in POSTPROCESSORS if p != "none")),
-            "proj_seed": Number(0, 10_000, integer=True),
-        }
-    if page == "similarity":
-        from ui.controls import SIMILARITY_CLIP_MODES, SIMILARITY_POST_CHOICES
-
-        clip, post = Choice(tuple(SIMILARITY_CLIP_MODES)), Choice(SIMILARITY_POST_CHOICES)
-        return {
-            "sim_sts_clip_mode": clip,
-            "sim_sts_post": post,
-            "sim_wic_clip_mode": clip,
-            "sim_wic_post": post,
-        }
-    if page == "layernorm":
-        return {"ln_k": Number(1.0, 8.0), "ln_share": Number(0.1, 1.0), "ln_tab": Tab()}
-    if page == "positional":
-        return {"pos_tab": Tab(), "pos_emb_view": Tab()}
-    if page == "decoder":
-        from ui.decoder import MASSIVE_MAX_LENGTHS
-
-        return {"massive_tab": Tab(), "massive_max_length": Choice(MASSIVE_MAX_LENGTHS)}
-    if page == "compare":
-        from backend.plots.compare import TRAJECTORY_METRICS
-        from ui.compare import ESTIMATORS, MODES
-
-        return {
-            "cmp_mode": Choice(MODES),
-            "cmp_estimator": Choice(tuple(ESTIMATORS)),
-            "cmp_traj_metric": Choice(tuple(TRAJECTORY_METRICS)),
-        }
-    if page == "tour":
-        return {"tour_step": Choice(tuple(str(i) for i in range(1, 6)))}
-    return {}
+    return LINK_CONTROLS.get(page, {})
 
 
 # Pages whose hidden-state widget sits under this key: an index (0 = emb) in a selectbox, or the
@@ -204,6 +126,8 @@ def apply_link(pages: Sequence[Any], current: Any) -> None:
         else:
             bad.append(f"page {page!r}")
     target_path = target.url_path or "overview"
+    from ui.ranges import Tab
+
     for key, spec in _controls(target_path).items():
         if key in params:
             try:
@@ -228,7 +152,8 @@ def apply_link(pages: Sequence[Any], current: Any) -> None:
 
 def _apply_model_b(source: str, model_a: str, bad: list[str]) -> None:
     """Seed the Compare page's Model B: its preset when there is one, else the typed source."""
-    from ui.compare import MODES, model_b_options
+    from ui.compare import model_b_options
+    from ui.ranges import MODES
     from ui.sidebar import CUSTOM
 
     if not _known_model(source):
@@ -245,7 +170,8 @@ def _apply_model_b(source: str, model_a: str, bad: list[str]) -> None:
 
 def _model_b(model_a: str) -> str | None:
     """The Compare page's current Model B source (None: not chosen yet, or comparing corpora)."""
-    from ui.compare import MODES, model_b_options
+    from ui.compare import model_b_options
+    from ui.ranges import MODES
     from ui.sidebar import CUSTOM
 
     if st.session_state.get("cmp_mode", MODES[0]) != MODES[0]:

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,7 @@ import streamlit as st
 from backend.engine.corpus import Corpus
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult
+from backend.engine.lru import LRU
 from backend.engine.saved import SavedModel, load_saved, read_saved_bytes
 from ui.session import SELECTION_KEY
 
@@ -43,29 +42,10 @@ class OpenSaved:
     selection_id: int  # id() of the selection when it was opened: a new selection closes it
 
 
-class _Store:
-    def __init__(self) -> None:
-        self.items: OrderedDict[str, ExtractionResult] = OrderedDict()
-        self.lock = threading.Lock()
-
-    def get(self, key: str) -> ExtractionResult | None:
-        with self.lock:
-            if key in self.items:
-                self.items.move_to_end(key)
-            return self.items.get(key)
-
-    def put(self, key: str, result: ExtractionResult) -> None:
-        with self.lock:
-            self.items[key] = result
-            self.items.move_to_end(key)
-            while len(self.items) > STORE_SIZE:
-                self.items.popitem(last=False)
-
-
 @st.cache_resource(max_entries=1, show_spinner=False)
-def _store() -> _Store:
+def _store() -> LRU:
     """Saved analyses opened in this process (shared by sessions, keyed by content/path)."""
-    return _Store()
+    return LRU(STORE_SIZE)
 
 
 # ----------------------------------------------------------------------------- opening

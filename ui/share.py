@@ -11,26 +11,24 @@ first page stays fast; it is cached per extraction, and its findings then replac
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 
 import numpy as np
 import streamlit as st
 
 from backend.engine.extraction import ExtractionResult
+from backend.engine.lru import LRU
 from backend.engine.models import LoadedModel
 from backend.share.report import QUICK_SECTIONS, Report, build_report
 from ui.common import memo, result_key
 
+MAX_REPORTS = 4
+
 
 @st.cache_resource(max_entries=1, show_spinner=False)
-def _full_reports() -> dict[str, Report]:
+def _full_reports() -> LRU:
     """Full reports by extraction key (process-wide, the last few)."""
-    return {}
-
-
-_LOCK = threading.Lock()
-MAX_REPORTS = 4
+    return LRU(MAX_REPORTS)
 
 
 def quick_report(loaded: LoadedModel, result: ExtractionResult) -> Report:
@@ -44,20 +42,15 @@ def full_report(loaded: LoadedModel, result: ExtractionResult) -> Report:
     """The whole report (cached per extraction); the ablation runs on a private model copy."""
     key = result_key(result)
     store = _full_reports()
-    with _LOCK:
-        if key in store:
-            return store[key]
-    report = build_report(loaded, result)
-    with _LOCK:
-        store[key] = report
-        while len(store) > MAX_REPORTS:
-            store.pop(next(iter(store)))
+    report = store.get(key)
+    if report is None:
+        report = build_report(loaded, result)
+        store.put(key, report)
     return report
 
 
 def _cached_full(result: ExtractionResult) -> Report | None:
-    with _LOCK:
-        return _full_reports().get(result_key(result))
+    return _full_reports().get(result_key(result))
 
 
 def report_file_name(result: ExtractionResult) -> str:

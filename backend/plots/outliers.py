@@ -182,13 +182,13 @@ def state_outlier_frame(
     return pd.DataFrame(rows, columns=columns)
 
 
-def outliers_json(
+def outliers_payload(
     result: ExtractionResult,
     by_state: Sequence[Mapping[str, Sequence[int]]],
     thresholds: OutlierThresholds,
-) -> str:
-    """JSON of the outlier dims of every hidden state under ``thresholds`` (the page's download)."""
-    payload = {
+) -> dict:
+    """The outlier dims of every hidden state under ``thresholds`` (the page's JSON download)."""
+    return {
         "model": result.model.get("source"),
         "corpus": result.corpus_name,
         "num_tokens": result.num_tokens,
@@ -204,7 +204,15 @@ def outliers_json(
             for s, name in enumerate(result.state_names)
         ],
     }
-    return strict_json(payload, indent=1)
+
+
+def outliers_json(
+    result: ExtractionResult,
+    by_state: Sequence[Mapping[str, Sequence[int]]],
+    thresholds: OutlierThresholds,
+) -> str:
+    """:func:`outliers_payload` as strict JSON."""
+    return strict_json(outliers_payload(result, by_state, thresholds), indent=1)
 
 
 def token_dim_heatmap(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import streamlit.testing.v1.app_test as app_test_module
 from streamlit.runtime.pages_manager import PagesManager
@@ -21,3 +23,34 @@ def _navigation_frame_runs_every_time():
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(app_test_module, "PagesManager", _V2PagesManager)
         yield
+
+
+def _refuse_constant(token: str):
+    raise ValueError(f"a JSON download holds the bare token {token}, which is not JSON")
+
+
+def parse_strict(payload: str | bytes):
+    """``json.loads`` that refuses NaN, Infinity and -Infinity (Python's default accepts them)."""
+    return json.loads(payload, parse_constant=_refuse_constant)
+
+
+JSON_DOWNLOADS: dict[str, str] = {}  # widget key -> payload of every JSON download rendered
+
+
+@pytest.fixture(autouse=True)
+def _json_downloads_are_strict(monkeypatch):
+    """Every JSON download button an app test renders must hold strict JSON: its payload is parsed
+    with :func:`parse_strict` as the button is drawn (a bare NaN fails the test that drew it)."""
+    from streamlit.delta_generator import DeltaGenerator
+
+    original = DeltaGenerator.download_button
+
+    def checked(self, label, data, *args, **kwargs):
+        if kwargs.get("mime") == "application/json":
+            payload = data() if callable(data) else data
+            parse_strict(payload)
+            JSON_DOWNLOADS[str(kwargs.get("key"))] = payload
+        return original(self, label, data, *args, **kwargs)
+
+    monkeypatch.setattr(DeltaGenerator, "download_button", checked)
+    yield

@@ -70,22 +70,21 @@ def test_limit_below_one_result_shows_it_and_keeps_nothing(cache_dir):
     assert not list(cache_dir.glob("*.npz"))
 
 
-def test_in_memory_stores_are_bounded_by_count_and_bytes():
-    from ui.common import _LRU
+def test_in_memory_stores_are_the_one_bounded_lru():
+    """Every in-memory store of the UI is backend.engine.lru.LRU (tested in
+    tests/unit/engine/test_lru.py) with its own limits."""
+    from backend.engine.lru import LRU
+    from ui import common, saved, share
 
-    store = _LRU(4, max_bytes=100, weigh=len)
-    for key in "abcd":
-        store.put(key, "x" * 30)
-    assert list(store.items) == ["b", "c", "d"]  # 4 x 30 > 100: the oldest went
-    assert store.get("b") is not None  # a hit is a use
-    store.put("e", "x" * 30)
-    assert list(store.items) == ["d", "b", "e"]
-    store.put("big", "x" * 500)
-    assert list(store.items) == ["big"]  # the newest is kept, whatever it weighs
-    counted = _LRU(2)
-    for key in "abc":
-        counted.put(key, key)
-    assert list(counted.items) == ["b", "c"]
+    results = common._extraction_store()
+    assert isinstance(results, LRU)
+    assert (results.size, results.max_bytes) == (4, common.RESULTS_IN_MEMORY_BYTES)
+    uploads = common._uploaded_store()
+    assert (uploads.size, uploads.max_bytes) == (8, 200 << 20)
+    assert uploads.weigh(("name.txt", b"x" * 30)) == 30
+    assert isinstance(common._memo_store(), LRU) and common._memo_store().size == 256
+    assert saved._store().size == saved.STORE_SIZE
+    assert share._full_reports().size == share.MAX_REPORTS
 
 
 def test_sample_budget_from_the_sidebar_reaches_the_settings_and_the_page(cache_dir):
@@ -106,3 +105,31 @@ def test_sample_budget_from_the_sidebar_reaches_the_settings_and_the_page(cache_
     at.run()
     assert not at.exception and not at.error
     assert any("10 tokens per state to stay within 4 KiB" in c.value for c in at.caption)
+
+
+def test_get_extraction_goes_through_cached_extract(cache_dir, monkeypatch):
+    """Memory first, then backend.engine.cache.cached_extract: a run gets the progress bar, a disk
+    hit (memory emptied, as after a restart) gets none and runs no extraction."""
+    from backend.engine import cache as cache_module
+    from ui import common
+
+    calls: list[bool] = []
+
+    def recording(loaded, corpus, settings=None, progress=None, cache=None):
+        calls.append(progress is not None)
+        return cache_module.cached_extract(loaded, corpus, settings, progress, cache=cache)
+
+    monkeypatch.setattr(common, "cached_extract", recording)
+    text = "Only this test uses this corpus.\nA second line of it."
+    _app(text)
+    assert calls == [True]  # extracted, with a progress bar
+    _app(text)
+    assert calls == [True]  # this process's memory: cached_extract not called again
+    common._extraction_store().clear()
+
+    def boom(*args, **kwargs):
+        raise AssertionError("extracted although the disk cache holds the result")
+
+    monkeypatch.setattr("backend.engine.extraction.extract", boom)
+    _app(text)
+    assert calls == [True, False]  # the disk hit, without a bar

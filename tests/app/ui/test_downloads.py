@@ -1,0 +1,150 @@
+"""Every JSON download is strict JSON (issue 23): written by ``ui.common.json_payload``
+(``backend.engine.jsonio.strict_json``: NaN and inf become null, as in the CLI's files), and parsed
+here with ``json.loads(..., parse_constant=...)`` that refuses the bare NaN token.
+
+``tests/app/conftest.py`` checks every JSON download any app test draws; this file opens each of
+them on tiny random models, and checks that no ui/ or pages/ module writes JSON itself."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from backend.engine.extraction import ExtractionSettings
+from tests.app.conftest import JSON_DOWNLOADS, parse_strict
+from ui.common import Selection
+from ui.session import SELECTION_KEY
+
+ROOT = Path(__file__).resolve().parents[3]
+APP = str(ROOT / "app.py")
+TIMEOUT = 600
+TINY_BERT = "random:bert:layers=2,width=64,heads=2,seed=0"
+TEXTS = "Summer is warm. Winter is cold.\nThe cat sat on the mat.\nRivers run to the sea."
+
+
+def _sources() -> dict[Path, str]:
+    files = [*ROOT.glob("pages/*.py"), *ROOT.glob("ui/**/*.py")]
+    return {f: f.read_text() for f in files}
+
+
+def test_no_page_or_ui_module_writes_json_itself():
+    writers = [str(f.relative_to(ROOT)) for f, text in _sources().items() if "json.dumps" in text]
+    assert writers == [], "JSON downloads go through ui.common.download_buttons(json_data=...)"
+
+
+def test_parse_strict_refuses_nan():
+    with pytest.raises(ValueError, match="NaN"):
+        parse_strict('{"a": NaN}')
+    assert parse_strict('{"a": null}') == {"a": None}
+
+
+def _nan_download() -> None:
+    import numpy as np
+
+    from ui.common import download_buttons
+
+    download_buttons(
+        "nan_test",
+        json_data={"nan": float("nan"), "f32": np.float32(1.5), "arr": np.array([np.inf, 2.0])},
+    )
+
+
+def test_a_nan_in_a_download_is_written_as_null():
+    at = AppTest.from_function(_nan_download)
+    at.run()
+    assert not at.exception
+    assert parse_strict(JSON_DOWNLOADS["dl_json_nan_test"]) == {
+        "nan": None,
+        "f32": 1.5,
+        "arr": [None, 2.0],
+    }
+
+
+def _json_keys_in_sources() -> set[str]:
+    """The key of every ``download_buttons(...)`` call that passes ``json_data``."""
+    keys = set()
+    for text in _sources().values():
+        for node in ast.walk(ast.parse(text)):
+            if (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "id", None) == "download_buttons"
+                and any(k.arg == "json_data" for k in node.keywords)
+            ):
+                keys.add("dl_json_" + node.args[0].value)
+    return keys
+
+
+def _app(model: str, page: str, **state) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.session_state[SELECTION_KEY] = Selection(
+        model_source=model,
+        corpus_kind="paste",
+        corpus_text=TEXTS,
+        settings=ExtractionSettings(max_length=32, sample_size=2000),
+    )
+    for key, value in state.items():
+        at.session_state[key] = value
+    at.run()
+    at.switch_page(f"pages/{page}.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _rerun(at: AppTest, **state) -> None:
+    for key, value in state.items():
+        at.session_state[key] = value
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+
+
+@pytest.fixture(scope="module")
+def checkpoint_folder(tmp_path_factory) -> Path:
+    from backend.engine.models import _bundled_tokenizer, build_random_model
+
+    tokenizer = _bundled_tokenizer()
+    root = tmp_path_factory.mktemp("run")
+    for seed, step in enumerate((10, 20)):
+        model = build_random_model(
+            "bert", {"layers": 2, "width": 32, "heads": 2, "seed": seed}, len(tokenizer)
+        )
+        model.save_pretrained(root / f"checkpoint-{step}")
+        tokenizer.save_pretrained(root / f"checkpoint-{step}")
+    return root
+
+
+def test_every_json_download_of_every_page_is_strict(tiny_llama_dir, checkpoint_folder):
+    """Open every JSON download of the app (the conftest fixture parses each as it is drawn)."""
+    JSON_DOWNLOADS.clear()
+    _app(TINY_BERT, "outliers")
+
+    at = _app(TINY_BERT, "positional")
+    for tab in ("Position probe", "TUPE decomposition", "Variance lab (NoPE)", "Queries & keys"):
+        _rerun(at, pos_tab=tab, pos_var_width=64, pos_var_seq=64, pos_var_seeds=1)
+
+    at = _app(TINY_BERT, "layernorm", ln_tab="counts per LayerNorm")
+    at.radio(key="ln_dims_mode").set_value("typed")
+    at.text_input(key="ln_dims_text").set_value("1, 2")
+    at.slider(key="ln_texts").set_value(2)
+    at.slider(key="ln_controls").set_value(1)
+    at.button(key="ln_ablation_run").click().run()
+    at.slider(key="ln_sweep_texts").set_value(2)
+    at.button(key="ln_sweep_run").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+
+    at = _app(str(tiny_llama_dir), "decoder", massive_max_length=16)
+    for tab in ("Attention sinks", "int8 outlier features"):
+        _rerun(at, massive_tab=tab)
+
+    at = _app(TINY_BERT, "compare")
+    at.text_area(key="cmp_traj_paths").input(str(checkpoint_folder)).run()
+    at.button(key="cmp_traj_run").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+
+    expected = _json_keys_in_sources()
+    assert len(expected) >= 13
+    assert set(JSON_DOWNLOADS) >= expected, f"not drawn: {sorted(expected - set(JSON_DOWNLOADS))}"
+    for key in expected:
+        parse_strict(JSON_DOWNLOADS[key])

@@ -1,0 +1,537 @@
+"""The five views of the Positional information page (pages/positional.py), one function per tab:
+position embeddings, position probe, TUPE decomposition, variance lab (NoPE), queries & keys.
+Each runs only while its tab is open (lazy tabs); the arithmetic lives in backend.analysis.positional."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from backend.analysis.positional.nope import NopeSettings
+from backend.analysis.positional.qk import METRICS
+from backend.analysis.positional.summaries import variance_slope_table
+from backend.analysis.positional.table import (
+    ProbeSettings,
+    contribution_table,
+    embedding_layernorm,
+    extreme_dims_vs_outliers,
+    position_offset,
+)
+from backend.analysis.positional.tupe import REGIONS, TERMS, supports_tupe
+from backend.engine.errors import IsoscopeError
+from backend.engine.extraction import ExtractionResult
+from backend.engine.models import position_table
+from backend.plots import positional as plots
+from ui.cached import (
+    model_variance,
+    outlier_dims_by_state,
+    position_probe,
+    position_report,
+    position_weights,
+    queries_keys,
+    tupe_terms,
+    tupe_text,
+    variance_lab,
+)
+from ui.common import download_buttons, explainer, load_or_stop, show_notices
+from ui.decoder import rotary_note
+from ui.tabs import lazy_tabs
+
+TABS = [
+    "Position embeddings",
+    "Position probe",
+    "TUPE decomposition",
+    "Variance lab (NoPE)",
+    "Queries & keys",
+]
+
+SOURCES = {
+    "luo": "Luo, Kulmizev & Mao 2021, *Positional Artefacts Propagate Through Masked Language "
+    "Model Embeddings* (arXiv 2011.04393)",
+    "busters": "Kovaleva, Kulshreshtha, Rogers & Rumshisky 2021, *BERT Busters: Outlier "
+    "Dimensions that Disrupt Transformers* (arXiv 2105.06990)",
+    "tupe": "Ke, He & Liu 2021, *Rethinking Positional Encoding in Language Pre-training* (TUPE, arXiv 2006.15595)",
+    "chi": "Chi, Fan, Chen, Rudnicky & Ramadge 2023, *Latent Positional Information is in the "
+    "Self-Attention Variance of Transformer Language Models Without Positional Embeddings* "
+    "(arXiv 2305.13571)",
+    "godey": "Godey, de la Clergerie & Sagot 2023, *Is Anisotropy Inherent to Transformers?* (arXiv 2306.07656)",
+}
+
+
+def outliers_by_name(result: ExtractionResult) -> dict[str, list[int]]:
+    """Headline outlier dims of every hidden state, by state name."""
+    return dict(zip(result.state_names, outlier_dims_by_state(result), strict=True))
+
+
+# ----------------------------------------------------------------------------- position embeddings
+def position_embeddings_tab() -> None:
+    """Position table: cosine between positions, PCA, extreme dims, embedding LayerNorm (Luo et al.; BERT Busters)."""
+    loaded, result = load_or_stop()
+    explainer(
+        "What is this / references",
+        f"""
+The **position-embedding table** of an absolute-position model holds one learned vector per position; it is added
+to the word embedding before the first layer. Shown: the cosine similarity between position vectors (neighbours
+are similar, far positions dissimilar or anti-correlated), their first two principal components, and each
+position vector's **extreme dimensions**: the share of positions whose maximum (minimum) sits in dimension j.
+Luo et al. found that BERT's position vectors carry the same outlier dimension as the hidden states (in
+RoBERTa, dim 588 is the max of 99.8 % of position vectors) and traced the outliers to positional information.
+BERT Busters' authors dispute this and blame the **embedding LayerNorm**, whose γ/β the *Embedding LayerNorm*
+view shows with the hidden-state outliers (★/red) of the current extraction.
+
+Sources: {SOURCES["luo"]}; {SOURCES["busters"]}.
+""",
+    )
+    if position_table(loaded) is None:
+        if not rotary_note(loaded.info, "table"):
+            st.info(
+                f"**{loaded.info.display_name}** has no learned absolute position table (position embeddings: "
+                f"{loaded.info.position_embedding}). Pick the default model or a random BERT/GPT-2 in the sidebar; "
+                "the variance lab tab works without one."
+            )
+    else:
+        offset = position_offset(loaded)
+        usable = position_weights(loaded).shape[0] - offset
+        n = st.slider(
+            "Positions shown",
+            8,
+            int(usable),
+            int(min(128, usable)),
+            step=8 if usable >= 16 else 1,
+            key="pos_emb_n",
+            help="The first N positions of the table (all of them use the same rows at every layer).",
+        )
+        report = position_report(loaded, n, offset)
+        found = outliers_by_name(result)
+        all_outliers = sorted({j for dims in found.values() for j in dims})
+
+        def geometry_view() -> None:
+            c1, c2 = st.columns(2)
+            with c1:
+                fig_cos = plots.cosine_heatmap(report.cosine)
+                st.plotly_chart(fig_cos, width="stretch", key="pos_emb_cos_chart")
+                download_buttons(
+                    "pos_emb_cos",
+                    fig=fig_cos,
+                    frame=pd.DataFrame(report.cosine),
+                    name="position_cosine",
+                )
+            with c2:
+                fig_pca = plots.position_pca(report.pca_coords, report.pca_explained)
+                st.plotly_chart(fig_pca, width="stretch", key="pos_emb_pca_chart")
+                download_buttons(
+                    "pos_emb_pca",
+                    fig=fig_pca,
+                    frame=pd.DataFrame(report.pca_coords, columns=["PC1", "PC2", "PC3"])
+                    .rename_axis("position")
+                    .reset_index(),
+                    name="position_pca",
+                )
+
+        def extreme_view() -> None:
+            fig_ext = plots.extreme_share_bars(
+                report.argmax_share, report.argmin_share, all_outliers
+            )
+            st.plotly_chart(fig_ext, width="stretch", key="pos_emb_ext_chart")
+            rows = pd.DataFrame(extreme_dims_vs_outliers(report, found))
+            st.dataframe(rows, hide_index=True, width="stretch")
+            download_buttons("pos_emb_ext", fig=fig_ext, frame=rows, name="position_extreme_dims")
+
+        def layernorm_view() -> None:
+            ln = embedding_layernorm(loaded)
+            if ln is None:
+                st.info(f"**{loaded.info.display_name}** has no embedding LayerNorm.")
+                return
+            name, gamma, beta = ln
+            fig_ln = plots.layernorm_params(gamma, beta, name, all_outliers)
+            st.plotly_chart(fig_ln, width="stretch", key="pos_emb_ln_chart")
+            download_buttons(
+                "pos_emb_ln",
+                fig=fig_ln,
+                frame=pd.DataFrame({"dim": range(len(gamma)), "gamma": gamma, "beta": beta}),
+                name="embedding_layernorm",
+            )
+
+        # lazy (ui/tabs.py): arriving on the page, or moving the slider, draws one view, not four
+        # charts (issue 15)
+        lazy_tabs(
+            ["Cosine & PCA", "Extreme dimensions", "Embedding LayerNorm"],
+            [geometry_view, extreme_view, layernorm_view],
+            key="pos_emb_view",
+        )
+        st.caption(
+            f"Hidden-state outliers (z-score or extreme-index criterion) of the current extraction: "
+            f"{', '.join(map(str, all_outliers)) or 'none'}."
+        )
+
+
+# ----------------------------------------------------------------------------- probe
+def probe_tab() -> None:
+    """Linear position probe per hidden state and its neuron contributions (Luo et al., section 4)."""
+    loaded, result = load_or_stop()
+    explainer(
+        "What is this / references",
+        f"""
+A **position probe** (Luo et al., section 4) is a linear classifier without bias that reads a token vector and
+predicts the token's absolute position. High held-out accuracy means position is linearly decodable from that
+hidden state. The probe is trained per hidden state on the extraction's token sample; texts (not tokens) are split
+into training and held-out sets, so a text never appears on both sides. Positions at or beyond *max position* are
+left out (not merged), and special tokens are excluded by default ([CLS] always sits at position 0, so its
+identity would give its position away).
+
+**Neuron contribution** c(i) = mean over held-out tokens of |w_(y,i) · v_i|, the weight of the true position's
+class times the activation (raw coordinates, no standardisation, so that outlier neurons keep their size).
+Outlier dimensions of the hidden state are red. The baseline is always predicting the most frequent position.
+Fit: multinomial logistic loss, small L2 penalty, L-BFGS with capped iterations.
+
+Source: {SOURCES["luo"]}.
+""",
+    )
+    show_notices(result)
+    c1, c2, c3, c4, c5 = st.columns(5)
+    max_pos = c1.number_input(
+        "Max position",
+        1,
+        8192,
+        int(min(64, result.settings.max_length)),
+        key="pos_probe_maxpos",
+        help="Tokens at this position or later are left out.",
+    )
+    test_fraction = c2.slider("Held-out texts", 0.1, 0.5, 0.2, 0.05, key="pos_probe_test")
+    seed = c3.number_input("Seed", 0, 10_000, 0, key="pos_probe_seed")
+    iters = c4.select_slider("L-BFGS iterations", [10, 20, 30, 60, 100], 30, key="pos_probe_iter")
+    exclude_special = c5.checkbox("Exclude special tokens", True, key="pos_probe_special")
+    try:
+        settings = ProbeSettings(
+            max_position=int(max_pos),
+            test_fraction=float(test_fraction),
+            seed=int(seed),
+            max_iter=int(iters),
+            exclude_special=bool(exclude_special),
+        )
+        probe = position_probe(result, settings)
+    except IsoscopeError as exc:
+        st.error(str(exc))
+    else:
+        st.caption(
+            f"{probe.n_train:,} training tokens from {probe.n_train_texts} texts · {probe.n_test:,} held-out tokens "
+            f"from {probe.n_test_texts} texts · {len(probe.classes)} positions"
+        )
+        fig_acc = plots.probe_accuracy_line(
+            probe.state_names, probe.accuracy, probe.train_accuracy, probe.chance
+        )
+        st.plotly_chart(fig_acc, width="stretch", key="pos_probe_acc_chart")
+        acc_frame = pd.DataFrame(
+            {
+                "state": probe.state_names,
+                "held_out_accuracy": probe.accuracy,
+                "train_accuracy": probe.train_accuracy,
+                "baseline": probe.chance,
+            }
+        )
+        download_buttons(
+            "pos_probe_acc",
+            fig=fig_acc,
+            frame=acc_frame,
+            json_data=probe.to_dict(),
+            name="position_probe",
+        )
+        state_name = st.selectbox(
+            "Hidden state for neuron contributions",
+            probe.state_names,
+            index=0,
+            key="pos_probe_state",
+        )
+        s = probe.state_names.index(state_name)
+        found = outliers_by_name(result)
+        fig_c = plots.contribution_bars(
+            probe.contributions[s], found[state_name], state_name=state_name
+        )
+        st.plotly_chart(fig_c, width="stretch", key="pos_probe_contrib_chart")
+        table = contribution_table(probe, s, found[state_name])
+        st.dataframe(table, hide_index=True, width="stretch")
+        download_buttons(
+            "pos_probe_contrib",
+            fig=fig_c,
+            frame=table,
+            name=f"probe_contributions_{state_name}",
+        )
+        st.plotly_chart(
+            plots.contribution_heatmap(probe.state_names, probe.contributions),
+            width="stretch",
+            key="pos_probe_heat_chart",
+        )
+
+
+# ----------------------------------------------------------------------------- TUPE
+def tupe_tab() -> None:
+    """TUPE split of the first layer's attention logits into word / position terms (Ke et al. 2021)."""
+    loaded, result = load_or_stop()
+    explainer(
+        "What is this / references",
+        f"""
+With absolute position embeddings the first layer's input is LN(w + p + s) (word, position, segment). Using each
+token's own mean and standard deviation, the LayerNorm splits **exactly** into a word part, a position part and a
+remainder (segment, LN β). Projected through W_Q and W_K of each head, the attention logit (q_i·k_j)/√d_head splits
+into **word→word, word→position, position→word, position→position** terms plus a remainder (segment, β and the
+projection biases). TUPE (Ke et al., eq. 6) argues that the mixed word-position terms add little but noise and
+that [CLS] should not be tied to position 0: its row and column are shown separately.
+
+**Self-test:** the terms, computed in float64, must sum to the model's real pre-softmax logits, recomputed from the
+outputs of the real query/key modules (forward hooks). The maximum absolute error is shown; expect ~1e-5 for
+float32 models. GPT-2 (pre-LN) is split the same way through layer 1's `ln_1`.
+
+Source: {SOURCES["tupe"]}.
+""",
+    )
+    reason = supports_tupe(loaded)
+    if reason is not None:
+        if not rotary_note(loaded.info, "tupe"):
+            st.info(f"Not available for this model: {reason}")
+    else:
+        c1, c2, c3 = st.columns([1, 2, 1])
+        n_texts = c1.slider(
+            "Texts for the term shares",
+            1,
+            int(min(128, len(result.texts))),
+            int(min(16, len(result.texts))),
+            key="pos_tupe_texts",
+        )
+        max_length = int(result.settings.max_length)
+        try:
+            summary = tupe_terms(loaded, result, n_texts)
+        except IsoscopeError as exc:
+            st.error(str(exc))
+            return
+        m1, m2, m3 = st.columns(3)
+        m1.metric("Self-test: max |sum of terms − real logits|", f"{summary.max_abs_error:.2e}")
+        m2.metric("Largest |logit|", f"{summary.max_abs_logit:.2f}")
+        m3.metric("LayerNorm split error", f"{summary.ln_error:.1e}")
+        shares = {r: summary.term_share(r) for r in REGIONS}
+        fig_share = plots.tupe_share_bars(shares)
+        st.plotly_chart(fig_share, width="stretch", key="pos_tupe_share_chart")
+        share_frame = pd.DataFrame(shares).T.rename_axis("region").reset_index()
+        head_frame = (
+            pd.DataFrame(summary.head_share(), columns=list(TERMS))
+            .rename_axis("head")
+            .reset_index()
+        )
+        st.caption(
+            f"Remainder (segment, β, biases): {summary.remainder_share():.1%} of the mean |term| over all five. "
+            "Per-head shares:"
+        )
+        st.dataframe(head_frame, hide_index=True, width="stretch")
+        download_buttons(
+            "pos_tupe_share",
+            fig=fig_share,
+            frame=share_frame,
+            json_data=summary.to_dict(),
+            name="tupe_summary",
+        )
+        texts = list(result.texts[:50])
+        t1, t2 = st.columns([3, 1])
+        text_index = t1.selectbox(
+            "Text",
+            range(len(texts)),
+            format_func=lambda i: f"{i}: {texts[i][:90]}",
+            key="pos_tupe_text",
+        )
+        head = t2.number_input("Head", 0, summary.num_heads - 1, 0, key="pos_tupe_head")
+        one = tupe_text(loaded, texts[text_index], max_length)
+        fig_heat = plots.tupe_heatmaps(one.terms, one.real, int(head), one.tokens)
+        st.plotly_chart(fig_heat, width="stretch", key="pos_tupe_heat_chart")
+        st.caption(f"This text: max |sum − real| = {one.max_abs_error:.2e}.")
+        download_buttons(
+            "pos_tupe_heat", fig=fig_heat, name=f"tupe_text{text_index}_head{int(head)}"
+        )
+
+
+# ----------------------------------------------------------------------------- variance lab
+def variance_lab_tab() -> None:
+    """Attention-output variance vs position in random NoPE models, and on the selected model (Chi et al.)."""
+    explainer(
+        "What is this / references",
+        f"""
+A causal Transformer **without any position embeddings** still knows where a token is (Chi et al.). At random
+initialisation queries and keys are tiny, so attention is nearly uniform: the attention output at position m is the
+average of m independent value vectors, and its variance over features shrinks like **1/m**:
+Var[o_m] ≈ d·σ_o²·d·σ²/m, with σ the std of W_V and σ_o the std of the output projection (measured from the model;
+HF GPT-2 draws c_proj with std init_std/√(2·layers)). The next layer can read position from that variance. With a
+**bidirectional** mask every position averages all T tokens: the curve is flat.
+
+Here: random, frozen, pre-LN GPT-2 blocks with the position table zeroed, random inputs (random token ids through
+the random embedding, or Gaussian input embeddings), several seeds (band = ±1 std). The slope is a least-squares fit
+of log variance on log position. Deeper layers shrink more slowly (their inputs already mix positions).
+
+Source: {SOURCES["chi"]}.
+""",
+    )
+    c = st.columns(5)
+    width = c[0].select_slider("Width d", [64, 128, 256, 512], 256, key="pos_var_width")
+    layers = c[1].slider("Layers", 1, 12, 4, key="pos_var_layers")
+    heads = c[2].number_input("Heads", 1, 64, 4, key="pos_var_heads")
+    seq_len = c[3].select_slider(
+        "Sequence length", [64, 128, 256, 512, 1024, 2048], 256, key="pos_var_seq"
+    )
+    seeds = c[4].slider("Seeds", 1, 10, 3, key="pos_var_seeds")
+    c = st.columns(4)
+    init_std = c[0].select_slider(
+        "Init std", [0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2], 0.02, key="pos_var_std"
+    )
+    inputs = c[1].radio(
+        "Inputs",
+        ["tokens", "gaussian"],
+        key="pos_var_inputs",
+        horizontal=True,
+        help="tokens: random ids through the random embedding; gaussian: random input embeddings",
+    )
+    fit_from = c[2].number_input("Fit from position", 1, 1024, 4, key="pos_var_fit")
+    contrast = c[3].checkbox("Bidirectional contrast", True, key="pos_var_contrast")
+    try:
+        settings = NopeSettings(
+            d_model=int(width),
+            layers=int(layers),
+            heads=int(heads),
+            seq_len=int(seq_len),
+            seeds=int(seeds),
+            init_std=float(init_std),
+            inputs=str(inputs),
+            fit_from=int(fit_from),
+        )
+        masks = (True, False) if contrast else (True,)
+        curves_pair = variance_lab(settings, masks)
+        causal = curves_pair[0]
+        bidir = curves_pair[1] if contrast else None
+    except IsoscopeError as exc:
+        st.error(str(exc))
+    else:
+        st.caption(
+            f"{causal.description} · {causal.seconds:.1f} s · measured σ = {causal.weight_stds['sigma_value']:.4f}, "
+            f"σ_o = {causal.weight_stds['sigma_o']:.4f}"
+        )
+        left, right = st.columns(2)
+        with left:
+            fig_c = plots.variance_plot(
+                causal, "attn", title="Causal: attention-output variance vs position"
+            )
+            st.plotly_chart(fig_c, width="stretch", key="pos_var_causal_chart")
+            download_buttons(
+                "pos_var_causal",
+                fig=fig_c,
+                frame=causal.frame(),
+                json_data=causal.to_dict(),
+                name="nope_variance_causal",
+            )
+        with right:
+            if bidir is not None:
+                fig_b = plots.variance_plot(
+                    bidir, "attn", title="Bidirectional: attention-output variance vs position"
+                )
+                st.plotly_chart(fig_b, width="stretch", key="pos_var_bidir_chart")
+                download_buttons(
+                    "pos_var_bidir",
+                    fig=fig_b,
+                    frame=bidir.frame(),
+                    name="nope_variance_bidirectional",
+                )
+            else:
+                fig_r = plots.variance_plot(causal, "resid")
+                st.plotly_chart(fig_r, width="stretch", key="pos_var_resid_chart")
+        slope_rows = pd.DataFrame(variance_slope_table(causal, bidir))
+        st.dataframe(slope_rows, hide_index=True, width="stretch")
+        st.caption(
+            f"Slopes fitted over positions {causal.fit_range[0]}–{causal.fit_range[1]}; "
+            "theory: −1 for layer 1 (causal), 0 (bidirectional)."
+        )
+        if bidir is not None:
+            st.plotly_chart(
+                plots.variance_plot(causal, "resid"),
+                width="stretch",
+                key="pos_var_resid_chart2",
+            )
+
+    st.subheader("The same measurement on the selected model")
+    if st.checkbox("Measure the sidebar's model on the corpus", False, key="pos_var_model"):
+        loaded, result = load_or_stop()
+        try:
+            curves = model_variance(loaded, result)
+        except IsoscopeError as exc:
+            st.error(str(exc))
+        else:
+            if not loaded.info.is_causal:
+                st.info(
+                    f"{loaded.info.display_name} is bidirectional: every "
+                    "token attends to the whole text, so expect no 1/m law."
+                )
+            if loaded.info.position_embedding.startswith("absolute"):
+                st.caption(
+                    "This model also has position embeddings, so variance is not its only position signal."
+                )
+            fig_m = plots.variance_plot(
+                curves,
+                "attn",
+                show_seeds=False,
+                title=f"{curves.description}: attention-output variance",
+            )
+            st.plotly_chart(fig_m, width="stretch", key="pos_var_model_chart")
+            download_buttons(
+                "pos_var_model", fig=fig_m, frame=curves.frame(), name="variance_selected_model"
+            )
+
+
+# ----------------------------------------------------------------------------- queries and keys
+def queries_keys_tab() -> None:
+    """Mean query / key norms, their cosine and attention entropy per head, trained vs random (Godey et al.)."""
+    loaded, result = load_or_stop()
+    explainer(
+        "What is this / references",
+        f"""
+Godey et al. link anisotropy to the attention mechanism: during training the **mean query** and **mean key** of a head
+move away from the origin, and their directions become aligned (or opposed), so all queries share a common
+component of their dot products with all keys. Shown per layer and head, over all non-padding tokens: the norms of
+the mean query and mean key, their cosine, and the attention entropy (raw, and divided by log(number of attendable
+keys): 1 = uniform). Queries and keys are captured with forward hooks on the real projections (biases included).
+A random-init copy of the same architecture is the contrast.
+
+Source: {SOURCES["godey"]}.
+""",
+    )
+    c1, c2, c3 = st.columns(3)
+    n_texts = c1.slider(
+        "Texts",
+        4,
+        int(max(4, min(320, len(result.texts)))),
+        int(min(64, len(result.texts))),
+        key="pos_qk_texts",
+    )
+    metric = c2.selectbox("Metric", list(METRICS), format_func=METRICS.get, key="pos_qk_metric")
+    with_random = c3.checkbox("Compare with random init", True, key="pos_qk_random")
+    max_length = int(min(64, result.settings.max_length))
+    texts = result.texts[:n_texts]
+    try:
+        trained = queries_keys(loaded, result, n_texts, max_length, random_init=False)
+        stats = [trained]
+        if with_random:
+            stats.append(queries_keys(loaded, result, n_texts, max_length, random_init=True))
+    except IsoscopeError as exc:
+        st.error(str(exc))
+    else:
+        fig_h = plots.qk_heatmaps(stats, metric, METRICS[metric])
+        st.plotly_chart(fig_h, width="stretch", key="pos_qk_heat_chart")
+        fig_l = plots.qk_layer_lines(stats, metric, METRICS[metric])
+        st.plotly_chart(fig_l, width="stretch", key="pos_qk_line_chart")
+        frame = pd.concat([s.frame() for s in stats], ignore_index=True)
+        download_buttons(
+            "pos_qk",
+            fig=fig_h,
+            frame=frame,
+            json_data=[s.to_dict() for s in stats],
+            name="queries_keys",
+        )
+        st.caption(
+            f"{trained.num_tokens:,} tokens from {len(texts)} texts (max {max_length} tokens each)."
+        )
+
+
+# one view per label of TABS, in the same order
+TAB_VIEWS = (position_embeddings_tab, probe_tab, tupe_tab, variance_lab_tab, queries_keys_tab)

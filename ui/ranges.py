@@ -1,0 +1,143 @@
+"""What each page control accepts, declared once: the page builds its widget from the declaration
+and ui/links.py validates a link's value against the same one (scikit-learn's ``_param_validation``
+idea: ``Interval`` / ``StrOptions``, one statement of a parameter's range read everywhere).
+
+:data:`LINK_CONTROLS` lists, per page (its URL path), the widget keys that travel in links.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from backend.analysis.geometry.postprocess import POSTPROCESSORS
+from backend.analysis.geometry.projections import METHODS
+from backend.plots.compare import TRAJECTORY_METRICS
+from backend.plots.outliers import HEATMAP_STATS
+from backend.share import tour
+
+
+@dataclass(frozen=True)
+class Options:
+    """A widget whose value is one of ``options`` (written as ``str(option)`` in a link);
+    ``default`` None means the first option."""
+
+    options: tuple[Any, ...]
+    default: Any = None
+
+    def __post_init__(self) -> None:
+        if self.default is not None and self.default not in self.options:
+            raise ValueError(f"default {self.default!r} is not one of {self.options}")
+
+    @property
+    def index(self) -> int:
+        """The default's position (for ``st.selectbox(index=...)``)."""
+        return 0 if self.default is None else self.options.index(self.default)
+
+    def parse(self, text: str) -> Any:
+        for option in self.options:
+            if str(option) == text:
+                return option
+        raise ValueError(text)
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A numeric widget (slider / number input) from ``low`` to ``high`` inclusive, starting at
+    ``default`` in steps of ``step`` (None: the widget's own); ``integer`` values parse as int."""
+
+    low: float
+    high: float
+    default: float
+    step: float | None = None
+    integer: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.low <= self.default <= self.high:
+            raise ValueError(f"default {self.default} is outside [{self.low}, {self.high}]")
+
+    def parse(self, text: str) -> Any:
+        value = int(text) if self.integer else float(text)
+        if not self.low <= value <= self.high:
+            raise ValueError(text)
+        return value
+
+
+@dataclass(frozen=True)
+class Tab:
+    """A lazy tab group's open tab (its label). The labels live with the page's ``lazy_tabs``
+    call, which drops an unknown one with the link notice (``ui.links.check_tab``)."""
+
+    def parse(self, text: str) -> Any:
+        if not text.strip() or len(text) > 200:
+            raise ValueError(text)
+        return text
+
+
+TAB = Tab()
+
+
+def post_options(include_none: bool) -> tuple[str, ...]:
+    """The post-processing select's choices (``postprocessing_controls``)."""
+    return tuple(p for p in POSTPROCESSORS if include_none or p != "none")
+
+
+# ----------------------------------------------------------------------------- per page
+OUT_STAT = Options(tuple(HEATMAP_STATS))
+
+ANISO_POST = Options(post_options(include_none=True), "clip")
+
+PROJ_DATA = Options(("token sample", "mean-pooled texts"))
+PROJ_METHOD = Options(tuple(METHODS))
+PROJ_POST = Options(post_options(include_none=False), "clip")
+PROJ_SEED = Interval(0, 10_000, 0, integer=True)
+
+# The Similarity page's clip modes (value -> description) and "Also compare" choices.
+SIMILARITY_CLIP_MODES = {
+    "auto": "2 largest-|mean| dims of the evaluated vectors (per state)",
+    "corpus": "outlier dims detected on the sidebar corpus (per state)",
+    "typed": "dimensions I type (every state)",
+}
+SIMILARITY_POST_CHOICES = ("none",) + tuple(p for p in POSTPROCESSORS if p not in ("none", "clip"))
+SIM_CLIP = Options(tuple(SIMILARITY_CLIP_MODES))
+SIM_POST = Options(SIMILARITY_POST_CHOICES, "standardize")
+
+LN_K = Interval(1.0, 8.0, 3.0, step=0.5)
+LN_SHARE = Interval(0.1, 1.0, 0.5, step=0.05)
+
+MASSIVE_MAX_LENGTHS = (16, 32, 64, 128, 256)
+MASSIVE_MAX_LENGTH = Options(MASSIVE_MAX_LENGTHS, 64)
+
+MODES = ("two models, one corpus", "one model, two corpora")
+ESTIMATORS = {"auto": None, "debiased": True, "plain": False}  # label -> debiased CKA
+CMP_MODE = Options(MODES)
+CMP_ESTIMATOR = Options(tuple(ESTIMATORS))
+CMP_TRAJ_METRIC = Options(tuple(TRAJECTORY_METRICS))
+
+TOUR_STEP = Options(tuple(str(i + 1) for i in range(len(tour.TITLES))))
+
+LINK_CONTROLS: dict[str, dict[str, Options | Interval | Tab]] = {
+    "outliers": {"out_stat": OUT_STAT, "out_view": TAB},
+    "anisotropy": {"aniso_post": ANISO_POST},
+    "projections": {
+        "proj_data": PROJ_DATA,
+        "proj_method": PROJ_METHOD,
+        "proj_post": PROJ_POST,
+        "proj_seed": PROJ_SEED,
+    },
+    "similarity": {
+        "sim_sts_clip_mode": SIM_CLIP,
+        "sim_sts_post": SIM_POST,
+        "sim_wic_clip_mode": SIM_CLIP,
+        "sim_wic_post": SIM_POST,
+    },
+    "layernorm": {"ln_k": LN_K, "ln_share": LN_SHARE, "ln_tab": TAB},
+    "positional": {"pos_tab": TAB, "pos_emb_view": TAB},
+    "decoder": {"massive_tab": TAB, "massive_max_length": MASSIVE_MAX_LENGTH},
+    "compare": {
+        "cmp_mode": CMP_MODE,
+        "cmp_estimator": CMP_ESTIMATOR,
+        "cmp_traj_metric": CMP_TRAJ_METRIC,
+    },
+    "tour": {"tour_step": TOUR_STEP},
+}
