@@ -86,9 +86,8 @@ from backend.plots.outliers import (
     token_dim_heatmap,
 )
 from backend.plots.projections import before_after_figure
-from ui.common import memo, result_key
+from ui.common import memo, memo_heavy, result_key
 from ui.controls import PostChoice
-from ui.progress import Progress, progress_bar
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -124,6 +123,26 @@ def cached(fn: Callable[P, R]) -> Callable[P, R]:
         return memo(name, key, lambda: fn(*args, **kwargs))
 
     return wrapper
+
+
+def heavy(label: str, unit: str = "") -> Callable[[Callable[..., R]], Callable[..., R]]:
+    """:func:`cached` for heavy work: ``fn(..., progress=...)`` runs once for every session in
+    the server's fair queue (:func:`ui.common.memo_heavy`), on a worker thread, so it must not
+    call Streamlit; the waiting sessions show ``label`` with the shared progress."""
+
+    def decorate(fn: Callable[..., R]) -> Callable[..., R]:
+        name = f"{fn.__module__}.{fn.__qualname__}"
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> R:
+            key = (_key_of(args), _key_of(kwargs))
+            return memo_heavy(
+                name, key, label, lambda progress: fn(*args, progress=progress, **kwargs), unit
+            )
+
+        return wrapper
+
+    return decorate
 
 
 # ----------------------------------------------------------------------------- outliers
@@ -243,20 +262,19 @@ def pooled_text_ids(result: ExtractionResult, limit: int = MAX_POOLED_TEXTS) -> 
     return projection_sample(result.num_texts, limit, 0)
 
 
-@cached
+@heavy("Mean-pooling texts:")
 def pooled_texts(
-    loaded: LoadedModel, result: ExtractionResult, limit: int = MAX_POOLED_TEXTS
+    loaded: LoadedModel, result: ExtractionResult, limit: int = MAX_POOLED_TEXTS, *, progress
 ) -> tuple[np.ndarray, np.ndarray]:
     """Mean-pooled vectors (S, n, d) of the texts of :func:`pooled_text_ids`, and those ids."""
     ids = pooled_text_ids(result, limit)
-    with progress_bar("Mean-pooling texts:") as progress:
-        vectors = mean_pooled(
-            loaded,
-            [result.texts[i] for i in ids],
-            result.settings.max_length,
-            result.settings.batch_size,
-            progress,
-        )
+    vectors = mean_pooled(
+        loaded,
+        [result.texts[i] for i in ids],
+        result.settings.max_length,
+        result.settings.batch_size,
+        progress,
+    )
     return vectors, ids
 
 
@@ -352,13 +370,12 @@ def projection_deltas(
 Clip = str | tuple[int, ...]  # "auto", "corpus" or typed dims
 
 
-@cached
+@heavy("Mean-pooling sentences:")
 def pooled_pairs(
-    loaded: LoadedModel, pairs: SentencePairs, max_length: int, batch_size: int
+    loaded: LoadedModel, pairs: SentencePairs, max_length: int, batch_size: int, *, progress
 ) -> tuple[np.ndarray, np.ndarray]:
     """Mean-pooled vectors (S, n, d) of both sides of the sentence pairs."""
-    with progress_bar("Mean-pooling sentences:") as progress:
-        return pool_pairs(loaded, pairs, max_length, batch_size, progress)
+    return pool_pairs(loaded, pairs, max_length, batch_size, progress)
 
 
 def _clip_dims(
@@ -437,7 +454,7 @@ def sense_sweeps(
 # ----------------------------------------------------------------------------- LayerNorm
 
 
-@cached
+@heavy("Ablation runs:", "batches")
 def ablation_report(
     model: LoadedModel,
     texts: tuple[str, ...],
@@ -446,31 +463,33 @@ def ablation_report(
     controls: int,
     with_sts: bool,
     max_length: int,
+    *,
+    progress,
 ) -> AblationReport:
     """Disable ``dims`` in ``norms`` against ``controls`` random-dimension controls (BERT Busters)."""
     pairs = None
     if with_sts:
         sample = sts_sample()
         pairs = (sample.sentence1, sample.sentence2, sample.scores)
-    with progress_bar("Ablation runs:", "batches") as progress:
-        return run_ablation(
-            model,
-            texts,
-            list(dims),
-            norms=list(norms),
-            random_controls=controls,
-            seed=0,
-            max_length=max_length,
-            pairs=pairs,
-            progress=progress,
-        )
+    return run_ablation(
+        model,
+        texts,
+        list(dims),
+        norms=list(norms),
+        random_controls=controls,
+        seed=0,
+        max_length=max_length,
+        pairs=pairs,
+        progress=progress,
+    )
 
 
-@cached
-def dim_sweep(model: LoadedModel, texts: tuple[str, ...], max_length: int) -> SweepResult:
+@heavy("Ablated (press Stop in the top-right to leave; it stops when nobody waits):", "dims")
+def dim_sweep(
+    model: LoadedModel, texts: tuple[str, ...], max_length: int, *, progress
+) -> SweepResult:
     """Every dimension ablated alone in the default LayerNorms (16 ablated copies per pass)."""
-    with progress_bar("Ablated (press Stop in the top-right to cancel):", "dims") as progress:
-        return sweep(model, list(texts), max_length=max_length, copies=16, progress=progress)
+    return sweep(model, list(texts), max_length=max_length, copies=16, progress=progress)
 
 
 # ----------------------------------------------------------------------------- positional
@@ -488,19 +507,19 @@ def position_report(loaded: LoadedModel, n: int, offset: int) -> PositionTableRe
     return analyse_position_table(position_weights(loaded), n, offset)
 
 
-@cached
-def position_probe(result: ExtractionResult, settings: ProbeSettings) -> ProbeResult:
+@heavy("Training position probes:")
+def position_probe(result: ExtractionResult, settings: ProbeSettings, *, progress) -> ProbeResult:
     """Linear position probes per hidden state (Luo et al. 2021, section 4)."""
-    with progress_bar("Training position probes:") as progress:
-        return probe_result(result, settings, progress)
+    return probe_result(result, settings, progress)
 
 
-@cached
-def tupe_terms(loaded: LoadedModel, result: ExtractionResult, n_texts: int) -> TupeSummary:
+@heavy("Decomposing first-layer logits:", "texts")
+def tupe_terms(
+    loaded: LoadedModel, result: ExtractionResult, n_texts: int, *, progress
+) -> TupeSummary:
     """TUPE term shares of the first layer's logits over the first ``n_texts`` texts."""
     max_length = int(result.settings.max_length)
-    with progress_bar("Decomposing first-layer logits:", "texts") as progress:
-        return tupe_summary(loaded, result.texts, max_length, n_texts, progress)
+    return tupe_summary(loaded, result.texts, max_length, n_texts, progress)
 
 
 @cached
@@ -509,20 +528,18 @@ def tupe_text(loaded: LoadedModel, text: str, max_length: int) -> TupeText:
     return decompose_text(loaded, text, max_length)
 
 
-@cached
-def variance_lab(settings: NopeSettings, masks: tuple[bool, ...]) -> list[VarianceCurves]:
+@heavy("Random models:")
+def variance_lab(
+    settings: NopeSettings, masks: tuple[bool, ...], *, progress
+) -> list[VarianceCurves]:
     """Attention-output variance vs position of random NoPE models (Chi et al. 2023)."""
-    with progress_bar("Random models:") as progress:
-        return variance_lab_pair(settings, progress, masks)
+    return variance_lab_pair(settings, progress, masks)
 
 
-@cached
-def model_variance(loaded: LoadedModel, result: ExtractionResult) -> VarianceCurves:
+@heavy("Running the model:", "texts")
+def model_variance(loaded: LoadedModel, result: ExtractionResult, *, progress) -> VarianceCurves:
     """The variance measurement on the selected model and corpus."""
-    with progress_bar("Running the model:", "texts") as progress:
-        return variance_on_model(
-            loaded, result.texts, result.settings.max_length, progress=progress
-        )
+    return variance_on_model(loaded, result.texts, result.settings.max_length, progress=progress)
 
 
 @cached
@@ -531,27 +548,21 @@ def random_copy(loaded: LoadedModel) -> LoadedModel:
     return random_like(loaded, seed=0)
 
 
-@cached
 def queries_keys(
     loaded: LoadedModel, result: ExtractionResult, n_texts: int, max_length: int, random_init: bool
 ) -> QKStats:
     """Mean query / key statistics per head on the first ``n_texts`` texts (Godey et al.)."""
-    model = random_copy(loaded) if random_init else loaded
+    model = random_copy(loaded) if random_init else loaded  # here: a worker thread has no session
     if random_init:
         label = "random init"
     else:
         label = "trained" if not loaded.info.random_init else loaded.info.display_name
-    with progress_bar("Random-init copy:" if random_init else "Queries and keys:") as progress:
-        return qk_stats(model, result.texts[:n_texts], max_length, label=label, progress=progress)
+    return _queries_keys(model, result, n_texts, max_length, label)
 
 
-def memo_with_progress(
-    name: str, key_parts: tuple, label: str, compute: Callable[[Progress], R], unit: str = ""
-) -> R:
-    """:func:`ui.common.memo` whose computation shows a progress bar (only while it runs)."""
-
-    def run() -> R:
-        with progress_bar(label, unit) as progress:
-            return compute(progress)
-
-    return memo(name, key_parts, run)
+@heavy("Queries and keys:", "texts")
+def _queries_keys(
+    model: LoadedModel, result: ExtractionResult, n_texts: int, max_length: int, label: str, *,
+    progress,
+) -> QKStats:  # fmt: skip
+    return qk_stats(model, result.texts[:n_texts], max_length, label=label, progress=progress)

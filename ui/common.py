@@ -10,10 +10,11 @@ opt-in, head) with a small ``max_entries``; extraction results in a process-wide
 from __future__ import annotations
 
 import hashlib
+import os
+import sys
 from collections.abc import Callable
-from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -24,10 +25,10 @@ from backend.engine.corpus import Corpus, bundled_corpus, corpus_from_bytes, cor
 from backend.engine.environment import quiet_libraries, use_offline_environment
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult, ExtractionSettings
+from backend.engine.flights import WaitState, WorkQueue
 from backend.engine.jsonio import strict_json
 from backend.engine.lru import LRU
 from backend.engine.models import LoadedModel, load_model
-from ui.progress import progress_bar
 from ui.saved import open_saved, saved_corpus, saved_model, saved_selection
 from ui.session import SELECTION_KEY
 
@@ -125,11 +126,79 @@ def extraction_key(loaded: LoadedModel, corpus: Corpus, settings: ExtractionSett
     return cache_key(loaded.fingerprint, corpus.sha, settings)
 
 
+# ----------------------------------------------------------------------------- shared work
+
+T = TypeVar("T")
+EXTRACTION_LOG = "isoscope: extraction started"  # one line per extraction the server runs
+
+
+def _workers() -> int:
+    raw = os.environ.get("ISOSCOPE_WORKERS", "").strip()
+    return int(raw) if raw.isdigit() and int(raw) > 0 else (os.cpu_count() or 1)
+
+
+# One per server process (a module is imported once, whatever the number of sessions): identical
+# work runs once, heavy work waits in a fair queue of at most ISOSCOPE_WORKERS runs at a time.
+WORK = WorkQueue(workers=_workers())
+
+
+def _session_id() -> str:
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    return ctx.session_id if ctx is not None else ""
+
+
+def _wait_text(state: WaitState, label: str, unit: str) -> str:
+    if not state.running:
+        ahead = state.ahead + state.busy
+        noun = "analysis" if ahead == 1 else "analyses"
+        return f"Waiting: {ahead} {noun} ahead of you · {label}"
+    if state.total:
+        suffix = f" {unit}" if unit else ""
+        return f"{label} {state.done:,} / {state.total:,}{suffix}"
+    return f"{label} …"
+
+
+def shared_run(
+    key: str,
+    label: str,
+    compute: Callable[[Callable[[int, int], bool]], T],
+    *,
+    heavy: bool = True,
+    unit: str = "",
+) -> T:
+    """``compute(progress)`` once per ``key`` across every session of this server (see
+    :mod:`backend.engine.flights`): a heavy one in the fair queue's worker threads (it must not
+    call Streamlit), a light one in the first caller's thread. A session that waits sees a bar
+    with its place in the queue, then the shared progress; closing the tab or changing a control
+    leaves the queue without cancelling what others wait for."""
+    bar = None
+
+    def on_wait(state: WaitState) -> None:
+        nonlocal bar
+        text = _wait_text(state, label, unit)
+        fraction = min(state.done / state.total, 1.0) if state.running and state.total else 0.0
+        if bar is None:
+            bar = st.progress(fraction, text=text)
+        else:
+            bar.progress(fraction, text=text)
+
+    try:
+        return WORK.run(
+            key, compute, owner=_session_id(), heavy=heavy, label=label, on_wait=on_wait
+        )
+    finally:
+        if bar is not None:
+            bar.empty()
+
+
 def get_extraction(
     selection: Selection | None = None, source: str | None = None
 ) -> tuple[LoadedModel, ExtractionResult]:
     """Model + extraction for the selection: this process's memory, else
-    :func:`backend.engine.cache.cached_extract` (disk cache, else a run with a progress bar)."""
+    :func:`backend.engine.cache.cached_extract` (disk cache, else a run), once for every session
+    that asks at the same time (:func:`shared_run`; a disk read does not queue behind runs)."""
     sel = selection or get_selection()
     saved = open_saved() if selection is None else None  # a saved analysis replaces the run
     if saved is not None and source in (None, saved.model.get("source")):
@@ -141,24 +210,70 @@ def get_extraction(
     result = store.get(key)
     if result is None:
         disk = ResultCache()
+        on_disk = disk.path(key).exists()
+
+        def compute(progress) -> ExtractionResult:
+            if not on_disk:
+                sys.stderr.write(f"{EXTRACTION_LOG}: {loaded.info.display_name} ({key[:12]})\n")
+            # a result that nothing could keep carries one notice saying so
+            done = cached_extract(loaded, corpus, sel.settings, progress, cache=disk)
+            store.put(key, done)  # here, so it is kept even if every waiter has left
+            return done
+
         label = f"Extracting hidden states of {loaded.info.display_name}:"
-        # no bar for a disk hit; a result that nothing could keep carries one notice saying so
-        bar = nullcontext(None) if disk.path(key).exists() else progress_bar(label, "texts")
-        with bar as progress:
-            result = cached_extract(loaded, corpus, sel.settings, progress, cache=disk)
-        store.put(key, result)
+        result = shared_run("extract:" + key, label, compute, heavy=not on_disk, unit="texts")
     return loaded, result
 
 
 def memo(name: str, key_parts: tuple, compute: Callable[[], Any]) -> Any:
     """Process-wide memo for derived analyses: ``key_parts`` must identify the inputs fully
-    (use :func:`extraction_key` of the result plus the parameters)."""
+    (use :func:`extraction_key` of the result plus the parameters). Computed once for all the
+    sessions that ask at the same time, in the first one's thread (cheap work: never queued)."""
     key = hashlib.sha256(repr((name, key_parts)).encode()).hexdigest()
     store = _memo_store()
     value = store.get(key)
     if value is None:
-        value = compute()
-        store.put(key, value)
+
+        def run(_progress) -> Any:
+            computed = compute()
+            store.put(key, computed)
+            return computed
+
+        value = shared_run("memo:" + key, name, run, heavy=False)
+    return value
+
+
+def memo_heavy(
+    name: str,
+    key_parts: tuple,
+    label: str,
+    compute: Callable[[Callable[[int, int], bool]], T],
+    unit: str = "",
+) -> T:
+    """:func:`memo` for heavy work (comparisons, reports, ablations, probes, scans, sweeps): it
+    waits in the server's fair queue and runs on a worker thread, so ``compute(progress)`` must
+    not call Streamlit. A computation told to stop because nobody waits any more (its progress
+    answered False) is not kept."""
+    key = hashlib.sha256(repr((name, key_parts)).encode()).hexdigest()
+    store = _memo_store()
+    value = store.get(key)
+    if value is None:
+
+        def run(progress) -> T:
+            stopped = False
+
+            def tracked(done: int, total: int) -> bool:
+                nonlocal stopped
+                keep_going = progress(done, total)
+                stopped = stopped or keep_going is False
+                return keep_going
+
+            computed = compute(tracked)
+            if not stopped:
+                store.put(key, computed)
+            return computed
+
+        value = shared_run("memo:" + key, label, run, heavy=True, unit=unit)
     return value
 
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 import hashlib
 from dataclasses import replace
 
-import streamlit as st
-
 from backend.analysis.compare.comparison import Comparison, compare_with_cache, comparison_cache_key
 from backend.analysis.compare.trajectory import Trajectory, resolve_checkpoints, run_trajectory
 from backend.engine.cache import ResultCache
@@ -18,10 +16,9 @@ from ui.common import (
     get_corpus,
     get_extraction,
     get_selection,
-    memo,
+    memo_heavy,
     remember_upload,
 )
-from ui.progress import progress_bar
 
 
 def model_b_options(model_a: str) -> dict[str, str]:
@@ -80,11 +77,12 @@ def cached_comparison(
         "label_b": label_b,
     }
 
-    def run() -> Comparison:
-        with st.spinner("Comparing A and B (CKA on every pair of hidden states)…"):
-            return compare_with_cache(ResultCache(), result_a, result_b, **options)
+    def run(progress) -> Comparison:
+        return compare_with_cache(ResultCache(), result_a, result_b, **options)
 
-    return memo("compare.compare", (comparison_cache_key(result_a, result_b, **options),), run)
+    key = (comparison_cache_key(result_a, result_b, **options),)
+    label = "Comparing A and B (CKA on every pair of hidden states)…"
+    return memo_heavy("compare.compare", key, label, run)
 
 
 def trajectory_paths(text: str) -> list[str]:
@@ -108,20 +106,19 @@ def cached_trajectory(paths: list[str]) -> Trajectory:
         sel.allow_pickle,
     )
 
-    def run() -> Trajectory:
-        with progress_bar("Trajectory:", "checkpoints") as progress:
-            return run_trajectory(
-                checkpoints,
-                corpus,
-                sel.settings,
-                device=sel.device,
-                dtype=sel.dtype,
-                allow_pickle=sel.allow_pickle,
-                cache=ResultCache(),
-                progress=progress,
-            )
+    def run(progress) -> Trajectory:
+        return run_trajectory(
+            checkpoints,
+            corpus,
+            sel.settings,
+            device=sel.device,
+            dtype=sel.dtype,
+            allow_pickle=sel.allow_pickle,
+            cache=ResultCache(),
+            progress=progress,
+        )
 
-    return memo("trajectory.run", key, run)
+    return memo_heavy("trajectory.run", key, "Trajectory:", run, "checkpoints")
 
 
 def _fingerprint(path) -> str:

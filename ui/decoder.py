@@ -25,9 +25,9 @@ from ui.common import (
     get_model,
     get_selection,
     memo,
+    memo_heavy,
     result_key,
 )
-from ui.progress import progress_bar
 
 
 def get_scan(n_texts: int, max_length: int) -> DecoderScan:
@@ -37,11 +37,12 @@ def get_scan(n_texts: int, max_length: int) -> DecoderScan:
     corpus = get_corpus()
     texts = corpus.texts[:n_texts]
 
-    def compute() -> DecoderScan:
-        with progress_bar(f"Scanning {loaded.info.display_name}:", "texts") as progress:
-            return scan_decoder(loaded, texts, max_length=max_length, progress=progress)
+    def compute(progress) -> DecoderScan:
+        return scan_decoder(loaded, texts, max_length=max_length, progress=progress)
 
-    return memo("massive.scan", (loaded.fingerprint, corpus.sha, n_texts, max_length), compute)
+    key = (loaded.fingerprint, corpus.sha, n_texts, max_length)
+    label = f"Scanning {loaded.info.display_name}:"
+    return memo_heavy("massive.scan", key, label, compute, "texts")
 
 
 def get_text_view(text: str, max_length: int) -> TextMagnitudes:

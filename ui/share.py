@@ -20,7 +20,7 @@ from backend.engine.extraction import ExtractionResult
 from backend.engine.lru import LRU
 from backend.engine.models import LoadedModel
 from backend.share.report import QUICK_SECTIONS, Report, build_report
-from ui.common import memo, result_key
+from ui.common import WORK, memo, result_key
 
 MAX_REPORTS = 4
 
@@ -44,8 +44,15 @@ def full_report(loaded: LoadedModel, result: ExtractionResult) -> Report:
     store = _full_reports()
     report = store.get(key)
     if report is None:
-        report = build_report(loaded, result)
-        store.put(key, report)
+
+        def compute(progress) -> Report:
+            built = build_report(loaded, result, progress=progress)
+            store.put(key, built)
+            return built
+
+        # Once for every session (a download button may build it outside the page's run, so no
+        # bar here: the Overview shows its own spinner while it waits).
+        report = WORK.run("report:" + key, compute, heavy=True, label="Building the report")
     return report
 
 

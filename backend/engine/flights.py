@@ -14,8 +14,14 @@ A classroom opens the same analysis 30 times at once. :class:`WorkQueue` makes t
   caller computes it in its own thread and the others wait on it.
 - **Waiters may leave.** ``on_wait`` is called about every ``poll_s`` seconds in the waiting
   thread; if it raises (Streamlit stops a closed session's script that way), the waiter leaves.
-  A queued flight that every waiter has left is dropped from the queue; a running one always
-  finishes, so a closed tab never cancels work that others wait for.
+  A queued flight that every waiter has left is dropped from the queue; a running one goes on,
+  so a closed tab never cancels work that others wait for. Once nobody waits any more, the
+  flight's ``progress`` returns False, which computations that can stop early take as a request
+  to stop (their callers then must not keep the partial result: see ``Flight.abandoned``).
+- **Control exceptions stay where they were raised.** A light computation runs in its first
+  caller's thread; if it ends with a ``BaseException`` that is not an ``Exception`` (Streamlit's
+  rerun/stop of that caller's script, ``KeyboardInterrupt``), only that caller gets it and the
+  other waiters start the work again among themselves.
 
 Plain Python (threads and locks), no Streamlit: ``ui.common`` holds one per server process.
 """
@@ -60,9 +66,15 @@ class _Flight:
         self.result: Any = None
         self.error: BaseException | None = None
         self.finished = threading.Event()
+        self.abandoned = False  # progress() answered False at least once
 
-    def progress(self, done: int, total: int) -> None:
+    def progress(self, done: int, total: int) -> bool:
+        """The computation's ``progress(done, total)``: False once nobody waits for it."""
         self.done, self.total = int(done), int(total)
+        if self.waiters <= 0:
+            self.abandoned = True
+            return False
+        return True
 
 
 class WorkQueue:
@@ -93,6 +105,24 @@ class WorkQueue:
         on_wait: Callable[[WaitState], None] | None = None,
     ) -> T:
         """``compute(progress)`` once per ``key`` however many threads ask at the same time."""
+        while True:
+            flight, lead = self._join(key, compute, owner, heavy, label)
+            try:
+                if lead and not heavy:
+                    self._execute(flight)
+                while not flight.finished.wait(self.poll_s):
+                    if on_wait is not None:
+                        on_wait(self.state_of(flight))
+            finally:
+                self._leave(flight)
+            error = flight.error
+            if error is None:
+                return flight.result
+            if isinstance(error, Exception) or lead or heavy:
+                raise error
+            # the leader's own control exception (its script was rerun or stopped): start again
+
+    def _join(self, key, compute, owner, heavy, label) -> tuple[_Flight, bool]:
         with self._lock:
             flight = self._flights.get(key)
             lead = flight is None
@@ -107,17 +137,7 @@ class WorkQueue:
             flight.waiters += 1
             if heavy:
                 self._dispatch()
-        try:
-            if lead and not heavy:
-                self._execute(flight)
-            while not flight.finished.wait(self.poll_s):
-                if on_wait is not None:
-                    on_wait(self.state_of(flight))
-        finally:
-            self._leave(flight)
-        if flight.error is not None:
-            raise flight.error
-        return flight.result
+            return flight, lead
 
     def state_of(self, flight: _Flight) -> WaitState:
         with self._lock:

@@ -175,3 +175,60 @@ def test_a_cancelled_waiter_does_not_cancel_the_computation():
 def test_needs_a_worker():
     with pytest.raises(ValueError):
         WorkQueue(workers=0)
+
+
+class ScriptRerun(BaseException):
+    """Like Streamlit's RerunException: a control exception of one session's script thread."""
+
+
+def test_a_leaders_control_exception_stays_with_it_and_the_others_start_again():
+    queue = WorkQueue(workers=1, poll_s=0.01)
+    leader_in = threading.Event()
+    release = threading.Event()
+    calls: list[str] = []
+
+    def leader_compute(progress):
+        calls.append("leader")
+        leader_in.set()
+        assert release.wait(10)
+        raise ScriptRerun  # the leader's own session was rerun mid-computation
+
+    def waiter_compute(progress):
+        calls.append("waiter")
+        return "computed again"
+
+    tl, _, el = _in_threads(1, lambda i: queue.run("k", leader_compute, heavy=False))
+    assert leader_in.wait(5)
+    tw, rw, ew = _in_threads(1, lambda i: queue.run("k", waiter_compute, heavy=False))
+    time.sleep(0.1)
+    release.set()
+    for t in tl + tw:
+        t.join(10)
+    assert isinstance(el[0], ScriptRerun)
+    assert ew == [None] and rw == ["computed again"] and calls == ["leader", "waiter"]
+
+
+def test_progress_answers_false_once_nobody_waits():
+    queue = WorkQueue(workers=1, poll_s=0.01)
+    answers: list[bool] = []
+    leave = threading.Event()
+    finish = threading.Event()
+
+    def compute(progress):
+        answers.append(progress(1, 3))
+        leave.set()
+        assert finish.wait(10)
+        answers.append(progress(2, 3))
+        return "partial"
+
+    def on_wait(state):
+        if leave.is_set():
+            raise Closed
+
+    with pytest.raises(Closed):
+        queue.run("k", compute, owner="gone", on_wait=on_wait)
+    finish.set()
+    deadline = time.monotonic() + 5
+    while len(answers) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert answers == [True, False]
