@@ -223,6 +223,8 @@ class Int8Accumulator:
             x = output[0] if isinstance(output, tuple) else output  # (B, T, d)
             if self.mask is None:
                 return
+            if x.ndim == 2 and x.shape[0] == self.mask.numel():  # OPT's MLP runs on (B*T, d)
+                x = x.reshape(*self.mask.shape, x.shape[-1])
             values = x[self.mask].abs()  # (N, d), non-padding tokens only
             self.counts[site] += (values >= self.magnitude).sum(dim=0)
             if values.numel():

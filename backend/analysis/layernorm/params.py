@@ -141,6 +141,11 @@ def find_norms(
         sites.append(
             NormSite(name, norm.role, layer, norm.path, module, norm.gamma_offset, norm.feeds_block)
         )
+    if not sites and parametric and any(_width(m) is None for m in modules.values()):
+        raise UnsupportedModelError(
+            f"{type(model).__name__}'s norms have no parameters (a non-parametric LayerNorm): "
+            "there is no gamma or beta for the LayerNorm page and `ablate` to read"
+        )
     if not sites:
         raise UnsupportedModelError(
             f"{type(model).__name__} model has no LayerNorm/RMSNorm of width {width}; the LayerNorm "
