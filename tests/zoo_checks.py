@@ -81,7 +81,7 @@ def wiring_errors(loaded) -> list[str]:
             errors.append(f"{norm.path} ({norm.role}) feeds outside its block: {norm.feeds_block}")
         seen: dict[str, float] = {}
 
-        def record(path):
+        def record(path, seen=seen):
             def fn(module, args, kwargs):
                 x = next(
                     (

@@ -18,7 +18,6 @@ from tests.zoo_checks import (
     wiring_errors,
 )
 
-
 # families whose norm views are refused, and the reason their one line must give
 NORMS_REFUSED = {"albert": "share one module", "olmo": "no parameters"}
 
