@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from backend.analysis.decoder.massive import peak_state
+from backend.analysis.decoder.sinks import SINK_THRESHOLD
 from backend.engine.errors import IsoscopeError
 from backend.plots.decoder import (
     feature_token_figure,
@@ -82,7 +84,7 @@ except IsoscopeError as exc:
 for note in scan.notes:
     st.caption(f"ℹ️ {note}")
 massive = scan.massive
-peak = int(massive.top_value[:, 0].argmax())
+peak = peak_state(massive)
 
 m1, m2, m3, m4 = st.columns(4)
 m1.metric(
@@ -92,7 +94,9 @@ m1.metric(
     f"{massive.top_position[peak, 0]} ({massive.top_token[peak, 0]})",
 )
 m2.metric("× median |h| there", f"{massive.ratio[peak]:,.0f}")
-m3.metric("Sink share (alpha > 0.3)", f"{scan.sinks.share:.0%}" if scan.sinks else "—")
+m3.metric(
+    f"Sink share (alpha > {SINK_THRESHOLD:g})", f"{scan.sinks.share:.0%}" if scan.sinks else "—"
+)
 m4.metric("int8 outlier features", str(len(scan.int8.outlier_features)) if scan.int8 else "—")
 st.caption(
     f"{loaded.info.display_name} · {scan.n_texts:,} texts · {scan.n_tokens:,} tokens (first position "
@@ -148,11 +152,11 @@ def text_tab() -> None:
     fig_pos = layer_position_figure(view)
     st.plotly_chart(fig_pos, width="stretch", key="massive_positions_chart")
     download_buttons("massive_positions", fig=fig_pos, name="massive_layers_by_positions")
-    peak_state = int(view.peak.max(axis=1).argmax())
+    text_peak = int(view.peak.max(axis=1).argmax())
     state_name = st.select_slider(
         "Hidden state for the feature × token view",
         list(view.state_names),
-        value=view.state_names[peak_state],
+        value=view.state_names[text_peak],
         key="massive_state",
     )
     state = list(view.state_names).index(state_name)
@@ -200,7 +204,9 @@ def sinks_tab() -> None:
         """
 alpha (Gu et al. 2024) is the attention a head pays to the first token, averaged over every query of a text
 (alpha_k = 1/(T−k+1) Σ_{i≥k} A_{i,k} with k the first token), then over texts. The **sink share** is the
-fraction of heads with alpha > 0.3 (reported: LLaMA-2-7B about 92 %, Mistral-7B about 97 %). Caveat on
+fraction of heads with alpha > """
+        + f"{SINK_THRESHOLD:g}"
+        + """ (reported: LLaMA-2-7B about 92 %, Mistral-7B about 97 %). Caveat on
 short texts: a causal head that spreads its attention evenly already gives alpha = H_T / T (the harmonic
 number over T), 0.31 at T = 9 but 0.05 at T = 128, so scan texts of some length. Encoders are measured the
 same way (attention to [CLS]). Attention weights need transformers' eager attention, used for this pass

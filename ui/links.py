@@ -57,8 +57,9 @@ STATE_WIDGETS = {"projections": "proj_state", "outliers": "out_state", "anisotro
 
 def _known_model(source: str) -> bool:
     """Sources a link may name: the sidebar presets, the bundled decoder, random models,
-    checkpoint folders that exist on this server and Hub models in its local Hugging Face cache
-    (never pickle weights: the opt-in is not in links)."""
+    checkpoint folders and ``.gguf`` files that exist on this server (as the sidebar accepts them)
+    and Hub models in its local Hugging Face cache (never pickle weights: the opt-in is not in
+    links)."""
     from backend.engine.models import local_hub_snapshot, parse_random_source
     from ui.sidebar import MODEL_PRESETS
 
@@ -75,6 +76,8 @@ def _known_model(source: str) -> bool:
             return False
         return True
     folder = Path(source).expanduser()
+    if source.lower().endswith(".gguf"):
+        return folder.is_file()
     return (folder.is_dir() and (folder / "config.json").exists()) or (
         not folder.exists() and local_hub_snapshot(source) is not None
     )

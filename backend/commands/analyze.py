@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
 from backend.analysis.geometry.isotropy import HISTOGRAM_BINS, N_PAIRS
 from backend.commands.common import (
     ProgressPrinter,
     add_cache_args,
+    add_exclude_first_arg,
     add_model_args,
     check_cache_args,
     check_out_path,
     extract_with_cache,
     load_model_from_args,
     progress_line,
+    resolve_exclude_first,
     write_json,
 )
 
@@ -65,6 +68,7 @@ def add_parser(sub) -> None:
         default=5,
         help="dimensions listed in top_cosine_dims (Timkey's cosine contribution)",
     )
+    add_exclude_first_arg(p)
     add_cache_args(p)
     p.add_argument(
         "--save",
@@ -136,9 +140,11 @@ def run(args: argparse.Namespace) -> int:
         sample_budget_bytes=parse_size(args.sample_budget, "--sample-budget"),
     )
     if args.engine == "ray":
+        settings = replace(settings, exclude_first=resolve_exclude_first(args))
         result = run_ray(args, settings)
     else:
         loaded = load_model_from_args(args)
+        settings = replace(settings, exclude_first=resolve_exclude_first(args, loaded))
         result = extract_with_cache(loaded, corpus, settings, args)
     for notice in result.notices:
         progress_line(f"note: {notice}")

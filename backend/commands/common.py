@@ -165,3 +165,32 @@ def write_json(path: Path, payload: dict) -> None:
     tmp.write_text(strict_json(payload, indent=1))
     os.replace(tmp, path)
     progress_line(f"wrote {path}")
+
+
+EXCLUDE_FIRST = ("auto", "on", "off")
+
+
+def add_exclude_first_arg(parser: argparse.ArgumentParser) -> None:
+    """``--exclude-first auto|on|off``: leave position 0 of every text out of the statistics;
+    ``auto`` (the UI's default) is on for causal models, whose first position does not depend on
+    the text (the attention sink and its massive activation)."""
+    parser.add_argument(
+        "--exclude-first",
+        choices=EXCLUDE_FIRST,
+        default="auto",
+        help="leave the first position of every text out: auto = on for causal (decoder) models, "
+        "off for encoders (default auto, as in the dashboard)",
+    )
+
+
+def resolve_exclude_first(args: argparse.Namespace, loaded=None) -> bool:
+    """``--exclude-first`` as a bool: ``auto`` follows the loaded model's causal flag (or, without
+    a loaded model, :func:`backend.engine.models.source_is_causal`)."""
+    choice = getattr(args, "exclude_first", "auto") or "auto"
+    if choice != "auto":
+        return choice == "on"
+    if loaded is not None:
+        return bool(loaded.info.is_causal)
+    from backend.engine.models import source_is_causal
+
+    return source_is_causal(args.model)

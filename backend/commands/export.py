@@ -4,14 +4,17 @@ clipped, for the TensorBoard Embedding Projector or Apple's embedding-atlas (see
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
 from backend.commands.common import (
     ProgressPrinter,
     add_cache_args,
+    add_exclude_first_arg,
     add_model_args,
     extract_with_cache,
     load_model_from_args,
     progress_line,
+    resolve_exclude_first,
 )
 
 
@@ -42,6 +45,7 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--sample-size", type=int, default=8000, help="token vectors in the sample")
+    add_exclude_first_arg(p)
     add_cache_args(p)
     p.set_defaults(func=run)
 
@@ -74,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     loaded = load_model_from_args(args)
+    settings = replace(settings, exclude_first=resolve_exclude_first(args, loaded))
     try:
         state = parse_hidden_state(args.state, loaded.info.num_layers)
     except ValueError as exc:

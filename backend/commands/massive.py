@@ -33,7 +33,7 @@ def add_parser(sub) -> None:
 
 
 def run_massive(args: argparse.Namespace) -> int:
-    from backend.analysis.decoder.massive import scan_decoder
+    from backend.analysis.decoder.massive import peak_state, scan_decoder
     from backend.engine.corpus import load_corpus_file
     from backend.engine.errors import InputError
 
@@ -56,13 +56,15 @@ def run_massive(args: argparse.Namespace) -> int:
     for note in scan.notes:
         progress_line(f"note: {note}")
     massive = scan.massive
-    peak = int(massive.top_value[:, 0].argmax())
+    peak = peak_state(massive)
     progress_line(
         f"largest |h|: {massive.top_value[peak, 0]:.1f} at hidden state {massive.state_names[peak]}, "
         f"dim {massive.top_dim[peak, 0]}, position {massive.top_position[peak, 0]}"
     )
     if scan.sinks is not None:
-        progress_line(f"sink share (alpha > 0.3): {scan.sinks.share:.1%} of heads")
+        progress_line(
+            f"sink share (alpha > {scan.sinks.threshold:g}): {scan.sinks.share:.1%} of heads"
+        )
     if scan.int8 is not None:
         progress_line(scan.int8.verdict())
     write_json(

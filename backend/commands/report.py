@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import argparse
 import os
+from dataclasses import replace
 
 from backend.analysis.geometry.isotropy import N_PAIRS
 from backend.commands.common import (
     ProgressPrinter,
     add_cache_args,
+    add_exclude_first_arg,
     add_model_args,
     extract_with_cache,
     load_model_from_args,
     progress_line,
+    resolve_exclude_first,
 )
 
 
@@ -47,6 +50,7 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--random-controls", type=int, default=3, help="random dim sets compared with the ablation"
     )
+    add_exclude_first_arg(p)
     add_cache_args(p)
     p.set_defaults(func=run)
 
@@ -86,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     loaded = load_model_from_args(args)
+    settings = replace(settings, exclude_first=resolve_exclude_first(args, loaded))
     result = extract_with_cache(loaded, corpus, settings, args)
     for notice in result.notices:
         progress_line(f"note: {notice}")

@@ -20,20 +20,25 @@ Hook = Callable[[torch.nn.Module, Any, Any], Any]
 
 @contextmanager
 def forward_hooks(
-    hooks: Mapping[torch.nn.Module, Hook | list[Hook]], *, pre: bool = False
+    hooks: Mapping[torch.nn.Module, Hook | list[Hook]],
+    *,
+    pre: bool = False,
+    with_kwargs: bool = False,
 ) -> Iterator[None]:
     """Attach ``{module: fn}`` (or ``{module: [fn, ...]}``) forward hooks for the ``with`` body.
 
     ``fn(module, inputs, output)`` may return a replacement output, as torch allows. With
-    ``pre=True`` the hooks are forward *pre*-hooks, ``fn(module, inputs)``. Every hook is removed
-    on exit, including when registering a later one or the body raises.
+    ``pre=True`` the hooks are forward *pre*-hooks, ``fn(module, inputs)``. With
+    ``with_kwargs=True`` they also get the keyword arguments: ``fn(module, args, kwargs)`` (pre) or
+    ``fn(module, args, kwargs, output)``. Every hook is removed on exit, including when registering
+    a later one or the body raises.
     """
     handles: list[torch.utils.hooks.RemovableHandle] = []
     try:
         for module, fns in hooks.items():
             for fn in fns if isinstance(fns, list | tuple) else [fns]:
                 register = module.register_forward_pre_hook if pre else module.register_forward_hook
-                handles.append(register(fn))
+                handles.append(register(fn, with_kwargs=True) if with_kwargs else register(fn))
         yield
     finally:
         for handle in handles:

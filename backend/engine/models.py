@@ -44,28 +44,6 @@ PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 HEADS = ("base", "mlm")
 DEVICE_MAPS = (None, "auto")
 
-_CAUSAL_TYPES = {
-    "gpt2",
-    "gpt_neo",
-    "gptj",
-    "gpt_neox",
-    "llama",
-    "mistral",
-    "qwen2",
-    "qwen3",
-    "opt",
-    "phi",
-    "phi3",
-    "falcon",
-    "bloom",
-    "gemma",
-    "gemma2",
-    "olmo",
-    "pythia",
-    "codegen",
-    "ctrl",
-}
-
 
 def default_model_dir() -> Path:
     """Folder of the bundled all-MiniLM-L6-v2 (loads with AutoModel/AutoTokenizer)."""
@@ -492,21 +470,13 @@ def _position_embedding_kind(model: torch.nn.Module, config: Any) -> str:
     return arch.position_embedding_label(model)
 
 
-def _is_causal(config: Any) -> bool:
-    archs = getattr(config, "architectures", None) or []
-    return bool(
-        getattr(config, "is_decoder", False)
-        or config.model_type in _CAUSAL_TYPES
-        or any(a.endswith("ForCausalLM") or "LMHead" in a for a in archs)
-    )
-
-
 @functools.lru_cache(maxsize=64)
 def source_is_causal(source: str) -> bool:
-    """Whether ``source`` names a causal (decoder) model, decided from its name or config.json
-    without loading weights (the sidebar turns 'exclude the first position' on for decoders)."""
-    from types import SimpleNamespace
-
+    """Whether ``source`` names a causal (decoder) model, decided without loading weights: the
+    attention modules' flags of the model its config builds on the meta device
+    (:func:`backend.engine.arch.config_is_causal`). The sidebar turns 'exclude the first
+    position' on for decoders; the loaded model's card decides from the weights
+    (:func:`backend.engine.arch.is_causal`)."""
     from backend.engine.gguf import is_gguf_source
 
     source = (source or "").strip()
@@ -516,19 +486,15 @@ def source_is_causal(source: str) -> bool:
     if low.startswith("random:"):
         return low.split(":")[1].strip().startswith("gpt2")
     if is_gguf_source(source):
-        return True
+        return True  # llama.cpp files are decoder LMs; the loaded card decides from the weights
     try:
+        from transformers import AutoConfig
+
         folder, _ = _resolve_folder(source)
-        config = json.loads((folder / "config.json").read_text())
+        config = AutoConfig.from_pretrained(folder, trust_remote_code=False, local_files_only=True)
     except Exception:
         return False
-    return _is_causal(
-        SimpleNamespace(
-            architectures=config.get("architectures"),
-            is_decoder=config.get("is_decoder", False),
-            model_type=config.get("model_type", ""),
-        )
-    )
+    return arch.config_is_causal(config)
 
 
 def _finish(parts: dict, device: torch.device, dtype: torch.dtype) -> LoadedModel:
@@ -570,7 +536,7 @@ def _finish(parts: dict, device: torch.device, dtype: torch.dtype) -> LoadedMode
         num_heads=int(getattr(config, "num_attention_heads", 0) or 0),
         num_parameters=sum(p.numel() for p in model.parameters()),
         position_embedding=_position_embedding_kind(model, config),
-        is_causal=_is_causal(config),
+        is_causal=arch.is_causal(model),
         max_positions=getattr(config, "max_position_embeddings", None),
         has_mlm_head=has_mlm,
         random_init=parts["random"],

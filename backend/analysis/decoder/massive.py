@@ -11,21 +11,26 @@ Per hidden state (``emb``, 1 .. L; note transformers returns the LAST one after 
 which is why the massive values vanish there) :class:`MassiveStats` holds, over every non-padding
 token of the corpus, first position included:
 
-- the 3 largest |h| over all (token, dim) pairs, with dim, text, position and token;
-- the median |h| over all (token, dim) pairs. An exact median needs every value; instead each
-  state keeps a histogram of log10 |h| with 200 bins per decade over [1e-6, 1e5] (updated on the
-  model's device), and the median is read off it with log-linear interpolation inside its bin: the
-  relative error is below one bin width, 10**(1/200) - 1 = 1.2 % (values under 1e-6 count in the
-  first bin, so a median that small is reported as ~1e-6);
+- the 3 largest |h| at distinct (dim, position) sites, with dim, text, position and token: on a
+  causal model the first position does not depend on the text, so every text's first token gives
+  the same (dim, position, value), and it is listed once (the first text holding it);
+- the median |h| over all (token, dim) pairs, exact: the first pass keeps a histogram of log10 |h|
+  with 200 bins per decade over [1e-6, 1e5] (on the model's device), a second pass over the same
+  batches counts the values below a 3-bin band around the histogram's median and keeps those
+  inside it, and the median is selected from them (``median_exact``; should the band hold more
+  than 50 million values, the histogram's log-linear estimate, within 1.2 %, is kept);
 - ``n_above_100``: the number of activations with |h| > 100 (exact), and ``n_massive``: those with
-  |h| > max(100, 1000 x median). Every activation above 100 is kept (value, dim, text, position,
-  token; up to 2 million in all, after which ``n_massive`` falls back to the histogram and
-  ``massive_exact`` is False), so the massive ones are also attributed to their carriers: the
-  first position, delimiter tokens, or other tokens.
+  |h| > max(100, 1000 x median), exact with the exact median. Every activation above 100 is kept
+  (value, dim, text, position, token; up to 2 million in all, after which the second pass keeps
+  their values only and the carriers are not attributed), so the massive ones are also
+  attributed to their carriers: the first position, delimiter tokens, or other tokens.
 
-:func:`scan_decoder` runs the model once over the corpus (eager attention, hidden states and norm
-hooks together) and returns massive activations, attention sinks (``backend.analysis.decoder.sinks``) and
-LLM.int8-style outlier features (``backend.analysis.decoder.int8``) in one :class:`DecoderScan`.
+:func:`peak_state` is the one rule for "the peak state" (the largest |h|).
+
+:func:`scan_decoder` runs the model over the corpus (eager attention, hidden states and norm
+hooks together, then the hidden states once more for the exact median) and returns massive
+activations, attention sinks (``backend.analysis.decoder.sinks``) and LLM.int8-style outlier features
+(``backend.analysis.decoder.int8``) in one :class:`DecoderScan`.
 """
 
 from __future__ import annotations
@@ -40,6 +45,15 @@ import numpy as np
 import torch
 
 from backend.analysis.decoder.int8 import Int8Accumulator, Int8Stats
+from backend.analysis.decoder.loghist import (
+    BINS_PER_DECADE,
+    LOG_LO,
+    N_BINS,
+    bin_edge,
+    log_histogram,
+    median_bin,
+    median_from_histogram,
+)
 from backend.analysis.decoder.sinks import SinkAccumulator, SinkStats, eager_attention
 from backend.engine.device import to_numpy
 from backend.engine.errors import InputError, UnsupportedModelError
@@ -54,9 +68,8 @@ Progress = Callable[[int, int], None]
 ABS_THRESHOLD = 100.0
 MEDIAN_RATIO = 1000.0
 TOP_K = 3
-LOG_LO, LOG_HI, BINS_PER_DECADE = -6.0, 5.0, 200
-N_BINS = int((LOG_HI - LOG_LO) * BINS_PER_DECADE)
 MAX_CANDIDATES = 2_000_000
+MAX_BAND = 50_000_000  # values kept per scan for the exact median (second pass)
 ATTENTION_BYTES = 1 << 30  # cap on the attention weights of one batch (all layers)
 
 _NEWLINES = ("Ċ", "<0x0A>", "\n", "ĊĊ", "\n\n")
@@ -100,6 +113,7 @@ class MassiveStats:
     carriers: tuple[dict, ...]
     massive_exact: bool
     n_tokens: int
+    median_exact: bool = False
 
     @property
     def ratio(self) -> np.ndarray:
@@ -156,15 +170,7 @@ class DecoderScan:
 
 def _median_from_histogram(hist: np.ndarray) -> np.ndarray:
     """Median of each row's log10-|h| histogram (S, N_BINS), log-linear inside the median bin."""
-    total = hist.sum(axis=1)
-    cum = np.cumsum(hist, axis=1)
-    half = total / 2.0
-    idx = np.argmax(cum >= half[:, None], axis=1)
-    below = np.where(idx > 0, cum[np.arange(len(idx)), idx - 1], 0)
-    inside = hist[np.arange(len(idx)), idx]
-    frac = np.where(inside > 0, (half - below) / np.maximum(inside, 1), 0.5)
-    log_value = LOG_LO + (idx + frac) / BINS_PER_DECADE
-    return np.where(total > 0, 10.0**log_value, np.nan)
+    return median_from_histogram(hist)
 
 
 def _count_above_from_histogram(hist: np.ndarray, threshold: np.ndarray) -> np.ndarray:
@@ -175,14 +181,27 @@ def _count_above_from_histogram(hist: np.ndarray, threshold: np.ndarray) -> np.n
     return (hist * above).sum(axis=1)
 
 
+def _merge_top(old: list[tuple], new: list[tuple]) -> list[tuple]:
+    """The TOP_K largest of ``old + new`` (value, dim, text, position, token id) with one entry per
+    (dim, position) site: the largest value of each (the earlier one on a tie)."""
+    best: dict[tuple[int, int], tuple] = {}
+    for item in old + new:
+        key = (item[1], item[3])
+        if key not in best or item[0] > best[key][0]:
+            best[key] = item
+    ranked = sorted(best.values(), key=lambda item: -item[0])  # stable: earlier first on ties
+    return ranked[:TOP_K]
+
+
 class MassiveAccumulator:
-    """Streams top-3 |h|, a log-|h| histogram and every |h| > 100 per hidden state."""
+    """Streams the top-3 distinct (dim, position) sites of |h|, a log-|h| histogram and every
+    |h| > 100 per hidden state; :meth:`refine` (a second pass over the same batches, after
+    :meth:`begin_refine`) makes the median and the massive counts exact."""
 
     def __init__(self, num_states: int, device: torch.device) -> None:
         self.num_states = num_states
         self.device = device
-        self.top_value = torch.full((num_states, TOP_K), -1.0, dtype=torch.float64)
-        self.top_meta = torch.full((num_states, TOP_K, 4), -1, dtype=torch.int64)  # dim,text,pos,id
+        self.top: list[list[tuple]] = [[] for _ in range(num_states)]
         self.hist = torch.zeros(num_states, N_BINS, dtype=torch.int64, device=device)
         self.n_above = torch.zeros(num_states, dtype=torch.int64, device=device)
         self.candidates: list[np.ndarray] = []  # rows (state, dim, text, pos, token id) int64
@@ -190,6 +209,14 @@ class MassiveAccumulator:
         self.n_candidates = 0
         self.overflow = False
         self.n_tokens = 0
+        self.n_values = 0
+        self._band: tuple[torch.Tensor, torch.Tensor] | None = None  # (S,) lo, hi on device
+        self._below: torch.Tensor | None = None
+        self._band_values: list[list[np.ndarray]] = [[] for _ in range(num_states)]
+        self._band_size = 0
+        self._big_values: list[list[np.ndarray]] = [[] for _ in range(num_states)]
+        self.refined = False
+        self.band_overflow = False
 
     def update(self, hidden: torch.Tensor, meta: torch.Tensor) -> None:
         """``hidden``: (S, N, d) activations of the batch's N non-padding tokens (model device);
@@ -198,30 +225,20 @@ class MassiveAccumulator:
         if n == 0:
             return
         self.n_tokens += n
-        k = min(TOP_K, n * d)
-        values = torch.empty(s_count, k, dtype=torch.float64)
-        index = torch.empty(s_count, k, dtype=torch.int64)
+        self.n_values += n * d  # per state
+        positions = meta[:, 1].to(hidden.device)
+        n_pos = int(meta[:, 1].max()) + 1
+        index = positions[:, None].expand(-1, d)
         found: list[tuple[int, torch.Tensor, torch.Tensor]] = []
         for s in range(s_count):  # one state at a time: (N, d) temporaries, not (S, N, d)
             magnitude = hidden[s].abs().float()  # (N, d)
-            top, where = magnitude.reshape(-1).topk(k)
-            values[s] = torch.from_numpy(to_numpy(top))
-            index[s] = torch.from_numpy(to_numpy(where, dtype=None))
-            # log10 |h| histogram; clamped into range so nothing falls outside the bins
-            logs = magnitude.clamp(10.0**LOG_LO, 10.0 ** (LOG_HI - 1e-3)).log10_()
-            self.hist[s] += torch.histc(logs, N_BINS, LOG_LO, LOG_HI).to(torch.int64)
+            self._update_top(s, magnitude, positions, index, n_pos, meta)
+            self.hist[s] += log_histogram(magnitude)
             big = magnitude > ABS_THRESHOLD
             n_big = big.sum()
             self.n_above[s] += n_big
             if not self.overflow and int(n_big):
                 found.append((s, torch.nonzero(big), magnitude[big]))
-        rows, dims = index // d, index % d
-        batch_meta = torch.cat([dims[..., None], meta[rows]], dim=-1)  # (S, k, 4)
-        all_values = torch.cat([self.top_value, values], dim=1)
-        all_meta = torch.cat([self.top_meta, batch_meta], dim=1)
-        keep = all_values.argsort(dim=1, descending=True, stable=True)[:, :TOP_K]
-        self.top_value = all_values.gather(1, keep)
-        self.top_meta = all_meta.gather(1, keep[..., None].expand(-1, -1, 4))
         if self.overflow or not found:
             return
         if self.n_candidates + sum(len(w) for _, w, _ in found) > MAX_CANDIDATES:
@@ -238,13 +255,83 @@ class MassiveAccumulator:
             self.candidate_values.append(to_numpy(vals))
             self.n_candidates += len(where)
 
+    def _update_top(self, s, magnitude, positions, index, n_pos, meta) -> None:
+        """The batch's largest |h| per (position, dim) site, its top TOP_K sites, merged in."""
+        d = magnitude.shape[1]
+        per_site = torch.zeros(n_pos, d, dtype=magnitude.dtype, device=magnitude.device)
+        per_site.scatter_reduce_(0, index, magnitude, reduce="amax", include_self=False)
+        k = min(TOP_K, n_pos * d)
+        values, where = per_site.reshape(-1).topk(k)
+        new = []
+        for value, flat in zip(
+            to_numpy(values).tolist(), to_numpy(where, dtype=None).tolist(), strict=True
+        ):
+            pos, dim = divmod(int(flat), d)
+            column = torch.where(positions == pos, magnitude[:, dim], -1.0)
+            row = int(column.argmax())  # the first text holding it
+            text, position, token = (int(v) for v in meta[row].tolist())
+            new.append((float(value), dim, text, position, token))
+        self.top[s] = _merge_top(self.top[s], new)
+
+    # ------------------------------------------------------------------ exact median, second pass
+
+    def begin_refine(self) -> None:
+        """Fix, per state, a band of 3 histogram bins around the median for :meth:`refine`."""
+        hist = to_numpy(self.hist, dtype=None)
+        idx = median_bin(hist)
+        lo = torch.as_tensor(bin_edge(np.maximum(idx - 1, 0)), device=self.device)
+        hi = torch.as_tensor(bin_edge(idx + 2), device=self.device)
+        lo = torch.where(torch.as_tensor(idx <= 1, device=self.device), torch.zeros_like(lo), lo)
+        self._band = (lo, hi)
+        self._below = torch.zeros(self.num_states, dtype=torch.int64, device=self.device)
+        self._band_values = [[] for _ in range(self.num_states)]
+        self._big_values = [[] for _ in range(self.num_states)]
+        self._band_size = 0
+
+    def refine(self, hidden: torch.Tensor) -> None:
+        """Second pass over the same tokens: count |h| below each band, keep the values inside it
+        (for the exact median) and, if the first pass overflowed, every |h| > 100."""
+        assert self._band is not None and self._below is not None
+        lo, hi = self._band
+        for s in range(hidden.shape[0]):
+            magnitude = hidden[s].abs().float().reshape(-1)
+            self._below[s] += (magnitude < lo[s]).sum()
+            inside = magnitude[(magnitude >= lo[s]) & (magnitude < hi[s])]
+            self._band_size += int(inside.numel())
+            if self._band_size > MAX_BAND:
+                self.band_overflow = True
+            elif not self.band_overflow:
+                self._band_values[s].append(to_numpy(inside))
+            if self.overflow:
+                big = magnitude[magnitude > ABS_THRESHOLD]
+                self._big_values[s].append(to_numpy(big))
+        self.refined = True
+
+    def _exact_median(self) -> np.ndarray | None:
+        if not self.refined or self.band_overflow or self._below is None or not self.n_tokens:
+            return None
+        n = self.n_values  # values per state
+        below = to_numpy(self._below, dtype=None)
+        out = np.empty(self.num_states)
+        for s in range(self.num_states):
+            band = np.sort(np.concatenate(self._band_values[s] or [np.empty(0)]))
+            r1, r2 = (n - 1) // 2 - below[s], n // 2 - below[s]
+            if r1 < 0 or r2 >= len(band):
+                return None  # the histogram bin and the exact comparison disagree: stay approximate
+            out[s] = (float(band[r1]) + float(band[r2])) / 2.0
+        return out
+
     def finish(self, state_names: list[str], id_to_token: Callable[[list[int]], list[str]]):
         hist = to_numpy(self.hist, dtype=None)
-        median = _median_from_histogram(hist)
+        exact = self._exact_median()
+        median = exact if exact is not None else _median_from_histogram(hist)
         threshold = np.maximum(ABS_THRESHOLD, MEDIAN_RATIO * np.nan_to_num(median, nan=0.0))
-        top_value = to_numpy(self.top_value)
-        top_value[top_value < 0] = np.nan
-        meta = to_numpy(self.top_meta, dtype=None)
+        top_value = np.full((self.num_states, TOP_K), np.nan)
+        meta = np.full((self.num_states, TOP_K, 4), -1, dtype=np.int64)
+        for s, items in enumerate(self.top):
+            for k, (value, dim, text, position, token) in enumerate(items):
+                top_value[s, k] = value
+                meta[s, k] = (dim, text, position, token)
         ids = meta[..., 3]
         tokens = np.array(
             [id_to_token([int(i)])[0] if i >= 0 else "" for i in ids.reshape(-1)], dtype=object
@@ -252,8 +339,19 @@ class MassiveAccumulator:
         carriers: list[dict] = [
             {"first": 0, "delimiter": 0, "other": 0, "dims": [], "tokens": []} for _ in state_names
         ]
+        counts_exact = True
         if self.overflow:
-            n_massive = _count_above_from_histogram(hist, threshold).astype(np.int64)
+            if self.refined:
+                n_massive = np.array(
+                    [
+                        int((np.concatenate(v or [np.empty(0)]) > threshold[s]).sum())
+                        for s, v in enumerate(self._big_values)
+                    ],
+                    dtype=np.int64,
+                )
+            else:
+                n_massive = _count_above_from_histogram(hist, threshold).astype(np.int64)
+                counts_exact = False
         else:
             n_massive = np.zeros(self.num_states, dtype=np.int64)
             if self.candidates:
@@ -275,8 +373,9 @@ class MassiveAccumulator:
             n_massive=n_massive,
             threshold=threshold,
             carriers=tuple(carriers),
-            massive_exact=not self.overflow,
+            massive_exact=counts_exact and (exact is not None or not self.refined),
             n_tokens=self.n_tokens,
+            median_exact=exact is not None,
         )
 
 
@@ -327,10 +426,26 @@ def _padded(tokenized: TokenizedCorpus, rows: np.ndarray, pad_id: int):
 
 
 def int8_sites(loaded: LoadedModel) -> list:
-    """The per-layer norms (``backend.analysis.layernorm.params``) whose outputs feed attention and the MLP."""
-    from backend.analysis.layernorm.params import norms_of
+    """The norms (``backend.analysis.layernorm.params``) whose outputs are the inputs of projections
+    inside the Transformer blocks (the traced wiring of :func:`backend.engine.arch.wiring`): exactly
+    LLM.int8's measurement points. Gemma-2/3's post-attention / post-feedforward norms, whose
+    outputs only join the residual stream, are not sites."""
+    from backend.analysis.layernorm.params import find_norms
 
-    return [site for site in norms_of(loaded) if site.layer is not None]
+    sites = find_norms(
+        loaded.model,
+        num_layers=loaded.info.num_layers,
+        width=loaded.info.hidden_size,
+        parametric=False,
+    )
+    return [site for site in sites if site.feeds_projections]
+
+
+def peak_state(stats: MassiveStats) -> int:
+    """The peak state of a massive-activation scan: the hidden state holding the largest |h|
+    (its top value). The one rule the decoder page, the CLI and the report use."""
+    values = np.nan_to_num(np.asarray(stats.top_value[:, 0], dtype=np.float64), nan=-np.inf)
+    return int(np.argmax(values))
 
 
 def scan_decoder(
@@ -416,7 +531,23 @@ def scan_decoder(
                         sink_acc.update(attentions, torch.from_numpy(lengths))
                 done += len(rows)
                 if progress is not None:
-                    progress(done, len(tokenized.input_ids))
+                    progress(done, 2 * len(tokenized.input_ids))
+    if massive.n_tokens:  # second pass: the exact median |h| (and counts past MAX_CANDIDATES)
+        massive.begin_refine()
+        with torch.inference_mode():
+            for rows in batches:
+                ids, mask, lengths = _padded(tokenized, rows, pad_id)
+                mask_t = torch.from_numpy(mask).to(device)
+                out = encoder(
+                    input_ids=torch.from_numpy(ids).to(device),
+                    attention_mask=mask_t.long(),
+                    output_hidden_states=True,
+                    **extra,
+                )
+                massive.refine(torch.stack(out.hidden_states)[:, mask_t].to(massive.device))
+                done += len(rows)
+                if progress is not None:
+                    progress(done, 2 * len(tokenized.input_ids))
     sink_stats = None
     if sink_acc is not None:
         if attention_missing:

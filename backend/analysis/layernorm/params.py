@@ -18,12 +18,13 @@ Pre-LN models (GPT-2, Llama-style, ...; recognised by a norm after the last laye
 - ``L{i}.pre_mlp_ln`` (``pre_mlp``): normalises the input of the MLP (GPT-2 ``ln_2``);
 - ``final_ln`` (``final``): after the last layer (GPT-2 ``ln_f``).
 
-Either kind: ``L{i}.norm{k}`` (``other``) for a further norm inside layer i (k = its 1-based place
-among the layer's norms, e.g. Gemma-2's post-attention norm ``L{i}.norm2``) and ``head.ln``
-(``head``) for the MLM head's transform LayerNorm.
+Sandwich-norm decoders (Gemma-2/3) add ``L{i}.attn_ln`` / ``L{i}.out_ln`` (roles ``attn`` /
+``out``: the post-attention and post-feedforward norms, which feed no projection). Either kind:
+``L{i}.norm{k}`` (``other``) for a further norm inside layer i (k = its 1-based place among the
+layer's norms, e.g. OLMo-2's q norm) and ``head.ln`` (``head``) for the MLM head's LayerNorm.
 
-Where each norm lives, and whether the model is pre-LN, comes from the architecture map
-(:mod:`backend.engine.arch`; a family without an entry is refused with UnsupportedModelError). RMSNorm
+Where each norm lives, its role, what it feeds and whether the model is pre-LN come from one traced
+forward pass (:func:`backend.engine.arch.wiring`; no family table needed). RMSNorm
 (Llama family) has no beta (treated as absent); Gemma's RMSNorm scales by 1 + weight, so its
 reported gamma is weight + 1.
 """
@@ -37,7 +38,7 @@ import numpy as np
 import torch
 
 from backend.analysis.layernorm.thresholds import LN_THRESHOLDS, LayerNormThresholds
-from backend.engine.arch import architecture
+from backend.engine.arch import wiring
 from backend.engine.device import to_numpy
 from backend.engine.errors import InputError, UnsupportedModelError
 from backend.engine.models import LoadedModel
@@ -67,6 +68,14 @@ class NormSite:
     path: str
     module: torch.nn.Module = field(repr=False, compare=False)
     gamma_offset: float = 0.0  # effective gamma = weight + offset (Gemma's RMSNorm: 1)
+    feeds: tuple[str, ...] = field(
+        default=(), compare=False
+    )  # projections its output is the input of
+
+    @property
+    def feeds_projections(self) -> bool:
+        """Whether this norm's output is the input of a projection inside a Transformer block."""
+        return bool(self.feeds)
 
     @property
     def has_bias(self) -> bool:
@@ -79,52 +88,68 @@ def _width(module: torch.nn.Module) -> int | None:
 
 
 def find_norms(
-    model: torch.nn.Module, *, num_layers: int | None = None, width: int | None = None
+    model: torch.nn.Module,
+    *,
+    num_layers: int | None = None,
+    width: int | None = None,
+    parametric: bool = True,
 ) -> list[NormSite]:
     """All norms of ``model`` (a base model or a ``*ForMaskedLM``), named canonically, in forward
-    order (embedding LN, each layer's norms, final LN, head LN). Where they live comes from the
-    architecture map (:mod:`backend.engine.arch`); norms narrower than the model width (ELECTRA's
+    order (embedding LN, each layer's norms, final LN, head LN). Where they live and their roles
+    come from the traced wiring (:func:`backend.engine.arch.wiring`); norms narrower than the model width (ELECTRA's
     embedding LayerNorm before its projection) are left out.
 
-    Raises :class:`UnsupportedModelError` for a family the map does not know.
+    ``parametric=False`` also keeps norms without a weight (OLMo's non-parametric LayerNorm), for
+    the views that read norm outputs rather than parameters (int8 sites).
+
+    Raises :class:`UnsupportedModelError` when the norms cannot be traced per layer (ALBERT).
     """
     config = model.config
     width = int(width or getattr(config, "hidden_size", 0) or 0)
     try:
-        arch = architecture(model)
+        wired = wiring(model)
     except UnsupportedModelError as exc:
         raise UnsupportedModelError(
             f"no LayerNorm map for this model: {exc}; the LayerNorm page and `ablate` need one"
         ) from exc
-    if num_layers is not None and int(num_layers) != len(arch.layers):
+    if num_layers is not None and int(num_layers) != wired.num_layers:
         raise UnsupportedModelError(
-            f"{arch.family.name}: expected {num_layers} layers, found {len(arch.layers)} blocks"
+            f"{type(model).__name__}: expected {num_layers} layers, found {wired.num_layers} blocks"
         )
-    offset = arch.family.gamma_offset
-    found: list[tuple[str, str, int | None, torch.nn.Module]] = []
-    if arch.embedding_norm is not None:
-        found.append(("emb.ln", "emb", None, arch.embedding_norm))
-    for layer in arch.layers:
-        for k, (role, module) in enumerate(layer.norms):
+    modules = wired.modules(model)
+    heads = [n for n in wired.norms if n.role == "head"]
+    sites = []
+    place: dict[int, int] = {}
+    for norm in wired.norms:
+        module = modules[norm.path]
+        if norm.layer is not None:
+            place[norm.layer] = place.get(norm.layer, 0) + 1
+            layer = norm.layer + 1
             name = (
-                f"L{layer.index + 1}.{role}_ln"
-                if role != "other"
-                else f"L{layer.index + 1}.norm{k + 1}"
+                f"L{layer}.{norm.role}_ln"
+                if norm.role != "other"
+                else f"L{layer}.norm{place[norm.layer]}"
             )
-            found.append((name, role, layer.index + 1, module))
-    if arch.final_norm is not None:
-        found.append(("final_ln", "final", None, arch.final_norm))
-    heads = arch.head_norms
-    for n, (_, module) in enumerate(heads):
-        found.append(("head.ln" if len(heads) == 1 else f"head.ln{n + 1}", "head", None, module))
-    sites = [
-        NormSite(name, role, layer, arch.path(module), module, offset)
-        for name, role, layer, module in found
-        if _width(module) == width
-    ]
+        else:
+            layer = None
+            name = {"emb": "emb.ln", "final": "final_ln"}.get(norm.role) or (
+                "head.ln" if len(heads) == 1 else f"head.ln{heads.index(norm) + 1}"
+            )
+        if _width(module) != width and (parametric or _width(module) is not None):
+            continue  # narrower (ELECTRA's embedding LN) or, for the parameter views, no gamma
+        while name in {s.name for s in sites}:
+            name += "'"
+        sites.append(
+            NormSite(name, norm.role, layer, norm.path, module, norm.gamma_offset, norm.feeds_block)
+        )
+    if not sites and parametric and any(_width(m) is None for m in modules.values()):
+        raise UnsupportedModelError(
+            f"{type(model).__name__}'s norms have no parameters (a non-parametric LayerNorm): "
+            "there is no gamma or beta for the LayerNorm page and `ablate` to read"
+        )
     if not sites:
         raise UnsupportedModelError(
-            f"{arch.family.name} model has no LayerNorm/RMSNorm of width {width}; the LayerNorm "
+            f"{type(model).__name__} model has no LayerNorm/RMSNorm of width {width}; the LayerNorm "
             "page and `ablate` need a Transformer with per-layer norms"
         )
     return sites

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from backend.engine.arch import architecture
+from backend.engine.arch import position_offset as arch_position_offset
 from backend.engine.device import to_numpy
 from backend.engine.errors import InputError, UnsupportedModelError
 from backend.engine.extraction import ExtractionResult
@@ -123,15 +124,8 @@ def analyse_position_table(
 
 def position_offset(loaded: LoadedModel) -> int:
     """First table row used as a position (RoBERTa-style tables start at padding_idx + 1; OPT at 2),
-    from the architecture map."""
-    try:
-        offset = architecture(loaded).family.position_offset
-    except UnsupportedModelError:
-        return 0
-    if offset == "padding_idx+1":
-        pad = getattr(loaded.config, "pad_token_id", None)
-        return int(pad) + 1 if pad is not None else 0
-    return int(offset)
+    read from the table module (:func:`backend.engine.arch.position_offset`)."""
+    return arch_position_offset(loaded)
 
 
 def embedding_layernorm(loaded: LoadedModel) -> tuple[str, np.ndarray, np.ndarray] | None:
@@ -150,7 +144,7 @@ def embedding_layernorm(loaded: LoadedModel) -> tuple[str, np.ndarray, np.ndarra
         ln, name = dict(arch.layers[0].norms).get("pre_attn"), "L1.pre_attn_ln (pre-LN)"
     if ln is None or getattr(ln, "weight", None) is None:
         return None
-    gamma = to_numpy(ln.weight) + arch.family.gamma_offset
+    gamma = to_numpy(ln.weight) + arch.gamma_offset
     beta = to_numpy(ln.bias) if getattr(ln, "bias", None) is not None else np.zeros_like(gamma)
     return name, gamma, beta
 

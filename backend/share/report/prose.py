@@ -476,7 +476,7 @@ def _decoder(ctx: Context) -> Section:
         )
         return sec
     try:
-        from backend.analysis.decoder.massive import scan_decoder
+        from backend.analysis.decoder.massive import peak_state, scan_decoder
     except ImportError as exc:
         if getattr(exc, "name", "") not in (
             "backend.analysis.decoder.massive",
@@ -496,7 +496,7 @@ def _decoder(ctx: Context) -> Section:
     m = scan.massive
     names = list(m.state_names)
     ratio = m.ratio
-    s = int(np.nanargmax(ratio))
+    s = peak_state(m)
     top = float(m.top_value[s, 0])
     where = (
         f"dim {int(m.top_dim[s, 0])}, token {str(m.top_token[s, 0])!r} at position "

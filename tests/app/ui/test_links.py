@@ -159,3 +159,13 @@ def test_the_compare_pages_model_b_travels_in_the_link():
     bad = open_link(page="compare", model="default", model_b="no/such/checkpoint")
     assert any("model B 'no/such/checkpoint'" in w.value for w in bad.warning)
     assert _params(bad)["model_b"].startswith("random-like:")
+
+
+def test_a_gguf_path_is_a_model_a_link_may_name(tmp_path):
+    """As in the sidebar and the CLI: an existing .gguf file is a valid model; a missing one is not."""
+    from ui.links import _known_model
+
+    gguf = tmp_path / "tiny.gguf"
+    gguf.write_bytes(b"GGUF")
+    assert _known_model(str(gguf))
+    assert not _known_model(str(tmp_path / "missing.gguf"))

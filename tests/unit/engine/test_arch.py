@@ -35,7 +35,7 @@ FAMILY_CASES = {
     "bert": (
         lambda: tf.BertModel(_bert_like(tf.BertConfig)),
         dict(
-            family="BERT",
+            family="BERT-style encoder",
             kind="learned absolute",
             qkv="separate",
             query="encoder.layer.0.attention.self.query",
@@ -71,7 +71,7 @@ FAMILY_CASES = {
     "roberta": (
         lambda: tf.RobertaForMaskedLM(_bert_like(tf.RobertaConfig)),
         dict(
-            family="RoBERTa",
+            family="BERT-style encoder",
             kind="learned absolute",
             qkv="separate",
             query="roberta.encoder.layer.0.attention.self.query",
@@ -88,7 +88,7 @@ FAMILY_CASES = {
     "electra": (
         lambda: tf.ElectraModel(_bert_like(tf.ElectraConfig, embedding_size=16)),
         dict(
-            family="ELECTRA",
+            family="BERT-style encoder",
             kind="learned absolute",
             qkv="separate",
             query="encoder.layer.0.attention.self.query",
@@ -124,7 +124,7 @@ FAMILY_CASES = {
         name: (
             (lambda cls=cls, model=model: model(cls(**DECODER))),
             dict(
-                family="Llama",
+                family="Llama-style decoder",
                 kind="rotary",
                 qkv="separate",
                 query="layers.0.self_attn.q_proj",
@@ -210,7 +210,7 @@ def test_canonical_norm_names_follow_the_map(built, name):
     # ELECTRA's embedding LayerNorm is narrower than the model (16 < 32): left out
     assert ("emb.ln" in sites) == (want["emb_norm"] is not None and name != "electra")
     assert ("head.ln" in sites) == (name == "roberta")
-    rms = want["family"] == "Llama"
+    rms = want["family"] == "Llama-style decoder"
     assert all(s.has_bias != rms for s in sites.values())
 
 
@@ -227,9 +227,11 @@ def test_gemma_rmsnorm_reports_and_ablates_the_effective_gamma():
 
     model = tf.Gemma2Model(tf.Gemma2Config(**DECODER, head_dim=8))
     arch = architecture(model)
-    assert arch.family.name == "Gemma-2" and arch.position_kind == "rotary"
+    assert arch.family.name == "Llama-style decoder" and arch.position_kind == "rotary"
+    assert arch.gamma_offset == 1.0
     sites = {s.name: s for s in find_norms(model)}
-    assert sites["L1.norm2"].path == "layers.0.post_attention_layernorm"
+    assert sites["L1.attn_ln"].path == "layers.0.post_attention_layernorm"
+    assert sites["L1.out_ln"].path == "layers.0.post_feedforward_layernorm"
     assert sites["L1.pre_mlp_ln"].path == "layers.0.pre_feedforward_layernorm"
     params = ln_params([sites["L1.pre_attn_ln"]])
     assert torch.allclose(torch.as_tensor(params.gamma), torch.ones(1, W, dtype=torch.float64))
@@ -256,6 +258,6 @@ def test_unknown_families_are_a_clear_error():
             super().__init__()
             self.config = type("C", (), {"model_type": "toy", "hidden_size": 8})()
 
-    with pytest.raises(UnsupportedModelError, match="toy.*supported: BERT, RoBERTa"):
+    with pytest.raises(UnsupportedModelError, match="Toy \\(toy\\).*known layouts: BERT-style"):
         architecture(Toy())
     assert position_table(Toy()) is None

@@ -57,3 +57,48 @@ def test_accumulator_counts_only_unpadded_tokens_through_hooks():
     np.testing.assert_allclose(stats.token_share[1], [0, 0, 0, 0])  # halved: 3.5 and 4.5 < 6
     np.testing.assert_allclose(stats.max_abs, [9.0, 4.5])
     assert stats.outlier_features == (1,)
+
+
+def _accumulate(scale: float, width: int = 32, n: int = 400, seed: int = 0):
+    """One site of unit-normal outputs times ``scale`` (dim 0 planted at 10 x the site's spread on
+    half the tokens), through the real hook."""
+    from backend.analysis.decoder.int8 import Int8Accumulator
+
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(1, n, width, generator=gen)
+    x[0, : n // 2, 0] = 10.0
+    acc = Int8Accumulator(["L1.pre_attn_ln"], width, torch.device("cpu"))
+    acc.mask = torch.ones(1, n, dtype=torch.bool)
+    acc.add_tokens(n)
+    acc.hook(0)(None, (), x * scale)
+    return acc.finish()
+
+
+def test_a_unit_scale_site_is_not_flagged_and_both_rules_agree():
+    stats = _accumulate(1.0)
+    assert stats.median_abs[0] == pytest.approx(0.6745, rel=0.1)
+    assert not stats.off_scale.any()
+    assert stats.outlier_features == (0,) and stats.relative_outlier_features == (0,)
+    assert "does not apply" not in stats.verdict()
+    data = stats.to_dict()
+    assert data["n_sites"] == 1 and data["per_site"][0]["off_scale"] is False
+    assert data["per_site"][0]["median_abs"] == pytest.approx(stats.median_abs[0])
+
+
+def test_a_large_scale_site_is_flagged_and_the_scale_free_rule_stays_put():
+    """At 12 x unit scale (median |x| ~ 8, as on Gemma's sites) nearly every dim passes |x| >= 6:
+    the literal rule calls them all outliers, the verdict says the threshold does not apply, and
+    the scale-free rule still finds only the planted dim."""
+    stats = _accumulate(12.0)
+    assert stats.off_scale.all() and stats.median_abs[0] > 6
+    assert len(stats.outlier_features) > 20
+    assert stats.relative_outlier_features == (0,)
+    verdict = stats.verdict()
+    assert "does not apply" in verdict and "Scale-free" in verdict and "6.7B" not in verdict
+    assert stats.to_dict()["scale_free"]["outlier_features"] == [0]
+
+
+def test_a_tiny_scale_site_is_flagged_too():
+    stats = _accumulate(0.01)
+    assert stats.off_scale.all() and stats.outlier_features == ()
+    assert stats.relative_outlier_features == (0,)

@@ -141,3 +141,49 @@ def test_layer_figure_keeps_its_log_axis_around_the_data():
     (label,) = fig.layout.annotations
     assert label.y == pytest.approx(np.log10(MASSIVE_LINE))  # annotations: log10 units
     assert label.text == "|h| = 100"
+
+
+def test_the_top_k_are_distinct_dim_position_sites():
+    """Every text's first token carries the same value at the same dim (a causal model's <bos>):
+    it is listed once, and the next entries are other sites."""
+    hidden, meta = _planted()
+    hidden[2, [0, 20, 40], 7] = 5000.0  # position 0 of all three texts
+    acc = MassiveAccumulator(S, torch.device("cpu"))
+    acc.update(hidden, meta)
+    stats = _finish(acc)
+    sites = {(int(stats.top_dim[2, k]), int(stats.top_position[2, k])) for k in range(3)}
+    assert len(sites) == 3 and (7, 0) in sites
+    assert stats.top_value[2, 0] == pytest.approx(5000.0) and stats.top_text[2, 0] == 0
+    assert stats.top_value[2, 1] == pytest.approx(3000.0)
+
+
+def test_a_second_pass_makes_the_median_and_the_massive_count_exact():
+    """Values spread so that the histogram median is off by up to a bin: after refine() the median
+    equals numpy's and the count above max(100, 1000 x median) is the exact one."""
+    gen = torch.Generator().manual_seed(3)
+    hidden = torch.rand(S, N, D, generator=gen) * 0.2 + 0.1  # median ~0.2: threshold ~200
+    hidden[:, :5, 0] = torch.linspace(150, 260, 5)  # straddle the threshold
+    meta = _planted()[1]
+    acc = MassiveAccumulator(S, torch.device("cpu"))
+    for half in (slice(0, 30), slice(30, 60)):
+        acc.update(hidden[:, half], meta[half])
+    acc.begin_refine()
+    for half in (slice(0, 30), slice(30, 60)):
+        acc.refine(hidden[:, half])
+    stats = _finish(acc)
+    values = hidden.abs().numpy().reshape(S, -1).astype(np.float64)
+    exact = np.median(values, axis=1)
+    np.testing.assert_allclose(stats.median_abs, exact, rtol=1e-7)
+    assert stats.median_exact and stats.massive_exact
+    want = (values > np.maximum(100, 1000 * exact)[:, None]).sum(axis=1)
+    assert list(stats.n_massive) == list(want)
+
+
+def test_peak_state_is_the_state_of_the_largest_value():
+    from backend.analysis.decoder.massive import peak_state
+
+    hidden, meta = _planted()
+    acc = MassiveAccumulator(S, torch.device("cpu"))
+    acc.update(hidden, meta)
+    stats = _finish(acc)
+    assert peak_state(stats) == 2

@@ -1,0 +1,186 @@
+"""The conformance checks of the zoo (``tests/zoo.py``) as plain functions, shared by
+``tests/integration/engine/test_zoo.py`` and ``benchmarks/zoo_table.py``."""
+
+from __future__ import annotations
+
+import io
+import json
+from contextlib import redirect_stderr
+from pathlib import Path
+
+import numpy as np
+import torch
+
+TEXTS = [
+    "the cat sat on the w3 . w7 w9",
+    "a dog , the w1 w2 w5 sat !",
+    "w11 w12 w13 the cat on a dog ; w20",
+    "the w4 .",
+]
+
+# analysis name -> what it runs (in-process, on the loaded model)
+ANALYSES = (
+    "hidden states",
+    "norms",
+    "int8",
+    "massive + sinks",
+    "queries/keys",
+    "TUPE",
+    "position table",
+)
+
+
+def empirical_causal(model: torch.nn.Module) -> bool:
+    """The definition, independently of backend.engine.arch: change the last token of a text and
+    see whether any earlier position's hidden state moves."""
+    gen = torch.Generator().manual_seed(1)
+    ids = torch.randint(5, 100, (1, 9), generator=gen)
+    other = ids.clone()
+    other[0, -1] = 5 if int(ids[0, -1]) != 5 else 6
+    base = getattr(model, "base_model", model)
+    with torch.inference_mode():
+        a = base(input_ids=ids, output_hidden_states=True).hidden_states
+        b = base(input_ids=other, output_hidden_states=True).hidden_states
+    return all(torch.allclose(x[:, :-1], y[:, :-1], atol=1e-5) for x, y in zip(a, b, strict=True))
+
+
+def hidden_states_match(loaded) -> float:
+    """Largest |difference| between isoscope's hidden states of a text and HF's own."""
+    from backend.engine.extraction import encode_text
+
+    ours, _ = encode_text(loaded, TEXTS[0], max_length=16)
+    enc = loaded.tokenizer(TEXTS[0], return_tensors="pt", truncation=True, max_length=16)
+    with torch.inference_mode():
+        theirs = loaded.encoder(
+            input_ids=enc["input_ids"],
+            attention_mask=enc["attention_mask"],
+            output_hidden_states=True,
+        ).hidden_states
+    theirs = torch.stack(theirs)[:, 0].float().numpy()
+    return float(np.abs(ours - theirs).max())
+
+
+def wiring_errors(loaded) -> list[str]:
+    """The discovered norm -> projection wiring against the module graph: zero a norm's output and
+    every projection it is said to feed must receive zeros; feeds of a per-layer pre-norm lie in
+    its own block."""
+    from backend.engine.arch import wiring
+    from backend.engine.hooks import forward_hooks
+
+    model = loaded.model
+    wired = wiring(loaded)
+    named = dict(model.named_modules())
+    errors = []
+    ids = loaded.tokenizer(TEXTS[1], return_tensors="pt")["input_ids"]
+    for norm in wired.norms:
+        if not norm.feeds:
+            continue
+        if norm.role in ("pre_attn", "pre_mlp") and not all(
+            p.startswith(f"{wired.blocks}.{norm.layer}.") for p in norm.feeds_block
+        ):
+            errors.append(f"{norm.path} ({norm.role}) feeds outside its block: {norm.feeds_block}")
+        seen: dict[str, float] = {}
+
+        def record(path, seen=seen):
+            def fn(module, args, kwargs):
+                x = next(
+                    (
+                        v
+                        for v in (*args, *kwargs.values())
+                        if isinstance(v, torch.Tensor) and v.is_floating_point()
+                    ),
+                    None,
+                )
+                if x is not None:
+                    seen[path] = max(seen.get(path, 0.0), float(x.abs().max()))
+
+            return fn
+
+        def zero(module, args, output):
+            return torch.zeros_like(output)
+
+        with (
+            forward_hooks({named[norm.path]: zero}),
+            forward_hooks({named[p]: record(p) for p in norm.feeds}, pre=True, with_kwargs=True),
+            torch.inference_mode(),
+        ):
+            model(input_ids=ids)
+        wrong = [p for p in norm.feeds if seen.get(p, 0.0) != 0.0]
+        if wrong:
+            errors.append(f"{norm.path} zeroed, yet {wrong} got non-zero inputs")
+    return errors
+
+
+def run_analyses(loaded) -> dict[str, str]:
+    """Each analysis on the loaded model: ``works`` or ``refused: <the one line>``. Anything but an
+    IsoscopeError propagates (a bug)."""
+    from backend.analysis.decoder.massive import int8_sites, scan_decoder
+    from backend.analysis.layernorm.params import ln_params, norms_of
+    from backend.analysis.positional.qk import qk_stats
+    from backend.analysis.positional.table import position_table_weights
+    from backend.analysis.positional.tupe import supports_tupe, tupe_summary
+    from backend.engine.errors import IsoscopeError
+    from backend.engine.extraction import encode_text
+
+    def hidden():
+        encode_text(loaded, TEXTS[0], max_length=16)
+
+    def norms():
+        ln_params(norms_of(loaded))
+
+    def int8():
+        if not int8_sites(loaded):
+            raise IsoscopeError("no norm output is the input of a projection")
+
+    def tupe():
+        why = supports_tupe(loaded)
+        if why:
+            raise IsoscopeError(why)
+        tupe_summary(loaded, TEXTS[:2], max_length=16)
+
+    jobs = {
+        "hidden states": hidden,
+        "norms": norms,
+        "int8": int8,
+        "massive + sinks": lambda: scan_decoder(loaded, TEXTS, max_length=16),
+        "queries/keys": lambda: qk_stats(loaded, TEXTS, max_length=16),
+        "TUPE": tupe,
+        "position table": lambda: position_table_weights(loaded),
+    }
+    out = {}
+    for name, job in jobs.items():
+        try:
+            job()
+            out[name] = "works"
+        except IsoscopeError as exc:
+            out[name] = "refused: " + str(exc).splitlines()[0]
+    return out
+
+
+def cli_smoke(folder: Path, tmp: Path) -> tuple[int, str]:
+    """``massive`` through the CLI entry point, in-process: (exit status, stderr's error line)."""
+    from backend.cli import main
+
+    texts = tmp / "texts.txt"
+    texts.write_text("\n".join(TEXTS) + "\n")
+    err = io.StringIO()
+    with redirect_stderr(err):
+        rc = main(
+            [
+                "massive",
+                "--model",
+                str(folder),
+                "--texts",
+                str(texts),
+                "--out",
+                str(tmp / "m.json"),
+                "--device",
+                "cpu",
+                "--max-length",
+                "16",
+            ]
+        )
+    lines = [line for line in err.getvalue().splitlines() if line.startswith("error:")]
+    if rc == 0:
+        json.loads((tmp / "m.json").read_text())
+    return rc, lines[0] if lines else ""
