@@ -6,7 +6,9 @@ from pathlib import Path
 
 import streamlit as st
 
+from backend.engine.errors import IsoscopeError
 from backend.engine.saved import ModelUnavailableError
+from ui.access import passphrase_gate
 from ui.common import note_page_visit
 from ui.links import apply_link, show_link_notice, sync_link
 from ui.sidebar import sidebar
@@ -29,6 +31,7 @@ PAGES = [
 ]
 
 st.set_page_config(page_title="isoscope", page_icon=":material/blur_on:", layout="wide")
+passphrase_gate()  # a shared server with a passphrase asks for it once per session
 pages = [
     st.Page(HERE / "pages" / file, title=title, icon=icon, default=(i == 0))
     for i, (file, title, icon) in enumerate(PAGES)
@@ -47,6 +50,8 @@ try:
     navigation.run()
 except ModelUnavailableError as exc:  # a saved analysis is open and this view needs the model
     st.info(f"**This view needs the model.** {exc}", icon=":material/memory:")
+except IsoscopeError as exc:  # anything a view did not handle itself: a message, never a trace
+    st.error(f"**This view cannot be shown.** {exc}")
 # numba compiles UMAP (~1 min) in a low-priority background thread; started once the first page
 # has rendered, so it never delays it (the projections page starts it itself if opened first).
 start_umap_warmup()

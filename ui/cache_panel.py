@@ -26,6 +26,7 @@ from backend.engine.cache import (
 )
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionSettings
+from ui import access
 
 # Token-sample memory budgets offered in the sidebar (bytes), and their labels.
 SAMPLE_BUDGETS = {
@@ -76,6 +77,9 @@ def cache_panel() -> None:
         min(usage.total / max(limit, 1), 1.0),
         text=f"Disk cache: {format_usage(usage.total, limit)}",
     )
+    if access.shared():  # the limit and clearing are the operator's (CLI and environment)
+        st.caption("Shared server: the cache is managed by its operator.")
+        return
     with st.expander("Disk cache settings", expanded=False):
         parts = [f"{usage.results_count} cached analyses, {format_size(usage.results_bytes)}"]
         if usage.models_bytes:

@@ -29,6 +29,7 @@ from backend.engine.flights import WaitState, WorkQueue
 from backend.engine.jsonio import strict_json
 from backend.engine.lru import LRU
 from backend.engine.models import LoadedModel, load_model
+from ui import access
 from ui.saved import open_saved, saved_corpus, saved_model, saved_selection
 from ui.session import SELECTION_KEY
 
@@ -68,11 +69,16 @@ def _load_model_cached(
 def get_model(
     selection: Selection | None = None, head: str = "base", source: str | None = None
 ) -> LoadedModel:
-    """The selected model (or ``source``), cached per (source, device, dtype, pickle, head)."""
+    """The selected model (or ``source``), cached per (source, device, dtype, pickle, head).
+
+    Every model the UI loads comes through here, so a shared server's rules apply to all of them
+    (sidebar, links, Compare's model B): a source outside them is refused with one text, and
+    pickle weights are never allowed (:mod:`ui.access`)."""
     sel = selection or get_selection()
-    return _load_model_cached(
-        source or sel.model_source, sel.device, sel.dtype, sel.allow_pickle, head
-    )
+    rules = access.policy()
+    chosen = rules.check_model_source(source or sel.model_source)
+    allow_pickle = sel.allow_pickle and rules.allow_pickle
+    return _load_model_cached(chosen, sel.device, sel.dtype, allow_pickle, head)
 
 
 # ----------------------------------------------------------------------------- corpus
@@ -90,15 +96,20 @@ def remember_upload(sha: str, name: str, raw: bytes) -> None:
 
 
 def get_corpus(selection: Selection | None = None) -> Corpus:
+    """The selected corpus; on a shared server within the per-visitor text limit."""
     sel = selection or get_selection()
     if sel.corpus_kind == "paste":
-        return corpus_from_text(sel.corpus_text)
-    if sel.corpus_kind == "upload":
+        corpus = corpus_from_text(sel.corpus_text)
+    elif sel.corpus_kind == "upload":
         stored = _uploaded_store().get(sel.corpus_file_sha)
         if stored is None:
             raise IsoscopeError("the uploaded file is no longer in memory; upload it again")
-        return corpus_from_bytes(stored[1], stored[0])
-    return bundled_corpus()
+        corpus = corpus_from_bytes(stored[1], stored[0])
+    else:
+        return bundled_corpus()
+    if access.shared():
+        access.policy().limits.check_texts(len(corpus))
+    return corpus
 
 
 # ----------------------------------------------------------------------------- extraction
@@ -184,10 +195,11 @@ def shared_run(
         else:
             bar.progress(fraction, text=text)
 
+    owner = _session_id()
+    if heavy and not WORK.in_flight(key):
+        access.check_run_allowed(owner)  # a shared server's runs-per-minute limit (joining is free)
     try:
-        return WORK.run(
-            key, compute, owner=_session_id(), heavy=heavy, label=label, on_wait=on_wait
-        )
+        return WORK.run(key, compute, owner=owner, heavy=heavy, label=label, on_wait=on_wait)
     finally:
         if bar is not None:
             bar.empty()
@@ -216,7 +228,9 @@ def get_extraction(
             if not on_disk:
                 sys.stderr.write(f"{EXTRACTION_LOG}: {loaded.info.display_name} ({key[:12]})\n")
             # a result that nothing could keep carries one notice saying so
-            done = cached_extract(loaded, corpus, sel.settings, progress, cache=disk)
+            done = cached_extract(
+                loaded, corpus, sel.settings, None if on_disk else progress, cache=disk
+            )
             store.put(key, done)  # here, so it is kept even if every waiter has left
             return done
 

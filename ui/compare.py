@@ -11,6 +11,7 @@ from backend.analysis.compare.trajectory import Trajectory, resolve_checkpoints,
 from backend.engine.cache import ResultCache
 from backend.engine.extraction import ExtractionResult
 from backend.engine.models import LoadedModel, fingerprint_folder
+from ui import access
 from ui.common import (
     Selection,
     get_corpus,
@@ -95,6 +96,8 @@ def cached_trajectory(paths: list[str]) -> Trajectory:
     corpus and settings, memoised by each checkpoint's fingerprint: adding a checkpoint reruns the
     summary, and the disk cache makes only the new checkpoint's extraction run."""
     sel = get_selection()
+    for path in paths:  # a shared server opens only the operator's folders (ui.access)
+        access.policy().check_model_source(path)
     checkpoints = resolve_checkpoints(paths)
     corpus = get_corpus(sel)
     key = (

@@ -60,9 +60,15 @@ def _known_model(source: str) -> bool:
     checkpoint folders and ``.gguf`` files that exist on this server (as the sidebar accepts them)
     and Hub models in its local Hugging Face cache (never pickle weights: the opt-in is not in
     links)."""
+    from backend.engine.errors import IsoscopeError
     from backend.engine.models import local_hub_snapshot, parse_random_source
+    from ui import access
     from ui.sidebar import MODEL_PRESETS
 
+    try:
+        access.policy().check_model_source(source)  # a shared server's rules hold for links too
+    except IsoscopeError:
+        return False
     if source in MODEL_PRESETS.values() and source != "custom":
         return True
     if source.lower().startswith("random-like:"):

@@ -26,6 +26,7 @@ from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult
 from backend.engine.lru import LRU
 from backend.engine.saved import SavedModel, load_saved, read_saved_bytes
+from ui import access
 from ui.session import SELECTION_KEY
 
 SAVED_KEY = "isoscope_saved"  # session_state slot of the open saved analysis (an OpenSaved)
@@ -166,19 +167,28 @@ def saved_panel() -> None:
             key="saved_upload",
             help="Written by `python -m backend analyze ... --save RUN.isoscope`.",
         )
-        path = st.text_input(
-            "…or its path on this machine",
-            key="saved_path",
-            placeholder="/data/runs/run.isoscope (a .isoscope file or folder)",
-        )
+        rules = access.policy()
+        path = ""
+        if rules.server_paths:  # a shared server opens uploads only, never a path on it
+            path = st.text_input(
+                "…or its path on this machine",
+                key="saved_path",
+                placeholder="/data/runs/run.isoscope (a .isoscope file or folder)",
+            )
         if st.button("Open", key="saved_open", width="stretch"):
             try:
                 if upload is not None:
+                    if rules.shared:
+                        rules.limits.check_upload(upload.name, upload.size)
                     open_upload(upload.name, upload.getvalue())
                 elif path.strip():
                     open_path(path)
                 else:
-                    st.error("Choose a .isoscope file or type its path first.")
+                    st.error(
+                        "Choose a .isoscope file or type its path first."
+                        if rules.server_paths
+                        else "Choose a .isoscope file first."
+                    )
                     return
             except IsoscopeError as exc:
                 st.error(f"**Cannot open this saved analysis.** {exc}")

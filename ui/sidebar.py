@@ -24,6 +24,7 @@ import streamlit as st
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionSettings
 from backend.engine.models import DEFAULT_MODEL_NAME, source_is_causal
+from ui import access
 from ui.cache_panel import budget_label, cache_panel, sample_budget_input
 from ui.common import Selection, get_selection, remember_upload
 from ui.saved import saved_panel
@@ -75,6 +76,7 @@ def model_inputs(current: Selection) -> ModelChoice:
         index=sources.index(current.model_source) if is_preset else len(labels) - 1,
         key="sb_model_preset",
     )
+    rules = access.policy()
     custom = st.text_input(
         "Custom model (used whenever it is filled in)",
         value="" if is_preset else current.model_source,
@@ -83,7 +85,14 @@ def model_inputs(current: Selection) -> ModelChoice:
         help="A checkpoint folder (config.json + *.safetensors + tokenizer), a Hub id already in the "
         "local cache (offline), or random:FAMILY[:layers=,width=,heads=,seed=,init_std=] with "
         "FAMILY bert, bert-nope, gpt2, gpt2-nope, default. When this field is not empty it is the "
-        "model that runs; clear it to use the Model choice above.",
+        "model that runs; clear it to use the Model choice above."
+        + (
+            " On this shared server: folders under the operator's model folders only"
+            + (f" ({', '.join(str(d) for d in rules.model_dirs)})" if rules.model_dirs else "")
+            + "."
+            if rules.shared
+            else ""
+        ),
     ).strip()
     if custom:
         return ModelChoice(custom, "custom")
@@ -96,8 +105,8 @@ def model_inputs(current: Selection) -> ModelChoice:
 
 
 def runtime_inputs(current: Selection) -> tuple[bool, str, str]:
-    """Pickle opt-in, device and dtype."""
-    allow_pickle = st.checkbox(
+    """Pickle opt-in (not on a shared server), device and dtype."""
+    allow_pickle = access.policy().allow_pickle and st.checkbox(
         "Allow pickle .bin weights",
         value=current.allow_pickle,
         key="sb_allow_pickle",
@@ -204,6 +213,16 @@ def describe(sel: Selection) -> str:
     )
 
 
+def _is_causal(source: str) -> bool:
+    """:func:`source_is_causal`, but on a shared server only for sources a visitor may load (it
+    reads the folder's config, which would tell a visitor what is on the server)."""
+    try:
+        access.policy().check_model_source(source)
+    except IsoscopeError:
+        return False
+    return source_is_causal(source)
+
+
 def _upload_identity(upload: Any) -> tuple[str, str]:
     if upload is None:
         return "", ""
@@ -220,8 +239,12 @@ def pending_selection(
     """The selection the inputs describe; raises IsoscopeError with the first thing to fix."""
     if model.problem:
         raise IsoscopeError(f"No model to run: {model.problem}.")
+    rules = access.policy()
+    rules.check_model_source(model.source)  # a shared server's one refusal text
     if corpus.kind == "upload" and corpus.upload is None:
         raise IsoscopeError("Choose a file to upload first (or pick another corpus).")
+    if corpus.kind == "upload" and rules.shared:
+        rules.limits.check_upload(corpus.upload.name, corpus.upload.size)
     file_name, file_sha = _upload_identity(corpus.upload)
     allow_pickle, device, dtype = runtime
     return Selection(
@@ -246,8 +269,8 @@ def _selection_panel() -> None:
     corpus = corpus_inputs(current)
     changes = settings_inputs(
         current.settings,
-        causal=source_is_causal(model.source),
-        current_causal=source_is_causal(current.model_source),
+        causal=_is_causal(model.source),
+        current_causal=_is_causal(current.model_source),
     )
     try:
         pending: Selection | None = pending_selection(current, model, runtime, corpus, changes)

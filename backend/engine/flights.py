@@ -155,6 +155,11 @@ class WorkQueue:
                 flight.label,
             )
 
+    def in_flight(self, key: str) -> bool:
+        """Whether ``key`` is queued or running now (a new request would join it)."""
+        with self._lock:
+            return key in self._flights
+
     def pending(self) -> int:
         """Flights queued or running now."""
         with self._lock:
