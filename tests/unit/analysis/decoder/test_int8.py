@@ -102,3 +102,23 @@ def test_a_tiny_scale_site_is_flagged_too():
     stats = _accumulate(0.01)
     assert stats.off_scale.all() and stats.outlier_features == ()
     assert stats.relative_outlier_features == (0,)
+
+
+def test_a_unit_site_and_a_100x_site_side_by_side():
+    """Two sites of one scan, as a Gemma-style model has them: a unit-scale projection input and
+    one at ~100 x (median |x| ~ 67). Only the second is flagged, and the verdict names one site."""
+    from backend.analysis.decoder.int8 import Int8Accumulator
+
+    gen = torch.Generator().manual_seed(0)
+    n, width = 400, 32
+    acc = Int8Accumulator(["L1.pre_attn_ln", "L1.pre_mlp_ln"], width, torch.device("cpu"))
+    acc.mask = torch.ones(1, n, dtype=torch.bool)
+    acc.add_tokens(n)
+    acc.hook(0)(None, (), torch.randn(1, n, width, generator=gen))
+    acc.hook(1)(None, (), 100.0 * torch.randn(1, n, width, generator=gen))
+    stats = acc.finish()
+    assert stats.median_abs[0] == pytest.approx(0.6745, rel=0.1)
+    assert stats.median_abs[1] == pytest.approx(67.45, rel=0.1)
+    assert stats.off_scale.tolist() == [False, True]
+    assert "At 1 of 2 sites" in stats.verdict()
+    assert [s["off_scale"] for s in stats.to_dict()["per_site"]] == [False, True]
