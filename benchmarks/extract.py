@@ -64,7 +64,7 @@ def random_llama(source: str, device: str, dtype: str):
     from transformers import LlamaConfig, LlamaModel
 
     from backend.engine.device import resolve_device, resolve_dtype
-    from backend.engine.models import _bundled_tokenizer, _finish
+    from backend.engine.models import _finish, bundled_tokenizer
 
     opts = dict(LLAMA_1B)
     for item in filter(None, source.partition(":")[2].split(",")):
@@ -72,7 +72,7 @@ def random_llama(source: str, device: str, dtype: str):
         opts[key.strip()] = int(value)
     dev = resolve_device(device)
     dt = resolve_dtype(dev, dtype)
-    tokenizer = _bundled_tokenizer()
+    tokenizer = bundled_tokenizer()
     config = LlamaConfig(
         vocab_size=len(tokenizer),
         hidden_size=opts["width"],
@@ -305,9 +305,9 @@ def save_random_llama(folder: str, width: int, layers: int, dtype: str, shard: s
     import torch
     from transformers import LlamaConfig, LlamaModel
 
-    from backend.engine.models import _bundled_tokenizer
+    from backend.engine.models import bundled_tokenizer
 
-    tokenizer = _bundled_tokenizer()
+    tokenizer = bundled_tokenizer()
     config = LlamaConfig(
         vocab_size=len(tokenizer),
         hidden_size=width,

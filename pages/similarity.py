@@ -247,9 +247,10 @@ raises BERT's STS-B score from 58.6 to 63.1 (RoBERTa 56.6 → 60.6). The input f
 three-column file). For the default model the command `python -m backend sts` reproduces the published STS-B
 test score of all-MiniLM-L6-v2 (82.03) at the last hidden state.
 
-**Clip** modes: *2 largest-|mean| dims* takes, per hidden state, the two dimensions whose mean over the evaluated
-vectors is largest in magnitude (the `--clip auto` of the CLI); *detected on the corpus* uses the outlier
-dimensions of the sidebar corpus at each state (Outlier dimensions page); or type your own.
+**Clip** modes: *each state's outlier dims* zeroes, per hidden state, the headline outlier dimensions
+(z-score or extreme-index, as on the Outlier dimensions page) detected on the evaluated sentences (the
+`--clip auto` of the CLI; `--clip largest-mean` keeps the older two-largest-|mean| rule); *detected on the
+corpus* uses the outlier dimensions of the sidebar corpus at each state; or type your own.
 **Also compare** fits a post-processing per hidden state: standardisation (Timkey & van Schijndel 2021,
 arXiv 2109.04404), mean-centering / all-but-the-top (Mu & Viswanath 2018, arXiv 1702.01417; D = d/100) or
 whitening (Su et al. 2021, arXiv 2103.15316). With few pairs (the bundled 40), whitening and all-but-the-top are

@@ -44,9 +44,9 @@ def _isolated_cache(tmp_path_factory):
 
 
 def _save_tiny(tmp_path_factory, family: str, name: str, head: str = "base") -> Path:
-    from backend.engine.models import _bundled_tokenizer, build_random_model
+    from backend.engine.models import build_random_model, bundled_tokenizer
 
-    tokenizer = _bundled_tokenizer()
+    tokenizer = bundled_tokenizer()
     model = build_random_model(
         family, {"layers": 2, "width": 32, "heads": 2, "seed": 0}, len(tokenizer), head=head
     )
@@ -104,9 +104,9 @@ def tiny_llama_dir(tmp_path_factory) -> Path:
     import torch
     from transformers import LlamaConfig, LlamaModel
 
-    from backend.engine.models import _bundled_tokenizer
+    from backend.engine.models import bundled_tokenizer
 
-    tokenizer = _bundled_tokenizer()
+    tokenizer = bundled_tokenizer()
     torch.manual_seed(0)
     config = LlamaConfig(
         vocab_size=len(tokenizer),

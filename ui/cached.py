@@ -50,6 +50,7 @@ from backend.analysis.geometry.similarity import (
     WordSenseRows,
     WordSenseVectors,
     clip_dims_by_state,
+    evaluated_texts,
     fit_on_token_sample,
     pool_pairs,
     sts_by_state,
@@ -75,7 +76,14 @@ from backend.analysis.positional.table import (
     probe_result,
 )
 from backend.analysis.positional.tupe import TupeSummary, TupeText, decompose_text, tupe_summary
-from backend.engine.extraction import ExtractionResult, encode_text, mean_pooled
+from backend.engine.cache import cached_extract
+from backend.engine.corpus import Corpus
+from backend.engine.extraction import (
+    ExtractionResult,
+    ExtractionSettings,
+    encode_text,
+    mean_pooled,
+)
 from backend.engine.models import LoadedModel, random_like
 from backend.plots.outliers import (
     criteria_marks,
@@ -378,13 +386,37 @@ def pooled_pairs(
     return pool_pairs(loaded, pairs, max_length, batch_size, progress)
 
 
+@heavy("Extracting the evaluated sentences (for their outlier dims):", "texts")
+def evaluated_extraction(
+    loaded: LoadedModel, texts: tuple[str, ...], name: str, max_length: int, batch_size: int, *,
+    progress,
+) -> ExtractionResult:  # fmt: skip
+    """The evaluated sentences' extraction, on which clip "auto" detects the outlier dims (as the
+    ``sts`` command does; through the disk cache)."""
+    settings = ExtractionSettings(max_length=max_length, batch_size=batch_size)
+    return cached_extract(loaded, Corpus(texts, name), settings, progress)
+
+
 def _clip_dims(
-    result: ExtractionResult, clip: Clip, first: np.ndarray, second: np.ndarray
+    loaded: LoadedModel,
+    result: ExtractionResult,
+    data: SentencePairs | WordSenseRows,
+    clip: Clip,
+    first: np.ndarray,
+    second: np.ndarray,
 ) -> list[list[int]]:
+    """The dims to clip per state: "auto" = each state's outlier dims on the evaluated sentences
+    (the one meaning of "auto"), "corpus" = those of the sidebar corpus, or typed dims."""
     if clip == "corpus":
         return outlier_dims_by_state(result)
-    dims = list(clip) if isinstance(clip, tuple) else clip
-    return clip_dims_by_state(dims, first, second, result=result)
+    if clip == "auto":
+        settings = result.settings
+        texts = evaluated_texts(data)
+        evaluated = evaluated_extraction(
+            loaded, texts, data.name, settings.max_length, settings.batch_size
+        )
+        return clip_dims_by_state("auto", first, second, result=evaluated)
+    return clip_dims_by_state(list(clip), first, second, result=result)
 
 
 @cached
@@ -398,7 +430,7 @@ def sts_scores(
     """STS Spearman x 100 per hidden state: raw, clipped and optionally post-processed."""
     max_length, batch_size = result.settings.max_length, result.settings.batch_size
     first, second = pooled_pairs(loaded, pairs, max_length, batch_size)
-    dims = _clip_dims(result, clip, first, second)
+    dims = _clip_dims(loaded, result, pairs, clip, first, second)
     return sts_by_state(first, second, pairs.scores, dims, post, state_names=result.state_names)
 
 
@@ -420,7 +452,7 @@ def _sense_inputs(
     loaded: LoadedModel, result: ExtractionResult, rows: WordSenseRows, clip: Clip, post
 ) -> tuple[WordSenseVectors, list[list[int]], list | None]:
     vectors = sense_vectors(loaded, rows, result.settings.max_length, result.settings.batch_size)
-    dims = _clip_dims(result, clip, vectors.first, vectors.second)
+    dims = _clip_dims(loaded, result, rows, clip, vectors.first, vectors.second)
     return vectors, dims, fitted_on_sample(result, post) if post else None
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from backend.analysis.geometry.postprocess import POSTPROCESSORS
 from backend.analysis.geometry.projections import METHODS
+from backend.analysis.layernorm.thresholds import LN_THRESHOLDS
 from backend.plots.compare import TRAJECTORY_METRICS
 from backend.plots.outliers import HEATMAP_STATS
 from backend.share import tour
@@ -94,7 +95,7 @@ PROJ_SEED = Interval(0, 10_000, 0, integer=True)
 
 # The Similarity page's clip modes (value -> description) and "Also compare" choices.
 SIMILARITY_CLIP_MODES = {
-    "auto": "2 largest-|mean| dims of the evaluated vectors (per state)",
+    "auto": "each state's outlier dims, detected on the evaluated sentences",
     "corpus": "outlier dims detected on the sidebar corpus (per state)",
     "typed": "dimensions I type (every state)",
 }
@@ -102,8 +103,8 @@ SIMILARITY_POST_CHOICES = ("none",) + tuple(p for p in POSTPROCESSORS if p not i
 SIM_CLIP = Options(tuple(SIMILARITY_CLIP_MODES))
 SIM_POST = Options(SIMILARITY_POST_CHOICES, "standardize")
 
-LN_K = Interval(1.0, 8.0, 3.0, step=0.5)
-LN_SHARE = Interval(0.1, 1.0, 0.5, step=0.05)
+LN_K = Interval(1.0, 8.0, LN_THRESHOLDS.k, step=0.5)
+LN_SHARE = Interval(0.1, 1.0, LN_THRESHOLDS.share, step=0.05)
 
 MASSIVE_MAX_LENGTHS = (16, 32, 64, 128, 256)
 MASSIVE_MAX_LENGTH = Options(MASSIVE_MAX_LENGTHS, 64)

@@ -90,10 +90,11 @@ def run(args: argparse.Namespace) -> int:
     )
     result = None
     if clip == "auto":  # the outlier dims of the evaluated sentences' hidden states
+        from backend.analysis.geometry.similarity import evaluated_texts
         from backend.engine.corpus import Corpus
         from backend.engine.extraction import ExtractionSettings
 
-        sentences = tuple(sorted(set(pairs.sentence1) | set(pairs.sentence2)))
+        sentences = evaluated_texts(pairs)
         settings = ExtractionSettings(max_length=args.max_length, batch_size=args.batch_size)
         result = extract_with_cache(loaded, Corpus(sentences, pairs.name), settings, args)
     dims = clip_dims_by_state(clip, first, second, result=result)

@@ -467,6 +467,8 @@ def _trace(model: torch.nn.Module) -> Wiring:
     blocks_path, blocks = found
     names = {m: n for n, m in model.named_modules()}
     norms = [m for m in model.modules() if _is_norm(m)]
+    if not norms:
+        raise UnsupportedModelError(f"{kind} has no normalisation modules to trace")
     projections = [m for m in model.modules() if _is_projection(m)]
     block_index = {b: i for i, b in enumerate(blocks)}
     events: list[tuple] = []  # ("norm"|"proj"|"block", module, block, tensor)
@@ -501,7 +503,13 @@ def _trace(model: torch.nn.Module) -> Wiring:
         forward_hooks({b: on_block_end for b in blocks}, with_kwargs=True),
         torch.inference_mode(),
     ):
-        _forward(model, _trace_ids(model))
+        try:
+            _forward(model, _trace_ids(model))
+        except (TypeError, ValueError, RuntimeError) as exc:  # not a model that takes token ids
+            raise UnsupportedModelError(
+                f"{kind}: one forward pass on token ids failed ({type(exc).__name__}), so its "
+                "norms' wiring cannot be traced"
+            ) from exc
     return _wiring_from_events(model, events, names, blocks_path, blocks)
 
 

@@ -217,7 +217,7 @@ def load_model(
     if source.lower().startswith("random:"):
         loaded = _load_random(source, head=head)
     else:
-        folder, display = _resolve_folder(source)
+        folder, display = resolve_folder(source)
         loaded = _load_folder(
             folder,
             source,
@@ -250,7 +250,7 @@ def _load_random_like(
     return random_like(base, seed=0)
 
 
-def _resolve_folder(source: str) -> tuple[Path, str]:
+def resolve_folder(source: str) -> tuple[Path, str]:
     if source.lower() == DEFAULT_SOURCE:
         return default_model_dir(), DEFAULT_MODEL_NAME
     from backend.engine.gguf import gguf_checkpoint, is_gguf_source
@@ -367,7 +367,7 @@ def _load_folder(
     }
 
 
-def _bundled_tokenizer() -> Any:
+def bundled_tokenizer() -> Any:
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(default_model_dir(), local_files_only=True)
@@ -438,7 +438,7 @@ def build_random_model(
 
 def _load_random(source: str, *, head: str) -> dict:
     family, options = parse_random_source(source)
-    tokenizer = _bundled_tokenizer()
+    tokenizer = bundled_tokenizer()
     model = build_random_model(family, options, len(tokenizer), head=head)
     canonical = random_source(family, **options)
     fingerprint = hashlib.sha256(f"{canonical}|{head}".encode()).hexdigest()[:20]
@@ -490,7 +490,7 @@ def source_is_causal(source: str) -> bool:
     try:
         from transformers import AutoConfig
 
-        folder, _ = _resolve_folder(source)
+        folder, _ = resolve_folder(source)
         config = AutoConfig.from_pretrained(folder, trust_remote_code=False, local_files_only=True)
     except Exception:
         return False

@@ -335,14 +335,14 @@ def planning_model(source: str) -> Any:
         return planning_model(source.split(":", 1)[1])
     if low.startswith("random:"):
         family, options = models.parse_random_source(source)
-        tokenizer = models._bundled_tokenizer()
+        tokenizer = models.bundled_tokenizer()
         if family == "default":
             config = AutoConfig.from_pretrained(models.default_model_dir(), local_files_only=True)
             max_positions = getattr(config, "max_position_embeddings", None)
         else:
             max_positions = int(options.get("max_positions", 512 if "bert" in family else 1024))
     else:
-        folder, _ = models._resolve_folder(source)
+        folder, _ = models.resolve_folder(source)
         try:
             config = AutoConfig.from_pretrained(
                 folder, trust_remote_code=False, local_files_only=True

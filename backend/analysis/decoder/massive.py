@@ -57,13 +57,19 @@ from backend.analysis.decoder.loghist import (
 from backend.analysis.decoder.sinks import SinkAccumulator, SinkStats, eager_attention
 from backend.engine.device import to_numpy
 from backend.engine.errors import InputError, UnsupportedModelError
-from backend.engine.extraction import TokenizedCorpus, encode_text, pad_token_id, tokenize
+from backend.engine.extraction import (
+    TokenizedCorpus,
+    encode_text,
+    pad_batch,
+    pad_token_id,
+    plan_batches,
+    tokenize,
+)
 from backend.engine.hooks import forward_hooks
 from backend.engine.models import LoadedModel
 from backend.engine.naming import hidden_state_names
+from backend.engine.progress import Progress
 from backend.engine.stats import accumulation_device
-
-Progress = Callable[[int, int], None]
 
 ABS_THRESHOLD = 100.0
 MEDIAN_RATIO = 1000.0
@@ -409,20 +415,11 @@ def _carriers(rows: np.ndarray, num_states: int, id_to_token) -> list[dict]:
 # ----------------------------------------------------------------------------- the pass
 
 
-def _batches(tokenized: TokenizedCorpus, batch_size: int) -> list[np.ndarray]:
-    order = np.argsort(-tokenized.lengths, kind="stable")
-    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
-
-
 def _padded(tokenized: TokenizedCorpus, rows: np.ndarray, pad_id: int):
-    lengths = tokenized.lengths[rows]
-    width = int(lengths.max())
-    ids = np.full((len(rows), width), pad_id, dtype=np.int64)
-    mask = np.zeros((len(rows), width), dtype=bool)
-    for r, t in enumerate(rows):
-        ids[r, : lengths[r]] = tokenized.input_ids[t]
-        mask[r, : lengths[r]] = True
-    return ids, mask, lengths
+    """The extraction's padding rule (:func:`backend.engine.extraction.pad_batch`), with a
+    boolean mask and the rows' lengths."""
+    ids, mask = pad_batch(tokenized, rows, pad_id)
+    return ids, mask.astype(bool), tokenized.lengths[rows]
 
 
 def int8_sites(loaded: LoadedModel) -> list:
@@ -492,7 +489,7 @@ def scan_decoder(
     pad_id = pad_token_id(loaded)
     encoder = loaded.encoder
     extra = {"use_cache": False} if getattr(encoder.config, "use_cache", None) is not None else {}
-    batches = _batches(tokenized, batch_size)
+    batches = plan_batches(tokenized.lengths, batch_size)  # the one batching rule
     done = 0
     attention_missing = False
     with forward_hooks(hooks), torch.inference_mode():

@@ -230,6 +230,14 @@ def _rows(source, name, wanted, parse_last) -> tuple[list[tuple[int, list[str]]]
     return rows, name
 
 
+def evaluated_texts(data: SentencePairs | WordSenseRows) -> tuple[str, ...]:
+    """The distinct sentences (or word-sense contexts) an evaluation pools, sorted: the corpus on
+    which clip "auto" detects each state's outlier dims, in the CLI and the UI alike."""
+    if isinstance(data, SentencePairs):
+        return tuple(sorted(set(data.sentence1) | set(data.sentence2)))
+    return tuple(sorted(set(data.context1) | set(data.context2)))
+
+
 def read_pairs_csv(source: bytes | str | Path, name: str | None = None) -> SentencePairs:
     """Sentence pairs from a CSV ``sentence1,sentence2,score`` (header line; other columns ignored),
     or a header-less file with those three columns first (the STS-B distribution)."""

@@ -102,9 +102,9 @@ def _rerun(at: AppTest, **state) -> None:
 
 @pytest.fixture(scope="module")
 def checkpoint_folder(tmp_path_factory) -> Path:
-    from backend.engine.models import _bundled_tokenizer, build_random_model
+    from backend.engine.models import build_random_model, bundled_tokenizer
 
-    tokenizer = _bundled_tokenizer()
+    tokenizer = bundled_tokenizer()
     root = tmp_path_factory.mktemp("run")
     for seed, step in enumerate((10, 20)):
         model = build_random_model(

@@ -372,9 +372,9 @@ def test_sample_budget_caps_tokens_per_state(tiny, corpus):
 
 
 def _saved_tiny_gpt2(folder, dtype=torch.float32, max_shard_size=None):
-    from backend.engine.models import _bundled_tokenizer, build_random_model
+    from backend.engine.models import build_random_model, bundled_tokenizer
 
-    tokenizer = _bundled_tokenizer()
+    tokenizer = bundled_tokenizer()
     model = build_random_model(
         "gpt2", {"layers": 2, "width": 32, "heads": 2, "seed": 3}, len(tokenizer)
     ).to(dtype)

@@ -17,7 +17,7 @@ from backend.analysis.geometry.postprocess import parse_dims as parse_typed_dims
 from backend.analysis.layernorm.params import NormSite, find_norms, norms_of, select_norms
 from backend.engine.errors import InputError
 from backend.engine.hooks import forward_hooks
-from backend.engine.models import LoadedModel, _resolve_folder
+from backend.engine.models import LoadedModel, resolve_folder
 
 
 def parse_dims(text: str | Sequence[int], width: int) -> list[int]:
@@ -99,7 +99,7 @@ def has_mlm_checkpoint(source: str) -> bool:
     if source.lower().startswith(("random:", "random-like:")):
         return False
     try:
-        folder, _ = _resolve_folder(source)
+        folder, _ = resolve_folder(source)
         archs = json.loads((folder / "config.json").read_text()).get("architectures") or []
     except Exception:
         return False

@@ -25,9 +25,9 @@ TEXTS = [
 def _save(folder, plant=None):
     from transformers import AutoModel, Gemma3TextConfig
 
-    from backend.engine.models import _bundled_tokenizer
+    from backend.engine.models import bundled_tokenizer
 
-    tokenizer = _bundled_tokenizer()
+    tokenizer = bundled_tokenizer()
     config = Gemma3TextConfig(
         vocab_size=len(tokenizer),
         hidden_size=64,
@@ -59,9 +59,9 @@ def _off_scale_norm(model):
 
 def _massive_tokens(model):
     """Massive activations on several tokens' embeddings (and so on every state's residual)."""
-    from backend.engine.models import _bundled_tokenizer
+    from backend.engine.models import bundled_tokenizer
 
-    tok = _bundled_tokenizer()
+    tok = bundled_tokenizer()
     emb = model.embed_tokens.weight
     for word, dim, value in (("the", 5, 90.0), ("is", 9, 60.0), (",", 5, 45.0), (".", 20, 70.0)):
         emb[tok.convert_tokens_to_ids(word), dim] = value  # x sqrt(64) = 8 in the embedding scale

@@ -271,3 +271,11 @@ def test_clip_auto_is_the_headline_outlier_dims_everywhere():
     pooled = np.zeros((2, 3, 16))
     assert clip_dims_by_state("auto", pooled, pooled, result=result) == expected
     assert [resolve_clip("auto", result, s) for s in range(2)] == [sorted(d) for d in expected]
+
+
+def test_evaluated_texts_are_the_distinct_sentences_sorted():
+    """The corpus clip 'auto' detects outlier dims on, for the CLI and the UI alike."""
+    from backend.analysis.geometry.similarity import SentencePairs, evaluated_texts
+
+    pairs = SentencePairs(("b", "a", "b"), ("c", "a", "d"), np.array([1.0, 2.0, 3.0]), "p")
+    assert evaluated_texts(pairs) == ("a", "b", "c", "d")

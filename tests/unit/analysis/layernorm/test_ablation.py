@@ -36,9 +36,9 @@ def tiny_model():
 
 @pytest.fixture(scope="module")
 def tiny_loaded():
-    from backend.engine.models import _bundled_tokenizer
+    from backend.engine.models import bundled_tokenizer
 
-    tokenizer = _bundled_tokenizer()
+    tokenizer = bundled_tokenizer()
     model = build_random_model(
         "bert", {"layers": 2, "width": 32, "heads": 2, "seed": 1}, len(tokenizer)
     )
