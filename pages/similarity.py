@@ -244,7 +244,7 @@ tokens, special tokens included, as sentence-transformers does), the cosine of e
 gold scores by Spearman's rank correlation × 100 (scipy). Luo et al. report that zeroing the outlier dimensions
 raises BERT's STS-B score from 58.6 to 63.1 (RoBERTa 56.6 → 60.6). The input format is the STS Benchmark's
 (Cer et al. 2017, arXiv 1708.00055): `sentence1,sentence2,score`, with a header line (or the header-less
-three-column file). For the default model the command `python -m backend sts` reproduces the published STS-B
+three-column file). For the default model the command `isoscope sts` reproduces the published STS-B
 test score of all-MiniLM-L6-v2 (82.03) at the last hidden state.
 
 **Clip** modes: *each state's outlier dims* zeroes, per hidden state, the headline outlier dimensions

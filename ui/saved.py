@@ -8,7 +8,7 @@ first use if its source is available here (with the saved fingerprint), else say
 "Run analysis" or "Close" returns to live analyses.
 
 Saved results live in a process-wide store (the last two opened); the session keeps only a key.
-Written by ``python -m backend analyze ... --save RUN.isoscope`` (backend/engine/saved.py).
+Written by ``isoscope analyze ... --save RUN.isoscope`` (backend/engine/saved.py).
 """
 
 from __future__ import annotations
@@ -165,7 +165,7 @@ def saved_panel() -> None:
             "Saved analysis (.isoscope)",
             type=["isoscope", "zip"],
             key="saved_upload",
-            help="Written by `python -m backend analyze ... --save RUN.isoscope`.",
+            help="Written by `isoscope analyze ... --save RUN.isoscope`.",
         )
         rules = access.policy()
         path = ""

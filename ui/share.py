@@ -2,7 +2,7 @@
 Embedding Projector / embedding-atlas downloads (Clipping & projections).
 
 The report is :func:`backend.share.report.build_report` on the page's own model and extraction, so the
-downloaded file is the one ``python -m backend report`` writes for the same model, corpus and
+downloaded file is the one ``isoscope report`` writes for the same model, corpus and
 settings. The quick sections (outlier dims, anisotropy: no forward pass) open the Overview at once;
 the full report (LayerNorm ablation, position probe, decoder scan: ~20 s on the bundled model on 2
 CPU cores) is built only on request (a button at the end of the page, or the download), so the
@@ -98,7 +98,7 @@ def findings_panel(loaded: LoadedModel, result: ExtractionResult) -> Callable[[]
         icon=":material/description:",
         on_click="ignore",
         help="One self-contained HTML file (opens offline): these findings, the key figure of each "
-        "page, the model card, corpus and settings. The same file as `python -m backend report`.",
+        "page, the model card, corpus and settings. The same file as `isoscope report`.",
     )
 
     def finish() -> None:
@@ -174,6 +174,6 @@ def export_buttons(
     c3.caption(
         f"Exports the {len(rows):,} points shown, "
         + (f"with dims {', '.join(map(str, clip_dims))} zeroed" if clip_dims else "raw")
-        + " (other post-processings export raw vectors; the CLI's `python -m backend export` "
+        + " (other post-processings export raw vectors; the CLI's `isoscope export` "
         "exports every point)."
     )

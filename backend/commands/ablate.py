@@ -1,4 +1,4 @@
-"""``python -m backend ablate``: zero LayerNorm dims (BERT Busters) and compare with random dims.
+"""``isoscope ablate``: zero LayerNorm dims (BERT Busters) and compare with random dims.
 
 Writes ``{"dims", "ln_outliers", "effect": {"embedding_cosine", "mlm_loss", "mlm_loss_original",
 ...}, "random_controls": [{"dims", "effect"}, ...], ...}``. ``--dims auto`` ablates the detected

@@ -1,4 +1,4 @@
-"""``python -m backend analyze``: per-hidden-state statistics, outlier dims and anisotropy as JSON."""
+"""``isoscope analyze``: per-hidden-state statistics, outlier dims and anisotropy as JSON."""
 
 from __future__ import annotations
 

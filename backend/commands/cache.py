@@ -1,4 +1,4 @@
-"""``python -m backend cache --info | --clear [--models]``: the extraction cache's use, or empty it.
+"""``isoscope cache --info | --clear [--models]``: the extraction cache's use, or empty it.
 
 ``--info`` prints "1.2 of 5 GiB (results ...)" to stderr and, with ``--out``, the numbers as JSON.
 ``--clear`` removes every cached result (files being written are left alone); ``--models`` also

@@ -1,4 +1,4 @@
-"""``python -m backend compare``: model A vs model B (or one model on two corpora) as JSON.
+"""``isoscope compare``: model A vs model B (or one model on two corpora) as JSON.
 
 Writes ``{"a", "b": model cards, "cka": states(A) x states(B), "basis": "tokens" | "texts",
 "states": [{"index", "anisotropy_a", "anisotropy_b", "outliers_a", "outliers_b", "gained",

@@ -1,4 +1,4 @@
-"""``python -m backend export``: the token sample or mean-pooled texts at one hidden state, raw or
+"""``isoscope export``: the token sample or mean-pooled texts at one hidden state, raw or
 clipped, for the TensorBoard Embedding Projector or Apple's embedding-atlas (see :mod:`backend.share.export`)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``python -m backend massive``: massive activations (Sun et al. 2024), attention sinks (Xiao et
+"""``isoscope massive``: massive activations (Sun et al. 2024), attention sinks (Xiao et
 al. 2023; Gu et al. 2024's metric) and LLM.int8-style outlier features (Dettmers et al. 2022) of a
 model on a corpus, in one pass over every token (first position included)."""
 

@@ -1,4 +1,4 @@
-"""``python -m backend positional`` (position probe + TUPE self-test) and ``python -m backend nope``
+"""``isoscope positional`` (position probe + TUPE self-test) and ``isoscope nope``
 (Chi et al.'s variance lab on random NoPE models)."""
 
 from __future__ import annotations

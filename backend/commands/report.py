@@ -1,4 +1,4 @@
-"""``python -m backend report``: findings, key figures, model card, corpus and settings as one
+"""``isoscope report``: findings, key figures, model card, corpus and settings as one
 self-contained offline HTML file (see :mod:`backend.share.report`)."""
 
 from __future__ import annotations

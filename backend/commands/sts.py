@@ -1,4 +1,4 @@
-"""``python -m backend sts``: sentence-similarity Spearman x 100 per hidden state, raw vs clipped.
+"""``isoscope sts``: sentence-similarity Spearman x 100 per hidden state, raw vs clipped.
 
 Luo, Kulmizev & Mao 2021 (arXiv 2011.04393), Table 2. Each sentence is mean-pooled at every hidden
 state (all non-padding tokens, like sentence-transformers); the cosine of each pair is ranked

@@ -1,4 +1,4 @@
-"""``python -m backend trajectory``: per-layer statistics over training checkpoints as JSON.
+"""``isoscope trajectory``: per-layer statistics over training checkpoints as JSON.
 
 Writes ``{"steps": [...], "checkpoints": [...], "states": [[per-state figures] per checkpoint],
 "layernorm", "emergence", "complete", "errors"}`` (see :meth:`backend.analysis.compare.trajectory.Trajectory.to_json`).

@@ -1,6 +1,6 @@
 """The extraction on a Ray cluster (Ray Data): the same :class:`ExtractionResult` as one process.
 
-``python -m backend analyze ... --engine ray [--ray-address local|auto|ADDRESS] [--workers N]
+``isoscope analyze ... --engine ray [--ray-address local|auto|ADDRESS] [--workers N]
 [--gpus-per-worker G]`` runs :func:`run_ray_extraction`:
 
 1. The corpus (a .txt/.csv/.jsonl/.parquet file or a folder of such shards) is read as a Ray

@@ -1,6 +1,6 @@
 """Saved analyses: a whole :class:`ExtractionResult` written as a versioned zip (or folder).
 
-``python -m backend analyze ... --save RUN.isoscope`` writes one; the dashboard reopens it
+``isoscope analyze ... --save RUN.isoscope`` writes one; the dashboard reopens it
 ("Open a saved analysis" in the sidebar) on a machine that need not have the model.
 
 Layout, identical in a zip and in a folder (no pickle anywhere; arrays load with
@@ -195,7 +195,7 @@ def read_saved_bytes(raw: bytes, name: str = "saved analysis") -> ExtractionResu
                 if info is None:
                     raise CorruptSavedAnalysisError(
                         f"{name}: no {member} inside; this is not an isoscope saved analysis "
-                        "(write one with `python -m backend analyze ... --save RUN.isoscope`)"
+                        "(write one with `isoscope analyze ... --save RUN.isoscope`)"
                     )
                 if info.file_size > MAX_MEMBER_BYTES:
                     raise CorruptSavedAnalysisError(f"{name}: {member} claims an implausible size")
@@ -222,7 +222,7 @@ def _from_files(files: dict[str, bytes], name: str) -> ExtractionResult:
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
         raise CorruptSavedAnalysisError(
             f"{name} is not an isoscope saved analysis (its manifest names no {FORMAT_NAME!r} "
-            "format); write one with `python -m backend analyze ... --save RUN.isoscope`"
+            "format); write one with `isoscope analyze ... --save RUN.isoscope`"
         )
     version = manifest.get("format_version")
     if not isinstance(version, int) or version < 1:

@@ -69,7 +69,7 @@ class LNDifference:
 
 @dataclass(frozen=True)
 class Comparison:
-    """Everything the Compare page and ``python -m backend compare`` show for A vs B."""
+    """Everything the Compare page and ``isoscope compare`` show for A vs B."""
 
     a: SideSummary
     b: SideSummary

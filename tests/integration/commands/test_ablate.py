@@ -1,4 +1,4 @@
-"""``python -m backend ablate`` end to end: JSON keys, MLM loss, default model, bad inputs."""
+"""``isoscope ablate`` end to end: JSON keys, MLM loss, default model, bad inputs."""
 
 from __future__ import annotations
 

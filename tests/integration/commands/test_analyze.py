@@ -1,4 +1,4 @@
-"""`python -m backend analyze` as a user runs it: JSON contract, and bad inputs exit 2 with one line."""
+"""`isoscope analyze` as a user runs it: JSON contract, and bad inputs exit 2 with one line."""
 
 from __future__ import annotations
 

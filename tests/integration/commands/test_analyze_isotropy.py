@@ -1,4 +1,4 @@
-"""`python -m backend analyze` reports IsoScore, clipped anisotropy, cosine histograms and Timkey's top dims."""
+"""`isoscope analyze` reports IsoScore, clipped anisotropy, cosine histograms and Timkey's top dims."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The bounded extraction cache end to end: `python -m backend cache`, `analyze --cache-limit`, one
+"""The bounded extraction cache end to end: `isoscope cache`, `analyze --cache-limit`, one
 notice when nothing is kept, and a small soak (a few-MiB limit evicts the oldest results and a later
 request recomputes them to the same arrays)."""
 

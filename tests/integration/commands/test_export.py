@@ -1,4 +1,4 @@
-"""``python -m backend export`` as a user runs it: Projector TSVs and the embedding-atlas Parquet
+"""``isoscope export`` as a user runs it: Projector TSVs and the embedding-atlas Parquet
 read back (row and column counts, schema), clipping on the bundled MiniLM, bad inputs exit 2."""
 
 from __future__ import annotations

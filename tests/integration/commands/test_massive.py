@@ -1,4 +1,4 @@
-"""``python -m backend massive`` as a user runs it: the JSON schema, and bad input."""
+"""``isoscope massive`` as a user runs it: the JSON schema, and bad input."""
 
 from __future__ import annotations
 

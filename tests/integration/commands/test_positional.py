@@ -1,4 +1,4 @@
-"""CLI: ``python -m backend positional`` and ``python -m backend nope`` JSON shapes and bad input."""
+"""CLI: ``isoscope positional`` and ``isoscope nope`` JSON shapes and bad input."""
 
 from __future__ import annotations
 

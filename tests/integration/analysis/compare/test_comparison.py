@@ -1,7 +1,7 @@
 """Comparisons through the real loader and extraction: MiniLM against itself (CKA 1 on the
 diagonal) and against its random-init copy (``random-like:default``, well below 1), tokenizers
 that differ (text basis), different widths and depths, two corpora, STS by state, and the
-``python -m backend compare`` CLI."""
+``isoscope compare`` CLI."""
 
 from __future__ import annotations
 

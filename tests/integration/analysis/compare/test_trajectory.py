@@ -1,6 +1,6 @@
 """A real training trajectory: a tiny BERT-MLM and a tiny GPT-2 (2 layers, width 32) trained for
 300 steps on the bundled corpus with a plain torch loop, saved as checkpoint-0/100/200/300
-(safetensors + tokenizer), then analysed by backend.analysis.compare.trajectory and ``python -m backend trajectory``.
+(safetensors + tokenizer), then analysed by backend.analysis.compare.trajectory and ``isoscope trajectory``.
 Also: adding a checkpoint computes only that one, and bad input (no checkpoints, mixed
 architectures, a damaged checkpoint) gets a clear message while the finished work is kept."""
 
