@@ -2,7 +2,7 @@
 markdown: each tiny random checkpoint is built, loaded through isoscope's loader, and every
 in-process analysis plus one CLI run (``massive``) is tried.
 
-    .venv/bin/python benchmarks/zoo_table.py > docs_zoo_table.md
+    .venv/bin/python benchmarks/zoo_table.py   # the table in the README (Models)
 """
 
 from __future__ import annotations

@@ -86,13 +86,11 @@ from backend.engine.extraction import (
 )
 from backend.engine.models import LoadedModel, random_like
 from backend.plots.outliers import (
-    criteria_marks,
     dimension_by_category,
-    heatmap_values,
-    layer_dim_heatmap,
     outlier_frame_all,
     token_dim_heatmap,
 )
+from backend.plots.outliers import outlier_heatmap as plot_outlier_heatmap
 from backend.plots.projections import before_after_figure
 from ui.common import memo, memo_heavy, result_key
 from ui.controls import PostChoice
@@ -185,8 +183,7 @@ def outlier_heatmap(
     result: ExtractionResult, stat: str, thresholds: OutlierThresholds = DEFAULT_THRESHOLDS
 ) -> go.Figure:
     """The layers x dimensions heatmap of one statistic with the criteria's markers."""
-    marks = criteria_marks(outliers_by_state(result, thresholds))
-    return layer_dim_heatmap(heatmap_values(result, stat), result.state_names, stat, marks=marks)
+    return plot_outlier_heatmap(result, stat, thresholds)
 
 
 @cached

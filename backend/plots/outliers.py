@@ -17,6 +17,7 @@ from backend.analysis.geometry.outliers import (
     CRITERIA,
     CRITERION_LABELS,
     OutlierThresholds,
+    criteria_by_state,
     outlier_dims_by_state,
 )
 from backend.engine.jsonio import strict_json
@@ -133,6 +134,15 @@ def layer_dim_heatmap(
         margin=dict(l=60, r=20, t=80, b=40),
     )
     return fig
+
+
+def outlier_heatmap(
+    result: ExtractionResult, stat: str = "mean", thresholds: OutlierThresholds | None = None
+) -> go.Figure:
+    """The Outlier dimensions page's figure: hidden states x dims heatmap of ``stat`` (one of
+    :data:`HEATMAP_STATS`) with every criterion's outlier dims marked."""
+    marks = criteria_marks(criteria_by_state(result, thresholds))
+    return layer_dim_heatmap(heatmap_values(result, stat), result.state_names, stat, marks=marks)
 
 
 def criteria_marks(by_state: Sequence[Mapping[str, Sequence[int]]]) -> dict[str, list[list[int]]]:

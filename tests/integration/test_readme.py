@@ -1,0 +1,42 @@
+"""The README's notebook example runs as written (bundled model and corpus), and its figures are
+the pages' own builders."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import plotly.graph_objects as go
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _example() -> str:
+    text = (ROOT / "README.md").read_text()
+    match = re.search(
+        r"<!-- notebook example -->\s*```python\n(.*?)```\s*<!-- end notebook example -->",
+        text,
+        re.S,
+    )
+    assert match, "README.md lost its notebook example"
+    return match.group(1)
+
+
+def test_the_readme_notebook_example_runs(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    exec(compile(_example(), "README.md", "exec"), namespace)  # noqa: S102 - our own README
+    result = namespace["result"]
+    assert result.num_states == 7
+    assert isinstance(namespace["heatmap"], go.Figure) and isinstance(namespace["lines"], go.Figure)
+    assert (tmp_path / "outliers.html").stat().st_size > 10_000
+    printed = capsys.readouterr().out
+    assert "emb" in printed and "223" in printed  # MiniLM's outlier dim at state 5 (see README)
+
+
+def test_the_api_names_resolve_lazily():
+    import backend
+
+    for name in backend.API:
+        assert getattr(backend, name) is not None, name
+    assert "load_model" in dir(backend)
