@@ -12,8 +12,8 @@ dimensions" and then changes a control (the colour-by radio).
 A step's time runs from its input to the app being idle with every chart drawn (script state
 "notRunning", a title, no spinner, charts drawn). Reported per mode: first page, page switch and
 control change (median, p95, max over sessions), exceptions shown in any page, the number of
-extractions the server ran (its log's "isoscope: extraction started" lines), the prewarm's own,
-and the server's peak RSS (sampled every 0.2 s, the server process and its children).
+extractions the server ran (its log's "isoscope: extraction started" lines, the prewarm's
+included), and the server's peak RSS (sampled every 0.2 s, the server process and its children).
 Targets (issue 25, 2 cores, N = 30): cold first page <= 30 s, prewarmed <= 10 s, page switch p95
 <= 3 s, one extraction in all, 0 exceptions, peak RSS <= 3 GiB.
 """
@@ -206,7 +206,7 @@ def one_mode(mode: str, sessions: int, port: int, timeout_s: float, workers: int
                     raise RuntimeError("server did not answer /_stcore/health")
             prewarm_s = None
             if mode == "prewarm":
-                while "ready in the cache" not in log_path.read_text():
+                while "isoscope: prewarmed" not in log_path.read_text():
                     if time.perf_counter() - started > timeout_s:
                         raise RuntimeError("prewarm did not finish")
                     time.sleep(0.2)
@@ -234,7 +234,7 @@ def one_mode(mode: str, sessions: int, port: int, timeout_s: float, workers: int
         "failed_sessions": len(errors),
         "errors": sorted(set(errors))[:5],
         "server_extractions": text.count(EXTRACTION_LINE),
-        "prewarm_extractions": text.count("ready in the cache"),
+        "prewarmed": text.count("isoscope: prewarmed"),
         "peak_rss_gib": round(sampler.peak / 1024**3, 2),
     }
 

@@ -4,8 +4,8 @@ Listens on localhost unless ``--address`` says otherwise. The server settings in
 ``.streamlit/config.toml`` (shipped with the app) are passed as command-line options, so they hold
 whatever folder the command is started from; ``--address`` and ``--port`` override theirs.
 
-For a class: ``--prewarm`` (on by default, the default model) computes the first analysis into
-the disk cache in a low-priority background process while the server starts; ``--shared`` (on by
+For a class: ``--prewarm`` (on by default, the default model) computes what the Overview shows
+in a low-priority background thread of the server process while it starts (:mod:`ui.prewarm`); ``--shared`` (on by
 default whenever the address is not a loopback one, see :mod:`backend.engine.access`) locks the
 server down for visitors; ``--workers`` bounds the heavy analyses that run at once.
 """
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tomllib
 from pathlib import Path
@@ -105,27 +104,39 @@ def server_env(args: argparse.Namespace) -> dict[str, str]:
     return env
 
 
-def start_prewarm(models: str, env: dict[str, str]) -> subprocess.Popen | None:
-    """``isoscope prewarm --model MODELS`` in a background process at low priority."""
+def prewarm_models(models: str) -> list[str]:
+    """The ``--prewarm`` list (``off`` for none); a bad list fails before the server starts."""
     from backend.commands.prewarm import models_of
 
     if models.strip().lower() in ("off", "no", "none", ""):
-        return None
-    models_of(models)  # a bad list fails here, before the server starts
-    return subprocess.Popen(
-        [sys.executable, "-m", "backend", "prewarm", "--models", models],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        preexec_fn=(lambda: os.nice(10)) if hasattr(os, "nice") else None,
-    )
+        return []
+    return models_of(models)
+
+
+def flag_options(address: str, port: int) -> dict[str, object]:
+    """Streamlit's ``--section.key value`` options as ``bootstrap`` takes them: the shipped
+    config file's settings, then the address and the port."""
+    options = config_options(app_dir() / ".streamlit" / "config.toml")
+    flags = {options[i][2:].replace(".", "_"): options[i + 1] for i in range(0, len(options), 2)}
+    flags.update(server_address=address, server_port=port)
+    return flags
 
 
 def run(args: argparse.Namespace) -> int:
-    command = streamlit_command(args.address, args.port)
-    env = server_env(args)
-    start_prewarm(args.prewarm, env)
-    mode = "shared mode" if env["ISOSCOPE_SHARED"] == "1" else "all controls"
+    streamlit_command(args.address, args.port)  # checks the address, the port and app.py
+    models = prewarm_models(args.prewarm)
+    os.environ.update(server_env(args))
+    mode = "shared mode" if os.environ["ISOSCOPE_SHARED"] == "1" else "all controls"
     sys.stderr.write(f"isoscope: serving on http://{args.address}:{args.port} ({mode})\n")
     sys.stderr.flush()
-    os.execve(sys.executable, command, env)
-    return 0  # not reached
+    # Streamlit in this process, so the prewarm thread fills the caches the sessions will use.
+    from streamlit.web import bootstrap
+
+    flags = flag_options(args.address, args.port)
+    bootstrap.load_config_options(flag_options=flags)
+    if models:
+        from ui import prewarm
+
+        prewarm.start(models)
+    bootstrap.run(str(app_dir() / "app.py"), False, [], flags)
+    return 0

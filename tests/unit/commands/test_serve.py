@@ -57,11 +57,20 @@ def test_server_env_decides_shared_mode(monkeypatch, argv, shared):
 
 
 def test_workers_and_prewarm_are_checked_before_the_server_starts(monkeypatch):
-    from backend.commands.serve import server_env, start_prewarm
+    from backend.commands.serve import prewarm_models, server_env
 
     assert server_env(_args("--workers", "3"))["ISOSCOPE_WORKERS"] == "3"
     with pytest.raises(InputError):
         server_env(_args("--workers", "0"))
-    assert start_prewarm("off", {}) is None
+    assert prewarm_models("off") == []
+    assert prewarm_models("default, smollm2") == ["default", "smollm2"]
     with pytest.raises(InputError):
-        start_prewarm(" , ", {})
+        prewarm_models(" , ")
+
+
+def test_flag_options_carry_the_config_file_and_the_address():
+    from backend.commands.serve import flag_options
+
+    flags = flag_options("0.0.0.0", 8700)
+    assert flags["server_address"] == "0.0.0.0" and flags["server_port"] == 8700
+    assert flags["server_fileWatcherType"] == "none" and flags["runner_postScriptGC"] == "false"
