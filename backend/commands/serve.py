@@ -114,10 +114,15 @@ def prewarm_models(models: str) -> list[str]:
 
 
 def flag_options(address: str, port: int) -> dict[str, object]:
-    """Streamlit's ``--section.key value`` options as ``bootstrap`` takes them: the shipped
-    config file's settings, then the address and the port."""
-    options = config_options(app_dir() / ".streamlit" / "config.toml")
-    flags = {options[i][2:].replace(".", "_"): options[i + 1] for i in range(0, len(options), 2)}
+    """Streamlit's options as ``bootstrap`` takes them (``section_key``: typed value, as the
+    ``streamlit run`` flags become): the shipped config file's settings, then address and port."""
+    config = app_dir() / ".streamlit" / "config.toml"
+    settings = tomllib.loads(config.read_text()) if config.is_file() else {}
+    flags: dict[str, object] = {
+        f"{section}_{key}": value
+        for section, values in settings.items()
+        for key, value in values.items()
+    }
     flags.update(server_address=address, server_port=port)
     return flags
 

@@ -67,6 +67,16 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """`isoscope serve` on a free port with an isolated cache; terminated afterwards."""
+    yield from _serve(tmp_path_factory, "browser")
+
+
+@pytest.fixture(scope="module")
+def shared_server(tmp_path_factory):
+    """The same server in shared mode (ISOSCOPE_SHARED=1), as a classroom gets it."""
+    yield from _serve(tmp_path_factory, "browser-shared", ISOSCOPE_SHARED="1")
+
+
+def _serve(tmp_path_factory, name: str, **extra_env: str):
     if os.environ.get("ISOSCOPE_REQUIRE_BROWSER") == "1":  # CI: .ci/run installed both, so run
         assert Path(CHROMIUM).exists(), f"{CHROMIUM} is missing although CI installs it"
         import playwright.sync_api  # noqa: F401
@@ -78,7 +88,7 @@ def server(tmp_path_factory):
         "playwright.sync_api", reason="playwright is not installed (pip install playwright)"
     )
     port = _free_port()
-    folder = tmp_path_factory.mktemp("browser")
+    folder = tmp_path_factory.mktemp(name)
     log_path = folder / "streamlit.log"
     env = {
         **os.environ,
@@ -86,11 +96,24 @@ def server(tmp_path_factory):
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
         "TOKENIZERS_PARALLELISM": "false",
+        **extra_env,
     }
     log = log_path.open("w")
     proc = subprocess.Popen(
         # the way a user starts it: `isoscope serve` (python -m backend serve)
-        [sys.executable, "-m", "backend", "serve", "--port", str(port), "--address", "127.0.0.1"],
+        # (no prewarm: each test's first page is its own measure of a cold server)
+        [
+            sys.executable,
+            "-m",
+            "backend",
+            "serve",
+            "--port",
+            str(port),
+            "--address",
+            "127.0.0.1",
+            "--prewarm",
+            "off",
+        ],
         cwd=ROOT,
         env=env,
         stdout=log,
@@ -252,5 +275,26 @@ def test_chart_updates_in_place(browser, server):
         assert body.get_attribute("data-state") == "drawn"
         assert body.evaluate(traces) != before  # the same plot now holds the new colouring
         _assert_no_exception(page, "projections")
+    finally:
+        page.close()
+
+
+def test_shared_mode_overview_renders_without_the_operators_controls(browser, shared_server):
+    """ISOSCOPE_SHARED=1: the Overview draws, and the sidebar has no pickle box, no cache
+    settings and no saved-analysis path; a typed server path gets the one refusal text."""
+    page = _open(browser, shared_server, "overview")
+    try:
+        _assert_no_exception(page, "overview (shared)")
+        assert "Overview" in page.locator("h1").first.inner_text()
+        sidebar = page.locator('[data-testid="stSidebar"]')
+        assert sidebar.get_by_text("Allow pickle .bin weights").count() == 0
+        assert sidebar.get_by_text("Disk cache settings").count() == 0
+        assert sidebar.get_by_text("managed by its operator").count() == 1
+        assert sidebar.get_by_text("its path on this machine").count() == 0
+        custom = page.locator(".st-key-sb_model_custom input").first
+        custom.fill("/etc")
+        custom.press("Enter")
+        sidebar.get_by_text("a path typed here is not opened").first.wait_for(timeout=60_000)
+        _screenshot(page, "overview_shared", Path(shared_server["log"]).parent)
     finally:
         page.close()

@@ -73,4 +73,5 @@ def test_flag_options_carry_the_config_file_and_the_address():
 
     flags = flag_options("0.0.0.0", 8700)
     assert flags["server_address"] == "0.0.0.0" and flags["server_port"] == 8700
-    assert flags["server_fileWatcherType"] == "none" and flags["runner_postScriptGC"] == "false"
+    assert flags["server_fileWatcherType"] == "none" and flags["runner_postScriptGC"] is False
+    assert flags["server_runOnSave"] is False  # typed, as Streamlit's own flags become
