@@ -116,3 +116,34 @@ def test_the_layer_rule_catches_an_upward_import():
     """The check itself can fail: a planted engine -> share import is reported."""
     assert layer("backend.engine.models") < layer("backend.share.report")
     assert layer("pages.outliers") > layer("ui.common") == layer("backend.commands.analyze")
+
+
+def _modules_without_a_test_file(root: Path) -> list[str]:
+    """Modules of ``backend/``, ``ui/`` and ``pages/`` (not ``__init__``/``__main__``) with no
+    ``test_<stem>.py`` anywhere under ``tests/``."""
+    tests = {p.name for p in (root / "tests").rglob("test_*.py")}
+    missing = []
+    for top in ("backend", "ui", "pages"):
+        for path in sorted((root / top).rglob("*.py")):
+            if path.name in ("__init__.py", "__main__.py"):
+                continue
+            if f"test_{path.stem}.py" not in tests:
+                missing.append(path.relative_to(root).as_posix())
+    return missing
+
+
+def test_every_module_has_a_test_file_named_after_it():
+    """backend/analysis/decoder/massive.py is tested in tests/<tier>/analysis/decoder/test_massive.py
+    (issue 23): every module has a test file of its name somewhere under tests/."""
+    missing = _modules_without_a_test_file(ROOT)
+    assert not missing, "modules without a test_<module>.py under tests/: " + ", ".join(missing)
+
+
+def test_the_test_file_rule_names_a_module_without_one(tmp_path):
+    for rel in ("backend/a/__init__.py", "backend/a/tested.py", "ui/lonely.py", "pages/p.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("")
+    (tmp_path / "tests" / "unit" / "a").mkdir(parents=True)
+    (tmp_path / "tests" / "unit" / "a" / "test_tested.py").write_text("")
+    (tmp_path / "tests" / "test_p.py").write_text("")
+    assert _modules_without_a_test_file(tmp_path) == ["ui/lonely.py"]

@@ -18,6 +18,7 @@ from backend.engine.corpus import corpus_from_text
 from backend.engine.extraction import ExtractionSettings, extract
 from backend.engine.models import load_model
 from tests.clirun import run_backend
+from tests.comparison_inputs import assert_same_comparison as _assert_same_comparison
 
 ROOT = Path(__file__).resolve().parents[4]
 SMALL = ExtractionSettings(max_length=32, sample_size=2000)
@@ -123,87 +124,6 @@ def test_sts_by_state(tiny_bert_dir, small_corpus):
     rows = comparison_report(c)["states"]
     assert rows[0]["sts_a"] == pytest.approx(c.sts_a[0])
     assert c.ln is not None and np.abs(c.ln.d_gamma).max() == 0.0  # both random: gamma = 1
-
-
-def _assert_same_comparison(got, ref):
-    assert json.dumps(got.states) == json.dumps(ref.states) and got.notes == ref.notes
-    for side_got, side_ref in ((got.a, ref.a), (got.b, ref.b)):
-        for f in ("label", "model", "corpus_name", "state_names", "outliers", "top_k", "top_dims"):
-            assert getattr(side_got, f) == getattr(side_ref, f), f
-        for f in ("anisotropy", "isoscore", "mean", "top_share"):
-            np.testing.assert_array_equal(getattr(side_got, f), getattr(side_ref, f))
-    for f in ("abs_mean_diff", "sts_a", "sts_b"):
-        if getattr(ref, f) is None:
-            assert getattr(got, f) is None, f
-        else:
-            np.testing.assert_array_equal(getattr(got, f), getattr(ref, f))
-    assert (got.cka is None) == (ref.cka is None) and (got.ln is None) == (ref.ln is None)
-    if ref.cka is not None:
-        np.testing.assert_array_equal(got.cka.matrix, ref.cka.matrix)
-        assert (got.cka.basis, got.cka.n, got.cka.debiased, got.cka.note) == (
-            ref.cka.basis,
-            ref.cka.n,
-            ref.cka.debiased,
-            ref.cka.note,
-        )
-    if ref.ln is not None:
-        assert got.ln.names == ref.ln.names
-        np.testing.assert_array_equal(got.ln.d_gamma, ref.ln.d_gamma)
-        np.testing.assert_array_equal(got.ln.d_beta, ref.ln.d_beta)
-    from backend.engine.jsonio import to_jsonable
-
-    def as_json(c):
-        return json.dumps(to_jsonable(comparison_report(c)), sort_keys=True)
-
-    assert as_json(got) == as_json(ref)
-
-
-def test_a_comparison_is_cached_on_disk_and_a_corrupt_entry_is_recomputed(
-    tiny_bert_dir, small_corpus, tmp_path
-):
-    from backend.analysis.compare.comparison import cached_compare, comparison_key
-    from backend.engine.cache import ResultCache
-
-    a = load_model(str(tiny_bert_dir), device="cpu")
-    b = load_model(f"random-like:{tiny_bert_dir}", device="cpu")
-    ra, rb = extract(a, small_corpus, SMALL), extract(b, small_corpus, SMALL)
-    calls = []
-
-    def run():
-        calls.append(1)
-        return compare(ra, rb, loaded_a=a, loaded_b=b, pairs=sts_sample())
-
-    cache = ResultCache(tmp_path)
-    key = comparison_key("a", "b", a.fingerprint, b.fingerprint)
-    ref = cached_compare(cache, key, run)
-    assert ref.cka is not None and ref.ln is not None and ref.sts_a is not None
-    assert cache.usage().results_count == 1
-
-    got = cached_compare(ResultCache(tmp_path), key, run)  # a new process: from the disk
-    assert len(calls) == 1
-    _assert_same_comparison(got, ref)
-
-    cache.path(key).write_bytes(b"not an npz")  # corrupt: a miss, recomputed and replaced
-    again = cached_compare(ResultCache(tmp_path), key, run)
-    assert len(calls) == 2
-    _assert_same_comparison(again, ref)
-    assert cached_compare(ResultCache(tmp_path), key, run) is not None and len(calls) == 2
-
-
-def test_two_corpora_comparison_round_trips_through_the_cache(
-    tiny_bert_dir, small_corpus, tmp_path
-):
-    from backend.analysis.compare.comparison import cached_compare, comparison_key
-    from backend.engine.cache import ResultCache
-
-    a = load_model(str(tiny_bert_dir), device="cpu")
-    other = corpus_from_text("def main():\n    return 0\nSELECT * FROM users;\n")
-    ref = compare(extract(a, small_corpus, SMALL), extract(a, other, SMALL), loaded_a=a, loaded_b=a)
-    assert ref.cka is None and ref.ln is None
-    key = comparison_key("two corpora")
-    cached_compare(ResultCache(tmp_path), key, lambda: ref)
-    got = cached_compare(ResultCache(tmp_path), key, lambda: pytest.fail("recomputed"))
-    _assert_same_comparison(got, ref)
 
 
 def test_the_cache_key_covers_every_option_with_its_default(tiny_bert_dir, small_corpus, tmp_path):

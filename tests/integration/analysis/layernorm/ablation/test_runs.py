@@ -1,4 +1,5 @@
-"""Ablation on saved checkpoints: MLM loss vs a hand computation, and BERT Busters on MiniLM."""
+"""run_ablation on saved checkpoints: MLM loss vs a hand computation, GPT-2 pre-LN norms, STS vs a
+direct computation, and BERT Busters on MiniLM."""
 
 from __future__ import annotations
 

@@ -1,0 +1,48 @@
+"""Tiny random models and parameter snapshots for the LayerNorm ablation tests
+(tests/unit/analysis/layernorm/ablation/)."""
+
+from __future__ import annotations
+
+import torch
+
+from backend.engine.models import _finish, build_random_model
+
+TEXTS = [
+    "the cat sat on the mat .",
+    "a dog barked twice",
+    "rain again today , sadly",
+    "one more short line",
+]
+
+
+def tiny_model():
+    return build_random_model("bert", {"layers": 2, "width": 32, "heads": 2, "seed": 0}, 200).eval()
+
+
+def tiny_loaded_model():
+    """A 2-layer random BERT with the bundled tokenizer, as a LoadedModel on the CPU."""
+    from backend.engine.models import bundled_tokenizer
+
+    tokenizer = bundled_tokenizer()
+    model = build_random_model(
+        "bert", {"layers": 2, "width": 32, "heads": 2, "seed": 1}, len(tokenizer)
+    )
+    parts = {
+        "model": model,
+        "tokenizer": tokenizer,
+        "source": "tiny",
+        "display": "tiny",
+        "fingerprint": "t",
+        "weights_dir": None,
+        "random": True,
+        "spec": {},
+    }
+    return _finish(parts, torch.device("cpu"), torch.float32)
+
+
+def snapshot(model):
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def same(a, b):
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
