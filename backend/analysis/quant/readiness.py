@@ -1,0 +1,810 @@
+"""Will this checkpoint quantize? Per-site activation statistics, simulated error and the measured
+end-to-end loss (issue 26; METHODS.md section 10).
+
+:func:`scan_sites` runs the model once over the corpus (sites from :mod:`.sites`, inputs recorded
+with ``backend.engine.hooks.forward_hooks``) and streams, per site, over every non-padding token:
+
+- ``act_max`` (in,): the per-channel max |x|, exactly SmoothQuant's ``act_scales``;
+- max |x|, the share of values with |x| >= 6 (LLM.int8's magnitude), and the power sums of x
+  (float64) that give the kurtosis, the fourth standardised moment ``m4 / m2²`` (not excess; a
+  Gaussian gives 3; Bondarenko et al. 2023, arXiv 2306.12929);
+- the inputs of a fixed uniform sample of tokens (``error_tokens``, default 256, the same tokens at
+  every site, seeded): the **median |x|** is the exact median over that sample's values (every
+  channel of every sampled token; its rank error is about 1/sqrt(values)), and the simulated errors
+  of :mod:`.schemes` are computed on it, with the corpus-wide scales (static max, act_scales, top-K
+  channels). Holding every token of every site would need tokens x sum of widths floats.
+
+It also keeps the final state of the first texts (up to ``end_tokens`` tokens, default 256), the
+full-precision reference for the end metric, and each block output's per-dim max |h| and sampled
+median |h| for massive-activation dims (Sun et al. 2024: |h| > 100 and > 1000 x the median).
+
+:func:`end_losses` measures what the model loses with every site fake-quantized (pre-hooks that
+replace each projection's input, and a temporary weight swap restored in ``finally``):
+decoders the mean next-token KL(p_full || p_quant) over the end texts' positions (logits = final
+state x the output embedding matrix), encoders the mean cosine of the full and quantized mean-pooled
+final state. :func:`layer_sensitivity` quantizes one block at a time (per token), all blocks in
+one batched pass: the end texts are repeated once per block along the batch and each block's
+projections re-compute only their own copy's rows quantized (a forward hook), so the cost is about
+one forward pass of (blocks x end tokens) tokens. The Spearman correlation between that ranking and
+the blocks' mean per-site per-token error says whether the cheap proxy can be trusted here.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from backend.analysis.quant.schemes import (
+    DEFAULT_ALPHA,
+    DEFAULT_KEEP,
+    SCHEME_LABELS,
+    SCHEMES,
+    quant_per_row,
+    site_errors,
+    transforms,
+)
+from backend.analysis.quant.sites import (
+    ROLE_LABELS,
+    Site,
+    SiteMap,
+    discover_sites,
+    find_blocks,
+    is_projection,
+    weight_matrix,
+)
+from backend.engine.errors import InputError
+from backend.engine.extraction import TokenizedCorpus, pad_token_id, tokenize
+from backend.engine.hooks import forward_hooks
+from backend.engine.progress import Progress, report
+
+MAGNITUDE = 6.0
+ERROR_TOKENS = 256
+END_TOKENS = 256
+TOP_CHANNELS = 8
+MASSIVE_ABS = 100.0
+MASSIVE_RATIO = 1000.0
+SEED = 0
+
+
+# ----------------------------------------------------------------------------- the pass
+
+
+class _SiteAccumulator:
+    """Streaming statistics of one site's inputs (float64 sums, float32 maxima)."""
+
+    def __init__(self, width: int) -> None:
+        self.act_max = torch.zeros(width, dtype=torch.float32)
+        self.n = 0
+        self.sums = torch.zeros(4, dtype=torch.float64)
+        self.n_ge = 0
+        self.samples: list[torch.Tensor] = []
+
+    def update(self, rows: torch.Tensor, sample: torch.Tensor | None) -> None:
+        rows = rows.float()
+        if rows.numel():
+            a = rows.abs()
+            self.act_max = torch.maximum(self.act_max, a.amax(dim=0).cpu())
+            self.n_ge += int((a >= MAGNITUDE).sum())
+            x2 = rows * rows
+            self.sums += torch.stack(
+                [
+                    rows.sum(dtype=torch.float64),
+                    x2.sum(dtype=torch.float64),
+                    (x2 * rows).sum(dtype=torch.float64),
+                    (x2 * x2).sum(dtype=torch.float64),
+                ]
+            ).cpu()
+            self.n += rows.numel()
+        if sample is not None and sample.numel():
+            self.samples.append(sample.float().cpu().clone())
+
+    def kurtosis(self) -> float:
+        """``m4 / m2²`` from the raw power sums (float64; centred moments expanded)."""
+        if not self.n:
+            return math.nan
+        e1, e2, e3, e4 = (self.sums / self.n).tolist()
+        m2 = e2 - e1 * e1
+        m4 = e4 - 4 * e1 * e3 + 6 * e1 * e1 * e2 - 3 * e1**4
+        return m4 / (m2 * m2) if m2 > 0 else math.nan
+
+
+@dataclass(eq=False)
+class SiteScan:
+    """One site after the pass: corpus statistics and its token sample (n, in) float32."""
+
+    site: Site
+    act_max: torch.Tensor
+    max_abs: float
+    median_abs: float
+    kurtosis: float
+    share_gt_6: float
+    n_values: int
+    sample: torch.Tensor
+
+    @property
+    def max_over_median(self) -> float:
+        return self.max_abs / self.median_abs if self.median_abs > 0 else math.inf
+
+    def top(self, k: int = TOP_CHANNELS) -> list[dict]:
+        k = min(k, self.act_max.numel())
+        values, idx = torch.topk(self.act_max, k)
+        return [
+            {"channel": int(j), "max_abs": float(v)}
+            for v, j in zip(values.tolist(), idx.tolist(), strict=True)
+        ]
+
+
+@dataclass(eq=False)
+class QuantScan:
+    """The pass over the corpus: per-site statistics, the end texts' padded ids and reference
+    final state, and massive-activation dims. Shapes: ``end_ids``/``end_mask`` (B, T),
+    ``end_reference`` (B, T, d) float32."""
+
+    site_map: SiteMap
+    sites: list[SiteScan]
+    n_texts: int
+    n_tokens: int
+    max_length: int
+    error_tokens: int
+    end_ids: torch.Tensor
+    end_mask: torch.Tensor
+    end_reference: torch.Tensor
+    massive_dims: tuple[int, ...]
+    hidden_size: int
+    is_causal: bool
+    seconds: float
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def end_tokens(self) -> int:
+        return int(self.end_mask.sum())
+
+    def act_scales(self) -> dict[str, torch.Tensor]:
+        """SmoothQuant's ``act_scales``: module name -> float32 per-channel max |x|."""
+        return {name: s.act_max.float().contiguous() for s in self.sites for name in s.site.modules}
+
+
+def _select_rows(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor | None:
+    """The non-padding rows of a projection input: (B, T, in) or a flattened (B*T, in)."""
+    if x.dim() == 3 and tuple(x.shape[:2]) == tuple(mask.shape):
+        return x[mask]
+    if x.dim() == 2 and x.shape[0] == mask.numel():
+        return x[mask.reshape(-1)]
+    return None
+
+
+def _padded(
+    tokenized: TokenizedCorpus, rows: np.ndarray, pad_id: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    lengths = tokenized.lengths[rows]
+    width = int(lengths.max())
+    ids = np.full((len(rows), width), pad_id, dtype=np.int64)
+    mask = np.zeros((len(rows), width), dtype=bool)
+    for r, t in enumerate(rows):
+        ids[r, : lengths[r]] = tokenized.input_ids[t]
+        mask[r, : lengths[r]] = True
+    return torch.from_numpy(ids), torch.from_numpy(mask)
+
+
+def _sample_positions(lengths: np.ndarray, n: int, seed: int) -> list[np.ndarray]:
+    """Per text, the sorted positions of a uniform sample of ``n`` tokens of the corpus."""
+    total = int(lengths.sum())
+    rng = np.random.default_rng(seed)
+    chosen = np.sort(rng.choice(total, size=min(n, total), replace=False))
+    starts = np.concatenate([[0], np.cumsum(lengths)])
+    text = np.searchsorted(starts, chosen, side="right") - 1
+    return [chosen[text == t] - starts[t] for t in range(len(lengths))]
+
+
+def _last_state(output) -> torch.Tensor:
+    state = getattr(output, "last_hidden_state", None)
+    if state is None:
+        state = output[0] if isinstance(output, tuple | list) else output
+    return state
+
+
+def _end_texts(lengths: np.ndarray, end_tokens: int) -> np.ndarray:
+    """The first texts (corpus order) whose tokens fit in ``end_tokens`` (at least one)."""
+    used, rows = 0, []
+    for t, n in enumerate(lengths):
+        if n == 0:
+            continue
+        if rows and used + n > end_tokens:
+            break
+        rows.append(t)
+        used += int(n)
+    return np.asarray(rows, dtype=np.int64)
+
+
+def scan_sites(
+    loaded,
+    texts: list[str] | tuple[str, ...],
+    *,
+    max_length: int = 128,
+    batch_size: int = 16,
+    error_tokens: int = ERROR_TOKENS,
+    end_tokens: int = END_TOKENS,
+    seed: int = SEED,
+    progress: Progress | None = None,
+) -> QuantScan:
+    """One pass of ``loaded.encoder`` over ``texts``: see the module docstring."""
+    if error_tokens < 1 or end_tokens < 1:
+        raise InputError("error_tokens and end_tokens must be at least 1")
+    started = time.perf_counter()
+    root = loaded.encoder
+    site_map = discover_sites(loaded)
+    named = dict(root.named_modules())
+    tokenized = tokenize(loaded, tuple(texts), max_length)
+    lengths = tokenized.lengths
+    sample_pos = _sample_positions(lengths, error_tokens, seed)
+    end_rows = _end_texts(lengths, end_tokens)
+    end_slot = {int(t): k for k, t in enumerate(end_rows)}
+    _, blocks = find_blocks(root, site_map.num_layers)
+    accs = [_SiteAccumulator(s.width) for s in site_map.sites]
+    d = int(loaded.info.hidden_size)
+    block_max = torch.zeros(len(blocks), d, dtype=torch.float32)
+    block_samples: list[list[torch.Tensor]] = [[] for _ in blocks]
+    skipped: set[str] = set()
+    state: dict[str, torch.Tensor | None] = {"mask": None, "sample": None}
+
+    def site_hook(i: int):
+        def fn(module, inputs):
+            x = inputs[0]
+            rows = _select_rows(x, state["mask"])
+            if rows is None:
+                skipped.add(site_map.sites[i].name)
+                return
+            sample = _select_rows(x, state["sample"])
+            accs[i].update(rows, sample)
+
+        return fn
+
+    def block_hook(i: int):
+        def fn(module, inputs, output):
+            h = output[0] if isinstance(output, tuple | list) else output
+            if not isinstance(h, torch.Tensor) or h.dim() != 3 or h.shape[-1] != d:
+                return
+            if tuple(h.shape[:2]) != tuple(state["mask"].shape):
+                return
+            block_max[i] = torch.maximum(block_max[i], h[state["mask"]].abs().amax(dim=0).float())
+            sample = h[state["sample"]]
+            if sample.numel():
+                block_samples[i].append(sample.abs().float().cpu())
+
+        return fn
+
+    pre = {named[s.paths[0]]: site_hook(i) for i, s in enumerate(site_map.sites)}
+    post = {block: block_hook(i) for i, block in enumerate(blocks)}
+    order = np.argsort(-lengths, kind="stable")
+    order = order[lengths[order] > 0]
+    batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    pad_id = pad_token_id(loaded)
+    width_end = int(lengths[end_rows].max())
+    end_ids = torch.full((len(end_rows), width_end), pad_id, dtype=torch.long)
+    end_mask = torch.zeros((len(end_rows), width_end), dtype=torch.bool)
+    end_reference = torch.zeros((len(end_rows), width_end, d), dtype=torch.float32)
+    with forward_hooks(pre, pre=True), forward_hooks(post), torch.inference_mode():
+        for b, rows in enumerate(batches):
+            ids, mask = _padded(tokenized, rows, pad_id)
+            sample = torch.zeros_like(mask)
+            for r, t in enumerate(rows):
+                sample[r, sample_pos[t]] = True
+            state["mask"], state["sample"] = mask.to(loaded.device), sample.to(loaded.device)
+            out = root(input_ids=ids.to(loaded.device), attention_mask=mask.to(loaded.device))
+            last = _last_state(out)
+            for r, t in enumerate(rows):
+                if int(t) in end_slot:
+                    k, n = end_slot[int(t)], int(lengths[t])
+                    end_ids[k, :n] = ids[r, :n]
+                    end_mask[k, :n] = True
+                    end_reference[k, :n] = last[r, :n].float().cpu()
+            if not report(progress, b + 1, len(batches)):
+                break
+    n_tokens = int(lengths.sum())
+    sites = []
+    for site, acc in zip(site_map.sites, accs, strict=True):
+        if site.name in skipped or not acc.n:
+            continue
+        sample = torch.cat(acc.samples) if acc.samples else torch.zeros(0, site.width)
+        median = float(sample.abs().flatten().median()) if sample.numel() else math.nan
+        sites.append(
+            SiteScan(
+                site=site,
+                act_max=acc.act_max,
+                max_abs=float(acc.act_max.max()),
+                median_abs=median,
+                kurtosis=acc.kurtosis(),
+                share_gt_6=acc.n_ge / acc.n,
+                n_values=acc.n,
+                sample=sample,
+            )
+        )
+    massive: set[int] = set()
+    for i in range(len(blocks)):
+        if not block_samples[i]:
+            continue
+        median = float(torch.cat(block_samples[i]).flatten().median())
+        threshold = max(MASSIVE_ABS, MASSIVE_RATIO * median)
+        massive.update(int(j) for j in torch.nonzero(block_max[i] > threshold).flatten())
+    notes = list(site_map.notes)
+    if skipped:
+        notes.append(
+            f"{len(skipped)} site(s) had inputs that are not one row per token and were left out: "
+            + ", ".join(sorted(skipped)[:4])
+        )
+    return QuantScan(
+        site_map=site_map,
+        sites=sites,
+        n_texts=int(len(order)),
+        n_tokens=n_tokens,
+        max_length=int(tokenized.max_length),
+        error_tokens=int(min(error_tokens, n_tokens)),
+        end_ids=end_ids,
+        end_mask=end_mask,
+        end_reference=end_reference,
+        massive_dims=tuple(sorted(massive)),
+        hidden_size=d,
+        is_causal=bool(loaded.info.is_causal),
+        seconds=time.perf_counter() - started,
+        notes=tuple(notes),
+    )
+
+
+# ----------------------------------------------------------------------------- per-site error
+
+
+def _stacked_weight(root: torch.nn.Module, site: Site) -> torch.Tensor:
+    named = dict(root.named_modules())
+    return torch.cat([weight_matrix(named[p]).detach().float().cpu() for p in site.paths])
+
+
+def error_table(
+    loaded,
+    scan: QuantScan,
+    *,
+    keep: int = DEFAULT_KEEP,
+    alpha: float = DEFAULT_ALPHA,
+    progress: Progress | None = None,
+) -> list[dict[str, float]]:
+    """Per site (``scan.sites`` order), ``{scheme: ||Y_q - Y||_F / ||Y||_F}`` on the token sample."""
+    check_keep_alpha(keep, alpha)
+    out = []
+    with torch.inference_mode():
+        for i, s in enumerate(scan.sites):
+            w = _stacked_weight(loaded.encoder, s.site)
+            out.append(site_errors(s.sample, w, s.act_max, keep=keep, alpha=alpha))
+            report(progress, i + 1, len(scan.sites))
+    return out
+
+
+def check_keep_alpha(keep: int, alpha: float) -> None:
+    if not 0 <= int(keep) <= 4096:
+        raise InputError(f"--keep must be between 0 and 4096 channels, got {keep}")
+    if not 0.0 <= float(alpha) <= 1.0:
+        raise InputError(f"--alpha must be between 0 and 1, got {alpha}")
+
+
+# ----------------------------------------------------------------------------- end to end
+
+
+def output_embeddings(loaded) -> torch.Tensor | None:
+    """The (vocab, d) matrix that turns a decoder's final state into logits: the loaded model's
+    output embeddings, else the input embeddings when the checkpoint ties them, else
+    ``lm_head.weight`` read from the checkpoint's safetensors; None when there is none."""
+    model = loaded.model
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    if head is not None and getattr(head, "weight", None) is not None:
+        return head.weight
+    config = loaded.config
+    text_config = getattr(config, "get_text_config", lambda: config)()
+    if getattr(text_config, "tie_word_embeddings", False):
+        embed = model.get_input_embeddings()
+        return embed.weight if embed is not None else None
+    folder = getattr(loaded, "weights_dir", None)
+    if folder is not None:
+        from pathlib import Path
+
+        from safetensors import safe_open
+
+        for path in sorted(Path(folder).glob("*.safetensors")):
+            with safe_open(str(path), framework="pt") as f:
+                for key in f.keys():  # noqa: SIM118 - safe_open has keys(), not __iter__
+                    if key.endswith("lm_head.weight"):
+                        return f.get_tensor(key).to(loaded.device)
+    return None
+
+
+class _Metric:
+    """The end metric against the reference final state: ``kl`` (decoders with an output
+    embedding) or ``cosine`` (mean-pooled final state)."""
+
+    def __init__(self, loaded, scan: QuantScan) -> None:
+        self.mask = scan.end_mask
+        self.head = output_embeddings(loaded) if scan.is_causal else None
+        self.name = "kl" if self.head is not None else "cosine"
+        self.ref = self._prepare(scan.end_reference)
+
+    def _prepare(self, state: torch.Tensor):
+        state = state.float().cpu()
+        if self.name == "kl":
+            logits = state[self.mask] @ self.head.detach().float().cpu().T  # (N, vocab)
+            return torch.log_softmax(logits, dim=-1)
+        m = self.mask.unsqueeze(-1).float()
+        return (state * m).sum(1) / m.sum(1).clamp(min=1)  # (B, d)
+
+    def __call__(self, state: torch.Tensor) -> float:
+        q = self._prepare(state)
+        if self.name == "kl":
+            kl = (self.ref.exp() * (self.ref - q)).sum(-1)
+            return float(kl.double().mean())
+        return float(F.cosine_similarity(self.ref.double(), q.double(), dim=-1).mean())
+
+    @property
+    def full_precision(self) -> float:
+        return 0.0 if self.name == "kl" else 1.0
+
+
+def _set_weight(module: torch.nn.Module, w_out_in: torch.Tensor) -> None:
+    """Swap the weight's storage (no copy); Conv1D keeps (in, out)."""
+    w = w_out_in if isinstance(module, torch.nn.Linear) else w_out_in.T.contiguous()
+    module.weight.data = w.to(module.weight.dtype).to(module.weight.device)
+
+
+def _run(loaded, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    out = loaded.encoder(input_ids=ids.to(loaded.device), attention_mask=mask.to(loaded.device))
+    return _last_state(out)
+
+
+def quantized_state(
+    loaded,
+    scan: QuantScan,
+    scheme: str,
+    *,
+    keep: int = DEFAULT_KEEP,
+    alpha: float = DEFAULT_ALPHA,
+    layers: set[int] | None = None,
+) -> torch.Tensor:
+    """The end texts' final state with every site (or those of ``layers``) fake-quantized by
+    ``scheme``: pre-hooks replace each projection's input, and each weight is swapped for its
+    quantized copy for the forward pass only (restored in ``finally``)."""
+    root = loaded.encoder
+    named = dict(root.named_modules())
+    originals: dict[torch.nn.Module, torch.Tensor] = {}
+    pre = {}
+    try:
+        for s in scan.sites:
+            if layers is not None and s.site.layer not in layers:
+                continue
+            modules = [named[p] for p in s.site.paths]
+            w = torch.cat([weight_matrix(m).detach().float() for m in modules])
+            x_fn, w_q = transforms(scheme, w, s.act_max.to(w.device), keep=keep, alpha=alpha)
+            start = 0
+            for m in modules:
+                rows = weight_matrix(m).shape[0]
+                originals[m] = m.weight.data
+                _set_weight(m, w_q[start : start + rows])
+                start += rows
+            if x_fn is not None:
+                pre.update(dict.fromkeys(modules, _shared_input_hook(x_fn)))
+        with forward_hooks(pre, pre=True), torch.inference_mode():
+            return _run(loaded, scan.end_ids, scan.end_mask).float().cpu()
+    finally:
+        for m, w in originals.items():
+            m.weight.data = w
+
+
+def _shared_input_hook(x_fn):
+    """A pre-hook giving ``x_fn(x)``, computed once for the projections that share ``x``."""
+    cache: dict[str, torch.Tensor | None] = {"x": None, "y": None}
+
+    def fn(module, inputs):
+        x = inputs[0]
+        if cache["x"] is not x:
+            cache["x"], cache["y"] = x, x_fn(x.float()).to(x.dtype)
+        return (cache["y"], *inputs[1:])
+
+    return fn
+
+
+def end_losses(
+    loaded,
+    scan: QuantScan,
+    *,
+    keep: int = DEFAULT_KEEP,
+    alpha: float = DEFAULT_ALPHA,
+    schemes: tuple[str, ...] = SCHEMES,
+    progress: Progress | None = None,
+) -> dict:
+    """``{"metric", "full_precision", scheme: value, ...}`` with every site quantized."""
+    metric = _Metric(loaded, scan)
+    out: dict = {"metric": metric.name, "full_precision": metric.full_precision}
+    for k, scheme in enumerate(schemes):
+        out[scheme] = metric(quantized_state(loaded, scan, scheme, keep=keep, alpha=alpha))
+        report(progress, k + 1, len(schemes))
+    return out
+
+
+def layer_sensitivity(
+    loaded,
+    scan: QuantScan,
+    *,
+    max_batch_tokens: int = 8192,
+    progress: Progress | None = None,
+) -> list[dict]:
+    """``[{"layer", "end"}]``: the end metric with only that block's sites quantized per token
+    (W8A8, per-channel weights). The end texts are repeated once per block along the batch; a
+    forward hook on every projection replaces the rows of its own block's copy with
+    ``q(x) q(W)ᵀ + b``, so every block is measured in one (or a few) batched passes."""
+    metric = _Metric(loaded, scan)
+    root = loaded.encoder
+    named = dict(root.named_modules())
+    layers = sorted({s.site.layer for s in scan.sites})
+    b, width = scan.end_ids.shape
+    per_pass = max(1, max_batch_tokens // max(1, b * width))
+    weights: dict[torch.nn.Module, torch.Tensor] = {}
+    layer_of: dict[torch.nn.Module, int] = {}
+    for s in scan.sites:
+        for p in s.site.paths:
+            m = named[p]
+            weights[m] = quant_per_row(weight_matrix(m).detach().float())
+            layer_of[m] = s.site.layer
+    results: dict[int, float] = {}
+    chunks = [layers[i : i + per_pass] for i in range(0, len(layers), per_pass)]
+    done = 0
+    for chunk in chunks:
+        slot = {layer: g for g, layer in enumerate(chunk)}
+
+        def hook(module, inputs, output, slot=slot):
+            g = slot.get(layer_of[module])
+            if g is None:
+                return None
+            x = inputs[0][g * b : (g + 1) * b]
+            bias = getattr(module, "bias", None)
+            y = F.linear(quant_per_row(x.float()), weights[module], None)
+            if bias is not None:
+                y = y + bias.float()
+            output[g * b : (g + 1) * b] = y.to(output.dtype)
+            return output
+
+        ids = scan.end_ids.repeat(len(chunk), 1)
+        mask = scan.end_mask.repeat(len(chunk), 1)
+        with forward_hooks(dict.fromkeys(weights, hook)), torch.inference_mode():
+            state = _run(loaded, ids, mask).float().cpu()
+        for layer, g in slot.items():
+            results[layer] = metric(state[g * b : (g + 1) * b])
+        done += len(chunk)
+        report(progress, done, len(layers))
+    return [{"layer": layer, "end": results[layer]} for layer in layers]
+
+
+def spearman(a: list[float], b: list[float]) -> float | None:
+    """Spearman's rank correlation (average ranks for ties); None when undefined."""
+    if len(a) < 3:
+        return None
+    from scipy.stats import spearmanr
+
+    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if not (np.isfinite(x).all() and np.isfinite(y).all()) or x.std() == 0 or y.std() == 0:
+        return None
+    return float(spearmanr(x, y).statistic)
+
+
+# ----------------------------------------------------------------------------- the report
+
+
+@dataclass(eq=False)
+class QuantReport:
+    """Everything the CLI writes and the page draws. ``errors[i]`` belongs to ``scan.sites[i]``;
+    ``end`` and ``sensitivity`` may be None when not measured."""
+
+    scan: QuantScan
+    errors: list[dict[str, float]]
+    end: dict | None
+    sensitivity: list[dict] | None
+    keep: int
+    alpha: float
+    outlier_dims: dict[int, tuple[int, ...]] | None = None
+
+    @property
+    def metric(self) -> str | None:
+        return None if self.end is None else self.end["metric"]
+
+    def layer_error(self, scheme: str = "per_token") -> dict[int, float]:
+        """Per block, the mean per-site error of ``scheme`` (the cheap proxy)."""
+        by_layer: dict[int, list[float]] = {}
+        for s, e in zip(self.scan.sites, self.errors, strict=True):
+            by_layer.setdefault(s.site.layer, []).append(e[scheme])
+        return {layer: float(np.mean(v)) for layer, v in sorted(by_layer.items())}
+
+    def spearman_error_vs_end(self) -> float | None:
+        if not self.sensitivity:
+            return None
+        proxy = self.layer_error("per_token")
+        layers = [r["layer"] for r in self.sensitivity]
+        # badness: KL grows with damage, cosine falls with it
+        sign = 1.0 if self.metric == "kl" else -1.0
+        return spearman([proxy[i] for i in layers], [sign * r["end"] for r in self.sensitivity])
+
+    def site_rows(self) -> list[dict]:
+        rows = []
+        d = self.scan.hidden_size
+        massive = set(self.scan.massive_dims)
+        for s, e in zip(self.scan.sites, self.errors, strict=True):
+            top = s.top()
+            channels = [t["channel"] for t in top]
+            residual = s.site.width == d  # channels are hidden dims only at width d
+            outliers = (self.outlier_dims or {}).get(s.site.layer)
+            rows.append(
+                {
+                    "modules": list(s.site.modules),
+                    "layer": s.site.layer,
+                    "role": s.site.role,
+                    "width": s.site.width,
+                    "max_abs": s.max_abs,
+                    "median_abs": s.median_abs,
+                    "max_over_median": s.max_over_median,
+                    "kurtosis": s.kurtosis,
+                    "share_gt_6": s.share_gt_6,
+                    "top_channels": top,
+                    "outlier_overlap": (
+                        [c for c in channels if c in set(outliers)]
+                        if residual and outliers is not None
+                        else None
+                    ),
+                    "massive_overlap": [c for c in channels if c in massive] if residual else None,
+                    "error": dict(e),
+                }
+            )
+        return rows
+
+    def loss_share(self, top: int = 2) -> tuple[list[int], float]:
+        """The ``top`` most sensitive blocks and their share of the summed per-block loss."""
+        if not self.sensitivity:
+            return [], 0.0
+        damage = np.array(
+            [r["end"] if self.metric == "kl" else 1.0 - r["end"] for r in self.sensitivity]
+        )
+        damage = np.clip(damage, 0, None)
+        if damage.sum() <= 0:
+            return [], 0.0
+        order = np.argsort(-damage)[:top]
+        return [self.sensitivity[i]["layer"] for i in order], float(
+            damage[order].sum() / damage.sum()
+        )
+
+    def verdict(self) -> str:
+        """One or two sentences written from the numbers."""
+        if self.end is None:
+            worst = max(range(len(self.errors)), key=lambda i: self.errors[i]["per_token"])
+            s = self.scan.sites[worst]
+            return (
+                f"The hardest site for per-token W8A8 is {s.site.modules[0]} "
+                f"(relative error {self.errors[worst]['per_token']:.3f})."
+            )
+        end, name = self.end, self.metric
+        fmt = (lambda v: f"KL {v:.3g}") if name == "kl" else (lambda v: f"cosine {v:.4f}")
+        best = min(
+            (k for k in SCHEMES if k in end),
+            key=lambda k: end[k] if name == "kl" else -end[k],
+        )
+        parts = [
+            f"Per-token W8A8 costs {fmt(end['per_token'])} (static per-tensor "
+            f"{fmt(end['per_tensor'])}); keeping {self.keep} channels brings it to "
+            f"{fmt(end['keep_k'])}, SmoothQuant (α = {self.alpha:g}) to {fmt(end['smoothquant'])}, "
+            f"a Hadamard rotation to {fmt(end['rotation'])}; weight-only int4 costs "
+            f"{fmt(end['w4_g128'])}. Best: {SCHEME_LABELS.get(best, best)}."
+        ]
+        layers, share = self.loss_share()
+        if layers:
+            names = " and ".join(str(i) for i in layers)
+            parts.append(f"Blocks {names} account for {share:.0%} of the per-block loss")
+            rho = self.spearman_error_vs_end()
+            if rho is not None:
+                trust = "can" if rho >= 0.6 else "cannot"
+                parts[-1] += (
+                    f"; the per-site error ranks the blocks with Spearman {rho:.2f} against the "
+                    f"measured loss, so the cheap proxy {trust} be trusted on this model."
+                )
+            else:
+                parts[-1] += "."
+        return " ".join(parts)
+
+    def to_dict(self, model: dict | None = None, corpus: dict | None = None) -> dict:
+        """The CLI's JSON (issue 26's keys, plus a few documented extras)."""
+        return {
+            "model": model or {},
+            "corpus": {
+                **(corpus or {}),
+                "texts": self.scan.n_texts,
+                "tokens": self.scan.n_tokens,
+                "max_length": self.scan.max_length,
+                "error_tokens": self.scan.error_tokens,
+                "end_texts": int(self.scan.end_ids.shape[0]),
+                "end_tokens": self.scan.end_tokens,
+            },
+            "settings": {"keep": self.keep, "alpha": self.alpha},
+            "sites": self.site_rows(),
+            "end": self.end,
+            "sensitivity": self.sensitivity,
+            "spearman_error_vs_end": self.spearman_error_vs_end(),
+            "massive_dims": list(self.scan.massive_dims),
+            "verdict": self.verdict(),
+            "notes": list(self.scan.notes),
+        }
+
+
+def analyse(
+    loaded,
+    texts: list[str] | tuple[str, ...],
+    *,
+    max_length: int = 128,
+    batch_size: int = 16,
+    keep: int = DEFAULT_KEEP,
+    alpha: float = DEFAULT_ALPHA,
+    error_tokens: int = ERROR_TOKENS,
+    end_tokens: int = END_TOKENS,
+    end: bool = True,
+    sensitivity: bool = True,
+    outlier_dims: dict[int, tuple[int, ...]] | None = None,
+    progress: Progress | None = None,
+) -> QuantReport:
+    """The whole analysis: :func:`scan_sites`, :func:`error_table`, :func:`end_losses`,
+    :func:`layer_sensitivity`. ``progress`` gets one unit per batch, site, scheme and block."""
+    check_keep_alpha(keep, alpha)
+    n_batches = math.ceil(len(texts) / max(1, batch_size))
+    total = n_batches + 1 + (len(SCHEMES) if end else 0) + (1 if sensitivity else 0)
+
+    def stage(offset: int, span: int):
+        def fn(done: int, of: int) -> bool:
+            return report(progress, offset + round(span * done / max(1, of)), total)
+
+        return fn
+
+    scan = scan_sites(
+        loaded,
+        texts,
+        max_length=max_length,
+        batch_size=batch_size,
+        error_tokens=error_tokens,
+        end_tokens=end_tokens,
+        progress=stage(0, n_batches),
+    )
+    errors = error_table(loaded, scan, keep=keep, alpha=alpha, progress=stage(n_batches, 1))
+    done = n_batches + 1
+    end_result = None
+    if end:
+        end_result = end_losses(
+            loaded, scan, keep=keep, alpha=alpha, progress=stage(done, len(SCHEMES))
+        )
+        done += len(SCHEMES)
+    sens = layer_sensitivity(loaded, scan, progress=stage(done, 1)) if sensitivity else None
+    return QuantReport(scan, errors, end_result, sens, int(keep), float(alpha), outlier_dims)
+
+
+def role_label(role: str) -> str:
+    return ROLE_LABELS.get(role, role)
+
+
+def outlier_dims_by_state(result) -> dict[int, tuple[int, ...]]:
+    """Hidden-state outlier dims (``backend.analysis.geometry.outliers.outlier_dims``) per block
+    index: block ``i`` reads the hidden state ``i`` (0 = the embeddings)."""
+    from backend.analysis.geometry.outliers import outlier_dims
+
+    return {i: tuple(int(j) for j in outlier_dims(result, i)) for i in range(result.num_states - 1)}
+
+
+__all__ = [
+    "QuantReport",
+    "QuantScan",
+    "analyse",
+    "end_losses",
+    "error_table",
+    "is_projection",
+    "layer_sensitivity",
+    "scan_sites",
+]
