@@ -18,8 +18,9 @@ It also keeps the final state of the first texts (up to ``end_tokens`` tokens, d
 full-precision reference for the end metric, and each block output's per-dim max |h| and sampled
 median |h| for massive-activation dims (Sun et al. 2024: |h| > 100 and > 1000 x the median).
 
-:func:`end_losses` measures what the model loses with every site fake-quantized (pre-hooks that
-replace each projection's input, and a temporary weight swap restored in ``finally``):
+:func:`evaluate` quantizes every site's weights once per scheme, for the per-site error and for
+the measured end-to-end loss with every site fake-quantized (pre-hooks that replace each
+projection's input, and a temporary weight swap restored in ``finally``):
 decoders the mean next-token KL(p_full || p_quant) over the end texts' positions (logits = final
 state x the output embedding matrix), encoders the mean cosine of the full and quantized mean-pooled
 final state. :func:`layer_sensitivity` quantizes one block at a time (per token), all blocks in
@@ -45,7 +46,7 @@ from backend.analysis.quant.schemes import (
     SCHEME_LABELS,
     SCHEMES,
     quant_per_row,
-    site_errors,
+    relative_error,
     transforms,
 )
 from backend.analysis.quant.sites import (
@@ -166,7 +167,7 @@ class QuantScan:
 
     def act_scales(self) -> dict[str, torch.Tensor]:
         """SmoothQuant's ``act_scales``: module name -> float32 per-channel max |x|."""
-        return {name: s.act_max.float().contiguous() for s in self.sites for name in s.site.modules}
+        return {name: s.act_max.float().clone() for s in self.sites for name in s.site.modules}
 
 
 def _select_rows(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor | None:
@@ -355,31 +356,7 @@ def scan_sites(
     )
 
 
-# ----------------------------------------------------------------------------- per-site error
-
-
-def _stacked_weight(root: torch.nn.Module, site: Site) -> torch.Tensor:
-    named = dict(root.named_modules())
-    return torch.cat([weight_matrix(named[p]).detach().float().cpu() for p in site.paths])
-
-
-def error_table(
-    loaded,
-    scan: QuantScan,
-    *,
-    keep: int = DEFAULT_KEEP,
-    alpha: float = DEFAULT_ALPHA,
-    progress: Progress | None = None,
-) -> list[dict[str, float]]:
-    """Per site (``scan.sites`` order), ``{scheme: ||Y_q - Y||_F / ||Y||_F}`` on the token sample."""
-    check_keep_alpha(keep, alpha)
-    out = []
-    with torch.inference_mode():
-        for i, s in enumerate(scan.sites):
-            w = _stacked_weight(loaded.encoder, s.site)
-            out.append(site_errors(s.sample, w, s.act_max, keep=keep, alpha=alpha))
-            report(progress, i + 1, len(scan.sites))
-    return out
+# ----------------------------------------------------------------------------- errors and end metric
 
 
 def check_keep_alpha(keep: int, alpha: float) -> None:
@@ -387,9 +364,6 @@ def check_keep_alpha(keep: int, alpha: float) -> None:
         raise InputError(f"--keep must be between 0 and 4096 channels, got {keep}")
     if not 0.0 <= float(alpha) <= 1.0:
         raise InputError(f"--alpha must be between 0 and 1, got {alpha}")
-
-
-# ----------------------------------------------------------------------------- end to end
 
 
 def output_embeddings(loaded) -> torch.Tensor | None:
@@ -425,14 +399,15 @@ class _Metric:
 
     def __init__(self, loaded, scan: QuantScan) -> None:
         self.mask = scan.end_mask
-        self.head = output_embeddings(loaded) if scan.is_causal else None
+        head = output_embeddings(loaded) if scan.is_causal else None
+        self.head = None if head is None else head.detach().float().cpu()
         self.name = "kl" if self.head is not None else "cosine"
         self.ref = self._prepare(scan.end_reference)
 
     def _prepare(self, state: torch.Tensor):
         state = state.float().cpu()
         if self.name == "kl":
-            logits = state[self.mask] @ self.head.detach().float().cpu().T  # (N, vocab)
+            logits = state[self.mask] @ self.head.T  # (N, vocab)
             return torch.log_softmax(logits, dim=-1)
         m = self.mask.unsqueeze(-1).float()
         return (state * m).sum(1) / m.sum(1).clamp(min=1)  # (B, d)
@@ -460,44 +435,6 @@ def _run(loaded, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return _last_state(out)
 
 
-def quantized_state(
-    loaded,
-    scan: QuantScan,
-    scheme: str,
-    *,
-    keep: int = DEFAULT_KEEP,
-    alpha: float = DEFAULT_ALPHA,
-    layers: set[int] | None = None,
-) -> torch.Tensor:
-    """The end texts' final state with every site (or those of ``layers``) fake-quantized by
-    ``scheme``: pre-hooks replace each projection's input, and each weight is swapped for its
-    quantized copy for the forward pass only (restored in ``finally``)."""
-    root = loaded.encoder
-    named = dict(root.named_modules())
-    originals: dict[torch.nn.Module, torch.Tensor] = {}
-    pre = {}
-    try:
-        for s in scan.sites:
-            if layers is not None and s.site.layer not in layers:
-                continue
-            modules = [named[p] for p in s.site.paths]
-            w = torch.cat([weight_matrix(m).detach().float() for m in modules])
-            x_fn, w_q = transforms(scheme, w, s.act_max.to(w.device), keep=keep, alpha=alpha)
-            start = 0
-            for m in modules:
-                rows = weight_matrix(m).shape[0]
-                originals[m] = m.weight.data
-                _set_weight(m, w_q[start : start + rows])
-                start += rows
-            if x_fn is not None:
-                pre.update(dict.fromkeys(modules, _shared_input_hook(x_fn)))
-        with forward_hooks(pre, pre=True), torch.inference_mode():
-            return _run(loaded, scan.end_ids, scan.end_mask).float().cpu()
-    finally:
-        for m, w in originals.items():
-            m.weight.data = w
-
-
 def _shared_input_hook(x_fn):
     """A pre-hook giving ``x_fn(x)``, computed once for the projections that share ``x``."""
     cache: dict[str, torch.Tensor | None] = {"x": None, "y": None}
@@ -511,52 +448,116 @@ def _shared_input_hook(x_fn):
     return fn
 
 
-def end_losses(
+@dataclass
+class Evaluation:
+    """``errors[i]``: ``{scheme: error}`` of ``scan.sites[i]``; ``end``: ``{"metric",
+    "full_precision", scheme: value}`` or None; ``sensitivity``: ``[{"layer", "end"}]`` or None."""
+
+    errors: list[dict[str, float]]
+    end: dict | None
+    sensitivity: list[dict] | None
+
+
+def evaluate(
     loaded,
     scan: QuantScan,
     *,
     keep: int = DEFAULT_KEEP,
     alpha: float = DEFAULT_ALPHA,
+    end: bool = True,
+    sensitivity: bool = True,
     schemes: tuple[str, ...] = SCHEMES,
     progress: Progress | None = None,
-) -> dict:
-    """``{"metric", "full_precision", scheme: value, ...}`` with every site quantized."""
-    metric = _Metric(loaded, scan)
-    out: dict = {"metric": metric.name, "full_precision": metric.full_precision}
-    for k, scheme in enumerate(schemes):
-        out[scheme] = metric(quantized_state(loaded, scan, scheme, keep=keep, alpha=alpha))
-        report(progress, k + 1, len(schemes))
-    return out
+) -> Evaluation:
+    """Per scheme: quantize every site's weights once, use them for the per-site error on the
+    token sample and (``end``) for one forward pass of the end texts with every site
+    fake-quantized (pre-hooks replace each projection's input; weights swapped for the pass and
+    restored in ``finally``). ``sensitivity`` then measures every block alone (per token)."""
+    check_keep_alpha(keep, alpha)
+    root = loaded.encoder
+    named = dict(root.named_modules())
+    metric = _Metric(loaded, scan) if end or sensitivity else None
+    errors: list[dict[str, float]] = [{} for _ in scan.sites]
+    reference: list[torch.Tensor] = []
+    end_out = (
+        None
+        if metric is None or not end
+        else {
+            "metric": metric.name,
+            "full_precision": metric.full_precision,
+        }
+    )
+    per_token_weights: dict[torch.nn.Module, torch.Tensor] = {}
+    steps = len(schemes) + (1 if sensitivity else 0)
+    with torch.inference_mode():
+        for k, scheme in enumerate(schemes):
+            originals: dict[torch.nn.Module, torch.Tensor] = {}
+            pre = {}
+            try:
+                for i, s in enumerate(scan.sites):
+                    modules = [named[p] for p in s.site.paths]
+                    w = torch.cat([weight_matrix(m).detach().float() for m in modules])
+                    x = s.sample.to(w.device)
+                    if len(reference) <= i:
+                        reference.append(x @ w.T)
+                    x_fn, w_q = transforms(
+                        scheme, w, s.act_max.to(w.device), keep=keep, alpha=alpha
+                    )
+                    x_q = x if x_fn is None else x_fn(x)
+                    errors[i][scheme] = relative_error(x_q @ w_q.T, reference[i])
+                    start = 0
+                    for m in modules:
+                        rows = weight_matrix(m).shape[0]
+                        if scheme == "per_token" and sensitivity:
+                            per_token_weights[m] = w_q[start : start + rows]
+                        if end:
+                            originals[m] = m.weight.data
+                            _set_weight(m, w_q[start : start + rows])
+                        start += rows
+                    if end and x_fn is not None:
+                        pre.update(dict.fromkeys(modules, _shared_input_hook(x_fn)))
+                if end:
+                    with forward_hooks(pre, pre=True):
+                        state = _run(loaded, scan.end_ids, scan.end_mask).float().cpu()
+                    end_out[scheme] = metric(state)
+            finally:
+                for m, w in originals.items():
+                    m.weight.data = w
+            report(progress, k + 1, steps)
+    sens = None
+    if sensitivity:
+        if not per_token_weights:  # per_token was not among the schemes
+            for s in scan.sites:
+                for p in s.site.paths:
+                    w = weight_matrix(named[p]).detach().float()
+                    per_token_weights[named[p]] = quant_per_row(w)
+        sens = layer_sensitivity(loaded, scan, per_token_weights, metric)
+        report(progress, steps, steps)
+    return Evaluation(errors, end_out, sens)
 
 
 def layer_sensitivity(
     loaded,
     scan: QuantScan,
+    weights: dict[torch.nn.Module, torch.Tensor],
+    metric: _Metric,
     *,
     max_batch_tokens: int = 8192,
-    progress: Progress | None = None,
 ) -> list[dict]:
     """``[{"layer", "end"}]``: the end metric with only that block's sites quantized per token
-    (W8A8, per-channel weights). The end texts are repeated once per block along the batch; a
-    forward hook on every projection replaces the rows of its own block's copy with
-    ``q(x) q(W)ᵀ + b``, so every block is measured in one (or a few) batched passes."""
-    metric = _Metric(loaded, scan)
+    (W8A8; ``weights`` the per-channel int8 weights of every projection, (out, in)). The end texts
+    are repeated once per block along the batch; a forward hook on every projection replaces the
+    rows of its own block's copy with ``q(x) q(W)ᵀ + b``, so every block is measured in one (or a
+    few) batched passes while the model's weights stay untouched."""
     root = loaded.encoder
     named = dict(root.named_modules())
-    layers = sorted({s.site.layer for s in scan.sites})
+    layer_of = {named[p]: s.site.layer for s in scan.sites for p in s.site.paths}
+    layers = sorted(set(layer_of.values()))
     b, width = scan.end_ids.shape
     per_pass = max(1, max_batch_tokens // max(1, b * width))
-    weights: dict[torch.nn.Module, torch.Tensor] = {}
-    layer_of: dict[torch.nn.Module, int] = {}
-    for s in scan.sites:
-        for p in s.site.paths:
-            m = named[p]
-            weights[m] = quant_per_row(weight_matrix(m).detach().float())
-            layer_of[m] = s.site.layer
     results: dict[int, float] = {}
-    chunks = [layers[i : i + per_pass] for i in range(0, len(layers), per_pass)]
-    done = 0
-    for chunk in chunks:
+    for start in range(0, len(layers), per_pass):
+        chunk = layers[start : start + per_pass]
         slot = {layer: g for g, layer in enumerate(chunk)}
 
         def hook(module, inputs, output, slot=slot):
@@ -565,7 +566,7 @@ def layer_sensitivity(
                 return None
             x = inputs[0][g * b : (g + 1) * b]
             bias = getattr(module, "bias", None)
-            y = F.linear(quant_per_row(x.float()), weights[module], None)
+            y = F.linear(quant_per_row(x.float()), weights[module].to(x.device), None)
             if bias is not None:
                 y = y + bias.float()
             output[g * b : (g + 1) * b] = y.to(output.dtype)
@@ -573,13 +574,24 @@ def layer_sensitivity(
 
         ids = scan.end_ids.repeat(len(chunk), 1)
         mask = scan.end_mask.repeat(len(chunk), 1)
-        with forward_hooks(dict.fromkeys(weights, hook)), torch.inference_mode():
+        with forward_hooks(dict.fromkeys(layer_of, hook)), torch.inference_mode():
             state = _run(loaded, ids, mask).float().cpu()
         for layer, g in slot.items():
             results[layer] = metric(state[g * b : (g + 1) * b])
-        done += len(chunk)
-        report(progress, done, len(layers))
     return [{"layer": layer, "end": results[layer]} for layer in layers]
+
+
+def quantized_state(
+    loaded,
+    scan: QuantScan,
+    scheme: str,
+    *,
+    keep: int = DEFAULT_KEEP,
+    alpha: float = DEFAULT_ALPHA,
+) -> float:
+    """The end metric of one scheme alone (every site quantized); see :func:`evaluate`."""
+    ev = evaluate(loaded, scan, keep=keep, alpha=alpha, schemes=(scheme,), sensitivity=False)
+    return ev.end[scheme]
 
 
 def spearman(a: list[float], b: list[float]) -> float | None:
@@ -687,7 +699,7 @@ class QuantReport:
                 f"(relative error {self.errors[worst]['per_token']:.3f})."
             )
         end, name = self.end, self.metric
-        fmt = (lambda v: f"KL {v:.3g}") if name == "kl" else (lambda v: f"cosine {v:.4f}")
+        fmt = (lambda v: f"KL {v:.3g}") if name == "kl" else (lambda v: f"1 − cosine {1 - v:.3g}")
         best = min(
             (k for k in SCHEMES if k in end),
             key=lambda k: end[k] if name == "kl" else -end[k],
@@ -753,17 +765,15 @@ def analyse(
     outlier_dims: dict[int, tuple[int, ...]] | None = None,
     progress: Progress | None = None,
 ) -> QuantReport:
-    """The whole analysis: :func:`scan_sites`, :func:`error_table`, :func:`end_losses`,
-    :func:`layer_sensitivity`. ``progress`` gets one unit per batch, site, scheme and block."""
+    """The whole analysis: :func:`scan_sites` then :func:`evaluate`. ``progress`` gets one unit
+    per batch of the pass, per scheme and one for the sensitivity runs."""
     check_keep_alpha(keep, alpha)
     n_batches = math.ceil(len(texts) / max(1, batch_size))
-    total = n_batches + 1 + (len(SCHEMES) if end else 0) + (1 if sensitivity else 0)
+    n_eval = len(SCHEMES) + (1 if sensitivity else 0)
+    total = n_batches + n_eval
 
-    def stage(offset: int, span: int):
-        def fn(done: int, of: int) -> bool:
-            return report(progress, offset + round(span * done / max(1, of)), total)
-
-        return fn
+    def stage(offset: int):
+        return lambda done, of: report(progress, offset + done, total)
 
     scan = scan_sites(
         loaded,
@@ -772,18 +782,38 @@ def analyse(
         batch_size=batch_size,
         error_tokens=error_tokens,
         end_tokens=end_tokens,
-        progress=stage(0, n_batches),
+        progress=stage(0),
     )
-    errors = error_table(loaded, scan, keep=keep, alpha=alpha, progress=stage(n_batches, 1))
-    done = n_batches + 1
-    end_result = None
-    if end:
-        end_result = end_losses(
-            loaded, scan, keep=keep, alpha=alpha, progress=stage(done, len(SCHEMES))
-        )
-        done += len(SCHEMES)
-    sens = layer_sensitivity(loaded, scan, progress=stage(done, 1)) if sensitivity else None
-    return QuantReport(scan, errors, end_result, sens, int(keep), float(alpha), outlier_dims)
+    return report_from(
+        loaded,
+        scan,
+        keep=keep,
+        alpha=alpha,
+        end=end,
+        sensitivity=sensitivity,
+        outlier_dims=outlier_dims,
+        progress=stage(n_batches),
+    )
+
+
+def report_from(
+    loaded,
+    scan: QuantScan,
+    *,
+    keep: int = DEFAULT_KEEP,
+    alpha: float = DEFAULT_ALPHA,
+    end: bool = True,
+    sensitivity: bool = True,
+    outlier_dims: dict[int, tuple[int, ...]] | None = None,
+    progress: Progress | None = None,
+) -> QuantReport:
+    """:func:`evaluate` a finished scan (the page re-evaluates one scan for new K and α)."""
+    ev = evaluate(
+        loaded, scan, keep=keep, alpha=alpha, end=end, sensitivity=sensitivity, progress=progress
+    )
+    return QuantReport(
+        scan, ev.errors, ev.end, ev.sensitivity, int(keep), float(alpha), outlier_dims
+    )
 
 
 def role_label(role: str) -> str:
@@ -802,8 +832,8 @@ __all__ = [
     "QuantReport",
     "QuantScan",
     "analyse",
-    "end_losses",
-    "error_table",
+    "report_from",
+    "evaluate",
     "is_projection",
     "layer_sensitivity",
     "scan_sites",

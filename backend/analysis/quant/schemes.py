@@ -50,7 +50,7 @@ GROUP = 128
 
 def _fake(v: torch.Tensor, scale: torch.Tensor, qmax: int) -> torch.Tensor:
     scale = scale.clamp(min=EPS)
-    return torch.clamp(torch.round(v / scale), -qmax, qmax) * scale
+    return torch.div(v, scale).round_().clamp_(-qmax, qmax).mul_(scale)  # one new tensor
 
 
 def quant_per_row(v: torch.Tensor, qmax: int = INT8) -> torch.Tensor:
