@@ -99,3 +99,15 @@ def test_bundled_smollm2_few_texts():
     rho = data["spearman_error_vs_end"]
     assert rho is None or -1 <= rho <= 1
     assert not math.isnan(data["sites"][0]["kurtosis"])
+
+
+@pytest.mark.parametrize("fixture", ["tiny_gpt2_dir", "tiny_gemma2_dir"])
+def test_conv1d_and_sandwich_norm_models(fixture, request):
+    """GPT-2's Conv1D weights are swapped transposed and restored; Gemma 2 runs end to end."""
+    loaded = load_model(str(request.getfixturevalue(fixture)), device="cpu")
+    before = _snapshot(loaded.model)
+    report = analyse(loaded, TEXTS, max_length=24, error_tokens=30, end_tokens=40)
+    data = _check(report, loaded, "kl")
+    assert all(math.isfinite(data["end"][k]) for k in SCHEMES)
+    assert all(torch.equal(before[k], v) for k, v in _snapshot(loaded.model).items())
+    assert _no_hooks(loaded.model)
