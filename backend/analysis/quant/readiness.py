@@ -9,11 +9,15 @@ with ``backend.engine.hooks.forward_hooks``) and streams, per site, over every n
   (float32 within a batch, float64 across batches) that give the kurtosis, the fourth
   standardised moment ``m4 / m2²`` (not excess; a Gaussian gives 3; Bondarenko et al. 2023,
   arXiv 2306.12929);
-- the inputs of a fixed uniform sample of tokens (``error_tokens``, default 256, the same tokens at
-  every site, seeded): the **median |x|** is the exact median over that sample's values (every
-  channel of every sampled token; its rank error is about 1/sqrt(values)), and the simulated errors
-  of :mod:`.schemes` are computed on it, with the corpus-wide scales (static max, act_scales, top-K
-  channels). Holding every token of every site would need tokens x sum of widths floats.
+- the inputs of a fixed, seeded token sample (``error_tokens``, default 256, the same tokens at
+  every site), *stratified*: the first position of every text (where massive activations and
+  spikes sit; up to half the budget) and a uniform sample of the other positions, each row
+  weighted by the number of corpus tokens it stands for. The simulated errors of :mod:`.schemes`
+  are the weighted ``sqrt(Σ w ||Y_q - Y||² / Σ w ||Y||²)`` over it (an estimate of the all-token
+  error that a plain uniform sample would make noisy: it mostly misses the rare spike tokens),
+  with the corpus-wide scales (static max, act_scales, top-K channels); the **median |x|** is the
+  weighted median of the sample's values (every channel of every sampled token). Holding every
+  token of every site would need tokens x sum of widths floats.
 
 It also keeps the final state of the first texts (up to ``end_tokens`` tokens, default 256), the
 full-precision reference for the end metric, and each block output's per-dim max |h| and sampled
@@ -152,6 +156,7 @@ class QuantScan:
     n_tokens: int
     max_length: int
     error_tokens: int
+    sample_weights: torch.Tensor  # (n,) float64: corpus tokens each sampled row stands for
     end_ids: torch.Tensor
     end_mask: torch.Tensor
     end_reference: torch.Tensor
@@ -192,14 +197,40 @@ def _padded(
     return torch.from_numpy(ids), torch.from_numpy(mask)
 
 
-def _sample_positions(lengths: np.ndarray, n: int, seed: int) -> list[np.ndarray]:
-    """Per text, the sorted positions of a uniform sample of ``n`` tokens of the corpus."""
-    total = int(lengths.sum())
+def _sample_positions(
+    lengths: np.ndarray, n: int, seed: int
+) -> tuple[list[np.ndarray], float, float]:
+    """Per text, the sorted positions of the stratified sample of ``n`` tokens, and the weights of
+    a sampled first position and of any other sampled position (corpus tokens per sampled one)."""
     rng = np.random.default_rng(seed)
-    chosen = np.sort(rng.choice(total, size=min(n, total), replace=False))
-    starts = np.concatenate([[0], np.cumsum(lengths)])
+    texts = np.flatnonzero(lengths > 0)
+    firsts = (
+        texts
+        if len(texts) <= n // 2 or len(texts) <= 1
+        else rng.choice(texts, size=max(1, n // 2), replace=False)
+    )
+    rest_lengths = np.maximum(lengths - 1, 0)
+    n_rest = int(rest_lengths.sum())
+    k_rest = min(max(0, n - len(firsts)), n_rest)
+    chosen = np.sort(rng.choice(n_rest, size=k_rest, replace=False)) if k_rest else np.zeros(0, int)
+    starts = np.concatenate([[0], np.cumsum(rest_lengths)])
     text = np.searchsorted(starts, chosen, side="right") - 1
-    return [chosen[text == t] - starts[t] for t in range(len(lengths))]
+    first_set = set(int(t) for t in firsts)
+    positions = []
+    for t in range(len(lengths)):
+        rest = chosen[text == t] - starts[t] + 1  # positions 1 .. len-1
+        positions.append(np.concatenate([[0], rest]) if t in first_set else rest)
+    w_first = len(texts) / max(1, len(firsts))
+    w_rest = n_rest / k_rest if k_rest else 0.0
+    return positions, float(w_first), float(w_rest)
+
+
+def weighted_median(values: torch.Tensor, weights: torch.Tensor) -> float:
+    """The median of ``values`` with non-negative ``weights`` (the lower one at a tie)."""
+    order = torch.argsort(values)
+    cum = torch.cumsum(weights[order].double(), 0)
+    i = int(torch.searchsorted(cum, cum[-1] / 2))
+    return float(values[order][min(i, len(values) - 1)])
 
 
 def _last_state(output) -> torch.Tensor:
@@ -242,7 +273,8 @@ def scan_sites(
     named = dict(root.named_modules())
     tokenized = tokenize(loaded, tuple(texts), max_length)
     lengths = tokenized.lengths
-    sample_pos = _sample_positions(lengths, error_tokens, seed)
+    sample_pos, w_first, w_rest = _sample_positions(lengths, error_tokens, seed)
+    sample_weights: list[float] = []  # in the order the sampled rows are gathered
     end_rows = _end_texts(lengths, end_tokens)
     end_slot = {int(t): k for k, t in enumerate(end_rows)}
     _, blocks = find_blocks(root, site_map.num_layers)
@@ -295,6 +327,7 @@ def scan_sites(
             sample = torch.zeros_like(mask)
             for r, t in enumerate(rows):
                 sample[r, sample_pos[t]] = True
+                sample_weights.extend(w_first if p == 0 else w_rest for p in sample_pos[t])
             state["mask"], state["sample"] = mask.to(loaded.device), sample.to(loaded.device)
             out = root(input_ids=ids.to(loaded.device), attention_mask=mask.to(loaded.device))
             last = _last_state(out)
@@ -307,12 +340,17 @@ def scan_sites(
             if not report(progress, b + 1, len(batches)):
                 break
     n_tokens = int(lengths.sum())
+    weights = torch.tensor(sample_weights, dtype=torch.float64)
     sites = []
     for site, acc in zip(site_map.sites, accs, strict=True):
         if site.name in skipped or not acc.n:
             continue
         sample = torch.cat(acc.samples) if acc.samples else torch.zeros(0, site.width)
-        median = float(sample.abs().flatten().median()) if sample.numel() else math.nan
+        median = (
+            weighted_median(sample.abs().flatten(), weights.repeat_interleave(site.width))
+            if sample.numel()
+            else math.nan
+        )
         sites.append(
             SiteScan(
                 site=site,
@@ -329,7 +367,8 @@ def scan_sites(
     for i in range(len(blocks)):
         if not block_samples[i]:
             continue
-        median = float(torch.cat(block_samples[i]).flatten().median())
+        values = torch.cat(block_samples[i])
+        median = weighted_median(values.flatten(), weights.repeat_interleave(values.shape[1]))
         threshold = max(MASSIVE_ABS, MASSIVE_RATIO * median)
         massive.update(int(j) for j in torch.nonzero(block_max[i] > threshold).flatten())
     notes = list(site_map.notes)
@@ -344,7 +383,8 @@ def scan_sites(
         n_texts=int(len(order)),
         n_tokens=n_tokens,
         max_length=int(tokenized.max_length),
-        error_tokens=int(min(error_tokens, n_tokens)),
+        error_tokens=int(weights.numel()),
+        sample_weights=weights,
         end_ids=end_ids,
         end_mask=end_mask,
         end_reference=end_reference,
@@ -509,7 +549,9 @@ def evaluate(
                         scheme, w, s.act_max.to(w.device), keep=keep, alpha=alpha
                     )
                     x_q = x if x_fn is None else x_fn(x)
-                    errors[i][scheme] = relative_error(x_q @ w_q.T, reference[i])
+                    errors[i][scheme] = relative_error(
+                        x_q @ w_q.T, reference[i], scan.sample_weights
+                    )
                     start = 0
                     for m in modules:
                         rows = weight_matrix(m).shape[0]

@@ -154,10 +154,17 @@ def transforms(
     raise ValueError(f"unknown scheme {scheme!r}; use one of {', '.join(SCHEMES)}")
 
 
-def relative_error(y_q: torch.Tensor, y: torch.Tensor) -> float:
-    """``||Y_q - Y||_F / ||Y||_F`` (0 when Y is all zeros and so is Y_q)."""
-    den = float(torch.linalg.vector_norm(y.double()))
-    num = float(torch.linalg.vector_norm((y_q - y).double()))
+def relative_error(
+    y_q: torch.Tensor, y: torch.Tensor, row_weights: torch.Tensor | None = None
+) -> float:
+    """``||Y_q - Y||_F / ||Y||_F`` (0 when Y is all zeros and so is Y_q); with ``row_weights``
+    (N,), ``sqrt(Σ_i w_i ||ΔY_i||² / Σ_i w_i ||Y_i||²)``, for rows that stand for w_i tokens."""
+    num2 = ((y_q - y).double() ** 2).sum(-1)
+    den2 = (y.double() ** 2).sum(-1)
+    if row_weights is not None:
+        w = row_weights.to(num2.device, torch.float64)
+        num2, den2 = num2 * w, den2 * w
+    num, den = math.sqrt(float(num2.sum())), math.sqrt(float(den2.sum()))
     return num / den if den > 0 else (0.0 if num == 0 else math.inf)
 
 

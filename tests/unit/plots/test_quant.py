@@ -50,6 +50,7 @@ def _report(metric: str = "kl") -> QuantReport:
         n_tokens=20,
         max_length=16,
         error_tokens=4,
+        sample_weights=torch.full((4,), 5.0, dtype=torch.float64),
         end_ids=torch.zeros(2, 5, dtype=torch.long),
         end_mask=torch.ones(2, 5, dtype=torch.bool),
         end_reference=torch.zeros(2, 5, D),

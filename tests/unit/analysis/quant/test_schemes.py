@@ -11,7 +11,12 @@ import pytest
 import torch
 from scipy.stats import kurtosis as scipy_kurtosis
 
-from backend.analysis.quant.readiness import _SiteAccumulator, spearman
+from backend.analysis.quant.readiness import (
+    _sample_positions,
+    _SiteAccumulator,
+    spearman,
+    weighted_median,
+)
 from backend.analysis.quant.schemes import (
     SCHEMES,
     hadamard,
@@ -146,3 +151,27 @@ def test_spearman():
     assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
     assert spearman([1, 2], [1, 2]) is None
     assert spearman([1, 1, 1], [1, 2, 3]) is None
+
+
+def test_stratified_sample_keeps_every_first_position_and_weights_sum_to_the_corpus():
+    lengths = np.array([128] * 64)
+    positions, w_first, w_rest = _sample_positions(lengths, 256, seed=0)
+    assert all(p[0] == 0 for p in positions)  # 64 first positions, 192 others
+    assert sum(len(p) for p in positions) == 256
+    n_first = sum(int((p == 0).sum()) for p in positions)
+    n_rest = sum(int((p > 0).sum()) for p in positions)
+    assert n_first * w_first + n_rest * w_rest == pytest.approx(lengths.sum())
+    assert all(len(np.unique(p)) == len(p) and p.max() < 128 for p in positions)
+    few, w_f, w_r = _sample_positions(np.array([3, 0, 2]), 100, seed=0)  # all 5 tokens
+    assert [list(p) for p in few] == [[0, 1, 2], [], [0, 1]] and w_f == w_r == 1.0
+
+
+def test_weighted_relative_error_and_median():
+    y = torch.tensor([[1.0, 0.0], [0.0, 10.0]])
+    y_q = torch.tensor([[1.0, 1.0], [0.0, 10.0]])  # error only on row 0
+    assert relative_error(y_q, y) == pytest.approx(1 / math.sqrt(101))
+    weights = torch.tensor([100.0, 1.0])  # row 0 stands for 100 tokens
+    assert relative_error(y_q, y, weights) == pytest.approx(math.sqrt(100 / 200))
+    values = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    assert weighted_median(values, torch.ones(4)) == 2.0
+    assert weighted_median(values, torch.tensor([1.0, 1.0, 1.0, 10.0])) == 4.0
