@@ -26,6 +26,7 @@ PAGES = [
     ("layernorm.py", "LayerNorm", ":material/tune:"),
     ("positional.py", "Positional information", ":material/timeline:"),
     ("decoder.py", "Massive activations & sinks", ":material/bolt:"),
+    ("quant.py", "Quantization readiness", ":material/compress:"),
     ("compare.py", "Compare", ":material/difference:"),
     ("tour.py", "Guided tour", ":material/school:"),
 ]

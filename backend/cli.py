@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "massive",
     "compare",
     "trajectory",
+    "quant",
 )
 
 

@@ -1,0 +1,249 @@
+"""Quantization sites found from the model itself: no list of module names per family.
+
+The rule (METHODS.md section 10; issue 26):
+
+1. **Blocks**: the first ``nn.ModuleList`` (in ``named_modules`` order) whose length is the
+   number of layers and whose children share one class.
+2. **Projections**: every ``nn.Linear`` (and GPT-2's ``transformers.pytorch_utils.Conv1D``) inside
+   a block, named by its full module name in the loaded model (as SmoothQuant's ``act_scales`` keys
+   them, e.g. ``model.layers.3.self_attn.q_proj`` for a causal LM, ``layers.3.self_attn.q_proj``
+   for the bare ``LlamaModel`` isoscope loads). Linears inside a ``ModuleList`` of two or more
+   same-class modules within a block are routed MoE experts: skipped, with a note.
+3. **Sites**: one traced forward pass on a few tokens records the input tensor of every projection;
+   projections whose input is the very same tensor (object identity: q/k/v, gate/up, Falcon's
+   parallel attention + MLP) form one site.
+4. **Roles**, from the execution order within each block. A site is *norm-fed* when its input is
+   the output of a norm module (``nn.LayerNorm`` or any module whose class name ends in ``Norm``,
+   with a 1-D weight or none; outputs matched by tensor identity). The first norm-fed site is
+   ``attn_in``; non-norm-fed sites before the second norm-fed one are ``attn_out``; the second
+   norm-fed site is ``mlp_in``; non-norm-fed sites after it are ``mlp_out``. This covers pre-norm
+   (Llama, GPT-2), post-norm (BERT: the previous block's output LayerNorm feeds q/k/v) and
+   sandwich norms (Gemma 2/3). A block with no norm-fed site falls back to the call order
+   (attn_in, attn_out, mlp_in, mlp_out, ...), with a note; a parallel block (one norm feeding
+   attention and MLP) has one ``attn_in`` site that lists the MLP's input projections too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from backend.engine.errors import UnsupportedModelError
+from backend.engine.hooks import forward_hooks
+
+ROLES = ("attn_in", "attn_out", "mlp_in", "mlp_out")
+ROLE_LABELS = {
+    "attn_in": "attention input",
+    "attn_out": "attention output proj.",
+    "mlp_in": "MLP input",
+    "mlp_out": "MLP output proj.",
+    "other": "other",
+}
+
+
+def _conv1d_class():
+    try:
+        from transformers.pytorch_utils import Conv1D
+    except ImportError:  # pragma: no cover - transformers always has it
+        return None
+    return Conv1D
+
+
+def is_projection(module: torch.nn.Module) -> bool:
+    conv = _conv1d_class()
+    return isinstance(module, torch.nn.Linear) or (conv is not None and isinstance(module, conv))
+
+
+def weight_matrix(module: torch.nn.Module) -> torch.Tensor:
+    """The weight as (out, in), whatever the class (Conv1D keeps it as (in, out))."""
+    w = module.weight
+    return w if isinstance(module, torch.nn.Linear) else w.T
+
+
+def is_norm(module: torch.nn.Module) -> bool:
+    """LayerNorm, or a module whose class name ends in ``Norm`` (RMSNorm, T5LayerNorm, ...) with a
+    1-D weight or no weight, and no projection inside."""
+    if isinstance(module, torch.nn.LayerNorm):
+        return True
+    if not type(module).__name__.endswith("Norm"):
+        return False
+    weight = getattr(module, "weight", None)
+    if isinstance(weight, torch.Tensor) and weight.dim() != 1:
+        return False
+    return not any(is_projection(m) for m in module.modules())
+
+
+@dataclass(frozen=True)
+class Site:
+    """One input tensor of one block, feeding ``modules`` (full names, in call order)."""
+
+    layer: int
+    role: str
+    modules: tuple[str, ...]  # public names, as SmoothQuant's act_scales key them
+    paths: tuple[str, ...]  # the same modules' names inside the analysed root module
+    width: int
+    norm_fed: bool
+
+    @property
+    def name(self) -> str:
+        return self.modules[0]
+
+
+@dataclass(frozen=True)
+class SiteMap:
+    sites: tuple[Site, ...]
+    blocks_path: str
+    num_layers: int
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def modules(self, root: torch.nn.Module) -> dict[str, torch.nn.Module]:
+        """``{path: module}`` of every projection of every site."""
+        named = dict(root.named_modules())
+        return {path: named[path] for site in self.sites for path in site.paths}
+
+
+def name_prefix(loaded) -> str:
+    """``model.`` when the checkpoint is a head model (``LlamaForCausalLM``) but isoscope loaded its
+    base (``LlamaModel``), so names match the checkpoint's and SmoothQuant's act_scales keys."""
+    model = loaded.model
+    base = loaded.encoder
+    if base is not model:
+        for name, module in model.named_modules():
+            if module is base:
+                return f"{name}." if name else ""
+    prefix = getattr(model, "base_model_prefix", "") or ""
+    archs = list(getattr(loaded.config, "architectures", None) or [])
+    if archs:  # the checkpoint says which class it was saved from
+        head_model = archs[0] != type(model).__name__
+    else:  # not recorded (e.g. a GGUF file): decoders ship as *ForCausalLM
+        head_model = bool(loaded.info.is_causal)
+    return f"{prefix}." if prefix and head_model else ""
+
+
+def find_blocks(root: torch.nn.Module, num_layers: int) -> tuple[str, torch.nn.ModuleList]:
+    """The repeated block list: the first ModuleList of ``num_layers`` same-class children."""
+    for name, module in root.named_modules():
+        if (
+            isinstance(module, torch.nn.ModuleList)
+            and len(module) == num_layers > 0
+            and len({type(m) for m in module}) == 1
+            and any(is_projection(m) for m in module[0].modules())
+        ):
+            return name, module
+    raise UnsupportedModelError(
+        f"found no list of {num_layers} repeated blocks with linear projections in this model; "
+        "the quantization analysis needs nn.Linear or Conv1D projections inside its layers"
+    )
+
+
+def _expert_lists(block: torch.nn.Module) -> list[str]:
+    return [
+        name
+        for name, m in block.named_modules()
+        if isinstance(m, torch.nn.ModuleList)
+        and len(m) >= 2
+        and len({type(c) for c in m}) == 1
+        and any(is_projection(c) for c in m[0].modules())
+    ]
+
+
+def _example_inputs(loaded, n_tokens: int = 8) -> dict[str, torch.Tensor]:
+    tok = loaded.tokenizer
+    ids = tok("Summer is warm. Winter is cold, and the cat sat on the mat.")["input_ids"][:n_tokens]
+    input_ids = torch.tensor([ids], dtype=torch.long, device=loaded.device)
+    return {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids)}
+
+
+def discover_sites(loaded, root: torch.nn.Module | None = None) -> SiteMap:
+    """Trace one short forward pass of ``root`` (default ``loaded.encoder``) and return its sites."""
+    root = root if root is not None else loaded.encoder
+    num_layers = int(loaded.info.num_layers)
+    blocks_path, blocks = find_blocks(root, num_layers)
+    prefix = f"{blocks_path}." if blocks_path else ""
+    notes: list[str] = []
+    projections: dict[torch.nn.Module, tuple[int, str]] = {}
+    skipped = 0
+    for i, block in enumerate(blocks):
+        experts = _expert_lists(block)
+        for sub, module in block.named_modules():
+            if not is_projection(module):
+                continue
+            if any(sub == e or sub.startswith(e + ".") for e in experts):
+                skipped += 1
+                continue
+            projections[module] = (i, f"{prefix}{i}.{sub}")
+    if skipped:
+        notes.append(
+            f"{skipped} projections of routed MoE experts were skipped (each expert sees only its "
+            "routed tokens; analyse them with an expert-aware tool)"
+        )
+    norms = [m for m in root.modules() if is_norm(m)]
+
+    calls: list[tuple[int, str, torch.Tensor]] = []  # (layer, name, input) in call order
+    norm_outputs: list[torch.Tensor] = []  # strong references: identities stay unique
+
+    def on_projection(module, inputs):
+        layer, name = projections[module]
+        if inputs and isinstance(inputs[0], torch.Tensor):
+            calls.append((layer, name, inputs[0]))
+
+    def on_norm(module, inputs, output):
+        out = output[0] if isinstance(output, tuple) else output
+        if isinstance(out, torch.Tensor):
+            norm_outputs.append(out)
+
+    with (
+        forward_hooks(dict.fromkeys(projections, on_projection), pre=True),
+        forward_hooks(dict.fromkeys(norms, on_norm)),
+        torch.inference_mode(),
+    ):
+        root(**_example_inputs(loaded))
+    if not calls:
+        raise UnsupportedModelError("no projection inside the blocks ran in a forward pass")
+    norm_ids = {id(t) for t in norm_outputs}
+
+    groups: dict[tuple[int, int], list] = {}  # (layer, id(input)) -> [names, tensor], call order
+    for layer, name, x in calls:
+        key = (layer, id(x))
+        if key not in groups:
+            groups[key] = [[], x]
+        if name not in groups[key][0]:
+            groups[key][0].append(name)
+    by_layer: dict[int, list[tuple[list[str], torch.Tensor]]] = {}
+    for (layer, _), (names, x) in groups.items():
+        by_layer.setdefault(layer, []).append((names, x))
+
+    public = name_prefix(loaded) if root is loaded.encoder else ""
+    sites: list[Site] = []
+    fallback_layers = []
+    for layer in sorted(by_layer):
+        entries = by_layer[layer]
+        fed = [id(x) in norm_ids for _, x in entries]
+        if not any(fed):
+            fallback_layers.append(layer)
+        n_fed = 0
+        for k, ((names, x), is_fed) in enumerate(zip(entries, fed, strict=True)):
+            if not any(fed):
+                role = ROLES[k] if k < len(ROLES) else "other"
+            elif is_fed:
+                n_fed += 1
+                role = {1: "attn_in", 2: "mlp_in"}.get(n_fed, "other")
+            else:
+                role = {0: "attn_in", 1: "attn_out"}.get(n_fed, "mlp_out")
+            sites.append(
+                Site(
+                    layer,
+                    role,
+                    tuple(public + n for n in names),
+                    tuple(names),
+                    int(x.shape[-1]),
+                    bool(is_fed),
+                )
+            )
+    if fallback_layers:
+        notes.append(
+            f"no norm output feeds a projection in block(s) {fallback_layers}; roles there follow "
+            "the call order (attention input, output, MLP input, output)"
+        )
+    return SiteMap(tuple(sites), blocks_path, num_layers, tuple(notes))

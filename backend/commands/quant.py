@@ -1,0 +1,113 @@
+"""``isoscope quant``: will this checkpoint quantize? Per-site activation scales (SmoothQuant's
+``act_scales``), kurtosis and |x| >= 6 share, the simulated W8A8 / W4 error of each scheme per
+site, the measured end-to-end loss of each scheme and the per-block sensitivity (issue 26;
+``backend.analysis.quant``)."""
+
+from __future__ import annotations
+
+import argparse
+
+from backend.commands.common import (
+    ProgressPrinter,
+    add_model_args,
+    check_out_path,
+    load_model_from_args,
+    progress_line,
+    write_json,
+)
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "quant",
+        help="quantization readiness: act_scales, kurtosis, simulated W8A8/W4 error, end loss",
+        description="Writes {model, corpus, sites: [{modules, layer, role, max_abs, median_abs, "
+        "kurtosis, share_gt_6, top_channels: [{channel, max_abs}], error: {per_tensor, per_token, "
+        "keep_k, smoothquant, rotation, w4_g128}}], end: {metric, full_precision, per_tensor, ...}, "
+        "sensitivity: [{layer, end}], spearman_error_vs_end}. Site errors use a seeded sample of "
+        "--error-tokens tokens; the end metric and sensitivity the first texts up to --end-tokens.",
+    )
+    add_model_args(p, max_length=128, batch_size=16)
+    p.add_argument(
+        "--texts", required=True, help=".txt (one text per line), .csv or .jsonl with a text column"
+    )
+    p.add_argument("--out", required=True, help="output JSON file")
+    p.add_argument(
+        "--keep", type=int, default=6, help="keep-K: input channels kept in full precision"
+    )
+    p.add_argument("--alpha", type=float, default=0.5, help="SmoothQuant migration strength")
+    p.add_argument(
+        "--error-tokens",
+        type=int,
+        default=256,
+        help="tokens (a seeded uniform sample) the per-site errors and medians are computed on",
+    )
+    p.add_argument(
+        "--end-tokens",
+        type=int,
+        default=256,
+        help="the end metric and sensitivity use the first texts up to this many tokens",
+    )
+    p.add_argument(
+        "--no-sensitivity", action="store_true", help="skip the per-block sensitivity runs"
+    )
+    p.add_argument(
+        "--act-scales",
+        default=None,
+        help="also write SmoothQuant's act_scales (module name -> float32 per-channel max |x|) "
+        "to this .safetensors file",
+    )
+    p.set_defaults(func=run_quant)
+
+
+def run_quant(args: argparse.Namespace) -> int:
+    from backend.analysis.quant.readiness import analyse, check_keep_alpha
+    from backend.engine.corpus import load_corpus_file
+    from backend.engine.errors import InputError
+
+    out = check_out_path(args.out)
+    scales_path = None
+    if args.act_scales is not None:
+        if not args.act_scales.endswith(".safetensors"):
+            raise InputError(
+                f"--act-scales {args.act_scales!r} must end in .safetensors (e.g. act_scales.safetensors)"
+            )
+        scales_path = check_out_path(args.act_scales)
+    if not 2 <= args.max_length <= 8192:
+        raise InputError(f"--max-length must be between 2 and 8192, got {args.max_length}")
+    if not 1 <= args.batch_size <= 4096:
+        raise InputError(f"--batch-size must be between 1 and 4096, got {args.batch_size}")
+    for name in ("error_tokens", "end_tokens"):
+        if not 1 <= getattr(args, name) <= 1_000_000:
+            flag = "--" + name.replace("_", "-")
+            raise InputError(f"{flag} must be between 1 and 1000000, got {getattr(args, name)}")
+    check_keep_alpha(args.keep, args.alpha)
+    corpus = load_corpus_file(args.texts)
+    loaded = load_model_from_args(args)
+    for notice in corpus.notices:
+        progress_line(f"note: {notice}")
+    result = analyse(
+        loaded,
+        corpus.texts,
+        max_length=args.max_length,
+        batch_size=args.batch_size,
+        keep=args.keep,
+        alpha=args.alpha,
+        error_tokens=args.error_tokens,
+        end_tokens=args.end_tokens,
+        sensitivity=not args.no_sensitivity,
+        progress=ProgressPrinter(f"quantization readiness of {len(corpus)} texts"),
+    )
+    for note in result.scan.notes:
+        progress_line(f"note: {note}")
+    progress_line(result.verdict())
+    payload = result.to_dict(
+        model=loaded.info.to_dict(), corpus={"name": corpus.name, "sha": corpus.sha}
+    )
+    if scales_path is not None:
+        from safetensors.torch import save_file
+
+        save_file(result.scan.act_scales(), str(scales_path))
+        progress_line(f"wrote {scales_path}")
+    write_json(out, payload)
+    return 0

@@ -1,0 +1,77 @@
+"""AppTest of the "Quantization readiness" page on a tiny random Llama: nothing heavy runs before
+the button, then the verdict, every tab, the K / α controls and an encoder render without error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from backend.engine.extraction import ExtractionSettings
+from ui.common import Selection
+
+APP = str(Path(__file__).resolve().parents[3] / "app.py")
+TIMEOUT = 600
+TEXTS = "Summer is warm. Winter is cold.\nThe cat sat on the mat.\nRivers run to the sea."
+SUBHEADERS = {
+    "Token × channel": "Token × channel magnitudes",
+    "Schemes": "Schemes",
+    "Sensitivity": "Layer sensitivity",
+    "Sites": "Every site",
+}
+
+
+def _page(model: str) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.session_state["isoscope_selection"] = Selection(
+        model_source=model,
+        corpus_kind="paste",
+        corpus_text=TEXTS,
+        settings=ExtractionSettings(max_length=32, sample_size=2000),
+    )
+    at.session_state["quant_max_length"] = 16
+    at.run()
+    at.switch_page("pages/quant.py")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _rerun(at: AppTest) -> AppTest:
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_button_then_every_tab_on_a_tiny_llama(tiny_llama_dir):
+    at = _page(str(tiny_llama_dir))
+    assert at.title[0].value == "Quantization readiness"
+    assert not at.subheader  # nothing computed before the button
+    at.button(key="quant_run").click()
+    _rerun(at)
+    assert any(m.value.startswith("**Verdict.**") for m in at.markdown)
+    assert [s.value for s in at.subheader] == ["Layers × role"]
+    for tab, subheader in SUBHEADERS.items():
+        at.session_state["quant_tab"] = tab
+        _rerun(at)
+        assert subheader in [s.value for s in at.subheader]
+    assert len(at.dataframe) >= 2  # the schemes and the sites tables
+    at.toggle(key="quant_outliers").set_value(True)  # the sidebar's extraction, for the overlap
+    _rerun(at)
+    at.session_state["quant_tab"] = "Layers × role"
+    at.selectbox(key="quant_strip").set_value("error:smoothquant")
+    _rerun(at)
+    at.number_input(key="quant_keep").set_value(2)
+    at.slider(key="quant_alpha").set_value(0.8)
+    _rerun(at)
+    assert any(m.label.endswith("keep 2") for m in at.metric)
+
+
+@pytest.mark.parametrize("model", ["random:bert:layers=2,width=32,heads=2"])
+def test_an_encoder_renders(model):
+    at = _page(model)
+    at.button(key="quant_run").click()
+    _rerun(at)
+    assert any(m.value.startswith("**Verdict.**") for m in at.markdown)
+    assert any("cosine" in m.label for m in at.metric)

@@ -1,0 +1,113 @@
+"""``isoscope quant`` as a user runs it: the JSON keys of issue 26, act_scales as safetensors
+(loaded back), and bad input (one line, exit 2)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from tests.clirun import run_backend
+
+SITE_KEYS = {
+    "modules",
+    "layer",
+    "role",
+    "max_abs",
+    "median_abs",
+    "kurtosis",
+    "share_gt_6",
+    "top_channels",
+    "error",
+}
+SCHEMES = {"per_tensor", "per_token", "keep_k", "smoothquant", "rotation", "w4_g128"}
+
+
+@pytest.fixture(scope="module")
+def texts(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("quant") / "texts.txt"
+    path.write_text("Summer is warm. Winter is cold.\nThe cat sat on the mat.\nA third text here\n")
+    return path
+
+
+def test_quant_json_and_act_scales(tiny_llama_dir, texts, tmp_path):
+    out, scales = tmp_path / "q.json", tmp_path / "act_scales.safetensors"
+    proc = run_backend(
+        "quant",
+        "--model",
+        str(tiny_llama_dir),
+        "--texts",
+        str(texts),
+        "--out",
+        str(out),
+        "--max-length",
+        "16",
+        "--keep",
+        "2",
+        "--alpha",
+        "0.6",
+        "--act-scales",
+        str(scales),
+        cache_dir=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    assert {"model", "corpus", "sites", "end", "sensitivity", "spearman_error_vs_end"} <= set(data)
+    assert len(data["sites"]) == 8
+    for site in data["sites"]:
+        assert SITE_KEYS <= set(site)
+        assert set(site["error"]) == SCHEMES
+        assert {"channel", "max_abs"} == set(site["top_channels"][0])
+    # tiny_llama_dir unties its embeddings and saves no lm_head: the end metric is the cosine
+    assert data["end"]["metric"] in ("kl", "cosine")
+    assert SCHEMES | {"metric", "full_precision"} == set(data["end"])
+    assert [r["layer"] for r in data["sensitivity"]] == [0, 1]
+    assert data["settings"] == {"keep": 2, "alpha": 0.6}
+    loaded = load_file(str(scales))
+    names = {m for s in data["sites"] for m in s["modules"]}
+    assert set(loaded) == names
+    q = loaded["layers.0.self_attn.q_proj"]
+    assert q.dtype == torch.float32 and q.shape == (32,)
+    assert float(q.max()) == pytest.approx(data["sites"][0]["max_abs"], rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--keep", "-1"], "--keep"),
+        (["--alpha", "1.5"], "--alpha"),
+        (["--act-scales", "scales.pt"], ".safetensors"),
+        (["--max-length", "1"], "--max-length"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(texts, tmp_path, args, message):
+    proc = run_backend(
+        "quant",
+        "--model",
+        "random:gpt2:layers=1,width=16,heads=2",
+        "--texts",
+        str(texts),
+        "--out",
+        str(tmp_path / "q.json"),
+        *args,
+        cache_dir=tmp_path,
+    )
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0]
+
+
+def test_missing_texts_file(tmp_path):
+    proc = run_backend(
+        "quant",
+        "--texts",
+        str(tmp_path / "nope.txt"),
+        "--out",
+        str(tmp_path / "q.json"),
+        cache_dir=tmp_path,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().startswith("error:") and len(proc.stderr.strip().splitlines()) == 1

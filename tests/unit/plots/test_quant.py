@@ -1,0 +1,107 @@
+"""Figure builders of the quantization page on a synthetic report: the heat strip has one cell per
+(role, block), the token x channel view draws the pooled tiles, the scheme and sensitivity figures
+carry every scheme and block."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from backend.analysis.quant.readiness import MagnitudeTiles, QuantReport, QuantScan, SiteScan
+from backend.analysis.quant.schemes import SCHEMES
+from backend.analysis.quant.sites import ROLES, Site, SiteMap
+from backend.plots.quant import (
+    STRIP_QUANTITIES,
+    heat_strip_figure,
+    magnitude_figure,
+    scheme_figure,
+    scheme_frame,
+    sensitivity_figure,
+    sites_frame,
+)
+
+LAYERS, D = 3, 8
+
+
+def _report(metric: str = "kl") -> QuantReport:
+    sites, errors = [], []
+    for layer in range(LAYERS):
+        for k, role in enumerate(ROLES):
+            site = Site(layer, role, (f"m.{layer}.{role}",), (f"{layer}.{role}",), D, k % 2 == 0)
+            act_max = torch.arange(1, D + 1, dtype=torch.float32) * (layer + 1)
+            sites.append(
+                SiteScan(
+                    site,
+                    act_max,
+                    float(act_max.max()),
+                    0.5,
+                    3.0 + layer,
+                    0.01,
+                    100,
+                    torch.zeros(4, D),
+                )
+            )
+            errors.append({s: 0.01 * (i + 1) * (layer + 1) for i, s in enumerate(SCHEMES)})
+    scan = QuantScan(
+        site_map=SiteMap(tuple(s.site for s in sites), "layers", LAYERS),
+        sites=sites,
+        n_texts=2,
+        n_tokens=20,
+        max_length=16,
+        error_tokens=4,
+        sample_weights=torch.full((4,), 5.0, dtype=torch.float64),
+        end_ids=torch.zeros(2, 5, dtype=torch.long),
+        end_mask=torch.ones(2, 5, dtype=torch.bool),
+        end_reference=torch.zeros(2, 5, D),
+        massive_dims=(7,),
+        hidden_size=D,
+        is_causal=metric == "kl",
+        seconds=1.0,
+    )
+    base = 0.0 if metric == "kl" else 1.0
+    sign = 1 if metric == "kl" else -1
+    end = {"metric": metric, "full_precision": base}
+    end.update({s: base + sign * 0.01 * (i + 1) for i, s in enumerate(SCHEMES)})
+    sens = [{"layer": i, "end": base + sign * 0.001 * (i + 1)} for i in range(LAYERS)]
+    return QuantReport(scan, errors, end, sens, 6, 0.5)
+
+
+@pytest.mark.parametrize("quantity", list(STRIP_QUANTITIES))
+def test_heat_strip_has_a_cell_per_role_and_block(quantity):
+    fig = heat_strip_figure(_report(), quantity)
+    z = np.asarray(fig.data[0].z, dtype=float)
+    assert z.shape == (len(ROLES), LAYERS) and np.isfinite(z).all()
+
+
+def test_heat_strip_uses_log_colour_for_ratios():
+    fig = heat_strip_figure(_report(), "kurtosis")
+    assert np.asarray(fig.data[0].z)[0, 2] == pytest.approx(np.log10(5.0))
+
+
+def test_magnitude_figure_draws_the_tiles():
+    tiles = MagnitudeTiles("m.0.q", np.full((10, 4), 2.0, dtype=np.float32), 3, 2, 30, 8)
+    fig = magnitude_figure(tiles)
+    assert np.asarray(fig.data[0].z).shape == (10, 4)
+    assert list(fig.data[0].x) == [0, 2, 4, 6] and list(fig.data[0].y)[1] == 3
+
+
+@pytest.mark.parametrize("metric", ["kl", "cosine"])
+def test_scheme_and_sensitivity_figures(metric):
+    report = _report(metric)
+    fig = scheme_figure(report)
+    assert len(fig.data) == 2 and len(fig.data[0].x) == len(SCHEMES)
+    assert all(v > 0 for v in fig.data[0].y)  # KL as is, 1 - cosine for encoders
+    sens = sensitivity_figure(report)
+    assert list(sens.data[0].x) == list(range(LAYERS))
+    assert "Spearman" in sens.layout.title.text
+    assert len(scheme_frame(report)) == len(SCHEMES)
+    assert len(sites_frame(report)) == LAYERS * len(ROLES)
+
+
+def test_report_json_and_verdict():
+    report = _report()
+    data = report.to_dict()
+    assert data["spearman_error_vs_end"] == pytest.approx(1.0)
+    assert data["sites"][0]["massive_overlap"] == [7]
+    assert "Per-token W8A8 costs KL" in data["verdict"] and "Spearman 1.00" in data["verdict"]
