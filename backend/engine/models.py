@@ -600,6 +600,13 @@ def _finish(parts: dict, device: torch.device, dtype: torch.dtype) -> LoadedMode
             f"{parts['source']!r} ({config.model_type}) does not expose num_hidden_layers/hidden_size; "
             "isoscope needs a Transformer encoder or decoder that returns per-layer hidden states"
         )
+    token_layout = layout.describe()
+    if layout.modality == "text" and getattr(config, "downsampling_rate", None):
+        num_layers = _state_count(model, device) - 1  # CANINE: character and molecule states
+        token_layout = (
+            f"characters; the deep layers' molecules of {config.downsampling_rate} characters "
+            "are repeated per character"
+        )
     archs = getattr(config, "architectures", None) or [type(model).__name__]
     has_mlm = type(model).__name__.endswith("ForMaskedLM")
     info = ModelInfo(
@@ -626,7 +633,7 @@ def _finish(parts: dict, device: torch.device, dtype: torch.dtype) -> LoadedMode
         dtype=str(dtype).removeprefix("torch."),
         device_map=placement,
         modality=layout.modality,
-        token_layout=layout.describe(),
+        token_layout=token_layout,
         input_size=layout.input_size(),
         prefix_tokens=layout.prefix,
         patch_grid=layout.grid,
@@ -644,6 +651,14 @@ def _finish(parts: dict, device: torch.device, dtype: torch.dtype) -> LoadedMode
         processor=parts.get("processor"),
         layout=layout,
     )
+
+
+def _state_count(model: torch.nn.Module, device: torch.device) -> int:
+    """Hidden states one traced forward pass returns (more than layers + 1 for CANINE)."""
+    ids = torch.full((1, 16), 65, dtype=torch.long, device=device)
+    with torch.inference_mode():
+        out = model(input_ids=ids, attention_mask=torch.ones_like(ids), output_hidden_states=True)
+    return len(out.hidden_states)
 
 
 def _device_map_summary(model: torch.nn.Module) -> str | None:

@@ -85,7 +85,19 @@ def forward_hidden_states(
             f"{loaded.info.source!r} ({loaded.info.architecture}) returns no hidden states; "
             "isoscope needs a model that supports output_hidden_states"
         )
+    width = ids.shape[1]
+    if any(h.shape[1] != width for h in hidden_states):  # CANINE's downsampled molecule states
+        hidden_states = [to_characters(h, width) for h in hidden_states]
     return tuple(hidden_states)
+
+
+def to_characters(hidden: torch.Tensor, width: int) -> torch.Tensor:
+    """A downsampled (B, T / r, d) state back at the (B, T, d) input positions: each molecule's
+    vector repeated for the ``r`` characters it covers (CANINE, Clark et al. 2022)."""
+    if hidden.shape[1] == width:
+        return hidden
+    rate = -(-width // max(1, hidden.shape[1]))
+    return hidden.repeat_interleave(rate, dim=1)[:, :width]
 
 
 def extract_partial(
