@@ -189,3 +189,22 @@ def test_resampled_to_the_model_rate(tmp_path_factory):
     )
     loaded = load_model(str(save_audio_model(tmp_path_factory.mktemp("w2v-r"))), device="cpu")
     assert extract(loaded, clips8k, SETTINGS).num_tokens == 24  # 0.5 s at 16 kHz
+
+
+def test_a_saved_image_analysis_reopens(images, tmp_path_factory, tmp_path):
+    from backend.engine.saved import load_saved, save_analysis
+
+    result = extract(_load("vit", tmp_path_factory), images, SETTINGS)
+    reopened = load_saved(save_analysis(result, tmp_path / "run.isoscope"))
+    assert reopened.extra["inputs"]["kind"] == "image"
+    assert list(reopened.tokens.token) == list(result.tokens.token)
+
+
+def test_cached_extract_keeps_the_inputs(images, tmp_path_factory, tmp_path):
+    from backend.engine.cache import ResultCache, cached_extract
+
+    loaded = _load("vit", tmp_path_factory)
+    cache = ResultCache(tmp_path)
+    first = cached_extract(loaded, images, SETTINGS, cache=cache)
+    again = cached_extract(loaded, images, SETTINGS, cache=cache)
+    assert again.extra == first.extra and again.corpus_sha == images.sha
