@@ -92,7 +92,8 @@ class ModelInfo:
     frames_per_second: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        # tuples as lists: the dict equals itself after a JSON round trip (caches, saved analyses)
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in self.__dict__.items()}
 
 
 @dataclass(eq=False)
