@@ -35,6 +35,7 @@ from ui.compare import (
     model_b_options,
     trajectory_paths,
 )
+from ui.inputs import text_only
 from ui.ranges import CMP_ESTIMATOR, CMP_MODE, CMP_TRAJ_METRIC, ESTIMATORS, MODES
 from ui.sidebar import CUSTOM, corpus_label
 
@@ -71,6 +72,9 @@ in fine-tuning (Kovaleva et al. 2021) when both models have the same norms.
 """,
 )
 loaded_a, result_a = load_or_stop()
+text_only(
+    result_a, "Compare", "runs both models on the same texts (not built for images and audio yet)"
+)
 selection = get_selection()
 CORPUS_A = corpus_label(selection.corpus_kind, selection.corpus_file_name)
 show_notices(result_a)

@@ -32,6 +32,7 @@ from backend.plots.layernorm import (
 from ui.cached import ablation_report, dim_sweep, outlier_dims_by_state
 from ui.charts import live_chart
 from ui.common import download_buttons, explainer, get_model, get_selection, load_or_stop
+from ui.inputs import text_only
 from ui.ranges import LN_K, LN_SHARE
 from ui.tabs import lazy_tabs
 
@@ -43,6 +44,9 @@ st.caption(
 loaded: LoadedModel
 result: ExtractionResult
 loaded, result = load_or_stop()
+text_only(
+    result, "LayerNorm ablation", "runs its ablations on texts (not built for images and audio yet)"
+)
 selection = get_selection()
 
 # ----------------------------------------------------------------------------- which weights

@@ -11,6 +11,7 @@ from backend.analysis.geometry.outliers import (
     headline_dims,
     strongest_dims,
 )
+from backend.analysis.geometry.projections import input_kind
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult
 from backend.engine.models import LoadedModel
@@ -207,6 +208,11 @@ def state_section(by_state: list[dict[str, list[int]]], thresholds: OutlierThres
 def text_view(state: int, state_name: str, thresholds: OutlierThresholds) -> None:
     """Every token of one text at the chosen hidden state (a fragment: the text number reruns
     only this view)."""
+    if input_kind(result) != "text":
+        st.caption(
+            "The per-text token view reads one text; for images and audio it is not built yet."
+        )
+        return
     st.subheader("One text, token by token")
     text_index = int(
         st.number_input(

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from ui.common import load_or_stop
+from ui.inputs import text_only
 from ui.positional import TAB_VIEWS, TABS
 from ui.tabs import lazy_tabs
 
@@ -15,4 +17,9 @@ st.caption(
     "attention logits, or (without position embeddings) in the variance of attention outputs."
 )
 
+text_only(
+    load_or_stop()[1],
+    "The positional views (position probe, TUPE's token terms, variance lab)",
+    "runs texts token by token (a 2-D patch grid and a row/column probe are not built yet)",
+)
 lazy_tabs(TABS, TAB_VIEWS, key="pos_tab")

@@ -9,10 +9,11 @@ from backend.analysis.geometry.isotropy import N_PAIRS
 from backend.analysis.geometry.projections import (
     METHODS,
     TEXT_COLOURS,
-    TOKEN_COLOURS,
     TSNE_SLOW_POINTS,
     Projection,
     coordinates_frame,
+    input_kind,
+    token_colour_options,
 )
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult
@@ -52,7 +53,7 @@ default_state = with_outliers[-1] if with_outliers else result.num_states - 1
 c1, c2, c3, c4 = st.columns([1.1, 0.8, 0.8, 1.5])
 data_kind = c1.radio(
     "Points",
-    PROJ_DATA.options,
+    PROJ_DATA.options if input_kind(result) == "text" else PROJ_DATA.options[:1],
     key="proj_data",
     horizontal=True,
     help="Token vectors from the extraction's random token sample, or one mean-pooled vector per text.",
@@ -157,7 +158,7 @@ except IsoscopeError as exc:
 @st.fragment
 def chart_section(before: Projection, after: Projection, post: PostChoice) -> None:
     """Colour choice and the figure (a fragment: recolouring reruns only this section)."""
-    colour_options = TOKEN_COLOURS if data_kind == "token sample" else TEXT_COLOURS
+    colour_options = token_colour_options(result) if data_kind == "token sample" else TEXT_COLOURS
     colour_by = st.selectbox(
         "Colour by",
         list(colour_options),

@@ -31,12 +31,16 @@ from ui.cached import (
     word_senses,
 )
 from ui.common import download_buttons, explainer, load_or_stop
+from ui.inputs import text_only
 from ui.ranges import SIM_CLIP, SIM_POST, SIMILARITY_CLIP_MODES
 
 st.title("Sentence similarity")
 loaded: LoadedModel
 result: ExtractionResult
 loaded, result = load_or_stop()
+text_only(
+    result, "Sentence similarity and word senses", "compares sentence pairs and the senses of words"
+)
 max_length = result.settings.max_length
 names = result.state_names
 st.caption(

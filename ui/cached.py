@@ -37,6 +37,8 @@ from backend.analysis.geometry.projections import (
     Projection,
     before_after,
     hover_contexts,
+    input_kind,
+    media_colouring,
     metric_deltas,
     projection_sample,
     text_colouring,
@@ -318,6 +320,8 @@ def projection_colours(
     result: ExtractionResult, data_kind: str, size: int, seed: int, by: str
 ) -> Colouring:
     rows, ids, _ = projection_points(result, data_kind, size, seed)
+    if data_kind == "token sample" and input_kind(result) != "text":
+        return media_colouring(result, result.sample_tokens.take(rows), by)
     if data_kind == "token sample":
         return token_colouring(result.sample_tokens.take(rows), result.tokens, by)
     return text_colouring(text_lengths(result.tokens, result.num_texts)[ids], by)

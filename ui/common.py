@@ -96,7 +96,10 @@ def remember_upload(sha: str, name: str, raw: bytes) -> None:
 
 
 def get_corpus(selection: Selection | None = None) -> Corpus:
-    """The selected corpus; on a shared server within the per-visitor text limit."""
+    """The selected corpus (images and audio: :func:`ui.inputs.media_corpus`); on a shared server
+    within the per-visitor text limit."""
+    from ui.inputs import MEDIA_KINDS, media_corpus
+
     sel = selection or get_selection()
     if sel.corpus_kind == "paste":
         corpus = corpus_from_text(sel.corpus_text)
@@ -105,6 +108,8 @@ def get_corpus(selection: Selection | None = None) -> Corpus:
         if stored is None:
             raise IsoscopeError("the uploaded file is no longer in memory; upload it again")
         corpus = corpus_from_bytes(stored[1], stored[0])
+    elif sel.corpus_kind in MEDIA_KINDS:
+        return media_corpus(sel.corpus_kind, sel.corpus_text)
     else:
         return bundled_corpus()
     if access.shared():

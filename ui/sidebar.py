@@ -27,6 +27,7 @@ from backend.engine.models import DEFAULT_MODEL_NAME, source_is_causal
 from ui import access
 from ui.cache_panel import budget_label, cache_panel, sample_budget_input
 from ui.common import Selection, get_selection, remember_upload
+from ui.inputs import folder_input
 from ui.saved import saved_panel
 from ui.session import SELECTION_KEY
 
@@ -39,10 +40,18 @@ MODEL_PRESETS = {
     "random GPT-2 (4 layers, 256)": "random:gpt2",
     "random GPT-2 without position embeddings": "random:gpt2-nope",
     "SmolLM2-135M-Instruct (bundled decoder)": "smollm2",
+    "random ViT (images: 224 px, 16 px patches)": "random:vit",
+    "random wav2vec2 (audio: 16 kHz)": "random:wav2vec2",
     "local folder, Hub id in cache, or random:FAMILY…": CUSTOM,
 }
-CORPUS_CHOICES = ("bundled sample corpus", "paste text", "upload a file")
-CORPUS_KINDS = ("bundled", "paste", "upload")
+CORPUS_CHOICES = (
+    "bundled sample corpus",
+    "paste text",
+    "upload a file",
+    "image folder",
+    "audio folder",
+)
+CORPUS_KINDS = ("bundled", "paste", "upload", "images", "audio")
 SAMPLE_SIZES = (1000, 2000, 4000, 8000, 12000, 20000)
 DEVICES = ("auto", "cpu", "cuda", "mps")
 DTYPES = ("float32", "bfloat16")
@@ -143,6 +152,8 @@ def corpus_inputs(current: Selection) -> CorpusChoice:
             type=["txt", "csv", "jsonl"],
             key="sb_corpus_file",
         )
+    elif kind in ("images", "audio"):
+        text = folder_input(kind, current.corpus_text if current.corpus_kind == kind else "")
     return CorpusChoice(kind, text, upload)
 
 
@@ -191,7 +202,9 @@ def settings_inputs(
     return changes
 
 
-def corpus_label(kind: str, file_name: str = "") -> str:
+def corpus_label(kind: str, file_name: str = "", folder: str = "") -> str:
+    if kind in ("images", "audio"):
+        return f"{kind} folder {folder}" if folder else f"bundled demo {kind}"
     return {
         "bundled": "bundled sample corpus",
         "paste": "pasted text",
@@ -203,7 +216,8 @@ def describe(sel: Selection) -> str:
     """One line naming the model, corpus and the settings that change the numbers."""
     s = sel.settings
     return (
-        f"**{sel.model_source}** on the **{corpus_label(sel.corpus_kind, sel.corpus_file_name)}** "
+        f"**{sel.model_source}** on the "
+        f"**{corpus_label(sel.corpus_kind, sel.corpus_file_name, sel.corpus_text)}** "
         f"· {s.max_length} tokens per text · {s.sample_size:,}-token sample"
         + (" · special tokens excluded" if s.exclude_special else "")
         + (" · first position excluded" if s.exclude_first else "")
@@ -253,7 +267,7 @@ def pending_selection(
         dtype,
         allow_pickle,
         corpus.kind,
-        corpus.text if corpus.kind == "paste" else "",
+        corpus.text if corpus.kind in ("paste", "images", "audio") else "",
         file_name,
         file_sha,
         replace(current.settings, **changes),

@@ -10,10 +10,12 @@ from backend.commands.common import (
     ProgressPrinter,
     add_cache_args,
     add_exclude_first_arg,
+    add_input_args,
     add_model_args,
     check_cache_args,
     check_out_path,
     extract_with_cache,
+    load_inputs,
     load_model_from_args,
     progress_line,
     resolve_exclude_first,
@@ -24,10 +26,9 @@ from backend.commands.common import (
 def add_parser(sub) -> None:
     p = sub.add_parser("analyze", help="per-layer statistics, outlier dimensions and anisotropy")
     add_model_args(p)
-    p.add_argument(
-        "--texts",
-        required=True,
-        help=".txt (one text per line), .csv, .jsonl or .parquet with a text column, or a folder "
+    add_input_args(
+        p,
+        ".txt (one text per line), .csv, .jsonl or .parquet with a text column, or a folder "
         "of such shards (read in sorted path order)",
     )
     p.add_argument("--out", required=True, help="output JSON file")
@@ -113,7 +114,6 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from backend.engine.cache import parse_size
-    from backend.engine.corpus import load_corpus_file
     from backend.engine.errors import InputError
     from backend.engine.extraction import ExtractionSettings
 
@@ -129,7 +129,11 @@ def run(args: argparse.Namespace) -> int:
         from backend.engine.saved import check_save_target
 
         check_save_target(args.save)  # a bad path fails before the extraction, not after
-    corpus = load_corpus_file(args.texts) if args.engine == "local" else None
+    if args.engine == "ray" and not args.texts:
+        raise InputError(
+            "--engine ray reads --texts only; run images and audio with --engine local"
+        )
+    corpus = load_inputs(args) if args.engine == "local" else None
     settings = ExtractionSettings(
         max_length=args.max_length,
         batch_size=args.batch_size,
@@ -233,6 +237,7 @@ def build_report(
         "model": model,
         "corpus": {
             "name": result.corpus_name,
+            "kind": result.extra.get("inputs", {}).get("kind", "text"),
             "num_texts": result.num_texts,
             "num_tokens": result.num_tokens,
             "sample_size": len(result.sample_index),

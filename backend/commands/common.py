@@ -107,11 +107,43 @@ def extract_with_cache(loaded, corpus, settings, args: argparse.Namespace, label
     from backend.engine.cache import ResultCache, cached_extract
     from backend.engine.extraction import extract
 
-    progress = ProgressPrinter(f"{label + ': ' if label else ''}extracting {len(corpus)} texts")
+    unit = {"text": "texts", "image": "images", "audio": "clips"}[corpus.kind]
+    progress = ProgressPrinter(f"{label + ': ' if label else ''}extracting {len(corpus)} {unit}")
     if getattr(args, "no_cache", False):
         return extract(loaded, corpus, settings, progress)
     cache = ResultCache(getattr(args, "cache_dir", None), getattr(args, "cache_limit", None))
     return cached_extract(loaded, corpus, settings, progress, cache)
+
+
+def add_input_args(parser: argparse.ArgumentParser, texts_help: str) -> None:
+    """``--texts FILE`` | ``--images DIR`` | ``--audio DIR``: exactly one (``demo`` for images or
+    audio: the bundled sets, :mod:`backend.engine.inputs`)."""
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--texts", help=texts_help)
+    group.add_argument(
+        "--images",
+        metavar="DIR",
+        help="a folder of .png/.jpg/.webp images (the class is the sub-folder), or 'demo' "
+        "(scikit-learn's two sample photos in tiles); for vision models (ViT, DINOv2, CLIP...)",
+    )
+    group.add_argument(
+        "--audio",
+        metavar="DIR",
+        help="a folder of .wav/.flac clips (mono, resampled to the model's rate), or 'demo' "
+        "(sentences read by espeak-ng); for speech models (wav2vec2, HuBERT)",
+    )
+
+
+def load_inputs(args: argparse.Namespace):
+    """The corpus ``--texts`` / ``--images`` / ``--audio`` name."""
+    from backend.engine.corpus import load_corpus_file
+    from backend.engine.inputs import demo_images, demo_speech, load_media_folder
+
+    if getattr(args, "images", None):
+        return demo_images() if args.images == "demo" else load_media_folder(args.images, "image")
+    if getattr(args, "audio", None):
+        return demo_speech() if args.audio == "demo" else load_media_folder(args.audio, "audio")
+    return load_corpus_file(args.texts)
 
 
 def read_pairs(path: str) -> tuple[list[str], list[str], list[float]]:

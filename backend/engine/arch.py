@@ -612,7 +612,10 @@ def position_table_of(model_or_loaded: Any) -> torch.nn.Embedding | None:
     n = int(getattr(config, "max_position_embeddings", 0) or 0)
     if n <= 0:
         return None
-    words = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    try:
+        words = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    except NotImplementedError:  # CANINE: hashed character embeddings, no single table
+        words = None
     for module in _base(model).modules():
         if (
             type(module) is not torch.nn.Embedding

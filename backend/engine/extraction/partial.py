@@ -10,6 +10,7 @@ import numpy as np
 
 from backend.engine.corpus import Corpus
 from backend.engine.errors import InputError
+from backend.engine.extraction.media import MediaTokens, check_modality, is_media, prepare_media
 from backend.engine.extraction.sample import SampleCandidates, bytes_label, token_key
 from backend.engine.extraction.tokenization import TokenizedCorpus, is_punct, tokenize
 from backend.engine.extraction.types import ExtractionResult, ExtractionSettings, TokenTable
@@ -50,8 +51,13 @@ class PartialExtraction:
         return self
 
 
-def tokenize_part(loaded: LoadedModel, texts: list[str], max_length: int) -> TokenizedCorpus:
-    """:func:`tokenize`, but an empty part (or one without tokens) is fine."""
+def tokenize_part(loaded: LoadedModel, texts: list, max_length: int) -> TokenizedCorpus:
+    """:func:`tokenize`, but an empty part (or one without tokens) is fine. Images and audio clips
+    (:class:`backend.engine.inputs.MediaItem`) go through :func:`prepare_media` instead."""
+    if is_media(texts):
+        return prepare_media(loaded, texts)
+    if texts:
+        check_modality(loaded, "text")
     if not texts:
         model_max = loaded.info.max_positions
         cap = int(model_max) if model_max and max_length > model_max else max_length
@@ -87,6 +93,15 @@ def token_table(
     token_ids = np.concatenate(
         [ids[m] for ids, m in zip(tokenized.input_ids, include, strict=True)]
     )
+    if isinstance(tokenized, MediaTokens):  # patch / frame names; no punctuation
+        names = np.concatenate(
+            [n[m] for n, m in zip(tokenized.names, include, strict=True)]
+        ).astype(str)
+        word_id = np.concatenate([w[m] for w, m in zip(tokenized.word_ids, include, strict=True)])
+        is_special = np.concatenate(
+            [sp[m] for sp, m in zip(tokenized.special, include, strict=True)]
+        )
+        return TokenTable(text_id, position, names, word_id, is_special, np.zeros(len(names), bool))
     # Strings and punctuation per distinct id, then spread (a Python loop per vocabulary entry
     # seen, not per token).
     unique, inverse = np.unique(token_ids, return_inverse=True)
@@ -170,4 +185,13 @@ def finish(
         sample_index=sample_index,
         tokens=tokens,
         seconds=partial.seconds if seconds is None else seconds,
+        extra=input_extra(corpus),
     )
+
+
+def input_extra(corpus) -> dict:
+    """What a result of images or audio keeps about its inputs (``extra["inputs"]``): the kind
+    and each item's class. Empty for text."""
+    if getattr(corpus, "kind", "text") == "text":
+        return {}
+    return {"inputs": {"kind": corpus.kind, "labels": list(corpus.labels)}}

@@ -38,9 +38,13 @@ class TokenizedCorpus:
         return masks
 
 
-def length_order(lengths: np.ndarray) -> np.ndarray:
-    """Texts with tokens, longest first (stable): memory trouble shows at once, padding is small."""
-    order = np.argsort(-lengths, kind="stable")
+def length_order(lengths: np.ndarray, tie: np.ndarray | None = None) -> np.ndarray:
+    """Texts with tokens, longest first (stable): memory trouble shows at once, padding is small.
+    ``tie`` (audio clips' sample counts) orders equal lengths, so equal ``tie`` values are adjacent."""
+    if tie is None:
+        order = np.argsort(-lengths, kind="stable")
+    else:
+        order = np.lexsort((-np.asarray(tie), -lengths))
     return order[lengths[order] > 0]
 
 

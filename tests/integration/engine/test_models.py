@@ -166,3 +166,31 @@ def test_random_like_keeps_architecture_and_changes_weights(tiny_bert_dir):
     assert fresh.fingerprint != loaded.fingerprint
     key = "embeddings.word_embeddings.weight"
     assert not torch.equal(fresh.model.state_dict()[key], loaded.model.state_dict()[key])
+
+
+# ----------------------------------------------------------------------------- character level
+
+
+def test_canine_loads_with_its_molecule_states_at_character_positions(tmp_path):
+    from backend.engine.corpus import corpus_from_text
+    from backend.engine.extraction import ExtractionSettings, extract
+    from tests.media_models import save_canine
+
+    loaded = load_model(str(save_canine(tmp_path / "canine")), device="cpu")
+    assert (
+        loaded.info.modality == "text" and "molecules of 4 characters" in loaded.info.token_layout
+    )
+    result = extract(loaded, corpus_from_text("hello world"), ExtractionSettings(sample_size=8))
+    assert result.num_states == loaded.info.num_layers + 1 > 3  # char, molecule and final states
+    assert "".join(result.tokens.token[~result.tokens.is_special]) == "hello world"
+
+
+def test_byt5_loads_its_encoder(tmp_path):
+    from backend.engine.corpus import corpus_from_text
+    from backend.engine.extraction import ExtractionSettings, extract
+    from tests.media_models import save_byt5
+
+    loaded = load_model(str(save_byt5(tmp_path / "byt5")), device="cpu")
+    assert not loaded.info.is_causal and loaded.info.num_layers == 2
+    result = extract(loaded, corpus_from_text("héllo"), ExtractionSettings(sample_size=8))
+    assert result.num_states == 3 and result.num_tokens == len("héllo".encode()) + 1  # + </s>

@@ -1,0 +1,150 @@
+"""Images and audio through the same extraction: :func:`prepare_media` plays the part of
+tokenization (per item: how many output tokens, which are special, what each one is called) and
+:func:`media_forward` the part of the forward pass over token ids.
+
+Token identity (the :class:`TokenTable` columns): ``text_id`` is the item (image or clip) index,
+``position`` the output-token index, ``token`` ``"[CLS]"`` / ``"[DIST]"`` / ``"[REG2]"`` /
+``"patch r3c5"`` for images and ``"t=1.24s"`` (the frame's start) for audio; prefix tokens are
+``is_special``; ``word_id`` is the patch or frame index (-1 for prefix tokens).
+
+The final hidden state is the model's ``last_hidden_state`` where its shape matches: ViT, DeiT and
+DINOv2 apply a final LayerNorm after the last block that ``hidden_states[-1]`` lacks, and a text
+model's last state (GPT-2's, after ``ln_f``) is the normed one too; so state L means the same for
+every model. Checkpoints whose batches must not be padded (group-norm wav2vec2 / HuBERT:
+:attr:`InputLayout.pad_with_mask` False) get batches of equal-length clips only (``group``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from backend.engine.errors import InputError, UnsupportedModelError
+from backend.engine.extraction.tokenization import TokenizedCorpus
+from backend.engine.inputs import MediaItem, resample
+from backend.engine.layout import ascending_noise, frames_for
+from backend.engine.models import LoadedModel
+
+
+@dataclass(frozen=True)
+class MediaTokens(TokenizedCorpus):
+    """A tokenized corpus of images or clips. ``input_ids`` hold the output-token indices (they set
+    the lengths and padding of the batch plan); ``data`` the model's raw input per item (RGB
+    pixels, or samples at the model's rate); ``names`` each item's token names; ``group`` (or
+    None) the sample count a batch's clips must share."""
+
+    data: tuple[np.ndarray, ...] = ()
+    names: tuple[np.ndarray, ...] = ()
+    group: np.ndarray | None = None
+
+
+def is_media(items: list | tuple) -> bool:
+    return bool(items) and isinstance(items[0], MediaItem)
+
+
+def check_modality(loaded: LoadedModel, kind: str) -> None:
+    """One :class:`InputError` when the corpus kind is not what the model reads."""
+    modality = loaded.layout.modality
+    if modality == kind:
+        return
+    hint = {
+        "text": "a text corpus (--texts, or the sidebar's text choices)",
+        "image": "an image folder (--images DIR)",
+        "audio": "an audio folder (--audio DIR)",
+    }
+    raise InputError(
+        f"{loaded.info.display_name} reads {modality}, not {kind}: give it {hint[modality]}, or "
+        f"choose a {kind} model"
+    )
+
+
+def prepare_media(loaded: LoadedModel, items: list[MediaItem]) -> MediaTokens:
+    """Per item: output-token indices, special mask, patch/frame index and names (module doc)."""
+    layout = loaded.layout
+    kind = "audio" if items[0].rate else "image"
+    check_modality(loaded, kind)
+    if kind == "image":
+        count = int(layout.num_tokens or 0)
+        prefix = len(layout.prefix)
+        names = np.array(layout.token_names(), dtype=str)
+        special = np.arange(count) < prefix
+        word = np.where(special, -1, np.arange(count) - prefix).astype(np.int32)
+        data = tuple(item.data for item in items)
+        ids = [np.arange(count, dtype=np.int64) for _ in items]
+        return MediaTokens(
+            ids, [special] * len(items), [word] * len(items), 0, count, data, (names,) * len(items)
+        )
+    rate = int(layout.sampling_rate or 0)
+    data = tuple(resample(item.data, item.rate, rate) for item in items)
+    samples = np.array([len(d) for d in data], dtype=np.int64)
+    frames = frames_for(loaded.encoder, samples)
+    stride = layout.frame_stride or max(1, int(samples.max() // max(1, frames.max())))
+    ids, special, words, names = [], [], [], []
+    for n in frames:
+        index = np.arange(int(n), dtype=np.int64)
+        ids.append(index)
+        special.append(np.zeros(int(n), dtype=bool))
+        words.append(index.astype(np.int32))
+        names.append(np.array([f"t={i * stride / rate:.2f}s" for i in index], dtype=str))
+    if not frames.max(initial=0):
+        raise InputError(
+            "the clips are too short for this model's feature encoder; give longer audio"
+        )
+    group = None if layout.pad_with_mask else samples
+    return MediaTokens(ids, special, words, 0, int(frames.max()), data, tuple(names), group)
+
+
+def media_forward(
+    loaded: LoadedModel, tokens: MediaTokens, rows: np.ndarray
+) -> tuple[torch.Tensor, ...]:
+    """One forward pass of the items ``rows``; the S (B, T, d) hidden states on the model's device."""
+    layout = loaded.layout
+    model = loaded.encoder
+    extra: dict[str, torch.Tensor] = {}
+    if layout.modality == "image":
+        images = [tokens.data[r] for r in rows]
+        pixels = loaded.processor(images=images, return_tensors="pt")["pixel_values"]
+        pixels = pixels.to(loaded.device, loaded.dtype)
+        if layout.fixed_noise:
+            extra["noise"] = ascending_noise(model, len(rows), *pixels.shape[-2:])
+        out = model(pixel_values=pixels, output_hidden_states=True, **extra)
+        expected = layout.num_tokens
+    else:
+        clips = [tokens.data[r] for r in rows]
+        if not layout.pad_with_mask and len({len(c) for c in clips}) > 1:
+            raise ValueError("a batch of a no-padding audio model mixes clip lengths")  # a bug
+        features = loaded.processor(
+            clips,
+            sampling_rate=layout.sampling_rate,
+            padding=True,
+            return_attention_mask=layout.pad_with_mask,
+            return_tensors="pt",
+        )
+        if layout.pad_with_mask:
+            extra["attention_mask"] = features["attention_mask"].to(loaded.device)
+        values = features["input_values"].to(loaded.device, loaded.dtype)
+        out = model(input_values=values, output_hidden_states=True, **extra)
+        expected = int(max(len(tokens.input_ids[r]) for r in rows))
+    hidden_states = list(getattr(out, "hidden_states", None) or ())
+    if not hidden_states:
+        raise UnsupportedModelError(
+            f"{loaded.info.source!r} ({loaded.info.architecture}) returns no hidden states"
+        )
+    if hidden_states[-1].shape[1] != expected:
+        raise UnsupportedModelError(
+            f"{loaded.info.source!r} returned {hidden_states[-1].shape[1]} tokens per item, "
+            f"expected {expected} from its layout ({layout.describe()})"
+        )
+    last = getattr(out, "last_hidden_state", None)
+    if isinstance(last, torch.Tensor) and last.shape == hidden_states[-1].shape:
+        hidden_states[-1] = last  # the final norm's output, as text models name state L
+    return tuple(hidden_states)
+
+
+def equal_run(group: np.ndarray, order: np.ndarray, start: int, count: int) -> int:
+    """How many of ``order[start : start + count]`` share the group of ``order[start]`` (>= 1)."""
+    window = group[order[start : start + count]]
+    differs = np.flatnonzero(window != window[0])
+    return int(differs[0]) if len(differs) else len(window)

@@ -1,0 +1,255 @@
+"""What a model reads and how its output tokens map back to the input: :class:`InputLayout`.
+
+Read from the model, never from its type name:
+
+- the modality from the forward signature (``pixel_values``: image, ``input_values``: audio, else
+  text);
+- for images, one traced forward pass of a blank image through the checkpoint's own processor
+  gives the token count; the patch grid is the processed size over ``config.patch_size`` and the
+  prefix tokens are the rest, named from the embedding module's parameters (``cls_token`` /
+  ``class_embedding``: [CLS], ``distillation_token``: [DIST], ``register_tokens``: [REG1..n]);
+- for audio, the frame stride is the product of the feature encoder's ``conv_stride`` and the
+  rate the feature extractor's ``sampling_rate``; checkpoints whose feature extractor asks for no
+  attention mask (group-norm wav2vec2 / HuBERT base) change their output when padded, so their
+  batches only hold clips of one length (``pad_with_mask`` False);
+- random patch masking (ViTMAE: a ``noise`` argument and ``config.mask_ratio``) is turned off:
+  mask ratio 0 and a fixed ascending noise keep every patch, in order.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from backend.engine.errors import UnsupportedModelError
+
+MODALITIES = ("text", "image", "audio")
+_PREFIX_PARAMS = (  # (parameter name ending, token name): the order the embeddings prepend them
+    ("cls_token", "[CLS]"),
+    ("class_embedding", "[CLS]"),
+    ("distillation_token", "[DIST]"),
+    ("register_tokens", "[REG]"),
+)
+
+
+@dataclass(frozen=True)
+class InputLayout:
+    """How output tokens map to the input. ``prefix``: names of the tokens before the patches;
+    ``grid``: (rows, columns) of patches; ``image_size``: processed (height, width) in pixels;
+    ``sampling_rate`` / ``frame_stride``: audio samples per second / per output frame."""
+
+    modality: str = "text"
+    prefix: tuple[str, ...] = ()
+    grid: tuple[int, int] | None = None
+    patch_size: int | None = None
+    image_size: tuple[int, int] | None = None
+    sampling_rate: int | None = None
+    frame_stride: int | None = None
+    pad_with_mask: bool = True
+    fixed_noise: bool = False  # pass an ascending ``noise`` (random masking turned off)
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def num_tokens(self) -> int | None:
+        """Tokens per image (prefix + patches); None for text and audio."""
+        if self.grid is None:
+            return None
+        return len(self.prefix) + self.grid[0] * self.grid[1]
+
+    @property
+    def frames_per_second(self) -> float | None:
+        if not self.sampling_rate or not self.frame_stride:
+            return None
+        return self.sampling_rate / self.frame_stride
+
+    def token_names(self) -> list[str]:
+        """Per output token of one image: the prefix names, then ``patch r{row}c{col}``."""
+        rows, cols = self.grid or (0, 0)
+        return list(self.prefix) + [f"patch r{r}c{c}" for r in range(rows) for c in range(cols)]
+
+    def describe(self) -> str:
+        """The model card's token-layout line."""
+        if self.modality == "image" and self.grid:
+            counts: dict[str, int] = {}
+            for name in self.prefix:
+                kind = name.strip("[]").rstrip("0123456789") or name
+                counts[kind] = counts.get(kind, 0) + 1
+            prefix = " + ".join(f"{n} {k}" for k, n in counts.items())
+            patches = f"{self.grid[0]}x{self.grid[1]} patches of {self.patch_size} px"
+            return f"{prefix} + {patches}" if prefix else patches
+        if self.modality == "audio" and self.frames_per_second:
+            how = "padded with a mask" if self.pad_with_mask else "equal-length batches, no padding"
+            return f"{self.frames_per_second:g} frames per second ({how})"
+        return "tokens of the tokenizer"
+
+    def input_size(self) -> str:
+        if self.image_size:
+            return f"{self.image_size[0]}x{self.image_size[1]} px"
+        if self.sampling_rate:
+            return f"{self.sampling_rate:,} Hz mono"
+        return ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "modality": self.modality,
+            "token_layout": self.describe(),
+            "input_size": self.input_size(),
+            "prefix_tokens": list(self.prefix),
+            "patch_grid": list(self.grid) if self.grid else None,
+            "frames_per_second": self.frames_per_second,
+        }
+
+
+def forward_parameters(model: torch.nn.Module) -> tuple[str, ...]:
+    try:
+        return tuple(inspect.signature(model.forward).parameters)
+    except (TypeError, ValueError):
+        return ()
+
+
+def modality_of(model: torch.nn.Module) -> str:
+    """``image`` / ``audio`` / ``text``, from the names the model's forward takes."""
+    params = forward_parameters(model)
+    if "pixel_values" in params:
+        return "image"
+    if "input_values" in params:
+        return "audio"
+    return "text"
+
+
+def read_layout(model: torch.nn.Module, processor: Any) -> InputLayout:
+    """The :class:`InputLayout` of ``model`` read with its ``processor`` (module doc)."""
+    modality = modality_of(model)
+    if modality == "image":
+        return _image_layout(model, processor)
+    if modality == "audio":
+        return _audio_layout(model, processor)
+    return InputLayout()
+
+
+def _prefix_names(model: torch.nn.Module) -> list[str]:
+    names: list[str] = []
+    params = dict(model.named_parameters())
+    for ending, token in _PREFIX_PARAMS:
+        found = [p for name, p in params.items() if name.split(".")[-1] == ending]
+        if not found:
+            continue
+        if token == "[REG]":
+            count = int(found[0].shape[-2]) if found[0].dim() >= 2 else 1
+            names += [f"[REG{i + 1}]" for i in range(count)]
+        elif token not in names:
+            names.append(token)
+    return names
+
+
+def _image_layout(model: torch.nn.Module, processor: Any) -> InputLayout:
+    if processor is None or not callable(processor):
+        raise UnsupportedModelError(
+            "this image model has no image processor next to its weights; save one "
+            "(preprocessor_config.json) with the checkpoint"
+        )
+    config = model.config
+    notes: list[str] = []
+    fixed_noise = "noise" in forward_parameters(model)
+    if fixed_noise and float(getattr(config, "mask_ratio", 0.0) or 0.0) > 0:
+        notes.append(
+            f"random patch masking turned off (mask ratio {config.mask_ratio:g} -> 0, fixed noise)"
+        )
+        config.mask_ratio = 0.0
+    blank = np.zeros((64, 64, 3), dtype=np.uint8)
+    pixel_values = processor(images=[blank], return_tensors="pt")["pixel_values"]
+    height, width = (int(s) for s in pixel_values.shape[-2:])
+    with torch.inference_mode():
+        extra = {}
+        if fixed_noise:
+            extra["noise"] = ascending_noise(model, 1, height, width)
+        out = model(
+            pixel_values=pixel_values.to(_device(model)), output_hidden_states=True, **extra
+        )
+    if not getattr(out, "hidden_states", None):
+        raise UnsupportedModelError("this image model returns no hidden states")
+    tokens = int(out.hidden_states[-1].shape[1])
+    patch = _patch_size(config)
+    prefix = _prefix_names(model)
+    if patch:
+        grid = (height // patch, width // patch)
+    else:  # no patch size in the config: a square grid after the named prefix tokens
+        side = math.isqrt(max(0, tokens - len(prefix)))
+        grid = (side, side)
+    extra_tokens = tokens - grid[0] * grid[1]
+    if extra_tokens < 0:
+        raise UnsupportedModelError(
+            f"the model returns {tokens} tokens for a {height}x{width} image, fewer than its "
+            f"{grid[0]}x{grid[1]} patches; isoscope reads ViT-style patch-token models"
+        )
+    if extra_tokens != len(prefix):
+        prefix = [f"[PREFIX{i + 1}]" for i in range(extra_tokens)]
+    return InputLayout(
+        modality="image",
+        prefix=tuple(prefix),
+        grid=grid,
+        patch_size=patch,
+        image_size=(height, width),
+        fixed_noise=fixed_noise,
+        notes=tuple(notes),
+    )
+
+
+def _patch_size(config: Any) -> int | None:
+    patch = getattr(config, "patch_size", None)
+    if isinstance(patch, list | tuple):
+        patch = patch[0]
+    return int(patch) if patch else None
+
+
+def _device(model: torch.nn.Module) -> torch.device:
+    try:
+        return next(model.parameters()).device
+    except StopIteration:
+        return torch.device("cpu")
+
+
+def ascending_noise(model: torch.nn.Module, batch: int, height: int, width: int) -> torch.Tensor:
+    """The fixed ``noise`` that keeps every patch in order under random masking (ViTMAE)."""
+    patch = _patch_size(model.config) or 1
+    count = (height // patch) * (width // patch)
+    return torch.arange(count, dtype=torch.float32, device=_device(model)).expand(batch, count)
+
+
+def _audio_layout(model: torch.nn.Module, processor: Any) -> InputLayout:
+    rate = getattr(processor, "sampling_rate", None)
+    if processor is None or not rate:
+        raise UnsupportedModelError(
+            "this audio model has no feature extractor with a sampling_rate next to its weights; "
+            "save one (preprocessor_config.json) with the checkpoint"
+        )
+    strides = getattr(model.config, "conv_stride", None)
+    stride = int(np.prod(strides)) if strides else None
+    group_norm = getattr(model.config, "feat_extract_norm", None) == "group"
+    pad_with_mask = bool(getattr(processor, "return_attention_mask", False)) and not group_norm
+    return InputLayout(
+        modality="audio",
+        sampling_rate=int(rate),
+        frame_stride=stride,
+        pad_with_mask=pad_with_mask,
+    )
+
+
+def frames_for(model: torch.nn.Module, samples: np.ndarray) -> np.ndarray:
+    """Output frames per clip of ``samples`` samples: the model's own formula where it has one,
+    else the convolution arithmetic of ``config.conv_kernel`` / ``conv_stride``."""
+    samples = np.asarray(samples, dtype=np.int64)
+    own = getattr(model, "_get_feat_extract_output_lengths", None)
+    if callable(own):
+        return np.asarray(own(torch.from_numpy(samples)), dtype=np.int64).reshape(samples.shape)
+    lengths = samples.copy()
+    kernels = getattr(model.config, "conv_kernel", ())
+    strides = getattr(model.config, "conv_stride", ())
+    for kernel, stride in zip(kernels, strides, strict=True):
+        lengths = (lengths - kernel) // stride + 1
+    return np.maximum(lengths, 0)

@@ -1,0 +1,89 @@
+"""AppTest per modality: an image folder and an audio folder through the sidebar's selection on the
+Overview, Outliers and Projections pages; views that need text say so in one line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from backend.engine.extraction import ExtractionSettings
+from tests.media_models import audio_folder, image_folder, save_audio_model, save_image_model
+from ui.common import Selection
+
+APP = str(Path(__file__).resolve().parents[3] / "app.py")
+TIMEOUT = 240
+
+
+@pytest.fixture(scope="module")
+def image_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("app-images")
+    return str(save_image_model("dinov2-reg", root / "model")), str(image_folder(root / "imgs", 4))
+
+
+@pytest.fixture(scope="module")
+def audio_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("app-audio")
+    return str(save_audio_model(root / "model")), str(audio_folder(root / "clips"))
+
+
+def _page(page: str, model: str, kind: str, folder: str) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.session_state["isoscope_selection"] = Selection(
+        model_source=model,
+        corpus_kind=kind,
+        corpus_text=folder,
+        settings=ExtractionSettings(sample_size=1000),
+    )
+    at.run()
+    at.switch_page(page)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _text(at: AppTest) -> str:
+    parts = [m.value for m in at.markdown] + [c.value for c in at.caption]
+    return " ".join(parts + [i.value for i in at.info] + [t.value for t in at.table])
+
+
+@pytest.mark.parametrize("page", ["pages/overview.py", "pages/outliers.py"])
+def test_image_folder_on_the_main_pages(image_run, page):
+    at = _page(page, *image_run[:1], "images", image_run[1])
+    assert not at.error, [e.value for e in at.error]
+
+
+def test_image_projection_colours_by_patch_row(image_run):
+    at = _page("pages/projections.py", image_run[0], "images", image_run[1])
+    colour = at.selectbox(key="proj_colour_token sample")
+    assert "patch_row" in colour.options or "patch row" in " ".join(colour.options)
+    colour.set_value("patch_row").run()
+    assert not at.exception and not at.error
+    assert at.radio(key="proj_data").options == ["token sample"]
+
+
+def test_image_analysis_on_a_text_view_says_why_not(image_run):
+    at = _page("pages/similarity.py", image_run[0], "images", image_run[1])
+    assert any("does not apply" in i.value for i in at.info)
+
+
+@pytest.mark.parametrize("page", ["pages/overview.py", "pages/outliers.py"])
+def test_audio_folder_on_the_main_pages(audio_run, page):
+    at = _page(page, audio_run[0], "audio", audio_run[1])
+    assert not at.error, [e.value for e in at.error]
+
+
+def test_audio_projection_colours_by_time(audio_run):
+    at = _page("pages/projections.py", audio_run[0], "audio", audio_run[1])
+    at.selectbox(key="proj_colour_token sample").set_value("time").run()
+    assert not at.exception and not at.error
+
+
+def test_sidebar_offers_the_folders():
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.run()
+    corpus = at.sidebar.radio(key="sb_corpus_kind")
+    assert "image folder" in corpus.options and "audio folder" in corpus.options
+    corpus.set_value("image folder").run()
+    assert at.sidebar.text_input(key="sb_images_folder").value == ""

@@ -1,0 +1,81 @@
+"""Images and audio in the UI: the sidebar's folder inputs, the cached media corpora, and the one
+line a text-only view shows instead of itself (:mod:`backend.engine.inputs`)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from backend.analysis.geometry.projections import input_kind
+from backend.engine.errors import InputError
+from backend.engine.extraction import ExtractionResult
+from backend.engine.inputs import (
+    MediaCorpus,
+    demo_images,
+    demo_speech,
+    load_media_folder,
+    media_files,
+)
+from ui import access
+
+MEDIA_KINDS = {"images": "image", "audio": "audio"}  # sidebar corpus kind -> input kind
+
+
+def folder_input(kind: str, current_path: str) -> str:
+    """The folder of an image / audio corpus ("" = the bundled demo set); a path on this machine
+    only where the server allows them (not in shared mode)."""
+    demo = (
+        "scikit-learn's sample photos, 4 tiles each"
+        if kind == "images"
+        else ("sample sentences read by espeak-ng")
+    )
+    if not access.policy().server_paths:
+        st.caption(f"Bundled demo set: {demo}. Folders on the server are not offered here.")
+        return ""
+    return st.text_input(
+        "Folder on this machine (empty: the bundled demo set)",
+        value=current_path,
+        key=f"sb_{kind}_folder",
+        placeholder=f"/path/to/{kind}",
+        help=f"Empty: {demo}. A folder's sub-folders are the classes.",
+    ).strip()
+
+
+def _stamp(kind: str, path: str) -> tuple:
+    """Cheap identity of a folder's files (names, sizes, times): a changed file reloads it."""
+    files = media_files(path, kind)
+    return tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files)
+
+
+@st.cache_resource(max_entries=2, show_spinner="Reading the files…")
+def _cached_folder(kind: str, path: str, stamp: tuple) -> MediaCorpus:
+    return load_media_folder(path, kind)
+
+
+@st.cache_resource(max_entries=2, show_spinner="Preparing the demo set…")
+def _cached_demo(kind: str) -> MediaCorpus:
+    return demo_images() if kind == "image" else demo_speech()
+
+
+def media_corpus(corpus_kind: str, path: str) -> MediaCorpus:
+    """The selected image / audio corpus; a folder path is refused on a shared server."""
+    kind = MEDIA_KINDS[corpus_kind]
+    if not path:
+        return _cached_demo(kind)
+    if not access.policy().server_paths:
+        raise InputError("this shared server reads no folders of its own; use the bundled demo set")
+    return _cached_folder(kind, path, _stamp(kind, path))
+
+
+def text_only(
+    result: ExtractionResult, what: str, why: str = "reads sentences and their words"
+) -> None:
+    """Stop a view that needs text when the analysis read images or audio, in one line."""
+    kind = input_kind(result)
+    if kind != "text":
+        st.info(
+            f"{what} does not apply here: it {why}, and this analysis read "
+            f"{'images' if kind == 'image' else 'audio clips'}. Pick a text corpus and a text model "
+            "in the sidebar.",
+            icon=":material/block:",
+        )
+        st.stop()
