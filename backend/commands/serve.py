@@ -134,14 +134,9 @@ def run(args: argparse.Namespace) -> int:
     mode = "shared mode" if os.environ["ISOSCOPE_SHARED"] == "1" else "all controls"
     sys.stderr.write(f"isoscope: serving on http://{args.address}:{args.port} ({mode})\n")
     sys.stderr.flush()
-    # Streamlit in this process, so the prewarm thread fills the caches the sessions will use.
-    from streamlit.web import bootstrap
+    # Streamlit in this process, so the prewarm thread fills the caches the sessions will use
+    # (ui.server: the backend itself never imports streamlit).
+    from ui.server import run_server
 
-    flags = flag_options(args.address, args.port)
-    bootstrap.load_config_options(flag_options=flags)
-    if models:
-        from ui import prewarm
-
-        prewarm.start(models)
-    bootstrap.run(str(app_dir() / "app.py"), False, [], flags)
+    run_server(str(app_dir() / "app.py"), flag_options(args.address, args.port), models)
     return 0

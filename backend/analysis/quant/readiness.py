@@ -63,8 +63,15 @@ from backend.analysis.quant.sites import (
     is_projection,
     weight_matrix,
 )
+from backend.engine.device import to_numpy
 from backend.engine.errors import InputError, UnsupportedModelError
-from backend.engine.extraction import TokenizedCorpus, pad_token_id, tokenize
+from backend.engine.extraction import (
+    TokenizedCorpus,
+    pad_batch,
+    pad_token_id,
+    plan_batches,
+    tokenize,
+)
 from backend.engine.hooks import forward_hooks
 from backend.engine.progress import Progress, report
 
@@ -187,14 +194,8 @@ def _select_rows(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor | None:
 def _padded(
     tokenized: TokenizedCorpus, rows: np.ndarray, pad_id: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    lengths = tokenized.lengths[rows]
-    width = int(lengths.max())
-    ids = np.full((len(rows), width), pad_id, dtype=np.int64)
-    mask = np.zeros((len(rows), width), dtype=bool)
-    for r, t in enumerate(rows):
-        ids[r, : lengths[r]] = tokenized.input_ids[t]
-        mask[r, : lengths[r]] = True
-    return torch.from_numpy(ids), torch.from_numpy(mask)
+    ids, mask = pad_batch(tokenized, rows, pad_id)  # the extraction's one padding rule
+    return torch.from_numpy(ids), torch.from_numpy(mask.astype(bool))
 
 
 def _sample_positions(
@@ -313,9 +314,7 @@ def scan_sites(
 
     pre = {named[s.paths[0]]: site_hook(i) for i, s in enumerate(site_map.sites)}
     post = {block: block_hook(i) for i, block in enumerate(blocks)}
-    order = np.argsort(-lengths, kind="stable")
-    order = order[lengths[order] > 0]
-    batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    batches = plan_batches(lengths, batch_size)  # the one batching rule
     pad_id = pad_token_id(loaded)
     width_end = int(lengths[end_rows].max())
     end_ids = torch.full((len(end_rows), width_end), pad_id, dtype=torch.long)
@@ -380,7 +379,7 @@ def scan_sites(
     return QuantScan(
         site_map=site_map,
         sites=sites,
-        n_texts=int(len(order)),
+        n_texts=int(sum(len(rows) for rows in batches)),  # texts with tokens
         n_tokens=n_tokens,
         max_length=int(tokenized.max_length),
         error_tokens=int(weights.numel()),
@@ -870,9 +869,10 @@ def role_label(role: str) -> str:
 def outlier_dims_by_state(result) -> dict[int, tuple[int, ...]]:
     """Hidden-state outlier dims (``backend.analysis.geometry.outliers.outlier_dims``) per block
     index: block ``i`` reads the hidden state ``i`` (0 = the embeddings)."""
-    from backend.analysis.geometry.outliers import outlier_dims
+    from backend.analysis.geometry.outliers import outlier_dims_by_state as by_state
 
-    return {i: tuple(int(j) for j in outlier_dims(result, i)) for i in range(result.num_states - 1)}
+    dims = by_state(result)  # the one loop of the outlier rule over states
+    return {i: tuple(int(j) for j in dims[i]) for i in range(result.num_states - 1)}
 
 
 __all__ = [
@@ -960,4 +960,4 @@ def site_magnitudes(
                 pass
             if not report(progress, b + 1, len(batches)):
                 break
-    return MagnitudeTiles(site.name, tiles.numpy(), tpr, cpc, n_tokens, site.width)
+    return MagnitudeTiles(site.name, to_numpy(tiles), tpr, cpc, n_tokens, site.width)

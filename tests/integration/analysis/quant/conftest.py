@@ -9,11 +9,11 @@ import pytest
 
 
 def _save(tmp_path_factory, name: str, model) -> Path:
-    from backend.engine.models import _bundled_tokenizer
+    from backend.engine.models import bundled_tokenizer
 
     folder = tmp_path_factory.mktemp(name)
     model.save_pretrained(folder)
-    _bundled_tokenizer().save_pretrained(folder)
+    bundled_tokenizer().save_pretrained(folder)
     return folder
 
 
@@ -22,9 +22,9 @@ def tiny_tied_llama_dir(tmp_path_factory) -> Path:
     import torch
     from transformers import LlamaConfig, LlamaModel
 
-    from backend.engine.models import _bundled_tokenizer
+    from backend.engine.models import bundled_tokenizer
 
-    tokenizer = _bundled_tokenizer()
+    tokenizer = bundled_tokenizer()
     torch.manual_seed(0)
     config = LlamaConfig(
         vocab_size=len(tokenizer),
@@ -47,9 +47,9 @@ def tiny_gemma2_dir(tmp_path_factory) -> Path:
     import torch
     from transformers import Gemma2Config, Gemma2Model
 
-    from backend.engine.models import _bundled_tokenizer
+    from backend.engine.models import bundled_tokenizer
 
-    tokenizer = _bundled_tokenizer()
+    tokenizer = bundled_tokenizer()
     torch.manual_seed(0)
     config = Gemma2Config(
         vocab_size=len(tokenizer),
