@@ -5,6 +5,7 @@ PY := .venv/bin/python
 STAMP := .venv/.installed
 PORT ?= 8501
 ADDRESS ?= 127.0.0.1
+SHARED ?=   # make run SHARED=1: shared-server mode even on localhost
 PYTEST := $(PY) -m pytest
 
 export HF_HUB_OFFLINE := 1
@@ -29,7 +30,7 @@ $(STAMP): requirements.txt pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	.venv/bin/isoscope serve --address $(ADDRESS) --port $(PORT)
+	.venv/bin/isoscope serve --address $(ADDRESS) --port $(PORT) $(if $(SHARED),--shared)
 
 test: $(STAMP) lint
 	$(PYTEST) --durations=30 tests

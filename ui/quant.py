@@ -14,8 +14,8 @@ from backend.analysis.quant.readiness import (
     scan_sites,
     site_magnitudes,
 )
-from ui.common import get_corpus, get_extraction, get_model, memo
-from ui.progress import progress_bar
+from backend.engine.models import private_copy
+from ui.common import get_corpus, get_extraction, get_model, memo_heavy
 
 QUANT_MAX_LENGTHS = (16, 32, 64, 128, 256)
 
@@ -33,36 +33,40 @@ def scan_key(n_texts: int, max_length: int) -> tuple:
 def get_scan(n_texts: int, max_length: int) -> QuantScan:
     loaded, corpus = get_model(), get_corpus()
 
-    def compute() -> QuantScan:
-        with progress_bar(
-            f"Recording the projection inputs of {loaded.info.display_name}:", "batches"
-        ) as progress:
-            return scan_sites(
-                loaded, corpus.texts[:n_texts], max_length=max_length, progress=progress
-            )
+    def compute(progress) -> QuantScan:
+        return scan_sites(loaded, corpus.texts[:n_texts], max_length=max_length, progress=progress)
 
-    return memo("quant.scan", _key(n_texts, max_length), compute)
+    label = f"Recording the projection inputs of {loaded.info.display_name}:"
+    return memo_heavy("quant.scan", _key(n_texts, max_length), label, compute, "batches")
 
 
 def get_report(n_texts: int, max_length: int, keep: int, alpha: float) -> QuantReport:
-    """Errors and end metric for K and α, with the sensitivity of the pass."""
+    """Errors and end metric for K and α, with the sensitivity of the pass. Fake quantization
+    swaps weights, so it runs on a private copy: sessions using the cached model never see them."""
     loaded = get_model()
     scan = get_scan(n_texts, max_length)
 
-    def sensitivity():
-        with progress_bar("Quantizing one block at a time:", "steps") as progress:
-            ev = evaluate(loaded, scan, schemes=("per_token",), end=False, progress=progress)
-        return ev.sensitivity
+    def sensitivity(progress):
+        copy = private_copy(loaded)
+        return evaluate(
+            copy, scan, schemes=("per_token",), end=False, progress=progress
+        ).sensitivity
 
-    def compute() -> QuantReport:
-        with progress_bar("Simulating every scheme:", "schemes") as progress:
-            ev = evaluate(
-                loaded, scan, keep=keep, alpha=alpha, sensitivity=False, progress=progress
-            )
-        sens = memo("quant.sensitivity", _key(n_texts, max_length), sensitivity)
+    sens = memo_heavy(
+        "quant.sensitivity",
+        _key(n_texts, max_length),
+        "Quantizing one block at a time:",
+        sensitivity,
+        "steps",
+    )
+
+    def compute(progress) -> QuantReport:
+        copy = private_copy(loaded)
+        ev = evaluate(copy, scan, keep=keep, alpha=alpha, sensitivity=False, progress=progress)
         return QuantReport(scan, ev.errors, ev.end, sens, int(keep), float(alpha))
 
-    return memo("quant.report", (*_key(n_texts, max_length), int(keep), float(alpha)), compute)
+    key = (*_key(n_texts, max_length), int(keep), float(alpha))
+    return memo_heavy("quant.report", key, "Simulating every scheme:", compute, "schemes")
 
 
 def with_outlier_dims(report: QuantReport) -> QuantReport:
@@ -76,10 +80,10 @@ def get_tiles(n_texts: int, max_length: int, site_index: int) -> MagnitudeTiles:
     scan = get_scan(n_texts, max_length)
     site = scan.sites[site_index].site
 
-    def compute() -> MagnitudeTiles:
-        with progress_bar(f"Reading {site.name}:", "batches") as progress:
-            return site_magnitudes(
-                loaded, corpus.texts[:n_texts], site, max_length=max_length, progress=progress
-            )
+    def compute(progress) -> MagnitudeTiles:
+        return site_magnitudes(
+            loaded, corpus.texts[:n_texts], site, max_length=max_length, progress=progress
+        )
 
-    return memo("quant.tiles", (*_key(n_texts, max_length), site.name), compute)
+    key = (*_key(n_texts, max_length), site.name)
+    return memo_heavy("quant.tiles", key, f"Reading {site.name}:", compute, "batches")

@@ -28,6 +28,8 @@ Security: weights load from safetensors; pickle ``.bin`` weights only with ``all
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import functools
 import hashlib
 import importlib.resources
@@ -716,3 +718,9 @@ def random_like(loaded: LoadedModel, seed: int = 0) -> LoadedModel:
 def _short(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return (text[0] if text else type(exc).__name__)[:300]
+
+
+def private_copy(loaded: LoadedModel) -> LoadedModel:
+    """A deep copy of ``loaded`` whose weights can be modified (ablation, fake quantization)
+    without touching the cached model that other sessions are using."""
+    return dataclasses.replace(loaded, model=copy.deepcopy(loaded.model))

@@ -4,8 +4,6 @@ control dims and the private copy that keeps the shared model untouched."""
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -17,7 +15,11 @@ from backend.analysis.geometry.postprocess import parse_dims as parse_typed_dims
 from backend.analysis.layernorm.params import NormSite, find_norms, norms_of, select_norms
 from backend.engine.errors import InputError
 from backend.engine.hooks import forward_hooks
-from backend.engine.models import LoadedModel, resolve_folder
+from backend.engine.models import (
+    LoadedModel,
+    private_copy,  # noqa: F401 - re-exported for the ablation
+    resolve_folder,
+)
 
 
 def parse_dims(text: str | Sequence[int], width: int) -> list[int]:
@@ -104,11 +106,6 @@ def has_mlm_checkpoint(source: str) -> bool:
     except Exception:
         return False
     return any(a.endswith("ForMaskedLM") or a == "BertForPreTraining" for a in archs)
-
-
-def private_copy(loaded: LoadedModel):
-    """A deep copy of ``loaded`` whose model can be modified without touching the cached one."""
-    return dataclasses.replace(loaded, model=copy.deepcopy(loaded.model))
 
 
 def random_control_dims(
