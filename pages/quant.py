@@ -4,14 +4,11 @@ site and the measured end-to-end loss of each scheme (issue 26; METHODS.md secti
 
 from __future__ import annotations
 
-import json
-
 import streamlit as st
 
 from backend.analysis.quant.schemes import SCHEME_LABELS
 from backend.analysis.quant.sites import ROLE_LABELS
 from backend.engine.errors import IsoscopeError
-from backend.engine.jsonio import strict_json
 from backend.plots.quant import (
     STRIP_QUANTITIES,
     heat_strip_figure,
@@ -225,7 +222,7 @@ def sensitivity_tab() -> None:
     download_buttons(
         "quant_sensitivity",
         fig=fig,
-        json_text=json.dumps(report.sensitivity),
+        json_data=report.sensitivity,
         name="quant_sensitivity",
     )
     explainer(
@@ -268,7 +265,7 @@ def table_tab() -> None:
     payload = shown.to_dict(
         model=loaded.info.to_dict(), corpus={"name": corpus.name, "sha": corpus.sha}
     )
-    download_buttons("quant_sites", frame=frame, json_text=strict_json(payload), name="quant")
+    download_buttons("quant_sites", frame=frame, json_data=payload, name="quant")
 
 
 lazy_tabs(

@@ -54,3 +54,16 @@ def _json_downloads_are_strict(monkeypatch):
 
     monkeypatch.setattr(DeltaGenerator, "download_button", checked)
     yield
+
+
+@pytest.fixture(autouse=True)
+def _restore_main_module():
+    """Streamlit runs a script as ``__main__`` and leaves it there; a later test that spawns a
+    process (multiprocessing re-imports ``__main__`` in the child) would then run that script.
+    Put pytest's own ``__main__`` back after every app test."""
+    import sys
+
+    main = sys.modules.get("__main__")
+    yield
+    if main is not None:
+        sys.modules["__main__"] = main

@@ -143,6 +143,11 @@ def test_every_json_download_of_every_page_is_strict(tiny_llama_dir, checkpoint_
     at.button(key="cmp_traj_run").click().run()
     assert not at.exception, [e.value for e in at.exception]
 
+    at = _app(str(tiny_llama_dir), "quant")
+    at.button(key="quant_run").click().run()
+    for tab in ("Sensitivity", "Sites"):
+        _rerun(at, quant_tab=tab)
+
     expected = _json_keys_in_sources()
     assert len(expected) >= 13
     assert set(JSON_DOWNLOADS) >= expected, f"not drawn: {sorted(expected - set(JSON_DOWNLOADS))}"
