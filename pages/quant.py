@@ -19,7 +19,8 @@ from backend.plots.quant import (
     sites_frame,
 )
 from ui.common import download_buttons, explainer, get_corpus, get_model
-from ui.quant import QUANT_MAX_LENGTHS, get_report, get_tiles, scan_key, with_outlier_dims
+from ui.quant import get_report, get_tiles, scan_key, with_outlier_dims
+from ui.ranges import QUANT_ALPHA, QUANT_KEEP, QUANT_MAX_LENGTH
 from ui.tabs import lazy_tabs
 
 RAN_KEY = "quant_ran"
@@ -75,14 +76,19 @@ n_texts = int(
     )
 )
 max_length = int(
-    c2.select_slider("Max tokens per text", list(QUANT_MAX_LENGTHS), 64, key="quant_max_length")
+    c2.select_slider(
+        "Max tokens per text",
+        list(QUANT_MAX_LENGTH.options),
+        QUANT_MAX_LENGTH.default,
+        key="quant_max_length",
+    )
 )
 keep = int(
     c3.number_input(
         "Keep K channels",
-        0,
-        256,
-        6,
+        int(QUANT_KEEP.low),
+        int(QUANT_KEEP.high),
+        int(QUANT_KEEP.default),
         key="quant_keep",
         help="keep-K (LLM.int8): the K input channels with the largest max |x| stay in full precision",
     )
@@ -90,10 +96,10 @@ keep = int(
 alpha = float(
     c4.slider(
         "SmoothQuant α",
-        0.0,
-        1.0,
-        0.5,
-        0.05,
+        QUANT_ALPHA.low,
+        QUANT_ALPHA.high,
+        QUANT_ALPHA.default,
+        QUANT_ALPHA.step,
         key="quant_alpha",
         help="migration strength: how much of the activations' range moves into the weights",
     )

@@ -17,8 +17,6 @@ from backend.analysis.quant.readiness import (
 from backend.engine.models import private_copy
 from ui.common import get_corpus, get_extraction, get_model, memo_heavy
 
-QUANT_MAX_LENGTHS = (16, 32, 64, 128, 256)
-
 
 def _key(n_texts: int, max_length: int) -> tuple:
     loaded, corpus = get_model(), get_corpus()

@@ -109,6 +109,11 @@ LN_SHARE = Interval(0.1, 1.0, LN_THRESHOLDS.share, step=0.05)
 MASSIVE_MAX_LENGTHS = (16, 32, 64, 128, 256)
 MASSIVE_MAX_LENGTH = Options(MASSIVE_MAX_LENGTHS, 64)
 
+QUANT_MAX_LENGTHS = (16, 32, 64, 128, 256)
+QUANT_MAX_LENGTH = Options(QUANT_MAX_LENGTHS, 64)
+QUANT_KEEP = Interval(0, 256, 6, integer=True)  # keep-K channels (LLM.int8's decomposition)
+QUANT_ALPHA = Interval(0.0, 1.0, 0.5, step=0.05)  # SmoothQuant's migration strength
+
 MODES = ("two models, one corpus", "one model, two corpora")
 ESTIMATORS = {"auto": None, "debiased": True, "plain": False}  # label -> debiased CKA
 CMP_MODE = Options(MODES)
@@ -135,6 +140,12 @@ LINK_CONTROLS: dict[str, dict[str, Options | Interval | Tab]] = {
     "layernorm": {"ln_k": LN_K, "ln_share": LN_SHARE, "ln_tab": TAB},
     "positional": {"pos_tab": TAB, "pos_emb_view": TAB},
     "decoder": {"massive_tab": TAB, "massive_max_length": MASSIVE_MAX_LENGTH},
+    "quant": {
+        "quant_max_length": QUANT_MAX_LENGTH,
+        "quant_keep": QUANT_KEEP,
+        "quant_alpha": QUANT_ALPHA,
+        "quant_tab": TAB,
+    },
     "compare": {
         "cmp_mode": CMP_MODE,
         "cmp_estimator": CMP_ESTIMATOR,

@@ -169,3 +169,24 @@ def test_a_gguf_path_is_a_model_a_link_may_name(tmp_path):
     gguf.write_bytes(b"GGUF")
     assert _known_model(str(gguf))
     assert not _known_model(str(tmp_path / "missing.gguf"))
+
+
+def test_the_quantization_pages_controls_travel_in_the_link():
+    link = {
+        "page": "quant",
+        "model": "random:gpt2:layers=2,width=32,heads=2",
+        "corpus": "bundled",
+        "quant_max_length": "32",
+        "quant_keep": "3",
+        "quant_alpha": "0.8",
+    }
+    at = open_link(**link)
+    assert [t.value for t in at.title] == ["Quantization readiness"]
+    assert at.number_input(key="quant_keep").value == 3
+    assert at.slider(key="quant_alpha").value == pytest.approx(0.8)
+    assert at.select_slider(key="quant_max_length").value == 32
+    assert not [w for w in at.warning if "link" in w.value]
+    params = _params(at)
+    assert {k: params[k] for k in link} == link
+    bad = open_link(page="quant", model="random:bert", quant_keep="9999")
+    assert any("quant_keep" in w.value for w in bad.warning)
