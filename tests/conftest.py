@@ -101,26 +101,8 @@ def minilm_result(minilm, bundled):
 def tiny_llama_dir(tmp_path_factory) -> Path:
     """A 2-layer, width-32 random LlamaModel (RMSNorm, rotary, grouped KV) with the bundled
     tokenizer, saved as safetensors to a temp dir."""
-    import torch
     from transformers import LlamaConfig, LlamaModel
 
-    from backend.engine.models import bundled_tokenizer
+    from tests.tiny_decoders import save_tiny_decoder
 
-    tokenizer = bundled_tokenizer()
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=None,
-        eos_token_id=None,
-    )
-    folder = tmp_path_factory.mktemp("tiny-llama")
-    LlamaModel(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    return save_tiny_decoder(tmp_path_factory, "tiny-llama", LlamaConfig, LlamaModel)
