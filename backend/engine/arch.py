@@ -48,6 +48,7 @@ import torch
 
 from backend.engine.errors import UnsupportedModelError
 from backend.engine.hooks import forward_hooks
+from backend.engine.layout import ascending_noise, forward_parameters, modality_of
 
 POSITION_KINDS = ("learned absolute", "rotary", "alibi", "relative", "none")
 NORM_ROLES = ("emb", "attn", "out", "pre_attn", "pre_mlp", "other", "final", "head")
@@ -207,6 +208,33 @@ def _forward(model: torch.nn.Module, ids: torch.Tensor, **extra: Any) -> Any:
     return model(input_ids=ids, attention_mask=torch.ones_like(ids), **kwargs, **extra)
 
 
+TRACE_SAMPLES = 16000  # samples of the traced audio clip: 1 s at wav2vec2's 16 kHz
+
+
+def _trace_forward(model: torch.nn.Module, seed: int = 0) -> Any:
+    """One forward pass on a random input of the kind the model reads (its forward's argument
+    names say which: token ids, ``pixel_values`` of its configured image size, or a clip of
+    ``input_values``)."""
+    modality = modality_of(model)
+    if modality == "text":
+        return _forward(model, _trace_ids(model, seed=seed))
+    gen = torch.Generator().manual_seed(seed)
+    device = _input_device(model)
+    dtype = next(model.parameters()).dtype
+    if modality == "audio":
+        values = torch.randn((1, TRACE_SAMPLES), generator=gen).to(device, dtype)
+        return model(input_values=values)
+    config = getattr(model, "config", None)
+    size = getattr(config, "image_size", 224)
+    height, width = (size, size) if isinstance(size, int) else tuple(size)[:2]
+    channels = int(getattr(config, "num_channels", 3) or 3)
+    pixels = torch.randn((1, channels, height, width), generator=gen).to(device, dtype)
+    extra = {}
+    if "noise" in forward_parameters(model):  # ViTMAE: every patch, in order
+        extra["noise"] = ascending_noise(model, 1, height, width)
+    return model(pixel_values=pixels, **extra)
+
+
 def blocks_of(model: torch.nn.Module) -> tuple[str, torch.nn.ModuleList] | None:
     """``(path, module list)`` of the Transformer blocks: the ``nn.ModuleList`` of
     ``num_hidden_layers`` modules inside the base model (None when the layers share one module,
@@ -332,7 +360,18 @@ class Wiring:
 def _is_norm(module: torch.nn.Module) -> bool:
     if isinstance(module, torch.nn.LayerNorm | torch.nn.RMSNorm | torch.nn.GroupNorm):
         return True
+    if type(module).__module__.startswith("torch.nn.utils."):
+        return False  # weight / spectral norm parametrizations reshape weights, not activations
     return "norm" in type(module).__name__.lower() and not list(module.children())
+
+
+def _normalises_last_axis(module: torch.nn.Module, out: torch.Tensor) -> bool:
+    """False for a norm over channels first, (B, C, T), as wav2vec2's group norm over the conv
+    features: its weight is as wide as axis 1, not as the last axis, which holds time."""
+    weight = getattr(module, "weight", None)
+    if not isinstance(weight, torch.Tensor) or weight.ndim != 1:
+        return True
+    return out.ndim < 3 or int(weight.shape[0]) == int(out.shape[-1])
 
 
 def _is_projection(module: torch.nn.Module) -> bool:
@@ -504,11 +543,11 @@ def _trace(model: torch.nn.Module) -> Wiring:
         torch.inference_mode(),
     ):
         try:
-            _forward(model, _trace_ids(model))
-        except (TypeError, ValueError, RuntimeError) as exc:  # not a model that takes token ids
+            _trace_forward(model)
+        except (TypeError, ValueError, RuntimeError) as exc:  # not a model we can feed
             raise UnsupportedModelError(
-                f"{kind}: one forward pass on token ids failed ({type(exc).__name__}), so its "
-                "norms' wiring cannot be traced"
+                f"{kind}: one forward pass on a random input failed ({type(exc).__name__}), so "
+                "its norms' wiring cannot be traced"
             ) from exc
     return _wiring_from_events(model, events, names, blocks_path, blocks)
 
@@ -548,7 +587,7 @@ def _wiring_from_events(model, events, names, blocks_path, blocks) -> Wiring:
     per_layer_roles: dict[int, list[str]] = {}
     ordered: list[Norm] = []
     for t, (_, module, layer, out) in norm_calls:
-        if module in seen:
+        if module in seen or not _normalises_last_axis(module, out):
             continue
         path = names[module]
         fed = tuple(dict.fromkeys(feeds[t]))
