@@ -10,6 +10,13 @@ import torch
 
 from backend.engine.device import to_numpy
 from backend.engine.extraction.forward import forward_hidden_states, pad_batch, pad_token_id
+from backend.engine.extraction.media import (
+    MediaTokens,
+    equal_run,
+    is_media,
+    media_forward,
+    prepare_media,
+)
 from backend.engine.extraction.tokenization import TokenizedCorpus, is_punct, tokenize
 from backend.engine.extraction.types import TokenTable
 from backend.engine.models import LoadedModel
@@ -26,16 +33,26 @@ def forward_batches(
     """Yield ``(text_ids (B,), hidden (S, B, T, d) float32 on CPU, attention_mask (B, T) bool)``.
 
     Texts are sorted by length (longest first, so memory trouble shows at once) and right-padded.
+    Images and clips (:class:`MediaTokens`) go through :func:`media_forward`; clips of a model that
+    must not be padded come in batches of one length (``tokenized.group``).
     """
     lengths = tokenized.lengths
     order = np.argsort(-lengths, kind="stable")
-    pad_id = pad_token_id(loaded)
-    done = 0
+    media = isinstance(tokenized, MediaTokens)
+    pad_id = 0 if media else pad_token_id(loaded)
+    done = start = 0
     with torch.inference_mode():
-        for start in range(0, len(order), batch_size):
-            batch_ids = order[start : start + batch_size]
+        while start < len(order):
+            count = batch_size
+            if media and tokenized.group is not None:
+                count = equal_run(tokenized.group, order, start, batch_size)
+            batch_ids = order[start : start + count]
+            start += len(batch_ids)
             ids, mask = pad_batch(tokenized, batch_ids, pad_id)
-            hidden_states = forward_hidden_states(loaded, ids, mask)
+            if media:
+                hidden_states = media_forward(loaded, tokenized, batch_ids)
+            else:
+                hidden_states = forward_hidden_states(loaded, ids, mask)
             hidden = torch.stack(hidden_states).to("cpu", torch.float32)  # (S, B, T, d)
             done += len(batch_ids)
             if progress is not None:
@@ -53,9 +70,13 @@ def mean_pooled(
     """Mean-pooled text vectors per hidden state, float64 (S, n_texts, d).
 
     Pools over every non-padding token, special tokens included, as sentence-transformers does
-    (its Pooling module clamps the mask sum; so do we).
+    (its Pooling module clamps the mask sum; so do we). ``texts`` may be images or clips
+    (:class:`backend.engine.inputs.MediaItem`): one vector per item, over all its output tokens.
     """
-    tokenized = tokenize(loaded, tuple(texts), max_length)
+    if is_media(texts):
+        tokenized = prepare_media(loaded, list(texts))
+    else:
+        tokenized = tokenize(loaded, tuple(texts), max_length)
     num_states = loaded.info.num_layers + 1
     pooled = np.zeros((num_states, len(texts), loaded.info.hidden_size))
     for batch_ids, hidden, attn in forward_batches(loaded, tokenized, batch_size, progress):

@@ -208,3 +208,24 @@ def test_cached_extract_keeps_the_inputs(images, tmp_path_factory, tmp_path):
     first = cached_extract(loaded, images, SETTINGS, cache=cache)
     again = cached_extract(loaded, images, SETTINGS, cache=cache)
     assert again.extra == first.extra and again.corpus_sha == images.sha
+
+
+def test_mean_pooled_images_equal_the_mean_of_every_token(images, tmp_path_factory):
+    """:func:`mean_pooled` of images: one vector per image over all its output tokens (CKA's item
+    basis when two models cut the images differently)."""
+    from backend.engine.extraction import mean_pooled
+
+    loaded = _load("dinov2-reg", tmp_path_factory)
+    pooled = mean_pooled(loaded, images.items, batch_size=2)
+    assert pooled.shape == (3, 3, 32)
+    states = _last_hidden(loaded, images).hidden_states
+    np.testing.assert_allclose(pooled[1], states[1].double().mean(dim=1).numpy(), atol=1e-5)
+
+
+def test_mean_pooled_clips_of_a_group_norm_model_are_not_padded(clips, tmp_path_factory):
+    from backend.engine.extraction import mean_pooled
+
+    loaded = load_model(str(save_audio_model(tmp_path_factory.mktemp("w2v-m"))), device="cpu")
+    together = mean_pooled(loaded, clips.items, batch_size=8)
+    alone = mean_pooled(loaded, clips.items, batch_size=1)
+    np.testing.assert_allclose(together, alone, atol=1e-5)
