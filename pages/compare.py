@@ -7,6 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from backend.analysis.compare.comparison import comparison_report
+from backend.analysis.geometry.projections import input_kind
 from backend.analysis.geometry.similarity import read_pairs_csv, sts_sample
 from backend.engine.errors import IsoscopeError
 from backend.plots.compare import (
@@ -35,7 +36,7 @@ from ui.compare import (
     model_b_options,
     trajectory_paths,
 )
-from ui.inputs import text_only
+from ui.inputs import MEDIA_NOUN
 from ui.ranges import CMP_ESTIMATOR, CMP_MODE, CMP_TRAJ_METRIC, ESTIMATORS, MODES
 from ui.sidebar import CUSTOM, corpus_label
 
@@ -52,7 +53,10 @@ with centred X (n × d₁) and Y (n × d₂), CKA = ‖YᵀX‖²_F / (‖XᵀX�
 against itself (or a rotation or uniform scaling of it), is not fooled by different widths, and falls when
 the geometry differs. Every hidden state of A is compared with every hidden state of B; the diagonal (same
 index) is outlined. When both models tokenize the corpus identically, the rows are the same sampled tokens;
-otherwise they are mean-pooled text vectors (one per text), and the page says so. The **debiased**
+otherwise they are mean-pooled text vectors (one per text), and the page says so. Images and audio clips
+work the same way: two models on the sidebar's folder, on the same patches or frames when both cut the
+inputs alike (a checkpoint against its `random-like:` copy), else one mean-pooled vector per image or clip.
+The **debiased**
 estimator (unbiased HSIC, Song et al. 2012; used by Kornblith et al.) removes the upward bias of small n; on
 *auto* it is used for text vectors. A trained model against a random-init copy gives values well below 1.
 
@@ -72,9 +76,7 @@ in fine-tuning (Kovaleva et al. 2021) when both models have the same norms.
 """,
 )
 loaded_a, result_a = load_or_stop()
-text_only(
-    result_a, "Compare", "runs both models on the same texts (not built for images and audio yet)"
-)
+KIND = input_kind(result_a)  # images and audio: model against model on the sidebar's folder
 selection = get_selection()
 CORPUS_A = corpus_label(selection.corpus_kind, selection.corpus_file_name)
 show_notices(result_a)
@@ -85,6 +87,12 @@ def _choose_b():
     """Side B's inputs; returns (loaded_b, result_b, model label, corpus label) or None (a
     message is shown)."""
     mode = st.radio("Compare", CMP_MODE.options, horizontal=True, key="cmp_mode")
+    if mode != MODES[0] and KIND != "text":
+        st.info(
+            "Two corpora are compared for text only: this analysis read "
+            f"{MEDIA_NOUN[KIND]}; compare two models on the sidebar's folder instead."
+        )
+        return None
     if mode == MODES[0]:
         options = model_b_options(selection.model_source)
         c1, c2 = st.columns([2, 3])
@@ -133,6 +141,12 @@ def _choose_b():
 
 
 def _pairs():
+    if KIND != "text":
+        st.caption(
+            f"STS by state does not apply: it scores sentence pairs, and this analysis read "
+            f"{MEDIA_NOUN[KIND]}."
+        )
+        return None
     choice = st.radio(
         "STS by state",
         ["none", "bundled sample pairs", "upload a CSV"],
@@ -202,7 +216,8 @@ def _render_pair() -> None:
         basis = (
             f"the same {c.cka.n:,} sampled tokens in both models"
             if c.cka.basis == "tokens"
-            else f"{c.cka.n:,} mean-pooled text vectors (the two models tokenize the corpus differently)"
+            else f"{c.cka.n:,} mean-pooled {'text' if KIND == 'text' else 'item'} vectors (the two "
+            "models tokenize the inputs differently)"
         )
         estimator_text = "debiased (unbiased HSIC)" if c.cka.debiased else "plain"
         st.caption(f"Computed on {basis}; {estimator_text} estimator. Diagonal outlined.")
@@ -232,7 +247,7 @@ def _render_pair() -> None:
     if c.sts_a is not None:
         m4.plotly_chart(state_metric_figure(c, "sts", "A", "B"), width="stretch", key="cmp_sts_fig")
         m4.caption(f"{len(pairs):,} pairs from {pairs.name}.")
-    else:
+    elif KIND == "text":
         m4.caption("Choose sentence pairs above for STS by state.")
 
     st.subheader("Outlier dimensions: kept, gained, lost")

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 from backend.analysis.compare.comparison import Comparison, compare_with_cache, comparison_cache_key
 from backend.analysis.compare.trajectory import Trajectory, resolve_checkpoints, run_trajectory
+from backend.analysis.geometry.projections import input_kind
 from backend.engine.cache import ResultCache
 from backend.engine.extraction import ExtractionResult
 from backend.engine.models import LoadedModel, fingerprint_folder
@@ -68,7 +69,9 @@ def cached_comparison(
     label_b: str = "B",
 ) -> Comparison:
     """:func:`backend.analysis.compare.comparison.compare`, memoised by both extraction keys and the options, in
-    memory and in the disk cache (a restart reopens it without recomputing the CKA)."""
+    memory and in the disk cache (a restart reopens it without recomputing the CKA). An image or
+    audio analysis passes the sidebar's items, which CKA pools when the tokens differ."""
+    media = input_kind(result_a) != "text"
     options = {
         "loaded_a": loaded_a,
         "loaded_b": loaded_b,
@@ -76,6 +79,7 @@ def cached_comparison(
         "debiased": debiased,
         "label_a": label_a,
         "label_b": label_b,
+        "inputs": get_corpus().items if media else None,
     }
 
     def run(progress) -> Comparison:

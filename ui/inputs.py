@@ -18,6 +18,7 @@ from backend.engine.inputs import (
 from ui import access
 
 MEDIA_KINDS = {"images": "image", "audio": "audio"}  # sidebar corpus kind -> input kind
+MEDIA_NOUN = {"image": "images", "audio": "audio clips"}  # input kind -> what a line calls them
 
 
 def folder_input(kind: str, current_path: str) -> str:
@@ -74,7 +75,7 @@ def text_only(
     if kind != "text":
         st.info(
             f"{what} does not apply here: it {why}, and this analysis read "
-            f"{'images' if kind == 'image' else 'audio clips'}. Pick a text corpus and a text model "
+            f"{MEDIA_NOUN[kind]}. Pick a text corpus and a text model "
             "in the sidebar.",
             icon=":material/block:",
         )

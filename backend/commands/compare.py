@@ -1,4 +1,6 @@
-"""``isoscope compare``: model A vs model B (or one model on two corpora) as JSON.
+"""``isoscope compare``: model A vs model B (or one model on two corpora) as JSON. ``--images`` /
+``--audio`` compare two models on one image or audio folder (e.g. a checkpoint against its
+``random-like:`` copy, Godey et al. 2023's contrast).
 
 Writes ``{"a", "b": model cards, "cka": states(A) x states(B), "basis": "tokens" | "texts",
 "states": [{"index", "anisotropy_a", "anisotropy_b", "outliers_a", "outliers_b", "gained",
@@ -12,10 +14,12 @@ import argparse
 
 from backend.commands.common import (
     add_cache_args,
+    add_input_args,
     add_model_args,
     check_cache_args,
     check_out_path,
     extract_with_cache,
+    load_inputs,
     load_model_from_args,
     progress_line,
     write_json,
@@ -35,13 +39,11 @@ def add_parser(sub) -> None:
         help="default | checkpoint folder | cached Hub id | random:FAMILY[:k=v,...] | random-like:SOURCE",
     )
     p.add_argument("--model-b", default=None, help="the same choices; default: --model-a")
-    p.add_argument(
-        "--texts", required=True, help=".txt (one text per line), .csv or .jsonl with a text column"
-    )
+    add_input_args(p, ".txt (one text per line), .csv or .jsonl with a text column")
     p.add_argument(
         "--texts-b",
         default=None,
-        help="a second corpus for B (one model on two corpora; CKA is then skipped)",
+        help="a second text corpus for B (one model on two corpora; CKA is then skipped)",
     )
     p.add_argument("--out", required=True, help="output JSON file")
     p.add_argument(
@@ -73,6 +75,12 @@ def run(args: argparse.Namespace) -> int:
 
     out = check_out_path(args.out)
     check_cache_args(args)
+    if not args.texts and (args.texts_b or args.pairs):
+        option = "--texts-b" if args.texts_b else "--pairs"
+        raise InputError(
+            f"{option} needs --texts: images and audio are compared model against model on one "
+            "folder (--model-a, --model-b), with no sentence pairs"
+        )
     model_b = args.model_b or args.model_a
     if model_b == args.model_a and not args.texts_b:
         progress_line("note: A and B are the same model on the same corpus (a self-comparison)")
@@ -82,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         sample_size=args.sample_size,
         seed=args.seed,
     )
-    corpus_a = load_corpus_file(args.texts)
+    corpus_a = load_inputs(args)
     corpus_b = load_corpus_file(args.texts_b) if args.texts_b else corpus_a
     pairs = None
     if args.pairs:
@@ -109,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
         pairs=pairs,
         debiased=DEBIASED[args.debiased],
         seed=args.seed,
+        inputs=None if corpus_a.kind == "text" else corpus_a.items,
     )
     for note in comparison.notes:
         progress_line(f"note: {note}")

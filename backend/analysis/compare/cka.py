@@ -154,6 +154,7 @@ def representation_similarity(
     *,
     debiased: bool | None = None,
     progress=None,
+    inputs=None,
 ) -> CKAResult:
     """Linear CKA, states of A x states of B, on the same tokens when possible, else on texts.
 
@@ -162,7 +163,9 @@ def representation_similarity(
     mean-pooled vectors of every text (:func:`backend.engine.extraction.mean_pooled`), which needs both
     loaded models. ``debiased=None`` (auto) uses the debiased estimator on the text basis, where n
     is small. Raises :class:`InputError` when the two extractions are of different corpora (CKA
-    compares representations of the same inputs).
+    compares representations of the same inputs). ``inputs`` are what the texts basis pools: the
+    corpus's texts (default ``result_a.texts``), or its images / clips (``MediaCorpus.items``,
+    which a result does not keep: an image analysis names its items by path only).
     """
     if result_a.corpus_sha != result_b.corpus_sha:
         raise InputError(
@@ -180,12 +183,20 @@ def representation_similarity(
             "the two models tokenize the corpus differently, so CKA needs mean-pooled text "
             "vectors: pass both loaded models"
         )
+    from backend.analysis.geometry.projections import input_kind
     from backend.engine.extraction import mean_pooled
 
+    media = input_kind(result_a) != "text"
+    if media and inputs is None:
+        raise InputError(
+            "the two models cut these images or clips into different tokens, so CKA needs "
+            "mean-pooled item vectors: pass the corpus's items (inputs=corpus.items)"
+        )
+    items = result_a.texts if inputs is None else inputs
     max_length = result_a.settings.max_length
     batch = result_a.settings.batch_size
-    pooled_a = mean_pooled(loaded_a, result_a.texts, max_length, batch, progress)
-    pooled_b = mean_pooled(loaded_b, result_b.texts, max_length, batch, progress)
+    pooled_a = mean_pooled(loaded_a, items, max_length, batch, progress)
+    pooled_b = mean_pooled(loaded_b, items, max_length, batch, progress)
     use_debiased = True if debiased is None else bool(debiased)
     matrix = cka_matrix(list(pooled_a), list(pooled_b), debiased=use_debiased)
     return CKAResult(
@@ -193,6 +204,11 @@ def representation_similarity(
         "texts",
         pooled_a.shape[1],
         use_debiased,
-        note="the two models tokenize the corpus differently, so CKA uses mean-pooled text "
-        "vectors (one per text) instead of token vectors",
+        note=(
+            "the two models cut the inputs into different tokens, so CKA uses mean-pooled "
+            "vectors (one per image or clip) instead of token vectors"
+            if media
+            else "the two models tokenize the corpus differently, so CKA uses mean-pooled text "
+            "vectors (one per text) instead of token vectors"
+        ),
     )

@@ -46,6 +46,8 @@ from backend.analysis.compare.storage import (
     comparison_key,
 )
 from backend.analysis.geometry.isotropy import N_PAIRS, PAIR_SEED
+from backend.analysis.geometry.projections import input_kind
+from backend.engine.errors import InputError
 
 if TYPE_CHECKING:  # type hints only: importing them would pull in torch
     from backend.engine.extraction import ExtractionResult
@@ -221,13 +223,16 @@ def compare(
     top_k: int = 3,
     label_a: str = "A",
     label_b: str = "B",
+    inputs=None,
 ) -> Comparison:
     """Compare two extractions (see the module docstring for what and why).
 
     CKA runs when both are of the same corpus (two models); for one model on two corpora it is
     skipped (None) with a note, since CKA needs the same inputs. LayerNorm differences need both
     loaded models with the same norms; STS needs ``pairs`` (:class:`backend.analysis.geometry.similarity.SentencePairs`)
-    and both loaded models.
+    and both loaded models, and text (image and audio analyses have no sentence pairs).
+    ``inputs``: the corpus's items, which CKA pools when the two models tokenize them differently
+    (needed for images and audio, whose results name their items by path only).
     """
     a = summarize(result_a, label_a, n_pairs=n_pairs, seed=seed, top_k=top_k)
     b = (
@@ -238,7 +243,9 @@ def compare(
     notes: list[str] = []
     cka = None
     if result_a.corpus_sha == result_b.corpus_sha:
-        cka = representation_similarity(loaded_a, result_a, loaded_b, result_b, debiased=debiased)
+        cka = representation_similarity(
+            loaded_a, result_a, loaded_b, result_b, debiased=debiased, inputs=inputs
+        )
         if cka.note:
             notes.append(cka.note)
     else:
@@ -262,6 +269,11 @@ def compare(
         if ln is None and dims_comparable(a, b):  # (different widths are noted above)
             notes.append(f"no LayerNorm comparison: {reason}")
     sts_a = sts_b = None
+    if pairs is not None and input_kind(result_a) != "text":
+        raise InputError(
+            "STS by state compares sentence pairs, and this comparison read "
+            f"{input_kind(result_a)} inputs; leave the pairs out"
+        )
     if pairs is not None and loaded_a is not None and loaded_b is not None:
         max_length = result_a.settings.max_length
         sts_a = sts_by_state_for(loaded_a, pairs, max_length)
@@ -323,6 +335,7 @@ def comparison_cache_key(result_a: ExtractionResult, result_b: ExtractionResult,
     bound.apply_defaults()
     args = dict(bound.arguments)
     loaded = [args.pop(name) for name in ("loaded_a", "loaded_b")]
+    args.pop("inputs")  # the corpus's items: the extractions' corpus hash already names them
     pairs = args.pop("pairs")
     results = [args.pop("result_a"), args.pop("result_b")]
     return comparison_key(

@@ -87,3 +87,15 @@ def test_sidebar_offers_the_folders():
     assert "image folder" in corpus.options and "audio folder" in corpus.options
     corpus.set_value("image folder").run()
     assert at.sidebar.text_input(key="sb_images_folder").value == ""
+
+
+def test_image_compare_against_the_random_init_copy(image_run):
+    """Compare on an image folder: A against its random-init copy by default, CKA on the same
+    patches; STS and the two-corpora mode say why they do not apply."""
+    at = _page("pages/compare.py", image_run[0], "images", image_run[1])
+    assert not at.error, [e.value for e in at.error]
+    assert at.selectbox(key="cmp_model_b").value.startswith("random-init copy of A")
+    assert "same" in _text(at) and "sampled tokens" in _text(at)  # the token basis
+    assert "STS by state does not apply" in _text(at)
+    at.radio(key="cmp_mode").set_value(at.radio(key="cmp_mode").options[1]).run()
+    assert not at.exception and "Two corpora are compared for text only" in _text(at)
