@@ -84,6 +84,10 @@ class MediaCorpus:
     def labels(self) -> tuple[str, ...]:
         return tuple(item.label for item in self.items)
 
+    def head(self, count: int) -> MediaCorpus:
+        """The first ``count`` items (an ablation's or a sweep's few inputs), same name and kind."""
+        return MediaCorpus(self.items[: max(1, count)], self.name, self.kind)
+
     @cached_property
     def sha(self) -> str:
         """Content hash used in cache keys: kind, then each item's path, class, shape, rate, data."""

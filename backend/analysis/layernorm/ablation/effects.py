@@ -52,6 +52,25 @@ class AblationReport:
     seed: int
     seconds: float
     notices: list[str] = field(default_factory=list)
+    modality: str = "text"  # "image" | "audio": no LM loss, no STS; the final-state cosine instead
+
+    @property
+    def end_metric(self) -> str:
+        """What the ablation's damage is read from: ``mlm_loss`` / ``sts_spearman`` when they were
+        measured, else (images, audio, text models without an MLM head) ``final_state_cosine``."""
+        if self.mlm_loss_original is not None:
+            return "mlm_loss"
+        if self.sts_spearman_original is not None:
+            return "sts_spearman"
+        return "final_state_cosine"
+
+    def final_state_cosine(self) -> dict:
+        """The mean cosine between the unablated and ablated mean-pooled final state, for the
+        ablation and each control (``embedding_cosine`` at the last state)."""
+        return {
+            "ablation": float(self.effect.embedding_cosine[-1]),
+            "controls": [float(e.embedding_cosine[-1]) for _, e in self.controls],
+        }
 
     def control_values(self, key: str) -> np.ndarray:
         """(n_controls, S) for array keys, (n_controls,) for ``mlm_loss``."""
@@ -101,6 +120,9 @@ class AblationReport:
             "seed": self.seed,
             "seconds": self.seconds,
             "notices": self.notices,
+            "modality": self.modality,
+            "end_metric": self.end_metric,
+            "final_state_cosine": self.final_state_cosine(),
         }
 
     def frame(self):

@@ -11,7 +11,8 @@ import torch
 
 from backend.analysis.geometry.isotropy import cosine_rows
 from backend.engine.device import to_numpy
-from backend.engine.extraction import pad_rows
+from backend.engine.extraction import TokenizedCorpus, pad_rows, plan_batches
+from backend.engine.extraction.media import MediaTokens, media_forward
 from backend.engine.models import LoadedModel
 
 
@@ -29,6 +30,28 @@ def hidden_states_cpu(loaded: LoadedModel, ids: torch.Tensor, mask: torch.Tensor
         output_hidden_states=True,
     )
     return torch.stack(out.hidden_states).to("cpu", torch.float64)  # (S, B, T, d)
+
+
+def media_hidden_states_cpu(
+    loaded: LoadedModel, tokens: MediaTokens, rows: Sequence[int]
+) -> torch.Tensor:
+    """:func:`hidden_states_cpu` of images or clips (``rows`` of ``tokens``; a row may repeat)."""
+    hidden_states = media_forward(loaded, tokens, np.asarray(rows, dtype=np.int64))
+    return torch.stack(hidden_states).to("cpu", torch.float64)  # (S, B, T, d)
+
+
+def ablation_batches(tokenized: TokenizedCorpus, batch_size: int) -> list[np.ndarray]:
+    """:func:`backend.engine.extraction.plan_batches`, with each batch of clips that must not be
+    padded (group-norm wav2vec2: ``MediaTokens.group``) split into runs of one length."""
+    batches = plan_batches(tokenized.lengths, batch_size)
+    group = getattr(tokenized, "group", None)
+    if group is None:
+        return batches
+    split = []
+    for batch in batches:
+        for value in dict.fromkeys(group[batch].tolist()):
+            split.append(batch[group[batch] == value])
+    return split
 
 
 def cosines(a: torch.Tensor, b: torch.Tensor) -> np.ndarray:

@@ -12,7 +12,13 @@ import torch
 from backend.analysis.geometry.isotropy import N_PAIRS, different_text_pairs, mean_pair_cosine
 from backend.analysis.geometry.similarity import spearman100
 from backend.analysis.layernorm.ablation.effects import AblationReport, Effect
-from backend.analysis.layernorm.ablation.forward import cosines, hidden_states_cpu, padded
+from backend.analysis.layernorm.ablation.forward import (
+    ablation_batches,
+    cosines,
+    hidden_states_cpu,
+    media_hidden_states_cpu,
+    padded,
+)
 from backend.analysis.layernorm.ablation.masking import (
     MASK_RATE,
     MaskedCorpus,
@@ -29,7 +35,8 @@ from backend.analysis.layernorm.ablation.surgery import (
 from backend.analysis.layernorm.params import NormSite, norms_of, select_norms
 from backend.engine.device import to_numpy
 from backend.engine.errors import InputError
-from backend.engine.extraction import TokenizedCorpus, pad_token_id, plan_batches, tokenize
+from backend.engine.extraction import TokenizedCorpus, pad_token_id, tokenize
+from backend.engine.extraction.media import MediaTokens, is_media, prepare_media
 from backend.engine.models import LoadedModel
 from backend.engine.naming import hidden_state_names
 from backend.engine.pooling import masked_mean
@@ -79,9 +86,16 @@ def _collect(
         }
         for _ in conditions
     ]
-    pad_id = pad_token_id(target)
+    media = isinstance(tokenized, MediaTokens)
+    pad_id = 0 if media else pad_token_id(target)
+
+    def forward(ids, mask, batch) -> torch.Tensor:
+        if media:
+            return media_hidden_states_cpu(target, tokenized, batch)
+        return hidden_states_cpu(target, ids, mask)
+
     with torch.inference_mode():
-        for batch in plan_batches(lengths, batch_size):
+        for batch in ablation_batches(tokenized, batch_size):
             ids, mask = padded([tokenized.input_ids[t] for t in batch], pad_id)
             keep = mask.bool()
             if masked is not None:
@@ -91,7 +105,7 @@ def _collect(
             original = pooled_original = None
             for c, dims in enumerate(conditions):
                 if dims is None:
-                    hidden = hidden_states_cpu(target, ids, mask)
+                    hidden = forward(ids, mask, batch)
                     loss = (
                         mlm_loss_sum(target, mids, mask, labels).sum()
                         if masked is not None
@@ -99,7 +113,7 @@ def _collect(
                     )
                 else:
                     with ablated(target, dims, sites):
-                        hidden = hidden_states_cpu(target, ids, mask)
+                        hidden = forward(ids, mask, batch)
                         loss = (
                             mlm_loss_sum(target, mids, mask, labels).sum()
                             if masked is not None
@@ -147,9 +161,19 @@ def run_ablation(
     ``pairs`` = (sentences A, sentences B, gold scores) adds STS Spearman per hidden state.
     ``mlm`` computes the masked-token loss when the model has an MLM head. ``in_place=True`` skips
     the private copy (for a process that owns the model, like the CLI).
+
+    ``texts`` may be images or clips (:class:`backend.engine.inputs.MediaItem`): there is no LM loss
+    and no sentence pair, so the end metric is the final-state cosine (``embedding_cosine`` at the
+    last state: the mean cosine between the unablated and ablated mean-pooled final state).
     """
     started = time.perf_counter()
     texts = list(texts)
+    media = is_media(texts)
+    if media and pairs is not None:
+        raise InputError(
+            "STS pairs are sentences, and this ablation runs on images or audio clips; leave them "
+            "out (the end metric is the final-state cosine)"
+        )
     width = loaded.info.hidden_size
     dims = parse_dims(list(dims), width)
     if random_controls < 0 or random_controls > 100:
@@ -161,7 +185,10 @@ def run_ablation(
     ]
     conditions: list[list[int] | None] = [None, dims, *controls]
     notices = []
-    tokenized = tokenize(target, tuple(texts), max_length)
+    if media:
+        tokenized = prepare_media(target, texts)
+    else:
+        tokenized = tokenize(target, tuple(texts), max_length)
     total_tokens = int(tokenized.lengths.sum())
     rng = np.random.default_rng(seed)
     sample = np.sort(
@@ -169,9 +196,9 @@ def run_ablation(
     )
     text_of_token = np.repeat(np.arange(len(texts)), tokenized.lengths)[sample]
     masked = None
-    if mlm and target.info.has_mlm_head:
+    if mlm and target.info.has_mlm_head and not media:
         masked = mask_tokens(tokenized, mask_token_id(target), MASK_RATE, seed)
-    elif mlm:
+    elif mlm and not media:
         notices.append(
             "no MLM head: masked-token loss not computed (load a *ForMaskedLM checkpoint for it)"
         )
@@ -187,9 +214,9 @@ def run_ablation(
         right_i = np.array([where[s] for s in right])
         gold = np.asarray(gold, dtype=np.float64)
 
-    n_batches = len(plan_batches(tokenized.lengths, batch_size))
+    n_batches = len(ablation_batches(tokenized, batch_size))
     if pair_tok is not None:
-        n_batches += len(plan_batches(pair_tok.lengths, batch_size))
+        n_batches += len(ablation_batches(pair_tok, batch_size))
     total = n_batches * len(conditions)
     done = [0]
 
@@ -242,6 +269,7 @@ def run_ablation(
         else None,
         num_texts=len(texts),
         num_masked=num_masked,
+        modality=target.layout.modality,
         seed=seed,
         seconds=time.perf_counter() - started,
         notices=notices,

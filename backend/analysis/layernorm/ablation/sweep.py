@@ -11,7 +11,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from backend.analysis.layernorm.ablation.forward import cosines, hidden_states_cpu, padded
+from backend.analysis.layernorm.ablation.forward import (
+    cosines,
+    hidden_states_cpu,
+    media_hidden_states_cpu,
+    padded,
+)
 from backend.analysis.layernorm.ablation.masking import (
     MASK_RATE,
     mask_token_id,
@@ -27,6 +32,7 @@ from backend.analysis.layernorm.ablation.surgery import (
 from backend.analysis.layernorm.params import norms_of, select_norms
 from backend.engine.errors import InputError
 from backend.engine.extraction import pad_token_id, tokenize
+from backend.engine.extraction.media import is_media, prepare_media
 from backend.engine.models import LoadedModel
 from backend.engine.naming import hidden_state_names
 from backend.engine.pooling import masked_mean
@@ -81,6 +87,14 @@ class SweepResult:
         }
 
 
+def _one_length(items: list) -> list:
+    """Clips share one forward pass only when a model that must not pad them (group-norm
+    wav2vec2) gets clips of one length: keep those of the commonest length."""
+    lengths = [len(item.data) for item in items]
+    common = max(set(lengths), key=lambda n: (lengths.count(n), n))
+    return [item for item, n in zip(items, lengths, strict=True) if n == common]
+
+
 def sweep(
     loaded: LoadedModel,
     texts: Sequence[str],
@@ -112,12 +126,26 @@ def sweep(
     all_dims = list(range(width)) if dims is None else parse_dims(list(dims), width)
     target = loaded if in_place else private_copy(loaded)
     sites = select_norms(norms_of(target), norms)
-    tokenized = tokenize(target, tuple(texts), max_length)
-    pad_id = pad_token_id(target)
+    media = is_media(texts)
+    if media:
+        texts = list(texts)
+        if not target.layout.pad_with_mask and target.layout.modality == "audio":
+            texts = _one_length(texts)  # one forward pass holds them all, unpadded
+        tokenized = prepare_media(target, texts)
+    else:
+        tokenized = tokenize(target, tuple(texts), max_length)
+    pad_id = 0 if media else pad_token_id(target)
     ids, mask = padded(tokenized.input_ids, pad_id)
     B = ids.shape[0]
     keep = mask.bool()
-    use_mlm = mlm and target.info.has_mlm_head
+    rows = np.arange(B)
+
+    def forward(copies: int) -> torch.Tensor:
+        if media:
+            return media_hidden_states_cpu(target, tokenized, np.tile(rows, copies))
+        return hidden_states_cpu(target, ids.repeat(copies, 1), mask.repeat(copies, 1))
+
+    use_mlm = mlm and target.info.has_mlm_head and not media
     if use_mlm:
         masked = mask_tokens(tokenized, mask_token_id(target), MASK_RATE, seed)
         mids, _ = padded(masked.input_ids, pad_id)
@@ -132,7 +160,7 @@ def sweep(
     done_dims = 0
     complete = True
     with torch.inference_mode():
-        original = hidden_states_cpu(target, ids, mask)
+        original = forward(1)
         pooled_original = masked_mean(original, mask)  # (S, B, d)
         loss_original = (
             float(mlm_loss_sum(target, mids, mask, labels).sum()) / n_masked if use_mlm else None
@@ -147,7 +175,7 @@ def sweep(
                 for c, j in enumerate(chunk):
                     dim_mask[c * B : (c + 1) * B, 0, j] = 0
                 with masked_norms(sites, dim_mask):
-                    hidden = hidden_states_cpu(target, ids.repeat(m, 1), mask.repeat(m, 1))
+                    hidden = forward(m)
                 if use_mlm:
                     # logits are (rows, T, vocab): a few copies at a time keeps them under ~256 MB
                     vocab = int(target.model.config.vocab_size)
@@ -168,7 +196,7 @@ def sweep(
                     per_row = torch.cat(parts)
             else:
                 with ablated(target, chunk, sites):
-                    hidden = hidden_states_cpu(target, ids, mask)
+                    hidden = forward(1)
                     if use_mlm:
                         per_row = mlm_loss_sum(target, mids, mask, labels)
             hidden = hidden.reshape(S, m, B, *hidden.shape[2:])  # (S, m, B, T, d)

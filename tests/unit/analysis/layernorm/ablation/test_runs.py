@@ -22,7 +22,6 @@ def test_run_ablation_leaves_the_model_untouched(tiny_loaded):
 def test_ablation_batches_and_pads_with_the_extraction_helpers(tiny_loaded, monkeypatch):
     """One batching/padding rule: run_ablation's batches are plan_batches', padded by pad_rows."""
     import backend.analysis.layernorm.ablation.forward as forward
-    import backend.analysis.layernorm.ablation.runs as runs
     from backend.engine.extraction import pad_rows, plan_batches
 
     planned, padded_widths = [], []
@@ -36,7 +35,7 @@ def test_ablation_batches_and_pads_with_the_extraction_helpers(tiny_loaded, monk
         padded_widths.append(max(len(r) for r in rows))
         return pad_rows(rows, pad_id)
 
-    monkeypatch.setattr(runs, "plan_batches", spy_plan)
+    monkeypatch.setattr(forward, "plan_batches", spy_plan)  # via forward.ablation_batches
     monkeypatch.setattr(forward, "pad_rows", spy_pad)
     run_ablation(tiny_loaded, TEXTS, [1], random_controls=1, batch_size=3, max_length=16, mlm=False)
     assert planned and all(len(b) <= 3 for batches in planned for b in batches)
