@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from backend.analysis.geometry.projections import input_kind
 from backend.analysis.layernorm.ablation import has_mlm_checkpoint, parse_dims
 from backend.analysis.layernorm.params import (
     ROLE_LABELS,
@@ -31,8 +32,15 @@ from backend.plots.layernorm import (
 )
 from ui.cached import ablation_report, dim_sweep, outlier_dims_by_state
 from ui.charts import live_chart
-from ui.common import download_buttons, explainer, get_model, get_selection, load_or_stop
-from ui.inputs import text_only
+from ui.common import (
+    download_buttons,
+    explainer,
+    get_corpus,
+    get_model,
+    get_selection,
+    load_or_stop,
+)
+from ui.inputs import MEDIA_NOUN
 from ui.ranges import LN_K, LN_SHARE
 from ui.tabs import lazy_tabs
 
@@ -44,9 +52,7 @@ st.caption(
 loaded: LoadedModel
 result: ExtractionResult
 loaded, result = load_or_stop()
-text_only(
-    result, "LayerNorm ablation", "runs its ablations on texts (not built for images and audio yet)"
-)
+KIND = input_kind(result)  # images / audio: no LM loss, no STS; the final-state cosine instead
 selection = get_selection()
 
 # ----------------------------------------------------------------------------- which weights
@@ -220,6 +226,14 @@ the FFN, producing hidden state 3), `L3.pre_attn_ln` / `L3.pre_mlp_ln` and `fina
 # ----------------------------------------------------------------------------- ablation lab
 st.subheader("Ablation lab: disable dimensions, compare with random dimensions")
 texts_all = list(result.texts)
+UNIT = {"text": "Texts", "image": "Images", "audio": "Clips"}[KIND]
+
+
+def ablation_inputs(count: int):
+    """The first ``count`` texts, or images / clips of the sidebar's folder."""
+    return tuple(texts_all[:count]) if KIND == "text" else get_corpus().head(count)
+
+
 site_names = [s.name for s in sites]
 choices = roles_present + site_names
 with st.form("ln_ablation_form", border=True):
@@ -237,19 +251,27 @@ with st.form("ln_ablation_form", border=True):
     )
     b1, b2, b3 = st.columns(3)
     n_controls = b1.slider("Random controls (seeds)", 0, 10, 3, key="ln_controls")
+    low = 4 if len(texts_all) > 4 else 1  # a small folder (a few images) still gets a slider
     n_texts = b2.slider(
-        "Texts (from the corpus)",
-        4,
-        max(4, min(320, len(texts_all))),
+        f"{UNIT} (from the corpus)",
+        low,
+        max(low + 1, min(320, len(texts_all))),
         min(32, len(texts_all)),
         key="ln_texts",
     )
-    use_sts = b3.checkbox(
-        "STS Spearman on the bundled pairs",
-        value=False,
-        key="ln_sts",
-        help="Adds the change in sentence-similarity Spearman (bundled CC0 sample pairs).",
-    )
+    if KIND == "text":
+        use_sts = b3.checkbox(
+            "STS Spearman on the bundled pairs",
+            value=False,
+            key="ln_sts",
+            help="Adds the change in sentence-similarity Spearman (bundled CC0 sample pairs).",
+        )
+    else:
+        use_sts = False
+        b3.caption(
+            f"No LM loss and no sentence pairs for {MEDIA_NOUN[KIND]}: the end metric is the "
+            "final-state cosine (unablated vs ablated mean-pooled final state)."
+        )
     run_clicked = st.form_submit_button("Run ablation", type="primary", key="ln_ablation_run")
 
 if run_clicked:
@@ -267,7 +289,7 @@ if run_clicked:
         select_norms(sites, ablate_norms)
         report = ablation_report(
             model,
-            tuple(texts_all[:n_texts]),
+            ablation_inputs(n_texts),
             tuple(dims),
             tuple(ablate_norms),
             n_controls,
@@ -283,8 +305,22 @@ if stored is not None and stored[0] == model.fingerprint:
     report = stored[1]
     st.caption(
         f"Ablated dims **{', '.join(map(str, report.dims))}** in {', '.join(report.norms)} · "
-        f"{report.num_texts} texts · {len(report.controls)} random controls · {report.seconds:.1f} s"
+        f"{report.num_texts} {UNIT.lower()} · {len(report.controls)} random controls · "
+        f"{report.seconds:.1f} s"
     )
+    if report.end_metric == "final_state_cosine":
+        final = report.final_state_cosine()
+        spread = (
+            f"random controls {min(final['controls']):.4f} … {max(final['controls']):.4f}"
+            if final["controls"]
+            else "no random controls"
+        )
+        st.metric(
+            "final-state cosine (unablated vs ablated, mean-pooled)",
+            f"{final['ablation']:.4f}",
+            help=f"The end metric without an LM loss or sentence pairs; {spread}.",
+        )
+        st.caption(f"End metric: final-state cosine {final['ablation']:.4f} vs {spread}.")
     for notice in report.notices:
         st.caption(f"ℹ️ {notice}")
     metrics = available_metrics(report)
@@ -320,14 +356,14 @@ BERT-base wrecks MLM and GLUE (STS-B −44.1, MNLI −27.9 points) while random 
 # ----------------------------------------------------------------------------- sweep
 st.subheader("One dimension at a time")
 s1, s2, s3 = st.columns(3)
-sweep_texts = s1.slider("Texts", 2, 32, 8, key="ln_sweep_texts")
+sweep_texts = s1.slider(UNIT, 2, 32, 8, key="ln_sweep_texts")
 sweep_len = s2.select_slider("Max tokens", [16, 32, 48, 64], value=32, key="ln_sweep_len")
 cached_sweep = st.session_state.get("ln_sweep")
 if s3.button("Run sweep over all dims", key="ln_sweep_run", type="primary"):
     try:
         cached_sweep = (
             model.fingerprint,
-            dim_sweep(model, tuple(texts_all[:sweep_texts]), sweep_len),
+            dim_sweep(model, ablation_inputs(sweep_texts), sweep_len),
         )
         st.session_state["ln_sweep"] = cached_sweep
     except IsoscopeError as exc:

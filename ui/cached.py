@@ -86,6 +86,7 @@ from backend.engine.extraction import (
     encode_text,
     mean_pooled,
 )
+from backend.engine.inputs import MediaCorpus
 from backend.engine.models import LoadedModel, random_like
 from backend.plots.outliers import (
     dimension_by_category,
@@ -108,7 +109,7 @@ def _key_of(value: Any) -> Any:
         return ("result", result_key(value))
     if isinstance(value, LoadedModel):
         return ("model", value.fingerprint)
-    if isinstance(value, SentencePairs | WordSenseRows):  # uploaded data: keyed by content hash
+    if isinstance(value, SentencePairs | WordSenseRows | MediaCorpus):  # keyed by content hash
         return (type(value).__name__, value.sha)
     if isinstance(value, np.ndarray):
         raise TypeError("arrays are not cheap cache keys: pass the result and an index instead")
@@ -490,7 +491,7 @@ def sense_sweeps(
 @heavy("Ablation runs:", "batches")
 def ablation_report(
     model: LoadedModel,
-    texts: tuple[str, ...],
+    texts: tuple[str, ...] | MediaCorpus,
     dims: tuple[int, ...],
     norms: tuple[str, ...],
     controls: int,
@@ -499,14 +500,15 @@ def ablation_report(
     *,
     progress,
 ) -> AblationReport:
-    """Disable ``dims`` in ``norms`` against ``controls`` random-dimension controls (BERT Busters)."""
+    """Disable ``dims`` in ``norms`` against ``controls`` random-dimension controls (BERT Busters);
+    ``texts`` may be images or clips (a :class:`MediaCorpus`, keyed by its content hash)."""
     pairs = None
     if with_sts:
         sample = sts_sample()
         pairs = (sample.sentence1, sample.sentence2, sample.scores)
     return run_ablation(
         model,
-        texts,
+        _inputs(texts),
         list(dims),
         norms=list(norms),
         random_controls=controls,
@@ -519,10 +521,15 @@ def ablation_report(
 
 @heavy("Ablated (press Stop in the top-right to leave; it stops when nobody waits):", "dims")
 def dim_sweep(
-    model: LoadedModel, texts: tuple[str, ...], max_length: int, *, progress
+    model: LoadedModel, texts: tuple[str, ...] | MediaCorpus, max_length: int, *, progress
 ) -> SweepResult:
     """Every dimension ablated alone in the default LayerNorms (16 ablated copies per pass)."""
-    return sweep(model, list(texts), max_length=max_length, copies=16, progress=progress)
+    return sweep(model, _inputs(texts), max_length=max_length, copies=16, progress=progress)
+
+
+def _inputs(texts: tuple[str, ...] | MediaCorpus) -> list:
+    """What the ablation runs on: the texts, or the images / clips of a media corpus."""
+    return list(texts.items) if isinstance(texts, MediaCorpus) else list(texts)
 
 
 # ----------------------------------------------------------------------------- positional

@@ -4,6 +4,8 @@ Writes ``{"dims", "ln_outliers", "effect": {"embedding_cosine", "mlm_loss", "mlm
 ...}, "random_controls": [{"dims", "effect"}, ...], ...}``. ``--dims auto`` ablates the detected
 LayerNorm outlier dims. Checkpoints whose config names a masked-LM architecture are loaded with
 their MLM head (so ``mlm_loss`` is measured); others load as base models (``mlm_loss`` null).
+``--images`` / ``--audio`` ablate vision and speech encoders: no LM loss, no STS pairs; the end
+metric is ``final_state_cosine`` (the unablated vs ablated mean-pooled final state).
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ import argparse
 from backend.analysis.layernorm.thresholds import LN_THRESHOLDS
 from backend.commands.common import (
     ProgressPrinter,
+    add_input_args,
     add_model_args,
     check_out_path,
+    load_inputs,
     load_model_from_args,
     progress_line,
     read_pairs,
@@ -25,9 +29,7 @@ from backend.commands.common import (
 def add_parser(sub) -> None:
     p = sub.add_parser("ablate", help="disable LayerNorm outlier dims and compare with random dims")
     add_model_args(p, max_length=128, batch_size=32)
-    p.add_argument(
-        "--texts", required=True, help=".txt (one text per line), .csv or .jsonl with a text column"
-    )
+    add_input_args(p, ".txt (one text per line), .csv or .jsonl with a text column")
     p.add_argument("--out", required=True, help="output JSON file")
     p.add_argument(
         "--dims",
@@ -73,7 +75,6 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from backend.analysis.layernorm.ablation import has_mlm_checkpoint, parse_dims, run_ablation
     from backend.analysis.layernorm.params import ln_outliers, norms_of, select_norms
-    from backend.engine.corpus import load_corpus_file
     from backend.engine.errors import InputError
 
     out = check_out_path(args.out)
@@ -82,7 +83,12 @@ def run(args: argparse.Namespace) -> int:
     auto = args.dims.strip().lower() == "auto"
     if not auto:
         parse_dims(args.dims, 1 << 30)  # syntax first (range once the model is loaded)
-    corpus = load_corpus_file(args.texts)
+    if args.pairs and not args.texts:
+        raise InputError(
+            "--pairs needs --texts: images and audio have no sentence pairs (the end metric is "
+            "the final-state cosine)"
+        )
+    corpus = load_inputs(args)
     pairs = read_pairs(args.pairs) if args.pairs else None
     loaded = None
     if has_mlm_checkpoint(args.model):
@@ -116,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
         dims = parse_dims(args.dims, loaded.info.hidden_size)
     report = run_ablation(
         loaded,
-        corpus.texts,
+        corpus.texts if corpus.kind == "text" else corpus.items,
         dims,
         norms=norms,
         random_controls=args.random_controls,
@@ -142,6 +148,7 @@ def run(args: argparse.Namespace) -> int:
     payload["model"] = loaded.info.to_dict()
     payload["corpus"] = {
         "name": corpus.name,
+        "kind": corpus.kind,
         "num_texts": len(corpus),
         "notices": list(corpus.notices),
     }

@@ -99,3 +99,17 @@ def test_image_compare_against_the_random_init_copy(image_run):
     assert "STS by state does not apply" in _text(at)
     at.radio(key="cmp_mode").set_value(at.radio(key="cmp_mode").options[1]).run()
     assert not at.exception and "Two corpora are compared for text only" in _text(at)
+
+
+@pytest.mark.parametrize("which", ["image", "audio"])
+def test_layernorm_ablation_on_media_reports_the_final_state_cosine(image_run, audio_run, which):
+    model, folder = image_run if which == "image" else audio_run
+    at = _page("pages/layernorm.py", model, "images" if which == "image" else "audio", folder)
+    assert not at.error, [e.value for e in at.error]
+    assert "final-state cosine" in _text(at)  # instead of the STS checkbox
+    at.radio(key="ln_dims_mode").set_value("typed")
+    at.text_input(key="ln_dims_text").set_value("0, 1")
+    at.slider(key="ln_controls").set_value(1)
+    at.button(key="ln_ablation_run").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert any("final-state cosine" in m.label for m in at.metric)

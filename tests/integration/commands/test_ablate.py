@@ -117,3 +117,28 @@ def test_bad_inputs_exit_2_with_one_line(
 def test_missing_text_file_exits_2(tmp_path, capsys):
     rc = main(["ablate", "--texts", str(tmp_path / "nope.txt"), "--out", str(tmp_path / "o.json")])
     assert rc == 2 and capsys.readouterr().err.strip().startswith("error:")
+
+
+def test_ablate_an_image_folder_reports_the_final_state_cosine(tmp_path, capsys):
+    from tests.media_models import image_folder, save_image_model
+
+    model = save_image_model("vit", tmp_path / "vit")
+    images = image_folder(tmp_path / "images")
+    out = tmp_path / "o.json"
+    rc = main(
+        ["ablate", "--model", str(model), "--images", str(images), "--dims", "0,1",
+         "--random-controls", "2", "--out", str(out), "--device", "cpu"]
+    )  # fmt: skip
+    assert rc == 0, capsys.readouterr().err
+    report = json.loads(out.read_text())
+    assert report["end_metric"] == "final_state_cosine" and report["corpus"]["kind"] == "image"
+    assert len(report["final_state_cosine"]["controls"]) == 2
+    assert report["effect"]["mlm_loss"] is None
+
+
+def test_ablate_refuses_pairs_for_audio(tmp_path, capsys):
+    rc = main(
+        ["ablate", "--audio", "demo", "--pairs", "p.csv", "--out", str(tmp_path / "o.json")]
+    )  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and "--pairs needs --texts" in err[-1]
