@@ -9,6 +9,7 @@ from backend.analysis.geometry.projections import input_kind
 from backend.engine.errors import InputError
 from backend.engine.extraction import ExtractionResult
 from backend.engine.inputs import (
+    KIND_NOUNS,
     MediaCorpus,
     demo_images,
     demo_speech,
@@ -18,7 +19,7 @@ from backend.engine.inputs import (
 from ui import access
 
 MEDIA_KINDS = {"images": "image", "audio": "audio"}  # sidebar corpus kind -> input kind
-MEDIA_NOUN = {"image": "images", "audio": "audio clips"}  # input kind -> what a line calls them
+MEDIA_NOUN = KIND_NOUNS  # input kind -> what a line calls them
 
 
 def folder_input(kind: str, current_path: str) -> str:

@@ -28,6 +28,7 @@ from backend.engine.errors import InputError
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp")
 AUDIO_SUFFIXES = (".wav", ".flac")
 KINDS = ("image", "audio")
+KIND_NOUNS = {"text": "texts", "image": "images", "audio": "audio clips"}  # what a line calls them
 MAX_FILES = 500
 MAX_IMAGE_PIXELS = (
     2048 * 2048

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 
 from backend.engine.errors import InputError, IsoscopeError
+from backend.engine.inputs import KIND_NOUNS
 from backend.engine.progress import Progress
 from backend.share.report.model import (
     SECTION_TITLES,
@@ -31,12 +32,14 @@ def build_report(
     sections: Sequence[str] = SECTIONS,
     in_place: bool = False,
     progress: Progress | None = None,
+    inputs: Sequence | None = None,
 ) -> Report:
     """Run every section on ``loaded`` and its extraction ``result``; never raises for a section.
 
     ``pairs`` = (sentences A, sentences B, gold scores) adds STS figures. ``in_place=True`` lets the
     LayerNorm ablation modify the model (restored bit-for-bit) instead of a private copy: only for a
-    process that owns the model, like the CLI.
+    process that owns the model, like the CLI. ``inputs``: an image / audio analysis's items
+    (``MediaCorpus.items``), which the LayerNorm ablation reruns the model on.
     """
     from backend import __version__
 
@@ -52,6 +55,7 @@ def build_report(
         settings,
         None if pairs is None else tuple(list(x) for x in pairs),
         in_place,
+        inputs=None if inputs is None else tuple(inputs),
     )
     built = []
     for i, key in enumerate(sections):
@@ -72,6 +76,17 @@ def build_report(
             )
         if progress is not None:
             progress(i + 1, len(sections))
+    notices = list(result.notices)
+    if ctx.kind != "text":  # one line naming what an image / audio report leaves out
+        left_out = [s.title for s in built if s.skipped is not None]
+        notices.append(
+            f"this analysis read {KIND_NOUNS[ctx.kind]}: "
+            + (
+                f"{', '.join(left_out)} left out (each section says why)"
+                if left_out
+                else "every section applies"
+            )
+        )
     return Report(
         model=dict(result.model),
         corpus={
@@ -81,7 +96,8 @@ def build_report(
             "num_tokens": result.num_tokens,
             "token_sample": len(result.sample_index),
             "sentence_pairs": 0 if pairs is None else len(ctx.pairs[0]),
-            "notices": list(result.notices),
+            "notices": notices,
+            "kind": ctx.kind,
         },
         settings={"extraction": result.settings.to_dict(), "report": asdict(settings)},
         version=__version__,

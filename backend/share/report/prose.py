@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from backend.engine.errors import InputError, IsoscopeError
+from backend.engine.inputs import KIND_NOUNS
 from backend.share.report.model import SECTION_TITLES, SOURCES, ReportSettings, Section
 
 # ----------------------------------------------------------------------------- formatting
@@ -65,6 +66,14 @@ class Context:
     pairs: tuple[list[str], list[str], list[float]] | None
     in_place: bool
     cache: dict = field(default_factory=dict)
+    inputs: tuple | None = None  # an image / audio analysis's items, for the sections that rerun it
+
+    @property
+    def kind(self) -> str:
+        """``text``, ``image`` or ``audio``: what the analysis read."""
+        from backend.analysis.geometry.projections import input_kind
+
+        return input_kind(self.result)
 
     def once(self, name: str, compute: Callable[[], Any]) -> Any:
         if name not in self.cache:
@@ -304,7 +313,16 @@ def _layernorm(ctx: Context) -> Section:
         f"LayerNorm outlier dims: {_dims(dims)} (flagged in at least {detection.needed} of "
         f"{len(detection.names)} norms: {', '.join(detection.names)})."
     )
-    texts = list(ctx.result.texts[: ctx.settings.ablation_texts])
+    if ctx.kind != "text" and ctx.inputs is None:
+        sec.skipped = (
+            "the ablation reruns the model on the images or clips, which this report was not "
+            "given (a saved analysis keeps only their names)"
+        )
+        return sec
+    texts = list(
+        (ctx.result.texts if ctx.kind == "text" else ctx.inputs)[: ctx.settings.ablation_texts]
+    )
+    unit = KIND_NOUNS[ctx.kind]
     report = run_ablation(
         loaded,
         texts,
@@ -320,8 +338,9 @@ def _layernorm(ctx: Context) -> Section:
     final = float(report.effect.embedding_cosine[-1])
     controls = [float(e.embedding_cosine[-1]) for _, e in report.controls]
     text = (
-        f"Zeroing them in {len(norms)} LayerNorms ({', '.join(norms)}) leaves a final-state sentence "
-        f"embedding with cosine {final:.3f} to the original (mean over {len(texts)} texts)"
+        f"Zeroing them in {len(norms)} LayerNorms ({', '.join(norms)}) leaves a final-state "
+        f"{'sentence embedding' if ctx.kind == 'text' else 'mean-pooled vector'} with cosine "
+        f"{final:.3f} to the original (mean over {len(texts)} {unit})"
     )
     if controls:
         drift, control_drift = 1 - final, 1 - float(np.mean(controls))
@@ -433,6 +452,11 @@ def _similarity(ctx: Context) -> Section:
     from backend.plots.similarity import sts_figure
 
     sec = Section("similarity", SECTION_TITLES["similarity"], source=SOURCES["similarity"])
+    if ctx.kind != "text":
+        sec.skipped = (
+            f"does not apply: it scores sentence pairs, and this analysis read {ctx.kind}s"
+        )
+        return sec
     if ctx.pairs is None:
         sec.skipped = (
             "no sentence pairs given (the CLI's --pairs CSV with sentence1,sentence2,score)"
