@@ -117,6 +117,17 @@ def get_corpus(selection: Selection | None = None) -> Corpus:
     return corpus
 
 
+def media_items(result: ExtractionResult) -> tuple | None:
+    """The sidebar's images / clips when ``result`` read them (a result names its items by path
+    only, so views that rerun the model take them from here); None for text."""
+    from backend.analysis.geometry.projections import input_kind
+
+    if input_kind(result) == "text":
+        return None
+    corpus = get_corpus()
+    return corpus.items if corpus.sha == result.corpus_sha else None  # (a saved analysis: none)
+
+
 # ----------------------------------------------------------------------------- extraction
 
 

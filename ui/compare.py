@@ -8,7 +8,6 @@ from dataclasses import replace
 
 from backend.analysis.compare.comparison import Comparison, compare_with_cache, comparison_cache_key
 from backend.analysis.compare.trajectory import Trajectory, resolve_checkpoints, run_trajectory
-from backend.analysis.geometry.projections import input_kind
 from backend.engine.cache import ResultCache
 from backend.engine.extraction import ExtractionResult
 from backend.engine.models import LoadedModel, fingerprint_folder
@@ -18,6 +17,7 @@ from ui.common import (
     get_corpus,
     get_extraction,
     get_selection,
+    media_items,
     memo_heavy,
     remember_upload,
 )
@@ -71,7 +71,6 @@ def cached_comparison(
     """:func:`backend.analysis.compare.comparison.compare`, memoised by both extraction keys and the options, in
     memory and in the disk cache (a restart reopens it without recomputing the CKA). An image or
     audio analysis passes the sidebar's items, which CKA pools when the tokens differ."""
-    media = input_kind(result_a) != "text"
     options = {
         "loaded_a": loaded_a,
         "loaded_b": loaded_b,
@@ -79,7 +78,7 @@ def cached_comparison(
         "debiased": debiased,
         "label_a": label_a,
         "label_b": label_b,
-        "inputs": get_corpus().items if media else None,
+        "inputs": media_items(result_a),
     }
 
     def run(progress) -> Comparison:

@@ -20,7 +20,7 @@ from backend.engine.extraction import ExtractionResult
 from backend.engine.lru import LRU
 from backend.engine.models import LoadedModel
 from backend.share.report import QUICK_SECTIONS, Report, build_report
-from ui.common import WORK, memo, result_key
+from ui.common import WORK, media_items, memo, result_key
 
 MAX_REPORTS = 4
 
@@ -38,15 +38,18 @@ def quick_report(loaded: LoadedModel, result: ExtractionResult) -> Report:
     )
 
 
-def full_report(loaded: LoadedModel, result: ExtractionResult) -> Report:
-    """The whole report (cached per extraction); the ablation runs on a private model copy."""
+def full_report(
+    loaded: LoadedModel, result: ExtractionResult, inputs: tuple | None = None
+) -> Report:
+    """The whole report (cached per extraction); the ablation runs on a private model copy.
+    ``inputs``: an image / audio analysis's items (:func:`ui.common.media_items`)."""
     key = result_key(result)
     store = _full_reports()
     report = store.get(key)
     if report is None:
 
         def compute(progress) -> Report:
-            built = build_report(loaded, result, progress=progress)
+            built = build_report(loaded, result, progress=progress, inputs=inputs)
             store.put(key, built)
             return built
 
@@ -87,11 +90,12 @@ def findings_panel(loaded: LoadedModel, result: ExtractionResult) -> Callable[[]
     st.subheader("Findings")
     slot = st.empty()
     report = _cached_full(result)
+    inputs = media_items(result)  # here, in the page's run: the download may build it later
     with slot.container():
         _show_findings(report or quick_report(loaded, result))
     st.download_button(
         "Download report",
-        data=lambda: full_report(loaded, result).to_html().encode("utf-8"),
+        data=lambda: full_report(loaded, result, inputs).to_html().encode("utf-8"),
         file_name=report_file_name(result),
         mime="text/html",
         key="overview_report",
@@ -113,7 +117,7 @@ def findings_panel(loaded: LoadedModel, result: ExtractionResult) -> Callable[[]
         with st.spinner(
             "Computing the remaining findings (LayerNorm ablation, position probe, decoder scan)…"
         ):
-            full = full_report(loaded, result)
+            full = full_report(loaded, result, inputs)
         with slot.container():
             _show_findings(full)
 

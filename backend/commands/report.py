@@ -1,5 +1,6 @@
 """``isoscope report``: findings, key figures, model card, corpus and settings as one
-self-contained offline HTML file (see :mod:`backend.share.report`)."""
+self-contained offline HTML file (see :mod:`backend.share.report`); ``--images`` / ``--audio``
+give the sections that apply to images and clips, and one line naming those left out."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ from backend.commands.common import (
     ProgressPrinter,
     add_cache_args,
     add_exclude_first_arg,
+    add_input_args,
     add_model_args,
     extract_with_cache,
+    load_inputs,
     load_model_from_args,
     progress_line,
     resolve_exclude_first,
@@ -25,9 +28,7 @@ def add_parser(sub) -> None:
         "report", help="one self-contained HTML report: findings, key figures, model card"
     )
     add_model_args(p)
-    p.add_argument(
-        "--texts", required=True, help=".txt (one text per line), .csv or .jsonl with a text column"
-    )
+    add_input_args(p, ".txt (one text per line), .csv or .jsonl with a text column")
     p.add_argument("--out", required=True, help="output HTML file, e.g. report.html")
     p.add_argument(
         "--pairs",
@@ -70,7 +71,7 @@ def check_html_out(out: str):
 
 def run(args: argparse.Namespace) -> int:
     from backend.commands.common import read_pairs
-    from backend.engine.corpus import load_corpus_file
+    from backend.engine.errors import InputError
     from backend.engine.extraction import ExtractionSettings
     from backend.share.report import ReportSettings, build_report
 
@@ -81,7 +82,9 @@ def run(args: argparse.Namespace) -> int:
         ablation_texts=args.ablation_texts,
         random_controls=args.random_controls,
     )
-    corpus = load_corpus_file(args.texts)
+    if args.pairs and not args.texts:
+        raise InputError("--pairs needs --texts: images and audio have no sentence pairs")
+    corpus = load_inputs(args)
     pairs = read_pairs(args.pairs) if args.pairs else None
     settings = ExtractionSettings(
         max_length=args.max_length,
@@ -101,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
         pairs=pairs,
         in_place=True,
         progress=ProgressPrinter("report sections"),
+        inputs=None if corpus.kind == "text" else corpus.items,
     )
     for section in report.sections:
         if section.skipped is not None:

@@ -45,7 +45,7 @@ def _page(page: str, model: str, kind: str, folder: str) -> AppTest:
 
 def _text(at: AppTest) -> str:
     parts = [m.value for m in at.markdown] + [c.value for c in at.caption]
-    return " ".join(parts + [i.value for i in at.info] + [t.value for t in at.table])
+    return " ".join(parts + [i.value for i in at.info] + [str(t.value) for t in at.table])
 
 
 @pytest.mark.parametrize("page", ["pages/overview.py", "pages/outliers.py"])
@@ -113,3 +113,12 @@ def test_layernorm_ablation_on_media_reports_the_final_state_cosine(image_run, a
     at.button(key="ln_ablation_run").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert any("final-state cosine" in m.label for m in at.metric)
+
+
+def test_image_overview_builds_the_full_report(image_run):
+    """The Overview's full findings for an image analysis: the sections that apply, and the one
+    line of what is left out (sentence similarity needs text)."""
+    at = _page("pages/overview.py", image_run[0], "images", image_run[1])
+    at.button(key="overview_full_findings").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert "Sentence similarity: left out, does not apply" in _text(at)
