@@ -12,12 +12,11 @@ from backend.engine.device import to_numpy
 from backend.engine.extraction.forward import forward_hidden_states, pad_batch, pad_token_id
 from backend.engine.extraction.media import (
     MediaTokens,
-    equal_run,
     is_media,
     media_forward,
     prepare_media,
 )
-from backend.engine.extraction.tokenization import TokenizedCorpus, is_punct, tokenize
+from backend.engine.extraction.tokenization import TokenizedCorpus, equal_run, is_punct, tokenize
 from backend.engine.extraction.types import TokenTable
 from backend.engine.models import LoadedModel
 from backend.engine.pooling import masked_mean

@@ -141,10 +141,3 @@ def media_forward(
     if isinstance(last, torch.Tensor) and last.shape == hidden_states[-1].shape:
         hidden_states[-1] = last  # the final norm's output, as text models name state L
     return tuple(hidden_states)
-
-
-def equal_run(group: np.ndarray, order: np.ndarray, start: int, count: int) -> int:
-    """How many of ``order[start : start + count]`` share the group of ``order[start]`` (>= 1)."""
-    window = group[order[start : start + count]]
-    differs = np.flatnonzero(window != window[0])
-    return int(differs[0]) if len(differs) else len(window)

@@ -42,16 +42,8 @@ def media_hidden_states_cpu(
 
 def ablation_batches(tokenized: TokenizedCorpus, batch_size: int) -> list[np.ndarray]:
     """:func:`backend.engine.extraction.plan_batches`, with each batch of clips that must not be
-    padded (group-norm wav2vec2: ``MediaTokens.group``) split into runs of one length."""
-    batches = plan_batches(tokenized.lengths, batch_size)
-    group = getattr(tokenized, "group", None)
-    if group is None:
-        return batches
-    split = []
-    for batch in batches:
-        for value in dict.fromkeys(group[batch].tolist()):
-            split.append(batch[group[batch] == value])
-    return split
+    padded (group-norm wav2vec2: ``MediaTokens.group``) of one length."""
+    return plan_batches(tokenized.lengths, batch_size, group=getattr(tokenized, "group", None))
 
 
 def cosines(a: torch.Tensor, b: torch.Tensor) -> np.ndarray:
