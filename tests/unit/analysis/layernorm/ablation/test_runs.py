@@ -26,8 +26,8 @@ def test_ablation_batches_and_pads_with_the_extraction_helpers(tiny_loaded, monk
 
     planned, padded_widths = [], []
 
-    def spy_plan(lengths, batch_size, token_budget=None):
-        batches = plan_batches(lengths, batch_size, token_budget)
+    def spy_plan(lengths, batch_size, token_budget=None, group=None):
+        batches = plan_batches(lengths, batch_size, token_budget, group)
         planned.append([b.tolist() for b in batches])
         return batches
 
