@@ -129,11 +129,8 @@ def run(args: argparse.Namespace) -> int:
         from backend.engine.saved import check_save_target
 
         check_save_target(args.save)  # a bad path fails before the extraction, not after
-    if args.engine == "ray" and not args.texts:
-        raise InputError(
-            "--engine ray reads --texts only; run images and audio with --engine local"
-        )
-    corpus = load_inputs(args) if args.engine == "local" else None
+    # Ray reads a text corpus as a dataset itself; images and audio are read here, as locally
+    corpus = load_inputs(args) if args.engine == "local" or not args.texts else None
     settings = ExtractionSettings(
         max_length=args.max_length,
         batch_size=args.batch_size,
@@ -145,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
     )
     if args.engine == "ray":
         settings = replace(settings, exclude_first=resolve_exclude_first(args))
-        result = run_ray(args, settings)
+        result = run_ray(args, settings, corpus)
     else:
         loaded = load_model_from_args(args)
         settings = replace(settings, exclude_first=resolve_exclude_first(args, loaded))
@@ -169,8 +166,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_ray(args: argparse.Namespace, settings):
-    """The extraction on Ray (backend.engine.ray_engine): the corpus path is read as a Ray dataset."""
+def run_ray(args: argparse.Namespace, settings, media=None):
+    """The extraction on Ray (backend.engine.ray_engine): the corpus path is read as a Ray dataset;
+    ``media``: the images / clips already read (the driver ships them to the workers)."""
     from backend.engine.errors import InputError
     from backend.engine.ray_engine import ModelSpec, RayOptions, run_ray_extraction
 
@@ -184,8 +182,10 @@ def run_ray(args: argparse.Namespace, settings):
         raise InputError(f"--engine ray runs workers on cpu or cuda, not {device!r}")
     spec = ModelSpec(args.model, device, args.dtype, args.allow_pickle)
     options = RayOptions(address=args.ray_address, workers=args.workers, gpus_per_worker=gpus)
-    progress = ProgressPrinter(f"extracting on Ray ({args.ray_address}), texts")
-    result = run_ray_extraction(spec, args.texts, settings, options, progress)
+    unit = "texts" if media is None else {"image": "images", "audio": "clips"}[media.kind]
+    progress = ProgressPrinter(f"extracting on Ray ({args.ray_address}), {unit}")
+    corpus = args.texts if media is None else media
+    result = run_ray_extraction(spec, corpus, settings, options, progress)
     engine = result.extra.get("engine", {})
     progress_line(
         f"engine: ray · {engine.get('workers')} worker(s) on {device} · model "

@@ -14,6 +14,9 @@
    ``concurrency=`` argument is deprecated there). Each actor loads the model once, on its GPU
    (``num_gpus=G``) or CPU, and returns per-chunk partial statistics and sample candidates,
    never hidden states.
+   Images and audio clips (``--images`` / ``--audio``): the driver reads the folder as the local
+   engine does (same limits and notices), plans the batches with the model's layout, and ships
+   each chunk's decoded items to the actors.
 3. The driver merges the partials as they arrive (Chan et al.'s parallel update, exact to float64
    rounding; see METHODS.md section 9) and finishes the result exactly as the local engine does.
 
@@ -260,6 +263,11 @@ def _norm(path: str) -> str:
     return str(Path(path.removeprefix("local://")).resolve())
 
 
+def is_media_corpus(corpus: Any) -> bool:
+    """Images or clips (:class:`backend.engine.inputs.MediaCorpus`) rather than texts."""
+    return getattr(corpus, "kind", "text") != "text"
+
+
 @dataclass(frozen=True)
 class Plan:
     """The local engine's batches, grouped into chunks (one Ray task each).
@@ -274,18 +282,35 @@ class Plan:
     chunks: list[np.ndarray]
     threshold: int | None
     num_tokens: int
+    notes: tuple[str, ...] = ()  # the model's layout notes (ViTMAE's masking turned off, ...)
 
 
 def plan_chunks(
     spec: ModelSpec, corpus: Corpus, settings: Any, workers: int, *, max_chunks: int = 4
 ) -> Plan:
-    """Tokenize on the driver (tokenizer and config only, no weights) and plan the work."""
+    """Tokenize on the driver (tokenizer and config only, no weights) and plan the work.
+
+    Images and clips: their token counts come from the model's layout and feature encoder, so the
+    driver loads the model on its CPU once to plan (the workers still run every forward pass).
+    """
     from backend.engine.extraction import plan_batches, token_priority, tokenize
 
-    stand_in = planning_model(spec.source)
-    tokenized = tokenize(stand_in, corpus.texts, settings.max_length)
+    notes: tuple[str, ...] = ()
+    group = None
+    if is_media_corpus(corpus):
+        from backend.engine.extraction.media import prepare_media
+        from backend.engine.models import load_model
+
+        stand_in = load_model(
+            spec.source, device="cpu", dtype="float32", allow_pickle=spec.allow_pickle
+        )
+        tokenized = prepare_media(stand_in, list(corpus.items))
+        group, notes = tokenized.group, tuple(stand_in.layout.notes)
+    else:
+        stand_in = planning_model(spec.source)
+        tokenized = tokenize(stand_in, corpus.texts, settings.max_length)
     lengths = tokenized.lengths
-    batches = plan_batches(lengths, settings.batch_size, settings.token_budget)
+    batches = plan_batches(lengths, settings.batch_size, settings.token_budget, group)
     # about max_chunks tasks per worker: load balance, progress and cheap retries
     target = max(1, math.ceil(len(corpus) / (max_chunks * workers)))
     chunks: list[np.ndarray] = []
@@ -317,7 +342,7 @@ def plan_chunks(
     if 0 < k < total:
         priority = token_priority(settings.seed, text_ids, positions)
         threshold = int(np.partition(priority, k - 1)[k - 1])
-    return Plan(chunks, threshold, total)
+    return Plan(chunks, threshold, total, notes)
 
 
 def planning_model(source: str) -> Any:
@@ -362,14 +387,22 @@ def planning_model(source: str) -> Any:
 
 
 def work_dataset(ray_module: Any, corpus: Corpus, plan: Plan) -> Any:
-    """One row per chunk (``text_ids`` and ``texts`` as JSON), so a Ray task never splits one."""
+    """One row per chunk (``text_ids`` and ``texts`` as JSON), so a Ray task never splits one.
+    Images and clips travel decoded, pickled (``items``): the driver read the folder, so the
+    workers need no access to it."""
     import json
+    import pickle
 
+    media = is_media_corpus(corpus)
     rows = [
         {
             "chunk": i,
             "text_ids": json.dumps([int(t) for t in chunk]),
-            "texts": json.dumps([corpus.texts[int(t)] for t in chunk]),
+            **(
+                {"items": pickle.dumps([corpus.items[int(t)] for t in chunk])}
+                if media
+                else {"texts": json.dumps([corpus.texts[int(t)] for t in chunk])}
+            ),
         }
         for i, chunk in enumerate(plan.chunks)
     ]
@@ -423,11 +456,15 @@ class ExtractWorker:
 
         if self.batch_delay_s:
             time.sleep(self.batch_delay_s)
+        import pickle
+
+        media = "items" in batch
         parts = []
-        for ids_json, texts_json in zip(batch["text_ids"], batch["texts"], strict=True):
+        payloads = batch["items"] if media else batch["texts"]
+        for ids_json, payload in zip(batch["text_ids"], payloads, strict=True):
             part = extract_partial(
                 self.loaded,
-                json.loads(texts_json),
+                pickle.loads(bytes(payload)) if media else json.loads(payload),
                 self.settings,
                 text_ids=np.asarray(json.loads(ids_json), dtype=np.int64),
             )
@@ -499,7 +536,9 @@ def run_ray_extraction(
 ) -> Any:
     """The :class:`ExtractionResult` of ``spec`` on ``corpus``, computed on Ray (module doc).
 
-    ``corpus`` is a :class:`Corpus` or a path (file or folder of shards) read as a Ray dataset.
+    ``corpus`` is a :class:`Corpus` or a path (file or folder of shards) read as a Ray dataset,
+    or images / clips (a :class:`backend.engine.inputs.MediaCorpus` the driver has read), which
+    the workers receive decoded.
     Equals :func:`backend.engine.extraction.extract` on the same corpus and settings: statistics to float64
     rounding, the token sample exactly. ``batch_delay_s`` is for fault-injection tests only.
     """
@@ -509,7 +548,7 @@ def run_ray_extraction(
     options = options or RayOptions()
     started = time.perf_counter()
     with ray_session(options) as ray:
-        if not isinstance(corpus, Corpus):
+        if not isinstance(corpus, Corpus) and not is_media_corpus(corpus):
             corpus = read_corpus(ray, corpus)
         workers = pool_size(ray, options)
         plan = plan_chunks(spec, corpus, settings, workers)
@@ -525,6 +564,7 @@ def run_ray_extraction(
             )
     from backend.engine.extraction import finish
 
+    partial.notices[:0] = [n for n in plan.notes if n not in partial.notices]  # as extract() does
     result = finish(partial, corpus, seconds=time.perf_counter() - started)
     extra = dict(result.extra)
     extra["engine"] = {

@@ -48,3 +48,19 @@ def test_bad_inputs_are_one_line_and_exit_2(run_analyze, tmp_path):
     image_folder(tmp_path / "imgs", count=1)
     proc = run_analyze("--images", str(tmp_path / "imgs"), "--out", out, cache_dir=tmp_path)
     assert proc.returncode == 2 and "reads text, not image" in proc.stderr
+
+
+def test_analyze_an_image_folder_on_ray(run_analyze, tmp_path):
+    """``--engine ray --images``: the driver reads the folder, one local Ray worker extracts."""
+    model = save_image_model("vit", tmp_path / "model")
+    images = image_folder(tmp_path / "images")
+    out = tmp_path / "out.json"
+    proc = run_analyze(
+        "--model", str(model), "--images", str(images), "--out", str(out), "--sample-size", "40",
+        "--engine", "ray", "--ray-address", "local", "--workers", "1", "--device", "cpu",
+        cache_dir=tmp_path / "cache",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out.read_text())
+    assert report["corpus"]["kind"] == "image" and report["corpus"]["num_texts"] == 3
+    assert "engine: ray" in proc.stderr and "images" in proc.stderr
