@@ -13,7 +13,10 @@ main controls live in the URL (``st.query_params``).
 
 Never in a link: the pickle opt-in, the device and dtype (they stay the server's defaults), and an
 uploaded file (its bytes cannot travel in a URL; such links open the bundled corpus). Pasted text
-travels when it is at most :data:`MAX_PASTED_CHARS` characters.
+travels when it is at most :data:`MAX_PASTED_CHARS` characters. Images and audio travel as
+``corpus=images`` / ``corpus=audio`` (the bundled demo set) plus ``folder=PATH`` where the server
+reads folders of its own (never in shared mode, :mod:`ui.access`; a folder link opened there
+names the folder as invalid and opens the demo set).
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ NOTICE_KEY = "links_notice"
 STATE_KEY = "links_state"  # the link's hidden state, until a page with a state control uses it
 TABS_KEY = "links_tabs"  # tab groups the link chose a tab for, until their page checks it
 MAX_PASTED_CHARS = 2000
-CORPUS_KINDS = ("bundled", "paste")
+CORPUS_KINDS = ("bundled", "paste", "images", "audio")
+MEDIA_LINK_KINDS = ("images", "audio")  # the sidebar's corpus kinds for folders of files
 
 
 def _controls(page: str) -> dict[str, Options | Interval | Tab]:
@@ -119,6 +123,9 @@ def apply_link(pages: Sequence[Any], current: Any) -> None:
             selection = replace(selection, corpus_kind="bundled", corpus_text="")
         elif corpus == "paste" and text.strip() and len(text) <= MAX_PASTED_CHARS:
             selection = replace(selection, corpus_kind="paste", corpus_text=text)
+        elif corpus in MEDIA_LINK_KINDS:
+            folder = _media_folder(corpus, params.get("folder", "").strip(), bad)
+            selection = replace(selection, corpus_kind=corpus, corpus_text=folder)
         else:
             bad.append(
                 f"corpus {corpus!r}"
@@ -157,6 +164,22 @@ def apply_link(pages: Sequence[Any], current: Any) -> None:
         )
     if target_path != (current.url_path or "overview"):
         st.switch_page(target)
+
+
+def _media_folder(kind: str, folder: str, bad: list[str]) -> str:
+    """A link's image / audio folder: "" (the demo set) unless the server reads folders of its own
+    and this one exists; a refused folder is named in the one-line notice."""
+    from ui import access
+
+    if not folder:
+        return ""
+    if not access.policy().server_paths:
+        bad.append(f"folder {folder!r} (this shared server opens only its bundled demo {kind})")
+        return ""
+    if not Path(folder).expanduser().is_dir():
+        bad.append(f"folder {folder!r}")
+        return ""
+    return folder
 
 
 def _apply_model_b(source: str, model_a: str, bad: list[str]) -> None:
@@ -246,6 +269,12 @@ def link_params(page_path: str, selection: Selection) -> dict[str, str]:
     if selection.corpus_kind == "paste" and len(selection.corpus_text) <= MAX_PASTED_CHARS:
         params["corpus"] = "paste"
         params["texts"] = selection.corpus_text
+    elif selection.corpus_kind in MEDIA_LINK_KINDS:
+        from ui import access
+
+        params["corpus"] = selection.corpus_kind
+        if selection.corpus_text and access.policy().server_paths:
+            params["folder"] = selection.corpus_text
     else:
         params["corpus"] = "bundled" if selection.corpus_kind != "upload" else "upload"
     for key in _controls(page_path):

@@ -135,3 +135,20 @@ def test_a_visitors_corpus_beyond_the_text_limit_is_refused_by_name(shared_env):
     at.run()
     assert not at.exception
     assert any("text limit" in e.value for e in at.error)
+
+
+def test_a_link_to_an_image_folder_opens_the_demo_set(shared_env, tmp_path):
+    """Shared mode: a link may name the bundled demo images, never a folder of the server."""
+    from tests.media_models import image_folder
+
+    folder = str(image_folder(tmp_path / "imgs", 2))
+    at = AppTest.from_file(APP, default_timeout=600)
+    for key, value in {"page": "overview", "model": "random:vit", "corpus": "images"}.items():
+        at.query_params[key] = value
+    at.query_params["folder"] = folder
+    at.run()
+    assert not at.exception
+    assert any(
+        "this shared server opens only its bundled demo images" in w.value for w in at.warning
+    )
+    assert "folder" not in {k for k in at.query_params}

@@ -190,3 +190,24 @@ def test_the_quantization_pages_controls_travel_in_the_link():
     assert {k: params[k] for k in link} == link
     bad = open_link(page="quant", model="random:bert", quant_keep="9999")
     assert any("quant_keep" in w.value for w in bad.warning)
+
+
+TINY_VIT = "random:vit:layers=2,width=32,heads=2"
+
+
+def test_an_image_demo_link_opens_the_overview_and_round_trips():
+    at = open_link(page="overview", model=TINY_VIT, corpus="images")
+    assert not at.error and not at.warning, [e.value for e in at.error]
+    link = _params(at)
+    assert link["corpus"] == "images" and "folder" not in link and link["model"] == TINY_VIT
+
+
+def test_an_image_folder_travels_where_the_server_reads_folders(tmp_path):
+    from tests.media_models import image_folder
+
+    folder = str(image_folder(tmp_path / "imgs", 2))
+    at = open_link(page="overview", model=TINY_VIT, corpus="images", folder=folder)
+    assert not at.warning, [w.value for w in at.warning]
+    assert _params(at)["folder"] == folder
+    missing = open_link(page="overview", model=TINY_VIT, corpus="audio", folder="/no/such/dir")
+    assert any("folder '/no/such/dir'" in w.value for w in missing.warning)
