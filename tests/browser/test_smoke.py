@@ -208,9 +208,9 @@ def _screenshot(page, name: str, tmp_path: Path) -> Path:
     return path
 
 
-def _open(browser, server, stem: str):
+def _open(browser, server, stem: str, query: str = ""):
     page = browser.new_page(viewport=VIEWPORT)
-    url = server["base"] + ("/" if stem == PAGES[0][0] else f"/{stem}")
+    url = server["base"] + ("/" if stem == PAGES[0][0] else f"/{stem}") + query
     page.goto(url, wait_until="domcontentloaded", timeout=60_000)
     try:
         _wait_until_idle(page, PAGE_TIMEOUT_S)
@@ -296,5 +296,23 @@ def test_shared_mode_overview_renders_without_the_operators_controls(browser, sh
         custom.press("Enter")
         sidebar.get_by_text("a path typed here is not opened").first.wait_for(timeout=60_000)
         _screenshot(page, "overview_shared", Path(shared_server["log"]).parent)
+    finally:
+        page.close()
+
+
+def test_an_image_analysis_opens_from_a_link(browser, server, tmp_path):
+    """A link to a small random ViT on the bundled demo images (ui/links.py): the Overview runs
+    the image analysis and draws without an exception; the corpus is the demo set, the model a
+    ViT."""
+    query = "?page=overview&model=random:vit:layers%3D2,width%3D32,heads%3D2&corpus=images"
+    page = _open(browser, server, "overview", query)
+    try:
+        _assert_no_exception(page, "overview (images)")
+        assert "Overview" in page.locator("h1").first.inner_text()
+        main = page.locator('[data-testid="stMain"]')
+        assert main.get_by_text("bundled sample images").count() >= 1, "not the demo images"
+        assert main.get_by_text("ViTModel").count() >= 1, "not the ViT"
+        assert page.locator('[data-testid="stPlotlyChart"]').count() >= 1
+        _screenshot(page, "overview_images", tmp_path)
     finally:
         page.close()
