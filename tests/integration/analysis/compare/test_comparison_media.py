@@ -99,3 +99,22 @@ def test_compare_cli_refuses_pairs_for_audio(media, tmp_path):
     )  # fmt: skip
     assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0
     assert "--pairs needs --texts" in proc.stderr
+
+
+def test_a_checkpoint_trajectory_on_images(media, tmp_path):
+    """The Compare page's trajectory tab is generic: checkpoints of a ViT on an image folder."""
+    import shutil
+
+    from backend.analysis.compare.trajectory import resolve_checkpoints, run_trajectory
+    from backend.engine.cache import ResultCache
+
+    run = tmp_path / "run"
+    for step in (10, 20):
+        shutil.copytree(media["vit"], run / f"checkpoint-{step}")
+    images = load_media_folder(media["images"], "image")
+    t = run_trajectory(
+        resolve_checkpoints([str(run)]), images, SETTINGS, device="cpu",
+        cache=ResultCache(tmp_path / "cache"),
+    )  # fmt: skip
+    assert not t.errors and t.steps == [10, 20]
+    assert len(t.points[0].ln_gamma_flags) >= 2  # LayerNorms traced from an image
