@@ -35,10 +35,10 @@ from ui.charts import live_chart
 from ui.common import (
     download_buttons,
     explainer,
-    get_corpus,
     get_model,
     get_selection,
     load_or_stop,
+    media_corpus_of,
 )
 from ui.inputs import MEDIA_NOUN
 from ui.ranges import LN_K, LN_SHARE
@@ -231,7 +231,15 @@ UNIT = {"text": "Texts", "image": "Images", "audio": "Clips"}[KIND]
 
 def ablation_inputs(count: int):
     """The first ``count`` texts, or images / clips of the sidebar's folder."""
-    return tuple(texts_all[:count]) if KIND == "text" else get_corpus().head(count)
+    if KIND == "text":
+        return tuple(texts_all[:count])
+    corpus = media_corpus_of(result)
+    if corpus is None:
+        raise IsoscopeError(
+            f"this analysis keeps only the names of its {MEDIA_NOUN[KIND]}; choose their folder in "
+            "the sidebar and run the analysis to ablate on them"
+        )
+    return corpus.head(count)
 
 
 site_names = [s.name for s in sites]

@@ -117,15 +117,22 @@ def get_corpus(selection: Selection | None = None) -> Corpus:
     return corpus
 
 
-def media_items(result: ExtractionResult) -> tuple | None:
-    """The sidebar's images / clips when ``result`` read them (a result names its items by path
-    only, so views that rerun the model take them from here); None for text."""
+def media_corpus_of(result: ExtractionResult):
+    """The sidebar's image / audio corpus when ``result`` read it (a result names its items by
+    path only, so views that rerun the model take them from here); None for text, and for a saved
+    analysis whose items are not the sidebar's."""
     from backend.analysis.geometry.projections import input_kind
 
     if input_kind(result) == "text":
         return None
     corpus = get_corpus()
-    return corpus.items if corpus.sha == result.corpus_sha else None  # (a saved analysis: none)
+    return corpus if corpus.sha == result.corpus_sha else None
+
+
+def media_items(result: ExtractionResult) -> tuple | None:
+    """The items of :func:`media_corpus_of` (None for text or when they are not at hand)."""
+    corpus = media_corpus_of(result)
+    return None if corpus is None else corpus.items
 
 
 # ----------------------------------------------------------------------------- extraction
@@ -232,7 +239,7 @@ def get_extraction(
     if saved is not None and source in (None, saved.model.get("source")):
         return saved_model(saved, lambda source: get_model(source=source)), saved
     loaded = get_model(sel, source=source)
-    corpus = saved_corpus(saved) if saved is not None else get_corpus(sel)
+    corpus = _saved_inputs(saved) if saved is not None else get_corpus(sel)
     key = extraction_key(loaded, corpus, sel.settings)
     store = _extraction_store()
     result = store.get(key)
@@ -253,6 +260,22 @@ def get_extraction(
         label = f"Extracting hidden states of {loaded.info.display_name}:"
         result = shared_run("extract:" + key, label, compute, heavy=not on_disk, unit="texts")
     return loaded, result
+
+
+def _saved_inputs(saved: ExtractionResult):
+    """What another model runs on beside a saved analysis: its texts, or (images / audio, which
+    a saved analysis names by path only) the sidebar's folder when it holds the same items."""
+    from backend.analysis.geometry.projections import input_kind
+
+    if input_kind(saved) == "text":
+        return saved_corpus(saved)
+    corpus = media_corpus_of(saved)
+    if corpus is None:
+        raise IsoscopeError(
+            "this saved analysis keeps only the names of its images or clips; choose their folder "
+            "in the sidebar and run the analysis to run another model on them"
+        )
+    return corpus
 
 
 def memo(name: str, key_parts: tuple, compute: Callable[[], Any]) -> Any:

@@ -122,3 +122,21 @@ def test_image_overview_builds_the_full_report(image_run):
     at.button(key="overview_full_findings").click().run()
     assert not at.exception, [e.value for e in at.exception]
     assert "Sentence similarity: left out, does not apply" in _text(at)
+
+
+def test_image_compare_with_a_model_that_cuts_other_tokens(image_run, tmp_path):
+    """DINOv2 with registers (A) against a ViT (B, typed): no shared token sample, so CKA pools
+    one vector per image, from the sidebar's images."""
+    vit = str(save_image_model("vit", tmp_path / "vit"))
+    at = _page("pages/compare.py", image_run[0], "images", image_run[1])
+    model_b = at.selectbox(key="cmp_model_b")
+    model_b.set_value(next(o for o in model_b.options if "local folder" in o)).run()
+    at.text_input(key="cmp_model_b_custom").input(vit).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert "mean-pooled item vectors" in _text(at)
+
+
+def test_audio_compare_against_the_random_init_copy(audio_run):
+    at = _page("pages/compare.py", audio_run[0], "audio", audio_run[1])
+    assert not at.error, [e.value for e in at.error]
+    assert "STS by state does not apply" in _text(at) and "audio clips" in _text(at)

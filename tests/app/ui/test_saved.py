@@ -113,3 +113,20 @@ def test_close_and_bad_files(tmp_path, gone_model_run):
     at.button(key="saved_open").click().run()
     assert not at.exception
     assert any("Cannot open this saved analysis" in e.value for e in at.error)
+
+
+def test_a_saved_image_analysis_on_compare_asks_for_its_folder(tmp_path):
+    """A saved image analysis names its images by path only: Compare's model B says to choose
+    their folder (the sidebar's corpus is text here), instead of reading the paths as text."""
+    from backend.engine.inputs import load_media_folder
+    from tests.media_models import image_folder, save_image_model
+
+    checkpoint = save_image_model("vit", tmp_path / "vit")
+    images = load_media_folder(image_folder(tmp_path / "imgs", 2), "image")
+    loaded = load_model(str(checkpoint), device="cpu")
+    result = extract(loaded, images, ExtractionSettings(sample_size=30))
+    path = save_analysis(result, tmp_path / "imgs.isoscope")
+    at = _open(AppTest.from_file(APP, default_timeout=TIMEOUT), path)
+    at.switch_page("pages/compare.py").run()
+    assert not at.exception, at.exception
+    assert "keeps only the names of its images" in _texts(at)
