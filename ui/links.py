@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import streamlit as st
 
 from ui.common import Selection, get_selection
+from ui.inputs import MEDIA_KINDS
 from ui.session import SELECTION_KEY
 
 if TYPE_CHECKING:
@@ -39,8 +40,8 @@ NOTICE_KEY = "links_notice"
 STATE_KEY = "links_state"  # the link's hidden state, until a page with a state control uses it
 TABS_KEY = "links_tabs"  # tab groups the link chose a tab for, until their page checks it
 MAX_PASTED_CHARS = 2000
-CORPUS_KINDS = ("bundled", "paste", "images", "audio")
-MEDIA_LINK_KINDS = ("images", "audio")  # the sidebar's corpus kinds for folders of files
+MEDIA_LINK_KINDS = tuple(MEDIA_KINDS)  # the sidebar's corpus kinds for folders of files
+CORPUS_KINDS = ("bundled", "paste", *MEDIA_LINK_KINDS)  # the corpus choices a link may name
 
 
 def _controls(page: str) -> dict[str, Options | Interval | Tab]:
