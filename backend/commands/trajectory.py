@@ -13,9 +13,11 @@ import argparse
 from backend.commands.common import (
     ProgressPrinter,
     add_cache_args,
+    add_input_args,
     add_model_args,
     check_cache_args,
     check_out_path,
+    load_inputs,
     progress_line,
     write_json,
 )
@@ -32,9 +34,7 @@ def add_parser(sub) -> None:
         nargs="+",
         help="a folder of checkpoint-STEP/ (or stepSTEP/) folders, or several checkpoint folders",
     )
-    p.add_argument(
-        "--texts", required=True, help=".txt (one text per line), .csv or .jsonl with a text column"
-    )
+    add_input_args(p, ".txt (one text per line), .csv or .jsonl with a text column")
     p.add_argument("--out", required=True, help="output JSON file")
     add_model_args(p, source=False)  # the checkpoints name the models
     p.add_argument("--sample-size", type=int, default=8000, help="token vectors kept for cosines")
@@ -46,14 +46,14 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from backend.analysis.compare.trajectory import resolve_checkpoints, run_trajectory
     from backend.engine.cache import ResultCache
-    from backend.engine.corpus import load_corpus_file
     from backend.engine.errors import InputError
     from backend.engine.extraction import ExtractionSettings
+    from backend.engine.inputs import KIND_NOUNS
 
     out = check_out_path(args.out)
     check_cache_args(args)
     checkpoints = resolve_checkpoints(args.checkpoints)
-    corpus = load_corpus_file(args.texts)
+    corpus = load_inputs(args)
     settings = ExtractionSettings(
         max_length=args.max_length,
         batch_size=args.batch_size,
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         use_cache=not args.no_cache,
         seed=args.seed,
         on_checkpoint=progress_line,
-        extract_progress=ProgressPrinter(f"extracting {len(corpus)} texts"),
+        extract_progress=ProgressPrinter(f"extracting {len(corpus)} {KIND_NOUNS[corpus.kind]}"),
     )
     if trajectory.points:
         write_json(out, trajectory.to_json())

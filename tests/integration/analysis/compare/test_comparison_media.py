@@ -118,3 +118,19 @@ def test_a_checkpoint_trajectory_on_images(media, tmp_path):
     )  # fmt: skip
     assert not t.errors and t.steps == [10, 20]
     assert len(t.points[0].ln_gamma_flags) >= 2  # LayerNorms traced from an image
+
+
+def test_trajectory_cli_on_an_image_folder(media, tmp_path):
+    import shutil
+
+    run = tmp_path / "run"
+    for step in (1, 2):
+        shutil.copytree(media["vit"], run / f"checkpoint-{step}")
+    out = tmp_path / "traj.json"
+    proc = run_backend(
+        "trajectory", "--checkpoints", str(run), "--images", str(media["images"]), "--out", str(out),
+        "--device", "cpu", "--sample-size", "60", cache_dir=tmp_path / "cache",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "extracting 4 images" in proc.stderr
+    assert len(json.loads(out.read_text())["checkpoints"]) == 2
