@@ -62,6 +62,7 @@ from backend.analysis.geometry.similarity import (
     word_vectors,
 )
 from backend.analysis.layernorm.ablation import AblationReport, SweepResult, run_ablation, sweep
+from backend.analysis.positional.grid import GridProbe, grid_probe, patch_cosines
 from backend.analysis.positional.nope import (
     NopeSettings,
     VarianceCurves,
@@ -86,6 +87,7 @@ from backend.engine.extraction import (
     encode_text,
     mean_pooled,
 )
+from backend.engine.layout import PatchPositionTable, patch_position_table
 from backend.engine.models import LoadedModel, random_like
 from backend.plots.outliers import (
     dimension_by_category,
@@ -544,6 +546,24 @@ def position_report(loaded: LoadedModel, n: int, offset: int) -> PositionTableRe
 def position_probe(result: ExtractionResult, settings: ProbeSettings, *, progress) -> ProbeResult:
     """Linear position probes per hidden state (Luo et al. 2021, section 4)."""
     return probe_result(result, settings, progress)
+
+
+@cached
+def patch_table(loaded: LoadedModel) -> PatchPositionTable | None:
+    """The position embeddings an image model adds to its patches (None: it adds none)."""
+    return patch_position_table(loaded.encoder, loaded.layout)
+
+
+@cached
+def patch_similarities(loaded: LoadedModel) -> np.ndarray:
+    """(rows, cols, rows, cols) cosines between patch position embeddings (ViT paper, Fig. 7)."""
+    return patch_cosines(patch_table(loaded))
+
+
+@heavy("Training row / column probes:")
+def patch_grid_probe(result: ExtractionResult, settings: ProbeSettings, *, progress) -> GridProbe:
+    """The patch row and column probes per hidden state of an image analysis."""
+    return grid_probe(result, settings, progress)
 
 
 @heavy("Decomposing first-layer logits:", "texts")

@@ -66,10 +66,10 @@ def media_corpus(corpus_kind: str, path: str) -> MediaCorpus:
     return _cached_folder(kind, path, _stamp(kind, path))
 
 
-def text_only(
+def applies_to_text(
     result: ExtractionResult, what: str, why: str = "reads sentences and their words"
-) -> None:
-    """Stop a view that needs text when the analysis read images or audio, in one line."""
+) -> bool:
+    """True for a text analysis; else one line saying why the view ``what`` does not apply."""
     kind = input_kind(result)
     if kind != "text":
         st.info(
@@ -78,4 +78,13 @@ def text_only(
             "in the sidebar.",
             icon=":material/block:",
         )
+        return False
+    return True
+
+
+def text_only(
+    result: ExtractionResult, what: str, why: str = "reads sentences and their words"
+) -> None:
+    """Stop a view that needs text when the analysis read images or audio, in one line."""
+    if not applies_to_text(result, what, why):
         st.stop()
