@@ -8,9 +8,10 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from backend.analysis.decoder.highnorm import HIGH_NORM_FACTOR, ImageScan, model_view, scan_images
+from backend.analysis.decoder.highnorm import HIGH_NORM_FACTOR, ImageScan, scan_images
 from backend.analysis.decoder.massive import peak_state
 from backend.engine.errors import IsoscopeError
+from backend.engine.extraction.media import model_view
 from backend.engine.models import LoadedModel
 from backend.plots.decoder import magnitudes_by_layer_figure, massive_frame
 from backend.plots.highnorm import (

@@ -175,19 +175,3 @@ def scan_images(
         prefix=len(layout.prefix),
         seconds=time.perf_counter() - started,
     )
-
-
-def model_view(loaded: LoadedModel, item: MediaItem) -> np.ndarray:
-    """The image as the model sees it, uint8 (H, W, 3): the processor's resize and crop, its
-    normalisation undone (``image_mean`` / ``image_std`` / ``rescale_factor`` of the processor),
-    so that patch (r, c) covers pixels [r*p, (r+1)*p) x [c*p, (c+1)*p)."""
-    processor = loaded.processor
-    pixels = processor(images=[item.data], return_tensors="np")["pixel_values"][0]  # (3, H, W)
-    pixels = np.asarray(pixels, dtype=np.float64)
-    if getattr(processor, "do_normalize", False):
-        mean = np.asarray(getattr(processor, "image_mean", 0.0), dtype=np.float64).reshape(-1, 1, 1)
-        std = np.asarray(getattr(processor, "image_std", 1.0), dtype=np.float64).reshape(-1, 1, 1)
-        pixels = pixels * std + mean
-    if getattr(processor, "do_rescale", False):
-        pixels = pixels / float(getattr(processor, "rescale_factor", 1 / 255))
-    return np.clip(np.rint(pixels), 0, 255).astype(np.uint8).transpose(1, 2, 0)

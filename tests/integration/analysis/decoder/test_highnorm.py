@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from backend.analysis.decoder.highnorm import model_view, scan_images
+from backend.analysis.decoder.highnorm import scan_images
 from backend.engine.errors import InputError
-from backend.engine.extraction.media import media_forward, prepare_media
+from backend.engine.extraction.media import media_forward, model_view, prepare_media
 from backend.engine.inputs import load_media_folder
 from backend.engine.models import load_model
 from tests.media_models import image_folder, save_image_model
