@@ -288,6 +288,13 @@ def probe_tab() -> None:
     if input_kind(result) == "image":
         grid_probe_view(result)
         return
+    if input_kind(result) == "audio":
+        fps = result.model.get("frames_per_second")
+        st.caption(
+            "Audio: a frame's position is its index in the clip"
+            + (f" ({1000 / fps:g} ms per frame)" if fps else "")
+            + ", and clips (not frames) are split into training and held-out sets."
+        )
     explainer(
         "What is this / references",
         f"""

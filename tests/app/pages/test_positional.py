@@ -246,3 +246,9 @@ def test_audio_says_what_applies(media):
     assert any("convolutional relative position embedding" in i.value for i in at.info)
     at = _media_page(media["wav2vec2"], "audio", media["audio"], "TUPE decomposition")
     assert any("does not apply" in i.value and "audio" in i.value for i in at.info)
+
+
+def test_audio_probe_reads_the_frame_index(media):
+    """Luo's probe applies to audio as it is: a frame's position is its index in the clip."""
+    at = _media_page(media["wav2vec2"], "audio", media["audio"], "Position probe")
+    assert any("Position probe accuracy" in t for t in _titles(at))
