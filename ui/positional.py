@@ -209,6 +209,13 @@ Source: {SOURCES["vit"]}.
         f"`{table.path}`: {table.prefix_rows} prefix row(s) ({prefix}) and {rows}x{cols} patch rows"
         + (f"; {', '.join(unplaced)} get no position embedding" if unplaced else "")
         + "."
+        + (
+            f" The table is the model's own {rows}x{cols} grid; for this "
+            f"{table.interpolated_to[0]}x{table.interpolated_to[1]}-patch input the model "
+            "interpolates it."
+            if table.interpolated_to
+            else ""
+        )
     )
     if table.is_zero:
         st.info(

@@ -266,12 +266,14 @@ class PatchPositionTable:
     table rows before the patches (ViT's [CLS] row; DeiT's [CLS] and [DIST]; DINOv2's registers
     get none); ``path``: the parameter's dotted name. Whether it was trained cannot be read from
     the parameter (ViTMAE's fixed sine-cosine table is one too, and a model built without its
-    init holds zeros there: :attr:`is_zero`)."""
+    init holds zeros there: :attr:`is_zero`). ``interpolated_to``: the processed image's grid
+    when the table has another one (the model resizes it on the fly; ``grid`` is the table's)."""
 
     patches: np.ndarray
     grid: tuple[int, int]
     prefix_rows: int
     path: str
+    interpolated_to: tuple[int, int] | None = None
 
     @property
     def is_zero(self) -> bool:
@@ -284,27 +286,47 @@ def patch_position_table(model: torch.nn.Module, layout: InputLayout) -> PatchPo
     (BEiT's relative bias: :func:`position_scheme_note` says what it uses). A candidate is a
     parameter of ``hidden_size`` columns whose row count is the patch count plus at most the
     prefix tokens; among several the one named for positions wins (a register block can have
-    the same shape on a tiny grid)."""
+    the same shape on a tiny grid). Failing that, a parameter named for positions whose rows
+    after at most the prefix count form a square grid is the table of another resolution that
+    the model interpolates to the processed image's grid (DINOv2 keeps 37x37 for 518 px and
+    reads 224 px images): it is returned on its own grid (``interpolated_to`` the layout's)."""
     if layout.modality != "image" or not layout.grid:
         return None
     patches = layout.grid[0] * layout.grid[1]
     width = int(getattr(model.config, "hidden_size", 0) or 0)
     candidates: list[tuple[bool, str, torch.Tensor]] = []
+    other_grid: list[tuple[str, torch.Tensor, int]] = []
     for name, param in model.named_parameters():
         rows = param.reshape(-1, param.shape[-1]) if param.dim() >= 2 else None
         if rows is None or rows.shape[-1] != width or param.dim() > 2 and param.shape[0] != 1:
             continue
-        if patches <= rows.shape[0] <= patches + len(layout.prefix) and rows.shape[0] >= 2:
+        count = int(rows.shape[0])
+        if patches <= count <= patches + len(layout.prefix) and count >= 2:
             candidates.append(("position" in name.lower(), name, param))
-    if not candidates:
+        elif "position" in name.lower():
+            sides = [
+                math.isqrt(count - k)
+                for k in range(min(len(layout.prefix), count - 4) + 1)
+                if math.isqrt(count - k) ** 2 == count - k
+            ]
+            if sides:
+                other_grid.append((name, param, sides[0]))
+    if candidates:
+        _, name, param = max(candidates, key=lambda c: c[0])  # stable: the first of the best
+        grid, interpolated_to = layout.grid, None
+    elif other_grid:
+        name, param, side = other_grid[0]
+        grid, interpolated_to = (side, side), layout.grid
+    else:
         return None
-    _, name, param = max(candidates, key=lambda c: c[0])  # stable: the first of the best
     table = param.detach().float().cpu().numpy().reshape(-1, width).astype(np.float64)
+    count = grid[0] * grid[1]
     return PatchPositionTable(
-        patches=table[-patches:],
-        grid=layout.grid,
-        prefix_rows=int(table.shape[0] - patches),
+        patches=table[-count:],
+        grid=grid,
+        prefix_rows=int(table.shape[0] - count),
         path=name.removesuffix(".weight"),
+        interpolated_to=interpolated_to,
     )
 
 

@@ -261,3 +261,21 @@ def test_beit_and_wav2vec2_say_what_they_use_instead_of_a_table(clips, tmp_path_
     assert "relative position bias" in position_scheme_note(beit.encoder, beit.layout)
     audio = load_model(str(save_audio_model(tmp_path_factory.mktemp("w2v"))), device="cpu")
     assert "convolutional relative position" in position_scheme_note(audio.encoder, audio.layout)
+
+
+def test_dinov2_table_of_a_larger_resolution_is_interpolated_not_missed(images, tmp_path):
+    """A DINOv2 trained at 35 px (5x5 patches) reads 28 px images (4x4): its table is shown on
+    its own 5x5 grid."""
+    import transformers as tf
+
+    from backend.engine.layout import patch_position_table
+    from tests.media_models import TINY, _image_processor
+
+    torch.manual_seed(0)
+    config = tf.Dinov2Config(mlp_ratio=2, image_size=35, patch_size=7, **TINY)
+    tf.Dinov2Model(config).save_pretrained(tmp_path)
+    _image_processor().save_pretrained(tmp_path)
+    loaded = load_model(str(tmp_path), device="cpu")
+    assert loaded.layout.grid == (4, 4)
+    table = patch_position_table(loaded.encoder, loaded.layout)
+    assert table.grid == (5, 5) and table.interpolated_to == (4, 4) and table.prefix_rows == 1

@@ -86,3 +86,15 @@ def test_no_table_says_what_the_model_uses_instead():
     assert patch_position_table(model, _LAYOUT) is None
     assert "one bias table shared by all layers" in position_scheme_note(model, _LAYOUT)
     assert patch_position_table(model, InputLayout()) is None  # text: no patch grid
+
+
+def test_a_table_of_another_resolution_is_returned_on_its_own_grid():
+    """DINOv2 keeps a 37x37 table (518 px) and interpolates it for a 16x16 input: here a 3x3
+    table (+ [CLS]) for a 2x2 input."""
+    from backend.engine.layout import patch_position_table
+
+    model = _Embeddings(registers=1)
+    model.position_embeddings = torch.nn.Parameter(torch.arange(60.0).reshape(1, 10, 6))
+    table = patch_position_table(model, _LAYOUT)
+    assert table.grid == (3, 3) and table.interpolated_to == (2, 2) and table.prefix_rows == 1
+    np.testing.assert_array_equal(table.patches, np.arange(60).reshape(10, 6)[1:])
