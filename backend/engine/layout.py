@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from backend.engine.device import to_numpy
 from backend.engine.errors import UnsupportedModelError
 
 MODALITIES = ("text", "image", "audio")
@@ -319,7 +320,7 @@ def patch_position_table(model: torch.nn.Module, layout: InputLayout) -> PatchPo
         grid, interpolated_to = (side, side), layout.grid
     else:
         return None
-    table = param.detach().float().cpu().numpy().reshape(-1, width).astype(np.float64)
+    table = to_numpy(param).reshape(-1, width)  # float64
     count = grid[0] * grid[1]
     return PatchPositionTable(
         patches=table[-count:],

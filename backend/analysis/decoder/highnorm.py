@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from backend.analysis.decoder.massive import MassiveAccumulator, MassiveStats
+from backend.engine.device import to_numpy
 from backend.engine.errors import InputError
 from backend.engine.extraction.media import media_forward, prepare_media
 from backend.engine.extraction.tokenization import plan_batches
@@ -157,7 +158,7 @@ def scan_images(
                         ]
                     )
                     massive.update(flat, torch.from_numpy(meta))
-                    norms[:, rows] = hidden.float().norm(dim=-1).cpu().numpy()
+                    norms[:, rows] = to_numpy(hidden.float().norm(dim=-1), dtype=torch.float32)
                 done += len(rows)
                 if progress is not None:
                     progress(done, 2 * len(items))
