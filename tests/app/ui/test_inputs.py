@@ -87,3 +87,19 @@ def test_sidebar_offers_the_folders():
     assert "image folder" in corpus.options and "audio folder" in corpus.options
     corpus.set_value("image folder").run()
     assert at.sidebar.text_input(key="sb_images_folder").value == ""
+
+
+def test_image_projection_carries_patch_thumbnails(image_run):
+    """The live chart gets each patch point's thumbnail once (layout.meta) and a caption says how
+    many points have one."""
+    from tests.app.charts import charts
+
+    at = _page("pages/projections.py", image_run[0], "images", image_run[1])
+    figure = next(c.figure for c in charts(at) if c.key == "proj_chart")
+    thumbnails = figure["layout"]["meta"]["thumbnails"]
+    assert thumbnails and all(t.startswith("data:image/png;base64,") for t in thumbnails)
+    mapped = {
+        k for tr in figure["data"] for k in tr.get("meta", {}).get("thumbnail_of", {}).values()
+    }
+    assert mapped == set(range(len(thumbnails)))
+    assert any("Hover a patch point" in c.value for c in at.caption)
