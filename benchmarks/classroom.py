@@ -1,16 +1,23 @@
 """Benchmark: a class opening one server at once. Prints JSON to stdout.
 
-    .venv/bin/python benchmarks/classroom.py [--sessions 30] [--modes cold,prewarm] [--port 8620]
+    .venv/bin/python benchmarks/classroom.py [--sessions 30] [--modes cold,prewarm]
+        [--clients protocol,chromium] [--repeats 1] [--port 8620]
 
 For each mode a fresh server is started with ``isoscope serve`` on an empty result cache (bundled
 model and corpus, UMAP warm-up off): ``cold`` with ``--prewarm off``; ``prewarm`` with the default
 prewarm, the class arriving once it has finished (the teacher starts the server before class).
-Then N headless Chromium sessions (one browser, one context each: separate Streamlit sessions)
-open the app at the same moment, and each, once its Overview is drawn, switches to "Outlier
-dimensions" and then changes a control (the colour-by radio).
+Then N sessions open the app at the same moment, and each, once its Overview is there, switches to
+"Outlier dimensions" and then changes a control (the statistic radio). Two kinds of client:
 
-A step's time runs from its input to the app being idle with every chart drawn (script state
-"notRunning", a title, no spinner, charts drawn). Reported per mode: first page, page switch and
+- ``chromium``: N headless Chromium sessions (one browser, one context each: separate Streamlit
+  sessions). A step's time runs from its input to the app being idle with every chart drawn
+  (script state "notRunning", a title, no spinner, charts drawn). On one machine the N browsers
+  share the server's cores, so this figure includes drawing N pages on those cores.
+- ``protocol``: N websocket clients that speak Streamlit's own protocol (the BackMsg / ForwardMsg
+  protobufs a browser sends and receives), with no rendering: a step's time runs from the request
+  to the server's "script finished" message, after the page's last element. This is the server's
+  share of what a student waits for when each student brings their own laptop.
+ Reported per mode: first page, page switch and
 control change (median, p95, max over sessions), exceptions shown in any page, the number of
 extractions the server ran (its log's "isoscope: extraction started" lines, the prewarm's
 included), and the server's peak RSS (sampled every 0.2 s, the server process and its children).
@@ -150,6 +157,80 @@ async def one_session(browser, base: str, timeout_s: float, start: asyncio.Event
     return out
 
 
+async def _protocol_step(ws, timeout_s: float, page_hash: str = "", widgets=()) -> dict:
+    """Send one rerun request and read the server's messages until the script has finished (a
+    run cut short by a rerun is followed by the next one). Returns the time, the pages, the radio
+    ids and the exceptions shown."""
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    request = BackMsg()
+    request.rerun_script.query_string = ""
+    request.rerun_script.page_script_hash = page_hash
+    request.rerun_script.widget_states.widgets.extend(widgets)
+    t0 = time.perf_counter()
+    await ws.send(request.SerializeToString())
+    out: dict = {"pages": {}, "radios": {}, "exceptions": 0}
+    early = ForwardMsg.ScriptFinishedStatus.Value("FINISHED_EARLY_FOR_RERUN")
+    while True:
+        remaining = timeout_s - (time.perf_counter() - t0)
+        if remaining <= 0:
+            raise TimeoutError(f"no script_finished after {timeout_s} s")
+        message = ForwardMsg()
+        message.ParseFromString(await asyncio.wait_for(ws.recv(), remaining))
+        kind = message.WhichOneof("type")
+        if kind == "navigation":
+            out["pages"] = {p.page_name: p.page_script_hash for p in message.navigation.app_pages}
+        elif kind == "delta" and message.delta.WhichOneof("type") == "new_element":
+            element = message.delta.new_element
+            which = element.WhichOneof("type")
+            if which == "exception":
+                out["exceptions"] += 1
+            elif which == "radio":
+                out["radios"][element.radio.id] = list(element.radio.options)
+        elif kind == "script_finished" and message.script_finished != early:
+            out["s"] = time.perf_counter() - t0
+            return out
+
+
+async def one_protocol_session(base: str, timeout_s: float, start: asyncio.Event) -> dict:
+    import websockets
+    from streamlit.proto.WidgetStates_pb2 import WidgetState
+
+    url = base.replace("http://", "ws://") + "/_stcore/stream"
+    out: dict = {"exceptions": 0}
+    try:
+        await start.wait()
+        t0 = time.perf_counter()
+        async with websockets.connect(url, subprotocols=["streamlit"], max_size=None) as ws:
+            first = await _protocol_step(ws, timeout_s)
+            out["first_page_s"] = time.perf_counter() - t0
+            out["exceptions"] += first["exceptions"]
+            switch = await _protocol_step(ws, timeout_s, first["pages"]["Outlier dimensions"])
+            out["switch_s"] = switch["s"]
+            out["exceptions"] += switch["exceptions"]
+            radio = next(i for i in switch["radios"] if i.endswith("out_stat"))
+            state = WidgetState(id=radio, string_value="|mean|")
+            control = await _protocol_step(
+                ws, timeout_s, first["pages"]["Outlier dimensions"], [state]
+            )
+            out["control_s"] = control["s"]
+            out["exceptions"] += control["exceptions"]
+    except Exception as exc:  # a session that failed is reported, not fatal
+        out["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    return out
+
+
+async def run_protocol_class(base: str, sessions: int, timeout_s: float) -> list[dict]:
+    start = asyncio.Event()
+    tasks = [
+        asyncio.create_task(one_protocol_session(base, timeout_s, start)) for _ in range(sessions)
+    ]
+    await asyncio.sleep(0.2)
+    start.set()
+    return await asyncio.gather(*tasks)
+
+
 async def run_class(base: str, sessions: int, timeout_s: float) -> list[dict]:
     from playwright.async_api import async_playwright
 
@@ -168,7 +249,9 @@ async def run_class(base: str, sessions: int, timeout_s: float) -> list[dict]:
             await browser.close()
 
 
-def one_mode(mode: str, sessions: int, port: int, timeout_s: float, workers: int | None) -> dict:
+def one_mode(
+    mode: str, client: str, sessions: int, port: int, timeout_s: float, workers: int | None
+) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         cache = Path(tmp) / "cache"
         env = {
@@ -211,7 +294,8 @@ def one_mode(mode: str, sessions: int, port: int, timeout_s: float, workers: int
                         raise RuntimeError("prewarm did not finish")
                     time.sleep(0.2)
                 prewarm_s = round(time.perf_counter() - started, 1)
-            results = asyncio.run(run_class(base, sessions, timeout_s))
+            run = run_protocol_class if client == "protocol" else run_class
+            results = asyncio.run(run(base, sessions, timeout_s))
         finally:
             proc.terminate()
             try:
@@ -225,6 +309,7 @@ def one_mode(mode: str, sessions: int, port: int, timeout_s: float, workers: int
     errors = [r["error"] for r in results if "error" in r]
     return {
         "mode": mode,
+        "client": client,
         "sessions": sessions,
         "prewarm_ready_s": prewarm_s,
         "first_page": _summary([r["first_page_s"] for r in results if "first_page_s" in r]),
@@ -239,22 +324,52 @@ def one_mode(mode: str, sessions: int, port: int, timeout_s: float, workers: int
     }
 
 
+def _medians(runs: list[dict]) -> list[dict]:
+    """Per client and mode over the repeats: the median of each run's figure and its range."""
+    out = []
+    for key in sorted({(r["client"], r["mode"]) for r in runs}):
+        group = [r for r in runs if (r["client"], r["mode"]) == key]
+        row: dict = {"client": key[0], "mode": key[1], "runs": len(group)}
+        figures = {
+            "first_page_median_s": ("first_page", "median_s"),
+            "first_page_max_s": ("first_page", "max_s"),
+            "switch_p95_s": ("page_switch", "p95_s"),
+            "control_p95_s": ("control_change", "p95_s"),
+        }
+        for name, (step, stat) in figures.items():
+            values = [r[step][stat] for r in group if stat in r[step]]
+            if values:
+                row[name] = {"median": statistics.median(values), "min": min(values), "max": max(values)}
+        for name in ("server_extractions", "exceptions", "failed_sessions", "peak_rss_gib"):
+            values = [r[name] for r in group]
+            row[name] = {"median": statistics.median(values), "min": min(values), "max": max(values)}
+        out.append(row)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=30)
     parser.add_argument("--modes", default="cold,prewarm")
+    parser.add_argument("--clients", default="protocol,chromium", help="protocol and/or chromium")
+    parser.add_argument("--repeats", type=int, default=1, help="runs of each client and mode")
     parser.add_argument("--port", type=int, default=8620)
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--workers", type=int, default=None, help="serve --workers")
     args = parser.parse_args()
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     report = {"benchmark": "classroom", "cpus": os.cpu_count(), "targets": TARGETS, "runs": []}
-    for mode in modes:
-        load = os.getloadavg()[0]
-        run = one_mode(mode, args.sessions, args.port, args.timeout, args.workers)
-        run["load_average_1min_before"] = round(load, 2)
-        report["runs"].append(run)
-        print(json.dumps(run), file=sys.stderr)
+    clients = [c.strip() for c in args.clients.split(",") if c.strip()]
+    for client in clients:
+        for mode in modes:
+            for repeat in range(args.repeats):
+                load = os.getloadavg()[0]
+                run = one_mode(mode, client, args.sessions, args.port, args.timeout, args.workers)
+                run["repeat"] = repeat + 1
+                run["load_average_1min_before"] = round(load, 2)
+                report["runs"].append(run)
+                print(json.dumps(run), file=sys.stderr)
+    report["medians"] = _medians(report["runs"])
     print(json.dumps(report, indent=1))
 
 

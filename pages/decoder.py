@@ -1,6 +1,8 @@
 """Massive activations & sinks: huge activations in the residual stream (Sun et al. 2024), attention
 sinks on the first token (Xiao et al. 2023; Gu et al. 2024) and LLM.int8-style outlier features
-(Dettmers et al. 2022). Every position is included, the first one too."""
+(Dettmers et al. 2022). Every position is included, the first one too. Image models get their
+own view (ui/highnorm.py): massive activations by carrier token, high-norm patches (Darcet et al.
+2024) and the patch norms over the image."""
 
 from __future__ import annotations
 
@@ -23,10 +25,22 @@ from backend.plots.decoder import (
 )
 from ui.common import download_buttons, explainer, get_corpus, get_model
 from ui.decoder import get_scan, get_text_view
+from ui.highnorm import media_massive_view
 from ui.ranges import MASSIVE_MAX_LENGTH
 from ui.tabs import lazy_tabs
 
 st.title("Massive activations & sinks")
+try:
+    loaded = get_model()
+    corpus = get_corpus()
+except IsoscopeError as exc:
+    st.error(f"**Cannot analyse this selection.** {exc}")
+    st.info("Change the model or corpus in the sidebar and press **Run analysis**.")
+    st.stop()
+if loaded.layout.modality != "text":  # vision encoders: carriers, high-norm tokens, the image
+    media_massive_view(loaded, corpus)
+    st.stop()
+
 explainer(
     "What is this / references",
     """
@@ -51,13 +65,6 @@ sidebar to study the geometry of the ordinary tokens; this page always includes 
 """,
 )
 
-try:
-    loaded = get_model()
-    corpus = get_corpus()
-except IsoscopeError as exc:
-    st.error(f"**Cannot analyse this selection.** {exc}")
-    st.info("Change the model or corpus in the sidebar and press **Run analysis**.")
-    st.stop()
 
 c1, c2 = st.columns(2)
 n_max = len(corpus.texts)

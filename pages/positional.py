@@ -1,5 +1,6 @@
 """Positional information: position embeddings, position probe, TUPE decomposition, variance lab
-(NoPE) and queries/keys. Each tab runs only while it is open (lazy tabs); the views are in
+(NoPE) and queries/keys; for image models the patch grid of the position table and a row / column
+probe. Each tab runs only while it is open (lazy tabs); the views are in
 ui/positional.py."""
 
 from __future__ import annotations
@@ -7,7 +8,6 @@ from __future__ import annotations
 import streamlit as st
 
 from ui.common import load_or_stop
-from ui.inputs import text_only
 from ui.positional import TAB_VIEWS, TABS
 from ui.tabs import lazy_tabs
 
@@ -17,9 +17,5 @@ st.caption(
     "attention logits, or (without position embeddings) in the variance of attention outputs."
 )
 
-text_only(
-    load_or_stop()[1],
-    "The positional views (position probe, TUPE's token terms, variance lab)",
-    "runs texts token by token (a 2-D patch grid and a row/column probe are not built yet)",
-)
+load_or_stop()  # an actionable error before the tabs; image and audio analyses get their own views
 lazy_tabs(TABS, TAB_VIEWS, key="pos_tab")

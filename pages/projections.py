@@ -28,10 +28,12 @@ from ui.cached import (
     projection_figure,
     projection_points,
     projections,
+    thumbnail_counts,
 )
 from ui.charts import live_chart
 from ui.common import download_buttons, explainer, load_or_stop, show_notices
 from ui.controls import PostChoice, postprocessing_controls
+from ui.inputs import thumbnail_caption
 from ui.links import state_index
 from ui.ranges import PROJ_DATA, PROJ_METHOD, PROJ_SEED
 from ui.share import export_buttons
@@ -169,6 +171,8 @@ def chart_section(before: Projection, after: Projection, post: PostChoice) -> No
         loaded, result, data_kind, state, shown_method, post, size, seed, colour_by
     )
     live_chart(fig, key="proj_chart")
+    if data_kind == "token sample":
+        thumbnail_caption(result, thumbnail_counts(loaded, result, data_kind, size, seed))
     left, right = st.columns(2)
     left.caption(explained_variance_text(before))
     right.caption(explained_variance_text(after))

@@ -27,7 +27,9 @@ def _image_processor():
 
 
 def save_image_model(kind: str, folder: Path) -> Path:
-    """``vit``, ``deit``, ``dinov2-reg``, ``clip`` or ``vitmae`` as a checkpoint folder."""
+    """``vit``, ``deit``, ``dinov2-reg``, ``clip``, ``siglip`` (the vision tower: no [CLS], a
+    position row per patch), ``beit`` (a relative position bias per layer, no absolute table, as
+    BEiT-base) or ``vitmae`` as a checkpoint folder."""
     import transformers as tf
 
     torch.manual_seed(0)
@@ -41,6 +43,11 @@ def save_image_model(kind: str, folder: Path) -> Path:
         model = tf.Dinov2WithRegistersModel(config)
     elif kind == "clip":
         model = tf.CLIPVisionModel(tf.CLIPVisionConfig(intermediate_size=64, **common))
+    elif kind == "siglip":
+        model = tf.SiglipVisionModel(tf.SiglipVisionConfig(intermediate_size=64, **common))
+    elif kind == "beit":
+        config = tf.BeitConfig(intermediate_size=64, use_relative_position_bias=True, **common)
+        model = tf.BeitModel(config)
     elif kind == "vitmae":
         model = tf.ViTMAEModel(tf.ViTMAEConfig(intermediate_size=64, mask_ratio=0.75, **common))
     else:

@@ -62,6 +62,7 @@ from backend.analysis.geometry.similarity import (
     word_vectors,
 )
 from backend.analysis.layernorm.ablation import AblationReport, SweepResult, run_ablation, sweep
+from backend.analysis.positional.grid import GridProbe, grid_probe, patch_cosines
 from backend.analysis.positional.nope import (
     NopeSettings,
     VarianceCurves,
@@ -80,13 +81,16 @@ from backend.analysis.positional.table import (
 from backend.analysis.positional.tupe import TupeSummary, TupeText, decompose_text, tupe_summary
 from backend.engine.cache import cached_extract
 from backend.engine.corpus import Corpus
+from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import (
     ExtractionResult,
     ExtractionSettings,
     encode_text,
     mean_pooled,
 )
+from backend.engine.extraction.media import model_view
 from backend.engine.inputs import MediaCorpus
+from backend.engine.layout import PatchPositionTable, patch_position_table
 from backend.engine.models import LoadedModel, random_like
 from backend.plots.outliers import (
     dimension_by_category,
@@ -94,8 +98,8 @@ from backend.plots.outliers import (
     token_dim_heatmap,
 )
 from backend.plots.outliers import outlier_heatmap as plot_outlier_heatmap
-from backend.plots.projections import before_after_figure
-from ui.common import memo, memo_heavy, result_key
+from backend.plots.projections import before_after_figure, patch_thumbnails
+from ui.common import get_corpus, memo, memo_heavy, result_key
 from ui.controls import PostChoice
 
 P = ParamSpec("P")
@@ -363,7 +367,52 @@ def projection_figure(
     colouring = projection_colours(result, data_kind, size, seed, colour_by)
     name = result.state_names[state]
     titles = (f"raw · state {name}", f"{post.label} · state {name}")
-    return before_after_figure(before, after, colouring, hover, titles)
+    thumbnails = projection_thumbnails(loaded, result, data_kind, size, seed)
+    return before_after_figure(before, after, colouring, hover, titles, thumbnails=thumbnails)
+
+
+def projection_thumbnails(
+    loaded: LoadedModel, result: ExtractionResult, data_kind: str, size: int, seed: int
+) -> list[str] | None:
+    """Patch thumbnails of the projected points of an image analysis, within the payload budget
+    of :func:`backend.plots.projections.patch_thumbnails`; None for other analyses, or when the
+    images are not at hand (a saved analysis opened without its folder)."""
+    if data_kind != "token sample" or input_kind(result) != "image":
+        return None
+    try:
+        corpus = get_corpus()
+    except IsoscopeError:
+        return None
+    if getattr(corpus, "sha", None) != result.corpus_sha or not hasattr(corpus, "items"):
+        return None
+    _, ids, _ = projection_points(result, data_kind, size, seed)
+    tokens = result.tokens.take(ids)
+
+    def compute() -> list[str]:
+        views: dict[int, np.ndarray] = {}
+
+        def view_of(image: int) -> np.ndarray:
+            if image not in views:
+                views[image] = model_view(loaded, corpus.items[image])
+            return views[image]
+
+        grid = tuple(result.model.get("patch_grid") or (1, 1))
+        return patch_thumbnails(view_of, tokens.text_id, tokens.word_id, grid)
+
+    key = (loaded.fingerprint, result_key(result), data_kind, size, seed)
+    return memo("projection_thumbnails", key, compute)
+
+
+def thumbnail_counts(
+    loaded: LoadedModel, result: ExtractionResult, data_kind: str, size: int, seed: int
+) -> tuple[int, int] | None:
+    """(points with a thumbnail, patch points) of the projection; None when it has none to give
+    (not an image analysis, or the images are not at hand)."""
+    thumbnails = projection_thumbnails(loaded, result, data_kind, size, seed)
+    if thumbnails is None:
+        return None
+    _, ids, _ = projection_points(result, data_kind, size, seed)
+    return sum(1 for uri in thumbnails if uri), int((result.tokens.word_id[ids] >= 0).sum())
 
 
 @cached
@@ -551,6 +600,24 @@ def position_report(loaded: LoadedModel, n: int, offset: int) -> PositionTableRe
 def position_probe(result: ExtractionResult, settings: ProbeSettings, *, progress) -> ProbeResult:
     """Linear position probes per hidden state (Luo et al. 2021, section 4)."""
     return probe_result(result, settings, progress)
+
+
+@cached
+def patch_table(loaded: LoadedModel) -> PatchPositionTable | None:
+    """The position embeddings an image model adds to its patches (None: it adds none)."""
+    return patch_position_table(loaded.encoder, loaded.layout)
+
+
+@cached
+def patch_similarities(loaded: LoadedModel) -> np.ndarray:
+    """(rows, cols, rows, cols) cosines between patch position embeddings (ViT paper, Fig. 7)."""
+    return patch_cosines(patch_table(loaded))
+
+
+@heavy("Training row / column probes:")
+def patch_grid_probe(result: ExtractionResult, settings: ProbeSettings, *, progress) -> GridProbe:
+    """The patch row and column probes per hidden state of an image analysis."""
+    return grid_probe(result, settings, progress)
 
 
 @heavy("Decomposing first-layer logits:", "texts")

@@ -208,11 +208,15 @@ def shared_run(
     with its place in the queue, then the shared progress; closing the tab or changing a control
     leaves the queue without cancelling what others wait for."""
     bar = None
+    shown: tuple[float, str] | None = None
 
     def on_wait(state: WaitState) -> None:
-        nonlocal bar
+        nonlocal bar, shown
         text = _wait_text(state, label, unit)
         fraction = min(state.done / state.total, 1.0) if state.running and state.total else 0.0
+        if (fraction, text) == shown:  # 30 waiters re-sending an unchanged bar cost the server
+            return
+        shown = (fraction, text)
         if bar is None:
             bar = st.progress(fraction, text=text)
         else:

@@ -68,10 +68,10 @@ def media_corpus(corpus_kind: str, path: str) -> MediaCorpus:
     return _cached_folder(kind, path, _stamp(kind, path))
 
 
-def text_only(
+def applies_to_text(
     result: ExtractionResult, what: str, why: str = "reads sentences and their words"
-) -> None:
-    """Stop a view that needs text when the analysis read images or audio, in one line."""
+) -> bool:
+    """True for a text analysis; else one line saying why the view ``what`` does not apply."""
     kind = input_kind(result)
     if kind != "text":
         st.info(
@@ -80,4 +80,34 @@ def text_only(
             "in the sidebar.",
             icon=":material/block:",
         )
+        return False
+    return True
+
+
+def text_only(
+    result: ExtractionResult, what: str, why: str = "reads sentences and their words"
+) -> None:
+    """Stop a view that needs text when the analysis read images or audio, in one line."""
+    if not applies_to_text(result, what, why):
         st.stop()
+
+
+def thumbnail_caption(result: ExtractionResult, counts: tuple[int, int] | None) -> None:
+    """Under a per-token scatter of an image analysis: how many of its patch points show their
+    thumbnail on hover (``counts``: shown, patch points; None: the images are not at hand), and
+    the payload cap when it applies."""
+    from backend.plots.projections import THUMBNAIL_BYTES, THUMBNAIL_POINTS
+
+    if input_kind(result) != "image":
+        return
+    if counts is None:
+        st.caption("Patch thumbnails on hover need the analysis's images in the sidebar's folder.")
+        return
+    shown, patches = counts
+    text = f"Hover a patch point to see its patch ({shown:,} of {patches:,} patch points have a thumbnail"
+    if shown < patches:
+        text += (
+            f"; the payload cap of {THUMBNAIL_POINTS:,} thumbnails or {THUMBNAIL_BYTES / 2**20:.0f} MiB "
+            "applies: lower the number of points to see one on every patch"
+        )
+    st.caption(text + ").")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from backend.analysis.geometry.projections import input_kind
 from backend.analysis.positional.nope import NopeSettings
 from backend.analysis.positional.qk import METRICS
 from backend.analysis.positional.summaries import variance_slope_table
@@ -20,11 +21,15 @@ from backend.analysis.positional.table import (
 from backend.analysis.positional.tupe import REGIONS, TERMS, supports_tupe
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult
+from backend.engine.layout import position_scheme_note
 from backend.engine.models import position_table
 from backend.plots import positional as plots
 from ui.cached import (
     model_variance,
     outlier_dims_by_state,
+    patch_grid_probe,
+    patch_similarities,
+    patch_table,
     position_probe,
     position_report,
     position_weights,
@@ -35,6 +40,7 @@ from ui.cached import (
 )
 from ui.common import download_buttons, explainer, load_or_stop, show_notices
 from ui.decoder import rotary_note
+from ui.inputs import applies_to_text
 from ui.tabs import lazy_tabs
 
 TABS = [
@@ -54,6 +60,8 @@ SOURCES = {
     "chi": "Chi, Fan, Chen, Rudnicky & Ramadge 2023, *Latent Positional Information is in the "
     "Self-Attention Variance of Transformer Language Models Without Positional Embeddings* "
     "(arXiv 2305.13571)",
+    "vit": "Dosovitskiy et al. 2020, *An Image is Worth 16x16 Words: Transformers for Image "
+    "Recognition at Scale* (ViT, arXiv 2010.11929), Fig. 7",
     "godey": "Godey, de la Clergerie & Sagot 2023, *Is Anisotropy Inherent to Transformers?* (arXiv 2306.07656)",
 }
 
@@ -67,6 +75,9 @@ def outliers_by_name(result: ExtractionResult) -> dict[str, list[int]]:
 def position_embeddings_tab() -> None:
     """Position table: cosine between positions, PCA, extreme dims, embedding LayerNorm (Luo et al.; BERT Busters)."""
     loaded, result = load_or_stop()
+    if input_kind(result) != "text":
+        patch_table_view(loaded, result)
+        return
     explainer(
         "What is this / references",
         f"""
@@ -165,10 +176,132 @@ Sources: {SOURCES["luo"]}; {SOURCES["busters"]}.
         )
 
 
+# ----------------------------------------------------------------------------- images and audio
+def patch_table_view(loaded, result: ExtractionResult) -> None:
+    """An image model's patch position embeddings as similarity maps on the patch grid (ViT Fig. 7);
+    an audio model, or an image model without a table, gets what it uses instead."""
+    explainer(
+        "What is this / references",
+        f"""
+A ViT adds one **position embedding** per patch (and one for [CLS]) to the patch embeddings before the first
+layer. The map of a patch shows the cosine similarity of its position embedding to every other patch's, drawn
+on the patch grid. Dosovitskiy et al. (Fig. 7) found that a trained ViT learns the 2-D layout by itself: a patch
+is most similar to its neighbours and to the patches of its own row and column. A random-init model shows no
+such structure. The table is read from the model's parameters (the one with a row per patch, plus prefix rows);
+the grid and the prefix tokens from one traced forward pass through the checkpoint's processor.
+
+Source: {SOURCES["vit"]}.
+""",
+    )
+    layout = loaded.layout
+    table = patch_table(loaded) if layout.modality == "image" else None
+    if table is None:
+        st.info(
+            f"**{loaded.info.display_name}** has no table of learned position embeddings to draw: it uses "
+            f"{position_scheme_note(loaded.encoder, layout)}."
+            + (" The position probe tab works without one." if layout.modality == "image" else "")
+        )
+        return
+    rows, cols = table.grid
+    prefix = ", ".join(layout.prefix[: table.prefix_rows]) or "none"
+    unplaced = [name for name in layout.prefix[table.prefix_rows :]]
+    st.caption(
+        f"`{table.path}`: {table.prefix_rows} prefix row(s) ({prefix}) and {rows}x{cols} patch rows"
+        + (f"; {', '.join(unplaced)} get no position embedding" if unplaced else "")
+        + "."
+        + (
+            f" The table is the model's own {rows}x{cols} grid; for this "
+            f"{table.interpolated_to[0]}x{table.interpolated_to[1]}-patch input the model "
+            "interpolates it."
+            if table.interpolated_to
+            else ""
+        )
+    )
+    if table.is_zero:
+        st.info(
+            "Every patch row of this table is zero, so there is no similarity to draw (a fixed "
+            "table that was never filled in, or a checkpoint saved without it)."
+        )
+        return
+    cosines = patch_similarities(loaded)
+    mode = st.radio(
+        "Show",
+        ["one patch", "every patch"],
+        horizontal=True,
+        key="pos_grid_mode",
+        help="every patch: the small maps laid out on the grid, as in the ViT paper's Fig. 7",
+    )
+    if mode == "one patch":
+        c1, c2 = st.columns(2)
+        row = int(c1.number_input("Patch row", 0, rows - 1, rows // 2, key="pos_grid_row"))
+        col = int(c2.number_input("Patch column", 0, cols - 1, cols // 2, key="pos_grid_col"))
+        fig = plots.patch_similarity_map(cosines, row, col)
+        frame = pd.DataFrame(cosines[row, col]).rename_axis("row").reset_index()
+        name = f"patch_position_similarity_r{row}c{col}"
+    else:
+        fig = plots.patch_similarity_multiples(cosines)
+        frame = pd.DataFrame(cosines.reshape(rows * cols, rows * cols))
+        name = "patch_position_similarity_all"
+    st.plotly_chart(fig, width="stretch", key="pos_grid_chart")
+    download_buttons("pos_grid", fig=fig, frame=frame, name=name)
+
+
+def grid_probe_view(result: ExtractionResult) -> None:
+    """Probes for the patch row and column per hidden state (Luo et al.'s probe on the grid)."""
+    explainer(
+        "What is this / references",
+        f"""
+The **position probe** of Luo et al. (a bias-free linear softmax classifier on a token vector, trained per hidden
+state on the token sample) asked twice: which **row** of the patch grid is this patch in, and which **column**?
+Images (not patches) are split into training and held-out sets, so an image never appears on both sides. Prefix
+tokens ([CLS], [DIST], registers) have no grid position and are left out. The baseline always predicts the most
+frequent row (column) of the training patches. A ViT's position embeddings are added before the first layer,
+so the emb state should be read best; how much survives the layers is the question.
+
+Sources: {SOURCES["luo"]}; {SOURCES["vit"]}.
+""",
+    )
+    show_notices(result)
+    c1, c2, c3 = st.columns(3)
+    test_fraction = c1.slider("Held-out images", 0.1, 0.5, 0.2, 0.05, key="pos_gprobe_test")
+    seed = c2.number_input("Seed", 0, 10_000, 0, key="pos_gprobe_seed")
+    iters = c3.select_slider("L-BFGS iterations", [10, 20, 30, 60, 100], 30, key="pos_gprobe_iter")
+    try:
+        settings = ProbeSettings(
+            test_fraction=float(test_fraction), seed=int(seed), max_iter=int(iters)
+        )
+        probe = patch_grid_probe(result, settings)
+    except IsoscopeError as exc:
+        st.error(str(exc))
+        return
+    rows, cols = probe.grid
+    st.caption(
+        f"{probe.row.n_train:,} training patches from {probe.row.n_train_texts} images · {probe.row.n_test:,} "
+        f"held-out patches from {probe.row.n_test_texts} images · {rows} rows x {cols} columns"
+    )
+    fig = plots.grid_probe_lines(probe.row.state_names, probe.row, probe.column)
+    st.plotly_chart(fig, width="stretch", key="pos_gprobe_chart")
+    frame = probe.frame()
+    st.dataframe(frame, hide_index=True, width="stretch")
+    download_buttons(
+        "pos_gprobe", fig=fig, frame=frame, json_data=probe.to_dict(), name="patch_grid_probe"
+    )
+
+
 # ----------------------------------------------------------------------------- probe
 def probe_tab() -> None:
     """Linear position probe per hidden state and its neuron contributions (Luo et al., section 4)."""
     loaded, result = load_or_stop()
+    if input_kind(result) == "image":
+        grid_probe_view(result)
+        return
+    if input_kind(result) == "audio":
+        fps = result.model.get("frames_per_second")
+        st.caption(
+            "Audio: a frame's position is its index in the clip"
+            + (f" ({1000 / fps:g} ms per frame)" if fps else "")
+            + ", and clips (not frames) are split into training and held-out sets."
+        )
     explainer(
         "What is this / references",
         f"""
@@ -267,6 +400,12 @@ Source: {SOURCES["luo"]}.
 def tupe_tab() -> None:
     """TUPE split of the first layer's attention logits into word / position terms (Ke et al. 2021)."""
     loaded, result = load_or_stop()
+    if not applies_to_text(
+        result,
+        "TUPE's decomposition",
+        "splits the attention logits into terms of word and position embeddings",
+    ):
+        return
     explainer(
         "What is this / references",
         f"""
@@ -453,6 +592,12 @@ Source: {SOURCES["chi"]}.
     st.subheader("The same measurement on the selected model")
     if st.checkbox("Measure the sidebar's model on the corpus", False, key="pos_var_model"):
         loaded, result = load_or_stop()
+        if not applies_to_text(
+            result,
+            "Measuring the selected model",
+            "runs the corpus texts through the model and reads its attention outputs",
+        ):
+            return
         try:
             curves = model_variance(loaded, result)
         except IsoscopeError as exc:
@@ -483,6 +628,12 @@ Source: {SOURCES["chi"]}.
 def queries_keys_tab() -> None:
     """Mean query / key norms, their cosine and attention entropy per head, trained vs random (Godey et al.)."""
     loaded, result = load_or_stop()
+    if not applies_to_text(
+        result,
+        "The queries & keys view",
+        "runs the corpus texts again through the query and key projections",
+    ):
+        return
     explainer(
         "What is this / references",
         f"""

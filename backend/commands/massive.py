@@ -1,6 +1,8 @@
 """``isoscope massive``: massive activations (Sun et al. 2024), attention sinks (Xiao et
 al. 2023; Gu et al. 2024's metric) and LLM.int8-style outlier features (Dettmers et al. 2022) of a
-model on a corpus, in one pass over every token (first position included)."""
+model on a corpus, in one pass over every token (first position included). With ``--images``: the
+massive activations of a vision encoder by carrier token ([CLS], register, patch; Sun et al.) and
+its high-norm patches (Darcet et al. 2024)."""
 
 from __future__ import annotations
 
@@ -8,8 +10,10 @@ import argparse
 
 from backend.commands.common import (
     ProgressPrinter,
+    add_input_args,
     add_model_args,
     check_out_path,
+    load_inputs,
     load_model_from_args,
     progress_line,
     write_json,
@@ -22,11 +26,18 @@ def add_parser(sub) -> None:
         help="massive activations, attention sinks and int8-style outlier features",
         description="Writes {model, corpus, layers: [{index, name, median_abs, top: [{value, dim, "
         "position, token}], n_massive}], attention_sink: {alpha, share_per_layer, share}, int8: "
-        "{dims: [{dim, site_share}], outlier_features}}. Positions count from 0 within each text.",
+        "{dims: [{dim, site_share}], outlier_features}}. Positions count from 0 within each text. "
+        "With --images (a vision encoder): {model, corpus, layers (position: the output token, token: "
+        "its name), carriers: [{state, CLS, distillation, register, patch}], high_norm: [{state, "
+        "median_patch_norm, threshold, share}], top_patches}.",
     )
     add_model_args(p, max_length=256, batch_size=8)
+    add_input_args(p, ".txt (one text per line), .csv or .jsonl with a text column")
     p.add_argument(
-        "--texts", required=True, help=".txt (one text per line), .csv or .jsonl with a text column"
+        "--high-norm-factor",
+        type=float,
+        default=2.0,
+        help="images: a patch is high-norm above this factor x its state's median patch norm",
     )
     p.add_argument("--out", required=True, help="output JSON file")
     p.set_defaults(func=run_massive)
@@ -34,18 +45,27 @@ def add_parser(sub) -> None:
 
 def run_massive(args: argparse.Namespace) -> int:
     from backend.analysis.decoder.massive import peak_state, scan_decoder
-    from backend.engine.corpus import load_corpus_file
     from backend.engine.errors import InputError
+    from backend.engine.extraction.media import check_modality
 
     out = check_out_path(args.out)
     if not 2 <= args.max_length <= 8192:
         raise InputError(f"--max-length must be between 2 and 8192, got {args.max_length}")
     if not 1 <= args.batch_size <= 4096:
         raise InputError(f"--batch-size must be between 1 and 4096, got {args.batch_size}")
-    corpus = load_corpus_file(args.texts)
+    if not args.high_norm_factor > 1:
+        raise InputError(f"--high-norm-factor must be above 1, got {args.high_norm_factor}")
+    corpus = load_inputs(args)
+    if getattr(corpus, "kind", "text") == "audio":
+        raise InputError(
+            "massive scans texts (--texts) and images (--images); audio is not scanned"
+        )
     loaded = load_model_from_args(args)
+    check_modality(loaded, getattr(corpus, "kind", "text"))
     for notice in corpus.notices:
         progress_line(f"note: {notice}")
+    if loaded.layout.modality == "image":
+        return _run_images(args, loaded, corpus, out)
     scan = scan_decoder(
         loaded,
         corpus.texts,
@@ -81,6 +101,63 @@ def run_massive(args: argparse.Namespace) -> int:
             "layers": massive.layers(),
             "attention_sink": scan.sinks.to_dict() if scan.sinks is not None else None,
             "int8": scan.int8.to_dict() if scan.int8 is not None else None,
+        },
+    )
+    return 0
+
+
+def _run_images(args: argparse.Namespace, loaded, corpus, out) -> int:
+    """``--images``: massive activations by carrier token and high-norm patches."""
+    import numpy as np
+
+    from backend.analysis.decoder.highnorm import scan_images
+    from backend.analysis.decoder.massive import peak_state
+
+    scan = scan_images(
+        loaded,
+        corpus.items,
+        batch_size=args.batch_size,
+        progress=ProgressPrinter(f"scanning {len(corpus)} images"),
+    )
+    massive = scan.massive
+    thresholds = scan.thresholds(args.high_norm_factor)
+    shares = scan.high_norm_share(thresholds)
+    peak = peak_state(massive)
+    last = massive.state_names[-1]
+    progress_line(
+        f"largest |h|: {massive.top_value[peak, 0]:.1f} at hidden state {massive.state_names[peak]}, "
+        f"dim {massive.top_dim[peak, 0]}, token {massive.top_token[peak, 0]}"
+    )
+    progress_line(f"high-norm patches at state {last}: {shares[-1]:.1%}")
+    median = np.median(scan.norms[:, :, scan.prefix :].reshape(len(thresholds), -1), axis=1)
+    write_json(
+        out,
+        {
+            "model": loaded.info.to_dict(),
+            "corpus": {
+                "name": corpus.name,
+                "sha": corpus.sha,
+                "images": scan.n_images,
+                "tokens": massive.n_tokens,
+            },
+            "layers": massive.layers(),
+            "carriers": [
+                {"state": name} | {k: v for k, v in c.items() if k not in ("dims", "tokens")}
+                for name, c in zip(massive.state_names, massive.carriers, strict=True)
+            ],
+            "high_norm": [
+                {
+                    "state": name,
+                    "median_patch_norm": float(median[s]),
+                    "threshold": float(thresholds[s]),
+                    "share": float(shares[s]),
+                }
+                for s, name in enumerate(massive.state_names)
+            ],
+            "top_patches": [
+                {"file": corpus.texts[t["image"]]} | t
+                for t in scan.top_patches(len(thresholds) - 1, float(thresholds[-1]))
+            ],
         },
     )
     return 0

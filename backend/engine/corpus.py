@@ -8,6 +8,7 @@ A :class:`Corpus` is an immutable tuple of texts plus the notices of every limit
 from __future__ import annotations
 
 import csv
+import functools
 import hashlib
 import io
 import json
@@ -47,7 +48,7 @@ class Corpus:
         """The modality; images and audio are :class:`backend.engine.inputs.MediaCorpus`."""
         return "text"
 
-    @property
+    @functools.cached_property  # asked on every page run; the texts never change
     def sha(self) -> str:
         """Content hash used in cache keys (independent of the name)."""
         h = hashlib.sha256()
@@ -271,6 +272,13 @@ def check_size(path: Path) -> None:
 
 
 def bundled_corpus() -> Corpus:
-    """The sample corpus shipped in ``assets/`` (CC0; see assets/SAMPLE_CORPUS_LICENSE.md)."""
+    """The sample corpus shipped in ``assets/`` (CC0; see assets/SAMPLE_CORPUS_LICENSE.md), read
+    once per version of the file (every page run of every session asks for it)."""
+    stat = Path(BUNDLED_CORPUS).stat()
+    return _bundled_corpus(stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=2)
+def _bundled_corpus(_mtime_ns: int, _size: int) -> Corpus:
     corpus = load_corpus_file(BUNDLED_CORPUS)
     return Corpus(corpus.texts, BUNDLED_NAME, corpus.notices)

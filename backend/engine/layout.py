@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from backend.engine.device import to_numpy
 from backend.engine.errors import UnsupportedModelError
 
 MODALITIES = ("text", "image", "audio")
@@ -253,3 +254,104 @@ def frames_for(model: torch.nn.Module, samples: np.ndarray) -> np.ndarray:
     for kernel, stride in zip(kernels, strides, strict=True):
         lengths = (lengths - kernel) // stride + 1
     return np.maximum(lengths, 0)
+
+
+# ----------------------------------------------------------------------------- patch position table
+
+
+@dataclass(frozen=True)
+class PatchPositionTable:
+    """The position embeddings an image model adds to its patches, read from its parameters.
+
+    ``patches``: float64 (rows * cols, d), one row per patch in row-major order; ``prefix_rows``:
+    table rows before the patches (ViT's [CLS] row; DeiT's [CLS] and [DIST]; DINOv2's registers
+    get none); ``path``: the parameter's dotted name. Whether it was trained cannot be read from
+    the parameter (ViTMAE's fixed sine-cosine table is one too, and a model built without its
+    init holds zeros there: :attr:`is_zero`). ``interpolated_to``: the processed image's grid
+    when the table has another one (the model resizes it on the fly; ``grid`` is the table's)."""
+
+    patches: np.ndarray
+    grid: tuple[int, int]
+    prefix_rows: int
+    path: str
+    interpolated_to: tuple[int, int] | None = None
+
+    @property
+    def is_zero(self) -> bool:
+        """Every patch row is zero: there is nothing to compare."""
+        return not np.abs(self.patches).max(initial=0.0) > 0
+
+
+def patch_position_table(model: torch.nn.Module, layout: InputLayout) -> PatchPositionTable | None:
+    """The table of :class:`PatchPositionTable`, or None when the model adds none to its patches
+    (BEiT's relative bias: :func:`position_scheme_note` says what it uses). A candidate is a
+    parameter of ``hidden_size`` columns whose row count is the patch count plus at most the
+    prefix tokens; among several the one named for positions wins (a register block can have
+    the same shape on a tiny grid). Failing that, a parameter named for positions whose rows
+    after at most the prefix count form a square grid is the table of another resolution that
+    the model interpolates to the processed image's grid (DINOv2 keeps 37x37 for 518 px and
+    reads 224 px images): it is returned on its own grid (``interpolated_to`` the layout's)."""
+    if layout.modality != "image" or not layout.grid:
+        return None
+    patches = layout.grid[0] * layout.grid[1]
+    width = int(getattr(model.config, "hidden_size", 0) or 0)
+    candidates: list[tuple[bool, str, torch.Tensor]] = []
+    other_grid: list[tuple[str, torch.Tensor, int]] = []
+    for name, param in model.named_parameters():
+        rows = param.reshape(-1, param.shape[-1]) if param.dim() >= 2 else None
+        if rows is None or rows.shape[-1] != width or param.dim() > 2 and param.shape[0] != 1:
+            continue
+        count = int(rows.shape[0])
+        if patches <= count <= patches + len(layout.prefix) and count >= 2:
+            candidates.append(("position" in name.lower(), name, param))
+        elif "position" in name.lower():
+            sides = [
+                math.isqrt(count - k)
+                for k in range(min(len(layout.prefix), count - 4) + 1)
+                if math.isqrt(count - k) ** 2 == count - k
+            ]
+            if sides:
+                other_grid.append((name, param, sides[0]))
+    if candidates:
+        _, name, param = max(candidates, key=lambda c: c[0])  # stable: the first of the best
+        grid, interpolated_to = layout.grid, None
+    elif other_grid:
+        name, param, side = other_grid[0]
+        grid, interpolated_to = (side, side), layout.grid
+    else:
+        return None
+    table = to_numpy(param).reshape(-1, width)  # float64
+    count = grid[0] * grid[1]
+    return PatchPositionTable(
+        patches=table[-count:],
+        grid=grid,
+        prefix_rows=int(table.shape[0] - count),
+        path=name.removesuffix(".weight"),
+        interpolated_to=interpolated_to,
+    )
+
+
+def position_scheme_note(model: torch.nn.Module, layout: InputLayout) -> str:
+    """What an image / audio model uses for position when it has no patch table, read from its
+    parameters and config: a relative position bias in attention (BEiT), a convolutional
+    relative position embedding (wav2vec2, HuBERT), or nothing found."""
+    tables = [n for n, _ in model.named_parameters() if n.endswith("relative_position_bias_table")]
+    if tables:
+        where = (
+            "one bias table shared by all layers" if len(tables) == 1 else "a bias table per layer"
+        )
+        return (
+            "a learned relative position bias added to the attention logits "
+            f"({where}), indexed by the offset between two patches: there is no absolute table "
+            "to compare patch by patch"
+        )
+    kernel = getattr(model.config, "num_conv_pos_embeddings", None)
+    if kernel:
+        return (
+            f"a convolutional relative position embedding (a grouped 1-D convolution of width "
+            f"{int(kernel)} frames over the feature sequence, added before the first layer): "
+            "position is made from each frame's neighbours, there is no table of positions"
+        )
+    if layout.modality == "audio":
+        return "no position table among its parameters"
+    return "no absolute position table among its parameters (it may use none, or a relative scheme)"

@@ -81,6 +81,13 @@ def magnitudes_by_layer_figure(stats: MassiveStats) -> go.Figure:
     return fig
 
 
+_CARRIER_LABELS = {
+    "first": "at first position",
+    "delimiter": "at delimiters",
+    "other": "at other tokens",
+}
+
+
 def massive_frame(stats: MassiveStats) -> pd.DataFrame:
     """One row per hidden state: top |h| with dim/position/token, median, ratio, counts, carriers."""
     rows = []
@@ -97,9 +104,11 @@ def massive_frame(stats: MassiveStats) -> pd.DataFrame:
                 "largest / median": round(float(stats.ratio[s]), 1),
                 "|h| > 100": int(stats.n_above_100[s]),
                 "massive": int(stats.n_massive[s]),
-                "at first position": c["first"],
-                "at delimiters": c["delimiter"],
-                "at other tokens": c["other"],
+                **{
+                    _CARRIER_LABELS.get(kind, f"at {kind}"): int(count)
+                    for kind, count in c.items()
+                    if kind not in ("dims", "tokens")
+                },
                 "massive dims": ", ".join(f"{d} ({n})" for d, n in c["dims"]),
             }
         )

@@ -422,3 +422,116 @@ def qk_layer_lines(stats_list: Sequence, metric: str, label: str) -> go.Figure:
         margin=_MARGIN,
     )
     return fig
+
+
+# ----------------------------------------------------------------------------- image patch grid
+def patch_similarity_map(cosines: np.ndarray, row: int, col: int) -> go.Figure:
+    """One patch's position-embedding similarity to every patch, on the patch grid
+    (``cosines``: (rows, cols, rows, cols) from :func:`backend.analysis.positional.grid.patch_cosines`)."""
+    z = cosines[row, col]
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            colorscale="RdBu",
+            zmid=0,
+            zmin=-1,
+            zmax=1,
+            colorbar=dict(title="cos"),
+            hovertemplate="patch r%{y}c%{x}<br>cos %{z:.3f}<extra></extra>",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=[col],
+            y=[row],
+            mode="markers",
+            marker=dict(symbol="x", size=12, color="black"),
+            name="chosen patch",
+            hoverinfo="skip",
+        )
+    )
+    fig.update_layout(
+        title=f"Position-embedding similarity of patch r{row}c{col} to every patch",
+        xaxis_title="patch column",
+        yaxis_title="patch row",
+        yaxis_autorange="reversed",
+        yaxis_scaleanchor="x",
+        showlegend=False,
+        height=460,
+        margin=_MARGIN,
+    )
+    return fig
+
+
+def patch_similarity_multiples(cosines: np.ndarray) -> go.Figure:
+    """Every patch's similarity map, laid out on the grid itself (Dosovitskiy et al. Fig. 7):
+    the small map in tile (r, c) is patch (r, c)'s similarity to all patches. One heatmap of
+    tiles with a blank line between them, so a 16x16 grid is one trace, not 256 subplots."""
+    rows, cols = cosines.shape[:2]
+    tiled = np.full((rows * (rows + 1) - 1, cols * (cols + 1) - 1), np.nan)
+    for r in range(rows):
+        for c in range(cols):
+            tiled[
+                r * (rows + 1) : r * (rows + 1) + rows, c * (cols + 1) : c * (cols + 1) + cols
+            ] = cosines[r, c]
+    fig = go.Figure(
+        go.Heatmap(
+            z=tiled,
+            colorscale="RdBu",
+            zmid=0,
+            zmin=-1,
+            zmax=1,
+            colorbar=dict(title="cos"),
+            hovertemplate="cos %{z:.3f}<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        title="Similarity of position embeddings: tile (row, column) is that patch's map",
+        xaxis=dict(showticklabels=False, showgrid=False, zeroline=False),
+        yaxis=dict(
+            showticklabels=False,
+            showgrid=False,
+            zeroline=False,
+            autorange="reversed",
+            scaleanchor="x",
+        ),
+        height=min(900, 120 + 12 * tiled.shape[0]),
+        margin=_MARGIN,
+    )
+    return fig
+
+
+def grid_probe_lines(state_names: Sequence[str], row, column) -> go.Figure:
+    """Held-out accuracy of the row and column probes per hidden state, each with its baseline
+    (``row`` / ``column``: :class:`backend.analysis.positional.table.ProbeResult`)."""
+    x = list(state_names)
+    fig = go.Figure()
+    for probe, name, colour in ((row, "row", "#1f77b4"), (column, "column", "#ff7f0e")):
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=probe.accuracy,
+                mode="lines+markers",
+                name=f"{name} (held-out images)",
+                line=dict(color=colour),
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=[probe.chance] * len(x),
+                mode="lines",
+                name=f"{name}: majority baseline",
+                line=dict(color=colour, dash="dash", width=1),
+            )
+        )
+    fig.update_layout(
+        title="Patch row / column probe accuracy by hidden state",
+        xaxis_title="hidden state",
+        xaxis_type="category",
+        yaxis_title="accuracy",
+        yaxis_range=[0, 1.02],
+        height=360,
+        margin=_MARGIN,
+    )
+    return fig

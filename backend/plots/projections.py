@@ -2,9 +2,17 @@
 
 WebGL scatter (``Scattergl``) so tens of thousands of points stay smooth. Both panels show the
 same points with the same colours; a categorical legend entry toggles the category in both.
+Image analyses can carry a small thumbnail per patch point (:func:`patch_thumbnails`), shown on
+hover by the live chart (ui/frontend/live_chart.html): the images travel once, in
+``layout.meta.thumbnails``, and each trace maps its point indices to them in
+``meta.thumbnail_of``.
 """
 
 from __future__ import annotations
+
+import base64
+import io
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import plotly.colors
@@ -12,6 +20,10 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from backend.analysis.geometry.projections import Colouring, Projection
+from backend.engine.extraction.media import patch_pixels
+
+THUMBNAIL_POINTS = 1000  # patch thumbnails per figure at most
+THUMBNAIL_BYTES = 1 << 20  # and at most this many bytes of them (base64 PNG)
 
 PALETTE = plotly.colors.qualitative.Plotly + plotly.colors.qualitative.D3
 OTHER_COLOUR = "#c7c7c7"
@@ -44,6 +56,7 @@ def before_after_figure(
     titles: tuple[str, str] = ("raw", "post-processed"),
     point_size: float = 4.0,
     height: int = 560,
+    thumbnails: Sequence[str] | None = None,
 ) -> go.Figure:
     """Two WebGL scatter panels (raw | processed) of the same points, coloured alike.
 
@@ -51,7 +64,8 @@ def before_after_figure(
     plain dicts without plotly's per-property validation: with tens of thousands of points that
     validation (and make_subplots) costs more than the whole rest of a page rerun. Coordinates and
     colour values travel as float32 (Plotly sends numpy arrays as typed binary: half the bytes of
-    float64, and a screen cannot show the difference).
+    float64, and a screen cannot show the difference). ``thumbnails``: one data URI per point
+    ("" for none), shown on hover by the live chart (module doc).
     """
     panels = (
         (np.asarray(before.coords, dtype=np.float32), "x", "y"),
@@ -60,6 +74,11 @@ def before_after_figure(
     hover = np.asarray(hover).astype(
         str
     )  # fixed-width str: copied as one block, unlike Python objects
+    uris = [uri for uri in (thumbnails or ()) if uri]
+    thumbnail_index = np.full(len(hover), -1, dtype=np.int64)
+    if uris:
+        has = np.array([bool(uri) for uri in thumbnails])
+        thumbnail_index[has] = np.arange(int(has.sum()))
     traces: list[dict] = []
     if colouring.kind == "categorical":
         colours = category_colours(colouring.order)
@@ -83,6 +102,7 @@ def before_after_figure(
                         showlegend=xa == "x",
                         hovertext=hover[mask],
                         hovertemplate="%{hovertext}<br>" + f"{name}<extra></extra>",
+                        **_thumbnail_meta(np.flatnonzero(mask), thumbnail_index),
                     )
                 )
     else:
@@ -114,6 +134,7 @@ def before_after_figure(
                     + ": %{customdata:.3g}<extra></extra>",
                     showlegend=False,
                     name=colouring.label,
+                    **_thumbnail_meta(np.arange(len(values)), thumbnail_index),
                 )
             )
     (bx, by), (ax, ay) = axis_titles(before), axis_titles(after)
@@ -157,9 +178,55 @@ def before_after_figure(
             title=dict(text=colouring.label + ": "),
         ),
         hoverlabel=dict(namelength=-1),
+        meta=dict(thumbnails=uris) if uris else None,
         template=pio.templates[pio.templates.default] if pio.templates.default else None,
     )
     return go.Figure(data=traces, layout=layout, _validate=False)
+
+
+def _thumbnail_meta(points: np.ndarray, thumbnail_index: np.ndarray) -> dict:
+    """A trace's ``meta``: its point index -> index into ``layout.meta.thumbnails`` (only the
+    points that have one; nothing at all when none does)."""
+    index = thumbnail_index[points]
+    mine = np.flatnonzero(index >= 0)
+    if not len(mine):
+        return {}
+    return {"meta": {"thumbnail_of": {str(int(i)): int(index[i]) for i in mine}}}
+
+
+def png_data_uri(pixels: np.ndarray) -> str:
+    """A uint8 (h, w, 3) image as a ``data:image/png;base64`` URI."""
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.fromarray(np.ascontiguousarray(pixels, dtype=np.uint8)).save(buffer, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def patch_thumbnails(
+    view_of: Callable[[int], np.ndarray],
+    image_id: np.ndarray,
+    patch_index: np.ndarray,
+    grid: tuple[int, int],
+    max_points: int = THUMBNAIL_POINTS,
+    max_bytes: int = THUMBNAIL_BYTES,
+) -> list[str]:
+    """One thumbnail per point: the pixels of its patch in ``view_of(image)`` (the image as the
+    model sees it), as a PNG data URI; "" for prefix tokens (``patch_index`` -1) and for the
+    points past ``max_points`` thumbnails or ``max_bytes`` of them (in point order: the
+    projection's points are a random sample already)."""
+    out: list[str] = []
+    total = count = 0
+    for image, index in zip(np.asarray(image_id), np.asarray(patch_index), strict=True):
+        uri = ""
+        if index >= 0 and count < max_points and total < max_bytes:
+            uri = png_data_uri(patch_pixels(view_of(int(image)), grid, int(index)))
+            if total + len(uri) > max_bytes:
+                total, uri = max_bytes, ""  # the budget is spent: no more thumbnails
+            else:
+                total, count = total + len(uri), count + 1
+        out.append(uri)
+    return out
 
 
 def explained_variance_text(projection: Projection) -> str:

@@ -92,6 +92,14 @@ def is_delimiter(token: str) -> bool:
     return all(unicodedata.category(c)[0] in "PS" for c in core)
 
 
+CARRIERS = ("first", "delimiter", "other")  # a decoder's carriers; image models: IMAGE_CARRIERS
+
+
+def decoder_carrier(position: int, token: str) -> str:
+    """Sun et al.'s carriers in a text: the first position, a delimiter, or another token."""
+    return "first" if position == 0 else ("delimiter" if is_delimiter(token) else "other")
+
+
 # ----------------------------------------------------------------------------- results
 
 
@@ -327,7 +335,15 @@ class MassiveAccumulator:
             out[s] = (float(band[r1]) + float(band[r2])) / 2.0
         return out
 
-    def finish(self, state_names: list[str], id_to_token: Callable[[list[int]], list[str]]):
+    def finish(
+        self,
+        state_names: list[str],
+        id_to_token: Callable[[list[int]], list[str]],
+        carrier_of: Callable[[int, str], str] = decoder_carrier,
+        kinds: tuple[str, ...] = CARRIERS,
+    ):
+        """The :class:`MassiveStats`; ``carrier_of(position, token)`` names the carrier of a
+        massive activation, one of ``kinds`` (a decoder's first / delimiter / other by default)."""
         hist = to_numpy(self.hist, dtype=None)
         exact = self._exact_median()
         median = exact if exact is not None else _median_from_histogram(hist)
@@ -343,7 +359,7 @@ class MassiveAccumulator:
             [id_to_token([int(i)])[0] if i >= 0 else "" for i in ids.reshape(-1)], dtype=object
         ).reshape(ids.shape)
         carriers: list[dict] = [
-            {"first": 0, "delimiter": 0, "other": 0, "dims": [], "tokens": []} for _ in state_names
+            dict.fromkeys(kinds, 0) | {"dims": [], "tokens": []} for _ in state_names
         ]
         counts_exact = True
         if self.overflow:
@@ -366,7 +382,7 @@ class MassiveAccumulator:
                 massive = values > threshold[rows[:, 0]]
                 rows = rows[massive]
                 n_massive = np.bincount(rows[:, 0], minlength=self.num_states).astype(np.int64)
-                carriers = _carriers(rows, self.num_states, id_to_token)
+                carriers = _carriers(rows, self.num_states, id_to_token, carrier_of, kinds)
         return MassiveStats(
             state_names=tuple(state_names),
             top_value=top_value,
@@ -385,21 +401,26 @@ class MassiveAccumulator:
         )
 
 
-def _carriers(rows: np.ndarray, num_states: int, id_to_token) -> list[dict]:
-    """Per state: massive activations by carrier (first position / delimiter / other), top dims
-    and tokens. ``rows``: (m, 5) int64 (state, dim, text, position, token id)."""
+def _carriers(
+    rows: np.ndarray,
+    num_states: int,
+    id_to_token,
+    carrier_of: Callable[[int, str], str] = decoder_carrier,
+    kinds: tuple[str, ...] = CARRIERS,
+) -> list[dict]:
+    """Per state: massive activations by carrier (``carrier_of(position, token)``, one of
+    ``kinds``), top dims and tokens. ``rows``: (m, 5) int64 (state, dim, text, position, token id)."""
     vocab: dict[int, str] = {}
     out = []
     for s in range(num_states):
         mine = rows[rows[:, 0] == s]
-        counts = {"first": 0, "delimiter": 0, "other": 0}
+        counts = dict.fromkeys(kinds, 0)
         tokens: Counter[str] = Counter()
         for position, tid in mine[:, 3:5].tolist():
             if tid not in vocab:
                 vocab[tid] = id_to_token([tid])[0]
             token = vocab[tid]
-            kind = "first" if position == 0 else ("delimiter" if is_delimiter(token) else "other")
-            counts[kind] += 1
+            counts[carrier_of(position, token)] += 1
             tokens[token] += 1
         dims = Counter(mine[:, 1].tolist())
         out.append(

@@ -141,3 +141,27 @@ def media_forward(
     if isinstance(last, torch.Tensor) and last.shape == hidden_states[-1].shape:
         hidden_states[-1] = last  # the final norm's output, as text models name state L
     return tuple(hidden_states)
+
+
+def model_view(loaded: LoadedModel, item: MediaItem) -> np.ndarray:
+    """The image as the model sees it, uint8 (H, W, 3): the processor's resize and crop, its
+    normalisation undone (``image_mean`` / ``image_std`` / ``rescale_factor`` of the processor),
+    so that patch (r, c) covers pixels [r*p, (r+1)*p) x [c*p, (c+1)*p)."""
+    processor = loaded.processor
+    pixels = processor(images=[item.data], return_tensors="np")["pixel_values"][0]  # (3, H, W)
+    pixels = np.asarray(pixels, dtype=np.float64)
+    if getattr(processor, "do_normalize", False):
+        mean = np.asarray(getattr(processor, "image_mean", 0.0), dtype=np.float64).reshape(-1, 1, 1)
+        std = np.asarray(getattr(processor, "image_std", 1.0), dtype=np.float64).reshape(-1, 1, 1)
+        pixels = pixels * std + mean
+    if getattr(processor, "do_rescale", False):
+        pixels = pixels / float(getattr(processor, "rescale_factor", 1 / 255))
+    return np.clip(np.rint(pixels), 0, 255).astype(np.uint8).transpose(1, 2, 0)
+
+
+def patch_pixels(view: np.ndarray, grid: tuple[int, int], index: int) -> np.ndarray:
+    """The pixels of patch ``index`` (row-major) of a :func:`model_view` image, (p_h, p_w, 3)."""
+    rows, cols = grid
+    height, width = view.shape[0] // rows, view.shape[1] // cols
+    row, col = divmod(int(index), cols)
+    return view[row * height : (row + 1) * height, col * width : (col + 1) * width]

@@ -99,3 +99,29 @@ def test_all_but_the_top_range_is_the_shared_one(monkeypatch):
     assert not at.exception
     field = at.number_input(key="proj_abtt_d")
     assert (field.min, field.max, field.value) == (1, 383, 4)
+
+
+# ----------------------------------------------------------------------------- an image analysis
+def test_image_analysis_with_the_random_init_contrast(tmp_path_factory):
+    """Godey et al.'s trained vs random-init contrast on a tiny random ViT over an image folder."""
+    from backend.engine.extraction import ExtractionSettings
+    from tests.media_models import image_folder, save_image_model
+    from ui.common import Selection
+
+    root = tmp_path_factory.mktemp("aniso-images")
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.session_state["isoscope_selection"] = Selection(
+        model_source=str(save_image_model("vit", root / "vit")),
+        corpus_kind="images",
+        corpus_text=str(image_folder(root / "imgs", 4)),
+        settings=ExtractionSettings(sample_size=1000),
+    )
+    at.run()
+    at.switch_page("pages/anisotropy.py").run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert at.select_slider(key="aniso_layer").options == ["emb", "1", "2"]
+    histogram = list(_charts(at).values())[0]
+    assert "hidden state" in histogram["layout"]["title"]["text"]
+    at.toggle(key="aniso_random").set_value(True).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert "random init" in _trace_names(list(_charts(at).values())[1])

@@ -1,16 +1,19 @@
 """AppTest of the Positional information page: every tab renders (lazy tabs, driven by the tab
 key), a widget change per view, bad inputs show an error, and models without a position table
 get an explanation instead of a crash. A small random BERT keeps the runs short; the variance lab
-uses its own random models."""
+uses its own random models. Image and audio analyses: the patch grid of a ViT's position table, the
+row / column probe, BEiT's and wav2vec2's notes, and the text-only tabs saying why not."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from backend.engine.extraction import ExtractionSettings
+from tests.media_models import audio_folder, image_folder, save_audio_model, save_image_model
 from ui.common import Selection
 
 APP = str(Path(__file__).resolve().parents[3] / "app.py")
@@ -175,3 +178,77 @@ def test_models_without_a_position_table_explain_instead_of_failing():
     assert any("no learned absolute position table" in i.value for i in at.info)
     _open(at, "TUPE decomposition")
     assert any("Not available" in i.value for i in at.info)
+
+
+# ----------------------------------------------------------------------------- images and audio
+@pytest.fixture(scope="module")
+def media(tmp_path_factory):
+    root = tmp_path_factory.mktemp("pos-media")
+    return {
+        "vit": str(save_image_model("vit", root / "vit")),
+        "beit": str(save_image_model("beit", root / "beit")),
+        "wav2vec2": str(save_audio_model(root / "w2v")),
+        "images": str(image_folder(root / "imgs", 4)),
+        "audio": str(audio_folder(root / "clips")),
+    }
+
+
+def _media_page(model: str, kind: str, folder: str, tab: str) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.session_state["isoscope_selection"] = Selection(
+        model_source=model,
+        corpus_kind=kind,
+        corpus_text=folder,
+        settings=ExtractionSettings(sample_size=1000),
+    )
+    at.run()
+    at.switch_page("pages/positional.py")
+    at.session_state["pos_tab"] = tab
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    return at
+
+
+def test_vit_position_table_on_the_patch_grid(media):
+    at = _media_page(media["vit"], "images", media["images"], "Position embeddings")
+    assert any("4x4 patch rows" in c.value and "[CLS]" in c.value for c in at.caption)
+    assert any("patch r2c2" in t for t in _titles(at))
+    at.number_input(key="pos_grid_row").set_value(0).run()
+    assert any("patch r0c2" in t for t in _titles(at))
+    at.radio(key="pos_grid_mode").set_value("every patch").run()
+    assert not at.exception
+    assert any("tile (row, column)" in t for t in _titles(at))
+    assert any("Dosovitskiy" in m.value for m in at.markdown)
+
+
+def test_vit_row_and_column_probe(media):
+    at = _media_page(media["vit"], "images", media["images"], "Position probe")
+    assert any("Patch row / column probe" in t for t in _titles(at))
+    frame = at.dataframe[0].value
+    assert list(frame.columns[:3]) == ["state", "row_accuracy", "column_accuracy"]
+    assert len(frame) == 3  # emb + 2 layers
+
+
+def test_beit_has_no_table_and_says_what_it_uses(media):
+    at = _media_page(media["beit"], "images", media["images"], "Position embeddings")
+    assert any("relative position bias" in i.value for i in at.info)
+
+
+@pytest.mark.parametrize("tab", ["TUPE decomposition", "Queries & keys"])
+def test_text_only_tabs_say_why_not_for_images(media, tab):
+    at = _media_page(media["vit"], "images", media["images"], tab)
+    assert any("does not apply" in i.value and "images" in i.value for i in at.info)
+
+
+def test_audio_says_what_applies(media):
+    at = _media_page(media["wav2vec2"], "audio", media["audio"], "Position embeddings")
+    assert any("convolutional relative position embedding" in i.value for i in at.info)
+    at = _media_page(media["wav2vec2"], "audio", media["audio"], "TUPE decomposition")
+    assert any("does not apply" in i.value and "audio" in i.value for i in at.info)
+
+
+def test_audio_probe_reads_the_frame_index(media):
+    """Luo's probe applies to audio as it is: a frame's position is its index in the clip."""
+    at = _media_page(media["wav2vec2"], "audio", media["audio"], "Position probe")
+    assert any("Position probe accuracy" in t for t in _titles(at))

@@ -140,3 +140,19 @@ def test_audio_compare_against_the_random_init_copy(audio_run):
     at = _page("pages/compare.py", audio_run[0], "audio", audio_run[1])
     assert not at.error, [e.value for e in at.error]
     assert "STS by state does not apply" in _text(at) and "audio clips" in _text(at)
+
+
+def test_image_projection_carries_patch_thumbnails(image_run):
+    """The live chart gets each patch point's thumbnail once (layout.meta) and a caption says how
+    many points have one."""
+    from tests.app.charts import charts
+
+    at = _page("pages/projections.py", image_run[0], "images", image_run[1])
+    figure = next(c.figure for c in charts(at) if c.key == "proj_chart")
+    thumbnails = figure["layout"]["meta"]["thumbnails"]
+    assert thumbnails and all(t.startswith("data:image/png;base64,") for t in thumbnails)
+    mapped = {
+        k for tr in figure["data"] for k in tr.get("meta", {}).get("thumbnail_of", {}).values()
+    }
+    assert mapped == set(range(len(thumbnails)))
+    assert any("Hover a patch point" in c.value for c in at.caption)

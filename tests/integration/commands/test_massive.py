@@ -100,3 +100,47 @@ def test_bad_input_exits_2_with_one_line(args, needle, texts, tmp_path):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0]
     assert "Traceback" not in proc.stderr
+
+
+# ----------------------------------------------------------------------------- --images
+@pytest.fixture(scope="module")
+def vision(tmp_path_factory) -> tuple[Path, Path]:
+    from tests.media_models import image_folder, save_image_model
+
+    root = tmp_path_factory.mktemp("massive-images")
+    return save_image_model("dinov2-reg", root / "model"), image_folder(root / "imgs", 3)
+
+
+def test_images_give_carriers_and_high_norm_patches(vision, tmp_path):
+    model, folder = vision
+    out = tmp_path / "massive.json"
+    args = ("--model", str(model), "--images", str(folder), "--out", str(out), "--device", "cpu")
+    proc = _run(*args, cache_dir=tmp_path / "cache")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    assert data["corpus"]["images"] == 3 and data["corpus"]["tokens"] == 3 * (1 + 4 + 16)
+    assert [c["state"] for c in data["carriers"]] == ["emb", "1", "2"]
+    assert set(data["carriers"][0]) == {"state", "CLS", "distillation", "register", "patch"}
+    assert [h["state"] for h in data["high_norm"]] == ["emb", "1", "2"]
+    for h in data["high_norm"]:
+        assert h["threshold"] == pytest.approx(2.0 * h["median_patch_norm"])
+        assert 0 <= h["share"] <= 1
+    assert "high-norm patches at state 2" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (("--high-norm-factor", "1"), "--high-norm-factor must be above 1"),
+        (("--texts", "{texts}"), "reads image, not text"),
+    ],
+)
+def test_images_bad_input_is_one_line(vision, texts, tmp_path, extra, message):
+    model, folder = vision
+    inputs = ("--images", str(folder)) if "--texts" not in extra else ()
+    extra = tuple(a.replace("{texts}", str(texts)) for a in extra)
+    args = ("--model", str(model), *inputs, *extra, "--out", str(tmp_path / "o.json"))
+    proc = _run(*args, "--device", "cpu", cache_dir=tmp_path / "cache")
+    assert proc.returncode != 0 and message in proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert "Traceback" not in proc.stderr and len(errors) == 1 and message in errors[0]

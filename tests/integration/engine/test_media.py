@@ -229,3 +229,74 @@ def test_mean_pooled_clips_of_a_group_norm_model_are_not_padded(clips, tmp_path_
     together = mean_pooled(loaded, clips.items, batch_size=8)
     alone = mean_pooled(loaded, clips.items, batch_size=1)
     np.testing.assert_allclose(together, alone, atol=1e-5)
+
+
+def test_siglip_vision_tower_has_no_prefix_and_extracts(images, tmp_path_factory):
+    loaded = _load("siglip", tmp_path_factory)
+    assert loaded.info.prefix_tokens == () and loaded.info.patch_grid == (4, 4)
+    out = _last_hidden(loaded, images)
+    result = extract(loaded, images, SETTINGS)
+    assert result.num_tokens == 3 * 16 and not result.tokens.is_special.any()
+    np.testing.assert_allclose(
+        result.mean[-1], out.last_hidden_state.double().mean(dim=(0, 1)).numpy(), atol=1e-5
+    )
+
+
+def test_beit_loads_and_extracts(images, tmp_path_factory):
+    loaded = _load("beit", tmp_path_factory)
+    assert loaded.info.prefix_tokens == ("[CLS]",) and loaded.info.patch_grid == (4, 4)
+    result = extract(loaded, images, SETTINGS)
+    assert result.num_tokens == 3 * 17 and result.num_states == loaded.info.num_layers + 1
+
+
+@pytest.mark.parametrize(
+    ("kind", "prefix_rows"),
+    [
+        ("vit", 1),
+        ("deit", 2),
+        ("dinov2-reg", 1),
+        ("clip", 1),
+        ("siglip", 0),
+        ("vitmae", 1),
+    ],
+)
+def test_patch_position_table_is_read_from_the_parameters(kind, prefix_rows, tmp_path_factory):
+    from backend.engine.layout import patch_position_table
+
+    loaded = _load(kind, tmp_path_factory)
+    table = patch_position_table(loaded.encoder, loaded.layout)
+    assert table is not None and table.grid == (4, 4) and table.patches.shape == (16, 32)
+    assert table.prefix_rows == prefix_rows
+    params = dict(loaded.encoder.named_parameters())
+    weights = params.get(table.path, params.get(table.path + ".weight"))
+    np.testing.assert_allclose(
+        table.patches, weights.detach().reshape(-1, 32)[-16:].double().numpy()
+    )
+
+
+def test_beit_and_wav2vec2_say_what_they_use_instead_of_a_table(clips, tmp_path_factory):
+    from backend.engine.layout import patch_position_table, position_scheme_note
+
+    beit = _load("beit", tmp_path_factory)
+    assert patch_position_table(beit.encoder, beit.layout) is None
+    assert "relative position bias" in position_scheme_note(beit.encoder, beit.layout)
+    audio = load_model(str(save_audio_model(tmp_path_factory.mktemp("w2v"))), device="cpu")
+    assert "convolutional relative position" in position_scheme_note(audio.encoder, audio.layout)
+
+
+def test_dinov2_table_of_a_larger_resolution_is_interpolated_not_missed(images, tmp_path):
+    """A DINOv2 trained at 35 px (5x5 patches) reads 28 px images (4x4): its table is shown on
+    its own 5x5 grid."""
+    import transformers as tf
+
+    from backend.engine.layout import patch_position_table
+    from tests.media_models import TINY, _image_processor
+
+    torch.manual_seed(0)
+    config = tf.Dinov2Config(mlp_ratio=2, image_size=35, patch_size=7, **TINY)
+    tf.Dinov2Model(config).save_pretrained(tmp_path)
+    _image_processor().save_pretrained(tmp_path)
+    loaded = load_model(str(tmp_path), device="cpu")
+    assert loaded.layout.grid == (4, 4)
+    table = patch_position_table(loaded.encoder, loaded.layout)
+    assert table.grid == (5, 5) and table.interpolated_to == (4, 4) and table.prefix_rows == 1

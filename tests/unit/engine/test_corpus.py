@@ -26,6 +26,18 @@ def test_bundled_corpus_is_a_few_hundred_sentences():
     assert len(corpus.sha) == 20 and corpus.sha == bundled_corpus().sha
 
 
+def test_bundled_corpus_is_read_once_per_version_of_the_file(tmp_path, monkeypatch):
+    path = tmp_path / "corpus.txt"
+    path.write_text("one\ntwo\n")
+    monkeypatch.setattr(corpus_mod, "BUNDLED_CORPUS", path)
+    corpus_mod._bundled_corpus.cache_clear()
+    first = bundled_corpus()
+    assert first is bundled_corpus() and first.texts == ("one", "two")
+    path.write_text("one\ntwo\nthree and more\n")  # a new version (size and time) is read again
+    assert bundled_corpus().texts == ("one", "two", "three and more")
+    corpus_mod._bundled_corpus.cache_clear()
+
+
 def test_txt_one_text_per_line_skips_blank_lines_and_collapses_space():
     corpus = corpus_from_bytes(b"first  text\n\n   \nsecond\ttext\r\n", "a.txt")
     assert corpus.texts == ("first text", "second text")

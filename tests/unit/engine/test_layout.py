@@ -49,3 +49,52 @@ def test_frames_from_conv_arithmetic_without_the_models_formula():
         config = Config()
 
     assert frames_for(Model(), np.array([1600, 400])).tolist() == [159, 39]
+
+
+class _Embeddings(torch.nn.Module):
+    """A ViT-style embedding block: [CLS], 4 registers and a position table of 1 + 2x2 rows."""
+
+    def __init__(self, d: int = 6, registers: int = 4, relative: bool = False):
+        super().__init__()
+        self.config = type("Config", (), {"hidden_size": d})()
+        self.cls_token = torch.nn.Parameter(torch.zeros(1, 1, d))
+        self.register_tokens = torch.nn.Parameter(torch.ones(1, registers, d))
+        if relative:
+            self.relative_position_bias_table = torch.nn.Parameter(torch.zeros(9, 2))
+        else:
+            self.position_embeddings = torch.nn.Parameter(torch.arange(5.0 * d).reshape(1, 5, d))
+
+
+_LAYOUT = InputLayout(
+    "image", ("[CLS]", "[REG1]", "[REG2]", "[REG3]", "[REG4]"), (2, 2), 7, (14, 14)
+)
+
+
+def test_patch_position_table_prefers_the_position_parameter_over_a_same_shaped_block():
+    from backend.engine.layout import patch_position_table
+
+    model = _Embeddings()  # the register block (1, 4, 6) has a row per patch too
+    table = patch_position_table(model, _LAYOUT)
+    assert table.path == "position_embeddings" and table.prefix_rows == 1
+    np.testing.assert_array_equal(table.patches, np.arange(30).reshape(5, 6)[1:])
+
+
+def test_no_table_says_what_the_model_uses_instead():
+    from backend.engine.layout import patch_position_table, position_scheme_note
+
+    model = _Embeddings(registers=1, relative=True)
+    assert patch_position_table(model, _LAYOUT) is None
+    assert "one bias table shared by all layers" in position_scheme_note(model, _LAYOUT)
+    assert patch_position_table(model, InputLayout()) is None  # text: no patch grid
+
+
+def test_a_table_of_another_resolution_is_returned_on_its_own_grid():
+    """DINOv2 keeps a 37x37 table (518 px) and interpolates it for a 16x16 input: here a 3x3
+    table (+ [CLS]) for a 2x2 input."""
+    from backend.engine.layout import patch_position_table
+
+    model = _Embeddings(registers=1)
+    model.position_embeddings = torch.nn.Parameter(torch.arange(60.0).reshape(1, 10, 6))
+    table = patch_position_table(model, _LAYOUT)
+    assert table.grid == (3, 3) and table.interpolated_to == (2, 2) and table.prefix_rows == 1
+    np.testing.assert_array_equal(table.patches, np.arange(60).reshape(10, 6)[1:])

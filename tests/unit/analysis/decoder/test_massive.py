@@ -187,3 +187,18 @@ def test_peak_state_is_the_state_of_the_largest_value():
     acc.update(hidden, meta)
     stats = _finish(acc)
     assert peak_state(stats) == 2
+
+
+def test_carriers_can_be_named_by_the_caller():
+    """The accumulator is not decoder-specific: an image model names its carriers by token kind."""
+    hidden, meta = _planted()
+    acc = MassiveAccumulator(S, torch.device("cpu"))
+    acc.update(hidden, meta)
+    stats = acc.finish(
+        ["emb", "1", "2"],
+        _vocab,
+        carrier_of=lambda position, token: "prefix" if position == 0 else "patch",
+        kinds=("prefix", "patch"),
+    )
+    assert stats.carriers[2]["prefix"] == 1 and stats.carriers[2]["patch"] == 1
+    assert "first" not in stats.carriers[0] and stats.carriers[0]["prefix"] == 0

@@ -1,0 +1,34 @@
+"""Figures of high-norm tokens (backend/plots/highnorm.py) on the planted scan of the analysis
+test: one trace per kind of token, the histogram, the per-state frame, the overlay's patch centres
+and circles, and the massive frame's carrier columns for image models."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from backend.plots.decoder import massive_frame
+from backend.plots.highnorm import (
+    high_norm_frame,
+    image_norm_overlay,
+    norm_by_kind_figure,
+    norm_histogram,
+)
+from tests.unit.analysis.decoder.test_highnorm import planted_scan
+
+
+def test_figures_and_frames():
+    scan = planted_scan()
+    thresholds = scan.thresholds()
+    assert [t.name for t in norm_by_kind_figure(scan).data] == ["CLS", "register", "patch"]
+    hist = norm_histogram(scan, 1, float(thresholds[1]))
+    assert len(hist.data) == 3 and len(hist.data[2].x) == 4 * 6
+    frame = high_norm_frame(scan, thresholds)
+    assert frame["high-norm patches"].tolist() == [0.0, round(1 / 24, 4)]
+    assert frame["mean norm: register"].tolist() == [1.0, 20.0]
+    image = np.zeros((14, 21, 3), dtype=np.uint8)  # 2x3 patches of 7 px
+    fig = image_norm_overlay(image, scan.patch_norms(1, 2), float(thresholds[1]))
+    heat, circles = fig.data[1], fig.data[2]
+    assert list(heat.x) == [3.5, 10.5, 17.5] and list(heat.y) == [3.5, 10.5]
+    assert list(circles.x) == [3.5] and list(circles.y) == [10.5]  # patch r1c0
+    columns = massive_frame(scan.massive).columns
+    assert "at register" in columns and "at first position" not in columns

@@ -1,0 +1,205 @@
+"""The "Massive activations & sinks" page for image models (pages/decoder.py opens it for a
+vision encoder): Sun et al.'s massive activations with the tokens that carry them, Darcet et al.'s
+high-norm tokens, and the patch norms over the image. The arithmetic is in
+backend.analysis.decoder.highnorm."""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from backend.analysis.decoder.highnorm import HIGH_NORM_FACTOR, ImageScan, scan_images
+from backend.analysis.decoder.massive import peak_state
+from backend.engine.errors import IsoscopeError
+from backend.engine.extraction.media import model_view
+from backend.engine.models import LoadedModel
+from backend.plots.decoder import magnitudes_by_layer_figure, massive_frame
+from backend.plots.highnorm import (
+    high_norm_frame,
+    image_norm_overlay,
+    norm_by_kind_figure,
+    norm_histogram,
+)
+from ui.common import download_buttons, explainer, memo, memo_heavy
+from ui.tabs import lazy_tabs
+
+SOURCES = """
+- Sun, Chen, Kolter & Liu 2024, *Massive Activations in Large Language Models*, section 5 (CLIP ViT-L,
+  DINOv2-reg ViT-G), [arXiv 2402.17762](https://arxiv.org/abs/2402.17762)
+- Darcet, Oquab, Mairal & Bojanowski 2024, *Vision Transformers Need Registers*, [arXiv
+  2309.16588](https://arxiv.org/abs/2309.16588)
+"""
+
+
+def get_image_scan(loaded: LoadedModel, corpus, n_images: int) -> ImageScan:
+    """Massive activations and token norms of the first ``n_images`` images (memoised per model,
+    corpus and count)."""
+
+    def compute(progress) -> ImageScan:
+        return scan_images(loaded, corpus.items[:n_images], progress=progress)
+
+    key = (loaded.fingerprint, corpus.sha, n_images)
+    return memo_heavy(
+        "massive.images", key, f"Scanning {loaded.info.display_name}:", compute, "images"
+    )
+
+
+def get_model_view(loaded: LoadedModel, corpus, index: int) -> np.ndarray:
+    """Image ``index`` as the model sees it (memoised)."""
+    return memo(
+        "massive.image_view",
+        (loaded.fingerprint, corpus.sha, index),
+        lambda: model_view(loaded, corpus.items[index]),
+    )
+
+
+def media_massive_view(loaded: LoadedModel, corpus) -> None:
+    """The page for an image model; one line for audio (not built)."""
+    if loaded.layout.modality != "image":
+        st.info(
+            "Massive activations and high-norm tokens are measured here for texts (decoders and "
+            "encoders) and images (ViT-style patch tokens); audio clips are not scanned yet.",
+            icon=":material/block:",
+        )
+        return
+    explainer(
+        "What is this / references",
+        f"""
+**Massive activations** (Sun et al.): a few single values of the hidden states with |h| > 100 and about
+1000 × the median |h|, in fixed dims, carried by a few tokens. Sun et al. find them in CLIP ViT-L and in
+DINOv2-reg ViT-G, where the **register tokens** carry them. The statistics are the decoder page's; the
+carriers here are the [CLS], distillation, register and patch tokens.
+
+**High-norm tokens** (Darcet et al.): large, well-trained ViTs (DeiT-III, OpenCLIP, DINOv2) grow a few patch
+tokens whose hidden-state norm is far above the rest (> ~150 at the output of ViT-L/g, ~2 % of the patches,
+in low-information background areas); they hold global information and spoil attention maps. Registers, extra
+prefix tokens with no image content, take that role over. A patch is *high-norm* here when its norm is above
+a factor × its hidden state's median patch norm (Darcet's 150 is one model's output scale; the table shows
+each state's own scale). Tiny random models show neither: both appear with training and size.
+
+Sources: {SOURCES}
+""",
+    )
+    n_max = len(corpus.items)
+    c1, c2, c3 = st.columns(3)
+    n_images = c1.slider(
+        "Images to scan",
+        1,
+        n_max,
+        min(64, n_max),
+        key="massive_n_images",
+        help="The first images of the corpus, every token (prefix and patches) of each.",
+    )
+    try:
+        scan = get_image_scan(loaded, corpus, int(n_images))
+    except IsoscopeError as exc:
+        st.error(f"**Cannot scan this model.** {exc}")
+        return
+    names = list(scan.massive.state_names)
+    state_name = c2.select_slider(
+        "Hidden state",
+        names,
+        value=names[-1],
+        key="massive_img_state",
+        help="For the norm distribution and the image view.",
+    )
+    factor = c3.number_input(
+        "High-norm factor (× median patch norm)",
+        1.1,
+        100.0,
+        HIGH_NORM_FACTOR,
+        0.1,
+        key="massive_img_factor",
+    )
+    state = names.index(state_name)
+    thresholds = scan.thresholds(float(factor))
+    massive = scan.massive
+    peak = peak_state(massive)
+    shares = scan.high_norm_share(thresholds)
+    m1, m2, m3 = st.columns(3)
+    m1.metric(
+        "Largest |h|",
+        f"{massive.top_value[peak, 0]:,.1f}",
+        help=f"hidden state {names[peak]}, dim {massive.top_dim[peak, 0]}, token "
+        f"{massive.top_token[peak, 0]} of image {massive.top_text[peak, 0]}",
+    )
+    m2.metric("× median |h| there", f"{massive.ratio[peak]:,.0f}")
+    m3.metric(f"High-norm patches at {state_name}", f"{shares[state]:.1%}")
+    st.caption(
+        f"{loaded.info.display_name} · {scan.n_images:,} images · {massive.n_tokens:,} tokens "
+        f"({loaded.layout.describe()}) · {scan.seconds:.1f} s"
+    )
+
+    def massive_tab() -> None:
+        fig = magnitudes_by_layer_figure(massive)
+        st.plotly_chart(fig, width="stretch", key="massive_img_layers_chart")
+        frame = massive_frame(massive)
+        st.dataframe(frame, hide_index=True, width="stretch")
+        download_buttons(
+            "massive_img_layers",
+            fig=fig,
+            frame=frame,
+            json_data=massive.layers(),
+            name="massive_activations_images",
+        )
+        st.caption(
+            "The *at …* columns count the massive activations (|h| > 100 and > 1000 × the median) "
+            "by the token that carries them; *token* names the largest one's ([CLS], [REGn] or "
+            "patch rRcC)."
+        )
+
+    def high_norm_tab() -> None:
+        fig_kind = norm_by_kind_figure(scan)
+        st.plotly_chart(fig_kind, width="stretch", key="massive_img_kind_chart")
+        fig_hist = norm_histogram(scan, state, float(thresholds[state]))
+        st.plotly_chart(fig_hist, width="stretch", key="massive_img_hist_chart")
+        frame = high_norm_frame(scan, thresholds)
+        st.dataframe(frame, hide_index=True, width="stretch")
+        download_buttons("massive_img_norms", fig=fig_kind, frame=frame, name="high_norm_tokens")
+        top = scan.top_patches(state, float(thresholds[state]))
+        if top:
+            st.markdown(f"**Highest-norm patches at {state_name}**")
+            st.dataframe(
+                [{"image file": corpus.texts[t["image"]]} | t for t in top],
+                hide_index=True,
+                width="stretch",
+            )
+        else:
+            st.caption(f"No patch is above {float(thresholds[state]):.2f} at {state_name}.")
+
+    def image_tab() -> None:
+        index = st.selectbox(
+            "Image",
+            range(scan.n_images),
+            format_func=lambda i: f"{i}: {corpus.texts[i]}",
+            key="massive_img_index",
+        )
+        try:
+            picture = get_model_view(loaded, corpus, int(index))
+        except IsoscopeError as exc:
+            st.error(str(exc))
+            return
+        patch_norms = scan.patch_norms(state, int(index))
+        fig = image_norm_overlay(
+            picture,
+            patch_norms,
+            float(thresholds[state]),
+            title=f"Patch norms at hidden state {state_name} (circled: > {thresholds[state]:.2f})",
+        )
+        st.plotly_chart(fig, width="stretch", key="massive_img_overlay_chart")
+        download_buttons("massive_img_overlay", fig=fig, name=f"patch_norms_image{int(index)}")
+        prefix = ", ".join(
+            f"{name} {scan.norms[state, int(index), i]:.2f}"
+            for i, name in enumerate(scan.token_names[: scan.prefix])
+        )
+        st.caption(
+            "The image after the processor's resize and crop, the grid of its patches coloured by "
+            "their hidden-state norm."
+            + (f" Prefix tokens (not on the image): {prefix}." if prefix else "")
+        )
+
+    lazy_tabs(
+        ["Massive activations", "High-norm tokens", "On the image"],
+        (massive_tab, high_norm_tab, image_tab),
+        key="massive_img_tab",
+    )
