@@ -3,14 +3,11 @@ corpus, texts, max length), re-evaluated for each K and α; the per-block sensit
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from backend.analysis.quant.readiness import (
     MagnitudeTiles,
     QuantReport,
     QuantScan,
     evaluate,
-    outlier_dims_by_state,
     scan_sites,
     site_magnitudes,
 )
@@ -70,7 +67,7 @@ def get_report(n_texts: int, max_length: int, keep: int, alpha: float) -> QuantR
 def with_outlier_dims(report: QuantReport) -> QuantReport:
     """The report with the hidden-state outlier dims of the sidebar's extraction."""
     _, result = get_extraction()
-    return replace(report, outlier_dims=outlier_dims_by_state(result))
+    return report.with_outlier_dims(result)
 
 
 def get_tiles(n_texts: int, max_length: int, site_index: int) -> MagnitudeTiles:

@@ -52,12 +52,27 @@ def add_parser(sub) -> None:
         "--no-sensitivity", action="store_true", help="skip the per-block sensitivity runs"
     )
     p.add_argument(
+        "--pairs",
+        default=None,
+        help="encoders: CSV sentence1,sentence2,score (as for `isoscope sts`); adds the STS "
+        "Spearman x 100 of the mean-pooled final state in full precision and per scheme to `end`",
+    )
+    p.add_argument(
         "--act-scales",
         default=None,
         help="also write SmoothQuant's act_scales (module name -> float32 per-channel max |x|) "
         "to this .safetensors file",
     )
     p.set_defaults(func=run_quant)
+
+
+def _refuse_pairs(name: str) -> None:
+    from backend.engine.errors import InputError
+
+    raise InputError(
+        f"--pairs is for encoders (STS of mean-pooled sentence vectors); {name} is a decoder, "
+        "whose end metric is the next-token KL: leave out --pairs"
+    )
 
 
 def run_quant(args: argparse.Namespace) -> int:
@@ -83,7 +98,17 @@ def run_quant(args: argparse.Namespace) -> int:
             raise InputError(f"{flag} must be between 1 and 1000000, got {getattr(args, name)}")
     check_keep_alpha(args.keep, args.alpha)
     corpus = load_corpus_file(args.texts)
+    pairs = None
+    if args.pairs is not None:
+        from backend.analysis.geometry.similarity import read_pairs_csv
+        from backend.engine.models import source_is_causal
+
+        pairs = read_pairs_csv(args.pairs)  # `isoscope sts`'s reader
+        if source_is_causal(args.model):  # refused before any weights load
+            _refuse_pairs(args.model)
     loaded = load_model_from_args(args)
+    if pairs is not None and loaded.info.is_causal:  # the loaded model's own flag decides
+        _refuse_pairs(loaded.info.display_name)
     for notice in corpus.notices:
         progress_line(f"note: {notice}")
     result = analyse(
@@ -96,6 +121,7 @@ def run_quant(args: argparse.Namespace) -> int:
         error_tokens=args.error_tokens,
         end_tokens=args.end_tokens,
         sensitivity=not args.no_sensitivity,
+        pairs=pairs,
         progress=ProgressPrinter(f"quantization readiness of {len(corpus)} texts"),
     )
     for note in result.scan.notes:

@@ -111,3 +111,66 @@ def test_missing_texts_file(tmp_path):
     )
     assert proc.returncode == 2
     assert proc.stderr.strip().startswith("error:") and len(proc.stderr.strip().splitlines()) == 1
+
+
+PAIRS_CSV = """sentence1,sentence2,score
+A man is playing a guitar.,A man plays the guitar.,4.8
+A woman is slicing onions.,A woman cuts an onion.,4.2
+The cat sleeps on the sofa.,A dog runs in the park.,0.6
+Children play football outside.,Kids are playing soccer.,4.0
+"""
+
+
+def test_encoder_pairs_add_sts_to_end_matching_isoscope_sts(tiny_bert_dir, texts, tmp_path):
+    """``--pairs`` (the sts command's reader): ``end`` gets the STS Spearman in full precision,
+    per scheme and the change; full precision equals ``isoscope sts``'s raw score at the last
+    state on the same file."""
+    pairs = tmp_path / "pairs.csv"
+    pairs.write_text(PAIRS_CSV)
+    out, sts_out = tmp_path / "q.json", tmp_path / "sts.json"
+    common = ["--model", str(tiny_bert_dir), "--max-length", "16"]
+    proc = run_backend(
+        "quant",
+        *common,
+        "--texts",
+        str(texts),
+        "--out",
+        str(out),
+        "--pairs",
+        str(pairs),
+        "--no-sensitivity",
+        cache_dir=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    end = json.loads(out.read_text())["end"]
+    assert end["metric"] == "cosine"
+    assert set(end["sts_spearman"]) == SCHEMES | {"full_precision"}
+    assert set(end["sts_spearman_change"]) == SCHEMES
+    assert end["sts_pairs"]["count"] == 4
+    proc = run_backend(
+        "sts", *common, "--pairs", str(pairs), "--out", str(sts_out), "--clip", "none",
+        cache_dir=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    last = json.loads(sts_out.read_text())["states"][-1]
+    assert end["sts_spearman"]["full_precision"] == pytest.approx(last["raw"], abs=1e-6)
+
+
+def test_pairs_for_a_decoder_are_refused_in_one_line(texts, tmp_path):
+    pairs = tmp_path / "pairs.csv"
+    pairs.write_text(PAIRS_CSV)
+    proc = run_backend(
+        "quant",
+        "--model",
+        "random:gpt2:layers=1,width=16,heads=2",
+        "--texts",
+        str(texts),
+        "--out",
+        str(tmp_path / "q.json"),
+        "--pairs",
+        str(pairs),
+        cache_dir=tmp_path,
+    )
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and "--pairs" in lines[0]
