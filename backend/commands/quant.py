@@ -9,8 +9,11 @@ import argparse
 
 from backend.commands.common import (
     ProgressPrinter,
+    add_cache_args,
     add_model_args,
+    check_cache_args,
     check_out_path,
+    extract_with_cache,
     load_model_from_args,
     progress_line,
     write_json,
@@ -63,6 +66,13 @@ def add_parser(sub) -> None:
         help="also write SmoothQuant's act_scales (module name -> float32 per-channel max |x|) "
         "to this .safetensors file",
     )
+    p.add_argument(
+        "--no-outlier-overlap",
+        action="store_true",
+        help="skip the extraction that finds the hidden-state outlier dims (each site's "
+        "outlier_overlap is then null)",
+    )
+    add_cache_args(p)
     p.set_defaults(func=run_quant)
 
 
@@ -81,6 +91,7 @@ def run_quant(args: argparse.Namespace) -> int:
     from backend.engine.errors import InputError
 
     out = check_out_path(args.out)
+    check_cache_args(args)
     scales_path = None
     if args.act_scales is not None:
         if not args.act_scales.endswith(".safetensors"):
@@ -124,6 +135,8 @@ def run_quant(args: argparse.Namespace) -> int:
         pairs=pairs,
         progress=ProgressPrinter(f"quantization readiness of {len(corpus)} texts"),
     )
+    if not args.no_outlier_overlap:
+        result = result.with_outlier_dims(_extraction(loaded, corpus, args))
     for note in result.scan.notes:
         progress_line(f"note: {note}")
     progress_line(result.verdict())
@@ -137,3 +150,18 @@ def run_quant(args: argparse.Namespace) -> int:
         progress_line(f"wrote {scales_path}")
     write_json(out, payload)
     return 0
+
+
+def _extraction(loaded, corpus, args: argparse.Namespace):
+    """The corpus's extraction (through the result cache) at the command's max length, first
+    position left out on decoders as everywhere by default: where the hidden-state outlier dims
+    of each site's overlap come from, as on the page (the sidebar's extraction)."""
+    from backend.commands.common import resolve_exclude_first
+    from backend.engine.extraction import ExtractionSettings
+
+    settings = ExtractionSettings(
+        max_length=args.max_length,
+        batch_size=args.batch_size,
+        exclude_first=resolve_exclude_first(args, loaded),
+    )
+    return extract_with_cache(loaded, corpus, settings, args, label="hidden-state outlier dims")

@@ -72,6 +72,24 @@ def test_quant_json_and_act_scales(tiny_llama_dir, texts, tmp_path):
     q = loaded["layers.0.self_attn.q_proj"]
     assert q.dtype == torch.float32 and q.shape == (32,)
     assert float(q.max()) == pytest.approx(data["sites"][0]["max_abs"], rel=1e-6)
+    # the overlap with the hidden-state outlier dims is filled in, by the page's rule: the
+    # headline outlier dims of the extraction (first position left out on a decoder) of the
+    # state each block reads
+    from backend.analysis.geometry.outliers import outlier_dims_by_state
+    from backend.engine.corpus import load_corpus_file
+    from backend.engine.extraction import ExtractionSettings, extract
+    from backend.engine.models import load_model
+
+    model = load_model(str(tiny_llama_dir), device="cpu")
+    settings = ExtractionSettings(max_length=16, batch_size=16, exclude_first=True)
+    dims = outlier_dims_by_state(extract(model, load_corpus_file(str(texts)), settings))
+    for site in data["sites"]:
+        if site["width"] != 32:  # channels are hidden dims only at the residual width
+            assert site["outlier_overlap"] is None
+            continue
+        top = [t["channel"] for t in site["top_channels"]]
+        assert site["outlier_overlap"] == [c for c in top if c in dims[site["layer"]]]
+        assert isinstance(site["massive_overlap"], list)
 
 
 @pytest.mark.parametrize(
@@ -139,10 +157,13 @@ def test_encoder_pairs_add_sts_to_end_matching_isoscope_sts(tiny_bert_dir, texts
         "--pairs",
         str(pairs),
         "--no-sensitivity",
+        "--no-outlier-overlap",
         cache_dir=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr
-    end = json.loads(out.read_text())["end"]
+    data = json.loads(out.read_text())
+    assert all(site["outlier_overlap"] is None for site in data["sites"])
+    end = data["end"]
     assert end["metric"] == "cosine"
     assert set(end["sts_spearman"]) == SCHEMES | {"full_precision"}
     assert set(end["sts_spearman_change"]) == SCHEMES
