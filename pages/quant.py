@@ -19,7 +19,7 @@ from backend.plots.quant import (
     sites_frame,
 )
 from ui.common import download_buttons, explainer, get_corpus, get_model
-from ui.quant import get_report, get_tiles, scan_key, with_outlier_dims
+from ui.quant import choose_pairs, get_report, get_tiles, scan_key, with_outlier_dims
 from ui.ranges import QUANT_ALPHA, QUANT_KEEP, QUANT_MAX_LENGTH
 from ui.tabs import lazy_tabs
 
@@ -105,6 +105,13 @@ alpha = float(
     )
 )
 
+pairs = None
+if not loaded.info.is_causal:  # decoders' end metric is the next-token KL
+    try:
+        pairs = choose_pairs()
+    except IsoscopeError as exc:
+        st.error(f"**Cannot read the pairs file.** {exc}")
+
 key = scan_key(n_texts, max_length)
 ran = st.session_state.setdefault(RAN_KEY, [])
 if key not in ran:
@@ -116,7 +123,7 @@ if key not in ran:
         st.stop()
     ran.append(key)
 try:
-    report = get_report(n_texts, max_length, keep, alpha)
+    report = get_report(n_texts, max_length, keep, alpha, pairs)
 except IsoscopeError as exc:
     st.error(f"**Cannot analyse this model.** {exc}")
     st.stop()
@@ -133,6 +140,14 @@ if report.end is not None:
     m[1].metric(f"{label}, keep {keep}", fmt(report.end["keep_k"]))
     m[2].metric(f"{label}, SmoothQuant", fmt(report.end["smoothquant"]))
     m[3].metric(f"{label}, rotation", fmt(report.end["rotation"]))
+    sts = report.end.get("sts_spearman")
+    if sts:
+        change = report.end["sts_spearman_change"]
+        cols = st.columns(4)
+        cols[0].metric("STS Spearman × 100, full precision", f"{sts['full_precision']:.1f}")
+        for col, k in zip(cols[1:], ("per_token", "keep_k", "rotation"), strict=True):
+            col.metric(f"STS, {SCHEME_LABELS[k]}", f"{sts[k]:.1f}", f"{change[k]:+.1f}")
+        st.caption(f"STS on {len(pairs):,} pairs from {pairs.name}.")
 st.caption(
     f"{loaded.info.display_name} · {scan.n_texts:,} texts · {scan.n_tokens:,} tokens · "
     f"{len(scan.sites)} sites · site errors and medians on a seeded sample of {scan.error_tokens:,} "

@@ -3,6 +3,9 @@ corpus, texts, max length), re-evaluated for each K and α; the per-block sensit
 
 from __future__ import annotations
 
+import streamlit as st
+
+from backend.analysis.geometry.similarity import SentencePairs, read_pairs_csv, sts_sample
 from backend.analysis.quant.readiness import (
     MagnitudeTiles,
     QuantReport,
@@ -13,6 +16,7 @@ from backend.analysis.quant.readiness import (
 )
 from backend.engine.models import private_copy
 from ui.common import get_corpus, get_extraction, get_model, memo_heavy
+from ui.ranges import QUANT_PAIRS
 
 
 def _key(n_texts: int, max_length: int) -> tuple:
@@ -35,9 +39,12 @@ def get_scan(n_texts: int, max_length: int) -> QuantScan:
     return memo_heavy("quant.scan", _key(n_texts, max_length), label, compute, "batches")
 
 
-def get_report(n_texts: int, max_length: int, keep: int, alpha: float) -> QuantReport:
-    """Errors and end metric for K and α, with the sensitivity of the pass. Fake quantization
-    swaps weights, so it runs on a private copy: sessions using the cached model never see them."""
+def get_report(
+    n_texts: int, max_length: int, keep: int, alpha: float, pairs: SentencePairs | None = None
+) -> QuantReport:
+    """Errors and end metric for K and α (with ``pairs``, an encoder's STS change per scheme),
+    with the sensitivity of the pass. Fake quantization swaps weights, so it runs on a private
+    copy: sessions using the cached model never see them."""
     loaded = get_model()
     scan = get_scan(n_texts, max_length)
 
@@ -57,11 +64,43 @@ def get_report(n_texts: int, max_length: int, keep: int, alpha: float) -> QuantR
 
     def compute(progress) -> QuantReport:
         copy = private_copy(loaded)
-        ev = evaluate(copy, scan, keep=keep, alpha=alpha, sensitivity=False, progress=progress)
+        ev = evaluate(
+            copy,
+            scan,
+            keep=keep,
+            alpha=alpha,
+            sensitivity=False,
+            pairs=pairs,
+            progress=progress,
+        )
         return QuantReport(scan, ev.errors, ev.end, sens, int(keep), float(alpha))
 
-    key = (*_key(n_texts, max_length), int(keep), float(alpha))
+    key = (*_key(n_texts, max_length), int(keep), float(alpha), pairs and pairs.sha)
     return memo_heavy("quant.report", key, "Simulating every scheme:", compute, "schemes")
+
+
+def choose_pairs() -> SentencePairs | None:
+    """The encoder's STS pairs for the quant page: none, the bundled CC0 sample (as on the
+    Similarity page when nothing is uploaded) or an uploaded CSV read by the one pairs reader.
+    Raises :class:`~backend.engine.errors.InputError` for an unreadable upload."""
+    choice = st.selectbox(
+        "STS pairs (encoders: the Spearman change per scheme)",
+        list(QUANT_PAIRS.options),
+        QUANT_PAIRS.index,
+        key="quant_pairs",
+        help="Sentence pairs with gold scores (sentence1,sentence2,score): each scheme's STS "
+        "Spearman × 100 of the mean-pooled final state, against full precision.",
+    )
+    if choice == QUANT_PAIRS.options[1]:
+        return sts_sample()
+    if choice == QUANT_PAIRS.options[2]:
+        upload = st.file_uploader(
+            "Pairs CSV: sentence1,sentence2,score",
+            type=["csv", "tsv", "txt"],
+            key="quant_pairs_csv",
+        )
+        return read_pairs_csv(upload.getvalue(), upload.name) if upload is not None else None
+    return None
 
 
 def with_outlier_dims(report: QuantReport) -> QuantReport:
