@@ -11,13 +11,17 @@ from backend.engine.errors import InputError, IsoscopeError
 from backend.engine.progress import Progress
 from backend.share.report.model import (
     SECTION_TITLES,
-    SECTIONS,
     SOURCES,
     Report,
     ReportSettings,
     Section,
 )
-from backend.share.report.prose import BUILDERS, Context
+from backend.share.report.model import SECTIONS as DEFAULT_SECTIONS
+from backend.share.report.prose import BUILDERS as PROSE_BUILDERS
+from backend.share.report.prose import Context
+from backend.share.report.quant import quant_section
+
+BUILDERS = {**PROSE_BUILDERS, "quant": quant_section}
 
 # ----------------------------------------------------------------------------- building
 
@@ -28,15 +32,18 @@ def build_report(
     *,
     settings: ReportSettings | None = None,
     pairs: tuple[Sequence[str], Sequence[str], Sequence[float]] | None = None,
-    sections: Sequence[str] = SECTIONS,
+    sections: Sequence[str] = DEFAULT_SECTIONS,
     in_place: bool = False,
+    quant=None,
     progress: Progress | None = None,
 ) -> Report:
     """Run every section on ``loaded`` and its extraction ``result``; never raises for a section.
 
     ``pairs`` = (sentences A, sentences B, gold scores) adds STS figures. ``in_place=True`` lets the
     LayerNorm ablation modify the model (restored bit-for-bit) instead of a private copy: only for a
-    process that owns the model, like the CLI.
+    process that owns the model, like the CLI. ``quant``: a finished
+    :class:`~backend.analysis.quant.readiness.QuantReport` for the optional "quant" section
+    (otherwise that section runs the analysis).
     """
     from backend import __version__
 
@@ -44,7 +51,7 @@ def build_report(
     unknown = [s for s in sections if s not in BUILDERS]
     if unknown:
         raise InputError(
-            f"unknown report section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}"
+            f"unknown report section(s) {', '.join(unknown)}; choose from {', '.join(BUILDERS)}"
         )
     ctx = Context(
         loaded,
@@ -53,6 +60,8 @@ def build_report(
         None if pairs is None else tuple(list(x) for x in pairs),
         in_place,
     )
+    if quant is not None:
+        ctx.cache["quant_report"] = quant
     built = []
     for i, key in enumerate(sections):
         try:
