@@ -19,7 +19,14 @@ from backend.plots.quant import (
     sites_frame,
 )
 from ui.common import download_buttons, explainer, get_corpus, get_model
-from ui.quant import choose_pairs, get_report, get_tiles, scan_key, with_outlier_dims
+from ui.quant import (
+    choose_pairs,
+    get_report,
+    get_tiles,
+    remember,
+    scan_key,
+    with_outlier_dims,
+)
 from ui.ranges import QUANT_ALPHA, QUANT_KEEP, QUANT_MAX_LENGTH
 from ui.tabs import lazy_tabs
 
@@ -124,6 +131,7 @@ if key not in ran:
     ran.append(key)
 try:
     report = get_report(n_texts, max_length, keep, alpha, pairs)
+    remember(report)  # the Overview's report download adds its section
 except IsoscopeError as exc:
     st.error(f"**Cannot analyse this model.** {exc}")
     st.stop()

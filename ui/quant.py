@@ -121,3 +121,28 @@ def get_tiles(n_texts: int, max_length: int, site_index: int) -> MagnitudeTiles:
 
     key = (*_key(n_texts, max_length), site.name)
     return memo_heavy("quant.tiles", key, f"Reading {site.name}:", compute, "batches")
+
+
+LAST_KEY = "quant_last_report"
+
+
+def remember(report: QuantReport) -> None:
+    """Keep the page's last analysis for this session, so the report download (Overview) adds its
+    "Quantization readiness" section without computing it again."""
+    loaded, corpus = get_model(), get_corpus()
+    st.session_state[LAST_KEY] = (loaded.fingerprint, corpus.sha, report)
+
+
+def last_report(result) -> QuantReport | None:
+    """The session's last quantization analysis of the extraction ``result``'s model and corpus
+    (None when the page has not run on them)."""
+    entry = st.session_state.get(LAST_KEY)
+    if entry is None or (entry[0], entry[1]) != (result.model_fingerprint, result.corpus_sha):
+        return None
+    return entry[2]
+
+
+def quant_key(report: QuantReport) -> str:
+    """What identifies one analysis of a model and corpus: texts, max length, K, α and the pairs."""
+    scan, sts = report.scan, (report.end or {}).get("sts_pairs") or {}
+    return f"{scan.n_texts}:{scan.max_length}:{report.keep}:{report.alpha!r}:{sts.get('sha', '')}"

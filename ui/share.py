@@ -7,6 +7,8 @@ settings. The quick sections (outlier dims, anisotropy: no forward pass) open th
 the full report (LayerNorm ablation, position probe, decoder scan: ~20 s on the bundled model on 2
 CPU cores) is built only on request (a button at the end of the page, or the download), so the
 first page stays fast; it is cached per extraction, and its findings then replace the quick ones.
+Once the Quantization page has run on the same model and corpus in this session, its analysis is
+added as the report's optional "Quantization readiness" section (never recomputed here).
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ import streamlit as st
 from backend.engine.extraction import ExtractionResult
 from backend.engine.lru import LRU
 from backend.engine.models import LoadedModel
-from backend.share.report import QUICK_SECTIONS, Report, build_report
+from backend.share.report import QUICK_SECTIONS, SECTIONS, Report, build_report
 from ui.common import WORK, memo, result_key
+from ui.quant import last_report, quant_key
 
 MAX_REPORTS = 4
 
@@ -38,15 +41,17 @@ def quick_report(loaded: LoadedModel, result: ExtractionResult) -> Report:
     )
 
 
-def full_report(loaded: LoadedModel, result: ExtractionResult) -> Report:
-    """The whole report (cached per extraction); the ablation runs on a private model copy."""
-    key = result_key(result)
+def full_report(loaded: LoadedModel, result: ExtractionResult, quant=None) -> Report:
+    """The whole report (cached per extraction); the ablation runs on a private model copy.
+    ``quant``: the Quantization page's finished analysis, added as its section."""
+    key = _report_key(result, quant)
     store = _full_reports()
     report = store.get(key)
     if report is None:
 
         def compute(progress) -> Report:
-            built = build_report(loaded, result, progress=progress)
+            sections = SECTIONS if quant is None else (*SECTIONS, "quant")
+            built = build_report(loaded, result, sections=sections, quant=quant, progress=progress)
             store.put(key, built)
             return built
 
@@ -56,8 +61,12 @@ def full_report(loaded: LoadedModel, result: ExtractionResult) -> Report:
     return report
 
 
-def _cached_full(result: ExtractionResult) -> Report | None:
-    return _full_reports().get(result_key(result))
+def _report_key(result: ExtractionResult, quant=None) -> str:
+    return result_key(result) + ("" if quant is None else ":quant:" + quant_key(quant))
+
+
+def _cached_full(result: ExtractionResult, quant=None) -> Report | None:
+    return _full_reports().get(_report_key(result, quant))
 
 
 def report_file_name(result: ExtractionResult) -> str:
@@ -86,12 +95,13 @@ def findings_panel(loaded: LoadedModel, result: ExtractionResult) -> Callable[[]
     """
     st.subheader("Findings")
     slot = st.empty()
-    report = _cached_full(result)
+    quant = last_report(result)  # the Quantization page's analysis, when it has run
+    report = _cached_full(result, quant)
     with slot.container():
         _show_findings(report or quick_report(loaded, result))
     st.download_button(
         "Download report",
-        data=lambda: full_report(loaded, result).to_html().encode("utf-8"),
+        data=lambda: full_report(loaded, result, quant).to_html().encode("utf-8"),
         file_name=report_file_name(result),
         mime="text/html",
         key="overview_report",
@@ -113,7 +123,7 @@ def findings_panel(loaded: LoadedModel, result: ExtractionResult) -> Callable[[]
         with st.spinner(
             "Computing the remaining findings (LayerNorm ablation, position probe, decoder scan)…"
         ):
-            full = full_report(loaded, result)
+            full = full_report(loaded, result, quant)
         with slot.container():
             _show_findings(full)
 

@@ -97,3 +97,18 @@ def test_encoder_sts_change_with_the_bundled_pairs():
 def test_a_decoder_is_not_offered_pairs(tiny_llama_dir):
     at = _page(str(tiny_llama_dir))
     assert not [s for s in at.selectbox if s.key == "quant_pairs"]
+
+
+def test_the_overview_report_adds_the_pages_analysis():
+    """After the page has run, the Overview's full report (findings and download) carries the
+    "Quantization readiness" section built from that same analysis."""
+    at = _page("random:bert:layers=1,width=32,heads=2")
+    at.button(key="quant_run").click()
+    _rerun(at)
+    verdict = next(m.value for m in at.markdown if m.value.startswith("**Verdict.**"))
+    at.switch_page("pages/overview.py")
+    _rerun(at)
+    at.button(key="overview_full_findings").click()
+    _rerun(at)
+    section = next(m.value for m in at.markdown if m.value.startswith("**Quantization readiness**"))
+    assert verdict.removeprefix("**Verdict.** ") in section
