@@ -9,12 +9,13 @@ The rule (METHODS.md section 10; issue 26):
    them, e.g. ``model.layers.3.self_attn.q_proj`` for a causal LM, ``layers.3.self_attn.q_proj``
    for the bare ``LlamaModel`` isoscope loads). Linears inside a ``ModuleList`` of two or more
    same-class modules within a block are routed MoE experts: skipped, with a note.
-3. **Sites**: one traced forward pass on a few tokens records the input tensor of every projection;
-   projections whose input is the very same tensor (object identity: q/k/v, gate/up, Falcon's
-   parallel attention + MLP) form one site.
+3. **Sites**: one traced forward pass (:func:`backend.engine.arch.projection_inputs`, the same
+   pass and rule as the norms' :func:`~backend.engine.arch.wiring`) records the input tensor of
+   every projection; projections whose input is the very same tensor (object identity: q/k/v,
+   gate/up, Falcon's parallel attention + MLP) form one site.
 4. **Roles**, from the execution order within each block. A site is *norm-fed* when its input is
-   the output of a norm module (``nn.LayerNorm`` or any module whose class name ends in ``Norm``,
-   with a 1-D weight or none; outputs matched by tensor identity). The first norm-fed site is
+   the output of a norm module (arch's rule: the norm's output shares its storage, else holds its
+   rows; ``Norm.feeds`` says the same the other way round). The first norm-fed site is
    ``attn_in``; non-norm-fed sites before the second norm-fed one are ``attn_out``; the second
    norm-fed site is ``mlp_in``; non-norm-fed sites after it are ``mlp_out``. This covers pre-norm
    (Llama, GPT-2), post-norm (BERT: the previous block's output LayerNorm feeds q/k/v) and
@@ -29,8 +30,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from backend.engine.arch import projection_inputs
 from backend.engine.errors import UnsupportedModelError
-from backend.engine.hooks import forward_hooks
 
 ROLES = ("attn_in", "attn_out", "mlp_in", "mlp_out")
 ROLE_LABELS = {
@@ -59,19 +60,6 @@ def weight_matrix(module: torch.nn.Module) -> torch.Tensor:
     """The weight as (out, in), whatever the class (Conv1D keeps it as (in, out))."""
     w = module.weight
     return w if isinstance(module, torch.nn.Linear) else w.T
-
-
-def is_norm(module: torch.nn.Module) -> bool:
-    """LayerNorm, or a module whose class name ends in ``Norm`` (RMSNorm, T5LayerNorm, ...) with a
-    1-D weight or no weight, and no projection inside."""
-    if isinstance(module, torch.nn.LayerNorm):
-        return True
-    if not type(module).__name__.endswith("Norm"):
-        return False
-    weight = getattr(module, "weight", None)
-    if isinstance(weight, torch.Tensor) and weight.dim() != 1:
-        return False
-    return not any(is_projection(m) for m in module.modules())
 
 
 @dataclass(frozen=True)
@@ -148,15 +136,10 @@ def _expert_lists(block: torch.nn.Module) -> list[str]:
     ]
 
 
-def _example_inputs(loaded, n_tokens: int = 8) -> dict[str, torch.Tensor]:
-    tok = loaded.tokenizer
-    ids = tok("Summer is warm. Winter is cold, and the cat sat on the mat.")["input_ids"][:n_tokens]
-    input_ids = torch.tensor([ids], dtype=torch.long, device=loaded.device)
-    return {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids)}
-
-
 def discover_sites(loaded, root: torch.nn.Module | None = None) -> SiteMap:
-    """Trace one short forward pass of ``root`` (default ``loaded.encoder``) and return its sites."""
+    """The sites of ``root`` (default ``loaded.encoder``), from the traced forward pass of
+    :func:`backend.engine.arch.projection_inputs` (the one home of which tensor and which norm
+    feed which projection; the same trace gives :func:`backend.engine.arch.wiring`)."""
     root = root if root is not None else loaded.encoder
     num_layers = int(loaded.info.num_layers)
     blocks_path, blocks = find_blocks(root, num_layers)
@@ -178,52 +161,34 @@ def discover_sites(loaded, root: torch.nn.Module | None = None) -> SiteMap:
             f"{skipped} projections of routed MoE experts were skipped (each expert sees only its "
             "routed tokens; analyse them with an expert-aware tool)"
         )
-    norms = [m for m in root.modules() if is_norm(m)]
-
-    calls: list[tuple[int, str, torch.Tensor]] = []  # (layer, name, input) in call order
-    norm_outputs: list[torch.Tensor] = []  # strong references: identities stay unique
-
-    def on_projection(module, inputs):
+    named = dict(loaded.model.named_modules())  # the paths of the traced model
+    groups: dict[tuple[int, int], list] = {}  # (layer, shared input) -> [names, width, norm-fed]
+    for call in projection_inputs(loaded):
+        module = named.get(call.path)
+        if module not in projections:  # outside the blocks, not a Linear/Conv1D, or an expert
+            continue
         layer, name = projections[module]
-        if inputs and isinstance(inputs[0], torch.Tensor):
-            calls.append((layer, name, inputs[0]))
-
-    def on_norm(module, inputs, output):
-        out = output[0] if isinstance(output, tuple) else output
-        if isinstance(out, torch.Tensor):
-            norm_outputs.append(out)
-
-    with (
-        forward_hooks(dict.fromkeys(projections, on_projection), pre=True),
-        forward_hooks(dict.fromkeys(norms, on_norm)),
-        torch.inference_mode(),
-    ):
-        root(**_example_inputs(loaded))
-    if not calls:
-        raise UnsupportedModelError("no projection inside the blocks ran in a forward pass")
-    norm_ids = {id(t) for t in norm_outputs}
-
-    groups: dict[tuple[int, int], list] = {}  # (layer, id(input)) -> [names, tensor], call order
-    for layer, name, x in calls:
-        key = (layer, id(x))
+        key = (layer, call.shared)
         if key not in groups:
-            groups[key] = [[], x]
+            groups[key] = [[], call.width, call.norm is not None]
         if name not in groups[key][0]:
             groups[key][0].append(name)
-    by_layer: dict[int, list[tuple[list[str], torch.Tensor]]] = {}
-    for (layer, _), (names, x) in groups.items():
-        by_layer.setdefault(layer, []).append((names, x))
+    if not groups:
+        raise UnsupportedModelError("no projection inside the blocks ran in a forward pass")
+    by_layer: dict[int, list[tuple[list[str], int, bool]]] = {}
+    for (layer, _), (names, width, fed) in groups.items():
+        by_layer.setdefault(layer, []).append((names, width, fed))
 
     public = name_prefix(loaded) if root is loaded.encoder else ""
     sites: list[Site] = []
     fallback_layers = []
     for layer in sorted(by_layer):
         entries = by_layer[layer]
-        fed = [id(x) in norm_ids for _, x in entries]
+        fed = [is_fed for _, _, is_fed in entries]
         if not any(fed):
             fallback_layers.append(layer)
         n_fed = 0
-        for k, ((names, x), is_fed) in enumerate(zip(entries, fed, strict=True)):
+        for k, ((names, width, _), is_fed) in enumerate(zip(entries, fed, strict=True)):
             if not any(fed):
                 role = ROLES[k] if k < len(ROLES) else "other"
             elif is_fed:
@@ -237,7 +202,7 @@ def discover_sites(loaded, root: torch.nn.Module | None = None) -> SiteMap:
                     role,
                     tuple(public + n for n in names),
                     tuple(names),
-                    int(x.shape[-1]),
+                    int(width),
                     bool(is_fed),
                 )
             )

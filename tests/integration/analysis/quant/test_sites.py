@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from backend.analysis.quant.sites import discover_sites, is_norm
+from backend.analysis.quant.sites import discover_sites
+from backend.engine.arch import is_norm
 from backend.engine.models import load_model
 
 
