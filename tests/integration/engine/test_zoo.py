@@ -20,6 +20,10 @@ from tests.zoo_checks import (
 
 # families whose norm views are refused, and the reason their one line must give
 NORMS_REFUSED = {"albert": "share one module", "olmo": "no parameters"}
+# Families whose quantization sites have no "MLP output" role, known limits of
+# backend/analysis/quant/sites.py: routed MoE experts are skipped (with a note), and in a parallel
+# block (one norm feeding attention and MLP) the MLP's output projection is labelled by call order.
+NO_MLP_OUTPUT_SITE = {"mixtral", "qwen3_moe", "gpt_oss", "phi", "cohere", "falcon"}
 
 
 @pytest.fixture(scope="session")
@@ -40,6 +44,10 @@ def test_family_is_read_right(family, zoo_dirs, tmp_path):
         assert wiring_errors(loaded) == []
     results = run_analyses(loaded)
     assert results["hidden states"] == "works" and results["massive + sinks"] == "works"
+    if family in NO_MLP_OUTPUT_SITE:
+        assert results["quant sites"].startswith("refused: no MLP output site")
+    elif family != "albert":  # quantization sites come from the same trace as the wiring
+        assert results["quant sites"] == "works", results["quant sites"]
     if family in NORMS_REFUSED:
         assert results["norms"].startswith("refused:") and NORMS_REFUSED[family] in results["norms"]
     else:
