@@ -50,7 +50,9 @@ decomposition: the K channels with the largest max |x| stay in full precision); 
 precision, QuaRot-style); and **weight-only int4** (groups of 128). The error of a site is
 ‖Y_q − Y‖_F / ‖Y‖_F with Y = x Wᵀ. Finally it **measures** what the model loses with every site
 fake-quantized: the mean next-token KL(p_full ‖ p_quant) for decoders, the cosine of the mean-pooled
-final state for encoders, and the same with one block at a time.
+final state for encoders (with sentence pairs chosen below, also the STS Spearman × 100 of that state
+in full precision and per scheme, scored as on the Similarity page), and the same with one block at a
+time. Once this page has run, the Overview's report download adds a "Quantization readiness" section.
 
 **Sources**
 - Dettmers, Lewis, Belkada & Zettlemoyer 2022, *LLM.int8(): 8-bit Matrix Multiplication for Transformers
