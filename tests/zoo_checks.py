@@ -138,7 +138,7 @@ def run_analyses(loaded) -> dict[str, str]:
         roles = {s.role for s in discover_sites(loaded).sites}
         if "attn_in" not in roles:
             raise AssertionError(f"quantization sites without an attention input: {roles}")
-        if "mlp_out" not in roles:  # routed experts skipped, or a parallel block (see sites.py)
+        if "mlp_out" not in roles:  # routed experts are skipped (see sites.py)
             raise IsoscopeError(f"no MLP output site among {sorted(roles)}")
 
     def tupe():

@@ -21,7 +21,9 @@ The rule (METHODS.md section 10; issue 26):
    (Llama, GPT-2), post-norm (BERT: the previous block's output LayerNorm feeds q/k/v) and
    sandwich norms (Gemma 2/3). A block with no norm-fed site falls back to the call order
    (attn_in, attn_out, mlp_in, mlp_out, ...), with a note; a parallel block (one norm feeding
-   attention and MLP) has one ``attn_in`` site that lists the MLP's input projections too.
+   attention and MLP) has one ``attn_in`` site that lists the MLP's input projections too, and
+   the sites first used after that shared input comes back (the MLP's input projection runs after
+   the attention's output projection) are ``mlp_out``.
 """
 
 from __future__ import annotations
@@ -136,6 +138,26 @@ def _expert_lists(block: torch.nn.Module) -> list[str]:
     ]
 
 
+def _after_reentry(sequence: list[tuple[int, int]], groups: dict) -> set[tuple[int, int]]:
+    """The inputs first used after the block's first norm-fed input came back once another input
+    had been used: a parallel block (Falcon, Phi, Cohere: one norm feeding attention and MLP) runs
+    its MLP's input projection on that input after the attention's output projection, so the sites
+    after that point belong to the MLP."""
+    first_fed = next((k for k in sequence if groups[k][2]), None)
+    seen: set[tuple[int, int]] = set()
+    after: set[tuple[int, int]] = set()
+    prev, reentered = None, False
+    for key in sequence:
+        if key == first_fed and key in seen and prev != key:
+            reentered = True
+        if key not in seen:
+            seen.add(key)
+            if reentered:
+                after.add(key)
+        prev = key
+    return after
+
+
 def discover_sites(loaded, root: torch.nn.Module | None = None) -> SiteMap:
     """The sites of ``root`` (default ``loaded.encoder``), from the traced forward pass of
     :func:`backend.engine.arch.projection_inputs` (the one home of which tensor and which norm
@@ -163,12 +185,14 @@ def discover_sites(loaded, root: torch.nn.Module | None = None) -> SiteMap:
         )
     named = dict(loaded.model.named_modules())  # the paths of the traced model
     groups: dict[tuple[int, int], list] = {}  # (layer, shared input) -> [names, width, norm-fed]
+    sequence: dict[int, list[tuple[int, int]]] = {}  # per layer, the inputs in call order
     for call in projection_inputs(loaded):
         module = named.get(call.path)
         if module not in projections:  # outside the blocks, not a Linear/Conv1D, or an expert
             continue
         layer, name = projections[module]
         key = (layer, call.shared)
+        sequence.setdefault(layer, []).append(key)
         if key not in groups:
             groups[key] = [[], call.width, call.norm is not None]
         if name not in groups[key][0]:
@@ -178,6 +202,7 @@ def discover_sites(loaded, root: torch.nn.Module | None = None) -> SiteMap:
     by_layer: dict[int, list[tuple[list[str], int, bool]]] = {}
     for (layer, _), (names, width, fed) in groups.items():
         by_layer.setdefault(layer, []).append((names, width, fed))
+    parallel_mlp = {k for layer in sequence for k in _after_reentry(sequence[layer], groups)}
 
     public = name_prefix(loaded) if root is loaded.encoder else ""
     sites: list[Site] = []
@@ -188,12 +213,15 @@ def discover_sites(loaded, root: torch.nn.Module | None = None) -> SiteMap:
         if not any(fed):
             fallback_layers.append(layer)
         n_fed = 0
+        keys = [k for k in groups if k[0] == layer]  # the same order as entries
         for k, ((names, width, _), is_fed) in enumerate(zip(entries, fed, strict=True)):
             if not any(fed):
                 role = ROLES[k] if k < len(ROLES) else "other"
             elif is_fed:
                 n_fed += 1
                 role = {1: "attn_in", 2: "mlp_in"}.get(n_fed, "other")
+            elif n_fed == 1 and keys[k] in parallel_mlp:
+                role = "mlp_out"  # a parallel block's MLP, after its shared input came back
             else:
                 role = {0: "attn_in", 1: "attn_out"}.get(n_fed, "mlp_out")
             sites.append(

@@ -20,10 +20,9 @@ from tests.zoo_checks import (
 
 # families whose norm views are refused, and the reason their one line must give
 NORMS_REFUSED = {"albert": "share one module", "olmo": "no parameters"}
-# Families whose quantization sites have no "MLP output" role, known limits of
-# backend/analysis/quant/sites.py: routed MoE experts are skipped (with a note), and in a parallel
-# block (one norm feeding attention and MLP) the MLP's output projection is labelled by call order.
-NO_MLP_OUTPUT_SITE = {"mixtral", "qwen3_moe", "gpt_oss", "phi", "cohere", "falcon"}
+# Families whose quantization sites have no "MLP output" role: their MLPs are routed MoE experts,
+# which backend/analysis/quant/sites.py skips (with a note).
+NO_MLP_OUTPUT_SITE = {"mixtral", "qwen3_moe", "gpt_oss"}
 
 
 @pytest.fixture(scope="session")
