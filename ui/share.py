@@ -23,7 +23,6 @@ from backend.engine.lru import LRU
 from backend.engine.models import LoadedModel
 from backend.share.report import QUICK_SECTIONS, SECTIONS, Report, build_report
 from ui.common import WORK, memo, result_key
-from ui.quant import last_report, quant_key
 
 MAX_REPORTS = 4
 
@@ -62,6 +61,8 @@ def full_report(loaded: LoadedModel, result: ExtractionResult, quant=None) -> Re
 
 
 def _report_key(result: ExtractionResult, quant=None) -> str:
+    from ui.quant import quant_key
+
     return result_key(result) + ("" if quant is None else ":quant:" + quant_key(quant))
 
 
@@ -95,6 +96,8 @@ def findings_panel(loaded: LoadedModel, result: ExtractionResult) -> Callable[[]
     """
     st.subheader("Findings")
     slot = st.empty()
+    from ui.quant import last_report  # lazy: the first page imports no quantization code
+
     quant = last_report(result)  # the Quantization page's analysis, when it has run
     report = _cached_full(result, quant)
     with slot.container():
