@@ -2,8 +2,8 @@
 
 The rule (METHODS.md section 10; issue 26):
 
-1. **Blocks**: the first ``nn.ModuleList`` (in ``named_modules`` order) whose length is the
-   number of layers and whose children share one class.
+1. **Blocks**: the ``nn.ModuleList`` of ``num_hidden_layers`` blocks, as
+   :func:`backend.engine.arch.blocks_of` finds it for every view.
 2. **Projections**: every ``nn.Linear`` (and GPT-2's ``transformers.pytorch_utils.Conv1D``) inside
    a block, named by its full module name in the loaded model (as SmoothQuant's ``act_scales`` keys
    them, e.g. ``model.layers.3.self_attn.q_proj`` for a causal LM, ``layers.3.self_attn.q_proj``
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from backend.engine.arch import projection_inputs
+from backend.engine.arch import blocks_of, projection_inputs
 from backend.engine.errors import UnsupportedModelError
 
 ROLES = ("attn_in", "attn_out", "mlp_in", "mlp_out")
@@ -112,19 +112,20 @@ def name_prefix(loaded) -> str:
 
 
 def find_blocks(root: torch.nn.Module, num_layers: int) -> tuple[str, torch.nn.ModuleList]:
-    """The repeated block list: the first ModuleList of ``num_layers`` same-class children."""
-    for name, module in root.named_modules():
-        if (
-            isinstance(module, torch.nn.ModuleList)
-            and len(module) == num_layers > 0
-            and len({type(m) for m in module}) == 1
-            and any(is_projection(m) for m in module[0].modules())
-        ):
-            return name, module
-    raise UnsupportedModelError(
-        f"found no list of {num_layers} repeated blocks with linear projections in this model; "
-        "the quantization analysis needs nn.Linear or Conv1D projections inside its layers"
-    )
+    """The repeated block list of ``root`` (its path inside ``root``): arch's one rule
+    (:func:`backend.engine.arch.blocks_of`, the blocks its traced pass sees), checked to hold
+    ``num_layers`` blocks with linear projections."""
+    found = blocks_of(root)
+    if found is None or len(found[1]) != num_layers or num_layers < 1:
+        raise UnsupportedModelError(
+            f"found no list of {num_layers} repeated blocks in this model (its layers may share "
+            "one module); the quantization analysis needs one block module per layer"
+        )
+    if not any(is_projection(m) for m in found[1][0].modules()):
+        raise UnsupportedModelError(
+            "the blocks of this model have no nn.Linear or Conv1D projections to quantize"
+        )
+    return found
 
 
 def _expert_lists(block: torch.nn.Module) -> list[str]:
