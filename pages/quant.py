@@ -19,7 +19,14 @@ from backend.plots.quant import (
     sites_frame,
 )
 from ui.common import download_buttons, explainer, get_corpus, get_model
-from ui.quant import get_report, get_tiles, scan_key, with_outlier_dims
+from ui.quant import (
+    choose_pairs,
+    get_report,
+    get_tiles,
+    remember,
+    scan_key,
+    with_outlier_dims,
+)
 from ui.ranges import QUANT_ALPHA, QUANT_KEEP, QUANT_MAX_LENGTH
 from ui.tabs import lazy_tabs
 
@@ -43,7 +50,9 @@ decomposition: the K channels with the largest max |x| stay in full precision); 
 precision, QuaRot-style); and **weight-only int4** (groups of 128). The error of a site is
 ‖Y_q − Y‖_F / ‖Y‖_F with Y = x Wᵀ. Finally it **measures** what the model loses with every site
 fake-quantized: the mean next-token KL(p_full ‖ p_quant) for decoders, the cosine of the mean-pooled
-final state for encoders, and the same with one block at a time.
+final state for encoders (with sentence pairs chosen below, also the STS Spearman × 100 of that state
+in full precision and per scheme, scored as on the Similarity page), and the same with one block at a
+time. Once this page has run, the Overview's report download adds a "Quantization readiness" section.
 
 **Sources**
 - Dettmers, Lewis, Belkada & Zettlemoyer 2022, *LLM.int8(): 8-bit Matrix Multiplication for Transformers
@@ -105,6 +114,13 @@ alpha = float(
     )
 )
 
+pairs = None
+if not loaded.info.is_causal:  # decoders' end metric is the next-token KL
+    try:
+        pairs = choose_pairs()
+    except IsoscopeError as exc:
+        st.error(f"**Cannot read the pairs file.** {exc}")
+
 key = scan_key(n_texts, max_length)
 ran = st.session_state.setdefault(RAN_KEY, [])
 if key not in ran:
@@ -116,7 +132,8 @@ if key not in ran:
         st.stop()
     ran.append(key)
 try:
-    report = get_report(n_texts, max_length, keep, alpha)
+    report = get_report(n_texts, max_length, keep, alpha, pairs)
+    remember(report)  # the Overview's report download adds its section
 except IsoscopeError as exc:
     st.error(f"**Cannot analyse this model.** {exc}")
     st.stop()
@@ -133,6 +150,14 @@ if report.end is not None:
     m[1].metric(f"{label}, keep {keep}", fmt(report.end["keep_k"]))
     m[2].metric(f"{label}, SmoothQuant", fmt(report.end["smoothquant"]))
     m[3].metric(f"{label}, rotation", fmt(report.end["rotation"]))
+    sts = report.end.get("sts_spearman")
+    if sts:
+        change = report.end["sts_spearman_change"]
+        cols = st.columns(4)
+        cols[0].metric("STS Spearman × 100, full precision", f"{sts['full_precision']:.1f}")
+        for col, k in zip(cols[1:], ("per_token", "keep_k", "rotation"), strict=True):
+            col.metric(f"STS, {SCHEME_LABELS[k]}", f"{sts[k]:.1f}", f"{change[k]:+.1f}")
+        st.caption(f"STS on {len(pairs):,} pairs from {pairs.name}.")
 st.caption(
     f"{loaded.info.display_name} · {scan.n_texts:,} texts · {scan.n_tokens:,} tokens · "
     f"{len(scan.sites)} sites · site errors and medians on a seeded sample of {scan.error_tokens:,} "

@@ -132,6 +132,15 @@ def run_analyses(loaded) -> dict[str, str]:
         if not int8_sites(loaded):
             raise IsoscopeError("no norm output is the input of a projection")
 
+    def quant_sites():
+        from backend.analysis.quant.sites import discover_sites
+
+        roles = {s.role for s in discover_sites(loaded).sites}
+        if "attn_in" not in roles:
+            raise AssertionError(f"quantization sites without an attention input: {roles}")
+        if "mlp_out" not in roles:  # routed experts are skipped (see sites.py)
+            raise IsoscopeError(f"no MLP output site among {sorted(roles)}")
+
     def tupe():
         why = supports_tupe(loaded)
         if why:
@@ -145,6 +154,7 @@ def run_analyses(loaded) -> dict[str, str]:
         "massive + sinks": lambda: scan_decoder(loaded, TEXTS, max_length=16),
         "queries/keys": lambda: qk_stats(loaded, TEXTS, max_length=16),
         "TUPE": tupe,
+        "quant sites": quant_sites,
         "position table": lambda: position_table_weights(loaded),
     }
     out = {}

@@ -113,6 +113,7 @@ QUANT_MAX_LENGTHS = (16, 32, 64, 128, 256)
 QUANT_MAX_LENGTH = Options(QUANT_MAX_LENGTHS, 64)
 QUANT_KEEP = Interval(0, 256, 6, integer=True)  # keep-K channels (LLM.int8's decomposition)
 QUANT_ALPHA = Interval(0.0, 1.0, 0.5, step=0.05)  # SmoothQuant's migration strength
+QUANT_PAIRS = Options(("none", "bundled sample pairs", "upload a CSV"))  # encoders' STS pairs
 
 MODES = ("two models, one corpus", "one model, two corpora")
 ESTIMATORS = {"auto": None, "debiased": True, "plain": False}  # label -> debiased CKA
@@ -144,6 +145,7 @@ LINK_CONTROLS: dict[str, dict[str, Options | Interval | Tab]] = {
         "quant_max_length": QUANT_MAX_LENGTH,
         "quant_keep": QUANT_KEEP,
         "quant_alpha": QUANT_ALPHA,
+        "quant_pairs": QUANT_PAIRS,
         "quant_tab": TAB,
     },
     "compare": {

@@ -7,6 +7,8 @@ settings. The quick sections (outlier dims, anisotropy: no forward pass) open th
 the full report (LayerNorm ablation, position probe, decoder scan: ~20 s on the bundled model on 2
 CPU cores) is built only on request (a button at the end of the page, or the download), so the
 first page stays fast; it is cached per extraction, and its findings then replace the quick ones.
+Once the Quantization page has run on the same model and corpus in this session, its analysis is
+added as the report's optional "Quantization readiness" section (never recomputed here).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import streamlit as st
 from backend.engine.extraction import ExtractionResult
 from backend.engine.lru import LRU
 from backend.engine.models import LoadedModel
-from backend.share.report import QUICK_SECTIONS, Report, build_report
+from backend.share.report import QUICK_SECTIONS, SECTIONS, Report, build_report
 from ui.common import WORK, media_items, memo, result_key
 
 MAX_REPORTS = 4
@@ -39,17 +41,21 @@ def quick_report(loaded: LoadedModel, result: ExtractionResult) -> Report:
 
 
 def full_report(
-    loaded: LoadedModel, result: ExtractionResult, inputs: tuple | None = None
+    loaded: LoadedModel, result: ExtractionResult, inputs: tuple | None = None, quant=None
 ) -> Report:
     """The whole report (cached per extraction); the ablation runs on a private model copy.
-    ``inputs``: an image / audio analysis's items (:func:`ui.common.media_items`)."""
-    key = result_key(result)
+    ``inputs``: an image / audio analysis's items (:func:`ui.common.media_items`); ``quant``:
+    the Quantization page's finished analysis, added as its section."""
+    key = _report_key(result, quant)
     store = _full_reports()
     report = store.get(key)
     if report is None:
 
         def compute(progress) -> Report:
-            built = build_report(loaded, result, progress=progress, inputs=inputs)
+            sections = SECTIONS if quant is None else (*SECTIONS, "quant")
+            built = build_report(
+                loaded, result, sections=sections, quant=quant, progress=progress, inputs=inputs
+            )
             store.put(key, built)
             return built
 
@@ -59,8 +65,14 @@ def full_report(
     return report
 
 
-def _cached_full(result: ExtractionResult) -> Report | None:
-    return _full_reports().get(result_key(result))
+def _report_key(result: ExtractionResult, quant=None) -> str:
+    from ui.quant import quant_key
+
+    return result_key(result) + ("" if quant is None else ":quant:" + quant_key(quant))
+
+
+def _cached_full(result: ExtractionResult, quant=None) -> Report | None:
+    return _full_reports().get(_report_key(result, quant))
 
 
 def report_file_name(result: ExtractionResult) -> str:
@@ -89,13 +101,16 @@ def findings_panel(loaded: LoadedModel, result: ExtractionResult) -> Callable[[]
     """
     st.subheader("Findings")
     slot = st.empty()
-    report = _cached_full(result)
+    from ui.quant import last_report  # lazy: the first page imports no quantization code
+
     inputs = media_items(result)  # here, in the page's run: the download may build it later
+    quant = last_report(result)  # the Quantization page's analysis, when it has run
+    report = _cached_full(result, quant)
     with slot.container():
         _show_findings(report or quick_report(loaded, result))
     st.download_button(
         "Download report",
-        data=lambda: full_report(loaded, result, inputs).to_html().encode("utf-8"),
+        data=lambda: full_report(loaded, result, inputs, quant).to_html().encode("utf-8"),
         file_name=report_file_name(result),
         mime="text/html",
         key="overview_report",
@@ -117,7 +132,7 @@ def findings_panel(loaded: LoadedModel, result: ExtractionResult) -> Callable[[]
         with st.spinner(
             "Computing the remaining findings (LayerNorm ablation, position probe, decoder scan)…"
         ):
-            full = full_report(loaded, result, inputs)
+            full = full_report(loaded, result, inputs, quant)
         with slot.container():
             _show_findings(full)
 

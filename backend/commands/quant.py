@@ -9,8 +9,11 @@ import argparse
 
 from backend.commands.common import (
     ProgressPrinter,
+    add_cache_args,
     add_model_args,
+    check_cache_args,
     check_out_path,
+    extract_with_cache,
     load_model_from_args,
     progress_line,
     write_json,
@@ -52,12 +55,34 @@ def add_parser(sub) -> None:
         "--no-sensitivity", action="store_true", help="skip the per-block sensitivity runs"
     )
     p.add_argument(
+        "--pairs",
+        default=None,
+        help="encoders: CSV sentence1,sentence2,score (as for `isoscope sts`); adds the STS "
+        "Spearman x 100 of the mean-pooled final state in full precision and per scheme to `end`",
+    )
+    p.add_argument(
         "--act-scales",
         default=None,
         help="also write SmoothQuant's act_scales (module name -> float32 per-channel max |x|) "
         "to this .safetensors file",
     )
+    p.add_argument(
+        "--no-outlier-overlap",
+        action="store_true",
+        help="skip the extraction that finds the hidden-state outlier dims (each site's "
+        "outlier_overlap is then null)",
+    )
+    add_cache_args(p)
     p.set_defaults(func=run_quant)
+
+
+def _refuse_pairs(name: str) -> None:
+    from backend.engine.errors import InputError
+
+    raise InputError(
+        f"--pairs is for encoders (STS of mean-pooled sentence vectors); {name} is a decoder, "
+        "whose end metric is the next-token KL: leave out --pairs"
+    )
 
 
 def run_quant(args: argparse.Namespace) -> int:
@@ -66,6 +91,7 @@ def run_quant(args: argparse.Namespace) -> int:
     from backend.engine.errors import InputError
 
     out = check_out_path(args.out)
+    check_cache_args(args)
     scales_path = None
     if args.act_scales is not None:
         if not args.act_scales.endswith(".safetensors"):
@@ -83,7 +109,17 @@ def run_quant(args: argparse.Namespace) -> int:
             raise InputError(f"{flag} must be between 1 and 1000000, got {getattr(args, name)}")
     check_keep_alpha(args.keep, args.alpha)
     corpus = load_corpus_file(args.texts)
+    pairs = None
+    if args.pairs is not None:
+        from backend.analysis.geometry.similarity import read_pairs_csv
+        from backend.engine.models import source_is_causal
+
+        pairs = read_pairs_csv(args.pairs)  # `isoscope sts`'s reader
+        if source_is_causal(args.model):  # refused before any weights load
+            _refuse_pairs(args.model)
     loaded = load_model_from_args(args)
+    if pairs is not None and loaded.info.is_causal:  # the loaded model's own flag decides
+        _refuse_pairs(loaded.info.display_name)
     for notice in corpus.notices:
         progress_line(f"note: {notice}")
     result = analyse(
@@ -96,8 +132,11 @@ def run_quant(args: argparse.Namespace) -> int:
         error_tokens=args.error_tokens,
         end_tokens=args.end_tokens,
         sensitivity=not args.no_sensitivity,
+        pairs=pairs,
         progress=ProgressPrinter(f"quantization readiness of {len(corpus)} texts"),
     )
+    if not args.no_outlier_overlap:
+        result = result.with_outlier_dims(_extraction(loaded, corpus, args))
     for note in result.scan.notes:
         progress_line(f"note: {note}")
     progress_line(result.verdict())
@@ -111,3 +150,18 @@ def run_quant(args: argparse.Namespace) -> int:
         progress_line(f"wrote {scales_path}")
     write_json(out, payload)
     return 0
+
+
+def _extraction(loaded, corpus, args: argparse.Namespace):
+    """The corpus's extraction (through the result cache) at the command's max length, first
+    position left out on decoders as everywhere by default: where the hidden-state outlier dims
+    of each site's overlap come from, as on the page (the sidebar's extraction)."""
+    from backend.commands.common import resolve_exclude_first
+    from backend.engine.extraction import ExtractionSettings
+
+    settings = ExtractionSettings(
+        max_length=args.max_length,
+        batch_size=args.batch_size,
+        exclude_first=resolve_exclude_first(args, loaded),
+    )
+    return extract_with_cache(loaded, corpus, settings, args, label="hidden-state outlier dims")

@@ -51,6 +51,15 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--random-controls", type=int, default=3, help="random dim sets compared with the ablation"
     )
+    p.add_argument(
+        "--quant",
+        action="store_true",
+        help="add the Quantization readiness section (simulated W8A8/W4 per site, the end loss "
+        "per scheme, per-block sensitivity; several passes of the model on --quant-texts texts)",
+    )
+    p.add_argument(
+        "--quant-texts", type=int, default=64, help="texts the quantization analysis runs on"
+    )
     add_exclude_first_arg(p)
     add_cache_args(p)
     p.set_defaults(func=run)
@@ -73,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     from backend.commands.common import read_pairs
     from backend.engine.errors import InputError
     from backend.engine.extraction import ExtractionSettings
-    from backend.share.report import ReportSettings, build_report
+    from backend.share.report import SECTIONS, ReportSettings, build_report
 
     out = check_html_out(args.out)
     report_settings = ReportSettings(
@@ -81,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         ablation_texts=args.ablation_texts,
         random_controls=args.random_controls,
+        quant_texts=args.quant_texts,
     )
     if args.pairs and not args.texts:
         raise InputError("--pairs needs --texts: images and audio have no sentence pairs")
@@ -102,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
         result,
         settings=report_settings,
         pairs=pairs,
+        sections=(*SECTIONS, "quant") if args.quant else SECTIONS,
         in_place=True,
         progress=ProgressPrinter("report sections"),
         inputs=None if corpus.kind == "text" else corpus.items,

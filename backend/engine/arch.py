@@ -357,7 +357,25 @@ class Wiring:
         return {n.path: named[n.path] for n in self.norms}
 
 
-def _is_norm(module: torch.nn.Module) -> bool:
+@dataclass(frozen=True)
+class ProjectionInput:
+    """One call of a projection inside a Transformer block in the traced forward pass of
+    :func:`projection_inputs`, in call order: its ``path`` in the traced model, 0-based ``layer``,
+    the ``width`` of its input, ``shared``: the index (in the same tuple) of the first call whose
+    input is the very same tensor (q/k/v, gate/up, a parallel block's attention and MLP; its own
+    index when none before), and ``norm``: the path of the norm whose output it is (the rule of
+    :attr:`Norm.feeds`: shared storage, else equal rows), or None."""
+
+    path: str
+    layer: int
+    width: int
+    shared: int
+    norm: str | None
+
+
+def is_norm(module: torch.nn.Module) -> bool:
+    """A normalisation module: LayerNorm / RMSNorm / GroupNorm, or a leaf module whose class name
+    says norm (LlamaRMSNorm, T5LayerNorm, Gemma2RMSNorm ...)."""
     if isinstance(module, torch.nn.LayerNorm | torch.nn.RMSNorm | torch.nn.GroupNorm):
         return True
     if type(module).__module__.startswith("torch.nn.utils."):
@@ -375,7 +393,7 @@ def _normalises_last_axis(module: torch.nn.Module, out: torch.Tensor) -> bool:
 
 
 def _is_projection(module: torch.nn.Module) -> bool:
-    if isinstance(module, torch.nn.Embedding) or _is_norm(module):
+    if isinstance(module, torch.nn.Embedding) or is_norm(module):
         return False
     return any(p.ndim >= 2 for p in module.parameters(recurse=False))
 
@@ -452,9 +470,9 @@ def _attention_side(block: torch.nn.Module, rel: str) -> bool:
     return "attn" in child.lower() or "attention" in child.lower() or "attention" in name
 
 
-_WIRING_BY_KEY: OrderedDict[str, Wiring] = OrderedDict()
+_TRACED_BY_KEY: OrderedDict[str, _Traced] = OrderedDict()
 _CAUSAL: OrderedDict[str, bool] = OrderedDict()
-_WIRING_BY_MODULE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_TRACED_BY_MODULE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _cache_key(model_or_loaded: Any) -> str | None:
@@ -469,6 +487,38 @@ def _remember(cache: OrderedDict, key: str, value: Any) -> None:
         cache.popitem(last=False)
 
 
+@dataclass(frozen=True)
+class _Traced:
+    """What one traced forward pass decides: the norms' wiring (or why there is none) and the
+    input of every projection call inside the blocks."""
+
+    wiring: Wiring | None
+    no_wiring: str | None
+    inputs: tuple[ProjectionInput, ...]
+
+
+def _traced(model_or_loaded: Any) -> _Traced:
+    """One traced forward pass per model (cached per model fingerprint, or per module object for a
+    bare model), read by :func:`wiring` and :func:`projection_inputs`."""
+    model = _module_of(model_or_loaded)
+    key = _cache_key(model_or_loaded)
+    if key is not None and key in _TRACED_BY_KEY:
+        return _TRACED_BY_KEY[key]
+    try:
+        if model in _TRACED_BY_MODULE:
+            return _TRACED_BY_MODULE[model]
+    except TypeError:
+        pass
+    result = _trace(model)
+    if key is not None:
+        _remember(_TRACED_BY_KEY, key, result)
+    try:
+        _TRACED_BY_MODULE[model] = result
+    except TypeError:
+        pass
+    return result
+
+
 def wiring(model_or_loaded: Any) -> Wiring:
     """Every norm of the model and where its output goes, from one traced forward pass (cached
     per model fingerprint, or per module object for a bare model).
@@ -476,26 +526,22 @@ def wiring(model_or_loaded: Any) -> Wiring:
     Raises :class:`UnsupportedModelError` when the model has no list of per-layer blocks (ALBERT
     shares one layer module across all layers) or no norm of the model width.
     """
-    model = _module_of(model_or_loaded)
-    key = _cache_key(model_or_loaded)
-    if key is not None and key in _WIRING_BY_KEY:
-        return _WIRING_BY_KEY[key]
-    try:
-        if model in _WIRING_BY_MODULE:
-            return _WIRING_BY_MODULE[model]
-    except TypeError:
-        pass
-    result = _trace(model)
-    if key is not None:
-        _remember(_WIRING_BY_KEY, key, result)
-    try:
-        _WIRING_BY_MODULE[model] = result
-    except TypeError:
-        pass
-    return result
+    traced = _traced(model_or_loaded)
+    if traced.wiring is None:
+        raise UnsupportedModelError(traced.no_wiring)
+    return traced.wiring
 
 
-def _trace(model: torch.nn.Module) -> Wiring:
+def projection_inputs(model_or_loaded: Any) -> tuple[ProjectionInput, ...]:
+    """The input of every projection call inside the Transformer blocks, in call order, from the
+    same traced forward pass as :func:`wiring` (so "which norm feeds which projection" is decided
+    once): which calls share one input tensor, and which norm's output it is. Works on models
+    without norms too (every ``norm`` is then None); raises :class:`UnsupportedModelError` when
+    the model has no list of per-layer blocks or does not run on token ids."""
+    return _traced(model_or_loaded).inputs
+
+
+def _trace(model: torch.nn.Module) -> _Traced:
     kind = _describe(model)
     found = blocks_of(model)
     if found is None:
@@ -505,23 +551,23 @@ def _trace(model: torch.nn.Module) -> Wiring:
         )
     blocks_path, blocks = found
     names = {m: n for n, m in model.named_modules()}
-    norms = [m for m in model.modules() if _is_norm(m)]
-    if not norms:
-        raise UnsupportedModelError(f"{kind} has no normalisation modules to trace")
+    norms = [m for m in model.modules() if is_norm(m)]
     projections = [m for m in model.modules() if _is_projection(m)]
     block_index = {b: i for i, b in enumerate(blocks)}
-    events: list[tuple] = []  # ("norm"|"proj"|"block", module, block, tensor)
+    # ("norm"|"proj"|"block", module, block, tensor); the tensors are the very objects the
+    # modules saw (inference mode: nothing to detach), so identity tells a shared input
+    events: list[tuple] = []
     current: list[int] = []
 
     def on_norm(module, args, output):
         x = output[0] if isinstance(output, tuple) else output
         if isinstance(x, torch.Tensor):
-            events.append(("norm", module, current[-1] if current else None, x.detach()))
+            events.append(("norm", module, current[-1] if current else None, x))
 
     def on_proj(module, args, kwargs):
         x = _first_tensor(args, kwargs)
         if x is not None:
-            events.append(("proj", module, current[-1] if current else None, x.detach()))
+            events.append(("proj", module, current[-1] if current else None, x))
 
     def on_block_start(module, args, kwargs):
         current.append(block_index[module])
@@ -549,18 +595,27 @@ def _trace(model: torch.nn.Module) -> Wiring:
                 f"{kind}: one forward pass on a random input failed ({type(exc).__name__}), so "
                 "its norms' wiring cannot be traced"
             ) from exc
-    return _wiring_from_events(model, events, names, blocks_path, blocks)
+    fed_by = _feeding_norms(events)
+    inputs = _inputs_from_events(events, names, fed_by)
+    if not norms:
+        return _Traced(None, f"{kind} has no normalisation modules to trace", inputs)
+    try:
+        wired = _wiring_from_events(model, events, names, blocks_path, blocks, fed_by)
+    except UnsupportedModelError as exc:
+        return _Traced(None, str(exc), inputs)
+    return _Traced(wired, None, inputs)
 
 
-def _wiring_from_events(model, events, names, blocks_path, blocks) -> Wiring:
-    kind_cache: dict = {}
+def _feeding_norms(events: list[tuple]) -> dict[int, int]:
+    """For each projection call (its event index), the norm call (event index) whose output is
+    its input: the latest earlier one sharing its storage, else the latest whose rows hold every
+    input row (a routed expert's subset of tokens). The one rule of "which norm feeds which
+    projection"."""
     norm_calls = [(t, e) for t, e in enumerate(events) if e[0] == "norm"]
-    proj_calls = [(t, e) for t, e in enumerate(events) if e[0] == "proj"]
-    block_ends = {e[2]: (t, e[3]) for t, e in enumerate(events) if e[0] == "block"}
-    first_block = min((t for t, e in enumerate(events) if e[2] is not None), default=0)
-    # which norm call feeds each projection call: shared storage first, then equal rows
-    feeds: dict[int, list[str]] = {t: [] for t, _ in norm_calls}
-    for tp, (_, proj, _, x) in proj_calls:
+    fed_by: dict[int, int] = {}
+    for tp, (kind, _, _, x) in enumerate(events):
+        if kind != "proj":
+            continue
         earlier = [(tn, e) for tn, e in reversed(norm_calls) if tn < tp]
         match = next((tn for tn, e in earlier if _same_storage(x, e[3])), None)
         if match is None:
@@ -573,7 +628,31 @@ def _wiring_from_events(model, events, names, blocks_path, blocks) -> Wiring:
                 None,
             )
         if match is not None:
-            feeds[match].append(names[proj])
+            fed_by[tp] = match
+    return fed_by
+
+
+def _inputs_from_events(events, names, fed_by: dict[int, int]) -> tuple[ProjectionInput, ...]:
+    inputs: list[ProjectionInput] = []
+    first_of: dict[tuple[int, int], int] = {}  # (layer, id(input)) -> index in inputs
+    for t, (kind, module, layer, x) in enumerate(events):
+        if kind != "proj" or layer is None:
+            continue
+        shared = first_of.setdefault((layer, id(x)), len(inputs))
+        norm = names[events[fed_by[t]][1]] if t in fed_by else None
+        inputs.append(ProjectionInput(names[module], int(layer), int(x.shape[-1]), shared, norm))
+    return tuple(inputs)
+
+
+def _wiring_from_events(model, events, names, blocks_path, blocks, fed_by) -> Wiring:
+    kind_cache: dict = {}
+    norm_calls = [(t, e) for t, e in enumerate(events) if e[0] == "norm"]
+    proj_calls = [(t, e) for t, e in enumerate(events) if e[0] == "proj"]
+    block_ends = {e[2]: (t, e[3]) for t, e in enumerate(events) if e[0] == "block"}
+    first_block = min((t for t, e in enumerate(events) if e[2] is not None), default=0)
+    feeds: dict[int, list[str]] = {t: [] for t, _ in norm_calls}
+    for tp, tn in fed_by.items():  # which norm call feeds each projection call
+        feeds[tn].append(names[events[tp][1]])
     prefix = blocks_path + "."
     base_prefix = _path_in(model, _base(model))
     post_ln = any(

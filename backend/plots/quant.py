@@ -168,6 +168,9 @@ def scheme_frame(report: QuantReport) -> pd.DataFrame:
         }
         if report.end is not None:
             row[report.metric] = report.end[k]
+            if report.end.get("sts_spearman"):
+                row["STS Spearman × 100"] = report.end["sts_spearman"][k]
+                row["STS change"] = report.end["sts_spearman_change"][k]
         rows.append(row)
     return pd.DataFrame(rows)
 

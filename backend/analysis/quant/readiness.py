@@ -39,12 +39,14 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from backend.analysis.decoder.massive import ABS_THRESHOLD, MEDIAN_RATIO
 from backend.analysis.quant.schemes import (
     DEFAULT_ALPHA,
     DEFAULT_KEEP,
@@ -75,12 +77,15 @@ from backend.engine.extraction import (
 from backend.engine.hooks import forward_hooks
 from backend.engine.progress import Progress, report
 
+if TYPE_CHECKING:
+    from backend.analysis.geometry.similarity import SentencePairs
+
 MAGNITUDE = 6.0
 ERROR_TOKENS = 256
 END_TOKENS = 256
 TOP_CHANNELS = 8
-MASSIVE_ABS = 100.0
-MASSIVE_RATIO = 1000.0
+MASSIVE_ABS = ABS_THRESHOLD  # Sun et al. 2024's rule, declared once in decoder.massive
+MASSIVE_RATIO = MEDIAN_RATIO
 SEED = 0
 
 
@@ -492,6 +497,20 @@ def _shared_input_hook(x_fn):
     return fn
 
 
+def pairs_spearman(
+    loaded, pairs: SentencePairs, max_length: int = 128, batch_size: int = 32
+) -> float:
+    """STS Spearman x 100 of the mean-pooled final state on ``pairs``, with whatever hooks and
+    weights the model has now: ``isoscope sts``'s pooling and scoring (its raw score at the last
+    state), so the full-precision value matches that command's."""
+    from backend.analysis.geometry.similarity import pool_pairs, sts_by_state
+
+    first, second = pool_pairs(loaded, pairs, max_length, batch_size)
+    return sts_by_state(first[-1:], second[-1:], pairs.scores, [[]], state_names=("final",))[0][
+        "raw"
+    ]
+
+
 @dataclass
 class Evaluation:
     """``errors[i]``: ``{scheme: error}`` of ``scan.sites[i]``; ``end``: ``{"metric",
@@ -511,13 +530,24 @@ def evaluate(
     end: bool = True,
     sensitivity: bool = True,
     schemes: tuple[str, ...] = SCHEMES,
+    pairs: SentencePairs | None = None,
+    batch_size: int = 32,
     progress: Progress | None = None,
 ) -> Evaluation:
     """Per scheme: quantize every site's weights once, use them for the per-site error on the
     token sample and (``end``) for one forward pass of the end texts with every site
     fake-quantized (pre-hooks replace each projection's input; weights swapped for the pass and
-    restored in ``finally``). ``sensitivity`` then measures every block alone (per token)."""
+    restored in ``finally``). ``sensitivity`` then measures every block alone (per token).
+
+    ``pairs`` (encoders, with ``end``): also the STS Spearman x 100 of the mean-pooled final state
+    in full precision and under each scheme (:func:`pairs_spearman`), in ``end["sts_spearman"]``,
+    with ``end["sts_spearman_change"]`` (scheme minus full precision)."""
     check_keep_alpha(keep, alpha)
+    if pairs is not None and scan.is_causal:
+        raise InputError(
+            "STS pairs score an encoder's mean-pooled sentence vectors; this is a decoder, whose "
+            "end metric is the next-token KL: leave the pairs out"
+        )
     root = loaded.encoder
     named = dict(root.named_modules())
     metric = _Metric(loaded, scan) if end or sensitivity else None
@@ -533,6 +563,9 @@ def evaluate(
     )
     per_token_weights: dict[torch.nn.Module, torch.Tensor] = {}
     steps = len(schemes) + (1 if sensitivity else 0)
+    sts = None
+    if pairs is not None and end_out is not None:
+        sts = {"full_precision": pairs_spearman(loaded, pairs, scan.max_length, batch_size)}
     with torch.inference_mode():
         for k, scheme in enumerate(schemes):
             originals: dict[torch.nn.Module, torch.Tensor] = {}
@@ -565,11 +598,19 @@ def evaluate(
                 if end:
                     with forward_hooks(pre, pre=True):
                         state = _run(loaded, scan.end_ids, scan.end_mask).float().cpu()
+                        if sts is not None:
+                            sts[scheme] = pairs_spearman(loaded, pairs, scan.max_length, batch_size)
                     end_out[scheme] = metric(state)
             finally:
                 for m, w in originals.items():
                     m.weight.data = w
             report(progress, k + 1, steps)
+    if sts is not None:
+        end_out["sts_spearman"] = sts
+        end_out["sts_spearman_change"] = {
+            k: v - sts["full_precision"] for k, v in sts.items() if k != "full_precision"
+        }
+        end_out["sts_pairs"] = {"name": pairs.name, "count": len(pairs), "sha": pairs.sha}
     sens = None
     if sensitivity:
         if not per_token_weights:  # per_token was not among the schemes
@@ -672,6 +713,12 @@ class QuantReport:
     def metric(self) -> str | None:
         return None if self.end is None else self.end["metric"]
 
+    def with_outlier_dims(self, result, by_state: list[list[int]] | None = None) -> QuantReport:
+        """This report with the hidden-state outlier dims of the extraction ``result`` (see
+        :func:`outlier_dims_by_state`), so :meth:`site_rows` fills ``outlier_overlap``: the one
+        way the page, the CLI and the report attach them."""
+        return replace(self, outlier_dims=outlier_dims_by_state(result, by_state))
+
     def layer_error(self, scheme: str = "per_token") -> dict[int, float]:
         """Per block, the mean per-site error of ``scheme`` (the cheap proxy)."""
         by_layer: dict[int, list[float]] = {}
@@ -770,6 +817,16 @@ class QuantReport:
                 )
             else:
                 parts[-1] += "."
+        sts = end.get("sts_spearman")
+        if sts:
+            change = end["sts_spearman_change"]
+            worst = min(change, key=change.get)
+            parts.append(
+                f"STS Spearman × 100 on {end['sts_pairs']['count']:,} pairs: "
+                f"{sts['full_precision']:.1f} in full precision, {sts['per_token']:.1f} per token "
+                f"({change['per_token']:+.1f}); the largest drop is "
+                f"{SCHEME_LABELS.get(worst, worst)} ({change[worst]:+.1f})."
+            )
         return " ".join(parts)
 
     def to_dict(self, model: dict | None = None, corpus: dict | None = None) -> dict:
@@ -809,10 +866,12 @@ def analyse(
     end: bool = True,
     sensitivity: bool = True,
     outlier_dims: dict[int, tuple[int, ...]] | None = None,
+    pairs: SentencePairs | None = None,
     progress: Progress | None = None,
 ) -> QuantReport:
-    """The whole analysis: :func:`scan_sites` then :func:`evaluate`. ``progress`` gets one unit
-    per batch of the pass, per scheme and one for the sensitivity runs."""
+    """The whole analysis: :func:`scan_sites` then :func:`evaluate` (``pairs``: the encoder's STS
+    change per scheme). ``progress`` gets one unit per batch of the pass, per scheme and one for
+    the sensitivity runs."""
     check_keep_alpha(keep, alpha)
     n_batches = math.ceil(len(texts) / max(1, batch_size))
     n_eval = len(SCHEMES) + (1 if sensitivity else 0)
@@ -838,6 +897,8 @@ def analyse(
         end=end,
         sensitivity=sensitivity,
         outlier_dims=outlier_dims,
+        pairs=pairs,
+        batch_size=batch_size,
         progress=stage(n_batches),
     )
 
@@ -851,11 +912,21 @@ def report_from(
     end: bool = True,
     sensitivity: bool = True,
     outlier_dims: dict[int, tuple[int, ...]] | None = None,
+    pairs: SentencePairs | None = None,
+    batch_size: int = 32,
     progress: Progress | None = None,
 ) -> QuantReport:
     """:func:`evaluate` a finished scan (the page re-evaluates one scan for new K and α)."""
     ev = evaluate(
-        loaded, scan, keep=keep, alpha=alpha, end=end, sensitivity=sensitivity, progress=progress
+        loaded,
+        scan,
+        keep=keep,
+        alpha=alpha,
+        end=end,
+        sensitivity=sensitivity,
+        pairs=pairs,
+        batch_size=batch_size,
+        progress=progress,
     )
     return QuantReport(
         scan, ev.errors, ev.end, ev.sensitivity, int(keep), float(alpha), outlier_dims
@@ -866,12 +937,15 @@ def role_label(role: str) -> str:
     return ROLE_LABELS.get(role, role)
 
 
-def outlier_dims_by_state(result) -> dict[int, tuple[int, ...]]:
-    """Hidden-state outlier dims (``backend.analysis.geometry.outliers.outlier_dims``) per block
-    index: block ``i`` reads the hidden state ``i`` (0 = the embeddings)."""
-    from backend.analysis.geometry.outliers import outlier_dims_by_state as by_state
+def outlier_dims_by_state(
+    result, by_state: list[list[int]] | None = None
+) -> dict[int, tuple[int, ...]]:
+    """Hidden-state outlier dims (``backend.analysis.geometry.outliers.outlier_dims_by_state``,
+    the headline rule) per block index: block ``i`` reads the hidden state ``i`` (0 = the
+    embeddings). ``by_state``: that function's answer for ``result``, when already computed."""
+    from backend.analysis.geometry.outliers import outlier_dims_by_state as headline_by_state
 
-    dims = by_state(result)  # the one loop of the outlier rule over states
+    dims = by_state if by_state is not None else headline_by_state(result)
     return {i: tuple(int(j) for j in dims[i]) for i in range(result.num_states - 1)}
 
 

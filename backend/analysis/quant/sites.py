@@ -2,25 +2,28 @@
 
 The rule (METHODS.md section 10; issue 26):
 
-1. **Blocks**: the first ``nn.ModuleList`` (in ``named_modules`` order) whose length is the
-   number of layers and whose children share one class.
+1. **Blocks**: the ``nn.ModuleList`` of ``num_hidden_layers`` blocks, as
+   :func:`backend.engine.arch.blocks_of` finds it for every view.
 2. **Projections**: every ``nn.Linear`` (and GPT-2's ``transformers.pytorch_utils.Conv1D``) inside
    a block, named by its full module name in the loaded model (as SmoothQuant's ``act_scales`` keys
    them, e.g. ``model.layers.3.self_attn.q_proj`` for a causal LM, ``layers.3.self_attn.q_proj``
    for the bare ``LlamaModel`` isoscope loads). Linears inside a ``ModuleList`` of two or more
    same-class modules within a block are routed MoE experts: skipped, with a note.
-3. **Sites**: one traced forward pass on a few tokens records the input tensor of every projection;
-   projections whose input is the very same tensor (object identity: q/k/v, gate/up, Falcon's
-   parallel attention + MLP) form one site.
+3. **Sites**: one traced forward pass (:func:`backend.engine.arch.projection_inputs`, the same
+   pass and rule as the norms' :func:`~backend.engine.arch.wiring`) records the input tensor of
+   every projection; projections whose input is the very same tensor (object identity: q/k/v,
+   gate/up, Falcon's parallel attention + MLP) form one site.
 4. **Roles**, from the execution order within each block. A site is *norm-fed* when its input is
-   the output of a norm module (``nn.LayerNorm`` or any module whose class name ends in ``Norm``,
-   with a 1-D weight or none; outputs matched by tensor identity). The first norm-fed site is
+   the output of a norm module (arch's rule: the norm's output shares its storage, else holds its
+   rows; ``Norm.feeds`` says the same the other way round). The first norm-fed site is
    ``attn_in``; non-norm-fed sites before the second norm-fed one are ``attn_out``; the second
    norm-fed site is ``mlp_in``; non-norm-fed sites after it are ``mlp_out``. This covers pre-norm
    (Llama, GPT-2), post-norm (BERT: the previous block's output LayerNorm feeds q/k/v) and
    sandwich norms (Gemma 2/3). A block with no norm-fed site falls back to the call order
    (attn_in, attn_out, mlp_in, mlp_out, ...), with a note; a parallel block (one norm feeding
-   attention and MLP) has one ``attn_in`` site that lists the MLP's input projections too.
+   attention and MLP) has one ``attn_in`` site that lists the MLP's input projections too, and
+   the sites first used after that shared input comes back (the MLP's input projection runs after
+   the attention's output projection) are ``mlp_out``.
 """
 
 from __future__ import annotations
@@ -29,8 +32,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from backend.engine.arch import blocks_of, projection_inputs
 from backend.engine.errors import UnsupportedModelError
-from backend.engine.hooks import forward_hooks
 
 ROLES = ("attn_in", "attn_out", "mlp_in", "mlp_out")
 ROLE_LABELS = {
@@ -59,19 +62,6 @@ def weight_matrix(module: torch.nn.Module) -> torch.Tensor:
     """The weight as (out, in), whatever the class (Conv1D keeps it as (in, out))."""
     w = module.weight
     return w if isinstance(module, torch.nn.Linear) else w.T
-
-
-def is_norm(module: torch.nn.Module) -> bool:
-    """LayerNorm, or a module whose class name ends in ``Norm`` (RMSNorm, T5LayerNorm, ...) with a
-    1-D weight or no weight, and no projection inside."""
-    if isinstance(module, torch.nn.LayerNorm):
-        return True
-    if not type(module).__name__.endswith("Norm"):
-        return False
-    weight = getattr(module, "weight", None)
-    if isinstance(weight, torch.Tensor) and weight.dim() != 1:
-        return False
-    return not any(is_projection(m) for m in module.modules())
 
 
 @dataclass(frozen=True)
@@ -122,19 +112,20 @@ def name_prefix(loaded) -> str:
 
 
 def find_blocks(root: torch.nn.Module, num_layers: int) -> tuple[str, torch.nn.ModuleList]:
-    """The repeated block list: the first ModuleList of ``num_layers`` same-class children."""
-    for name, module in root.named_modules():
-        if (
-            isinstance(module, torch.nn.ModuleList)
-            and len(module) == num_layers > 0
-            and len({type(m) for m in module}) == 1
-            and any(is_projection(m) for m in module[0].modules())
-        ):
-            return name, module
-    raise UnsupportedModelError(
-        f"found no list of {num_layers} repeated blocks with linear projections in this model; "
-        "the quantization analysis needs nn.Linear or Conv1D projections inside its layers"
-    )
+    """The repeated block list of ``root`` (its path inside ``root``): arch's one rule
+    (:func:`backend.engine.arch.blocks_of`, the blocks its traced pass sees), checked to hold
+    ``num_layers`` blocks with linear projections."""
+    found = blocks_of(root)
+    if found is None or len(found[1]) != num_layers or num_layers < 1:
+        raise UnsupportedModelError(
+            f"found no list of {num_layers} repeated blocks in this model (its layers may share "
+            "one module); the quantization analysis needs one block module per layer"
+        )
+    if not any(is_projection(m) for m in found[1][0].modules()):
+        raise UnsupportedModelError(
+            "the blocks of this model have no nn.Linear or Conv1D projections to quantize"
+        )
+    return found
 
 
 def _expert_lists(block: torch.nn.Module) -> list[str]:
@@ -148,15 +139,30 @@ def _expert_lists(block: torch.nn.Module) -> list[str]:
     ]
 
 
-def _example_inputs(loaded, n_tokens: int = 8) -> dict[str, torch.Tensor]:
-    tok = loaded.tokenizer
-    ids = tok("Summer is warm. Winter is cold, and the cat sat on the mat.")["input_ids"][:n_tokens]
-    input_ids = torch.tensor([ids], dtype=torch.long, device=loaded.device)
-    return {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids)}
+def _after_reentry(sequence: list[tuple[int, int]], groups: dict) -> set[tuple[int, int]]:
+    """The inputs first used after the block's first norm-fed input came back once another input
+    had been used: a parallel block (Falcon, Phi, Cohere: one norm feeding attention and MLP) runs
+    its MLP's input projection on that input after the attention's output projection, so the sites
+    after that point belong to the MLP."""
+    first_fed = next((k for k in sequence if groups[k][2]), None)
+    seen: set[tuple[int, int]] = set()
+    after: set[tuple[int, int]] = set()
+    prev, reentered = None, False
+    for key in sequence:
+        if key == first_fed and key in seen and prev != key:
+            reentered = True
+        if key not in seen:
+            seen.add(key)
+            if reentered:
+                after.add(key)
+        prev = key
+    return after
 
 
 def discover_sites(loaded, root: torch.nn.Module | None = None) -> SiteMap:
-    """Trace one short forward pass of ``root`` (default ``loaded.encoder``) and return its sites."""
+    """The sites of ``root`` (default ``loaded.encoder``), from the traced forward pass of
+    :func:`backend.engine.arch.projection_inputs` (the one home of which tensor and which norm
+    feed which projection; the same trace gives :func:`backend.engine.arch.wiring`)."""
     root = root if root is not None else loaded.encoder
     num_layers = int(loaded.info.num_layers)
     blocks_path, blocks = find_blocks(root, num_layers)
@@ -178,57 +184,45 @@ def discover_sites(loaded, root: torch.nn.Module | None = None) -> SiteMap:
             f"{skipped} projections of routed MoE experts were skipped (each expert sees only its "
             "routed tokens; analyse them with an expert-aware tool)"
         )
-    norms = [m for m in root.modules() if is_norm(m)]
-
-    calls: list[tuple[int, str, torch.Tensor]] = []  # (layer, name, input) in call order
-    norm_outputs: list[torch.Tensor] = []  # strong references: identities stay unique
-
-    def on_projection(module, inputs):
+    named = dict(loaded.model.named_modules())  # the paths of the traced model
+    groups: dict[tuple[int, int], list] = {}  # (layer, shared input) -> [names, width, norm-fed]
+    sequence: dict[int, list[tuple[int, int]]] = {}  # per layer, the inputs in call order
+    for call in projection_inputs(loaded):
+        module = named.get(call.path)
+        if module not in projections:  # outside the blocks, not a Linear/Conv1D, or an expert
+            continue
         layer, name = projections[module]
-        if inputs and isinstance(inputs[0], torch.Tensor):
-            calls.append((layer, name, inputs[0]))
-
-    def on_norm(module, inputs, output):
-        out = output[0] if isinstance(output, tuple) else output
-        if isinstance(out, torch.Tensor):
-            norm_outputs.append(out)
-
-    with (
-        forward_hooks(dict.fromkeys(projections, on_projection), pre=True),
-        forward_hooks(dict.fromkeys(norms, on_norm)),
-        torch.inference_mode(),
-    ):
-        root(**_example_inputs(loaded))
-    if not calls:
-        raise UnsupportedModelError("no projection inside the blocks ran in a forward pass")
-    norm_ids = {id(t) for t in norm_outputs}
-
-    groups: dict[tuple[int, int], list] = {}  # (layer, id(input)) -> [names, tensor], call order
-    for layer, name, x in calls:
-        key = (layer, id(x))
+        key = (layer, call.shared)
+        sequence.setdefault(layer, []).append(key)
         if key not in groups:
-            groups[key] = [[], x]
+            groups[key] = [[], call.width, call.norm is not None]
         if name not in groups[key][0]:
             groups[key][0].append(name)
-    by_layer: dict[int, list[tuple[list[str], torch.Tensor]]] = {}
-    for (layer, _), (names, x) in groups.items():
-        by_layer.setdefault(layer, []).append((names, x))
+    if not groups:
+        raise UnsupportedModelError("no projection inside the blocks ran in a forward pass")
+    by_layer: dict[int, list[tuple[list[str], int, bool]]] = {}
+    for (layer, _), (names, width, fed) in groups.items():
+        by_layer.setdefault(layer, []).append((names, width, fed))
+    parallel_mlp = {k for layer in sequence for k in _after_reentry(sequence[layer], groups)}
 
     public = name_prefix(loaded) if root is loaded.encoder else ""
     sites: list[Site] = []
     fallback_layers = []
     for layer in sorted(by_layer):
         entries = by_layer[layer]
-        fed = [id(x) in norm_ids for _, x in entries]
+        fed = [is_fed for _, _, is_fed in entries]
         if not any(fed):
             fallback_layers.append(layer)
         n_fed = 0
-        for k, ((names, x), is_fed) in enumerate(zip(entries, fed, strict=True)):
+        keys = [k for k in groups if k[0] == layer]  # the same order as entries
+        for k, ((names, width, _), is_fed) in enumerate(zip(entries, fed, strict=True)):
             if not any(fed):
                 role = ROLES[k] if k < len(ROLES) else "other"
             elif is_fed:
                 n_fed += 1
                 role = {1: "attn_in", 2: "mlp_in"}.get(n_fed, "other")
+            elif n_fed == 1 and keys[k] in parallel_mlp:
+                role = "mlp_out"  # a parallel block's MLP, after its shared input came back
             else:
                 role = {0: "attn_in", 1: "attn_out"}.get(n_fed, "mlp_out")
             sites.append(
@@ -237,7 +231,7 @@ def discover_sites(loaded, root: torch.nn.Module | None = None) -> SiteMap:
                     role,
                     tuple(public + n for n in names),
                     tuple(names),
-                    int(x.shape[-1]),
+                    int(width),
                     bool(is_fed),
                 )
             )

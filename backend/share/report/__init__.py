@@ -13,7 +13,9 @@ Every number comes from an existing analysis (never re-derived here):
 - positional information: :mod:`backend.analysis.positional.table` (Luo et al. section 4);
 - sentence similarity (with ``pairs``): :mod:`backend.analysis.geometry.similarity`;
 - massive activations and attention sinks, for decoders: ``backend.analysis.decoder.massive`` /
-  ``backend.analysis.decoder.sinks``.
+  ``backend.analysis.decoder.sinks``;
+- quantization readiness (optional, :mod:`backend.share.report.quant`):
+  :mod:`backend.analysis.quant.readiness`.
 
 A section that does not apply (no LayerNorm outliers, no position table, an encoder for the decoder
 section, no pairs) is kept as one line saying why; a section whose analysis raises is kept as one line
@@ -23,6 +25,7 @@ so the same model, corpus and settings give the same bytes (the CLI and the app'
 
 from backend.share.report.build import BUILDERS, build_report
 from backend.share.report.model import (
+    OPTIONAL_SECTIONS,
     QUICK_SECTIONS,
     SECTION_TITLES,
     SECTIONS,
@@ -35,6 +38,7 @@ from backend.share.report.render import render_html
 
 __all__ = [
     "BUILDERS",
+    "OPTIONAL_SECTIONS",
     "QUICK_SECTIONS",
     "SECTIONS",
     "SECTION_TITLES",

@@ -12,13 +12,17 @@ from backend.engine.inputs import KIND_NOUNS
 from backend.engine.progress import Progress
 from backend.share.report.model import (
     SECTION_TITLES,
-    SECTIONS,
     SOURCES,
     Report,
     ReportSettings,
     Section,
 )
-from backend.share.report.prose import BUILDERS, Context
+from backend.share.report.model import SECTIONS as DEFAULT_SECTIONS
+from backend.share.report.prose import BUILDERS as PROSE_BUILDERS
+from backend.share.report.prose import Context
+from backend.share.report.quant import quant_section
+
+BUILDERS = {**PROSE_BUILDERS, "quant": quant_section}
 
 # ----------------------------------------------------------------------------- building
 
@@ -29,8 +33,9 @@ def build_report(
     *,
     settings: ReportSettings | None = None,
     pairs: tuple[Sequence[str], Sequence[str], Sequence[float]] | None = None,
-    sections: Sequence[str] = SECTIONS,
+    sections: Sequence[str] = DEFAULT_SECTIONS,
     in_place: bool = False,
+    quant=None,
     progress: Progress | None = None,
     inputs: Sequence | None = None,
 ) -> Report:
@@ -39,7 +44,9 @@ def build_report(
     ``pairs`` = (sentences A, sentences B, gold scores) adds STS figures. ``in_place=True`` lets the
     LayerNorm ablation modify the model (restored bit-for-bit) instead of a private copy: only for a
     process that owns the model, like the CLI. ``inputs``: an image / audio analysis's items
-    (``MediaCorpus.items``), which the LayerNorm ablation reruns the model on.
+    (``MediaCorpus.items``), which the LayerNorm ablation reruns the model on. ``quant``: a
+    finished :class:`~backend.analysis.quant.readiness.QuantReport` for the optional "quant"
+    section (otherwise that section runs the analysis).
     """
     from backend import __version__
 
@@ -47,7 +54,7 @@ def build_report(
     unknown = [s for s in sections if s not in BUILDERS]
     if unknown:
         raise InputError(
-            f"unknown report section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}"
+            f"unknown report section(s) {', '.join(unknown)}; choose from {', '.join(BUILDERS)}"
         )
     ctx = Context(
         loaded,
@@ -57,6 +64,8 @@ def build_report(
         in_place,
         inputs=None if inputs is None else tuple(inputs),
     )
+    if quant is not None:
+        ctx.cache["quant_report"] = quant
     built = []
     for i, key in enumerate(sections):
         try:

@@ -17,8 +17,12 @@ SECTION_TITLES = {
     "positional": "Positional information",
     "similarity": "Sentence similarity",
     "decoder": "Massive activations and attention sinks",
+    "quant": "Quantization readiness",
 }
-SECTIONS = tuple(SECTION_TITLES)
+# Built only when asked for (`isoscope report --quant`; the app once its page has run): the
+# quantization analysis costs several passes of the model.
+OPTIONAL_SECTIONS = ("quant",)
+SECTIONS = tuple(k for k in SECTION_TITLES if k not in OPTIONAL_SECTIONS)
 QUICK_SECTIONS = ("outliers", "anisotropy")  # no forward pass: the Overview shows them at once
 
 SOURCES = {
@@ -30,6 +34,9 @@ SOURCES = {
     "similarity": "Luo et al. 2021, Table 2; Timkey & van Schijndel 2021",
     "decoder": "Sun, Chen, Kolter & Liu 2024, Massive Activations, arXiv 2402.17762; "
     "Xiao et al. 2023, attention sinks, arXiv 2309.17453",
+    "quant": "Dettmers et al. 2022, LLM.int8(), arXiv 2208.07339; Xiao et al. 2023, SmoothQuant, "
+    "arXiv 2211.10438; Ashkboos et al. 2024, QuaRot, arXiv 2404.00456; Bondarenko et al. 2023, "
+    "arXiv 2306.12929",
 }
 
 
@@ -45,6 +52,7 @@ class ReportSettings:
     probe_iter: int = 30
     projection_points: int = 2000
     decoder_texts: int = 64  # texts of the massive-activation / sink scan
+    quant_texts: int = 64  # texts of the quantization analysis (the optional section)
 
     def __post_init__(self) -> None:
         if self.pairs < 1:
@@ -56,6 +64,10 @@ class ReportSettings:
         if not 0 <= self.random_controls <= 100:
             raise InputError(
                 f"random controls must be between 0 and 100, got {self.random_controls}"
+            )
+        if not 1 <= self.quant_texts <= 50_000:
+            raise InputError(
+                f"quantization texts must be between 1 and 50,000, got {self.quant_texts}"
             )
         if not 2 <= self.probe_max_position <= 8192:
             raise InputError(

@@ -75,3 +75,40 @@ def test_an_encoder_renders(model):
     _rerun(at)
     assert any(m.value.startswith("**Verdict.**") for m in at.markdown)
     assert any("cosine" in m.label for m in at.metric)
+
+
+def test_encoder_sts_change_with_the_bundled_pairs():
+    """An encoder offers STS pairs; the bundled sample adds the full-precision and per-scheme
+    STS Spearman to the metrics and the schemes table. Decoders are not offered pairs."""
+    at = _page("random:bert:layers=1,width=32,heads=2")
+    at.selectbox(key="quant_pairs").set_value("bundled sample pairs")
+    _rerun(at)
+    at.button(key="quant_run").click()
+    _rerun(at)
+    labels = [m.label for m in at.metric]
+    assert "STS Spearman × 100, full precision" in labels
+    assert any(label.startswith("STS, ") for label in labels)
+    assert any("STS Spearman" in m.value for m in at.markdown if m.value.startswith("**Verdict."))
+    at.session_state["quant_tab"] = "Schemes"
+    _rerun(at)
+    assert any("STS change" in df.value.columns for df in at.dataframe)
+
+
+def test_a_decoder_is_not_offered_pairs(tiny_llama_dir):
+    at = _page(str(tiny_llama_dir))
+    assert not [s for s in at.selectbox if s.key == "quant_pairs"]
+
+
+def test_the_overview_report_adds_the_pages_analysis():
+    """After the page has run, the Overview's full report (findings and download) carries the
+    "Quantization readiness" section built from that same analysis."""
+    at = _page("random:bert:layers=1,width=32,heads=2")
+    at.button(key="quant_run").click()
+    _rerun(at)
+    verdict = next(m.value for m in at.markdown if m.value.startswith("**Verdict.**"))
+    at.switch_page("pages/overview.py")
+    _rerun(at)
+    at.button(key="overview_full_findings").click()
+    _rerun(at)
+    section = next(m.value for m in at.markdown if m.value.startswith("**Quantization readiness**"))
+    assert verdict.removeprefix("**Verdict.** ") in section

@@ -190,6 +190,9 @@ def test_the_quantization_pages_controls_travel_in_the_link():
     assert {k: params[k] for k in link} == link
     bad = open_link(page="quant", model="random:bert", quant_keep="9999")
     assert any("quant_keep" in w.value for w in bad.warning)
+    encoder = open_link(page="quant", model="random:bert", quant_pairs="bundled sample pairs")
+    assert encoder.selectbox(key="quant_pairs").value == "bundled sample pairs"
+    assert _params(encoder)["quant_pairs"] == "bundled sample pairs"
 
 
 TINY_VIT = "random:vit:layers=2,width=32,heads=2"

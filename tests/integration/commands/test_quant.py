@@ -72,6 +72,24 @@ def test_quant_json_and_act_scales(tiny_llama_dir, texts, tmp_path):
     q = loaded["layers.0.self_attn.q_proj"]
     assert q.dtype == torch.float32 and q.shape == (32,)
     assert float(q.max()) == pytest.approx(data["sites"][0]["max_abs"], rel=1e-6)
+    # the overlap with the hidden-state outlier dims is filled in, by the page's rule: the
+    # headline outlier dims of the extraction (first position left out on a decoder) of the
+    # state each block reads
+    from backend.analysis.geometry.outliers import outlier_dims_by_state
+    from backend.engine.corpus import load_corpus_file
+    from backend.engine.extraction import ExtractionSettings, extract
+    from backend.engine.models import load_model
+
+    model = load_model(str(tiny_llama_dir), device="cpu")
+    settings = ExtractionSettings(max_length=16, batch_size=16, exclude_first=True)
+    dims = outlier_dims_by_state(extract(model, load_corpus_file(str(texts)), settings))
+    for site in data["sites"]:
+        if site["width"] != 32:  # channels are hidden dims only at the residual width
+            assert site["outlier_overlap"] is None
+            continue
+        top = [t["channel"] for t in site["top_channels"]]
+        assert site["outlier_overlap"] == [c for c in top if c in dims[site["layer"]]]
+        assert isinstance(site["massive_overlap"], list)
 
 
 @pytest.mark.parametrize(
@@ -111,3 +129,69 @@ def test_missing_texts_file(tmp_path):
     )
     assert proc.returncode == 2
     assert proc.stderr.strip().startswith("error:") and len(proc.stderr.strip().splitlines()) == 1
+
+
+PAIRS_CSV = """sentence1,sentence2,score
+A man is playing a guitar.,A man plays the guitar.,4.8
+A woman is slicing onions.,A woman cuts an onion.,4.2
+The cat sleeps on the sofa.,A dog runs in the park.,0.6
+Children play football outside.,Kids are playing soccer.,4.0
+"""
+
+
+def test_encoder_pairs_add_sts_to_end_matching_isoscope_sts(tiny_bert_dir, texts, tmp_path):
+    """``--pairs`` (the sts command's reader): ``end`` gets the STS Spearman in full precision,
+    per scheme and the change; full precision equals ``isoscope sts``'s raw score at the last
+    state on the same file."""
+    pairs = tmp_path / "pairs.csv"
+    pairs.write_text(PAIRS_CSV)
+    out, sts_out = tmp_path / "q.json", tmp_path / "sts.json"
+    common = ["--model", str(tiny_bert_dir), "--max-length", "16"]
+    proc = run_backend(
+        "quant",
+        *common,
+        "--texts",
+        str(texts),
+        "--out",
+        str(out),
+        "--pairs",
+        str(pairs),
+        "--no-sensitivity",
+        "--no-outlier-overlap",
+        cache_dir=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    assert all(site["outlier_overlap"] is None for site in data["sites"])
+    end = data["end"]
+    assert end["metric"] == "cosine"
+    assert set(end["sts_spearman"]) == SCHEMES | {"full_precision"}
+    assert set(end["sts_spearman_change"]) == SCHEMES
+    assert end["sts_pairs"]["count"] == 4
+    proc = run_backend(
+        "sts", *common, "--pairs", str(pairs), "--out", str(sts_out), "--clip", "none",
+        cache_dir=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    last = json.loads(sts_out.read_text())["states"][-1]
+    assert end["sts_spearman"]["full_precision"] == pytest.approx(last["raw"], abs=1e-6)
+
+
+def test_pairs_for_a_decoder_are_refused_in_one_line(texts, tmp_path):
+    pairs = tmp_path / "pairs.csv"
+    pairs.write_text(PAIRS_CSV)
+    proc = run_backend(
+        "quant",
+        "--model",
+        "random:gpt2:layers=1,width=16,heads=2",
+        "--texts",
+        str(texts),
+        "--out",
+        str(tmp_path / "q.json"),
+        "--pairs",
+        str(pairs),
+        cache_dir=tmp_path,
+    )
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and "--pairs" in lines[0]

@@ -67,12 +67,21 @@ def test_report_cli_on_a_random_bert_equals_the_in_process_report(tmp_path):
         str(out),
         "--ablation-texts",
         "8",
+        "--quant",
+        "--quant-texts",
+        "8",
         cache_dir=tmp_path / "cache",
     )
     assert proc.returncode == 0, proc.stderr
     assert "wrote" in proc.stderr and "Traceback" not in proc.stderr
     page = out.read_text(encoding="utf-8")
     _plotly_once(page)
+    # --quant adds the opt-in section, after the default ones
+    quant = page[page.index('<section id="quant">') :]
+    assert quant.startswith(
+        '<section id="quant"><h2>Quantization readiness</h2>\n<ul class="findings">'
+    )
+    assert page.index('<section id="decoder">') < page.index('<section id="quant">')
     assert "Left out: no LayerNorm outlier dims" in page
     assert "random-init LayerNorm has gamma 1 and beta 0" in page
     assert "Left out: no sentence pairs given" in page
@@ -86,7 +95,15 @@ def test_report_cli_on_a_random_bert_equals_the_in_process_report(tmp_path):
     result = cached_extract(
         loaded, load_corpus_file(CORPUS), ExtractionSettings(), None, ResultCache(tmp_path / "c2")
     )
-    assert build_report(loaded, result, settings=ReportSettings(ablation_texts=8)).to_html() == page
+    from backend.share.report import SECTIONS
+
+    rebuilt = build_report(
+        loaded,
+        result,
+        settings=ReportSettings(ablation_texts=8, quant_texts=8),
+        sections=(*SECTIONS, "quant"),
+    )
+    assert rebuilt.to_html() == page
 
 
 def _decoder_report(source: str, n_texts: int = 40, max_length: int = 128):

@@ -17,6 +17,8 @@ from backend.engine.arch import (
     architecture,
     position_embedding_label,
     position_table,
+    projection_inputs,
+    wiring,
 )
 from backend.engine.errors import UnsupportedModelError
 
@@ -261,3 +263,26 @@ def test_unknown_families_are_a_clear_error():
     with pytest.raises(UnsupportedModelError, match="Toy \\(toy\\).*known layouts: BERT-style"):
         architecture(Toy())
     assert position_table(Toy()) is None
+
+
+@pytest.mark.parametrize("name", list(FAMILY_CASES))
+def test_projection_inputs_and_wiring_are_one_decision(built, name):
+    """Which norm feeds which projection is decided once, in one traced pass: every norm's
+    ``feeds_block`` is exactly the projection calls whose ``norm`` is that norm; calls that share
+    one input point at the first of them, all inside one block."""
+    model = built[name]
+    inputs = projection_inputs(model)
+    assert inputs and {i.layer for i in inputs} == set(range(L))
+    for norm in wiring(model).norms:
+        fed = {i.path for i in inputs if i.norm == norm.path}
+        assert fed == set(norm.feeds_block), norm.path
+    for k, call in enumerate(inputs):
+        first = inputs[call.shared]
+        assert call.shared <= k and first.shared == call.shared
+        assert first.layer == call.layer and first.width == call.width and first.norm == call.norm
+    if FAMILY_CASES[name][1]["qkv"] == "separate":  # q, k and v read one tensor
+        query = FAMILY_CASES[name][1]["query"]
+        key = query.replace("query", "key").replace("q_", "k_")
+        by_path = {i.path: i for i in inputs}
+        prefix = next(p for p in by_path if p.endswith(query))[: -len(query)]
+        assert by_path[prefix + query].shared == by_path[prefix + key].shared

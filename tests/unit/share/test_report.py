@@ -17,7 +17,8 @@ def test_the_report_package_keeps_data_prose_and_html_apart():
     assert set(homes.values()) == {"backend.share.report.model"}
     assert package.build_report.__module__ == "backend.share.report.build"
     assert package.render_html.__module__ == "backend.share.report.render"
-    assert set(package.BUILDERS) == set(package.SECTIONS)
+    assert set(package.BUILDERS) == set(package.SECTIONS) | set(package.OPTIONAL_SECTIONS)
+    assert not set(package.SECTIONS) & set(package.OPTIONAL_SECTIONS)  # opt-in sections
     imported = {
         node.module
         for node in ast.walk(ast.parse(inspect.getsource(render)))

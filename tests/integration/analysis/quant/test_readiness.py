@@ -25,6 +25,14 @@ def _snapshot(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
+def _hook_counts(model: torch.nn.Module) -> dict[str, tuple[int, int]]:
+    return {
+        name: (len(m._forward_hooks), len(m._forward_pre_hooks))
+        for name, m in model.named_modules()
+        if m._forward_hooks or m._forward_pre_hooks
+    }
+
+
 def _no_hooks(model: torch.nn.Module) -> bool:
     return all(not m._forward_hooks and not m._forward_pre_hooks for m in model.modules())
 
@@ -111,3 +119,55 @@ def test_conv1d_and_sandwich_norm_models(fixture, request):
     assert all(math.isfinite(data["end"][k]) for k in SCHEMES)
     assert all(torch.equal(before[k], v) for k, v in _snapshot(loaded.model).items())
     assert _no_hooks(loaded.model)
+
+
+PAIRS_CSV = """sentence1,sentence2,score
+A man is playing a guitar.,A man plays the guitar.,4.8
+A woman is slicing onions.,A woman cuts an onion.,4.2
+The cat sleeps on the sofa.,A dog runs in the park.,0.6
+Children play football outside.,Kids are playing soccer.,4.0
+The stock market fell today.,A chef cooks pasta.,0.2
+"""
+
+
+def test_tiny_bert_sts_change_per_scheme(tiny_bert_dir, tmp_path):
+    """With pairs, the encoder's end block holds STS Spearman in full precision (the score
+    `isoscope sts` gives at the last state, from the same reader, pooling and scoring) and per
+    scheme, and the change; the model is left as it was."""
+    from backend.analysis.geometry.similarity import pool_pairs, read_pairs_csv, sts_by_state
+
+    path = tmp_path / "pairs.csv"
+    path.write_text(PAIRS_CSV)
+    pairs = read_pairs_csv(path)
+    loaded = load_model(str(tiny_bert_dir), device="cpu")
+    first, second = pool_pairs(loaded, pairs, 32)
+    raw = sts_by_state(first, second, pairs.scores, [[]] * first.shape[0])[-1]["raw"]
+    # transformers installs its own output-recording hooks on the first hidden-state pass; ours
+    # must all be gone afterwards
+    hooks = _hook_counts(loaded.model)
+    before = _snapshot(loaded.model)
+    report = analyse(
+        loaded, TEXTS, max_length=32, error_tokens=50, end_tokens=60, sensitivity=False, pairs=pairs
+    )
+    end = report.end
+    assert end["metric"] == "cosine"
+    assert set(end["sts_spearman"]) == {"full_precision", *SCHEMES}
+    assert set(end["sts_spearman_change"]) == set(SCHEMES)
+    assert end["sts_pairs"]["count"] == 5
+    assert end["sts_spearman"]["full_precision"] == pytest.approx(raw)
+    for k in SCHEMES:
+        v = end["sts_spearman"][k]
+        assert -100 <= v <= 100
+        assert end["sts_spearman_change"][k] == pytest.approx(v - raw)
+    assert "STS Spearman" in report.verdict()
+    assert _hook_counts(loaded.model) == hooks
+    assert all(torch.equal(before[k], v) for k, v in _snapshot(loaded.model).items())
+
+
+def test_pairs_are_refused_for_a_decoder(tiny_llama_dir):
+    from backend.analysis.geometry.similarity import sts_sample
+    from backend.engine.errors import InputError
+
+    loaded = load_model(str(tiny_llama_dir), device="cpu")
+    with pytest.raises(InputError, match="decoder"):
+        analyse(loaded, TEXTS[:2], max_length=16, sensitivity=False, pairs=sts_sample())

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from backend.analysis.quant.sites import discover_sites, is_norm
+from backend.analysis.quant.sites import discover_sites
+from backend.engine.arch import is_norm
 from backend.engine.models import load_model
 
 
@@ -85,3 +86,15 @@ def test_smollm2_names_match_smoothquant_act_scales_keys():
 def test_minilm_every_block_has_each_role(minilm, role):
     sites = discover_sites(minilm)
     assert sorted(s.layer for s in sites.sites if s.role == role) == list(range(6))
+
+
+@pytest.mark.parametrize("family", ["phi", "falcon"])
+def test_parallel_blocks_put_the_mlp_output_last(family, tmp_path):
+    """One norm feeds attention and MLP: one attention-input site lists the MLP's input
+    projection too, and the projection that reads the MLP's activations is the MLP output."""
+    from tests import zoo
+
+    loaded = load_model(str(zoo.build(family, tmp_path / family)), device="cpu")
+    roles = _roles(discover_sites(loaded), 1)
+    assert [r for r, _ in roles] == ["attn_in", "attn_out", "mlp_out"]
+    assert any(".mlp." in m for m in roles[0][1]) and ".mlp." in roles[2][1][0]
