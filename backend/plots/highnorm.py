@@ -91,7 +91,7 @@ def image_norm_overlay(
             y=centre_y,
             colorscale="Inferno",
             opacity=0.55,
-            colorbar={"title": "‖h‖"},
+            colorbar={"title": "‖h‖", "tickformat": ".4~g"},
             hovertemplate="patch at x %{x:.0f}, y %{y:.0f} px<br>‖h‖ %{z:.2f}<extra></extra>",
         )
     )
