@@ -43,7 +43,7 @@ def test_a_command_that_loads_a_model_has_the_whole_model_group(name):
 @pytest.mark.parametrize("name", ["compare", "trajectory"])
 def test_compare_and_trajectory_accept_device_map(name):
     """They copied the options once and dropped ``--device-map``; now they share the group."""
-    args = {"compare": ["--model-a", "default", "--texts", "t.txt"], "trajectory": []}[name]
+    args = {"compare": ["--model-a", "default"], "trajectory": []}[name] + ["--texts", "t.txt"]
     command = COMMANDS[name]
     required = [a for a in command._actions if a.required and a.option_strings]
     extra = []
