@@ -38,7 +38,7 @@ from ui.common import (
     get_model,
     get_selection,
     load_or_stop,
-    media_corpus_of,
+    media_corpus_for,
 )
 from ui.inputs import MEDIA_NOUN
 from ui.ranges import LN_K, LN_SHARE
@@ -233,13 +233,7 @@ def ablation_inputs(count: int):
     """The first ``count`` texts, or images / clips of the sidebar's folder."""
     if KIND == "text":
         return tuple(texts_all[:count])
-    corpus = media_corpus_of(result)
-    if corpus is None:
-        raise IsoscopeError(
-            f"this analysis keeps only the names of its {MEDIA_NOUN[KIND]}; choose their folder in "
-            "the sidebar and run the analysis to ablate on them"
-        )
-    return corpus.head(count)
+    return media_corpus_for(result, "ablate on them").head(count)
 
 
 site_names = [s.name for s in sites]

@@ -129,6 +129,21 @@ def media_corpus_of(result: ExtractionResult):
     return corpus if corpus.sha == result.corpus_sha else None
 
 
+def media_corpus_for(result: ExtractionResult, purpose: str):
+    """:func:`media_corpus_of`, or one message when the items are not at hand (a result names
+    them by path only): ``purpose`` says what choosing their folder would allow."""
+    from backend.analysis.geometry.projections import input_kind
+    from backend.engine.inputs import KIND_NOUNS
+
+    corpus = media_corpus_of(result)
+    if corpus is None:
+        raise IsoscopeError(
+            f"this analysis keeps only the names of its {KIND_NOUNS[input_kind(result)]}; choose "
+            f"their folder in the sidebar and run the analysis to {purpose}"
+        )
+    return corpus
+
+
 def media_items(result: ExtractionResult) -> tuple | None:
     """The items of :func:`media_corpus_of` (None for text or when they are not at hand)."""
     corpus = media_corpus_of(result)
@@ -273,13 +288,7 @@ def _saved_inputs(saved: ExtractionResult):
 
     if input_kind(saved) == "text":
         return saved_corpus(saved)
-    corpus = media_corpus_of(saved)
-    if corpus is None:
-        raise IsoscopeError(
-            "this saved analysis keeps only the names of its images or clips; choose their folder "
-            "in the sidebar and run the analysis to run another model on them"
-        )
-    return corpus
+    return media_corpus_for(saved, "run another model on them")
 
 
 def memo(name: str, key_parts: tuple, compute: Callable[[], Any]) -> Any:
