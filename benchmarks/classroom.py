@@ -136,7 +136,7 @@ async def one_session(browser, base: str, timeout_s: float, start: asyncio.Event
         await asyncio.sleep(0.5)  # the Overview's "idle" can precede a last rerun by a moment
         t1 = time.perf_counter()
         link = page.locator('[data-testid="stSidebarNav"] a').filter(has_text="Outlier dimensions")
-        await link.first.click()
+        await link.first.click(timeout=timeout_s * 1000)
         await page.wait_for_function(
             "() => document.querySelector('h1') && "
             "document.querySelector('h1').innerText.includes('Outlier')",
@@ -146,7 +146,7 @@ async def one_session(browser, base: str, timeout_s: float, start: asyncio.Event
         out["exceptions"] += await _exceptions(page)
         t2 = time.perf_counter()
         radio = page.locator(".st-key-out_stat label").filter(has_text="|mean|").first
-        await radio.click()
+        await radio.click(timeout=timeout_s * 1000)
         await asyncio.sleep(0.3)  # let the rerun start before polling for idle
         out["control_s"] = await _idle(page, timeout_s, t2)
         out["exceptions"] += await _exceptions(page)
