@@ -339,10 +339,18 @@ def _medians(runs: list[dict]) -> list[dict]:
         for name, (step, stat) in figures.items():
             values = [r[step][stat] for r in group if stat in r[step]]
             if values:
-                row[name] = {"median": statistics.median(values), "min": min(values), "max": max(values)}
+                row[name] = {
+                    "median": statistics.median(values),
+                    "min": min(values),
+                    "max": max(values),
+                }
         for name in ("server_extractions", "exceptions", "failed_sessions", "peak_rss_gib"):
             values = [r[name] for r in group]
-            row[name] = {"median": statistics.median(values), "min": min(values), "max": max(values)}
+            row[name] = {
+                "median": statistics.median(values),
+                "min": min(values),
+                "max": max(values),
+            }
         out.append(row)
     return out
 
