@@ -56,7 +56,7 @@ def check_modality(loaded: LoadedModel, kind: str) -> None:
     }
     raise InputError(
         f"{loaded.info.display_name} reads {modality}, not {kind}: give it {hint[modality]}, or "
-        f"choose a {kind} model"
+        f"choose {'an' if kind[0] in 'aeiou' else 'a'} {kind} model"
     )
 
 

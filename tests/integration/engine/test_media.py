@@ -112,10 +112,10 @@ def test_image_models_refuse_text_and_text_models_refuse_images(images, tmp_path
     from backend.engine.corpus import corpus_from_text
 
     loaded = _load("vit", tmp_path_factory)
-    with pytest.raises(InputError, match="reads image, not text"):
+    with pytest.raises(InputError, match="reads image, not text.*choose a text model"):
         extract(loaded, corpus_from_text("a sentence"), SETTINGS)
     text_model = load_model("random:bert:layers=1,width=16,heads=2", device="cpu")
-    with pytest.raises(InputError, match="reads text, not image"):
+    with pytest.raises(InputError, match="reads text, not image.*choose an image model"):
         extract(text_model, images, SETTINGS)
 
 
