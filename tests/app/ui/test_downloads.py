@@ -77,12 +77,12 @@ def _json_keys_in_sources() -> set[str]:
     return keys
 
 
-def _app(model: str, page: str, **state) -> AppTest:
+def _app(model: str, page: str, kind: str = "paste", corpus: str = TEXTS, **state) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
     at.session_state[SELECTION_KEY] = Selection(
         model_source=model,
-        corpus_kind="paste",
-        corpus_text=TEXTS,
+        corpus_kind=kind,
+        corpus_text=corpus,
         settings=ExtractionSettings(max_length=32, sample_size=2000),
     )
     for key, value in state.items():
@@ -115,7 +115,15 @@ def checkpoint_folder(tmp_path_factory) -> Path:
     return root
 
 
-def test_every_json_download_of_every_page_is_strict(tiny_llama_dir, checkpoint_folder):
+@pytest.fixture(scope="module")
+def image_run(tmp_path_factory) -> tuple[str, str]:
+    from tests.media_models import image_folder, save_image_model
+
+    root = tmp_path_factory.mktemp("images")
+    return str(save_image_model("vit", root / "vit")), str(image_folder(root / "imgs", 4))
+
+
+def test_every_json_download_of_every_page_is_strict(tiny_llama_dir, checkpoint_folder, image_run):
     """Open every JSON download of the app (the conftest fixture parses each as it is drawn)."""
     JSON_DOWNLOADS.clear()
     _app(TINY_BERT, "outliers")
@@ -147,6 +155,10 @@ def test_every_json_download_of_every_page_is_strict(tiny_llama_dir, checkpoint_
     at.button(key="quant_run").click().run()
     for tab in ("Sensitivity", "Sites"):
         _rerun(at, quant_tab=tab)
+
+    vit, images = image_run  # the views only image analyses have
+    _app(vit, "decoder", kind="images", corpus=images)
+    _app(vit, "positional", kind="images", corpus=images, pos_tab="Position probe")
 
     expected = _json_keys_in_sources()
     assert len(expected) >= 13
