@@ -83,12 +83,17 @@ def image_norm_overlay(
     ph, pw = height / rows, width / cols
     centre_x = (np.arange(cols) + 0.5) * pw
     centre_y = (np.arange(rows) + 0.5) * ph
+    low, high = float(np.min(patch_norms)), float(np.max(patch_norms))
+    if high - low < 1e-3 * max(abs(high), 1e-12):  # equal norms (a final LayerNorm): one colour,
+        low, high = low * 0.99, high * 1.01  # on a scale that reads, not 7.9999992 ... 8.0000008
     fig = go.Figure(go.Image(z=image, hoverinfo="skip"))
     fig.add_trace(
         go.Heatmap(
             z=patch_norms,
             x=centre_x,
             y=centre_y,
+            zmin=low,
+            zmax=high,
             colorscale="Inferno",
             opacity=0.55,
             colorbar={"title": "‖h‖", "tickformat": ".4~g"},

@@ -32,3 +32,12 @@ def test_figures_and_frames():
     assert list(circles.x) == [3.5] and list(circles.y) == [10.5]  # patch r1c0
     columns = massive_frame(scan.massive).columns
     assert "at register" in columns and "at first position" not in columns
+
+
+def test_the_overlay_scale_reads_when_every_patch_has_the_same_norm():
+    image = np.zeros((14, 14, 3), dtype=np.uint8)
+    varied = image_norm_overlay(image, np.array([[1.0, 2.0], [3.0, 4.0]]), 10.0).data[1]
+    assert (varied.zmin, varied.zmax) == (1.0, 4.0)
+    equal = np.full((2, 2), 8.0) + np.array([[0, 1e-6], [2e-6, 0]])  # a final LayerNorm's norms
+    heat = image_norm_overlay(image, equal, 10.0).data[1]
+    assert heat.zmin < 7.93 and heat.zmax > 8.07
