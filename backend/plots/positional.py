@@ -425,20 +425,24 @@ def qk_layer_lines(stats_list: Sequence, metric: str, label: str) -> go.Figure:
 
 
 # ----------------------------------------------------------------------------- image patch grid
+def _cosine_heatmap(z: np.ndarray, hovertemplate: str) -> go.Heatmap:
+    """Cosines on the diverging scale from -1 to 1 that both patch-grid figures use."""
+    return go.Heatmap(
+        z=z,
+        colorscale="RdBu",
+        zmid=0,
+        zmin=-1,
+        zmax=1,
+        colorbar=dict(title="cos"),
+        hovertemplate=hovertemplate,
+    )
+
+
 def patch_similarity_map(cosines: np.ndarray, row: int, col: int) -> go.Figure:
     """One patch's position-embedding similarity to every patch, on the patch grid
     (``cosines``: (rows, cols, rows, cols) from :func:`backend.analysis.positional.grid.patch_cosines`)."""
-    z = cosines[row, col]
     fig = go.Figure(
-        go.Heatmap(
-            z=z,
-            colorscale="RdBu",
-            zmid=0,
-            zmin=-1,
-            zmax=1,
-            colorbar=dict(title="cos"),
-            hovertemplate="patch r%{y}c%{x}<br>cos %{z:.3f}<extra></extra>",
-        )
+        _cosine_heatmap(cosines[row, col], "patch r%{y}c%{x}<br>cos %{z:.3f}<extra></extra>")
     )
     fig.add_trace(
         go.Scatter(
@@ -453,6 +457,7 @@ def patch_similarity_map(cosines: np.ndarray, row: int, col: int) -> go.Figure:
     fig.update_layout(
         title=f"Position-embedding similarity of patch r{row}c{col} to every patch",
         xaxis_title="patch column",
+        xaxis_constrain="domain",  # square patches narrow the plot instead of padding the axis
         yaxis_title="patch row",
         yaxis_autorange="reversed",
         yaxis_scaleanchor="x",
@@ -474,20 +479,10 @@ def patch_similarity_multiples(cosines: np.ndarray) -> go.Figure:
             tiled[
                 r * (rows + 1) : r * (rows + 1) + rows, c * (cols + 1) : c * (cols + 1) + cols
             ] = cosines[r, c]
-    fig = go.Figure(
-        go.Heatmap(
-            z=tiled,
-            colorscale="RdBu",
-            zmid=0,
-            zmin=-1,
-            zmax=1,
-            colorbar=dict(title="cos"),
-            hovertemplate="cos %{z:.3f}<extra></extra>",
-        )
-    )
+    fig = go.Figure(_cosine_heatmap(tiled, "cos %{z:.3f}<extra></extra>"))
     fig.update_layout(
         title="Similarity of position embeddings: tile (row, column) is that patch's map",
-        xaxis=dict(showticklabels=False, showgrid=False, zeroline=False),
+        xaxis=dict(showticklabels=False, showgrid=False, zeroline=False, constrain="domain"),
         yaxis=dict(
             showticklabels=False,
             showgrid=False,
