@@ -29,6 +29,7 @@ from backend.engine.flights import WaitState, WorkQueue
 from backend.engine.jsonio import strict_json
 from backend.engine.lru import LRU
 from backend.engine.models import LoadedModel, load_model
+from backend.engine.provenance import attribute
 from ui import access
 from ui.saved import open_saved, saved_corpus, saved_model, saved_selection
 from ui.session import SELECTION_KEY
@@ -278,7 +279,8 @@ def get_extraction(
 
         label = f"Extracting hidden states of {loaded.info.display_name}:"
         result = shared_run("extract:" + key, label, compute, heavy=not on_disk, unit="texts")
-    return loaded, result
+    # the arrays are shared by every path with these weights; the card names what this session opened
+    return loaded, attribute(result, loaded.info.to_dict())
 
 
 def _saved_inputs(saved: ExtractionResult):

@@ -6,7 +6,12 @@ from __future__ import annotations
 import hashlib
 from dataclasses import replace
 
-from backend.analysis.compare.comparison import Comparison, compare_with_cache, comparison_cache_key
+from backend.analysis.compare.comparison import (
+    Comparison,
+    compare_with_cache,
+    comparison_cache_key,
+    with_cards,
+)
 from backend.analysis.compare.trajectory import Trajectory, resolve_checkpoints, run_trajectory
 from backend.engine.cache import ResultCache
 from backend.engine.extraction import ExtractionResult
@@ -86,7 +91,7 @@ def cached_comparison(
 
     key = (comparison_cache_key(result_a, result_b, **options),)
     label = "Comparing A and B (CKA on every pair of hidden states)…"
-    return memo_heavy("compare.compare", key, label, run)
+    return with_cards(memo_heavy("compare.compare", key, label, run), result_a, result_b)
 
 
 def trajectory_paths(text: str) -> list[str]:

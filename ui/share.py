@@ -35,9 +35,10 @@ def _full_reports() -> LRU:
 
 def quick_report(loaded: LoadedModel, result: ExtractionResult) -> Report:
     key = result_key(result)
-    return memo(
+    report = memo(
         "report_quick", (key,), lambda: build_report(loaded, result, sections=QUICK_SECTIONS)
     )
+    return report.named(result.model)
 
 
 def full_report(
@@ -62,7 +63,7 @@ def full_report(
         # Once for every session (a download button may build it outside the page's run, so no
         # bar here: the Overview shows its own spinner while it waits).
         report = WORK.run("report:" + key, compute, heavy=True, label="Building the report")
-    return report
+    return report.named(result.model)
 
 
 def _report_key(result: ExtractionResult, quant=None) -> str:
@@ -72,7 +73,8 @@ def _report_key(result: ExtractionResult, quant=None) -> str:
 
 
 def _cached_full(result: ExtractionResult, quant=None) -> Report | None:
-    return _full_reports().get(_report_key(result, quant))
+    report = _full_reports().get(_report_key(result, quant))
+    return None if report is None else report.named(result.model)
 
 
 def report_file_name(result: ExtractionResult) -> str:

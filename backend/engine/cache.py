@@ -50,6 +50,7 @@ from backend.engine.extraction import (
     ExtractionSettings,
     TokenTable,
 )
+from backend.engine.provenance import attribute
 
 GIB = 1024**3
 DEFAULT_CACHE_LIMIT = 5 * GIB
@@ -518,7 +519,9 @@ def cached_extract(
 ) -> ExtractionResult:
     """:func:`backend.engine.extraction.extract` through the disk cache (``cache=None`` uses the default).
 
-    When nothing could be kept (see :meth:`ResultCache.put`) the result carries one notice saying so."""
+    When nothing could be kept (see :meth:`ResultCache.put`) the result carries one notice saying so.
+    A hit computed from another path with identical weights names ``loaded`` in its model card
+    (:func:`backend.engine.provenance.attribute`), with one line saying where the statistics came from."""
     from backend.engine.extraction import extract
 
     settings = settings or ExtractionSettings()
@@ -534,4 +537,4 @@ def cached_extract(
                 return cache.put(key, extract(loaded, corpus, settings, progress))
     if progress is not None:
         progress(len(corpus), len(corpus))
-    return hit
+    return attribute(hit, loaded.info.to_dict())

@@ -92,6 +92,9 @@ class ModelInfo:
     prefix_tokens: tuple[str, ...] = ()  # tokens before the patches: ("[CLS]", "[REG1]", ...)
     patch_grid: tuple[int, int] | None = None  # (rows, columns) of patches
     frames_per_second: float | None = None
+    # Provenance (backend.engine.provenance): what the user opened, beside source/display_name.
+    path: str | None = None  # the absolute folder or .gguf file opened (None for random: models)
+    revision: str | None = None  # the Hub commit the files came from (None for local files)
 
     def to_dict(self) -> dict[str, Any]:
         # tuples as lists: the dict equals itself after a JSON round trip (caches, saved analyses)
@@ -246,6 +249,7 @@ def load_model(
             dtype=torch_dtype,
             device_map=device_map or (str(torch_device) if torch_device.type == "cuda" else None),
         )
+        loaded["path"] = opened_path(source, folder)
     return _finish(loaded, torch_device, torch_dtype)
 
 
@@ -293,6 +297,18 @@ def resolve_folder(source: str) -> tuple[Path, str]:
             f"{source}`) and copy the cache, or pass a checkpoint folder, 'default' or random:bert"
         )
     return snapshot, source
+
+
+def opened_path(source: str, folder: Path) -> str:
+    """The absolute path the user opened: the ``.gguf`` file itself for a GGUF source (its
+    checkpoint ``folder`` is a converted copy in the cache), else the checkpoint folder."""
+    from backend.engine.gguf import SMOLLM2_SOURCE, bundled_gguf_path, is_gguf_source
+
+    if is_gguf_source(source):
+        if source.strip().lower() == SMOLLM2_SOURCE:
+            return str(bundled_gguf_path().resolve())
+        return str(Path(source.strip()).expanduser().resolve())
+    return str(folder.resolve())
 
 
 def _looks_like_hub_id(source: str) -> bool:
@@ -641,6 +657,7 @@ def _finish(parts: dict, device: torch.device, dtype: torch.dtype) -> LoadedMode
         prefix_tokens=layout.prefix,
         patch_grid=layout.grid,
         frames_per_second=layout.frames_per_second,
+        path=parts.get("path"),
     )
     return LoadedModel(
         model=model,

@@ -7,12 +7,22 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from backend.engine.provenance import reuse_line
+
 
 def model_card_rows(model: dict) -> list[dict[str, str]]:
     """Model card as (field, value) rows."""
     params = model.get("num_parameters", 0)
+    opened = [  # what the user opened (backend.engine.provenance); older cards have no path
+        {"field": field, "value": str(model[key])}
+        for field, key in (("path", "path"), ("revision", "revision"))
+        if model.get(key)
+    ]
+    reused = reuse_line(model)
     return [
         {"field": "name", "value": str(model.get("display_name", model.get("source")))},
+        *opened,
+        *([{"field": "statistics", "value": reused}] if reused else []),
         {
             "field": "architecture",
             "value": f"{model.get('architecture')} ({model.get('model_type')})",

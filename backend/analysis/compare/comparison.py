@@ -358,4 +358,16 @@ def compare_with_cache(
 
     if cache is None:
         return run()
-    return cached_compare(cache, comparison_cache_key(result_a, result_b, **options), run)
+    cached = cached_compare(cache, comparison_cache_key(result_a, result_b, **options), run)
+    return with_cards(cached, result_a, result_b)
+
+
+def with_cards(
+    comparison: Comparison, result_a: ExtractionResult, result_b: ExtractionResult
+) -> Comparison:
+    """``comparison`` whose sides carry ``result_a``'s and ``result_b``'s model cards: a comparison
+    kept under both extractions' keys may have been computed from other paths with the same
+    weights (:mod:`backend.engine.provenance`); its cards name what was opened now."""
+    a = replace(comparison.a, model=dict(result_a.model))
+    b = replace(comparison.b, model=dict(result_b.model))
+    return replace(comparison, a=a, b=b)

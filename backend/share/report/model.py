@@ -3,7 +3,7 @@ and :class:`Report` (rendered by :mod:`backend.share.report.render`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from backend.analysis.geometry.isotropy import N_PAIRS, PAIR_SEED
@@ -98,6 +98,12 @@ class Report:
     settings: dict
     version: str
     sections: list[Section]
+
+    def named(self, model: dict) -> Report:
+        """This report with ``model`` as its card: a report kept per extraction key is shared by
+        every path with the same weights, and names the one opened now
+        (:mod:`backend.engine.provenance`)."""
+        return replace(self, model=dict(model))
 
     def section(self, key: str) -> Section | None:
         return next((s for s in self.sections if s.key == key), None)

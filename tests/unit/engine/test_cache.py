@@ -355,7 +355,8 @@ def test_a_second_process_computing_the_same_key_waits_and_reads_the_first_resul
         return fake_result(7)
 
     monkeypatch.setattr(backend.engine.extraction, "extract", slow_extract)
-    loaded = type("L", (), {"fingerprint": "fp"})()
+    card = {"source": "fake"}  # the card fake_result carries: the same path, so no reuse line
+    loaded = type("L", (), {"fingerprint": "fp", "info": type("I", (), {"to_dict": card.copy})})()
     corpus = type("C", (), {"sha": "s", "__len__": lambda self: 1})()
     out: dict[str, ExtractionResult] = {}
     first = threading.Thread(
@@ -369,6 +370,7 @@ def test_a_second_process_computing_the_same_key_waits_and_reads_the_first_resul
     first.join(10)
     assert len(calls) == 1
     np.testing.assert_array_equal(out["a"].sample_vectors, out["b"].sample_vectors)
+    assert out["b"].model == card  # read from the cache: the card names the same path, unchanged
 
 
 def test_key_lock_does_not_block_without_a_writable_folder(tmp_path):

@@ -1,0 +1,46 @@
+"""AppTest: the Overview opened from a link on a copy of a checkpoint already analysed at another
+path names the copy in its model card (the statistics are reused: one extraction for both)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+APP = str(Path(__file__).resolve().parents[3] / "app.py")
+
+
+def _card(model: str) -> dict[str, str]:
+    at = AppTest.from_file(APP, default_timeout=600)
+    at.query_params.update(page="overview", model=model, corpus="bundled")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    card = at.table[0].value
+    return dict(zip(card["field"], card["value"].astype(str), strict=True))
+
+
+def test_the_overview_of_a_copy_names_the_copy(tiny_bert_dir, tmp_path, monkeypatch):
+    import backend.engine.extraction as extraction
+
+    monkeypatch.setenv("ISOSCOPE_UMAP_WARMUP", "0")
+    calls: list[str] = []
+    real = extraction.extract
+    monkeypatch.setattr(
+        extraction,
+        "extract",
+        lambda loaded, *a, **k: calls.append(loaded.info.source) or real(loaded, *a, **k),
+    )
+    first, second = tmp_path / "first", tmp_path / "copy"
+    shutil.copytree(tiny_bert_dir, first)
+    shutil.copytree(tiny_bert_dir, second)
+
+    card_a = _card(str(first))
+    card_b = _card(str(second))
+    assert calls == [str(first)]  # the copy reused the first path's extraction
+    assert (card_a["name"], card_a["path"]) == (str(first), str(first.resolve()))
+    assert (card_b["name"], card_b["path"]) == (str(second), str(second.resolve()))
+    assert "statistics" not in card_a
+    assert card_b["statistics"].startswith("reused from an identical checkpoint, fingerprint")
+    assert str(first.resolve()) in card_b["statistics"]
