@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 from backend.analysis.decoder.int8 import SITE_SHARE, Int8Stats
 from backend.analysis.decoder.massive import MassiveStats, TextMagnitudes
 from backend.analysis.decoder.sinks import SinkStats
+from backend.plots.axes import log_axis
 
 _TOP_COLOURS = ("#4c72b0", "#55a868", "#8172b2")
 
@@ -73,12 +74,11 @@ def magnitudes_by_layer_figure(stats: MassiveStats) -> go.Figure:
         xaxis_title="hidden state",
         xaxis_type="category",  # "1".."L" look numeric: plotly would drop "emb"
         yaxis_title="|h|",
-        yaxis_type="log",
         height=380,
         margin={"t": 30, "b": 40},
         legend={"orientation": "h", "y": 1.1},
     )
-    return fig
+    return log_axis(fig, "y")
 
 
 _CARRIER_LABELS = {

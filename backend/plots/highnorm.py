@@ -9,6 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from backend.analysis.decoder.highnorm import IMAGE_CARRIERS, ImageScan, token_kind
+from backend.plots.axes import log_axis
 
 _KIND_COLOURS = {
     "CLS": "#d62728",
@@ -66,11 +67,10 @@ def norm_histogram(scan: ImageScan, state: int, threshold: float) -> go.Figure:
         title=f"Token norms at hidden state {scan.massive.state_names[state]}",
         xaxis_title="‖h‖",
         yaxis_title="tokens",
-        yaxis_type="log",
         height=340,
         margin={"t": 50, "b": 40},
     )
-    return fig
+    return log_axis(fig, "y")
 
 
 def image_norm_overlay(

@@ -9,6 +9,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from backend.analysis.positional.tupe import TERM_LABELS, TERMS
+from backend.plots.axes import log_axis
 
 _MARGIN = dict(l=50, r=20, t=50, b=45)
 _LAYER_COLORS = (
@@ -356,14 +357,12 @@ def variance_plot(
     what = "attention output" if which == "attn" else "residual stream"
     fig.update_layout(
         title=title or f"Variance over features of the {what} vs position",
-        xaxis_type="log",
-        yaxis_type="log",
         xaxis_title="position m (1-based)",
         yaxis_title="variance over features",
         height=420,
         margin=_MARGIN,
     )
-    return fig
+    return log_axis(log_axis(fig, "x"), "y")
 
 
 def qk_heatmaps(stats_list: Sequence, metric: str, label: str) -> go.Figure:

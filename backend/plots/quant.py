@@ -17,6 +17,7 @@ from plotly.subplots import make_subplots
 from backend.analysis.quant.readiness import MagnitudeTiles, QuantReport
 from backend.analysis.quant.schemes import SCHEME_LABELS, SCHEMES
 from backend.analysis.quant.sites import ROLE_LABELS, ROLES
+from backend.plots.axes import log_axis
 
 # heat-strip quantities: key -> (label, value of a site row, log colour)
 STRIP_QUANTITIES = {
@@ -135,7 +136,7 @@ def scheme_figure(report: QuantReport) -> go.Figure:
         fig.add_trace(
             go.Bar(x=labels, y=values, marker_color="#c44e52", name="end metric"), row=1, col=1
         )
-        fig.update_yaxes(type="log", row=1, col=1)
+        log_axis(fig, "y", row=1, col=1)
     fig.add_trace(
         go.Bar(x=labels, y=mean_error, marker_color="#4c72b0", name="site error"),
         row=1,

@@ -569,6 +569,8 @@ def _massive_figure(m, sinks):
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
+    from backend.plots.axes import log_axis
+
     names = list(m.state_names)
     cols = 2 if sinks is not None else 1
     fig = make_subplots(
@@ -589,7 +591,7 @@ def _massive_figure(m, sinks):
         row=1,
         col=1,
     )
-    fig.update_yaxes(type="log", title_text="|h|", row=1, col=1)
+    log_axis(fig, "y", row=1, col=1).update_yaxes(title_text="|h|", row=1, col=1)
     if sinks is not None:
         fig.add_trace(
             go.Bar(
