@@ -110,3 +110,18 @@ def test_the_report_of_the_copy_names_the_copy(tiny_bert_dir, tmp_path, count_ex
     assert "reused from an identical checkpoint" in html
     # a report kept for the first path, shown for the copy, names the copy
     assert report.named({"source": "x", "display_name": "x"}).model["display_name"] == "x"
+
+
+def test_a_kept_comparison_names_the_paths_compared_now(tiny_bert_dir, tmp_path):
+    from backend.analysis.compare.comparison import compare_with_cache
+
+    first, second = tmp_path / "first", tmp_path / "copy"
+    shutil.copytree(tiny_bert_dir, first)
+    shutil.copytree(tiny_bert_dir, second)
+    cache = ResultCache(tmp_path / "cache")
+    _, (result_a, result_b) = _open_both(str(first), str(second), cache)
+    kept = compare_with_cache(cache, result_a, result_a)
+    reopened = compare_with_cache(cache, result_b, result_a)  # the same key: read from the cache
+    assert (reopened.cka.matrix == kept.cka.matrix).all()
+    assert reopened.a.model["path"] == str(second.resolve())
+    assert reopened.b.model["path"] == str(first.resolve())
