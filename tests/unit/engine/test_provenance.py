@@ -3,11 +3,12 @@ revision) than the one the statistics were computed from adds one reuse entry.""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
-from backend.engine.extraction import TokenTable
 from backend.engine.provenance import REUSED_KEY, attribute, relabel_card, reuse_line
-from tests.synthetic import result_from_vectors
+from tests.report_inputs import report_result
 
 FIRST = {"source": "/a", "display_name": "/a", "path": "/abs/a", "num_layers": 2}
 COPY = {"source": "/b", "display_name": "b", "path": "/abs/b", "num_layers": 2}
@@ -49,16 +50,7 @@ def test_another_revision_at_the_same_path_is_a_reuse_and_an_old_card_compares_s
 
 
 def test_attribute_keeps_the_arrays_and_returns_an_unchanged_result_itself():
-    n = 4
-    tokens = TokenTable(
-        text_id=np.zeros(n, dtype=np.int32),
-        position=np.arange(n, dtype=np.int32),
-        token=np.array(["a", "b", "c", "d"]),
-        word_id=np.arange(n, dtype=np.int32),
-        is_special=np.zeros(n, dtype=bool),
-        is_punct=np.zeros(n, dtype=bool),
-    )
-    result = result_from_vectors(np.ones((2, n, 3)), tokens, model=dict(FIRST))
+    result = replace(report_result(np.ones((2, 10, 3)), np.zeros(10)), model=dict(FIRST))
     same = attribute(result, result.model)
     assert same is result
     moved = attribute(result, COPY)
