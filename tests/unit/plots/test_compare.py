@@ -98,9 +98,7 @@ def test_layernorm_difference_heatmap(which):
     (heat,) = ln_diff_heatmap(ln, which).data
     assert list(heat.y) == ["emb LN", "layer 1 LN"] and heat.zmid == 0.0
     assert np.asarray(heat.z)[0, 0] == (1.0 if which == "gamma" else -1.0)
-    assert (
-        "Δγ" in heat.colorbar.title.text if which == "gamma" else "Δβ" in heat.colorbar.title.text
-    )
+    assert heat.colorbar.title.text == {"gamma": "Δγ", "beta": "Δβ"}[which]
 
 
 def _point(step: int, outliers: list[int], gamma_flags: list[int]) -> CheckpointPoint:
