@@ -93,7 +93,8 @@ class ModelInfo:
     patch_grid: tuple[int, int] | None = None  # (rows, columns) of patches
     frames_per_second: float | None = None
     # Provenance (backend.engine.provenance): what the user opened, beside source/display_name.
-    path: str | None = None  # the absolute folder or .gguf file opened (None for random: models)
+    # path: the absolute folder or .gguf file the user named (None for default, a Hub id, random:)
+    path: str | None = None
     revision: str | None = None  # the Hub commit the files came from (None for local files)
 
     def to_dict(self) -> dict[str, Any]:
@@ -249,7 +250,7 @@ def load_model(
             dtype=torch_dtype,
             device_map=device_map or (str(torch_device) if torch_device.type == "cuda" else None),
         )
-        loaded["path"] = opened_path(source, folder)
+        loaded["path"] = opened_path(source)
     return _finish(loaded, torch_device, torch_dtype)
 
 
@@ -299,16 +300,20 @@ def resolve_folder(source: str) -> tuple[Path, str]:
     return snapshot, source
 
 
-def opened_path(source: str, folder: Path) -> str:
-    """The absolute path the user opened: the ``.gguf`` file itself for a GGUF source (its
-    checkpoint ``folder`` is a converted copy in the cache), else the checkpoint folder."""
-    from backend.engine.gguf import SMOLLM2_SOURCE, bundled_gguf_path, is_gguf_source
+def opened_path(source: str) -> str | None:
+    """The absolute path of the folder or ``.gguf`` file the user named (a GGUF's checkpoint folder
+    is a converted copy in the cache: the file is what was opened). None for a name (``default``,
+    ``smollm2``, a Hub id), which ``source`` (and a revision) identify: a shared server's card then
+    shows no path of the machine's files."""
+    from backend.engine.gguf import SMOLLM2_SOURCE, is_gguf_source
 
-    if is_gguf_source(source):
-        if source.strip().lower() == SMOLLM2_SOURCE:
-            return str(bundled_gguf_path().resolve())
-        return str(Path(source.strip()).expanduser().resolve())
-    return str(folder.resolve())
+    source = source.strip()
+    if source.lower() in (DEFAULT_SOURCE, SMOLLM2_SOURCE):
+        return None
+    path = Path(source).expanduser()
+    if is_gguf_source(source) or path.exists():
+        return str(path.resolve())
+    return None  # a Hub id
 
 
 def _looks_like_hub_id(source: str) -> bool:

@@ -55,3 +55,12 @@ def test_attribute_keeps_the_arrays_and_returns_an_unchanged_result_itself():
     assert same is result
     moved = attribute(result, COPY)
     assert moved.model["path"] == "/abs/b" and moved.mean is result.mean
+
+
+def test_only_a_named_file_or_folder_is_a_path(tmp_path):
+    from backend.engine.models import opened_path
+
+    assert opened_path(str(tmp_path)) == str(tmp_path.resolve())
+    assert opened_path(f" {tmp_path / 'model.gguf'} ") == str((tmp_path / "model.gguf").resolve())
+    # names: a shared server's card shows no path of the machine's files for them
+    assert [opened_path(s) for s in ("default", "SmolLM2", "someorg/tiny-bert")] == [None] * 3
