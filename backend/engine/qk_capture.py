@@ -279,8 +279,9 @@ def rotate(
     inverse: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """q, k (B, n, T, d_h) rotated by the modeling file's own ``apply_rotary_pos_emb`` at the
-    ``(cos, sin)`` the attention module was given; ``inverse``: by the opposite angle (back to
-    before rotation). Checked: rotating the result back gives the input."""
+    ``(cos, sin)`` the attention module was given; ``inverse``: by the opposite angle, divided by
+    any scale the (cos, sin) carry (back to before rotation). Checked: turning the result back
+    gives the input."""
     apply = getattr(sys.modules[type(attention).__module__], "apply_rotary_pos_emb", None)
     what = type(attention).__name__
     if apply is None or position_embeddings is None:
@@ -291,19 +292,23 @@ def rotate(
             + " rotation; choose the other rotation setting"
         )
     cos, sin = (t.to("cpu", torch.float64) for t in position_embeddings)
-    sign = -1.0 if inverse else 1.0
+    # (cos, sin) may carry a scale s (YaRN's attention factor: s cos, s sin); the inverse of
+    # s R(theta) is R(-theta) / s = (cos, -sin) / s^2
+    scale2 = cos.square() + sin.square()
+    forward, backward = (cos, sin), (cos / scale2, -sin / scale2)
+    first, second = (backward, forward) if inverse else (forward, backward)
     rot = int(cos.shape[-1])
 
-    def turn(a, b, s):
+    def turn(a, b, cos_sin):
         try:
-            return apply(a, b, cos, s * sin)
+            return apply(a, b, *cos_sin)
         except RuntimeError:  # partial rotary done by the caller (Phi, StableLM): first rot dims
-            a2, b2 = apply(a[..., :rot], b[..., :rot], cos, s * sin)
+            a2, b2 = apply(a[..., :rot], b[..., :rot], *cos_sin)
             return torch.cat([a2, a[..., rot:]], -1), torch.cat([b2, b[..., rot:]], -1)
 
     try:
-        q2, k2 = turn(q, k, sign)
-        back_q, back_k = turn(q2, k2, -sign)
+        q2, k2 = turn(q, k, first)
+        back_q, back_k = turn(q2, k2, second)
     except (RuntimeError, ValueError, TypeError) as exc:
         raise UnsupportedModelError(
             f"{what}'s apply_rotary_pos_emb does not take isoscope's (B, heads, T, d_h) "

@@ -93,3 +93,17 @@ def test_capture_records_every_layer_with_gqa_keys_and_restores_the_implementati
     assert torch.allclose(calls[0].weights.sum(-1), torch.ones(1, 4, 5, dtype=torch.float64))
     assert calls[0].position_embeddings is not None
     assert model.config._attn_implementation == before
+
+
+def test_a_scaled_rotation_is_undone_by_its_own_scale():
+    """YaRN-style (cos, sin) carry an attention factor s: 'before' divides it out again."""
+    model = _llama()
+    attention = model.layers[0].self_attn
+    cos, sin = model.rotary_emb(torch.zeros(1, 5, 32), torch.arange(5)[None])
+    scaled = (1.5 * cos, 1.5 * sin)
+    q = torch.randn(1, 4, 5, 8, dtype=torch.float64)
+    k = torch.randn(1, 2, 5, 8, dtype=torch.float64)
+    turned_q, turned_k = rotate(attention, q, k, scaled, inverse=False)
+    assert torch.allclose(turned_q.norm(dim=-1), 1.5 * q.norm(dim=-1))
+    back_q, back_k = rotate(attention, turned_q, turned_k, scaled, inverse=True)
+    assert torch.allclose(back_q, q) and torch.allclose(back_k, k)
