@@ -37,7 +37,9 @@ from backend.engine.errors import UnsupportedModelError
 from backend.engine.hooks import forward_hooks
 
 IMPLEMENTATION = "isoscope_qk_capture"
-_LOCK = threading.RLock()
+# One lock for every switch of a model's attention implementation (this capture, and the eager
+# attention of the sinks scan): a cached model is shared by the dashboard's threads.
+ATTENTION_SWITCH = threading.RLock()
 _RECORDERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # attention module -> fn
 _registered = False
 
@@ -179,7 +181,7 @@ def attention_calls(model: torch.nn.Module, on_call: Callable[[Call], None]) -> 
         )
         on_call(call)
 
-    with _LOCK:
+    with ATTENTION_SWITCH:
         before = getattr(model.config, "_attn_implementation", None)
         modules = [m for m in model.modules() if m in index]
         try:

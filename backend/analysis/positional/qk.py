@@ -28,6 +28,7 @@ Compare trained weights with a random-init copy (``backend.engine.models.random_
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -255,7 +256,7 @@ def qk_stats(
     # Hooks go on the shared, cached model: enter before tokenize() and the forward pass, either of
     # which can raise, so that no hook outlives this call.
     with (
-        eager_attention(model) if not interface else _nothing(),
+        eager_attention(model) if not interface else nullcontext(),
         context,
         forward_hooks({loaded.encoder: keep_mask}, pre=True, with_kwargs=True),
         forward_hooks(output_hooks, with_kwargs=True),
@@ -270,14 +271,6 @@ def qk_stats(
             f"{', '.join(map(str, missing))} of {loaded.info.architecture}"
         )
     return _finish(sums, loaded, label, rotation if rotary else NO_ROTARY, capture)
-
-
-class _nothing:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
 
 
 def _finish(sums: _Sums, loaded: LoadedModel, label: str, rotation: str, capture: str) -> QKStats:
