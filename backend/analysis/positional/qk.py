@@ -152,6 +152,19 @@ class _Sums:
         self.tokens[layer] += int(valid.sum())
 
 
+def shared_key_heads(k: torch.Tensor) -> torch.Tensor:
+    """Keys a layout copied to every query head (Falcon's new decoder architecture broadcasts its
+    G key heads), (B, H, T, d_h), back to (B, G, T, d_h): the longest runs of equal heads."""
+    heads = k.shape[1]
+    for run in range(heads, 1, -1):
+        if heads % run:
+            continue
+        grouped = k.reshape(k.shape[0], heads // run, run, *k.shape[2:])
+        if bool((grouped == grouped[:, :, :1]).all()):
+            return grouped[:, :, 0]
+    return k
+
+
 def _describe_mask(loaded: LoadedModel) -> str:
     config = loaded.model.config
     window = getattr(config, "sliding_window", None)
@@ -226,7 +239,8 @@ def qk_stats(
     position_embeddings: dict[torch.nn.Module, Any] = {}
 
     def on_layer(i, q, k, attention) -> None:
-        projected[i] = (q.detach().to("cpu", torch.float64), k.detach().to("cpu", torch.float64))
+        k = shared_key_heads(k.detach().to("cpu", torch.float64))
+        projected[i] = (q.detach().to("cpu", torch.float64), k)
         if rotary and rotation == "applied":
             projected[i] = rotate(
                 attention, *projected[i], position_embeddings.get(attention), inverse=False

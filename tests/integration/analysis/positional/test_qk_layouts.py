@@ -138,3 +138,20 @@ def test_gpt_neox_fused_partial_rotary(tmp_path_factory):
     assert not np.allclose(applied.mean_q_norm, before.mean_q_norm)
     frame = applied.frame()
     assert list(frame.columns[:4]) == ["model", "layer", "head", "kv_head"]
+
+
+def test_falcon_fused_grouped_keys_are_paired_per_group(tmp_path_factory):
+    """Falcon's new decoder architecture broadcasts its 2 key heads to the 4 query heads inside
+    its own _split_heads; the view folds them back and pairs query head h with h // 2."""
+    loaded = _load(
+        tmp_path_factory,
+        "qk-falcon",
+        "FalconConfig",
+        "FalconModel",
+        new_decoder_architecture=True,
+        num_kv_heads=2,
+    )
+    stats = qk_stats(loaded, TEXTS, rotation="applied")
+    assert stats.kv_head.tolist() == [0, 0, 1, 1]
+    assert stats.rotation == "applied" and "_split_heads" in stats.capture
+    assert np.all(stats.entropy_norm > 0) and np.all(stats.entropy_norm <= 1 + 1e-9)

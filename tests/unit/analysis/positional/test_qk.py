@@ -60,3 +60,11 @@ def test_heatmap_names_the_key_head_only_under_grouped_query_attention():
     fig = qk_heatmaps([grouped, plain], "cos_qk", "cos")
     assert list(fig.data[0].x) == ["h0·kv0", "h1·kv0", "h2·kv1", "h3·kv1"]
     assert list(fig.data[1].x) == ["h0", "h1", "h2", "h3"]
+
+
+def test_broadcast_key_heads_fold_back_to_their_groups():
+    from backend.analysis.positional.qk import shared_key_heads
+
+    k = torch.randn(2, 3, 5, 4)  # 3 key heads
+    assert torch.equal(shared_key_heads(k.repeat_interleave(2, dim=1)), k)
+    assert torch.equal(shared_key_heads(k), k)  # distinct heads stay
