@@ -222,6 +222,8 @@ def qk_stats(
 
     def keep_mask(module, args, kwargs):
         mask = kwargs.get("attention_mask")
+        if mask is None:  # no padding: every token counts
+            mask = torch.ones(kwargs["input_ids"].shape, dtype=torch.bool)
         valid[:] = [mask.detach().to("cpu").bool()]
         if not interface:
             kwargs["output_attentions"] = True
@@ -229,6 +231,8 @@ def qk_stats(
         return None
 
     def on_call(call) -> None:
+        if call.layer < 0:  # an attention outside the blocks (none in the families known)
+            return
         q, k = call.q, call.k
         if rotary and rotation == "before":
             q, k = rotate(call.module, q, k, call.position_embeddings, inverse=True)
