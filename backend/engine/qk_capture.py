@@ -118,8 +118,20 @@ def _recorded_attention(module, query, key, value, attention_mask, *args, **kwar
     output, weights = eager(module, query, key, value, attention_mask, *args, **kwargs)
     record = _RECORDERS.get(module)
     if record is not None:
-        record(module, query, key, attention_mask, weights)
+        scaling = kwargs.get("scaling", args[0] if args else None)
+        record(module, query * query_scale(module, scaling), key, attention_mask, weights)
     return output, weights
+
+
+def query_scale(module: torch.nn.Module, call_scaling: float | None) -> float:
+    """What undoes a scale folded into the queries before the call: OPT and BART multiply
+    q_proj's output by their ``scaling`` and call the attention with scaling 1.0; their
+    queries are reported, as every other model's, as the projection gives them (so the logits
+    are q . k times the module's own ``scaling``)."""
+    own = getattr(module, "scaling", None)
+    if not isinstance(own, int | float) or not isinstance(call_scaling, int | float) or own == 0:
+        return 1.0
+    return float(call_scaling) / float(own)
 
 
 def allowed_keys(mask: torch.Tensor | None) -> torch.Tensor | None:

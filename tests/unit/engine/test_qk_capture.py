@@ -107,3 +107,13 @@ def test_a_scaled_rotation_is_undone_by_its_own_scale():
     assert torch.allclose(turned_q.norm(dim=-1), 1.5 * q.norm(dim=-1))
     back_q, back_k = rotate(attention, turned_q, turned_k, scaled, inverse=True)
     assert torch.allclose(back_q, q) and torch.allclose(back_k, k)
+
+
+def test_a_scale_folded_into_the_queries_is_undone():
+    from types import SimpleNamespace
+
+    from backend.engine.qk_capture import query_scale
+
+    assert query_scale(SimpleNamespace(scaling=0.25), 1.0) == 4.0  # OPT / BART: q * scaling
+    assert query_scale(SimpleNamespace(scaling=0.25), 0.25) == 1.0  # scaled at the call
+    assert query_scale(SimpleNamespace(), 1.0) == 1.0  # T5: no scaling at all

@@ -155,3 +155,22 @@ def test_falcon_fused_grouped_keys_are_paired_per_group(tmp_path_factory):
     assert stats.kv_head.tolist() == [0, 0, 1, 1]
     assert stats.rotation == "applied" and "_split_heads" in stats.capture
     assert np.all(stats.entropy_norm > 0) and np.all(stats.entropy_norm <= 1 + 1e-9)
+
+
+def test_opt_queries_are_the_projections_although_opt_prescales_them(tmp_path):
+    """OPT multiplies q_proj's output by 1/sqrt(d_h) before its attention call (scaling 1.0);
+    the view reports q_proj's own output, as for every other model (and as before the view read
+    the attention call)."""
+    from tests import zoo
+
+    loaded = load_model(str(zoo.build("opt", tmp_path / "opt")), device="cpu")
+    stats = qk_stats(loaded, TEXTS)
+    enc = loaded.tokenizer(TEXTS, return_tensors="pt", padding=True)
+    decoder = loaded.encoder.decoder
+    with torch.inference_mode():
+        hidden = loaded.encoder(**enc, output_hidden_states=True).hidden_states
+        valid = enc["attention_mask"].bool()
+        for i, layer in enumerate(decoder.layers):
+            q = layer.self_attn.q_proj(layer.self_attn_layer_norm(hidden[i]))[valid]
+            mean_q = q.double().mean(0).view(-1, layer.self_attn.head_dim)
+            np.testing.assert_allclose(stats.mean_q_norm[i], mean_q.norm(dim=-1), rtol=1e-4)
