@@ -200,7 +200,13 @@ def attention_calls(model: torch.nn.Module, on_call: Callable[[Call], None]) -> 
             for m in modules:
                 _RECORDERS[m] = record
             with forward_hooks(_position_embedding_hooks(model, pe), pre=True, with_kwargs=True):
-                model.set_attn_implementation(IMPLEMENTATION)
+                try:
+                    model.set_attn_implementation(IMPLEMENTATION)
+                except (ValueError, KeyError, NotImplementedError) as exc:
+                    raise UnsupportedModelError(
+                        f"{type(model).__name__} does not let isoscope record its attention "
+                        f"calls ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})"
+                    ) from exc
                 try:
                     yield
                 finally:
