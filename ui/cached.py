@@ -678,20 +678,27 @@ def random_copy(loaded: LoadedModel) -> LoadedModel:
 
 
 def queries_keys(
-    loaded: LoadedModel, result: ExtractionResult, n_texts: int, max_length: int, random_init: bool
+    loaded: LoadedModel,
+    result: ExtractionResult,
+    n_texts: int,
+    max_length: int,
+    random_init: bool,
+    rotation: str = "applied",
 ) -> QKStats:
-    """Mean query / key statistics per head on the first ``n_texts`` texts (Godey et al.)."""
+    """Mean query / key statistics per query head on the first ``n_texts`` texts (Godey et al.),
+    with the rotary embedding ``applied`` or from ``before`` it."""
     model = random_copy(loaded) if random_init else loaded  # here: a worker thread has no session
     if random_init:
         label = "random init"
     else:
         label = "trained" if not loaded.info.random_init else loaded.info.display_name
-    return _queries_keys(model, result, n_texts, max_length, label)
+    return _queries_keys(model, result, n_texts, max_length, label, rotation)
 
 
 @heavy("Queries and keys:", "texts")
 def _queries_keys(
-    model: LoadedModel, result: ExtractionResult, n_texts: int, max_length: int, label: str, *,
-    progress,
+    model: LoadedModel, result: ExtractionResult, n_texts: int, max_length: int, label: str,
+    rotation: str, *, progress,
 ) -> QKStats:  # fmt: skip
-    return qk_stats(model, result.texts[:n_texts], max_length, label=label, progress=progress)
+    texts = result.texts[:n_texts]
+    return qk_stats(model, texts, max_length, label=label, progress=progress, rotation=rotation)
