@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "compare",
     "trajectory",
     "quant",
+    "qk",
 )
 
 

@@ -25,6 +25,7 @@ ANALYSES = (
     "int8",
     "massive + sinks",
     "queries/keys",
+    "q/k before RoPE",
     "TUPE",
     "position table",
 )
@@ -153,6 +154,7 @@ def run_analyses(loaded) -> dict[str, str]:
         "int8": int8,
         "massive + sinks": lambda: scan_decoder(loaded, TEXTS, max_length=16),
         "queries/keys": lambda: qk_stats(loaded, TEXTS, max_length=16),
+        "q/k before RoPE": lambda: qk_stats(loaded, TEXTS, max_length=16, rotation="before"),
         "TUPE": tupe,
         "quant sites": quant_sites,
         "position table": lambda: position_table_weights(loaded),

@@ -366,7 +366,8 @@ def variance_plot(
 
 
 def qk_heatmaps(stats_list: Sequence, metric: str, label: str) -> go.Figure:
-    """One layers x heads heatmap per model (trained / random) for one q/k metric."""
+    """One layers x query heads heatmap per model (trained / random) for one q/k metric; under
+    grouped-query attention each column names the key head its query head attends with."""
     fig = make_subplots(
         rows=1,
         cols=len(stats_list),
@@ -379,10 +380,12 @@ def qk_heatmaps(stats_list: Sequence, metric: str, label: str) -> go.Figure:
     diverging = metric == "cos_qk"
     for k, v in enumerate(values):
         layers, heads = v.shape
+        kv = getattr(stats_list[k], "kv_head", None)
+        grouped = kv is not None and len(kv) == heads and int(kv.max()) + 1 < heads
         fig.add_trace(
             go.Heatmap(
                 z=v,
-                x=[f"h{h}" for h in range(heads)],
+                x=[f"h{h}·kv{kv[h]}" if grouped else f"h{h}" for h in range(heads)],
                 y=[str(i + 1) for i in range(layers)],
                 colorscale="RdBu" if diverging else "Viridis",
                 zmid=0 if diverging else None,

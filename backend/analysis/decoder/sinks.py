@@ -21,7 +21,6 @@ back mid-pass (their results would not change: eager computes the same attention
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -30,9 +29,9 @@ import numpy as np
 import torch
 
 from backend.engine.device import to_numpy
+from backend.engine.qk_capture import ATTENTION_SWITCH
 
 SINK_THRESHOLD = 0.3
-_EAGER_LOCK = threading.RLock()
 
 
 def sink_alpha(attention: torch.Tensor, lengths: torch.Tensor, key: int = 0) -> torch.Tensor:
@@ -109,7 +108,7 @@ def eager_attention(model: torch.nn.Module) -> Iterator[None]:
     Uses ``set_attn_implementation`` (transformers >= 4.48/5.x); models that cannot switch keep
     their implementation, and callers find no attention weights in the output.
     """
-    with _EAGER_LOCK:
+    with ATTENTION_SWITCH:
         before = _attn_implementation(model)
         switch = before not in (None, "eager") and hasattr(model, "set_attn_implementation")
         if switch:

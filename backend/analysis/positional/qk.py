@@ -2,7 +2,7 @@
 
 Godey et al. trace anisotropy to the attention: during training the mean query and the mean key
 of a head drift away from the origin and align (or anti-align), so every query "sees" the same
-common key direction and attention becomes sharp. Per layer and head, over all non-padding
+common key direction and attention becomes sharp. Per layer and query head, over all non-padding
 tokens of the corpus:
 
 - ||mean q|| and ||mean k|| (norms of the average query / key vector of the head),
@@ -10,27 +10,47 @@ tokens of the corpus:
 - attention entropy: mean over query tokens of -sum_j a_ij log a_ij (nats), and the same divided
   by log(number of attendable keys) (1 = uniform; queries with a single key are skipped).
 
-Queries and keys are captured with forward hooks on the real projection modules (BERT:
-``encoder.layer.i.attention.self.query/key``; GPT-2: ``h.i.attn.c_attn`` split into q | k | v),
-so they include the projection biases. Compare trained weights with a random-init copy
-(``backend.engine.models.random_like``).
+Queries and keys are captured as the attention uses them (:mod:`backend.engine.qk_capture`):
+after the projection biases, the q/k norms (Qwen3, OLMo-2) and the rotary embedding. The
+attention weights, and so the entropy, are the model's own under its own mask (causal, sliding
+window where the config has one, padding).
+
+- **Grouped-query attention** (Ainslie et al. 2023): H query heads share G key heads; query head h
+  attends with key head floor(h / (H / G)). Every statistic is per query head, against its own key
+  head (``kv_head``).
+- **Rotary positions** (Su et al. 2021, RoFormer, arXiv 2104.09864): q_m = R(m) W_q x_m. The mean
+  of the rotated queries mixes positions; before rotation it is the projection's own drift.
+  ``rotation="applied"`` (the vectors the attention multiplies) or ``"before"`` (taken back by the
+  model's own ``apply_rotary_pos_emb`` at the opposite angle).
+
+Compare trained weights with a random-init copy (``backend.engine.models.random_like``).
 """
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
-from backend.engine.arch import architecture
+from backend.analysis.decoder.sinks import eager_attention
+from backend.engine.arch import blocks_of, position_kind
 from backend.engine.device import to_numpy
-from backend.engine.errors import UnsupportedModelError
+from backend.engine.errors import InputError, UnsupportedModelError
 from backend.engine.extraction import forward_batches, tokenize
 from backend.engine.hooks import forward_hooks
 from backend.engine.models import LoadedModel
 from backend.engine.progress import Progress
+from backend.engine.qk_capture import (
+    QK_LAYOUTS,
+    attention_calls,
+    layout_of,
+    projection_calls,
+    rotate,
+    uses_attention_interface,
+)
 
 METRICS = {
     "mean_q_norm": "‖mean query‖",
@@ -39,25 +59,48 @@ METRICS = {
     "entropy": "attention entropy (nats)",
     "entropy_norm": "attention entropy / log(#keys)",
 }
+ROTATIONS = ("applied", "before")
+NO_ROTARY = "no rotary positions"
 
 
 @dataclass(frozen=True)
 class QKStats:
-    """Per-head statistics, each float64 (L, H) (layer index 0 = layer 1)."""
+    """Per query head statistics, each float64 (L, H) (layer index 0 = layer 1); ``kv_head`` (H,)
+    the key head each query head attends with; ``rotation``: "applied", "before" or "no rotary
+    positions"; ``capture``: where q and k were read; ``mask``: the mask of the entropy."""
 
     mean_q_norm: np.ndarray
     mean_k_norm: np.ndarray
     cos_qk: np.ndarray
     entropy: np.ndarray
     entropy_norm: np.ndarray
+    kv_head: np.ndarray
     num_tokens: int
     label: str
+    rotation: str = NO_ROTARY
+    capture: str = ""
+    mask: str = ""
+
+    @property
+    def num_kv_heads(self) -> int:
+        return int(self.kv_head.max()) + 1 if self.kv_head.size else 0
+
+    def settings(self) -> dict[str, Any]:
+        return {
+            "rotation": self.rotation,
+            "capture": self.capture,
+            "mask": self.mask,
+            "num_heads": int(self.kv_head.size),
+            "num_kv_heads": self.num_kv_heads,
+        }
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k).tolist() for k in METRICS} | {
-            "num_tokens": self.num_tokens,
-            "label": self.label,
-        }
+        return (
+            {k: getattr(self, k).tolist() for k in METRICS}
+            | {"kv_head": self.kv_head.tolist()}
+            | self.settings()
+            | {"num_tokens": self.num_tokens, "label": self.label}
+        )
 
     def frame(self):
         import pandas as pd  # lazy: a slow import that only the table views need
@@ -66,6 +109,7 @@ class QKStats:
         data = {
             "layer": np.repeat(np.arange(1, layers + 1), heads),
             "head": np.tile(np.arange(heads), layers),
+            "kv_head": np.tile(self.kv_head, layers),
         }
         data |= {k: getattr(self, k).ravel() for k in METRICS}
         frame = pd.DataFrame(data)
@@ -73,37 +117,82 @@ class QKStats:
         return frame
 
 
-def _projections(
-    loaded: LoadedModel,
-) -> tuple[str, list[tuple[torch.nn.Module, ...]], int, int, list[float]]:
-    """(kind, per-layer modules, heads, head_dim, per-layer logit scaling) from the architecture map.
+class _Sums:
+    """Running sums over the non-padding query tokens, per layer."""
 
-    ``kind`` is "bert" (separate query/key modules) or "gpt2" (one fused ``q | k | v`` module).
-    Rotary models are refused: their projections are captured before RoPE rotates them, so the
-    logits rebuilt from them would not be the model's.
-    """
-    try:
-        arch = architecture(loaded)
-    except UnsupportedModelError as exc:
-        raise UnsupportedModelError(f"the queries/keys view cannot read this model: {exc}") from exc
-    if arch.position_kind == "rotary" or arch.num_kv_heads != arch.num_heads:
+    def __init__(self, num_layers: int):
+        self.q: list[np.ndarray | None] = [None] * num_layers  # (H, d_h)
+        self.k: list[np.ndarray | None] = [None] * num_layers  # (G, d_h)
+        self.entropy: list[np.ndarray | None] = [None] * num_layers  # (H,)
+        self.entropy_norm: list[np.ndarray | None] = [None] * num_layers
+        self.n_norm: list[np.ndarray | None] = [None] * num_layers
+        self.tokens = [0] * num_layers
+
+    def add(self, layer, q, k, weights, allowed, valid) -> None:
+        """q (B, H, T, d_h), k (B, G, T, d_h), weights (B, H, T, T), allowed (B, 1|H, T, T) or
+        None (then the keys with weight > 0), valid (B, T) bool: the query tokens that count."""
+        q_tok = q.transpose(1, 2)[valid]  # (N, H, d_h)
+        k_tok = k.transpose(1, 2)[valid]  # (N, G, d_h)
+        entropy = -torch.special.xlogy(weights, weights).sum(-1)  # (B, H, T)
+        keys = (weights > 0 if allowed is None else allowed).sum(-1).double()  # (B, 1|H, T)
+        entropy = entropy.transpose(1, 2)[valid]  # (N, H)
+        keys = keys.transpose(1, 2)[valid].expand_as(entropy)  # (N, H)
+        multi = keys > 1
+        normed = torch.where(multi, entropy / torch.log(keys.clamp_min(2)), 0.0)
+        parts = {
+            "q": q_tok.sum(0),
+            "k": k_tok.sum(0),
+            "entropy": entropy.sum(0),
+            "entropy_norm": normed.sum(0),
+            "n_norm": multi.sum(0).double(),
+        }
+        for name, value in parts.items():
+            held = getattr(self, name)
+            held[layer] = to_numpy(value) + (0.0 if held[layer] is None else held[layer])
+        self.tokens[layer] += int(valid.sum())
+
+
+def shared_key_heads(k: torch.Tensor) -> torch.Tensor:
+    """Keys a layout copied to every query head (Falcon's new decoder architecture broadcasts its
+    G key heads), (B, H, T, d_h), back to (B, G, T, d_h): the longest runs of equal heads."""
+    heads = k.shape[1]
+    for run in range(heads, 1, -1):
+        if heads % run:
+            continue
+        grouped = k.reshape(k.shape[0], heads // run, run, *k.shape[2:])
+        if bool((grouped == grouped[:, :, :1]).all()):
+            return grouped[:, :, 0]
+    return k
+
+
+def _describe_mask(loaded: LoadedModel) -> str:
+    config = loaded.model.config
+    window = getattr(config, "sliding_window", None)
+    kind = "causal" if loaded.info.is_causal else "bidirectional"
+    text = f"the model's own ({kind}, padding excluded"
+    if isinstance(window, int) and window > 0:
+        text += f", sliding window of {window} on the layers that use one"
+    return text + ")"
+
+
+def _projection_layouts(loaded: LoadedModel) -> list:
+    found = blocks_of(loaded.model)
+    layouts = [layout_of(block) for block in found[1]] if found else []
+    if not layouts or any(entry is None for entry in layouts):
         raise UnsupportedModelError(
-            f"the queries/keys view supports models with one key per query head and no rotary "
-            f"positions (BERT family, GPT-2, OPT); {loaded.info.architecture} "
-            f"({loaded.info.model_type}) has {arch.position_kind} positions"
-            + (f" and {arch.num_kv_heads} key heads" if arch.num_kv_heads != arch.num_heads else "")
+            f"the queries/keys view found neither an attention call it can record (transformers' "
+            f"attention functions) nor a known q/k projection layout in "
+            f"{loaded.info.architecture} ({loaded.info.model_type}); known layouts: "
+            + "; ".join(layout.name for layout in QK_LAYOUTS)
         )
-    if all(layer.fused_qkv is not None for layer in arch.layers):
-        kind, modules = "gpt2", [(layer.fused_qkv,) for layer in arch.layers]
-    elif all(layer.query is not None and layer.key is not None for layer in arch.layers):
-        kind, modules = "bert", [(layer.query, layer.key) for layer in arch.layers]
-    else:
-        raise UnsupportedModelError(
-            f"the queries/keys view needs separate query/key modules or a fused q|k|v module; "
-            f"{arch.family.name} has neither"
-        )
-    scales = [arch.scaling(layer) for layer in arch.layers]
-    return kind, modules, arch.num_heads, arch.head_dim, scales
+    return layouts
+
+
+def _head_dim(loaded: LoadedModel) -> int:
+    config = loaded.model.config
+    heads = int(getattr(config, "num_attention_heads", 0) or 0)
+    hidden = int(getattr(config, "hidden_size", 0) or 0)
+    return int(getattr(config, "head_dim", 0) or (hidden // heads if heads else 0))
 
 
 def qk_stats(
@@ -113,71 +202,107 @@ def qk_stats(
     batch_size: int = 16,
     label: str = "",
     progress: Progress | None = None,
+    rotation: str = "applied",
 ) -> QKStats:
-    """Godey et al.'s query/key statistics of every head on ``texts`` (non-padding tokens)."""
-    kind, modules, heads, head_dim, scales = _projections(loaded)
-    d = heads * head_dim
-    num_layers = len(modules)
-    captured: dict[tuple[int, str], torch.Tensor] = {}
+    """Godey et al.'s query/key statistics of every query head on ``texts`` (non-padding tokens),
+    with the model's rotary embedding ``applied`` or from ``before`` it (see the module doc)."""
+    if rotation not in ROTATIONS:
+        raise InputError(f"rotation must be one of {', '.join(ROTATIONS)}, not {rotation!r}")
+    model = loaded.model
+    found = blocks_of(model)
+    if found is None:
+        raise UnsupportedModelError(
+            f"the queries/keys view needs one module per layer; {loaded.info.architecture} "
+            f"({loaded.info.model_type}) shares one layer module across its layers"
+        )
+    num_layers = len(found[1])
+    rotary = position_kind(loaded) == "rotary"
+    sums = _Sums(num_layers)
+    valid: list[torch.Tensor] = []  # the current batch's token mask (B, T), set by a pre-hook
 
-    def make_hook(i: int, name: str):
-        def hook(module, args, output):
-            captured[(i, name)] = output
+    def keep_mask(module, args, kwargs):
+        mask = kwargs.get("attention_mask")
+        if mask is None:  # no padding: every token counts
+            mask = torch.ones(kwargs["input_ids"].shape, dtype=torch.bool)
+        valid[:] = [mask.detach().to("cpu").bool()]
+        if not interface:
+            kwargs["output_attentions"] = True
+            return args, kwargs
+        return None
 
-        return hook
+    def on_call(call) -> None:
+        if call.layer < 0:  # an attention outside the blocks (none in the families known)
+            return
+        q, k = call.q, call.k
+        if rotary and rotation == "before":
+            q, k = rotate(call.module, q, k, call.position_embeddings, inverse=True)
+        sums.add(call.layer, q, k, call.weights, call.allowed, valid[0])
 
-    hooks: dict[torch.nn.Module, Any] = {}
-    for i, mods in enumerate(modules):
-        if kind == "bert":
-            hooks[mods[0]] = make_hook(i, "q")
-            hooks[mods[1]] = make_hook(i, "k")
-        else:
-            hooks[mods[0]] = make_hook(i, "qkv")
+    interface = uses_attention_interface(model)
+    projected: dict[int, tuple] = {}
+    position_embeddings: dict[torch.nn.Module, Any] = {}
 
-    q_sum = np.zeros((num_layers, heads, head_dim))
-    k_sum = np.zeros((num_layers, heads, head_dim))
-    ent_sum = np.zeros((num_layers, heads))
-    ent_norm_sum = np.zeros((num_layers, heads))
-    n_tokens = 0
-    n_norm = 0
-    causal = kind == "gpt2" or loaded.info.is_causal
+    def on_layer(i, q, k, attention) -> None:
+        k = shared_key_heads(k.detach().to("cpu", torch.float64))
+        projected[i] = (q.detach().to("cpu", torch.float64), k)
+        if rotary and rotation == "applied":
+            projected[i] = rotate(
+                attention, *projected[i], position_embeddings.get(attention), inverse=False
+            )
+
+    def on_output(module, args, kwargs, output) -> None:
+        attentions = getattr(output, "attentions", None)
+        if not attentions or len(attentions) != num_layers or len(projected) != num_layers:
+            raise UnsupportedModelError(
+                f"{loaded.info.architecture} returned no attention weights for every layer, "
+                "which the queries/keys view's entropy needs"
+            )
+        for i, weights in enumerate(attentions):
+            q, k = projected[i]
+            sums.add(i, q, k, weights.detach().to("cpu", torch.float64), None, valid[0])
+        projected.clear()
+
+    if interface:
+        capture = "the attention call (as the attention function receives them)"
+        context = attention_calls(model, on_call)
+        output_hooks: dict = {}
+    else:
+        layouts = _projection_layouts(loaded)
+        capture = f"the projections ({layouts[0][0].name})"
+        context = projection_calls(model, layouts, _head_dim(loaded), on_layer, position_embeddings)
+        output_hooks = {loaded.encoder: on_output}
     # Hooks go on the shared, cached model: enter before tokenize() and the forward pass, either of
     # which can raise, so that no hook outlives this call.
-    with forward_hooks(hooks):
+    with (
+        eager_attention(model) if not interface else nullcontext(),
+        context,
+        forward_hooks({loaded.encoder: keep_mask}, pre=True, with_kwargs=True),
+        forward_hooks(output_hooks, with_kwargs=True),
+    ):
         tokenized = tokenize(loaded, tuple(texts), max_length)
-        for _, _, mask in forward_batches(loaded, tokenized, batch_size, progress):
-            valid = mask  # (B, T) bool
-            seq = valid.shape[1]
-            allowed = valid[:, None, :].expand(-1, seq, -1)  # (B, Tq, Tk): keys that exist
-            if causal:
-                allowed = allowed & torch.ones(seq, seq, dtype=torch.bool).tril()
-            n_keys = allowed.sum(-1).double()  # (B, T)
-            n_tokens += int(valid.sum())
-            for i in range(num_layers):
-                if kind == "bert":
-                    q, k = captured[(i, "q")], captured[(i, "k")]
-                else:
-                    qkv = captured[(i, "qkv")]
-                    q, k = qkv[..., :d], qkv[..., d : 2 * d]
-                q = q.to("cpu", torch.float64).reshape(
-                    *valid.shape, heads, head_dim
-                )  # (B, T, H, dh)
-                k = k.to("cpu", torch.float64).reshape(*valid.shape, heads, head_dim)
-                q_sum[i] += to_numpy(q[valid].sum(0))
-                k_sum[i] += to_numpy(k[valid].sum(0))
-                logits = torch.einsum("bihd,bjhd->bhij", q, k) * scales[i]
-                logits = logits.masked_fill(~allowed[:, None], float("-inf"))
-                logp = torch.log_softmax(logits, dim=-1)
-                entropy = -(logp.exp() * logp.nan_to_num(neginf=0.0)).sum(-1)  # (B, H, T)
-                entropy = entropy.transpose(1, 2)[valid]  # (tokens, H)
-                ent_sum[i] += to_numpy(entropy.sum(0))
-                multi = n_keys[valid] > 1
-                ent_norm_sum[i] += to_numpy(
-                    (entropy[multi] / torch.log(n_keys[valid][multi])[:, None]).sum(0)
-                )
-            n_norm += int((n_keys[valid] > 1).sum())
-    mean_q = q_sum / max(n_tokens, 1)
-    mean_k = k_sum / max(n_tokens, 1)
+        for _ in forward_batches(loaded, tokenized, batch_size, progress):
+            pass
+    missing = [i + 1 for i in range(num_layers) if sums.q[i] is None]
+    if missing:
+        raise UnsupportedModelError(
+            f"the queries/keys view recorded no attention call in layer(s) "
+            f"{', '.join(map(str, missing))} of {loaded.info.architecture}"
+        )
+    return _finish(sums, loaded, label, rotation if rotary else NO_ROTARY, capture)
+
+
+def _finish(sums: _Sums, loaded: LoadedModel, label: str, rotation: str, capture: str) -> QKStats:
+    n = max(sums.tokens[0], 1)
+    mean_q = np.stack(sums.q) / n  # (L, H, d_h)
+    mean_k = np.stack(sums.k) / n  # (L, G, d_h)
+    heads, groups = mean_q.shape[1], mean_k.shape[1]
+    if groups == 0 or heads % groups:
+        raise UnsupportedModelError(
+            f"{heads} query heads cannot share {groups} key heads evenly in "
+            f"{loaded.info.architecture}"
+        )
+    kv_head = np.arange(heads) // (heads // groups)  # GQA: query head h uses key head h // (H/G)
+    mean_k = mean_k[:, kv_head]  # (L, H, d_h): each query head's own key head
     q_norm = np.linalg.norm(mean_q, axis=-1)
     k_norm = np.linalg.norm(mean_k, axis=-1)
     cos = (mean_q * mean_k).sum(-1) / np.maximum(q_norm * k_norm, 1e-300)
@@ -185,8 +310,12 @@ def qk_stats(
         mean_q_norm=q_norm,
         mean_k_norm=k_norm,
         cos_qk=cos,
-        entropy=ent_sum / max(n_tokens, 1),
-        entropy_norm=ent_norm_sum / max(n_norm, 1),
-        num_tokens=n_tokens,
+        entropy=np.stack(sums.entropy) / n,
+        entropy_norm=np.stack(sums.entropy_norm) / np.maximum(np.stack(sums.n_norm), 1),
+        kv_head=kv_head,
+        num_tokens=sums.tokens[0],
         label=label or loaded.info.display_name,
+        rotation=rotation,
+        capture=capture,
+        mask=_describe_mask(loaded),
     )

@@ -173,6 +173,21 @@ def test_queries_keys_metric_change():
     assert any("attention entropy / log(#keys)" in t for t in _titles(at))
 
 
+def test_queries_keys_on_a_grouped_query_rotary_model(tiny_llama_dir):
+    """Tiny Llama (4 query heads, 2 key heads, RoPE): the rotation toggle, the kv group in the
+    columns and the caption, and the rotary reference."""
+    at = _page(model=str(tiny_llama_dir), tab="Queries & keys")
+    assert not at.error, [e.value for e in at.error]
+    assert any("rotary applied" in t for t in _titles(at))
+    heat = json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]
+    assert heat["x"] == ["h0·kv0", "h1·kv0", "h2·kv1", "h3·kv1"]
+    assert any("4 query heads share 2 key heads" in c.value for c in at.caption)
+    assert any("2104.09864" in e.value for e in at.markdown)
+    at.radio(key="pos_qk_rotation").set_value("before").run()
+    assert not at.exception and not at.error
+    assert any("rotary before" in t for t in _titles(at))
+
+
 def test_models_without_a_position_table_explain_instead_of_failing():
     at = _page(model="random:gpt2-nope:layers=2,width=32,heads=2", tab="Position embeddings")
     assert any("no learned absolute position table" in i.value for i in at.info)

@@ -2,8 +2,9 @@
 family transformers builds from a small config (``tests/zoo.py``), saved with a tokenizer and loaded
 through isoscope's real loader. Per family: the causal flag against its definition, the hooked
 hidden states against HF's own, the discovered norm -> projection wiring against the module graph,
-every in-process analysis works or refuses in one line, and one CLI run (``massive``) exits 0, or 2
-with one line, never "internal error"."""
+every in-process analysis works or refuses in one line (queries/keys, both rotations: works on every
+family with attention except the few listed, whose line says what could not be found), and one
+CLI run (``massive``) exits 0, or 2 with one line, never "internal error"."""
 
 from __future__ import annotations
 
@@ -23,6 +24,10 @@ NORMS_REFUSED = {"albert": "share one module", "olmo": "no parameters"}
 # Families whose quantization sites have no "MLP output" role: their MLPs are routed MoE experts,
 # which backend/analysis/quant/sites.py skips (with a note).
 NO_MLP_OUTPUT_SITE = {"mixtral", "qwen3_moe", "gpt_oss"}
+# Families whose queries/keys are refused (rotation applied, the default / before), and what the
+# one line must say could not be found. Every other family with attention gets the view.
+QK_REFUSED = {"albert": "shares one layer module", "roformer": "no rotary (cos, sin)"}
+QK_BEFORE_REFUSED = {"albert": "shares one layer module", "llama4_text": "no rotary (cos, sin)"}
 
 
 @pytest.fixture(scope="session")
@@ -51,6 +56,12 @@ def test_family_is_read_right(family, zoo_dirs, tmp_path):
         assert results["norms"].startswith("refused:") and NORMS_REFUSED[family] in results["norms"]
     else:
         assert results["norms"] == "works"
+    for analysis, refused in (("queries/keys", QK_REFUSED), ("q/k before RoPE", QK_BEFORE_REFUSED)):
+        if family in refused:
+            assert results[analysis].startswith("refused:"), results[analysis]
+            assert refused[family] in results[analysis]
+        else:
+            assert results[analysis] == "works", results[analysis]
     rc, line = cli_smoke(zoo_dirs[family], tmp_path)
     assert rc in (0, 2) and "internal error" not in line
     assert rc == 0 or line, "exit 2 must say why in one line"

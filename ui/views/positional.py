@@ -9,7 +9,7 @@ import streamlit as st
 
 from backend.analysis.geometry.projections import input_kind
 from backend.analysis.positional.nope import NopeSettings
-from backend.analysis.positional.qk import METRICS
+from backend.analysis.positional.qk import METRICS, ROTATIONS
 from backend.analysis.positional.summaries import variance_slope_table
 from backend.analysis.positional.table import (
     ProbeSettings,
@@ -22,9 +22,10 @@ from backend.analysis.positional.tupe import REGIONS, TERMS, supports_tupe
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult
 from backend.engine.layout import position_scheme_note
-from backend.engine.models import position_table
+from backend.engine.models import LoadedModel, position_table
 from backend.plots import positional as plots
 from ui.cached import (
+    cached,
     model_variance,
     outlier_dims_by_state,
     patch_grid_probe,
@@ -39,7 +40,6 @@ from ui.cached import (
     variance_lab,
 )
 from ui.common import download_buttons, explainer, load_or_stop, show_notices
-from ui.decoder import rotary_note
 from ui.inputs import applies_to_text
 from ui.tabs import lazy_tabs
 
@@ -63,7 +63,38 @@ SOURCES = {
     "vit": "Dosovitskiy et al. 2020, *An Image is Worth 16x16 Words: Transformers for Image "
     "Recognition at Scale* (ViT, arXiv 2010.11929), Fig. 7",
     "godey": "Godey, de la Clergerie & Sagot 2023, *Is Anisotropy Inherent to Transformers?* (arXiv 2306.07656)",
+    "rope": "Su, Lu, Pan, Murtadha, Wen & Liu 2021, *RoFormer: Enhanced Transformer with Rotary "
+    "Position Embedding* (arXiv 2104.09864)",
 }
+
+
+_ROTARY_WHY = {
+    "table": "there is no position-embedding table to plot: RoPE adds nothing to the token embeddings",
+    "tupe": "TUPE's split needs an additive position embedding inside the first layer's input "
+    "(LN(w + p)); RoPE instead rotates every layer's queries and keys by a position-dependent angle, "
+    "so the logit q_i·k_j has no separate position term to split out",
+}
+
+
+def rotary_note(info, view: str) -> bool:
+    """For a rotary (RoPE) model, explain why the position-table or TUPE view does not apply and
+    point to the position probe; returns False (and shows nothing) for other models."""
+    if "rotary" not in str(info.position_embedding).lower():
+        return False
+    st.info(
+        f"**{info.display_name}** uses rotary position embeddings (RoPE; Su et al. 2021, "
+        f"arXiv 2104.09864), so {_ROTARY_WHY[view]}. Whether the hidden states still carry absolute "
+        "position is measurable: open the **Position probe** tab, which trains a linear probe on the "
+        "hidden states of every layer.",
+        icon=":material/rotate_right:",
+    )
+    return True
+
+
+@cached
+def embedding_norm(loaded: LoadedModel):
+    """(name, gamma, beta) of the first norm on word + position embeddings, or None."""
+    return embedding_layernorm(loaded)
 
 
 def outliers_by_name(result: ExtractionResult) -> dict[str, list[int]]:
@@ -149,7 +180,7 @@ Sources: {SOURCES["luo"]}; {SOURCES["busters"]}.
             download_buttons("pos_emb_ext", fig=fig_ext, frame=rows, name="position_extreme_dims")
 
         def layernorm_view() -> None:
-            ln = embedding_layernorm(loaded)
+            ln = embedding_norm(loaded)
             if ln is None:
                 st.info(f"**{loaded.info.display_name}** has no embedding LayerNorm.")
                 return
@@ -631,7 +662,7 @@ def queries_keys_tab() -> None:
     if not applies_to_text(
         result,
         "The queries & keys view",
-        "runs the corpus texts again through the query and key projections",
+        "runs the corpus texts again through the model's attention",
     ):
         return
     explainer(
@@ -639,14 +670,34 @@ def queries_keys_tab() -> None:
         f"""
 Godey et al. link anisotropy to the attention mechanism: during training the **mean query** and **mean key** of a head
 move away from the origin, and their directions become aligned (or opposed), so all queries share a common
-component of their dot products with all keys. Shown per layer and head, over all non-padding tokens: the norms of
-the mean query and mean key, their cosine, and the attention entropy (raw, and divided by log(number of attendable
-keys): 1 = uniform). Queries and keys are captured with forward hooks on the real projections (biases included).
-A random-init copy of the same architecture is the contrast.
+component of their dot products with all keys. Shown per layer and query head, over all non-padding tokens: the norms
+of the mean query and mean key, their cosine, and the attention entropy (raw, and divided by log(number of attendable
+keys): 1 = uniform). Queries and keys are read as the attention uses them (projection biases, q/k norms and the
+rotary embedding included), and the entropy comes from the model's own attention weights under its own mask
+(causal, and a sliding window where the config has one). A random-init copy of the same architecture is the contrast.
 
-Source: {SOURCES["godey"]}.
+**Grouped-query attention**: H query heads share G key heads, and query head h attends with key head
+floor(h / (H / G)); each column then reads `h·kv`, and every statistic is the query head's against its own key head.
+
+**Rotary positions** (Su et al.): q_m = R(m) W_q x_m, so the mean of the rotated queries mixes positions, while before
+rotation it is the projection's own drift. The rotation toggle shows either; the figure title says which.
+
+Sources: {SOURCES["godey"]}; {SOURCES["rope"]}.
 """,
     )
+    rotary = loaded.info.position_embedding.startswith("rotary")
+    rotation = "applied"
+    if rotary:
+        rotation = st.radio(
+            "Rotary embedding",
+            ROTATIONS,
+            format_func={
+                "applied": "applied (as the attention uses them)",
+                "before": "before rotation",
+            }.get,
+            horizontal=True,
+            key="pos_qk_rotation",
+        )
     c1, c2, c3 = st.columns(3)
     n_texts = c1.slider(
         "Texts",
@@ -660,14 +711,15 @@ Source: {SOURCES["godey"]}.
     max_length = int(min(64, result.settings.max_length))
     texts = result.texts[:n_texts]
     try:
-        trained = queries_keys(loaded, result, n_texts, max_length, random_init=False)
+        trained = queries_keys(loaded, result, n_texts, max_length, False, rotation)
         stats = [trained]
         if with_random:
-            stats.append(queries_keys(loaded, result, n_texts, max_length, random_init=True))
+            stats.append(queries_keys(loaded, result, n_texts, max_length, True, rotation))
     except IsoscopeError as exc:
         st.error(str(exc))
     else:
-        fig_h = plots.qk_heatmaps(stats, metric, METRICS[metric])
+        title = METRICS[metric] + (f" · rotary {trained.rotation}" if rotary else "")
+        fig_h = plots.qk_heatmaps(stats, metric, title)
         st.plotly_chart(fig_h, width="stretch", key="pos_qk_heat_chart")
         fig_l = plots.qk_layer_lines(stats, metric, METRICS[metric])
         st.plotly_chart(fig_l, width="stretch", key="pos_qk_line_chart")
@@ -679,8 +731,17 @@ Source: {SOURCES["godey"]}.
             json_data=[s.to_dict() for s in stats],
             name="queries_keys",
         )
+        groups = trained.num_kv_heads
+        heads = trained.kv_head.size
         st.caption(
-            f"{trained.num_tokens:,} tokens from {len(texts)} texts (max {max_length} tokens each)."
+            f"{trained.num_tokens:,} tokens from {len(texts)} texts (max {max_length} tokens each). "
+            + (
+                f"{heads} query heads share {groups} key heads ({heads // groups} per key head). "
+                if groups < heads
+                else ""
+            )
+            + f"Queries and keys read at {trained.capture}; rotation: {trained.rotation}; "
+            f"entropy under {trained.mask}."
         )
 
 
