@@ -44,3 +44,26 @@ def test_the_overview_of_a_copy_names_the_copy(tiny_bert_dir, tmp_path, monkeypa
     assert "statistics" not in card_a
     assert card_b["statistics"].startswith("reused from an identical checkpoint, fingerprint")
     assert str(first.resolve()) in card_b["statistics"]
+
+
+def test_a_kept_quick_report_names_the_path_opened_now(tiny_bert_dir, tmp_path):
+    """The Overview's findings come from a report kept per extraction (process-wide): built for
+    the first path, it names the copy when the copy asks for it."""
+    from backend.engine.cache import ResultCache, cached_extract
+    from backend.engine.corpus import corpus_from_text
+    from backend.engine.models import load_model
+    from ui.share import quick_report
+
+    cache = ResultCache(tmp_path / "cache")
+    corpus = corpus_from_text("One text here.\nAnother text there.\nA third one.")
+    reports = []
+    for name in ("first", "copy"):
+        shutil.copytree(tiny_bert_dir, tmp_path / name)
+        loaded = load_model(str(tmp_path / name), device="cpu")
+        reports.append(quick_report(loaded, cached_extract(loaded, corpus, cache=cache)))
+    assert reports[0].sections[0].findings == reports[1].sections[0].findings  # one report
+    assert [r.model["path"] for r in reports] == [
+        str((tmp_path / "first").resolve()),
+        str((tmp_path / "copy").resolve()),
+    ]
+    assert f"<td>{tmp_path / 'copy'}</td>" in reports[1].to_html()
