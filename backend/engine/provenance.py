@@ -19,9 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from backend.engine.extraction import ExtractionResult
+if TYPE_CHECKING:  # type hints only: importing it would pull torch into the figure builders
+    from backend.engine.extraction import ExtractionResult
 
 PROVENANCE_FIELDS = ("source", "display_name", "path", "revision")
 REUSED_KEY = "reused_from"  # the card's entry when the statistics came from another path
