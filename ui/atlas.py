@@ -1,0 +1,182 @@
+"""Every token of one hidden state, before and after post-processing, in the browser (issue 35).
+
+The heavy part (:func:`corpus_points`: a second pass spilling the state to disk, the streaming
+PCA or landmark UMAP / t-SNE, the colourings, :func:`backend.plots.atlas.encode_points`) runs once
+per choice for every session, in the server's fair queue with shared progress, and can be
+cancelled by leaving. The points then reach the browser without Streamlit's websocket:
+:class:`PointStore` writes them to ``data/<token>.bin`` inside the atlas component's folder,
+where Streamlit's component route serves them to the frame (``ui/frontend/atlas.html``), which
+fetches and draws them with WebGL. The token is 32 random url-safe characters per published
+view, known only to the session it was given to; a session's previous file is deleted when it
+publishes a new one, and only the newest :data:`KEEP_FILES` files are kept at all. The URL holds
+the token, never a server path; Streamlit's route refuses paths that leave the folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import shutil
+import tempfile
+import threading
+from pathlib import Path
+
+import streamlit as st
+import streamlit.components.v1 as components
+
+from backend.analysis.geometry.corpus_projection import LANDMARKS, corpus_before_after
+from backend.analysis.geometry.projections import text_snippets, token_colouring
+from backend.engine.environment import default_cache_dir
+from backend.engine.extraction import ExtractionResult
+from backend.engine.extraction.spill import SpilledState, spill_state
+from backend.engine.models import LoadedModel
+from backend.plots.atlas import encode_points
+from ui.cached import heavy
+from ui.common import result_key
+from ui.controls import PostChoice
+
+NAME = "atlas"
+PAGE = Path(__file__).resolve().parent / "frontend" / "atlas.html"
+DATA = "data"
+KEEP_FILES = 8  # published point files kept on the server (33 MB each at a million tokens)
+HEIGHT = 520
+
+
+class PointStore:
+    """Point files of sessions under ``folder`` (module doc); thread-safe."""
+
+    def __init__(self, folder: Path, keep: int = KEEP_FILES):
+        self.folder = Path(folder)
+        self.keep = keep
+        self._lock = threading.Lock()
+        self._by_session: dict[str, str] = {}
+        self._order: list[str] = []  # published tokens, oldest first
+
+    def publish(self, session: str, payload: bytes) -> str:
+        """Write ``payload`` for ``session``; returns its URL relative to the component page."""
+        token = secrets.token_urlsafe(24)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        staging = self.folder / f".{token}.tmp"
+        staging.write_bytes(payload)
+        os.replace(staging, self.folder / f"{token}.bin")
+        with self._lock:
+            old = self._by_session.get(session)
+            self._by_session[session] = token
+            self._order.append(token)
+            gone = [old] if old in self._order else []
+            gone += [t for t in self._order if t not in gone][
+                : max(0, len(self._order) - len(gone) - self.keep)
+            ]
+            for dropped in gone:
+                self._order.remove(dropped)
+                (self.folder / f"{dropped}.bin").unlink(missing_ok=True)
+            self._by_session = {s: t for s, t in self._by_session.items() if t in self._order}
+        return f"{DATA}/{token}.bin"
+
+
+_folder: Path | None = None
+_store: PointStore | None = None
+_store_lock = threading.Lock()
+
+
+def component_dir() -> Path:
+    """The atlas component's folder (``index.html``, ``data/``), one per page version, under the
+    isoscope cache (or the temp folder when the cache is not writable)."""
+    global _folder
+    if _folder is not None and (_folder / "index.html").is_file():
+        return _folder
+    tag = hashlib.sha256(PAGE.read_bytes()).hexdigest()[:12]
+    roots = (
+        default_cache_dir() / "web",
+        Path(tempfile.gettempdir()) / f"isoscope-web-{os.getuid()}",
+    )
+    for root in roots:
+        target = root / f"{NAME}-{tag}"
+        try:
+            target.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(PAGE, target / "index.html")
+        except OSError:
+            continue
+        _folder = target
+        return target
+    raise OSError(f"cannot write the atlas component to {roots[0]} or {roots[1]}")
+
+
+def point_store() -> PointStore:
+    global _store
+    with _store_lock:
+        if _store is None:
+            _store = PointStore(component_dir() / DATA)
+        return _store
+
+
+def spill_path(result: ExtractionResult, state: int) -> Path:
+    return default_cache_dir() / "spill" / f"{result_key(result)[:32]}-state{state}.f32"
+
+
+@heavy("Projecting every token", "steps")
+def corpus_points(
+    loaded: LoadedModel,
+    result: ExtractionResult,
+    state: int,
+    method: str,
+    post: PostChoice,
+    seed: int,
+    landmarks: int = LANDMARKS,
+    *,
+    progress,
+) -> bytes:
+    """The encoded points (backend/plots/atlas.py) of every token of ``state``, raw and
+    post-processed: a second pass over the corpus (kept on disk for the next choice), then the
+    projections. Progress counts texts of the pass, then rows of the projection."""
+    texts, rows = result.num_texts, result.num_tokens
+    path = spill_path(result, state)
+    d = result.hidden_size
+    if path.is_file() and path.stat().st_size == rows * d * 4:
+        spilled = SpilledState(path, rows, d, state)
+    else:
+        spilled = spill_state(
+            loaded, result, state, path, progress=lambda done, total: progress(done, 2 * texts)
+        )
+    before, after = corpus_before_after(
+        spilled,
+        result.sample_vectors[state],
+        method,
+        post.name,
+        post.options,
+        seed,
+        landmarks=landmarks,
+        progress=lambda done, total: progress(texts + done * texts // max(total, 1), 2 * texts),
+    )
+    tokens = result.tokens
+    colourings = {by: token_colouring(tokens, tokens, by) for by in COLOURS}
+    name = result.state_names[state]
+    titles = (f"raw · state {name}", f"{post.label} · state {name}")
+    return encode_points(
+        before, after, colourings, tokens, text_snippets(result.texts, 100), titles
+    )
+
+
+COLOURS = ("category", "position", "token", "text", "frequency")
+
+
+def session_id() -> str:
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    return ctx.session_id if ctx is not None else "script"
+
+
+def atlas_chart(payload: bytes, *, key: str, height: int = HEIGHT) -> None:
+    """Publish ``payload`` for this session (once per payload) and draw it in the atlas frame."""
+    digest = hashlib.sha256(payload).hexdigest()
+    published = st.session_state.get(f"{key}_published")
+    if not published or published[0] != digest:
+        published = (digest, point_store().publish(session_id(), payload))
+        st.session_state[f"{key}_published"] = published
+    component = components.declare_component(NAME, path=str(component_dir()))
+    component(url=published[1], height=height, key=key, default=None)
+
+
+FRAME_SELECTOR = f'iframe[title="ui.atlas.{NAME}"]'
