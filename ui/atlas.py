@@ -26,14 +26,14 @@ import streamlit as st
 import streamlit.components.v1 as components
 
 from backend.analysis.geometry.corpus_projection import LANDMARKS, corpus_before_after
-from backend.analysis.geometry.projections import text_snippets, token_colouring
+from backend.analysis.geometry.projections import METHODS, text_snippets, token_colouring
 from backend.engine.environment import default_cache_dir
 from backend.engine.extraction import ExtractionResult
 from backend.engine.extraction.spill import SpilledState, spill_state
 from backend.engine.models import LoadedModel
 from backend.plots.atlas import encode_points
 from ui.cached import heavy
-from ui.common import result_key
+from ui.common import _session_id, result_key
 from ui.controls import PostChoice
 
 NAME = "atlas"
@@ -161,22 +161,87 @@ def corpus_points(
 COLOURS = ("category", "position", "token", "text", "frequency")
 
 
-def session_id() -> str:
-    from streamlit.runtime.scriptrunner import get_script_run_ctx
-
-    ctx = get_script_run_ctx()
-    return ctx.session_id if ctx is not None else "script"
-
-
 def atlas_chart(payload: bytes, *, key: str, height: int = HEIGHT) -> None:
     """Publish ``payload`` for this session (once per payload) and draw it in the atlas frame."""
     digest = hashlib.sha256(payload).hexdigest()
     published = st.session_state.get(f"{key}_published")
     if not published or published[0] != digest:
-        published = (digest, point_store().publish(session_id(), payload))
+        published = (digest, point_store().publish(_session_id() or "script", payload))
         st.session_state[f"{key}_published"] = published
     component = components.declare_component(NAME, path=str(component_dir()))
     component(url=published[1], height=height, key=key, default=None)
 
 
 FRAME_SELECTOR = f'iframe[title="ui.atlas.{NAME}"]'
+
+
+ALL_TOKENS = "all tokens"  # the Clipping & projections page's third kind of points
+
+
+def every_token_view(
+    loaded: LoadedModel,
+    result: ExtractionResult,
+    state: int,
+    method: str,
+    post: PostChoice,
+    seed: int,
+) -> None:
+    """The Clipping & projections page's "all tokens" points: a button starts the work (a second
+    pass plus the projections, minutes at a million tokens), then the atlas draws every token."""
+    from backend.engine.errors import IsoscopeError
+    from backend.engine.extraction.spill import Cancelled
+
+    name, n, d = result.state_names[state], result.num_tokens, result.hidden_size
+    landmarks = LANDMARKS
+    if method != "pca":
+        landmarks = int(
+            st.number_input(
+                "Landmarks",
+                1000,
+                max(1000, min(n, 50_000)),
+                min(LANDMARKS, max(1000, n)),
+                step=1000,
+                key="proj_landmarks",
+                help="UMAP / t-SNE is fitted on this many tokens (a seeded sample); every other "
+                "token is placed by the fitted model's transform.",
+            )
+        )
+    how = (
+        "exact streaming PCA"
+        if method == "pca"
+        else f"{METHODS[method]} fitted on "
+        f"{min(landmarks, n):,} landmark tokens, the other {max(0, n - landmarks):,} transformed"
+    )
+    st.caption(
+        f"**Every one of the {n:,} tokens** of state {name}: a second pass over the corpus writes "
+        f"this state to disk ({n * d * 4 / 2**20:,.0f} MiB, kept for the next choice), then {how}. "
+        "The post-processing is fitted on the token sample, as for the sampled view. The points "
+        "reach the browser as one binary file, not through the app's websocket."
+    )
+    choice = (state, method, post.name, repr(post.options), seed, landmarks)
+    if st.session_state.get("proj_every_token") != choice:
+        if st.button(f"Project all {n:,} tokens", key="proj_every_token_go", type="primary"):
+            st.session_state["proj_every_token"] = choice
+            st.rerun()
+        return
+    st.button(
+        "Stop",
+        key="proj_every_token_stop",
+        help="Stops the work if nobody else waits for it.",
+        on_click=lambda: st.session_state.pop("proj_every_token", None),
+    )
+    try:
+        payload = corpus_points(loaded, result, state, method, post, seed, landmarks)
+    except Cancelled:
+        st.info("Stopped.")
+        return
+    except IsoscopeError as exc:
+        st.error(f"**Cannot project every token.** {exc}")
+        return
+    atlas_chart(payload, key="proj_atlas")
+    st.caption(
+        "Drag to pan, wheel to zoom, double-click to reset; hold shift (or press *Lasso*) and draw "
+        "to select: the selection is highlighted in both panels and its tokens are listed. "
+        "Export every token with `isoscope export --points all --state "
+        f"{state} --format atlas|projector` (the Projector keeps a seeded 100,000)."
+    )

@@ -459,3 +459,42 @@ def projector_corpus_files(
     }
     (folder / "projector_config.json").write_text(strict_json(config, indent=1) + "\n")
     return [folder / f for f in PROJECTOR_FILES], notice
+
+
+def export_every_token(
+    loaded,
+    result,
+    state: int,
+    out_dir: str | Path,
+    fmt: str,
+    clip: str | Sequence[int] = "none",
+    projection: str = "pca",
+    seed: int = 0,
+    *,
+    progress: Progress | None = None,
+) -> tuple[list[Path], list[str]]:
+    """Every token of ``state`` (a second pass over the corpus, spilled beside the output and
+    removed afterwards) as embedding-atlas Parquet (x/y: ``projection`` of the clipped vectors,
+    x_raw/y_raw of the raw ones; UMAP / t-SNE fitted on landmarks) or Projector TSV (capped at
+    :data:`PROJECTOR_MAX_POINTS`). Returns the files written and notices."""
+    from backend.analysis.geometry.corpus_projection import corpus_before_after
+    from backend.engine.extraction.spill import spill_state
+
+    fmt = check_format(fmt)
+    dims = resolve_clip(clip, result, state)
+    folder = Path(out_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    spill_file = folder / f".isoscope-state{state}.f32"
+    try:
+        spilled = spill_state(loaded, result, state, spill_file, progress=progress)
+        if fmt == "projector":
+            files, notice = projector_corpus_files(spilled, result, folder, dims, seed=seed)
+            return files, [notice] if notice else []
+        post = ("clip", {"dims": dims}) if dims else ("none", None)
+        before, after = corpus_before_after(
+            spilled, result.sample_vectors[state], projection, *post, seed, progress=progress
+        )
+        path = atlas_corpus_file(spilled, result, before, after, folder / ATLAS_FILE, dims)
+        return [path], [f"x/y: {after.how}"]
+    finally:
+        spill_file.unlink(missing_ok=True)
