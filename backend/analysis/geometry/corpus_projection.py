@@ -2,8 +2,9 @@
 file (:class:`backend.engine.extraction.spill.SpilledState`) in bounded memory.
 
 - **PCA** is exact and streaming: one pass accumulates, in float64, the shifted sum and Gram
-  matrix of the raw and of the post-processed vectors ((d,) and (d, d) each); ``eigh`` of the
-  covariance gives the two top directions; a second pass projects every row. Equal to an
+  matrix ((d,) and (d, d)) of the raw vectors; an affine post-processing ``x A + b`` (all of
+  ours) has covariance ``A^T C A``, any other gets sums of its own in the same pass; ``eigh`` of
+  each covariance gives the two top directions; a second pass projects every row. Equal to an
   in-memory PCA to float64 rounding, with scikit-learn's sign rule (each component's largest
   entry positive), so both agree on orientation.
 - **UMAP / t-SNE** at corpus scale fit on a seeded landmark sample (:data:`LANDMARKS` rows), then
@@ -56,20 +57,37 @@ class _Moments:
         self.total += centred.sum(axis=0)
         self.gram += centred.T @ centred
 
-    def top_components(self, k: int = 2) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(mean (d,), components (k, d), explained variance ratio (k,))."""
-        n = self.count
-        mean_shift = self.total / n
-        cov = (self.gram - np.outer(self.total, mean_shift)) / max(n - 1, 1)
-        values, vectors = np.linalg.eigh(cov)
-        order = np.argsort(values)[::-1][:k]
-        components = vectors[:, order].T
-        # scikit-learn's svd_flip on components: the largest |entry| of each is positive
-        signs = np.sign(components[np.arange(k), np.argmax(np.abs(components), axis=1)])
-        components *= np.where(signs == 0, 1.0, signs)[:, None]
-        trace = float(np.clip(values, 0, None).sum())
-        ratio = np.clip(values[order], 0, None) / (trace if trace > 0 else 1.0)
-        return self.shift + mean_shift, components, ratio
+    def mean_cov(self) -> tuple[np.ndarray, np.ndarray]:
+        mean_shift = self.total / self.count
+        cov = (self.gram - np.outer(self.total, mean_shift)) / max(self.count - 1, 1)
+        return self.shift + mean_shift, cov
+
+
+def top_components(cov: np.ndarray, k: int = 2) -> tuple[np.ndarray, np.ndarray]:
+    """(components (k, d), explained variance ratio (k,)) of a covariance matrix, with
+    scikit-learn's sign rule (svd_flip on the components: the largest |entry| of each positive)."""
+    values, vectors = np.linalg.eigh(cov)
+    order = np.argsort(values)[::-1][:k]
+    components = vectors[:, order].T
+    signs = np.sign(components[np.arange(k), np.argmax(np.abs(components), axis=1)])
+    components *= np.where(signs == 0, 1.0, signs)[:, None]
+    trace = float(np.clip(values, 0, None).sum())
+    return components, np.clip(values[order], 0, None) / (trace if trace > 0 else 1.0)
+
+
+def affine_form(transform: Transform, probe: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(A (d, d'), b (d',))`` with ``transform(x) == x @ A + b``, checked on ``probe`` rows; None
+    when the transform is not affine. Every post-processor here is (clip, centring, z-score,
+    all-but-the-top, whitening): then the transformed covariance is ``A^T C A`` of the raw one,
+    and one pass over the raw rows serves both panels."""
+    probe = np.asarray(probe, dtype=np.float64)
+    d = probe.shape[1]
+    b = transform(np.zeros((1, d)))[0]
+    a = transform(np.eye(d)) - b
+    scale = max(1.0, float(np.abs(transform(probe)).max()))
+    if np.abs(transform(probe) - (probe @ a + b)).max() > 1e-9 * scale:
+        return None
+    return a, b
 
 
 def _check(spilled: SpilledState, method: str) -> str:
@@ -87,33 +105,54 @@ def _tick(progress: Progress | None, done: int, total: int) -> None:
 def streaming_pca(
     spilled: SpilledState,
     transforms: tuple[Transform, ...],
-    shifts: tuple[np.ndarray, ...],
+    probe: np.ndarray,
     *,
     chunk_rows: int = CHUNK_ROWS,
     progress: Progress | None = None,
 ) -> list[Projection]:
     """Exact PCA to 2-D of every row of ``spilled`` under each transform (module doc); one
-    :class:`Projection` per transform, float32 coordinates in file order. ``shifts``: a rough
-    mean per transform (any value is exact; a close one keeps the float64 sums well conditioned)."""
+    :class:`Projection` per transform, float32 coordinates in file order. ``probe``: a few
+    hundred rows (the token sample) that shift the float64 sums (any shift is exact; a close
+    one keeps them well conditioned) and show which transforms are affine (:func:`affine_form`):
+    those need no sums of their own."""
     started = time.perf_counter()
-    moments = [_Moments(s) for s in shifts]
+    probe = np.asarray(probe, dtype=np.float64)[:512]
+    forms = [affine_form(t, probe) for t in transforms]
+    raw = _Moments(probe.mean(axis=0))
+    own = [
+        None if f else _Moments(t(probe).mean(axis=0))
+        for t, f in zip(transforms, forms, strict=True)
+    ]
     total = 2 * spilled.rows
     for start, block in spilled.chunks(chunk_rows):
         x = block.astype(np.float64)
-        for m, transform in zip(moments, transforms, strict=True):
-            m.add(transform(x))
+        raw.add(x)
+        for m, transform in zip(own, transforms, strict=True):
+            if m is not None:
+                m.add(transform(x))
         _tick(progress, start + len(block), total)
-    fitted = [m.top_components(2) for m in moments]
+    mean, cov = raw.mean_cov()
+    fitted = []  # (affine map of raw rows or None, mean, components, ratio)
+    for form, m in zip(forms, own, strict=True):
+        if form is not None:
+            a, b = form
+            components, ratio = top_components(a.T @ cov @ a)
+            fitted.append((a @ components.T, mean, None, ratio))  # coords = (x - mean) a c^T
+        else:
+            t_mean, t_cov = m.mean_cov()
+            components, ratio = top_components(t_cov)
+            fitted.append((None, t_mean, components, ratio))
     coords = [np.empty((spilled.rows, 2), dtype=np.float32) for _ in transforms]
     for start, block in spilled.chunks(chunk_rows):
         x = block.astype(np.float64)
-        for out, (mean, components, _), transform in zip(coords, fitted, transforms, strict=True):
-            out[start : start + len(block)] = (transform(x) - mean) @ components.T
+        for out, (w, m_t, components, _), transform in zip(coords, fitted, transforms, strict=True):
+            rows = slice(start, start + len(block))
+            out[rows] = (x - m_t) @ w if w is not None else (transform(x) - m_t) @ components.T
         _tick(progress, spilled.rows + start + len(block), total)
     seconds = time.perf_counter() - started
     return [
-        Projection(c, "pca", 0, seconds, explained_variance_ratio=ratio)
-        for c, (_, _, ratio) in zip(coords, fitted, strict=True)
+        Projection(c, "pca", 0, seconds, explained_variance_ratio=f[3])
+        for c, f in zip(coords, fitted, strict=True)
     ]
 
 
@@ -224,9 +263,8 @@ def corpus_before_after(
     post = fit_postprocessor(fit, postprocess, params)
     transforms = (lambda x: x, post.transform)
     if method == "pca":
-        shifts = (fit.mean(axis=0), post.transform(fit).mean(axis=0))
         before, after = streaming_pca(
-            spilled, transforms, shifts, chunk_rows=chunk_rows, progress=progress
+            spilled, transforms, fit, chunk_rows=chunk_rows, progress=progress
         )
         return before, after
     (before, after), _ = landmark_projection(

@@ -51,7 +51,7 @@ def test_transformed_copies_of_landmarks_land_on_their_fit_embedding(tmp_path):
 def test_streaming_pca_finds_the_planted_direction(tmp_path):
     spilled, labels = spilled_clusters(tmp_path)
     x = spilled.take(np.arange(spilled.rows)).astype(np.float64)
-    (projection,) = streaming_pca(spilled, (lambda v: v,), (np.zeros(spilled.dim),), chunk_rows=50)
+    (projection,) = streaming_pca(spilled, (lambda v: v,), x[:20], chunk_rows=50)
     centred = x - x.mean(axis=0)
     top = np.linalg.svd(centred, full_matrices=False)[2][0]
     assert abs(np.corrcoef(projection.coords[:, 0], centred @ top)[0, 1]) > 0.9999
@@ -65,3 +65,24 @@ def test_cancelling_a_landmark_projection_raises(tmp_path):
         )
     with pytest.raises(InputError, match="exact"):
         landmark_projection(spilled, (lambda x: x,), "pca")
+
+
+def test_affine_and_other_transforms_both_give_the_in_memory_pca(tmp_path):
+    from sklearn.decomposition import PCA
+
+    from backend.analysis.geometry.corpus_projection import affine_form
+
+    spilled, _ = spilled_clusters(tmp_path)
+    x = spilled.take(np.arange(spilled.rows)).astype(np.float64)
+
+    def clip(v):
+        out = v.copy()
+        out[:, 2] = 0.0
+        return out
+
+    assert affine_form(clip, x[:30]) is not None and affine_form(np.tanh, x[:30]) is None
+    projections = streaming_pca(spilled, (clip, np.tanh), x[:40], chunk_rows=37)
+    for projection, transform in zip(projections, (clip, np.tanh), strict=True):
+        y = transform(x)
+        reference = PCA(n_components=2, svd_solver="full").fit(y)
+        np.testing.assert_allclose(projection.coords, reference.transform(y), atol=1e-4)
