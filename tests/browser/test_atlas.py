@@ -105,6 +105,18 @@ def test_draws_100k_points_and_hovers_a_token_in_context(browser, atlas_server):
         frame.wait_for_selector(f'body[data-hovered="{NEEDLE}"]', timeout=10_000)
         tip = frame.inner_text("#tip")
         assert f"[{NEEDLE}]" in tip and "text 0, position 0" in tip
+    # a shift-drag lasso around the lone point in the right panel selects it alone, for both panels
+    x, y = frame.evaluate("() => atlas.screenOf(1, 0)")
+    x, y = box["x"] + x, box["y"] + y
+    page.keyboard.down("Shift")
+    page.mouse.move(x - 6, y - 6)
+    page.mouse.down()
+    for dx, dy in ((6, -6), (6, 6), (-6, 6), (-6, -6)):
+        page.mouse.move(x + dx, y + dy, steps=3)
+    page.mouse.up()
+    page.keyboard.up("Shift")
+    frame.wait_for_selector('body[data-selected="1"]', timeout=10_000)
+    assert f"[{NEEDLE}]" in frame.inner_text("#selection")
     page.close()
 
 
