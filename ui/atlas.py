@@ -33,7 +33,7 @@ from backend.engine.extraction.spill import SpilledState, spill_state
 from backend.engine.models import LoadedModel
 from backend.plots.atlas import encode_points
 from ui.cached import heavy
-from ui.common import _session_id, result_key
+from ui.common import _session_id, explainer, result_key
 from ui.controls import PostChoice
 
 NAME = "atlas"
@@ -217,6 +217,26 @@ def every_token_view(
         f"this state to disk ({n * d * 4 / 2**20:,.0f} MiB, kept for the next choice), then {how}. "
         "The post-processing is fitted on the token sample, as for the sampled view. The points "
         "reach the browser as one binary file, not through the app's websocket."
+    )
+    explainer(
+        "What is this / references: every token",
+        f"""
+The sampled view projects at most the token sample; this one projects **every token** of one state.
+- *Memory*: the extraction keeps statistics and a sample, never every vector. A second pass runs the
+  model again and writes this state only ({d} float32 per token) to a file in the isoscope cache;
+  everything after reads it in chunks, so memory stays bounded whatever the corpus size.
+- *PCA* is exact: the float64 covariance is accumulated over the chunks, then eigendecomposed; the
+  post-processing (clip, centring, z-score, all-but-the-top, whitening are affine) transforms that
+  covariance, so one pass serves both panels.
+- *UMAP / t-SNE* are fitted on a seeded sample of landmark tokens and every other token is placed by
+  the fitted model: UMAP's `transform` (McInnes, Healy & Melville 2018, arXiv 1802.03426, section on
+  embedding new points) and openTSNE's `transform` (Poličar, Stražar & Zupan 2024, JSS 109: new
+  points optimised against the fixed reference embedding). The figure names the landmark count.
+- *Drawing*: a WebGL scatter in a frame that fetches the points as one binary file from a random
+  address known only to this session (TensorBoard's Projector stops at 100,000 points;
+  embedding-atlas's Streamlit component sends its data through the app's websocket, which fails
+  near 270,000 rows, embedding-atlas issue 50).
+""",
     )
     choice = (state, method, post.name, repr(post.options), seed, landmarks)
     if st.session_state.get("proj_every_token") != choice:
