@@ -175,9 +175,6 @@ def atlas_chart(payload: bytes, *, key: str, height: int = HEIGHT) -> None:
 FRAME_SELECTOR = f'iframe[title="ui.atlas.{NAME}"]'
 
 
-ALL_TOKENS = "all tokens"  # the Clipping & projections page's third kind of points
-
-
 def every_token_view(
     loaded: LoadedModel,
     result: ExtractionResult,
