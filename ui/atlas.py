@@ -111,8 +111,18 @@ def point_store() -> PointStore:
         return _store
 
 
+KEEP_SPILLS = 2  # spilled states kept on disk (1.5 GB each for a million MiniLM tokens)
+
+
 def spill_path(result: ExtractionResult, state: int) -> Path:
     return default_cache_dir() / "spill" / f"{result_key(result)[:32]}-state{state}.f32"
+
+
+def prune_spills(keep: Path, most: int = KEEP_SPILLS) -> None:
+    """Delete all but the ``most`` newest spilled states, never ``keep`` (the one in use)."""
+    spills = sorted(keep.parent.glob("*.f32"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in [p for p in spills if p != keep][max(0, most - 1) :]:
+        old.unlink(missing_ok=True)
 
 
 @heavy("Projecting every token", "steps")
@@ -139,6 +149,7 @@ def corpus_points(
         spilled = spill_state(
             loaded, result, state, path, progress=lambda done, total: progress(done, 2 * texts)
         )
+        prune_spills(path)
     before, after = corpus_before_after(
         spilled,
         result.sample_vectors[state],
