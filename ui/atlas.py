@@ -252,12 +252,15 @@ The sampled view projects at most the token sample; this one projects **every to
             st.session_state["proj_every_token"] = choice
             st.rerun()
         return
-    st.button(
-        "Stop",
-        key="proj_every_token_stop",
-        help="Stops the work if nobody else waits for it.",
-        on_click=lambda: st.session_state.pop("proj_every_token", None),
-    )
+
+    def forget() -> None:
+        st.session_state.pop("proj_every_token", None)
+
+    control = st.empty()  # "Stop" while the work runs, "Close" once it is drawn
+    control.button(
+        "Stop", key="proj_every_token_stop", help="Stops the work if nobody else waits for it.",
+        on_click=forget,
+    )  # fmt: skip
     try:
         payload = corpus_points(loaded, result, state, method, post, seed, landmarks)
     except Cancelled:
@@ -266,6 +269,7 @@ The sampled view projects at most the token sample; this one projects **every to
     except IsoscopeError as exc:
         st.error(f"**Cannot project every token.** {exc}")
         return
+    control.button("Close", key="proj_every_token_close", on_click=forget)
     atlas_chart(payload, key="proj_atlas")
     st.caption(
         "Drag to pan, wheel to zoom, double-click to reset; hold shift (or press *Lasso*) and draw "

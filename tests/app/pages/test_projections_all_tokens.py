@@ -40,3 +40,6 @@ def test_all_tokens_waits_for_the_button_then_publishes_every_token():
     header, arrays = decode_points(payload)
     assert header["points"] == len(arrays["token"]) > 5000  # the bundled corpus's every token
     assert header["methods"] == ["PCA", "PCA"]
+    at.button(key="proj_every_token_close").click().run()
+    assert not at.exception
+    assert at.button(key="proj_every_token_go")  # back to the button: nothing runs by itself
