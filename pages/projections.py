@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import streamlit as st
 
+from ui.atlas import every_token_view
 from ui.common import load_or_stop, show_notices
+from ui.ranges import PROJ_ALL_TOKENS
 from ui.views import projections as view
 from ui.warmup import start_umap_warmup
 
@@ -13,6 +15,10 @@ st.title("Clipping & projections")
 warmup = start_umap_warmup()  # once per process, in the background: UMAP's first fit compiles
 loaded, result = load_or_stop()
 points = view.controls(result)
+if points.data_kind == PROJ_ALL_TOKENS:  # every token of the state, drawn by the atlas (issue 35)
+    every_token_view(loaded, result, points.state, points.method, points.post, points.seed)
+    view.explain()
+    st.stop()
 view.points_caption(result, points)
 show_notices(result)
 method = view.shown_method(points.method, warmup)

@@ -88,7 +88,8 @@ OUT_STAT = Options(tuple(HEATMAP_STATS))
 
 ANISO_POST = Options(post_options(include_none=True), "clip")
 
-PROJ_DATA = Options(("token sample", "mean-pooled texts"))
+PROJ_ALL_TOKENS = "all tokens"  # every token of one state (ui/atlas.py, issue 35)
+PROJ_DATA = Options(("token sample", "mean-pooled texts", PROJ_ALL_TOKENS))
 PROJ_METHOD = Options(tuple(METHODS))
 PROJ_POST = Options(post_options(include_none=False), "clip")
 PROJ_SEED = Interval(0, 10_000, 0, integer=True)

@@ -38,7 +38,11 @@ def add_parser(sub) -> None:
         help="none | auto (zero the state's outlier dims) | D1,D2,... (0-based dims to zero)",
     )
     p.add_argument(
-        "--points", default="token", help="token (the token sample) | text (mean-pooled texts)"
+        "--points",
+        default="token",
+        help="token (the token sample) | text (mean-pooled texts) | all (every token: a second "
+        "pass over the corpus; UMAP / t-SNE fitted on 10,000 landmarks; the projector keeps a "
+        "seeded 100,000)",
     )
     p.add_argument(
         "--projection", default="pca", help="atlas x/y: pca | umap | tsne (seeded, see --seed)"
@@ -59,10 +63,16 @@ def run(args: argparse.Namespace) -> int:
     from backend.engine.errors import InputError
     from backend.engine.extraction import ExtractionSettings
     from backend.engine.naming import parse_hidden_state
-    from backend.share.export import check_format, check_points, export_points, write_export
+    from backend.share.export import (
+        check_format,
+        check_points,
+        export_every_token,
+        export_points,
+        write_export,
+    )
 
     fmt = check_format(args.format)
-    points = check_points(args.points)
+    points = "all" if str(args.points).strip().lower() == "all" else check_points(args.points)
     projection = check_method(args.projection)
     parse_clip(args.clip)  # syntax first (range once the model is loaded)
     out = Path(args.out)
@@ -86,6 +96,23 @@ def run(args: argparse.Namespace) -> int:
     result = extract_with_cache(loaded, corpus, settings, args)
     for notice in result.notices:
         progress_line(f"note: {notice}")
+    if points == "all":
+        written, notices = export_every_token(
+            loaded,
+            result,
+            state,
+            out,
+            fmt,
+            args.clip,
+            projection,
+            args.seed,
+            progress=ProgressPrinter("every token (texts of the second pass, then rows)"),
+        )
+        for line in [f"exported every token ({result.num_tokens:,}) of state {state}", *notices]:
+            progress_line(line)
+        for path in written:
+            progress_line(f"wrote {path}")
+        return 0
     exported = export_points(
         result,
         state,

@@ -329,3 +329,172 @@ def write_export(
         path.write_bytes(data)
         written.append(path)
     return written
+
+
+# ----------------------------------------------------------------------------- every token
+
+PROJECTOR_MAX_POINTS = 100_000  # the Embedding Projector loads at most this many points
+
+
+def _corpus_chunks(spilled, result, dims: Sequence[int], chunk_rows: int):
+    """(rows, float32 vectors with ``dims`` zeroed, token, context text) per chunk of a spilled
+    state (:class:`backend.engine.extraction.spill.SpilledState`, rows = ``result.tokens``)."""
+    from backend.analysis.geometry.projections import hover_contexts
+
+    for start, block in spilled.chunks(chunk_rows):
+        rows = np.arange(start, start + len(block))
+        vectors = np.array(block, dtype=np.float32)
+        if dims:
+            vectors[:, list(dims)] = 0.0
+        yield (
+            rows,
+            vectors,
+            _clean(result.tokens.token[rows]),
+            _clean(hover_contexts(result.tokens, rows)),
+        )
+
+
+def atlas_corpus_file(
+    spilled,
+    result,
+    before,
+    after,
+    path: str | Path,
+    clip_dims: Sequence[int] = (),
+    *,
+    chunk_rows: int = 32_768,
+    progress: Progress | None = None,
+) -> Path:
+    """Every token of a spilled state as embedding-atlas Parquet, written one row group per chunk
+    (bounded memory): the columns of :func:`atlas_table`, with ``x``/``y`` the post-processed
+    projection ``after`` and ``x_raw``/``y_raw`` the raw one ``before`` (Projections of every row)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from backend.engine.progress import report
+
+    tokens, d = result.tokens, spilled.dim
+    name = result.state_names[spilled.state]
+    writer = None
+    try:
+        for rows, vectors, token, text in _corpus_chunks(spilled, result, clip_dims, chunk_rows):
+            flat = pa.array(vectors.ravel())
+            table = pa.table(
+                {
+                    "text": pa.array(text.tolist(), pa.string()),
+                    "token": pa.array(token.tolist(), pa.string()),
+                    "x": pa.array(after.coords[rows, 0], pa.float64()),
+                    "y": pa.array(after.coords[rows, 1], pa.float64()),
+                    "x_raw": pa.array(before.coords[rows, 0], pa.float64()),
+                    "y_raw": pa.array(before.coords[rows, 1], pa.float64()),
+                    "vector": pa.FixedSizeListArray.from_arrays(flat, d).cast(
+                        pa.list_(pa.float32())
+                    ),
+                    "text_id": pa.array(tokens.text_id[rows], pa.int64()),
+                    "position": pa.array(tokens.position[rows], pa.int64()),
+                    "state": pa.array([name] * len(rows), pa.string()),
+                    "special": pa.array(tokens.is_special[rows], pa.bool_()),
+                    "punctuation": pa.array(tokens.is_punct[rows], pa.bool_()),
+                }
+            )
+            if writer is None:
+                meta = {"projection": after.how, "clip_dims": list(clip_dims), "state": name}
+                schema = table.schema.with_metadata({"isoscope": strict_json(meta)})
+                writer = pq.ParquetWriter(str(path), schema)
+            writer.write_table(table.cast(writer.schema))
+            report(progress, int(rows[-1]) + 1, spilled.rows)
+    finally:
+        if writer is not None:
+            writer.close()
+    return Path(path)
+
+
+def projector_corpus_files(
+    spilled,
+    result,
+    out_dir: str | Path,
+    clip_dims: Sequence[int] = (),
+    *,
+    limit: int = PROJECTOR_MAX_POINTS,
+    seed: int = 0,
+    chunk_rows: int = 32_768,
+) -> tuple[list[Path], str | None]:
+    """tensors.tsv, metadata.tsv and projector_config.json of every token of a spilled state,
+    streamed to ``out_dir``; above ``limit`` (the Projector's 100,000-point cap) a seeded sample
+    of ``limit`` rows. Returns the files and a notice when the cap applied."""
+    from backend.analysis.geometry.projections import projection_sample
+
+    folder = Path(out_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    keep = np.zeros(spilled.rows, dtype=bool)
+    keep[projection_sample(spilled.rows, limit, seed)] = True
+    tokens, name = result.tokens, result.state_names[spilled.state]
+    written = int(keep.sum())
+    with (folder / "tensors.tsv").open("w") as tensors, (folder / "metadata.tsv").open("w") as meta:
+        meta.write("\t".join(METADATA_COLUMNS) + "\n")
+        for rows, vectors, token, text in _corpus_chunks(spilled, result, clip_dims, chunk_rows):
+            mine = keep[rows]
+            np.savetxt(tensors, vectors[mine], delimiter="\t", fmt="%.7g")
+            for r, tok, txt in zip(rows[mine], token[mine], text[mine], strict=True):
+                meta.write(
+                    f"{tok}\t{txt}\t{tokens.position[r]}\t{name}\t"
+                    f"{bool(tokens.is_special[r])}\t{bool(tokens.is_punct[r])}\n"
+                )
+    notice = None
+    if written < spilled.rows:
+        notice = (
+            f"the Embedding Projector loads at most {PROJECTOR_MAX_POINTS:,} points: a seeded "
+            f"sample of {written:,} of {spilled.rows:,} tokens is exported"
+        )
+    clip = f"dims {', '.join(map(str, clip_dims))} zeroed" if clip_dims else "raw"
+    config = {
+        "embeddings": [
+            {
+                "tensorName": f"state {name} · every token · {clip} · {written:,} points",
+                "tensorShape": [written, spilled.dim],
+                "tensorPath": "tensors.tsv",
+                "metadataPath": "metadata.tsv",
+            }
+        ]
+    }
+    (folder / "projector_config.json").write_text(strict_json(config, indent=1) + "\n")
+    return [folder / f for f in PROJECTOR_FILES], notice
+
+
+def export_every_token(
+    loaded,
+    result,
+    state: int,
+    out_dir: str | Path,
+    fmt: str,
+    clip: str | Sequence[int] = "none",
+    projection: str = "pca",
+    seed: int = 0,
+    *,
+    progress: Progress | None = None,
+) -> tuple[list[Path], list[str]]:
+    """Every token of ``state`` (a second pass over the corpus, spilled beside the output and
+    removed afterwards) as embedding-atlas Parquet (x/y: ``projection`` of the clipped vectors,
+    x_raw/y_raw of the raw ones; UMAP / t-SNE fitted on landmarks) or Projector TSV (capped at
+    :data:`PROJECTOR_MAX_POINTS`). Returns the files written and notices."""
+    from backend.analysis.geometry.corpus_projection import corpus_before_after
+    from backend.engine.extraction.spill import spill_state
+
+    fmt = check_format(fmt)
+    dims = resolve_clip(clip, result, state)
+    folder = Path(out_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    spill_file = folder / f".isoscope-state{state}.f32"
+    try:
+        spilled = spill_state(loaded, result, state, spill_file, progress=progress)
+        if fmt == "projector":
+            files, notice = projector_corpus_files(spilled, result, folder, dims, seed=seed)
+            return files, [notice] if notice else []
+        post = ("clip", {"dims": dims}) if dims else ("none", None)
+        before, after = corpus_before_after(
+            spilled, result.sample_vectors[state], projection, *post, seed, progress=progress
+        )
+        path = atlas_corpus_file(spilled, result, before, after, folder / ATLAS_FILE, dims)
+        return [path], [f"x/y: {after.how}"]
+    finally:
+        spill_file.unlink(missing_ok=True)

@@ -20,3 +20,17 @@ def run_analyze():
         return run_backend("analyze", *args, cache_dir=cache_dir, timeout=300)
 
     return run
+
+
+@pytest.fixture(scope="session")
+def tiny_all(tiny_bert_dir):
+    """A tiny BERT's extraction whose token sample holds every token (the in-memory reference)."""
+    from backend.engine.corpus import Corpus
+    from backend.engine.extraction import ExtractionSettings, extract
+    from backend.engine.models import load_model
+    from tests.extraction_checks import TEXTS
+
+    loaded = load_model(str(tiny_bert_dir), device="cpu")
+    result = extract(loaded, Corpus(TEXTS, "test texts"), ExtractionSettings(sample_size=100_000))
+    assert len(result.sample_index) == result.num_tokens
+    return loaded, result

@@ -38,7 +38,7 @@ from ui.common import download_buttons, explainer
 from ui.controls import PostChoice, postprocessing_controls
 from ui.inputs import thumbnail_caption
 from ui.links import state_index
-from ui.ranges import PROJ_DATA, PROJ_METHOD, PROJ_SEED
+from ui.ranges import PROJ_ALL_TOKENS, PROJ_DATA, PROJ_METHOD, PROJ_SEED
 from ui.share import export_buttons
 from ui.warmup import EXPECTED_SECONDS
 
@@ -75,7 +75,8 @@ def controls(result: ExtractionResult) -> Points:
         PROJ_DATA.options if input_kind(result) == "text" else PROJ_DATA.options[:1],
         key="proj_data",
         horizontal=True,
-        help="Token vectors from the extraction's random token sample, or one mean-pooled vector per text.",
+        help="Token vectors from the extraction's random token sample, one mean-pooled vector per "
+        "text, or every token of the chosen state (a second pass over the corpus).",
     )
     state = c2.selectbox(
         "Hidden state",
@@ -100,9 +101,10 @@ def controls(result: ExtractionResult) -> Points:
     if choice is None:
         st.stop()
 
-    available = available_points(result, data_kind)
+    every = data_kind == PROJ_ALL_TOKENS
+    available = result.num_tokens if every else available_points(result, data_kind)
     unit = "tokens" if data_kind == "token sample" else "texts"
-    if available > 200:
+    if available > 200 and not every:
         size = int(
             p3.number_input(
                 f"Points ({unit})",

@@ -123,7 +123,8 @@ class Projection:
 
     ``explained_variance_ratio``: for PCA, the share of variance of each axis (2,); for UMAP and
     t-SNE, None. ``pre_pca_variance``: share of the variance kept by the 50-dim PCA run before
-    UMAP / t-SNE (None when it was skipped).
+    UMAP / t-SNE (None when it was skipped). ``landmarks``: at corpus scale, how many rows
+    UMAP / t-SNE was fitted on (the rest were transformed; None when every point was fitted).
     """
 
     coords: np.ndarray
@@ -132,10 +133,18 @@ class Projection:
     seconds: float
     explained_variance_ratio: np.ndarray | None = None
     pre_pca_variance: float | None = None
+    landmarks: int | None = None
 
     @property
     def label(self) -> str:
         return METHODS[self.method]
+
+    @property
+    def how(self) -> str:
+        """The method as a figure names it, with the landmark fit when there was one."""
+        if self.landmarks is None:
+            return self.label
+        return f"{self.label} fitted on {self.landmarks:,} landmarks, the rest transformed"
 
 
 def check_method(method: str) -> str:

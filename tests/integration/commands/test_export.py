@@ -108,3 +108,19 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path):
         assert proc.returncode == 2, proc.stderr
         assert lines[-1].startswith("error:") and message in lines[-1]
         assert "Traceback" not in proc.stderr
+
+
+def test_every_token_exports_as_atlas_parquet(tmp_path):
+    out = tmp_path / "all"
+    proc = run_export(
+        "--model", RANDOM_BERT, "--state", "1", "--format", "atlas", "--out", str(out),
+        "--points", "all", "--clip", "3,5", "--sample-size", "500", cache_dir=tmp_path / "cache",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    table = pq.read_table(out / "points.parquet")
+    assert table.num_rows > 500  # every token, not the 500-token sample
+    vectors = np.array(table.column("vector").to_pylist())
+    assert vectors.shape[1] == 32 and not vectors[:, [3, 5]].any()
+    assert {"x", "y", "x_raw", "y_raw", "text", "token"} <= set(table.column_names)
+    assert sorted(p.name for p in out.iterdir()) == ["points.parquet"]  # the spill is removed
+    assert "every token" in proc.stderr

@@ -1,0 +1,279 @@
+"""Every token of one hidden state, before and after post-processing, in the browser (issue 35).
+
+The heavy part (:func:`corpus_points`: a second pass spilling the state to disk, the streaming
+PCA or landmark UMAP / t-SNE, the colourings, :func:`backend.plots.atlas.encode_points`) runs once
+per choice for every session, in the server's fair queue with shared progress, and can be
+cancelled by leaving. The points then reach the browser without Streamlit's websocket:
+:class:`PointStore` writes them to ``data/<token>.bin`` inside the atlas component's folder,
+where Streamlit's component route serves them to the frame (``ui/frontend/atlas.html``), which
+fetches and draws them with WebGL. The token is 32 random url-safe characters per published
+view, known only to the session it was given to; a session's previous file is deleted when it
+publishes a new one, and only the newest :data:`KEEP_FILES` files are kept at all. The URL holds
+the token, never a server path; Streamlit's route refuses paths that leave the folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import shutil
+import tempfile
+import threading
+from pathlib import Path
+
+import streamlit as st
+import streamlit.components.v1 as components
+
+from backend.analysis.geometry.corpus_projection import LANDMARKS, corpus_before_after
+from backend.analysis.geometry.projections import METHODS, text_snippets, token_colouring
+from backend.engine.environment import default_cache_dir
+from backend.engine.extraction import ExtractionResult
+from backend.engine.extraction.spill import SpilledState, spill_state
+from backend.engine.models import LoadedModel
+from backend.plots.atlas import encode_points
+from ui.cached import heavy
+from ui.common import _session_id, explainer, result_key
+from ui.controls import PostChoice
+
+NAME = "atlas"
+PAGE = Path(__file__).resolve().parent / "frontend" / "atlas.html"
+DATA = "data"
+KEEP_FILES = 8  # published point files kept on the server (33 MB each at a million tokens)
+HEIGHT = 520
+
+
+class PointStore:
+    """Point files of sessions under ``folder`` (module doc); thread-safe."""
+
+    def __init__(self, folder: Path, keep: int = KEEP_FILES):
+        self.folder = Path(folder)
+        self.keep = keep
+        self._lock = threading.Lock()
+        self._by_session: dict[str, str] = {}
+        self._order: list[str] = []  # published tokens, oldest first
+
+    def publish(self, session: str, payload: bytes) -> str:
+        """Write ``payload`` for ``session``; returns its URL relative to the component page."""
+        token = secrets.token_urlsafe(24)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        staging = self.folder / f".{token}.tmp"
+        staging.write_bytes(payload)
+        os.replace(staging, self.folder / f"{token}.bin")
+        with self._lock:
+            old = self._by_session.get(session)
+            self._by_session[session] = token
+            self._order.append(token)
+            gone = [old] if old in self._order else []
+            gone += [t for t in self._order if t not in gone][
+                : max(0, len(self._order) - len(gone) - self.keep)
+            ]
+            for dropped in gone:
+                self._order.remove(dropped)
+                (self.folder / f"{dropped}.bin").unlink(missing_ok=True)
+            self._by_session = {s: t for s, t in self._by_session.items() if t in self._order}
+        return f"{DATA}/{token}.bin"
+
+
+_folder: Path | None = None
+_store: PointStore | None = None
+_store_lock = threading.Lock()
+
+
+def component_dir() -> Path:
+    """The atlas component's folder (``index.html``, ``data/``), one per page version, under the
+    isoscope cache (or the temp folder when the cache is not writable)."""
+    global _folder
+    if _folder is not None and (_folder / "index.html").is_file():
+        return _folder
+    tag = hashlib.sha256(PAGE.read_bytes()).hexdigest()[:12]
+    roots = (
+        default_cache_dir() / "web",
+        Path(tempfile.gettempdir()) / f"isoscope-web-{os.getuid()}",
+    )
+    for root in roots:
+        target = root / f"{NAME}-{tag}"
+        try:
+            target.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(PAGE, target / "index.html")
+        except OSError:
+            continue
+        _folder = target
+        return target
+    raise OSError(f"cannot write the atlas component to {roots[0]} or {roots[1]}")
+
+
+def point_store() -> PointStore:
+    global _store
+    with _store_lock:
+        if _store is None:
+            _store = PointStore(component_dir() / DATA)
+        return _store
+
+
+KEEP_SPILLS = 2  # spilled states kept on disk (1.5 GB each for a million MiniLM tokens)
+
+
+def spill_path(result: ExtractionResult, state: int) -> Path:
+    return default_cache_dir() / "spill" / f"{result_key(result)[:32]}-state{state}.f32"
+
+
+def prune_spills(keep: Path, most: int = KEEP_SPILLS) -> None:
+    """Delete all but the ``most`` newest spilled states, never ``keep`` (the one in use)."""
+    spills = sorted(keep.parent.glob("*.f32"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in [p for p in spills if p != keep][max(0, most - 1) :]:
+        old.unlink(missing_ok=True)
+
+
+@heavy("Projecting every token", "steps")
+def corpus_points(
+    loaded: LoadedModel,
+    result: ExtractionResult,
+    state: int,
+    method: str,
+    post: PostChoice,
+    seed: int,
+    landmarks: int = LANDMARKS,
+    *,
+    progress,
+) -> bytes:
+    """The encoded points (backend/plots/atlas.py) of every token of ``state``, raw and
+    post-processed: a second pass over the corpus (kept on disk for the next choice), then the
+    projections. Progress counts texts of the pass, then rows of the projection."""
+    texts, rows = result.num_texts, result.num_tokens
+    path = spill_path(result, state)
+    d = result.hidden_size
+    if path.is_file() and path.stat().st_size == rows * d * 4:
+        spilled = SpilledState(path, rows, d, state)
+    else:
+        spilled = spill_state(
+            loaded, result, state, path, progress=lambda done, total: progress(done, 2 * texts)
+        )
+        prune_spills(path)
+    before, after = corpus_before_after(
+        spilled,
+        result.sample_vectors[state],
+        method,
+        post.name,
+        post.options,
+        seed,
+        landmarks=landmarks,
+        progress=lambda done, total: progress(texts + done * texts // max(total, 1), 2 * texts),
+    )
+    tokens = result.tokens
+    colourings = {by: token_colouring(tokens, tokens, by) for by in COLOURS}
+    name = result.state_names[state]
+    titles = (f"raw · state {name}", f"{post.label} · state {name}")
+    return encode_points(
+        before, after, colourings, tokens, text_snippets(result.texts, 100), titles
+    )
+
+
+COLOURS = ("category", "position", "token", "text", "frequency")
+
+
+def atlas_chart(payload: bytes, *, key: str, height: int = HEIGHT) -> None:
+    """Publish ``payload`` for this session (once per payload) and draw it in the atlas frame."""
+    digest = hashlib.sha256(payload).hexdigest()
+    published = st.session_state.get(f"{key}_published")
+    if not published or published[0] != digest:
+        published = (digest, point_store().publish(_session_id() or "script", payload))
+        st.session_state[f"{key}_published"] = published
+    component = components.declare_component(NAME, path=str(component_dir()))
+    component(url=published[1], height=height, key=key, default=None)
+
+
+FRAME_SELECTOR = f'iframe[title="ui.atlas.{NAME}"]'
+
+
+def every_token_view(
+    loaded: LoadedModel,
+    result: ExtractionResult,
+    state: int,
+    method: str,
+    post: PostChoice,
+    seed: int,
+) -> None:
+    """The Clipping & projections page's "all tokens" points: a button starts the work (a second
+    pass plus the projections, minutes at a million tokens), then the atlas draws every token."""
+    from backend.engine.errors import IsoscopeError
+    from backend.engine.extraction.spill import Cancelled
+
+    name, n, d = result.state_names[state], result.num_tokens, result.hidden_size
+    landmarks = LANDMARKS
+    if method != "pca":
+        landmarks = int(
+            st.number_input(
+                "Landmarks",
+                1000,
+                max(1000, min(n, 50_000)),
+                min(LANDMARKS, max(1000, n)),
+                step=1000,
+                key="proj_landmarks",
+                help="UMAP / t-SNE is fitted on this many tokens (a seeded sample); every other "
+                "token is placed by the fitted model's transform.",
+            )
+        )
+    how = (
+        "exact streaming PCA"
+        if method == "pca"
+        else f"{METHODS[method]} fitted on "
+        f"{min(landmarks, n):,} landmark tokens, the other {max(0, n - landmarks):,} transformed"
+    )
+    st.caption(
+        f"**Every one of the {n:,} tokens** of state {name}: a second pass over the corpus writes "
+        f"this state to disk ({n * d * 4 / 2**20:,.0f} MiB, kept for the next choice), then {how}. "
+        "The post-processing is fitted on the token sample, as for the sampled view. The points "
+        "reach the browser as one binary file, not through the app's websocket."
+    )
+    explainer(
+        "What is this / references: every token",
+        f"""
+The sampled view projects at most the token sample; this one projects **every token** of one state.
+- *Memory*: the extraction keeps statistics and a sample, never every vector. A second pass runs the
+  model again and writes this state only ({d} float32 per token) to a file in the isoscope cache;
+  everything after reads it in chunks, so memory stays bounded whatever the corpus size.
+- *PCA* is exact: the float64 covariance is accumulated over the chunks, then eigendecomposed; the
+  post-processing (clip, centring, z-score, all-but-the-top, whitening are affine) transforms that
+  covariance, so one pass serves both panels.
+- *UMAP / t-SNE* are fitted on a seeded sample of landmark tokens and every other token is placed by
+  the fitted model: UMAP's `transform` (McInnes, Healy & Melville 2018, arXiv 1802.03426, section on
+  embedding new points) and openTSNE's `transform` (Poličar, Stražar & Zupan 2024, JSS 109: new
+  points optimised against the fixed reference embedding). The figure names the landmark count.
+- *Drawing*: a WebGL scatter in a frame that fetches the points as one binary file from a random
+  address known only to this session (TensorBoard's Projector stops at 100,000 points;
+  embedding-atlas's Streamlit component sends its data through the app's websocket, which fails
+  near 270,000 rows, embedding-atlas issue 50).
+""",
+    )
+    choice = (state, method, post.name, repr(post.options), seed, landmarks)
+    if st.session_state.get("proj_every_token") != choice:
+        if st.button(f"Project all {n:,} tokens", key="proj_every_token_go", type="primary"):
+            st.session_state["proj_every_token"] = choice
+            st.rerun()
+        return
+
+    def forget() -> None:
+        st.session_state.pop("proj_every_token", None)
+
+    control = st.empty()  # "Stop" while the work runs, "Close" once it is drawn
+    control.button(
+        "Stop", key="proj_every_token_stop", help="Stops the work if nobody else waits for it.",
+        on_click=forget,
+    )  # fmt: skip
+    try:
+        payload = corpus_points(loaded, result, state, method, post, seed, landmarks)
+    except Cancelled:
+        st.info("Stopped.")
+        return
+    except IsoscopeError as exc:
+        st.error(f"**Cannot project every token.** {exc}")
+        return
+    control.button("Close", key="proj_every_token_close", on_click=forget)
+    atlas_chart(payload, key="proj_atlas")
+    st.caption(
+        "Drag to pan, wheel to zoom, double-click to reset; hold shift (or press *Lasso*) and draw "
+        "to select: the selection is highlighted in both panels and its tokens are listed. "
+        "Export every token with `isoscope export --points all --state "
+        f"{state} --format atlas|projector` (the Projector keeps a seeded 100,000)."
+    )
