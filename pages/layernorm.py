@@ -19,6 +19,7 @@ from backend.analysis.layernorm.params import (
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult
 from backend.engine.models import LoadedModel
+from backend.engine.source import random_like_source
 from backend.plots.layernorm import (
     METRIC_LABELS,
     ablation_vs_controls,
@@ -78,9 +79,9 @@ share = c3.slider(
 )
 
 source = selection.model_source
-if weights == "random-init copy" and not source.startswith("random-like:"):
-    source = f"random-like:{source}"
 try:
+    if weights == "random-init copy":
+        source = random_like_source(source)
     model = loaded if source == selection.model_source else get_model(source=source)
     if has_mlm_checkpoint(source):
         model = get_model(source=source, head="mlm")
