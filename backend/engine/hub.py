@@ -222,8 +222,9 @@ def fetch(
         download.file("config.json")
         missing.remove("config.json")
     _refuse_remote_code(snapshot / "config.json", source)
-    _check_space(sum(files.get(n, 0) for n in missing), source, quota_bytes)
-    download.total = sum(files.get(n, 0) for n in missing)
+    needed = sum(files.get(n, 0) for n in missing)
+    _check_space(needed, source, quota_bytes)
+    download.total = download.done + needed
     for name in missing:
         download.file(name)
     if not snapshot_complete(snapshot):
@@ -231,7 +232,19 @@ def fetch(
             f"the download of {source.text!r} is incomplete (the weight index names files the "
             "repo does not list); check the repo's files on the Hub"
         )
+    _record_ref(source, sha)
     return snapshot
+
+
+def _record_ref(source: ModelSource, sha: str) -> None:
+    """Name the commit under its branch or tag (``refs/main``), as ``snapshot_download`` does,
+    once the snapshot is complete: offline runs then find it by that name."""
+    revision = source.revision or "main"
+    if revision == sha:
+        return
+    ref = _repo_folder(source.repo_id) / "refs" / revision
+    ref.parent.mkdir(parents=True, exist_ok=True)
+    ref.write_text(sha)
 
 
 def _repo_info(source: ModelSource, cached: Path | None) -> tuple[str, dict[str, int]] | Path:
@@ -343,6 +356,7 @@ class _Downloader:
         from huggingface_hub import hf_hub_download
 
         self.current = name
+        self.tick(0)  # a stop pressed between files
         before = self.done
         try:
             hf_hub_download(
