@@ -22,7 +22,7 @@ import streamlit as st
 
 from backend.engine.cache import ResultCache, cache_key, cached_extract
 from backend.engine.corpus import Corpus, bundled_corpus, corpus_from_bytes, corpus_from_text
-from backend.engine.environment import quiet_libraries, use_offline_environment
+from backend.engine.environment import quiet_libraries, use_runtime_environment
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult, ExtractionSettings
 from backend.engine.flights import WaitState, WorkQueue
@@ -33,7 +33,7 @@ from ui import access
 from ui.saved import open_saved, saved_corpus, saved_model, saved_selection
 from ui.session import SELECTION_KEY
 
-use_offline_environment()
+use_runtime_environment()
 
 
 @dataclass(frozen=True)

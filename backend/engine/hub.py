@@ -10,7 +10,9 @@
    code files; never pickle weights (``*.bin``/``*.pt``/``*.pth``) unless pickle is opted in;
 4. ``config.json`` first: a config with ``auto_map`` (remote code) is refused before any weights;
 5. the disk space (and a shared server's quota) checked against the bytes still missing;
-6. the files, with progress in bytes and an ETA (:class:`DownloadProgress`), cancellable.
+6. the files, reporting ``progress(bytes done, bytes to fetch)`` (the project's protocol,
+   :mod:`backend.engine.progress`; :class:`DownloadMeter` adds the rate and an ETA); a
+   ``progress`` that returns ``False`` (or raises, as Streamlit's stop does) cancels.
 
 huggingface_hub writes each file to a temporary name and renames it into the cache when it is
 complete, so a cancelled or failed download leaves no half-written file there; a connection
@@ -29,10 +31,10 @@ import os
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from backend.engine.errors import ModelLoadError
+from backend.engine.progress import Progress, report
 from backend.engine.source import ModelSource
 
 SAFETENSORS_INDEX = "model.safetensors.index.json"
@@ -68,40 +70,36 @@ class DownloadCancelled(ModelLoadError):
     """The user stopped a download; the files already complete stay in the cache."""
 
 
-@dataclass(frozen=True)
-class DownloadProgress:
-    """One progress report: bytes done of the bytes to fetch, and the current file."""
+class DownloadMeter:
+    """Bytes done of bytes to fetch as a line with the rate and an ETA at the mean rate so far:
+    ``12.0 of 48.0 MB, 3.1 MB/s, about 12 s left``. Start it when the download starts."""
 
-    done: int
-    total: int
-    filename: str
-    elapsed_s: float
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.started = clock()
 
-    @property
-    def fraction(self) -> float:
-        return min(1.0, self.done / self.total) if self.total else 1.0
-
-    @property
-    def eta_s(self) -> float | None:
-        """Seconds left at the mean rate so far (None before any byte arrived)."""
-        if self.done <= 0 or self.elapsed_s <= 0:
+    def eta_s(self, done: int, total: int) -> float | None:
+        elapsed = self.clock() - self.started
+        if done <= 0 or elapsed <= 0:
             return None
-        return max(0.0, (self.total - self.done) / (self.done / self.elapsed_s))
+        return max(0.0, (total - done) / (done / elapsed))
 
-    def describe(self) -> str:
-        """``model.safetensors: 12.0 of 48.0 MB, 3.1 MB/s, about 12 s left``."""
-        text = f"{self.filename}: {_megabytes(self.done)} of {_megabytes(self.total)} MB"
-        if self.eta_s is not None:
-            text += f", {self.done / self.elapsed_s / 1e6:.1f} MB/s, about {self.eta_s:.0f} s left"
+    def describe(self, done: int, total: int) -> str:
+        text = f"{_megabytes(done)} of {_megabytes(total)} MB"
+        eta = self.eta_s(done, total)
+        if eta is not None:
+            rate = done / (self.clock() - self.started)
+            text += f", {rate / 1e6:.1f} MB/s, about {eta:.0f} s left"
         return text
 
 
-Progress = Callable[[DownloadProgress], None]
-
-
 def offline() -> bool:
-    """``HF_HUB_OFFLINE`` as the user set it now (cache-only when true)."""
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in TRUE
+    """``HF_HUB_OFFLINE`` (or ``TRANSFORMERS_OFFLINE``, which huggingface_hub also reads) as
+    the user set it now: the cache only when true."""
+    return any(
+        os.environ.get(name, "").strip().lower() in TRUE
+        for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    )
 
 
 def hub_cache_dir() -> Path:
@@ -195,7 +193,6 @@ def fetch(
     *,
     allow_pickle: bool = False,
     progress: Progress | None = None,
-    cancelled: Callable[[], bool] | None = None,
     quota_bytes: int | None = None,
 ) -> Path:
     """The complete snapshot folder of the Hub id ``source``, downloading what is missing (see
@@ -217,7 +214,7 @@ def fetch(
     names = files_to_fetch(files, source.repo_id, allow_pickle=allow_pickle)
     snapshot = _repo_folder(source.repo_id) / "snapshots" / sha
     missing = [n for n in names if not (snapshot / n).is_file()]
-    download = _Downloader(source, sha, files, progress, cancelled)
+    download = _Downloader(source, sha, files, progress)
     if "config.json" in missing:
         download.file("config.json")
         missing.remove("config.json")
@@ -344,19 +341,15 @@ def _check_space(needed: int, source: ModelSource, quota_bytes: int | None) -> N
 class _Downloader:
     """Fetches files of one commit into the cache, reporting bytes through ``progress``."""
 
-    def __init__(self, source, sha, sizes, progress, cancelled) -> None:
-        self.source, self.sha, self.sizes = source, sha, sizes
-        self.progress, self.cancelled = progress, cancelled
+    def __init__(self, source, sha, sizes, progress) -> None:
+        self.source, self.sha, self.sizes, self.progress = source, sha, sizes, progress
         self.total = sizes.get("config.json", 0)
         self.done = 0
-        self.started = time.monotonic()
-        self.current = ""
 
     def file(self, name: str) -> None:
         from huggingface_hub import hf_hub_download
 
-        self.current = name
-        self.tick(0)  # a stop pressed between files
+        self.tick(0)  # a stop asked for between files
         before = self.done
         try:
             hf_hub_download(
@@ -378,24 +371,18 @@ class _Downloader:
                 "run the same command again to resume: complete files are kept"
             ) from None
         self.done = before + self.sizes.get(name, 0)  # a cached blob reports no bytes
-        self._report()
+        report(self.progress, self.done, self.total)
 
     def _bar(self, **_kwargs) -> _Bar:
         return _Bar(self)
 
     def tick(self, n: int) -> None:
-        if self.cancelled is not None and self.cancelled():
+        self.done += n
+        if not report(self.progress, self.done, self.total):
             raise DownloadCancelled(
                 f"download of {self.source.text!r} stopped; the files already complete stay in "
                 "the cache and the next run fetches only the rest"
             )
-        self.done += n
-        self._report()
-
-    def _report(self) -> None:
-        if self.progress is not None:
-            elapsed = time.monotonic() - self.started
-            self.progress(DownloadProgress(self.done, self.total, self.current, elapsed))
 
 
 class _Bar:

@@ -178,7 +178,6 @@ def load_model(
     head: str = "base",
     device_map: str | None = None,
     progress: Any = None,
-    cancelled: Any = None,
     quota_bytes: int | None = None,
 ) -> LoadedModel:
     """Load ``source`` (see module docstring) on the device chosen by :func:`resolve_device`.
@@ -193,8 +192,8 @@ def load_model(
     layers went.
 
     A Hub id is downloaded first when it is not cached (:func:`backend.engine.hub.fetch`;
-    ``progress`` receives :class:`backend.engine.hub.DownloadProgress` reports, ``cancelled()``
-    true stops it, ``quota_bytes`` caps the Hugging Face cache on a shared server).
+    ``progress(bytes done, bytes to fetch)`` returning ``False`` stops it; ``quota_bytes`` caps
+    the Hugging Face cache on a shared server).
     """
     if head not in HEADS:
         raise ModelLoadError(f"unknown head {head!r}; use one of {', '.join(HEADS)}")
@@ -211,7 +210,7 @@ def load_model(
     if parsed.kind == "random":
         loaded = _load_random(parsed, head=head)
     else:
-        downloads = {"progress": progress, "cancelled": cancelled, "quota_bytes": quota_bytes}
+        downloads = {"progress": progress, "quota_bytes": quota_bytes}
         folder, display = resolve_folder(parsed, allow_pickle=allow_pickle, download=downloads)
         loaded = _load_folder(
             folder,

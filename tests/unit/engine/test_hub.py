@@ -7,7 +7,7 @@ import json
 import pytest
 
 from backend.engine.errors import ModelLoadError
-from backend.engine.hub import DownloadProgress, files_to_fetch, snapshot_complete
+from backend.engine.hub import DownloadMeter, files_to_fetch, snapshot_complete
 
 pytestmark = pytest.mark.unit
 
@@ -58,8 +58,12 @@ def test_a_snapshot_is_complete_only_with_every_shard(tmp_path):
     assert snapshot_complete(tmp_path)
 
 
-def test_progress_reports_an_eta_from_the_mean_rate():
-    report = DownloadProgress(done=25_000_000, total=100_000_000, filename="w", elapsed_s=5.0)
-    assert report.fraction == 0.25 and report.eta_s == pytest.approx(15.0)
-    assert report.describe() == "w: 25.0 of 100.0 MB, 5.0 MB/s, about 15 s left"
-    assert DownloadProgress(0, 10, "w", 0.0).eta_s is None
+def test_the_meter_reports_an_eta_from_the_mean_rate():
+    now = [100.0]
+    meter = DownloadMeter(clock=lambda: now[0])
+    assert meter.eta_s(0, 10) is None
+    now[0] = 105.0
+    assert meter.eta_s(25_000_000, 100_000_000) == pytest.approx(15.0)
+    assert meter.describe(25_000_000, 100_000_000) == (
+        "25.0 of 100.0 MB, 5.0 MB/s, about 15 s left"
+    )
