@@ -60,10 +60,35 @@ def _quiet() -> None:
 
 @st.cache_resource(max_entries=3, show_spinner="Loading model…")
 def _load_model_cached(
-    source: str, device: str, dtype: str, allow_pickle: bool, head: str
+    source: str, device: str, dtype: str, allow_pickle: bool, head: str, quota: int | None
 ) -> LoadedModel:
     _quiet()
-    return load_model(source, device=device, dtype=dtype, allow_pickle=allow_pickle, head=head)
+    return load_model(
+        source, device=device, dtype=dtype, allow_pickle=allow_pickle, head=head, quota_bytes=quota
+    )
+
+
+def _download_first(source: str, allow_pickle: bool, quota: int | None) -> None:
+    """A Hub id (or a ``random-like:`` copy of one) not in the cache yet: download it here, with
+    a bar in bytes and an ETA, before the cached load. Streamlit's stop ends the script in the
+    bar's update, which cancels the download (complete files stay; nothing half-written)."""
+    from backend.engine import hub
+    from backend.engine.source import parse_source
+
+    parsed = parse_source(source).origin
+    if parsed.kind != "hub" or hub.offline() or hub.cached_snapshot(parsed) is not None:
+        return
+    meter = hub.DownloadMeter()
+    bar = st.progress(0.0, text=f"Downloading {parsed.text} from the Hugging Face Hub…")
+
+    def progress(done: int, total: int) -> None:
+        text = f"Downloading {parsed.text}: {meter.describe(done, total)}"
+        bar.progress(min(done / max(total, 1), 1.0), text=text)
+
+    try:
+        hub.fetch(parsed, allow_pickle=allow_pickle, progress=progress, quota_bytes=quota)
+    finally:
+        bar.empty()
 
 
 def get_model(
@@ -78,7 +103,8 @@ def get_model(
     rules = access.policy()
     chosen = rules.check_model_source(source or sel.model_source)
     allow_pickle = sel.allow_pickle and rules.allow_pickle
-    return _load_model_cached(chosen, sel.device, sel.dtype, allow_pickle, head)
+    _download_first(chosen, allow_pickle, rules.quota_bytes)
+    return _load_model_cached(chosen, sel.device, sel.dtype, allow_pickle, head, rules.quota_bytes)
 
 
 # ----------------------------------------------------------------------------- corpus

@@ -32,6 +32,10 @@ def model_card_rows(model: dict) -> list[dict[str, str]]:
         [{"field": "layers placed", "value": str(model["device_map"])}]
         if model.get("device_map")
         else []
+    ) + (  # a Hub id: the commit loaded, so the result can be reproduced (org/name@sha)
+        [{"field": "Hub revision", "value": str(model["revision"])}]
+        if model.get("revision")
+        else []
     )
 
 
