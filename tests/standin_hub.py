@@ -8,7 +8,8 @@ What ``huggingface_hub`` 2.x sends and expects (read from its ``hf_api.model_inf
   ``siblings`` (``rfilename``, ``size``);
 - ``HEAD /{repo}/resolve/{rev}/{file}``: ``ETag``, ``X-Repo-Commit``, ``Content-Length`` (and
   ``X-Linked-Size`` / ``X-Linked-Etag`` for LFS files);
-- ``GET`` of the same with ``Range: bytes=N-`` to resume: ``206`` and ``Content-Range``;
+- ``GET`` of the same with ``Range: bytes=N-[M]`` (to resume, or to read a safetensors header):
+  ``206`` and ``Content-Range``;
 - errors as ``X-Error-Code`` headers: ``RepoNotFound`` (404), ``RevisionNotFound`` (404),
   ``EntryNotFound`` (404), ``GatedRepo`` (401 without the repo's token).
 
@@ -64,8 +65,24 @@ class StandinHub:
         return sha
 
     def downloads(self, name: str) -> list[tuple[str, str, str | None]]:
-        """The GET requests of file ``name``."""
-        return [r for r in self.requests if r[0] == "GET" and r[1].endswith("/" + name)]
+        """The GET requests that download file ``name`` (whole, or resumed from a byte on),
+        not the closed ranges that read a safetensors header."""
+        return [
+            r
+            for r in self.requests
+            if r[0] == "GET" and r[1].endswith("/" + name) and (r[2] is None or r[2].endswith("-"))
+        ]
+
+    def header_reads(self, name: str) -> list[tuple[str, str, str | None]]:
+        """The closed-range GET requests of file ``name`` (its safetensors header)."""
+        return [
+            r
+            for r in self.requests
+            if r[0] == "GET"
+            and r[1].endswith("/" + name)
+            and r[2] is not None
+            and not r[2].endswith("-")
+        ]
 
 
 def _handler(hub: StandinHub) -> type[BaseHTTPRequestHandler]:
@@ -132,24 +149,27 @@ def _handler(hub: StandinHub) -> type[BaseHTTPRequestHandler]:
                 return self._error(404, "EntryNotFound", {"X-Repo-Commit": sha})
             data = files[name]
             etag = hashlib.sha256(data).hexdigest()
-            start = 0
+            start, end = 0, len(data) - 1
             if rng := self.headers.get("Range"):
-                start = int(re.match(r"bytes=(\d+)-", rng)[1])
-            part = data[start:]
-            self.send_response(206 if start else 200)
+                m = re.match(r"bytes=(\d+)-(\d*)", rng)
+                start, end = int(m[1]), min(int(m[2] or end), end)
+            part = data[start : end + 1]
+            ranged = bool(self.headers.get("Range"))
+            self.send_response(206 if ranged else 200)
             self.send_header("ETag", f'"{etag}"')
             self.send_header("X-Repo-Commit", sha)
             self.send_header("Accept-Ranges", "bytes")
             self.send_header("Content-Length", str(len(part)))
-            if start:
-                self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+            if ranged:
+                self.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
             if len(data) >= LFS_SIZE:
                 self.send_header("X-Linked-Size", str(len(data)))
                 self.send_header("X-Linked-Etag", f'"{etag}"')
             self.end_headers()
             if not body:
                 return
-            cut = hub.drop_after.pop(name, None)
+            header_read = ranged and not self.headers["Range"].endswith("-")
+            cut = None if header_read else hub.drop_after.pop(name, None)
             if cut is not None and cut < len(part):  # a dropped connection, once
                 self.wfile.write(part[:cut])
                 self.wfile.flush()

@@ -194,9 +194,12 @@ def fetch(
     allow_pickle: bool = False,
     progress: Progress | None = None,
     quota_bytes: int | None = None,
+    check_weights: Callable[[dict[str, int]], None] | None = None,
 ) -> Path:
     """The complete snapshot folder of the Hub id ``source``, downloading what is missing (see
-    the module docstring). :class:`ModelLoadError` with one actionable message per failure."""
+    the module docstring). :class:`ModelLoadError` with one actionable message per failure.
+    ``check_weights`` gets the parameters per dtype read from the safetensors headers (range
+    requests) before any weights are fetched, and may refuse (the memory preflight)."""
     cached = cached_snapshot(source)
     if offline():
         if cached is not None:
@@ -219,6 +222,16 @@ def fetch(
         download.file("config.json")
         missing.remove("config.json")
     _refuse_remote_code(snapshot / "config.json", source)
+    if check_weights is not None:
+        safetensors = [n for n in names if n.endswith(".safetensors")]
+        census = download.census(n for n in safetensors if n in missing)
+        if safetensors:
+            from backend.engine.preflight import folder_census
+
+            present = [snapshot / n for n in safetensors if n not in missing]
+            for dtype, n in folder_census(snapshot, present).items():
+                census[dtype] = census.get(dtype, 0) + n
+            check_weights(census)
     needed = sum(files.get(n, 0) for n in missing)
     _check_space(needed, source, quota_bytes)
     download.total = download.done + needed
@@ -372,6 +385,35 @@ class _Downloader:
             ) from None
         self.done = before + self.sizes.get(name, 0)  # a cached blob reports no bytes
         report(self.progress, self.done, self.total)
+
+    def census(self, names) -> dict[str, int]:
+        """Parameters per dtype of the remote safetensors files ``names``, from their headers
+        (two range requests each: the 8-byte length, then the JSON header)."""
+        import struct
+
+        from backend.engine.preflight import census_of_headers
+
+        headers = []
+        for name in names:
+            (length,) = struct.unpack("<Q", self._range(name, 0, 7)[:8])
+            headers.append(json.loads(self._range(name, 8, 7 + length)[:length]))
+        return census_of_headers(headers)
+
+    def _range(self, name: str, start: int, end: int) -> bytes:
+        from huggingface_hub import hf_hub_url
+        from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+
+        url = hf_hub_url(self.source.repo_id, name, revision=self.sha, endpoint=_endpoint())
+        headers = {**build_hf_headers(), "Range": f"bytes={start}-{end}"}
+        try:
+            response = get_session().get(url, headers=headers, follow_redirects=True)
+            hf_raise_for_status(response)
+        except Exception as exc:
+            raise ModelLoadError(
+                f"cannot read the header of {name} in {self.source.repo_id!r} "
+                f"({type(exc).__name__}); try again"
+            ) from None
+        return response.content
 
     def _bar(self, **_kwargs) -> _Bar:
         return _Bar(self)

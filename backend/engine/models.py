@@ -45,7 +45,7 @@ from typing import Any
 
 import torch
 
-from backend.engine import arch
+from backend.engine import arch, preflight
 from backend.engine.device import describe_device, resolve_device, resolve_dtype
 from backend.engine.errors import IsoscopeError, ModelLoadError
 from backend.engine.layout import InputLayout, modality_of, read_layout
@@ -210,8 +210,14 @@ def load_model(
     if parsed.kind == "random":
         loaded = _load_random(parsed, head=head)
     else:
-        downloads = {"progress": progress, "quota_bytes": quota_bytes}
+        placement = "auto-map" if device_map == "auto" else torch_device.type
+        check = _memory_check(parsed.text, str(torch_dtype).removeprefix("torch."), placement)
+        if parsed.kind == "gguf" and parsed.path is not None and parsed.path.is_file():
+            check(preflight.gguf_census(parsed.path))  # before the conversion
+        downloads = {"progress": progress, "quota_bytes": quota_bytes, "check_weights": check}
         folder, display = resolve_folder(parsed, allow_pickle=allow_pickle, download=downloads)
+        if not parsed.is_gguf:
+            check(_census_or_empty(folder))
         loaded = _load_folder(
             folder,
             parsed.text,
@@ -224,6 +230,25 @@ def load_model(
         if parsed.kind == "hub":
             loaded["revision"] = folder.name  # the snapshot folder is named by its commit sha
     return _finish(loaded, torch_device, torch_dtype)
+
+
+def _memory_check(source: str, dtype: str, placement: str):
+    """``check(parameters by dtype)``: :class:`ModelLoadError` with the numbers and the ways out
+    when the weights in ``dtype`` do not fit the free memory (:mod:`backend.engine.preflight`)."""
+
+    def check(counts: dict[str, int]) -> None:
+        if counts:
+            preflight.preflight(counts, dtype, placement).check(source)
+
+    return check
+
+
+def _census_or_empty(folder: Path) -> dict[str, int]:
+    """The folder's safetensors census, or {} when a header cannot be read (the load says why)."""
+    try:
+        return preflight.folder_census(folder)
+    except Exception:
+        return {}
 
 
 def _load_random_like(

@@ -166,3 +166,16 @@ def test_offline_mode_and_no_network_use_the_cache(standin_hub, tiny_bert_dir, m
     assert load_model(REPO, device="cpu").info.revision == sha  # cache fallback
     with pytest.raises(ModelLoadError, match="cannot reach the Hugging Face Hub.*not in the local"):
         load_model("org/other", device="cpu")
+
+
+def test_a_model_too_big_for_memory_is_refused_before_its_weights(
+    standin_hub, tiny_bert_dir, monkeypatch
+):
+    from backend.engine import preflight
+
+    standin_hub.add_folder(REPO, tiny_bert_dir)
+    monkeypatch.setattr(preflight, "free_memory", lambda device: 1000)
+    with pytest.raises(ModelLoadError, match=r"does not fit: .* GiB free.*--dtype bfloat16"):
+        load_model(REPO, device="cpu")
+    assert standin_hub.header_reads("model.safetensors")  # read the header ...
+    assert _weights_downloads(standin_hub) == []  # ... not the weights
