@@ -103,13 +103,15 @@ def offline() -> bool:
 
 
 def hub_cache_dir() -> Path:
-    """huggingface_hub's cache folder, read from the environment at call time."""
+    """huggingface_hub's cache folder: ``HF_HUB_CACHE`` or ``HF_HOME/hub`` as set now, else
+    the folder huggingface_hub chose when it was imported."""
     if os.environ.get("HF_HUB_CACHE"):
         return Path(os.environ["HF_HUB_CACHE"]).expanduser()
-    home = os.environ.get("HF_HOME") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "huggingface"
-    )
-    return Path(home).expanduser() / "hub"
+    if os.environ.get("HF_HOME"):
+        return Path(os.environ["HF_HOME"]).expanduser() / "hub"
+    from huggingface_hub import constants
+
+    return Path(constants.HF_HUB_CACHE)
 
 
 def _endpoint() -> str | None:
