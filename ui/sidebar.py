@@ -52,6 +52,17 @@ MODEL_PRESETS = {
     **{source_label(s): s for s in _MENU},
     "local folder, Hub id (org/name[@revision]), or random:FAMILY…": CUSTOM,
 }
+
+
+def model_b_options(model_a: str) -> dict[str, str]:
+    """The Compare page's Model B choices (label -> source) when model A is ``model_a``: a
+    random-init copy of A first, then the presets (the last, ``CUSTOM``, takes a typed source)."""
+    own = random_like_source(model_a)
+    options = {f"random-init copy of A ({own})": own}
+    options.update({k: v for k, v in MODEL_PRESETS.items() if v != own})
+    return options
+
+
 CORPUS_CHOICES = (
     "bundled sample corpus",
     "paste text",

@@ -54,10 +54,20 @@ from backend.engine.source import (
     DEFAULT_SOURCE,
     RANDOM_FAMILIES,
     ModelSource,
+    is_random_like,
     parse_source,
+    random_like_source,
 )
 
-__all__ = ["DEFAULT_MODEL_NAME", "DEFAULT_SOURCE", "LoadedModel", "ModelInfo", "load_model"]
+__all__ = [
+    "DEFAULT_MODEL_NAME",
+    "DEFAULT_SOURCE",
+    "LoadedModel",
+    "ModelInfo",
+    "is_random_like",
+    "load_model",
+    "random_like_source",
+]
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 HEADS = ("base", "mlm")

@@ -227,10 +227,19 @@ def random_source(family: str, **options: float) -> str:
     return f"{RANDOM_PREFIX}{family}" + (f":{opts}" if opts else "")
 
 
+def is_random_like(source: str) -> bool:
+    """Whether ``source`` names a random-init copy (``random-like:SOURCE``)."""
+    return (source or "").strip().lower().startswith(RANDOM_LIKE_PREFIX)
+
+
 def random_like_source(source: str) -> str:
     """``random-like:SOURCE`` for ``source``, unchanged when it already is one."""
-    parsed = parse_source(source)
-    return parsed.text if parsed.kind == "random-like" else f"{RANDOM_LIKE_PREFIX}{parsed.text}"
+    if is_random_like(source):
+        return source.strip()
+    try:
+        return f"{RANDOM_LIKE_PREFIX}{parse_source(source).text}"
+    except ModelLoadError:  # malformed: loading the copy gives the message
+        return f"{RANDOM_LIKE_PREFIX}{(source or '').strip()}"
 
 
 def source_label(source: str) -> str:

@@ -56,6 +56,7 @@ def test_random_like_nests_and_reaches_its_origin():
     assert parsed.causal_hint() is False
     assert random_like_source("random:bert:seed=3") == parsed.text
     assert random_like_source(parsed.text) == parsed.text  # not wrapped twice
+    assert random_like_source("random:lstm") == "random-like:random:lstm"  # the load says why
 
 
 @pytest.mark.parametrize(
