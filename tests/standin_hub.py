@@ -23,6 +23,7 @@ import hashlib
 import json
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -48,6 +49,7 @@ class StandinHub:
     repos: dict[str, Repo] = field(default_factory=dict)
     requests: list[tuple[str, str, str | None]] = field(default_factory=list)
     drop_after: dict[str, int] = field(default_factory=dict)  # file -> bytes sent before a drop
+    slow: dict[str, float] = field(default_factory=dict)  # file -> seconds its download takes
 
     def add_folder(self, repo_id: str, folder: Path, *, branch: str = "main", **extra) -> str:
         """Publish every file of ``folder`` (plus ``extra`` name -> bytes) as a new commit of
@@ -175,6 +177,11 @@ def _handler(hub: StandinHub) -> type[BaseHTTPRequestHandler]:
                 self.wfile.flush()
                 self.close_connection = True
                 return
+            if name in hub.slow:  # half, a pause, the rest: a download long enough to watch
+                self.wfile.write(part[: len(part) // 2])
+                self.wfile.flush()
+                time.sleep(hub.slow[name])
+                part = part[len(part) // 2 :]
             self.wfile.write(part)
 
         def _error(self, status: int, code: str, headers: dict[str, str] | None = None) -> None:

@@ -44,8 +44,8 @@ SHARED_QUOTA_GB = 20.0  # Hugging Face cache a shared server may fill with visit
 SOURCE_REFUSED = (
     "On this shared server, models come from the list, random:FAMILY, random-like:SOURCE, a "
     "Hub id in the server's model cache or allowed by the operator (ISOSCOPE_HUB_ALLOW), or the "
-    "operator's model folders (ISOSCOPE_MODEL_DIRS); other paths and Hub ids are not opened. "
-    "Ask the operator to allow the model."
+    "operator's model folders (ISOSCOPE_MODEL_DIRS); a path typed here is not opened, nor "
+    "another Hub id. Ask the operator to allow the model."
 )
 
 

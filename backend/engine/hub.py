@@ -133,6 +133,27 @@ def cached_snapshot(source: ModelSource) -> Path | None:
     return snapshot if snapshot_complete(snapshot) else None
 
 
+def config_folder(source: ModelSource) -> Path:
+    """A folder holding the ``config.json`` of the Hub id ``source``: the cached snapshot, else
+    that one file fetched into the cache (a snapshot with only a config is not "cached"); what
+    the sidebar reads to decide whether a model is a decoder before the download starts."""
+    cached = cached_snapshot(source)
+    if cached is not None:
+        return cached
+    if offline():
+        raise ModelLoadError(f"{source.text!r} is not in the local Hugging Face cache")
+    from huggingface_hub import hf_hub_download
+
+    path = hf_hub_download(
+        source.repo_id,
+        "config.json",
+        revision=source.revision,
+        cache_dir=hub_cache_dir(),
+        endpoint=_endpoint(),
+    )
+    return Path(path).parent
+
+
 def snapshot_complete(folder: Path) -> bool:
     """``config.json`` and every weight file the index names (or one weights file) are there."""
     if not (folder / "config.json").is_file():

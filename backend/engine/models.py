@@ -577,7 +577,12 @@ def source_is_causal(source: str) -> bool:
     try:
         from transformers import AutoConfig
 
-        folder, _ = resolve_folder(parsed)
+        if parsed.kind == "hub":  # its config.json alone, fetched when not cached yet
+            from backend.engine import hub
+
+            folder = hub.config_folder(parsed)
+        else:
+            folder, _ = resolve_folder(parsed)
         config = AutoConfig.from_pretrained(folder, trust_remote_code=False, local_files_only=True)
     except Exception:
         return False

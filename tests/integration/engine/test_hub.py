@@ -179,3 +179,12 @@ def test_a_model_too_big_for_memory_is_refused_before_its_weights(
         load_model(REPO, device="cpu")
     assert standin_hub.header_reads("model.safetensors")  # read the header ...
     assert _weights_downloads(standin_hub) == []  # ... not the weights
+
+
+def test_the_sidebar_knows_a_hub_decoder_before_the_download(standin_hub, tiny_gpt2_dir):
+    from backend.engine.models import source_is_causal
+
+    standin_hub.add_folder("org/tiny-gpt2", tiny_gpt2_dir)
+    assert source_is_causal("org/tiny-gpt2@main")
+    assert standin_hub.downloads("config.json") and _weights_downloads(standin_hub) == []
+    assert hubmod.cached_snapshot(parse_source("org/tiny-gpt2@main")) is None  # a config only
