@@ -59,11 +59,19 @@ class Preflight:
         if self.fits:
             return
         ways = []
-        if DTYPE_BYTES.get(self.dtype, 4) > 2:
-            half = int(self.parameters * 2 * HEADROOM)
-            ways.append(f"--dtype bfloat16 (about {half / GIB:.1f} GiB; UI: Dtype)")
-        if self.device != "auto-map":
-            ways.append("--device-map auto (GPUs, then CPU RAM)")
+        half = int(self.parameters * 2 * HEADROOM)
+        wide = DTYPE_BYTES.get(self.dtype, 4) > 2
+        if self.device == "cpu":  # isoscope offers bfloat16 on a GPU only
+            ways.append(
+                "a GPU (--device cuda"
+                + (f", with --dtype bfloat16 about {half / GIB:.1f} GiB" if wide else "")
+                + ")"
+            )
+        else:
+            if wide:
+                ways.append(f"--dtype bfloat16 (about {half / GIB:.1f} GiB; UI: Dtype)")
+            if self.device != "auto-map":
+                ways.append("--device-map auto (GPUs, then CPU RAM)")
         ways.append("a smaller model")
         raise ModelLoadError(
             f"{source!r} does not fit: {self.describe()}. Nothing was downloaded or loaded; "

@@ -175,7 +175,7 @@ def test_a_model_too_big_for_memory_is_refused_before_its_weights(
 
     standin_hub.add_folder(REPO, tiny_bert_dir)
     monkeypatch.setattr(preflight, "free_memory", lambda device: 1000)
-    with pytest.raises(ModelLoadError, match=r"does not fit: .* GiB free.*--dtype bfloat16"):
+    with pytest.raises(ModelLoadError, match=r"does not fit: .* GiB free.*a smaller model"):
         load_model(REPO, device="cpu")
     assert standin_hub.header_reads("model.safetensors")  # read the header ...
     assert _weights_downloads(standin_hub) == []  # ... not the weights

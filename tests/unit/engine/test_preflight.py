@@ -24,14 +24,17 @@ def test_the_census_reads_headers_only(tmp_path):
 
 
 def test_a_model_that_does_not_fit_is_refused_with_numbers_and_ways_out():
-    plan = Preflight({"BF16": 7_000_000_000}, "float32", "cpu", free_bytes=16 * GIB)
+    plan = Preflight({"BF16": 7_000_000_000}, "float32", "cuda", free_bytes=16 * GIB)
     assert not plan.fits and plan.needed_bytes == int(7e9 * 4 * 1.1)
     with pytest.raises(ModelLoadError) as refused:
         plan.check("org/seven-b")
     text = str(refused.value)
     assert "7,000.0 M parameters (stored 7,000.0 M BF16)" in text and "16.0 GiB free" in text
     assert "--dtype bfloat16 (about 14.3 GiB" in text and "--device-map auto" in text
-    Preflight({"BF16": 7_000_000_000}, "bfloat16", "cpu", free_bytes=16 * GIB).check("x")
+    Preflight({"BF16": 7_000_000_000}, "bfloat16", "cuda", free_bytes=16 * GIB).check("x")
+    on_cpu = Preflight({"BF16": 7_000_000_000}, "float32", "cpu", free_bytes=16 * GIB)
+    with pytest.raises(ModelLoadError, match=r"use a GPU \(--device cuda, with --dtype bfloat16"):
+        on_cpu.check("org/seven-b")
 
 
 def test_unknown_free_memory_never_refuses():
