@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -30,6 +31,7 @@ from backend.engine.flights import WaitState, WorkQueue
 from backend.engine.jsonio import strict_json
 from backend.engine.lru import LRU
 from backend.engine.models import LoadedModel, load_model
+from backend.engine.progress import eta_text
 from ui import access
 from ui.saved import open_saved, saved_corpus, saved_model, saved_selection
 from ui.session import SELECTION_KEY
@@ -225,14 +227,15 @@ def _session_id() -> str:
     return ctx.session_id if ctx is not None else ""
 
 
-def _wait_text(state: WaitState, label: str, unit: str) -> str:
+def _wait_text(state: WaitState, label: str, unit: str, running_s: float = 0.0) -> str:
     if not state.running:
         ahead = state.ahead + state.busy
         noun = "analysis" if ahead == 1 else "analyses"
         return f"Waiting: {ahead} {noun} ahead of you · {label}"
     if state.total:
         suffix = f" {unit}" if unit else ""
-        return f"{label} {state.done:,} / {state.total:,}{suffix}"
+        eta = eta_text(state.done, state.total, running_s)  # from the measured throughput
+        return f"{label} {state.done:,} / {state.total:,}{suffix}{eta}"
     return f"{label} …"
 
 
@@ -251,10 +254,14 @@ def shared_run(
     leaves the queue without cancelling what others wait for."""
     bar = None
     shown: tuple[float, str] | None = None
+    running_since: float | None = None
 
     def on_wait(state: WaitState) -> None:
-        nonlocal bar, shown
-        text = _wait_text(state, label, unit)
+        nonlocal bar, shown, running_since
+        if state.running and running_since is None:
+            running_since = time.monotonic()
+        running_s = time.monotonic() - running_since if running_since is not None else 0.0
+        text = _wait_text(state, label, unit, running_s)
         fraction = min(state.done / state.total, 1.0) if state.running and state.total else 0.0
         if (fraction, text) == shown:  # 30 waiters re-sending an unchanged bar cost the server
             return

@@ -34,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from backend.engine.errors import ModelLoadError
-from backend.engine.progress import Progress, report
+from backend.engine.progress import Progress, eta_seconds, report
 from backend.engine.source import ModelSource
 
 SAFETENSORS_INDEX = "model.safetensors.index.json"
@@ -79,10 +79,7 @@ class DownloadMeter:
         self.started = clock()
 
     def eta_s(self, done: int, total: int) -> float | None:
-        elapsed = self.clock() - self.started
-        if done <= 0 or elapsed <= 0:
-            return None
-        return max(0.0, (total - done) / (done / elapsed))
+        return eta_seconds(done, total, self.clock() - self.started)
 
     def describe(self, done: int, total: int) -> str:
         text = f"{_megabytes(done)} of {_megabytes(total)} MB"
