@@ -237,8 +237,9 @@ def load_model(
             dtype=torch_dtype,
             device_map=device_map or (str(torch_device) if torch_device.type == "cuda" else None),
         )
-        if parsed.kind == "hub":
-            loaded["revision"] = folder.name  # the snapshot folder is named by its commit sha
+        if parsed.kind == "hub":  # the snapshot folder is named by its commit sha
+            loaded["revision"] = folder.name
+            loaded["fingerprint"] += f"-{folder.name[:12]}"  # a result names the commit it used
     return _finish(loaded, torch_device, torch_dtype)
 
 
