@@ -11,7 +11,7 @@ import argparse
 import importlib
 import sys
 
-from backend.engine.environment import quiet_libraries, use_offline_environment
+from backend.engine.environment import quiet_libraries, use_runtime_environment
 from backend.engine.errors import IsoscopeError
 
 COMMAND_MODULES = (
@@ -56,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    use_offline_environment()
+    use_runtime_environment()
     quiet_libraries()
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -106,3 +106,27 @@ def tiny_llama_dir(tmp_path_factory) -> Path:
     from tests.tiny_decoders import save_tiny_decoder
 
     return save_tiny_decoder(tmp_path_factory, "tiny-llama", LlamaConfig, LlamaModel)
+
+
+@pytest.fixture
+def standin_hub(tmp_path, monkeypatch):
+    """A stand-in Hugging Face Hub on 127.0.0.1 (tests/standin_hub.py) with ``HF_ENDPOINT``
+    pointing at it, an empty Hugging Face cache, no token, and downloads allowed (the session is
+    otherwise offline)."""
+    import huggingface_hub.constants
+
+    from tests.standin_hub import StandinHub, start
+
+    hub = StandinHub()
+    server = start(hub)
+    monkeypatch.setenv("HF_ENDPOINT", hub.url)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    for name in ("HF_HUB_CACHE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_TOKEN_PATH", str(tmp_path / "no-token"))
+    yield hub
+    server.shutdown()
+    server.server_close()

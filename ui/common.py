@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -23,19 +24,20 @@ import streamlit as st
 
 from backend.engine.cache import ResultCache, cache_key, cached_extract
 from backend.engine.corpus import Corpus, bundled_corpus, corpus_from_bytes, corpus_from_text
-from backend.engine.environment import quiet_libraries, use_offline_environment
+from backend.engine.environment import quiet_libraries, use_runtime_environment
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult, ExtractionSettings
 from backend.engine.flights import WaitState, WorkQueue
 from backend.engine.jsonio import strict_json
 from backend.engine.lru import LRU
 from backend.engine.models import LoadedModel, load_model
+from backend.engine.progress import eta_text
 from backend.engine.provenance import attribute
 from ui import access
 from ui.saved import open_saved, saved_corpus, saved_model, saved_selection
 from ui.session import SELECTION_KEY
 
-use_offline_environment()
+use_runtime_environment()
 
 
 @dataclass(frozen=True)
@@ -62,10 +64,35 @@ def _quiet() -> None:
 
 @st.cache_resource(max_entries=3, show_spinner="Loading model…")
 def _load_model_cached(
-    source: str, device: str, dtype: str, allow_pickle: bool, head: str
+    source: str, device: str, dtype: str, allow_pickle: bool, head: str, quota: int | None
 ) -> LoadedModel:
     _quiet()
-    return load_model(source, device=device, dtype=dtype, allow_pickle=allow_pickle, head=head)
+    return load_model(
+        source, device=device, dtype=dtype, allow_pickle=allow_pickle, head=head, quota_bytes=quota
+    )
+
+
+def _download_first(source: str, allow_pickle: bool, quota: int | None) -> None:
+    """A Hub id (or a ``random-like:`` copy of one) not in the cache yet: download it here, with
+    a bar in bytes and an ETA, before the cached load. Streamlit's stop ends the script in the
+    bar's update, which cancels the download (complete files stay; nothing half-written)."""
+    from backend.engine import hub
+    from backend.engine.source import parse_source
+
+    parsed = parse_source(source).origin
+    if parsed.kind != "hub" or hub.offline() or hub.cached_snapshot(parsed) is not None:
+        return
+    meter = hub.DownloadMeter()
+    bar = st.progress(0.0, text=f"Downloading {parsed.text} from the Hugging Face Hub…")
+
+    def progress(done: int, total: int) -> None:
+        text = f"Downloading {parsed.text}: {meter.describe(done, total)}"
+        bar.progress(min(done / max(total, 1), 1.0), text=text)
+
+    try:
+        hub.fetch(parsed, allow_pickle=allow_pickle, progress=progress, quota_bytes=quota)
+    finally:
+        bar.empty()
 
 
 def get_model(
@@ -80,7 +107,8 @@ def get_model(
     rules = access.policy()
     chosen = rules.check_model_source(source or sel.model_source)
     allow_pickle = sel.allow_pickle and rules.allow_pickle
-    return _load_model_cached(chosen, sel.device, sel.dtype, allow_pickle, head)
+    _download_first(chosen, allow_pickle, rules.quota_bytes)
+    return _load_model_cached(chosen, sel.device, sel.dtype, allow_pickle, head, rules.quota_bytes)
 
 
 # ----------------------------------------------------------------------------- corpus
@@ -200,14 +228,15 @@ def _session_id() -> str:
     return ctx.session_id if ctx is not None else ""
 
 
-def _wait_text(state: WaitState, label: str, unit: str) -> str:
+def _wait_text(state: WaitState, label: str, unit: str, running_s: float = 0.0) -> str:
     if not state.running:
         ahead = state.ahead + state.busy
         noun = "analysis" if ahead == 1 else "analyses"
         return f"Waiting: {ahead} {noun} ahead of you · {label}"
     if state.total:
         suffix = f" {unit}" if unit else ""
-        return f"{label} {state.done:,} / {state.total:,}{suffix}"
+        eta = eta_text(state.done, state.total, running_s)  # from the measured throughput
+        return f"{label} {state.done:,} / {state.total:,}{suffix}{eta}"
     return f"{label} …"
 
 
@@ -226,10 +255,14 @@ def shared_run(
     leaves the queue without cancelling what others wait for."""
     bar = None
     shown: tuple[float, str] | None = None
+    running_since: float | None = None
 
     def on_wait(state: WaitState) -> None:
-        nonlocal bar, shown
-        text = _wait_text(state, label, unit)
+        nonlocal bar, shown, running_since
+        if state.running and running_since is None:
+            running_since = time.monotonic()
+        running_s = time.monotonic() - running_since if running_since is not None else 0.0
+        text = _wait_text(state, label, unit, running_s)
         fraction = min(state.done / state.total, 1.0) if state.running and state.total else 0.0
         if (fraction, text) == shown:  # 30 waiters re-sending an unchanged bar cost the server
             return

@@ -61,36 +61,29 @@ STATE_WIDGETS = {"projections": "proj_state", "outliers": "out_state", "anisotro
 
 
 def _known_model(source: str) -> bool:
-    """Sources a link may name: the sidebar presets, the bundled decoder, random models,
-    checkpoint folders and ``.gguf`` files that exist on this server (as the sidebar accepts them)
-    and Hub models in its local Hugging Face cache (never pickle weights: the opt-in is not in
-    links)."""
+    """Sources a link may name: the presets, random models, checkpoint folders and ``.gguf``
+    files that exist on this server (as the sidebar accepts them) and Hub models in its local
+    Hugging Face cache (a link never starts a download, and never opts in to pickle weights)."""
     from backend.engine.errors import IsoscopeError
-    from backend.engine.models import local_hub_snapshot, parse_random_source
+    from backend.engine.models import local_hub_snapshot
+    from backend.engine.source import parse_source
     from ui import access
-    from ui.sidebar import MODEL_PRESETS
 
     try:
         access.policy().check_model_source(source)  # a shared server's rules hold for links too
+        parsed = parse_source(source)
     except IsoscopeError:
         return False
-    if source in MODEL_PRESETS.values() and source != "custom":
+    if parsed.base is not None:
+        return _known_model(parsed.base.text)
+    if parsed.kind in ("preset", "random"):
         return True
-    if source.lower().startswith("random-like:"):
-        return _known_model(source.split(":", 1)[1].strip())
-    if source.lower() in ("smollm2", "default"):
-        return True
-    if source.lower().startswith("random:"):
-        try:
-            parse_random_source(source)
-        except Exception:
-            return False
-        return True
-    folder = Path(source).expanduser()
-    if source.lower().endswith(".gguf"):
-        return folder.is_file()
-    return (folder.is_dir() and (folder / "config.json").exists()) or (
-        not folder.exists() and local_hub_snapshot(source) is not None
+    if parsed.kind == "gguf":
+        return parsed.path is not None and parsed.path.is_file()
+    if parsed.kind == "hub":
+        return local_hub_snapshot(parsed.text) is not None
+    return (
+        parsed.path is not None and parsed.path.is_dir() and (parsed.path / "config.json").exists()
     )
 
 

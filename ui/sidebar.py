@@ -23,7 +23,15 @@ import streamlit as st
 
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionSettings
-from backend.engine.models import DEFAULT_MODEL_NAME, random_like_source, source_is_causal
+from backend.engine.models import source_is_causal
+from backend.engine.source import (
+    DEFAULT_SOURCE,
+    RANDOM_FAMILIES,
+    SMOLLM2_SOURCE,
+    random_like_source,
+    random_source,
+    source_label,
+)
 from ui import access
 from ui.cache_panel import budget_label, cache_panel, sample_budget_input
 from ui.common import Selection, get_selection, remember_upload
@@ -32,17 +40,17 @@ from ui.saved import saved_panel
 from ui.session import SELECTION_KEY
 
 CUSTOM = "custom"
+# The menu's order; names and labels come from backend.engine.source (listed once there).
+_MENU = (
+    DEFAULT_SOURCE,
+    random_like_source(DEFAULT_SOURCE),
+    *(random_source(f) for f in ("bert", "bert-nope", "gpt2", "gpt2-nope")),
+    SMOLLM2_SOURCE,
+    *(random_source(f) for f in ("vit", "wav2vec2")),
+)
 MODEL_PRESETS = {
-    f"default: {DEFAULT_MODEL_NAME}": "default",
-    "random-init copy of the default model": "random-like:default",
-    "random BERT (4 layers, 256)": "random:bert",
-    "random BERT without position embeddings": "random:bert-nope",
-    "random GPT-2 (4 layers, 256)": "random:gpt2",
-    "random GPT-2 without position embeddings": "random:gpt2-nope",
-    "SmolLM2-135M-Instruct (bundled decoder)": "smollm2",
-    "random ViT (images: 224 px, 16 px patches)": "random:vit",
-    "random wav2vec2 (audio: 16 kHz)": "random:wav2vec2",
-    "local folder, Hub id in cache, or random:FAMILY…": CUSTOM,
+    **{source_label(s): s for s in _MENU},
+    "local folder, Hub id (org/name[@revision]), or random:FAMILY…": CUSTOM,
 }
 
 
@@ -102,12 +110,14 @@ def model_inputs(current: Selection) -> ModelChoice:
         value="" if is_preset else current.model_source,
         key="sb_model_custom",
         placeholder="/path/to/checkpoint, org/name, random:gpt2:layers=6",
-        help="A checkpoint folder (config.json + *.safetensors + tokenizer), a Hub id already in the "
-        "local cache (offline), or random:FAMILY[:layers=,width=,heads=,seed=,init_std=] with "
-        "FAMILY bert, bert-nope, gpt2, gpt2-nope, default. When this field is not empty it is the "
+        help="A checkpoint folder (config.json + *.safetensors + tokenizer), a Hugging Face Hub id "
+        "org/name[@revision] (downloaded once into the Hugging Face cache; safetensors only, "
+        "never remote code), or random:FAMILY[:layers=,width=,heads=,seed=,init_std=] with "
+        f"FAMILY {', '.join(RANDOM_FAMILIES)}. When this field is not empty it is the "
         "model that runs; clear it to use the Model choice above."
         + (
-            " On this shared server: folders under the operator's model folders only"
+            " On this shared server: Hub ids the operator allows and folders under the operator's "
+            "model folders only"
             + (f" ({', '.join(str(d) for d in rules.model_dirs)})" if rules.model_dirs else "")
             + "."
             if rules.shared

@@ -59,19 +59,47 @@ def load_model_from_args(args: argparse.Namespace, head: str = "base", source: s
     from backend.engine.models import load_model
 
     # No "loading ..." line before the load: a refused model must leave exactly one line on stderr.
+    source = args.model if source is None else source
     loaded = load_model(
-        args.model if source is None else source,
+        source,
         device=args.device,
         dtype=args.dtype,
         allow_pickle=args.allow_pickle,
         head=head,
         device_map=getattr(args, "device_map", None),
+        progress=DownloadPrinter(source),
     )
+    revision = f" · revision {loaded.info.revision}" if loaded.info.revision else ""
     progress_line(
         f"model: {loaded.info.display_name} · {loaded.info.num_layers} "
-        f"layers · width {loaded.info.hidden_size} · {loaded.info.device}"
+        f"layers · width {loaded.info.hidden_size} · {loaded.info.device}{revision}"
     )
     return loaded
+
+
+class DownloadPrinter:
+    """The ``progress(done, total)`` of a Hub download as a stderr line with the rate and ETA,
+    at most every half second and only once the download has run half a second (a quick or
+    refused download prints nothing, so a refusal stays one line)."""
+
+    def __init__(self, source: str) -> None:
+        from backend.engine.hub import DownloadMeter
+
+        self.source = source
+        self.meter = DownloadMeter()
+        self.last = self.meter.started
+        self.printed = False
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - self.last > 0.5 or (self.printed and done >= total):
+            self.last = now
+            self.printed = True
+            text = self.meter.describe(done, total)
+            sys.stderr.write(f"\rdownloading {self.source}: {text}   ")
+            if done >= total:
+                sys.stderr.write("\n")
+            sys.stderr.flush()
 
 
 def add_cache_args(parser: argparse.ArgumentParser, *, no_cache: bool = True) -> None:

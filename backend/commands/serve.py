@@ -18,7 +18,7 @@ import sys
 import tomllib
 from pathlib import Path
 
-from backend.engine.environment import app_dir, offline_env
+from backend.engine.environment import app_dir, runtime_env
 from backend.engine.errors import InputError
 
 
@@ -90,10 +90,11 @@ def streamlit_command(address: str, port: int) -> list[str]:
 
 
 def server_env(args: argparse.Namespace) -> dict[str, str]:
-    """The server's environment: offline libraries, and the mode and pool size asked for."""
+    """The server's environment: the runtime settings (downloads allowed unless the user set
+    HF_HUB_OFFLINE=1), and the mode and pool size asked for."""
     from backend.engine.access import shared_mode
 
-    env = offline_env()
+    env = runtime_env()
     if args.shared is not None:
         env["ISOSCOPE_SHARED"] = "1" if args.shared else "0"
     env["ISOSCOPE_SHARED"] = "1" if shared_mode(args.address, env) else "0"

@@ -5,10 +5,13 @@ A teacher's server is seen by every student on the network. In shared mode (``IS
 ``isoscope serve --shared``, or any address that is not a loopback one) a visitor:
 
 - chooses models only from the presets, ``random:`` / ``random-like:`` sources, Hub ids already
-  in the server's Hugging Face cache, and folders under the operator's allow-list
-  (``ISOSCOPE_MODEL_DIRS``, separated by ``os.pathsep``). Any other typed path is refused with
-  one message that does not depend on whether the path exists (:data:`SOURCE_REFUSED`), so the
-  dashboard cannot be used to probe the server's files;
+  in the server's Hugging Face cache, Hub ids matching the operator's patterns
+  (``ISOSCOPE_HUB_ALLOW``, e.g. ``google/*,Qwen/Qwen3-*``: only these are downloaded, within
+  the download quota ``ISOSCOPE_HUB_QUOTA_GB``, default 20 GB of Hugging Face cache), and
+  folders under the operator's allow-list (``ISOSCOPE_MODEL_DIRS``, separated by
+  ``os.pathsep``). Any other source is refused with one message that does not depend on whether
+  the path or the Hub repo exists (:data:`SOURCE_REFUSED`, decided before any network call), so
+  the dashboard cannot be used to probe the server's files or the Hub;
 - opens saved analyses by upload only, never by a server path, and cannot opt in to pickle weights;
 - sees the disk cache's use but not its controls (limit, clearing): those are the operator's,
   through the CLI and the environment;
@@ -21,6 +24,7 @@ Plain Python: the ui layer reads :class:`AccessPolicy` once per server process.
 
 from __future__ import annotations
 
+import fnmatch
 import hmac
 import ipaddress
 import os
@@ -30,18 +34,18 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from backend.engine.errors import InputError
+from backend.engine.errors import InputError, ModelLoadError
+from backend.engine.source import ModelSource, parse_source
 
 TRUE = ("1", "true", "yes", "on")
 FALSE = ("0", "false", "no", "off")
-
-# Sources every visitor may use: the bundled models (more random families are random:FAMILY).
-PRESET_SOURCES = ("default", "smollm2")
+SHARED_QUOTA_GB = 20.0  # Hugging Face cache a shared server may fill with visitors' downloads
 
 SOURCE_REFUSED = (
     "On this shared server, models come from the list, random:FAMILY, random-like:SOURCE, a "
-    "Hub id in the server's model cache, or the operator's model folders (ISOSCOPE_MODEL_DIRS); "
-    "a path typed here is not opened. Ask the operator to add the folder."
+    "Hub id in the server's model cache or allowed by the operator (ISOSCOPE_HUB_ALLOW), or the "
+    "operator's model folders (ISOSCOPE_MODEL_DIRS); a path typed here is not opened, nor "
+    "another Hub id. Ask the operator to allow the model."
 )
 
 
@@ -128,6 +132,8 @@ class AccessPolicy:
     model_dirs: tuple[Path, ...] = ()
     passphrase: str = ""
     limits: SessionLimits = field(default_factory=SessionLimits)
+    hub_allow: tuple[str, ...] = ()  # Hub id patterns a visitor may download (fnmatch)
+    quota_gb: float = SHARED_QUOTA_GB
 
     @classmethod
     def from_env(
@@ -147,6 +153,10 @@ class AccessPolicy:
             model_dirs=dirs,
             passphrase=env.get("ISOSCOPE_PASSPHRASE", "") or secret_passphrase,
             limits=SessionLimits.from_env(env),
+            hub_allow=tuple(
+                p.strip() for p in env.get("ISOSCOPE_HUB_ALLOW", "").split(",") if p.strip()
+            ),
+            quota_gb=_number(env, "ISOSCOPE_HUB_QUOTA_GB", SHARED_QUOTA_GB, float),
         )
 
     def check_model_source(self, source: str) -> str:
@@ -160,14 +170,29 @@ class AccessPolicy:
         raise InputError(SOURCE_REFUSED)
 
     def _allowed(self, source: str) -> bool:
-        lowered = source.lower()
-        if lowered in PRESET_SOURCES or lowered.startswith("random:"):
+        try:
+            parsed = parse_source(source)
+        except ModelLoadError:
+            return False
+        return self._allowed_parsed(parsed)
+
+    def _allowed_parsed(self, parsed: ModelSource) -> bool:
+        if parsed.kind in ("preset", "random"):
             return True
-        if lowered.startswith("random-like:"):
-            return self._allowed(source.split(":", 1)[1].strip())
-        if self._inside_model_dirs(source):
-            return True
-        return _cached_hub_id(source)
+        if parsed.base is not None:
+            return self._allowed_parsed(parsed.base)
+        if parsed.kind == "hub":
+            return self.hub_allowed(parsed.repo_id) or _cached_hub_id(parsed)
+        return self._inside_model_dirs(parsed.text)
+
+    def hub_allowed(self, repo_id: str) -> bool:
+        """Whether ``repo_id`` matches one of the operator's ``ISOSCOPE_HUB_ALLOW`` patterns."""
+        return any(fnmatch.fnmatchcase(repo_id.lower(), p.lower()) for p in self.hub_allow)
+
+    @property
+    def quota_bytes(self) -> int | None:
+        """The cap on the Hugging Face cache for downloads (shared servers only)."""
+        return int(self.quota_gb * 1e9) if self.shared else None
 
     def _inside_model_dirs(self, source: str) -> bool:
         path = Path(source).expanduser()
@@ -186,14 +211,12 @@ class AccessPolicy:
         return not self.shared
 
 
-def _cached_hub_id(source: str) -> bool:
-    """An ``org/name`` Hub id that the server's Hugging Face cache holds, and that is not also a
-    path that exists relative to the server's folder (which would load the folder instead)."""
+def _cached_hub_id(source: ModelSource) -> bool:
+    """A Hub id that the server's Hugging Face cache holds completely (a Hub id is never a path
+    that exists relative to the server's folder: :func:`parse_source` reads that as a folder)."""
     from backend.engine.models import local_hub_snapshot
 
-    if not source or Path(source).expanduser().exists():
-        return False
-    return local_hub_snapshot(source) is not None
+    return local_hub_snapshot(source.text) is not None
 
 
 def passphrase_matches(given: str, expected: str) -> bool:

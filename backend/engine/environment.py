@@ -1,8 +1,11 @@
-"""The one place that sets the process environment isoscope needs: offline Hugging Face libraries.
+"""The one place that sets the process environment isoscope needs.
 
-No machine isoscope runs on may download weights or data at run time (METHODS.md section 6), so
-every entry point (the CLI, the Streamlit frame, benchmarks, tests) calls
-:func:`use_offline_environment` before transformers is imported. Values already set by the user
+The CLI and the Streamlit frame call :func:`use_runtime_environment` before transformers is
+imported: quiet tokenizers, kernel caches, and no Hub telemetry. They do not force the Hugging
+Face libraries offline: transformers only ever reads local folders (``local_files_only``), and
+Hub ids are downloaded on demand by :mod:`backend.engine.hub` alone, which honours a user's
+``HF_HUB_OFFLINE=1`` (cache only). Tests, benchmarks and child processes that only read the
+cache use :func:`use_offline_environment` / :func:`offline_env`. Values already set by the user
 win (``setdefault``).
 """
 
@@ -18,6 +21,25 @@ OFFLINE_ENV = {
     # tokenizers' own thread pool fights torch's and warns after a fork
     "TOKENIZERS_PARALLELISM": "false",
 }
+
+
+RUNTIME_ENV = {
+    "TOKENIZERS_PARALLELISM": "false",
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+}
+
+
+def use_runtime_environment() -> None:
+    """Set :data:`RUNTIME_ENV` where the user has not, and the kernel caches; downloads stay
+    possible (see the module docstring)."""
+    for key, value in RUNTIME_ENV.items():
+        os.environ.setdefault(key, value)
+    use_kernel_caches()
+
+
+def runtime_env(**extra: str) -> dict[str, str]:
+    """A copy of ``os.environ`` with :data:`RUNTIME_ENV` (under the user's values) and ``extra``."""
+    return {**RUNTIME_ENV, **os.environ, **extra}
 
 
 def use_offline_environment() -> None:

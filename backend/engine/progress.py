@@ -20,3 +20,19 @@ class Progress(Protocol):
 def report(progress: Progress | None, done: int, total: int) -> bool:
     """Call ``progress`` if given; ``True`` unless it asked to stop (returned ``False``)."""
     return progress is None or progress(done, total) is not False
+
+
+def eta_seconds(done: int, total: int, elapsed_s: float) -> float | None:
+    """Seconds left at the mean rate so far: the throughput measured on this device, refined
+    with every report (None before the first unit is done)."""
+    if done <= 0 or elapsed_s <= 0 or total <= 0:
+        return None
+    return max(0.0, (total - done) * elapsed_s / done)
+
+
+def eta_text(done: int, total: int, elapsed_s: float) -> str:
+    """``" · about 42 s left"`` (or ``""`` before an estimate exists)."""
+    eta = eta_seconds(done, total, elapsed_s)
+    if eta is None or done >= total:
+        return ""
+    return f" · about {eta / 60:.0f} min left" if eta >= 120 else f" · about {eta:.0f} s left"

@@ -353,21 +353,19 @@ def planning_model(source: str) -> Any:
     from transformers import AutoConfig, AutoTokenizer
 
     from backend.engine import models
+    from backend.engine.source import parse_source
 
-    source = (source or "").strip()
-    low = source.lower()
-    if low.startswith("random-like:"):
-        return planning_model(source.split(":", 1)[1])
-    if low.startswith("random:"):
-        family, options = models.parse_random_source(source)
+    parsed = parse_source(source).origin  # a random-like copy plans like what it copies
+    if parsed.family is not None:
         tokenizer = models.bundled_tokenizer()
-        if family == "default":
+        if parsed.family.builds == "default":  # built from the default model's config
             config = AutoConfig.from_pretrained(models.default_model_dir(), local_files_only=True)
             max_positions = getattr(config, "max_position_embeddings", None)
-        else:
-            max_positions = int(options.get("max_positions", 512 if "bert" in family else 1024))
+        else:  # media families plan no text; GPT-2's length stands in
+            default = parsed.family.max_positions or 1024
+            max_positions = int(parsed.option_dict.get("max_positions", default))
     else:
-        folder, _ = models.resolve_folder(source)
+        folder, _ = models.resolve_folder(parsed)
         try:
             config = AutoConfig.from_pretrained(
                 folder, trust_remote_code=False, local_files_only=True

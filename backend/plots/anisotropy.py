@@ -190,9 +190,7 @@ def metrics_by_layer_figure(
     )
     for i, (label, iso) in enumerate(series.items()):
         frame = iso.to_frame()
-        dash = (
-            "dot" if label.startswith("random") else ("dash" if "processed" in label else "solid")
-        )
+        dash = "dot" if "random" in label else ("dash" if "processed" in label else "solid")
         for m, metric in enumerate(metrics):
             fig.add_trace(
                 go.Scatter(

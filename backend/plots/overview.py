@@ -13,9 +13,10 @@ from backend.engine.provenance import reuse_line
 def model_card_rows(model: dict) -> list[dict[str, str]]:
     """Model card as (field, value) rows."""
     params = model.get("num_parameters", 0)
-    opened = [  # what the user opened (backend.engine.provenance); older cards have no path
+    opened = [  # what the user opened (backend.engine.provenance); older cards have no path.
+        # A Hub id's revision is the commit loaded, so the result can be reproduced.
         {"field": field, "value": str(model[key])}
-        for field, key in (("path", "path"), ("revision", "revision"))
+        for field, key in (("path", "path"), ("Hub revision", "revision"))
         if model.get(key)
     ]
     reused = reuse_line(model)

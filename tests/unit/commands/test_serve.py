@@ -52,8 +52,12 @@ def test_server_env_decides_shared_mode(monkeypatch, argv, shared):
     from backend.commands.serve import server_env
 
     monkeypatch.delenv("ISOSCOPE_SHARED", raising=False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     env = server_env(_args(*argv))
-    assert env["ISOSCOPE_SHARED"] == shared and env["HF_HUB_OFFLINE"] == "1"
+    assert env["ISOSCOPE_SHARED"] == shared
+    assert "HF_HUB_OFFLINE" not in env  # the server may download Hub ids
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert server_env(_args(*argv))["HF_HUB_OFFLINE"] == "1"  # the user's choice holds
 
 
 def test_workers_and_prewarm_are_checked_before_the_server_starts(monkeypatch):

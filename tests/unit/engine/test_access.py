@@ -139,3 +139,14 @@ def test_passphrase_compare():
     assert not passphrase_matches("s3cre", "s3cret")
     assert not passphrase_matches("", "s3cret")
     assert passphrase_matches("é", "é")
+
+
+def test_hub_patterns_and_the_download_quota_come_from_the_environment():
+    env = {"ISOSCOPE_HUB_ALLOW": "google/*, Qwen/Qwen3-*", "ISOSCOPE_HUB_QUOTA_GB": "2.5"}
+    policy = AccessPolicy.from_env("0.0.0.0", env)
+    assert policy.hub_allow == ("google/*", "Qwen/Qwen3-*")
+    assert policy.hub_allowed("google/gemma-3-1b-it") and policy.hub_allowed("qwen/qwen3-0.6b")
+    assert not policy.hub_allowed("Qwen/Qwen2-0.5B") and not policy.hub_allowed("evil/google")
+    assert policy.check_model_source("google/gemma-3-1b-it@main") == "google/gemma-3-1b-it@main"
+    assert policy.quota_bytes == 2_500_000_000
+    assert AccessPolicy.from_env("127.0.0.1", env).quota_bytes is None  # a local server: no cap

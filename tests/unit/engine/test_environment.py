@@ -16,6 +16,16 @@ def test_offline_environment_keeps_the_users_values(monkeypatch):
     assert os.environ["TRANSFORMERS_OFFLINE"] == "1"
 
 
+def test_the_runtime_environment_leaves_downloads_possible(monkeypatch):
+    for key in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "TOKENIZERS_PARALLELISM"):
+        monkeypatch.delenv(key, raising=False)
+    env.use_runtime_environment()
+    assert "HF_HUB_OFFLINE" not in os.environ and "TRANSFORMERS_OFFLINE" not in os.environ
+    assert os.environ["TOKENIZERS_PARALLELISM"] == "false"
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "true")
+    assert env.runtime_env()["TOKENIZERS_PARALLELISM"] == "true"  # the user's value wins
+
+
 def test_cache_dir_follows_the_environment_variable(monkeypatch, tmp_path):
     monkeypatch.setenv("ISOSCOPE_CACHE_DIR", str(tmp_path / "c"))
     assert env.default_cache_dir() == tmp_path / "c"

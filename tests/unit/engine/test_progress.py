@@ -59,3 +59,13 @@ def test_plain_functions_satisfy_the_protocol():
 
     progress: Progress = bar  # a type checker accepts it; at run time it is just a callable
     assert report(progress, 0, 1)
+
+
+def test_the_eta_comes_from_the_measured_rate():
+    from backend.engine.progress import eta_seconds, eta_text
+
+    assert eta_seconds(0, 100, 5.0) is None and eta_text(0, 100, 5.0) == ""
+    assert eta_seconds(25, 100, 10.0) == 30.0  # 2.5 units/s so far, 75 to go
+    assert eta_text(25, 100, 10.0) == " · about 30 s left"
+    assert eta_text(10, 100, 60.0) == " · about 9 min left"
+    assert eta_text(100, 100, 60.0) == ""

@@ -36,7 +36,7 @@ def test_the_card_names_the_opened_path_and_reads_its_fields():
     assert rows["architecture"] == "BertModel (bert)"
     assert rows["parameters"] == "2.5 M"
     assert rows["attention"] == "bidirectional (encoder)" and rows["weights"] == "trained"
-    assert "statistics" not in rows and "revision" not in rows and "layers placed" not in rows
+    assert "statistics" not in rows and "Hub revision" not in rows and "layers placed" not in rows
 
 
 def test_revision_reuse_and_placement_rows_appear_only_when_the_card_has_them():
@@ -48,7 +48,8 @@ def test_revision_reuse_and_placement_rows_appear_only_when_the_card_has_them():
         "reused_from": {"fingerprint": "abcdef0123456789abcd", "path": "/abs/ckpt/first"},
     }
     rows = _rows(card)
-    assert rows["revision"] == "0" * 40
+    assert rows["Hub revision"] == "0" * 40
+    assert list(rows)[:3] == ["name", "path", "Hub revision"]
     assert rows["statistics"] == (
         "reused from an identical checkpoint, fingerprint abcdef012345…, computed from /abs/ckpt/first"
     )

@@ -20,6 +20,7 @@ from backend.engine.models import (
     private_copy,  # noqa: F401 - re-exported for the ablation
     resolve_folder,
 )
+from backend.engine.source import parse_source
 
 
 def parse_dims(text: str | Sequence[int], width: int) -> list[int]:
@@ -98,10 +99,11 @@ def masked_norms(sites: list[NormSite], mask: torch.Tensor) -> Iterator[None]:
 def has_mlm_checkpoint(source: str) -> bool:
     """True when the checkpoint's config names a masked-LM architecture, so ``head="mlm"`` loads
     trained head weights (AutoModelForMaskedLM on a base checkpoint would invent a random head)."""
-    if source.lower().startswith(("random:", "random-like:")):
-        return False
     try:
-        folder, _ = resolve_folder(source)
+        parsed = parse_source(source)
+        if parsed.is_random:
+            return False
+        folder, _ = resolve_folder(parsed)
         archs = json.loads((folder / "config.json").read_text()).get("architectures") or []
     except Exception:
         return False
