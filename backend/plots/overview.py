@@ -11,27 +11,37 @@ import plotly.graph_objects as go
 def model_card_rows(model: dict) -> list[dict[str, str]]:
     """Model card as (field, value) rows."""
     params = model.get("num_parameters", 0)
-    return [
-        {"field": "name", "value": str(model.get("display_name", model.get("source")))},
-        {
-            "field": "architecture",
-            "value": f"{model.get('architecture')} ({model.get('model_type')})",
-        },
-        {"field": "layers", "value": str(model.get("num_layers"))},
-        {"field": "width", "value": str(model.get("hidden_size"))},
-        {"field": "attention heads", "value": str(model.get("num_heads"))},
-        {"field": "parameters", "value": f"{params / 1e6:.1f} M" if params else "?"},
-        {"field": "position embeddings", "value": str(model.get("position_embedding"))},
-        {
-            "field": "attention",
-            "value": "causal (decoder)" if model.get("is_causal") else "bidirectional (encoder)",
-        },
-        {"field": "weights", "value": "random init" if model.get("random_init") else "trained"},
-        {"field": "device", "value": str(model.get("device"))},
-    ] + (  # device_map="auto": where accelerate put the layers
-        [{"field": "layers placed", "value": str(model["device_map"])}]
-        if model.get("device_map")
-        else []
+    # the encoder of an encoder-decoder says so (backend.engine.models._role)
+    role = [{"field": "role", "value": str(model["role"])}] if model.get("role") else []
+    return (
+        [
+            {"field": "name", "value": str(model.get("display_name", model.get("source")))},
+            {
+                "field": "architecture",
+                "value": f"{model.get('architecture')} ({model.get('model_type')})",
+            },
+        ]
+        + role
+        + [
+            {"field": "layers", "value": str(model.get("num_layers"))},
+            {"field": "width", "value": str(model.get("hidden_size"))},
+            {"field": "attention heads", "value": str(model.get("num_heads"))},
+            {"field": "parameters", "value": f"{params / 1e6:.1f} M" if params else "?"},
+            {"field": "position embeddings", "value": str(model.get("position_embedding"))},
+            {
+                "field": "attention",
+                "value": "causal (decoder)"
+                if model.get("is_causal")
+                else "bidirectional (encoder)",
+            },
+            {"field": "weights", "value": "random init" if model.get("random_init") else "trained"},
+            {"field": "device", "value": str(model.get("device"))},
+        ]
+        + (  # device_map="auto": where accelerate put the layers
+            [{"field": "layers placed", "value": str(model["device_map"])}]
+            if model.get("device_map")
+            else []
+        )
     )
 
 

@@ -78,8 +78,10 @@ def prepare_media(loaded: LoadedModel, items: list[MediaItem]) -> MediaTokens:
         )
     rate = int(layout.sampling_rate or 0)
     data = tuple(resample(item.data, item.rate, rate) for item in items)
+    if layout.window_frames:  # Whisper: the extractor cuts a clip to its window, so do we
+        data = tuple(d[: layout.window_frames * int(layout.frame_stride or 1)] for d in data)
     samples = np.array([len(d) for d in data], dtype=np.int64)
-    frames = frames_for(loaded.encoder, samples)
+    frames = frames_for(loaded.encoder, samples, layout)
     stride = layout.frame_stride or max(1, int(samples.max() // max(1, frames.max())))
     ids, special, words, names = [], [], [], []
     for n in frames:
@@ -111,6 +113,15 @@ def media_forward(
             extra["noise"] = ascending_noise(model, len(rows), *pixels.shape[-2:])
         out = model(pixel_values=pixels, output_hidden_states=True, **extra)
         expected = layout.num_tokens
+    elif layout.window_frames:  # Whisper: log-mel of the clip padded to the window, no mask
+        clips = [tokens.data[r] for r in rows]
+        features = loaded.processor(clips, sampling_rate=layout.sampling_rate, return_tensors="pt")[
+            "input_features"
+        ]
+        out = model(
+            input_features=features.to(loaded.device, loaded.dtype), output_hidden_states=True
+        )
+        expected = layout.window_frames
     else:
         clips = [tokens.data[r] for r in rows]
         if not layout.pad_with_mask and len({len(c) for c in clips}) > 1:
@@ -140,6 +151,9 @@ def media_forward(
     last = getattr(out, "last_hidden_state", None)
     if isinstance(last, torch.Tensor) and last.shape == hidden_states[-1].shape:
         hidden_states[-1] = last  # the final norm's output, as text models name state L
+    if layout.window_frames:  # the window's padding frames past the longest clip of the batch
+        longest = int(max(len(tokens.input_ids[r]) for r in rows))
+        hidden_states = [h[:, :longest] for h in hidden_states]
     return tuple(hidden_states)
 
 
