@@ -1,5 +1,5 @@
-"""Tiny random checkpoints (2 layers, width 64) of every decoder and encoder family transformers
-builds from a small config: the conformance zoo (``tests/integration/engine/test_zoo.py``) and
+"""Tiny random checkpoints (2 layers, width 64) of every decoder, encoder and text encoder-decoder
+family transformers builds from a small config: the conformance zoo (``tests/integration/engine/test_zoo.py``) and
 ``benchmarks/zoo_table.py``.
 
 Each family is a config class name and the keyword arguments that make it tiny; :func:`build`
@@ -31,6 +31,22 @@ _ENC = dict(
     max_position_embeddings=128,
 )
 _MOE = dict(num_local_experts=4, num_experts_per_tok=2)
+_T5 = dict(vocab_size=V, d_model=W, num_layers=L, num_heads=H, d_ff=FF, d_kv=16, pad_token_id=0)
+_BART = dict(  # BART, mBART, Marian, Pegasus: one encoder layer count, one decoder layer count
+    vocab_size=V,
+    d_model=W,
+    encoder_layers=L,
+    decoder_layers=1,
+    encoder_attention_heads=H,
+    decoder_attention_heads=H,
+    encoder_ffn_dim=FF,
+    decoder_ffn_dim=FF,
+    max_position_embeddings=128,
+    pad_token_id=0,
+    bos_token_id=1,
+    eos_token_id=2,
+    decoder_start_token_id=1,
+)
 
 # family (config model_type) -> (config class name, tiny kwargs, decoder?)
 FAMILIES: dict[str, tuple[str, dict, bool]] = {
@@ -184,7 +200,15 @@ FAMILIES: dict[str, tuple[str, dict, bool]] = {
     ),
     "megatron-bert": ("MegatronBertConfig", _ENC, False),
     "roformer": ("RoFormerConfig", _ENC | dict(embedding_size=W), False),
+    # text encoder-decoders: the loader keeps the encoder (get_encoder()), an encoder like the others
+    "t5": ("T5Config", _T5, False),
+    "mt5": ("MT5Config", _T5, False),  # gated-GELU feed-forward, Flan-T5's layout
+    "bart": ("BartConfig", _BART, False),
+    "mbart": ("MBartConfig", _BART, False),
+    "marian": ("MarianConfig", _BART, False),
+    "pegasus": ("PegasusConfig", _BART, False),
 }
+ENCODER_DECODERS = ("t5", "mt5", "bart", "mbart", "marian", "pegasus")
 
 DECODERS = tuple(k for k, (_, _, dec) in FAMILIES.items() if dec)
 ENCODERS = tuple(k for k, (_, _, dec) in FAMILIES.items() if not dec)

@@ -757,9 +757,12 @@ def position_table_of(model_or_loaded: Any) -> torch.nn.Embedding | None:
             or module is words
         ):
             continue
-        if (
-            n <= module.num_embeddings <= n + 2
-            and "sinusoidal" not in type(module).__name__.lower()
+        if not n <= module.num_embeddings <= n + 2:
+            continue
+        # a sinusoidal module is a table added to the input (Marian, Pegasus) unless it feeds
+        # rotary attention (RoFormer); its values must be the sinusoids
+        if "sinusoidal" not in type(module).__name__.lower() or (
+            not _uses_rotary(model) and is_sinusoidal_table(module.weight)
         ):
             return module
     return None
@@ -777,6 +780,19 @@ def position_offset(model_or_loaded: Any) -> int:
     return int(table.padding_idx) + 1 if table.padding_idx is not None else 0
 
 
+def _uses_rotary(model: torch.nn.Module) -> bool:
+    config = model.config
+    rotary_module = any(
+        "rotary" in type(m).__name__.lower() or "inv_freq" in dict(m.named_buffers(recurse=False))
+        for m in model.modules()
+    )
+    return bool(
+        rotary_module
+        or hasattr(config, "rotary_value")
+        or any(getattr(config, k, None) is not None for k in _ROPE_CONFIG_KEYS)
+    )
+
+
 def position_kind(model_or_loaded: Any) -> str:
     """One of :data:`POSITION_KINDS`, from the model's modules and its config."""
     model = _module_of(model_or_loaded)
@@ -790,15 +806,7 @@ def position_kind(model_or_loaded: Any) -> str:
         "alibi" in name.lower() for name in dir(type(_base(model))) if not name.startswith("__")
     ):
         return "alibi"
-    rotary_module = any(
-        "rotary" in type(m).__name__.lower() or "inv_freq" in dict(m.named_buffers(recurse=False))
-        for m in model.modules()
-    )
-    if (
-        rotary_module
-        or hasattr(config, "rotary_value")
-        or any(getattr(config, k, None) is not None for k in _ROPE_CONFIG_KEYS)
-    ):
+    if _uses_rotary(model):
         return "rotary"
     if getattr(config, "position_embedding_type", None) not in (None, "absolute") or any(
         getattr(config, k, None) for k in ("relative_attention", "relative_attention_num_buckets")
