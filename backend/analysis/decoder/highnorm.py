@@ -161,7 +161,7 @@ def _scan_passes(
     lengths = np.array([len(ids) for ids in tokens.input_ids], dtype=np.int64)
     massive = MassiveAccumulator(num_states, accumulation_device(loaded.device))
     norms = np.full((num_states, len(lengths), int(lengths.max())), np.nan, dtype=np.float32)
-    batches = plan_batches(tokens.lengths, batch_size)
+    batches = plan_batches(tokens.lengths, batch_size, group=tokens.group)  # no-padding clips
     done = 0
     with torch.inference_mode():
         for refine in (False, True):
