@@ -207,8 +207,17 @@ FAMILIES: dict[str, tuple[str, dict, bool]] = {
     "mbart": ("MBartConfig", _BART, False),
     "marian": ("MarianConfig", _BART, False),
     "pegasus": ("PegasusConfig", _BART, False),
+    # the speech encoder-decoder: its encoder reads log-mel features (build saves a 2 s extractor)
+    "whisper": (
+        "WhisperConfig",
+        {k: v for k, v in _BART.items() if k != "max_position_embeddings"}
+        | dict(num_mel_bins=16, max_source_positions=100, max_target_positions=32),
+        False,
+    ),
 }
-ENCODER_DECODERS = ("t5", "mt5", "bart", "mbart", "marian", "pegasus")
+ENCODER_DECODERS = ("t5", "mt5", "bart", "mbart", "marian", "pegasus", "whisper")
+AUDIO = ("whisper",)
+TEXT_FAMILIES = tuple(k for k in FAMILIES if k not in AUDIO)
 
 DECODERS = tuple(k for k, (_, _, dec) in FAMILIES.items() if dec)
 ENCODERS = tuple(k for k, (_, _, dec) in FAMILIES.items() if not dec)
@@ -255,5 +264,13 @@ def build(family: str, folder: Path, seed: int = 0) -> Path:
     model = AutoModel.from_config(config_of(family))
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(folder, safe_serialization=True)
-    tokenizer().save_pretrained(folder)
+    tokenizer().save_pretrained(folder)  # Whisper's folder too: a tokenizer for its decoder
+    if family in AUDIO:
+        from transformers import WhisperFeatureExtractor
+
+        config = model.config  # 100 encoder frames = 200 mel frames of 160 samples: 2 s at 16 kHz
+        seconds = config.max_source_positions * 2 * 160 // 16000
+        WhisperFeatureExtractor(
+            feature_size=config.num_mel_bins, hop_length=160, chunk_length=seconds
+        ).save_pretrained(folder)
     return folder

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from backend.engine.errors import InputError, UnsupportedModelError
-from backend.engine.extraction.tokenization import TokenizedCorpus
+from backend.engine.extraction.tokenization import TokenizedCorpus, check_modality
 from backend.engine.inputs import MediaItem, resample
 from backend.engine.layout import ascending_noise, frames_for
 from backend.engine.models import LoadedModel
@@ -42,22 +42,6 @@ class MediaTokens(TokenizedCorpus):
 
 def is_media(items: list | tuple) -> bool:
     return bool(items) and isinstance(items[0], MediaItem)
-
-
-def check_modality(loaded: LoadedModel, kind: str) -> None:
-    """One :class:`InputError` when the corpus kind is not what the model reads."""
-    modality = loaded.layout.modality
-    if modality == kind:
-        return
-    hint = {
-        "text": "a text corpus (--texts, or the sidebar's text choices)",
-        "image": "an image folder (--images DIR)",
-        "audio": "an audio folder (--audio DIR)",
-    }
-    raise InputError(
-        f"{loaded.info.display_name} reads {modality}, not {kind}: give it {hint[modality]}, or "
-        f"choose {'an' if kind[0] in 'aeiou' else 'a'} {kind} model"
-    )
 
 
 def prepare_media(loaded: LoadedModel, items: list[MediaItem]) -> MediaTokens:
