@@ -187,6 +187,8 @@ def _run_audio(args: argparse.Namespace, loaded, corpus, out) -> int:
         batch_size=args.batch_size,
         progress=ProgressPrinter(f"scanning {len(corpus)} clips"),
     )
+    for note in scan.notes:
+        progress_line(f"note: {note}")
     massive = scan.massive
     thresholds = scan.thresholds(args.high_norm_factor)
     shares = scan.high_norm_share(thresholds)

@@ -207,6 +207,7 @@ class AudioScan:
     sampling_rate: int
     waveforms: tuple[np.ndarray, ...]
     seconds: float
+    notes: tuple[str, ...] = ()  # clips skipped for this model (too short), by name
 
     @property
     def n_clips(self) -> int:
@@ -297,4 +298,5 @@ def scan_audio(
         sampling_rate=rate,
         waveforms=tuple(tokens.data),
         seconds=time.perf_counter() - started,
+        notes=tokens.notes,
     )

@@ -38,6 +38,7 @@ class MediaTokens(TokenizedCorpus):
     data: tuple[np.ndarray, ...] = ()
     names: tuple[np.ndarray, ...] = ()
     group: np.ndarray | None = None
+    notes: tuple[str, ...] = ()  # clips skipped for this model, by name
 
 
 def is_media(items: list | tuple) -> bool:
@@ -74,12 +75,34 @@ def prepare_media(loaded: LoadedModel, items: list[MediaItem]) -> MediaTokens:
         special.append(np.zeros(int(n), dtype=bool))
         words.append(index.astype(np.int32))
         names.append(np.array([f"t={i * stride / rate:.2f}s" for i in index], dtype=str))
-    if not frames.max(initial=0):
+    short = [item.path for item, n in zip(items, frames, strict=True) if not n]
+    shortest = _shortest_clip(loaded, layout) / rate
+    if len(short) == len(items):
         raise InputError(
-            "the clips are too short for this model's feature encoder; give longer audio"
+            f"every clip is too short for this model's feature encoder (under {shortest * 1000:g} "
+            f"ms gives no frame): {', '.join(short[:5])}; give longer audio"
+        )
+    notes = ()
+    if short:
+        shown = ", ".join(short[:10]) + (f" and {len(short) - 10} more" if len(short) > 10 else "")
+        notes = (
+            f"{len(short)} clip(s) too short for this model (under {shortest * 1000:g} ms gives "
+            f"no frame) were skipped: {shown}",
         )
     group = None if layout.pad_with_mask else samples
-    return MediaTokens(ids, special, words, 0, int(frames.max()), data, tuple(names), group)
+    return MediaTokens(ids, special, words, 0, int(frames.max()), data, tuple(names), group, notes)
+
+
+def _shortest_clip(loaded: LoadedModel, layout) -> int:
+    """The fewest samples that give one output frame (the feature encoder's receptive field)."""
+    low, high = 1, 1 << 20
+    while low < high:  # frames_for is monotone in the sample count
+        mid = (low + high) // 2
+        if frames_for(loaded.encoder, np.array([mid]), layout)[0] > 0:
+            high = mid
+        else:
+            low = mid + 1
+    return low
 
 
 def media_forward(
@@ -90,7 +113,7 @@ def media_forward(
     model = loaded.encoder
     extra: dict[str, torch.Tensor] = {}
     if layout.modality == "image":
-        images = [tokens.data[r] for r in rows]
+        images = [as_pil(tokens.data[r]) for r in rows]
         pixels = loaded.processor(images=images, return_tensors="pt")["pixel_values"]
         pixels = pixels.to(loaded.device, loaded.dtype)
         if layout.fixed_noise:
@@ -141,12 +164,22 @@ def media_forward(
     return tuple(hidden_states)
 
 
+def as_pil(pixels: np.ndarray):
+    """An RGB uint8 (H, W, 3) array as a PIL image: a processor guesses the channel axis of an
+    array from its shape, and guesses wrong for a 1x1, 1xN or 3x3 image (channels first)."""
+    from PIL import Image
+
+    return Image.fromarray(np.ascontiguousarray(pixels, dtype=np.uint8))
+
+
 def model_view(loaded: LoadedModel, item: MediaItem) -> np.ndarray:
     """The image as the model sees it, uint8 (H, W, 3): the processor's resize and crop, its
     normalisation undone (``image_mean`` / ``image_std`` / ``rescale_factor`` of the processor),
     so that patch (r, c) covers pixels [r*p, (r+1)*p) x [c*p, (c+1)*p)."""
     processor = loaded.processor
-    pixels = processor(images=[item.data], return_tensors="np")["pixel_values"][0]  # (3, H, W)
+    pixels = processor(images=[as_pil(item.data)], return_tensors="np")["pixel_values"][
+        0
+    ]  # (3, H, W)
     pixels = np.asarray(pixels, dtype=np.float64)
     if getattr(processor, "do_normalize", False):
         mean = np.asarray(getattr(processor, "image_mean", 0.0), dtype=np.float64).reshape(-1, 1, 1)
