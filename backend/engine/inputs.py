@@ -9,15 +9,15 @@ view shows where a text corpus shows the text), ``labels`` (the class: the sub-f
 Images are decoded to RGB uint8 (H, W, 3); audio to mono float32 at the file's own rate (the model's
 rate is applied at extraction, :func:`resample`). What a processor cannot take is converted where
 that is sound, and the note names the files: grayscale, 1-bit, palette and CMYK images become RGB;
-16-bit images are scaled to 8 bits (not clipped at 255); transparent pixels are put on white (not
-on whatever colour the file stores under alpha 0); EXIF rotation is applied. An image of any
-size down to 1x1 goes to the processor as a PIL image, which resizes it like any other (as an
-array, a 1x1 or 3x3 image's channel axis is ambiguous to it: :func:`backend.engine.extraction.media.as_pil`). Clips are
-averaged to mono, read at any bit depth (8/16/24/32-bit, float) and resampled to the model's rate;
-clips with non-finite samples (a float file holding NaN or inf) are skipped by name, and clips
+16-bit images are scaled to 8 bits (not clipped at 255); transparent pixels are put on white (not on
+whatever colour the file stores under alpha 0); EXIF rotation is applied. An image of any size down
+to 1x1 goes to the processor as a PIL image, which resizes it like any other (as an array, a 1x1 or
+3x3 image's channel axis is ambiguous to it: :func:`backend.engine.extraction.media.as_pil`). Clips
+are averaged to mono, read at any bit depth (8/16/24/32-bit, float) and resampled to the model's
+rate; clips with non-finite samples (a float file holding NaN or inf) are skipped by name, and clips
 too short to give one frame of the model are skipped by name at extraction
-(:func:`backend.engine.extraction.media.prepare_media`). Files are read in sorted relative-path order, so
-item indices never depend on the file system. The bundled demo sets (:func:`demo_images`,
+(:func:`backend.engine.extraction.media.prepare_media`). Files are read in sorted relative-path
+order, so item indices never depend on the file system. The bundled demo sets (:func:`demo_images`,
 :func:`demo_speech`) need no download.
 """
 
