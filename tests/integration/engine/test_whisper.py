@@ -107,3 +107,14 @@ def test_other_rates_and_stereo_go_through_whisper(whisper, tmp_path):
     soundfile.write(str(folder / "stereo.wav"), rng.normal(0, 0.1, (8000, 2)), RATE)
     result = extract(whisper, load_media_folder(folder, "audio"), ExtractionSettings())
     assert result.num_tokens == 2 * 25
+
+
+def test_a_random_init_copy_is_a_whisper_encoder_too(whisper, clips):
+    """Godey et al.'s trained-vs-untrained contrast: the copy reads clips the same way."""
+    from backend.engine.models import random_like
+
+    copy = random_like(whisper)
+    assert copy.layout == whisper.layout and copy.info.role == whisper.info.role
+    assert copy.info.position_embedding.startswith("absolute, fixed sinusoidal table")
+    result = extract(copy, clips, ExtractionSettings(sample_size=20))
+    assert result.num_tokens == sum(_expected_frames(whisper, n) for n in LENGTHS)
