@@ -54,13 +54,11 @@ def get_model_view(loaded: LoadedModel, corpus, index: int) -> np.ndarray:
 
 
 def media_massive_view(loaded: LoadedModel, corpus) -> None:
-    """The page for an image model; one line for audio (not built)."""
-    if loaded.layout.modality != "image":
-        st.info(
-            "Massive activations and high-norm tokens are measured here for texts (decoders and "
-            "encoders) and images (ViT-style patch tokens); audio clips are not scanned yet.",
-            icon=":material/block:",
-        )
+    """The page for an image model; a speech encoder gets ui/highnorm_audio.py's."""
+    if loaded.layout.modality == "audio":
+        from ui.highnorm_audio import audio_massive_view
+
+        audio_massive_view(loaded, corpus)
         return
     explainer(
         "What is this / references",
