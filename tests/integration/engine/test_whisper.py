@@ -118,3 +118,13 @@ def test_a_random_init_copy_is_a_whisper_encoder_too(whisper, clips):
     assert copy.info.position_embedding.startswith("absolute, fixed sinusoidal table")
     result = extract(copy, clips, ExtractionSettings(sample_size=20))
     assert result.num_tokens == sum(_expected_frames(whisper, n) for n in LENGTHS)
+
+
+def test_the_model_card_says_it_is_the_encoder_of_an_encoder_decoder(whisper):
+    from backend.plots.overview import model_card_rows
+
+    card = {row["field"]: row["value"] for row in model_card_rows(whisper.info.to_dict())}
+    assert card["role"].startswith("speech encoder (Whisper), encoder of an encoder-decoder")
+    assert card["position embeddings"] == "absolute, fixed sinusoidal table (100 audio frames)"
+    bert = load_model("random:bert:layers=1,width=32,heads=2", device="cpu")
+    assert "role" not in {row["field"] for row in model_card_rows(bert.info.to_dict())}
