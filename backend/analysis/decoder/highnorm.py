@@ -177,7 +177,9 @@ def _scan_passes(
                 if refine:
                     massive.refine(flat)
                 else:
-                    item, position = (t.numpy() for t in torch.nonzero(own, as_tuple=True))
+                    item, position = (
+                        to_numpy(t, dtype=None) for t in torch.nonzero(own, as_tuple=True)
+                    )
                     meta = np.column_stack([np.asarray(rows)[item], position, position])
                     massive.update(flat, torch.from_numpy(meta))
                     norm = to_numpy(hidden.float().norm(dim=-1), dtype=torch.float32)  # (S, B, T)
