@@ -63,8 +63,16 @@ def prepare_media(loaded: LoadedModel, items: list[MediaItem]) -> MediaTokens:
         )
     rate = int(layout.sampling_rate or 0)
     data = tuple(resample(item.data, item.rate, rate) for item in items)
+    notes: list[str] = []
     if layout.window_frames:  # Whisper: the extractor cuts a clip to its window, so do we
-        data = tuple(d[: layout.window_frames * int(layout.frame_stride or 1)] for d in data)
+        window = layout.window_frames * int(layout.frame_stride or 1)
+        cut = [item.path for item, d in zip(items, data, strict=True) if len(d) > window]
+        data = tuple(d[:window] for d in data)
+        if cut:
+            notes.append(
+                f"{len(cut)} clip(s) longer than the model's {window / rate:g} s window were cut "
+                f"to it: {_shown(cut)}"
+            )
     samples = np.array([len(d) for d in data], dtype=np.int64)
     frames = frames_for(loaded.encoder, samples, layout)
     stride = layout.frame_stride or max(1, int(samples.max() // max(1, frames.max())))
@@ -76,21 +84,25 @@ def prepare_media(loaded: LoadedModel, items: list[MediaItem]) -> MediaTokens:
         words.append(index.astype(np.int32))
         names.append(np.array([f"t={i * stride / rate:.2f}s" for i in index], dtype=str))
     short = [item.path for item, n in zip(items, frames, strict=True) if not n]
-    shortest = _shortest_clip(loaded, layout) / rate
-    if len(short) == len(items):
-        raise InputError(
-            f"every clip is too short for this model's feature encoder (under {shortest * 1000:g} "
-            f"ms gives no frame): {', '.join(short[:5])}; give longer audio"
-        )
-    notes = ()
     if short:
-        shown = ", ".join(short[:10]) + (f" and {len(short) - 10} more" if len(short) > 10 else "")
-        notes = (
+        shortest = _shortest_clip(loaded, layout) / rate
+        if len(short) == len(items):
+            raise InputError(
+                f"every clip is too short for this model's feature encoder (under "
+                f"{shortest * 1000:g} ms gives no frame): {_shown(short, 5)}; give longer audio"
+            )
+        notes.append(
             f"{len(short)} clip(s) too short for this model (under {shortest * 1000:g} ms gives "
-            f"no frame) were skipped: {shown}",
+            f"no frame) were skipped: {_shown(short)}"
         )
     group = None if layout.pad_with_mask else samples
-    return MediaTokens(ids, special, words, 0, int(frames.max()), data, tuple(names), group, notes)
+    return MediaTokens(
+        ids, special, words, 0, int(frames.max()), data, tuple(names), group, tuple(notes)
+    )
+
+
+def _shown(names: list[str], most: int = 10) -> str:
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
 def _shortest_clip(loaded: LoadedModel, layout) -> int:

@@ -69,6 +69,8 @@ def test_frame_count_rule_on_clips_of_several_lengths(whisper, clips):
     assert frames == [_expected_frames(whisper, n) for n in LENGTHS]
     assert frames[1] == 2 and frames[-1] == whisper.layout.window_frames  # ceil; the cut
     assert result.num_tokens == sum(frames)
+    cut = [n for n in result.notices if "window were cut" in n]
+    assert len(cut) == 1 and "clip5.wav" in cut[0] and "clip4.wav" not in cut[0]
     assert set(result.tokens.text_id[result.sample_index]) <= set(range(len(LENGTHS)))
     last = result.tokens.take(np.flatnonzero(result.tokens.text_id == 4))
     assert last.token[0] == "t=0.00s" and last.token[-1] == "t=0.98s"
