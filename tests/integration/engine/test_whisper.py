@@ -130,3 +130,16 @@ def test_the_model_card_says_it_is_the_encoder_of_an_encoder_decoder(whisper):
     assert card["position embeddings"] == "absolute, fixed sinusoidal table (100 audio frames)"
     bert = load_model("random:bert:layers=1,width=32,heads=2", device="cpu")
     assert "role" not in {row["field"] for row in model_card_rows(bert.info.to_dict())}
+
+
+def test_a_feature_extractor_of_another_window_is_one_clear_error(tmp_path):
+    from transformers import WhisperFeatureExtractor
+
+    from backend.engine.errors import ModelLoadError
+
+    folder = save_whisper(tmp_path / "w")
+    WhisperFeatureExtractor(feature_size=16, chunk_length=3).save_pretrained(folder)  # not 2 s
+    with pytest.raises(
+        ModelLoadError, match="makes 300 mel frames per clip but the encoder takes 200"
+    ):
+        load_model(str(folder), device="cpu")
