@@ -40,7 +40,7 @@ def main() -> int:
             folder = zoo.build(family, Path(tmp) / family)
             loaded = load_model(str(folder), device="cpu")
             results = run_analyses(loaded)
-            rc, line = cli_smoke(folder, Path(tmp))
+            rc, line = cli_smoke(folder, Path(tmp), audio=family in zoo.AUDIO)
             cli = "works" if rc == 0 else f"exit {rc}: {line.removeprefix('error: ')[:100]}"
             rows.append(
                 [

@@ -1,8 +1,9 @@
 """Massive activations & sinks: huge activations in the residual stream (Sun et al. 2024), attention
 sinks on the first token (Xiao et al. 2023; Gu et al. 2024) and LLM.int8-style outlier features
-(Dettmers et al. 2022). Every position is included, the first one too. Image models get their
-own view: massive activations by carrier token, high-norm patches (Darcet et al. 2024) and the
-patch norms over the image. The sections are in ui/views/decoder.py and ui/views/highnorm.py."""
+(Dettmers et al. 2022). Every position is included, the first one too. Image and speech
+models get their own view: massive activations by carrier token, high-norm patches or frames
+(Darcet et al. 2024), and the patch norms over the image or the frame norms under the waveform.
+The sections are in ui/views/decoder.py and ui/views/highnorm.py."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from ui.views.highnorm import media_massive_view
 
 st.title("Massive activations & sinks")
 loaded, corpus = model_and_corpus_or_stop()
-if loaded.layout.modality != "text":  # vision encoders: carriers, high-norm tokens, the image
+if loaded.layout.modality != "text":  # vision / speech encoders: carriers, high-norm tokens
     media_massive_view(loaded, corpus)
     st.stop()
 view.explain()

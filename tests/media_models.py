@@ -119,3 +119,42 @@ def audio_folder(folder: Path, seconds: tuple[float, ...] = (0.5, 0.3, 0.5), rat
     for i, s in enumerate(seconds):
         soundfile.write(str(folder / f"clip{i}.wav"), rng.normal(0, 0.1, int(s * rate)), rate)
     return folder
+
+
+WHISPER_WINDOW_SECONDS = 2  # the tiny extractor's window: 200 mel frames, 100 encoder frames
+
+
+def save_whisper(folder: Path, *, conditional: bool = False) -> Path:
+    """A tiny Whisper (``WhisperModel``, or ``WhisperForConditionalGeneration``) with its own
+    small feature extractor (16 mel bins, a 2 s window) and a tokenizer for its decoder, as a
+    trained Whisper folder holds one."""
+    import transformers as tf
+
+    from tests.zoo import tokenizer
+
+    torch.manual_seed(0)
+    hop = 160
+    config = tf.WhisperConfig(
+        vocab_size=128,
+        d_model=32,
+        encoder_layers=2,
+        decoder_layers=1,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        num_mel_bins=16,
+        max_source_positions=WHISPER_WINDOW_SECONDS * 16000 // hop // 2,
+        max_target_positions=32,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+        decoder_start_token_id=1,
+    )
+    cls = tf.WhisperForConditionalGeneration if conditional else tf.WhisperModel
+    cls(config).save_pretrained(folder)
+    tf.WhisperFeatureExtractor(
+        feature_size=16, hop_length=hop, chunk_length=WHISPER_WINDOW_SECONDS
+    ).save_pretrained(folder)
+    tokenizer().save_pretrained(folder)
+    return folder

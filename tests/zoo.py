@@ -1,5 +1,5 @@
-"""Tiny random checkpoints (2 layers, width 64) of every decoder and encoder family transformers
-builds from a small config: the conformance zoo (``tests/integration/engine/test_zoo.py``) and
+"""Tiny random checkpoints (2 layers, width 64) of every decoder, encoder and text encoder-decoder
+family transformers builds from a small config: the conformance zoo (``tests/integration/engine/test_zoo.py``) and
 ``benchmarks/zoo_table.py``.
 
 Each family is a config class name and the keyword arguments that make it tiny; :func:`build`
@@ -31,6 +31,22 @@ _ENC = dict(
     max_position_embeddings=128,
 )
 _MOE = dict(num_local_experts=4, num_experts_per_tok=2)
+_T5 = dict(vocab_size=V, d_model=W, num_layers=L, num_heads=H, d_ff=FF, d_kv=16, pad_token_id=0)
+_BART = dict(  # BART, mBART, Marian, Pegasus: one encoder layer count, one decoder layer count
+    vocab_size=V,
+    d_model=W,
+    encoder_layers=L,
+    decoder_layers=1,
+    encoder_attention_heads=H,
+    decoder_attention_heads=H,
+    encoder_ffn_dim=FF,
+    decoder_ffn_dim=FF,
+    max_position_embeddings=128,
+    pad_token_id=0,
+    bos_token_id=1,
+    eos_token_id=2,
+    decoder_start_token_id=1,
+)
 
 # family (config model_type) -> (config class name, tiny kwargs, decoder?)
 FAMILIES: dict[str, tuple[str, dict, bool]] = {
@@ -184,7 +200,24 @@ FAMILIES: dict[str, tuple[str, dict, bool]] = {
     ),
     "megatron-bert": ("MegatronBertConfig", _ENC, False),
     "roformer": ("RoFormerConfig", _ENC | dict(embedding_size=W), False),
+    # text encoder-decoders: the loader keeps the encoder (get_encoder()), an encoder like the others
+    "t5": ("T5Config", _T5, False),
+    "mt5": ("MT5Config", _T5, False),  # gated-GELU feed-forward, Flan-T5's layout
+    "bart": ("BartConfig", _BART, False),
+    "mbart": ("MBartConfig", _BART, False),
+    "marian": ("MarianConfig", _BART, False),
+    "pegasus": ("PegasusConfig", _BART, False),
+    # the speech encoder-decoder: its encoder reads log-mel features (build saves a 2 s extractor)
+    "whisper": (
+        "WhisperConfig",
+        {k: v for k, v in _BART.items() if k != "max_position_embeddings"}
+        | dict(num_mel_bins=16, max_source_positions=100, max_target_positions=32),
+        False,
+    ),
 }
+ENCODER_DECODERS = ("t5", "mt5", "bart", "mbart", "marian", "pegasus", "whisper")
+AUDIO = ("whisper",)
+TEXT_FAMILIES = tuple(k for k in FAMILIES if k not in AUDIO)
 
 DECODERS = tuple(k for k, (_, _, dec) in FAMILIES.items() if dec)
 ENCODERS = tuple(k for k, (_, _, dec) in FAMILIES.items() if not dec)
@@ -231,5 +264,13 @@ def build(family: str, folder: Path, seed: int = 0) -> Path:
     model = AutoModel.from_config(config_of(family))
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(folder, safe_serialization=True)
-    tokenizer().save_pretrained(folder)
+    tokenizer().save_pretrained(folder)  # Whisper's folder too: a tokenizer for its decoder
+    if family in AUDIO:
+        from transformers import WhisperFeatureExtractor
+
+        config = model.config  # 100 encoder frames = 200 mel frames of 160 samples: 2 s at 16 kHz
+        seconds = config.max_source_positions * 2 * 160 // 16000
+        WhisperFeatureExtractor(
+            feature_size=config.num_mel_bins, hop_length=160, chunk_length=seconds
+        ).save_pretrained(folder)
     return folder

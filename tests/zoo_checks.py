@@ -18,6 +18,8 @@ TEXTS = [
     "the w4 .",
 ]
 
+CLIP_SECONDS = (0.5, 0.31, 1.0)  # the clips of an audio family (noise at 16 kHz)
+
 # analysis name -> what it runs (in-process, on the loaded model)
 ANALYSES = (
     "hidden states",
@@ -72,7 +74,12 @@ def wiring_errors(loaded) -> list[str]:
     wired = wiring(loaded)
     named = dict(model.named_modules())
     errors = []
-    ids = loaded.tokenizer(TEXTS[1], return_tensors="pt")["input_ids"]
+    if loaded.layout.modality == "audio":  # a clip's own features (Whisper: log-mel)
+        inputs = dict(
+            loaded.processor([clips().items[0].data], sampling_rate=16000, return_tensors="pt")
+        )
+    else:
+        inputs = {"input_ids": loaded.tokenizer(TEXTS[1], return_tensors="pt")["input_ids"]}
     for norm in wired.norms:
         if not norm.feeds:
             continue
@@ -105,16 +112,29 @@ def wiring_errors(loaded) -> list[str]:
             forward_hooks({named[p]: record(p) for p in norm.feeds}, pre=True, with_kwargs=True),
             torch.inference_mode(),
         ):
-            model(input_ids=ids)
+            model(**inputs)
         wrong = [p for p in norm.feeds if seen.get(p, 0.0) != 0.0]
         if wrong:
             errors.append(f"{norm.path} zeroed, yet {wrong} got non-zero inputs")
     return errors
 
 
+def clips():
+    """:data:`CLIP_SECONDS` of noise as an audio corpus (no files)."""
+    from backend.engine.inputs import MediaCorpus, MediaItem
+
+    rng = np.random.default_rng(0)
+    items = tuple(
+        MediaItem(f"clip{i}.wav", "", rng.normal(0, 0.1, int(s * 16000)).astype(np.float32), 16000)
+        for i, s in enumerate(CLIP_SECONDS)
+    )
+    return MediaCorpus(items, "zoo clips", "audio")
+
+
 def run_analyses(loaded) -> dict[str, str]:
     """Each analysis on the loaded model: ``works`` or ``refused: <the one line>``. Anything but an
-    IsoscopeError propagates (a bug)."""
+    IsoscopeError propagates (a bug). An audio model reads :func:`clips` where a text model reads
+    :data:`TEXTS`."""
     from backend.analysis.decoder.massive import int8_sites, scan_decoder
     from backend.analysis.layernorm.params import ln_params, norms_of
     from backend.analysis.positional.qk import qk_stats
@@ -123,8 +143,23 @@ def run_analyses(loaded) -> dict[str, str]:
     from backend.engine.errors import IsoscopeError
     from backend.engine.extraction import encode_text
 
+    audio = loaded.layout.modality == "audio"
+
     def hidden():
-        encode_text(loaded, TEXTS[0], max_length=16)
+        if audio:
+            from backend.engine.extraction import ExtractionSettings, extract
+
+            extract(loaded, clips(), ExtractionSettings(sample_size=20))
+        else:
+            encode_text(loaded, TEXTS[0], max_length=16)
+
+    def massive():
+        if audio:
+            from backend.analysis.decoder.highnorm import scan_audio
+
+            scan_audio(loaded, clips().items)
+        else:
+            scan_decoder(loaded, TEXTS, max_length=16)
 
     def norms():
         ln_params(norms_of(loaded))
@@ -152,7 +187,7 @@ def run_analyses(loaded) -> dict[str, str]:
         "hidden states": hidden,
         "norms": norms,
         "int8": int8,
-        "massive + sinks": lambda: scan_decoder(loaded, TEXTS, max_length=16),
+        "massive + sinks": massive,
         "queries/keys": lambda: qk_stats(loaded, TEXTS, max_length=16),
         "q/k before RoPE": lambda: qk_stats(loaded, TEXTS, max_length=16, rotation="before"),
         "TUPE": tupe,
@@ -169,12 +204,22 @@ def run_analyses(loaded) -> dict[str, str]:
     return out
 
 
-def cli_smoke(folder: Path, tmp: Path) -> tuple[int, str]:
-    """``massive`` through the CLI entry point, in-process: (exit status, stderr's error line)."""
+def cli_smoke(folder: Path, tmp: Path, audio: bool = False) -> tuple[int, str]:
+    """``massive`` through the CLI entry point, in-process: (exit status, stderr's error line);
+    ``audio``: on a folder of :func:`clips` (``--audio``)."""
+    import soundfile
+
     from backend.cli import main
 
-    texts = tmp / "texts.txt"
-    texts.write_text("\n".join(TEXTS) + "\n")
+    if audio:
+        inputs = ["--audio", str(tmp / "clips")]
+        (tmp / "clips").mkdir(exist_ok=True)
+        for item in clips().items:
+            soundfile.write(str(tmp / "clips" / item.path), item.data, item.rate)
+    else:
+        texts = tmp / "texts.txt"
+        texts.write_text("\n".join(TEXTS) + "\n")
+        inputs = ["--texts", str(texts)]
     err = io.StringIO()
     with redirect_stderr(err):
         rc = main(
@@ -182,8 +227,7 @@ def cli_smoke(folder: Path, tmp: Path) -> tuple[int, str]:
                 "massive",
                 "--model",
                 str(folder),
-                "--texts",
-                str(texts),
+                *inputs,
                 "--out",
                 str(tmp / "m.json"),
                 "--device",

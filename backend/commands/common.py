@@ -158,7 +158,7 @@ def add_input_args(parser: argparse.ArgumentParser, texts_help: str) -> None:
         "--audio",
         metavar="DIR",
         help="a folder of .wav/.flac clips (mono, resampled to the model's rate), or 'demo' "
-        "(sentences read by espeak-ng); for speech models (wav2vec2, HuBERT)",
+        "(sentences read by espeak-ng); for speech models (wav2vec2, HuBERT, the Whisper encoder)",
     )
 
 

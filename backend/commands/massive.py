@@ -2,7 +2,8 @@
 al. 2023; Gu et al. 2024's metric) and LLM.int8-style outlier features (Dettmers et al. 2022) of a
 model on a corpus, in one pass over every token (first position included). With ``--images``: the
 massive activations of a vision encoder by carrier token ([CLS], register, patch; Sun et al.) and
-its high-norm patches (Darcet et al. 2024)."""
+its high-norm patches (Darcet et al. 2024). With ``--audio``: the same over a speech encoder's frames
+(wav2vec2, HuBERT, Whisper), each clip's own frames only (a Whisper clip's padding is left out)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,11 @@ def add_parser(sub) -> None:
         "{dims: [{dim, site_share}], outlier_features}}. Positions count from 0 within each text. "
         "With --images (a vision encoder): {model, corpus, layers (position: the output token, token: "
         "its name), carriers: [{state, CLS, distillation, register, patch}], high_norm: [{state, "
-        "median_patch_norm, threshold, share}], top_patches}.",
+        "median_patch_norm, threshold, share}], top_patches}. With --audio (a speech encoder: "
+        "wav2vec2, HuBERT, Whisper), over each clip's own frames (position: the frame, token: its "
+        "start time): {model, corpus, layers, carriers: [{state, first frame, other frame}], "
+        "high_norm: [{state, median_frame_norm, threshold, share}], top_frames: [{file, clip, "
+        "frame, time, norm}]}.",
     )
     add_model_args(p, max_length=256, batch_size=8)
     add_input_args(p, ".txt (one text per line), .csv or .jsonl with a text column")
@@ -37,7 +42,8 @@ def add_parser(sub) -> None:
         "--high-norm-factor",
         type=float,
         default=2.0,
-        help="images: a patch is high-norm above this factor x its state's median patch norm",
+        help="images / audio: a patch (frame) is high-norm above this factor x its state's "
+        "median patch (frame) norm",
     )
     p.add_argument("--out", required=True, help="output JSON file")
     p.set_defaults(func=run_massive)
@@ -56,16 +62,14 @@ def run_massive(args: argparse.Namespace) -> int:
     if not args.high_norm_factor > 1:
         raise InputError(f"--high-norm-factor must be above 1, got {args.high_norm_factor}")
     corpus = load_inputs(args)
-    if getattr(corpus, "kind", "text") == "audio":
-        raise InputError(
-            "massive scans texts (--texts) and images (--images); audio is not scanned"
-        )
     loaded = load_model_from_args(args)
     check_modality(loaded, getattr(corpus, "kind", "text"))
     for notice in corpus.notices:
         progress_line(f"note: {notice}")
     if loaded.layout.modality == "image":
         return _run_images(args, loaded, corpus, out)
+    if loaded.layout.modality == "audio":
+        return _run_audio(args, loaded, corpus, out)
     scan = scan_decoder(
         loaded,
         corpus.texts,
@@ -141,22 +145,81 @@ def _run_images(args: argparse.Namespace, loaded, corpus, out) -> int:
                 "tokens": massive.n_tokens,
             },
             "layers": massive.layers(),
-            "carriers": [
-                {"state": name} | {k: v for k, v in c.items() if k not in ("dims", "tokens")}
-                for name, c in zip(massive.state_names, massive.carriers, strict=True)
-            ],
-            "high_norm": [
-                {
-                    "state": name,
-                    "median_patch_norm": float(median[s]),
-                    "threshold": float(thresholds[s]),
-                    "share": float(shares[s]),
-                }
-                for s, name in enumerate(massive.state_names)
-            ],
+            "carriers": _carriers(massive),
+            "high_norm": _high_norm(massive.state_names, "patch", median, thresholds, shares),
             "top_patches": [
                 {"file": corpus.texts[t["image"]]} | t
                 for t in scan.top_patches(len(thresholds) - 1, float(thresholds[-1]))
+            ],
+        },
+    )
+    return 0
+
+
+def _carriers(massive) -> list[dict]:
+    return [
+        {"state": name} | {k: v for k, v in c.items() if k not in ("dims", "tokens")}
+        for name, c in zip(massive.state_names, massive.carriers, strict=True)
+    ]
+
+
+def _high_norm(state_names, unit: str, median, thresholds, shares) -> list[dict]:
+    """Per state: the median token norm, the high-norm threshold and the share above it."""
+    return [
+        {
+            "state": name,
+            f"median_{unit}_norm": float(median[s]),
+            "threshold": float(thresholds[s]),
+            "share": float(shares[s]),
+        }
+        for s, name in enumerate(state_names)
+    ]
+
+
+def _run_audio(args: argparse.Namespace, loaded, corpus, out) -> int:
+    """``--audio``: massive activations and high-norm frames over each clip's own frames."""
+    from backend.analysis.decoder.highnorm import scan_audio
+    from backend.analysis.decoder.massive import peak_state
+
+    scan = scan_audio(
+        loaded,
+        corpus.items,
+        batch_size=args.batch_size,
+        progress=ProgressPrinter(f"scanning {len(corpus)} clips"),
+    )
+    for note in scan.notes:
+        progress_line(f"note: {note}")
+    massive = scan.massive
+    thresholds = scan.thresholds(args.high_norm_factor)
+    shares = scan.high_norm_share(thresholds)
+    peak = peak_state(massive)
+    progress_line(
+        f"largest |h|: {massive.top_value[peak, 0]:.1f} at hidden state {massive.state_names[peak]}, "
+        f"dim {massive.top_dim[peak, 0]}, clip {corpus.texts[massive.top_text[peak, 0]]} "
+        f"frame {massive.top_position[peak, 0]} ({massive.top_token[peak, 0]})"
+    )
+    progress_line(f"high-norm frames at state {massive.state_names[-1]}: {shares[-1]:.1%}")
+    write_json(
+        out,
+        {
+            "model": loaded.info.to_dict(),
+            "corpus": {
+                "name": corpus.name,
+                "sha": corpus.sha,
+                "clips": scan.n_clips,
+                "frames": massive.n_tokens,
+                "frames_per_clip": {
+                    f: int(n) for f, n in zip(corpus.texts, scan.frames, strict=True)
+                },
+            },
+            "layers": massive.layers(),
+            "carriers": _carriers(massive),
+            "high_norm": _high_norm(
+                massive.state_names, "frame", thresholds / args.high_norm_factor, thresholds, shares
+            ),
+            "top_frames": [
+                {"file": corpus.texts[t["clip"]]} | t
+                for t in scan.top_frames(len(thresholds) - 1, float(thresholds[-1]))
             ],
         },
     )

@@ -49,7 +49,13 @@ import torch
 
 from backend.engine.errors import UnsupportedModelError
 from backend.engine.hooks import forward_hooks
-from backend.engine.layout import ascending_noise, forward_parameters, modality_of
+from backend.engine.layout import (
+    ascending_noise,
+    feature_window,
+    forward_parameters,
+    modality_of,
+    reads_spectrogram,
+)
 
 POSITION_KINDS = ("learned absolute", "rotary", "alibi", "relative", "none")
 NORM_ROLES = ("emb", "attn", "out", "pre_attn", "pre_mlp", "other", "final", "head")
@@ -214,14 +220,18 @@ TRACE_SAMPLES = 16000  # samples of the traced audio clip: 1 s at wav2vec2's 16 
 
 def _trace_forward(model: torch.nn.Module, seed: int = 0) -> Any:
     """One forward pass on a random input of the kind the model reads (its forward's argument
-    names say which: token ids, ``pixel_values`` of its configured image size, or a clip of
-    ``input_values``)."""
+    names say which: token ids, ``pixel_values`` of its configured image size, a clip of
+    ``input_values``, or a window of ``input_features`` mel frames)."""
     modality = modality_of(model)
     if modality == "text":
         return _forward(model, _trace_ids(model, seed=seed))
     gen = torch.Generator().manual_seed(seed)
     device = _input_device(model)
     dtype = next(model.parameters()).dtype
+    if reads_spectrogram(model):
+        bins = int(getattr(model.config, "num_mel_bins", 80) or 80)
+        features = torch.randn((1, bins, feature_window(model)), generator=gen)
+        return model(input_features=features.to(device, dtype))
     if modality == "audio":
         values = torch.randn((1, TRACE_SAMPLES), generator=gen).to(device, dtype)
         return model(input_values=values)
@@ -723,12 +733,18 @@ def _layer_role(block, block_prefix, t, in_block, proj_calls, names, post_ln) ->
 
 
 def position_table_of(model_or_loaded: Any) -> torch.nn.Embedding | None:
-    """The learned position table: an ``nn.Embedding`` of the base model other than the word
-    embeddings with ``max_position_embeddings`` rows (OPT keeps 2 more). Also the zeroed table of
-    a NoPE model."""
+    """The absolute position table: an ``nn.Embedding`` of the base model other than the word
+    embeddings with ``max_position_embeddings`` (Whisper: ``max_source_positions``) rows (OPT
+    keeps 2 more). Also the zeroed table of a NoPE model, and Whisper's fixed sinusoidal one
+    (:func:`is_sinusoidal_table`)."""
     model = _module_of(model_or_loaded)
     config = model.config
-    n = int(getattr(config, "max_position_embeddings", 0) or 0)
+    # Whisper's encoder names its table's size max_source_positions (frames)
+    n = int(
+        getattr(config, "max_position_embeddings", 0)
+        or getattr(config, "max_source_positions", 0)
+        or 0
+    )
     if n <= 0:
         return None
     try:
@@ -742,9 +758,12 @@ def position_table_of(model_or_loaded: Any) -> torch.nn.Embedding | None:
             or module is words
         ):
             continue
-        if (
-            n <= module.num_embeddings <= n + 2
-            and "sinusoidal" not in type(module).__name__.lower()
+        if not n <= module.num_embeddings <= n + 2:
+            continue
+        # a sinusoidal module is a table added to the input (Marian, Pegasus) unless it feeds
+        # rotary attention (RoFormer); its values must be the sinusoids
+        if "sinusoidal" not in type(module).__name__.lower() or (
+            not _uses_rotary(model) and is_sinusoidal_table(module.weight)
         ):
             return module
     return None
@@ -762,6 +781,19 @@ def position_offset(model_or_loaded: Any) -> int:
     return int(table.padding_idx) + 1 if table.padding_idx is not None else 0
 
 
+def _uses_rotary(model: torch.nn.Module) -> bool:
+    config = model.config
+    rotary_module = any(
+        "rotary" in type(m).__name__.lower() or "inv_freq" in dict(m.named_buffers(recurse=False))
+        for m in model.modules()
+    )
+    return bool(
+        rotary_module
+        or hasattr(config, "rotary_value")
+        or any(getattr(config, k, None) is not None for k in _ROPE_CONFIG_KEYS)
+    )
+
+
 def position_kind(model_or_loaded: Any) -> str:
     """One of :data:`POSITION_KINDS`, from the model's modules and its config."""
     model = _module_of(model_or_loaded)
@@ -775,15 +807,7 @@ def position_kind(model_or_loaded: Any) -> str:
         "alibi" in name.lower() for name in dir(type(_base(model))) if not name.startswith("__")
     ):
         return "alibi"
-    rotary_module = any(
-        "rotary" in type(m).__name__.lower() or "inv_freq" in dict(m.named_buffers(recurse=False))
-        for m in model.modules()
-    )
-    if (
-        rotary_module
-        or hasattr(config, "rotary_value")
-        or any(getattr(config, k, None) is not None for k in _ROPE_CONFIG_KEYS)
-    ):
+    if _uses_rotary(model):
         return "rotary"
     if getattr(config, "position_embedding_type", None) not in (None, "absolute") or any(
         getattr(config, k, None) for k in ("relative_attention", "relative_attention_num_buckets")
@@ -957,4 +981,24 @@ def position_embedding_label(model: torch.nn.Module) -> str:
             f"relative ({getattr(config, 'position_embedding_type', None) or 'relative attention'})"
         )
     table = position_table_of(model)
+    if is_sinusoidal_table(table.weight):
+        return f"absolute, fixed sinusoidal table ({table.num_embeddings} positions)"
     return f"absolute, learned ({table.num_embeddings} positions)"
+
+
+def is_sinusoidal_table(weight: torch.Tensor) -> bool:
+    """Whether a (P, d) table holds Vaswani et al.'s sinusoids as [sin | cos] halves (Whisper's
+    encoder): read from the values, since a fixed table is a parameter like a learned one. Row 0
+    is sin(0) = 0 then cos(0) = 1, and every row has sin^2 + cos^2 = 1 per frequency, so the norm
+    sqrt(d / 2)."""
+    rows = weight.detach().float().cpu()
+    if rows.dim() != 2 or rows.shape[1] % 2 or rows.shape[0] < 2:
+        return False
+    half = rows.shape[1] // 2
+    first = rows[0]
+    norms = rows.norm(dim=1) / half**0.5
+    return bool(
+        first[:half].abs().max() < 1e-3
+        and (first[half:] - 1).abs().max() < 1e-3
+        and (norms - 1).abs().max() < 1e-2
+    )

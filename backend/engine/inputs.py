@@ -7,8 +7,17 @@ view shows where a text corpus shows the text), ``labels`` (the class: the sub-f
 (every limit applied and every file skipped, by name).
 
 Images are decoded to RGB uint8 (H, W, 3); audio to mono float32 at the file's own rate (the model's
-rate is applied at extraction, :func:`resample`). Files are read in sorted relative-path order, so
-item indices never depend on the file system. The bundled demo sets (:func:`demo_images`,
+rate is applied at extraction, :func:`resample`). What a processor cannot take is converted where
+that is sound, and the note names the files: grayscale, 1-bit, palette and CMYK images become RGB;
+16-bit images are scaled to 8 bits (not clipped at 255); transparent pixels are put on white (not on
+whatever colour the file stores under alpha 0); EXIF rotation is applied. An image of any size down
+to 1x1 goes to the processor as a PIL image, which resizes it like any other (as an array, a 1x1 or
+3x3 image's channel axis is ambiguous to it: :func:`backend.engine.extraction.media.as_pil`). Clips
+are averaged to mono, read at any bit depth (8/16/24/32-bit, float) and resampled to the model's
+rate; clips with non-finite samples (a float file holding NaN or inf) are skipped by name, and clips
+too short to give one frame of the model are skipped by name at extraction
+(:func:`backend.engine.extraction.media.prepare_media`). Files are read in sorted relative-path
+order, so item indices never depend on the file system. The bundled demo sets (:func:`demo_images`,
 :func:`demo_speech`) need no download.
 """
 
@@ -35,6 +44,10 @@ MAX_IMAGE_PIXELS = (
 )  # larger images are scaled down to this (the processor resizes anyway)
 MAX_AUDIO_SECONDS = 30.0  # longer clips are cut
 MAX_FILE_BYTES = 50 * 1024 * 1024
+SMALL_IMAGE_SIDE = (
+    14  # px: the smallest patch of common ViTs (DINOv2); below it a patch is upscaling
+)
+_HIGH_DEPTH_MODES = ("I;16", "I;16B", "I;16L", "I;16N", "I")  # 16/32-bit integer grayscale
 
 DEMO_IMAGES_NAME = (
     "bundled sample images (scikit-learn's china and flower, 4 tiles each, CC BY 2.0)"
@@ -158,6 +171,7 @@ def load_media_folder(
         files = files[:max_files]
     items: list[MediaItem] = []
     broken: list[str] = []
+    converted: dict[str, list[str]] = {}  # what was done -> the files it was done to
     scaled = cut = 0
     for path in files:
         rel = path.relative_to(folder)
@@ -166,8 +180,10 @@ def load_media_folder(
             if path.stat().st_size > MAX_FILE_BYTES:
                 raise ValueError("too large")
             if kind == "image":
-                data, was_scaled = read_image(path, max_pixels)
+                data, was_scaled, changes = read_image(path, max_pixels)
                 scaled += was_scaled
+                for change in changes:
+                    converted.setdefault(change, []).append(rel.as_posix())
                 items.append(MediaItem(rel.as_posix(), label, data))
             else:
                 data, rate, was_cut = read_audio(path, max_seconds)
@@ -177,6 +193,9 @@ def load_media_folder(
             broken.append(f"{rel.as_posix()} ({_reason(exc)})")
     if broken:
         notices.append(f"{len(broken)} unreadable file(s) skipped: " + "; ".join(broken[:10]))
+    for change, names in converted.items():
+        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        notices.append(f"{len(names)} image(s) {change}: {shown}")
     if scaled:
         notices.append(f"{scaled} image(s) over {max_pixels:,} pixels were scaled down (limit)")
     if cut:
@@ -201,19 +220,51 @@ def _reason(exc: BaseException) -> str:
     return (text[0] if text else type(exc).__name__)[:120]
 
 
-def read_image(path: Path, max_pixels: int = MAX_IMAGE_PIXELS) -> tuple[np.ndarray, bool]:
-    """RGB uint8 (H, W, 3) pixels of an image file, scaled down to ``max_pixels``; and whether it was."""
-    from PIL import Image
+def read_image(
+    path: Path, max_pixels: int = MAX_IMAGE_PIXELS
+) -> tuple[np.ndarray, bool, list[str]]:
+    """RGB uint8 (H, W, 3) pixels of an image file, scaled down to ``max_pixels``; whether it
+    was; and what else was done to it (the module doc's conversions, as note phrases)."""
+    from PIL import Image, ImageOps
 
+    changes: list[str] = []
     with Image.open(path) as image:
         image.load()
-        rgb = image.convert("RGB")
+        if image.getexif().get(0x0112, 1) != 1:  # the EXIF Orientation tag: a phone's rotation
+            image = ImageOps.exif_transpose(image)
+            changes.append("were turned upright (EXIF orientation)")
+        rgb = _to_rgb(image, changes)
     scaled = rgb.width * rgb.height > max_pixels
     if scaled:
         factor = (max_pixels / (rgb.width * rgb.height)) ** 0.5
         size = (max(1, int(rgb.width * factor)), max(1, int(rgb.height * factor)))
         rgb = rgb.resize(size, Image.Resampling.BICUBIC)
-    return np.asarray(rgb, dtype=np.uint8), scaled
+    return np.asarray(rgb, dtype=np.uint8), scaled, changes
+
+
+def _to_rgb(image, changes: list[str]):
+    """``image`` as an 8-bit RGB PIL image (module doc), noting each conversion in ``changes``."""
+    from PIL import Image
+
+    mode = image.mode
+    if mode == "RGB":
+        return image
+    if mode in _HIGH_DEPTH_MODES:  # scale the range to 8 bits: convert("RGB") would clip at 255
+        values = np.asarray(image, dtype=np.float64)
+        peak = float(values.max(initial=0))
+        # "I" is a 32-bit container: its values say the depth (some decoders open 16-bit PNGs so)
+        top = 65535.0 if mode.startswith("I;16") or 255 < peak <= 65535 else max(peak, 255.0)
+        gray = np.clip(np.rint(values * (255.0 / top)), 0, 255).astype(np.uint8)
+        changes.append("of more than 8 bits per sample were scaled to 8 bits")
+        return Image.fromarray(gray).convert("RGB")
+    if mode in ("RGBA", "LA", "PA", "La", "RGBa") or "transparency" in image.info:
+        rgba = image.convert("RGBA")
+        white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        changes.append("with transparency were put on white")
+        return Image.alpha_composite(white, rgba).convert("RGB")
+    names = {"L": "grayscale", "1": "1-bit", "P": "palette", "CMYK": "CMYK", "YCbCr": "YCbCr"}
+    changes.append(f"in {names.get(mode, mode)} were converted to RGB")
+    return image.convert("RGB")
 
 
 def read_audio(path: Path, max_seconds: float = MAX_AUDIO_SECONDS) -> tuple[np.ndarray, int, bool]:
@@ -223,6 +274,8 @@ def read_audio(path: Path, max_seconds: float = MAX_AUDIO_SECONDS) -> tuple[np.n
     data, rate = soundfile.read(str(path), dtype="float32", always_2d=True)
     if data.shape[0] == 0:
         raise ValueError("no samples")
+    if not np.isfinite(data).all():
+        raise ValueError("holds NaN or infinite samples")
     mono = data.mean(axis=1, dtype=np.float32)
     most = int(max_seconds * rate)
     return np.ascontiguousarray(mono[:most]), int(rate), len(mono) > most

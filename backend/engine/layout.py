@@ -2,8 +2,9 @@
 
 Read from the model, never from its type name:
 
-- the modality from the forward signature (``pixel_values``: image, ``input_values``: audio, else
-  text);
+- the modality from the forward signature (``pixel_values``: image, ``input_values`` (a waveform)
+  or ``input_features`` (a spectrogram, Whisper): audio, else text), never from which
+  preprocessing files exist (Whisper ships a tokenizer for its decoder);
 - for images, one traced forward pass of a blank image through the checkpoint's own processor
   gives the token count; the patch grid is the processed size over ``config.patch_size`` and the
   prefix tokens are the rest, named from the embedding module's parameters (``cls_token`` /
@@ -12,6 +13,13 @@ Read from the model, never from its type name:
   rate the feature extractor's ``sampling_rate``; checkpoints whose feature extractor asks for no
   attention mask (group-norm wav2vec2 / HuBERT base) change their output when padded, so their
   batches only hold clips of one length (``pad_with_mask`` False);
+- for spectrogram encoders (Whisper, Radford et al. 2022, arXiv 2212.04356), the frame stride is
+  the feature extractor's ``hop_length`` times the product of the strides of the convolutions
+  before the first block (Whisper: 160 x 1 x 2 = 320 samples, 20 ms at 16 kHz). The extractor pads
+  every clip to its window (``n_samples``: 30 s), so the encoder always returns
+  ``window_frames`` frames; a clip of n samples owns the frames whose centre sample lies inside
+  it, ``ceil(n / frame_stride)`` (:func:`frames_for`), and the rest are padding, dropped like
+  text padding;
 - random patch masking (ViTMAE: a ``noise`` argument and ``config.mask_ratio``) is turned off:
   mask ratio 0 and a fixed ascending noise keep every patch, in order.
 """
@@ -52,6 +60,7 @@ class InputLayout:
     sampling_rate: int | None = None
     frame_stride: int | None = None
     pad_with_mask: bool = True
+    window_frames: int | None = None  # spectrogram encoders: frames of the padded window (Whisper)
     fixed_noise: bool = False  # pass an ascending ``noise`` (random masking turned off)
     notes: tuple[str, ...] = field(default=())
 
@@ -84,6 +93,12 @@ class InputLayout:
             patches = f"{self.grid[0]}x{self.grid[1]} patches of {self.patch_size} px"
             return f"{prefix} + {patches}" if prefix else patches
         if self.modality == "audio" and self.frames_per_second:
+            if self.window_frames:
+                window = self.window_frames / self.frames_per_second
+                return (
+                    f"{self.frames_per_second:g} frames per second (log-mel; every clip padded to "
+                    f"{window:g} s, the frames past its end are left out)"
+                )
             how = "padded with a mask" if self.pad_with_mask else "equal-length batches, no padding"
             return f"{self.frames_per_second:g} frames per second ({how})"
         return "tokens of the tokenizer"
@@ -118,9 +133,41 @@ def modality_of(model: torch.nn.Module) -> str:
     params = forward_parameters(model)
     if "pixel_values" in params:
         return "image"
-    if "input_values" in params:
+    if "input_values" in params or "input_features" in params:
         return "audio"
     return "text"
+
+
+def reads_spectrogram(model: torch.nn.Module) -> bool:
+    """Whether the model reads ``input_features`` (a log-mel spectrogram: Whisper) rather than a
+    waveform (``input_values``: wav2vec2, HuBERT)."""
+    return "input_features" in forward_parameters(model)
+
+
+def front_convolutions(model: torch.nn.Module) -> list[torch.nn.Conv1d]:
+    """The 1-D convolutions before the first block (Whisper's conv1 / conv2), in module order."""
+    blocks = [
+        name
+        for name, m in model.named_modules()
+        if isinstance(m, torch.nn.ModuleList) and len(m) and name
+    ]
+    return [
+        m
+        for name, m in model.named_modules()
+        if isinstance(m, torch.nn.Conv1d) and not any(name.startswith(b + ".") for b in blocks)
+    ]
+
+
+def conv_stride(model: torch.nn.Module) -> int:
+    """Input frames per output frame of :func:`front_convolutions` (the product of their strides)."""
+    return int(np.prod([int(c.stride[0]) for c in front_convolutions(model)] or [1]))
+
+
+def feature_window(model: torch.nn.Module) -> int:
+    """Input (mel) frames a spectrogram encoder requires: its position table's rows times the
+    convolutions' stride (Whisper: 1500 x 2 = 3000, 30 s)."""
+    positions = int(getattr(model.config, "max_source_positions", 0) or 0)
+    return positions * conv_stride(model)
 
 
 def read_layout(model: torch.nn.Module, processor: Any) -> InputLayout:
@@ -229,6 +276,8 @@ def _audio_layout(model: torch.nn.Module, processor: Any) -> InputLayout:
             "this audio model has no feature extractor with a sampling_rate next to its weights; "
             "save one (preprocessor_config.json) with the checkpoint"
         )
+    if reads_spectrogram(model):
+        return _spectrogram_layout(model, processor, int(rate))
     strides = getattr(model.config, "conv_stride", None)
     stride = int(np.prod(strides)) if strides else None
     group_norm = getattr(model.config, "feat_extract_norm", None) == "group"
@@ -241,10 +290,44 @@ def _audio_layout(model: torch.nn.Module, processor: Any) -> InputLayout:
     )
 
 
-def frames_for(model: torch.nn.Module, samples: np.ndarray) -> np.ndarray:
-    """Output frames per clip of ``samples`` samples: the model's own formula where it has one,
-    else the convolution arithmetic of ``config.conv_kernel`` / ``conv_stride``."""
+def _spectrogram_layout(model: torch.nn.Module, processor: Any, rate: int) -> InputLayout:
+    """Whisper's layout (module doc): hop length from the feature extractor, stride from the
+    convolutions, the window from the extractor's ``n_samples`` checked against the encoder's."""
+    hop = int(getattr(processor, "hop_length", 0) or 0)
+    window = int(getattr(processor, "n_samples", 0) or 0)
+    if not hop or not window:
+        raise UnsupportedModelError(
+            "this spectrogram model's feature extractor has no hop_length / n_samples; save its "
+            "own feature extractor (preprocessor_config.json) with the checkpoint"
+        )
+    stride = conv_stride(model)
+    needed = feature_window(model)
+    if needed and window // hop != needed:
+        raise UnsupportedModelError(
+            f"the feature extractor makes {window // hop} mel frames per clip but the encoder "
+            f"takes {needed}; save the checkpoint's own feature extractor next to its weights"
+        )
+    return InputLayout(
+        modality="audio",
+        sampling_rate=rate,
+        frame_stride=hop * stride,
+        pad_with_mask=True,
+        window_frames=(window // hop) // stride,
+    )
+
+
+def frames_for(
+    model: torch.nn.Module, samples: np.ndarray, layout: InputLayout | None = None
+) -> np.ndarray:
+    """Output frames per clip of ``samples`` samples: for a spectrogram encoder (``layout.window_frames``
+    set: Whisper) the frames whose centre sample lies inside the clip, ``ceil(n / frame_stride)``
+    (frame j is centred on sample j * frame_stride), at most the window; else the model's own
+    formula where it has one, else the convolution arithmetic of ``config.conv_kernel`` /
+    ``conv_stride``."""
     samples = np.asarray(samples, dtype=np.int64)
+    if layout is not None and layout.window_frames and layout.frame_stride:
+        stride = int(layout.frame_stride)
+        return np.minimum(-(-samples // stride), layout.window_frames).astype(np.int64)
     own = getattr(model, "_get_feat_extract_output_lengths", None)
     if callable(own):
         return np.asarray(own(torch.from_numpy(samples)), dtype=np.int64).reshape(samples.shape)

@@ -23,8 +23,10 @@ The grammar is parsed once, by :func:`backend.engine.source.parse_source`.
 
 Images and audio: the modality is read from the model's forward signature
 (:mod:`backend.engine.layout`); the processor comes from the checkpoint (``AutoImageProcessor`` /
-``AutoFeatureExtractor``) and ``tokenizer`` is None. Encoder-decoder checkpoints (ByT5) load their
-encoder only.
+``AutoFeatureExtractor``) and ``tokenizer`` is None. Encoder-decoder checkpoints (T5, BART, Marian,
+Pegasus, Whisper) load their encoder only (``get_encoder()``), and the model card's ``role`` says
+so; Whisper's encoder reads ``input_features``, so it is an audio model whatever tokenizer the
+folder holds for its decoder.
 
 Security: weights load from safetensors; pickle ``.bin`` weights only with ``allow_pickle=True``
 (the user's explicit opt-in); ``trust_remote_code`` is never set.
@@ -111,6 +113,7 @@ class ModelInfo:
     prefix_tokens: tuple[str, ...] = ()  # tokens before the patches: ("[CLS]", "[REG1]", ...)
     patch_grid: tuple[int, int] | None = None  # (rows, columns) of patches
     frames_per_second: float | None = None
+    role: str = ""  # e.g. "speech encoder (Whisper), encoder of an encoder-decoder" (else "")
     # Provenance (backend.engine.provenance): what the user opened, beside source/display_name.
     # path: the absolute folder or .gguf file the user named (None for default, a Hub id, random:)
     path: str | None = None
@@ -658,6 +661,8 @@ def _finish(parts: dict, device: torch.device, dtype: torch.dtype) -> LoadedMode
         if layout.modality == "text"
         else "learned (patches)"
         if layout.modality == "image"
+        else _position_embedding_kind(model, config).replace(" positions)", " audio frames)")
+        if layout.window_frames
         else "convolutional (audio frames)",
         is_causal=arch.is_causal(model) if layout.modality == "text" else False,
         max_positions=getattr(config, "max_position_embeddings", None)
@@ -674,6 +679,7 @@ def _finish(parts: dict, device: torch.device, dtype: torch.dtype) -> LoadedMode
         prefix_tokens=layout.prefix,
         patch_grid=layout.grid,
         frames_per_second=layout.frames_per_second,
+        role=_role(model, archs[0], layout),
         path=parts.get("path"),
         revision=parts.get("revision"),
     )
@@ -688,6 +694,21 @@ def _finish(parts: dict, device: torch.device, dtype: torch.dtype) -> LoadedMode
         spec=parts["spec"],
         processor=parts.get("processor"),
         layout=layout,
+    )
+
+
+def _role(model: torch.nn.Module, architecture: str, layout: InputLayout) -> str:
+    """The model card's role line for the encoder of an encoder-decoder (else ""): the decoder
+    side is out of scope."""
+    if not getattr(model.config, "is_encoder_decoder", False):
+        return ""
+    name = architecture
+    for suffix in ("ForConditionalGeneration", "ForAudioClassification", "Model"):
+        name = name.removesuffix(suffix)
+    kind = "speech encoder" if layout.modality == "audio" else f"{layout.modality} encoder"
+    return (
+        f"{kind} ({name or model.config.model_type}), encoder of an encoder-decoder; its decoder "
+        "is not analysed"
     )
 
 

@@ -1,15 +1,18 @@
-"""Figures of massive activations and high-norm tokens in image models
-(:mod:`backend.analysis.decoder.highnorm`): norms by kind of token, their distribution, and the
-patch norms drawn over the image."""
+"""Figures of massive activations and high-norm tokens in image and speech models
+(:mod:`backend.analysis.decoder.highnorm`): norms by kind of token, their distribution, the patch
+norms drawn over the image, and a clip's frame norms on a time axis under its waveform."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
-from backend.analysis.decoder.highnorm import IMAGE_CARRIERS, ImageScan, token_kind
+from backend.analysis.decoder.highnorm import IMAGE_CARRIERS, AudioScan, ImageScan, token_kind
 from backend.plots.axes import log_axis
+
+WAVEFORM_POINTS = 4000  # a drawn waveform's points: a min/max envelope past this many samples
 
 _KIND_COLOURS = {
     "CLS": "#d62728",
@@ -143,4 +146,96 @@ def high_norm_frame(scan: ImageScan, thresholds: np.ndarray) -> pd.DataFrame:
         }
         row |= {f"mean norm: {k}": round(float(v[s]), 3) for k, v in by_kind.items()}
         rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _envelope(samples: np.ndarray, rate: int, points: int) -> tuple[np.ndarray, np.ndarray]:
+    """(times, values) of a waveform to draw: every sample, or past ``points`` samples each
+    bucket's min then max (the envelope keeps the peaks a stride would drop)."""
+    n = len(samples)
+    if n <= points:
+        return np.arange(n) / rate, samples
+    buckets = points // 2
+    edges = np.linspace(0, n, buckets + 1).astype(int)
+    lows = np.minimum.reduceat(samples, edges[:-1])
+    highs = np.maximum.reduceat(samples, edges[:-1])
+    times = np.repeat(edges[:-1] / rate, 2)
+    return times, np.column_stack([lows, highs]).reshape(-1)
+
+
+def clip_norm_figure(
+    scan: AudioScan, clip: int, state: int, threshold: float, title: str = ""
+) -> go.Figure:
+    """A clip's waveform (top) over its own frames' norms at ``state`` (bottom) on one time axis;
+    frames above ``threshold`` are marked. Frames past the clip's end are not drawn (none exist
+    in the scan)."""
+    n = int(scan.frames[clip])
+    times = scan.frame_times(clip)
+    norms = scan.norms[state, clip, :n].astype(np.float64)
+    t_wave, wave = _envelope(scan.waveforms[clip], scan.sampling_rate, WAVEFORM_POINTS)
+    fig = make_subplots(
+        rows=2, cols=1, shared_xaxes=True, row_heights=[0.4, 0.6], vertical_spacing=0.06
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=t_wave, y=wave, mode="lines", name="waveform", line={"width": 1, "color": "#7f7f7f"}
+        ),
+        row=1,
+        col=1,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=times,
+            y=norms,
+            mode="lines+markers",
+            name="frame norm",
+            line={"color": "#1f77b4"},
+            marker={"size": 4},
+            hovertemplate="frame at %{x:.2f} s<br>‖h‖ %{y:.2f}<extra></extra>",
+        ),
+        row=2,
+        col=1,
+    )
+    high = np.flatnonzero(norms > threshold)
+    fig.add_trace(
+        go.Scatter(
+            x=times[high],
+            y=norms[high],
+            mode="markers",
+            name="high-norm frame",
+            marker={"size": 10, "symbol": "circle-open", "color": "#d62728", "line": {"width": 2}},
+        ),
+        row=2,
+        col=1,
+    )
+    fig.add_hline(y=threshold, line_dash="dash", line_color="#d62728", row=2, col=1)
+    fig.update_yaxes(title_text="amplitude", row=1, col=1)
+    fig.update_yaxes(title_text="‖h‖", row=2, col=1)
+    fig.update_xaxes(title_text="time (s)", row=2, col=1)
+    fig.update_layout(title=title, height=460, margin={"t": 50, "b": 40}, showlegend=False)
+    return fig
+
+
+def audio_high_norm_frame(scan: AudioScan, thresholds: np.ndarray) -> pd.DataFrame:
+    """One row per hidden state over the clips' own frames: median and largest frame norm, the
+    threshold, the share of frames above it, and the mean norm of first and other frames."""
+    shares = scan.high_norm_share(thresholds)
+    first = scan.norms[:, :, 0]  # every clip has a first frame
+    rows = []
+    for s, name in enumerate(scan.massive.state_names):
+        own = scan.norms[s][~np.isnan(scan.norms[s])]
+        others = scan.norms[s, :, 1:]
+        rows.append(
+            {
+                "hidden state": name,
+                "median frame norm": round(float(np.median(own)), 3),
+                "largest frame norm": round(float(own.max()), 3),
+                "threshold": round(float(thresholds[s]), 3),
+                "high-norm frames": round(float(shares[s]), 4),
+                "mean norm: first frame": round(float(np.nanmean(first[s])), 3),
+                "mean norm: other frames": round(float(np.nanmean(others)), 3)
+                if np.isfinite(others).any()
+                else None,
+            }
+        )
     return pd.DataFrame(rows)

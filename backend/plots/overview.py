@@ -13,6 +13,8 @@ from backend.engine.provenance import reuse_line
 def model_card_rows(model: dict) -> list[dict[str, str]]:
     """Model card as (field, value) rows."""
     params = model.get("num_parameters", 0)
+    # the encoder of an encoder-decoder says so (backend.engine.models._role)
+    role = [{"field": "role", "value": str(model["role"])}] if model.get("role") else []
     opened = [  # what the user opened (backend.engine.provenance); older cards have no path.
         # A Hub id's revision is the commit loaded, so the result can be reproduced.
         {"field": field, "value": str(model[key])}
@@ -28,6 +30,7 @@ def model_card_rows(model: dict) -> list[dict[str, str]]:
             "field": "architecture",
             "value": f"{model.get('architecture')} ({model.get('model_type')})",
         },
+        *role,
         {"field": "layers", "value": str(model.get("num_layers"))},
         {"field": "width", "value": str(model.get("hidden_size"))},
         {"field": "attention heads", "value": str(model.get("num_heads"))},

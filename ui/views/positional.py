@@ -106,9 +106,19 @@ def outliers_by_name(result: ExtractionResult) -> dict[str, list[int]]:
 def position_embeddings_tab() -> None:
     """Position table: cosine between positions, PCA, extreme dims, embedding LayerNorm (Luo et al.; BERT Busters)."""
     loaded, result = load_or_stop()
-    if input_kind(result) != "text":
+    # Whisper's encoder adds a table of frames (fixed sinusoids): the table views apply to it
+    frame_table = input_kind(result) == "audio" and position_table(loaded) is not None
+    if input_kind(result) != "text" and not frame_table:
         patch_table_view(loaded, result)
         return
+    if frame_table:
+        st.caption(
+            f"**{loaded.info.display_name}** adds a table of audio frame positions "
+            f"({loaded.info.position_embedding}); a position is one "
+            f"{1000 / (loaded.info.frames_per_second or 1):g} ms frame of the clip. Whisper's table "
+            "is fixed sinusoids, not learned, so its geometry is the formula's (Radford et al. "
+            "2022, arXiv 2212.04356); the embedding LayerNorm view does not apply."
+        )
     explainer(
         "What is this / references",
         f"""

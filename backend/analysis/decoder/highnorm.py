@@ -25,7 +25,7 @@ import torch
 from backend.analysis.decoder.massive import MassiveAccumulator, MassiveStats
 from backend.engine.device import to_numpy
 from backend.engine.errors import InputError
-from backend.engine.extraction.media import media_forward, prepare_media
+from backend.engine.extraction.media import MediaTokens, media_forward, prepare_media
 from backend.engine.extraction.tokenization import plan_batches
 from backend.engine.inputs import MediaItem
 from backend.engine.layout import InputLayout
@@ -35,6 +35,7 @@ from backend.engine.progress import Progress
 from backend.engine.stats import accumulation_device
 
 IMAGE_CARRIERS = ("CLS", "distillation", "register", "patch")
+AUDIO_CARRIERS = ("first frame", "other frame")
 HIGH_NORM_FACTOR = 2.0  # default high-norm rule: > 2 x the state's median patch norm (see below)
 
 
@@ -133,35 +134,7 @@ def scan_images(
     started = time.perf_counter()
     tokens = prepare_media(loaded, list(items))
     names = layout.token_names()
-    num_states = loaded.info.num_layers + 1
-    count = len(names)
-    massive = MassiveAccumulator(num_states, accumulation_device(loaded.device))
-    norms = np.zeros((num_states, len(items), count), dtype=np.float32)
-    batches = plan_batches(tokens.lengths, batch_size)
-    positions = np.arange(count, dtype=np.int64)
-    done = 0
-    with torch.inference_mode():
-        for refine in (False, True):
-            if refine:
-                massive.begin_refine()
-            for rows in batches:
-                hidden = torch.stack(media_forward(loaded, tokens, rows))  # (S, B, T, d)
-                flat = hidden.reshape(num_states, -1, hidden.shape[-1]).to(massive.device)
-                if refine:
-                    massive.refine(flat)
-                else:
-                    meta = np.column_stack(
-                        [
-                            np.repeat(rows, count),
-                            np.tile(positions, len(rows)),
-                            np.tile(positions, len(rows)),
-                        ]
-                    )
-                    massive.update(flat, torch.from_numpy(meta))
-                    norms[:, rows] = to_numpy(hidden.float().norm(dim=-1), dtype=torch.float32)
-                done += len(rows)
-                if progress is not None:
-                    progress(done, 2 * len(items))
+    massive, norms = _scan_passes(loaded, tokens, batch_size, progress)
     stats = massive.finish(
         hidden_state_names(loaded.info.num_layers),
         lambda ids: [names[i] for i in ids],
@@ -175,4 +148,157 @@ def scan_images(
         grid=tuple(layout.grid),
         prefix=len(layout.prefix),
         seconds=time.perf_counter() - started,
+    )
+
+
+def _scan_passes(
+    loaded: LoadedModel, tokens: MediaTokens, batch_size: int, progress: Progress | None
+) -> tuple[MassiveAccumulator, np.ndarray]:
+    """Two passes over the items through the extraction's forward (the second makes the median
+    exact): the accumulator, and float32 (S, items, T) token norms, NaN past an item's own
+    tokens (a clip's frames; every image has all of its tokens)."""
+    num_states = loaded.info.num_layers + 1
+    lengths = np.array([len(ids) for ids in tokens.input_ids], dtype=np.int64)
+    massive = MassiveAccumulator(num_states, accumulation_device(loaded.device))
+    norms = np.full((num_states, len(lengths), int(lengths.max())), np.nan, dtype=np.float32)
+    batches = plan_batches(tokens.lengths, batch_size, group=tokens.group)  # no-padding clips
+    done = 0
+    with torch.inference_mode():
+        for refine in (False, True):
+            if refine:
+                massive.begin_refine()
+            for rows in batches:
+                hidden = torch.stack(media_forward(loaded, tokens, rows))  # (S, B, T, d)
+                own = (
+                    torch.arange(hidden.shape[2])[None, :]
+                    < torch.from_numpy(lengths[rows])[:, None]
+                )
+                flat = hidden[:, own.to(hidden.device)].to(massive.device)  # (S, N, d) own tokens
+                if refine:
+                    massive.refine(flat)
+                else:
+                    item, position = (
+                        to_numpy(t, dtype=None) for t in torch.nonzero(own, as_tuple=True)
+                    )
+                    meta = np.column_stack([np.asarray(rows)[item], position, position])
+                    massive.update(flat, torch.from_numpy(meta))
+                    norm = to_numpy(hidden.float().norm(dim=-1), dtype=torch.float32)  # (S, B, T)
+                    for b, row in enumerate(rows):
+                        norms[:, row, : lengths[row]] = norm[:, b, : lengths[row]]
+                done += len(rows)
+                if progress is not None:
+                    progress(done, 2 * len(lengths))
+    return massive, norms
+
+
+@dataclass(frozen=True)
+class AudioScan:
+    """One pass of a speech encoder over clips, over each clip's own frames only (a Whisper
+    clip's padding frames past its end are left out, :mod:`backend.engine.layout`).
+
+    ``massive``: Sun et al.'s statistics per hidden state (``top_text`` the clip, ``top_position``
+    the frame, ``top_token`` its start time; carriers :data:`AUDIO_CARRIERS`); ``norms``: float32
+    (S, clips, T) L2 norm of every frame, NaN past a clip's ``frames``; ``frame_seconds``: the
+    time step of one frame; ``waveforms``: each clip's samples at the model's ``sampling_rate``.
+    """
+
+    massive: MassiveStats
+    norms: np.ndarray
+    frames: np.ndarray
+    frame_seconds: float
+    sampling_rate: int
+    waveforms: tuple[np.ndarray, ...]
+    seconds: float
+    notes: tuple[str, ...] = ()  # clips skipped for this model (too short), by name
+
+    @property
+    def n_clips(self) -> int:
+        return int(self.norms.shape[1])
+
+    def _own(self) -> np.ndarray:
+        """(S, N) the norms of every clip's own frames."""
+        own = ~np.isnan(self.norms[0])
+        return self.norms[:, own]
+
+    def thresholds(self, factor: float = HIGH_NORM_FACTOR) -> np.ndarray:
+        """(S,) ``factor`` x each state's median frame norm (the image rule, on frames)."""
+        if not factor > 1:
+            raise InputError(f"the high-norm factor must be above 1, got {factor}")
+        return factor * np.median(self._own(), axis=1).astype(np.float64)
+
+    def high_norm_share(self, threshold: np.ndarray | float) -> np.ndarray:
+        """(S,) share of the clips' own frames whose norm is above ``threshold``."""
+        own = self._own()
+        limit = np.broadcast_to(np.asarray(threshold, dtype=np.float64), (own.shape[0],))
+        return (own > limit[:, None]).mean(axis=1)
+
+    def frame_times(self, clip: int) -> np.ndarray:
+        """(frames,) start time in seconds of each of a clip's own frames."""
+        return np.arange(int(self.frames[clip])) * self.frame_seconds
+
+    def top_frames(self, state: int, threshold: float, limit: int = 20) -> list[dict]:
+        """The highest-norm frames of ``state`` above ``threshold``: clip, frame, time, norm."""
+        norms = np.nan_to_num(self.norms[state], nan=-np.inf)  # (clips, T)
+        order = np.argsort(-norms, axis=None, kind="stable")[:limit]
+        out = []
+        for flat in order:
+            clip, frame = divmod(int(flat), norms.shape[1])
+            if not norms[clip, frame] > threshold:
+                break
+            out.append(
+                {
+                    "clip": clip,
+                    "frame": frame,
+                    "time": round(frame * self.frame_seconds, 4),
+                    "norm": float(norms[clip, frame]),
+                }
+            )
+        return out
+
+
+def frame_kind(position: int, token: str = "") -> str:
+    """One of :data:`AUDIO_CARRIERS`: the clip's first frame (Sun et al.'s first token) or not."""
+    return "first frame" if position == 0 else "other frame"
+
+
+def scan_audio(
+    loaded: LoadedModel,
+    items: list[MediaItem] | tuple[MediaItem, ...],
+    *,
+    batch_size: int = 16,
+    progress: Progress | None = None,
+) -> AudioScan:
+    """Massive activations (exact median, two passes) and every frame's norm over ``items``,
+    each clip's own frames only, through the extraction's forward pass."""
+    layout: InputLayout = loaded.layout
+    if layout.modality != "audio":
+        raise InputError(
+            f"{loaded.info.display_name} does not read audio; the frame view needs a speech "
+            "encoder (wav2vec2, HuBERT, Whisper)"
+        )
+    if not items:
+        raise InputError("give at least one clip")
+    started = time.perf_counter()
+    tokens = prepare_media(loaded, list(items))
+    massive, norms = _scan_passes(loaded, tokens, batch_size, progress)
+    rate = int(layout.sampling_rate or 1)
+    frames = np.array([len(ids) for ids in tokens.input_ids], dtype=np.int64)
+    longest = tokens.names[int(frames.argmax())]  # frame i has one name in every clip: t=...
+    samples = max(len(d) for d in tokens.data)
+    stride = layout.frame_stride or max(1, samples // max(1, int(frames.max())))  # as prepare_media
+    stats = massive.finish(
+        hidden_state_names(loaded.info.num_layers),
+        lambda ids: [str(longest[i]) for i in ids],
+        carrier_of=frame_kind,
+        kinds=AUDIO_CARRIERS,
+    )
+    return AudioScan(
+        massive=stats,
+        norms=norms,
+        frames=frames,
+        frame_seconds=stride / rate,
+        sampling_rate=rate,
+        waveforms=tuple(tokens.data),
+        seconds=time.perf_counter() - started,
+        notes=tokens.notes,
     )

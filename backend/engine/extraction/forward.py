@@ -143,7 +143,7 @@ def extract_partial(
     stats = RunningStats(num_states, d, loaded.device)
     if loaded.device.type == "cpu" and int(offset[-1]) * num_states * d >= COMPILE_MIN_ELEMENTS:
         MOMENTS.compile(loaded.dtype)  # repaid by this corpus; a no-op once warm
-    notices: list[str] = []
+    notices: list[str] = list(tokenized.notes) if isinstance(tokenized, MediaTokens) else []
 
     lengths = tokenized.lengths
     group = tokenized.group if isinstance(tokenized, MediaTokens) else None

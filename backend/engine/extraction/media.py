@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from backend.engine.errors import InputError, UnsupportedModelError
-from backend.engine.extraction.tokenization import TokenizedCorpus
+from backend.engine.extraction.tokenization import TokenizedCorpus, check_modality
 from backend.engine.inputs import MediaItem, resample
 from backend.engine.layout import ascending_noise, frames_for
 from backend.engine.models import LoadedModel
@@ -38,26 +38,11 @@ class MediaTokens(TokenizedCorpus):
     data: tuple[np.ndarray, ...] = ()
     names: tuple[np.ndarray, ...] = ()
     group: np.ndarray | None = None
+    notes: tuple[str, ...] = ()  # clips skipped for this model, by name
 
 
 def is_media(items: list | tuple) -> bool:
     return bool(items) and isinstance(items[0], MediaItem)
-
-
-def check_modality(loaded: LoadedModel, kind: str) -> None:
-    """One :class:`InputError` when the corpus kind is not what the model reads."""
-    modality = loaded.layout.modality
-    if modality == kind:
-        return
-    hint = {
-        "text": "a text corpus (--texts, or the sidebar's text choices)",
-        "image": "an image folder (--images DIR)",
-        "audio": "an audio folder (--audio DIR)",
-    }
-    raise InputError(
-        f"{loaded.info.display_name} reads {modality}, not {kind}: give it {hint[modality]}, or "
-        f"choose {'an' if kind[0] in 'aeiou' else 'a'} {kind} model"
-    )
 
 
 def prepare_media(loaded: LoadedModel, items: list[MediaItem]) -> MediaTokens:
@@ -78,8 +63,18 @@ def prepare_media(loaded: LoadedModel, items: list[MediaItem]) -> MediaTokens:
         )
     rate = int(layout.sampling_rate or 0)
     data = tuple(resample(item.data, item.rate, rate) for item in items)
+    notes: list[str] = []
+    if layout.window_frames:  # Whisper: the extractor cuts a clip to its window, so do we
+        window = layout.window_frames * int(layout.frame_stride or 1)
+        cut = [item.path for item, d in zip(items, data, strict=True) if len(d) > window]
+        data = tuple(d[:window] for d in data)
+        if cut:
+            notes.append(
+                f"{len(cut)} clip(s) longer than the model's {window / rate:g} s window were cut "
+                f"to it: {_shown(cut)}"
+            )
     samples = np.array([len(d) for d in data], dtype=np.int64)
-    frames = frames_for(loaded.encoder, samples)
+    frames = frames_for(loaded.encoder, samples, layout)
     stride = layout.frame_stride or max(1, int(samples.max() // max(1, frames.max())))
     ids, special, words, names = [], [], [], []
     for n in frames:
@@ -88,12 +83,38 @@ def prepare_media(loaded: LoadedModel, items: list[MediaItem]) -> MediaTokens:
         special.append(np.zeros(int(n), dtype=bool))
         words.append(index.astype(np.int32))
         names.append(np.array([f"t={i * stride / rate:.2f}s" for i in index], dtype=str))
-    if not frames.max(initial=0):
-        raise InputError(
-            "the clips are too short for this model's feature encoder; give longer audio"
+    short = [item.path for item, n in zip(items, frames, strict=True) if not n]
+    if short:
+        shortest = _shortest_clip(loaded, layout) / rate
+        if len(short) == len(items):
+            raise InputError(
+                f"every clip is too short for this model's feature encoder (under "
+                f"{shortest * 1000:g} ms gives no frame): {_shown(short, 5)}; give longer audio"
+            )
+        notes.append(
+            f"{len(short)} clip(s) too short for this model (under {shortest * 1000:g} ms gives "
+            f"no frame) were skipped: {_shown(short)}"
         )
     group = None if layout.pad_with_mask else samples
-    return MediaTokens(ids, special, words, 0, int(frames.max()), data, tuple(names), group)
+    return MediaTokens(
+        ids, special, words, 0, int(frames.max()), data, tuple(names), group, tuple(notes)
+    )
+
+
+def _shown(names: list[str], most: int = 10) -> str:
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
+def _shortest_clip(loaded: LoadedModel, layout) -> int:
+    """The fewest samples that give one output frame (the feature encoder's receptive field)."""
+    low, high = 1, 1 << 20
+    while low < high:  # frames_for is monotone in the sample count
+        mid = (low + high) // 2
+        if frames_for(loaded.encoder, np.array([mid]), layout)[0] > 0:
+            high = mid
+        else:
+            low = mid + 1
+    return low
 
 
 def media_forward(
@@ -104,13 +125,22 @@ def media_forward(
     model = loaded.encoder
     extra: dict[str, torch.Tensor] = {}
     if layout.modality == "image":
-        images = [tokens.data[r] for r in rows]
+        images = [as_pil(tokens.data[r]) for r in rows]
         pixels = loaded.processor(images=images, return_tensors="pt")["pixel_values"]
         pixels = pixels.to(loaded.device, loaded.dtype)
         if layout.fixed_noise:
             extra["noise"] = ascending_noise(model, len(rows), *pixels.shape[-2:])
         out = model(pixel_values=pixels, output_hidden_states=True, **extra)
         expected = layout.num_tokens
+    elif layout.window_frames:  # Whisper: log-mel of the clip padded to the window, no mask
+        clips = [tokens.data[r] for r in rows]
+        features = loaded.processor(clips, sampling_rate=layout.sampling_rate, return_tensors="pt")[
+            "input_features"
+        ]
+        out = model(
+            input_features=features.to(loaded.device, loaded.dtype), output_hidden_states=True
+        )
+        expected = layout.window_frames
     else:
         clips = [tokens.data[r] for r in rows]
         if not layout.pad_with_mask and len({len(c) for c in clips}) > 1:
@@ -140,7 +170,18 @@ def media_forward(
     last = getattr(out, "last_hidden_state", None)
     if isinstance(last, torch.Tensor) and last.shape == hidden_states[-1].shape:
         hidden_states[-1] = last  # the final norm's output, as text models name state L
+    if layout.window_frames:  # the window's padding frames past the longest clip of the batch
+        longest = int(max(len(tokens.input_ids[r]) for r in rows))
+        hidden_states = [h[:, :longest] for h in hidden_states]
     return tuple(hidden_states)
+
+
+def as_pil(pixels: np.ndarray):
+    """An RGB uint8 (H, W, 3) array as a PIL image: a processor guesses the channel axis of an
+    array from its shape, and guesses wrong for a 1x1, 1xN or 3x3 image (channels first)."""
+    from PIL import Image
+
+    return Image.fromarray(np.ascontiguousarray(pixels, dtype=np.uint8))
 
 
 def model_view(loaded: LoadedModel, item: MediaItem) -> np.ndarray:
@@ -148,7 +189,9 @@ def model_view(loaded: LoadedModel, item: MediaItem) -> np.ndarray:
     normalisation undone (``image_mean`` / ``image_std`` / ``rescale_factor`` of the processor),
     so that patch (r, c) covers pixels [r*p, (r+1)*p) x [c*p, (c+1)*p)."""
     processor = loaded.processor
-    pixels = processor(images=[item.data], return_tensors="np")["pixel_values"][0]  # (3, H, W)
+    pixels = processor(images=[as_pil(item.data)], return_tensors="np")["pixel_values"][
+        0
+    ]  # (3, H, W)
     pixels = np.asarray(pixels, dtype=np.float64)
     if getattr(processor, "do_normalize", False):
         mean = np.asarray(getattr(processor, "image_mean", 0.0), dtype=np.float64).reshape(-1, 1, 1)

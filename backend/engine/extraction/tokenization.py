@@ -84,12 +84,29 @@ def plan_batches(
     return batches
 
 
+def check_modality(loaded: LoadedModel, kind: str) -> None:
+    """One :class:`InputError` when the corpus kind is not what the model reads."""
+    modality = loaded.layout.modality
+    if modality == kind:
+        return
+    hint = {
+        "text": "a text corpus (--texts, or the sidebar's text choices)",
+        "image": "an image folder (--images DIR)",
+        "audio": "an audio folder (--audio DIR)",
+    }
+    raise InputError(
+        f"{loaded.info.display_name} reads {modality}, not {kind}: give it {hint[modality]}, or "
+        f"choose {'an' if kind[0] in 'aeiou' else 'a'} {kind} model"
+    )
+
+
 def tokenize(
     loaded: LoadedModel, texts: tuple[str, ...] | list[str], max_length: int
 ) -> TokenizedCorpus:
     """Tokenize with truncation; counts the texts that were cut."""
     if not texts:
         raise InputError("no texts to analyse; give at least one non-empty text")
+    check_modality(loaded, "text")  # every text view on an image or audio model: one line
     model_max = loaded.info.max_positions
     if model_max and max_length > model_max:
         max_length = int(model_max)

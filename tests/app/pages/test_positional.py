@@ -267,3 +267,15 @@ def test_audio_probe_reads_the_frame_index(media):
     """Luo's probe applies to audio as it is: a frame's position is its index in the clip."""
     at = _media_page(media["wav2vec2"], "audio", media["audio"], "Position probe")
     assert any("Position probe accuracy" in t for t in _titles(at))
+
+
+def test_whisper_table_of_frames_gets_the_table_views(media, tmp_path):
+    """Whisper's encoder adds a fixed sinusoidal table of frames: cosine & PCA and the extreme
+    dims are drawn from it, with a line saying what a position is."""
+    from tests.media_models import save_whisper
+
+    whisper = str(save_whisper(tmp_path / "whisper"))
+    at = _media_page(whisper, "audio", media["audio"], "Position embeddings")
+    assert any("fixed sinusoids" in c.value and "20 ms frame" in c.value for c in at.caption)
+    charts = [el.proto.id for el in at.get("plotly_chart")]
+    assert any("pos_emb_cos_chart" in key for key in charts), charts

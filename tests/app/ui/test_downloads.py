@@ -123,7 +123,17 @@ def image_run(tmp_path_factory) -> tuple[str, str]:
     return str(save_image_model("vit", root / "vit")), str(image_folder(root / "imgs", 4))
 
 
-def test_every_json_download_of_every_page_is_strict(tiny_llama_dir, checkpoint_folder, image_run):
+@pytest.fixture(scope="module")
+def audio_run(tmp_path_factory) -> tuple[str, str]:
+    from tests.media_models import audio_folder, save_whisper
+
+    root = tmp_path_factory.mktemp("audio")
+    return str(save_whisper(root / "whisper")), str(audio_folder(root / "clips"))
+
+
+def test_every_json_download_of_every_page_is_strict(
+    tiny_llama_dir, checkpoint_folder, image_run, audio_run
+):
     """Open every JSON download of the app (the conftest fixture parses each as it is drawn)."""
     JSON_DOWNLOADS.clear()
     _app(TINY_BERT, "outliers")
@@ -159,6 +169,8 @@ def test_every_json_download_of_every_page_is_strict(tiny_llama_dir, checkpoint_
     vit, images = image_run  # the views only image analyses have
     _app(vit, "decoder", kind="images", corpus=images)
     _app(vit, "positional", kind="images", corpus=images, pos_tab="Position probe")
+    whisper, clips = audio_run  # and speech encoders
+    _app(whisper, "decoder", kind="audio", corpus=clips)
 
     expected = _json_keys_in_sources()
     assert len(expected) >= 13

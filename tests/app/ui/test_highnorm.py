@@ -68,6 +68,30 @@ def test_image_model_gets_carriers_norms_and_the_image(image_run, tab, chart):
         assert not at.exception and not at.error
 
 
-def test_audio_model_says_it_is_not_scanned(image_run):
-    at = _media_page(image_run["wav2vec2"], "audio", image_run["audio"])
-    assert any("audio clips are not scanned" in i.value for i in at.info)
+# ----------------------------------------------------------------------------- speech encoders
+@pytest.mark.parametrize(
+    ("tab", "chart"),
+    [
+        ("Massive activations", "massive_audio_layers_chart"),
+        ("On the clip", "massive_audio_clip_chart"),
+    ],
+)
+def test_audio_model_gets_carriers_and_frame_norms_under_the_waveform(image_run, tab, chart):
+    at = _media_page(image_run["wav2vec2"], "audio", image_run["audio"], massive_audio_tab=tab)
+    assert any(chart in key for key in _chart_keys(at)), _chart_keys(at)
+    if tab == "Massive activations":
+        assert "at first frame" in at.dataframe[0].value.columns
+    else:
+        at.selectbox(key="massive_audio_clip").set_value(1).run()
+        at.number_input(key="massive_audio_factor").set_value(1.5).run()
+        assert not at.exception and not at.error
+
+
+def test_whisper_frames_past_a_clip_are_said_to_be_left_out(image_run, tmp_path):
+    from tests.media_models import save_whisper
+
+    whisper = str(save_whisper(tmp_path / "whisper"))
+    at = _media_page(whisper, "audio", image_run["audio"], massive_audio_tab="High-norm frames")
+    assert any("Radford" in m.value and "padding" in m.value for m in at.markdown)
+    frame = at.dataframe[0].value
+    assert "high-norm frames" in frame.columns and len(frame) == 3  # emb, 1, 2

@@ -36,7 +36,7 @@ def zoo_dirs(tmp_path_factory):
     return {family: zoo.build(family, root / family) for family in zoo.FAMILIES}
 
 
-@pytest.mark.parametrize("family", list(zoo.FAMILIES))
+@pytest.mark.parametrize("family", list(zoo.TEXT_FAMILIES))
 def test_family_is_read_right(family, zoo_dirs, tmp_path):
     from backend.engine.models import load_model
 
@@ -62,6 +62,27 @@ def test_family_is_read_right(family, zoo_dirs, tmp_path):
             assert refused[family] in results[analysis]
         else:
             assert results[analysis] == "works", results[analysis]
+    if family in zoo.ENCODER_DECODERS:  # the encoder, and the card says the decoder is not read
+        assert loaded.info.role.startswith("text encoder") and "not analysed" in loaded.info.role
     rc, line = cli_smoke(zoo_dirs[family], tmp_path)
     assert rc in (0, 2) and "internal error" not in line
     assert rc == 0 or line, "exit 2 must say why in one line"
+
+
+@pytest.mark.parametrize("family", list(zoo.AUDIO))
+def test_speech_family_is_read_right(family, zoo_dirs, tmp_path):
+    """Whisper: the encoder of an encoder-decoder, read as audio from its forward although its
+    folder has a tokenizer; the clip analyses work and the text-only ones refuse in one line."""
+    from backend.engine.models import load_model
+
+    loaded = load_model(str(zoo_dirs[family]), device="cpu")
+    assert loaded.info.modality == "audio" and not loaded.info.is_causal
+    assert loaded.info.role.startswith("speech encoder (Whisper), encoder of an encoder-decoder")
+    assert wiring_errors(loaded) == []
+    results = run_analyses(loaded)
+    for name in ("hidden states", "norms", "massive + sinks", "position table"):
+        assert results[name] == "works", (name, results[name])
+    for name, result in results.items():
+        assert result == "works" or (result.startswith("refused: ") and "\n" not in result), name
+    rc, line = cli_smoke(zoo_dirs[family], tmp_path, audio=True)
+    assert rc == 0, line

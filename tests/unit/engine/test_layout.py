@@ -98,3 +98,50 @@ def test_a_table_of_another_resolution_is_returned_on_its_own_grid():
     table = patch_position_table(model, _LAYOUT)
     assert table.grid == (3, 3) and table.interpolated_to == (2, 2) and table.prefix_rows == 1
     np.testing.assert_array_equal(table.patches, np.arange(60).reshape(10, 6)[1:])
+
+
+# ----------------------------------------------------------------------------- spectrogram encoders
+
+
+class _Mel(torch.nn.Module):
+    """A Whisper-style front: two 1-D convolutions (strides 1 and 2) before a list of blocks."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv1d(4, 8, 3, padding=1)
+        self.conv2 = torch.nn.Conv1d(8, 8, 3, stride=2, padding=1)
+        self.layers = torch.nn.ModuleList([torch.nn.Conv1d(8, 8, 3, stride=3)])  # not the front
+        self.config = type("Config", (), {"max_source_positions": 50})()
+
+    def forward(self, input_features=None, attention_mask=None):
+        return input_features
+
+
+def test_a_spectrogram_forward_is_audio_with_its_stride_from_the_front_convolutions():
+    from backend.engine.layout import conv_stride, feature_window, reads_spectrogram
+
+    model = _Mel()
+    assert modality_of(model) == "audio" and reads_spectrogram(model)
+    assert not reads_spectrogram(_Wave())
+    assert conv_stride(model) == 2  # the block's stride-3 convolution is not part of the front
+    assert feature_window(model) == 100
+
+
+def test_whisper_frames_are_the_ceiling_of_samples_over_the_stride_capped_at_the_window():
+    layout = InputLayout("audio", sampling_rate=16000, frame_stride=320, window_frames=50)
+    samples = np.array([1, 319, 320, 321, 640, 16000, 16320, 10**6])
+    assert frames_for(_Mel(), samples, layout).tolist() == [1, 1, 1, 2, 2, 50, 50, 50]
+    assert "padded to 1 s" in layout.describe()
+
+
+def test_a_sinusoidal_table_is_told_from_a_learned_one():
+    from backend.engine.arch import is_sinusoidal_table
+
+    positions, d = 40, 16
+    inv = 10000 ** (-torch.arange(d // 2) / (d // 2 - 1))
+    angles = torch.arange(positions)[:, None] * inv[None, :]
+    sinusoids = torch.cat([angles.sin(), angles.cos()], dim=1)  # Whisper's / Marian's layout
+    assert is_sinusoidal_table(sinusoids)
+    assert not is_sinusoidal_table(torch.randn(positions, d) * 0.02)  # a learned table
+    assert not is_sinusoidal_table(torch.zeros(positions, d))  # NoPE's zeroed table
+    assert not is_sinusoidal_table(torch.cat([angles.cos(), angles.sin()], dim=1))  # halves swapped
