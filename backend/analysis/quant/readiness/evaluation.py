@@ -220,15 +220,14 @@ def evaluate(
                     errors[i][scheme] = relative_error(
                         x_q @ w_q.T, reference[i], scan.sample_weights
                     )
-                    start = 0
-                    for m in modules:
-                        rows = weight_matrix(m).shape[0]
-                        if scheme == "per_token" and sensitivity:
+                    if scheme == "per_token" and sensitivity:
+                        start = 0
+                        for m in modules:
+                            rows = weight_matrix(m).shape[0]
                             per_token_weights[m] = w_q[start : start + rows]
-                        if end:
-                            originals[m] = m.weight.data
-                            _set_weight(m, w_q[start : start + rows])
-                        start += rows
+                            start += rows
+                    if end:
+                        _swap_weights(modules, w_q, originals)
                     if end and x_fn is not None:
                         pre.update(dict.fromkeys(modules, _shared_input_hook(x_fn)))
                 if end:
@@ -302,6 +301,58 @@ def layer_sensitivity(
         for layer, g in slot.items():
             results[layer] = metric(state[g * b : (g + 1) * b])
     return [{"layer": layer, "end": results[layer]} for layer in layers]
+
+
+def mixed_end(
+    loaded,
+    scan: QuantScan,
+    schemes: list[str | None],
+    *,
+    keep: int = DEFAULT_KEEP,
+    alpha: float = DEFAULT_ALPHA,
+) -> float:
+    """The end metric with each site quantized by its own scheme (``schemes[i]`` for
+    ``scan.sites[i]``; None: full precision), as a recipe mixes them (smoothing where a norm can
+    take the scales, per token elsewhere, some blocks kept): one pass of the end texts, with the
+    pre-hooks and weight swap of :func:`evaluate`, restored in ``finally``."""
+    if len(schemes) != len(scan.sites):
+        raise ValueError(f"{len(schemes)} schemes for {len(scan.sites)} sites")
+    named = dict(loaded.encoder.named_modules())
+    metric = _Metric(loaded, scan)
+    originals: dict[torch.nn.Module, torch.Tensor] = {}
+    pre = {}
+    with torch.inference_mode():
+        try:
+            for s, scheme in zip(scan.sites, schemes, strict=True):
+                if scheme is None:
+                    continue
+                modules = [named[p] for p in s.site.paths]
+                w = torch.cat([weight_matrix(m).detach().float() for m in modules])
+                x_fn, w_q = transforms(scheme, w, s.act_max.to(w.device), keep=keep, alpha=alpha)
+                _swap_weights(modules, w_q, originals)
+                if x_fn is not None:
+                    pre.update(dict.fromkeys(modules, _shared_input_hook(x_fn)))
+            with forward_hooks(pre, pre=True):
+                state = _run(loaded, scan.end_ids, scan.end_mask).float().cpu()
+        finally:
+            for m, w in originals.items():
+                m.weight.data = w
+    return metric(state)
+
+
+def _swap_weights(
+    modules: list[torch.nn.Module],
+    w_q: torch.Tensor,
+    originals: dict[torch.nn.Module, torch.Tensor],
+) -> None:
+    """Give each of ``modules`` its rows of the stacked quantized weight ``w_q`` (out, in),
+    remembering the original storage in ``originals`` for the caller's ``finally``."""
+    start = 0
+    for m in modules:
+        rows = weight_matrix(m).shape[0]
+        originals[m] = m.weight.data
+        _set_weight(m, w_q[start : start + rows])
+        start += rows
 
 
 def quantized_state(
