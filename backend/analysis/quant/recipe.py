@@ -97,6 +97,40 @@ class Recipe:
     def ignored_layers(self) -> list[int]:
         return sorted({i.layer for i in self.ignore if i.layer is not None})
 
+    def decision(self) -> str:
+        """The decision in one paragraph, each part with the number behind it: the scheme, the
+        modules kept in full precision, α, and whether a rotation helps or hurts this model."""
+        layers = self.ignored_layers
+        kept = (
+            f"keep block{'s' if len(layers) > 1 else ''} {', '.join(map(str, layers))} "
+            f"({sum(i.layer is not None for i in self.ignore)} modules, "
+            f"{sum(r['share'] for r in self.blocks if r['layer'] in layers):.0%} of the summed "
+            f"per-block loss by {self.ranked_by}) and {HEAD} in full precision"
+            if layers
+            else f"keep only {HEAD} in full precision"
+        )
+        parts = [
+            f"Decision: {SCHEME} (int8 weights per channel, int8 activations per token) with "
+            f"SmoothQuant α = {self.alpha:g} at {len(self.mappings)} norm(s); {kept}."
+        ]
+        p = self.predicted
+        if p:
+            worse_better = lambda a, b: a < b if p["metric"] == "kl" else a > b  # noqa: E731
+            unit = "KL" if p["metric"] == "kl" else "cosine"
+            parts.append(
+                f"Predicted {unit} {p['recipe']:.3g} (without the ignore list "
+                f"{p['without_ignore']:.3g}; plain per-token W8A8 {p['per_token']:.3g}; "
+                f"SmoothQuant at every site {p['smoothquant']:.3g})."
+            )
+            helps = worse_better(p["rotation"], p["per_token"])
+            parts.append(
+                f"A Hadamard rotation {'helps' if helps else 'does not help'} this model: {unit} "
+                f"{p['rotation']:.3g} against {p['per_token']:.3g} per token"
+                + ("" if helps else ", so the recipe leaves it out")
+                + "."
+            )
+        return " ".join(parts)
+
     def modifiers(self) -> dict:
         """``{ModifierName: arguments}`` in the order llm-compressor runs them."""
         smooth = {
@@ -438,6 +472,7 @@ def predict(loaded, report: QuantReport, recipe: Recipe) -> Recipe:
         **values,
         "per_token": report.end["per_token"],
         "smoothquant": report.end["smoothquant"],
+        "rotation": report.end["rotation"],
     }
     if not all(math.isfinite(v) for v in values.values()):
         predicted["note"] = "a prediction is not finite"
