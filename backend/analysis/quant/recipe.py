@@ -115,18 +115,26 @@ class Recipe:
         ]
         p = self.predicted
         if p:
-            worse_better = lambda a, b: a < b if p["metric"] == "kl" else a > b  # noqa: E731
             unit = "KL" if p["metric"] == "kl" else "cosine"
             parts.append(
                 f"Predicted {unit} {p['recipe']:.3g} (without the ignore list "
                 f"{p['without_ignore']:.3g}; plain per-token W8A8 {p['per_token']:.3g}; "
                 f"SmoothQuant at every site {p['smoothquant']:.3g})."
             )
-            helps = worse_better(p["rotation"], p["per_token"])
+            helps = (
+                p["rotation"] < p["per_token"]
+                if p["metric"] == "kl"
+                else p["rotation"] > p["per_token"]
+            )
             parts.append(
                 f"A Hadamard rotation {'helps' if helps else 'does not help'} this model: {unit} "
                 f"{p['rotation']:.3g} against {p['per_token']:.3g} per token"
-                + ("" if helps else ", so the recipe leaves it out")
+                + (
+                    " (this W8A8 recipe has no rotation; llm-compressor's SpinQuantModifier or "
+                    "QuIPModifier adds one)"
+                    if helps
+                    else ", so the recipe leaves it out"
+                )
                 + "."
             )
         return " ".join(parts)
@@ -186,17 +194,18 @@ class Recipe:
         a comment (JSON scalars, which are valid YAML, keep names and regexes exact)."""
         q = json.dumps
         lines = [
-            f"# isoscope quant recipe for {self.model}: W8A8 (int8 weights per channel, int8",
-            "# activations per token, dynamic), SmoothQuant at the norms the traced wiring found.",
+            f"# isoscope quant recipe for {self.model}",
+            "# W8A8 (int8 weights per channel, int8 activations per token, dynamic), SmoothQuant",
+            "# at the norms the traced wiring found.",
             f"# Format: llm-compressor ({LLMCOMPRESSOR}), e.g.",
             '#   oneshot(model=..., dataset=..., recipe="this.yaml")',
         ]
         if self.predicted:
             p = self.predicted
             lines.append(
-                f"# isoscope's prediction ({p['metric']} on {p['end_tokens']} held tokens): "
-                f"{p['recipe']:.4g} with this recipe, {p['without_ignore']:.4g} without the "
-                f"ignore list, {p['per_token']:.4g} for plain per-token W8A8."
+                f"# isoscope's prediction ({p['metric']} on the first {p['end_tokens']} corpus "
+                f"tokens): {p['recipe']:.4g} with this recipe,\n# {p['without_ignore']:.4g} "
+                f"without the ignore list, {p['per_token']:.4g} for plain per-token W8A8."
             )
         lines += ["quant_stage:", "  quant_modifiers:"]
         if self.regex:
