@@ -1,15 +1,15 @@
 """Positional information: position embeddings, position probe, TUPE decomposition, variance lab
 (NoPE) and queries/keys; for image models the patch grid of the position table and a row / column
 probe. Each tab runs only while it is open (lazy tabs); the views are in
-ui/positional.py."""
+ui/views/positional.py."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from ui.common import load_or_stop
-from ui.positional import TAB_VIEWS, TABS
 from ui.tabs import lazy_tabs
+from ui.views.positional import TAB_VIEWS, TABS
 
 st.title("Positional information")
 st.caption(

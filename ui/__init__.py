@@ -1,4 +1,18 @@
-"""Streamlit glue shared by every page: the selection, cached loaders, downloads, explainers.
+"""The Streamlit front half. Where a page's code lives is decided by one rule:
 
-Pages import from here and from ``backend``; they hold no maths and no torch.
+- ``pages/<page>.py`` is a table of contents: the page's title, then its sections in order, each
+  one call into its view. No maths, no torch, no cache keys, no widgets of its own beyond that.
+- ``ui/views/<page>.py`` holds that page's body: its controls, sections, explainers and the
+  page's own cached calls. A view is used by its page only.
+- ``ui/`` (this package, outside ``views``) holds only what every page shares: the frame's
+  sidebar and session (``common``, ``sidebar``, ``session``, ``saved``), the server and its access
+  rules (``server``, ``access``, ``prewarm``, ``warmup``), links and widget ranges (``links``,
+  ``ranges``, ``controls``, ``tabs``, ``charts``, ``inputs``), downloads and sharing (``share``,
+  ``cache_panel``), and the one cache idiom (``cached``).
+- Every cached call goes through that idiom: ``@cached`` / ``@heavy`` of :mod:`ui.cached`, whose
+  arguments are the key. A page or view never builds a memo key by hand and never runs a
+  ``backend.analysis`` / ``backend.share`` function outside such a function.
+
+Imports point down ``pages -> ui.views -> ui -> backend`` (tests/unit/test_architecture.py), and
+``backend`` never imports streamlit.
 """

@@ -1,15 +1,18 @@
 """Typed cached analyses for the pages: one function per derived result, keyed by cheap values.
 
-Every wrapper is ``@cached``: its arguments become the key of :func:`ui.common.memo` (an
-ExtractionResult by :func:`ui.common.result_key`, a LoadedModel by its fingerprint, everything
-else by value; big arrays are refused as keys), so pages never write memo keys by hand and two
-pages asking for the same thing share one computation. Wrappers call backend functions only.
+Every wrapper is ``@cached`` (heavy work ``@heavy``): the one cache idiom of the pages and
+views, which never build a memo key by hand. Its arguments become the key of
+:func:`ui.common.memo` (an ExtractionResult by :func:`ui.common.result_key`, a LoadedModel by
+its fingerprint, a corpus or pairs by content hash, everything else by value; big arrays are
+refused as keys; an argument named ``_x`` is left out), so two pages asking for the same thing
+share one computation. Wrappers call backend functions only.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
@@ -113,7 +116,7 @@ def _key_of(value: Any) -> Any:
         return ("result", result_key(value))
     if isinstance(value, LoadedModel):
         return ("model", value.fingerprint)
-    if isinstance(value, SentencePairs | WordSenseRows | MediaCorpus):  # keyed by content hash
+    if isinstance(value, SentencePairs | WordSenseRows | MediaCorpus | Corpus):  # content hash
         return (type(value).__name__, value.sha)
     if isinstance(value, np.ndarray):
         raise TypeError("arrays are not cheap cache keys: pass the result and an index instead")
@@ -126,31 +129,48 @@ def _key_of(value: Any) -> Any:
     return value
 
 
+def _arguments_key(signature: inspect.Signature, args: tuple, kwargs: dict) -> tuple:
+    """The key of one call: every argument by name, except those whose name starts with an
+    underscore (as ``st.cache_data`` does), which the other arguments already identify (a scan
+    passed along beside the settings that made it)."""
+    bound = signature.bind_partial(*args, **kwargs)
+    bound.apply_defaults()  # f(x) and f(x, default) share one entry
+    return tuple(
+        (name, _key_of(v)) for name, v in bound.arguments.items() if not name.startswith("_")
+    )
+
+
 def cached(fn: Callable[P, R]) -> Callable[P, R]:
     """Memoise ``fn`` process-wide, keyed by its name and its (cheap) arguments."""
     name = f"{fn.__module__}.{fn.__qualname__}"
+    signature = inspect.signature(fn)
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        key = (_key_of(args), _key_of(kwargs))
+        key = _arguments_key(signature, args, kwargs)
         return memo(name, key, lambda: fn(*args, **kwargs))
 
     return wrapper
 
 
-def heavy(label: str, unit: str = "") -> Callable[[Callable[..., R]], Callable[..., R]]:
+def heavy(
+    label: str | Callable[..., str], unit: str = ""
+) -> Callable[[Callable[..., R]], Callable[..., R]]:
     """:func:`cached` for heavy work: ``fn(..., progress=...)`` runs once for every session in
     the server's fair queue (:func:`ui.common.memo_heavy`), on a worker thread, so it must not
-    call Streamlit; the waiting sessions show ``label`` with the shared progress."""
+    call Streamlit; the waiting sessions show ``label`` (or ``label(*args, **kwargs)``, e.g. one
+    naming the model) with the shared progress."""
 
     def decorate(fn: Callable[..., R]) -> Callable[..., R]:
         name = f"{fn.__module__}.{fn.__qualname__}"
+        signature = inspect.signature(fn)
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> R:
-            key = (_key_of(args), _key_of(kwargs))
+            key = _arguments_key(signature, args, kwargs)
+            text = label(*args, **kwargs) if callable(label) else label
             return memo_heavy(
-                name, key, label, lambda progress: fn(*args, progress=progress, **kwargs), unit
+                name, key, text, lambda progress: fn(*args, progress=progress, **kwargs), unit
             )
 
         return wrapper
@@ -385,22 +405,24 @@ def projection_thumbnails(
         return None
     if getattr(corpus, "sha", None) != result.corpus_sha or not hasattr(corpus, "items"):
         return None
-    _, ids, _ = projection_points(result, data_kind, size, seed)
+    return _thumbnails(loaded, result, corpus, size, seed)
+
+
+@cached
+def _thumbnails(
+    loaded: LoadedModel, result: ExtractionResult, corpus: MediaCorpus, size: int, seed: int
+) -> list[str]:
+    _, ids, _ = projection_points(result, "token sample", size, seed)
     tokens = result.tokens.take(ids)
+    views: dict[int, np.ndarray] = {}
 
-    def compute() -> list[str]:
-        views: dict[int, np.ndarray] = {}
+    def view_of(image: int) -> np.ndarray:
+        if image not in views:
+            views[image] = model_view(loaded, corpus.items[image])
+        return views[image]
 
-        def view_of(image: int) -> np.ndarray:
-            if image not in views:
-                views[image] = model_view(loaded, corpus.items[image])
-            return views[image]
-
-        grid = tuple(result.model.get("patch_grid") or (1, 1))
-        return patch_thumbnails(view_of, tokens.text_id, tokens.word_id, grid)
-
-    key = (loaded.fingerprint, result_key(result), data_kind, size, seed)
-    return memo("projection_thumbnails", key, compute)
+    grid = tuple(result.model.get("patch_grid") or (1, 1))
+    return patch_thumbnails(view_of, tokens.text_id, tokens.word_id, grid)
 
 
 def thumbnail_counts(

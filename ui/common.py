@@ -1,6 +1,7 @@
 """Shared Streamlit glue: the selection, cached model/extraction loaders, downloads, errors.
 
-The sidebar that sets the selection is ui/sidebar.py; typed cached analyses are ui/cached.py.
+The sidebar that sets the selection is ui/sidebar.py; the cache idiom and the typed cached
+analyses that several pages share are ui/cached.py; each page's body is in ui/views/.
 
 Caching: models in ``st.cache_resource`` keyed by cheap values (source, device, dtype, pickle
 opt-in, head) with a small ``max_entries``; extraction results in a process-wide LRU keyed by
@@ -375,17 +376,17 @@ def page_visit() -> int:
 
 
 def _ensure_navigation_frame() -> None:
-    """Rerun through app.py when Streamlit ran a page file on its own.
-
-    Because ``pages/`` sits next to ``app.py``, Streamlit starts in its old multipage mode and, until
-    some session has called ``st.navigation``, serves a deep link (``/outliers`` right after a server
-    start, and every AppTest rerun) by running the page file alone: no sidebar, no frame. Switching
-    the flag that ``st.navigation`` itself clears and rerunning runs app.py on the same page.
-    """
-    # a private Streamlit module, needed only by this workaround: imported where it is used
+    """Rerun through app.py when Streamlit ran a page file on its own."""
+    # No supported mechanism exists (Streamlit 1.67): a ``pages/`` folder beside the entrypoint
+    # switches on the old multipage mode (PagesManager.uses_pages_directory, set from the folder
+    # at start), which serves a deep link (``/outliers`` right after a server start, every AppTest
+    # rerun) by running the page file alone, without the frame, until a session has called
+    # ``st.navigation``; there is no config option or API to turn that detection off, and the
+    # design card keeps the folder's name. So clear the flag as ``st.navigation`` itself does and
+    # rerun, which runs app.py on the same page. The module is private: imported only here.
     from streamlit.runtime.pages_manager import PagesManager
 
-    if getattr(PagesManager, "uses_pages_directory", False):  # private flag: absent = nothing to do
+    if getattr(PagesManager, "uses_pages_directory", False):  # absent or False: nothing to do
         PagesManager.uses_pages_directory = False
         st.rerun()
 
@@ -397,6 +398,18 @@ def load_or_stop(source: str | None = None) -> tuple[LoadedModel, ExtractionResu
     """Model + extraction for the page, or an actionable error and ``st.stop()``."""
     try:
         return get_extraction(source=source)
+    except IsoscopeError as exc:
+        st.error(f"**Cannot analyse this selection.** {exc}")
+        st.info("Change the model or corpus in the sidebar and press **Run analysis**.")
+        st.stop()
+        raise  # st.stop() raises; keeps type checkers happy
+
+
+def model_and_corpus_or_stop() -> tuple[LoadedModel, Corpus]:
+    """The selected model and corpus (for pages that run their own pass over the corpus instead
+    of the extraction), or an actionable error and ``st.stop()``."""
+    try:
+        return get_model(), get_corpus()
     except IsoscopeError as exc:
         st.error(f"**Cannot analyse this selection.** {exc}")
         st.info("Change the model or corpus in the sidebar and press **Run analysis**.")

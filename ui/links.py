@@ -185,9 +185,8 @@ def _media_folder(kind: str, folder: str, bad: list[str]) -> str:
 
 def _apply_model_b(source: str, model_a: str, bad: list[str]) -> None:
     """Seed the Compare page's Model B: its preset when there is one, else the typed source."""
-    from ui.compare import model_b_options
     from ui.ranges import MODES
-    from ui.sidebar import CUSTOM
+    from ui.sidebar import CUSTOM, model_b_options
 
     if not _known_model(source):
         bad.append(f"model B {source!r}")
@@ -203,9 +202,8 @@ def _apply_model_b(source: str, model_a: str, bad: list[str]) -> None:
 
 def _model_b(model_a: str) -> str | None:
     """The Compare page's current Model B source (None: not chosen yet, or comparing corpora)."""
-    from ui.compare import model_b_options
     from ui.ranges import MODES
-    from ui.sidebar import CUSTOM
+    from ui.sidebar import CUSTOM, model_b_options
 
     if st.session_state.get("cmp_mode", MODES[0]) != MODES[0]:
         return None

@@ -13,7 +13,8 @@ from pathlib import Path
 
 def app_imports(app: str) -> list[str]:
     """The modules ``app.py`` and its ``pages/*.py`` import at their top level (a Streamlit page is
-    a script that runs on every visit: its imports are what the first visitor would wait for)."""
+    a script that runs on every visit: its imports are what the first visitor would wait for),
+    a page's view module too (``from ui.views import outliers`` names ``ui.views.outliers``)."""
     folder = Path(app).resolve().parent
     names: list[str] = []
     for script in [Path(app), *sorted((folder / "pages").glob("*.py"))]:
@@ -26,6 +27,12 @@ def app_imports(app: str) -> list[str]:
                 names += [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 names.append(node.module)
+                package = folder.joinpath(*node.module.split("."))
+                names += [
+                    f"{node.module}.{alias.name}"
+                    for alias in node.names
+                    if (package / f"{alias.name}.py").is_file()
+                ]
     return list(dict.fromkeys(n for n in names if n != "__future__"))
 
 

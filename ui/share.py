@@ -22,7 +22,8 @@ from backend.engine.extraction import ExtractionResult
 from backend.engine.lru import LRU
 from backend.engine.models import LoadedModel
 from backend.share.report import QUICK_SECTIONS, SECTIONS, Report, build_report
-from ui.common import WORK, media_items, memo, result_key
+from ui.cached import cached
+from ui.common import WORK, media_items, result_key
 
 MAX_REPORTS = 4
 
@@ -33,11 +34,10 @@ def _full_reports() -> LRU:
     return LRU(MAX_REPORTS)
 
 
+@cached
 def quick_report(loaded: LoadedModel, result: ExtractionResult) -> Report:
-    key = result_key(result)
-    return memo(
-        "report_quick", (key,), lambda: build_report(loaded, result, sections=QUICK_SECTIONS)
-    )
+    """The report's quick sections (outlier dims, anisotropy: no forward pass)."""
+    return build_report(loaded, result, sections=QUICK_SECTIONS)
 
 
 def full_report(
@@ -65,9 +65,31 @@ def full_report(
     return report
 
 
-def _report_key(result: ExtractionResult, quant=None) -> str:
-    from ui.quant import quant_key
+QUANT_KEY = "quant_last_report"
 
+
+def remember_quant(loaded: LoadedModel, corpus, report) -> None:
+    """Keep the Quantization page's last analysis for this session, so the report download
+    (Overview) adds its "Quantization readiness" section without computing it again."""
+    st.session_state[QUANT_KEY] = (loaded.fingerprint, corpus.sha, report)
+
+
+def last_quant(result: ExtractionResult):
+    """The session's last quantization analysis of the extraction ``result``'s model and corpus
+    (None when the page has not run on them)."""
+    entry = st.session_state.get(QUANT_KEY)
+    if entry is None or (entry[0], entry[1]) != (result.model_fingerprint, result.corpus_sha):
+        return None
+    return entry[2]
+
+
+def quant_key(report) -> str:
+    """What identifies one analysis of a model and corpus: texts, max length, K, α and the pairs."""
+    scan, sts = report.scan, (report.end or {}).get("sts_pairs") or {}
+    return f"{scan.n_texts}:{scan.max_length}:{report.keep}:{report.alpha!r}:{sts.get('sha', '')}"
+
+
+def _report_key(result: ExtractionResult, quant=None) -> str:
     return result_key(result) + ("" if quant is None else ":quant:" + quant_key(quant))
 
 
@@ -101,10 +123,8 @@ def findings_panel(loaded: LoadedModel, result: ExtractionResult) -> Callable[[]
     """
     st.subheader("Findings")
     slot = st.empty()
-    from ui.quant import last_report  # lazy: the first page imports no quantization code
-
     inputs = media_items(result)  # here, in the page's run: the download may build it later
-    quant = last_report(result)  # the Quantization page's analysis, when it has run
+    quant = last_quant(result)  # the Quantization page's analysis, when it has run
     report = _cached_full(result, quant)
     with slot.container():
         _show_findings(report or quick_report(loaded, result))

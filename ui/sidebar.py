@@ -23,7 +23,7 @@ import streamlit as st
 
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionSettings
-from backend.engine.models import DEFAULT_MODEL_NAME, source_is_causal
+from backend.engine.models import DEFAULT_MODEL_NAME, random_like_source, source_is_causal
 from ui import access
 from ui.cache_panel import budget_label, cache_panel, sample_budget_input
 from ui.common import Selection, get_selection, remember_upload
@@ -44,6 +44,17 @@ MODEL_PRESETS = {
     "random wav2vec2 (audio: 16 kHz)": "random:wav2vec2",
     "local folder, Hub id in cache, or random:FAMILY…": CUSTOM,
 }
+
+
+def model_b_options(model_a: str) -> dict[str, str]:
+    """The Compare page's Model B choices (label -> source) when model A is ``model_a``: a
+    random-init copy of A first, then the presets (the last, ``CUSTOM``, takes a typed source)."""
+    own = random_like_source(model_a)
+    options = {f"random-init copy of A ({own})": own}
+    options.update({k: v for k, v in MODEL_PRESETS.items() if v != own})
+    return options
+
+
 CORPUS_CHOICES = (
     "bundled sample corpus",
     "paste text",

@@ -169,6 +169,16 @@ def random_source(family: str, **options: float) -> str:
 # ----------------------------------------------------------------------------- fingerprints
 
 
+def random_like_source(source: str) -> str:
+    """The source of a random-init copy (seed 0) of ``source``'s architecture."""
+    return f"random-like:{source}"
+
+
+def is_random_like(source: str) -> bool:
+    """Whether ``source`` names a random-init copy (``random-like:SOURCE``)."""
+    return source.lower().startswith("random-like:")
+
+
 def _file_digest(path: Path) -> str:
     """Name, size and the first and last MiB: fast for multi-GB checkpoints, stable across runs."""
     h = hashlib.sha256()

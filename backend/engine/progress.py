@@ -3,9 +3,9 @@
 Every long computation (extraction, scans, ablations, comparisons, reports, exports) takes an
 optional ``progress`` callable and calls it with the units done so far and the total units of the
 current step. A callable may return ``False`` to ask the computation to stop after the current
-unit; computations that cannot stop early ignore the return value. The Streamlit bar
-(``ui.progress.progress_bar``) and the CLI's stderr line (``backend.commands.common.ProgressPrinter``)
-are the two implementations.
+unit; computations that cannot stop early ignore the return value. The Streamlit bar of the
+server's shared work (``ui.common.shared_run``) and the CLI's stderr line
+(``backend.commands.common.ProgressPrinter``) are the two implementations.
 """
 
 from __future__ import annotations

@@ -43,6 +43,7 @@ def test_wheel_holds_the_packages_the_app_and_the_command(wheel):
         "backend/cli.py",
         "backend/engine/models.py",
         "ui/common.py",
+        "ui/views/overview.py",
         "isoscope_app/app.py",
         "isoscope_app/pages/overview.py",
         "isoscope_app/assets/sample_corpus.txt",

@@ -1,7 +1,9 @@
 """The house rules of the package layout: imports point down ``engine <- analysis <- plots <- share
-<- commands / ui <- pages``, and no two modules import each other, even through a function-level
-import (a cycle closed that way is still a cycle). The CLI and the Streamlit glue sit side by
-side (``isoscope serve`` starts the app and its prewarm), the pages above both."""
+<- commands / ui <- ui.views <- pages``, and no two modules import each other, even through a
+function-level import (a cycle closed that way is still a cycle). The CLI and the Streamlit glue
+sit side by side (``isoscope serve`` starts the app and its prewarm); each page's view sits above
+the shared glue and below its page (the rule is written at the top of ui/__init__.py). A page or
+view never builds a memo key by hand, and runs analyses only through the cache idiom."""
 
 from __future__ import annotations
 
@@ -22,8 +24,9 @@ LAYERS = {
     "backend.cli": 4,
     "backend.__main__": 4,
     "ui": 4,
-    "pages": 5,
-    "app": 5,
+    "ui.views": 5,
+    "pages": 6,
+    "app": 6,
 }
 
 
@@ -116,6 +119,132 @@ def test_the_layer_rule_catches_an_upward_import():
     """The check itself can fail: a planted engine -> share import is reported."""
     assert layer("backend.engine.models") < layer("backend.share.report")
     assert layer("pages.outliers") > layer("ui.common") == layer("backend.commands.analyze")
+    assert layer("pages.outliers") > layer("ui.views.outliers") > layer("ui.common")
+
+
+def test_views_import_no_other_view():
+    """A view is its page's body: what two pages share belongs in ui/, not in one page's view."""
+    crossing = {
+        m: sorted(d for d in GRAPH[m] if d.startswith("ui.views.") and d != m)
+        for m in MODULES
+        if m.startswith("ui.views.")
+    }
+    assert {m: d for m, d in crossing.items() if d} == {}
+
+
+# ----------------------------------------------------------------------------- the cache idiom
+
+# Building a cache key by hand: the idiom (ui.cached's @cached / @heavy) is the only caller.
+HAND_KEYS = {"memo", "memo_heavy", "shared_run", "result_key", "extraction_key", "cache_key"}
+HAND_KEYS |= {"comparison_cache_key", "WORK"}
+# backend.analysis / backend.share functions a page may call outside the idiom because they run no
+# analysis: input readers and parsers, facts about a model or result, and tables or lookups over a
+# result that is already computed (and cached). Modules named ``summaries`` hold only the latter.
+NOT_ANALYSES = {
+    # readers and parsers of the user's input
+    "read_pairs_csv", "read_word_sense_csv", "sts_sample", "wic_examples", "parse_dims",
+    "resolve_checkpoints",
+    # facts and labels
+    "input_kind", "default_roles", "select_norms", "supports_tupe", "token_colour_options",
+    "position_offset", "peak_state",
+    # tables of a finished result
+    "headline_dims", "strongest_dims", "extreme_dims_vs_outliers", "contribution_table",
+    "comparison_report", "coordinates_frame",
+}  # fmt: skip
+ANALYSIS_PACKAGES = ("backend.analysis", "backend.share")
+
+
+def _decorator_names(node: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    names = set()
+    for decorator in node.decorator_list:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        names.add(target.id if isinstance(target, ast.Name) else getattr(target, "attr", ""))
+    return names
+
+
+def cache_idiom_breaches(source: str) -> list[str]:
+    """What ``source`` (a page or view) does against the cache idiom: each hand-built key (an
+    import or use of :data:`HAND_KEYS`) and each call of a ``backend.analysis`` /
+    ``backend.share`` function outside a ``@cached`` / ``@heavy`` function, as "line: name"."""
+    tree = ast.parse(source)
+    analyses: dict[str, str] = {}  # local name -> module, for functions and modules imported
+    breaches = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            for alias in node.names:
+                local = alias.asname or alias.name
+                if alias.name in HAND_KEYS:
+                    breaches.append(f"{node.lineno}: imports {alias.name}")
+                if node.module.startswith(ANALYSIS_PACKAGES) and not local[0].isupper():
+                    analyses[local] = node.module
+
+    def called_analysis(call: ast.Call) -> str | None:
+        func = call.func
+        if isinstance(func, ast.Name) and func.id in analyses:
+            name, module = func.id, analyses[func.id]
+        elif (
+            isinstance(func, ast.Attribute)
+            and isinstance(func.value, ast.Name)
+            and func.value.id in analyses
+        ):  # ``tour.outliers_step(...)`` after ``from backend.share import tour``
+            name, module = func.attr, f"{analyses[func.value.id]}.{func.value.id}"
+        else:
+            return None
+        if name[0].isupper() or name in NOT_ANALYSES or module.endswith(".summaries"):
+            return None
+        return name
+
+    def visit(node: ast.AST, inside_idiom: bool) -> None:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            inside_idiom = inside_idiom or bool(_decorator_names(node) & {"cached", "heavy"})
+        if isinstance(node, ast.Name) and node.id in HAND_KEYS:
+            breaches.append(f"{node.lineno}: uses {node.id}")
+        if isinstance(node, ast.Call) and not inside_idiom:
+            name = called_analysis(node)
+            if name is not None:
+                breaches.append(f"{node.lineno}: calls {name} uncached")
+        for child in ast.iter_child_nodes(node):
+            visit(child, inside_idiom)
+
+    visit(tree, False)
+    return breaches
+
+
+FRONT = sorted(
+    path.relative_to(ROOT).as_posix()
+    for path in [*ROOT.glob("pages/*.py"), *ROOT.glob("ui/views/*.py")]
+)
+
+
+@pytest.mark.parametrize("path", FRONT)
+def test_pages_and_views_keep_to_the_cache_idiom(path):
+    breaches = cache_idiom_breaches((ROOT / path).read_text())
+    assert breaches == [], f"{path} builds memo keys or runs analyses uncached: {breaches}"
+
+
+def test_the_cache_idiom_rule_catches_a_hand_built_key_and_an_uncached_analysis():
+    page = (
+        "from backend.analysis.geometry.isotropy import by_state\n"
+        "from backend.analysis.geometry.projections import input_kind\n"
+        "from backend.share import tour\n"
+        "from ui.cached import cached\n"
+        "from ui.common import memo, result_key\n"
+        "by_state(result)\n"
+        "input_kind(result)\n"
+        "tour.nope_step()\n"
+        "step = memo('tour', (result_key(result),), lambda: 1)\n"
+        "@cached\n"
+        "def fine(result):\n"
+        "    return by_state(result)\n"
+    )
+    assert cache_idiom_breaches(page) == [
+        "5: imports memo",
+        "5: imports result_key",
+        "6: calls by_state uncached",
+        "8: calls nope_step uncached",
+        "9: uses memo",
+        "9: uses result_key",
+    ]
 
 
 def _modules_without_a_test_file(root: Path) -> list[str]:

@@ -1,4 +1,4 @@
-"""AppTest of the "Massive activations & sinks" page for image models (ui/highnorm.py): each tab
+"""AppTest of the "Massive activations & sinks" page for image models (ui/views/highnorm.py): each tab
 of a tiny random DINOv2-with-registers renders its chart (carriers, norm distribution, the image
 with its patch norms), widgets rerun; an audio model gets one line."""
 

@@ -48,10 +48,23 @@ def test_app_imports_reads_the_app_and_every_page(tmp_path):
     assert server.app_imports(str(tmp_path / "app.py")) == ["json", "ui.common", "os.path", "csv"]
 
 
-def test_the_real_app_imports_the_backend_and_ui():
-    names = server.app_imports(str(server.Path(__file__).resolve().parents[3] / "app.py"))
-    assert "ui.common" in names and "backend.engine.models" in names
-    assert "streamlit" in names
+def test_app_imports_names_a_page_view_module(tmp_path):
+    """``from ui.views import a`` imports the module ui/views/a.py, which preload must import too
+    (importing the package ``ui.views`` alone would load none of the page's code)."""
+    (tmp_path / "pages").mkdir()
+    (tmp_path / "ui" / "views").mkdir(parents=True)
+    (tmp_path / "ui" / "views" / "a.py").write_text("")
+    (tmp_path / "app.py").write_text("")
+    (tmp_path / "pages" / "p.py").write_text("from ui.views import a, not_a_module\n")
+    assert server.app_imports(str(tmp_path / "app.py")) == ["ui.views", "ui.views.a"]
+
+
+def test_the_real_app_imports_the_ui_and_every_view():
+    root = server.Path(__file__).resolve().parents[3]
+    names = server.app_imports(str(root / "app.py"))
+    assert "ui.common" in names and "streamlit" in names
+    views = {f"ui.views.{p.stem}" for p in (root / "ui" / "views").glob("[!_]*.py")}
+    assert views <= set(names), f"views no page imports: {sorted(views - set(names))}"
 
 
 def test_preload_imports_every_module_it_finds(monkeypatch, tmp_path):

@@ -1,4 +1,5 @@
-"""Cached decoder analyses for the "Massive activations & sinks" page (one pass per setting)."""
+"""The Overview page (pages/overview.py): model card, corpus summary, outlier dims and anisotropy
+per hidden state, and the first position's share of both."""
 
 from __future__ import annotations
 
@@ -6,53 +7,72 @@ from dataclasses import replace
 
 import streamlit as st
 
-from backend.analysis.decoder.massive import (
-    DecoderScan,
-    TextMagnitudes,
-    first_position_contrast,
-    scan_decoder,
-    text_magnitudes,
-)
+from backend.analysis.decoder.massive import FirstPositionContrast, first_position_contrast
 from backend.analysis.geometry.summaries import first_position_gap
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult
 from backend.plots.decoder import first_position_figure, first_position_frame
-from ui.common import (
-    download_buttons,
-    explainer,
-    get_corpus,
-    get_extraction,
-    get_model,
-    get_selection,
-    memo,
-    memo_heavy,
-    result_key,
-)
+from backend.plots.overview import anisotropy_line, model_card_rows
+from ui.cached import anisotropy, cached, outlier_dims_by_state
+from ui.common import download_buttons, explainer, get_extraction, get_selection, show_notices
 
 
-def get_scan(n_texts: int, max_length: int) -> DecoderScan:
-    """Massive activations, sinks and int8 features of the selected model on the first
-    ``n_texts`` texts of the selected corpus (memoised per model, corpus and settings)."""
-    loaded = get_model()
-    corpus = get_corpus()
-    texts = corpus.texts[:n_texts]
+def cards(result: ExtractionResult) -> None:
+    """The model card beside the corpus summary."""
+    left, right = st.columns([1, 1])
+    with left:
+        st.subheader("Model")
+        st.table(model_card_rows(result.model))
+    with right:
+        st.subheader("Corpus")
+        st.metric("Texts", f"{result.num_texts:,}")
+        st.metric("Tokens analysed", f"{result.num_tokens:,}")
+        st.caption(
+            f"{result.corpus_name} · max {result.settings.max_length} tokens per text · "
+            f"special tokens {'excluded' if result.settings.exclude_special else 'included'} · "
+            f"token sample {len(result.sample_index):,} of {result.num_tokens:,} · extraction {result.seconds:.1f} s"
+        )
+        show_notices(result)
 
-    def compute(progress) -> DecoderScan:
-        return scan_decoder(loaded, texts, max_length=max_length, progress=progress)
 
-    key = (loaded.fingerprint, corpus.sha, n_texts, max_length)
-    label = f"Scanning {loaded.info.display_name}:"
-    return memo_heavy("massive.scan", key, label, compute, "texts")
-
-
-def get_text_view(text: str, max_length: int) -> TextMagnitudes:
-    """|h| of every hidden state, position and dim of one text (memoised)."""
-    loaded = get_model()
-    return memo(
-        "massive.text",
-        (loaded.fingerprint, text, max_length),
-        lambda: text_magnitudes(loaded, text, max_length),
+def outliers_and_anisotropy(result: ExtractionResult) -> None:
+    """Outlier dims and anisotropy per hidden state, with the references."""
+    aniso = anisotropy(result)
+    outliers = outlier_dims_by_state(result)
+    st.subheader("Outlier dimensions per hidden state")
+    rows = [
+        {
+            "hidden state": name,
+            "outlier dims (z-score or extreme-index)": ", ".join(map(str, outliers[s])) or "—",
+            "anisotropy": round(float(aniso[s]), 3),
+        }
+        for s, name in enumerate(result.state_names)
+    ]
+    st.dataframe(rows, hide_index=True, width="stretch")
+    st.plotly_chart(
+        anisotropy_line(result.state_names, aniso), width="stretch", key="overview_aniso"
     )
+    explainer(
+        "What is this / references",
+        """
+**Hidden states** are numbered `emb` (the embedding output, index 0) and `1 … L` (the output of each layer).
+
+**Outlier dimensions** are flagged when their mean lies more than 3 standard deviations from the mean of
+all dimensions' means (Timkey & van Schijndel 2021, *All Bark and No Bite*, arXiv 2109.04404) or when they
+hold the minimum or maximum of at least half of all token vectors (Luo, Kulmizev & Mao 2021, *Positional
+Artefacts Propagate Through Masked Language Model Embeddings*, arXiv 2011.04393). The *Outlier dimensions*
+page shows all four criteria with their thresholds.
+
+**Anisotropy** is the mean cosine similarity of 10,000 random pairs of token vectors from different texts
+(Ethayarajh 2019, arXiv 1909.00512): 0 for directions spread evenly, near 1 when all vectors point one way.
+""",
+    )
+
+
+@cached
+def first_position(result: ExtractionResult) -> FirstPositionContrast:
+    """Anisotropy and |mean| per hidden state with and without the first position."""
+    return first_position_contrast(result)
 
 
 def first_position_section(result: ExtractionResult) -> None:
@@ -80,9 +100,7 @@ def first_position_section(result: ExtractionResult) -> None:
             st.error(str(exc))
             return
     try:
-        contrast = memo(
-            "massive.first_position", (result_key(source),), lambda: first_position_contrast(source)
-        )
+        contrast = first_position(source)
     except IsoscopeError as exc:
         st.info(str(exc))
         return
@@ -111,26 +129,3 @@ different-text pairs from the token sample, minus the pairs that touch a first-p
 *Massive activations & sinks* page for the activations themselves.
 """,
     )
-
-
-_ROTARY_WHY = {
-    "table": "there is no position-embedding table to plot: RoPE adds nothing to the token embeddings",
-    "tupe": "TUPE's split needs an additive position embedding inside the first layer's input "
-    "(LN(w + p)); RoPE instead rotates every layer's queries and keys by a position-dependent angle, "
-    "so the logit q_i·k_j has no separate position term to split out",
-}
-
-
-def rotary_note(info, view: str) -> bool:
-    """For a rotary (RoPE) model, explain why the position-table or TUPE view does not apply and
-    point to the position probe; returns False (and shows nothing) for other models."""
-    if "rotary" not in str(info.position_embedding).lower():
-        return False
-    st.info(
-        f"**{info.display_name}** uses rotary position embeddings (RoPE; Su et al. 2021, "
-        f"arXiv 2104.09864), so {_ROTARY_WHY[view]}. Whether the hidden states still carry absolute "
-        "position is measurable: open the **Position probe** tab, which trains a linear probe on the "
-        "hidden states of every layer.",
-        icon=":material/rotate_right:",
-    )
-    return True

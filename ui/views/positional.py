@@ -22,9 +22,10 @@ from backend.analysis.positional.tupe import REGIONS, TERMS, supports_tupe
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult
 from backend.engine.layout import position_scheme_note
-from backend.engine.models import position_table
+from backend.engine.models import LoadedModel, position_table
 from backend.plots import positional as plots
 from ui.cached import (
+    cached,
     model_variance,
     outlier_dims_by_state,
     patch_grid_probe,
@@ -39,7 +40,6 @@ from ui.cached import (
     variance_lab,
 )
 from ui.common import download_buttons, explainer, load_or_stop, show_notices
-from ui.decoder import rotary_note
 from ui.inputs import applies_to_text
 from ui.tabs import lazy_tabs
 
@@ -64,6 +64,35 @@ SOURCES = {
     "Recognition at Scale* (ViT, arXiv 2010.11929), Fig. 7",
     "godey": "Godey, de la Clergerie & Sagot 2023, *Is Anisotropy Inherent to Transformers?* (arXiv 2306.07656)",
 }
+
+
+_ROTARY_WHY = {
+    "table": "there is no position-embedding table to plot: RoPE adds nothing to the token embeddings",
+    "tupe": "TUPE's split needs an additive position embedding inside the first layer's input "
+    "(LN(w + p)); RoPE instead rotates every layer's queries and keys by a position-dependent angle, "
+    "so the logit q_i·k_j has no separate position term to split out",
+}
+
+
+def rotary_note(info, view: str) -> bool:
+    """For a rotary (RoPE) model, explain why the position-table or TUPE view does not apply and
+    point to the position probe; returns False (and shows nothing) for other models."""
+    if "rotary" not in str(info.position_embedding).lower():
+        return False
+    st.info(
+        f"**{info.display_name}** uses rotary position embeddings (RoPE; Su et al. 2021, "
+        f"arXiv 2104.09864), so {_ROTARY_WHY[view]}. Whether the hidden states still carry absolute "
+        "position is measurable: open the **Position probe** tab, which trains a linear probe on the "
+        "hidden states of every layer.",
+        icon=":material/rotate_right:",
+    )
+    return True
+
+
+@cached
+def embedding_norm(loaded: LoadedModel):
+    """(name, gamma, beta) of the first norm on word + position embeddings, or None."""
+    return embedding_layernorm(loaded)
 
 
 def outliers_by_name(result: ExtractionResult) -> dict[str, list[int]]:
@@ -149,7 +178,7 @@ Sources: {SOURCES["luo"]}; {SOURCES["busters"]}.
             download_buttons("pos_emb_ext", fig=fig_ext, frame=rows, name="position_extreme_dims")
 
         def layernorm_view() -> None:
-            ln = embedding_layernorm(loaded)
+            ln = embedding_norm(loaded)
             if ln is None:
                 st.info(f"**{loaded.info.display_name}** has no embedding LayerNorm.")
                 return

@@ -20,7 +20,8 @@ from backend.plots.highnorm import (
     norm_by_kind_figure,
     norm_histogram,
 )
-from ui.common import download_buttons, explainer, memo, memo_heavy
+from ui.cached import cached, heavy
+from ui.common import download_buttons, explainer
 from ui.tabs import lazy_tabs
 
 SOURCES = """
@@ -31,26 +32,16 @@ SOURCES = """
 """
 
 
-def get_image_scan(loaded: LoadedModel, corpus, n_images: int) -> ImageScan:
-    """Massive activations and token norms of the first ``n_images`` images (memoised per model,
-    corpus and count)."""
-
-    def compute(progress) -> ImageScan:
-        return scan_images(loaded, corpus.items[:n_images], progress=progress)
-
-    key = (loaded.fingerprint, corpus.sha, n_images)
-    return memo_heavy(
-        "massive.images", key, f"Scanning {loaded.info.display_name}:", compute, "images"
-    )
+@heavy(lambda loaded, *_: f"Scanning {loaded.info.display_name}:", "images")
+def get_image_scan(loaded: LoadedModel, corpus, n_images: int, *, progress) -> ImageScan:
+    """Massive activations and token norms of the first ``n_images`` images."""
+    return scan_images(loaded, corpus.items[:n_images], progress=progress)
 
 
+@cached
 def get_model_view(loaded: LoadedModel, corpus, index: int) -> np.ndarray:
-    """Image ``index`` as the model sees it (memoised)."""
-    return memo(
-        "massive.image_view",
-        (loaded.fingerprint, corpus.sha, index),
-        lambda: model_view(loaded, corpus.items[index]),
-    )
+    """Image ``index`` as the model sees it."""
+    return model_view(loaded, corpus.items[index])
 
 
 def media_massive_view(loaded: LoadedModel, corpus) -> None:

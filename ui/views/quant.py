@@ -1,0 +1,425 @@
+"""The "Quantization readiness" page (pages/quant.py): one pass per (model, corpus, texts, max
+length), re-evaluated for each K and α; the per-block sensitivity once per pass; then the verdict,
+the end metric of every scheme and five lazy tabs."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from backend.analysis.geometry.similarity import SentencePairs, read_pairs_csv, sts_sample
+from backend.analysis.quant.readiness import (
+    MagnitudeTiles,
+    QuantReport,
+    QuantScan,
+    evaluate,
+    scan_sites,
+    site_magnitudes,
+)
+from backend.analysis.quant.schemes import SCHEME_LABELS
+from backend.analysis.quant.sites import ROLE_LABELS, Site
+from backend.engine.corpus import Corpus
+from backend.engine.errors import IsoscopeError
+from backend.engine.models import LoadedModel, private_copy
+from backend.plots.quant import (
+    STRIP_QUANTITIES,
+    heat_strip_figure,
+    magnitude_figure,
+    scheme_figure,
+    scheme_frame,
+    sensitivity_figure,
+    sites_frame,
+)
+from ui.cached import heavy
+from ui.common import download_buttons, explainer, get_extraction
+from ui.ranges import QUANT_ALPHA, QUANT_KEEP, QUANT_MAX_LENGTH, QUANT_PAIRS
+from ui.share import remember_quant
+from ui.tabs import lazy_tabs
+
+RAN_KEY = "quant_ran"
+
+
+@heavy(
+    lambda loaded, *_: f"Recording the projection inputs of {loaded.info.display_name}:", "batches"
+)
+def quant_scan(
+    loaded: LoadedModel, corpus: Corpus, n_texts: int, max_length: int, *, progress
+) -> QuantScan:
+    """The projection inputs of every site on the first ``n_texts`` texts."""
+    return scan_sites(loaded, corpus.texts[:n_texts], max_length=max_length, progress=progress)
+
+
+@heavy("Quantizing one block at a time:", "steps")
+def block_sensitivity(
+    loaded: LoadedModel, corpus: Corpus, n_texts: int, max_length: int, _scan: QuantScan, *,
+    progress,
+) -> list:  # fmt: skip
+    """The end metric with one block quantized at a time (once per pass; ``_scan`` is that
+    pass's). Fake quantization swaps weights, so it runs on a private copy."""
+    copy = private_copy(loaded)
+    return evaluate(copy, _scan, schemes=("per_token",), end=False, progress=progress).sensitivity
+
+
+@heavy("Simulating every scheme:", "schemes")
+def scheme_report(
+    loaded: LoadedModel, corpus: Corpus, n_texts: int, max_length: int, keep: int, alpha: float,
+    pairs: SentencePairs | None, _scan: QuantScan, _sensitivity: list, *, progress,
+) -> QuantReport:  # fmt: skip
+    """Errors and end metric for K and α (with ``pairs``, an encoder's STS change per scheme),
+    on a private copy: sessions using the cached model never see the swapped weights."""
+    copy = private_copy(loaded)
+    ev = evaluate(
+        copy, _scan, keep=keep, alpha=alpha, sensitivity=False, pairs=pairs, progress=progress
+    )
+    return QuantReport(_scan, ev.errors, ev.end, _sensitivity, int(keep), float(alpha))
+
+
+def get_report(
+    loaded: LoadedModel, corpus: Corpus, n_texts: int, max_length: int, keep: int, alpha: float,
+    pairs: SentencePairs | None = None,
+) -> QuantReport:  # fmt: skip
+    """The pass, its sensitivity, then the schemes at K and α."""
+    scan = quant_scan(loaded, corpus, n_texts, max_length)
+    sens = block_sensitivity(loaded, corpus, n_texts, max_length, scan)
+    return scheme_report(
+        loaded, corpus, n_texts, max_length, int(keep), float(alpha), pairs, scan, sens
+    )
+
+
+@heavy(lambda loaded, corpus, n_texts, max_length, site: f"Reading {site.name}:", "batches")
+def site_tiles(
+    loaded: LoadedModel, corpus: Corpus, n_texts: int, max_length: int, site: Site, *, progress
+) -> MagnitudeTiles:
+    """|x| of every token and channel of one site, max over tiles."""
+    return site_magnitudes(
+        loaded, corpus.texts[:n_texts], site, max_length=max_length, progress=progress
+    )
+
+
+def choose_pairs() -> SentencePairs | None:
+    """The encoder's STS pairs for the quant page: none, the bundled CC0 sample (as on the
+    Similarity page when nothing is uploaded) or an uploaded CSV read by the one pairs reader.
+    Raises :class:`~backend.engine.errors.InputError` for an unreadable upload."""
+    choice = st.selectbox(
+        "STS pairs (encoders: the Spearman change per scheme)",
+        list(QUANT_PAIRS.options),
+        QUANT_PAIRS.index,
+        key="quant_pairs",
+        help="Sentence pairs with gold scores (sentence1,sentence2,score): each scheme's STS "
+        "Spearman × 100 of the mean-pooled final state, against full precision.",
+    )
+    if choice == QUANT_PAIRS.options[1]:
+        return sts_sample()
+    if choice == QUANT_PAIRS.options[2]:
+        upload = st.file_uploader(
+            "Pairs CSV: sentence1,sentence2,score",
+            type=["csv", "tsv", "txt"],
+            key="quant_pairs_csv",
+        )
+        return read_pairs_csv(upload.getvalue(), upload.name) if upload is not None else None
+    return None
+
+
+def with_outlier_dims(report: QuantReport) -> QuantReport:
+    """The report with the hidden-state outlier dims of the sidebar's extraction."""
+    _, result = get_extraction()
+    return report.with_outlier_dims(result)
+
+
+def explain() -> None:
+    explainer(
+        "What is this / references",
+        """
+Most people who look at a checkpoint's outliers want to know one thing: **will it survive 8-bit or
+4-bit inference, and which layers will hurt?** This page records the input of every projection
+(`nn.Linear`, GPT-2's `Conv1D`) inside the blocks, found from the model itself: the inputs q/k/v (or
+gate/up) share are one **site**, named by every module it feeds (as SmoothQuant's `act_scales` key
+them). Per site, over the corpus's tokens: the per-channel max |x| (exactly `act_scales`), max and median
+|x|, the **kurtosis** (4th standardised moment; a Gaussian gives 3) and the share of |x| ≥ 6.
+
+It then **simulates** each scheme, symmetric absmax (scale = max / 127, round, clamp), weights per output
+channel: activations per tensor (static, the corpus max) or per token; **keep-K** (LLM.int8's
+decomposition: the K channels with the largest max |x| stay in full precision); **SmoothQuant**
+(s_j = max|X_j|^α / max|W_j|^(1−α), X/s and W·s); a **Hadamard rotation** (x H, W H, exact in full
+precision, QuaRot-style); and **weight-only int4** (groups of 128). The error of a site is
+‖Y_q − Y‖_F / ‖Y‖_F with Y = x Wᵀ. Finally it **measures** what the model loses with every site
+fake-quantized: the mean next-token KL(p_full ‖ p_quant) for decoders, the cosine of the mean-pooled
+final state for encoders (with sentence pairs chosen below, also the STS Spearman × 100 of that state
+in full precision and per scheme, scored as on the Similarity page), and the same with one block at a
+time. Once this page has run, the Overview's report download adds a "Quantization readiness" section.
+
+**Sources**
+- Dettmers, Lewis, Belkada & Zettlemoyer 2022, *LLM.int8(): 8-bit Matrix Multiplication for Transformers
+  at Scale*, [arXiv 2208.07339](https://arxiv.org/abs/2208.07339)
+- Xiao, Lin, Seznec, Wu, Demouth & Han 2023, *SmoothQuant: Accurate and Efficient Post-Training
+  Quantization for Large Language Models*, [arXiv 2211.10438](https://arxiv.org/abs/2211.10438)
+  (code: mit-han-lab/smoothquant)
+- Ashkboos et al. 2024, *QuaRot: Outlier-Free 4-Bit Inference in Rotated LLMs*, [arXiv
+  2404.00456](https://arxiv.org/abs/2404.00456)
+- Bondarenko, Nagel & Blankevoort 2023, *Quantizable Transformers: Removing Outliers by Helping Attention
+  Heads Do Nothing*, [arXiv 2306.12929](https://arxiv.org/abs/2306.12929)
+- Yang et al. 2024, *Mitigating Quantization Errors Due to Activation Spikes in GLU-Based LLMs*, [arXiv
+  2405.14428](https://arxiv.org/abs/2405.14428)
+""",
+    )
+
+
+def controls(corpus: Corpus) -> tuple[int, int, int, float]:
+    """(texts, max tokens per text, keep K, SmoothQuant α)."""
+    c1, c2, c3, c4 = st.columns(4)
+    n_max = len(corpus.texts)
+    n_texts = int(
+        c1.slider(
+            "Texts", 1, n_max, min(64, n_max), key="quant_n_texts", help="The corpus's first texts."
+        )
+    )
+    max_length = int(
+        c2.select_slider(
+            "Max tokens per text",
+            list(QUANT_MAX_LENGTH.options),
+            QUANT_MAX_LENGTH.default,
+            key="quant_max_length",
+        )
+    )
+    keep = int(
+        c3.number_input(
+            "Keep K channels",
+            int(QUANT_KEEP.low),
+            int(QUANT_KEEP.high),
+            int(QUANT_KEEP.default),
+            key="quant_keep",
+            help="keep-K (LLM.int8): the K input channels with the largest max |x| stay in full precision",
+        )
+    )
+    alpha = float(
+        c4.slider(
+            "SmoothQuant α",
+            QUANT_ALPHA.low,
+            QUANT_ALPHA.high,
+            QUANT_ALPHA.default,
+            QUANT_ALPHA.step,
+            key="quant_alpha",
+            help="migration strength: how much of the activations' range moves into the weights",
+        )
+    )
+    return n_texts, max_length, keep, alpha
+
+
+def pairs_or_none(loaded: LoadedModel) -> SentencePairs | None:
+    """An encoder's STS pairs (decoders' end metric is the next-token KL)."""
+    if loaded.info.is_causal:
+        return None
+    try:
+        return choose_pairs()
+    except IsoscopeError as exc:
+        st.error(f"**Cannot read the pairs file.** {exc}")
+        return None
+
+
+def report_or_stop(
+    loaded: LoadedModel, corpus: Corpus, n_texts: int, max_length: int, keep: int, alpha: float,
+    pairs: SentencePairs | None,
+) -> QuantReport:  # fmt: skip
+    """The analysis, once its button was pressed for this pass (then kept for the session)."""
+    run = (loaded.fingerprint, corpus.sha, n_texts, max_length)  # the pass the button ran
+    ran = st.session_state.setdefault(RAN_KEY, [])
+    if run not in ran:
+        st.info(
+            f"The analysis runs {loaded.info.display_name} over {n_texts} texts once, then simulates six "
+            "schemes and one block at a time: from seconds (small models) to a minute or more."
+        )
+        if not st.button("Run the quantization analysis", key="quant_run", type="primary"):
+            st.stop()
+        ran.append(run)
+    try:
+        report = get_report(loaded, corpus, n_texts, max_length, keep, alpha, pairs)
+        remember_quant(loaded, corpus, report)  # the Overview's report download adds its section
+    except IsoscopeError as exc:
+        st.error(f"**Cannot analyse this model.** {exc}")
+        st.stop()
+    return report
+
+
+def summary(loaded: LoadedModel, report: QuantReport, pairs: SentencePairs | None) -> None:
+    """The scan's notes, the verdict, the end metric of each scheme and what it ran on."""
+    keep = report.keep
+    scan = report.scan
+    for note in scan.notes:
+        st.caption(f"ℹ️ {note}")
+
+    st.markdown(f"**Verdict.** {report.verdict()}")
+    if report.end is not None:
+        m = st.columns(4)
+        fmt = (lambda v: f"{v:.3g}") if report.metric == "kl" else (lambda v: f"{v:.5f}")
+        label = "KL" if report.metric == "kl" else "cosine"
+        m[0].metric(f"{label}, W8A8 per token", fmt(report.end["per_token"]))
+        m[1].metric(f"{label}, keep {keep}", fmt(report.end["keep_k"]))
+        m[2].metric(f"{label}, SmoothQuant", fmt(report.end["smoothquant"]))
+        m[3].metric(f"{label}, rotation", fmt(report.end["rotation"]))
+        sts = report.end.get("sts_spearman")
+        if sts:
+            change = report.end["sts_spearman_change"]
+            cols = st.columns(4)
+            cols[0].metric("STS Spearman × 100, full precision", f"{sts['full_precision']:.1f}")
+            for col, k in zip(cols[1:], ("per_token", "keep_k", "rotation"), strict=True):
+                col.metric(f"STS, {SCHEME_LABELS[k]}", f"{sts[k]:.1f}", f"{change[k]:+.1f}")
+            st.caption(f"STS on {len(pairs):,} pairs from {pairs.name}.")
+    st.caption(
+        f"{loaded.info.display_name} · {scan.n_texts:,} texts · {scan.n_tokens:,} tokens · "
+        f"{len(scan.sites)} sites · site errors and medians on a seeded sample of {scan.error_tokens:,} "
+        f"tokens · end metric on the first {scan.end_ids.shape[0]} texts ({scan.end_tokens:,} tokens) · "
+        f"pass {scan.seconds:.1f} s"
+    )
+
+
+def strip_tab(report: QuantReport) -> None:
+    st.subheader("Layers × role")
+    quantity = st.selectbox(
+        "Quantity",
+        list(STRIP_QUANTITIES),
+        format_func=lambda k: STRIP_QUANTITIES[k][0],
+        key="quant_strip",
+    )
+    fig = heat_strip_figure(report, quantity)
+    st.plotly_chart(fig, width="stretch", key="quant_strip_chart")
+    download_buttons("quant_strip", fig=fig, name=f"quant_{quantity.replace(':', '_')}")
+    explainer(
+        "How to read it",
+        """
+One cell per site: block (x) and role (y): the input of the attention projections (q/k/v), of the
+attention output projection, of the MLP's input projections (gate/up or fc1) and of its output projection
+(down/fc2). Roles come from the order in which the block runs its projections and from which of them read a
+norm's output. **max/median** finds activation spikes (Yang et al. 2024: often the first and last blocks'
+down-projections); **kurtosis** (Bondarenko et al. 2023) grows with outlier channels; the error rows are the
+simulated relative output error of each scheme at that site.
+""",
+    )
+
+
+def tokens_tab(
+    loaded: LoadedModel, corpus: Corpus, report: QuantReport, n_texts: int, max_length: int
+) -> None:
+    scan = report.scan
+    st.subheader("Token × channel magnitudes")
+    names = [
+        f"{s.site.layer} · {ROLE_LABELS[s.site.role]} · {s.site.modules[0]}" for s in scan.sites
+    ]
+    worst = max(range(len(scan.sites)), key=lambda i: scan.sites[i].max_over_median)
+    index = st.selectbox(
+        "Site", range(len(names)), index=worst, format_func=lambda i: names[i], key="quant_site"
+    )
+    try:
+        tiles = site_tiles(loaded, corpus, n_texts, max_length, scan.sites[int(index)].site)
+    except IsoscopeError as exc:
+        st.error(str(exc))
+        return
+    fig = magnitude_figure(tiles)
+    st.plotly_chart(fig, width="stretch", key="quant_tiles_chart")
+    site = scan.sites[int(index)]
+    st.markdown(
+        "Top channels by max |x|: "
+        + ", ".join(f"**{t['channel']}** ({t['max_abs']:.3g})" for t in site.top(6))
+    )
+    download_buttons("quant_tiles", fig=fig, name="quant_token_channel")
+    explainer(
+        "How to read it",
+        """
+The figure SmoothQuant's users ask for: |x| of every token (rows, in corpus order) and input channel
+(columns) of one site. Thousands of tokens would not fit a plot, so each cell is the **max** over a tile of
+consecutive tokens and channels: a spike stays visible however small it is. Outlier channels show as
+bright columns (what per-channel smoothing, keep-K and rotations address); a bright row is a token with
+huge values (the first token, a delimiter), which is what per-token scales address.
+""",
+    )
+
+
+def schemes_tab(report: QuantReport) -> None:
+    scan, keep, alpha = report.scan, report.keep, report.alpha
+    st.subheader("Schemes")
+    fig = scheme_figure(report)
+    st.plotly_chart(fig, width="stretch", key="quant_schemes_chart")
+    frame = scheme_frame(report)
+    st.dataframe(frame, hide_index=True, width="stretch")
+    download_buttons("quant_schemes", fig=fig, frame=frame, name="quant_schemes")
+    explainer(
+        "How to read it",
+        f"""
+Left: what the model loses with **every** site fake-quantized, measured end to end on the first
+{scan.end_ids.shape[0]} texts (decoders: mean next-token KL against the full-precision model; encoders:
+1 − cosine of the mean-pooled final state). Right: the simulated per-site error, averaged over sites.
+Static per-tensor scales break first (one spike sets the scale of every token); per-token scales, keeping
+{keep} channels, SmoothQuant (α = {alpha:g}) and the rotation each attack outliers differently.
+""",
+    )
+
+
+def sensitivity_tab(report: QuantReport) -> None:
+    st.subheader("Layer sensitivity")
+    if not report.sensitivity:
+        st.info("No sensitivity for this model.")
+        return
+    fig = sensitivity_figure(report)
+    st.plotly_chart(fig, width="stretch", key="quant_sensitivity_chart")
+    download_buttons(
+        "quant_sensitivity",
+        fig=fig,
+        json_data=report.sensitivity,
+        name="quant_sensitivity",
+    )
+    explainer(
+        "How to read it",
+        """
+Bars: the end metric with **only that block** quantized (W8A8 per token), every other block in full
+precision. Line: the block's mean simulated per-site error. The Spearman correlation in the title says
+whether the cheap per-site proxy ranks the blocks as the measurement does; where it is low, trust the bars.
+""",
+    )
+
+
+def table_tab(loaded: LoadedModel, corpus: Corpus, report: QuantReport) -> None:
+    scan = report.scan
+    st.subheader("Every site")
+    shown = report
+    if st.toggle(
+        "Overlap with the hidden-state outlier dims (runs the sidebar's extraction)",
+        key="quant_outliers",
+    ):
+        try:
+            shown = with_outlier_dims(report)
+        except IsoscopeError as exc:
+            st.error(str(exc))
+    frame = sites_frame(shown)
+    rows = shown.site_rows()
+    frame["outlier overlap"] = [
+        "" if r["outlier_overlap"] is None else ", ".join(map(str, r["outlier_overlap"]))
+        for r in rows
+    ]
+    frame["massive overlap"] = [
+        "" if r["massive_overlap"] is None else ", ".join(map(str, r["massive_overlap"]))
+        for r in rows
+    ]
+    st.dataframe(frame, hide_index=True, width="stretch")
+    st.caption(
+        "Massive-activation dims of the residual stream (|h| > 100 and > 1000 × the median): "
+        + (", ".join(map(str, scan.massive_dims)) or "none")
+        + f". Scheme columns: {', '.join(SCHEME_LABELS.values())}."
+    )
+    payload = shown.to_dict(
+        model=loaded.info.to_dict(), corpus={"name": corpus.name, "sha": corpus.sha}
+    )
+    download_buttons("quant_sites", frame=frame, json_data=payload, name="quant")
+
+
+def tabs(
+    loaded: LoadedModel, corpus: Corpus, report: QuantReport, n_texts: int, max_length: int
+) -> None:
+    lazy_tabs(
+        ["Layers × role", "Token × channel", "Schemes", "Sensitivity", "Sites"],
+        (
+            lambda: strip_tab(report),
+            lambda: tokens_tab(loaded, corpus, report, n_texts, max_length),
+            lambda: schemes_tab(report),
+            lambda: sensitivity_tab(report),
+            lambda: table_tab(loaded, corpus, report),
+        ),
+        key="quant_tab",
+    )
