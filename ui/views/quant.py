@@ -15,6 +15,7 @@ from backend.analysis.quant.readiness import (
     scan_sites,
     site_magnitudes,
 )
+from backend.analysis.quant.recipe import KEEP_SHARE, Recipe, build_recipe, predict
 from backend.analysis.quant.schemes import SCHEME_LABELS
 from backend.analysis.quant.sites import ROLE_LABELS, Site
 from backend.engine.corpus import Corpus
@@ -83,6 +84,17 @@ def get_report(
     return scheme_report(
         loaded, corpus, n_texts, max_length, int(keep), float(alpha), pairs, scan, sens
     )
+
+
+@heavy("Predicting the recipe's end metric:", "passes")
+def recipe_prediction(
+    loaded: LoadedModel, corpus: Corpus, n_texts: int, max_length: int, keep: int, alpha: float,
+    keep_share: float, _report: QuantReport, *, progress,
+) -> Recipe:  # fmt: skip
+    """The llm-compressor recipe of this report and its predicted end metric (two passes of the
+    end texts), on a private copy."""
+    copy = private_copy(loaded)
+    return predict(copy, _report, build_recipe(copy, _report, keep_share=keep_share))
 
 
 @heavy(lambda loaded, corpus, n_texts, max_length, site: f"Reading {site.name}:", "batches")
@@ -268,6 +280,49 @@ def summary(loaded: LoadedModel, report: QuantReport, pairs: SentencePairs | Non
         f"{len(scan.sites)} sites · site errors and medians on a seeded sample of {scan.error_tokens:,} "
         f"tokens · end metric on the first {scan.end_ids.shape[0]} texts ({scan.end_tokens:,} tokens) · "
         f"pass {scan.seconds:.1f} s"
+    )
+
+
+def recipe_section(
+    loaded: LoadedModel, corpus: Corpus, report: QuantReport, n_texts: int, max_length: int
+) -> None:
+    """The decision (scheme, modules kept, α, rotation) with its numbers, and the llm-compressor
+    recipe that carries it out (``isoscope quant --recipe`` writes the same file)."""
+    if report.end is None:
+        return
+    share = st.slider(
+        "Recipe: keep the most sensitive blocks in full precision until they make up this share "
+        "of the summed per-block loss",
+        0.0,
+        1.0,
+        KEEP_SHARE,
+        0.05,
+        key="quant_ignore_share",
+    )
+    try:
+        recipe = recipe_prediction(
+            loaded, corpus, n_texts, max_length, report.keep, report.alpha, float(share), report
+        )
+    except IsoscopeError as exc:
+        st.error(f"**No recipe for this model.** {exc}")
+        return
+    st.markdown(f"**{recipe.decision()}** The recipe below carries it out.")
+    for note in recipe.notes:
+        st.caption(f"ℹ️ {note}")
+    cols = st.columns(3)
+    cols[0].download_button(
+        "llm-compressor recipe (YAML)",
+        data=recipe.yaml(),
+        file_name="recipe.yaml",
+        mime="application/x-yaml",
+        key="dl_yaml_quant_recipe",
+        on_click="ignore",
+        icon=":material/download:",
+    )
+    download_buttons("quant_recipe", json_data=recipe.to_dict(), name="quant_recipe")
+    st.caption(
+        'Run it with llm-compressor: `oneshot(model=..., dataset=..., recipe="recipe.yaml")` '
+        '(pip install "isoscope[quant]"). The JSON holds the same decisions for other toolchains.'
     )
 
 

@@ -51,6 +51,11 @@ def test_button_then_every_tab_on_a_tiny_llama(tiny_llama_dir):
     at.button(key="quant_run").click()
     _rerun(at)
     assert any(m.value.startswith("**Verdict.**") for m in at.markdown)
+    # the decision, with the recipe that carries it out (the share slider moves the ignore list)
+    assert any(m.value.startswith("**Decision: W8A8") for m in at.markdown)
+    at.slider(key="quant_ignore_share").set_value(0.0)
+    _rerun(at)
+    assert any("keep only lm_head" in m.value for m in at.markdown)
     assert [s.value for s in at.subheader] == ["Layers × role"]
     for tab, subheader in SUBHEADERS.items():
         at.session_state["quant_tab"] = tab
