@@ -71,7 +71,9 @@ def scheme_report(
     ev = evaluate(
         copy, _scan, keep=keep, alpha=alpha, sensitivity=False, pairs=pairs, progress=progress
     )
-    return QuantReport(_scan, ev.errors, ev.end, _sensitivity, int(keep), float(alpha))
+    return QuantReport(
+        _scan, ev.errors, ev.end, _sensitivity, int(keep), float(alpha), interval=ev.interval
+    )
 
 
 def get_report(
@@ -267,6 +269,23 @@ def summary(loaded: LoadedModel, report: QuantReport, pairs: SentencePairs | Non
         m[1].metric(f"{label}, keep {keep}", fmt(report.end["keep_k"]))
         m[2].metric(f"{label}, SmoothQuant", fmt(report.end["smoothquant"]))
         m[3].metric(f"{label}, rotation", fmt(report.end["rotation"]))
+        if report.interval:
+            shown = ("per_token", "keep_k", "smoothquant", "rotation")
+            st.caption(
+                "95% intervals (bootstrap over the end texts): "
+                + "; ".join(
+                    f"{SCHEME_LABELS[k]} {fmt(report.interval[k][0])} – {fmt(report.interval[k][1])}"
+                    for k in shown
+                )
+                + "."
+            )
+            close = [(a, b) for a, b in report.overlapping() if a in shown and b in shown]
+            if close:
+                st.caption(
+                    "⚠️ Overlapping intervals, so these orders are not settled on these texts: "
+                    + "; ".join(f"{SCHEME_LABELS[a]} vs {SCHEME_LABELS[b]}" for a, b in close)
+                    + ". More end texts (a longer corpus) narrow them."
+                )
         sts = report.end.get("sts_spearman")
         if sts:
             change = report.end["sts_spearman_change"]

@@ -12,6 +12,7 @@ end-to-end loss (issue 26; METHODS.md section 10), in four modules along the ana
 
 from backend.analysis.quant.readiness.evaluation import (
     Evaluation,
+    bootstrap_intervals,
     check_keep_alpha,
     evaluate,
     layer_sensitivity,
@@ -55,6 +56,7 @@ __all__ = [
     "_SiteAccumulator",
     "_sample_positions",
     "analyse",
+    "bootstrap_intervals",
     "check_keep_alpha",
     "evaluate",
     "is_projection",

@@ -97,6 +97,18 @@ class _Metric:
         m = self.mask.unsqueeze(-1).float()
         return (state * m).sum(1) / m.sum(1).clamp(min=1)  # (B, d)
 
+    def per_text(self, state: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+        """Per end text, the metric's sum over its positions (KL) or its cosine, and how many
+        values each stands for: the parts a bootstrap over texts resamples."""
+        q = self._prepare(state)
+        if self.name == "kl":
+            kl = (self.ref.exp() * (self.ref - q)).sum(-1).double()  # (N,) positions in mask order
+            text = torch.nonzero(self.mask)[:, 0]
+            sums = torch.zeros(self.mask.shape[0], dtype=torch.float64).index_add_(0, text, kl)
+            return sums.numpy(), self.mask.sum(1).double().numpy()
+        cos = F.cosine_similarity(self.ref.double(), q.double(), dim=-1)
+        return cos.numpy(), np.ones(cos.shape[0])
+
     def __call__(self, state: torch.Tensor) -> float:
         q = self._prepare(state)
         if self.name == "kl":
@@ -155,6 +167,35 @@ class Evaluation:
     errors: list[dict[str, float]]
     end: dict | None
     sensitivity: list[dict] | None
+    interval: dict | None = None  # {scheme: [low, high]}: :func:`bootstrap_intervals`
+
+
+BOOTSTRAP = 1000
+LEVEL = 0.95
+
+
+def bootstrap_intervals(
+    parts: dict[str, tuple[np.ndarray, np.ndarray]],
+    *,
+    resamples: int = BOOTSTRAP,
+    level: float = LEVEL,
+    seed: int = 0,
+) -> dict[str, list[float]]:
+    """Percentile bootstrap over texts (Efron & Tibshirani 1993) of each scheme's end metric:
+    ``parts[scheme]`` the per-text sums and counts (:meth:`_Metric.per_text`); every resample
+    draws texts with replacement, the same texts for every scheme (paired), and recomputes the
+    token-weighted mean. With one text there is nothing to resample: the interval is the value."""
+    if not parts:
+        return {}
+    n = len(next(iter(parts.values()))[0])
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, n, size=(resamples, n))
+    tail = (1.0 - level) / 2
+    out = {}
+    for scheme, (sums, counts) in parts.items():
+        means = sums[idx].sum(1) / np.maximum(counts[idx].sum(1), 1e-12)
+        out[scheme] = [float(np.quantile(means, tail)), float(np.quantile(means, 1 - tail))]
+    return out
 
 
 def evaluate(
@@ -198,6 +239,7 @@ def evaluate(
         }
     )
     per_token_weights: dict[torch.nn.Module, torch.Tensor] = {}
+    parts: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     steps = len(schemes) + (1 if sensitivity else 0)
     sts = None
     if pairs is not None and end_out is not None:
@@ -236,6 +278,7 @@ def evaluate(
                         if sts is not None:
                             sts[scheme] = pairs_spearman(loaded, pairs, scan.max_length, batch_size)
                     end_out[scheme] = metric(state)
+                    parts[scheme] = metric.per_text(state)
             finally:
                 for m, w in originals.items():
                     m.weight.data = w
@@ -255,7 +298,7 @@ def evaluate(
                     per_token_weights[named[p]] = quant_per_row(w)
         sens = layer_sensitivity(loaded, scan, per_token_weights, metric)
         report(progress, steps, steps)
-    return Evaluation(errors, end_out, sens)
+    return Evaluation(errors, end_out, sens, bootstrap_intervals(parts) if parts else None)
 
 
 def layer_sensitivity(

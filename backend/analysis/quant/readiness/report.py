@@ -36,6 +36,24 @@ class QuantReport:
     keep: int
     alpha: float
     outlier_dims: dict[int, tuple[int, ...]] | None = None
+    interval: dict[str, list[float]] | None = None  # 95% bootstrap over the end texts
+
+    def overlapping(self) -> list[tuple[str, str]]:
+        """Pairs of schemes whose end-metric intervals overlap (their order is not settled on
+        these end texts), the better one first."""
+        if not self.interval or self.end is None:
+            return []
+        sign = 1.0 if self.metric == "kl" else -1.0
+        ranked = sorted(
+            (k for k in SCHEMES if k in self.interval), key=lambda k: sign * self.end[k]
+        )
+        return [
+            (a, b)
+            for i, a in enumerate(ranked)
+            for b in ranked[i + 1 :]
+            if self.interval[a][0] <= self.interval[b][1]
+            and self.interval[b][0] <= self.interval[a][1]
+        ]
 
     @property
     def metric(self) -> str | None:
@@ -132,6 +150,13 @@ class QuantReport:
             f"a Hadamard rotation to {fmt(end['rotation'])}; weight-only int4 costs "
             f"{fmt(end['w4_g128'])}. Best: {SCHEME_LABELS.get(best, best)}."
         ]
+        close = [b for a, b in self.overlapping() if a == best]
+        if close:
+            parts.append(
+                f"Its 95% interval (bootstrap over the {self.scan.end_ids.shape[0]} end texts) "
+                f"overlaps {', '.join(SCHEME_LABELS.get(k, k) for k in close)}: on these texts "
+                "that order is not settled (raise the end tokens to separate them)."
+            )
         layers, share = self.loss_share()
         if layers:
             names = " and ".join(str(i) for i in layers)
@@ -175,6 +200,7 @@ class QuantReport:
             "end": self.end,
             "sensitivity": self.sensitivity,
             "spearman_error_vs_end": self.spearman_error_vs_end(),
+            "end_interval": self.interval,
             "massive_dims": list(self.scan.massive_dims),
             "verdict": self.verdict(),
             "notes": list(self.scan.notes),
@@ -257,7 +283,7 @@ def report_from(
         progress=progress,
     )
     return QuantReport(
-        scan, ev.errors, ev.end, ev.sensitivity, int(keep), float(alpha), outlier_dims
+        scan, ev.errors, ev.end, ev.sensitivity, int(keep), float(alpha), outlier_dims, ev.interval
     )
 
 

@@ -42,6 +42,10 @@ def test_tiny_llama_kl(tiny_tied_llama_dir):
     before = snapshot(loaded.model)
     report = analyse(loaded, TEXTS, max_length=32, batch_size=3, error_tokens=40, end_tokens=40)
     data = _check(report, loaded, "kl")
+    # each end figure's 95% bootstrap interval over the end texts holds the figure
+    for k in SCHEMES:
+        low, high = data["end_interval"][k]
+        assert low - 1e-9 <= data["end"][k] <= high + 1e-9
     assert no_hooks(loaded.model)
     after = snapshot(loaded.model)
     assert all(torch.equal(before[k], after[k]) for k in before)
