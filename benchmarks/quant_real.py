@@ -66,13 +66,13 @@ def main() -> None:
         ) from None
     import numpy as np
     import torch
+    from quant import corpus_texts
     from transformers import AutoModelForCausalLM
 
     from backend.analysis.quant.readiness import analyse, report_from, scan_sites, spearman
     from backend.analysis.quant.recipe import build_recipe, predict
     from backend.engine.extraction import tokenize
     from backend.engine.models import load_model
-    from quant import corpus_texts
 
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from backend.analysis.geometry.similarity import SentencePairs, read_pairs_csv, sts_sample
+from backend.analysis.quant.before_after import before_after
 from backend.analysis.quant.readiness import (
     MagnitudeTiles,
     QuantReport,
@@ -23,8 +24,10 @@ from backend.engine.errors import IsoscopeError
 from backend.engine.models import LoadedModel, private_copy
 from backend.plots.quant import (
     STRIP_QUANTITIES,
+    before_after_frame,
     heat_strip_figure,
     magnitude_figure,
+    moved_figure,
     scheme_figure,
     scheme_frame,
     sensitivity_figure,
@@ -86,6 +89,15 @@ def get_report(
     return scheme_report(
         loaded, corpus, n_texts, max_length, int(keep), float(alpha), pairs, scan, sens
     )
+
+
+@heavy("Smoothing and rotating every site:", "sites")
+def site_transforms(
+    loaded: LoadedModel, corpus: Corpus, n_texts: int, max_length: int, alpha: float,
+    _scan: QuantScan, *, progress,
+) -> list:  # fmt: skip
+    """Every site before and after SmoothQuant (α) and the rotation, on the scan's sample."""
+    return before_after(loaded, _scan, alpha=alpha)
 
 
 @heavy("Predicting the recipe's end metric:", "passes")
@@ -426,6 +438,39 @@ Static per-tensor scales break first (one spike sets the scale of every token); 
     )
 
 
+def before_after_tab(
+    loaded: LoadedModel, corpus: Corpus, report: QuantReport, n_texts: int, max_length: int
+) -> None:
+    st.subheader("Before / after")
+    transform = st.radio(
+        "Transform",
+        ["smoothquant", "rotation"],
+        format_func=lambda k: (
+            SCHEME_LABELS[k] + (f" (α = {report.alpha:g})" if k == "smoothquant" else "")
+        ),
+        horizontal=True,
+        key="quant_transform",
+    )
+    stats = site_transforms(loaded, corpus, n_texts, max_length, report.alpha, report.scan)
+    fig = moved_figure(report, stats, transform)
+    st.plotly_chart(fig, width="stretch", key="quant_moved_chart")
+    frame = before_after_frame(report, stats)
+    st.dataframe(frame, hide_index=True, width="stretch")
+    download_buttons("quant_before_after", fig=fig, frame=frame, name="quant_before_after")
+    explainer(
+        "How to read it",
+        """
+Each site's per-token int8 error of the **input** (blue) and per-channel int8 error of the **weight**
+(red), before (dotted) and after the transform (solid), on the scan's token sample, in full precision
+otherwise. SmoothQuant divides input channel j by s_j = max|X_j|^α / max|W_j|^(1-α) and multiplies the
+weight's column j by it (Xiao et al. 2023, arXiv 2211.10438): the activation's outliers move into the
+weight. Where the red line ends above the blue one, the weight side is now the hard one (lower α). The
+rotation (QuaRot, Ashkboos et al. 2024, arXiv 2404.00456) spreads outliers over all channels of both.
+The table adds max / median |x|, kurtosis, the share of |x| >= 6 and the weight's column max / median.
+""",
+    )
+
+
 def sensitivity_tab(report: QuantReport) -> None:
     st.subheader("Layer sensitivity")
     if not report.sensitivity:
@@ -487,12 +532,13 @@ def tabs(
     loaded: LoadedModel, corpus: Corpus, report: QuantReport, n_texts: int, max_length: int
 ) -> None:
     lazy_tabs(
-        ["Layers × role", "Token × channel", "Schemes", "Sensitivity", "Sites"],
+        ["Layers × role", "Token × channel", "Schemes", "Sensitivity", "Before / after", "Sites"],
         (
             lambda: strip_tab(report),
             lambda: tokens_tab(loaded, corpus, report, n_texts, max_length),
             lambda: schemes_tab(report),
             lambda: sensitivity_tab(report),
+            lambda: before_after_tab(loaded, corpus, report, n_texts, max_length),
             lambda: table_tab(loaded, corpus, report),
         ),
         key="quant_tab",

@@ -18,6 +18,7 @@ SUBHEADERS = {
     "Token × channel": "Token × channel magnitudes",
     "Schemes": "Schemes",
     "Sensitivity": "Layer sensitivity",
+    "Before / after": "Before / after",
     "Sites": "Every site",
 }
 
