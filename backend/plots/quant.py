@@ -268,3 +268,28 @@ def before_after_frame(report: QuantReport, stats: list[dict]) -> pd.DataFrame:
                 }
             )
     return pd.DataFrame(rows)
+
+
+def prefix_figure(report: QuantReport, curve: list[dict]) -> go.Figure:
+    """The end metric with only blocks 1..k quantized per token, as a curve over k (``curve``:
+    :func:`backend.analysis.quant.readiness.prefix_curve`), and the per-block sensitivity's
+    running sum for comparison (where the curve rises faster, the errors compound)."""
+    k = [r["layers"] for r in curve]
+    fig = go.Figure(
+        go.Scatter(
+            x=k, y=[_damage(report, r["end"]) for r in curve], mode="lines+markers",
+            name="blocks 1..k quantized",
+        )
+    )  # fmt: skip
+    if report.sensitivity and len(report.sensitivity) == len(curve):
+        running = np.cumsum([_damage(report, r["end"]) for r in report.sensitivity])
+        fig.add_trace(
+            go.Scatter(x=k, y=list(running), mode="lines", name="sum of blocks alone",
+                       line={"dash": "dot"})
+        )  # fmt: skip
+    fig.update_layout(
+        title="Layer-wise loss: only blocks 1..k quantized (W8A8 per token)",
+        xaxis={"title": "k (blocks quantized, from the first)"},
+        yaxis={"title": _end_title(report)},
+    )
+    return fig

@@ -13,6 +13,7 @@ from backend.analysis.quant.readiness import (
     QuantReport,
     QuantScan,
     evaluate,
+    prefix_curve,
     scan_sites,
     site_magnitudes,
 )
@@ -28,6 +29,7 @@ from backend.plots.quant import (
     heat_strip_figure,
     magnitude_figure,
     moved_figure,
+    prefix_figure,
     scheme_figure,
     scheme_frame,
     sensitivity_figure,
@@ -89,6 +91,15 @@ def get_report(
     return scheme_report(
         loaded, corpus, n_texts, max_length, int(keep), float(alpha), pairs, scan, sens
     )
+
+
+@heavy("Quantizing blocks 1..k:", "blocks")
+def layer_curve(
+    loaded: LoadedModel, corpus: Corpus, n_texts: int, max_length: int, _scan: QuantScan, *,
+    progress,
+) -> list:  # fmt: skip
+    """The end metric with only blocks 1..k quantized per token, for every k, on a private copy."""
+    return prefix_curve(private_copy(loaded), _scan, progress=progress)
 
 
 @heavy("Smoothing and rotating every site:", "sites")
@@ -471,7 +482,9 @@ The table adds max / median |x|, kurtosis, the share of |x| >= 6 and the weight'
     )
 
 
-def sensitivity_tab(report: QuantReport) -> None:
+def sensitivity_tab(
+    loaded: LoadedModel, corpus: Corpus, report: QuantReport, n_texts: int, max_length: int
+) -> None:
     st.subheader("Layer sensitivity")
     if not report.sensitivity:
         st.info("No sensitivity for this model.")
@@ -484,6 +497,14 @@ def sensitivity_tab(report: QuantReport) -> None:
         json_data=report.sensitivity,
         name="quant_sensitivity",
     )
+    if report.end is not None and st.toggle(
+        "Layer-wise curve: only blocks 1..k quantized (one pass of the end texts per block)",
+        key="quant_prefix",
+    ):
+        curve = layer_curve(loaded, corpus, n_texts, max_length, report.scan)
+        curve_fig = prefix_figure(report, curve)
+        st.plotly_chart(curve_fig, width="stretch", key="quant_prefix_chart")
+        download_buttons("quant_prefix", fig=curve_fig, json_data=curve, name="quant_layerwise")
     explainer(
         "How to read it",
         """
@@ -537,7 +558,7 @@ def tabs(
             lambda: strip_tab(report),
             lambda: tokens_tab(loaded, corpus, report, n_texts, max_length),
             lambda: schemes_tab(report),
-            lambda: sensitivity_tab(report),
+            lambda: sensitivity_tab(loaded, corpus, report, n_texts, max_length),
             lambda: before_after_tab(loaded, corpus, report, n_texts, max_length),
             lambda: table_tab(loaded, corpus, report),
         ),

@@ -63,6 +63,10 @@ def test_button_then_every_tab_on_a_tiny_llama(tiny_llama_dir):
         _rerun(at)
         assert subheader in [s.value for s in at.subheader]
     assert len(at.dataframe) >= 2  # the schemes and the sites tables
+    at.session_state["quant_tab"] = "Sensitivity"
+    at.toggle(key="quant_prefix").set_value(True)  # the layer-wise curve
+    _rerun(at)
+    assert len(at.get("plotly_chart")) >= 2
     at.toggle(key="quant_outliers").set_value(True)  # the sidebar's extraction, for the overlap
     _rerun(at)
     at.session_state["quant_tab"] = "Layers × role"

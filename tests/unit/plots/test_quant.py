@@ -17,6 +17,7 @@ from backend.plots.quant import (
     heat_strip_figure,
     magnitude_figure,
     moved_figure,
+    prefix_figure,
     scheme_figure,
     scheme_frame,
     sensitivity_figure,
@@ -136,3 +137,15 @@ def test_moved_figure_draws_both_sides_before_and_after():
         "SmoothQuant",
         "Hadamard rotation",
     }
+
+
+@pytest.mark.parametrize("metric", ["kl", "cosine"])
+def test_prefix_figure_draws_the_curve_and_the_running_sum(metric):
+    report = _report(metric)
+    base = 0.0 if metric == "kl" else 1.0
+    sign = 1 if metric == "kl" else -1
+    curve = [{"layers": k, "end": base + sign * 0.002 * k} for k in range(1, LAYERS + 1)]
+    fig = prefix_figure(report, curve)
+    assert list(fig.data[0].x) == [1, 2, 3]
+    assert list(fig.data[0].y) == pytest.approx([0.002, 0.004, 0.006])
+    assert list(fig.data[1].y) == pytest.approx([0.001, 0.003, 0.006])  # 0.001 * (1, 1+2, 1+2+3)

@@ -383,6 +383,27 @@ def mixed_end(
     return metric(state)
 
 
+def prefix_curve(
+    loaded,
+    scan: QuantScan,
+    scheme: str = "per_token",
+    *,
+    keep: int = DEFAULT_KEEP,
+    alpha: float = DEFAULT_ALPHA,
+    progress: Progress | None = None,
+) -> list[dict]:
+    """Layer-wise end metric: ``[{"layers": k, "end"}]`` with only blocks ``0 .. k-1`` quantized by
+    ``scheme`` (the rest in full precision), k = 1 .. blocks: how the loss builds up through the
+    depth (llm-compressor #3154 asks for it after each stage). One pass of the end texts per k."""
+    layers = sorted({s.site.layer for s in scan.sites})
+    out = []
+    for k, last in enumerate(layers, start=1):
+        schemes = [scheme if s.site.layer <= last else None for s in scan.sites]
+        out.append({"layers": k, "end": mixed_end(loaded, scan, schemes, keep=keep, alpha=alpha)})
+        report(progress, k, len(layers))
+    return out
+
+
 def _swap_weights(
     modules: list[torch.nn.Module],
     w_q: torch.Tensor,
