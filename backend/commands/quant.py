@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 
+from backend.analysis.quant.recipe import KEEP_SHARE, MAX_BLOCKS
 from backend.commands.common import (
     ProgressPrinter,
     add_cache_args,
@@ -67,6 +68,31 @@ def add_parser(sub) -> None:
         "to this .safetensors file",
     )
     p.add_argument(
+        "--recipe",
+        default=None,
+        help="also write an llm-compressor recipe (YAML: SmoothQuant mappings from the traced "
+        "wiring, W8A8, the most sensitive blocks ignored, each with its reason) to this .yaml "
+        "file; the same decisions go to the output JSON's `recipe`",
+    )
+    p.add_argument(
+        "--recipe-json",
+        default=None,
+        help="also write the recipe's decisions as plain JSON (for other toolchains) to this file",
+    )
+    p.add_argument(
+        "--ignore-share",
+        type=float,
+        default=KEEP_SHARE,
+        help="the recipe keeps the most sensitive blocks in full precision until they make up "
+        "this share of the summed per-block loss (0: keep none)",
+    )
+    p.add_argument(
+        "--ignore-max-blocks",
+        type=int,
+        default=MAX_BLOCKS,
+        help="at most this many blocks kept in full precision by the recipe",
+    )
+    p.add_argument(
         "--no-outlier-overlap",
         action="store_true",
         help="skip the extraction that finds the hidden-state outlier dims (each site's "
@@ -87,6 +113,7 @@ def _refuse_pairs(name: str) -> None:
 
 def run_quant(args: argparse.Namespace) -> int:
     from backend.analysis.quant.readiness import analyse, check_keep_alpha
+    from backend.analysis.quant.recipe import check_ignore_rule
     from backend.engine.corpus import load_corpus_file
     from backend.engine.errors import InputError
 
@@ -108,6 +135,9 @@ def run_quant(args: argparse.Namespace) -> int:
             flag = "--" + name.replace("_", "-")
             raise InputError(f"{flag} must be between 1 and 1000000, got {getattr(args, name)}")
     check_keep_alpha(args.keep, args.alpha)
+    check_ignore_rule(args.ignore_share, args.ignore_max_blocks)
+    recipe_path = _recipe_path(args.recipe, (".yaml", ".yml"), "--recipe", "recipe.yaml")
+    recipe_json = _recipe_path(args.recipe_json, (".json",), "--recipe-json", "recipe.json")
     corpus = load_corpus_file(args.texts)
     pairs = None
     if args.pairs is not None:
@@ -143,6 +173,14 @@ def run_quant(args: argparse.Namespace) -> int:
     payload = result.to_dict(
         model=loaded.info.to_dict(), corpus={"name": corpus.name, "sha": corpus.sha}
     )
+    if recipe_path is not None or recipe_json is not None:
+        recipe = _recipe(loaded, result, args)
+        payload["recipe"] = recipe.to_dict()
+        if recipe_path is not None:
+            recipe_path.write_text(recipe.yaml(), encoding="utf-8")
+            progress_line(f"wrote {recipe_path}")
+        if recipe_json is not None:
+            write_json(recipe_json, recipe.to_dict())
     if scales_path is not None:
         from safetensors.torch import save_file
 
@@ -165,3 +203,31 @@ def _extraction(loaded, corpus, args: argparse.Namespace):
         exclude_first=resolve_exclude_first(args, loaded),
     )
     return extract_with_cache(loaded, corpus, settings, args, label="hidden-state outlier dims")
+
+
+def _recipe_path(value: str | None, suffixes: tuple[str, ...], flag: str, example: str):
+    if value is None:
+        return None
+    if not value.lower().endswith(suffixes):
+        from backend.engine.errors import InputError
+
+        raise InputError(f"{flag} {value!r} must end in {' or '.join(suffixes)} (e.g. {example})")
+    return check_out_path(value)
+
+
+def _recipe(loaded, result, args: argparse.Namespace):
+    """The recipe of this run, with its predicted end metric (two passes of the end texts), and
+    the decision it names printed as one line."""
+    from backend.analysis.quant.recipe import build_recipe, predict
+
+    recipe = predict(
+        loaded,
+        result,
+        build_recipe(
+            loaded, result, keep_share=args.ignore_share, max_blocks=args.ignore_max_blocks
+        ),
+    )
+    for note in recipe.notes:
+        progress_line(f"note: {note}")
+    progress_line(recipe.decision())
+    return recipe

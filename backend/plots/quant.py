@@ -214,3 +214,83 @@ def sensitivity_figure(report: QuantReport) -> go.Figure:
     fig.update_yaxes(title_text=_end_title(report), secondary_y=False)
     fig.update_yaxes(title_text="relative error", secondary_y=True)
     return fig
+
+
+def moved_figure(
+    report: QuantReport, stats: list[dict], transform: str = "smoothquant"
+) -> go.Figure:
+    """What ``transform`` moved from the activations to the weights, per site: the per-token int8
+    error of the input and the per-channel int8 error of the weight, before (dotted) and after
+    (solid). Where the weight line ends above the activation line, the weight side is now the hard
+    one. ``stats``: :func:`backend.analysis.quant.before_after.before_after` of the report's scan."""
+    labels = [
+        f"{s.site.layer}·{ROLE_LABELS.get(s.site.role, s.site.role)}" for s in report.scan.sites
+    ]
+    name = SCHEME_LABELS.get(transform, transform)
+    fig = go.Figure()
+    for side, colour in (("act_int8_error", "#1f77b4"), ("weight_int8_error", "#d62728")):
+        what = "activation (per token)" if side.startswith("act") else "weight (per channel)"
+        for stage, dash in (("before", "dot"), (transform, "solid")):
+            fig.add_trace(
+                go.Scatter(
+                    x=labels,
+                    y=[getattr(row[stage], side) for row in stats],
+                    mode="lines+markers",
+                    name=f"{what}, {'before' if stage == 'before' else 'after ' + name}",
+                    line={"color": colour, "dash": dash},
+                )
+            )
+    fig.update_layout(
+        title=f"What {name} moved from activations to weights (int8 relative error per site)",
+        yaxis={"title": "relative int8 error", "type": "log"},
+        xaxis={"title": "site (block · role)"},
+        legend={"orientation": "h", "y": -0.3},
+    )
+    return fig
+
+
+def before_after_frame(report: QuantReport, stats: list[dict]) -> pd.DataFrame:
+    """One row per site and stage (before, SmoothQuant, rotation): the activation's max / median,
+    kurtosis, share of |x| >= 6 and int8 error, the weight's column max / median and int8 error."""
+    rows = []
+    for s, row in zip(report.scan.sites, stats, strict=True):
+        for stage, side in row.items():
+            rows.append(
+                {
+                    "layer": s.site.layer,
+                    "role": ROLE_LABELS.get(s.site.role, s.site.role),
+                    "stage": SCHEME_LABELS.get(stage, stage),
+                    "act max/median": side.act_max_over_median,
+                    "act kurtosis": side.act_kurtosis,
+                    "act share |x|>=6": side.act_share_ge_6,
+                    "act int8 error": side.act_int8_error,
+                    "weight column max/median": side.weight_column_max_over_median,
+                    "weight int8 error": side.weight_int8_error,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def prefix_figure(report: QuantReport, curve: list[dict]) -> go.Figure:
+    """The end metric with only blocks 1..k quantized per token, as a curve over k (``curve``:
+    :func:`backend.analysis.quant.readiness.prefix_curve`), and the per-block sensitivity's
+    running sum for comparison (where the curve rises faster, the errors compound)."""
+    k = [r["layers"] for r in curve]
+    fig = go.Figure(
+        go.Scatter(
+            x=k, y=[_damage(report, r["end"]) for r in curve], mode="lines+markers",
+            name="blocks 1..k quantized",
+        )
+    )  # fmt: skip
+    if report.sensitivity and len(report.sensitivity) == len(curve):
+        running = np.cumsum([_damage(report, r["end"]) for r in report.sensitivity])
+        fig.add_trace(
+            go.Scatter(x=k, y=list(running), mode="lines", name="sum of blocks alone",
+                       line={"dash": "dot"})
+        )  # fmt: skip
+    fig.update_layout(
+        title="Layer-wise loss: only blocks 1..k quantized (W8A8 per token)",
+        xaxis={"title": "k (blocks quantized, from the first)"},
+        yaxis={"title": _end_title(report)},
+    )
+    return fig

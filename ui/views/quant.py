@@ -7,14 +7,17 @@ from __future__ import annotations
 import streamlit as st
 
 from backend.analysis.geometry.similarity import SentencePairs, read_pairs_csv, sts_sample
+from backend.analysis.quant.before_after import before_after
 from backend.analysis.quant.readiness import (
     MagnitudeTiles,
     QuantReport,
     QuantScan,
     evaluate,
+    prefix_curve,
     scan_sites,
     site_magnitudes,
 )
+from backend.analysis.quant.recipe import KEEP_SHARE, Recipe, build_recipe, predict
 from backend.analysis.quant.schemes import SCHEME_LABELS
 from backend.analysis.quant.sites import ROLE_LABELS, Site
 from backend.engine.corpus import Corpus
@@ -22,8 +25,11 @@ from backend.engine.errors import IsoscopeError
 from backend.engine.models import LoadedModel, private_copy
 from backend.plots.quant import (
     STRIP_QUANTITIES,
+    before_after_frame,
     heat_strip_figure,
     magnitude_figure,
+    moved_figure,
+    prefix_figure,
     scheme_figure,
     scheme_frame,
     sensitivity_figure,
@@ -70,7 +76,9 @@ def scheme_report(
     ev = evaluate(
         copy, _scan, keep=keep, alpha=alpha, sensitivity=False, pairs=pairs, progress=progress
     )
-    return QuantReport(_scan, ev.errors, ev.end, _sensitivity, int(keep), float(alpha))
+    return QuantReport(
+        _scan, ev.errors, ev.end, _sensitivity, int(keep), float(alpha), interval=ev.interval
+    )
 
 
 def get_report(
@@ -83,6 +91,35 @@ def get_report(
     return scheme_report(
         loaded, corpus, n_texts, max_length, int(keep), float(alpha), pairs, scan, sens
     )
+
+
+@heavy("Quantizing blocks 1..k:", "blocks")
+def layer_curve(
+    loaded: LoadedModel, corpus: Corpus, n_texts: int, max_length: int, _scan: QuantScan, *,
+    progress,
+) -> list:  # fmt: skip
+    """The end metric with only blocks 1..k quantized per token, for every k, on a private copy."""
+    return prefix_curve(private_copy(loaded), _scan, progress=progress)
+
+
+@heavy("Smoothing and rotating every site:", "sites")
+def site_transforms(
+    loaded: LoadedModel, corpus: Corpus, n_texts: int, max_length: int, alpha: float,
+    _scan: QuantScan, *, progress,
+) -> list:  # fmt: skip
+    """Every site before and after SmoothQuant (α) and the rotation, on the scan's sample."""
+    return before_after(loaded, _scan, alpha=alpha)
+
+
+@heavy("Predicting the recipe's end metric:", "passes")
+def recipe_prediction(
+    loaded: LoadedModel, corpus: Corpus, n_texts: int, max_length: int, keep: int, alpha: float,
+    keep_share: float, _report: QuantReport, *, progress,
+) -> Recipe:  # fmt: skip
+    """The llm-compressor recipe of this report and its predicted end metric (two passes of the
+    end texts), on a private copy."""
+    copy = private_copy(loaded)
+    return predict(copy, _report, build_recipe(copy, _report, keep_share=keep_share))
 
 
 @heavy(lambda loaded, corpus, n_texts, max_length, site: f"Reading {site.name}:", "batches")
@@ -255,6 +292,23 @@ def summary(loaded: LoadedModel, report: QuantReport, pairs: SentencePairs | Non
         m[1].metric(f"{label}, keep {keep}", fmt(report.end["keep_k"]))
         m[2].metric(f"{label}, SmoothQuant", fmt(report.end["smoothquant"]))
         m[3].metric(f"{label}, rotation", fmt(report.end["rotation"]))
+        if report.interval:
+            shown = ("per_token", "keep_k", "smoothquant", "rotation")
+            st.caption(
+                "95% intervals (bootstrap over the end texts): "
+                + "; ".join(
+                    f"{SCHEME_LABELS[k]} {fmt(report.interval[k][0])} – {fmt(report.interval[k][1])}"
+                    for k in shown
+                )
+                + "."
+            )
+            close = [(a, b) for a, b in report.overlapping() if a in shown and b in shown]
+            if close:
+                st.caption(
+                    "⚠️ Overlapping intervals, so these orders are not settled on these texts: "
+                    + "; ".join(f"{SCHEME_LABELS[a]} vs {SCHEME_LABELS[b]}" for a, b in close)
+                    + ". More end texts (a longer corpus) narrow them."
+                )
         sts = report.end.get("sts_spearman")
         if sts:
             change = report.end["sts_spearman_change"]
@@ -268,6 +322,49 @@ def summary(loaded: LoadedModel, report: QuantReport, pairs: SentencePairs | Non
         f"{len(scan.sites)} sites · site errors and medians on a seeded sample of {scan.error_tokens:,} "
         f"tokens · end metric on the first {scan.end_ids.shape[0]} texts ({scan.end_tokens:,} tokens) · "
         f"pass {scan.seconds:.1f} s"
+    )
+
+
+def recipe_section(
+    loaded: LoadedModel, corpus: Corpus, report: QuantReport, n_texts: int, max_length: int
+) -> None:
+    """The decision (scheme, modules kept, α, rotation) with its numbers, and the llm-compressor
+    recipe that carries it out (``isoscope quant --recipe`` writes the same file)."""
+    if report.end is None:
+        return
+    share = st.slider(
+        "Recipe: keep the most sensitive blocks in full precision until they make up this share "
+        "of the summed per-block loss",
+        0.0,
+        1.0,
+        KEEP_SHARE,
+        0.05,
+        key="quant_ignore_share",
+    )
+    try:
+        recipe = recipe_prediction(
+            loaded, corpus, n_texts, max_length, report.keep, report.alpha, float(share), report
+        )
+    except IsoscopeError as exc:
+        st.error(f"**No recipe for this model.** {exc}")
+        return
+    st.markdown(f"**{recipe.decision()}** The recipe below carries it out.")
+    for note in recipe.notes:
+        st.caption(f"ℹ️ {note}")
+    cols = st.columns(3)
+    cols[0].download_button(
+        "llm-compressor recipe (YAML)",
+        data=recipe.yaml(),
+        file_name="recipe.yaml",
+        mime="application/x-yaml",
+        key="dl_yaml_quant_recipe",
+        on_click="ignore",
+        icon=":material/download:",
+    )
+    download_buttons("quant_recipe", json_data=recipe.to_dict(), name="quant_recipe")
+    st.caption(
+        'Run it with llm-compressor: `oneshot(model=..., dataset=..., recipe="recipe.yaml")` '
+        '(pip install "isoscope[quant]"). The JSON holds the same decisions for other toolchains.'
     )
 
 
@@ -352,7 +449,42 @@ Static per-tensor scales break first (one spike sets the scale of every token); 
     )
 
 
-def sensitivity_tab(report: QuantReport) -> None:
+def before_after_tab(
+    loaded: LoadedModel, corpus: Corpus, report: QuantReport, n_texts: int, max_length: int
+) -> None:
+    st.subheader("Before / after")
+    transform = st.radio(
+        "Transform",
+        ["smoothquant", "rotation"],
+        format_func=lambda k: (
+            SCHEME_LABELS[k] + (f" (α = {report.alpha:g})" if k == "smoothquant" else "")
+        ),
+        horizontal=True,
+        key="quant_transform",
+    )
+    stats = site_transforms(loaded, corpus, n_texts, max_length, report.alpha, report.scan)
+    fig = moved_figure(report, stats, transform)
+    st.plotly_chart(fig, width="stretch", key="quant_moved_chart")
+    frame = before_after_frame(report, stats)
+    st.dataframe(frame, hide_index=True, width="stretch")
+    download_buttons("quant_before_after", fig=fig, frame=frame, name="quant_before_after")
+    explainer(
+        "How to read it",
+        """
+Each site's per-token int8 error of the **input** (blue) and per-channel int8 error of the **weight**
+(red), before (dotted) and after the transform (solid), on the scan's token sample, in full precision
+otherwise. SmoothQuant divides input channel j by s_j = max|X_j|^α / max|W_j|^(1-α) and multiplies the
+weight's column j by it (Xiao et al. 2023, arXiv 2211.10438): the activation's outliers move into the
+weight. Where the red line ends above the blue one, the weight side is now the hard one (lower α). The
+rotation (QuaRot, Ashkboos et al. 2024, arXiv 2404.00456) spreads outliers over all channels of both.
+The table adds max / median |x|, kurtosis, the share of |x| >= 6 and the weight's column max / median.
+""",
+    )
+
+
+def sensitivity_tab(
+    loaded: LoadedModel, corpus: Corpus, report: QuantReport, n_texts: int, max_length: int
+) -> None:
     st.subheader("Layer sensitivity")
     if not report.sensitivity:
         st.info("No sensitivity for this model.")
@@ -365,6 +497,14 @@ def sensitivity_tab(report: QuantReport) -> None:
         json_data=report.sensitivity,
         name="quant_sensitivity",
     )
+    if report.end is not None and st.toggle(
+        "Layer-wise curve: only blocks 1..k quantized (one pass of the end texts per block)",
+        key="quant_prefix",
+    ):
+        curve = layer_curve(loaded, corpus, n_texts, max_length, report.scan)
+        curve_fig = prefix_figure(report, curve)
+        st.plotly_chart(curve_fig, width="stretch", key="quant_prefix_chart")
+        download_buttons("quant_prefix", fig=curve_fig, json_data=curve, name="quant_layerwise")
     explainer(
         "How to read it",
         """
@@ -413,12 +553,13 @@ def tabs(
     loaded: LoadedModel, corpus: Corpus, report: QuantReport, n_texts: int, max_length: int
 ) -> None:
     lazy_tabs(
-        ["Layers × role", "Token × channel", "Schemes", "Sensitivity", "Sites"],
+        ["Layers × role", "Token × channel", "Schemes", "Sensitivity", "Before / after", "Sites"],
         (
             lambda: strip_tab(report),
             lambda: tokens_tab(loaded, corpus, report, n_texts, max_length),
             lambda: schemes_tab(report),
-            lambda: sensitivity_tab(report),
+            lambda: sensitivity_tab(loaded, corpus, report, n_texts, max_length),
+            lambda: before_after_tab(loaded, corpus, report, n_texts, max_length),
             lambda: table_tab(loaded, corpus, report),
         ),
         key="quant_tab",

@@ -74,6 +74,9 @@ class Site:
     paths: tuple[str, ...]  # the same modules' names inside the analysed root module
     width: int
     norm_fed: bool
+    # the public name of the norm whose output is this input (None when no norm feeds it): the
+    # module SmoothQuant folds its scales into
+    norm: str | None = None
 
     @property
     def name(self) -> str:
@@ -159,6 +162,22 @@ def _after_reentry(sequence: list[tuple[int, int]], groups: dict) -> set[tuple[i
     return after
 
 
+def public_names(loaded, root: torch.nn.Module | None = None, public: str | None = None):
+    """Maps a module path of the traced model to its public name (the one the sites' ``modules``
+    use, as the checkpoint and llm-compressor name them): its path inside ``root`` (default
+    ``loaded.encoder``) behind ``public`` (default :func:`name_prefix`), else the traced path."""
+    root = loaded.encoder if root is None else root
+    public = name_prefix(loaded) if public is None else public
+    traced = dict(loaded.model.named_modules())
+    in_root = {m: n for n, m in root.named_modules()}
+
+    def name(path: str) -> str:
+        module = traced.get(path)
+        return public + in_root[module] if module in in_root else path
+
+    return name
+
+
 def discover_sites(loaded, root: torch.nn.Module | None = None) -> SiteMap:
     """The sites of ``root`` (default ``loaded.encoder``), from the traced forward pass of
     :func:`backend.engine.arch.projection_inputs` (the one home of which tensor and which norm
@@ -185,7 +204,7 @@ def discover_sites(loaded, root: torch.nn.Module | None = None) -> SiteMap:
             "routed tokens; analyse them with an expert-aware tool)"
         )
     named = dict(loaded.model.named_modules())  # the paths of the traced model
-    groups: dict[tuple[int, int], list] = {}  # (layer, shared input) -> [names, width, norm-fed]
+    groups: dict[tuple[int, int], list] = {}  # (layer, shared input) -> [names, width, norm]
     sequence: dict[int, list[tuple[int, int]]] = {}  # per layer, the inputs in call order
     for call in projection_inputs(loaded):
         module = named.get(call.path)
@@ -195,27 +214,28 @@ def discover_sites(loaded, root: torch.nn.Module | None = None) -> SiteMap:
         key = (layer, call.shared)
         sequence.setdefault(layer, []).append(key)
         if key not in groups:
-            groups[key] = [[], call.width, call.norm is not None]
+            groups[key] = [[], call.width, call.norm]
         if name not in groups[key][0]:
             groups[key][0].append(name)
     if not groups:
         raise UnsupportedModelError("no projection inside the blocks ran in a forward pass")
-    by_layer: dict[int, list[tuple[list[str], int, bool]]] = {}
-    for (layer, _), (names, width, fed) in groups.items():
-        by_layer.setdefault(layer, []).append((names, width, fed))
+    by_layer: dict[int, list[tuple[list[str], int, str | None]]] = {}
+    for (layer, _), (names, width, norm) in groups.items():
+        by_layer.setdefault(layer, []).append((names, width, norm))
     parallel_mlp = {k for layer in sequence for k in _after_reentry(sequence[layer], groups)}
 
     public = name_prefix(loaded) if root is loaded.encoder else ""
+    norm_name = public_names(loaded, root, public)
     sites: list[Site] = []
     fallback_layers = []
     for layer in sorted(by_layer):
         entries = by_layer[layer]
-        fed = [is_fed for _, _, is_fed in entries]
+        fed = [norm is not None for _, _, norm in entries]
         if not any(fed):
             fallback_layers.append(layer)
         n_fed = 0
         keys = [k for k in groups if k[0] == layer]  # the same order as entries
-        for k, ((names, width, _), is_fed) in enumerate(zip(entries, fed, strict=True)):
+        for k, ((names, width, norm), is_fed) in enumerate(zip(entries, fed, strict=True)):
             if not any(fed):
                 role = ROLES[k] if k < len(ROLES) else "other"
             elif is_fed:
@@ -233,6 +253,7 @@ def discover_sites(loaded, root: torch.nn.Module | None = None) -> SiteMap:
                     tuple(names),
                     int(width),
                     bool(is_fed),
+                    None if norm is None else norm_name(norm),
                 )
             )
     if fallback_layers:

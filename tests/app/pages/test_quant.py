@@ -18,6 +18,7 @@ SUBHEADERS = {
     "Token × channel": "Token × channel magnitudes",
     "Schemes": "Schemes",
     "Sensitivity": "Layer sensitivity",
+    "Before / after": "Before / after",
     "Sites": "Every site",
 }
 
@@ -51,12 +52,21 @@ def test_button_then_every_tab_on_a_tiny_llama(tiny_llama_dir):
     at.button(key="quant_run").click()
     _rerun(at)
     assert any(m.value.startswith("**Verdict.**") for m in at.markdown)
+    # the decision, with the recipe that carries it out (the share slider moves the ignore list)
+    assert any(m.value.startswith("**Decision: W8A8") for m in at.markdown)
+    at.slider(key="quant_ignore_share").set_value(0.0)
+    _rerun(at)
+    assert any("keep only lm_head" in m.value for m in at.markdown)
     assert [s.value for s in at.subheader] == ["Layers × role"]
     for tab, subheader in SUBHEADERS.items():
         at.session_state["quant_tab"] = tab
         _rerun(at)
         assert subheader in [s.value for s in at.subheader]
     assert len(at.dataframe) >= 2  # the schemes and the sites tables
+    at.session_state["quant_tab"] = "Sensitivity"
+    at.toggle(key="quant_prefix").set_value(True)  # the layer-wise curve
+    _rerun(at)
+    assert len(at.get("plotly_chart")) >= 2
     at.toggle(key="quant_outliers").set_value(True)  # the sidebar's extraction, for the overlap
     _rerun(at)
     at.session_state["quant_tab"] = "Layers × role"

@@ -164,7 +164,7 @@ def test_every_json_download_of_every_page_is_strict(
     at = _app(str(tiny_llama_dir), "quant")
     at.button(key="quant_run").click().run()
     for tab in ("Sensitivity", "Sites"):
-        _rerun(at, quant_tab=tab)
+        _rerun(at, quant_tab=tab, quant_prefix=True)  # the layer-wise curve's download too
 
     vit, images = image_run  # the views only image analyses have
     _app(vit, "decoder", kind="images", corpus=images)

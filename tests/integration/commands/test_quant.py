@@ -51,10 +51,26 @@ def test_quant_json_and_act_scales(tiny_llama_dir, texts, tmp_path):
         "0.6",
         "--act-scales",
         str(scales),
+        "--recipe",
+        str(tmp_path / "recipe.yaml"),
+        "--recipe-json",
+        str(tmp_path / "recipe.json"),
         cache_dir=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr
     data = json.loads(out.read_text())
+    # the recipe: YAML, plain JSON and the output's `recipe` carry the same decisions
+    import yaml
+
+    recipe = yaml.safe_load((tmp_path / "recipe.yaml").read_text())
+    decisions = json.loads((tmp_path / "recipe.json").read_text())
+    assert (
+        recipe["quant_stage"]["quant_modifiers"] == decisions["recipe"] == data["recipe"]["recipe"]
+    )
+    assert (
+        recipe["quant_stage"]["quant_modifiers"]["SmoothQuantModifier"]["smoothing_strength"] == 0.6
+    )
+    assert "Decision: W8A8" in proc.stderr
     assert {"model", "corpus", "sites", "end", "sensitivity", "spearman_error_vs_end"} <= set(data)
     assert len(data["sites"]) == 8
     for site in data["sites"]:
@@ -99,6 +115,9 @@ def test_quant_json_and_act_scales(tiny_llama_dir, texts, tmp_path):
         (["--alpha", "1.5"], "--alpha"),
         (["--act-scales", "scales.pt"], ".safetensors"),
         (["--max-length", "1"], "--max-length"),
+        (["--recipe", "recipe.txt"], ".yaml"),
+        (["--recipe-json", "recipe.yaml"], ".json"),
+        (["--ignore-share", "2"], "--ignore-share"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(texts, tmp_path, args, message):

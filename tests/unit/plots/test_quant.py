@@ -13,8 +13,11 @@ from backend.analysis.quant.schemes import SCHEMES
 from backend.analysis.quant.sites import ROLES, Site, SiteMap
 from backend.plots.quant import (
     STRIP_QUANTITIES,
+    before_after_frame,
     heat_strip_figure,
     magnitude_figure,
+    moved_figure,
+    prefix_figure,
     scheme_figure,
     scheme_frame,
     sensitivity_figure,
@@ -105,3 +108,44 @@ def test_report_json_and_verdict():
     assert data["spearman_error_vs_end"] == pytest.approx(1.0)
     assert data["sites"][0]["massive_overlap"] == [7]
     assert "Per-token W8A8 costs KL" in data["verdict"] and "Spearman 1.00" in data["verdict"]
+
+
+def test_moved_figure_draws_both_sides_before_and_after():
+    from backend.analysis.quant.before_after import SideStats
+
+    report = _report()
+    n = len(report.scan.sites)
+    stats = [
+        {
+            stage: SideStats(2.0, 3.0, 0.0, act + 0.001 * i, 1.5, weight + 0.001 * i)
+            for stage, act, weight in (
+                ("before", 0.2, 0.01),
+                ("smoothquant", 0.05, 0.03),
+                ("rotation", 0.04, 0.02),
+            )
+        }
+        for i in range(n)
+    ]
+    fig = moved_figure(report, stats)
+    assert len(fig.data) == 4 and all(len(t.x) == n for t in fig.data)
+    act_after = next(t for t in fig.data if t.name.startswith("activation") and "after" in t.name)
+    assert act_after.y[3] == pytest.approx(0.053)
+    assert fig.layout.yaxis.type == "log"
+    frame = before_after_frame(report, stats)
+    assert len(frame) == 3 * n and set(frame["stage"]) == {
+        "before",
+        "SmoothQuant",
+        "Hadamard rotation",
+    }
+
+
+@pytest.mark.parametrize("metric", ["kl", "cosine"])
+def test_prefix_figure_draws_the_curve_and_the_running_sum(metric):
+    report = _report(metric)
+    base = 0.0 if metric == "kl" else 1.0
+    sign = 1 if metric == "kl" else -1
+    curve = [{"layers": k, "end": base + sign * 0.002 * k} for k in range(1, LAYERS + 1)]
+    fig = prefix_figure(report, curve)
+    assert list(fig.data[0].x) == [1, 2, 3]
+    assert list(fig.data[0].y) == pytest.approx([0.002, 0.004, 0.006])
+    assert list(fig.data[1].y) == pytest.approx([0.001, 0.003, 0.006])  # 0.001 * (1, 1+2, 1+2+3)

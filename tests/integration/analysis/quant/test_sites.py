@@ -33,6 +33,13 @@ def test_llama_groups_qkv_and_gate_up(tiny_llama_dir):
     ]
     assert [s.width for s in sites.sites[:4]] == [32, 32, 32, 64]
     assert [s.norm_fed for s in sites.sites[:4]] == [True, False, True, False]
+    # the norm each norm-fed site reads, by the public name SmoothQuant folds its scales into
+    assert [s.norm for s in sites.sites[4:8]] == [
+        "layers.1.input_layernorm",
+        None,
+        "layers.1.post_attention_layernorm",
+        None,
+    ]
 
 
 def test_gpt2_conv1d_sites(tiny_gpt2_dir):

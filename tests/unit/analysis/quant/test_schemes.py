@@ -175,3 +175,19 @@ def test_weighted_relative_error_and_median():
     values = torch.tensor([1.0, 2.0, 3.0, 4.0])
     assert weighted_median(values, torch.ones(4)) == 2.0
     assert weighted_median(values, torch.tensor([1.0, 1.0, 1.0, 10.0])) == 4.0
+
+
+def test_bootstrap_intervals_hold_the_value_and_narrow_with_more_texts():
+    from backend.analysis.quant.readiness import bootstrap_intervals
+
+    rng = np.random.default_rng(1)
+    few = rng.exponential(1.0, 8)
+    many = rng.exponential(1.0, 512)
+    got = bootstrap_intervals(
+        {"few": (few * 10, np.full(8, 10.0)), "many": (many * 10, np.full(512, 10.0))}
+    )
+    (lo_f, hi_f), (lo_m, hi_m) = got["few"], got["many"]
+    assert lo_f <= few.mean() <= hi_f and lo_m <= many.mean() <= hi_m
+    assert hi_m - lo_m < (hi_f - lo_f) / 2  # expected about sqrt(512 / 8) = 8 times narrower
+    one = bootstrap_intervals({"one": (np.array([3.0]), np.array([2.0]))})["one"]
+    assert one == [1.5, 1.5]  # one text: nothing to resample

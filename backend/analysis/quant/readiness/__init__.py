@@ -1,0 +1,78 @@
+"""Will this checkpoint quantize? Per-site activation statistics, simulated error and the measured
+end-to-end loss (issue 26; METHODS.md section 10), in four modules along the analysis's seams:
+
+- :mod:`.scan`: :func:`scan_sites`, the one pass over the corpus (statistics, token sample, the end
+  texts' reference state, massive dims);
+- :mod:`.evaluation`: :func:`evaluate`, the per-site error and end metric per scheme, and
+  :func:`layer_sensitivity`, each block quantized alone;
+- :mod:`.report`: :class:`QuantReport` (rows, verdict, JSON) and :func:`analyse`, scan then
+  evaluation;
+- :mod:`.tiles`: :func:`site_magnitudes`, one site's token x channel |x| view.
+"""
+
+from backend.analysis.quant.readiness.evaluation import (
+    Evaluation,
+    bootstrap_intervals,
+    check_keep_alpha,
+    evaluate,
+    layer_sensitivity,
+    mixed_end,
+    output_embeddings,
+    pairs_spearman,
+    prefix_curve,
+    quantized_state,
+    spearman,
+)
+from backend.analysis.quant.readiness.report import (
+    QuantReport,
+    analyse,
+    outlier_dims_by_state,
+    report_from,
+    role_label,
+)
+from backend.analysis.quant.readiness.scan import (
+    END_TOKENS,
+    ERROR_TOKENS,
+    MAGNITUDE,
+    TOP_CHANNELS,
+    QuantScan,
+    SiteScan,
+    _sample_positions,
+    _SiteAccumulator,
+    scan_sites,
+    weighted_median,
+)
+from backend.analysis.quant.readiness.tiles import MagnitudeTiles, site_magnitudes
+from backend.analysis.quant.sites import is_projection
+
+__all__ = [
+    "END_TOKENS",
+    "ERROR_TOKENS",
+    "MAGNITUDE",
+    "TOP_CHANNELS",
+    "Evaluation",
+    "MagnitudeTiles",
+    "QuantReport",
+    "QuantScan",
+    "SiteScan",
+    "_SiteAccumulator",
+    "_sample_positions",
+    "analyse",
+    "bootstrap_intervals",
+    "check_keep_alpha",
+    "evaluate",
+    "is_projection",
+    "layer_sensitivity",
+    "outlier_dims_by_state",
+    "output_embeddings",
+    "mixed_end",
+    "pairs_spearman",
+    "prefix_curve",
+    "quantized_state",
+    "report_from",
+    "role_label",
+    "scan_sites",
+    "site_magnitudes",
+    "spearman",
+    "weighted_median",
+]

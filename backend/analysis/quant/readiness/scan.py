@@ -1,0 +1,362 @@
+"""The pass over the corpus (issue 26; METHODS.md section 10).
+
+:func:`scan_sites` runs the model once over the corpus (sites from :mod:`..sites`, inputs recorded
+with ``backend.engine.hooks.forward_hooks``) and streams, per site, over every non-padding token:
+
+- ``act_max`` (in,): the per-channel max |x|, exactly SmoothQuant's ``act_scales``;
+- max |x|, the share of values with |x| >= 6 (LLM.int8's magnitude), and the power sums of x
+  (float32 within a batch, float64 across batches) that give the kurtosis, the fourth
+  standardised moment ``m4 / m2²`` (not excess; a Gaussian gives 3; Bondarenko et al. 2023,
+  arXiv 2306.12929);
+- the inputs of a fixed, seeded token sample (``error_tokens``, default 256, the same tokens at
+  every site), *stratified*: the first position of every text (where massive activations and
+  spikes sit; up to half the budget) and a uniform sample of the other positions, each row
+  weighted by the number of corpus tokens it stands for. The simulated errors of :mod:`..schemes`
+  are the weighted ``sqrt(Σ w ||Y_q - Y||² / Σ w ||Y||²)`` over it (an estimate of the all-token
+  error that a plain uniform sample would make noisy: it mostly misses the rare spike tokens),
+  with the corpus-wide scales (static max, act_scales, top-K channels); the **median |x|** is the
+  weighted median of the sample's values (every channel of every sampled token). Holding every
+  token of every site would need tokens x sum of widths floats.
+
+It also keeps the final state of the first texts (up to ``end_tokens`` tokens, default 256), the
+full-precision reference for the end metric, and each block output's per-dim max |h| and sampled
+median |h| for massive-activation dims (Sun et al. 2024: |h| > 100 and > 1000 x the median).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from backend.analysis.decoder.massive import ABS_THRESHOLD, MEDIAN_RATIO
+from backend.analysis.quant.sites import Site, SiteMap, discover_sites, find_blocks
+from backend.engine.errors import InputError
+from backend.engine.extraction import (
+    TokenizedCorpus,
+    pad_batch,
+    pad_token_id,
+    plan_batches,
+    tokenize,
+)
+from backend.engine.hooks import forward_hooks
+from backend.engine.progress import Progress, report
+
+MAGNITUDE = 6.0
+ERROR_TOKENS = 256
+END_TOKENS = 256
+TOP_CHANNELS = 8
+MASSIVE_ABS = ABS_THRESHOLD  # Sun et al. 2024's rule, declared once in decoder.massive
+MASSIVE_RATIO = MEDIAN_RATIO
+SEED = 0
+
+
+class _SiteAccumulator:
+    """Streaming statistics of one site's inputs (float64 sums, float32 maxima)."""
+
+    def __init__(self, width: int) -> None:
+        self.act_max = torch.zeros(width, dtype=torch.float32)
+        self.n = 0
+        self.sums = torch.zeros(4, dtype=torch.float64)
+        self.n_ge = 0
+        self.samples: list[torch.Tensor] = []
+
+    def update(self, rows: torch.Tensor, sample: torch.Tensor | None) -> None:
+        rows = rows.float()
+        if rows.numel():
+            a = rows.abs()
+            self.act_max = torch.maximum(self.act_max, a.amax(dim=0).cpu())
+            self.n_ge += int((a >= MAGNITUDE).sum())
+            x2 = rows * rows
+            # float32 (pairwise) sums within a batch, float64 across batches: a float64 sum of
+            # every value cost a fifth of the pass
+            self.sums += (
+                torch.stack([rows.sum(), x2.sum(), (x2 * rows).sum(), (x2 * x2).sum()])
+                .double()
+                .cpu()
+            )
+            self.n += rows.numel()
+        if sample is not None and sample.numel():
+            self.samples.append(sample.float().cpu().clone())
+
+    def kurtosis(self) -> float:
+        """``m4 / m2²`` from the raw power sums (float64; centred moments expanded)."""
+        if not self.n:
+            return math.nan
+        e1, e2, e3, e4 = (self.sums / self.n).tolist()
+        m2 = e2 - e1 * e1
+        m4 = e4 - 4 * e1 * e3 + 6 * e1 * e1 * e2 - 3 * e1**4
+        return m4 / (m2 * m2) if m2 > 0 else math.nan
+
+
+@dataclass(eq=False)
+class SiteScan:
+    """One site after the pass: corpus statistics and its token sample (n, in) float32."""
+
+    site: Site
+    act_max: torch.Tensor
+    max_abs: float
+    median_abs: float
+    kurtosis: float
+    share_gt_6: float
+    n_values: int
+    sample: torch.Tensor
+
+    @property
+    def max_over_median(self) -> float:
+        return self.max_abs / self.median_abs if self.median_abs > 0 else math.inf
+
+    def top(self, k: int = TOP_CHANNELS) -> list[dict]:
+        k = min(k, self.act_max.numel())
+        values, idx = torch.topk(self.act_max, k)
+        return [
+            {"channel": int(j), "max_abs": float(v)}
+            for v, j in zip(values.tolist(), idx.tolist(), strict=True)
+        ]
+
+
+@dataclass(eq=False)
+class QuantScan:
+    """The pass over the corpus: per-site statistics, the end texts' padded ids and reference
+    final state, and massive-activation dims. Shapes: ``end_ids``/``end_mask`` (B, T),
+    ``end_reference`` (B, T, d) float32."""
+
+    site_map: SiteMap
+    sites: list[SiteScan]
+    n_texts: int
+    n_tokens: int
+    max_length: int
+    error_tokens: int
+    sample_weights: torch.Tensor  # (n,) float64: corpus tokens each sampled row stands for
+    end_ids: torch.Tensor
+    end_mask: torch.Tensor
+    end_reference: torch.Tensor
+    massive_dims: tuple[int, ...]
+    hidden_size: int
+    is_causal: bool
+    seconds: float
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def end_tokens(self) -> int:
+        return int(self.end_mask.sum())
+
+    def act_scales(self) -> dict[str, torch.Tensor]:
+        """SmoothQuant's ``act_scales``: module name -> float32 per-channel max |x|."""
+        return {name: s.act_max.float().clone() for s in self.sites for name in s.site.modules}
+
+
+def _select_rows(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor | None:
+    """The non-padding rows of a projection input: (B, T, in) or a flattened (B*T, in)."""
+    if x.dim() == 3 and tuple(x.shape[:2]) == tuple(mask.shape):
+        return x[mask]
+    if x.dim() == 2 and x.shape[0] == mask.numel():
+        return x[mask.reshape(-1)]
+    return None
+
+
+def _padded(
+    tokenized: TokenizedCorpus, rows: np.ndarray, pad_id: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    ids, mask = pad_batch(tokenized, rows, pad_id)  # the extraction's one padding rule
+    return torch.from_numpy(ids), torch.from_numpy(mask.astype(bool))
+
+
+def _sample_positions(
+    lengths: np.ndarray, n: int, seed: int
+) -> tuple[list[np.ndarray], float, float]:
+    """Per text, the sorted positions of the stratified sample of ``n`` tokens, and the weights of
+    a sampled first position and of any other sampled position (corpus tokens per sampled one)."""
+    rng = np.random.default_rng(seed)
+    texts = np.flatnonzero(lengths > 0)
+    firsts = (
+        texts
+        if len(texts) <= n // 2 or len(texts) <= 1
+        else rng.choice(texts, size=max(1, n // 2), replace=False)
+    )
+    rest_lengths = np.maximum(lengths - 1, 0)
+    n_rest = int(rest_lengths.sum())
+    k_rest = min(max(0, n - len(firsts)), n_rest)
+    chosen = np.sort(rng.choice(n_rest, size=k_rest, replace=False)) if k_rest else np.zeros(0, int)
+    starts = np.concatenate([[0], np.cumsum(rest_lengths)])
+    text = np.searchsorted(starts, chosen, side="right") - 1
+    first_set = set(int(t) for t in firsts)
+    positions = []
+    for t in range(len(lengths)):
+        rest = chosen[text == t] - starts[t] + 1  # positions 1 .. len-1
+        positions.append(np.concatenate([[0], rest]) if t in first_set else rest)
+    w_first = len(texts) / max(1, len(firsts))
+    w_rest = n_rest / k_rest if k_rest else 0.0
+    return positions, float(w_first), float(w_rest)
+
+
+def weighted_median(values: torch.Tensor, weights: torch.Tensor) -> float:
+    """The median of ``values`` with non-negative ``weights`` (the lower one at a tie)."""
+    order = torch.argsort(values)
+    cum = torch.cumsum(weights[order].double(), 0)
+    i = int(torch.searchsorted(cum, cum[-1] / 2))
+    return float(values[order][min(i, len(values) - 1)])
+
+
+def _last_state(output) -> torch.Tensor:
+    state = getattr(output, "last_hidden_state", None)
+    if state is None:
+        state = output[0] if isinstance(output, tuple | list) else output
+    return state
+
+
+def _end_texts(lengths: np.ndarray, end_tokens: int) -> np.ndarray:
+    """The first texts (corpus order) whose tokens fit in ``end_tokens`` (at least one)."""
+    used, rows = 0, []
+    for t, n in enumerate(lengths):
+        if n == 0:
+            continue
+        if rows and used + n > end_tokens:
+            break
+        rows.append(t)
+        used += int(n)
+    return np.asarray(rows, dtype=np.int64)
+
+
+def scan_sites(
+    loaded,
+    texts: list[str] | tuple[str, ...],
+    *,
+    max_length: int = 128,
+    batch_size: int = 16,
+    error_tokens: int = ERROR_TOKENS,
+    end_tokens: int = END_TOKENS,
+    seed: int = SEED,
+    progress: Progress | None = None,
+) -> QuantScan:
+    """One pass of ``loaded.encoder`` over ``texts``: see the module docstring."""
+    if error_tokens < 1 or end_tokens < 1:
+        raise InputError("error_tokens and end_tokens must be at least 1")
+    started = time.perf_counter()
+    root = loaded.encoder
+    site_map = discover_sites(loaded)
+    named = dict(root.named_modules())
+    tokenized = tokenize(loaded, tuple(texts), max_length)
+    lengths = tokenized.lengths
+    sample_pos, w_first, w_rest = _sample_positions(lengths, error_tokens, seed)
+    sample_weights: list[float] = []  # in the order the sampled rows are gathered
+    end_rows = _end_texts(lengths, end_tokens)
+    end_slot = {int(t): k for k, t in enumerate(end_rows)}
+    _, blocks = find_blocks(root, site_map.num_layers)
+    accs = [_SiteAccumulator(s.width) for s in site_map.sites]
+    d = int(loaded.info.hidden_size)
+    block_max = torch.zeros(len(blocks), d, dtype=torch.float32)
+    block_samples: list[list[torch.Tensor]] = [[] for _ in blocks]
+    skipped: set[str] = set()
+    state: dict[str, torch.Tensor | None] = {"mask": None, "sample": None}
+
+    def site_hook(i: int):
+        def fn(module, inputs):
+            x = inputs[0]
+            rows = _select_rows(x, state["mask"])
+            if rows is None:
+                skipped.add(site_map.sites[i].name)
+                return
+            sample = _select_rows(x, state["sample"])
+            accs[i].update(rows, sample)
+
+        return fn
+
+    def block_hook(i: int):
+        def fn(module, inputs, output):
+            h = output[0] if isinstance(output, tuple | list) else output
+            if not isinstance(h, torch.Tensor) or h.dim() != 3 or h.shape[-1] != d:
+                return
+            if tuple(h.shape[:2]) != tuple(state["mask"].shape):
+                return
+            block_max[i] = torch.maximum(block_max[i], h[state["mask"]].abs().amax(dim=0).float())
+            sample = h[state["sample"]]
+            if sample.numel():
+                block_samples[i].append(sample.abs().float().cpu())
+
+        return fn
+
+    pre = {named[s.paths[0]]: site_hook(i) for i, s in enumerate(site_map.sites)}
+    post = {block: block_hook(i) for i, block in enumerate(blocks)}
+    batches = plan_batches(lengths, batch_size)  # the one batching rule
+    pad_id = pad_token_id(loaded)
+    width_end = int(lengths[end_rows].max())
+    end_ids = torch.full((len(end_rows), width_end), pad_id, dtype=torch.long)
+    end_mask = torch.zeros((len(end_rows), width_end), dtype=torch.bool)
+    end_reference = torch.zeros((len(end_rows), width_end, d), dtype=torch.float32)
+    with forward_hooks(pre, pre=True), forward_hooks(post), torch.inference_mode():
+        for b, rows in enumerate(batches):
+            ids, mask = _padded(tokenized, rows, pad_id)
+            sample = torch.zeros_like(mask)
+            for r, t in enumerate(rows):
+                sample[r, sample_pos[t]] = True
+                sample_weights.extend(w_first if p == 0 else w_rest for p in sample_pos[t])
+            state["mask"], state["sample"] = mask.to(loaded.device), sample.to(loaded.device)
+            out = root(input_ids=ids.to(loaded.device), attention_mask=mask.to(loaded.device))
+            last = _last_state(out)
+            for r, t in enumerate(rows):
+                if int(t) in end_slot:
+                    k, n = end_slot[int(t)], int(lengths[t])
+                    end_ids[k, :n] = ids[r, :n]
+                    end_mask[k, :n] = True
+                    end_reference[k, :n] = last[r, :n].float().cpu()
+            if not report(progress, b + 1, len(batches)):
+                break
+    n_tokens = int(lengths.sum())
+    weights = torch.tensor(sample_weights, dtype=torch.float64)
+    sites = []
+    for site, acc in zip(site_map.sites, accs, strict=True):
+        if site.name in skipped or not acc.n:
+            continue
+        sample = torch.cat(acc.samples) if acc.samples else torch.zeros(0, site.width)
+        median = (
+            weighted_median(sample.abs().flatten(), weights.repeat_interleave(site.width))
+            if sample.numel()
+            else math.nan
+        )
+        sites.append(
+            SiteScan(
+                site=site,
+                act_max=acc.act_max,
+                max_abs=float(acc.act_max.max()),
+                median_abs=median,
+                kurtosis=acc.kurtosis(),
+                share_gt_6=acc.n_ge / acc.n,
+                n_values=acc.n,
+                sample=sample,
+            )
+        )
+    massive: set[int] = set()
+    for i in range(len(blocks)):
+        if not block_samples[i]:
+            continue
+        values = torch.cat(block_samples[i])
+        median = weighted_median(values.flatten(), weights.repeat_interleave(values.shape[1]))
+        threshold = max(MASSIVE_ABS, MASSIVE_RATIO * median)
+        massive.update(int(j) for j in torch.nonzero(block_max[i] > threshold).flatten())
+    notes = list(site_map.notes)
+    if skipped:
+        notes.append(
+            f"{len(skipped)} site(s) had inputs that are not one row per token and were left out: "
+            + ", ".join(sorted(skipped)[:4])
+        )
+    return QuantScan(
+        site_map=site_map,
+        sites=sites,
+        n_texts=int(sum(len(rows) for rows in batches)),  # texts with tokens
+        n_tokens=n_tokens,
+        max_length=int(tokenized.max_length),
+        error_tokens=int(weights.numel()),
+        sample_weights=weights,
+        end_ids=end_ids,
+        end_mask=end_mask,
+        end_reference=end_reference,
+        massive_dims=tuple(sorted(massive)),
+        hidden_size=d,
+        is_causal=bool(loaded.info.is_causal),
+        seconds=time.perf_counter() - started,
+        notes=tuple(notes),
+    )
