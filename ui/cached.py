@@ -40,7 +40,6 @@ from backend.analysis.geometry.projections import (
     Projection,
     before_after,
     hover_contexts,
-    input_kind,
     media_colouring,
     metric_deltas,
     projection_sample,
@@ -345,7 +344,7 @@ def projection_colours(
     result: ExtractionResult, data_kind: str, size: int, seed: int, by: str
 ) -> Colouring:
     rows, ids, _ = projection_points(result, data_kind, size, seed)
-    if data_kind == "token sample" and input_kind(result) != "text":
+    if data_kind == "token sample" and result.input_kind != "text":
         return media_colouring(result, result.sample_tokens.take(rows), by)
     if data_kind == "token sample":
         return token_colouring(result.sample_tokens.take(rows), result.tokens, by)
@@ -397,7 +396,7 @@ def projection_thumbnails(
     """Patch thumbnails of the projected points of an image analysis, within the payload budget
     of :func:`backend.plots.projections.patch_thumbnails`; None for other analyses, or when the
     images are not at hand (a saved analysis opened without its folder)."""
-    if data_kind != "token sample" or input_kind(result) != "image":
+    if data_kind != "token sample" or result.input_kind != "image":
         return None
     try:
         corpus = get_corpus()

@@ -24,6 +24,7 @@ import streamlit as st
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionSettings
 from backend.engine.models import DEFAULT_MODEL_NAME, random_like_source, source_is_causal
+from backend.engine.params import SAMPLE_SIZE
 from ui import access
 from ui.cache_panel import budget_label, cache_panel, sample_budget_input
 from ui.common import Selection, get_selection, remember_upload
@@ -63,7 +64,7 @@ CORPUS_CHOICES = (
     "audio folder",
 )
 CORPUS_KINDS = ("bundled", "paste", "upload", "images", "audio")
-SAMPLE_SIZES = (1000, 2000, 4000, 8000, 12000, 20000)
+SAMPLE_SIZES = (1000, 2000, 4000, SAMPLE_SIZE.default, 12000, 20000)  # within SAMPLE_SIZE
 DEVICES = ("auto", "cpu", "cuda", "mps")
 DTYPES = ("float32", "bfloat16")
 
@@ -185,7 +186,9 @@ def settings_inputs(
             st.select_slider(
                 "Token sample for pairwise views",
                 SAMPLE_SIZES,
-                value=current.sample_size if current.sample_size in SAMPLE_SIZES else 8000,
+                value=current.sample_size
+                if current.sample_size in SAMPLE_SIZES
+                else SAMPLE_SIZE.default,
                 key="sb_sample_size",
             )
         ),

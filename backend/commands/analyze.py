@@ -14,6 +14,7 @@ from backend.commands.common import (
     add_model_args,
     check_cache_args,
     check_out_path,
+    deprecated_alias,
     extract_with_cache,
     load_inputs,
     load_model_from_args,
@@ -21,6 +22,7 @@ from backend.commands.common import (
     resolve_exclude_first,
     write_json,
 )
+from backend.engine.params import SAMPLE_SIZE
 
 
 def add_parser(sub) -> None:
@@ -33,12 +35,19 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--out", required=True, help="output JSON file")
     p.add_argument(
-        "--pairs", type=int, default=N_PAIRS, help="random different-text pairs for anisotropy"
+        "--n-pairs", type=int, default=N_PAIRS, help="random different-text pairs for anisotropy"
+    )
+    p.add_argument(  # its old name: every other command's --pairs is a CSV of sentence pairs
+        "--pairs",
+        type=int,
+        dest="n_pairs",
+        action=deprecated_alias(
+            "--n-pairs", "--pairs is a CSV of sentence pairs in other commands"
+        ),
+        help=argparse.SUPPRESS,
     )
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--sample-size", type=int, default=8000, help="token vectors kept for pairwise metrics"
-    )
+    SAMPLE_SIZE.add_argument(p, help="token vectors kept for pairwise metrics")
     p.add_argument(
         "--token-budget",
         type=int,
@@ -119,8 +128,8 @@ def run(args: argparse.Namespace) -> int:
 
     out = check_out_path(args.out)
     check_cache_args(args)  # a typo fails before the model loads
-    if args.pairs < 1:
-        raise InputError("--pairs must be at least 1")
+    if args.n_pairs < 1:
+        raise InputError("--n-pairs must be at least 1")
     if not 1 <= args.histogram_bins <= 1000:
         raise InputError(f"--histogram-bins must be between 1 and 1000, got {args.histogram_bins}")
     if args.top_dims < 0:
@@ -157,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
         out,
         build_report(
             result,
-            pairs=args.pairs,
+            pairs=args.n_pairs,
             seed=args.seed,
             bins=args.histogram_bins,
             top_dims=args.top_dims,

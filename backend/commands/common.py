@@ -169,6 +169,19 @@ def check_out_path(out: str) -> Path:
     return path
 
 
+def deprecated_alias(new_flag: str, why: str) -> type[argparse.Action]:
+    """An argparse action for an old spelling of ``new_flag``: it stores the value where
+    ``new_flag`` does and says once on stderr which flag to use instead (``why``: what the old
+    one means elsewhere)."""
+
+    class DeprecatedAlias(argparse.Action):
+        def __call__(self, parser, namespace, values, option_string=None) -> None:
+            progress_line(f"note: {option_string} is deprecated here, use {new_flag} ({why})")
+            setattr(namespace, self.dest, values)
+
+    return DeprecatedAlias
+
+
 def progress_line(message: str) -> None:
     sys.stderr.write(message + "\n")
     sys.stderr.flush()

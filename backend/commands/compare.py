@@ -24,6 +24,7 @@ from backend.commands.common import (
     progress_line,
     write_json,
 )
+from backend.engine.params import SAMPLE_SIZE
 
 DEBIASED = {"auto": None, "yes": True, "no": False}
 
@@ -58,9 +59,7 @@ def add_parser(sub) -> None:
         help="debiased CKA (unbiased HSIC) for small n; auto = on for the text basis only",
     )
     add_model_args(p, source=False)  # --model-a / --model-b name the models
-    p.add_argument(
-        "--sample-size", type=int, default=8000, help="token vectors kept for CKA and cosines"
-    )
+    SAMPLE_SIZE.add_argument(p, help="token vectors kept for CKA and cosines")
     p.add_argument("--seed", type=int, default=0)
     add_cache_args(p)
     p.set_defaults(func=run)

@@ -16,6 +16,7 @@ from backend.commands.common import (
     progress_line,
     resolve_exclude_first,
 )
+from backend.engine.params import SAMPLE_SIZE
 
 
 def add_parser(sub) -> None:
@@ -44,7 +45,7 @@ def add_parser(sub) -> None:
         "--projection", default="pca", help="atlas x/y: pca | umap | tsne (seeded, see --seed)"
     )
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--sample-size", type=int, default=8000, help="token vectors in the sample")
+    SAMPLE_SIZE.add_argument(p, help="token vectors in the sample")
     add_exclude_first_arg(p)
     add_cache_args(p)
     p.set_defaults(func=run)

@@ -18,6 +18,7 @@ from backend.commands.common import (
     progress_line,
     write_json,
 )
+from backend.engine.params import BATCH_SIZE, MAX_LENGTH
 
 
 def add_parser(sub) -> None:
@@ -49,10 +50,8 @@ def run_massive(args: argparse.Namespace) -> int:
     from backend.engine.extraction.media import check_modality
 
     out = check_out_path(args.out)
-    if not 2 <= args.max_length <= 8192:
-        raise InputError(f"--max-length must be between 2 and 8192, got {args.max_length}")
-    if not 1 <= args.batch_size <= 4096:
-        raise InputError(f"--batch-size must be between 1 and 4096, got {args.batch_size}")
+    for param in (MAX_LENGTH, BATCH_SIZE):  # the extraction's ranges, before any model loads
+        param.check(getattr(args, param.name), param.flag)
     if not args.high_norm_factor > 1:
         raise InputError(f"--high-norm-factor must be above 1, got {args.high_norm_factor}")
     corpus = load_inputs(args)

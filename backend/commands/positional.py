@@ -15,6 +15,7 @@ from backend.commands.common import (
     progress_line,
     write_json,
 )
+from backend.engine.params import SAMPLE_SIZE
 
 
 def add_parser(sub) -> None:
@@ -32,9 +33,7 @@ def add_parser(sub) -> None:
         default=0,
         help="seed of the token sample and the train/held-out text split",
     )
-    p.add_argument(
-        "--sample-size", type=int, default=8000, help="token vectors the probe trains and tests on"
-    )
+    SAMPLE_SIZE.add_argument(p, help="token vectors the probe trains and tests on")
     p.add_argument(
         "--test-fraction", type=float, default=0.2, help="share of texts held out for the probe"
     )

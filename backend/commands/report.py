@@ -21,6 +21,7 @@ from backend.commands.common import (
     progress_line,
     resolve_exclude_first,
 )
+from backend.engine.params import SAMPLE_SIZE
 
 
 def add_parser(sub) -> None:
@@ -36,9 +37,7 @@ def add_parser(sub) -> None:
         help="optional CSV with sentence1,sentence2,score: STS Spearman per state and in the ablation",
     )
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--sample-size", type=int, default=8000, help="token vectors kept for pairwise metrics"
-    )
+    SAMPLE_SIZE.add_argument(p, help="token vectors kept for pairwise metrics")
     p.add_argument(
         "--anisotropy-pairs",
         type=int,

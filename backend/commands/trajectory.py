@@ -21,6 +21,7 @@ from backend.commands.common import (
     progress_line,
     write_json,
 )
+from backend.engine.params import SAMPLE_SIZE
 
 
 def add_parser(sub) -> None:
@@ -37,7 +38,7 @@ def add_parser(sub) -> None:
     add_input_args(p, ".txt (one text per line), .csv or .jsonl with a text column")
     p.add_argument("--out", required=True, help="output JSON file")
     add_model_args(p, source=False)  # the checkpoints name the models
-    p.add_argument("--sample-size", type=int, default=8000, help="token vectors kept for cosines")
+    SAMPLE_SIZE.add_argument(p, help="token vectors kept for cosines")
     p.add_argument("--seed", type=int, default=0)
     add_cache_args(p)
     p.set_defaults(func=run)

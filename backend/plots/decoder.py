@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 from backend.analysis.decoder.int8 import SITE_SHARE, Int8Stats
 from backend.analysis.decoder.massive import MassiveStats, TextMagnitudes
 from backend.analysis.decoder.sinks import SinkStats
+from backend.engine.params import LLM_INT8_THRESHOLD
 
 _TOP_COLOURS = ("#4c72b0", "#55a868", "#8172b2")
 
@@ -273,7 +274,9 @@ def int8_frame(int8: Int8Stats, top: int = 20) -> pd.DataFrame:
     dims = [d["dim"] for d in int8.ranked_dims()[:top]]
     frame = pd.DataFrame({"site": int8.site_names, "max |x|": np.round(int8.max_abs, 2)})
     for d in dims:
-        frame[f"dim {d}: tokens with |x| >= 6"] = np.round(int8.token_share[:, d], 4)
+        frame[f"dim {d}: tokens with |x| >= {LLM_INT8_THRESHOLD:g}"] = np.round(
+            int8.token_share[:, d], 4
+        )
     return frame
 
 

@@ -13,6 +13,9 @@ from backend.analysis.decoder.massive import peak_state
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction.media import model_view
 from backend.engine.models import LoadedModel
+from backend.engine.params import MASSIVE_ABS_THRESHOLD as ABS
+from backend.engine.params import MASSIVE_MEDIAN_RATIO as RATIO
+from backend.engine.params import massive_rule
 from backend.plots.decoder import magnitudes_by_layer_figure, massive_frame
 from backend.plots.highnorm import (
     high_norm_frame,
@@ -53,11 +56,29 @@ def media_massive_view(loaded: LoadedModel, corpus) -> None:
             icon=":material/block:",
         )
         return
+    explain()
+    chosen = scan_controls(loaded, corpus)
+    if chosen is None:
+        return
+    scan, state, thresholds = chosen
+    headline(loaded, scan, state, thresholds)
+    lazy_tabs(
+        ["Massive activations", "High-norm tokens", "On the image"],
+        (
+            lambda: massive_tab(scan),
+            lambda: high_norm_tab(scan, corpus, state, thresholds),
+            lambda: image_tab(loaded, corpus, scan, state, thresholds),
+        ),
+        key="massive_img_tab",
+    )
+
+
+def explain() -> None:
     explainer(
         "What is this / references",
         f"""
-**Massive activations** (Sun et al.): a few single values of the hidden states with |h| > 100 and about
-1000 × the median |h|, in fixed dims, carried by a few tokens. Sun et al. find them in CLIP ViT-L and in
+**Massive activations** (Sun et al.): a few single values of the hidden states with |h| > {ABS:g} and about
+{RATIO:g} × the median |h|, in fixed dims, carried by a few tokens. Sun et al. find them in CLIP ViT-L and in
 DINOv2-reg ViT-G, where the **register tokens** carry them. The statistics are the decoder page's; the
 carriers here are the [CLS], distillation, register and patch tokens.
 
@@ -71,6 +92,11 @@ each state's own scale). Tiny random models show neither: both appear with train
 Sources: {SOURCES}
 """,
     )
+
+
+def scan_controls(loaded: LoadedModel, corpus) -> tuple[ImageScan, int, np.ndarray] | None:
+    """The images to scan, the hidden state and the high-norm factor: (scan, state, each state's
+    high-norm threshold), or None when the model cannot be scanned (the error is shown)."""
     n_max = len(corpus.items)
     c1, c2, c3 = st.columns(3)
     n_images = c1.slider(
@@ -85,7 +111,7 @@ Sources: {SOURCES}
         scan = get_image_scan(loaded, corpus, int(n_images))
     except IsoscopeError as exc:
         st.error(f"**Cannot scan this model.** {exc}")
-        return
+        return None
     names = list(scan.massive.state_names)
     state_name = c2.select_slider(
         "Hidden state",
@@ -104,7 +130,14 @@ Sources: {SOURCES}
     )
     state = names.index(state_name)
     thresholds = scan.thresholds(float(factor))
+    return scan, state, thresholds
+
+
+def headline(loaded: LoadedModel, scan: ImageScan, state: int, thresholds: np.ndarray) -> None:
+    """The largest |h|, its ratio to the median and the high-norm share at the chosen state."""
     massive = scan.massive
+    names = list(massive.state_names)
+    state_name = names[state]
     peak = peak_state(massive)
     shares = scan.high_norm_share(thresholds)
     m1, m2, m3 = st.columns(3)
@@ -121,76 +154,78 @@ Sources: {SOURCES}
         f"({loaded.layout.describe()}) · {scan.seconds:.1f} s"
     )
 
-    def massive_tab() -> None:
-        fig = magnitudes_by_layer_figure(massive)
-        st.plotly_chart(fig, width="stretch", key="massive_img_layers_chart")
-        frame = massive_frame(massive)
-        st.dataframe(frame, hide_index=True, width="stretch")
-        download_buttons(
-            "massive_img_layers",
-            fig=fig,
-            frame=frame,
-            json_data=massive.layers(),
-            name="massive_activations_images",
-        )
-        st.caption(
-            "The *at …* columns count the massive activations (|h| > 100 and > 1000 × the median) "
-            "by the token that carries them; *token* names the largest one's ([CLS], [REGn] or "
-            "patch rRcC)."
-        )
 
-    def high_norm_tab() -> None:
-        fig_kind = norm_by_kind_figure(scan)
-        st.plotly_chart(fig_kind, width="stretch", key="massive_img_kind_chart")
-        fig_hist = norm_histogram(scan, state, float(thresholds[state]))
-        st.plotly_chart(fig_hist, width="stretch", key="massive_img_hist_chart")
-        frame = high_norm_frame(scan, thresholds)
-        st.dataframe(frame, hide_index=True, width="stretch")
-        download_buttons("massive_img_norms", fig=fig_kind, frame=frame, name="high_norm_tokens")
-        top = scan.top_patches(state, float(thresholds[state]))
-        if top:
-            st.markdown(f"**Highest-norm patches at {state_name}**")
-            st.dataframe(
-                [{"image file": corpus.texts[t["image"]]} | t for t in top],
-                hide_index=True,
-                width="stretch",
-            )
-        else:
-            st.caption(f"No patch is above {float(thresholds[state]):.2f} at {state_name}.")
+def massive_tab(scan: ImageScan) -> None:
+    massive = scan.massive
+    fig = magnitudes_by_layer_figure(massive)
+    st.plotly_chart(fig, width="stretch", key="massive_img_layers_chart")
+    frame = massive_frame(massive)
+    st.dataframe(frame, hide_index=True, width="stretch")
+    download_buttons(
+        "massive_img_layers",
+        fig=fig,
+        frame=frame,
+        json_data=massive.layers(),
+        name="massive_activations_images",
+    )
+    st.caption(
+        f"The *at …* columns count the massive activations ({massive_rule()}) "
+        "by the token that carries them; *token* names the largest one's ([CLS], [REGn] or "
+        "patch rRcC)."
+    )
 
-    def image_tab() -> None:
-        index = st.selectbox(
-            "Image",
-            range(scan.n_images),
-            format_func=lambda i: f"{i}: {corpus.texts[i]}",
-            key="massive_img_index",
-        )
-        try:
-            picture = get_model_view(loaded, corpus, int(index))
-        except IsoscopeError as exc:
-            st.error(str(exc))
-            return
-        patch_norms = scan.patch_norms(state, int(index))
-        fig = image_norm_overlay(
-            picture,
-            patch_norms,
-            float(thresholds[state]),
-            title=f"Patch norms at hidden state {state_name} (circled: > {thresholds[state]:.2f})",
-        )
-        st.plotly_chart(fig, width="stretch", key="massive_img_overlay_chart")
-        download_buttons("massive_img_overlay", fig=fig, name=f"patch_norms_image{int(index)}")
-        prefix = ", ".join(
-            f"{name} {scan.norms[state, int(index), i]:.2f}"
-            for i, name in enumerate(scan.token_names[: scan.prefix])
-        )
-        st.caption(
-            "The image after the processor's resize and crop, the grid of its patches coloured by "
-            "their hidden-state norm."
-            + (f" Prefix tokens (not on the image): {prefix}." if prefix else "")
-        )
 
-    lazy_tabs(
-        ["Massive activations", "High-norm tokens", "On the image"],
-        (massive_tab, high_norm_tab, image_tab),
-        key="massive_img_tab",
+def high_norm_tab(scan: ImageScan, corpus, state: int, thresholds: np.ndarray) -> None:
+    state_name = scan.massive.state_names[state]
+    fig_kind = norm_by_kind_figure(scan)
+    st.plotly_chart(fig_kind, width="stretch", key="massive_img_kind_chart")
+    fig_hist = norm_histogram(scan, state, float(thresholds[state]))
+    st.plotly_chart(fig_hist, width="stretch", key="massive_img_hist_chart")
+    frame = high_norm_frame(scan, thresholds)
+    st.dataframe(frame, hide_index=True, width="stretch")
+    download_buttons("massive_img_norms", fig=fig_kind, frame=frame, name="high_norm_tokens")
+    top = scan.top_patches(state, float(thresholds[state]))
+    if top:
+        st.markdown(f"**Highest-norm patches at {state_name}**")
+        st.dataframe(
+            [{"image file": corpus.texts[t["image"]]} | t for t in top],
+            hide_index=True,
+            width="stretch",
+        )
+    else:
+        st.caption(f"No patch is above {float(thresholds[state]):.2f} at {state_name}.")
+
+
+def image_tab(
+    loaded: LoadedModel, corpus, scan: ImageScan, state: int, thresholds: np.ndarray
+) -> None:
+    state_name = scan.massive.state_names[state]
+    index = st.selectbox(
+        "Image",
+        range(scan.n_images),
+        format_func=lambda i: f"{i}: {corpus.texts[i]}",
+        key="massive_img_index",
+    )
+    try:
+        picture = get_model_view(loaded, corpus, int(index))
+    except IsoscopeError as exc:
+        st.error(str(exc))
+        return
+    patch_norms = scan.patch_norms(state, int(index))
+    fig = image_norm_overlay(
+        picture,
+        patch_norms,
+        float(thresholds[state]),
+        title=f"Patch norms at hidden state {state_name} (circled: > {thresholds[state]:.2f})",
+    )
+    st.plotly_chart(fig, width="stretch", key="massive_img_overlay_chart")
+    download_buttons("massive_img_overlay", fig=fig, name=f"patch_norms_image{int(index)}")
+    prefix = ", ".join(
+        f"{name} {scan.norms[state, int(index), i]:.2f}"
+        for i, name in enumerate(scan.token_names[: scan.prefix])
+    )
+    st.caption(
+        "The image after the processor's resize and crop, the grid of its patches coloured by "
+        "their hidden-state norm."
+        + (f" Prefix tokens (not on the image): {prefix}." if prefix else "")
     )

@@ -7,7 +7,6 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from backend.analysis.geometry.projections import input_kind
 from backend.analysis.positional.nope import NopeSettings
 from backend.analysis.positional.qk import METRICS
 from backend.analysis.positional.summaries import variance_slope_table
@@ -104,7 +103,7 @@ def outliers_by_name(result: ExtractionResult) -> dict[str, list[int]]:
 def position_embeddings_tab() -> None:
     """Position table: cosine between positions, PCA, extreme dims, embedding LayerNorm (Luo et al.; BERT Busters)."""
     loaded, result = load_or_stop()
-    if input_kind(result) != "text":
+    if result.input_kind != "text":
         patch_table_view(loaded, result)
         return
     explainer(
@@ -321,10 +320,10 @@ Sources: {SOURCES["luo"]}; {SOURCES["vit"]}.
 def probe_tab() -> None:
     """Linear position probe per hidden state and its neuron contributions (Luo et al., section 4)."""
     loaded, result = load_or_stop()
-    if input_kind(result) == "image":
+    if result.input_kind == "image":
         grid_probe_view(result)
         return
-    if input_kind(result) == "audio":
+    if result.input_kind == "audio":
         fps = result.model.get("frames_per_second")
         st.caption(
             "Audio: a frame's position is its index in the clip"

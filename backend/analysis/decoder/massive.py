@@ -68,11 +68,12 @@ from backend.engine.extraction import (
 from backend.engine.hooks import forward_hooks
 from backend.engine.models import LoadedModel
 from backend.engine.naming import hidden_state_names
+from backend.engine.params import MASSIVE_ABS_THRESHOLD, MASSIVE_MEDIAN_RATIO
 from backend.engine.progress import Progress
 from backend.engine.stats import accumulation_device
 
-ABS_THRESHOLD = 100.0
-MEDIAN_RATIO = 1000.0
+ABS_THRESHOLD = MASSIVE_ABS_THRESHOLD  # Sun et al. 2024
+MEDIAN_RATIO = MASSIVE_MEDIAN_RATIO
 TOP_K = 3
 MAX_CANDIDATES = 2_000_000
 MAX_BAND = 50_000_000  # values kept per scan for the exact median (second pass)

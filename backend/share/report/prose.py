@@ -11,7 +11,11 @@ import numpy as np
 
 from backend.engine.errors import InputError, IsoscopeError
 from backend.engine.inputs import KIND_NOUNS
+from backend.engine.params import MASSIVE_ABS_THRESHOLD, MASSIVE_MEDIAN_RATIO
 from backend.share.report.model import SECTION_TITLES, SOURCES, ReportSettings, Section
+
+# Sun et al.'s rule as the report writes it: "max(100, 1000 x median)"
+MASSIVE_MAX = f"max({MASSIVE_ABS_THRESHOLD:g}, {MASSIVE_MEDIAN_RATIO:g} x median)"
 
 # ----------------------------------------------------------------------------- formatting
 
@@ -71,9 +75,7 @@ class Context:
     @property
     def kind(self) -> str:
         """``text``, ``image`` or ``audio``: what the analysis read."""
-        from backend.analysis.geometry.projections import input_kind
-
-        return input_kind(self.result)
+        return self.result.input_kind
 
     def once(self, name: str, compute: Callable[[], Any]) -> Any:
         if name not in self.cache:
@@ -533,7 +535,7 @@ def _decoder(ctx: Context) -> Section:
         sec.findings.append(
             f"Massive activations: the largest |h| is {top:,.1f} at state {names[s]} ({where}), "
             f"{ratio[s]:,.0f}x that state's median |h| of {m.median_abs[s]:.3g}; "
-            f"{int(m.n_massive[s]):,} activations there exceed max(100, 1000 x median), "
+            f"{int(m.n_massive[s]):,} activations there exceed {MASSIVE_MAX}, "
             f"{_pct(int(carriers.get('first', 0)) / total)} on the first token and "
             f"{_pct(int(carriers.get('delimiter', 0)) / total)} on delimiters."
         )
@@ -542,7 +544,7 @@ def _decoder(ctx: Context) -> Section:
         )
     else:
         sec.findings.append(
-            f"No massive activations (|h| > max(100, 1000 x median)) at any state; the largest |h| is "
+            f"No massive activations (|h| > {MASSIVE_MAX}) at any state; the largest |h| is "
             f"{top:,.2f} at state {names[s]} ({where}), {ratio[s]:,.0f}x its median."
         )
     if scan.sinks is not None:
