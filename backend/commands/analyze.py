@@ -15,11 +15,12 @@ from backend.commands.common import (
     check_cache_args,
     check_out_path,
     deprecated_alias,
-    extract_with_cache,
+    load_and_extract,
     load_inputs,
-    load_model_from_args,
+    print_notices,
     progress_line,
     resolve_exclude_first,
+    settings_from_args,
     write_json,
 )
 from backend.engine.params import SAMPLE_SIZE
@@ -124,7 +125,6 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from backend.engine.cache import parse_size
     from backend.engine.errors import InputError
-    from backend.engine.extraction import ExtractionSettings
 
     out = check_out_path(args.out)
     check_cache_args(args)  # a typo fails before the model loads
@@ -140,24 +140,18 @@ def run(args: argparse.Namespace) -> int:
         check_save_target(args.save)  # a bad path fails before the extraction, not after
     # Ray reads a text corpus as a dataset itself; images and audio are read here, as locally
     corpus = load_inputs(args) if args.engine == "local" or not args.texts else None
-    settings = ExtractionSettings(
-        max_length=args.max_length,
-        batch_size=args.batch_size,
+    settings = settings_from_args(
+        args,
         token_budget=args.token_budget,
-        sample_size=args.sample_size,
-        seed=args.seed,
         exclude_special=args.exclude_special,
         sample_budget_bytes=parse_size(args.sample_budget, "--sample-budget"),
     )
     if args.engine == "ray":
         settings = replace(settings, exclude_first=resolve_exclude_first(args))
         result = run_ray(args, settings, corpus)
+        print_notices(result)
     else:
-        loaded = load_model_from_args(args)
-        settings = replace(settings, exclude_first=resolve_exclude_first(args, loaded))
-        result = extract_with_cache(loaded, corpus, settings, args)
-    for notice in result.notices:
-        progress_line(f"note: {notice}")
+        _, result = load_and_extract(args, corpus, settings)
     if args.save:
         from backend.engine.saved import save_analysis
 

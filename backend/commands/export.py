@@ -13,8 +13,10 @@ from backend.commands.common import (
     add_model_args,
     extract_with_cache,
     load_model_from_args,
+    print_notices,
     progress_line,
     resolve_exclude_first,
+    settings_from_args,
 )
 from backend.engine.params import SAMPLE_SIZE
 
@@ -58,7 +60,6 @@ def run(args: argparse.Namespace) -> int:
     from backend.analysis.geometry.similarity import parse_clip
     from backend.engine.corpus import load_corpus_file
     from backend.engine.errors import InputError
-    from backend.engine.extraction import ExtractionSettings
     from backend.engine.naming import parse_hidden_state
     from backend.share.export import check_format, check_points, export_points, write_export
 
@@ -72,12 +73,7 @@ def run(args: argparse.Namespace) -> int:
     if not out.parent.exists():
         raise InputError(f"--out: folder {str(out.parent)!r} does not exist")
     corpus = load_corpus_file(args.texts)
-    settings = ExtractionSettings(
-        max_length=args.max_length,
-        batch_size=args.batch_size,
-        sample_size=args.sample_size,
-        seed=args.seed,
-    )
+    settings = settings_from_args(args)
     loaded = load_model_from_args(args)
     settings = replace(settings, exclude_first=resolve_exclude_first(args, loaded))
     try:
@@ -85,8 +81,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise InputError(f"--state: {exc}") from None
     result = extract_with_cache(loaded, corpus, settings, args)
-    for notice in result.notices:
-        progress_line(f"note: {notice}")
+    print_notices(result)
     exported = export_points(
         result,
         state,

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import replace
 
 from backend.analysis.geometry.isotropy import N_PAIRS
 from backend.commands.common import (
@@ -15,11 +14,10 @@ from backend.commands.common import (
     add_exclude_first_arg,
     add_input_args,
     add_model_args,
-    extract_with_cache,
+    load_and_extract,
     load_inputs,
-    load_model_from_args,
     progress_line,
-    resolve_exclude_first,
+    settings_from_args,
 )
 from backend.engine.params import SAMPLE_SIZE
 
@@ -80,7 +78,6 @@ def check_html_out(out: str):
 def run(args: argparse.Namespace) -> int:
     from backend.commands.common import read_pairs
     from backend.engine.errors import InputError
-    from backend.engine.extraction import ExtractionSettings
     from backend.share.report import SECTIONS, ReportSettings, build_report
 
     out = check_html_out(args.out)
@@ -95,17 +92,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--pairs needs --texts: images and audio have no sentence pairs")
     corpus = load_inputs(args)
     pairs = read_pairs(args.pairs) if args.pairs else None
-    settings = ExtractionSettings(
-        max_length=args.max_length,
-        batch_size=args.batch_size,
-        sample_size=args.sample_size,
-        seed=args.seed,
-    )
-    loaded = load_model_from_args(args)
-    settings = replace(settings, exclude_first=resolve_exclude_first(args, loaded))
-    result = extract_with_cache(loaded, corpus, settings, args)
-    for notice in result.notices:
-        progress_line(f"note: {notice}")
+    loaded, result = load_and_extract(args, corpus, settings_from_args(args))
     report = build_report(
         loaded,
         result,

@@ -19,6 +19,7 @@ from backend.commands.common import (
     check_out_path,
     load_inputs,
     progress_line,
+    settings_from_args,
     write_json,
 )
 from backend.engine.params import SAMPLE_SIZE
@@ -48,19 +49,13 @@ def run(args: argparse.Namespace) -> int:
     from backend.analysis.compare.trajectory import resolve_checkpoints, run_trajectory
     from backend.engine.cache import ResultCache
     from backend.engine.errors import InputError
-    from backend.engine.extraction import ExtractionSettings
     from backend.engine.inputs import KIND_NOUNS
 
     out = check_out_path(args.out)
     check_cache_args(args)
     checkpoints = resolve_checkpoints(args.checkpoints)
     corpus = load_inputs(args)
-    settings = ExtractionSettings(
-        max_length=args.max_length,
-        batch_size=args.batch_size,
-        sample_size=args.sample_size,
-        seed=args.seed,
-    )
+    settings = settings_from_args(args)
     progress_line(
         f"{len(checkpoints)} checkpoints, steps {', '.join(str(c.step) for c in checkpoints)}"
     )

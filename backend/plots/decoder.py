@@ -317,3 +317,44 @@ def first_position_frame(contrast) -> pd.DataFrame:
             "largest |mean|, first position excluded": np.round(contrast.max_abs_mean_without, 3),
         }
     )
+
+
+def massive_summary_figure(m: MassiveStats, sinks: SinkStats | None) -> go.Figure:
+    """Top |h| and median |h| per hidden state (log scale); sink share per layer when measured."""
+    from plotly.subplots import make_subplots
+
+    names = list(m.state_names)
+    cols = 2 if sinks is not None else 1
+    fig = make_subplots(
+        rows=1,
+        cols=cols,
+        subplot_titles=["largest and median |h| per hidden state"]
+        + (["share of heads that are attention sinks"] if sinks is not None else []),
+    )
+    fig.add_trace(
+        go.Scatter(x=names, y=m.top_value[:, 0], mode="lines+markers", name="largest |h|"),
+        row=1,
+        col=1,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=names, y=m.median_abs, mode="lines+markers", name="median |h|", line=dict(dash="dot")
+        ),
+        row=1,
+        col=1,
+    )
+    fig.update_yaxes(type="log", title_text="|h|", row=1, col=1)
+    if sinks is not None:
+        fig.add_trace(
+            go.Bar(
+                x=[str(i + 1) for i in range(len(sinks.share_per_layer))],
+                y=sinks.share_per_layer,
+                name="sink share",
+            ),
+            row=1,
+            col=2,
+        )
+        fig.update_yaxes(range=[0, 1], title_text="share of heads", row=1, col=2)
+    fig.update_xaxes(type="category", title_text="hidden state / layer")
+    fig.update_layout(height=360, margin=dict(l=50, r=20, t=50, b=40))
+    return fig

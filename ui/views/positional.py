@@ -25,17 +25,17 @@ from backend.engine.models import LoadedModel, position_table
 from backend.plots import positional as plots
 from ui.cached import (
     cached,
+    decompose_text,
+    grid_probe,
     model_variance,
     outlier_dims_by_state,
-    patch_grid_probe,
     patch_similarities,
     patch_table,
-    position_probe,
     position_report,
-    position_weights,
+    position_table_weights,
+    probe_result,
     queries_keys,
     tupe_terms,
-    tupe_text,
     variance_lab,
 )
 from ui.common import download_buttons, explainer, load_or_stop, show_notices
@@ -130,7 +130,7 @@ Sources: {SOURCES["luo"]}; {SOURCES["busters"]}.
             )
     else:
         offset = position_offset(loaded)
-        usable = position_weights(loaded).shape[0] - offset
+        usable = position_table_weights(loaded).shape[0] - offset
         n = st.slider(
             "Positions shown",
             8,
@@ -298,7 +298,7 @@ Sources: {SOURCES["luo"]}; {SOURCES["vit"]}.
         settings = ProbeSettings(
             test_fraction=float(test_fraction), seed=int(seed), max_iter=int(iters)
         )
-        probe = patch_grid_probe(result, settings)
+        probe = grid_probe(result, settings)
     except IsoscopeError as exc:
         st.error(str(exc))
         return
@@ -370,7 +370,7 @@ Source: {SOURCES["luo"]}.
             max_iter=int(iters),
             exclude_special=bool(exclude_special),
         )
-        probe = position_probe(result, settings)
+        probe = probe_result(result, settings)
     except IsoscopeError as exc:
         st.error(str(exc))
     else:
@@ -504,7 +504,7 @@ Source: {SOURCES["tupe"]}.
             key="pos_tupe_text",
         )
         head = t2.number_input("Head", 0, summary.num_heads - 1, 0, key="pos_tupe_head")
-        one = tupe_text(loaded, texts[text_index], max_length)
+        one = decompose_text(loaded, texts[text_index], max_length)
         fig_heat = plots.tupe_heatmaps(one.terms, one.real, int(head), one.tokens)
         st.plotly_chart(fig_heat, width="stretch", key="pos_tupe_heat_chart")
         st.caption(f"This text: max |sum − real| = {one.max_abs_error:.2e}.")

@@ -184,9 +184,7 @@ def _outliers(ctx: Context) -> Section:
 
 
 def _anisotropy(ctx: Context) -> Section:
-    import plotly.graph_objects as go
-
-    from backend.plots.overview import anisotropy_line
+    from backend.plots.overview import anisotropy_with_lines
 
     r = ctx.result
     names = r.state_names
@@ -238,18 +236,9 @@ def _anisotropy(ctx: Context) -> Section:
             f"IsoScore (1 = variance spread evenly over all directions) is {_num(finite.min(), 2)}–"
             f"{_num(finite.max(), 2)} across hidden states."
         )
-    fig = anisotropy_line(names, raw, name="raw")
-    fig.add_trace(
-        go.Scatter(
-            x=list(names),
-            y=[float(v) for v in clipped],
-            mode="lines+markers",
-            name="outlier dims zeroed",
-            line=dict(dash="dash"),
-        )
+    sec.figures.append(
+        anisotropy_with_lines(names, raw, [(clipped, "outlier dims zeroed", "dash")])
     )
-    fig.update_layout(legend=dict(orientation="h", y=-0.25))
-    sec.figures.append(fig)
     at = with_dims[-1] if with_dims else None
     if at is not None:
         sec.figures.append(_clip_projection(ctx, at, dims_by_state[at]))
@@ -562,50 +551,10 @@ def _decoder(ctx: Context) -> Section:
         )
     sec.notes.extend(scan.notes)
     sec.notes.append(f"Measured on the first {len(texts)} texts of the corpus.")
-    sec.figures.append(_massive_figure(m, scan.sinks))
+    from backend.plots.decoder import massive_summary_figure
+
+    sec.figures.append(massive_summary_figure(m, scan.sinks))
     return sec
-
-
-def _massive_figure(m, sinks):
-    """Top |h| and median |h| per hidden state (log scale); sink share per layer when measured."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-
-    names = list(m.state_names)
-    cols = 2 if sinks is not None else 1
-    fig = make_subplots(
-        rows=1,
-        cols=cols,
-        subplot_titles=["largest and median |h| per hidden state"]
-        + (["share of heads that are attention sinks"] if sinks is not None else []),
-    )
-    fig.add_trace(
-        go.Scatter(x=names, y=m.top_value[:, 0], mode="lines+markers", name="largest |h|"),
-        row=1,
-        col=1,
-    )
-    fig.add_trace(
-        go.Scatter(
-            x=names, y=m.median_abs, mode="lines+markers", name="median |h|", line=dict(dash="dot")
-        ),
-        row=1,
-        col=1,
-    )
-    fig.update_yaxes(type="log", title_text="|h|", row=1, col=1)
-    if sinks is not None:
-        fig.add_trace(
-            go.Bar(
-                x=[str(i + 1) for i in range(len(sinks.share_per_layer))],
-                y=sinks.share_per_layer,
-                name="sink share",
-            ),
-            row=1,
-            col=2,
-        )
-        fig.update_yaxes(range=[0, 1], title_text="share of heads", row=1, col=2)
-    fig.update_xaxes(type="category", title_text="hidden state / layer")
-    fig.update_layout(height=360, margin=dict(l=50, r=20, t=50, b=40))
-    return fig
 
 
 BUILDERS: dict[str, Callable[[Context], Section]] = {
