@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from backend.engine.errors import InputError
+from backend.engine.params import MAX_FILE_BYTES
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp")
 AUDIO_SUFFIXES = (".wav", ".flac")
@@ -34,7 +35,6 @@ MAX_IMAGE_PIXELS = (
     2048 * 2048
 )  # larger images are scaled down to this (the processor resizes anyway)
 MAX_AUDIO_SECONDS = 30.0  # longer clips are cut
-MAX_FILE_BYTES = 50 * 1024 * 1024
 
 DEMO_IMAGES_NAME = (
     "bundled sample images (scikit-learn's china and flower, 4 tiles each, CC BY 2.0)"

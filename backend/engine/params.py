@@ -147,6 +147,10 @@ TOKEN_BUDGET = Interval(
     help="padded tokens per batch (texts x longest text)",
 )  # fmt: skip
 
+# The largest file a user may give: a corpus (or each of its shards), an image or audio file, a
+# CSV of sentence pairs or word-sense rows.
+MAX_FILE_BYTES = 50 * 1024 * 1024  # 50 MiB
+
 # ----------------------------------------------------------------------------- from the literature
 DETTMERS_2022 = (
     "Dettmers, Lewis, Belkada & Zettlemoyer 2022, LLM.int8(): 8-bit Matrix Multiplication for "
