@@ -114,7 +114,7 @@ def wiring_errors(loaded) -> list[str]:
 def run_analyses(loaded) -> dict[str, str]:
     """Each analysis on the loaded model: ``works`` or ``refused: <the one line>``. Anything but an
     IsoscopeError propagates (a bug)."""
-    from backend.analysis.decoder.massive import int8_sites, scan_decoder
+    from backend.analysis.activations.massive import int8_sites, scan_decoder
     from backend.analysis.layernorm.params import ln_params, norms_of
     from backend.analysis.positional.qk import qk_stats
     from backend.analysis.positional.table import position_table_weights

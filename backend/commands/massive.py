@@ -45,7 +45,7 @@ def add_parser(sub) -> None:
 
 
 def run_massive(args: argparse.Namespace) -> int:
-    from backend.analysis.decoder.massive import peak_state, scan_decoder
+    from backend.analysis.activations.massive import peak_state, scan_decoder
     from backend.engine.errors import InputError
     from backend.engine.extraction.media import check_modality
 
@@ -109,8 +109,8 @@ def _run_images(args: argparse.Namespace, loaded, corpus, out) -> int:
     """``--images``: massive activations by carrier token and high-norm patches."""
     import numpy as np
 
-    from backend.analysis.decoder.highnorm import scan_images
-    from backend.analysis.decoder.massive import peak_state
+    from backend.analysis.activations.highnorm import scan_images
+    from backend.analysis.activations.massive import peak_state
 
     scan = scan_images(
         loaded,

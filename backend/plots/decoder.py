@@ -1,6 +1,6 @@
 """Figures and tables of the "Massive activations & sinks" page (METHODS.md section 7).
 
-Builders take the results of :mod:`backend.analysis.decoder.massive` (and its sinks / int8 parts) and return
+Builders take the results of :mod:`backend.analysis.activations.massive` (and its sinks / int8 parts) and return
 Plotly figures or pandas frames; nothing here runs a model.
 """
 
@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from backend.analysis.decoder.int8 import SITE_SHARE, Int8Stats
-from backend.analysis.decoder.massive import MassiveStats, TextMagnitudes
-from backend.analysis.decoder.sinks import SinkStats
+from backend.analysis.activations.int8 import SITE_SHARE, Int8Stats
+from backend.analysis.activations.massive import MassiveStats, TextMagnitudes
+from backend.analysis.activations.sinks import SinkStats
 from backend.engine.params import LLM_INT8_THRESHOLD
 
 _TOP_COLOURS = ("#4c72b0", "#55a868", "#8172b2")

@@ -1,5 +1,5 @@
 """Figures of massive activations and high-norm tokens in image models
-(:mod:`backend.analysis.decoder.highnorm`): norms by kind of token, their distribution, and the
+(:mod:`backend.analysis.activations.highnorm`): norms by kind of token, their distribution, and the
 patch norms drawn over the image."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from backend.analysis.decoder.highnorm import IMAGE_CARRIERS, ImageScan, token_kind
+from backend.analysis.activations.highnorm import IMAGE_CARRIERS, ImageScan, token_kind
 
 _KIND_COLOURS = {
     "CLS": "#d62728",

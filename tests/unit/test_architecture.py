@@ -262,7 +262,7 @@ def _modules_without_a_test_file(root: Path) -> list[str]:
 
 
 def test_every_module_has_a_test_file_named_after_it():
-    """backend/analysis/decoder/massive.py is tested in tests/<tier>/analysis/decoder/test_massive.py
+    """backend/analysis/activations/massive.py is tested in tests/<tier>/analysis/activations/test_massive.py
     (issue 23): every module has a test file of its name somewhere under tests/."""
     missing = _modules_without_a_test_file(ROOT)
     assert not missing, "modules without a test_<module>.py under tests/: " + ", ".join(missing)

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import streamlit as st
 
-from backend.analysis.decoder.massive import (
+from backend.analysis.activations.massive import (
     DecoderScan,
     TextMagnitudes,
     peak_state,
     scan_decoder,
     text_magnitudes,
 )
-from backend.analysis.decoder.sinks import SINK_THRESHOLD
+from backend.analysis.activations.sinks import SINK_THRESHOLD
 from backend.engine.corpus import Corpus
 from backend.engine.errors import IsoscopeError
 from backend.engine.models import LoadedModel

@@ -1,15 +1,15 @@
 """The "Massive activations & sinks" page for image models (pages/decoder.py opens it for a
 vision encoder): Sun et al.'s massive activations with the tokens that carry them, Darcet et al.'s
 high-norm tokens, and the patch norms over the image. The arithmetic is in
-backend.analysis.decoder.highnorm."""
+backend.analysis.activations.highnorm."""
 
 from __future__ import annotations
 
 import numpy as np
 import streamlit as st
 
-from backend.analysis.decoder.highnorm import HIGH_NORM_FACTOR, ImageScan, scan_images
-from backend.analysis.decoder.massive import peak_state
+from backend.analysis.activations.highnorm import HIGH_NORM_FACTOR, ImageScan, scan_images
+from backend.analysis.activations.massive import peak_state
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction.media import model_view
 from backend.engine.models import LoadedModel

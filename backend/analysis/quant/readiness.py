@@ -46,7 +46,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from backend.analysis.decoder.massive import ABS_THRESHOLD, MEDIAN_RATIO
+from backend.analysis.activations.massive import ABS_THRESHOLD, MEDIAN_RATIO
 from backend.analysis.quant.schemes import (
     DEFAULT_ALPHA,
     DEFAULT_KEEP,

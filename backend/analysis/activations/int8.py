@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from backend.analysis.decoder.loghist import N_BINS, log_histogram, median_from_histogram
+from backend.analysis.activations.loghist import N_BINS, log_histogram, median_from_histogram
 from backend.engine.device import to_numpy
 from backend.engine.params import LLM_INT8_THRESHOLD
 

@@ -29,8 +29,8 @@ token of the corpus, first position included:
 
 :func:`scan_decoder` runs the model over the corpus (eager attention, hidden states and norm
 hooks together, then the hidden states once more for the exact median) and returns massive
-activations, attention sinks (``backend.analysis.decoder.sinks``) and LLM.int8-style outlier features
-(``backend.analysis.decoder.int8``) in one :class:`DecoderScan`.
+activations, attention sinks (``backend.analysis.activations.sinks``) and LLM.int8-style outlier features
+(``backend.analysis.activations.int8``) in one :class:`DecoderScan`.
 """
 
 from __future__ import annotations
@@ -44,8 +44,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from backend.analysis.decoder.int8 import Int8Accumulator, Int8Stats
-from backend.analysis.decoder.loghist import (
+from backend.analysis.activations.int8 import Int8Accumulator, Int8Stats
+from backend.analysis.activations.loghist import (
     BINS_PER_DECADE,
     LOG_LO,
     N_BINS,
@@ -54,7 +54,7 @@ from backend.analysis.decoder.loghist import (
     median_bin,
     median_from_histogram,
 )
-from backend.analysis.decoder.sinks import SinkAccumulator, SinkStats, eager_attention
+from backend.analysis.activations.sinks import SinkAccumulator, SinkStats, eager_attention
 from backend.engine.device import to_numpy
 from backend.engine.errors import InputError, UnsupportedModelError
 from backend.engine.extraction import (
