@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui.cached import outliers_by_state
+from ui.cached import criteria_by_state
 from ui.common import load_or_stop, show_notices
 from ui.views import outliers as view
 
@@ -14,7 +14,7 @@ loaded, result = load_or_stop()
 view.explain()
 show_notices(result)
 thresholds = view.criteria_controls()
-by_state = outliers_by_state(result, thresholds)
+by_state = criteria_by_state(result, thresholds)
 view.headline(result, by_state)
 view.heatmap_section(result, thresholds)
 view.state_section(loaded, result, by_state, thresholds)

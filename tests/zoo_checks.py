@@ -135,7 +135,7 @@ def run_analyses(loaded) -> dict[str, str]:
     """Each analysis on the loaded model: ``works`` or ``refused: <the one line>``. Anything but an
     IsoscopeError propagates (a bug). An audio model reads :func:`clips` where a text model reads
     :data:`TEXTS`."""
-    from backend.analysis.decoder.massive import int8_sites, scan_decoder
+    from backend.analysis.activations.massive import int8_sites, scan_decoder
     from backend.analysis.layernorm.params import ln_params, norms_of
     from backend.analysis.positional.qk import qk_stats
     from backend.analysis.positional.table import position_table_weights
@@ -155,7 +155,7 @@ def run_analyses(loaded) -> dict[str, str]:
 
     def massive():
         if audio:
-            from backend.analysis.decoder.highnorm import scan_audio
+            from backend.analysis.activations.highnorm import scan_audio
 
             scan_audio(loaded, clips().items)
         else:

@@ -5,7 +5,10 @@ views, which never build a memo key by hand. Its arguments become the key of
 :func:`ui.common.memo` (an ExtractionResult by :func:`ui.common.result_key`, a LoadedModel by
 its fingerprint, a corpus or pairs by content hash, everything else by value; big arrays are
 refused as keys; an argument named ``_x`` is left out), so two pages asking for the same thing
-share one computation. Wrappers call backend functions only.
+share one computation. Wrappers call backend functions only; a wrapper that passes its
+arguments through has the name of what it wraps (``criteria_by_state`` is
+:func:`backend.analysis.geometry.outliers.criteria_by_state`, memoised), and one that adapts them
+(fixes the pairs and seed, reads the texts from the result) is named for what it returns.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from backend.analysis.geometry import outliers as geometry_outliers
+from backend.analysis.geometry import similarity as geometry_similarity
 from backend.analysis.geometry.isotropy import (
     HISTOGRAM_BINS,
     N_PAIRS,
@@ -30,7 +35,6 @@ from backend.analysis.geometry.isotropy import (
 )
 from backend.analysis.geometry.outliers import (
     OutlierThresholds,
-    criteria_by_state,
     headline_dims,
 )
 from backend.analysis.geometry.outliers import outlier_dims_by_state as headline_dims_by_state
@@ -40,7 +44,6 @@ from backend.analysis.geometry.projections import (
     Projection,
     before_after,
     hover_contexts,
-    input_kind,
     media_colouring,
     metric_deltas,
     projection_sample,
@@ -56,16 +59,16 @@ from backend.analysis.geometry.similarity import (
     WordSenseVectors,
     clip_dims_by_state,
     evaluated_texts,
-    fit_on_token_sample,
-    pool_pairs,
     sts_by_state,
     sts_sample,
     word_sense_by_state,
     word_sense_sweeps,
-    word_vectors,
 )
 from backend.analysis.layernorm.ablation import AblationReport, SweepResult, run_ablation, sweep
-from backend.analysis.positional.grid import GridProbe, grid_probe, patch_cosines
+from backend.analysis.positional import grid as positional_grid
+from backend.analysis.positional import table as positional_table
+from backend.analysis.positional import tupe as positional_tupe
+from backend.analysis.positional.grid import GridProbe, patch_cosines
 from backend.analysis.positional.nope import (
     NopeSettings,
     VarianceCurves,
@@ -78,23 +81,22 @@ from backend.analysis.positional.table import (
     ProbeResult,
     ProbeSettings,
     analyse_position_table,
-    position_table_weights,
-    probe_result,
 )
-from backend.analysis.positional.tupe import TupeSummary, TupeText, decompose_text, tupe_summary
+from backend.analysis.positional.tupe import TupeSummary, TupeText, tupe_summary
+from backend.engine import extraction as engine_extraction
+from backend.engine import models as engine_models
 from backend.engine.cache import cached_extract
 from backend.engine.corpus import Corpus
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import (
     ExtractionResult,
     ExtractionSettings,
-    encode_text,
     mean_pooled,
 )
 from backend.engine.extraction.media import model_view
 from backend.engine.inputs import MediaCorpus
 from backend.engine.layout import PatchPositionTable, patch_position_table
-from backend.engine.models import LoadedModel, random_like
+from backend.engine.models import LoadedModel
 from backend.plots.outliers import (
     dimension_by_category,
     outlier_frame_all,
@@ -182,11 +184,11 @@ def heavy(
 
 
 @cached
-def outliers_by_state(
+def criteria_by_state(
     result: ExtractionResult, thresholds: OutlierThresholds = DEFAULT_THRESHOLDS
 ) -> list[dict[str, list[int]]]:
     """:func:`backend.analysis.geometry.outliers.criteria_by_state`: all four criteria at every hidden state."""
-    return criteria_by_state(result, thresholds)
+    return geometry_outliers.criteria_by_state(result, thresholds)
 
 
 @cached
@@ -194,7 +196,7 @@ def outlier_dims_by_state(
     result: ExtractionResult, thresholds: OutlierThresholds = DEFAULT_THRESHOLDS
 ) -> list[list[int]]:
     """The headline outlier dims (z-score or extreme-index) of every state, by |mean| descending."""
-    return headline_dims_by_state(result, criteria=outliers_by_state(result, thresholds))
+    return headline_dims_by_state(result, criteria=criteria_by_state(result, thresholds))
 
 
 @cached
@@ -202,7 +204,7 @@ def outlier_frame(
     result: ExtractionResult, thresholds: OutlierThresholds = DEFAULT_THRESHOLDS
 ) -> pd.DataFrame:
     """Every hidden state's flagged dims with their statistics (the page's CSV download)."""
-    return outlier_frame_all(result, outliers_by_state(result, thresholds))
+    return outlier_frame_all(result, criteria_by_state(result, thresholds))
 
 
 @cached
@@ -222,9 +224,9 @@ def token_heatmap(
     thresholds: OutlierThresholds = DEFAULT_THRESHOLDS,
 ) -> go.Figure:
     """One text's token vectors at one hidden state, its headline outlier dims marked."""
-    hidden, table = encoded_text(loaded, result.texts[text_index], result.settings.max_length)
-    marked = headline_dims(outliers_by_state(result, thresholds)[state])
-    return token_dim_heatmap(hidden[state], table.token, result.state_names[state], marked)
+    hidden, tokens = encode_text(loaded, result.texts[text_index], result.settings.max_length)
+    marked = headline_dims(criteria_by_state(result, thresholds)[state])
+    return token_dim_heatmap(hidden[state], tokens.token, result.state_names[state], marked)
 
 
 @cached
@@ -241,9 +243,9 @@ def sample_categories(result: ExtractionResult) -> np.ndarray:
 
 
 @cached
-def encoded_text(loaded: LoadedModel, text: str, max_length: int):
+def encode_text(loaded: LoadedModel, text: str, max_length: int):
     """Hidden states (S, T, d) and token table of one text (Outlier dimensions page)."""
-    return encode_text(loaded, text, max_length)
+    return engine_extraction.encode_text(loaded, text, max_length)
 
 
 # ----------------------------------------------------------------------------- isotropy
@@ -345,7 +347,7 @@ def projection_colours(
     result: ExtractionResult, data_kind: str, size: int, seed: int, by: str
 ) -> Colouring:
     rows, ids, _ = projection_points(result, data_kind, size, seed)
-    if data_kind == "token sample" and input_kind(result) != "text":
+    if data_kind == "token sample" and result.input_kind != "text":
         return media_colouring(result, result.sample_tokens.take(rows), by)
     if data_kind == "token sample":
         return token_colouring(result.sample_tokens.take(rows), result.tokens, by)
@@ -397,7 +399,7 @@ def projection_thumbnails(
     """Patch thumbnails of the projected points of an image analysis, within the payload budget
     of :func:`backend.plots.projections.patch_thumbnails`; None for other analyses, or when the
     images are not at hand (a saved analysis opened without its folder)."""
-    if data_kind != "token sample" or input_kind(result) != "image":
+    if data_kind != "token sample" or result.input_kind != "image":
         return None
     try:
         corpus = get_corpus()
@@ -452,11 +454,11 @@ Clip = str | tuple[int, ...]  # "auto", "corpus" or typed dims
 
 
 @heavy("Mean-pooling sentences:")
-def pooled_pairs(
+def pool_pairs(
     loaded: LoadedModel, pairs: SentencePairs, max_length: int, batch_size: int, *, progress
 ) -> tuple[np.ndarray, np.ndarray]:
     """Mean-pooled vectors (S, n, d) of both sides of the sentence pairs."""
-    return pool_pairs(loaded, pairs, max_length, batch_size, progress)
+    return geometry_similarity.pool_pairs(loaded, pairs, max_length, batch_size, progress)
 
 
 @heavy("Extracting the evaluated sentences (for their outlier dims):", "texts")
@@ -502,31 +504,31 @@ def sts_scores(
 ) -> list[dict]:
     """STS Spearman x 100 per hidden state: raw, clipped and optionally post-processed."""
     max_length, batch_size = result.settings.max_length, result.settings.batch_size
-    first, second = pooled_pairs(loaded, pairs, max_length, batch_size)
+    first, second = pool_pairs(loaded, pairs, max_length, batch_size)
     dims = _clip_dims(loaded, result, pairs, clip, first, second)
     return sts_by_state(first, second, pairs.scores, dims, post, state_names=result.state_names)
 
 
 @cached
-def sense_vectors(
+def word_vectors(
     loaded: LoadedModel, rows: WordSenseRows, max_length: int, batch_size: int
 ) -> WordSenseVectors:
     """The target word's vectors in both contexts of every row."""
-    return word_vectors(loaded, rows, max_length, batch_size)
+    return geometry_similarity.word_vectors(loaded, rows, max_length, batch_size)
 
 
 @cached
-def fitted_on_sample(result: ExtractionResult, post: str) -> list:
+def fit_on_token_sample(result: ExtractionResult, post: str) -> list:
     """One post-processor per hidden state, fitted on the corpus's token sample."""
-    return fit_on_token_sample(result, post)
+    return geometry_similarity.fit_on_token_sample(result, post)
 
 
 def _sense_inputs(
     loaded: LoadedModel, result: ExtractionResult, rows: WordSenseRows, clip: Clip, post
 ) -> tuple[WordSenseVectors, list[list[int]], list | None]:
-    vectors = sense_vectors(loaded, rows, result.settings.max_length, result.settings.batch_size)
+    vectors = word_vectors(loaded, rows, result.settings.max_length, result.settings.batch_size)
     dims = _clip_dims(loaded, result, rows, clip, vectors.first, vectors.second)
-    return vectors, dims, fitted_on_sample(result, post) if post else None
+    return vectors, dims, fit_on_token_sample(result, post) if post else None
 
 
 @cached
@@ -607,21 +609,21 @@ def _inputs(texts: tuple[str, ...] | MediaCorpus) -> list:
 
 
 @cached
-def position_weights(loaded: LoadedModel) -> np.ndarray:
+def position_table_weights(loaded: LoadedModel) -> np.ndarray:
     """The learned absolute position table (positions, d)."""
-    return position_table_weights(loaded)
+    return positional_table.position_table_weights(loaded)
 
 
 @cached
 def position_report(loaded: LoadedModel, n: int, offset: int) -> PositionTableReport:
     """Cosines, PCA and extreme dims of the first ``n`` position vectors."""
-    return analyse_position_table(position_weights(loaded), n, offset)
+    return analyse_position_table(position_table_weights(loaded), n, offset)
 
 
 @heavy("Training position probes:")
-def position_probe(result: ExtractionResult, settings: ProbeSettings, *, progress) -> ProbeResult:
+def probe_result(result: ExtractionResult, settings: ProbeSettings, *, progress) -> ProbeResult:
     """Linear position probes per hidden state (Luo et al. 2021, section 4)."""
-    return probe_result(result, settings, progress)
+    return positional_table.probe_result(result, settings, progress)
 
 
 @cached
@@ -637,9 +639,9 @@ def patch_similarities(loaded: LoadedModel) -> np.ndarray:
 
 
 @heavy("Training row / column probes:")
-def patch_grid_probe(result: ExtractionResult, settings: ProbeSettings, *, progress) -> GridProbe:
+def grid_probe(result: ExtractionResult, settings: ProbeSettings, *, progress) -> GridProbe:
     """The patch row and column probes per hidden state of an image analysis."""
-    return grid_probe(result, settings, progress)
+    return positional_grid.grid_probe(result, settings, progress)
 
 
 @heavy("Decomposing first-layer logits:", "texts")
@@ -652,9 +654,9 @@ def tupe_terms(
 
 
 @cached
-def tupe_text(loaded: LoadedModel, text: str, max_length: int) -> TupeText:
+def decompose_text(loaded: LoadedModel, text: str, max_length: int) -> TupeText:
     """TUPE terms of one text's first-layer logits."""
-    return decompose_text(loaded, text, max_length)
+    return positional_tupe.decompose_text(loaded, text, max_length)
 
 
 @heavy("Random models:")
@@ -672,9 +674,9 @@ def model_variance(loaded: LoadedModel, result: ExtractionResult, *, progress) -
 
 
 @cached
-def random_copy(loaded: LoadedModel) -> LoadedModel:
+def random_like(loaded: LoadedModel) -> LoadedModel:
     """The same architecture with fresh weights (seed 0)."""
-    return random_like(loaded, seed=0)
+    return engine_models.random_like(loaded, seed=0)
 
 
 def queries_keys(
@@ -687,7 +689,7 @@ def queries_keys(
 ) -> QKStats:
     """Mean query / key statistics per query head on the first ``n_texts`` texts (Godey et al.),
     with the rotary embedding ``applied`` or from ``before`` it."""
-    model = random_copy(loaded) if random_init else loaded  # here: a worker thread has no session
+    model = random_like(loaded) if random_init else loaded  # here: a worker thread has no session
     if random_init:
         label = "random init"
     else:

@@ -151,9 +151,8 @@ def media_corpus_of(result: ExtractionResult):
     """The sidebar's image / audio corpus when ``result`` read it (a result names its items by
     path only, so views that rerun the model take them from here); None for text, and for a saved
     analysis whose items are not the sidebar's."""
-    from backend.analysis.geometry.projections import input_kind
 
-    if input_kind(result) == "text":
+    if result.input_kind == "text":
         return None
     corpus = get_corpus()
     return corpus if corpus.sha == result.corpus_sha else None
@@ -162,13 +161,12 @@ def media_corpus_of(result: ExtractionResult):
 def media_corpus_for(result: ExtractionResult, purpose: str):
     """:func:`media_corpus_of`, or one message when the items are not at hand (a result names
     them by path only): ``purpose`` says what choosing their folder would allow."""
-    from backend.analysis.geometry.projections import input_kind
     from backend.engine.inputs import KIND_NOUNS
 
     corpus = media_corpus_of(result)
     if corpus is None:
         raise IsoscopeError(
-            f"this analysis keeps only the names of its {KIND_NOUNS[input_kind(result)]}; choose "
+            f"this analysis keeps only the names of its {KIND_NOUNS[result.input_kind]}; choose "
             f"their folder in the sidebar and run the analysis to {purpose}"
         )
     return corpus
@@ -320,9 +318,8 @@ def get_extraction(
 def _saved_inputs(saved: ExtractionResult):
     """What another model runs on beside a saved analysis: its texts, or (images / audio, which
     a saved analysis names by path only) the sidebar's folder when it holds the same items."""
-    from backend.analysis.geometry.projections import input_kind
 
-    if input_kind(saved) == "text":
+    if saved.input_kind == "text":
         return saved_corpus(saved)
     return media_corpus_for(saved, "run another model on them")
 

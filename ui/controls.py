@@ -1,5 +1,6 @@
-"""Shared page controls: the one group of post-processing controls (Anisotropy, Clipping &
-projections), so the parameter ranges and help texts cannot drift apart between pages."""
+"""Shared page controls: a slider built from a parameter's declaration, and the one group of
+post-processing controls (Anisotropy, Clipping & projections), so the parameter ranges and help
+texts cannot drift apart between pages."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import streamlit as st
 
 from backend.analysis.geometry.postprocess import POSTPROCESSORS, parse_dims
 from backend.engine.errors import IsoscopeError
+from backend.engine.params import Interval
 from ui.ranges import post_options
 
 ABTT_HELP = "Mu & Viswanath (2018) suggest D ≈ d/100."
@@ -17,6 +19,14 @@ WHITEN_HELP = (
     "Su et al. (2021) keep the first k whitened directions (k = 256 of 768 for BERT-base)."
 )
 AUTO = "auto"
+
+
+def interval_slider(column, label: str, param: Interval, key: str, **kwargs) -> float:
+    """``column.slider`` over ``param``'s range, default, step and help (its declaration)."""
+    return column.slider(
+        label, param.low, param.high, param.default, param.step, key=key,
+        help=kwargs.pop("help", param.help or None), **kwargs,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import streamlit as st
 
-from backend.analysis.geometry.projections import input_kind
 from backend.engine.errors import InputError
 from backend.engine.extraction import ExtractionResult
 from backend.engine.inputs import (
@@ -72,7 +71,7 @@ def applies_to_text(
     result: ExtractionResult, what: str, why: str = "reads sentences and their words"
 ) -> bool:
     """True for a text analysis; else one line saying why the view ``what`` does not apply."""
-    kind = input_kind(result)
+    kind = result.input_kind
     if kind != "text":
         st.info(
             f"{what} does not apply here: it {why}, and this analysis read "
@@ -98,7 +97,7 @@ def thumbnail_caption(result: ExtractionResult, counts: tuple[int, int] | None) 
     the payload cap when it applies."""
     from backend.plots.projections import THUMBNAIL_BYTES, THUMBNAIL_POINTS
 
-    if input_kind(result) != "image":
+    if result.input_kind != "image":
         return
     if counts is None:
         st.caption("Patch thumbnails on hover need the analysis's images in the sidebar's folder.")

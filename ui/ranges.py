@@ -1,6 +1,8 @@
 """What each page control accepts, declared once: the page builds its widget from the declaration
 and ui/links.py validates a link's value against the same one (scikit-learn's ``_param_validation``
-idea: ``Interval`` / ``StrOptions``, one statement of a parameter's range read everywhere).
+idea: ``Interval`` / ``StrOptions``, one statement of a parameter's range read everywhere). The
+types are :mod:`backend.engine.params`'s; a parameter the backend also reads (the outlier
+thresholds, keep-K, α) is the backend's own declaration, not a copy.
 
 :data:`LINK_CONTROLS` lists, per page (its URL path), the widget keys that travel in links.
 """
@@ -10,58 +12,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from backend.analysis.geometry.outliers import (
+    EXTREME_SHARE,
+    QUANTILE,
+    VARIANCE_FACTOR,
+    ZSCORE_K,
+)
 from backend.analysis.geometry.postprocess import POSTPROCESSORS
 from backend.analysis.geometry.projections import METHODS
 from backend.analysis.layernorm.thresholds import LN_THRESHOLDS
+from backend.analysis.quant.params import KEEP_K, SMOOTHQUANT_ALPHA
+from backend.engine.params import Interval, Options
 from backend.plots.compare import TRAJECTORY_METRICS
 from backend.plots.outliers import HEATMAP_STATS
 from backend.share import tour
-
-
-@dataclass(frozen=True)
-class Options:
-    """A widget whose value is one of ``options`` (written as ``str(option)`` in a link);
-    ``default`` None means the first option."""
-
-    options: tuple[Any, ...]
-    default: Any = None
-
-    def __post_init__(self) -> None:
-        if self.default is not None and self.default not in self.options:
-            raise ValueError(f"default {self.default!r} is not one of {self.options}")
-
-    @property
-    def index(self) -> int:
-        """The default's position (for ``st.selectbox(index=...)``)."""
-        return 0 if self.default is None else self.options.index(self.default)
-
-    def parse(self, text: str) -> Any:
-        for option in self.options:
-            if str(option) == text:
-                return option
-        raise ValueError(text)
-
-
-@dataclass(frozen=True)
-class Interval:
-    """A numeric widget (slider / number input) from ``low`` to ``high`` inclusive, starting at
-    ``default`` in steps of ``step`` (None: the widget's own); ``integer`` values parse as int."""
-
-    low: float
-    high: float
-    default: float
-    step: float | None = None
-    integer: bool = False
-
-    def __post_init__(self) -> None:
-        if not self.low <= self.default <= self.high:
-            raise ValueError(f"default {self.default} is outside [{self.low}, {self.high}]")
-
-    def parse(self, text: str) -> Any:
-        value = int(text) if self.integer else float(text)
-        if not self.low <= value <= self.high:
-            raise ValueError(text)
-        return value
 
 
 @dataclass(frozen=True)
@@ -85,6 +49,10 @@ def post_options(include_none: bool) -> tuple[str, ...]:
 
 # ----------------------------------------------------------------------------- per page
 OUT_STAT = Options(tuple(HEATMAP_STATS))
+OUT_THR_EXTREME = EXTREME_SHARE
+OUT_THR_Z = ZSCORE_K
+OUT_THR_Q = QUANTILE
+OUT_THR_VAR = VARIANCE_FACTOR
 
 ANISO_POST = Options(post_options(include_none=True), "clip")
 
@@ -112,8 +80,8 @@ MASSIVE_MAX_LENGTH = Options(MASSIVE_MAX_LENGTHS, 64)
 
 QUANT_MAX_LENGTHS = (16, 32, 64, 128, 256)
 QUANT_MAX_LENGTH = Options(QUANT_MAX_LENGTHS, 64)
-QUANT_KEEP = Interval(0, 256, 6, integer=True)  # keep-K channels (LLM.int8's decomposition)
-QUANT_ALPHA = Interval(0.0, 1.0, 0.5, step=0.05)  # SmoothQuant's migration strength
+QUANT_KEEP = KEEP_K  # keep-K channels (LLM.int8's decomposition)
+QUANT_ALPHA = SMOOTHQUANT_ALPHA  # SmoothQuant's migration strength
 QUANT_PAIRS = Options(("none", "bundled sample pairs", "upload a CSV"))  # encoders' STS pairs
 
 MODES = ("two models, one corpus", "one model, two corpora")
@@ -125,7 +93,14 @@ CMP_TRAJ_METRIC = Options(tuple(TRAJECTORY_METRICS))
 TOUR_STEP = Options(tuple(str(i + 1) for i in range(len(tour.TITLES))))
 
 LINK_CONTROLS: dict[str, dict[str, Options | Interval | Tab]] = {
-    "outliers": {"out_stat": OUT_STAT, "out_view": TAB},
+    "outliers": {
+        "out_stat": OUT_STAT,
+        "out_thr_extreme": OUT_THR_EXTREME,
+        "out_thr_z": OUT_THR_Z,
+        "out_thr_q": OUT_THR_Q,
+        "out_thr_var": OUT_THR_VAR,
+        "out_view": TAB,
+    },
     "anisotropy": {"aniso_post": ANISO_POST},
     "projections": {
         "proj_data": PROJ_DATA,

@@ -24,6 +24,7 @@ import streamlit as st
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionSettings
 from backend.engine.models import source_is_causal
+from backend.engine.params import SAMPLE_SIZE
 from backend.engine.source import (
     DEFAULT_SOURCE,
     RANDOM_FAMILIES,
@@ -71,7 +72,7 @@ CORPUS_CHOICES = (
     "audio folder",
 )
 CORPUS_KINDS = ("bundled", "paste", "upload", "images", "audio")
-SAMPLE_SIZES = (1000, 2000, 4000, 8000, 12000, 20000)
+SAMPLE_SIZES = (1000, 2000, 4000, SAMPLE_SIZE.default, 12000, 20000)  # within SAMPLE_SIZE
 DEVICES = ("auto", "cpu", "cuda", "mps")
 DTYPES = ("float32", "bfloat16")
 
@@ -195,7 +196,9 @@ def settings_inputs(
             st.select_slider(
                 "Token sample for pairwise views",
                 SAMPLE_SIZES,
-                value=current.sample_size if current.sample_size in SAMPLE_SIZES else 8000,
+                value=current.sample_size
+                if current.sample_size in SAMPLE_SIZES
+                else SAMPLE_SIZE.default,
                 key="sb_sample_size",
             )
         ),

@@ -14,13 +14,16 @@ from backend.commands.common import (
     add_model_args,
     check_cache_args,
     check_out_path,
-    extract_with_cache,
+    deprecated_alias,
+    load_and_extract,
     load_inputs,
-    load_model_from_args,
+    print_notices,
     progress_line,
     resolve_exclude_first,
+    settings_from_args,
     write_json,
 )
+from backend.engine.params import SAMPLE_SIZE
 
 
 def add_parser(sub) -> None:
@@ -33,12 +36,19 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--out", required=True, help="output JSON file")
     p.add_argument(
-        "--pairs", type=int, default=N_PAIRS, help="random different-text pairs for anisotropy"
+        "--n-pairs", type=int, default=N_PAIRS, help="random different-text pairs for anisotropy"
+    )
+    p.add_argument(  # its old name: every other command's --pairs is a CSV of sentence pairs
+        "--pairs",
+        type=int,
+        dest="n_pairs",
+        action=deprecated_alias(
+            "--n-pairs", "--pairs is a CSV of sentence pairs in other commands"
+        ),
+        help=argparse.SUPPRESS,
     )
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--sample-size", type=int, default=8000, help="token vectors kept for pairwise metrics"
-    )
+    SAMPLE_SIZE.add_argument(p, help="token vectors kept for pairwise metrics")
     p.add_argument(
         "--token-budget",
         type=int,
@@ -115,12 +125,11 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from backend.engine.cache import parse_size
     from backend.engine.errors import InputError
-    from backend.engine.extraction import ExtractionSettings
 
     out = check_out_path(args.out)
     check_cache_args(args)  # a typo fails before the model loads
-    if args.pairs < 1:
-        raise InputError("--pairs must be at least 1")
+    if args.n_pairs < 1:
+        raise InputError("--n-pairs must be at least 1")
     if not 1 <= args.histogram_bins <= 1000:
         raise InputError(f"--histogram-bins must be between 1 and 1000, got {args.histogram_bins}")
     if args.top_dims < 0:
@@ -131,24 +140,18 @@ def run(args: argparse.Namespace) -> int:
         check_save_target(args.save)  # a bad path fails before the extraction, not after
     # Ray reads a text corpus as a dataset itself; images and audio are read here, as locally
     corpus = load_inputs(args) if args.engine == "local" or not args.texts else None
-    settings = ExtractionSettings(
-        max_length=args.max_length,
-        batch_size=args.batch_size,
+    settings = settings_from_args(
+        args,
         token_budget=args.token_budget,
-        sample_size=args.sample_size,
-        seed=args.seed,
         exclude_special=args.exclude_special,
         sample_budget_bytes=parse_size(args.sample_budget, "--sample-budget"),
     )
     if args.engine == "ray":
         settings = replace(settings, exclude_first=resolve_exclude_first(args))
         result = run_ray(args, settings, corpus)
+        print_notices(result)
     else:
-        loaded = load_model_from_args(args)
-        settings = replace(settings, exclude_first=resolve_exclude_first(args, loaded))
-        result = extract_with_cache(loaded, corpus, settings, args)
-    for notice in result.notices:
-        progress_line(f"note: {notice}")
+        _, result = load_and_extract(args, corpus, settings)
     if args.save:
         from backend.engine.saved import save_analysis
 
@@ -157,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
         out,
         build_report(
             result,
-            pairs=args.pairs,
+            pairs=args.n_pairs,
             seed=args.seed,
             bins=args.histogram_bins,
             top_dims=args.top_dims,

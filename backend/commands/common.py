@@ -143,6 +143,44 @@ def extract_with_cache(loaded, corpus, settings, args: argparse.Namespace, label
     return cached_extract(loaded, corpus, settings, progress, cache)
 
 
+def settings_from_args(args: argparse.Namespace, **overrides):
+    """The extraction settings every extracting command's options give: ``--max-length``,
+    ``--batch-size``, ``--sample-size`` and ``--seed``; ``overrides`` for a command's own
+    (``analyze``'s token budget, special tokens and sample budget)."""
+    from backend.engine.extraction import ExtractionSettings
+
+    fields = {
+        "max_length": args.max_length,
+        "batch_size": args.batch_size,
+        "sample_size": args.sample_size,
+        "seed": args.seed,
+    }
+    return ExtractionSettings(**(fields | overrides))
+
+
+def print_notices(result) -> None:
+    """One ``note:`` line on stderr per notice of an extraction (limits applied, samples cut)."""
+    for notice in result.notices:
+        progress_line(f"note: {notice}")
+
+
+def load_and_extract(
+    args: argparse.Namespace, corpus, settings, *, exclude_first: bool = True, label: str = ""
+):
+    """The sequence of every command that analyses one model's extraction: load ``--model``,
+    decide ``--exclude-first`` from the loaded model (on by default for causal models; skipped
+    with ``exclude_first=False``), extract through the disk cache, print the notices.
+    Returns (loaded model, extraction result)."""
+    from dataclasses import replace
+
+    loaded = load_model_from_args(args)
+    if exclude_first:
+        settings = replace(settings, exclude_first=resolve_exclude_first(args, loaded))
+    result = extract_with_cache(loaded, corpus, settings, args, label)
+    print_notices(result)
+    return loaded, result
+
+
 def add_input_args(parser: argparse.ArgumentParser, texts_help: str) -> None:
     """``--texts FILE`` | ``--images DIR`` | ``--audio DIR``: exactly one (``demo`` for images or
     audio: the bundled sets, :mod:`backend.engine.inputs`)."""
@@ -195,6 +233,19 @@ def check_out_path(out: str) -> Path:
     if not path.parent.exists():
         raise IsoscopeError(f"--out: folder {str(path.parent)!r} does not exist")
     return path
+
+
+def deprecated_alias(new_flag: str, why: str) -> type[argparse.Action]:
+    """An argparse action for an old spelling of ``new_flag``: it stores the value where
+    ``new_flag`` does and says once on stderr which flag to use instead (``why``: what the old
+    one means elsewhere)."""
+
+    class DeprecatedAlias(argparse.Action):
+        def __call__(self, parser, namespace, values, option_string=None) -> None:
+            progress_line(f"note: {option_string} is deprecated here, use {new_flag} ({why})")
+            setattr(namespace, self.dest, values)
+
+    return DeprecatedAlias
 
 
 def progress_line(message: str) -> None:

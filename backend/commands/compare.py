@@ -22,8 +22,10 @@ from backend.commands.common import (
     load_inputs,
     load_model_from_args,
     progress_line,
+    settings_from_args,
     write_json,
 )
+from backend.engine.params import SAMPLE_SIZE
 
 DEBIASED = {"auto": None, "yes": True, "no": False}
 
@@ -58,9 +60,7 @@ def add_parser(sub) -> None:
         help="debiased CKA (unbiased HSIC) for small n; auto = on for the text basis only",
     )
     add_model_args(p, source=False)  # --model-a / --model-b name the models
-    p.add_argument(
-        "--sample-size", type=int, default=8000, help="token vectors kept for CKA and cosines"
-    )
+    SAMPLE_SIZE.add_argument(p, help="token vectors kept for CKA and cosines")
     p.add_argument("--seed", type=int, default=0)
     add_cache_args(p)
     p.set_defaults(func=run)
@@ -71,7 +71,6 @@ def run(args: argparse.Namespace) -> int:
     from backend.engine.cache import ResultCache
     from backend.engine.corpus import load_corpus_file
     from backend.engine.errors import InputError
-    from backend.engine.extraction import ExtractionSettings
 
     out = check_out_path(args.out)
     check_cache_args(args)
@@ -84,12 +83,7 @@ def run(args: argparse.Namespace) -> int:
     model_b = args.model_b or args.model_a
     if model_b == args.model_a and not args.texts_b:
         progress_line("note: A and B are the same model on the same corpus (a self-comparison)")
-    settings = ExtractionSettings(
-        max_length=args.max_length,
-        batch_size=args.batch_size,
-        sample_size=args.sample_size,
-        seed=args.seed,
-    )
+    settings = settings_from_args(args)
     corpus_a = load_inputs(args)
     corpus_b = load_corpus_file(args.texts_b) if args.texts_b else corpus_a
     pairs = None

@@ -13,9 +13,12 @@ from backend.commands.common import (
     add_model_args,
     extract_with_cache,
     load_model_from_args,
+    print_notices,
     progress_line,
     resolve_exclude_first,
+    settings_from_args,
 )
+from backend.engine.params import SAMPLE_SIZE
 
 
 def add_parser(sub) -> None:
@@ -48,7 +51,7 @@ def add_parser(sub) -> None:
         "--projection", default="pca", help="atlas x/y: pca | umap | tsne (seeded, see --seed)"
     )
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--sample-size", type=int, default=8000, help="token vectors in the sample")
+    SAMPLE_SIZE.add_argument(p, help="token vectors in the sample")
     add_exclude_first_arg(p)
     add_cache_args(p)
     p.set_defaults(func=run)
@@ -61,7 +64,6 @@ def run(args: argparse.Namespace) -> int:
     from backend.analysis.geometry.similarity import parse_clip
     from backend.engine.corpus import load_corpus_file
     from backend.engine.errors import InputError
-    from backend.engine.extraction import ExtractionSettings
     from backend.engine.naming import parse_hidden_state
     from backend.share.export import (
         check_format,
@@ -81,12 +83,7 @@ def run(args: argparse.Namespace) -> int:
     if not out.parent.exists():
         raise InputError(f"--out: folder {str(out.parent)!r} does not exist")
     corpus = load_corpus_file(args.texts)
-    settings = ExtractionSettings(
-        max_length=args.max_length,
-        batch_size=args.batch_size,
-        sample_size=args.sample_size,
-        seed=args.seed,
-    )
+    settings = settings_from_args(args)
     loaded = load_model_from_args(args)
     settings = replace(settings, exclude_first=resolve_exclude_first(args, loaded))
     try:
@@ -94,8 +91,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise InputError(f"--state: {exc}") from None
     result = extract_with_cache(loaded, corpus, settings, args)
-    for notice in result.notices:
-        progress_line(f"note: {notice}")
+    print_notices(result)
     if points == "all":
         written, notices = export_every_token(
             loaded,

@@ -19,6 +19,7 @@ from backend.commands.common import (
     progress_line,
     write_json,
 )
+from backend.engine.params import BATCH_SIZE, MAX_LENGTH
 
 
 def add_parser(sub) -> None:
@@ -50,15 +51,13 @@ def add_parser(sub) -> None:
 
 
 def run_massive(args: argparse.Namespace) -> int:
-    from backend.analysis.decoder.massive import peak_state, scan_decoder
+    from backend.analysis.activations.massive import peak_state, scan_decoder
     from backend.engine.errors import InputError
     from backend.engine.extraction.media import check_modality
 
     out = check_out_path(args.out)
-    if not 2 <= args.max_length <= 8192:
-        raise InputError(f"--max-length must be between 2 and 8192, got {args.max_length}")
-    if not 1 <= args.batch_size <= 4096:
-        raise InputError(f"--batch-size must be between 1 and 4096, got {args.batch_size}")
+    for param in (MAX_LENGTH, BATCH_SIZE):  # the extraction's ranges, before any model loads
+        param.check(getattr(args, param.name), param.flag)
     if not args.high_norm_factor > 1:
         raise InputError(f"--high-norm-factor must be above 1, got {args.high_norm_factor}")
     corpus = load_inputs(args)
@@ -114,8 +113,8 @@ def _run_images(args: argparse.Namespace, loaded, corpus, out) -> int:
     """``--images``: massive activations by carrier token and high-norm patches."""
     import numpy as np
 
-    from backend.analysis.decoder.highnorm import scan_images
-    from backend.analysis.decoder.massive import peak_state
+    from backend.analysis.activations.highnorm import scan_images
+    from backend.analysis.activations.massive import peak_state
 
     scan = scan_images(
         loaded,
@@ -178,8 +177,8 @@ def _high_norm(state_names, unit: str, median, thresholds, shares) -> list[dict]
 
 def _run_audio(args: argparse.Namespace, loaded, corpus, out) -> int:
     """``--audio``: massive activations and high-norm frames over each clip's own frames."""
-    from backend.analysis.decoder.highnorm import scan_audio
-    from backend.analysis.decoder.massive import peak_state
+    from backend.analysis.activations.highnorm import scan_audio
+    from backend.analysis.activations.massive import peak_state
 
     scan = scan_audio(
         loaded,

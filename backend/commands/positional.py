@@ -10,11 +10,12 @@ from backend.commands.common import (
     add_cache_args,
     add_model_args,
     check_out_path,
-    extract_with_cache,
-    load_model_from_args,
+    load_and_extract,
     progress_line,
+    settings_from_args,
     write_json,
 )
+from backend.engine.params import SAMPLE_SIZE
 
 
 def add_parser(sub) -> None:
@@ -32,9 +33,7 @@ def add_parser(sub) -> None:
         default=0,
         help="seed of the token sample and the train/held-out text split",
     )
-    p.add_argument(
-        "--sample-size", type=int, default=8000, help="token vectors the probe trains and tests on"
-    )
+    SAMPLE_SIZE.add_argument(p, help="token vectors the probe trains and tests on")
     p.add_argument(
         "--test-fraction", type=float, default=0.2, help="share of texts held out for the probe"
     )
@@ -78,28 +77,19 @@ def run_positional(args: argparse.Namespace) -> int:
     from backend.analysis.positional.tupe import supports_tupe, tupe_summary
     from backend.engine.corpus import load_corpus_file
     from backend.engine.errors import InputError
-    from backend.engine.extraction import ExtractionSettings
 
     out = check_out_path(args.out)
     if args.tupe_texts < 1:
         raise InputError("--tupe-texts must be at least 1")
     corpus = load_corpus_file(args.texts)
-    settings = ExtractionSettings(
-        max_length=args.max_length,
-        batch_size=args.batch_size,
-        sample_size=args.sample_size,
-        seed=args.seed,
-    )
+    settings = settings_from_args(args)
     probe_settings = ProbeSettings(
         max_position=args.max_length,
         test_fraction=args.test_fraction,
         seed=args.seed,
         max_iter=args.probe_iter,
     )
-    loaded = load_model_from_args(args)
-    result = extract_with_cache(loaded, corpus, settings, args)
-    for notice in result.notices:
-        progress_line(f"note: {notice}")
+    loaded, result = load_and_extract(args, corpus, settings, exclude_first=False)
     probe = probe_result(result, probe_settings, ProgressPrinter("position probe"))
     reason = supports_tupe(loaded)
     tupe = None

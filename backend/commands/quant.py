@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 
+from backend.analysis.quant.params import KEEP_K, SMOOTHQUANT_ALPHA
 from backend.analysis.quant.recipe import KEEP_SHARE, MAX_BLOCKS
 from backend.commands.common import (
     ProgressPrinter,
@@ -19,6 +20,7 @@ from backend.commands.common import (
     progress_line,
     write_json,
 )
+from backend.engine.params import BATCH_SIZE, MAX_LENGTH
 
 
 def add_parser(sub) -> None:
@@ -36,10 +38,8 @@ def add_parser(sub) -> None:
         "--texts", required=True, help=".txt (one text per line), .csv or .jsonl with a text column"
     )
     p.add_argument("--out", required=True, help="output JSON file")
-    p.add_argument(
-        "--keep", type=int, default=6, help="keep-K: input channels kept in full precision"
-    )
-    p.add_argument("--alpha", type=float, default=0.5, help="SmoothQuant migration strength")
+    KEEP_K.add_argument(p)
+    SMOOTHQUANT_ALPHA.add_argument(p)
     p.add_argument(
         "--error-tokens",
         type=int,
@@ -126,10 +126,8 @@ def run_quant(args: argparse.Namespace) -> int:
                 f"--act-scales {args.act_scales!r} must end in .safetensors (e.g. act_scales.safetensors)"
             )
         scales_path = check_out_path(args.act_scales)
-    if not 2 <= args.max_length <= 8192:
-        raise InputError(f"--max-length must be between 2 and 8192, got {args.max_length}")
-    if not 1 <= args.batch_size <= 4096:
-        raise InputError(f"--batch-size must be between 1 and 4096, got {args.batch_size}")
+    for param in (MAX_LENGTH, BATCH_SIZE):  # the extraction's ranges, before any model loads
+        param.check(getattr(args, param.name), param.flag)
     for name in ("error_tokens", "end_tokens"):
         if not 1 <= getattr(args, name) <= 1_000_000:
             flag = "--" + name.replace("_", "-")

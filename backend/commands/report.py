@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import replace
 
 from backend.analysis.geometry.isotropy import N_PAIRS
 from backend.commands.common import (
@@ -15,12 +14,12 @@ from backend.commands.common import (
     add_exclude_first_arg,
     add_input_args,
     add_model_args,
-    extract_with_cache,
+    load_and_extract,
     load_inputs,
-    load_model_from_args,
     progress_line,
-    resolve_exclude_first,
+    settings_from_args,
 )
+from backend.engine.params import SAMPLE_SIZE
 
 
 def add_parser(sub) -> None:
@@ -36,9 +35,7 @@ def add_parser(sub) -> None:
         help="optional CSV with sentence1,sentence2,score: STS Spearman per state and in the ablation",
     )
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--sample-size", type=int, default=8000, help="token vectors kept for pairwise metrics"
-    )
+    SAMPLE_SIZE.add_argument(p, help="token vectors kept for pairwise metrics")
     p.add_argument(
         "--anisotropy-pairs",
         type=int,
@@ -81,7 +78,6 @@ def check_html_out(out: str):
 def run(args: argparse.Namespace) -> int:
     from backend.commands.common import read_pairs
     from backend.engine.errors import InputError
-    from backend.engine.extraction import ExtractionSettings
     from backend.share.report import SECTIONS, ReportSettings, build_report
 
     out = check_html_out(args.out)
@@ -96,17 +92,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--pairs needs --texts: images and audio have no sentence pairs")
     corpus = load_inputs(args)
     pairs = read_pairs(args.pairs) if args.pairs else None
-    settings = ExtractionSettings(
-        max_length=args.max_length,
-        batch_size=args.batch_size,
-        sample_size=args.sample_size,
-        seed=args.seed,
-    )
-    loaded = load_model_from_args(args)
-    settings = replace(settings, exclude_first=resolve_exclude_first(args, loaded))
-    result = extract_with_cache(loaded, corpus, settings, args)
-    for notice in result.notices:
-        progress_line(f"note: {notice}")
+    loaded, result = load_and_extract(args, corpus, settings_from_args(args))
     report = build_report(
         loaded,
         result,

@@ -19,8 +19,10 @@ from backend.commands.common import (
     check_out_path,
     load_inputs,
     progress_line,
+    settings_from_args,
     write_json,
 )
+from backend.engine.params import SAMPLE_SIZE
 
 
 def add_parser(sub) -> None:
@@ -37,7 +39,7 @@ def add_parser(sub) -> None:
     add_input_args(p, ".txt (one text per line), .csv or .jsonl with a text column")
     p.add_argument("--out", required=True, help="output JSON file")
     add_model_args(p, source=False)  # the checkpoints name the models
-    p.add_argument("--sample-size", type=int, default=8000, help="token vectors kept for cosines")
+    SAMPLE_SIZE.add_argument(p, help="token vectors kept for cosines")
     p.add_argument("--seed", type=int, default=0)
     add_cache_args(p)
     p.set_defaults(func=run)
@@ -47,19 +49,13 @@ def run(args: argparse.Namespace) -> int:
     from backend.analysis.compare.trajectory import resolve_checkpoints, run_trajectory
     from backend.engine.cache import ResultCache
     from backend.engine.errors import InputError
-    from backend.engine.extraction import ExtractionSettings
     from backend.engine.inputs import KIND_NOUNS
 
     out = check_out_path(args.out)
     check_cache_args(args)
     checkpoints = resolve_checkpoints(args.checkpoints)
     corpus = load_inputs(args)
-    settings = ExtractionSettings(
-        max_length=args.max_length,
-        batch_size=args.batch_size,
-        sample_size=args.sample_size,
-        seed=args.seed,
-    )
+    settings = settings_from_args(args)
     progress_line(
         f"{len(checkpoints)} checkpoints, steps {', '.join(str(c.step) for c in checkpoints)}"
     )

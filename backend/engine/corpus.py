@@ -17,12 +17,12 @@ from pathlib import Path
 
 from backend.engine.environment import assets_dir
 from backend.engine.errors import InputError
+from backend.engine.params import MAX_FILE_BYTES
 
 ASSETS_DIR = assets_dir()
 BUNDLED_CORPUS = ASSETS_DIR / "sample_corpus.txt"
 BUNDLED_NAME = "bundled sample corpus (320 sentences, CC0)"
 
-MAX_FILE_BYTES = 50 * 1024 * 1024  # 50 MiB
 MAX_TEXTS = 50_000
 MAX_CHARS_PER_TEXT = 20_000  # far beyond any max_length; keeps tokenization bounded
 TEXT_SUFFIXES = (".txt", ".csv", ".jsonl", ".parquet")

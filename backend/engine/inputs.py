@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from backend.engine.errors import InputError
+from backend.engine.params import MAX_FILE_BYTES
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp")
 AUDIO_SUFFIXES = (".wav", ".flac")
@@ -43,7 +44,6 @@ MAX_IMAGE_PIXELS = (
     2048 * 2048
 )  # larger images are scaled down to this (the processor resizes anyway)
 MAX_AUDIO_SECONDS = 30.0  # longer clips are cut
-MAX_FILE_BYTES = 50 * 1024 * 1024
 SMALL_IMAGE_SIDE = (
     14  # px: the smallest patch of common ViTs (DINOv2); below it a patch is upscaling
 )

@@ -1,6 +1,6 @@
 """Figures and tables of the "Massive activations & sinks" page (METHODS.md section 7).
 
-Builders take the results of :mod:`backend.analysis.decoder.massive` (and its sinks / int8 parts) and return
+Builders take the results of :mod:`backend.analysis.activations.massive` (and its sinks / int8 parts) and return
 Plotly figures or pandas frames; nothing here runs a model.
 """
 
@@ -10,9 +10,10 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from backend.analysis.decoder.int8 import SITE_SHARE, Int8Stats
-from backend.analysis.decoder.massive import MassiveStats, TextMagnitudes
-from backend.analysis.decoder.sinks import SinkStats
+from backend.analysis.activations.int8 import SITE_SHARE, Int8Stats
+from backend.analysis.activations.massive import MassiveStats, TextMagnitudes
+from backend.analysis.activations.sinks import SinkStats
+from backend.engine.params import LLM_INT8_THRESHOLD
 from backend.plots.axes import log_axis
 
 _TOP_COLOURS = ("#4c72b0", "#55a868", "#8172b2")
@@ -273,7 +274,9 @@ def int8_frame(int8: Int8Stats, top: int = 20) -> pd.DataFrame:
     dims = [d["dim"] for d in int8.ranked_dims()[:top]]
     frame = pd.DataFrame({"site": int8.site_names, "max |x|": np.round(int8.max_abs, 2)})
     for d in dims:
-        frame[f"dim {d}: tokens with |x| >= 6"] = np.round(int8.token_share[:, d], 4)
+        frame[f"dim {d}: tokens with |x| >= {LLM_INT8_THRESHOLD:g}"] = np.round(
+            int8.token_share[:, d], 4
+        )
     return frame
 
 
@@ -314,3 +317,44 @@ def first_position_frame(contrast) -> pd.DataFrame:
             "largest |mean|, first position excluded": np.round(contrast.max_abs_mean_without, 3),
         }
     )
+
+
+def massive_summary_figure(m: MassiveStats, sinks: SinkStats | None) -> go.Figure:
+    """Top |h| and median |h| per hidden state (log scale); sink share per layer when measured."""
+    from plotly.subplots import make_subplots
+
+    names = list(m.state_names)
+    cols = 2 if sinks is not None else 1
+    fig = make_subplots(
+        rows=1,
+        cols=cols,
+        subplot_titles=["largest and median |h| per hidden state"]
+        + (["share of heads that are attention sinks"] if sinks is not None else []),
+    )
+    fig.add_trace(
+        go.Scatter(x=names, y=m.top_value[:, 0], mode="lines+markers", name="largest |h|"),
+        row=1,
+        col=1,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=names, y=m.median_abs, mode="lines+markers", name="median |h|", line=dict(dash="dot")
+        ),
+        row=1,
+        col=1,
+    )
+    log_axis(fig, "y", row=1, col=1).update_yaxes(title_text="|h|", row=1, col=1)
+    if sinks is not None:
+        fig.add_trace(
+            go.Bar(
+                x=[str(i + 1) for i in range(len(sinks.share_per_layer))],
+                y=sinks.share_per_layer,
+                name="sink share",
+            ),
+            row=1,
+            col=2,
+        )
+        fig.update_yaxes(range=[0, 1], title_text="share of heads", row=1, col=2)
+    fig.update_xaxes(type="category", title_text="hidden state / layer")
+    fig.update_layout(height=360, margin=dict(l=50, r=20, t=50, b=40))
+    return fig

@@ -1,6 +1,6 @@
 """Figures of massive activations and high-norm tokens in image and speech models
-(:mod:`backend.analysis.decoder.highnorm`): norms by kind of token, their distribution, the patch
-norms drawn over the image, and a clip's frame norms on a time axis under its waveform."""
+(:mod:`backend.analysis.activations.highnorm`): norms by kind of token, their distribution, the
+patch norms drawn over the image, and a clip's frame norms on a time axis under its waveform."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from backend.analysis.decoder.highnorm import IMAGE_CARRIERS, AudioScan, ImageScan, token_kind
+from backend.analysis.activations.highnorm import IMAGE_CARRIERS, AudioScan, ImageScan, token_kind
 from backend.plots.axes import log_axis
 
 WAVEFORM_POINTS = 4000  # a drawn waveform's points: a min/max envelope past this many samples

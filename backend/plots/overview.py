@@ -69,3 +69,53 @@ def anisotropy_line(
         margin=dict(l=40, r=20, t=50, b=40),
     )
     return fig
+
+
+def anisotropy_with_lines(
+    state_names: Sequence[str],
+    anisotropy: np.ndarray,
+    lines: Sequence[tuple[Sequence[float], str, str]],
+    name: str = "raw",
+) -> go.Figure:
+    """:func:`anisotropy_line` with one more line per (values, label, dash): the report's and the
+    tour's "outlier dims zeroed" curves, legend below the plot."""
+    fig = anisotropy_line(state_names, anisotropy, name=name)
+    for values, label, dash in lines:
+        fig.add_trace(
+            go.Scatter(
+                x=list(state_names),
+                y=[float(v) for v in values],
+                mode="lines+markers",
+                name=label,
+                line=dict(dash=dash),
+            )
+        )
+    fig.update_layout(legend=dict(orientation="h", y=-0.25))
+    return fig
+
+
+def trained_vs_random_figure(
+    state_names: Sequence[str], trained: Sequence[float], random: Sequence[float]
+) -> go.Figure:
+    """Anisotropy per hidden state of a model and of its random-init copy (the tour's step 3)."""
+    fig = go.Figure(
+        [
+            go.Scatter(x=list(state_names), y=trained, mode="lines+markers", name="this model"),
+            go.Scatter(
+                x=list(state_names),
+                y=random,
+                mode="lines+markers",
+                name="random init",
+                line=dict(dash="dot"),
+            ),
+        ]
+    )
+    fig.update_layout(
+        title="Anisotropy by hidden state: this model vs its random-init copy",
+        xaxis_title="hidden state",
+        xaxis_type="category",
+        yaxis_title="mean cosine",
+        height=340,
+        margin=dict(l=40, r=20, t=50, b=40),
+    )
+    return fig

@@ -242,11 +242,11 @@ def moved_figure(
             )
     fig.update_layout(
         title=f"What {name} moved from activations to weights (int8 relative error per site)",
-        yaxis={"title": "relative int8 error", "type": "log"},
+        yaxis={"title": "relative int8 error"},
         xaxis={"title": "site (block · role)"},
         legend={"orientation": "h", "y": -0.3},
     )
-    return fig
+    return log_axis(fig, "y")
 
 
 def before_after_frame(report: QuantReport, stats: list[dict]) -> pd.DataFrame:

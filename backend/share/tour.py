@@ -49,12 +49,10 @@ class TourStep:
 def outliers_step(result) -> TourStep:
     """Agrees when some dim is an outlier and zeroing the outlier dims of the state where it is
     strongest removes at least half of that state's anisotropy."""
-    import plotly.graph_objects as go
-
     from backend.analysis.geometry.isotropy import anisotropy_by_state, clipped_anisotropy_by_state
     from backend.analysis.geometry.outliers import criteria_by_state, outlier_dims_by_state
     from backend.plots.outliers import headline_outlier
-    from backend.plots.overview import anisotropy_line
+    from backend.plots.overview import anisotropy_line, anisotropy_with_lines
 
     step = TourStep(
         1,
@@ -95,22 +93,14 @@ def outliers_step(result) -> TourStep:
         f"takes the anisotropy from {raw[s]:.3f} to {clipped[s]:.3f}"
         + (" — more than half of it goes." if step.agrees else " — less than half of it goes.")
     )
-    fig = anisotropy_line(names, raw, name="raw")
-    for values, label, dash in (
-        (alone, f"dim {dim} zeroed", "dot"),
-        (clipped, "each state's outlier dims zeroed", "dash"),
-    ):
-        fig.add_trace(
-            go.Scatter(
-                x=list(names),
-                y=[float(v) for v in values],
-                mode="lines+markers",
-                name=label,
-                line=dict(dash=dash),
-            )
-        )
-    fig.update_layout(legend=dict(orientation="h", y=-0.25))
-    step.figure = fig
+    step.figure = anisotropy_with_lines(
+        names,
+        raw,
+        [
+            (alone, f"dim {dim} zeroed", "dot"),
+            (clipped, "each state's outlier dims zeroed", "dash"),
+        ],
+    )
     return step
 
 
@@ -178,9 +168,8 @@ def anisotropy_step(result, random_result, model_is_random: bool = False) -> Tou
     """Agrees when the model is anisotropic (highest mean cosine >= 0.1) and more so in some layer
     than at ``emb``. The random-init copy on the same texts and pairs says whether training or the
     architecture made it so."""
-    import plotly.graph_objects as go
-
     from backend.analysis.geometry.isotropy import anisotropy_by_state
+    from backend.plots.overview import trained_vs_random_figure
 
     step = TourStep(
         3,
@@ -222,27 +211,7 @@ def anisotropy_step(result, random_result, model_is_random: bool = False) -> Tou
             "The loaded model is itself randomly initialised: load a trained model (the default) to "
             "test the claim."
         )
-    fig = go.Figure(
-        [
-            go.Scatter(x=list(names), y=trained, mode="lines+markers", name="this model"),
-            go.Scatter(
-                x=list(names),
-                y=random,
-                mode="lines+markers",
-                name="random init",
-                line=dict(dash="dot"),
-            ),
-        ]
-    )
-    fig.update_layout(
-        title="Anisotropy by hidden state: this model vs its random-init copy",
-        xaxis_title="hidden state",
-        xaxis_type="category",
-        yaxis_title="mean cosine",
-        height=340,
-        margin=dict(l=40, r=20, t=50, b=40),
-    )
-    step.figure = fig
+    step.figure = trained_vs_random_figure(names, trained, random)
     return step
 
 

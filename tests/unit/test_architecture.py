@@ -145,7 +145,7 @@ NOT_ANALYSES = {
     "read_pairs_csv", "read_word_sense_csv", "sts_sample", "wic_examples", "parse_dims",
     "resolve_checkpoints",
     # facts and labels
-    "input_kind", "default_roles", "select_norms", "supports_tupe", "token_colour_options",
+    "default_roles", "select_norms", "supports_tupe", "token_colour_options",
     "position_offset", "peak_state",
     # tables of a finished result
     "headline_dims", "strongest_dims", "extreme_dims_vs_outliers", "contribution_table",
@@ -227,12 +227,12 @@ def test_pages_and_views_keep_to_the_cache_idiom(path):
 def test_the_cache_idiom_rule_catches_a_hand_built_key_and_an_uncached_analysis():
     page = (
         "from backend.analysis.geometry.isotropy import by_state\n"
-        "from backend.analysis.geometry.projections import input_kind\n"
+        "from backend.analysis.geometry.projections import token_colour_options\n"
         "from backend.share import tour\n"
         "from ui.cached import cached\n"
         "from ui.common import memo, result_key\n"
         "by_state(result)\n"
-        "input_kind(result)\n"
+        "token_colour_options(result)\n"
         "tour.nope_step()\n"
         "step = memo('tour', (result_key(result),), lambda: 1)\n"
         "@cached\n"
@@ -264,7 +264,7 @@ def _modules_without_a_test_file(root: Path) -> list[str]:
 
 
 def test_every_module_has_a_test_file_named_after_it():
-    """backend/analysis/decoder/massive.py is tested in tests/<tier>/analysis/decoder/test_massive.py
+    """backend/analysis/activations/massive.py is tested in tests/<tier>/analysis/activations/test_massive.py
     (issue 23): every module has a test file of its name somewhere under tests/."""
     missing = _modules_without_a_test_file(ROOT)
     assert not missing, "modules without a test_<module>.py under tests/: " + ", ".join(missing)

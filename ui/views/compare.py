@@ -15,7 +15,6 @@ from backend.analysis.compare.comparison import (
     with_cards,
 )
 from backend.analysis.compare.trajectory import Trajectory, resolve_checkpoints, run_trajectory
-from backend.analysis.geometry.projections import input_kind
 from backend.analysis.geometry.similarity import SentencePairs, read_pairs_csv, sts_sample
 from backend.engine.cache import ResultCache
 from backend.engine.corpus import Corpus
@@ -269,7 +268,7 @@ def _pairs(kind_a: str) -> SentencePairs | None:
 
 def pair_tab(loaded_a: LoadedModel, result_a: ExtractionResult) -> None:
     """Model A against model B on one corpus, or one model on corpus A against corpus B."""
-    KIND = input_kind(result_a)  # images and audio: model against model on the sidebar's folder
+    KIND = result_a.input_kind  # images and audio: model against model on the sidebar's folder
     selection = get_selection()
     CORPUS_A = corpus_label(selection.corpus_kind, selection.corpus_file_name)
     try:

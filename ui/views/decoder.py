@@ -7,17 +7,20 @@ from __future__ import annotations
 
 import streamlit as st
 
-from backend.analysis.decoder.massive import (
+from backend.analysis.activations.massive import (
     DecoderScan,
     TextMagnitudes,
     peak_state,
     scan_decoder,
     text_magnitudes,
 )
-from backend.analysis.decoder.sinks import SINK_THRESHOLD
+from backend.analysis.activations.sinks import SINK_THRESHOLD
 from backend.engine.corpus import Corpus
 from backend.engine.errors import IsoscopeError
 from backend.engine.models import LoadedModel
+from backend.engine.params import LLM_INT8_THRESHOLD as INT8
+from backend.engine.params import MASSIVE_ABS_THRESHOLD as ABS
+from backend.engine.params import MASSIVE_MEDIAN_RATIO as RATIO
 from backend.plots.decoder import (
     feature_token_figure,
     int8_figure,
@@ -55,9 +58,9 @@ def text_view(loaded: LoadedModel, text: str, max_length: int) -> TextMagnitudes
 def explain() -> None:
     explainer(
         "What is this / references",
-        """
+        f"""
 Decoder LLMs carry a few **massive activations** in their residual stream: single values of the hidden
-states with |h| > 100 and about 1000 × the median |h|, in a few fixed dimensions, on the first token and on
+states with |h| > {ABS:g} and about {RATIO:g} × the median |h|, in a few fixed dimensions, on the first token and on
 delimiters such as "." or "\\n". They appear after the first few layers, stay nearly constant until the last
 ones, and work as fixed biases: the attention to the tokens that carry them becomes an **attention sink**.
 They are a different thing from the rogue dimensions of encoders (a shifted *mean* over all tokens, see
@@ -159,10 +162,10 @@ def layers_tab(scan: DecoderScan) -> None:
     )
     explainer(
         "How to read it",
-        """
+        f"""
 Per hidden state (`emb`, 1 … L) over every token of the scanned texts: the three largest |h| (any token,
-any dim) and the median |h|, as in Sun et al.'s Figure 2. An activation is **massive** when |h| > 100 and
-|h| > 1000 × the median; the table counts them and says who carries them: the **first position** of a
+any dim) and the median |h|, as in Sun et al.'s Figure 2. An activation is **massive** when |h| > {ABS:g} and
+|h| > {RATIO:g} × the median; the table counts them and says who carries them: the **first position** of a
 text, a **delimiter** (punctuation or newline token) or another token. The median comes from a histogram of
 log10 |h| with 200 bins per decade (error below 1.2 %). transformers returns the *last* hidden state
 after the final norm, which is why the massive values vanish there.
@@ -267,11 +270,11 @@ def int8_tab(scan: DecoderScan) -> None:
         )
     explainer(
         "How to read it",
-        """
-Dettmers et al. (2022) call a hidden dimension an **outlier feature** when its magnitude is ≥ 6 in at least
+        f"""
+Dettmers et al. (2022) call a hidden dimension an **outlier feature** when its magnitude is ≥ {INT8:g} in at least
 25 % of the layers and at least 6 % of the sequence positions, measured at the inputs of the attention and
 FFN projections. Here the sites are the outputs of each layer's two norms; a dim *counts* at a site when
-|x| ≥ 6 on ≥ 6 % of the tokens. They report a phase shift near 6.7B parameters (from about 65 % to 100 % of
+|x| ≥ {INT8:g} on ≥ 6 % of the tokens. They report a phase shift near 6.7B parameters (from about 65 % to 100 % of
 layers affected, and zeroing the outliers halves top-1 accuracy), so small models are expected to have none.
 """,
     )

@@ -2,7 +2,7 @@
 for a vision or speech encoder): Sun et al.'s massive activations with the tokens that carry them,
 Darcet et al.'s high-norm tokens, and the patch norms over the image; for audio the same over each
 clip's own frames, drawn on a time axis under the waveform. The arithmetic is in
-backend.analysis.decoder.highnorm."""
+backend.analysis.activations.highnorm."""
 
 from __future__ import annotations
 
@@ -10,17 +10,20 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from backend.analysis.decoder.highnorm import (
+from backend.analysis.activations.highnorm import (
     HIGH_NORM_FACTOR,
     AudioScan,
     ImageScan,
     scan_audio,
     scan_images,
 )
-from backend.analysis.decoder.massive import peak_state
+from backend.analysis.activations.massive import peak_state
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction.media import model_view
 from backend.engine.models import LoadedModel
+from backend.engine.params import MASSIVE_ABS_THRESHOLD as ABS
+from backend.engine.params import MASSIVE_MEDIAN_RATIO as RATIO
+from backend.engine.params import massive_rule
 from backend.plots.decoder import magnitudes_by_layer_figure, massive_frame
 from backend.plots.highnorm import (
     audio_high_norm_frame,
@@ -59,11 +62,29 @@ def media_massive_view(loaded: LoadedModel, corpus) -> None:
     if loaded.layout.modality == "audio":
         audio_massive_view(loaded, corpus)
         return
+    explain()
+    chosen = scan_controls(loaded, corpus)
+    if chosen is None:
+        return
+    scan, state, thresholds = chosen
+    headline(loaded, scan, state, thresholds)
+    lazy_tabs(
+        ["Massive activations", "High-norm tokens", "On the image"],
+        (
+            lambda: massive_tab(scan),
+            lambda: high_norm_tab(scan, corpus, state, thresholds),
+            lambda: image_tab(loaded, corpus, scan, state, thresholds),
+        ),
+        key="massive_img_tab",
+    )
+
+
+def explain() -> None:
     explainer(
         "What is this / references",
         f"""
-**Massive activations** (Sun et al.): a few single values of the hidden states with |h| > 100 and about
-1000 × the median |h|, in fixed dims, carried by a few tokens. Sun et al. find them in CLIP ViT-L and in
+**Massive activations** (Sun et al.): a few single values of the hidden states with |h| > {ABS:g} and about
+{RATIO:g} × the median |h|, in fixed dims, carried by a few tokens. Sun et al. find them in CLIP ViT-L and in
 DINOv2-reg ViT-G, where the **register tokens** carry them. The statistics are the decoder page's; the
 carriers here are the [CLS], distillation, register and patch tokens.
 
@@ -77,6 +98,11 @@ each state's own scale). Tiny random models show neither: both appear with train
 Sources: {SOURCES}
 """,
     )
+
+
+def scan_controls(loaded: LoadedModel, corpus) -> tuple[ImageScan, int, np.ndarray] | None:
+    """The images to scan, the hidden state and the high-norm factor: (scan, state, each state's
+    high-norm threshold), or None when the model cannot be scanned (the error is shown)."""
     n_max = len(corpus.items)
     c1, c2, c3 = st.columns(3)
     n_images = c1.slider(
@@ -91,7 +117,7 @@ Sources: {SOURCES}
         scan = get_image_scan(loaded, corpus, int(n_images))
     except IsoscopeError as exc:
         st.error(f"**Cannot scan this model.** {exc}")
-        return
+        return None
     names = list(scan.massive.state_names)
     state_name = c2.select_slider(
         "Hidden state",
@@ -110,7 +136,14 @@ Sources: {SOURCES}
     )
     state = names.index(state_name)
     thresholds = scan.thresholds(float(factor))
+    return scan, state, thresholds
+
+
+def headline(loaded: LoadedModel, scan: ImageScan, state: int, thresholds: np.ndarray) -> None:
+    """The largest |h|, its ratio to the median and the high-norm share at the chosen state."""
     massive = scan.massive
+    names = list(massive.state_names)
+    state_name = names[state]
     peak = peak_state(massive)
     shares = scan.high_norm_share(thresholds)
     m1, m2, m3 = st.columns(3)
@@ -127,78 +160,80 @@ Sources: {SOURCES}
         f"({loaded.layout.describe()}) · {scan.seconds:.1f} s"
     )
 
-    def massive_tab() -> None:
-        fig = magnitudes_by_layer_figure(massive)
-        st.plotly_chart(fig, width="stretch", key="massive_img_layers_chart")
-        frame = massive_frame(massive)
-        st.dataframe(frame, hide_index=True, width="stretch")
-        download_buttons(
-            "massive_img_layers",
-            fig=fig,
-            frame=frame,
-            json_data=massive.layers(),
-            name="massive_activations_images",
-        )
-        st.caption(
-            "The *at …* columns count the massive activations (|h| > 100 and > 1000 × the median) "
-            "by the token that carries them; *token* names the largest one's ([CLS], [REGn] or "
-            "patch rRcC)."
-        )
 
-    def high_norm_tab() -> None:
-        fig_kind = norm_by_kind_figure(scan)
-        st.plotly_chart(fig_kind, width="stretch", key="massive_img_kind_chart")
-        fig_hist = norm_histogram(scan, state, float(thresholds[state]))
-        st.plotly_chart(fig_hist, width="stretch", key="massive_img_hist_chart")
-        frame = high_norm_frame(scan, thresholds)
-        st.dataframe(frame, hide_index=True, width="stretch")
-        download_buttons("massive_img_norms", fig=fig_kind, frame=frame, name="high_norm_tokens")
-        top = scan.top_patches(state, float(thresholds[state]))
-        if top:
-            st.markdown(f"**Highest-norm patches at {state_name}**")
-            st.dataframe(
-                [{"image file": corpus.texts[t["image"]]} | t for t in top],
-                hide_index=True,
-                width="stretch",
-            )
-        else:
-            st.caption(f"No patch is above {float(thresholds[state]):.2f} at {state_name}.")
+def massive_tab(scan: ImageScan) -> None:
+    massive = scan.massive
+    fig = magnitudes_by_layer_figure(massive)
+    st.plotly_chart(fig, width="stretch", key="massive_img_layers_chart")
+    frame = massive_frame(massive)
+    st.dataframe(frame, hide_index=True, width="stretch")
+    download_buttons(
+        "massive_img_layers",
+        fig=fig,
+        frame=frame,
+        json_data=massive.layers(),
+        name="massive_activations_images",
+    )
+    st.caption(
+        f"The *at …* columns count the massive activations ({massive_rule()}) "
+        "by the token that carries them; *token* names the largest one's ([CLS], [REGn] or "
+        "patch rRcC)."
+    )
 
-    def image_tab() -> None:
-        index = st.selectbox(
-            "Image",
-            range(scan.n_images),
-            format_func=lambda i: f"{i}: {corpus.texts[i]}",
-            key="massive_img_index",
-        )
-        try:
-            picture = get_model_view(loaded, corpus, int(index))
-        except IsoscopeError as exc:
-            st.error(str(exc))
-            return
-        patch_norms = scan.patch_norms(state, int(index))
-        fig = image_norm_overlay(
-            picture,
-            patch_norms,
-            float(thresholds[state]),
-            title=f"Patch norms at hidden state {state_name} (circled: > {thresholds[state]:.2f})",
-        )
-        st.plotly_chart(fig, width="stretch", key="massive_img_overlay_chart")
-        download_buttons("massive_img_overlay", fig=fig, name=f"patch_norms_image{int(index)}")
-        prefix = ", ".join(
-            f"{name} {scan.norms[state, int(index), i]:.2f}"
-            for i, name in enumerate(scan.token_names[: scan.prefix])
-        )
-        st.caption(
-            "The image after the processor's resize and crop, the grid of its patches coloured by "
-            "their hidden-state norm."
-            + (f" Prefix tokens (not on the image): {prefix}." if prefix else "")
-        )
 
-    lazy_tabs(
-        ["Massive activations", "High-norm tokens", "On the image"],
-        (massive_tab, high_norm_tab, image_tab),
-        key="massive_img_tab",
+def high_norm_tab(scan: ImageScan, corpus, state: int, thresholds: np.ndarray) -> None:
+    state_name = scan.massive.state_names[state]
+    fig_kind = norm_by_kind_figure(scan)
+    st.plotly_chart(fig_kind, width="stretch", key="massive_img_kind_chart")
+    fig_hist = norm_histogram(scan, state, float(thresholds[state]))
+    st.plotly_chart(fig_hist, width="stretch", key="massive_img_hist_chart")
+    frame = high_norm_frame(scan, thresholds)
+    st.dataframe(frame, hide_index=True, width="stretch")
+    download_buttons("massive_img_norms", fig=fig_kind, frame=frame, name="high_norm_tokens")
+    top = scan.top_patches(state, float(thresholds[state]))
+    if top:
+        st.markdown(f"**Highest-norm patches at {state_name}**")
+        st.dataframe(
+            [{"image file": corpus.texts[t["image"]]} | t for t in top],
+            hide_index=True,
+            width="stretch",
+        )
+    else:
+        st.caption(f"No patch is above {float(thresholds[state]):.2f} at {state_name}.")
+
+
+def image_tab(
+    loaded: LoadedModel, corpus, scan: ImageScan, state: int, thresholds: np.ndarray
+) -> None:
+    state_name = scan.massive.state_names[state]
+    index = st.selectbox(
+        "Image",
+        range(scan.n_images),
+        format_func=lambda i: f"{i}: {corpus.texts[i]}",
+        key="massive_img_index",
+    )
+    try:
+        picture = get_model_view(loaded, corpus, int(index))
+    except IsoscopeError as exc:
+        st.error(str(exc))
+        return
+    patch_norms = scan.patch_norms(state, int(index))
+    fig = image_norm_overlay(
+        picture,
+        patch_norms,
+        float(thresholds[state]),
+        title=f"Patch norms at hidden state {state_name} (circled: > {thresholds[state]:.2f})",
+    )
+    st.plotly_chart(fig, width="stretch", key="massive_img_overlay_chart")
+    download_buttons("massive_img_overlay", fig=fig, name=f"patch_norms_image{int(index)}")
+    prefix = ", ".join(
+        f"{name} {scan.norms[state, int(index), i]:.2f}"
+        for i, name in enumerate(scan.token_names[: scan.prefix])
+    )
+    st.caption(
+        "The image after the processor's resize and crop, the grid of its patches coloured by "
+        "their hidden-state norm."
+        + (f" Prefix tokens (not on the image): {prefix}." if prefix else "")
     )
 
 
@@ -240,8 +275,8 @@ def audio_massive_view(loaded: LoadedModel, corpus) -> None:
     explainer(
         "What is this / references",
         f"""
-**Massive activations** (Sun et al.): a few single values of the hidden states with |h| > 100 and about
-1000 × the median |h|, in fixed dims, carried by a few tokens (in LLMs the first token and delimiters).
+**Massive activations** (Sun et al.): a few single values of the hidden states with |h| > {ABS:g} and about
+{RATIO:g} × the median |h|, in fixed dims, carried by a few tokens (in LLMs the first token and delimiters).
 Here the tokens are audio frames, and the carriers are a clip's **first frame** and its other frames.
 
 **High-norm frames**: Darcet et al.'s high-norm patch tokens, asked of frames: a frame is *high-norm* when
@@ -313,7 +348,7 @@ Sources: {AUDIO_SOURCES}
             name="massive_activations_audio",
         )
         st.caption(
-            "The *at …* columns count the massive activations (|h| > 100 and > 1000 × the median) "
+            f"The *at …* columns count the massive activations ({massive_rule()}) "
             "by the frame that carries them; *token* is the largest one's frame start time."
         )
 

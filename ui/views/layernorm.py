@@ -7,7 +7,6 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from backend.analysis.geometry.projections import input_kind
 from backend.analysis.layernorm.ablation import has_mlm_checkpoint, parse_dims
 from backend.analysis.layernorm.params import (
     ROLE_LABELS,
@@ -37,6 +36,7 @@ from backend.plots.layernorm import (
 from ui.cached import ablation_report, cached, dim_sweep, outlier_dims_by_state
 from ui.charts import live_chart
 from ui.common import download_buttons, explainer, get_model, get_selection, media_corpus_for
+from ui.controls import interval_slider
 from ui.inputs import MEDIA_NOUN
 from ui.ranges import LN_K, LN_SHARE
 from ui.tabs import lazy_tabs
@@ -83,17 +83,8 @@ def choose_weights() -> tuple[str, float, float]:
         help="The random-init copy has the same architecture with fresh weights: every LayerNorm starts "
         "at γ = 1, β = 0, so nothing can be an outlier (the contrast of Godey et al.).",
     )
-    k = c2.slider(
-        "k (std from the LN's mean)", LN_K.low, LN_K.high, LN_K.default, LN_K.step, key="ln_k"
-    )
-    share = c3.slider(
-        "share of LNs that must flag a dim",
-        LN_SHARE.low,
-        LN_SHARE.high,
-        LN_SHARE.default,
-        LN_SHARE.step,
-        key="ln_share",
-    )
+    k = interval_slider(c2, "k (std from the LN's mean)", LN_K, "ln_k")
+    share = interval_slider(c3, "share of LNs that must flag a dim", LN_SHARE, "ln_share")
     return weights, k, share
 
 
@@ -261,7 +252,7 @@ the FFN, producing hidden state 3), `L3.pre_attn_ln` / `L3.pre_mlp_ln` and `fina
 
 def ablation_inputs(result: ExtractionResult, count: int):
     """The first ``count`` texts, or images / clips of the sidebar's folder."""
-    if input_kind(result) == "text":
+    if result.input_kind == "text":
         return tuple(result.texts[:count])
     return media_corpus_for(result, "ablate on them").head(count)
 
@@ -271,7 +262,7 @@ def ablation_lab(
 ) -> None:
     """Disable dimensions in chosen norms, against random dimensions (a form, then the report)."""
     st.subheader("Ablation lab: disable dimensions, compare with random dimensions")
-    KIND = input_kind(result)  # images / audio: no LM loss, no STS; the final-state cosine instead
+    KIND = result.input_kind  # images / audio: no LM loss, no STS; the final-state cosine instead
     texts_all = list(result.texts)
     UNIT = UNITS[KIND]
     selection = get_selection()
@@ -402,7 +393,7 @@ BERT-base wrecks MLM and GLUE (STS-B −44.1, MNLI −27.9 points) while random 
 def sweep_section(model: LoadedModel, result: ExtractionResult, found: LNOutliers) -> None:
     """Every dimension ablated alone in the default norms."""
     st.subheader("One dimension at a time")
-    UNIT = UNITS[input_kind(result)]
+    UNIT = UNITS[result.input_kind]
     s1, s2, s3 = st.columns(3)
     sweep_texts = s1.slider(UNIT, 2, 32, 8, key="ln_sweep_texts")
     sweep_len = s2.select_slider("Max tokens", [16, 32, 48, 64], value=32, key="ln_sweep_len")

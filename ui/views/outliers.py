@@ -13,7 +13,6 @@ from backend.analysis.geometry.outliers import (
     headline_dims,
     strongest_dims,
 )
-from backend.analysis.geometry.projections import input_kind
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult
 from backend.engine.models import LoadedModel
@@ -33,8 +32,9 @@ from ui.cached import (
     token_heatmap,
 )
 from ui.common import download_buttons, explainer
+from ui.controls import interval_slider
 from ui.links import state_index
-from ui.ranges import OUT_STAT
+from ui.ranges import OUT_STAT, OUT_THR_EXTREME, OUT_THR_Q, OUT_THR_VAR, OUT_THR_Z
 from ui.tabs import lazy_tabs
 
 
@@ -84,43 +84,12 @@ def criteria_controls() -> OutlierThresholds:
     """The four criteria's thresholds (sliders)."""
     st.subheader("Outlier criteria")
     c1, c2, c3, c4 = st.columns(4)
-    extreme_share = c1.slider(
-        "Extreme-index share ≥",
-        0.05,
-        1.0,
-        0.5,
-        0.05,
-        key="out_thr_extreme",
-        help="Luo et al.: share of tokens whose min or max sits in the dimension.",
+    extreme_share = interval_slider(c1, "Extreme-index share ≥", OUT_THR_EXTREME, "out_thr_extreme")
+    zscore_k = interval_slider(c2, "z-score of mean >", OUT_THR_Z, "out_thr_z")
+    quantile = interval_slider(
+        c3, "Median |value| > quantile", OUT_THR_Q, "out_thr_q", format="%.3f"
     )
-    zscore_k = c2.slider(
-        "z-score of mean >",
-        1.0,
-        10.0,
-        3.0,
-        0.5,
-        key="out_thr_z",
-        help="Timkey & van Schijndel: standard deviations from the average mean.",
-    )
-    quantile = c3.slider(
-        "Median |value| > quantile",
-        0.90,
-        0.999,
-        0.99,
-        0.001,
-        format="%.3f",
-        key="out_thr_q",
-        help="Macocco et al.: quantile of all |values| (token sample).",
-    )
-    variance_factor = c4.slider(
-        "Variance ≥ × average",
-        1.0,
-        20.0,
-        5.0,
-        0.5,
-        key="out_thr_var",
-        help="Rudman et al.: variance relative to the average over dimensions.",
-    )
+    variance_factor = interval_slider(c4, "Variance ≥ × average", OUT_THR_VAR, "out_thr_var")
     thresholds = OutlierThresholds(extreme_share, zscore_k, quantile, variance_factor)
     return thresholds
 
@@ -215,7 +184,7 @@ def text_view(
 ) -> None:
     """Every token of one text at the chosen hidden state (a fragment: the text number reruns
     only this view)."""
-    if input_kind(result) != "text":
+    if result.input_kind != "text":
         st.caption(
             "The per-text token view reads one text; for images and audio it is not built yet."
         )

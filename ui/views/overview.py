@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import streamlit as st
 
-from backend.analysis.decoder.massive import FirstPositionContrast, first_position_contrast
+from backend.analysis.activations.massive import FirstPositionContrast, first_position_contrast
 from backend.analysis.geometry.summaries import first_position_gap
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult

@@ -7,7 +7,6 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from backend.analysis.geometry.projections import input_kind
 from backend.analysis.positional.nope import NopeSettings
 from backend.analysis.positional.qk import METRICS, ROTATIONS
 from backend.analysis.positional.summaries import variance_slope_table
@@ -26,17 +25,17 @@ from backend.engine.models import LoadedModel, position_table
 from backend.plots import positional as plots
 from ui.cached import (
     cached,
+    decompose_text,
+    grid_probe,
     model_variance,
     outlier_dims_by_state,
-    patch_grid_probe,
     patch_similarities,
     patch_table,
-    position_probe,
     position_report,
-    position_weights,
+    position_table_weights,
+    probe_result,
     queries_keys,
     tupe_terms,
-    tupe_text,
     variance_lab,
 )
 from ui.common import download_buttons, explainer, load_or_stop, show_notices
@@ -107,8 +106,8 @@ def position_embeddings_tab() -> None:
     """Position table: cosine between positions, PCA, extreme dims, embedding LayerNorm (Luo et al.; BERT Busters)."""
     loaded, result = load_or_stop()
     # Whisper's encoder adds a table of frames (fixed sinusoids): the table views apply to it
-    frame_table = input_kind(result) == "audio" and position_table(loaded) is not None
-    if input_kind(result) != "text" and not frame_table:
+    frame_table = result.input_kind == "audio" and position_table(loaded) is not None
+    if result.input_kind != "text" and not frame_table:
         patch_table_view(loaded, result)
         return
     if frame_table:
@@ -143,7 +142,7 @@ Sources: {SOURCES["luo"]}; {SOURCES["busters"]}.
             )
     else:
         offset = position_offset(loaded)
-        usable = position_weights(loaded).shape[0] - offset
+        usable = position_table_weights(loaded).shape[0] - offset
         n = st.slider(
             "Positions shown",
             8,
@@ -311,7 +310,7 @@ Sources: {SOURCES["luo"]}; {SOURCES["vit"]}.
         settings = ProbeSettings(
             test_fraction=float(test_fraction), seed=int(seed), max_iter=int(iters)
         )
-        probe = patch_grid_probe(result, settings)
+        probe = grid_probe(result, settings)
     except IsoscopeError as exc:
         st.error(str(exc))
         return
@@ -333,10 +332,10 @@ Sources: {SOURCES["luo"]}; {SOURCES["vit"]}.
 def probe_tab() -> None:
     """Linear position probe per hidden state and its neuron contributions (Luo et al., section 4)."""
     loaded, result = load_or_stop()
-    if input_kind(result) == "image":
+    if result.input_kind == "image":
         grid_probe_view(result)
         return
-    if input_kind(result) == "audio":
+    if result.input_kind == "audio":
         fps = result.model.get("frames_per_second")
         st.caption(
             "Audio: a frame's position is its index in the clip"
@@ -383,7 +382,7 @@ Source: {SOURCES["luo"]}.
             max_iter=int(iters),
             exclude_special=bool(exclude_special),
         )
-        probe = position_probe(result, settings)
+        probe = probe_result(result, settings)
     except IsoscopeError as exc:
         st.error(str(exc))
     else:
@@ -517,7 +516,7 @@ Source: {SOURCES["tupe"]}.
             key="pos_tupe_text",
         )
         head = t2.number_input("Head", 0, summary.num_heads - 1, 0, key="pos_tupe_head")
-        one = tupe_text(loaded, texts[text_index], max_length)
+        one = decompose_text(loaded, texts[text_index], max_length)
         fig_heat = plots.tupe_heatmaps(one.terms, one.real, int(head), one.tokens)
         st.plotly_chart(fig_heat, width="stretch", key="pos_tupe_heat_chart")
         st.caption(f"This text: max |sum − real| = {one.max_abs_error:.2e}.")

@@ -15,7 +15,6 @@ from backend.analysis.geometry.projections import (
     TSNE_SLOW_POINTS,
     Projection,
     coordinates_frame,
-    input_kind,
     token_colour_options,
 )
 from backend.engine.errors import IsoscopeError
@@ -72,7 +71,7 @@ def controls(result: ExtractionResult) -> Points:
     c1, c2, c3, c4 = st.columns([1.1, 0.8, 0.8, 1.5])
     data_kind = c1.radio(
         "Points",
-        PROJ_DATA.options if input_kind(result) == "text" else PROJ_DATA.options[:1],
+        PROJ_DATA.options if result.input_kind == "text" else PROJ_DATA.options[:1],
         key="proj_data",
         horizontal=True,
         help="Token vectors from the extraction's random token sample, one mean-pooled vector per "

@@ -23,6 +23,7 @@ from backend.analysis.quant.sites import ROLE_LABELS, Site
 from backend.engine.corpus import Corpus
 from backend.engine.errors import IsoscopeError
 from backend.engine.models import LoadedModel, private_copy
+from backend.engine.params import massive_rule
 from backend.plots.quant import (
     STRIP_QUANTITIES,
     before_after_frame,
@@ -539,7 +540,7 @@ def table_tab(loaded: LoadedModel, corpus: Corpus, report: QuantReport) -> None:
     ]
     st.dataframe(frame, hide_index=True, width="stretch")
     st.caption(
-        "Massive-activation dims of the residual stream (|h| > 100 and > 1000 × the median): "
+        f"Massive-activation dims of the residual stream ({massive_rule()}): "
         + (", ".join(map(str, scan.massive_dims)) or "none")
         + f". Scheme columns: {', '.join(SCHEME_LABELS.values())}."
     )

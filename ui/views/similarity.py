@@ -27,9 +27,9 @@ from ui.cached import (
     Clip,
     outlier_dims_by_state,
     sense_sweeps,
-    sense_vectors,
     sts_scores,
     word_senses,
+    word_vectors,
 )
 from ui.common import download_buttons, explainer
 from ui.ranges import SIM_CLIP, SIM_POST, SIMILARITY_CLIP_MODES
@@ -182,7 +182,7 @@ def word_sense_section(loaded: LoadedModel, result: ExtractionResult) -> None:
         )
         return
     try:
-        vectors = sense_vectors(loaded, wic, result.settings.max_length, result.settings.batch_size)
+        vectors = word_vectors(loaded, wic, result.settings.max_length, result.settings.batch_size)
     except IsoscopeError as exc:
         st.error(f"**Cannot use these rows.** {exc}")
         return

@@ -183,10 +183,9 @@ def representation_similarity(
             "the two models tokenize the corpus differently, so CKA needs mean-pooled text "
             "vectors: pass both loaded models"
         )
-    from backend.analysis.geometry.projections import input_kind
     from backend.engine.extraction import mean_pooled
 
-    media = input_kind(result_a) != "text"
+    media = result_a.input_kind != "text"
     if media and inputs is None:
         raise InputError(
             "the two models cut these images or clips into different tokens, so CKA needs "

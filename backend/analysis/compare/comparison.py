@@ -46,7 +46,6 @@ from backend.analysis.compare.storage import (
     comparison_key,
 )
 from backend.analysis.geometry.isotropy import N_PAIRS, PAIR_SEED
-from backend.analysis.geometry.projections import input_kind
 from backend.engine.errors import InputError
 
 if TYPE_CHECKING:  # type hints only: importing them would pull in torch
@@ -269,10 +268,10 @@ def compare(
         if ln is None and dims_comparable(a, b):  # (different widths are noted above)
             notes.append(f"no LayerNorm comparison: {reason}")
     sts_a = sts_b = None
-    if pairs is not None and input_kind(result_a) != "text":
+    if pairs is not None and result_a.input_kind != "text":
         raise InputError(
             "STS by state compares sentence pairs, and this comparison read "
-            f"{input_kind(result_a)} inputs; leave the pairs out"
+            f"{result_a.input_kind} inputs; leave the pairs out"
         )
     if pairs is not None and loaded_a is not None and loaded_b is not None:
         max_length = result_a.settings.max_length

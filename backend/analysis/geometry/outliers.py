@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from backend.engine.params import Interval
+
 if TYPE_CHECKING:  # type hints only: importing them would pull in torch
     from backend.engine.extraction import ExtractionResult
 
@@ -33,24 +35,49 @@ CRITERION_LABELS = {
 }
 
 
+# The four thresholds, declared once: the defaults of :class:`OutlierThresholds`, the Outlier
+# page's sliders and the values its links carry (ui/ranges.py).
+EXTREME_SHARE = Interval(
+    0.05, 1.0, 0.5, step=0.05, name="extreme_share",
+    help="Luo et al.: share of tokens whose min or max sits in the dimension.",
+    citation="Luo, Kulmizev & Mao 2021, arXiv 2011.04393",
+)  # fmt: skip
+ZSCORE_K = Interval(
+    1.0, 10.0, 3.0, step=0.5, name="zscore_k",
+    help="Timkey & van Schijndel: standard deviations from the average mean.",
+    citation="Timkey & van Schijndel 2021, arXiv 2109.04404",
+)  # fmt: skip
+QUANTILE = Interval(
+    0.90, 0.999, 0.99, step=0.001, name="quantile",
+    help="Macocco et al.: quantile of all |values| (token sample).",
+    citation="Macocco et al. 2025 (METHODS.md section 1)",
+)  # fmt: skip
+VARIANCE_FACTOR = Interval(
+    1.0, 20.0, 5.0, step=0.5, name="variance_factor",
+    help="Rudman et al.: variance relative to the average over dimensions.",
+    citation="Rudman et al. 2023 (METHODS.md section 1)",
+)  # fmt: skip
+
+
 @dataclass(frozen=True)
 class OutlierThresholds:
-    """Thresholds of the four criteria (the dashboard's sliders)."""
+    """Thresholds of the four criteria (the dashboard's sliders), defaults from the declarations
+    above (not checked against their ranges: an analysis may ask for a stricter rule)."""
 
-    extreme_share: float = 0.5
-    zscore_k: float = 3.0
-    quantile: float = 0.99
-    variance_factor: float = 5.0
+    extreme_share: float = EXTREME_SHARE.default
+    zscore_k: float = ZSCORE_K.default
+    quantile: float = QUANTILE.default
+    variance_factor: float = VARIANCE_FACTOR.default
 
 
 def extreme_index_outliers(
-    argmin_freq: np.ndarray, argmax_freq: np.ndarray, threshold: float = 0.5
+    argmin_freq: np.ndarray, argmax_freq: np.ndarray, threshold: float = EXTREME_SHARE.default
 ) -> np.ndarray:
     """Dims that hold the min or the max of at least ``threshold`` of all tokens (Luo et al.)."""
     return np.flatnonzero((argmin_freq >= threshold) | (argmax_freq >= threshold))
 
 
-def zscore_outliers(mean: np.ndarray, k: float = 3.0) -> np.ndarray:
+def zscore_outliers(mean: np.ndarray, k: float = ZSCORE_K.default) -> np.ndarray:
     """Dims whose mean lies more than ``k`` standard deviations from the mean of the means."""
     spread = mean.std()
     if spread == 0:
@@ -58,7 +85,7 @@ def zscore_outliers(mean: np.ndarray, k: float = 3.0) -> np.ndarray:
     return np.flatnonzero(np.abs(mean - mean.mean()) > k * spread)
 
 
-def quantile_outliers(vectors: np.ndarray, q: float = 0.99) -> np.ndarray:
+def quantile_outliers(vectors: np.ndarray, q: float = QUANTILE.default) -> np.ndarray:
     """Dims whose median |value| exceeds the ``q``-quantile of all |values| (tokens x dims)."""
     magnitude = np.abs(np.asarray(vectors, dtype=np.float64))
     if magnitude.size == 0:
@@ -66,7 +93,7 @@ def quantile_outliers(vectors: np.ndarray, q: float = 0.99) -> np.ndarray:
     return np.flatnonzero(np.median(magnitude, axis=0) > np.quantile(magnitude, q))
 
 
-def variance_outliers(variance: np.ndarray, factor: float = 5.0) -> np.ndarray:
+def variance_outliers(variance: np.ndarray, factor: float = VARIANCE_FACTOR.default) -> np.ndarray:
     """Dims whose variance is at least ``factor`` times the average variance across dims."""
     avg = variance.mean()
     if avg == 0:

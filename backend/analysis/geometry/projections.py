@@ -77,18 +77,19 @@ AUDIO_COLOURS: dict[str, str] = {
 
 
 def input_kind(result) -> str:
-    """``text``, ``image`` or ``audio``: what the extraction read."""
-    return (result.extra or {}).get("inputs", {}).get("kind", "text")
+    """Deprecated: :attr:`ExtractionResult.input_kind`. Kept only so that branches written before
+    the move still import it; nothing here calls it (remove once every branch is merged)."""
+    return result.input_kind
 
 
 def token_colour_options(result) -> dict[str, str]:
     """The token-sample colourings that apply to this result's inputs."""
-    return {"image": IMAGE_COLOURS, "audio": AUDIO_COLOURS}.get(input_kind(result), TOKEN_COLOURS)
+    return {"image": IMAGE_COLOURS, "audio": AUDIO_COLOURS}.get(result.input_kind, TOKEN_COLOURS)
 
 
 def media_colouring(result, sample_tokens, by: str) -> Colouring:
     """Colours of sampled patches or frames (``sample_tokens``: rows of ``result.tokens``)."""
-    kind = input_kind(result)
+    kind = result.input_kind
     options = IMAGE_COLOURS if kind == "image" else AUDIO_COLOURS
     if by not in options:
         raise InputError(f"unknown colouring {by!r}; choose one of: {', '.join(options)}")

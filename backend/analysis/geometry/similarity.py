@@ -40,12 +40,12 @@ from backend.engine.errors import InputError, UnsupportedModelError
 from backend.engine.extraction import ExtractionResult, forward_batches, mean_pooled, tokenize
 from backend.engine.models import LoadedModel
 from backend.engine.naming import hidden_state_names
+from backend.engine.params import MAX_FILE_BYTES  # the one limit of every file a user gives
 from backend.engine.progress import Progress
 
 ASSETS_DIR = assets_dir()
 STS_SAMPLE = ASSETS_DIR / "sts_sample.csv"
 WIC_EXAMPLES = ASSETS_DIR / "wic_examples.csv"
-MAX_FILE_BYTES = 20 * 1024 * 1024
 MAX_ROWS = 20_000
 PAIR_COLUMNS = ("sentence1", "sentence2", "score")
 WIC_COLUMNS = ("word", "context1", "context2", "same_sense")

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from backend.analysis.decoder.sinks import eager_attention
+from backend.analysis.activations.sinks import eager_attention
 from backend.engine.arch import blocks_of, position_kind
 from backend.engine.device import to_numpy
 from backend.engine.errors import InputError, UnsupportedModelError

@@ -9,6 +9,7 @@ import numpy as np
 
 from backend.engine.errors import InputError
 from backend.engine.naming import hidden_state_names
+from backend.engine.params import BATCH_SIZE, MAX_LENGTH, SAMPLE_SIZE, TOKEN_BUDGET
 
 # 2: device statistics, token-budget batches, a hash-priority token sample (partition-independent),
 #    exclude_first, a byte budget for the sample.
@@ -26,29 +27,18 @@ class ExtractionSettings:
     (S x k x d x 4 bytes) stays within it; ``k`` = min(sample_size, what fits, tokens).
     """
 
-    max_length: int = 128
-    batch_size: int = 32
-    sample_size: int = 8000
+    max_length: int = MAX_LENGTH.default
+    batch_size: int = BATCH_SIZE.default
+    sample_size: int = SAMPLE_SIZE.default
     seed: int = 0
     exclude_special: bool = False
     exclude_first: bool = False
-    token_budget: int = 8192
+    token_budget: int = TOKEN_BUDGET.default
     sample_budget_bytes: int = 1 << 30
 
     def __post_init__(self) -> None:
-        if not 2 <= self.max_length <= 8192:
-            raise InputError(f"max length must be between 2 and 8192 tokens, got {self.max_length}")
-        if not 1 <= self.batch_size <= 4096:
-            raise InputError(f"batch size must be between 1 and 4096, got {self.batch_size}")
-        if not 2 <= self.sample_size <= 1_000_000:
-            raise InputError(
-                f"sample size must be between 2 and 1,000,000 tokens, got {self.sample_size}"
-            )
-        if not 1 <= self.token_budget <= 1 << 24:
-            raise InputError(
-                f"token budget must be between 1 and {1 << 24:,} padded tokens per batch, "
-                f"got {self.token_budget}"
-            )
+        for param in (MAX_LENGTH, BATCH_SIZE, SAMPLE_SIZE, TOKEN_BUDGET):
+            param.check(getattr(self, param.name))
         if not 1 << 10 <= self.sample_budget_bytes <= 1 << 40:
             raise InputError(
                 "the token-sample memory budget must be between 1 KiB and 1 TiB, "
@@ -128,6 +118,11 @@ class ExtractionResult:
     tokens: TokenTable
     seconds: float = 0.0
     extra: dict = field(default_factory=dict)
+
+    @property
+    def input_kind(self) -> str:
+        """``text``, ``image`` or ``audio``: what the extraction read."""
+        return (self.extra or {}).get("inputs", {}).get("kind", "text")
 
     @property
     def num_states(self) -> int:

@@ -11,7 +11,11 @@ import numpy as np
 
 from backend.engine.errors import InputError, IsoscopeError
 from backend.engine.inputs import KIND_NOUNS
+from backend.engine.params import MASSIVE_ABS_THRESHOLD, MASSIVE_MEDIAN_RATIO
 from backend.share.report.model import SECTION_TITLES, SOURCES, ReportSettings, Section
+
+# Sun et al.'s rule as the report writes it: "max(100, 1000 x median)"
+MASSIVE_MAX = f"max({MASSIVE_ABS_THRESHOLD:g}, {MASSIVE_MEDIAN_RATIO:g} x median)"
 
 # ----------------------------------------------------------------------------- formatting
 
@@ -71,9 +75,7 @@ class Context:
     @property
     def kind(self) -> str:
         """``text``, ``image`` or ``audio``: what the analysis read."""
-        from backend.analysis.geometry.projections import input_kind
-
-        return input_kind(self.result)
+        return self.result.input_kind
 
     def once(self, name: str, compute: Callable[[], Any]) -> Any:
         if name not in self.cache:
@@ -182,9 +184,7 @@ def _outliers(ctx: Context) -> Section:
 
 
 def _anisotropy(ctx: Context) -> Section:
-    import plotly.graph_objects as go
-
-    from backend.plots.overview import anisotropy_line
+    from backend.plots.overview import anisotropy_with_lines
 
     r = ctx.result
     names = r.state_names
@@ -236,18 +236,9 @@ def _anisotropy(ctx: Context) -> Section:
             f"IsoScore (1 = variance spread evenly over all directions) is {_num(finite.min(), 2)}–"
             f"{_num(finite.max(), 2)} across hidden states."
         )
-    fig = anisotropy_line(names, raw, name="raw")
-    fig.add_trace(
-        go.Scatter(
-            x=list(names),
-            y=[float(v) for v in clipped],
-            mode="lines+markers",
-            name="outlier dims zeroed",
-            line=dict(dash="dash"),
-        )
+    sec.figures.append(
+        anisotropy_with_lines(names, raw, [(clipped, "outlier dims zeroed", "dash")])
     )
-    fig.update_layout(legend=dict(orientation="h", y=-0.25))
-    sec.figures.append(fig)
     at = with_dims[-1] if with_dims else None
     if at is not None:
         sec.figures.append(_clip_projection(ctx, at, dims_by_state[at]))
@@ -490,7 +481,7 @@ def _similarity(ctx: Context) -> Section:
 
 def _decoder(ctx: Context) -> Section:
     """Massive activations (Sun et al. 2024) and attention sinks (Xiao et al. 2023; Gu et al. 2024's
-    alpha) from :func:`backend.analysis.decoder.massive.scan_decoder`, when this build has it."""
+    alpha) from :func:`backend.analysis.activations.massive.scan_decoder`, when this build has it."""
     sec = Section("decoder", SECTION_TITLES["decoder"], source=SOURCES["decoder"])
     loaded = ctx.loaded
     if not loaded.info.is_causal:
@@ -500,11 +491,11 @@ def _decoder(ctx: Context) -> Section:
         )
         return sec
     try:
-        from backend.analysis.decoder.massive import peak_state, scan_decoder
+        from backend.analysis.activations.massive import peak_state, scan_decoder
     except ImportError as exc:
         if getattr(exc, "name", "") not in (
-            "backend.analysis.decoder.massive",
-            "backend.analysis.decoder.sinks",
+            "backend.analysis.activations.massive",
+            "backend.analysis.activations.sinks",
         ):
             raise
         sec.skipped = "this isoscope build has no massive-activation or attention-sink analysis"
@@ -533,7 +524,7 @@ def _decoder(ctx: Context) -> Section:
         sec.findings.append(
             f"Massive activations: the largest |h| is {top:,.1f} at state {names[s]} ({where}), "
             f"{ratio[s]:,.0f}x that state's median |h| of {m.median_abs[s]:.3g}; "
-            f"{int(m.n_massive[s]):,} activations there exceed max(100, 1000 x median), "
+            f"{int(m.n_massive[s]):,} activations there exceed {MASSIVE_MAX}, "
             f"{_pct(int(carriers.get('first', 0)) / total)} on the first token and "
             f"{_pct(int(carriers.get('delimiter', 0)) / total)} on delimiters."
         )
@@ -542,7 +533,7 @@ def _decoder(ctx: Context) -> Section:
         )
     else:
         sec.findings.append(
-            f"No massive activations (|h| > max(100, 1000 x median)) at any state; the largest |h| is "
+            f"No massive activations (|h| > {MASSIVE_MAX}) at any state; the largest |h| is "
             f"{top:,.2f} at state {names[s]} ({where}), {ratio[s]:,.0f}x its median."
         )
     if scan.sinks is not None:
@@ -560,52 +551,10 @@ def _decoder(ctx: Context) -> Section:
         )
     sec.notes.extend(scan.notes)
     sec.notes.append(f"Measured on the first {len(texts)} texts of the corpus.")
-    sec.figures.append(_massive_figure(m, scan.sinks))
+    from backend.plots.decoder import massive_summary_figure
+
+    sec.figures.append(massive_summary_figure(m, scan.sinks))
     return sec
-
-
-def _massive_figure(m, sinks):
-    """Top |h| and median |h| per hidden state (log scale); sink share per layer when measured."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-
-    from backend.plots.axes import log_axis
-
-    names = list(m.state_names)
-    cols = 2 if sinks is not None else 1
-    fig = make_subplots(
-        rows=1,
-        cols=cols,
-        subplot_titles=["largest and median |h| per hidden state"]
-        + (["share of heads that are attention sinks"] if sinks is not None else []),
-    )
-    fig.add_trace(
-        go.Scatter(x=names, y=m.top_value[:, 0], mode="lines+markers", name="largest |h|"),
-        row=1,
-        col=1,
-    )
-    fig.add_trace(
-        go.Scatter(
-            x=names, y=m.median_abs, mode="lines+markers", name="median |h|", line=dict(dash="dot")
-        ),
-        row=1,
-        col=1,
-    )
-    log_axis(fig, "y", row=1, col=1).update_yaxes(title_text="|h|", row=1, col=1)
-    if sinks is not None:
-        fig.add_trace(
-            go.Bar(
-                x=[str(i + 1) for i in range(len(sinks.share_per_layer))],
-                y=sinks.share_per_layer,
-                name="sink share",
-            ),
-            row=1,
-            col=2,
-        )
-        fig.update_yaxes(range=[0, 1], title_text="share of heads", row=1, col=2)
-    fig.update_xaxes(type="category", title_text="hidden state / layer")
-    fig.update_layout(height=360, margin=dict(l=50, r=20, t=50, b=40))
-    return fig
 
 
 BUILDERS: dict[str, Callable[[Context], Section]] = {

@@ -58,8 +58,8 @@ def test_colour_threshold_state_and_text_changes(monkeypatch):
         raise AssertionError("recomputed on a colour change")
 
     with monkeypatch.context() as patched:
-        patched.setattr("ui.cached.criteria_by_state", boom)
-        patched.setattr("ui.cached.encode_text", boom)
+        patched.setattr("backend.analysis.geometry.outliers.criteria_by_state", boom)
+        patched.setattr("backend.engine.extraction.encode_text", boom)
         patched.setattr("backend.engine.extraction.extract", boom)
         for stat in ("|mean|", "variance", "argmin share", "argmax share"):
             at.radio(key="out_stat").set_value(stat).run()

@@ -195,6 +195,42 @@ def test_the_quantization_pages_controls_travel_in_the_link():
     assert _params(encoder)["quant_pairs"] == "bundled sample pairs"
 
 
+def test_the_outlier_thresholds_travel_in_the_link():
+    """The four criteria's sliders are built from their backend declarations
+    (backend.analysis.geometry.outliers), which is also what a link's values are checked against."""
+    from backend.analysis.geometry import outliers
+
+    link = {
+        "page": "outliers",
+        "model": "random:bert:layers=2,width=32,heads=2,seed=0",
+        "corpus": "paste",
+        "texts": "A cat sat on the mat.\nThe river bank was muddy.\nRates rose again.",
+        "out_thr_extreme": "0.7",
+        "out_thr_z": "4.5",
+        "out_thr_q": "0.95",
+        "out_thr_var": "2.5",
+    }
+    at = open_link(**link)
+    assert [t.value for t in at.title] == ["Outlier dimensions"]
+    for key, declared, value in (
+        ("out_thr_extreme", outliers.EXTREME_SHARE, 0.7),
+        ("out_thr_z", outliers.ZSCORE_K, 4.5),
+        ("out_thr_q", outliers.QUANTILE, 0.95),
+        ("out_thr_var", outliers.VARIANCE_FACTOR, 2.5),
+    ):
+        slider = at.slider(key=key)
+        assert (slider.min, slider.max, slider.step) == (declared.low, declared.high, declared.step)
+        assert slider.value == pytest.approx(value)
+    assert not [w for w in at.warning if "link" in w.value]
+    params = _params(at)
+    assert {k: params[k] for k in link if k.startswith("out_thr")} == {
+        k: v for k, v in link.items() if k.startswith("out_thr")
+    }
+    bad = open_link(**(link | {"out_thr_z": "50"}))
+    assert any("out_thr_z" in w.value for w in bad.warning)
+    assert bad.slider(key="out_thr_z").value == outliers.ZSCORE_K.default
+
+
 TINY_VIT = "random:vit:layers=2,width=32,heads=2"
 
 

@@ -33,7 +33,7 @@ def test_analyze_writes_the_json_contract(run_analyze, tiny_bert_dir, texts_file
         "cpu",
         "--max-length",
         "32",
-        "--pairs",
+        "--n-pairs",
         "300",
         "--seed",
         "1",
@@ -82,6 +82,8 @@ def test_analyze_writes_the_json_contract(run_analyze, tiny_bert_dir, texts_file
     )
     assert again.returncode == 0, again.stderr
     assert json.loads(out2.read_text())["layers"] == layers
+    # the second run spelled the count the old way: still read, with a note naming --n-pairs
+    assert "--pairs is deprecated here, use --n-pairs" in again.stderr
 
 
 def make_pickle_only(src: Path, dst: Path) -> Path:

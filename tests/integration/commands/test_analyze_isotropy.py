@@ -30,7 +30,7 @@ def test_analyze_json_has_the_isotropy_keys(run_analyze, tiny_bert_dir, texts_fi
         str(out),
         "--device",
         "cpu",
-        "--pairs",
+        "--n-pairs",
         "500",
         "--histogram-bins",
         "20",

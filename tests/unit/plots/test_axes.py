@@ -13,12 +13,11 @@ import pytest
 
 from backend.analysis.positional.nope import VarianceCurves
 from backend.plots.axes import LOG_AXIS, log_axis
-from backend.plots.decoder import magnitudes_by_layer_figure
+from backend.plots.decoder import magnitudes_by_layer_figure, massive_summary_figure
 from backend.plots.highnorm import norm_histogram
 from backend.plots.positional import variance_plot
 from backend.plots.quant import scheme_figure
-from backend.share.report.prose import _massive_figure
-from tests.unit.analysis.decoder.test_highnorm import planted_scan
+from tests.unit.analysis.activations.test_highnorm import planted_scan
 from tests.unit.plots.test_quant import _report
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -64,7 +63,7 @@ FIGURES = {
     "variance vs position (attention)": lambda: variance_plot(_curves(), "attn"),
     "variance vs position (residual)": lambda: variance_plot(_curves(), "resid"),
     "quantization schemes": lambda: scheme_figure(_report("kl")),
-    "report: massive activations": lambda: _massive_figure(planted_scan().massive, None),
+    "report: massive activations": lambda: massive_summary_figure(planted_scan().massive, None),
 }
 EXPECTED_LOG_AXES = {
     "massive activations by layer": {"yaxis"},

@@ -1,7 +1,7 @@
 """Figures and tables of the Massive activations & sinks page (backend/plots/decoder.py), on small
 hand-made statistics: one text whose first token carries |h| = 500 in dim 2 at the last state,
 two layers of heads of which the first layer's are sinks, and dim 1 an LLM.int8 outlier feature
-at every site. (The by-layer line: tests/unit/analysis/decoder/test_massive.py.)"""
+at every site. (The by-layer line: tests/unit/analysis/activations/test_massive.py.)"""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from backend.analysis.decoder.int8 import SITE_SHARE, Int8Stats
-from backend.analysis.decoder.massive import TextMagnitudes
-from backend.analysis.decoder.sinks import SINK_THRESHOLD, SinkStats, sink_share
+from backend.analysis.activations.int8 import SITE_SHARE, Int8Stats
+from backend.analysis.activations.massive import TextMagnitudes
+from backend.analysis.activations.sinks import SINK_THRESHOLD, SinkStats, sink_share
 from backend.plots.decoder import (
     feature_token_figure,
     first_position_figure,

@@ -13,7 +13,7 @@ from backend.plots.highnorm import (
     norm_by_kind_figure,
     norm_histogram,
 )
-from tests.unit.analysis.decoder.test_highnorm import planted_scan
+from tests.unit.analysis.activations.test_highnorm import planted_scan
 
 
 def test_figures_and_frames():

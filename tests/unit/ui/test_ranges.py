@@ -1,32 +1,9 @@
-"""ui.ranges: the declarations parse link values, check their defaults, and are what links read."""
+"""ui.ranges: the page declarations are what links read, and a backend parameter is its own declaration
+(the types are tested in tests/unit/engine/test_params.py)."""
 
 from __future__ import annotations
 
-import pytest
-
 from ui import links, ranges
-from ui.ranges import Interval, Options
-
-
-def test_options_parse_by_string_and_index_of_the_default():
-    lengths = Options((16, 32, 64), 32)
-    assert lengths.parse("64") == 64 and lengths.index == 1
-    assert Options(("a", "b")).index == 0
-    with pytest.raises(ValueError):
-        lengths.parse("48")
-    with pytest.raises(ValueError, match="not one of"):
-        Options(("a",), "b")
-
-
-def test_interval_parses_inside_its_bounds_only():
-    seed = Interval(0, 10_000, 0, integer=True)
-    assert seed.parse("42") == 42 and isinstance(seed.parse("42"), int)
-    for bad in ("-1", "10001", "4.5", "x"):
-        with pytest.raises(ValueError):
-            seed.parse(bad)
-    assert Interval(1.0, 8.0, 3.0, 0.5).parse("8") == 8.0
-    with pytest.raises(ValueError, match="outside"):
-        Interval(1.0, 8.0, 9.0)
 
 
 def test_links_read_the_page_declarations():
@@ -36,3 +13,17 @@ def test_links_read_the_page_declarations():
     assert ranges.LINK_CONTROLS["layernorm"]["ln_k"] is ranges.LN_K
     assert ranges.post_options(include_none=False) == ranges.PROJ_POST.options
     assert "none" in ranges.ANISO_POST.options
+
+
+def test_the_backend_declarations_are_the_widgets_and_travel_in_links():
+    """A parameter the backend reads is declared there once: the page's widget and the link use
+    that declaration itself, not a copy with its own range."""
+    from backend.analysis.geometry import outliers
+    from backend.analysis.quant.params import KEEP_K, SMOOTHQUANT_ALPHA
+
+    assert ranges.QUANT_KEEP is KEEP_K and ranges.QUANT_ALPHA is SMOOTHQUANT_ALPHA
+    out = ranges.LINK_CONTROLS["outliers"]
+    assert out["out_thr_extreme"] is outliers.EXTREME_SHARE
+    assert out["out_thr_z"] is outliers.ZSCORE_K
+    assert out["out_thr_q"] is outliers.QUANTILE
+    assert out["out_thr_var"] is outliers.VARIANCE_FACTOR

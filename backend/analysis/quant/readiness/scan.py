@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from backend.analysis.decoder.massive import ABS_THRESHOLD, MEDIAN_RATIO
+from backend.analysis.activations.massive import ABS_THRESHOLD, MEDIAN_RATIO
 from backend.analysis.quant.sites import Site, SiteMap, discover_sites, find_blocks
 from backend.engine.errors import InputError
 from backend.engine.extraction import (

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from backend.analysis.decoder.massive import scan_decoder, text_magnitudes
+from backend.analysis.activations.massive import scan_decoder, text_magnitudes
 from backend.engine.extraction import tokenize
 from backend.engine.models import load_model
 
@@ -121,7 +121,7 @@ def test_random_like_copy_of_a_llama_loads(tiny_llama_dir):
 
 
 def test_first_position_contrast_on_a_planted_first_token(llama):
-    from backend.analysis.decoder.massive import first_position_contrast
+    from backend.analysis.activations.massive import first_position_contrast
     from backend.engine.corpus import corpus_from_text
     from backend.engine.errors import InputError
     from backend.engine.extraction import ExtractionSettings, extract

@@ -6,7 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-from backend.analysis.decoder.sinks import SinkAccumulator, eager_attention, sink_alpha, sink_share
+from backend.analysis.activations.sinks import (
+    SinkAccumulator,
+    eager_attention,
+    sink_alpha,
+    sink_share,
+)
 
 
 def _causal_uniform(b: int, h: int, t: int) -> torch.Tensor:

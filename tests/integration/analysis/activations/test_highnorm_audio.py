@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from backend.analysis.decoder.highnorm import scan_audio
+from backend.analysis.activations.highnorm import scan_audio
 from backend.engine.errors import InputError
 from backend.engine.inputs import load_media_folder
 from backend.engine.models import load_model

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from backend.analysis.decoder.highnorm import scan_images
+from backend.analysis.activations.highnorm import scan_images
 from backend.engine.errors import InputError
 from backend.engine.extraction.media import media_forward, model_view, prepare_media
 from backend.engine.inputs import load_media_folder

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from backend.analysis.decoder.massive import scan_decoder
+from backend.analysis.activations.massive import scan_decoder
 from backend.engine.gguf import SMOLLM2_SOURCE, bundled_gguf_path, converted_folder
 from backend.engine.models import load_model
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from backend.analysis.decoder.loghist import (
+from backend.analysis.activations.loghist import (
     BINS_PER_DECADE,
     LOG_HI,
     LOG_LO,

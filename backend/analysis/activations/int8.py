@@ -31,10 +31,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from backend.analysis.decoder.loghist import N_BINS, log_histogram, median_from_histogram
+from backend.analysis.activations.loghist import N_BINS, log_histogram, median_from_histogram
 from backend.engine.device import to_numpy
+from backend.engine.params import LLM_INT8_THRESHOLD
 
-MAGNITUDE = 6.0
+MAGNITUDE = LLM_INT8_THRESHOLD  # |x| >= 6 (Dettmers et al. 2022)
 TOKEN_SHARE = 0.06
 SITE_SHARE = 0.25
 UNIT_MEDIAN = 0.6745  # median |z| of a standard normal: a unit-scale site

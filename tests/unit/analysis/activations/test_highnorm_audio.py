@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from backend.analysis.decoder.highnorm import AUDIO_CARRIERS, AudioScan, frame_kind
-from backend.analysis.decoder.massive import MassiveAccumulator
+from backend.analysis.activations.highnorm import AUDIO_CARRIERS, AudioScan, frame_kind
+from backend.analysis.activations.massive import MassiveAccumulator
 from backend.engine.errors import InputError
 
 FRAMES = (4, 2, 3)  # three clips' own frames

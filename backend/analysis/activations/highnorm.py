@@ -3,15 +3,13 @@
 - Sun, Chen, Kolter & Liu 2024 (arXiv 2402.17762, section 5) find the massive activations of
   LLMs in CLIP ViT-L and DINOv2-reg ViT-G too: a few values with |h| > 100 and ~1000 x the median,
   in fixed dims, carried by a few tokens (the register tokens of DINOv2-reg). The statistics are
-  the decoder's (:class:`backend.analysis.decoder.massive.MassiveAccumulator`); only the carriers
+  the decoder's (:class:`backend.analysis.activations.massive.MassiveAccumulator`); only the carriers
   differ: [CLS], distillation, register or patch tokens instead of first / delimiter / other.
 - Darcet, Oquab, Mairal & Bojanowski 2024, *Vision Transformers Need Registers* (arXiv
   2309.16588): large ViTs grow a few **high-norm patch tokens** (L2 norm > ~150 at the output of
   ViT-L/g, about 2 % of the patches, in background areas) that hold global information; extra
   register tokens take that role and the patches become normal. Shown: the per-token L2 norm of
   every hidden state, the share of patches above a threshold, and the norms drawn over the image.
-
-The package name is historical: these are encoder phenomena found in decoders first.
 """
 
 from __future__ import annotations
@@ -22,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from backend.analysis.decoder.massive import MassiveAccumulator, MassiveStats
+from backend.analysis.activations.massive import MassiveAccumulator, MassiveStats
 from backend.engine.device import to_numpy
 from backend.engine.errors import InputError
 from backend.engine.extraction.media import MediaTokens, media_forward, prepare_media
@@ -121,7 +119,7 @@ def scan_images(
     batch_size: int = 16,
     progress: Progress | None = None,
 ) -> ImageScan:
-    """Massive activations (exact median, as :func:`backend.analysis.decoder.massive.scan_decoder`:
+    """Massive activations (exact median, as :func:`backend.analysis.activations.massive.scan_decoder`:
     a second pass) and every token's norm, over ``items`` through the extraction's forward pass."""
     layout: InputLayout = loaded.layout
     if layout.modality != "image" or not layout.grid:

@@ -29,8 +29,8 @@ token of the corpus, first position included:
 
 :func:`scan_decoder` runs the model over the corpus (eager attention, hidden states and norm
 hooks together, then the hidden states once more for the exact median) and returns massive
-activations, attention sinks (``backend.analysis.decoder.sinks``) and LLM.int8-style outlier features
-(``backend.analysis.decoder.int8``) in one :class:`DecoderScan`.
+activations, attention sinks (``backend.analysis.activations.sinks``) and LLM.int8-style outlier features
+(``backend.analysis.activations.int8``) in one :class:`DecoderScan`.
 """
 
 from __future__ import annotations
@@ -44,8 +44,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from backend.analysis.decoder.int8 import Int8Accumulator, Int8Stats
-from backend.analysis.decoder.loghist import (
+from backend.analysis.activations.int8 import Int8Accumulator, Int8Stats
+from backend.analysis.activations.loghist import (
     BINS_PER_DECADE,
     LOG_LO,
     N_BINS,
@@ -54,7 +54,7 @@ from backend.analysis.decoder.loghist import (
     median_bin,
     median_from_histogram,
 )
-from backend.analysis.decoder.sinks import SinkAccumulator, SinkStats, eager_attention
+from backend.analysis.activations.sinks import SinkAccumulator, SinkStats, eager_attention
 from backend.engine.device import to_numpy
 from backend.engine.errors import InputError, UnsupportedModelError
 from backend.engine.extraction import (
@@ -68,11 +68,12 @@ from backend.engine.extraction import (
 from backend.engine.hooks import forward_hooks
 from backend.engine.models import LoadedModel
 from backend.engine.naming import hidden_state_names
+from backend.engine.params import MASSIVE_ABS_THRESHOLD, MASSIVE_MEDIAN_RATIO
 from backend.engine.progress import Progress
 from backend.engine.stats import accumulation_device
 
-ABS_THRESHOLD = 100.0
-MEDIAN_RATIO = 1000.0
+ABS_THRESHOLD = MASSIVE_ABS_THRESHOLD  # Sun et al. 2024
+MEDIAN_RATIO = MASSIVE_MEDIAN_RATIO
 TOP_K = 3
 MAX_CANDIDATES = 2_000_000
 MAX_BAND = 50_000_000  # values kept per scan for the exact median (second pass)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from backend.analysis.decoder.int8 import Int8Accumulator, int8_from_counts
+from backend.analysis.activations.int8 import Int8Accumulator, int8_from_counts
 from backend.engine.hooks import forward_hooks
 
 
@@ -62,7 +62,7 @@ def test_accumulator_counts_only_unpadded_tokens_through_hooks():
 def _accumulate(scale: float, width: int = 32, n: int = 400, seed: int = 0):
     """One site of unit-normal outputs times ``scale`` (dim 0 planted at 10 x the site's spread on
     half the tokens), through the real hook."""
-    from backend.analysis.decoder.int8 import Int8Accumulator
+    from backend.analysis.activations.int8 import Int8Accumulator
 
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn(1, n, width, generator=gen)
@@ -107,7 +107,7 @@ def test_a_tiny_scale_site_is_flagged_too():
 def test_a_unit_site_and_a_100x_site_side_by_side():
     """Two sites of one scan, as a Gemma-style model has them: a unit-scale projection input and
     one at ~100 x (median |x| ~ 67). Only the second is flagged, and the verdict names one site."""
-    from backend.analysis.decoder.int8 import Int8Accumulator
+    from backend.analysis.activations.int8 import Int8Accumulator
 
     gen = torch.Generator().manual_seed(0)
     n, width = 400, 32
