@@ -17,6 +17,7 @@ from backend.analysis.quant.readiness import (
     scan_sites,
     site_magnitudes,
 )
+from backend.analysis.quant.readiness.report import MIN_BOOTSTRAP_TEXTS
 from backend.analysis.quant.recipe import KEEP_SHARE, Recipe, build_recipe, predict
 from backend.analysis.quant.schemes import SCHEME_LABELS
 from backend.analysis.quant.sites import ROLE_LABELS, Site
@@ -304,7 +305,12 @@ def summary(loaded: LoadedModel, report: QuantReport, pairs: SentencePairs | Non
                 + "."
             )
             close = [(a, b) for a, b in report.overlapping() if a in shown and b in shown]
-            if close:
+            if scan.end_ids.shape[0] < MIN_BOOTSTRAP_TEXTS:
+                st.caption(
+                    f"⚠️ Only {scan.end_ids.shape[0]} end text(s): too few for these intervals to "
+                    "mean much; a corpus of more, shorter texts (or more end tokens) helps."
+                )
+            elif close:
                 st.caption(
                     "⚠️ Overlapping intervals, so these orders are not settled on these texts: "
                     + "; ".join(f"{SCHEME_LABELS[a]} vs {SCHEME_LABELS[b]}" for a, b in close)

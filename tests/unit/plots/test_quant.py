@@ -149,3 +149,16 @@ def test_prefix_figure_draws_the_curve_and_the_running_sum(metric):
     assert list(fig.data[0].x) == [1, 2, 3]
     assert list(fig.data[0].y) == pytest.approx([0.002, 0.004, 0.006])
     assert list(fig.data[1].y) == pytest.approx([0.001, 0.003, 0.006])  # 0.001 * (1, 1+2, 1+2+3)
+
+
+def test_verdict_says_when_intervals_overlap_or_rest_on_too_few_texts():
+    from dataclasses import replace
+
+    report = _report()  # 2 end texts
+    wide = {k: [0.0, 1.0] for k in SCHEMES}
+    assert "too few" in replace(report, interval=wide).verdict()
+    more = replace(report.scan, end_ids=torch.zeros(8, 5, dtype=torch.long))
+    verdict = replace(report, scan=more, interval=wide).verdict()
+    assert "overlaps" in verdict and "too few" not in verdict
+    apart = {k: [0.01 * (i + 1) - 0.001, 0.01 * (i + 1) + 0.001] for i, k in enumerate(SCHEMES)}
+    assert "overlaps" not in replace(report, scan=more, interval=apart).verdict()

@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from backend.analysis.geometry.similarity import SentencePairs
 
 
+MIN_BOOTSTRAP_TEXTS = 8  # below this, resampling texts gives too few distinct means to trust
+
+
 @dataclass(eq=False)
 class QuantReport:
     """Everything the CLI writes and the page draws. ``errors[i]`` belongs to ``scan.sites[i]``;
@@ -150,8 +153,14 @@ class QuantReport:
             f"a Hadamard rotation to {fmt(end['rotation'])}; weight-only int4 costs "
             f"{fmt(end['w4_g128'])}. Best: {SCHEME_LABELS.get(best, best)}."
         ]
+        n_end = int(self.scan.end_ids.shape[0])
         close = [b for a, b in self.overlapping() if a == best]
-        if close:
+        if self.interval and n_end < MIN_BOOTSTRAP_TEXTS:
+            parts.append(
+                f"The end metric ran on {n_end} text(s): too few for its bootstrap intervals to "
+                "mean much (raise --end-tokens)."
+            )
+        elif close:
             parts.append(
                 f"Its 95% interval (bootstrap over the {self.scan.end_ids.shape[0]} end texts) "
                 f"overlaps {', '.join(SCHEME_LABELS.get(k, k) for k in close)}: on these texts "
