@@ -283,9 +283,10 @@ def shared_run(
 
 
 def get_extraction(
-    selection: Selection | None = None, source: str | None = None
+    selection: Selection | None = None, source: str | None = None, corpus: Corpus | None = None
 ) -> tuple[LoadedModel, ExtractionResult]:
-    """Model + extraction for the selection: this process's memory, else
+    """Model + extraction for the selection (or for ``corpus``, e.g. a first look's prefix of the
+    selected corpus): this process's memory, else
     :func:`backend.engine.cache.cached_extract` (disk cache, else a run), once for every session
     that asks at the same time (:func:`shared_run`; a disk read does not queue behind runs)."""
     sel = selection or get_selection()
@@ -293,7 +294,8 @@ def get_extraction(
     if saved is not None and source in (None, saved.model.get("source")):
         return saved_model(saved, lambda source: get_model(source=source)), saved
     loaded = get_model(sel, source=source)
-    corpus = _saved_inputs(saved) if saved is not None else get_corpus(sel)
+    if corpus is None:
+        corpus = _saved_inputs(saved) if saved is not None else get_corpus(sel)
     key = extraction_key(loaded, corpus, sel.settings)
     store = _extraction_store()
     result = store.get(key)
@@ -315,6 +317,39 @@ def get_extraction(
         result = shared_run("extract:" + key, label, compute, heavy=not on_disk, unit="texts")
     # the arrays are shared by every path with these weights; the card names what this session opened
     return loaded, attribute(result, loaded.info.to_dict())
+
+
+WHOLE_CORPUS_KEY = "isoscope_whole_corpus"  # the selection whose whole corpus was asked for
+
+
+def first_look_plan():
+    """The Overview's first look at the selection (:func:`backend.engine.throughput.plan_first_look`),
+    or None: when the whole corpus is estimated to fit the budget, is already computed (memory
+    or disk: nothing is computed twice), was asked for (:func:`run_whole_corpus`), or a saved
+    analysis is open."""
+    from backend.engine.throughput import plan_first_look
+    from ui.cached import corpus_token_counts  # ui.cached imports this module
+
+    sel = get_selection()
+    if open_saved() is not None or st.session_state.get(WHOLE_CORPUS_KEY) == sel:
+        return None
+    try:
+        loaded, corpus = get_model(sel), get_corpus(sel)
+    except IsoscopeError:
+        return None  # the extraction below shows the error
+    if getattr(corpus, "kind", "text") != "text":
+        return None
+    key = extraction_key(loaded, corpus, sel.settings)
+    disk = ResultCache()
+    if _extraction_store().get(key) is not None or disk.path(key).exists():
+        return None
+    counts = corpus_token_counts(loaded, corpus, sel.settings.max_length)
+    return plan_first_look(loaded, corpus, counts, disk.root)
+
+
+def run_whole_corpus() -> None:
+    """The first look's button: the selection's whole corpus from now on (this session)."""
+    st.session_state[WHOLE_CORPUS_KEY] = get_selection()
 
 
 def _saved_inputs(saved: ExtractionResult):
@@ -429,10 +464,13 @@ def _ensure_navigation_frame() -> None:
 # ----------------------------------------------------------------------------- page helpers
 
 
-def load_or_stop(source: str | None = None) -> tuple[LoadedModel, ExtractionResult]:
-    """Model + extraction for the page, or an actionable error and ``st.stop()``."""
+def load_or_stop(
+    source: str | None = None, corpus: Corpus | None = None
+) -> tuple[LoadedModel, ExtractionResult]:
+    """Model + extraction for the page (of ``corpus`` instead of the selected one when given), or
+    an actionable error and ``st.stop()``."""
     try:
-        return get_extraction(source=source)
+        return get_extraction(source=source, corpus=corpus)
     except IsoscopeError as exc:
         st.error(f"**Cannot analyse this selection.** {exc}")
         st.info("Change the model or corpus in the sidebar and press **Run analysis**.")

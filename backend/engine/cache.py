@@ -534,7 +534,25 @@ def cached_extract(
         with cache.key_lock(key):
             hit = cache.load(key)
             if hit is None:
-                return cache.put(key, extract(loaded, corpus, settings, progress))
+                result = extract(loaded, corpus, settings, progress)
+                _record_throughput(cache, loaded, corpus, result)
+                return cache.put(key, result)
     if progress is not None:
         progress(len(corpus), len(corpus))
     return attribute(hit, loaded.info.to_dict())
+
+
+def _record_throughput(cache: ResultCache, loaded, corpus, result: ExtractionResult) -> None:
+    """This run's measured speed, kept beside the results for the next estimate (text only: an
+    image or clip's token count is the model's, not the corpus's)."""
+    from backend.engine import throughput
+
+    if getattr(corpus, "kind", "text") != "text" or not result.seconds:
+        return
+    throughput.record(
+        cache.root,
+        throughput.device_key(loaded.device),
+        throughput.parameter_count(loaded.model),
+        result.num_tokens,
+        result.seconds,
+    )

@@ -11,10 +11,38 @@ from backend.analysis.decoder.massive import FirstPositionContrast, first_positi
 from backend.analysis.geometry.summaries import first_position_gap
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult
+from backend.engine.throughput import FIRST_LOOK_SECONDS, FirstLook
 from backend.plots.decoder import first_position_figure, first_position_frame
 from backend.plots.overview import anisotropy_line, model_card_rows
 from ui.cached import anisotropy, cached, outlier_dims_by_state
-from ui.common import download_buttons, explainer, get_extraction, get_selection, show_notices
+from ui.common import (
+    download_buttons,
+    explainer,
+    get_extraction,
+    get_selection,
+    run_whole_corpus,
+    show_notices,
+)
+
+
+def first_look_note(plan: FirstLook | None) -> None:
+    """Says plainly that the page shows a first look, with the one click that runs everything."""
+    if plan is None:
+        return
+    st.info(
+        f"This page is a **{plan.describe()}**: the first {plan.texts:,} texts, sized to take "
+        f"{FIRST_LOOK_SECONDS:.0f} s or less; every figure below comes from them. Run the whole "
+        "corpus for the full picture.",
+        icon=":material/timer:",
+    )
+    if st.button("Run the whole corpus", key="overview_whole_corpus", type="primary"):
+        run_whole_corpus()
+        st.rerun()
+
+
+def corpus_caption(result: ExtractionResult) -> None:
+    """The corpus a figure came from, under the figure."""
+    st.caption(f"Corpus: {result.corpus_name} ({result.num_texts:,} texts)")
 
 
 def cards(result: ExtractionResult) -> None:
@@ -52,6 +80,7 @@ def outliers_and_anisotropy(result: ExtractionResult) -> None:
     st.plotly_chart(
         anisotropy_line(result.state_names, aniso), width="stretch", key="overview_aniso"
     )
+    corpus_caption(result)
     explainer(
         "What is this / references",
         """
@@ -75,11 +104,12 @@ def first_position(result: ExtractionResult) -> FirstPositionContrast:
     return first_position_contrast(result)
 
 
-def first_position_section(result: ExtractionResult) -> None:
+def first_position_section(result: ExtractionResult, plan: FirstLook | None = None) -> None:
     """Overview section: anisotropy and the largest |mean| with and without the first position.
 
     Needs an extraction that includes position 0: the shown one, or (when the sidebar excludes
-    it) the same selection with the first position included, run once on request.
+    it) the same selection with the first position included, run once on request (on the first
+    look's texts when the page shows a first look).
     """
     st.subheader("The first position")
     source = result
@@ -95,7 +125,7 @@ def first_position_section(result: ExtractionResult) -> None:
                 return
             st.session_state["overview_first_position"] = other
         try:
-            _, source = get_extraction(other)
+            _, source = get_extraction(other, corpus=plan.corpus if plan else None)
         except IsoscopeError as exc:
             st.error(str(exc))
             return
@@ -113,6 +143,7 @@ def first_position_section(result: ExtractionResult) -> None:
     )
     fig = first_position_figure(contrast)
     st.plotly_chart(fig, width="stretch", key="overview_first_position_chart")
+    corpus_caption(source)
     download_buttons(
         "overview_first", fig=fig, frame=first_position_frame(contrast), name="first_position"
     )
