@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui.common import first_look_plan, load_or_stop
+from ui.common import load_or_stop
 from ui.share import findings_panel
 from ui.views import overview as view
 
 st.title("Overview")
-plan = first_look_plan()  # a slow model's first look at a prefix of the corpus, else None
+plan = view.first_look_plan()  # a slow model's first look at a prefix of the corpus, else None
 loaded, result = load_or_stop(corpus=plan.corpus if plan else None)
 view.first_look_note(plan)
 finish_findings = findings_panel(loaded, result)

@@ -313,38 +313,45 @@ def get_extraction(
             store.put(key, done)  # here, so it is kept even if every waiter has left
             return done
 
-        label = f"Extracting hidden states of {loaded.info.display_name}:"
+        estimate = "" if on_disk else _estimate(loaded, corpus, sel)
+        label = f"Extracting hidden states of {loaded.info.display_name}{estimate}:"
         result = shared_run("extract:" + key, label, compute, heavy=not on_disk, unit="texts")
     # the arrays are shared by every path with these weights; the card names what this session opened
     return loaded, attribute(result, loaded.info.to_dict())
 
 
+def _estimate(loaded: LoadedModel, corpus: Corpus, sel: Selection) -> str:
+    """`` (estimated about 40 s on this device)`` before the first batch, from the parameter
+    count and this device's last measured speed (:mod:`backend.engine.throughput`); the bar's
+    ETA refines it with every batch. Empty without a measurement, and for images and audio."""
+    from backend.engine import throughput
+
+    if getattr(corpus, "kind", "text") != "text":
+        return ""
+    tokens = sum(throughput.token_counts(loaded.tokenizer, corpus.texts, sel.settings.max_length))
+    seconds = throughput.estimate_seconds(
+        ResultCache().root,
+        throughput.device_key(loaded.device),
+        throughput.parameter_count(loaded.model),
+        tokens,
+    )
+    if seconds is None:
+        return ""
+    return f" ({throughput.describe_seconds(seconds)} estimated on this device)"
+
+
 WHOLE_CORPUS_KEY = "isoscope_whole_corpus"  # the selection whose whole corpus was asked for
 
 
-def first_look_plan():
-    """The Overview's first look at the selection (:func:`backend.engine.throughput.plan_first_look`),
-    or None: when the whole corpus is estimated to fit the budget, is already computed (memory
-    or disk: nothing is computed twice), was asked for (:func:`run_whole_corpus`), or a saved
-    analysis is open."""
-    from backend.engine.throughput import plan_first_look
-    from ui.cached import corpus_token_counts  # ui.cached imports this module
+def is_computed(loaded: LoadedModel, corpus: Corpus, settings: ExtractionSettings) -> bool:
+    """Whether this extraction is at hand (this process's memory or the disk cache)."""
+    key = extraction_key(loaded, corpus, settings)
+    return _extraction_store().get(key) is not None or ResultCache().path(key).exists()
 
-    sel = get_selection()
-    if open_saved() is not None or st.session_state.get(WHOLE_CORPUS_KEY) == sel:
-        return None
-    try:
-        loaded, corpus = get_model(sel), get_corpus(sel)
-    except IsoscopeError:
-        return None  # the extraction below shows the error
-    if getattr(corpus, "kind", "text") != "text":
-        return None
-    key = extraction_key(loaded, corpus, sel.settings)
-    disk = ResultCache()
-    if _extraction_store().get(key) is not None or disk.path(key).exists():
-        return None
-    counts = corpus_token_counts(loaded, corpus, sel.settings.max_length)
-    return plan_first_look(loaded, corpus, counts, disk.root)
+
+def whole_corpus_asked(sel: Selection) -> bool:
+    """Whether this session asked for the whole corpus of ``sel`` (:func:`run_whole_corpus`)."""
+    return st.session_state.get(WHOLE_CORPUS_KEY) == sel
 
 
 def run_whole_corpus() -> None:

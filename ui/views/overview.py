@@ -9,20 +9,44 @@ import streamlit as st
 
 from backend.analysis.decoder.massive import FirstPositionContrast, first_position_contrast
 from backend.analysis.geometry.summaries import first_position_gap
+from backend.engine.cache import ResultCache
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult
-from backend.engine.throughput import FIRST_LOOK_SECONDS, FirstLook
+from backend.engine.throughput import FIRST_LOOK_SECONDS, FirstLook, plan_first_look
 from backend.plots.decoder import first_position_figure, first_position_frame
 from backend.plots.overview import anisotropy_line, model_card_rows
-from ui.cached import anisotropy, cached, outlier_dims_by_state
+from ui.cached import anisotropy, cached, corpus_token_counts, outlier_dims_by_state
 from ui.common import (
     download_buttons,
     explainer,
+    get_corpus,
     get_extraction,
+    get_model,
     get_selection,
+    is_computed,
     run_whole_corpus,
     show_notices,
+    whole_corpus_asked,
 )
+from ui.saved import open_saved
+
+
+def first_look_plan() -> FirstLook | None:
+    """The Overview's first look at the selection (:func:`backend.engine.throughput.plan_first_look`),
+    or None: when the whole corpus is estimated to fit the budget, is already computed (memory or
+    disk: nothing is computed twice), was asked for (the note's button), or a saved analysis is
+    open."""
+    sel = get_selection()
+    if open_saved() is not None or whole_corpus_asked(sel):
+        return None
+    try:
+        loaded, corpus = get_model(sel), get_corpus(sel)
+    except IsoscopeError:
+        return None  # the extraction shows the error
+    if getattr(corpus, "kind", "text") != "text" or is_computed(loaded, corpus, sel.settings):
+        return None
+    counts = corpus_token_counts(loaded, corpus, sel.settings.max_length)
+    return plan_first_look(loaded, corpus, counts, ResultCache().root)
 
 
 def first_look_note(plan: FirstLook | None) -> None:
