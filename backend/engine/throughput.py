@@ -24,7 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 FILE_NAME = "throughput.json"
-FIRST_LOOK_SECONDS = 60.0  # the issue's "a first look within a minute"
+FIRST_LOOK_SECONDS = 60.0  # the issue's "a first look within a minute"; $ISOSCOPE_FIRST_LOOK_S
+BUDGET_ENV = "ISOSCOPE_FIRST_LOOK_S"
+MIN_RECORD_SECONDS = 5.0  # shorter runs are not kept: fixed per-run costs would dominate them
 MIN_FIRST_LOOK_TEXTS = 8  # fewer texts than this make no useful statistics
 MAX_MODELS_PER_DEVICE = 32  # measurements kept per device (the newest)
 
@@ -64,8 +66,10 @@ def _read(root: Path) -> dict[str, dict[str, float]]:
 
 def record(root: Path, device: str, parameters: int, tokens: int, seconds: float) -> None:
     """Keep this run's seconds per (token x parameter) for ``device`` and this parameter count
-    (best effort: a read-only cache folder keeps nothing, and nothing fails)."""
-    if parameters <= 0 or tokens <= 0 or seconds <= 0:
+    (best effort: a read-only cache folder keeps nothing, and nothing fails). A run shorter than
+    :data:`MIN_RECORD_SECONDS` is not kept: its time is mostly fixed costs (loading the first
+    batch, warming kernels), and a model that fast needs no first look."""
+    if parameters <= 0 or tokens <= 0 or seconds < MIN_RECORD_SECONDS:
         return
     data = _read(root)
     rates = data.setdefault(device, {})
@@ -96,6 +100,16 @@ def estimate_seconds(root: Path, device: str, parameters: int, tokens: int) -> f
     """Estimated extraction time of ``tokens`` through ``parameters`` on ``device``."""
     rate = seconds_per_token_parameter(root, device, parameters)
     return None if rate is None else rate * parameters * tokens
+
+
+def first_look_budget() -> float:
+    """The first look's seconds: ``$ISOSCOPE_FIRST_LOOK_S`` (a patient operator or a test
+    raises it), else :data:`FIRST_LOOK_SECONDS`."""
+    raw = os.environ.get(BUDGET_ENV, "").strip()
+    try:
+        return float(raw) if raw else FIRST_LOOK_SECONDS
+    except ValueError:
+        return FIRST_LOOK_SECONDS
 
 
 def first_look_size(
@@ -130,6 +144,7 @@ class FirstLook:
     total_texts: int
     full_seconds: float
     seconds: float
+    budget_s: float
 
     def describe(self) -> str:
         return (
@@ -140,14 +155,15 @@ class FirstLook:
 
 
 def plan_first_look(
-    loaded, corpus, counts: Sequence[int], root: Path, budget_s: float = FIRST_LOOK_SECONDS
+    loaded, corpus, counts: Sequence[int], root: Path, budget_s: float | None = None
 ) -> FirstLook | None:
     """The first look at ``corpus`` (``counts``: its :func:`token_counts`) when its whole
-    extraction is estimated to take longer than
-    ``budget_s`` on ``loaded``'s device; None when it fits, is not text, or no speed has been
-    measured on this device yet."""
+    extraction is estimated to take longer than ``budget_s`` (None: :func:`first_look_budget`)
+    on ``loaded``'s device; None when it fits, is not text, or no speed has been measured on
+    this device yet."""
     from backend.engine.corpus import Corpus
 
+    budget_s = first_look_budget() if budget_s is None else budget_s
     if getattr(corpus, "kind", "text") != "text":
         return None
     parameters = parameter_count(loaded.model)
@@ -160,4 +176,4 @@ def plan_first_look(
     if full <= budget_s or n >= len(corpus):
         return None
     prefix = Corpus(corpus.texts[:n], f"{corpus.name} · first look, {n} of {len(corpus)} texts")
-    return FirstLook(prefix, n, len(corpus), full, per_token * sum(counts[:n]))
+    return FirstLook(prefix, n, len(corpus), full, per_token * sum(counts[:n]), budget_s)

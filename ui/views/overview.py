@@ -12,7 +12,7 @@ from backend.analysis.geometry.summaries import first_position_gap
 from backend.engine.cache import ResultCache
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult
-from backend.engine.throughput import FIRST_LOOK_SECONDS, FirstLook, plan_first_look
+from backend.engine.throughput import FirstLook, plan_first_look
 from backend.plots.decoder import first_position_figure, first_position_frame
 from backend.plots.overview import anisotropy_line, model_card_rows
 from ui.cached import anisotropy, cached, corpus_token_counts, outlier_dims_by_state
@@ -55,7 +55,7 @@ def first_look_note(plan: FirstLook | None) -> None:
         return
     st.info(
         f"This page is a **{plan.describe()}**: the first {plan.texts:,} texts, sized to take "
-        f"{FIRST_LOOK_SECONDS:.0f} s or less; every figure below comes from them. Run the whole "
+        f"{plan.budget_s:.0f} s or less; every figure below comes from them. Run the whole "
         "corpus for the full picture.",
         icon=":material/timer:",
     )

@@ -85,6 +85,7 @@ def test_a_slow_model_gets_a_first_look_and_one_click_runs_the_whole_corpus(monk
 
     # This device made slow: the stored measurement says 30 short texts take minutes.
     monkeypatch.setattr(throughput, "seconds_per_token_parameter", lambda *_: 1e-7)
+    monkeypatch.setenv(throughput.BUDGET_ENV, "60")
     texts = "\n".join(f"First look sentence {i} is about topic {i * 7}." for i in range(30))
     at = _app()
     at.radio(key="sb_corpus_kind").set_value("paste text").run()
