@@ -102,3 +102,25 @@ def test_a_slow_model_gets_a_first_look_and_one_click_runs_the_whole_corpus(monk
     assert _metrics(at)["Texts"] == "30"
     assert not any("first look" in i.value for i in at.info)
     assert not any("first look" in c.value for c in at.caption)
+
+
+def test_the_extraction_bar_starts_with_the_estimate_from_the_measured_speed(monkeypatch):
+    import ui.common
+    from backend.engine import throughput
+
+    labels: list[str] = []
+    run = ui.common.shared_run
+
+    def spy(key, label, compute, **kwargs):
+        labels.append(label)
+        return run(key, label, compute, **kwargs)
+
+    monkeypatch.setattr(ui.common, "shared_run", spy)
+    monkeypatch.setattr(throughput, "seconds_per_token_parameter", lambda *_: 1e-9)
+    at = _app()
+    at.radio(key="sb_corpus_kind").set_value("paste text").run()
+    at.text_area(key="sb_corpus_text").input("An estimate first.\nThen the bar's ETA.").run()
+    _submit(at)
+    assert not at.exception and not at.error
+    extracting = [label for label in labels if label.startswith("Extracting hidden states")]
+    assert any("s estimated on this device" in label for label in extracting)
