@@ -6,15 +6,19 @@ temporary folder, then runs each phase in a fresh process so each peak RSS is it
 
 - ``preflight``: the parameters and the bytes the load needs in ``--dtype`` (from the headers);
 - ``load``: ``load_model`` of the folder (seconds, peak RSS);
-- ``subset``: load + extraction of the first ``--subset`` texts (the size of a first look);
-- ``full``: load + extraction of all ``--texts`` texts;
+- ``full``: load + extraction of all ``--texts`` texts; its measured speed is recorded as the app
+  records it (:mod:`backend.engine.throughput`, in a temporary cache folder);
+- ``first_look``: the Overview's first page as the app makes it for this model: load, the
+  first-look plan from the recorded speed (the longest prefix estimated to fit ``--budget``
+  seconds, default 60; the whole corpus when it fits), its extraction, the outlier dims and the
+  anisotropy per hidden state; ``first_look_s`` is the wall time of all of it, load included;
 - ``plain``: load with ``AutoModel.from_pretrained`` + ``model(**tokenizer(batch),
   output_hidden_states=True)`` over the same texts in the same batch size.
 
 ``ratio_full_vs_plain`` is the plain forward's seconds / the extraction's seconds (>= 0.9 is the
 issue's target; 1.0 means isoscope adds nothing). Prints one JSON object.
 
-Usage: ``python benchmarks/big_model.py [--params 1.5B] [--texts 320] [--subset 64]
+Usage: ``python benchmarks/big_model.py [--params 1.5B] [--texts 320] [--budget 60]
 [--dtype float32|bfloat16] [--device cpu|cuda] [--max-length 128] [--batch-size 32]``
 (the checkpoint is stored in bf16 either way; isoscope offers bfloat16 on a GPU only). Check it on a small config first
 (``--params 0.1B``); the real measurement belongs on an idle machine.
@@ -97,6 +101,7 @@ def phase(name: str, folder: Path, args: argparse.Namespace) -> dict:
     """One phase in this process (see the module docstring)."""
     import torch
 
+    from backend.engine import throughput
     from backend.engine.corpus import corpus_from_text
     from backend.engine.extraction import ExtractionSettings, extract
     from backend.engine.models import load_model
@@ -138,14 +143,31 @@ def phase(name: str, folder: Path, args: argparse.Namespace) -> dict:
     loaded = load_model(str(folder), device=args.device, dtype=args.dtype)
     loaded_s = time.perf_counter() - started
     out = {"load_s": loaded_s, "rss_before_load_mib": baseline}
-    if name in ("subset", "full"):
-        n = args.subset if name == "subset" else args.texts
-        corpus = corpus_from_text("\n".join(texts(n)))
-        settings = ExtractionSettings(max_length=args.max_length, batch_size=args.batch_size)
+    corpus = corpus_from_text("\n".join(texts(args.texts)))
+    settings = ExtractionSettings(max_length=args.max_length, batch_size=args.batch_size)
+    speeds = folder.parent / "cache"  # the app's throughput.json, for this run only
+    if name == "full":
         t0 = time.perf_counter()
-        extract(loaded, corpus, settings)
+        result = extract(loaded, corpus, settings)
         out["extract_s"] = time.perf_counter() - t0
-        out["texts"] = n
+        out["texts"] = args.texts
+        device, parameters = (
+            throughput.device_key(loaded.device),
+            throughput.parameter_count(loaded.model),
+        )
+        throughput.record(speeds, device, parameters, result.num_tokens, result.seconds)
+    if name == "first_look":
+        from backend.analysis.geometry.isotropy import N_PAIRS, PAIR_SEED, anisotropy_by_state
+        from backend.analysis.geometry.outliers import outlier_dims_by_state
+
+        counts = throughput.token_counts(loaded.tokenizer, corpus.texts, args.max_length)
+        plan = throughput.plan_first_look(loaded, corpus, counts, speeds, args.budget)
+        result = extract(loaded, plan.corpus if plan else corpus, settings)
+        anisotropy_by_state(result, N_PAIRS, PAIR_SEED)
+        outlier_dims_by_state(result)
+        out["first_look_s"] = time.perf_counter() - started  # load included: the first page
+        out["texts"] = result.num_texts
+        out["estimated_s"] = plan.seconds if plan else None
     out["peak_rss_mib"] = peak_rss_mib()
     return out
 
@@ -160,7 +182,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--params", default="1.5B")
     parser.add_argument("--texts", type=int, default=320)
-    parser.add_argument("--subset", type=int, default=64)
+    parser.add_argument("--budget", type=float, default=60.0, help="the first look's seconds")
     parser.add_argument(
         "--dtype",
         default="float32",
@@ -181,9 +203,9 @@ def main() -> None:
         t0 = time.perf_counter()
         shape = write_checkpoint(folder, parse_params(args.params))
         result: dict = {"shape": shape, "write_s": time.perf_counter() - t0, "args": vars(args)}
-        for name in ("preflight", "load", "subset", "full", "plain"):
+        for name in ("preflight", "load", "full", "first_look", "plain"):
             argv = [sys.executable, __file__, "--phase", name, "--folder", str(folder)]
-            for key in ("texts", "subset", "dtype", "device", "max_length", "batch_size"):
+            for key in ("texts", "budget", "dtype", "device", "max_length", "batch_size"):
                 argv += [f"--{key.replace('_', '-')}", str(getattr(args, key))]
             proc = subprocess.run(argv, capture_output=True, text=True, check=False)
             if proc.returncode:

@@ -1,5 +1,6 @@
-"""Overview: model card, corpus summary, outlier dims per layer, anisotropy by layer, the first
-position. The sections are in ui/views/overview.py."""
+"""Overview (for a slow model, a first look at a prefix of the corpus): model card, corpus
+summary, outlier dims per layer, anisotropy by layer, the first position. The sections are in
+ui/views/overview.py."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from ui.share import findings_panel
 from ui.views import overview as view
 
 st.title("Overview")
-loaded, result = load_or_stop()
+plan = view.first_look_plan()  # a slow model's first look at a prefix of the corpus, else None
+loaded, result = load_or_stop(corpus=plan.corpus if plan else None)
+view.first_look_note(plan)
 finish_findings = findings_panel(loaded, result)
 view.cards(result)
 view.outliers_and_anisotropy(result)
-view.first_position_section(result)
+view.first_position_section(result, plan)
 finish_findings()  # the remaining findings, with the rest of the page already shown

@@ -31,6 +31,15 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _no_first_look_by_load():
+    """A page shows the whole corpus however loaded the test machine is (a slow run would make
+    the next Overview a first look); the first look's own tests set the budget back."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ISOSCOPE_FIRST_LOOK_S", "1e9")
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _isolated_cache(tmp_path_factory):
     """Never touch the user's real cache from tests."""
     path = tmp_path_factory.mktemp("isoscope-cache")

@@ -97,6 +97,7 @@ from backend.engine.extraction.media import model_view
 from backend.engine.inputs import MediaCorpus
 from backend.engine.layout import PatchPositionTable, patch_position_table
 from backend.engine.models import LoadedModel
+from backend.engine.throughput import token_counts
 from backend.plots.outliers import (
     dimension_by_category,
     outlier_frame_all,
@@ -246,6 +247,12 @@ def sample_categories(result: ExtractionResult) -> np.ndarray:
 def encode_text(loaded: LoadedModel, text: str, max_length: int):
     """Hidden states (S, T, d) and token table of one text (Outlier dimensions page)."""
     return engine_extraction.encode_text(loaded, text, max_length)
+
+
+@cached
+def corpus_token_counts(loaded: LoadedModel, corpus: Corpus, max_length: int) -> list[int]:
+    """Tokens per text of ``corpus`` for ``loaded`` (the first look's estimate)."""
+    return token_counts(loaded.tokenizer, corpus.texts, max_length)
 
 
 # ----------------------------------------------------------------------------- isotropy

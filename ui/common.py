@@ -281,9 +281,10 @@ def shared_run(
 
 
 def get_extraction(
-    selection: Selection | None = None, source: str | None = None
+    selection: Selection | None = None, source: str | None = None, corpus: Corpus | None = None
 ) -> tuple[LoadedModel, ExtractionResult]:
-    """Model + extraction for the selection: this process's memory, else
+    """Model + extraction for the selection (or for ``corpus``, e.g. a first look's prefix of the
+    selected corpus): this process's memory, else
     :func:`backend.engine.cache.cached_extract` (disk cache, else a run), once for every session
     that asks at the same time (:func:`shared_run`; a disk read does not queue behind runs)."""
     sel = selection or get_selection()
@@ -291,7 +292,8 @@ def get_extraction(
     if saved is not None and source in (None, saved.model.get("source")):
         return saved_model(saved, lambda source: get_model(source=source)), saved
     loaded = get_model(sel, source=source)
-    corpus = _saved_inputs(saved) if saved is not None else get_corpus(sel)
+    if corpus is None:
+        corpus = _saved_inputs(saved) if saved is not None else get_corpus(sel)
     key = extraction_key(loaded, corpus, sel.settings)
     store = _extraction_store()
     result = store.get(key)
@@ -309,10 +311,50 @@ def get_extraction(
             store.put(key, done)  # here, so it is kept even if every waiter has left
             return done
 
-        label = f"Extracting hidden states of {loaded.info.display_name}:"
+        estimate = "" if on_disk else _estimate(loaded, corpus, sel)
+        label = f"Extracting hidden states of {loaded.info.display_name}{estimate}:"
         result = shared_run("extract:" + key, label, compute, heavy=not on_disk, unit="texts")
     # the arrays are shared by every path with these weights; the card names what this session opened
     return loaded, attribute(result, loaded.info.to_dict())
+
+
+def _estimate(loaded: LoadedModel, corpus: Corpus, sel: Selection) -> str:
+    """`` (estimated about 40 s on this device)`` before the first batch, from the parameter
+    count and this device's last measured speed (:mod:`backend.engine.throughput`); the bar's
+    ETA refines it with every batch. Empty without a measurement, and for images and audio."""
+    from backend.engine import throughput
+
+    if getattr(corpus, "kind", "text") != "text":
+        return ""
+    tokens = sum(throughput.token_counts(loaded.tokenizer, corpus.texts, sel.settings.max_length))
+    seconds = throughput.estimate_seconds(
+        ResultCache().root,
+        throughput.device_key(loaded.device),
+        throughput.parameter_count(loaded.model),
+        tokens,
+    )
+    if seconds is None:
+        return ""
+    return f" ({throughput.describe_seconds(seconds)} estimated on this device)"
+
+
+WHOLE_CORPUS_KEY = "isoscope_whole_corpus"  # the selection whose whole corpus was asked for
+
+
+def is_computed(loaded: LoadedModel, corpus: Corpus, settings: ExtractionSettings) -> bool:
+    """Whether this extraction is at hand (this process's memory or the disk cache)."""
+    key = extraction_key(loaded, corpus, settings)
+    return _extraction_store().get(key) is not None or ResultCache().path(key).exists()
+
+
+def whole_corpus_asked(sel: Selection) -> bool:
+    """Whether this session asked for the whole corpus of ``sel`` (:func:`run_whole_corpus`)."""
+    return st.session_state.get(WHOLE_CORPUS_KEY) == sel
+
+
+def run_whole_corpus() -> None:
+    """The first look's button: the selection's whole corpus from now on (this session)."""
+    st.session_state[WHOLE_CORPUS_KEY] = get_selection()
 
 
 def _saved_inputs(saved: ExtractionResult):
@@ -426,10 +468,13 @@ def _ensure_navigation_frame() -> None:
 # ----------------------------------------------------------------------------- page helpers
 
 
-def load_or_stop(source: str | None = None) -> tuple[LoadedModel, ExtractionResult]:
-    """Model + extraction for the page, or an actionable error and ``st.stop()``."""
+def load_or_stop(
+    source: str | None = None, corpus: Corpus | None = None
+) -> tuple[LoadedModel, ExtractionResult]:
+    """Model + extraction for the page (of ``corpus`` instead of the selected one when given), or
+    an actionable error and ``st.stop()``."""
     try:
-        return get_extraction(source=source)
+        return get_extraction(source=source, corpus=corpus)
     except IsoscopeError as exc:
         st.error(f"**Cannot analyse this selection.** {exc}")
         st.info("Change the model or corpus in the sidebar and press **Run analysis**.")

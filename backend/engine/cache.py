@@ -42,6 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
+from backend.engine import throughput
 from backend.engine.environment import default_cache_dir
 from backend.engine.errors import InputError
 from backend.engine.extraction import (
@@ -442,8 +443,9 @@ class ResultCache:
         return removed
 
     def clear(self, include_models: bool = False) -> tuple[int, int]:
-        """Remove every result file (and stale temp files; with ``include_models`` the converted
-        model folders too). Files being written are left alone. Returns (files removed, bytes freed)."""
+        """Remove every result file (and stale temp files, and the speeds measured by the runs,
+        :mod:`backend.engine.throughput`; with ``include_models`` the converted model folders
+        too). Files being written are left alone. Returns (files removed, bytes freed)."""
         from filelock import Timeout
 
         count = freed = 0
@@ -456,6 +458,12 @@ class ResultCache:
                     if _unlink(path):
                         count += 1
                         freed += size
+                speeds = (
+                    self.root / throughput.FILE_NAME
+                )  # measured with the results: goes with them
+                if speeds.exists():
+                    freed += speeds.stat().st_size
+                    speeds.unlink(missing_ok=True)
                 models = self.root / MODELS_DIR
                 if include_models and models.is_dir():
                     shutil.rmtree(models, ignore_errors=True)
@@ -534,7 +542,23 @@ def cached_extract(
         with cache.key_lock(key):
             hit = cache.load(key)
             if hit is None:
-                return cache.put(key, extract(loaded, corpus, settings, progress))
+                result = extract(loaded, corpus, settings, progress)
+                _record_throughput(cache, loaded, corpus, result)
+                return cache.put(key, result)
     if progress is not None:
         progress(len(corpus), len(corpus))
     return attribute(hit, loaded.info.to_dict())
+
+
+def _record_throughput(cache: ResultCache, loaded, corpus, result: ExtractionResult) -> None:
+    """This run's measured speed, kept beside the results for the next estimate (text only: an
+    image or clip's token count is the model's, not the corpus's)."""
+    if getattr(corpus, "kind", "text") != "text" or not result.seconds:
+        return
+    throughput.record(
+        cache.root,
+        throughput.device_key(loaded.device),
+        throughput.parameter_count(loaded.model),
+        result.num_tokens,
+        result.seconds,
+    )

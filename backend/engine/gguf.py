@@ -12,6 +12,9 @@ then loads like any other folder (fast, and with the same fingerprinting).
   ``lm_head.weight`` instead, and ``AutoModel`` (the base model isoscope loads) would then find no
   embedding and initialise it at random. ``tie_word_embeddings`` in the config restores the tie.
 - The config loses its ``quantization_config`` (the weights are plain float32 now).
+- At most one full copy of the weights is held: the tensors are written from the model's own
+  memory (safetensors writes from their pointers); only a tensor that shares its storage with
+  another kept one, or is not contiguous, is copied (one tensor at a time).
 - The conversion is atomic: it writes into a temporary folder next to the target and renames it,
   under a file lock, so two processes never see or leave half a checkpoint.
 
@@ -159,7 +162,13 @@ def _untied_state_dict(model) -> dict:
         key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape))
         by_storage.setdefault(key, []).append(name)
     out = {}
+    storages: set[int] = set()
     for names in by_storage.values():
         keep = sorted(names, key=lambda n: (not n.startswith(base), n))[0]
-        out[keep] = state[keep].detach().contiguous().clone()
+        tensor = state[keep].detach()
+        storage = tensor.untyped_storage().data_ptr()
+        if storage in storages or not tensor.is_contiguous():
+            tensor = tensor.contiguous().clone()  # only this tensor is copied
+        storages.add(storage)
+        out[keep] = tensor  # the model's own memory: the conversion holds one copy of the weights
     return out

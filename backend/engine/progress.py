@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from backend.engine.throughput import describe_seconds
+
 
 class Progress(Protocol):
     def __call__(self, done: int, total: int) -> bool | None: ...
@@ -35,4 +37,4 @@ def eta_text(done: int, total: int, elapsed_s: float) -> str:
     eta = eta_seconds(done, total, elapsed_s)
     if eta is None or done >= total:
         return ""
-    return f" · about {eta / 60:.0f} min left" if eta >= 120 else f" · about {eta:.0f} s left"
+    return f" · {describe_seconds(eta)} left"

@@ -9,12 +9,64 @@ import streamlit as st
 
 from backend.analysis.activations.massive import FirstPositionContrast, first_position_contrast
 from backend.analysis.geometry.summaries import first_position_gap
+from backend.engine.cache import ResultCache
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult
+from backend.engine.throughput import FirstLook, plan_first_look
 from backend.plots.decoder import first_position_figure, first_position_frame
 from backend.plots.overview import anisotropy_line, model_card_rows
-from ui.cached import anisotropy, cached, outlier_dims_by_state
-from ui.common import download_buttons, explainer, get_extraction, get_selection, show_notices
+from ui.cached import anisotropy, cached, corpus_token_counts, outlier_dims_by_state
+from ui.common import (
+    download_buttons,
+    explainer,
+    get_corpus,
+    get_extraction,
+    get_model,
+    get_selection,
+    is_computed,
+    run_whole_corpus,
+    show_notices,
+    whole_corpus_asked,
+)
+from ui.saved import open_saved
+
+
+def first_look_plan() -> FirstLook | None:
+    """The Overview's first look at the selection (:func:`backend.engine.throughput.plan_first_look`),
+    or None: when the whole corpus is estimated to fit the budget, is already computed (memory or
+    disk: nothing is computed twice), was asked for (the note's button), or a saved analysis is
+    open."""
+    sel = get_selection()
+    if open_saved() is not None or whole_corpus_asked(sel):
+        return None
+    try:
+        loaded, corpus = get_model(sel), get_corpus(sel)
+    except IsoscopeError:
+        return None  # the extraction shows the error
+    if getattr(corpus, "kind", "text") != "text" or is_computed(loaded, corpus, sel.settings):
+        return None
+    counts = corpus_token_counts(loaded, corpus, sel.settings.max_length)
+    return plan_first_look(loaded, corpus, counts, ResultCache().root)
+
+
+def first_look_note(plan: FirstLook | None) -> None:
+    """Says plainly that the page shows a first look, with the one click that runs everything."""
+    if plan is None:
+        return
+    st.info(
+        f"This page is a **{plan.describe()}**: the first {plan.texts:,} texts, sized to take "
+        f"{plan.budget_s:.0f} s or less; every figure below comes from them. Run the whole "
+        "corpus for the full picture.",
+        icon=":material/timer:",
+    )
+    if st.button("Run the whole corpus", key="overview_whole_corpus", type="primary"):
+        run_whole_corpus()
+        st.rerun()
+
+
+def corpus_caption(result: ExtractionResult) -> None:
+    """The corpus a figure came from, under the figure."""
+    st.caption(f"Corpus: {result.corpus_name} ({result.num_texts:,} texts)")
 
 
 def cards(result: ExtractionResult) -> None:
@@ -52,6 +104,7 @@ def outliers_and_anisotropy(result: ExtractionResult) -> None:
     st.plotly_chart(
         anisotropy_line(result.state_names, aniso), width="stretch", key="overview_aniso"
     )
+    corpus_caption(result)
     explainer(
         "What is this / references",
         """
@@ -75,11 +128,12 @@ def first_position(result: ExtractionResult) -> FirstPositionContrast:
     return first_position_contrast(result)
 
 
-def first_position_section(result: ExtractionResult) -> None:
+def first_position_section(result: ExtractionResult, plan: FirstLook | None = None) -> None:
     """Overview section: anisotropy and the largest |mean| with and without the first position.
 
     Needs an extraction that includes position 0: the shown one, or (when the sidebar excludes
-    it) the same selection with the first position included, run once on request.
+    it) the same selection with the first position included, run once on request (on the first
+    look's texts when the page shows a first look).
     """
     st.subheader("The first position")
     source = result
@@ -95,7 +149,7 @@ def first_position_section(result: ExtractionResult) -> None:
                 return
             st.session_state["overview_first_position"] = other
         try:
-            _, source = get_extraction(other)
+            _, source = get_extraction(other, corpus=plan.corpus if plan else None)
         except IsoscopeError as exc:
             st.error(str(exc))
             return
@@ -113,6 +167,7 @@ def first_position_section(result: ExtractionResult) -> None:
     )
     fig = first_position_figure(contrast)
     st.plotly_chart(fig, width="stretch", key="overview_first_position_chart")
+    corpus_caption(source)
     download_buttons(
         "overview_first", fig=fig, frame=first_position_frame(contrast), name="first_position"
     )

@@ -78,3 +78,49 @@ def test_missing_model_folder_shows_an_error():
     _submit(at)
     assert not at.exception
     assert any("does not exist" in e.value for e in at.error)
+
+
+def test_a_slow_model_gets_a_first_look_and_one_click_runs_the_whole_corpus(monkeypatch):
+    from backend.engine import throughput
+
+    # This device made slow: the stored measurement says 30 short texts take minutes.
+    monkeypatch.setattr(throughput, "seconds_per_token_parameter", lambda *_: 1e-7)
+    monkeypatch.setenv(throughput.BUDGET_ENV, "60")
+    texts = "\n".join(f"First look sentence {i} is about topic {i * 7}." for i in range(30))
+    at = _app()
+    at.radio(key="sb_corpus_kind").set_value("paste text").run()
+    at.text_area(key="sb_corpus_text").input(texts).run()
+    _submit(at)
+    assert not at.exception and not at.error
+    notes = [i.value for i in at.info if "first look" in i.value]
+    assert notes and "first look: 8 of 30 texts" in notes[0]
+    assert _metrics(at)["Texts"] == "8"
+    assert any("first look, 8 of 30 texts" in c.value for c in at.caption)  # under the figures
+
+    next(b for b in at.button if b.label == "Run the whole corpus").click().run()
+    assert not at.exception and not at.error
+    assert _metrics(at)["Texts"] == "30"
+    assert not any("first look" in i.value for i in at.info)
+    assert not any("first look" in c.value for c in at.caption)
+
+
+def test_the_extraction_bar_starts_with_the_estimate_from_the_measured_speed(monkeypatch):
+    import ui.common
+    from backend.engine import throughput
+
+    labels: list[str] = []
+    run = ui.common.shared_run
+
+    def spy(key, label, compute, **kwargs):
+        labels.append(label)
+        return run(key, label, compute, **kwargs)
+
+    monkeypatch.setattr(ui.common, "shared_run", spy)
+    monkeypatch.setattr(throughput, "seconds_per_token_parameter", lambda *_: 1e-9)
+    at = _app()
+    at.radio(key="sb_corpus_kind").set_value("paste text").run()
+    at.text_area(key="sb_corpus_text").input("An estimate first.\nThen the bar's ETA.").run()
+    _submit(at)
+    assert not at.exception and not at.error
+    extracting = [label for label in labels if label.startswith("Extracting hidden states")]
+    assert any("s estimated on this device" in label for label in extracting)

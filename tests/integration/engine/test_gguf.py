@@ -193,3 +193,17 @@ def test_gguf_file_loads_like_smollm2(case, tmp_path, _isolated_cache):
     from tests.zoo_checks import hidden_states_match
 
     assert hidden_states_match(loaded) < 1e-4
+
+
+def test_the_conversion_writes_from_the_models_own_memory():
+    """A GGUF conversion holds one copy of the weights: the state dict it writes shares the
+    model's storage (no clone), and a tied tensor is written once."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from backend.engine.gguf import _untied_state_dict
+
+    model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=50))
+    state = _untied_state_dict(model)
+    own = {p.data_ptr() for p in model.parameters()}
+    assert "transformer.wte.weight" in state and "lm_head.weight" not in state
+    assert all(t.data_ptr() in own for n, t in state.items() if not n.endswith(".attn.bias"))

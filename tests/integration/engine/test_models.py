@@ -194,3 +194,46 @@ def test_byt5_loads_its_encoder(tmp_path):
     assert not loaded.info.is_causal and loaded.info.num_layers == 2
     result = extract(loaded, corpus_from_text("héllo"), ExtractionSettings(sample_size=8))
     assert result.num_states == 3 and result.num_tokens == len("héllo".encode()) + 1  # + </s>
+
+
+class _Float32Spy:
+    """Records every float32 tensor of at least ``numel`` elements that an aten op makes."""
+
+    def __init__(self, numel: int) -> None:
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        spy = self
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                out = func(*args, **(kwargs or {}))
+                for t in out if isinstance(out, tuple | list) else [out]:
+                    if isinstance(t, torch.Tensor) and t.dtype == torch.float32:
+                        if t.numel() >= numel:
+                            spy.made.append((str(func), tuple(t.shape)))
+                return out
+
+        self.made: list[tuple[str, tuple]] = []
+        self.mode = Mode()
+
+
+@pytest.mark.parametrize("requested", [torch.bfloat16, torch.float32])
+def test_a_bf16_checkpoint_loads_into_the_requested_dtype(tmp_path, requested):
+    """bf16 safetensors requested as bf16 load as bf16 with no float32 copy of any weight on the
+    way (float32, the positive control, does make them)."""
+    from transformers import GPT2Config, GPT2Model
+
+    from backend.engine.models import _load_folder
+
+    config = GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=500, n_positions=64)
+    GPT2Model(config).to(torch.bfloat16).save_pretrained(tmp_path)
+    spy = _Float32Spy(numel=32 * 32)  # the smallest weight matrix
+    with spy.mode:
+        loaded = _load_folder(
+            tmp_path, "bf16", "bf16", allow_pickle=False, head="base", dtype=requested
+        )
+    assert {p.dtype for p in loaded["model"].parameters()} == {requested}
+    if requested == torch.bfloat16:
+        assert spy.made == []
+    else:
+        assert spy.made  # the spy sees float32 weights when they are made

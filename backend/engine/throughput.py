@@ -1,0 +1,179 @@
+"""How fast this device runs a model, measured, and what that predicts for the next corpus.
+
+The rule: an extraction's time is proportional to tokens x parameters (one forward pass costs
+about 2 FLOPs per parameter per token; the constant is this device's, measured, not assumed).
+Every extraction through the disk cache records its measured seconds per (token x parameter) for
+its device and parameter count in ``throughput.json`` in the cache folder; the estimate for the
+next run uses the measurement of the nearest parameter count on that device (fixed per-batch
+costs inflate a small model's rate, so a tiny model's speed does not predict a big one's). Before
+a first measurement on a device there is no estimate (the first run measures). The running
+progress bar refines it with every batch (:func:`backend.engine.progress.eta_seconds`).
+
+A *first look* (the Overview of a model that would take longer than :data:`FIRST_LOOK_SECONDS`)
+is the longest prefix of the corpus whose estimated time fits the budget: a corpus of its own,
+with its own hash and cache entry; the whole corpus is a second, separate entry.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+FILE_NAME = "throughput.json"
+FIRST_LOOK_SECONDS = 60.0  # the issue's "a first look within a minute"; $ISOSCOPE_FIRST_LOOK_S
+BUDGET_ENV = "ISOSCOPE_FIRST_LOOK_S"
+MIN_RECORD_SECONDS = 5.0  # shorter runs are not kept: fixed per-run costs would dominate them
+MIN_FIRST_LOOK_TEXTS = 8  # fewer texts than this make no useful statistics
+MAX_MODELS_PER_DEVICE = 32  # measurements kept per device (the newest)
+
+
+def device_key(device) -> str:
+    """``cpu``, ``cuda:<name>`` or ``mps``: what a measurement is kept under."""
+    text = str(device)
+    if text.startswith("cuda"):
+        import torch
+
+        if torch.cuda.is_available():
+            return f"cuda:{torch.cuda.get_device_name(torch.device(text))}"
+    return text.split(":")[0]
+
+
+def parameter_count(model) -> int:
+    return int(sum(p.numel() for p in model.parameters()))
+
+
+def _path(root: Path) -> Path:
+    return Path(root) / FILE_NAME
+
+
+def _read(root: Path) -> dict[str, dict[str, float]]:
+    try:
+        data = json.loads(_path(root).read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {
+        str(device): {str(n): float(r) for n, r in rates.items() if isinstance(r, int | float)}
+        for device, rates in data.items()
+        if isinstance(rates, dict)
+    }
+
+
+def record(root: Path, device: str, parameters: int, tokens: int, seconds: float) -> None:
+    """Keep this run's seconds per (token x parameter) for ``device`` and this parameter count
+    (best effort: a read-only cache folder keeps nothing, and nothing fails). A run shorter than
+    :data:`MIN_RECORD_SECONDS` is not kept: its time is mostly fixed costs (loading the first
+    batch, warming kernels), and a model that fast needs no first look."""
+    if parameters <= 0 or tokens <= 0 or seconds < MIN_RECORD_SECONDS:
+        return
+    data = _read(root)
+    rates = data.setdefault(device, {})
+    rates.pop(str(parameters), None)  # re-inserted last: the newest measurements are kept
+    rates[str(parameters)] = seconds / (tokens * parameters)
+    data[device] = dict(list(rates.items())[-MAX_MODELS_PER_DEVICE:])
+    tmp = _path(root).with_suffix(f".{os.getpid()}.tmp")
+    try:
+        Path(root).mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(data, indent=1))
+        tmp.replace(_path(root))
+    except OSError:
+        tmp.unlink(missing_ok=True)
+
+
+def seconds_per_token_parameter(root: Path, device: str, parameters: int) -> float | None:
+    """The rate measured on ``device`` for the model whose parameter count is nearest to
+    ``parameters`` (on a log scale: a small model's rate is inflated by fixed per-batch costs,
+    so the nearest size predicts best); None before the first measurement."""
+    rates = _read(root).get(device)
+    if not rates or parameters <= 0:
+        return None
+    nearest = min(rates, key=lambda n: abs(math.log(max(int(n), 1) / parameters)))
+    return rates[nearest]
+
+
+def estimate_seconds(root: Path, device: str, parameters: int, tokens: int) -> float | None:
+    """Estimated extraction time of ``tokens`` through ``parameters`` on ``device``."""
+    rate = seconds_per_token_parameter(root, device, parameters)
+    return None if rate is None else rate * parameters * tokens
+
+
+def first_look_budget() -> float:
+    """The first look's seconds: ``$ISOSCOPE_FIRST_LOOK_S`` (a patient operator or a test
+    raises it), else :data:`FIRST_LOOK_SECONDS`."""
+    raw = os.environ.get(BUDGET_ENV, "").strip()
+    try:
+        return float(raw) if raw else FIRST_LOOK_SECONDS
+    except ValueError:
+        return FIRST_LOOK_SECONDS
+
+
+def first_look_size(
+    token_counts: Sequence[int], seconds_per_token: float, budget_s: float = FIRST_LOOK_SECONDS
+) -> int:
+    """The number of leading texts whose estimated time fits ``budget_s`` (all of them when the
+    whole corpus fits; at least :data:`MIN_FIRST_LOOK_TEXTS`)."""
+    total = 0.0
+    for n, count in enumerate(token_counts):
+        total += count * seconds_per_token
+        if total > budget_s:
+            return min(max(n, MIN_FIRST_LOOK_TEXTS), len(token_counts))
+    return len(token_counts)
+
+
+def describe_seconds(seconds: float) -> str:
+    return f"about {seconds / 60:.0f} min" if seconds >= 120 else f"about {seconds:.0f} s"
+
+
+def token_counts(tokenizer, texts: Sequence[str], max_length: int) -> list[int]:
+    """Tokens per text as the extraction reads them (truncated at ``max_length``)."""
+    encoded = tokenizer(list(texts), truncation=True, max_length=max_length)
+    return [len(ids) for ids in encoded["input_ids"]]
+
+
+@dataclass(frozen=True)
+class FirstLook:
+    """The prefix of a corpus that fits the budget, and the estimates behind the choice."""
+
+    corpus: object  # the prefix: a Corpus of its own (its own hash and cache entry)
+    texts: int
+    total_texts: int
+    full_seconds: float
+    seconds: float
+    budget_s: float
+
+    def describe(self) -> str:
+        return (
+            f"first look: {self.texts:,} of {self.total_texts:,} texts "
+            f"(the whole corpus would take {describe_seconds(self.full_seconds)} on this device, "
+            "from its last measured speed)"
+        )
+
+
+def plan_first_look(
+    loaded, corpus, counts: Sequence[int], root: Path, budget_s: float | None = None
+) -> FirstLook | None:
+    """The first look at ``corpus`` (``counts``: its :func:`token_counts`) when its whole
+    extraction is estimated to take longer than ``budget_s`` (None: :func:`first_look_budget`)
+    on ``loaded``'s device; None when it fits, is not text, or no speed has been measured on
+    this device yet."""
+    from backend.engine.corpus import Corpus
+
+    budget_s = first_look_budget() if budget_s is None else budget_s
+    if getattr(corpus, "kind", "text") != "text":
+        return None
+    parameters = parameter_count(loaded.model)
+    rate = seconds_per_token_parameter(root, device_key(loaded.device), parameters)
+    if rate is None:
+        return None
+    per_token = rate * parameters
+    full = per_token * sum(counts)
+    n = first_look_size(counts, per_token, budget_s)
+    if full <= budget_s or n >= len(corpus):
+        return None
+    prefix = Corpus(corpus.texts[:n], f"{corpus.name} · first look, {n} of {len(corpus)} texts")
+    return FirstLook(prefix, n, len(corpus), full, per_token * sum(counts[:n]), budget_s)

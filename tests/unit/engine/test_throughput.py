@@ -1,0 +1,77 @@
+"""The measured speed of a device and the first look it predicts (backend/engine/throughput.py)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from backend.engine import throughput
+from backend.engine.corpus import Corpus
+
+
+def test_no_estimate_before_a_measurement(tmp_path):
+    assert throughput.estimate_seconds(tmp_path, "cpu", 10**6, 1000) is None
+
+
+def test_a_recorded_run_predicts_time_proportional_to_tokens_and_parameters(tmp_path):
+    throughput.record(tmp_path, "cpu", 10**6, 1000, 20.0)
+    assert throughput.estimate_seconds(tmp_path, "cpu", 10**6, 1000) == pytest.approx(20.0)
+    assert throughput.estimate_seconds(tmp_path, "cpu", 2 * 10**6, 3000) == pytest.approx(120.0)
+    assert throughput.estimate_seconds(tmp_path, "cuda:X", 10**6, 1000) is None  # per device
+
+
+def test_the_nearest_parameter_count_is_used(tmp_path):
+    throughput.record(tmp_path, "cpu", 10**4, 100, 10.0)  # a tiny model: overhead-bound
+    throughput.record(tmp_path, "cpu", 10**8, 100, 10.0)
+    big = throughput.seconds_per_token_parameter(tmp_path, "cpu", 2 * 10**8)
+    tiny = throughput.seconds_per_token_parameter(tmp_path, "cpu", 2 * 10**4)
+    assert big == pytest.approx(10.0 / (100 * 10**8))
+    assert tiny == pytest.approx(10.0 / (100 * 10**4))
+
+
+def test_a_short_run_is_not_kept(tmp_path):
+    throughput.record(tmp_path, "cpu", 10**6, 1000, throughput.MIN_RECORD_SECONDS / 2)
+    assert throughput.seconds_per_token_parameter(tmp_path, "cpu", 10**6) is None
+
+
+def test_a_broken_file_is_no_measurement(tmp_path):
+    (tmp_path / throughput.FILE_NAME).write_text("not json")
+    assert throughput.seconds_per_token_parameter(tmp_path, "cpu", 10) is None
+    throughput.record(tmp_path, "cpu", 10, 10, 10.0)  # and is replaced
+    assert throughput.seconds_per_token_parameter(tmp_path, "cpu", 10) == pytest.approx(0.1)
+
+
+def test_first_look_size_fits_the_budget():
+    assert throughput.first_look_size([10] * 100, 0.1, budget_s=60) == 60
+    assert throughput.first_look_size([10] * 100, 0.001, budget_s=60) == 100
+    assert throughput.first_look_size([10] * 100, 100.0, budget_s=60) == 8  # the minimum
+
+
+def _loaded(parameters: int):
+    return SimpleNamespace(model=torch.nn.Linear(parameters, 1, bias=False), device="cpu")
+
+
+def test_plan_first_look_is_a_prefix_corpus_of_its_own(tmp_path):
+    corpus = Corpus(tuple(f"text {i}" for i in range(100)), "bundled")
+    loaded = _loaded(1000)
+    throughput.record(tmp_path, "cpu", 1000, 10, 10.0)  # 1 s per token
+    plan = throughput.plan_first_look(loaded, corpus, [2] * 100, tmp_path, budget_s=60)
+    assert plan is not None and plan.texts == 30 and plan.total_texts == 100
+    assert plan.corpus.texts == corpus.texts[:30] and plan.corpus.sha != corpus.sha
+    assert plan.full_seconds == pytest.approx(200.0)
+    assert "first look: 30 of 100 texts" in plan.describe()
+
+
+def test_no_first_look_when_the_whole_corpus_fits(tmp_path):
+    corpus = Corpus(tuple(f"text {i}" for i in range(10)), "bundled")
+    throughput.record(tmp_path, "cpu", 1000, 10000, 10.0)
+    assert throughput.plan_first_look(_loaded(1000), corpus, [2] * 10, tmp_path, 60) is None
+
+
+def test_the_budget_comes_from_the_environment(monkeypatch):
+    monkeypatch.setenv(throughput.BUDGET_ENV, "30")
+    assert throughput.first_look_budget() == 30.0
+    monkeypatch.setenv(throughput.BUDGET_ENV, "soon")
+    assert throughput.first_look_budget() == throughput.FIRST_LOOK_SECONDS
