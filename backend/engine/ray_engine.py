@@ -346,8 +346,9 @@ def plan_chunks(
 
 
 def planning_model(source: str) -> Any:
-    """What :func:`backend.engine.extraction.tokenize` needs of a model (tokenizer, max positions), read
-    from the checkpoint's tokenizer and config files without loading its weights."""
+    """What :func:`backend.engine.extraction.tokenize` needs of a model (tokenizer, max positions,
+    a text layout), read from the checkpoint's tokenizer and config files without loading its
+    weights."""
     from types import SimpleNamespace
 
     from transformers import AutoConfig, AutoTokenizer
@@ -381,7 +382,13 @@ def planning_model(source: str) -> Any:
                 f"({str(exc).splitlines()[0][:200]}); the driver plans the batches with them"
             ) from None
         max_positions = getattr(config, "max_position_embeddings", None)
-    return SimpleNamespace(tokenizer=tokenizer, info=SimpleNamespace(max_positions=max_positions))
+    # a text corpus is planned here (media corpora load a stand-in model): tokenize's modality
+    # check reads a text layout
+    return SimpleNamespace(
+        tokenizer=tokenizer,
+        info=SimpleNamespace(max_positions=max_positions, display_name=source),
+        layout=SimpleNamespace(modality="text"),
+    )
 
 
 def work_dataset(ray_module: Any, corpus: Corpus, plan: Plan) -> Any:

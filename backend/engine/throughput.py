@@ -23,6 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from backend.engine.jsonio import strict_json
+
 FILE_NAME = "throughput.json"
 FIRST_LOOK_SECONDS = 60.0  # the "a first look within a minute"; $ISOSCOPE_FIRST_LOOK_S
 BUDGET_ENV = "ISOSCOPE_FIRST_LOOK_S"
@@ -79,7 +81,7 @@ def record(root: Path, device: str, parameters: int, tokens: int, seconds: float
     tmp = _path(root).with_suffix(f".{os.getpid()}.tmp")
     try:
         Path(root).mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps(data, indent=1))
+        tmp.write_text(strict_json(data, indent=1))
         tmp.replace(_path(root))
     except OSError:
         tmp.unlink(missing_ok=True)

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from backend.analysis.geometry.projections import Colouring, Projection
+from backend.engine.jsonio import strict_json
 from backend.plots.projections import axis_titles, category_colours
 
 MAGIC = b"ISOPTS1\0"
@@ -92,7 +93,7 @@ def encode_points(
         "axes": [list(axis_titles(before)), list(axis_titles(after))],
         "methods": [before.how, after.how],
     }
-    text = json.dumps(header, ensure_ascii=False).encode("utf-8")
+    text = strict_json(header, ensure_ascii=False).encode("utf-8")
     text += b" " * (-(len(MAGIC) + 4 + len(text)) % 8)
     parts = [MAGIC, struct.pack("<I", len(text)), text]
     written = 0

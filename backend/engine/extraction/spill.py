@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from backend.engine.device import to_numpy
 from backend.engine.errors import InputError
 from backend.engine.extraction.forward import forward_hidden_states, pad_batch, pad_token_id
 from backend.engine.extraction.tokenization import batch_count, length_order, tokenize
@@ -120,7 +121,7 @@ def spill_state(
                 hidden = forward_hidden_states(loaded, ids, mask)[state]  # (B, T, d)
                 flat = np.concatenate([r * width + positions[t] for r, t in enumerate(rows)])
                 picked = hidden.reshape(-1, d)[torch.from_numpy(flat).to(hidden.device)]
-                block = picked.to("cpu", torch.float32).numpy()
+                block = to_numpy(picked, torch.float32)
                 at = 0
                 for t in rows:  # each text's analysed tokens are contiguous rows of the file
                     os.pwrite(fd, block[at : at + counts[t]].tobytes(), int(offset[t]) * row_bytes)

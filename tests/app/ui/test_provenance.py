@@ -21,8 +21,25 @@ def _card(model: str) -> dict[str, str]:
     return dict(zip(card["field"], card["value"].astype(str), strict=True))
 
 
-def test_the_overview_of_a_copy_names_the_copy(tiny_bert_dir, tmp_path, monkeypatch):
+def _own_bert(folder: Path) -> Path:
+    """A tiny BERT with weights no other test uses (seed 31): the session's shared tiny models may
+    already sit in the process-wide result store, which would leave this test no extraction to
+    count."""
+    from backend.engine.models import build_random_model, bundled_tokenizer
+
+    tokenizer = bundled_tokenizer()
+    model = build_random_model(
+        "bert", {"layers": 2, "width": 32, "heads": 2, "seed": 31}, len(tokenizer), head="base"
+    )
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def test_the_overview_of_a_copy_names_the_copy(tmp_path, monkeypatch):
     import backend.engine.extraction as extraction
+
+    tiny_bert_dir = _own_bert(tmp_path / "own")
 
     monkeypatch.setenv("ISOSCOPE_UMAP_WARMUP", "0")
     calls: list[str] = []

@@ -268,7 +268,16 @@ def test_cli_on_sharded_parquet_with_minilm_saves_the_single_process_result(
     assert proc.returncode == 0, proc.stderr
     assert "engine: ray · 2 worker(s) on cpu" in proc.stderr
     settings = ExtractionSettings(max_length=32, sample_size=200, batch_size=4)
-    want = extract(minilm, load_corpus_file(shards), settings)
+    # each worker runs torch on its one CPU; MiniLM's matmuls round differently on two threads
+    # (about 1e-7), so the one-process reference runs on one thread too
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        want = extract(minilm, load_corpus_file(shards), settings)
+    finally:
+        torch.set_num_threads(threads)
     got = load_saved(tmp_path / "run.isoscope")
     assert_same_result(got, want)
     report = json.loads((tmp_path / "ray.json").read_text())

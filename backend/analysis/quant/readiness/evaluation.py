@@ -21,7 +21,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from backend.analysis.quant.readiness.scan import QuantScan, _last_state
+from backend.analysis.quant.readiness.scan import QuantScan, last_state
 from backend.analysis.quant.schemes import (
     DEFAULT_ALPHA,
     DEFAULT_KEEP,
@@ -31,6 +31,7 @@ from backend.analysis.quant.schemes import (
     transforms,
 )
 from backend.analysis.quant.sites import weight_matrix
+from backend.engine.device import to_numpy
 from backend.engine.errors import InputError
 from backend.engine.hooks import forward_hooks
 from backend.engine.progress import Progress, report
@@ -105,9 +106,9 @@ class _Metric:
             kl = (self.ref.exp() * (self.ref - q)).sum(-1).double()  # (N,) positions in mask order
             text = torch.nonzero(self.mask)[:, 0]
             sums = torch.zeros(self.mask.shape[0], dtype=torch.float64).index_add_(0, text, kl)
-            return sums.numpy(), self.mask.sum(1).double().numpy()
+            return to_numpy(sums), to_numpy(self.mask.sum(1))
         cos = F.cosine_similarity(self.ref.double(), q.double(), dim=-1)
-        return cos.numpy(), np.ones(cos.shape[0])
+        return to_numpy(cos), np.ones(cos.shape[0])
 
     def __call__(self, state: torch.Tensor) -> float:
         q = self._prepare(state)
@@ -127,9 +128,9 @@ def _set_weight(module: torch.nn.Module, w_out_in: torch.Tensor) -> None:
     module.weight.data = w.to(module.weight.dtype).to(module.weight.device)
 
 
-def _run(loaded, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+def run_model(loaded, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     out = loaded.encoder(input_ids=ids.to(loaded.device), attention_mask=mask.to(loaded.device))
-    return _last_state(out)
+    return last_state(out)
 
 
 def _shared_input_hook(x_fn):
@@ -274,7 +275,7 @@ def evaluate(
                         pre.update(dict.fromkeys(modules, _shared_input_hook(x_fn)))
                 if end:
                     with forward_hooks(pre, pre=True):
-                        state = _run(loaded, scan.end_ids, scan.end_mask).float().cpu()
+                        state = run_model(loaded, scan.end_ids, scan.end_mask).float().cpu()
                         if sts is not None:
                             sts[scheme] = pairs_spearman(loaded, pairs, scan.max_length, batch_size)
                     # one logits pass gives both the figure and its bootstrap parts
@@ -341,7 +342,7 @@ def layer_sensitivity(
         ids = scan.end_ids.repeat(len(chunk), 1)
         mask = scan.end_mask.repeat(len(chunk), 1)
         with forward_hooks(dict.fromkeys(layer_of, hook)), torch.inference_mode():
-            state = _run(loaded, ids, mask).float().cpu()
+            state = run_model(loaded, ids, mask).float().cpu()
         for layer, g in slot.items():
             results[layer] = metric(state[g * b : (g + 1) * b])
     return [{"layer": layer, "end": results[layer]} for layer in layers]
@@ -377,7 +378,7 @@ def mixed_end(
                 if x_fn is not None:
                     pre.update(dict.fromkeys(modules, _shared_input_hook(x_fn)))
             with forward_hooks(pre, pre=True):
-                state = _run(loaded, scan.end_ids, scan.end_mask).float().cpu()
+                state = run_model(loaded, scan.end_ids, scan.end_mask).float().cpu()
         finally:
             for m, w in originals.items():
                 m.weight.data = w

@@ -54,7 +54,7 @@ MASSIVE_RATIO = MEDIAN_RATIO
 SEED = 0
 
 
-class _SiteAccumulator:
+class SiteAccumulator:
     """Streaming statistics of one site's inputs (float64 sums, float32 maxima)."""
 
     def __init__(self, width: int) -> None:
@@ -149,7 +149,7 @@ class QuantScan:
         return {name: s.act_max.float().clone() for s in self.sites for name in s.site.modules}
 
 
-def _select_rows(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor | None:
+def select_rows(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor | None:
     """The non-padding rows of a projection input: (B, T, in) or a flattened (B*T, in)."""
     if x.dim() == 3 and tuple(x.shape[:2]) == tuple(mask.shape):
         return x[mask]
@@ -158,14 +158,14 @@ def _select_rows(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor | None:
     return None
 
 
-def _padded(
+def padded(
     tokenized: TokenizedCorpus, rows: np.ndarray, pad_id: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
     ids, mask = pad_batch(tokenized, rows, pad_id)  # the extraction's one padding rule
     return torch.from_numpy(ids), torch.from_numpy(mask.astype(bool))
 
 
-def _sample_positions(
+def sample_positions(
     lengths: np.ndarray, n: int, seed: int
 ) -> tuple[list[np.ndarray], float, float]:
     """Per text, the sorted positions of the stratified sample of ``n`` tokens, and the weights of
@@ -201,7 +201,7 @@ def weighted_median(values: torch.Tensor, weights: torch.Tensor) -> float:
     return float(values[order][min(i, len(values) - 1)])
 
 
-def _last_state(output) -> torch.Tensor:
+def last_state(output) -> torch.Tensor:
     state = getattr(output, "last_hidden_state", None)
     if state is None:
         state = output[0] if isinstance(output, tuple | list) else output
@@ -241,12 +241,12 @@ def scan_sites(
     named = dict(root.named_modules())
     tokenized = tokenize(loaded, tuple(texts), max_length)
     lengths = tokenized.lengths
-    sample_pos, w_first, w_rest = _sample_positions(lengths, error_tokens, seed)
+    sample_pos, w_first, w_rest = sample_positions(lengths, error_tokens, seed)
     sample_weights: list[float] = []  # in the order the sampled rows are gathered
     end_rows = _end_texts(lengths, end_tokens)
     end_slot = {int(t): k for k, t in enumerate(end_rows)}
     _, blocks = find_blocks(root, site_map.num_layers)
-    accs = [_SiteAccumulator(s.width) for s in site_map.sites]
+    accs = [SiteAccumulator(s.width) for s in site_map.sites]
     d = int(loaded.info.hidden_size)
     block_max = torch.zeros(len(blocks), d, dtype=torch.float32)
     block_samples: list[list[torch.Tensor]] = [[] for _ in blocks]
@@ -256,11 +256,11 @@ def scan_sites(
     def site_hook(i: int):
         def fn(module, inputs):
             x = inputs[0]
-            rows = _select_rows(x, state["mask"])
+            rows = select_rows(x, state["mask"])
             if rows is None:
                 skipped.add(site_map.sites[i].name)
                 return
-            sample = _select_rows(x, state["sample"])
+            sample = select_rows(x, state["sample"])
             accs[i].update(rows, sample)
 
         return fn
@@ -289,14 +289,14 @@ def scan_sites(
     end_reference = torch.zeros((len(end_rows), width_end, d), dtype=torch.float32)
     with forward_hooks(pre, pre=True), forward_hooks(post), torch.inference_mode():
         for b, rows in enumerate(batches):
-            ids, mask = _padded(tokenized, rows, pad_id)
+            ids, mask = padded(tokenized, rows, pad_id)
             sample = torch.zeros_like(mask)
             for r, t in enumerate(rows):
                 sample[r, sample_pos[t]] = True
                 sample_weights.extend(w_first if p == 0 else w_rest for p in sample_pos[t])
             state["mask"], state["sample"] = mask.to(loaded.device), sample.to(loaded.device)
             out = root(input_ids=ids.to(loaded.device), attention_mask=mask.to(loaded.device))
-            last = _last_state(out)
+            last = last_state(out)
             for r, t in enumerate(rows):
                 if int(t) in end_slot:
                     k, n = end_slot[int(t)], int(lengths[t])

@@ -10,8 +10,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from backend.analysis.quant.readiness.evaluation import _run
-from backend.analysis.quant.readiness.scan import _padded, _select_rows
+from backend.analysis.quant.readiness.evaluation import run_model
+from backend.analysis.quant.readiness.scan import padded, select_rows
 from backend.analysis.quant.sites import Site
 from backend.engine.device import to_numpy
 from backend.engine.errors import UnsupportedModelError
@@ -66,7 +66,7 @@ def site_magnitudes(
     state: dict = {"mask": None, "offset": 0}
 
     def hook(mod, inputs):
-        rows = _select_rows(inputs[0], state["mask"])
+        rows = select_rows(inputs[0], state["mask"])
         if rows is None:
             raise UnsupportedModelError(f"the input of {site.name} is not one row per token")
         a = rows.abs().float().cpu()  # (n, width), texts in corpus order
@@ -82,10 +82,10 @@ def site_magnitudes(
     pad_id = pad_token_id(loaded)
     with forward_hooks({module: hook}, pre=True), torch.inference_mode():
         for b, rows in enumerate(batches):
-            ids, mask = _padded(tokenized, rows, pad_id)
+            ids, mask = padded(tokenized, rows, pad_id)
             state["mask"] = mask.to(loaded.device)
             try:
-                _run(loaded, ids, mask)
+                run_model(loaded, ids, mask)
             except _Stop:
                 pass
             if not report(progress, b + 1, len(batches)):

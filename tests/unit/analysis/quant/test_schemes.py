@@ -12,8 +12,8 @@ import torch
 from scipy.stats import kurtosis as scipy_kurtosis
 
 from backend.analysis.quant.readiness import (
-    _sample_positions,
-    _SiteAccumulator,
+    SiteAccumulator,
+    sample_positions,
     spearman,
     weighted_median,
 )
@@ -45,7 +45,7 @@ def _planted(seed: int = 0) -> torch.Tensor:
 
 def test_kurtosis_of_a_planted_channel_matches_the_mixture_formula():
     x = _planted()
-    acc = _SiteAccumulator(D)
+    acc = SiteAccumulator(D)
     for chunk in x.float().split(1000):  # streamed, as over batches
         acc.update(chunk, None)
     # pooled values: (D-1)/D standard normal (m4 = 3) and 1/D at ±C; mean ~ 0
@@ -61,7 +61,7 @@ def test_kurtosis_of_a_planted_channel_matches_the_mixture_formula():
 
 
 def test_gaussian_kurtosis_is_three():
-    acc = _SiteAccumulator(D)
+    acc = SiteAccumulator(D)
     acc.update(torch.randn(N, D, generator=torch.Generator().manual_seed(1)), None)
     assert acc.kurtosis() == pytest.approx(3.0, abs=0.05)
 
@@ -155,14 +155,14 @@ def test_spearman():
 
 def test_stratified_sample_keeps_every_first_position_and_weights_sum_to_the_corpus():
     lengths = np.array([128] * 64)
-    positions, w_first, w_rest = _sample_positions(lengths, 256, seed=0)
+    positions, w_first, w_rest = sample_positions(lengths, 256, seed=0)
     assert all(p[0] == 0 for p in positions)  # 64 first positions, 192 others
     assert sum(len(p) for p in positions) == 256
     n_first = sum(int((p == 0).sum()) for p in positions)
     n_rest = sum(int((p > 0).sum()) for p in positions)
     assert n_first * w_first + n_rest * w_rest == pytest.approx(lengths.sum())
     assert all(len(np.unique(p)) == len(p) and p.max() < 128 for p in positions)
-    few, w_f, w_r = _sample_positions(np.array([3, 0, 2]), 100, seed=0)  # all 5 tokens
+    few, w_f, w_r = sample_positions(np.array([3, 0, 2]), 100, seed=0)  # all 5 tokens
     assert [list(p) for p in few] == [[0, 1, 2], [], [0, 1]] and w_f == w_r == 1.0
 
 
