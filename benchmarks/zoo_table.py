@@ -22,7 +22,8 @@ from tests.zoo_checks import ANALYSES, cli_smoke, run_analyses  # noqa: E402
 def _cell(result: str, folder: Path) -> str:
     if result == "works":
         return "works"
-    why = result.removeprefix("refused: ").replace(f"'{folder}'", "the model").replace("|", "/")
+    why = result.removeprefix("refused: ").replace(f"'{folder}'", "the model")
+    why = why.replace(str(folder), "the model").replace("|", "/")
     return "refused: " + (why if len(why) <= 90 else why[:89] + "…")
 
 
