@@ -100,43 +100,64 @@ Sources: {SOURCES}
     )
 
 
-def scan_controls(loaded: LoadedModel, corpus) -> tuple[ImageScan, int, np.ndarray] | None:
-    """The images to scan, the hidden state and the high-norm factor: (scan, state, each state's
-    high-norm threshold), or None when the model cannot be scanned (the error is shown)."""
+# The controls of the image and the speech scans: (items, unit, widget-key stem, the count's help,
+# the state's help)
+_SCAN_KINDS = {
+    "image": (
+        "Images",
+        "patch",
+        "img",
+        "The first images of the corpus, every token (prefix and patches) of each.",
+        "For the norm distribution and the image view.",
+    ),
+    "audio": (
+        "Clips",
+        "frame",
+        "audio",
+        "The first clips of the corpus, every frame of each (and no padding frame).",
+        None,
+    ),
+}
+
+
+def scan_controls(
+    loaded: LoadedModel, corpus, kind: str = "image"
+) -> tuple[ImageScan | AudioScan, int, np.ndarray] | None:
+    """The items to scan, the hidden state and the high-norm factor: (scan, state, each state's
+    high-norm threshold), or None when the model cannot be scanned (the error is shown). A speech
+    scan's notes (clips cut or skipped) are shown under the controls."""
+    items, unit, stem, count_help, state_help = _SCAN_KINDS[kind]
     n_max = len(corpus.items)
     c1, c2, c3 = st.columns(3)
-    n_images = c1.slider(
-        "Images to scan",
+    n_items = c1.slider(
+        f"{items} to scan",
         1,
         n_max,
         min(64, n_max),
-        key="massive_n_images",
-        help="The first images of the corpus, every token (prefix and patches) of each.",
+        key=f"massive_n_{items.lower()}",
+        help=count_help,
     )
     try:
-        scan = get_image_scan(loaded, corpus, int(n_images))
+        scan = (get_image_scan if kind == "image" else get_audio_scan)(loaded, corpus, int(n_items))
     except IsoscopeError as exc:
         st.error(f"**Cannot scan this model.** {exc}")
         return None
+    for note in scan.notes if kind == "audio" else ():
+        st.info(note, icon=":material/info:")
     names = list(scan.massive.state_names)
     state_name = c2.select_slider(
-        "Hidden state",
-        names,
-        value=names[-1],
-        key="massive_img_state",
-        help="For the norm distribution and the image view.",
+        "Hidden state", names, value=names[-1], key=f"massive_{stem}_state", help=state_help
     )
     factor = c3.number_input(
-        "High-norm factor (× median patch norm)",
+        f"High-norm factor (× median {unit} norm)",
         1.1,
         100.0,
         HIGH_NORM_FACTOR,
         0.1,
-        key="massive_img_factor",
+        key=f"massive_{stem}_factor",
     )
     state = names.index(state_name)
-    thresholds = scan.thresholds(float(factor))
-    return scan, state, thresholds
+    return scan, state, scan.thresholds(float(factor))
 
 
 def headline(loaded: LoadedModel, scan: ImageScan, state: int, thresholds: np.ndarray) -> None:
@@ -289,35 +310,12 @@ frames is what this page measures.
 Sources: {AUDIO_SOURCES}
 """,
     )
-    n_max = len(corpus.items)
-    c1, c2, c3 = st.columns(3)
-    n_clips = c1.slider(
-        "Clips to scan",
-        1,
-        n_max,
-        min(64, n_max),
-        key="massive_n_clips",
-        help="The first clips of the corpus, every frame of each (and no padding frame).",
-    )
-    try:
-        scan = get_audio_scan(loaded, corpus, int(n_clips))
-    except IsoscopeError as exc:
-        st.error(f"**Cannot scan this model.** {exc}")
+    chosen = scan_controls(loaded, corpus, "audio")
+    if chosen is None:
         return
-    for note in scan.notes:
-        st.info(note, icon=":material/info:")
+    scan, state, thresholds = chosen
     names = list(scan.massive.state_names)
-    state_name = c2.select_slider("Hidden state", names, value=names[-1], key="massive_audio_state")
-    factor = c3.number_input(
-        "High-norm factor (× median frame norm)",
-        1.1,
-        100.0,
-        HIGH_NORM_FACTOR,
-        0.1,
-        key="massive_audio_factor",
-    )
-    state = names.index(state_name)
-    thresholds = scan.thresholds(float(factor))
+    state_name = names[state]
     massive = scan.massive
     peak = peak_state(massive)
     shares = scan.high_norm_share(thresholds)
