@@ -4,7 +4,7 @@ sensitivity, the JSON), three runs. Target: <= 60 s on 2 CPU cores.
 
 Prints JSON: the median, min and max of the runs, the load average before each run (the machine
 may be shared), and the torch thread count. Usage: ``python benchmarks/quant.py [--runs 3]
-[--texts 64] [--max-length 128] [--threads N]`` (``--threads`` sets OMP_NUM_THREADS for the
+[--texts 64] [--max-length 128] [--threads N] [--recipe]`` (``--threads`` sets OMP_NUM_THREADS for the
 command; default: torch's own choice).
 """
 
@@ -53,6 +53,9 @@ def main() -> None:
     parser.add_argument("--texts", type=int, default=64)
     parser.add_argument("--max-length", type=int, default=128)
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument(
+        "--recipe", action="store_true", help="also write the llm-compressor recipe (issue 34)"
+    )
     args = parser.parse_args()
     texts = corpus_texts(args.texts, args.max_length)
     env = offline_env()
@@ -80,6 +83,7 @@ def main() -> None:
                     str(out),
                     "--max-length",
                     str(args.max_length),
+                    *(["--recipe", str(Path(tmp) / "recipe.yaml")] if args.recipe else []),
                 ],
                 cwd=ROOT,
                 env=env,
@@ -93,7 +97,8 @@ def main() -> None:
     print(
         json.dumps(
             {
-                "command": "isoscope quant --model smollm2 (bundled SmolLM2-135M)",
+                "command": "isoscope quant --model smollm2 (bundled SmolLM2-135M)"
+                + (" --recipe" if args.recipe else ""),
                 "texts": data["corpus"]["texts"],
                 "tokens": data["corpus"]["tokens"],
                 "max_length": args.max_length,
