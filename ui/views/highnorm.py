@@ -160,25 +160,35 @@ def scan_controls(
     return scan, state, scan.thresholds(float(factor))
 
 
-def headline(loaded: LoadedModel, scan: ImageScan, state: int, thresholds: np.ndarray) -> None:
-    """The largest |h|, its ratio to the median and the high-norm share at the chosen state."""
+def headline(
+    loaded: LoadedModel,
+    scan: ImageScan | AudioScan,
+    state: int,
+    thresholds: np.ndarray,
+    corpus=None,
+) -> None:
+    """The largest |h|, its ratio to the median and the high-norm share at the chosen state; a
+    speech scan names the clip (from ``corpus``) and counts frames."""
     massive = scan.massive
     names = list(massive.state_names)
-    state_name = names[state]
     peak = peak_state(massive)
     shares = scan.high_norm_share(thresholds)
+    if isinstance(scan, AudioScan):
+        where = f"frame {massive.top_token[peak, 0]} of {corpus.texts[massive.top_text[peak, 0]]}"
+        high, counted = "frames", f"{scan.n_clips:,} clips · {massive.n_tokens:,} frames"
+    else:
+        where = f"token {massive.top_token[peak, 0]} of image {massive.top_text[peak, 0]}"
+        high, counted = "patches", f"{scan.n_images:,} images · {massive.n_tokens:,} tokens"
     m1, m2, m3 = st.columns(3)
     m1.metric(
         "Largest |h|",
         f"{massive.top_value[peak, 0]:,.1f}",
-        help=f"hidden state {names[peak]}, dim {massive.top_dim[peak, 0]}, token "
-        f"{massive.top_token[peak, 0]} of image {massive.top_text[peak, 0]}",
+        help=f"hidden state {names[peak]}, dim {massive.top_dim[peak, 0]}, {where}",
     )
     m2.metric("× median |h| there", f"{massive.ratio[peak]:,.0f}")
-    m3.metric(f"High-norm patches at {state_name}", f"{shares[state]:.1%}")
+    m3.metric(f"High-norm {high} at {names[state]}", f"{shares[state]:.1%}")
     st.caption(
-        f"{loaded.info.display_name} · {scan.n_images:,} images · {massive.n_tokens:,} tokens "
-        f"({loaded.layout.describe()}) · {scan.seconds:.1f} s"
+        f"{loaded.info.display_name} · {counted} ({loaded.layout.describe()}) · {scan.seconds:.1f} s"
     )
 
 
@@ -314,24 +324,9 @@ Sources: {AUDIO_SOURCES}
     if chosen is None:
         return
     scan, state, thresholds = chosen
-    names = list(scan.massive.state_names)
-    state_name = names[state]
     massive = scan.massive
-    peak = peak_state(massive)
-    shares = scan.high_norm_share(thresholds)
-    m1, m2, m3 = st.columns(3)
-    m1.metric(
-        "Largest |h|",
-        f"{massive.top_value[peak, 0]:,.1f}",
-        help=f"hidden state {names[peak]}, dim {massive.top_dim[peak, 0]}, frame "
-        f"{massive.top_token[peak, 0]} of {corpus.texts[massive.top_text[peak, 0]]}",
-    )
-    m2.metric("× median |h| there", f"{massive.ratio[peak]:,.0f}")
-    m3.metric(f"High-norm frames at {state_name}", f"{shares[state]:.1%}")
-    st.caption(
-        f"{loaded.info.display_name} · {scan.n_clips:,} clips · {massive.n_tokens:,} frames "
-        f"({loaded.layout.describe()}) · {scan.seconds:.1f} s"
-    )
+    state_name = massive.state_names[state]
+    headline(loaded, scan, state, thresholds, corpus)
 
     def massive_tab() -> None:
         fig = magnitudes_by_layer_figure(massive)
