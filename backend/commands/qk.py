@@ -14,6 +14,7 @@ from backend.commands.common import (
     progress_line,
     write_json,
 )
+from backend.engine.params import BATCH_SIZE, MAX_LENGTH
 
 
 def add_parser(sub) -> None:
@@ -42,14 +43,11 @@ def add_parser(sub) -> None:
 def run_qk(args: argparse.Namespace) -> int:
     from backend.analysis.positional.qk import METRICS, qk_stats
     from backend.engine.corpus import load_corpus_file
-    from backend.engine.errors import InputError
     from backend.engine.extraction.media import check_modality
 
     out = check_out_path(args.out)
-    if not 2 <= args.max_length <= 8192:
-        raise InputError(f"--max-length must be between 2 and 8192, got {args.max_length}")
-    if not 1 <= args.batch_size <= 4096:
-        raise InputError(f"--batch-size must be between 1 and 4096, got {args.batch_size}")
+    for param in (MAX_LENGTH, BATCH_SIZE):  # the extraction's ranges, before any model loads
+        param.check(getattr(args, param.name), param.flag)
     corpus = load_corpus_file(args.texts)
     loaded = load_model_from_args(args)
     check_modality(loaded, "text")
