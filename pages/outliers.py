@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui.cached import criteria_by_state
 from ui.common import load_or_stop, show_notices
+from ui.results import criteria_by_state
 from ui.views import outliers as view
 
 st.title("Outlier dimensions")

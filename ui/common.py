@@ -1,7 +1,7 @@
 """Shared Streamlit glue: the selection, cached model/extraction loaders, downloads, errors.
 
-The sidebar that sets the selection is ui/sidebar.py; the cache idiom and the typed cached
-analyses that several pages share are ui/cached.py; each page's body is in ui/views/.
+The sidebar that sets the selection is ui/sidebar.py; the cache idiom is ui/cached.py, the typed
+cached analyses that several pages share are ui/results.py; each page's body is in ui/views/.
 
 Caching: models in ``st.cache_resource`` keyed by cheap values (source, device, dtype, pickle
 opt-in, head) with a small ``max_entries``; extraction results in a process-wide LRU keyed by

@@ -33,8 +33,8 @@ def default_selection(source: str):
 
 def prewarm_overview(source: str, full_report: bool = True) -> float:
     """What the Overview computes for ``source``; seconds taken."""
-    from ui.cached import anisotropy, outlier_dims_by_state
     from ui.common import get_extraction
+    from ui.results import anisotropy, outlier_dims_by_state
     from ui.share import full_report as build_full_report
     from ui.share import quick_report
 

@@ -7,7 +7,14 @@ from __future__ import annotations
 
 import streamlit as st
 
-from backend.analysis.geometry.isotropy import StateIsotropy
+from backend.analysis.geometry.isotropy import (
+    HISTOGRAM_BINS,
+    N_PAIRS,
+    PAIR_SEED,
+    StateIsotropy,
+    by_state,
+)
+from backend.analysis.geometry.postprocess import make_postprocessor
 from backend.analysis.geometry.summaries import mean_shift_peak
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult
@@ -23,11 +30,46 @@ from backend.plots.anisotropy import (
     metrics_by_layer_figure,
     metrics_frame,
 )
-from ui.cached import isotropy
+from ui.cached import cached
 from ui.charts import live_chart
 from ui.common import download_buttons, explainer, get_extraction, get_selection
 from ui.controls import PostChoice, postprocessing_controls
 from ui.links import state_index
+from ui.results import outlier_dims_by_state
+
+# ----------------------------------------------------------------------------- cached calls
+
+
+@cached
+def isotropy(
+    result: ExtractionResult,
+    post: str = "none",
+    params: tuple = (),
+    *,
+    bins: int = HISTOGRAM_BINS,
+    similarity: bool = True,
+    name: str | None = None,
+) -> StateIsotropy:
+    """:func:`backend.analysis.geometry.isotropy.by_state` after the post-processing ``post`` with ``params``
+    (``(("dims", "auto"),)`` clips each state's own headline outlier dims)."""
+    options = dict(params)
+    if post == "none":
+        processor = None
+    elif post == "clip" and options.get("dims") == "auto":
+        auto = outlier_dims_by_state(result)
+        processor = lambda s: make_postprocessor("clip", dims=auto[s])  # noqa: E731
+    else:
+        processor = make_postprocessor(post, **options)
+    return by_state(
+        result,
+        processor,
+        n_pairs=N_PAIRS,
+        seed=PAIR_SEED,
+        bins=bins,
+        similarity=similarity,
+        name=name or post,
+    )
+
 
 BINS = 100  # 0.02 wide over [-1, 1]
 

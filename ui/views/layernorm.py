@@ -7,7 +7,17 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from backend.analysis.layernorm.ablation import has_mlm_checkpoint, parse_dims
+from backend.analysis.geometry.similarity import (
+    sts_sample,
+)
+from backend.analysis.layernorm.ablation import (
+    AblationReport,
+    SweepResult,
+    has_mlm_checkpoint,
+    parse_dims,
+    run_ablation,
+    sweep,
+)
 from backend.analysis.layernorm.params import (
     ROLE_LABELS,
     LNOutliers,
@@ -21,6 +31,7 @@ from backend.analysis.layernorm.params import (
 )
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult
+from backend.engine.inputs import MediaCorpus
 from backend.engine.models import LoadedModel, is_random_like, random_like_source
 from backend.plots.layernorm import (
     METRIC_LABELS,
@@ -33,13 +44,61 @@ from backend.plots.layernorm import (
     param_heatmap,
     sweep_bar,
 )
-from ui.cached import ablation_report, cached, dim_sweep, outlier_dims_by_state
+from ui.cached import cached, heavy
 from ui.charts import live_chart
 from ui.common import download_buttons, explainer, get_model, get_selection, media_corpus_for
 from ui.controls import interval_slider
 from ui.inputs import MEDIA_NOUN
 from ui.ranges import LN_K, LN_SHARE
+from ui.results import outlier_dims_by_state
 from ui.tabs import lazy_tabs
+
+# ----------------------------------------------------------------------------- cached calls
+
+
+@heavy("Ablation runs:", "batches")
+def ablation_report(
+    model: LoadedModel,
+    texts: tuple[str, ...] | MediaCorpus,
+    dims: tuple[int, ...],
+    norms: tuple[str, ...],
+    controls: int,
+    with_sts: bool,
+    max_length: int,
+    *,
+    progress,
+) -> AblationReport:
+    """Disable ``dims`` in ``norms`` against ``controls`` random-dimension controls (BERT Busters);
+    ``texts`` may be images or clips (a :class:`MediaCorpus`, keyed by its content hash)."""
+    pairs = None
+    if with_sts:
+        sample = sts_sample()
+        pairs = (sample.sentence1, sample.sentence2, sample.scores)
+    return run_ablation(
+        model,
+        _inputs(texts),
+        list(dims),
+        norms=list(norms),
+        random_controls=controls,
+        seed=0,
+        max_length=max_length,
+        pairs=pairs,
+        progress=progress,
+    )
+
+
+@heavy("Ablated (press Stop in the top-right to leave; it stops when nobody waits):", "dims")
+def dim_sweep(
+    model: LoadedModel, texts: tuple[str, ...] | MediaCorpus, max_length: int, *, progress
+) -> SweepResult:
+    """Every dimension ablated alone in the default LayerNorms (16 ablated copies per pass)."""
+    return sweep(model, _inputs(texts), max_length=max_length, copies=16, progress=progress)
+
+
+def _inputs(texts: tuple[str, ...] | MediaCorpus) -> list:
+    """What the ablation runs on: the texts, or the images / clips of a media corpus."""
+    return list(texts.items) if isinstance(texts, MediaCorpus) else list(texts)
+
 
 UNITS = {"text": "Texts", "image": "Images", "audio": "Clips"}
 

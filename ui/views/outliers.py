@@ -4,6 +4,9 @@ is a fragment: its own controls rerun only that section (issue 15)."""
 
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
 from backend.analysis.geometry.outliers import (
@@ -13,6 +16,7 @@ from backend.analysis.geometry.outliers import (
     headline_dims,
     strongest_dims,
 )
+from backend.engine import extraction as engine_extraction
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult
 from backend.engine.models import LoadedModel
@@ -20,22 +24,72 @@ from backend.plots.outliers import (
     CRITERION_SHORT,
     HEATMAP_STATS,
     category_summary,
+    dimension_by_category,
     headline_outlier,
+    outlier_frame_all,
     outliers_payload,
     state_outlier_frame,
+    token_dim_heatmap,
 )
-from ui.cached import (
-    category_box,
-    outlier_frame,
-    outlier_heatmap,
-    sample_categories,
-    token_heatmap,
-)
+from backend.plots.outliers import outlier_heatmap as plot_outlier_heatmap
+from ui.cached import cached
 from ui.common import download_buttons, explainer
 from ui.controls import interval_slider
 from ui.links import state_index
 from ui.ranges import OUT_STAT, OUT_THR_EXTREME, OUT_THR_Q, OUT_THR_VAR, OUT_THR_Z
+from ui.results import DEFAULT_THRESHOLDS, criteria_by_state
 from ui.tabs import lazy_tabs
+
+# ----------------------------------------------------------------------------- cached calls
+
+
+@cached
+def outlier_frame(
+    result: ExtractionResult, thresholds: OutlierThresholds = DEFAULT_THRESHOLDS
+) -> pd.DataFrame:
+    """Every hidden state's flagged dims with their statistics (the page's CSV download)."""
+    return outlier_frame_all(result, criteria_by_state(result, thresholds))
+
+
+@cached
+def outlier_heatmap(
+    result: ExtractionResult, stat: str, thresholds: OutlierThresholds = DEFAULT_THRESHOLDS
+) -> go.Figure:
+    """The layers x dimensions heatmap of one statistic with the criteria's markers."""
+    return plot_outlier_heatmap(result, stat, thresholds)
+
+
+@cached
+def token_heatmap(
+    loaded: LoadedModel,
+    result: ExtractionResult,
+    text_index: int,
+    state: int,
+    thresholds: OutlierThresholds = DEFAULT_THRESHOLDS,
+) -> go.Figure:
+    """One text's token vectors at one hidden state, its headline outlier dims marked."""
+    hidden, tokens = encode_text(loaded, result.texts[text_index], result.settings.max_length)
+    marked = headline_dims(criteria_by_state(result, thresholds)[state])
+    return token_dim_heatmap(hidden[state], tokens.token, result.state_names[state], marked)
+
+
+@cached
+def category_box(result: ExtractionResult, state: int, dim: int) -> go.Figure:
+    """One dimension's sampled values split by token type."""
+    values = np.asarray(result.sample_vectors[state][:, dim])
+    return dimension_by_category(values, sample_categories(result), dim, result.state_names[state])
+
+
+@cached
+def sample_categories(result: ExtractionResult) -> np.ndarray:
+    """Token category (position 0 / special / punctuation / other) of every sampled token."""
+    return result.sample_tokens.category()
+
+
+@cached
+def encode_text(loaded: LoadedModel, text: str, max_length: int):
+    """Hidden states (S, T, d) and token table of one text (Outlier dimensions page)."""
+    return engine_extraction.encode_text(loaded, text, max_length)
 
 
 def explain() -> None:

@@ -4,43 +4,148 @@ Each runs only while its tab is open (lazy tabs); the arithmetic lives in backen
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
-from backend.analysis.positional.nope import NopeSettings
-from backend.analysis.positional.qk import METRICS, ROTATIONS
+from backend.analysis.positional import grid as positional_grid
+from backend.analysis.positional import nope
+from backend.analysis.positional import table as positional_table
+from backend.analysis.positional import tupe as positional_tupe
+from backend.analysis.positional.grid import GridProbe, patch_cosines
+from backend.analysis.positional.nope import NopeSettings, VarianceCurves, variance_on_model
+from backend.analysis.positional.qk import METRICS, ROTATIONS, QKStats, qk_stats
 from backend.analysis.positional.summaries import variance_slope_table
 from backend.analysis.positional.table import (
+    PositionTableReport,
+    ProbeResult,
     ProbeSettings,
+    analyse_position_table,
     contribution_table,
     embedding_layernorm,
     extreme_dims_vs_outliers,
     position_offset,
 )
-from backend.analysis.positional.tupe import REGIONS, TERMS, supports_tupe
+from backend.analysis.positional.tupe import (
+    REGIONS,
+    TERMS,
+    TupeSummary,
+    TupeText,
+    supports_tupe,
+    tupe_summary,
+)
+from backend.engine import models as engine_models
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult
-from backend.engine.layout import position_scheme_note
+from backend.engine.layout import PatchPositionTable, patch_position_table, position_scheme_note
 from backend.engine.models import LoadedModel, position_table
 from backend.plots import positional as plots
-from ui.cached import (
-    cached,
-    decompose_text,
-    grid_probe,
-    model_variance,
-    outlier_dims_by_state,
-    patch_similarities,
-    patch_table,
-    position_report,
-    position_table_weights,
-    probe_result,
-    queries_keys,
-    tupe_terms,
-    variance_lab,
-)
+from ui.cached import cached, heavy
 from ui.common import download_buttons, explainer, load_or_stop, show_notices
 from ui.inputs import applies_to_text
+from ui.results import outlier_dims_by_state
 from ui.tabs import lazy_tabs
+
+# ----------------------------------------------------------------------------- cached calls
+
+
+@cached
+def position_table_weights(loaded: LoadedModel) -> np.ndarray:
+    """The learned absolute position table (positions, d)."""
+    return positional_table.position_table_weights(loaded)
+
+
+@cached
+def position_report(loaded: LoadedModel, n: int, offset: int) -> PositionTableReport:
+    """Cosines, PCA and extreme dims of the first ``n`` position vectors."""
+    return analyse_position_table(position_table_weights(loaded), n, offset)
+
+
+@heavy("Training position probes:")
+def probe_result(result: ExtractionResult, settings: ProbeSettings, *, progress) -> ProbeResult:
+    """Linear position probes per hidden state (Luo et al. 2021, section 4)."""
+    return positional_table.probe_result(result, settings, progress)
+
+
+@cached
+def patch_table(loaded: LoadedModel) -> PatchPositionTable | None:
+    """The position embeddings an image model adds to its patches (None: it adds none)."""
+    return patch_position_table(loaded.encoder, loaded.layout)
+
+
+@cached
+def patch_similarities(loaded: LoadedModel) -> np.ndarray:
+    """(rows, cols, rows, cols) cosines between patch position embeddings (ViT paper, Fig. 7)."""
+    return patch_cosines(patch_table(loaded))
+
+
+@heavy("Training row / column probes:")
+def grid_probe(result: ExtractionResult, settings: ProbeSettings, *, progress) -> GridProbe:
+    """The patch row and column probes per hidden state of an image analysis."""
+    return positional_grid.grid_probe(result, settings, progress)
+
+
+@heavy("Decomposing first-layer logits:", "texts")
+def tupe_terms(
+    loaded: LoadedModel, result: ExtractionResult, n_texts: int, *, progress
+) -> TupeSummary:
+    """TUPE term shares of the first layer's logits over the first ``n_texts`` texts."""
+    max_length = int(result.settings.max_length)
+    return tupe_summary(loaded, result.texts, max_length, n_texts, progress)
+
+
+@cached
+def decompose_text(loaded: LoadedModel, text: str, max_length: int) -> TupeText:
+    """TUPE terms of one text's first-layer logits."""
+    return positional_tupe.decompose_text(loaded, text, max_length)
+
+
+@heavy("Random models:")
+def variance_lab_pair(
+    settings: NopeSettings, masks: tuple[bool, ...], *, progress
+) -> list[VarianceCurves]:
+    """Attention-output variance vs position of random NoPE models (Chi et al. 2023)."""
+    return nope.variance_lab_pair(settings, progress, masks)
+
+
+@heavy("Running the model:", "texts")
+def model_variance(loaded: LoadedModel, result: ExtractionResult, *, progress) -> VarianceCurves:
+    """The variance measurement on the selected model and corpus."""
+    return variance_on_model(loaded, result.texts, result.settings.max_length, progress=progress)
+
+
+@cached
+def random_like(loaded: LoadedModel) -> LoadedModel:
+    """The same architecture with fresh weights (seed 0)."""
+    return engine_models.random_like(loaded, seed=0)
+
+
+def queries_keys(
+    loaded: LoadedModel,
+    result: ExtractionResult,
+    n_texts: int,
+    max_length: int,
+    random_init: bool,
+    rotation: str = "applied",
+) -> QKStats:
+    """Mean query / key statistics per query head on the first ``n_texts`` texts (Godey et al.),
+    with the rotary embedding ``applied`` or from ``before`` it."""
+    model = random_like(loaded) if random_init else loaded  # here: a worker thread has no session
+    if random_init:
+        label = "random init"
+    else:
+        label = "trained" if not loaded.info.random_init else loaded.info.display_name
+    return _queries_keys(model, result, n_texts, max_length, label, rotation)
+
+
+@heavy("Queries and keys:", "texts")
+def _queries_keys(
+    model: LoadedModel, result: ExtractionResult, n_texts: int, max_length: int, label: str,
+    rotation: str, *, progress,
+) -> QKStats:  # fmt: skip
+    texts = result.texts[:n_texts]
+    return qk_stats(model, texts, max_length, label=label, progress=progress, rotation=rotation)
+
 
 TABS = [
     "Position embeddings",
@@ -578,7 +683,7 @@ Source: {SOURCES["chi"]}.
             fit_from=int(fit_from),
         )
         masks = (True, False) if contrast else (True,)
-        curves_pair = variance_lab(settings, masks)
+        curves_pair = variance_lab_pair(settings, masks)
         causal = curves_pair[0]
         bidir = curves_pair[1] if contrast else None
     except IsoscopeError as exc:

@@ -3,18 +3,30 @@
 
 from __future__ import annotations
 
+import numpy as np
 import streamlit as st
 
+from backend.analysis.geometry import similarity as geometry_similarity
 from backend.analysis.geometry.postprocess import POSTPROCESSORS, parse_dims
 from backend.analysis.geometry.similarity import (
+    SentencePairs,
+    ThresholdSweep,
     WordSenseRows,
+    WordSenseVectors,
+    clip_dims_by_state,
+    evaluated_texts,
     read_pairs_csv,
     read_word_sense_csv,
+    sts_by_state,
     sts_sample,
     wic_examples,
+    word_sense_by_state,
+    word_sense_sweeps,
 )
+from backend.engine.cache import cached_extract
+from backend.engine.corpus import Corpus
 from backend.engine.errors import IsoscopeError
-from backend.engine.extraction import ExtractionResult
+from backend.engine.extraction import ExtractionResult, ExtractionSettings
 from backend.engine.models import LoadedModel
 from backend.plots.similarity import (
     sts_figure,
@@ -23,16 +35,127 @@ from backend.plots.similarity import (
     word_sense_figure,
     word_sense_frame,
 )
-from ui.cached import (
-    Clip,
-    outlier_dims_by_state,
-    sense_sweeps,
-    sts_scores,
-    word_senses,
-    word_vectors,
-)
+from ui.cached import cached, heavy
 from ui.common import download_buttons, explainer
 from ui.ranges import SIM_CLIP, SIM_POST, SIMILARITY_CLIP_MODES
+from ui.results import outlier_dims_by_state
+
+# ----------------------------------------------------------------------------- cached calls
+
+
+Clip = str | tuple[int, ...]  # "auto", "corpus" or typed dims
+
+
+@heavy("Mean-pooling sentences:")
+def pool_pairs(
+    loaded: LoadedModel, pairs: SentencePairs, max_length: int, batch_size: int, *, progress
+) -> tuple[np.ndarray, np.ndarray]:
+    """Mean-pooled vectors (S, n, d) of both sides of the sentence pairs."""
+    return geometry_similarity.pool_pairs(loaded, pairs, max_length, batch_size, progress)
+
+
+@heavy("Extracting the evaluated sentences (for their outlier dims):", "texts")
+def evaluated_extraction(
+    loaded: LoadedModel, texts: tuple[str, ...], name: str, max_length: int, batch_size: int, *,
+    progress,
+) -> ExtractionResult:  # fmt: skip
+    """The evaluated sentences' extraction, on which clip "auto" detects the outlier dims (as the
+    ``sts`` command does; through the disk cache)."""
+    settings = ExtractionSettings(max_length=max_length, batch_size=batch_size)
+    return cached_extract(loaded, Corpus(texts, name), settings, progress)
+
+
+def _pair_vectors(
+    loaded: LoadedModel, result: ExtractionResult, data: SentencePairs | WordSenseRows
+) -> tuple[np.ndarray, np.ndarray]:
+    """Both sides' vectors of the evaluated data: the pooled sentence pairs, or the target words."""
+    max_length, batch_size = result.settings.max_length, result.settings.batch_size
+    if isinstance(data, SentencePairs):
+        return pool_pairs(loaded, data, max_length, batch_size)
+    vectors = word_vectors(loaded, data, max_length, batch_size)
+    return vectors.first, vectors.second
+
+
+@cached
+def clip_dims(
+    loaded: LoadedModel, result: ExtractionResult, data: SentencePairs | WordSenseRows, clip: Clip
+) -> list[list[int]]:
+    """The dims to clip per state: "auto" = each state's outlier dims on the evaluated sentences
+    (the one meaning of "auto"), "corpus" = those of the sidebar corpus, or typed dims."""
+    if clip == "corpus":
+        return outlier_dims_by_state(result)
+    first, second = _pair_vectors(loaded, result, data)
+    if clip == "auto":
+        settings = result.settings
+        texts = evaluated_texts(data)
+        evaluated = evaluated_extraction(
+            loaded, texts, data.name, settings.max_length, settings.batch_size
+        )
+        return clip_dims_by_state("auto", first, second, result=evaluated)
+    return clip_dims_by_state(list(clip), first, second, result=result)
+
+
+@cached
+def sts_scores(
+    loaded: LoadedModel,
+    result: ExtractionResult,
+    pairs: SentencePairs,
+    clip: Clip,
+    post: str | None,
+) -> list[dict]:
+    """STS Spearman x 100 per hidden state: raw, clipped and optionally post-processed."""
+    first, second = _pair_vectors(loaded, result, pairs)
+    dims = clip_dims(loaded, result, pairs, clip)
+    return sts_by_state(first, second, pairs.scores, dims, post, state_names=result.state_names)
+
+
+@cached
+def word_vectors(
+    loaded: LoadedModel, rows: WordSenseRows, max_length: int, batch_size: int
+) -> WordSenseVectors:
+    """The target word's vectors in both contexts of every row."""
+    return geometry_similarity.word_vectors(loaded, rows, max_length, batch_size)
+
+
+@cached
+def fit_on_token_sample(result: ExtractionResult, post: str) -> list:
+    """One post-processor per hidden state, fitted on the corpus's token sample."""
+    return geometry_similarity.fit_on_token_sample(result, post)
+
+
+def _sense_inputs(
+    loaded: LoadedModel, result: ExtractionResult, rows: WordSenseRows, clip: Clip, post
+) -> tuple[WordSenseVectors, list[list[int]], list | None]:
+    vectors = word_vectors(loaded, rows, result.settings.max_length, result.settings.batch_size)
+    dims = clip_dims(loaded, result, rows, clip)
+    return vectors, dims, fit_on_token_sample(result, post) if post else None
+
+
+@cached
+def word_senses(
+    loaded: LoadedModel,
+    result: ExtractionResult,
+    rows: WordSenseRows,
+    clip: Clip,
+    post: str | None,
+) -> list[dict]:
+    """Word-sense accuracy per hidden state: raw, clipped and optionally post-processed."""
+    vectors, dims, fitted = _sense_inputs(loaded, result, rows, clip, post)
+    return word_sense_by_state(vectors, dims, fitted, state_names=result.state_names)
+
+
+@cached
+def sense_sweeps(
+    loaded: LoadedModel,
+    result: ExtractionResult,
+    rows: WordSenseRows,
+    clip: Clip,
+    post: str | None,
+    state: int,
+) -> dict[str, ThresholdSweep]:
+    """The threshold sweeps at one hidden state."""
+    vectors, dims, fitted = _sense_inputs(loaded, result, rows, clip, post)
+    return word_sense_sweeps(vectors, state, dims[state], fitted[state] if fitted else None)
 
 
 def intro(loaded: LoadedModel, result: ExtractionResult) -> None:

@@ -35,7 +35,7 @@ def test_after_the_prewarm_the_first_page_computes_nothing(tmp_path, monkeypatch
 
     monkeypatch.setattr("backend.engine.extraction.extract", boom)
     monkeypatch.setattr("ui.share.build_report", boom)
-    monkeypatch.setattr("ui.cached.anisotropy_by_state", boom)
+    monkeypatch.setattr("ui.results.anisotropy_by_state", boom)
     at = AppTest.from_file(APP, default_timeout=180)
     at.session_state[SELECTION_KEY] = prewarm.default_selection(SOURCE)
     at.run()

@@ -1,0 +1,53 @@
+"""The cached analyses several pages share (ui/results.py): a planted outlier dimension is the
+headline of every state, and the Outliers page's criteria, the Overview's headline dims and a
+second page asking again share one computation."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from backend.engine.extraction import TokenTable
+from tests.synthetic import result_from_vectors
+from ui import results
+
+
+def _planted_result(dim: int, corpus_sha: str):
+    n, d = 200, 16
+    vectors = np.random.default_rng(0).normal(size=(2, n, d))
+    vectors[:, :, dim] += 25.0  # one rogue dimension at every state
+    tokens = TokenTable(
+        text_id=np.repeat(np.arange(20), 10).astype(np.int32),
+        position=np.tile(np.arange(10), 20).astype(np.int32),
+        token=np.array([f"t{i}" for i in range(n)]),
+        word_id=np.arange(n, dtype=np.int32),
+        is_special=np.zeros(n, dtype=bool),
+        is_punct=np.zeros(n, dtype=bool),
+    )
+    return result_from_vectors(vectors, tokens, corpus_sha=corpus_sha)
+
+
+def test_a_planted_dimension_is_every_states_headline_computed_once(monkeypatch):
+    calls = []
+    real = results.geometry_outliers.criteria_by_state
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(results.geometry_outliers, "criteria_by_state", counted)
+    result = _planted_result(5, "test_results_planted_5")
+    criteria = results.criteria_by_state(result)  # the Outliers page
+    assert results.outlier_dims_by_state(result) == [[5], [5]]  # the Overview
+    assert results.outlier_dims_by_state(result, results.DEFAULT_THRESHOLDS) == [[5], [5]]
+    assert results.criteria_by_state(result) is criteria
+    assert len(calls) == 1
+    other = _planted_result(9, "test_results_planted_9")  # another result: its own entry
+    assert results.outlier_dims_by_state(other) == [[9], [9]]
+    assert len(calls) == 2
+
+
+def test_the_forward_of_the_idiom_module_is_the_shared_function():
+    from ui.cached import outlier_dims_by_state, projection_figure
+
+    assert outlier_dims_by_state is results.outlier_dims_by_state
+    assert projection_figure is results.projection_figure
