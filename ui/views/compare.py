@@ -307,24 +307,36 @@ def pair_tab(loaded_a: LoadedModel, result_a: ExtractionResult) -> None:
     except IsoscopeError as exc:
         st.error(f"**Cannot compare A and B.** {exc}")
         return
+    sides = (
+        (result_a.model, selection.model_source, CORPUS_A),
+        (result_b.model, label_b, corpus_b),
+    )
+    side_cards(c, sides)
+    cka_section(c, KIND)
+    state_metrics_section(c, pairs, KIND)
+    outlier_change_section(c)
+    mean_diff_section(c)
+    ln_diff_section(c)
 
-    left, right = st.columns(2)
-    for col, side, card, model, corpus in (
-        (left, "A", result_a.model, selection.model_source, CORPUS_A),
-        (right, "B", result_b.model, label_b, corpus_b),
-    ):
+
+def side_cards(c: Comparison, sides: tuple[tuple[dict, str, str], ...]) -> None:
+    """Each side's model card (its card, model and corpus labels), and the comparison's notes."""
+    for col, side, (card, model, corpus) in zip(st.columns(2), "AB", sides, strict=True):
         with col:
             st.markdown(f"**{side}: {model}** · {corpus}")
             st.dataframe(model_card_rows(card), hide_index=True, width="stretch", height=240)
     for note in c.notes:
         st.info(note)
 
+
+def cka_section(c: Comparison, kind: str) -> None:
+    """The states x states linear CKA of A and B, where both sides saw the same inputs."""
     st.subheader("Representation similarity (linear CKA)")
     if c.cka is not None:
         basis = (
             f"the same {c.cka.n:,} sampled tokens in both models"
             if c.cka.basis == "tokens"
-            else f"{c.cka.n:,} mean-pooled {'text' if KIND == 'text' else 'item'} vectors (the two "
+            else f"{c.cka.n:,} mean-pooled {'text' if kind == 'text' else 'item'} vectors (the two "
             "models tokenize the inputs differently)"
         )
         estimator_text = "debiased (unbiased HSIC)" if c.cka.debiased else "plain"
@@ -344,6 +356,9 @@ def pair_tab(loaded_a: LoadedModel, result_a: ExtractionResult) -> None:
             "CKA needs the same inputs on both sides; with two corpora only the statistics are compared."
         )
 
+
+def state_metrics_section(c: Comparison, pairs: SentencePairs | None, kind: str) -> None:
+    """Anisotropy, IsoScore, top-dimension share and STS per hidden state, A beside B."""
     st.subheader("Per hidden state")
     m1, m2 = st.columns(2)
     m1.plotly_chart(
@@ -355,9 +370,11 @@ def pair_tab(loaded_a: LoadedModel, result_a: ExtractionResult) -> None:
     if c.sts_a is not None:
         m4.plotly_chart(state_metric_figure(c, "sts", "A", "B"), width="stretch", key="cmp_sts_fig")
         m4.caption(f"{len(pairs):,} pairs from {pairs.name}.")
-    elif KIND == "text":
+    elif kind == "text":
         m4.caption("Choose sentence pairs above for STS by state.")
 
+
+def outlier_change_section(c: Comparison) -> None:
     st.subheader("Outlier dimensions: kept, gained, lost")
     fig = outlier_change_figure(c, "A", "B")
     st.plotly_chart(fig, width="stretch", key="cmp_outliers")
@@ -371,6 +388,8 @@ def pair_tab(loaded_a: LoadedModel, result_a: ExtractionResult) -> None:
         name="isoscope_compare",
     )
 
+
+def mean_diff_section(c: Comparison) -> None:
     if c.abs_mean_diff is not None:
         st.subheader("|mean| per dim: B minus A")
         fig = abs_mean_diff_heatmap(c.abs_mean_diff, c.a.state_names, "A", "B")
@@ -382,6 +401,8 @@ def pair_tab(loaded_a: LoadedModel, result_a: ExtractionResult) -> None:
             name="isoscope_abs_mean_diff",
         )
 
+
+def ln_diff_section(c: Comparison) -> None:
     if c.ln is not None:
         st.subheader("LayerNorm γ and β: B minus A")
         which = st.radio("Parameter", ["gamma", "beta"], horizontal=True, key="cmp_ln_which")

@@ -4,12 +4,12 @@ sweep, trained vs random."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pandas as pd
 import streamlit as st
 
-from backend.analysis.geometry.similarity import (
-    sts_sample,
-)
+from backend.analysis.geometry.similarity import sts_sample
 from backend.analysis.layernorm.ablation import (
     AblationReport,
     SweepResult,
@@ -321,10 +321,33 @@ def ablation_lab(
 ) -> None:
     """Disable dimensions in chosen norms, against random dimensions (a form, then the report)."""
     st.subheader("Ablation lab: disable dimensions, compare with random dimensions")
+    form = ablation_form(result, sites)
+    if form.submitted:
+        run_ablation_form(model, result, sites, found, form)
+    stored = st.session_state.get("ln_report")
+    if stored is not None and stored[0] == model.fingerprint:
+        ablation_report_view(stored[1], UNITS[result.input_kind])
+    ablation_explainer()
+
+
+@dataclasses.dataclass(frozen=True)
+class AblationForm:
+    """What the ablation lab's form holds: whether it was just submitted, the dims (the LayerNorm
+    outliers, or the typed ones), the norms to ablate, the random controls and the inputs."""
+
+    submitted: bool
+    auto_dims: bool
+    typed: str
+    norms: list[str]
+    controls: int
+    n_texts: int
+    use_sts: bool
+
+
+def ablation_form(result: ExtractionResult, sites: list[NormSite]) -> AblationForm:
     KIND = result.input_kind  # images / audio: no LM loss, no STS; the final-state cosine instead
     texts_all = list(result.texts)
     UNIT = UNITS[KIND]
-    selection = get_selection()
     roles_present = [r for r in ROLE_LABELS if any(s.role == r for s in sites)]
     site_names = [s.name for s in sites]
     choices = roles_present + site_names
@@ -368,71 +391,89 @@ def ablation_lab(
                 "final-state cosine (unablated vs ablated mean-pooled final state)."
             )
         run_clicked = st.form_submit_button("Run ablation", type="primary", key="ln_ablation_run")
+    return AblationForm(
+        run_clicked, dims_mode.startswith("auto"), typed, ablate_norms, n_controls, n_texts, use_sts
+    )
 
-    if run_clicked:
-        try:
-            if dims_mode.startswith("auto"):
-                dims = found.dims
-                if not dims:
-                    raise IsoscopeError(
-                        "no LayerNorm outlier dims detected at these thresholds; type dims or lower k / share"
-                    )
-            else:
-                dims = parse_dims(typed, model.info.hidden_size)
-            if not ablate_norms:
-                raise IsoscopeError("choose at least one LayerNorm to ablate")
-            select_norms(sites, ablate_norms)  # an unknown name raises before the run
-            report = ablation_report(
-                model,
-                ablation_inputs(result, n_texts),
-                tuple(dims),
-                tuple(ablate_norms),
-                n_controls,
-                use_sts,
-                selection.settings.max_length,
-            )
-            st.session_state["ln_report"] = (model.fingerprint, report)
-        except IsoscopeError as exc:
-            st.error(str(exc))
 
-    stored = st.session_state.get("ln_report")
-    if stored is not None and stored[0] == model.fingerprint:
-        report = stored[1]
-        st.caption(
-            f"Ablated dims **{', '.join(map(str, report.dims))}** in {', '.join(report.norms)} · "
-            f"{report.num_texts} {UNIT.lower()} · {len(report.controls)} random controls · "
-            f"{report.seconds:.1f} s"
+def run_ablation_form(
+    model: LoadedModel,
+    result: ExtractionResult,
+    sites: list[NormSite],
+    found: LNOutliers,
+    form: AblationForm,
+) -> None:
+    """The ablation the form asks for, kept in the session for this model (or the reason not)."""
+    try:
+        if form.auto_dims:
+            dims = found.dims
+            if not dims:
+                raise IsoscopeError(
+                    "no LayerNorm outlier dims detected at these thresholds; type dims or lower k / share"
+                )
+        else:
+            dims = parse_dims(form.typed, model.info.hidden_size)
+        if not form.norms:
+            raise IsoscopeError("choose at least one LayerNorm to ablate")
+        select_norms(sites, form.norms)  # an unknown name raises before the run
+        report = ablation_report(
+            model,
+            ablation_inputs(result, form.n_texts),
+            tuple(dims),
+            tuple(form.norms),
+            form.controls,
+            form.use_sts,
+            get_selection().settings.max_length,
         )
-        if report.end_metric == "final_state_cosine":
-            final = report.final_state_cosine()
-            spread = (
-                f"random controls {min(final['controls']):.4f} … {max(final['controls']):.4f}"
-                if final["controls"]
-                else "no random controls"
-            )
-            st.metric(
-                "final-state cosine (unablated vs ablated, mean-pooled)",
-                f"{final['ablation']:.4f}",
-                help=f"The end metric without an LM loss or sentence pairs; {spread}.",
-            )
-            st.caption(f"End metric: final-state cosine {final['ablation']:.4f} vs {spread}.")
-        for notice in report.notices:
-            st.caption(f"ℹ️ {notice}")
-        metrics = available_metrics(report)
-        metric = st.selectbox(
-            "Effect", metrics, format_func=lambda m: METRIC_LABELS[m], key="ln_metric"
-        )
-        fig_a = ablation_vs_controls(report, metric)
-        st.plotly_chart(fig_a, width="stretch", key="ln_ablation_fig")
-        if report.mlm_loss_original is not None:
-            st.plotly_chart(mlm_loss_figure(report), width="stretch", key="ln_mlm_fig")
-        download_buttons(
-            "ln_ablation",
-            fig=fig_a,
-            frame=report.frame(),
-            json_data=report.to_json(),
-            name="layernorm_ablation",
-        )
+        st.session_state["ln_report"] = (model.fingerprint, report)
+    except IsoscopeError as exc:
+        st.error(str(exc))
+
+
+def ablation_report_view(report: AblationReport, unit: str) -> None:
+    st.caption(
+        f"Ablated dims **{', '.join(map(str, report.dims))}** in {', '.join(report.norms)} · "
+        f"{report.num_texts} {unit.lower()} · {len(report.controls)} random controls · "
+        f"{report.seconds:.1f} s"
+    )
+    if report.end_metric == "final_state_cosine":
+        final_state_metric(report)
+    for notice in report.notices:
+        st.caption(f"ℹ️ {notice}")
+    metrics = available_metrics(report)
+    metric = st.selectbox(
+        "Effect", metrics, format_func=lambda m: METRIC_LABELS[m], key="ln_metric"
+    )
+    fig_a = ablation_vs_controls(report, metric)
+    st.plotly_chart(fig_a, width="stretch", key="ln_ablation_fig")
+    if report.mlm_loss_original is not None:
+        st.plotly_chart(mlm_loss_figure(report), width="stretch", key="ln_mlm_fig")
+    download_buttons(
+        "ln_ablation",
+        fig=fig_a,
+        frame=report.frame(),
+        json_data=report.to_json(),
+        name="layernorm_ablation",
+    )
+
+
+def final_state_metric(report: AblationReport) -> None:
+    """The end metric of images and audio: unablated vs ablated final-state cosine."""
+    final = report.final_state_cosine()
+    spread = (
+        f"random controls {min(final['controls']):.4f} … {max(final['controls']):.4f}"
+        if final["controls"]
+        else "no random controls"
+    )
+    st.metric(
+        "final-state cosine (unablated vs ablated, mean-pooled)",
+        f"{final['ablation']:.4f}",
+        help=f"The end metric without an LM loss or sentence pairs; {spread}.",
+    )
+    st.caption(f"End metric: final-state cosine {final['ablation']:.4f} vs {spread}.")
+
+
+def ablation_explainer() -> None:
     explainer(
         "What is this / references",
         """

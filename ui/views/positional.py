@@ -206,6 +206,13 @@ def outliers_by_name(result: ExtractionResult) -> dict[str, list[int]]:
     return dict(zip(result.state_names, outlier_dims_by_state(result), strict=True))
 
 
+def text_extraction(what: str, why: str) -> tuple[LoadedModel, ExtractionResult] | None:
+    """The selection's model and extraction when they are of texts; None for images and audio,
+    where the view ``what`` (which ``why``) does not apply, as the page then says."""
+    loaded, result = load_or_stop()
+    return (loaded, result) if applies_to_text(result, what, why) else None
+
+
 # ----------------------------------------------------------------------------- position embeddings
 def position_embeddings_tab() -> None:
     """Position table: cosine between positions, PCA, extreme dims, embedding LayerNorm (Luo et al.; BERT Busters)."""
@@ -216,13 +223,31 @@ def position_embeddings_tab() -> None:
         patch_table_view(loaded, result)
         return
     if frame_table:
-        st.caption(
-            f"**{loaded.info.display_name}** adds a table of audio frame positions "
-            f"({loaded.info.position_embedding}); a position is one "
-            f"{1000 / (loaded.info.frames_per_second or 1):g} ms frame of the clip. Whisper's table "
-            "is fixed sinusoids, not learned, so its geometry is the formula's (Radford et al. "
-            "2022, arXiv 2212.04356); the embedding LayerNorm view does not apply."
-        )
+        frame_table_caption(loaded)
+    position_table_explainer()
+    if position_table(loaded) is None:
+        if not rotary_note(loaded.info, "table"):
+            st.info(
+                f"**{loaded.info.display_name}** has no learned absolute position table (position embeddings: "
+                f"{loaded.info.position_embedding}). Pick the default model or a random BERT/GPT-2 in the sidebar; "
+                "the variance lab tab works without one."
+            )
+    else:
+        position_table_views(loaded, result)
+
+
+def frame_table_caption(loaded: LoadedModel) -> None:
+    """What a position is in an audio model's table of frames (Whisper)."""
+    st.caption(
+        f"**{loaded.info.display_name}** adds a table of audio frame positions "
+        f"({loaded.info.position_embedding}); a position is one "
+        f"{1000 / (loaded.info.frames_per_second or 1):g} ms frame of the clip. Whisper's table "
+        "is fixed sinusoids, not learned, so its geometry is the formula's (Radford et al. "
+        "2022, arXiv 2212.04356); the embedding LayerNorm view does not apply."
+    )
+
+
+def position_table_explainer() -> None:
     explainer(
         "What is this / references",
         f"""
@@ -238,87 +263,90 @@ view shows with the hidden-state outliers (★/red) of the current extraction.
 Sources: {SOURCES["luo"]}; {SOURCES["busters"]}.
 """,
     )
-    if position_table(loaded) is None:
-        if not rotary_note(loaded.info, "table"):
-            st.info(
-                f"**{loaded.info.display_name}** has no learned absolute position table (position embeddings: "
-                f"{loaded.info.position_embedding}). Pick the default model or a random BERT/GPT-2 in the sidebar; "
-                "the variance lab tab works without one."
-            )
-    else:
-        offset = position_offset(loaded)
-        usable = position_table_weights(loaded).shape[0] - offset
-        n = st.slider(
-            "Positions shown",
-            8,
-            int(usable),
-            int(min(128, usable)),
-            step=8 if usable >= 16 else 1,
-            key="pos_emb_n",
-            help="The first N positions of the table (all of them use the same rows at every layer).",
+
+
+def position_table_views(loaded: LoadedModel, result: ExtractionResult) -> None:
+    """The first N rows of the table: cosine & PCA, extreme dims, embedding LayerNorm (lazy tabs)."""
+    offset = position_offset(loaded)
+    usable = position_table_weights(loaded).shape[0] - offset
+    n = st.slider(
+        "Positions shown",
+        8,
+        int(usable),
+        int(min(128, usable)),
+        step=8 if usable >= 16 else 1,
+        key="pos_emb_n",
+        help="The first N positions of the table (all of them use the same rows at every layer).",
+    )
+    report = position_report(loaded, n, offset)
+    found = outliers_by_name(result)
+    all_outliers = sorted({j for dims in found.values() for j in dims})
+
+    # lazy (ui/tabs.py): arriving on the page, or moving the slider, draws one view, not four
+    # charts (issue 15)
+    lazy_tabs(
+        ["Cosine & PCA", "Extreme dimensions", "Embedding LayerNorm"],
+        [
+            lambda: table_geometry_view(report),
+            lambda: table_extreme_view(report, found, all_outliers),
+            lambda: embedding_layernorm_view(loaded, all_outliers),
+        ],
+        key="pos_emb_view",
+    )
+    st.caption(
+        f"Hidden-state outliers (z-score or extreme-index criterion) of the current extraction: "
+        f"{', '.join(map(str, all_outliers)) or 'none'}."
+    )
+
+
+def table_geometry_view(report: PositionTableReport) -> None:
+    c1, c2 = st.columns(2)
+    with c1:
+        fig_cos = plots.cosine_heatmap(report.cosine)
+        st.plotly_chart(fig_cos, width="stretch", key="pos_emb_cos_chart")
+        download_buttons(
+            "pos_emb_cos",
+            fig=fig_cos,
+            frame=pd.DataFrame(report.cosine),
+            name="position_cosine",
         )
-        report = position_report(loaded, n, offset)
-        found = outliers_by_name(result)
-        all_outliers = sorted({j for dims in found.values() for j in dims})
-
-        def geometry_view() -> None:
-            c1, c2 = st.columns(2)
-            with c1:
-                fig_cos = plots.cosine_heatmap(report.cosine)
-                st.plotly_chart(fig_cos, width="stretch", key="pos_emb_cos_chart")
-                download_buttons(
-                    "pos_emb_cos",
-                    fig=fig_cos,
-                    frame=pd.DataFrame(report.cosine),
-                    name="position_cosine",
-                )
-            with c2:
-                fig_pca = plots.position_pca(report.pca_coords, report.pca_explained)
-                st.plotly_chart(fig_pca, width="stretch", key="pos_emb_pca_chart")
-                download_buttons(
-                    "pos_emb_pca",
-                    fig=fig_pca,
-                    frame=pd.DataFrame(report.pca_coords, columns=["PC1", "PC2", "PC3"])
-                    .rename_axis("position")
-                    .reset_index(),
-                    name="position_pca",
-                )
-
-        def extreme_view() -> None:
-            fig_ext = plots.extreme_share_bars(
-                report.argmax_share, report.argmin_share, all_outliers
-            )
-            st.plotly_chart(fig_ext, width="stretch", key="pos_emb_ext_chart")
-            rows = pd.DataFrame(extreme_dims_vs_outliers(report, found))
-            st.dataframe(rows, hide_index=True, width="stretch")
-            download_buttons("pos_emb_ext", fig=fig_ext, frame=rows, name="position_extreme_dims")
-
-        def layernorm_view() -> None:
-            ln = embedding_norm(loaded)
-            if ln is None:
-                st.info(f"**{loaded.info.display_name}** has no embedding LayerNorm.")
-                return
-            name, gamma, beta = ln
-            fig_ln = plots.layernorm_params(gamma, beta, name, all_outliers)
-            st.plotly_chart(fig_ln, width="stretch", key="pos_emb_ln_chart")
-            download_buttons(
-                "pos_emb_ln",
-                fig=fig_ln,
-                frame=pd.DataFrame({"dim": range(len(gamma)), "gamma": gamma, "beta": beta}),
-                name="embedding_layernorm",
-            )
-
-        # lazy (ui/tabs.py): arriving on the page, or moving the slider, draws one view, not four
-        # charts (issue 15)
-        lazy_tabs(
-            ["Cosine & PCA", "Extreme dimensions", "Embedding LayerNorm"],
-            [geometry_view, extreme_view, layernorm_view],
-            key="pos_emb_view",
+    with c2:
+        fig_pca = plots.position_pca(report.pca_coords, report.pca_explained)
+        st.plotly_chart(fig_pca, width="stretch", key="pos_emb_pca_chart")
+        download_buttons(
+            "pos_emb_pca",
+            fig=fig_pca,
+            frame=pd.DataFrame(report.pca_coords, columns=["PC1", "PC2", "PC3"])
+            .rename_axis("position")
+            .reset_index(),
+            name="position_pca",
         )
-        st.caption(
-            f"Hidden-state outliers (z-score or extreme-index criterion) of the current extraction: "
-            f"{', '.join(map(str, all_outliers)) or 'none'}."
-        )
+
+
+def table_extreme_view(
+    report: PositionTableReport, found: dict[str, list[int]], all_outliers: list[int]
+) -> None:
+    fig_ext = plots.extreme_share_bars(report.argmax_share, report.argmin_share, all_outliers)
+    st.plotly_chart(fig_ext, width="stretch", key="pos_emb_ext_chart")
+    rows = pd.DataFrame(extreme_dims_vs_outliers(report, found))
+    st.dataframe(rows, hide_index=True, width="stretch")
+    download_buttons("pos_emb_ext", fig=fig_ext, frame=rows, name="position_extreme_dims")
+
+
+def embedding_layernorm_view(loaded: LoadedModel, all_outliers: list[int]) -> None:
+    ln = embedding_norm(loaded)
+    if ln is None:
+        st.info(f"**{loaded.info.display_name}** has no embedding LayerNorm.")
+        return
+    name, gamma, beta = ln
+    fig_ln = plots.layernorm_params(gamma, beta, name, all_outliers)
+    st.plotly_chart(fig_ln, width="stretch", key="pos_emb_ln_chart")
+    download_buttons(
+        "pos_emb_ln",
+        fig=fig_ln,
+        frame=pd.DataFrame({"dim": range(len(gamma)), "gamma": gamma, "beta": beta}),
+        name="embedding_layernorm",
+    )
 
 
 # ----------------------------------------------------------------------------- images and audio
@@ -441,12 +469,28 @@ def probe_tab() -> None:
         grid_probe_view(result)
         return
     if result.input_kind == "audio":
-        fps = result.model.get("frames_per_second")
-        st.caption(
-            "Audio: a frame's position is its index in the clip"
-            + (f" ({1000 / fps:g} ms per frame)" if fps else "")
-            + ", and clips (not frames) are split into training and held-out sets."
-        )
+        audio_probe_caption(result)
+    probe_explainer()
+    show_notices(result)
+    try:
+        probe = probe_result(result, probe_settings(result))
+    except IsoscopeError as exc:
+        st.error(str(exc))
+    else:
+        probe_accuracy_view(probe)
+        probe_contribution_view(result, probe)
+
+
+def audio_probe_caption(result: ExtractionResult) -> None:
+    fps = result.model.get("frames_per_second")
+    st.caption(
+        "Audio: a frame's position is its index in the clip"
+        + (f" ({1000 / fps:g} ms per frame)" if fps else "")
+        + ", and clips (not frames) are split into training and held-out sets."
+    )
+
+
+def probe_explainer() -> None:
     explainer(
         "What is this / references",
         f"""
@@ -465,7 +509,10 @@ Fit: multinomial logistic loss, small L2 penalty, L-BFGS with capped iterations.
 Source: {SOURCES["luo"]}.
 """,
     )
-    show_notices(result)
+
+
+def probe_settings(result: ExtractionResult) -> ProbeSettings:
+    """The probe's controls, as settings (which refuse a bad combination with an IsoscopeError)."""
     c1, c2, c3, c4, c5 = st.columns(5)
     max_pos = c1.number_input(
         "Max position",
@@ -479,78 +526,104 @@ Source: {SOURCES["luo"]}.
     seed = c3.number_input("Seed", 0, 10_000, 0, key="pos_probe_seed")
     iters = c4.select_slider("L-BFGS iterations", [10, 20, 30, 60, 100], 30, key="pos_probe_iter")
     exclude_special = c5.checkbox("Exclude special tokens", True, key="pos_probe_special")
-    try:
-        settings = ProbeSettings(
-            max_position=int(max_pos),
-            test_fraction=float(test_fraction),
-            seed=int(seed),
-            max_iter=int(iters),
-            exclude_special=bool(exclude_special),
-        )
-        probe = probe_result(result, settings)
-    except IsoscopeError as exc:
-        st.error(str(exc))
-    else:
-        st.caption(
-            f"{probe.n_train:,} training tokens from {probe.n_train_texts} texts · {probe.n_test:,} held-out tokens "
-            f"from {probe.n_test_texts} texts · {len(probe.classes)} positions"
-        )
-        fig_acc = plots.probe_accuracy_line(
-            probe.state_names, probe.accuracy, probe.train_accuracy, probe.chance
-        )
-        st.plotly_chart(fig_acc, width="stretch", key="pos_probe_acc_chart")
-        acc_frame = pd.DataFrame(
-            {
-                "state": probe.state_names,
-                "held_out_accuracy": probe.accuracy,
-                "train_accuracy": probe.train_accuracy,
-                "baseline": probe.chance,
-            }
-        )
-        download_buttons(
-            "pos_probe_acc",
-            fig=fig_acc,
-            frame=acc_frame,
-            json_data=probe.to_dict(),
-            name="position_probe",
-        )
-        state_name = st.selectbox(
-            "Hidden state for neuron contributions",
-            probe.state_names,
-            index=0,
-            key="pos_probe_state",
-        )
-        s = probe.state_names.index(state_name)
-        found = outliers_by_name(result)
-        fig_c = plots.contribution_bars(
-            probe.contributions[s], found[state_name], state_name=state_name
-        )
-        st.plotly_chart(fig_c, width="stretch", key="pos_probe_contrib_chart")
-        table = contribution_table(probe, s, found[state_name])
-        st.dataframe(table, hide_index=True, width="stretch")
-        download_buttons(
-            "pos_probe_contrib",
-            fig=fig_c,
-            frame=table,
-            name=f"probe_contributions_{state_name}",
-        )
-        st.plotly_chart(
-            plots.contribution_heatmap(probe.state_names, probe.contributions),
-            width="stretch",
-            key="pos_probe_heat_chart",
-        )
+    return ProbeSettings(
+        max_position=int(max_pos),
+        test_fraction=float(test_fraction),
+        seed=int(seed),
+        max_iter=int(iters),
+        exclude_special=bool(exclude_special),
+    )
+
+
+def probe_accuracy_view(probe: ProbeResult) -> None:
+    st.caption(
+        f"{probe.n_train:,} training tokens from {probe.n_train_texts} texts · {probe.n_test:,} held-out tokens "
+        f"from {probe.n_test_texts} texts · {len(probe.classes)} positions"
+    )
+    fig_acc = plots.probe_accuracy_line(
+        probe.state_names, probe.accuracy, probe.train_accuracy, probe.chance
+    )
+    st.plotly_chart(fig_acc, width="stretch", key="pos_probe_acc_chart")
+    acc_frame = pd.DataFrame(
+        {
+            "state": probe.state_names,
+            "held_out_accuracy": probe.accuracy,
+            "train_accuracy": probe.train_accuracy,
+            "baseline": probe.chance,
+        }
+    )
+    download_buttons(
+        "pos_probe_acc",
+        fig=fig_acc,
+        frame=acc_frame,
+        json_data=probe.to_dict(),
+        name="position_probe",
+    )
+
+
+def probe_contribution_view(result: ExtractionResult, probe: ProbeResult) -> None:
+    """One state's neuron contributions (its outlier dims red), and all states' as a heatmap."""
+    state_name = st.selectbox(
+        "Hidden state for neuron contributions",
+        probe.state_names,
+        index=0,
+        key="pos_probe_state",
+    )
+    s = probe.state_names.index(state_name)
+    found = outliers_by_name(result)
+    fig_c = plots.contribution_bars(
+        probe.contributions[s], found[state_name], state_name=state_name
+    )
+    st.plotly_chart(fig_c, width="stretch", key="pos_probe_contrib_chart")
+    table = contribution_table(probe, s, found[state_name])
+    st.dataframe(table, hide_index=True, width="stretch")
+    download_buttons(
+        "pos_probe_contrib",
+        fig=fig_c,
+        frame=table,
+        name=f"probe_contributions_{state_name}",
+    )
+    st.plotly_chart(
+        plots.contribution_heatmap(probe.state_names, probe.contributions),
+        width="stretch",
+        key="pos_probe_heat_chart",
+    )
 
 
 # ----------------------------------------------------------------------------- TUPE
 def tupe_tab() -> None:
     """TUPE split of the first layer's attention logits into word / position terms (Ke et al. 2021)."""
-    loaded, result = load_or_stop()
-    if not applies_to_text(
-        result,
+    chosen = text_extraction(
         "TUPE's decomposition",
         "splits the attention logits into terms of word and position embeddings",
-    ):
+    )
+    if chosen is None:
         return
+    loaded, result = chosen
+    tupe_explainer()
+    reason = supports_tupe(loaded)
+    if reason is not None:
+        if not rotary_note(loaded.info, "tupe"):
+            st.info(f"Not available for this model: {reason}")
+        return
+    c1, c2, c3 = st.columns([1, 2, 1])
+    n_texts = c1.slider(
+        "Texts for the term shares",
+        1,
+        int(min(128, len(result.texts))),
+        int(min(16, len(result.texts))),
+        key="pos_tupe_texts",
+    )
+    try:
+        summary = tupe_terms(loaded, result, n_texts)
+    except IsoscopeError as exc:
+        st.error(str(exc))
+        return
+    tupe_shares_view(summary)
+    tupe_text_view(loaded, result, summary)
+
+
+def tupe_explainer() -> None:
     explainer(
         "What is this / references",
         f"""
@@ -568,71 +641,75 @@ float32 models. GPT-2 (pre-LN) is split the same way through layer 1's `ln_1`.
 Source: {SOURCES["tupe"]}.
 """,
     )
-    reason = supports_tupe(loaded)
-    if reason is not None:
-        if not rotary_note(loaded.info, "tupe"):
-            st.info(f"Not available for this model: {reason}")
-    else:
-        c1, c2, c3 = st.columns([1, 2, 1])
-        n_texts = c1.slider(
-            "Texts for the term shares",
-            1,
-            int(min(128, len(result.texts))),
-            int(min(16, len(result.texts))),
-            key="pos_tupe_texts",
-        )
-        max_length = int(result.settings.max_length)
-        try:
-            summary = tupe_terms(loaded, result, n_texts)
-        except IsoscopeError as exc:
-            st.error(str(exc))
-            return
-        m1, m2, m3 = st.columns(3)
-        m1.metric("Self-test: max |sum of terms − real logits|", f"{summary.max_abs_error:.2e}")
-        m2.metric("Largest |logit|", f"{summary.max_abs_logit:.2f}")
-        m3.metric("LayerNorm split error", f"{summary.ln_error:.1e}")
-        shares = {r: summary.term_share(r) for r in REGIONS}
-        fig_share = plots.tupe_share_bars(shares)
-        st.plotly_chart(fig_share, width="stretch", key="pos_tupe_share_chart")
-        share_frame = pd.DataFrame(shares).T.rename_axis("region").reset_index()
-        head_frame = (
-            pd.DataFrame(summary.head_share(), columns=list(TERMS))
-            .rename_axis("head")
-            .reset_index()
-        )
-        st.caption(
-            f"Remainder (segment, β, biases): {summary.remainder_share():.1%} of the mean |term| over all five. "
-            "Per-head shares:"
-        )
-        st.dataframe(head_frame, hide_index=True, width="stretch")
-        download_buttons(
-            "pos_tupe_share",
-            fig=fig_share,
-            frame=share_frame,
-            json_data=summary.to_dict(),
-            name="tupe_summary",
-        )
-        texts = list(result.texts[:50])
-        t1, t2 = st.columns([3, 1])
-        text_index = t1.selectbox(
-            "Text",
-            range(len(texts)),
-            format_func=lambda i: f"{i}: {texts[i][:90]}",
-            key="pos_tupe_text",
-        )
-        head = t2.number_input("Head", 0, summary.num_heads - 1, 0, key="pos_tupe_head")
-        one = decompose_text(loaded, texts[text_index], max_length)
-        fig_heat = plots.tupe_heatmaps(one.terms, one.real, int(head), one.tokens)
-        st.plotly_chart(fig_heat, width="stretch", key="pos_tupe_heat_chart")
-        st.caption(f"This text: max |sum − real| = {one.max_abs_error:.2e}.")
-        download_buttons(
-            "pos_tupe_heat", fig=fig_heat, name=f"tupe_text{text_index}_head{int(head)}"
-        )
+
+
+def tupe_shares_view(summary: TupeSummary) -> None:
+    """The self-test, and each term's share of the logits by region and by head."""
+    m1, m2, m3 = st.columns(3)
+    m1.metric("Self-test: max |sum of terms − real logits|", f"{summary.max_abs_error:.2e}")
+    m2.metric("Largest |logit|", f"{summary.max_abs_logit:.2f}")
+    m3.metric("LayerNorm split error", f"{summary.ln_error:.1e}")
+    shares = {r: summary.term_share(r) for r in REGIONS}
+    fig_share = plots.tupe_share_bars(shares)
+    st.plotly_chart(fig_share, width="stretch", key="pos_tupe_share_chart")
+    share_frame = pd.DataFrame(shares).T.rename_axis("region").reset_index()
+    head_frame = (
+        pd.DataFrame(summary.head_share(), columns=list(TERMS)).rename_axis("head").reset_index()
+    )
+    st.caption(
+        f"Remainder (segment, β, biases): {summary.remainder_share():.1%} of the mean |term| over all five. "
+        "Per-head shares:"
+    )
+    st.dataframe(head_frame, hide_index=True, width="stretch")
+    download_buttons(
+        "pos_tupe_share",
+        fig=fig_share,
+        frame=share_frame,
+        json_data=summary.to_dict(),
+        name="tupe_summary",
+    )
+
+
+def tupe_text_view(loaded: LoadedModel, result: ExtractionResult, summary: TupeSummary) -> None:
+    """One text's terms for one head, beside its real logits."""
+    max_length = int(result.settings.max_length)
+    texts = list(result.texts[:50])
+    t1, t2 = st.columns([3, 1])
+    text_index = t1.selectbox(
+        "Text",
+        range(len(texts)),
+        format_func=lambda i: f"{i}: {texts[i][:90]}",
+        key="pos_tupe_text",
+    )
+    head = t2.number_input("Head", 0, summary.num_heads - 1, 0, key="pos_tupe_head")
+    one = decompose_text(loaded, texts[text_index], max_length)
+    fig_heat = plots.tupe_heatmaps(one.terms, one.real, int(head), one.tokens)
+    st.plotly_chart(fig_heat, width="stretch", key="pos_tupe_heat_chart")
+    st.caption(f"This text: max |sum − real| = {one.max_abs_error:.2e}.")
+    download_buttons("pos_tupe_heat", fig=fig_heat, name=f"tupe_text{text_index}_head{int(head)}")
 
 
 # ----------------------------------------------------------------------------- variance lab
 def variance_lab_tab() -> None:
     """Attention-output variance vs position in random NoPE models, and on the selected model (Chi et al.)."""
+    variance_lab_explainer()
+    try:
+        settings, contrast = variance_lab_settings()
+        masks = (True, False) if contrast else (True,)
+        curves_pair = variance_lab_pair(settings, masks)
+        causal = curves_pair[0]
+        bidir = curves_pair[1] if contrast else None
+    except IsoscopeError as exc:
+        st.error(str(exc))
+    else:
+        random_variance_view(causal, bidir)
+
+    st.subheader("The same measurement on the selected model")
+    if st.checkbox("Measure the sidebar's model on the corpus", False, key="pos_var_model"):
+        model_variance_view()
+
+
+def variance_lab_explainer() -> None:
     explainer(
         "What is this / references",
         f"""
@@ -650,6 +727,11 @@ of log variance on log position. Deeper layers shrink more slowly (their inputs 
 Source: {SOURCES["chi"]}.
 """,
     )
+
+
+def variance_lab_settings() -> tuple[NopeSettings, bool]:
+    """The random models' controls, as settings (which refuse a bad combination with an
+    IsoscopeError), and whether to add the bidirectional contrast."""
     c = st.columns(5)
     width = c[0].select_slider("Width d", [64, 128, 256, 512], 256, key="pos_var_width")
     layers = c[1].slider("Layers", 1, 12, 4, key="pos_var_layers")
@@ -671,147 +753,115 @@ Source: {SOURCES["chi"]}.
     )
     fit_from = c[2].number_input("Fit from position", 1, 1024, 4, key="pos_var_fit")
     contrast = c[3].checkbox("Bidirectional contrast", True, key="pos_var_contrast")
-    try:
-        settings = NopeSettings(
-            d_model=int(width),
-            layers=int(layers),
-            heads=int(heads),
-            seq_len=int(seq_len),
-            seeds=int(seeds),
-            init_std=float(init_std),
-            inputs=str(inputs),
-            fit_from=int(fit_from),
+    settings = NopeSettings(
+        d_model=int(width),
+        layers=int(layers),
+        heads=int(heads),
+        seq_len=int(seq_len),
+        seeds=int(seeds),
+        init_std=float(init_std),
+        inputs=str(inputs),
+        fit_from=int(fit_from),
+    )
+    return settings, bool(contrast)
+
+
+def random_variance_view(causal: VarianceCurves, bidir: VarianceCurves | None) -> None:
+    """The random models' variance curves (causal, and the bidirectional contrast) and slopes."""
+    st.caption(
+        f"{causal.description} · {causal.seconds:.1f} s · measured σ = {causal.weight_stds['sigma_value']:.4f}, "
+        f"σ_o = {causal.weight_stds['sigma_o']:.4f}"
+    )
+    left, right = st.columns(2)
+    with left:
+        fig_c = plots.variance_plot(
+            causal, "attn", title="Causal: attention-output variance vs position"
         )
-        masks = (True, False) if contrast else (True,)
-        curves_pair = variance_lab_pair(settings, masks)
-        causal = curves_pair[0]
-        bidir = curves_pair[1] if contrast else None
+        st.plotly_chart(fig_c, width="stretch", key="pos_var_causal_chart")
+        download_buttons(
+            "pos_var_causal",
+            fig=fig_c,
+            frame=causal.frame(),
+            json_data=causal.to_dict(),
+            name="nope_variance_causal",
+        )
+    with right:
+        if bidir is not None:
+            fig_b = plots.variance_plot(
+                bidir, "attn", title="Bidirectional: attention-output variance vs position"
+            )
+            st.plotly_chart(fig_b, width="stretch", key="pos_var_bidir_chart")
+            download_buttons(
+                "pos_var_bidir",
+                fig=fig_b,
+                frame=bidir.frame(),
+                name="nope_variance_bidirectional",
+            )
+        else:
+            fig_r = plots.variance_plot(causal, "resid")
+            st.plotly_chart(fig_r, width="stretch", key="pos_var_resid_chart")
+    slope_rows = pd.DataFrame(variance_slope_table(causal, bidir))
+    st.dataframe(slope_rows, hide_index=True, width="stretch")
+    st.caption(
+        f"Slopes fitted over positions {causal.fit_range[0]}–{causal.fit_range[1]}; "
+        "theory: −1 for layer 1 (causal), 0 (bidirectional)."
+    )
+    if bidir is not None:
+        st.plotly_chart(
+            plots.variance_plot(causal, "resid"),
+            width="stretch",
+            key="pos_var_resid_chart2",
+        )
+
+
+def model_variance_view() -> None:
+    """The variance measurement on the sidebar's model and corpus."""
+    chosen = text_extraction(
+        "Measuring the selected model",
+        "runs the corpus texts through the model and reads its attention outputs",
+    )
+    if chosen is None:
+        return
+    loaded, result = chosen
+    try:
+        curves = model_variance(loaded, result)
     except IsoscopeError as exc:
         st.error(str(exc))
     else:
-        st.caption(
-            f"{causal.description} · {causal.seconds:.1f} s · measured σ = {causal.weight_stds['sigma_value']:.4f}, "
-            f"σ_o = {causal.weight_stds['sigma_o']:.4f}"
+        if not loaded.info.is_causal:
+            st.info(
+                f"{loaded.info.display_name} is bidirectional: every "
+                "token attends to the whole text, so expect no 1/m law."
+            )
+        if loaded.info.position_embedding.startswith("absolute"):
+            st.caption(
+                "This model also has position embeddings, so variance is not its only position signal."
+            )
+        fig_m = plots.variance_plot(
+            curves,
+            "attn",
+            show_seeds=False,
+            title=f"{curves.description}: attention-output variance",
         )
-        left, right = st.columns(2)
-        with left:
-            fig_c = plots.variance_plot(
-                causal, "attn", title="Causal: attention-output variance vs position"
-            )
-            st.plotly_chart(fig_c, width="stretch", key="pos_var_causal_chart")
-            download_buttons(
-                "pos_var_causal",
-                fig=fig_c,
-                frame=causal.frame(),
-                json_data=causal.to_dict(),
-                name="nope_variance_causal",
-            )
-        with right:
-            if bidir is not None:
-                fig_b = plots.variance_plot(
-                    bidir, "attn", title="Bidirectional: attention-output variance vs position"
-                )
-                st.plotly_chart(fig_b, width="stretch", key="pos_var_bidir_chart")
-                download_buttons(
-                    "pos_var_bidir",
-                    fig=fig_b,
-                    frame=bidir.frame(),
-                    name="nope_variance_bidirectional",
-                )
-            else:
-                fig_r = plots.variance_plot(causal, "resid")
-                st.plotly_chart(fig_r, width="stretch", key="pos_var_resid_chart")
-        slope_rows = pd.DataFrame(variance_slope_table(causal, bidir))
-        st.dataframe(slope_rows, hide_index=True, width="stretch")
-        st.caption(
-            f"Slopes fitted over positions {causal.fit_range[0]}–{causal.fit_range[1]}; "
-            "theory: −1 for layer 1 (causal), 0 (bidirectional)."
+        st.plotly_chart(fig_m, width="stretch", key="pos_var_model_chart")
+        download_buttons(
+            "pos_var_model", fig=fig_m, frame=curves.frame(), name="variance_selected_model"
         )
-        if bidir is not None:
-            st.plotly_chart(
-                plots.variance_plot(causal, "resid"),
-                width="stretch",
-                key="pos_var_resid_chart2",
-            )
-
-    st.subheader("The same measurement on the selected model")
-    if st.checkbox("Measure the sidebar's model on the corpus", False, key="pos_var_model"):
-        loaded, result = load_or_stop()
-        if not applies_to_text(
-            result,
-            "Measuring the selected model",
-            "runs the corpus texts through the model and reads its attention outputs",
-        ):
-            return
-        try:
-            curves = model_variance(loaded, result)
-        except IsoscopeError as exc:
-            st.error(str(exc))
-        else:
-            if not loaded.info.is_causal:
-                st.info(
-                    f"{loaded.info.display_name} is bidirectional: every "
-                    "token attends to the whole text, so expect no 1/m law."
-                )
-            if loaded.info.position_embedding.startswith("absolute"):
-                st.caption(
-                    "This model also has position embeddings, so variance is not its only position signal."
-                )
-            fig_m = plots.variance_plot(
-                curves,
-                "attn",
-                show_seeds=False,
-                title=f"{curves.description}: attention-output variance",
-            )
-            st.plotly_chart(fig_m, width="stretch", key="pos_var_model_chart")
-            download_buttons(
-                "pos_var_model", fig=fig_m, frame=curves.frame(), name="variance_selected_model"
-            )
 
 
 # ----------------------------------------------------------------------------- queries and keys
 def queries_keys_tab() -> None:
     """Mean query / key norms, their cosine and attention entropy per head, trained vs random (Godey et al.)."""
-    loaded, result = load_or_stop()
-    if not applies_to_text(
-        result,
+    chosen = text_extraction(
         "The queries & keys view",
         "runs the corpus texts again through the model's attention",
-    ):
-        return
-    explainer(
-        "What is this / references",
-        f"""
-Godey et al. link anisotropy to the attention mechanism: during training the **mean query** and **mean key** of a head
-move away from the origin, and their directions become aligned (or opposed), so all queries share a common
-component of their dot products with all keys. Shown per layer and query head, over all non-padding tokens: the norms
-of the mean query and mean key, their cosine, and the attention entropy (raw, and divided by log(number of attendable
-keys): 1 = uniform). Queries and keys are read as the attention uses them (projection biases, q/k norms and the
-rotary embedding included), and the entropy comes from the model's own attention weights under its own mask
-(causal, and a sliding window where the config has one). A random-init copy of the same architecture is the contrast.
-
-**Grouped-query attention**: H query heads share G key heads, and query head h attends with key head
-floor(h / (H / G)); each column then reads `h·kv`, and every statistic is the query head's against its own key head.
-
-**Rotary positions** (Su et al.): q_m = R(m) W_q x_m, so the mean of the rotated queries mixes positions, while before
-rotation it is the projection's own drift. The rotation toggle shows either; the figure title says which.
-
-Sources: {SOURCES["godey"]}; {SOURCES["rope"]}.
-""",
     )
+    if chosen is None:
+        return
+    loaded, result = chosen
+    queries_keys_explainer()
     rotary = loaded.info.position_embedding.startswith("rotary")
-    rotation = "applied"
-    if rotary:
-        rotation = st.radio(
-            "Rotary embedding",
-            ROTATIONS,
-            format_func={
-                "applied": "applied (as the attention uses them)",
-                "before": "before rotation",
-            }.get,
-            horizontal=True,
-            key="pos_qk_rotation",
-        )
+    rotation = rotation_control() if rotary else "applied"
     c1, c2, c3 = st.columns(3)
     n_texts = c1.slider(
         "Texts",
@@ -832,31 +882,76 @@ Sources: {SOURCES["godey"]}; {SOURCES["rope"]}.
     except IsoscopeError as exc:
         st.error(str(exc))
     else:
-        title = METRICS[metric] + (f" · rotary {trained.rotation}" if rotary else "")
-        fig_h = plots.qk_heatmaps(stats, metric, title)
-        st.plotly_chart(fig_h, width="stretch", key="pos_qk_heat_chart")
-        fig_l = plots.qk_layer_lines(stats, metric, METRICS[metric])
-        st.plotly_chart(fig_l, width="stretch", key="pos_qk_line_chart")
-        frame = pd.concat([s.frame() for s in stats], ignore_index=True)
-        download_buttons(
-            "pos_qk",
-            fig=fig_h,
-            frame=frame,
-            json_data=[s.to_dict() for s in stats],
-            name="queries_keys",
+        queries_keys_view(stats, metric, rotary, len(texts), max_length)
+
+
+def queries_keys_explainer() -> None:
+    explainer(
+        "What is this / references",
+        f"""
+Godey et al. link anisotropy to the attention mechanism: during training the **mean query** and **mean key** of a head
+move away from the origin, and their directions become aligned (or opposed), so all queries share a common
+component of their dot products with all keys. Shown per layer and query head, over all non-padding tokens: the norms
+of the mean query and mean key, their cosine, and the attention entropy (raw, and divided by log(number of attendable
+keys): 1 = uniform). Queries and keys are read as the attention uses them (projection biases, q/k norms and the
+rotary embedding included), and the entropy comes from the model's own attention weights under its own mask
+(causal, and a sliding window where the config has one). A random-init copy of the same architecture is the contrast.
+
+**Grouped-query attention**: H query heads share G key heads, and query head h attends with key head
+floor(h / (H / G)); each column then reads `h·kv`, and every statistic is the query head's against its own key head.
+
+**Rotary positions** (Su et al.): q_m = R(m) W_q x_m, so the mean of the rotated queries mixes positions, while before
+rotation it is the projection's own drift. The rotation toggle shows either; the figure title says which.
+
+Sources: {SOURCES["godey"]}; {SOURCES["rope"]}.
+""",
+    )
+
+
+def rotation_control() -> str:
+    """Queries and keys with the rotary embedding applied, or from before it."""
+    return st.radio(
+        "Rotary embedding",
+        ROTATIONS,
+        format_func={
+            "applied": "applied (as the attention uses them)",
+            "before": "before rotation",
+        }.get,
+        horizontal=True,
+        key="pos_qk_rotation",
+    )
+
+
+def queries_keys_view(
+    stats: list[QKStats], metric: str, rotary: bool, n_texts: int, max_length: int
+) -> None:
+    """Heatmaps and layer lines of one metric (trained, and random init when asked), and the caption."""
+    trained = stats[0]
+    title = METRICS[metric] + (f" · rotary {trained.rotation}" if rotary else "")
+    fig_h = plots.qk_heatmaps(stats, metric, title)
+    st.plotly_chart(fig_h, width="stretch", key="pos_qk_heat_chart")
+    fig_l = plots.qk_layer_lines(stats, metric, METRICS[metric])
+    st.plotly_chart(fig_l, width="stretch", key="pos_qk_line_chart")
+    frame = pd.concat([s.frame() for s in stats], ignore_index=True)
+    download_buttons(
+        "pos_qk",
+        fig=fig_h,
+        frame=frame,
+        json_data=[s.to_dict() for s in stats],
+        name="queries_keys",
+    )
+    groups = trained.num_kv_heads
+    heads = trained.kv_head.size
+    st.caption(
+        f"{trained.num_tokens:,} tokens from {n_texts} texts (max {max_length} tokens each). "
+        + (
+            f"{heads} query heads share {groups} key heads ({heads // groups} per key head). "
+            if groups < heads
+            else ""
         )
-        groups = trained.num_kv_heads
-        heads = trained.kv_head.size
-        st.caption(
-            f"{trained.num_tokens:,} tokens from {len(texts)} texts (max {max_length} tokens each). "
-            + (
-                f"{heads} query heads share {groups} key heads ({heads // groups} per key head). "
-                if groups < heads
-                else ""
-            )
-            + f"Queries and keys read at {trained.capture}; rotation: {trained.rotation}; "
-            f"entropy under {trained.mask}."
-        )
+        + f"Queries and keys read at {trained.capture}; rotation: {trained.rotation}; "
+        f"entropy under {trained.mask}."
+    )
 
 
 # one view per label of TABS, in the same order
