@@ -6,8 +6,11 @@ backend.analysis.activations.highnorm."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
 from backend.analysis.activations.highnorm import (
@@ -58,25 +61,32 @@ def get_model_view(loaded: LoadedModel, corpus, index: int) -> np.ndarray:
 
 
 def media_massive_view(loaded: LoadedModel, corpus) -> None:
-    """The page for an image model; a speech encoder gets :func:`audio_massive_view`."""
-    if loaded.layout.modality == "audio":
-        audio_massive_view(loaded, corpus)
-        return
-    explain()
-    chosen = scan_controls(loaded, corpus)
+    """The page for an image model or a speech encoder: explainer, scan controls, headline, tabs."""
+    kind = "audio" if loaded.layout.modality == "audio" else "image"
+    if kind == "image":
+        explain()
+    else:
+        explain_audio(loaded)
+    chosen = scan_controls(loaded, corpus, kind)
     if chosen is None:
         return
     scan, state, thresholds = chosen
-    headline(loaded, scan, state, thresholds)
-    lazy_tabs(
-        ["Massive activations", "High-norm tokens", "On the image"],
-        (
-            lambda: massive_tab(scan),
+    headline(loaded, scan, state, thresholds, corpus)
+    if kind == "image":
+        labels = ["Massive activations", "High-norm tokens", "On the image"]
+        views = (
+            lambda: massive_tab(scan, "image"),
             lambda: high_norm_tab(scan, corpus, state, thresholds),
             lambda: image_tab(loaded, corpus, scan, state, thresholds),
-        ),
-        key="massive_img_tab",
-    )
+        )
+    else:
+        labels = ["Massive activations", "High-norm frames", "On the clip"]
+        views = (
+            lambda: massive_tab(scan, "audio"),
+            lambda: high_norm_frames_tab(scan, corpus, state, thresholds),
+            lambda: clip_tab(loaded, corpus, scan, state, thresholds),
+        )
+    lazy_tabs(labels, views, key=f"massive_{SCAN_KINDS[kind].stem}_tab")
 
 
 def explain() -> None:
@@ -100,22 +110,52 @@ Sources: {SOURCES}
     )
 
 
-# The controls of the image and the speech scans: (items, unit, widget-key stem, the count's help,
-# the state's help)
-_SCAN_KINDS = {
-    "image": (
+@dataclasses.dataclass(frozen=True)
+class ScanKind:
+    """What the image and the speech scans name differently in their controls and tabs."""
+
+    items: str  # what is scanned, as the count's label says it
+    unit: str  # what one token of an item is
+    units: str
+    stem: str  # of the widget keys and downloads
+    count_help: str
+    state_help: str | None
+    carriers: str  # how the massive table counts its tokens and names its largest
+    download: str  # the massive table's download name
+    file_column: str  # the item's file in the highest-norm table
+    item_key: str  # the item's index in a row of the highest-norm table
+    map_key: str  # of the norms drawn over one item: its chart and download
+    map_name: str  # its download name, before the item's index
+
+
+SCAN_KINDS = {
+    "image": ScanKind(
         "Images",
         "patch",
+        "patches",
         "img",
         "The first images of the corpus, every token (prefix and patches) of each.",
         "For the norm distribution and the image view.",
+        "token that carries them; *token* names the largest one's ([CLS], [REGn] or patch rRcC)",
+        "massive_activations_images",
+        "image file",
+        "image",
+        "massive_img_overlay",
+        "patch_norms_image",
     ),
-    "audio": (
+    "audio": ScanKind(
         "Clips",
         "frame",
+        "frames",
         "audio",
         "The first clips of the corpus, every frame of each (and no padding frame).",
         None,
+        "frame that carries them; *token* is the largest one's frame start time",
+        "massive_activations_audio",
+        "clip file",
+        "clip",
+        "massive_audio_clip",
+        "frame_norms_clip",
     ),
 }
 
@@ -126,16 +166,16 @@ def scan_controls(
     """The items to scan, the hidden state and the high-norm factor: (scan, state, each state's
     high-norm threshold), or None when the model cannot be scanned (the error is shown). A speech
     scan's notes (clips cut or skipped) are shown under the controls."""
-    items, unit, stem, count_help, state_help = _SCAN_KINDS[kind]
+    k = SCAN_KINDS[kind]
     n_max = len(corpus.items)
     c1, c2, c3 = st.columns(3)
     n_items = c1.slider(
-        f"{items} to scan",
+        f"{k.items} to scan",
         1,
         n_max,
         min(64, n_max),
-        key=f"massive_n_{items.lower()}",
-        help=count_help,
+        key=f"massive_n_{k.items.lower()}",
+        help=k.count_help,
     )
     try:
         scan = (get_image_scan if kind == "image" else get_audio_scan)(loaded, corpus, int(n_items))
@@ -146,15 +186,15 @@ def scan_controls(
         st.info(note, icon=":material/info:")
     names = list(scan.massive.state_names)
     state_name = c2.select_slider(
-        "Hidden state", names, value=names[-1], key=f"massive_{stem}_state", help=state_help
+        "Hidden state", names, value=names[-1], key=f"massive_{k.stem}_state", help=k.state_help
     )
     factor = c3.number_input(
-        f"High-norm factor (× median {unit} norm)",
+        f"High-norm factor (× median {k.unit} norm)",
         1.1,
         100.0,
         HIGH_NORM_FACTOR,
         0.1,
-        key=f"massive_{stem}_factor",
+        key=f"massive_{k.stem}_factor",
     )
     state = names.index(state_name)
     return scan, state, scan.thresholds(float(factor))
@@ -192,28 +232,27 @@ def headline(
     )
 
 
-def massive_tab(scan: ImageScan) -> None:
+def massive_tab(scan: ImageScan | AudioScan, kind: str) -> None:
+    """The largest activations by hidden state, and the tokens (patches or frames) that carry them."""
+    k = SCAN_KINDS[kind]
     massive = scan.massive
     fig = magnitudes_by_layer_figure(massive)
-    st.plotly_chart(fig, width="stretch", key="massive_img_layers_chart")
+    st.plotly_chart(fig, width="stretch", key=f"massive_{k.stem}_layers_chart")
     frame = massive_frame(massive)
     st.dataframe(frame, hide_index=True, width="stretch")
     download_buttons(
-        "massive_img_layers",
+        f"massive_{k.stem}_layers",
         fig=fig,
         frame=frame,
         json_data=massive.layers(),
-        name="massive_activations_images",
+        name=k.download,
     )
     st.caption(
-        f"The *at …* columns count the massive activations ({massive_rule()}) "
-        "by the token that carries them; *token* names the largest one's ([CLS], [REGn] or "
-        "patch rRcC)."
+        f"The *at …* columns count the massive activations ({massive_rule()}) by the {k.carriers}."
     )
 
 
 def high_norm_tab(scan: ImageScan, corpus, state: int, thresholds: np.ndarray) -> None:
-    state_name = scan.massive.state_names[state]
     fig_kind = norm_by_kind_figure(scan)
     st.plotly_chart(fig_kind, width="stretch", key="massive_img_kind_chart")
     fig_hist = norm_histogram(scan, state, float(thresholds[state]))
@@ -222,21 +261,49 @@ def high_norm_tab(scan: ImageScan, corpus, state: int, thresholds: np.ndarray) -
     st.dataframe(frame, hide_index=True, width="stretch")
     download_buttons("massive_img_norms", fig=fig_kind, frame=frame, name="high_norm_tokens")
     top = scan.top_patches(state, float(thresholds[state]))
+    highest_norm_table(top, corpus, scan, state, thresholds, "image")
+
+
+def highest_norm_table(
+    top: list[dict],
+    corpus,
+    scan: ImageScan | AudioScan,
+    state: int,
+    thresholds: np.ndarray,
+    kind: str,
+) -> None:
+    """The highest-norm patches (frames) above the state's threshold, each with its item's file."""
+    k = SCAN_KINDS[kind]
+    state_name = scan.massive.state_names[state]
     if top:
-        st.markdown(f"**Highest-norm patches at {state_name}**")
+        st.markdown(f"**Highest-norm {k.units} at {state_name}**")
         st.dataframe(
-            [{"image file": corpus.texts[t["image"]]} | t for t in top],
+            pd.DataFrame([{k.file_column: corpus.texts[t[k.item_key]]} | t for t in top]),
             hide_index=True,
             width="stretch",
         )
     else:
-        st.caption(f"No patch is above {float(thresholds[state]):.2f} at {state_name}.")
+        st.caption(f"No {k.unit} is above {float(thresholds[state]):.2f} at {state_name}.")
+
+
+def norm_map_title(
+    scan: ImageScan | AudioScan, state: int, thresholds: np.ndarray, kind: str
+) -> str:
+    state_name = scan.massive.state_names[state]
+    circled = f"circled: > {thresholds[state]:.2f}"
+    return f"{SCAN_KINDS[kind].unit.capitalize()} norms at hidden state {state_name} ({circled})"
+
+
+def norm_map(fig: go.Figure, index: int, kind: str) -> None:
+    """The norms drawn over one image (clip), with its download."""
+    k = SCAN_KINDS[kind]
+    st.plotly_chart(fig, width="stretch", key=f"{k.map_key}_chart")
+    download_buttons(k.map_key, fig=fig, name=f"{k.map_name}{index}")
 
 
 def image_tab(
     loaded: LoadedModel, corpus, scan: ImageScan, state: int, thresholds: np.ndarray
 ) -> None:
-    state_name = scan.massive.state_names[state]
     index = st.selectbox(
         "Image",
         range(scan.n_images),
@@ -249,14 +316,9 @@ def image_tab(
         st.error(str(exc))
         return
     patch_norms = scan.patch_norms(state, int(index))
-    fig = image_norm_overlay(
-        picture,
-        patch_norms,
-        float(thresholds[state]),
-        title=f"Patch norms at hidden state {state_name} (circled: > {thresholds[state]:.2f})",
-    )
-    st.plotly_chart(fig, width="stretch", key="massive_img_overlay_chart")
-    download_buttons("massive_img_overlay", fig=fig, name=f"patch_norms_image{int(index)}")
+    title = norm_map_title(scan, state, thresholds, "image")
+    fig = image_norm_overlay(picture, patch_norms, float(thresholds[state]), title=title)
+    norm_map(fig, int(index), "image")
     prefix = ", ".join(
         f"{name} {scan.norms[state, int(index), i]:.2f}"
         for i, name in enumerate(scan.token_names[: scan.prefix])
@@ -301,8 +363,7 @@ def frames_note(loaded: LoadedModel) -> str:
     return "A clip's frames are its feature encoder's outputs; no padding frame is counted."
 
 
-def audio_massive_view(loaded: LoadedModel, corpus) -> None:
-    """The page for a speech encoder."""
+def explain_audio(loaded: LoadedModel) -> None:
     explainer(
         "What is this / references",
         f"""
@@ -320,74 +381,34 @@ frames is what this page measures.
 Sources: {AUDIO_SOURCES}
 """,
     )
-    chosen = scan_controls(loaded, corpus, "audio")
-    if chosen is None:
+
+
+def high_norm_frames_tab(scan: AudioScan, corpus, state: int, thresholds: np.ndarray) -> None:
+    frame = audio_high_norm_frame(scan, thresholds)
+    st.dataframe(frame, hide_index=True, width="stretch")
+    download_buttons("massive_audio_norms", frame=frame, name="high_norm_frames")
+    top = scan.top_frames(state, float(thresholds[state]))
+    highest_norm_table(top, corpus, scan, state, thresholds, "audio")
+
+
+def clip_tab(
+    loaded: LoadedModel, corpus, scan: AudioScan, state: int, thresholds: np.ndarray
+) -> None:
+    index = int(
+        st.selectbox(
+            "Clip",
+            range(scan.n_clips),
+            format_func=lambda i: f"{i}: {corpus.texts[i]} ({int(scan.frames[i])} frames)",
+            key="massive_audio_clip",
+        )
+    )
+    if not scan.frames[index]:
+        st.info(f"{corpus.texts[index]} gives no frame: it is shorter than the model reads.")
         return
-    scan, state, thresholds = chosen
-    massive = scan.massive
-    state_name = massive.state_names[state]
-    headline(loaded, scan, state, thresholds, corpus)
-
-    def massive_tab() -> None:
-        fig = magnitudes_by_layer_figure(massive)
-        st.plotly_chart(fig, width="stretch", key="massive_audio_layers_chart")
-        frame = massive_frame(massive)
-        st.dataframe(frame, hide_index=True, width="stretch")
-        download_buttons(
-            "massive_audio_layers",
-            fig=fig,
-            frame=frame,
-            json_data=massive.layers(),
-            name="massive_activations_audio",
-        )
-        st.caption(
-            f"The *at …* columns count the massive activations ({massive_rule()}) "
-            "by the frame that carries them; *token* is the largest one's frame start time."
-        )
-
-    def high_norm_tab() -> None:
-        frame = audio_high_norm_frame(scan, thresholds)
-        st.dataframe(frame, hide_index=True, width="stretch")
-        download_buttons("massive_audio_norms", frame=frame, name="high_norm_frames")
-        top = scan.top_frames(state, float(thresholds[state]))
-        if top:
-            st.markdown(f"**Highest-norm frames at {state_name}**")
-            st.dataframe(
-                pd.DataFrame([{"clip file": corpus.texts[t["clip"]]} | t for t in top]),
-                hide_index=True,
-                width="stretch",
-            )
-        else:
-            st.caption(f"No frame is above {float(thresholds[state]):.2f} at {state_name}.")
-
-    def clip_tab() -> None:
-        index = int(
-            st.selectbox(
-                "Clip",
-                range(scan.n_clips),
-                format_func=lambda i: f"{i}: {corpus.texts[i]} ({int(scan.frames[i])} frames)",
-                key="massive_audio_clip",
-            )
-        )
-        if not scan.frames[index]:
-            st.info(f"{corpus.texts[index]} gives no frame: it is shorter than the model reads.")
-            return
-        fig = clip_norm_figure(
-            scan,
-            index,
-            state,
-            float(thresholds[state]),
-            title=f"Frame norms at hidden state {state_name} (circled: > {thresholds[state]:.2f})",
-        )
-        st.plotly_chart(fig, width="stretch", key="massive_audio_clip_chart")
-        download_buttons("massive_audio_clip", fig=fig, name=f"frame_norms_clip{index}")
-        st.caption(
-            "The clip at the model's sampling rate, above its own frames' hidden-state norms on "
-            "the same time axis (a frame at its start time). " + frames_note(loaded)
-        )
-
-    lazy_tabs(
-        ["Massive activations", "High-norm frames", "On the clip"],
-        (massive_tab, high_norm_tab, clip_tab),
-        key="massive_audio_tab",
+    title = norm_map_title(scan, state, thresholds, "audio")
+    fig = clip_norm_figure(scan, index, state, float(thresholds[state]), title=title)
+    norm_map(fig, index, "audio")
+    st.caption(
+        "The clip at the model's sampling rate, above its own frames' hidden-state norms on "
+        "the same time axis (a frame at its start time). " + frames_note(loaded)
     )

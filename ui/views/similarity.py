@@ -3,7 +3,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
 from backend.analysis.geometry import similarity as geometry_similarity
@@ -208,6 +212,50 @@ def post_label(name: str | None) -> str | None:
     return POSTPROCESSORS[name].label.split(" (")[0] if name else None
 
 
+def read_upload(label: str, key: str, read: Callable, bundled: Callable, what: str):
+    """The rows of the uploaded CSV (``read(data, file_name)``), or the ``bundled()`` ones when
+    none is uploaded; None (the reason shown) when the file cannot be read."""
+    upload = st.file_uploader(label, type=["csv", "tsv", "txt"], key=key)
+    try:
+        return read(upload.getvalue(), upload.name) if upload is not None else bundled()
+    except IsoscopeError as exc:
+        st.error(f"**Cannot read the {what}.** {exc}")
+        return None
+
+
+def clip_and_post(
+    result: ExtractionResult, prefix: str, default_clip: str, post_help: str
+) -> tuple[Clip | None, str | None]:
+    """The clip mode and the "Also compare" post-processing, side by side."""
+    c1, c2 = st.columns(2)
+    with c1:
+        clip = clip_controls(result, prefix, default_clip)
+    with c2:
+        post = post_select(prefix, post_help)
+    return clip, post
+
+
+def by_state_table(
+    fig: go.Figure,
+    frame: pd.DataFrame,
+    prefix: str,
+    number_columns: Sequence[str],
+    number_format: str,
+    name: str,
+) -> None:
+    """A by-state chart, its table (``number_columns`` in ``number_format``) and their downloads."""
+    st.plotly_chart(fig, width="stretch", key=f"{prefix}_chart")
+    st.dataframe(
+        frame,
+        hide_index=True,
+        width="stretch",
+        column_config={
+            c: st.column_config.NumberColumn(format=number_format) for c in number_columns
+        },
+    )
+    download_buttons(prefix, fig=fig, frame=frame, name=name)
+
+
 # ----------------------------------------------------------------------------- STS
 
 
@@ -215,26 +263,21 @@ def post_label(name: str | None) -> str | None:
 def sts_section(loaded: LoadedModel, result: ExtractionResult) -> None:
     """STS Spearman by hidden state, raw / clipped / post-processed (Luo et al. 2021, Table 2)."""
     st.subheader("Sentence pairs (STS)")
-    upload = st.file_uploader(
+    pairs = read_upload(
         "Pairs CSV: sentence1,sentence2,score (leave empty for the bundled 40 pairs)",
-        type=["csv", "tsv", "txt"],
-        key="sim_sts_file",
+        "sim_sts_file",
+        read_pairs_csv,
+        sts_sample,
+        "pairs file",
     )
-    try:
-        pairs = (
-            read_pairs_csv(upload.getvalue(), upload.name) if upload is not None else sts_sample()
-        )
-    except IsoscopeError as exc:
-        st.error(f"**Cannot read the pairs file.** {exc}")
+    if pairs is None:
         return
-    c1, c2 = st.columns(2)
-    with c1:
-        clip = clip_controls(result, "sim_sts", "auto")
-    with c2:
-        post = post_select(
-            "sim_sts",
-            "Fitted on the pooled vectors of the evaluated sentences at each hidden state.",
-        )
+    clip, post = clip_and_post(
+        result,
+        "sim_sts",
+        "auto",
+        "Fitted on the pooled vectors of the evaluated sentences at each hidden state.",
+    )
     if clip is None:
         return
     st.caption(
@@ -247,18 +290,8 @@ def sts_section(loaded: LoadedModel, result: ExtractionResult) -> None:
         return
     if not rows:
         return
-    fig = sts_figure(rows, post_label(post))
-    st.plotly_chart(fig, width="stretch", key="sim_sts_chart")
-    frame = sts_frame(rows)
-    st.dataframe(
-        frame,
-        hide_index=True,
-        width="stretch",
-        column_config={
-            c: st.column_config.NumberColumn(format="%.2f") for c in ("raw", "clipped", "processed")
-        },
-    )
-    download_buttons("sim_sts", fig=fig, frame=frame, name="sts_by_state")
+    fig, frame = sts_figure(rows, post_label(post)), sts_frame(rows)
+    by_state_table(fig, frame, "sim_sts", ("raw", "clipped", "processed"), "%.2f", "sts_by_state")
 
 
 # ----------------------------------------------------------------------------- word senses
@@ -268,28 +301,21 @@ def sts_section(loaded: LoadedModel, result: ExtractionResult) -> None:
 def word_sense_section(loaded: LoadedModel, result: ExtractionResult) -> None:
     """Word-sense accuracy by hidden state (WiC-style), raw / clipped / post-processed."""
     st.subheader("Word senses (WiC-style)")
-    upload = st.file_uploader(
+    wic = read_upload(
         "Rows CSV: word,context1,context2,same_sense (leave empty for the bundled 64 rows)",
-        type=["csv", "tsv", "txt"],
-        key="sim_wic_file",
+        "sim_wic_file",
+        read_word_sense_csv,
+        wic_examples,
+        "word-sense file",
     )
-    try:
-        wic = (
-            read_word_sense_csv(upload.getvalue(), upload.name)
-            if upload is not None
-            else wic_examples()
-        )
-    except IsoscopeError as exc:
-        st.error(f"**Cannot read the word-sense file.** {exc}")
+    if wic is None:
         return
-    c1, c2 = st.columns(2)
-    with c1:
-        clip = clip_controls(result, "sim_wic", "corpus")
-    with c2:
-        post = post_select(
-            "sim_wic",
-            "Fitted on the sidebar corpus's token sample at each hidden state, then applied to the word vectors.",
-        )
+    clip, post = clip_and_post(
+        result,
+        "sim_wic",
+        "corpus",
+        "Fitted on the sidebar corpus's token sample at each hidden state, then applied to the word vectors.",
+    )
     if clip is None:
         return
     if loaded.info.is_causal and not st.toggle(
@@ -318,20 +344,9 @@ def word_sense_section(loaded: LoadedModel, result: ExtractionResult) -> None:
         with st.expander(f"⚠️ {len(vectors.problems)} row(s) skipped"):
             st.markdown("\n".join(f"- {p}" for p in vectors.problems))
     rows = word_senses(loaded, result, wic, clip, post)
-    fig = word_sense_figure(rows, post_label(post))
-    st.plotly_chart(fig, width="stretch", key="sim_wic_chart")
-    frame = word_sense_frame(rows)
-    st.dataframe(
-        frame,
-        hide_index=True,
-        width="stretch",
-        column_config={
-            c: st.column_config.NumberColumn(format="%.3f")
-            for c in frame.columns
-            if c.endswith(("accuracy", "threshold"))
-        },
-    )
-    download_buttons("sim_wic", fig=fig, frame=frame, name="word_senses_by_state")
+    fig, frame = word_sense_figure(rows, post_label(post)), word_sense_frame(rows)
+    columns = [c for c in frame.columns if c.endswith(("accuracy", "threshold"))]
+    by_state_table(fig, frame, "sim_wic", columns, "%.3f", "word_senses_by_state")
     sweep_section(loaded, result, wic, clip, post)
 
 
