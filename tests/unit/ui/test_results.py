@@ -6,24 +6,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from backend.engine.extraction import TokenTable
-from tests.synthetic import result_from_vectors
+from tests.comparison_inputs import token_result
 from ui import results
 
 
 def _planted_result(dim: int, corpus_sha: str):
-    n, d = 200, 16
-    vectors = np.random.default_rng(0).normal(size=(2, n, d))
+    vectors = np.random.default_rng(0).normal(size=(2, 200, 16))
     vectors[:, :, dim] += 25.0  # one rogue dimension at every state
-    tokens = TokenTable(
-        text_id=np.repeat(np.arange(20), 10).astype(np.int32),
-        position=np.tile(np.arange(10), 20).astype(np.int32),
-        token=np.array([f"t{i}" for i in range(n)]),
-        word_id=np.arange(n, dtype=np.int32),
-        is_special=np.zeros(n, dtype=bool),
-        is_punct=np.zeros(n, dtype=bool),
-    )
-    return result_from_vectors(vectors, tokens, corpus_sha=corpus_sha)
+    return token_result(vectors, np.repeat(np.arange(20), 10), corpus_sha)
 
 
 def test_a_planted_dimension_is_every_states_headline_computed_once(monkeypatch):
