@@ -211,14 +211,14 @@ def every_token_view(
                 step=1000,
                 key="proj_landmarks",
                 help="UMAP / t-SNE is fitted on this many tokens (a seeded sample); every other "
-                "token is placed by the fitted model's transform.",
+                "token is placed at the weighted mean of its 15 nearest landmarks.",
             )
         )
     how = (
         "exact streaming PCA"
         if method == "pca"
-        else f"{METHODS[method]} fitted on "
-        f"{min(landmarks, n):,} landmark tokens, the other {max(0, n - landmarks):,} transformed"
+        else f"landmark {METHODS[method]} ({min(landmarks, n):,} fitted) + kNN placement of the "
+        f"other {max(0, n - landmarks):,}"
     )
     st.caption(
         f"**Every one of the {n:,} tokens** of state {name}: a second pass over the corpus writes "
@@ -236,10 +236,15 @@ The sampled view projects at most the token sample; this one projects **every to
 - *PCA* is exact: the float64 covariance is accumulated over the chunks, then eigendecomposed; the
   post-processing (clip, centring, z-score, all-but-the-top, whitening are affine) transforms that
   covariance, so one pass serves both panels.
-- *UMAP / t-SNE* are fitted on a seeded sample of landmark tokens and every other token is placed by
-  the fitted model: UMAP's `transform` (McInnes, Healy & Melville 2018, arXiv 1802.03426, section on
-  embedding new points) and openTSNE's `transform` (Poličar, Stražar & Zupan 2024, JSS 109: new
-  points optimised against the fixed reference embedding). The figure names the landmark count.
+- *UMAP / t-SNE* are fitted on a seeded sample of landmark tokens. Every other token is placed by
+  an exact nearest-neighbour search among the landmarks (in the same 50-dim PCA the fit saw) at the
+  weighted mean of its 15 nearest landmarks' positions, weighted by UMAP's membership strengths, and
+  a token equal to a landmark lands on it. This is how UMAP's own `transform` *starts* (McInnes,
+  Healy & Melville 2018, arXiv 1802.03426, section on embedding new points); the optimisation
+  epochs that follow it there are skipped, because at a million tokens they take hours on a few
+  cores. For t-SNE the same placement stands in for openTSNE's `transform` (Poličar, Stražar &
+  Zupan 2024, JSS 109), which starts new points from their nearest reference points too. The
+  figure names the landmark count.
 - *Drawing*: a WebGL scatter in a frame that fetches the points as one binary file from a random
   address known only to this session (TensorBoard's Projector stops at 100,000 points;
   embedding-atlas's Streamlit component sends its data through the app's websocket, which fails
