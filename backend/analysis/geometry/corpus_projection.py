@@ -205,19 +205,21 @@ def nearest_landmarks(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Exact kNN of every query row among the landmark rows (both (., p)): float64 distances and
     int64 indices (m, k), nearest first. Brute force, blocks of :data:`KNN_BLOCK_FLOATS`
-    float32 squared distances (``|q|^2 - 2 q.l + |l|^2``, a torch matmul) pick the neighbours;
+    float32 squared distances (``|l|^2 - 2 q.l``, one torch matmul) pick the neighbours;
     their distances are then recomputed in float64, so a duplicate of a landmark is at 0."""
     k = min(k, len(landmarks))
-    ref32 = torch.from_numpy(np.ascontiguousarray(landmarks, dtype=np.float32))
-    ref_sq = (ref32 * ref32).sum(dim=1)
-    ref64 = np.asarray(landmarks, dtype=np.float64)
+    centre = np.asarray(landmarks, dtype=np.float64).mean(axis=0)  # float32 keeps more digits
+    ref64 = np.asarray(landmarks, dtype=np.float64) - centre
+    # |q - l|^2 - |q|^2 = [q, 1] . [-2 l, |l|^2]: one matmul per block, no second pass over it
+    ref = np.concatenate([-2 * ref64, (ref64**2).sum(axis=1, keepdims=True)], axis=1)
+    ref32 = torch.from_numpy(np.ascontiguousarray(ref.T, dtype=np.float32))  # (p + 1, L)
     block = max(1, KNN_BLOCK_FLOATS // len(landmarks))
     dists = np.empty((len(queries), k))
     indices = np.empty((len(queries), k), dtype=np.int64)
     for at in range(0, len(queries), block):
-        q64 = np.asarray(queries[at : at + block], dtype=np.float64)
-        q32 = torch.from_numpy(q64.astype(np.float32))
-        squared = torch.addmm(ref_sq[None, :], q32, ref32.T, alpha=-2.0)  # (b, L) minus |q|^2
+        q64 = np.asarray(queries[at : at + block], dtype=np.float64) - centre
+        q32 = torch.from_numpy(np.hstack([q64, np.ones((len(q64), 1))]).astype(np.float32))
+        squared = q32 @ ref32  # (b, L): squared distances minus |q|^2
         picked = torch.topk(squared, k, dim=1, largest=False, sorted=False).indices.numpy()
         exact = np.linalg.norm(q64[:, None, :] - ref64[picked], axis=2)  # (b, k)
         order = np.argsort(exact, axis=1, kind="stable")
