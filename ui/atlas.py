@@ -27,7 +27,9 @@ import streamlit.components.v1 as components
 
 from backend.analysis.geometry.corpus_projection import LANDMARKS, corpus_before_after
 from backend.analysis.geometry.projections import METHODS, text_snippets, token_colouring
+from backend.engine.cache import ResultCache, touch
 from backend.engine.environment import default_cache_dir
+from backend.engine.errors import InputError
 from backend.engine.extraction import ExtractionResult
 from backend.engine.extraction.spill import SpilledState, spill_state
 from backend.engine.models import LoadedModel
@@ -111,18 +113,10 @@ def point_store() -> PointStore:
         return _store
 
 
-KEEP_SPILLS = 2  # spilled states kept on disk (1.5 GB each for a million MiniLM tokens)
-
-
 def spill_path(result: ExtractionResult, state: int) -> Path:
-    return default_cache_dir() / "spill" / f"{result_key(result)[:32]}-state{state}.f32"
-
-
-def prune_spills(keep: Path, most: int = KEEP_SPILLS) -> None:
-    """Delete all but the ``most`` newest spilled states, never ``keep`` (the one in use)."""
-    spills = sorted(keep.parent.glob("*.f32"), key=lambda p: p.stat().st_mtime, reverse=True)
-    for old in [p for p in spills if p != keep][max(0, most - 1) :]:
-        old.unlink(missing_ok=True)
+    """Where ``state`` of ``result`` is spilled: in the isoscope cache, under its size limit and
+    least-recently-used eviction with the cached analyses (:mod:`backend.engine.cache`)."""
+    return ResultCache().spill_path(f"{result_key(result)[:32]}-state{state}")
 
 
 @heavy("Projecting every token", "steps")
@@ -144,22 +138,30 @@ def corpus_points(
     path = spill_path(result, state)
     d = result.hidden_size
     if path.is_file() and path.stat().st_size == rows * d * 4:
+        touch(path)  # a use: evicted last
         spilled = SpilledState(path, rows, d, state)
     else:
         spilled = spill_state(
             loaded, result, state, path, progress=lambda done, total: progress(done, 2 * texts)
         )
-        prune_spills(path)
-    before, after = corpus_before_after(
-        spilled,
-        result.sample_vectors[state],
-        method,
-        post.name,
-        post.options,
-        seed,
-        landmarks=landmarks,
-        progress=lambda done, total: progress(texts + done * texts // max(total, 1), 2 * texts),
-    )
+    try:
+        before, after = corpus_before_after(
+            spilled,
+            result.sample_vectors[state],
+            method,
+            post.name,
+            post.options,
+            seed,
+            landmarks=landmarks,
+            progress=lambda done, total: progress(texts + done * texts // max(total, 1), 2 * texts),
+        )
+    except FileNotFoundError as exc:  # evicted by another session's save meanwhile
+        raise InputError(
+            "the spilled state was removed from the cache while it was read (the cache limit is "
+            "full); press the button again, or raise the cache limit"
+        ) from exc
+    finally:
+        ResultCache().enforce_limit(keep=path)  # after the read: a spill over the limit goes now
     tokens = result.tokens
     colourings = {by: token_colouring(tokens, tokens, by) for by in COLOURS}
     name = result.state_names[state]
@@ -222,7 +224,8 @@ def every_token_view(
     )
     st.caption(
         f"**Every one of the {n:,} tokens** of state {name}: a second pass over the corpus writes "
-        f"this state to disk ({n * d * 4 / 2**20:,.0f} MiB, kept for the next choice), then {how}. "
+        f"this state to disk ({n * d * 4 / 2**20:,.0f} MiB, kept in the disk cache for the next "
+        f"choice, under its limit), then {how}. "
         "The post-processing is fitted on the token sample, as for the sampled view. The points "
         "reach the browser as one binary file, not through the app's websocket."
     )
