@@ -77,7 +77,12 @@ class _Moments:
 def top_components(cov: np.ndarray, k: int = 2) -> tuple[np.ndarray, np.ndarray]:
     """(components (k, d), explained variance ratio (k,)) of a covariance matrix, with
     scikit-learn's sign rule (svd_flip on the components: the largest |entry| of each positive)."""
-    values, vectors = np.linalg.eigh(cov)
+    from threadpoolctl import threadpool_limits  # scikit-learn's dependency
+
+    # one BLAS thread: a few hundred dims decompose in ~0.1 s alone, but took 1-4 s with
+    # OpenBLAS's threads fighting a loaded 2-core machine (measured here, under load)
+    with threadpool_limits(1 if len(cov) <= 1024 else None, user_api="blas"):
+        values, vectors = np.linalg.eigh(cov)
     order = np.argsort(values)[::-1][:k]
     components = vectors[:, order].T
     signs = np.sign(components[np.arange(k), np.argmax(np.abs(components), axis=1)])
