@@ -42,6 +42,7 @@ from backend.analysis.geometry.projections import (
     fit_postprocessor,
     projection_sample,
 )
+from backend.engine.device import to_numpy
 from backend.engine.errors import InputError
 from backend.engine.extraction.spill import CHUNK_ROWS, Cancelled, SpilledState
 from backend.engine.progress import Progress, report
@@ -225,7 +226,7 @@ def nearest_landmarks(
         q64 = np.asarray(queries[at : at + block], dtype=np.float64) - centre
         q32 = torch.from_numpy(np.hstack([q64, np.ones((len(q64), 1))]).astype(np.float32))
         squared = q32 @ ref32  # (b, L): squared distances minus |q|^2
-        picked = torch.topk(squared, k, dim=1, largest=False, sorted=False).indices.numpy()
+        picked = to_numpy(torch.topk(squared, k, dim=1, largest=False, sorted=False).indices, None)
         exact = np.linalg.norm(q64[:, None, :] - ref64[picked], axis=2)  # (b, k)
         order = np.argsort(exact, axis=1, kind="stable")
         dists[at : at + block] = np.take_along_axis(exact, order, axis=1)
