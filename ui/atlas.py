@@ -27,7 +27,9 @@ import streamlit.components.v1 as components
 
 from backend.analysis.geometry.corpus_projection import LANDMARKS, corpus_before_after
 from backend.analysis.geometry.projections import METHODS, text_snippets, token_colouring
+from backend.engine.cache import ResultCache, touch
 from backend.engine.environment import default_cache_dir
+from backend.engine.errors import InputError
 from backend.engine.extraction import ExtractionResult
 from backend.engine.extraction.spill import SpilledState, spill_state
 from backend.engine.models import LoadedModel
@@ -111,18 +113,10 @@ def point_store() -> PointStore:
         return _store
 
 
-KEEP_SPILLS = 2  # spilled states kept on disk (1.5 GB each for a million MiniLM tokens)
-
-
 def spill_path(result: ExtractionResult, state: int) -> Path:
-    return default_cache_dir() / "spill" / f"{result_key(result)[:32]}-state{state}.f32"
-
-
-def prune_spills(keep: Path, most: int = KEEP_SPILLS) -> None:
-    """Delete all but the ``most`` newest spilled states, never ``keep`` (the one in use)."""
-    spills = sorted(keep.parent.glob("*.f32"), key=lambda p: p.stat().st_mtime, reverse=True)
-    for old in [p for p in spills if p != keep][max(0, most - 1) :]:
-        old.unlink(missing_ok=True)
+    """Where ``state`` of ``result`` is spilled: in the isoscope cache, under its size limit and
+    least-recently-used eviction with the cached analyses (:mod:`backend.engine.cache`)."""
+    return ResultCache().spill_path(f"{result_key(result)[:32]}-state{state}")
 
 
 @heavy("Projecting every token", "steps")
@@ -144,22 +138,30 @@ def corpus_points(
     path = spill_path(result, state)
     d = result.hidden_size
     if path.is_file() and path.stat().st_size == rows * d * 4:
+        touch(path)  # a use: evicted last
         spilled = SpilledState(path, rows, d, state)
     else:
         spilled = spill_state(
             loaded, result, state, path, progress=lambda done, total: progress(done, 2 * texts)
         )
-        prune_spills(path)
-    before, after = corpus_before_after(
-        spilled,
-        result.sample_vectors[state],
-        method,
-        post.name,
-        post.options,
-        seed,
-        landmarks=landmarks,
-        progress=lambda done, total: progress(texts + done * texts // max(total, 1), 2 * texts),
-    )
+    try:
+        before, after = corpus_before_after(
+            spilled,
+            result.sample_vectors[state],
+            method,
+            post.name,
+            post.options,
+            seed,
+            landmarks=landmarks,
+            progress=lambda done, total: progress(texts + done * texts // max(total, 1), 2 * texts),
+        )
+    except FileNotFoundError as exc:  # evicted by another session's save meanwhile
+        raise InputError(
+            "the spilled state was removed from the cache while it was read (the cache limit is "
+            "full); press the button again, or raise the cache limit"
+        ) from exc
+    finally:
+        ResultCache().enforce_limit(keep=path)  # after the read: a spill over the limit goes now
     tokens = result.tokens
     colourings = {by: token_colouring(tokens, tokens, by) for by in COLOURS}
     name = result.state_names[state]
@@ -211,18 +213,19 @@ def every_token_view(
                 step=1000,
                 key="proj_landmarks",
                 help="UMAP / t-SNE is fitted on this many tokens (a seeded sample); every other "
-                "token is placed by the fitted model's transform.",
+                "token is placed at the weighted mean of its 15 nearest landmarks.",
             )
         )
     how = (
         "exact streaming PCA"
         if method == "pca"
-        else f"{METHODS[method]} fitted on "
-        f"{min(landmarks, n):,} landmark tokens, the other {max(0, n - landmarks):,} transformed"
+        else f"landmark {METHODS[method]} ({min(landmarks, n):,} fitted) + kNN placement of the "
+        f"other {max(0, n - landmarks):,}"
     )
     st.caption(
         f"**Every one of the {n:,} tokens** of state {name}: a second pass over the corpus writes "
-        f"this state to disk ({n * d * 4 / 2**20:,.0f} MiB, kept for the next choice), then {how}. "
+        f"this state to disk ({n * d * 4 / 2**20:,.0f} MiB, kept in the disk cache for the next "
+        f"choice, under its limit), then {how}. "
         "The post-processing is fitted on the token sample, as for the sampled view. The points "
         "reach the browser as one binary file, not through the app's websocket."
     )
@@ -236,10 +239,15 @@ The sampled view projects at most the token sample; this one projects **every to
 - *PCA* is exact: the float64 covariance is accumulated over the chunks, then eigendecomposed; the
   post-processing (clip, centring, z-score, all-but-the-top, whitening are affine) transforms that
   covariance, so one pass serves both panels.
-- *UMAP / t-SNE* are fitted on a seeded sample of landmark tokens and every other token is placed by
-  the fitted model: UMAP's `transform` (McInnes, Healy & Melville 2018, arXiv 1802.03426, section on
-  embedding new points) and openTSNE's `transform` (Poličar, Stražar & Zupan 2024, JSS 109: new
-  points optimised against the fixed reference embedding). The figure names the landmark count.
+- *UMAP / t-SNE* are fitted on a seeded sample of landmark tokens. Every other token is placed by
+  an exact nearest-neighbour search among the landmarks (in the same 50-dim PCA the fit saw) at the
+  weighted mean of its 15 nearest landmarks' positions, weighted by UMAP's membership strengths, and
+  a token equal to a landmark lands on it. This is how UMAP's own `transform` *starts* (McInnes,
+  Healy & Melville 2018, arXiv 1802.03426, section on embedding new points); the optimisation
+  epochs that follow it there are skipped, because at a million tokens they take hours on a few
+  cores. For t-SNE the same placement stands in for openTSNE's `transform` (Poličar, Stražar &
+  Zupan 2024, JSS 109), which starts new points from their nearest reference points too. The
+  figure names the landmark count.
 - *Drawing*: a WebGL scatter in a frame that fetches the points as one binary file from a random
   address known only to this session (TensorBoard's Projector stops at 100,000 points;
   embedding-atlas's Streamlit component sends its data through the app's websocket, which fails

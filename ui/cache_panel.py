@@ -82,6 +82,11 @@ def cache_panel() -> None:
         return
     with st.expander("Disk cache settings", expanded=False):
         parts = [f"{usage.results_count} cached analyses, {format_size(usage.results_bytes)}"]
+        if usage.spill_count:
+            parts.append(
+                f"{usage.spill_count} spilled states (every token of one state) "
+                f"{format_size(usage.spill_bytes)}"
+            )
         if usage.models_bytes:
             parts.append(f"converted models ({MODELS_DIR}/) {format_size(usage.models_bytes)}")
         if usage.temp_bytes:
@@ -97,7 +102,8 @@ def cache_panel() -> None:
             step=0.5,
             key="sb_cache_limit_gib",
             on_change=_apply_limit,
-            help="Least recently used analyses are deleted when the cache grows past this. "
+            help="Least recently used analyses (and spilled states of every token) are deleted "
+            "when the cache grows past this. "
             "Converted models count towards it but are never deleted automatically. Applies to "
             "every session of this server; set ISOSCOPE_CACHE_LIMIT (e.g. 500M, 5G) to start "
             "with another value. An analysis larger than the limit is shown but not kept.",
@@ -107,7 +113,8 @@ def cache_panel() -> None:
             key="sb_cache_clear",
             icon=":material/delete:",
             on_click=_clear,
-            help="Deletes every cached analysis on disk (not the converted models, not files "
+            help="Deletes every cached analysis and spilled state on disk (not the converted "
+            "models, not files "
             "being written). Analyses already in memory stay until the server restarts.",
         )
         cleared = st.session_state.pop("sb_cache_cleared", None)

@@ -14,6 +14,10 @@ Size limit (default 5 GiB; ``ResultCache(limit=)``, the CLI's ``--cache-limit``,
   least recently used first (a load touches the file's mtime, so mtime is the last use). Model
   folders are never evicted automatically (a running process may be reading one); they are
   removed only by an explicit ``clear(include_models=True)`` (``cache --clear --models``).
+- Spilled states (``spill/*.f32``: every token of one hidden state, written for the projection
+  of every token, :mod:`backend.engine.extraction.spill`) are evicted with the result files, in
+  one least-recently-used order (reading one touches it, :func:`touch`). One being written
+  (``*.f32.part<pid>``) counts as a file being written.
 - A file being written is a ``*.tmp`` file and is never evicted; only a temp file untouched for
   :data:`STALE_TEMP_SECONDS` (left by a killed process) is removed. Eviction runs under a
   ``filelock`` on ``.isoscope.lock`` in the folder, so two processes never evict at once.
@@ -57,6 +61,8 @@ GIB = 1024**3
 DEFAULT_CACHE_LIMIT = 5 * GIB
 LIMIT_ENV = "ISOSCOPE_CACHE_LIMIT"
 MODELS_DIR = "models"  # converted checkpoints (e.g. GGUF -> safetensors): counted, never evicted
+SPILL_DIR = "spill"  # spilled states of every token: evicted with the results (module doc)
+SPILL_SUFFIX = ".f32"
 LOCK_NAME = ".isoscope.lock"
 TEMP_SUFFIX = ".tmp"
 STALE_TEMP_SECONDS = 24 * 3600  # a temp file untouched this long was left by a killed process
@@ -148,15 +154,26 @@ class CacheUsage:
     models_bytes: int = 0
     temp_bytes: int = 0
     other_bytes: int = 0
+    spill_bytes: int = 0
+    spill_count: int = 0
 
     @property
     def total(self) -> int:
-        return self.results_bytes + self.models_bytes + self.temp_bytes + self.other_bytes
+        return (
+            self.results_bytes
+            + self.models_bytes
+            + self.temp_bytes
+            + self.other_bytes
+            + self.spill_bytes
+        )
 
     def summary(self) -> str:
         """``1.2 of 5 GiB (results 1.0 GiB in 12 files, converted models 210 MiB)``."""
         files = "file" if self.results_count == 1 else "files"
         parts = [f"results {format_size(self.results_bytes)} in {self.results_count} {files}"]
+        if self.spill_count:
+            states = "state" if self.spill_count == 1 else "states"
+            parts.append(f"{self.spill_count} spilled {states} {format_size(self.spill_bytes)}")
         if self.models_bytes:
             parts.append(f"converted models {format_size(self.models_bytes)}")
         if self.temp_bytes:
@@ -175,7 +192,17 @@ class CacheUsage:
             "models_bytes": self.models_bytes,
             "temp_bytes": self.temp_bytes,
             "other_bytes": self.other_bytes,
+            "spill_bytes": self.spill_bytes,
+            "spill_count": self.spill_count,
         }
+
+
+def touch(path: str | Path) -> None:
+    """Mark a cached file as just used (eviction is least recently used by mtime)."""
+    try:
+        os.utime(path)
+    except OSError:
+        pass  # evicted meanwhile, or not ours to touch: the next use recomputes
 
 
 def _tree_size(path: Path) -> int:
@@ -352,10 +379,12 @@ class ResultCache:
     def _entries(
         self,
     ) -> tuple[list[tuple[float, int, Path]], list[tuple[float, int, Path]], CacheUsage]:
-        """(result files, temp files) as (mtime, size, path), and the usage."""
+        """(evictable files: results and spilled states, temp files) as (mtime, size, path), and
+        the usage."""
         results: list[tuple[float, int, Path]] = []
         temps: list[tuple[float, int, Path]] = []
-        models = other = 0
+        spills, spill_temps, spill_other = self._spills()
+        models, other = 0, spill_other
         try:
             entries = list(os.scandir(self.root))
         except OSError:
@@ -363,6 +392,8 @@ class ResultCache:
         for entry in entries:
             try:
                 if entry.is_dir(follow_symlinks=False):
+                    if entry.name == SPILL_DIR:
+                        continue  # scanned by _spills
                     size = _tree_size(Path(entry.path))
                     if entry.name == MODELS_DIR:
                         models += size
@@ -386,10 +417,44 @@ class ResultCache:
             results_bytes=sum(s for _, s, _ in results),
             results_count=len(results),
             models_bytes=models,
-            temp_bytes=sum(s for _, s, _ in temps),
+            temp_bytes=sum(s for _, s, _ in temps + spill_temps),
             other_bytes=other,
+            spill_bytes=sum(s for _, s, _ in spills),
+            spill_count=len(spills),
         )
-        return results, temps, usage
+        return results + spills, temps + spill_temps, usage
+
+    def _spills(
+        self,
+    ) -> tuple[list[tuple[float, int, Path]], list[tuple[float, int, Path]], int]:
+        """(spilled states, spills being written) as (mtime, size, path), and other bytes there."""
+        spills: list[tuple[float, int, Path]] = []
+        writing: list[tuple[float, int, Path]] = []
+        other = 0
+        try:
+            entries = list(os.scandir(self.root / SPILL_DIR))
+        except OSError:
+            entries = []
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    other += _tree_size(Path(entry.path))
+                    continue
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            row = (st.st_mtime, st.st_size, Path(entry.path))
+            if entry.name.endswith(SPILL_SUFFIX):
+                spills.append(row)
+            elif f"{SPILL_SUFFIX}.part" in entry.name:
+                writing.append(row)
+            else:
+                other += st.st_size
+        return spills, writing, other
+
+    def spill_path(self, name: str) -> Path:
+        """Where a spilled state named ``name`` (no suffix) lives: evicted with the results."""
+        return self.root / SPILL_DIR / f"{name}{SPILL_SUFFIX}"
 
     def usage(self) -> CacheUsage:
         return self._entries()[2]
@@ -415,7 +480,8 @@ class ResultCache:
         return _Release(lock)
 
     def enforce_limit(self, keep: Path | None = None) -> list[Path]:
-        """Evict least recently used result files until finished files fit the limit; returns them.
+        """Evict least recently used result files and spilled states until finished files fit the
+        limit; returns them.
 
         Files being written (``*.tmp``) are not counted and never evicted, except stale ones. ``keep``
         (the file just written) goes last, only if it alone does not fit. No-op without a lock."""
@@ -443,9 +509,9 @@ class ResultCache:
         return removed
 
     def clear(self, include_models: bool = False) -> tuple[int, int]:
-        """Remove every result file (and stale temp files, and the speeds measured by the runs,
-        :mod:`backend.engine.throughput`; with ``include_models`` the converted model folders
-        too). Files being written are left alone. Returns (files removed, bytes freed)."""
+        """Remove every result file and spilled state (and stale temp files, and the speeds
+        measured by the runs, :mod:`backend.engine.throughput`; with ``include_models`` the
+        converted model folders too). Files being written are left alone. Returns (files removed, bytes freed)."""
         from filelock import Timeout
 
         count = freed = 0

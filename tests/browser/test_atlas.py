@@ -148,3 +148,30 @@ def test_the_route_serves_a_sessions_own_points_only(browser, atlas_server):
     assert src_a and src_b
     first.close()
     second.close()
+
+
+def test_a_drag_moves_the_drawn_frame_then_redraws_every_point_where_it_settled(
+    browser, atlas_server
+):
+    page, frame, element = open_atlas(browser, atlas_server)
+    box = element.bounding_box()
+    x0, y0 = frame.evaluate("() => atlas.screenOf(0, 0)")
+    start = (box["x"] + x0 - 150, box["y"] + y0 + 150)  # inside the panel, away from point 0
+    page.mouse.move(*start)
+    page.mouse.down()
+    page.mouse.move(start[0] - 80, start[1] + 40, steps=8)
+    moving = frame.evaluate("() => document.querySelector('canvas').style.transform")
+    assert moving.startswith("translate(-80px, 40px)") or "translate(-80px,40px)" in moving
+    page.mouse.up()
+    frame.wait_for_function("() => document.querySelector('canvas').style.transform === ''")
+    x1, y1 = frame.evaluate("() => atlas.screenOf(0, 0)")
+    assert abs(x1 - (x0 - 80)) < 1 and abs(y1 - (y0 + 40)) < 1
+    page.mouse.move(box["x"] + x1, box["y"] + y1)  # hover finds the point where it was redrawn
+    frame.wait_for_selector(f'body[data-hovered="{NEEDLE}"]', timeout=10_000)
+    assert "redrawn when the gesture stops" in frame.inner_text("#moving")
+    # the scripted pan of the benchmark: one full draw when it settles, not one per frame
+    moved = frame.evaluate("() => atlas.pan(20)")
+    redrawn = frame.evaluate("() => atlas.pan(5, 'redraw')")
+    assert len(moved["interval_ms"]) == 19 and len(moved["draw_ms"]) == 1
+    assert len(redrawn["draw_ms"]) == 5
+    page.close()

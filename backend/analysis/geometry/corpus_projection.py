@@ -7,11 +7,18 @@ file (:class:`backend.engine.extraction.spill.SpilledState`) in bounded memory.
   each covariance gives the two top directions; a second pass projects every row. Equal to an
   in-memory PCA to float64 rounding, with scikit-learn's sign rule (each component's largest
   entry positive), so both agree on orientation.
-- **UMAP / t-SNE** at corpus scale fit on a seeded landmark sample (:data:`LANDMARKS` rows), then
-  place every other row with the fitted model: umap-learn's ``UMAP.transform`` (McInnes et al.
-  2018, section on embedding new points) and openTSNE's ``TSNEEmbedding.transform`` (Poličar et
-  al. 2024: new points optimised against the fixed reference embedding). Landmarks keep their fit
-  coordinates. The 50-dim pre-PCA of :mod:`projections` is fitted on the landmarks too.
+- **UMAP / t-SNE** at corpus scale fit on a seeded landmark sample (:data:`LANDMARKS` rows); every
+  other row is then placed by an exact kNN against the landmarks, in the space the fit saw (the
+  50-dim pre-PCA of :mod:`projections`, fitted on the landmarks), at the weighted mean of its
+  :data:`NEIGHBOURS` nearest landmarks' fit coordinates with UMAP's membership weights. This is
+  umap-learn's own transform *initialisation* (``smooth_knn_dist`` with ``local_connectivity - 1
+  = 0``, then ``init_graph_transform``: a row equal to a landmark takes its coordinates; McInnes
+  et al. 2018, section on embedding new points), without the 30-100 optimisation epochs that
+  follow it in ``UMAP.transform``, which take hours for a million rows on two cores. For t-SNE
+  the same placement stands in for openTSNE's ``transform`` (whose own start is the median of
+  the nearest reference points; Poličar et al. 2024). The kNN is a brute-force float32 matmul
+  (torch) in blocks of at most :data:`KNN_BLOCK_FLOATS` distances, the chosen neighbours'
+  distances recomputed in float64. Landmarks keep their fit coordinates.
 
 Post-processing is fitted on the extraction's token sample of the state (as for the sampled view)
 and applied to every row chunk by chunk, so "before" and "after" hold the same rows in the same
@@ -25,6 +32,7 @@ import warnings
 from collections.abc import Callable
 
 import numpy as np
+import torch
 
 from backend.analysis.geometry.projections import (
     MIN_POINTS,
@@ -34,11 +42,15 @@ from backend.analysis.geometry.projections import (
     fit_postprocessor,
     projection_sample,
 )
+from backend.engine.device import to_numpy
 from backend.engine.errors import InputError
 from backend.engine.extraction.spill import CHUNK_ROWS, Cancelled, SpilledState
 from backend.engine.progress import Progress, report
 
 LANDMARKS = 10_000  # UMAP / t-SNE fit rows at corpus scale (t-SNE of 10k takes ~10 s here)
+NEIGHBOURS = 15  # landmarks per placed row: UMAP's n_neighbors default, the k of its transform
+KNN_BLOCK_FLOATS = 2**24  # distances per kNN block: 64 MiB of float32 (1,677 rows x 10k landmarks)
+_SMOOTH_K_TOLERANCE, _MIN_K_DIST_SCALE = 1e-5, 1e-3  # umap.umap_'s constants
 
 Transform = Callable[[np.ndarray], np.ndarray]
 
@@ -66,7 +78,12 @@ class _Moments:
 def top_components(cov: np.ndarray, k: int = 2) -> tuple[np.ndarray, np.ndarray]:
     """(components (k, d), explained variance ratio (k,)) of a covariance matrix, with
     scikit-learn's sign rule (svd_flip on the components: the largest |entry| of each positive)."""
-    values, vectors = np.linalg.eigh(cov)
+    from threadpoolctl import threadpool_limits  # scikit-learn's dependency
+
+    # one BLAS thread: a few hundred dims decompose in ~0.1 s alone, but took 1-4 s with
+    # OpenBLAS's threads fighting a loaded 2-core machine (measured here, under load)
+    with threadpool_limits(1 if len(cov) <= 1024 else None, user_api="blas"):
+        values, vectors = np.linalg.eigh(cov)
     order = np.argsort(values)[::-1][:k]
     components = vectors[:, order].T
     signs = np.sign(components[np.arange(k), np.argmax(np.abs(components), axis=1)])
@@ -157,7 +174,7 @@ def streaming_pca(
 
 
 def _fit_landmarks(x: np.ndarray, method: str, seed: int, pre_pca: bool):
-    """(pre-PCA or None, fitted model, fit embedding (L, 2), kept variance share) on landmarks."""
+    """(pre-PCA or None, fit embedding (L, 2), kept variance share) on landmarks."""
     from sklearn.decomposition import PCA
 
     pca, kept = None, None
@@ -174,7 +191,7 @@ def _fit_landmarks(x: np.ndarray, method: str, seed: int, pre_pca: bool):
             model = umap.UMAP(
                 n_components=2, n_neighbors=int(min(15, n - 1)), random_state=seed
             ).fit(x)
-        return pca, model, np.asarray(model.embedding_, dtype=np.float32), kept
+        return pca, np.asarray(model.embedding_, dtype=np.float32), kept
     from openTSNE import TSNE
 
     model = TSNE(
@@ -186,16 +203,77 @@ def _fit_landmarks(x: np.ndarray, method: str, seed: int, pre_pca: bool):
         n_jobs=1,
         verbose=False,
     ).fit(np.ascontiguousarray(x, dtype=np.float64))
-    return pca, model, np.asarray(model, dtype=np.float32), kept
+    return pca, np.asarray(model, dtype=np.float32), kept
 
 
-def _place(model, method: str, x: np.ndarray) -> np.ndarray:
-    """Coordinates of new rows under a landmark fit (UMAP.transform / TSNEEmbedding.transform)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        if method == "umap":
-            return np.asarray(model.transform(x), dtype=np.float32)
-        return np.asarray(model.transform(np.ascontiguousarray(x, dtype=np.float64)), np.float32)
+def nearest_landmarks(
+    queries: np.ndarray, landmarks: np.ndarray, k: int = NEIGHBOURS
+) -> tuple[np.ndarray, np.ndarray]:
+    """Exact kNN of every query row among the landmark rows (both (., p)): float64 distances and
+    int64 indices (m, k), nearest first. Brute force, blocks of :data:`KNN_BLOCK_FLOATS`
+    float32 squared distances (``|l|^2 - 2 q.l``, one torch matmul) pick the neighbours;
+    their distances are then recomputed in float64, so a duplicate of a landmark is at 0."""
+    k = min(k, len(landmarks))
+    centre = np.asarray(landmarks, dtype=np.float64).mean(axis=0)  # float32 keeps more digits
+    ref64 = np.asarray(landmarks, dtype=np.float64) - centre
+    # |q - l|^2 - |q|^2 = [q, 1] . [-2 l, |l|^2]: one matmul per block, no second pass over it
+    ref = np.concatenate([-2 * ref64, (ref64**2).sum(axis=1, keepdims=True)], axis=1)
+    ref32 = torch.from_numpy(np.ascontiguousarray(ref.T, dtype=np.float32))  # (p + 1, L)
+    block = max(1, KNN_BLOCK_FLOATS // len(landmarks))
+    dists = np.empty((len(queries), k))
+    indices = np.empty((len(queries), k), dtype=np.int64)
+    for at in range(0, len(queries), block):
+        q64 = np.asarray(queries[at : at + block], dtype=np.float64) - centre
+        q32 = torch.from_numpy(np.hstack([q64, np.ones((len(q64), 1))]).astype(np.float32))
+        squared = q32 @ ref32  # (b, L): squared distances minus |q|^2
+        picked = to_numpy(torch.topk(squared, k, dim=1, largest=False, sorted=False).indices, None)
+        exact = np.linalg.norm(q64[:, None, :] - ref64[picked], axis=2)  # (b, k)
+        order = np.argsort(exact, axis=1, kind="stable")
+        dists[at : at + block] = np.take_along_axis(exact, order, axis=1)
+        indices[at : at + block] = np.take_along_axis(picked, order, axis=1)
+    return dists, indices
+
+
+def membership_weights(dists: np.ndarray, n_iter: int = 64) -> np.ndarray:
+    """UMAP's membership strengths of new rows to their k nearest training rows, as in
+    ``UMAP.transform``: ``exp(-d / sigma)`` (rho = 0: ``local_connectivity - 1``), each row's
+    sigma found by bisection so that the strengths of neighbours 2..k sum to ``log2(k)``, with
+    umap's floor of 1e-3 x the mean distance (of this block; umap takes the whole call's). A
+    vectorised ``umap.umap_.smooth_knn_dist`` + ``compute_membership_strengths`` (tested equal)."""
+    dists = np.asarray(dists, dtype=np.float64)
+    m, k = dists.shape
+    target = np.log2(k)
+    lo, hi, mid = np.zeros(m), np.full(m, np.inf), np.ones(m)
+    active = np.ones(m, dtype=bool)
+    for _ in range(n_iter):
+        if not active.any():
+            break
+        psum = np.exp(-dists[:, 1:] / mid[:, None]).sum(axis=1)  # d > 0: exp; d == 0: 1
+        active &= np.abs(psum - target) >= _SMOOTH_K_TOLERANCE
+        high = active & (psum > target)
+        low = active & ~high
+        hi[high] = mid[high]
+        mid[high] = (lo[high] + hi[high]) / 2
+        lo[low] = mid[low]
+        mid[low] = np.where(np.isinf(hi[low]), mid[low] * 2, (lo[low] + hi[low]) / 2)
+    sigma = np.maximum(mid, _MIN_K_DIST_SCALE * dists.mean())
+    return np.where(sigma[:, None] > 0, np.exp(-dists / sigma[:, None]), 1.0)
+
+
+def knn_placement(
+    queries: np.ndarray, landmarks: np.ndarray, embedding: np.ndarray, k: int = NEIGHBOURS
+) -> np.ndarray:
+    """float32 (m, 2) places of new rows: the membership-weighted mean of their ``k`` nearest
+    landmarks' ``embedding`` rows; a row equal to a landmark takes its place (umap-learn's
+    ``init_graph_transform``; module doc)."""
+    dists, indices = nearest_landmarks(queries, landmarks, k)
+    weights = membership_weights(dists)
+    placed = np.einsum(
+        "mk,mkc->mc", weights / weights.sum(axis=1, keepdims=True), embedding[indices]
+    )
+    exact = dists[:, 0] == 0.0
+    placed[exact] = embedding[indices[exact, 0]]
+    return placed.astype(np.float32)
 
 
 def landmark_projection(
@@ -210,7 +288,7 @@ def landmark_projection(
     progress: Progress | None = None,
 ) -> tuple[list[Projection], np.ndarray]:
     """UMAP or t-SNE of every row: fit on a seeded sample of ``landmarks`` rows, every other row
-    transformed (module doc). Returns one :class:`Projection` per transform (its ``landmarks``
+    placed by kNN among them (module doc). Returns one :class:`Projection` per transform (its ``landmarks``
     says how many were fitted) and the landmark rows (sorted)."""
     method = _check(spilled, method)
     if method == "pca":
@@ -224,8 +302,14 @@ def landmark_projection(
     fits = [
         _fit_landmarks(t(raw), method, seed, p) for t, p in zip(transforms, pre_pca, strict=True)
     ]
+    fit_seconds = time.perf_counter() - started
+    # each fit's landmarks as the placement sees them: through the same pre-PCA as new rows
+    spaces = [
+        pca.transform(t(raw)) if pca else t(raw)
+        for (pca, _, _), t in zip(fits, transforms, strict=True)
+    ]
     coords = []
-    for _, _, embedding, _ in fits:
+    for _, embedding, _ in fits:
         out = np.empty((spilled.rows, 2), dtype=np.float32)
         out[rows] = embedding
         coords.append(out)
@@ -233,14 +317,24 @@ def landmark_projection(
         new = np.flatnonzero(~is_landmark[start : start + len(block)])
         if len(new):
             x = block[new].astype(np.float64)
-            for out, (pca, model, _, _), transform in zip(coords, fits, transforms, strict=True):
+            for out, (pca, embedding, _), space, transform in zip(
+                coords, fits, spaces, transforms, strict=True
+            ):
                 y = transform(x)
-                out[start + new] = _place(model, method, pca.transform(y) if pca else y)
+                out[start + new] = knn_placement(pca.transform(y) if pca else y, space, embedding)
         _tick(progress, start + len(block), spilled.rows)
     seconds = time.perf_counter() - started
     return [
-        Projection(c, method, seed, seconds, pre_pca_variance=kept, landmarks=len(rows))
-        for c, (_, _, _, kept) in zip(coords, fits, strict=True)
+        Projection(
+            c,
+            method,
+            seed,
+            seconds,
+            pre_pca_variance=kept,
+            landmarks=len(rows),
+            fit_seconds=fit_seconds,
+        )
+        for c, (_, _, kept) in zip(coords, fits, strict=True)
     ], rows
 
 

@@ -125,7 +125,8 @@ class Projection:
     ``explained_variance_ratio``: for PCA, the share of variance of each axis (2,); for UMAP and
     t-SNE, None. ``pre_pca_variance``: share of the variance kept by the 50-dim PCA run before
     UMAP / t-SNE (None when it was skipped). ``landmarks``: at corpus scale, how many rows
-    UMAP / t-SNE was fitted on (the rest were transformed; None when every point was fitted).
+    UMAP / t-SNE was fitted on (the rest placed by kNN among them; None when every point was
+    fitted), and ``fit_seconds`` the part of ``seconds`` the landmark fit took.
     """
 
     coords: np.ndarray
@@ -135,6 +136,7 @@ class Projection:
     explained_variance_ratio: np.ndarray | None = None
     pre_pca_variance: float | None = None
     landmarks: int | None = None
+    fit_seconds: float | None = None
 
     @property
     def label(self) -> str:
@@ -145,7 +147,7 @@ class Projection:
         """The method as a figure names it, with the landmark fit when there was one."""
         if self.landmarks is None:
             return self.label
-        return f"{self.label} fitted on {self.landmarks:,} landmarks, the rest transformed"
+        return f"landmark {self.label} ({self.landmarks:,} fitted) + kNN placement of the rest"
 
 
 def check_method(method: str) -> str:

@@ -378,3 +378,28 @@ def test_key_lock_does_not_block_without_a_writable_folder(tmp_path):
     blocker.write_text("")
     with ResultCache(blocker).key_lock("k"):  # root is a file: no lock folder, no lock, no error
         pass
+
+
+def test_spilled_states_are_evicted_with_the_results_least_recently_used_first(tmp_path):
+    from backend.engine.cache import touch
+
+    cache = ResultCache(tmp_path)
+    cache.save("k0", fake_result(0))
+    size = cache.path("k0").stat().st_size
+    spills = [cache.spill_path(f"r-state{i}") for i in range(3)]
+    spills[0].parent.mkdir()
+    for i, path in enumerate(spills):
+        path.write_bytes(b"\0" * size)
+        _age(path, 50 - i)  # state0 oldest
+    _age(cache.path("k0"), 48.5)  # older than state2, newer than state0 and state1
+    writing = spills[0].with_name("r-state9.f32.part123")  # a second pass writing right now
+    writing.write_bytes(b"\0" * size)
+    touch(spills[0])  # read again: now the newest
+    usage = cache.usage()
+    assert (usage.spill_count, usage.spill_bytes, usage.temp_bytes) == (3, 3 * size, size)
+    assert "3 spilled states" in usage.summary()
+    removed = ResultCache(tmp_path, limit=int(2.5 * size)).enforce_limit()
+    assert sorted(p.name for p in removed) == ["k0.npz", "r-state1.f32"]
+    assert spills[0].exists() and spills[2].exists() and writing.exists()
+    count, _ = cache.clear()
+    assert count == 2 and not spills[0].exists() and writing.exists()

@@ -42,4 +42,4 @@ def test_points_round_trip():
     names = [legend["token"]["order"][c] for c in arrays[legend["token"]["array"]]]
     assert names == kinds.tolist()
     assert legend["position"]["max"] == 9.0
-    assert header["methods"][1] == "UMAP fitted on 40 landmarks, the rest transformed"
+    assert header["methods"][1] == "landmark UMAP (40 fitted) + kNN placement of the rest"

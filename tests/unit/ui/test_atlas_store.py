@@ -28,17 +28,3 @@ def test_the_folder_keeps_only_the_newest_files(tmp_path):
     urls = [store.publish(f"session-{i}", bytes([i])) for i in range(5)]
     left = sorted(p.name for p in (tmp_path / "data").iterdir())
     assert left == sorted(u.removeprefix("data/") for u in urls[-2:])
-
-
-def test_only_the_newest_spilled_states_stay_on_disk(tmp_path):
-    import os
-
-    from ui.atlas import prune_spills
-
-    paths = [tmp_path / f"r-state{i}.f32" for i in range(4)]
-    for i, path in enumerate(paths):
-        path.write_bytes(b"x")
-        os.utime(path, (1000 + i, 1000 + i))
-    os.utime(paths[0], (5000, 5000))  # in use, and newest
-    prune_spills(paths[2], most=2)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["r-state0.f32", "r-state2.f32"]

@@ -32,7 +32,9 @@ def test_transformed_copies_of_landmarks_land_on_their_fit_embedding(tmp_path):
     (projection,), rows = landmark_projection(
         spilled, (lambda x: x,), "tsne", landmarks=half, seed=0, chunk_rows=64
     )
-    assert projection.landmarks == half and projection.how.startswith("t-SNE fitted on 450")
+    assert projection.landmarks == half and projection.how.startswith(
+        "landmark t-SNE (450 fitted) + kNN"
+    )
     coords = projection.coords
     twin = np.where(rows < half, rows + half, rows - half)  # the same vector in another row
     placed = ~np.isin(twin, rows)  # twins that were transformed, not fitted
@@ -86,3 +88,45 @@ def test_affine_and_other_transforms_both_give_the_in_memory_pca(tmp_path):
         y = transform(x)
         reference = PCA(n_components=2, svd_solver="full").fit(y)
         np.testing.assert_allclose(projection.coords, reference.transform(y), atol=1e-4)
+
+
+def test_knn_placement_is_umaps_own_transform_initialisation():
+    """The placement equals umap-learn's: its kNN (brute force), smooth_knn_dist with
+    local_connectivity 0, compute_membership_strengths (bipartite) and init_graph_transform."""
+    import scipy.sparse
+    import umap.umap_ as reference
+
+    from backend.analysis.geometry import corpus_projection as cp
+
+    rng = np.random.default_rng(1)
+    landmarks = rng.normal(size=(300, 6))
+    embedding = rng.normal(size=(300, 2)).astype(np.float32)
+    queries = np.concatenate([rng.normal(size=(120, 6)), landmarks[:5]])  # 5 exact duplicates
+    dmat = np.linalg.norm(queries[:, None] - landmarks[None], axis=2)
+    indices = np.argsort(dmat, axis=1)[:, :15]
+    dists = np.take_along_axis(dmat, indices, axis=1).astype(np.float32)
+    sigmas, rhos = reference.smooth_knn_dist(dists, 15.0, local_connectivity=0.0)
+    r, c, v, _ = reference.compute_membership_strengths(
+        indices, dists, sigmas, rhos, bipartite=True
+    )
+    graph = scipy.sparse.coo_matrix((v, (r, c)), shape=(len(queries), len(landmarks))).tocsr()
+    expected = reference.init_graph_transform(graph, embedding)
+
+    got_d, got_i = cp.nearest_landmarks(queries, landmarks)
+    np.testing.assert_array_equal(got_i, indices)
+    np.testing.assert_allclose(got_d, dists, rtol=1e-5)
+    placed = cp.knn_placement(queries, landmarks, embedding)
+    np.testing.assert_allclose(placed, expected, rtol=1e-4, atol=1e-5)
+    np.testing.assert_array_equal(placed[-5:], embedding[:5])
+
+
+def test_the_knn_runs_in_bounded_blocks(monkeypatch):
+    from backend.analysis.geometry import corpus_projection as cp
+
+    rng = np.random.default_rng(2)
+    landmarks, queries = rng.normal(size=(50, 4)), rng.normal(size=(333, 4))
+    whole = cp.nearest_landmarks(queries, landmarks, 7)
+    monkeypatch.setattr(cp, "KNN_BLOCK_FLOATS", 50 * 16)  # blocks of 16 rows
+    blocked = cp.nearest_landmarks(queries, landmarks, 7)
+    np.testing.assert_array_equal(blocked[1], whole[1])
+    np.testing.assert_allclose(blocked[0], whole[0])
