@@ -199,6 +199,11 @@ def files_to_fetch(files: dict[str, int], repo_id: str, *, allow_pickle: bool) -
     return ordered + [w for w in weights if w not in ordered]
 
 
+def _is_weights(name: str) -> bool:
+    """A weight file (not the index: it is small, and read to find the shards)."""
+    return any(fnmatch.fnmatch(name, p) for p in ("*.safetensors",) + PICKLE_WEIGHTS)
+
+
 def _weights(top: dict[str, int], index: str, patterns: tuple[str, ...]) -> list[str]:
     """Weight files matching ``patterns``: with ``index`` present, the index plus every shard
     (read once the index is fetched, so listed here by pattern); else the single files."""
@@ -215,11 +220,14 @@ def fetch(
     progress: Progress | None = None,
     quota_bytes: int | None = None,
     check_weights: Callable[[dict[str, int]], None] | None = None,
+    before_weights: Callable[[dict[str, int], Path], None] | None = None,
 ) -> Path:
     """The complete snapshot folder of the Hub id ``source``, downloading what is missing (see
     the module docstring). :class:`ModelLoadError` with one actionable message per failure.
     ``check_weights`` gets the parameters per dtype read from the safetensors headers (range
-    requests) before any weights are fetched, and may refuse (the memory preflight)."""
+    requests) before any weights are fetched, and may refuse (the memory preflight);
+    ``before_weights`` gets the same census and the snapshot folder once the small files
+    (tokenizer included) are there and before the weights are (the time preflight)."""
     cached = cached_snapshot(source)
     if offline():
         if cached is not None:
@@ -242,20 +250,26 @@ def fetch(
         download.file("config.json")
         missing.remove("config.json")
     _refuse_remote_code(snapshot / "config.json", source)
-    if check_weights is not None:
-        safetensors = [n for n in names if n.endswith(".safetensors")]
-        census = download.census(n for n in safetensors if n in missing)
-        if safetensors:
-            from backend.engine.preflight import folder_census
+    census: dict[str, int] = {}
+    safetensors = [n for n in names if n.endswith(".safetensors")]
+    if safetensors and (check_weights is not None or before_weights is not None):
+        from backend.engine.preflight import folder_census
 
-            present = [snapshot / n for n in safetensors if n not in missing]
-            for dtype, n in folder_census(snapshot, present).items():
-                census[dtype] = census.get(dtype, 0) + n
+        census = download.census(n for n in safetensors if n in missing)
+        present = [snapshot / n for n in safetensors if n not in missing]
+        for dtype, n in folder_census(snapshot, present).items():
+            census[dtype] = census.get(dtype, 0) + n
+        if check_weights is not None:
             check_weights(census)
     needed = sum(files.get(n, 0) for n in missing)
     _check_space(needed, source, quota_bytes)
     download.total = download.done + needed
-    for name in missing:
+    weights = [n for n in missing if _is_weights(n)]
+    for name in [n for n in missing if n not in weights]:
+        download.file(name)
+    if before_weights is not None and census:
+        before_weights(census, snapshot)
+    for name in weights:
         download.file(name)
     if not snapshot_complete(snapshot):
         raise ModelLoadError(

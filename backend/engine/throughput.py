@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -135,6 +135,73 @@ def token_counts(tokenizer, texts: Sequence[str], max_length: int) -> list[int]:
     """Tokens per text as the extraction reads them (truncated at ``max_length``)."""
     encoded = tokenizer(list(texts), truncation=True, max_length=max_length)
     return [len(ids) for ids in encoded["input_ids"]]
+
+
+@dataclass(frozen=True)
+class TimeEstimate:
+    """The first page's estimated time, before the load: parameters (from the safetensors
+    headers) x tokens of the corpus (its tokenizer) x this device's measured seconds per
+    token-parameter (None before the device's first measurement)."""
+
+    parameters: int
+    tokens: int
+    device: str
+    seconds: float | None
+
+    def describe(self) -> str:
+        sizes = f"{self.parameters / 1e6:,.1f} M parameters x {self.tokens:,} tokens"
+        if self.seconds is None:
+            return (
+                f"first page: no speed measured on {self.device} yet ({sizes}); the first batch "
+                "measures it"
+            )
+        return (
+            f"first page: {describe_seconds(self.seconds)} on {self.device} ({sizes}, at this "
+            "device's measured speed)"
+        )
+
+
+def folder_tokenizer(folder: Path):
+    """The tokenizer of a checkpoint folder, or None when it has none (images, audio, a GGUF
+    before its conversion): loading it costs milliseconds, unlike the weights."""
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(str(folder))
+    except Exception:
+        return None
+
+
+def estimate_first_page(
+    root: Path, device: str, parameters: int, tokenizer, corpus, max_length: int
+) -> TimeEstimate | None:
+    """The :class:`TimeEstimate` of ``corpus`` (None for images and audio, or no tokenizer)."""
+    if tokenizer is None or getattr(corpus, "kind", "text") != "text":
+        return None
+    tokens = sum(token_counts(tokenizer, corpus.texts, max_length))
+    return TimeEstimate(
+        parameters, tokens, device, estimate_seconds(root, device, parameters, tokens)
+    )
+
+
+def time_preflight(
+    root: Path, device, corpus, max_length: int, show: Callable[[TimeEstimate], None]
+) -> Callable[[int, Path], None]:
+    """The ``on_preflight(parameters, folder)`` of :func:`backend.engine.models.load_model` that
+    passes the :class:`TimeEstimate` of ``corpus`` on ``device`` (a torch device or its name) to
+    ``show`` before the weights are downloaded or loaded."""
+    from backend.engine.device import resolve_device
+
+    key = device_key(resolve_device(str(device)))
+
+    def on_preflight(parameters: int, folder: Path) -> None:
+        estimate = estimate_first_page(
+            root, key, parameters, folder_tokenizer(folder), corpus, max_length
+        )
+        if estimate is not None:
+            show(estimate)
+
+    return on_preflight
 
 
 @dataclass(frozen=True)

@@ -111,8 +111,11 @@ def test_the_extraction_bar_starts_with_the_estimate_from_the_measured_speed(mon
     labels: list[str] = []
     run = ui.common.shared_run
 
+    estimates: list[float | None] = []
+
     def spy(key, label, compute, **kwargs):
         labels.append(label)
+        estimates.append(kwargs.get("estimate_s"))
         return run(key, label, compute, **kwargs)
 
     monkeypatch.setattr(ui.common, "shared_run", spy)
@@ -124,3 +127,4 @@ def test_the_extraction_bar_starts_with_the_estimate_from_the_measured_speed(mon
     assert not at.exception and not at.error
     extracting = [label for label in labels if label.startswith("Extracting hidden states")]
     assert any("s estimated on this device" in label for label in extracting)
+    assert any(e is not None and e > 0 for e in estimates)  # the bar's ETA before a batch

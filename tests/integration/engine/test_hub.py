@@ -188,3 +188,23 @@ def test_the_sidebar_knows_a_hub_decoder_before_the_download(standin_hub, tiny_g
     assert source_is_causal("org/tiny-gpt2@main")
     assert standin_hub.downloads("config.json") and _weights_downloads(standin_hub) == []
     assert hubmod.cached_snapshot(parse_source("org/tiny-gpt2@main")) is None  # a config only
+
+
+def test_the_time_preflight_comes_with_the_tokenizer_before_the_weights(standin_hub, tiny_bert_dir):
+    from backend.engine import preflight
+
+    standin_hub.add_folder(REPO, tiny_bert_dir)
+    seen = []
+
+    def on_preflight(parameters, folder):
+        tokenizer_files = sorted(p.name for p in folder.iterdir() if "tokenizer" in p.name)
+        seen.append((parameters, tokenizer_files, len(_weights_downloads(standin_hub))))
+
+    loaded = load_model(REPO, device="cpu", on_preflight=on_preflight)
+    census = preflight.folder_census(tiny_bert_dir)
+    assert seen == [
+        (sum(census.values()), ["tokenizer.json", "tokenizer_config.json"], 0)
+    ]  # once, before the weights
+    assert loaded.info.num_parameters > 0
+    load_model(REPO, device="cpu", on_preflight=on_preflight)  # cached: from the folder's headers
+    assert len(seen) == 2 and seen[1][0] == seen[0][0]
