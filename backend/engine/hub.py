@@ -14,10 +14,13 @@
    :mod:`backend.engine.progress`; :class:`DownloadMeter` adds the rate and an ETA); a
    ``progress`` that returns ``False`` (or raises, as Streamlit's stop does) cancels.
 
-huggingface_hub writes each file to a temporary name and renames it into the cache when it is
-complete, so a cancelled or failed download leaves no half-written file there; a connection
-dropped mid-file is resumed with a range request, and a run after a cancel fetches only the
-files still missing. The commit sha is the snapshot folder's name, which the model card records.
+Weight files are downloaded into huggingface_hub's cache layout by :class:`_Downloader` itself,
+through ``blobs/<etag>.part``: a cancelled, failed or killed download keeps its part, and the next
+run asks only for the rest (``Range: bytes=N-``); the part is renamed to its blob once its size
+and hash are the file's, so nothing half-written is ever seen as complete. The small files go
+through ``hf_hub_download`` (a temporary name, renamed when complete). A connection dropped
+mid-file is resumed with a range request within the run, and a run after a cancel fetches only
+what is still missing. The commit sha is the snapshot folder's name, which the model card records.
 
 ``HF_TOKEN`` (or ``hf auth login``) is honoured by huggingface_hub; ``HF_ENDPOINT`` is read at
 call time (the tests' stand-in Hub).
@@ -62,6 +65,7 @@ QUOTA_REFUSED = (
     "This shared server's download quota (ISOSCOPE_HUB_QUOTA_GB) has no room for this model; "
     "choose a model from the list or one already downloaded, or ask the operator."
 )
+PART_SUFFIX = ".part"  # a weight file being downloaded: kept on a cancel, resumed with Range
 DISK_MARGIN = 1.05  # 5 % above the bytes to fetch, for the file system's own use
 TRUE = ("1", "true", "yes", "on")
 
@@ -399,14 +403,17 @@ class _Downloader:
         self.tick(0)  # a stop asked for between files
         before = self.done
         try:
-            hf_hub_download(
-                self.source.repo_id,
-                name,
-                revision=self.sha,
-                cache_dir=hub_cache_dir(),
-                endpoint=_endpoint(),
-                tqdm_class=self._bar,
-            )
+            if _is_weights(name):
+                self._resumable(name)
+            else:
+                hf_hub_download(
+                    self.source.repo_id,
+                    name,
+                    revision=self.sha,
+                    cache_dir=hub_cache_dir(),
+                    endpoint=_endpoint(),
+                    tqdm_class=self._bar,
+                )
         except DownloadCancelled:
             raise
         except ModelLoadError:
@@ -419,6 +426,42 @@ class _Downloader:
             ) from None
         self.done = before + self.sizes.get(name, 0)  # a cached blob reports no bytes
         report(self.progress, self.done, self.total)
+
+    def _resumable(self, name: str) -> None:
+        """Download weight file ``name`` into the cache's layout (``blobs/<etag>``, linked from
+        ``snapshots/<sha>/<name>``) through ``<etag>.part``, which a cancel or a failure keeps:
+        the next run asks for the rest with ``Range: bytes=<part's size>-``. The part becomes the
+        blob only once its size (and, for an LFS file, its sha256) is the file's, so nothing
+        half-written is ever seen as complete."""
+        from filelock import FileLock
+        from huggingface_hub import get_hf_file_metadata, hf_hub_url
+        from huggingface_hub.file_download import http_get
+        from huggingface_hub.utils import build_hf_headers
+
+        url = hf_hub_url(self.source.repo_id, name, revision=self.sha, endpoint=_endpoint())
+        meta = get_hf_file_metadata(url, endpoint=_endpoint())
+        folder = _repo_folder(self.source.repo_id)
+        blob = folder / "blobs" / str(meta.etag)
+        pointer = folder / "snapshots" / self.sha / name
+        blob.parent.mkdir(parents=True, exist_ok=True)
+        part = blob.with_name(blob.name + PART_SUFFIX)
+        with FileLock(str(part) + ".lock"):  # one writer per part, across processes
+            if not blob.is_file():
+                with part.open("r+b" if part.is_file() else "wb") as fh:
+                    fh.seek(0, os.SEEK_END)
+                    resume = fh.tell()
+                    if meta.size is None or resume < meta.size:
+                        self.tick(resume)  # the bytes a cancelled run already has
+                        http_get(
+                            meta.location,
+                            fh,
+                            resume_size=resume,
+                            headers=build_hf_headers(),
+                            expected_size=meta.size,
+                            tqdm_class=self._bar,
+                        )
+                _complete(part, blob, meta.size, str(meta.etag), name)
+            _link(blob, pointer)
 
     def census(self, names) -> dict[str, int]:
         """Parameters per dtype of the remote safetensors files ``names``, from their headers
@@ -459,6 +502,41 @@ class _Downloader:
                 f"download of {self.source.text!r} stopped; the files already complete stay in "
                 "the cache and the next run fetches only the rest"
             )
+
+
+def _complete(part: Path, blob: Path, size: int | None, etag: str, name: str) -> None:
+    """Rename ``part`` to ``blob`` when it is the whole file: its size, and for an LFS file (a
+    64-hex etag is its sha256) its hash; a part that is not is removed, to be fetched again."""
+    if size is not None and part.stat().st_size != size:
+        part.unlink(missing_ok=True)
+        raise ModelLoadError(
+            f"{name} downloaded to the wrong size; run the same command again to fetch it afresh"
+        )
+    if len(etag) == 64 and all(c in "0123456789abcdef" for c in etag):
+        import hashlib
+
+        digest = hashlib.sha256()
+        with part.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 24), b""):
+                digest.update(chunk)
+        if digest.hexdigest() != etag:
+            part.unlink(missing_ok=True)
+            raise ModelLoadError(
+                f"{blob.name[:12]}: the downloaded bytes do not match the Hub's hash"
+            )
+    part.replace(blob)
+
+
+def _link(blob: Path, pointer: Path) -> None:
+    """``snapshots/<sha>/<name>`` pointing at its blob, as huggingface_hub lays the cache out
+    (a relative symlink; a copy where the file system has none)."""
+    pointer.parent.mkdir(parents=True, exist_ok=True)
+    if pointer.exists():
+        return
+    try:
+        pointer.symlink_to(os.path.relpath(blob, pointer.parent))
+    except OSError:
+        shutil.copyfile(blob, pointer)
 
 
 class _Bar:

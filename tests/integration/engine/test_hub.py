@@ -89,7 +89,7 @@ def test_a_dropped_connection_resumes_with_a_range_request(
     assert loaded.info.num_parameters > 0
 
 
-def test_a_cancelled_download_leaves_nothing_half_written(
+def test_a_cancelled_download_resumes_where_it_stopped_and_is_never_seen_complete(
     standin_hub, tiny_bert_dir, tmp_path, small_chunks
 ):
     standin_hub.add_folder(REPO, tiny_bert_dir)
@@ -104,9 +104,37 @@ def test_a_cancelled_download_leaves_nothing_half_written(
     snapshots = list((tmp_path / "hf" / "hub").glob("models--org--tiny-bert/snapshots/*"))
     assert snapshots and not (snapshots[0] / "model.safetensors").exists()
     assert hubmod.cached_snapshot(parse_source(REPO)) is None  # incomplete: not cached
+    (part,) = (tmp_path / "hf" / "hub").rglob("*" + hubmod.PART_SUFFIX)
+    kept = part.stat().st_size
+    assert 0 < kept < weights
     configs = len(standin_hub.downloads("config.json"))
-    load_model(REPO, device="cpu")  # the next run fetches only what is missing
-    assert len(standin_hub.downloads("config.json")) == configs
+    reports = []
+    load_model(REPO, device="cpu", progress=lambda d, t: reports.append((d, t)))
+    assert len(standin_hub.downloads("config.json")) == configs  # only what is missing
+    # the second run asked for the rest only: the stand-in served the bytes from `kept` on
+    assert [g[2] for g in _weights_downloads(standin_hub)] == [None, f"bytes={kept}-"]
+    assert not part.exists() and reports[-1][0] == reports[-1][1]
+    blob = (snapshots[0] / "model.safetensors").resolve()
+    assert blob.read_bytes() == (tiny_bert_dir / "model.safetensors").read_bytes()
+
+
+def test_a_part_that_is_not_the_file_is_never_renamed_into_the_cache(
+    standin_hub, tiny_bert_dir, tmp_path, small_chunks
+):
+    standin_hub.add_folder(REPO, tiny_bert_dir)
+    weights = (tiny_bert_dir / "model.safetensors").stat().st_size
+
+    def progress(done, total):
+        return total < weights or done < total - weights // 2
+
+    with pytest.raises(hubmod.DownloadCancelled):
+        load_model(REPO, device="cpu", progress=progress)
+    (part,) = (tmp_path / "hf" / "hub").rglob("*" + hubmod.PART_SUFFIX)
+    part.write_bytes(b"\0" * part.stat().st_size)  # bytes that are not the file's
+    with pytest.raises(ModelLoadError, match="do not match the Hub's hash"):
+        load_model(REPO, device="cpu")
+    assert not part.exists() and hubmod.cached_snapshot(parse_source(REPO)) is None
+    assert load_model(REPO, device="cpu").info.num_parameters > 0  # fetched again, whole
 
 
 def test_pickle_only_repo_is_refused_before_any_download(standin_hub):
