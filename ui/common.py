@@ -80,10 +80,9 @@ def _download_first(source: str, allow_pickle: bool, quota: int | None, sel: Sel
     (:func:`backend.engine.throughput.time_preflight`). Streamlit's stop ends the script in the
     bar's update, which cancels the download (complete files stay; nothing half-written)."""
     from backend.engine import hub
-    from backend.engine.source import parse_source
 
-    parsed = parse_source(source).origin
-    if parsed.kind != "hub" or hub.offline() or hub.cached_snapshot(parsed) is not None:
+    parsed = hub.to_download(source)
+    if parsed is None:
         return
     meter = hub.DownloadMeter()
     bar = st.progress(0.0, text=f"Downloading {parsed.text} from the Hugging Face Hub…")

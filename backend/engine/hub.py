@@ -134,6 +134,18 @@ def cached_snapshot(source: ModelSource) -> Path | None:
     return snapshot if snapshot_complete(snapshot) else None
 
 
+def to_download(source: str) -> ModelSource | None:
+    """The Hub id behind ``source`` (itself, or the model a ``random-like:`` copy copies) when
+    it is not in the cache and downloads are allowed, else None: what a caller fetches before
+    a load (the UI with its bar, the Ray driver once for every worker)."""
+    from backend.engine.source import parse_source
+
+    parsed = parse_source(source).origin
+    if parsed.kind != "hub" or offline() or cached_snapshot(parsed) is not None:
+        return None
+    return parsed
+
+
 def config_folder(source: ModelSource) -> Path:
     """A folder holding the ``config.json`` of the Hub id ``source``: the cached snapshot, else
     that one file fetched into the cache (a snapshot with only a config is not "cached"); what

@@ -236,3 +236,43 @@ def test_the_time_preflight_comes_with_the_tokenizer_before_the_weights(standin_
     assert loaded.info.num_parameters > 0
     load_model(REPO, device="cpu", on_preflight=on_preflight)  # cached: from the folder's headers
     assert len(seen) == 2 and seen[1][0] == seen[0][0]
+
+
+def test_the_ray_driver_downloads_an_uncached_hub_id_once_before_ray_starts(
+    standin_hub, tiny_bert_dir, monkeypatch
+):
+    import contextlib
+
+    from backend.engine import ray_engine
+    from backend.engine.corpus import Corpus
+    from backend.engine.extraction import ExtractionSettings
+
+    standin_hub.add_folder(REPO, tiny_bert_dir)
+    standin_hub.add_folder("org/other", tiny_bert_dir)
+    cached_when_ray_starts = []
+
+    class RayStarted(Exception):
+        pass
+
+    @contextlib.contextmanager
+    def session(options):  # stands in for Ray: what the workers would find in the cache
+        cached_when_ray_starts.append(hubmod.cached_snapshot(parse_source(REPO)))
+        raise RayStarted
+        yield
+
+    monkeypatch.setattr(ray_engine, "ray_session", session)
+    corpus = Corpus(("One text.", "Another text."), "two")
+    reports = []
+    with pytest.raises(RayStarted):
+        ray_engine.run_ray_extraction(
+            ray_engine.ModelSpec(REPO), corpus, download_progress=lambda d, t: reports.append(d)
+        )
+    assert cached_when_ray_starts[0] is not None and reports
+    assert len(_weights_downloads(standin_hub)) == 1
+    settings = ExtractionSettings(max_length=16)
+    plan = ray_engine.plan_chunks(ray_engine.ModelSpec(REPO), corpus, settings, workers=2)
+    assert sorted(i for chunk in plan.chunks for i in chunk) == [0, 1]  # with its tokenizer
+    with pytest.raises(ModelLoadError, match="download quota"):
+        ray_engine.run_ray_extraction(ray_engine.ModelSpec("org/other", quota_bytes=1), corpus)
+    assert len(cached_when_ray_starts) == 1  # refused before Ray, and before the weights
+    assert not [r for r in standin_hub.downloads("model.safetensors") if "org/other" in r[1]]
