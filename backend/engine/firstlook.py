@@ -27,6 +27,15 @@ from backend.engine.extraction.partial import finish
 from backend.engine.progress import Progress, report
 
 
+def plan(
+    loaded, corpus, counts: Sequence[int], settings: ExtractionSettings, root
+) -> throughput.FirstLook | None:
+    """:func:`throughput.plan_first_look` of ``corpus`` under ``settings``, keeping the prefix
+    already chosen for its cache key (by this module or an earlier plan)."""
+    key = cache_key(loaded.fingerprint, corpus.sha, settings)
+    return throughput.plan_first_look(loaded, corpus, counts, root, key=key)
+
+
 def measured_first_look(
     loaded,
     corpus,

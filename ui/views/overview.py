@@ -15,14 +15,13 @@ from backend.engine.corpus import Corpus
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult, ExtractionSettings
 from backend.engine.models import LoadedModel
-from backend.engine.throughput import FirstLook, plan_first_look, speed_measured, token_counts
+from backend.engine.throughput import FirstLook, speed_measured, token_counts
 from backend.plots.decoder import first_position_figure, first_position_frame
 from backend.plots.overview import anisotropy_line, model_card_rows
 from ui.cached import anisotropy, cached, corpus_token_counts, heavy, outlier_dims_by_state
 from ui.common import (
     download_buttons,
     explainer,
-    extraction_key,
     get_corpus,
     get_extraction,
     get_model,
@@ -36,7 +35,7 @@ from ui.saved import open_saved
 
 
 def first_look_plan() -> FirstLook | None:
-    """The Overview's first look at the selection (:func:`backend.engine.throughput.plan_first_look`),
+    """The Overview's first look at the selection (:func:`backend.engine.firstlook.plan`),
     or None: when the whole corpus is estimated to fit the budget, is already computed (memory or
     disk: nothing is computed twice), was asked for (the note's button), or a saved analysis is
     open. On a device with no speed recorded yet, the first look is measured on its own first
@@ -52,8 +51,7 @@ def first_look_plan() -> FirstLook | None:
         return None
     counts = corpus_token_counts(loaded, corpus, sel.settings.max_length)
     root = ResultCache().root
-    key = extraction_key(loaded, corpus, sel.settings)
-    plan = plan_first_look(loaded, corpus, counts, root, key=key)
+    plan = firstlook.plan(loaded, corpus, counts, sel.settings, root)
     if plan is not None or speed_measured(loaded, root):
         return plan
     return measured_first_look(loaded, corpus, sel.settings)

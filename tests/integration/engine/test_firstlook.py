@@ -60,8 +60,7 @@ def test_the_first_batch_sizes_the_prefix_and_no_text_runs_twice(tiny, tmp_path,
     assert cache.load(cache_key(tiny.fingerprint, corpus.sha, SETTINGS)) is None  # not the whole
     # A later plan, from whatever speed was recorded since, names the same prefix (its cache hit).
     throughput.record(tmp_path, throughput.device_key(tiny.device), 10**6, 1, 1e3)
-    whole = cache_key(tiny.fingerprint, corpus.sha, SETTINGS)
-    later = throughput.plan_first_look(tiny, corpus, counts, tmp_path, budget_s=1.0, key=whole)
+    later = firstlook.plan(tiny, corpus, counts, SETTINGS, tmp_path)
     assert later is not None and later.corpus.sha == plan.corpus.sha
 
 
