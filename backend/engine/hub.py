@@ -10,7 +10,8 @@
    code files; never pickle weights (``*.bin``/``*.pt``/``*.pth``) unless pickle is opted in;
 4. ``config.json`` first: a config with ``auto_map`` (remote code) is refused before any weights;
 5. the disk space (and a shared server's quota) checked against the bytes still missing;
-6. the files, reporting ``progress(bytes done, bytes to fetch)`` (the project's protocol,
+6. the small files (tokenizer included), then ``before_weights`` (the time preflight), then
+   the weights, reporting ``progress(bytes done, bytes to fetch)`` (the project's protocol,
    :mod:`backend.engine.progress`; :class:`DownloadMeter` adds the rate and an ETA); a
    ``progress`` that returns ``False`` (or raises, as Streamlit's stop does) cancels.
 
