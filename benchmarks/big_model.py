@@ -1,27 +1,34 @@
-"""A big decoder on one machine: load time, peak RSS beside the preflight's estimate, and the
-extraction's speed against a plain transformers forward over the same texts, in the same run.
+"""A big decoder on one machine: load time, peak RSS beside the preflight's estimate, the first
+look's wall time, and the extraction's speed against a plain transformers forward over the same
+texts, in the same run.
 
-Writes a random-init Qwen2-shaped decoder (``--params``, default 1.5B, as bf16 safetensors) to a
-temporary folder, then runs each phase in a fresh process so each peak RSS is its own:
+Writes a random-init Qwen2-shaped decoder (``--params``, default 1.5B, as bf16 safetensors; the
+shape is solved so the count is within a few percent, :func:`shape_for`) to a temporary folder
+once, then runs each phase ``--repeats`` times (default 3), each in a fresh process so each peak
+RSS is its own:
 
-- ``preflight``: the parameters and the bytes the load needs in ``--dtype`` (from the headers);
+- ``preflight`` (once): the parameters and the bytes the load needs in ``--dtype`` (headers);
 - ``load``: ``load_model`` of the folder (seconds, peak RSS);
-- ``full``: load + extraction of all ``--texts`` texts; its measured speed is recorded as the app
-  records it (:mod:`backend.engine.throughput`, in a temporary cache folder);
+- ``full``: load + extraction of ``--ratio-texts`` texts (default: all ``--texts``); its speed is
+  recorded as the app records it (:mod:`backend.engine.throughput`, in a temporary cache folder);
 - ``first_look``: the Overview's first page as the app makes it for this model: load, the
-  first-look plan from the recorded speed (the longest prefix estimated to fit ``--budget``
-  seconds, default 60; the whole corpus when it fits), its extraction, the outlier dims and the
-  anisotropy per hidden state; ``first_look_s`` is the wall time of all of it, load included;
+  first-look plan from the recorded speed (the longest prefix of the ``--texts`` texts estimated
+  to fit ``--budget`` seconds, default 60; the whole corpus when it fits), its extraction, the
+  outlier dims and the anisotropy per hidden state; ``first_look_s`` is the wall time of all of
+  it, load included;
 - ``plain``: load with ``AutoModel.from_pretrained`` + ``model(**tokenizer(batch),
-  output_hidden_states=True)`` over the same texts in the same batch size.
+  output_hidden_states=True)`` over the same ``--ratio-texts`` texts in the same batch size.
 
-``ratio_full_vs_plain`` is the plain forward's seconds / the extraction's seconds (>= 0.9 is the
-issue's target; 1.0 means isoscope adds nothing). Prints one JSON object.
+``summary`` gives each figure as median, min and max over the runs (``runs`` has each run):
+``ratio_plain_vs_extract`` is the plain forward's seconds / the extraction's seconds (>= 0.9 is
+the issue's target; 1.0 means isoscope adds nothing), and ``load_rss_above_baseline_vs_estimate``
+the load's peak RSS above the interpreter's over the preflight's estimate. Prints one JSON object.
 
 Usage: ``python benchmarks/big_model.py [--params 1.5B] [--texts 320] [--budget 60]
-[--dtype float32|bfloat16] [--device cpu|cuda] [--max-length 128] [--batch-size 32]``
-(the checkpoint is stored in bf16 either way; isoscope offers bfloat16 on a GPU only). Check it on a small config first
-(``--params 0.1B``); the real measurement belongs on an idle machine.
+[--repeats 3] [--ratio-texts K] [--dtype float32|bfloat16] [--device cpu|cuda]
+[--max-length 128] [--batch-size 32]`` (the checkpoint is stored in bf16 either way; isoscope
+offers bfloat16 on a GPU only). Check it on a small config first (``--params 0.1B --repeats 1``);
+the real measurement belongs on an idle machine.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -45,19 +53,37 @@ use_offline_environment()
 QWEN2_15B = {"hidden": 1536, "layers": 28, "heads": 12, "kv_heads": 2, "intermediate": 8960}
 
 
-def shape_for(params: float) -> dict[str, int]:
-    """A Qwen2-like shape of about ``params`` parameters (the bundled tokenizer's vocabulary)."""
-    scale = (params / 1.5e9) ** (1 / 3)
-    heads = max(2, round(QWEN2_15B["heads"] * scale / 2) * 2)
-    hidden = heads * 128 if params >= 1e9 else heads * 64
-    layers = max(2, round(QWEN2_15B["layers"] * scale))
-    return {
-        "hidden": hidden,
-        "layers": layers,
-        "heads": heads,
-        "kv_heads": 2,
-        "intermediate": int(hidden * QWEN2_15B["intermediate"] / QWEN2_15B["hidden"]),
-    }
+def qwen2_parameters(shape: dict[str, int], vocab: int) -> int:
+    """The parameter count of a Qwen2Model of ``shape`` (tied embeddings, no LM head): the
+    embedding, per layer q/k/v (with biases) and o, the gated MLP and two RMSNorms, the final norm."""
+    h, kv = shape["hidden"], shape["kv_heads"] * shape["hidden"] // shape["heads"]
+    attention = (h * h + h) + 2 * (h * kv + kv) + h * h
+    per_layer = attention + 3 * h * shape["intermediate"] + 2 * h
+    return vocab * h + shape["layers"] * per_layer + h
+
+
+def shape_for(params: float, vocab: int) -> dict[str, int]:
+    """A Qwen2-like shape of about ``params`` parameters with a ``vocab``-token embedding: the
+    width scales as Qwen2-1.5B's by the cube root, then the depth is solved from what the
+    embedding leaves (below 1B the embedding is a large share; a cube-root depth undershoots)."""
+    head_dim = 128 if params >= 1e9 else 64  # as Qwen2 at 1.5B, as SmolLM2 / Qwen2-0.5B below
+    width = QWEN2_15B["hidden"] * (params / 1.5e9) ** (1 / 3)
+    heads = max(2, round(width / head_dim / 2) * 2)
+    while True:
+        hidden = heads * head_dim
+        shape = {
+            "hidden": hidden,
+            "layers": 1,
+            "heads": heads,
+            "kv_heads": 2,
+            "intermediate": int(hidden * QWEN2_15B["intermediate"] / QWEN2_15B["hidden"]),
+        }
+        one = qwen2_parameters(shape, vocab)
+        per_layer = one - qwen2_parameters({**shape, "layers": 0}, vocab)
+        layers = round((params - (one - per_layer)) / per_layer)
+        if layers >= 2 or heads == 2:
+            return {**shape, "layers": max(2, layers)}
+        heads -= 2  # the embedding alone is most of the budget: narrower
 
 
 def write_checkpoint(folder: Path, params: float) -> dict[str, int]:
@@ -67,7 +93,7 @@ def write_checkpoint(folder: Path, params: float) -> dict[str, int]:
     from backend.engine.models import bundled_tokenizer
 
     tokenizer = bundled_tokenizer()
-    shape = shape_for(params)
+    shape = shape_for(params, len(tokenizer))
     config = Qwen2Config(
         vocab_size=len(tokenizer),
         hidden_size=shape["hidden"],
@@ -119,7 +145,7 @@ def phase(name: str, folder: Path, args: argparse.Namespace) -> dict:
         model = model.to(args.device).eval()
         tokenizer = AutoTokenizer.from_pretrained(folder)
         loaded_s = time.perf_counter() - started
-        batch_texts = texts(args.texts)
+        batch_texts = texts(args.ratio_texts)
         t0 = time.perf_counter()
         with torch.inference_mode():
             for i in range(0, len(batch_texts), args.batch_size):
@@ -145,12 +171,13 @@ def phase(name: str, folder: Path, args: argparse.Namespace) -> dict:
     out = {"load_s": loaded_s, "rss_before_load_mib": baseline}
     corpus = corpus_from_text("\n".join(texts(args.texts)))
     settings = ExtractionSettings(max_length=args.max_length, batch_size=args.batch_size)
+    ratio_corpus = corpus_from_text("\n".join(texts(args.ratio_texts)))
     speeds = folder.parent / "cache"  # the app's throughput.json, for this run only
     if name == "full":
         t0 = time.perf_counter()
-        result = extract(loaded, corpus, settings)
+        result = extract(loaded, ratio_corpus, settings)
         out["extract_s"] = time.perf_counter() - t0
-        out["texts"] = args.texts
+        out["texts"] = args.ratio_texts
         device, parameters = (
             throughput.device_key(loaded.device),
             throughput.parameter_count(loaded.model),
@@ -192,9 +219,21 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--max-length", type=int, default=128)
     parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="runs of each measured phase (median, [min, max])"
+    )
+    parser.add_argument(
+        "--ratio-texts",
+        type=int,
+        default=0,
+        help="texts of the extraction-vs-plain-forward ratio (default 0: all --texts)",
+    )
     parser.add_argument("--phase", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--folder", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.repeats < 1 or args.ratio_texts < 0 or args.ratio_texts > args.texts:
+        parser.error("--repeats must be at least 1 and --ratio-texts between 0 and --texts")
+    args.ratio_texts = args.ratio_texts or args.texts
     if args.phase:
         print(json.dumps(phase(args.phase, Path(args.folder), args)))
         return
@@ -203,20 +242,61 @@ def main() -> None:
         t0 = time.perf_counter()
         shape = write_checkpoint(folder, parse_params(args.params))
         result: dict = {"shape": shape, "write_s": time.perf_counter() - t0, "args": vars(args)}
-        for name in ("preflight", "load", "full", "first_look", "plain"):
-            argv = [sys.executable, __file__, "--phase", name, "--folder", str(folder)]
-            for key in ("texts", "budget", "dtype", "device", "max_length", "batch_size"):
-                argv += [f"--{key.replace('_', '-')}", str(getattr(args, key))]
-            proc = subprocess.run(argv, capture_output=True, text=True, check=False)
-            if proc.returncode:
-                raise SystemExit(f"phase {name} failed: {proc.stderr.strip().splitlines()[-1]}")
-            result[name] = json.loads(proc.stdout.strip().splitlines()[-1])
-        result["ratio_full_vs_plain"] = result["plain"]["forward_s"] / result["full"]["extract_s"]
-        load = result["load"]
-        result["load_rss_above_baseline_vs_estimate"] = (
-            load["peak_rss_mib"] - load["rss_before_load_mib"]
-        ) / result["preflight"]["estimate_mib"]
+        result["preflight"] = run_phase("preflight", folder, args)
+        runs = []
+        for _ in range(args.repeats):
+            run = {name: run_phase(name, folder, args) for name in REPEATED_PHASES}
+            runs.append(run)
+        result["runs"] = runs
+        result["summary"] = summarize(runs, result["preflight"])
         print(json.dumps(result, indent=1))
+
+
+REPEATED_PHASES = ("load", "full", "first_look", "plain")
+
+
+def run_phase(name: str, folder: Path, args: argparse.Namespace) -> dict:
+    """``phase(name)`` in a fresh process (its own peak RSS); its JSON line."""
+    argv = [sys.executable, __file__, "--phase", name, "--folder", str(folder)]
+    for key in ("texts", "ratio_texts", "budget", "dtype", "device", "max_length", "batch_size"):
+        argv += [f"--{key.replace('_', '-')}", str(getattr(args, key))]
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if proc.returncode:
+        raise SystemExit(f"phase {name} failed: {proc.stderr.strip().splitlines()[-1]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def spread(values: list[float]) -> dict:
+    """``{"median", "min", "max", "n"}`` of one figure over the runs."""
+    return {
+        "median": statistics.median(values),
+        "min": min(values),
+        "max": max(values),
+        "n": len(values),
+    }
+
+
+def summarize(runs: list[dict], preflight: dict) -> dict:
+    """Each measured figure as median and [min, max] over the runs, the estimates beside them."""
+    load_rss = [r["load"]["peak_rss_mib"] - r["load"]["rss_before_load_mib"] for r in runs]
+    return {
+        "load_s": spread([r["load"]["load_s"] for r in runs]),
+        "load_peak_rss_mib": spread([r["load"]["peak_rss_mib"] for r in runs]),
+        "load_rss_above_baseline_mib": spread(load_rss),
+        "preflight_estimate_mib": preflight["estimate_mib"],
+        "load_rss_above_baseline_vs_estimate": spread(
+            [m / preflight["estimate_mib"] for m in load_rss]
+        ),
+        "full_peak_rss_mib": spread([r["full"]["peak_rss_mib"] for r in runs]),
+        "first_look_s": spread([r["first_look"]["first_look_s"] for r in runs]),
+        "first_look_texts": spread([r["first_look"]["texts"] for r in runs]),
+        "first_look_peak_rss_mib": spread([r["first_look"]["peak_rss_mib"] for r in runs]),
+        "extract_s": spread([r["full"]["extract_s"] for r in runs]),
+        "plain_forward_s": spread([r["plain"]["forward_s"] for r in runs]),
+        "ratio_plain_vs_extract": spread(
+            [r["plain"]["forward_s"] / r["full"]["extract_s"] for r in runs]
+        ),
+    }
 
 
 if __name__ == "__main__":

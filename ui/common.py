@@ -33,6 +33,7 @@ from backend.engine.lru import LRU
 from backend.engine.models import LoadedModel, load_model
 from backend.engine.progress import eta_text
 from backend.engine.provenance import attribute
+from backend.engine.throughput import describe_seconds
 from ui import access
 from ui.saved import open_saved, saved_corpus, saved_model, saved_selection
 from ui.session import SELECTION_KEY
@@ -72,27 +73,50 @@ def _load_model_cached(
     )
 
 
-def _download_first(source: str, allow_pickle: bool, quota: int | None) -> None:
+def _download_first(source: str, allow_pickle: bool, quota: int | None, sel: Selection) -> None:
     """A Hub id (or a ``random-like:`` copy of one) not in the cache yet: download it here, with
-    a bar in bytes and an ETA, before the cached load. Streamlit's stop ends the script in the
+    a bar in bytes and an ETA, before the cached load; once the small files are in and before
+    the weights come, the bar also says how long the first page will take
+    (:func:`backend.engine.throughput.time_preflight`). Streamlit's stop ends the script in the
     bar's update, which cancels the download (complete files stay; nothing half-written)."""
     from backend.engine import hub
-    from backend.engine.source import parse_source
 
-    parsed = parse_source(source).origin
-    if parsed.kind != "hub" or hub.offline() or hub.cached_snapshot(parsed) is not None:
+    parsed = hub.to_download(source)
+    if parsed is None:
         return
     meter = hub.DownloadMeter()
     bar = st.progress(0.0, text=f"Downloading {parsed.text} from the Hugging Face Hub…")
+    first_page: list[str] = []
 
     def progress(done: int, total: int) -> None:
         text = f"Downloading {parsed.text}: {meter.describe(done, total)}"
+        text += "".join(f" · {line}" for line in first_page)
         bar.progress(min(done / max(total, 1), 1.0), text=text)
 
     try:
-        hub.fetch(parsed, allow_pickle=allow_pickle, progress=progress, quota_bytes=quota)
+        hub.fetch(
+            parsed,
+            allow_pickle=allow_pickle,
+            progress=progress,
+            quota_bytes=quota,
+            before_weights=_time_preflight(sel, lambda e: first_page.append(e.describe())),
+        )
     finally:
         bar.empty()
+
+
+def _time_preflight(sel: Selection, show):
+    """``before_weights(census, folder)`` for :func:`backend.engine.hub.fetch`: the first page's
+    :class:`backend.engine.throughput.TimeEstimate` on the selected corpus, to ``show``."""
+    from backend.engine import throughput
+    from backend.engine.preflight import once
+
+    try:
+        corpus = get_corpus(sel)
+    except IsoscopeError:
+        return None  # the extraction says why
+    root = ResultCache().root
+    return once(throughput.time_preflight(root, sel.device, corpus, sel.settings.max_length, show))
 
 
 def get_model(
@@ -107,7 +131,7 @@ def get_model(
     rules = access.policy()
     chosen = rules.check_model_source(source or sel.model_source)
     allow_pickle = sel.allow_pickle and rules.allow_pickle
-    _download_first(chosen, allow_pickle, rules.quota_bytes)
+    _download_first(chosen, allow_pickle, rules.quota_bytes, sel)
     return _load_model_cached(chosen, sel.device, sel.dtype, allow_pickle, head, rules.quota_bytes)
 
 
@@ -226,14 +250,20 @@ def _session_id() -> str:
     return ctx.session_id if ctx is not None else ""
 
 
-def _wait_text(state: WaitState, label: str, unit: str, running_s: float = 0.0) -> str:
+def _wait_text(
+    state: WaitState,
+    label: str,
+    unit: str,
+    running_s: float = 0.0,
+    estimate_s: float | None = None,
+) -> str:
     if not state.running:
         ahead = state.ahead + state.busy
         noun = "analysis" if ahead == 1 else "analyses"
         return f"Waiting: {ahead} {noun} ahead of you · {label}"
     if state.total:
         suffix = f" {unit}" if unit else ""
-        eta = eta_text(state.done, state.total, running_s)  # from the measured throughput
+        eta = eta_text(state.done, state.total, running_s, estimate_s)  # measured throughput
         return f"{label} {state.done:,} / {state.total:,}{suffix}{eta}"
     return f"{label} …"
 
@@ -245,6 +275,7 @@ def shared_run(
     *,
     heavy: bool = True,
     unit: str = "",
+    estimate_s: float | None = None,
 ) -> T:
     """``compute(progress)`` once per ``key`` across every session of this server (see
     :mod:`backend.engine.flights`): a heavy one in the fair queue's worker threads (it must not
@@ -260,7 +291,7 @@ def shared_run(
         if state.running and running_since is None:
             running_since = time.monotonic()
         running_s = time.monotonic() - running_since if running_since is not None else 0.0
-        text = _wait_text(state, label, unit, running_s)
+        text = _wait_text(state, label, unit, running_s, estimate_s)
         fraction = min(state.done / state.total, 1.0) if state.running and state.total else 0.0
         if (fraction, text) == shown:  # 30 waiters re-sending an unchanged bar cost the server
             return
@@ -311,31 +342,33 @@ def get_extraction(
             store.put(key, done)  # here, so it is kept even if every waiter has left
             return done
 
-        estimate = "" if on_disk else _estimate(loaded, corpus, sel)
-        label = f"Extracting hidden states of {loaded.info.display_name}{estimate}:"
-        result = shared_run("extract:" + key, label, compute, heavy=not on_disk, unit="texts")
+        estimate = None if on_disk else _estimate(loaded, corpus, sel)
+        about = (
+            "" if estimate is None else f" ({describe_seconds(estimate)} estimated on this device)"
+        )
+        label = f"Extracting hidden states of {loaded.info.display_name}{about}:"
+        result = shared_run(
+            "extract:" + key, label, compute, heavy=not on_disk, unit="texts", estimate_s=estimate
+        )
     # the arrays are shared by every path with these weights; the card names what this session opened
     return loaded, attribute(result, loaded.info.to_dict())
 
 
-def _estimate(loaded: LoadedModel, corpus: Corpus, sel: Selection) -> str:
-    """`` (estimated about 40 s on this device)`` before the first batch, from the parameter
-    count and this device's last measured speed (:mod:`backend.engine.throughput`); the bar's
-    ETA refines it with every batch. Empty without a measurement, and for images and audio."""
+def _estimate(loaded: LoadedModel, corpus: Corpus, sel: Selection) -> float | None:
+    """The extraction's estimated seconds before the first batch, from the parameter count and
+    this device's last measured speed (:mod:`backend.engine.throughput`): the bar's ETA until
+    the first batch, which then refines it. None without a measurement, and for images and audio."""
     from backend.engine import throughput
 
     if getattr(corpus, "kind", "text") != "text":
-        return ""
+        return None
     tokens = sum(throughput.token_counts(loaded.tokenizer, corpus.texts, sel.settings.max_length))
-    seconds = throughput.estimate_seconds(
+    return throughput.estimate_seconds(
         ResultCache().root,
         throughput.device_key(loaded.device),
         throughput.parameter_count(loaded.model),
         tokens,
     )
-    if seconds is None:
-        return ""
-    return f" ({throughput.describe_seconds(seconds)} estimated on this device)"
 
 
 WHOLE_CORPUS_KEY = "isoscope_whole_corpus"  # the selection whose whole corpus was asked for

@@ -62,8 +62,11 @@ STATE_WIDGETS = {"projections": "proj_state", "outliers": "out_state", "anisotro
 
 def _known_model(source: str) -> bool:
     """Sources a link may name: the presets, random models, checkpoint folders and ``.gguf``
-    files that exist on this server (as the sidebar accepts them) and Hub models in its local
-    Hugging Face cache (a link never starts a download, and never opts in to pickle weights)."""
+    files that exist on this server (as the sidebar accepts them) and Hub ids: in its local
+    Hugging Face cache, or, unless the server is offline, to download as a typed id is (under
+    a shared server's allow-list and quota, :func:`ui.common.get_model`; a link never opts in
+    to pickle weights)."""
+    from backend.engine import hub
     from backend.engine.errors import IsoscopeError
     from backend.engine.models import local_hub_snapshot
     from backend.engine.source import parse_source
@@ -81,7 +84,7 @@ def _known_model(source: str) -> bool:
     if parsed.kind == "gguf":
         return parsed.path is not None and parsed.path.is_file()
     if parsed.kind == "hub":
-        return local_hub_snapshot(parsed.text) is not None
+        return not hub.offline() or local_hub_snapshot(parsed.text) is not None
     return (
         parsed.path is not None and parsed.path.is_dir() and (parsed.path / "config.json").exists()
     )

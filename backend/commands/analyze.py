@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from backend.analysis.geometry.isotropy import HISTOGRAM_BINS, N_PAIRS
 from backend.commands.common import (
+    DownloadPrinter,
     ProgressPrinter,
     add_cache_args,
     add_exclude_first_arg,
@@ -188,7 +189,10 @@ def run_ray(args: argparse.Namespace, settings, media=None):
     unit = "texts" if media is None else {"image": "images", "audio": "clips"}[media.kind]
     progress = ProgressPrinter(f"extracting on Ray ({args.ray_address}), {unit}")
     corpus = args.texts if media is None else media
-    result = run_ray_extraction(spec, corpus, settings, options, progress)
+    downloads = DownloadPrinter(args.model)  # a Hub id not cached: fetched once, on the driver
+    result = run_ray_extraction(
+        spec, corpus, settings, options, progress, download_progress=downloads
+    )
     engine = result.extra.get("engine", {})
     progress_line(
         f"engine: ray · {engine.get('workers')} worker(s) on {device} · model "

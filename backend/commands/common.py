@@ -53,9 +53,17 @@ def add_model_args(
     parser.add_argument("--batch-size", type=int, default=batch_size)
 
 
-def load_model_from_args(args: argparse.Namespace, head: str = "base", source: str | None = None):
+def load_model_from_args(
+    args: argparse.Namespace,
+    head: str = "base",
+    source: str | None = None,
+    corpus=None,
+    max_length: int = 128,
+):
     """The model named by ``source`` (default ``--model``) with the options of
-    :func:`add_model_args`."""
+    :func:`add_model_args`. With ``corpus`` (``max_length`` tokens per text), one line on
+    stderr before the weights are downloaded or loaded: the first page's estimated time
+    (:class:`backend.engine.throughput.TimeEstimate`)."""
     from backend.engine.models import load_model
 
     # No "loading ..." line before the load: a refused model must leave exactly one line on stderr.
@@ -68,6 +76,7 @@ def load_model_from_args(args: argparse.Namespace, head: str = "base", source: s
         head=head,
         device_map=getattr(args, "device_map", None),
         progress=DownloadPrinter(source),
+        on_preflight=None if corpus is None else _time_preflight(args, corpus, max_length),
     )
     revision = f" · revision {loaded.info.revision}" if loaded.info.revision else ""
     progress_line(
@@ -75,6 +84,16 @@ def load_model_from_args(args: argparse.Namespace, head: str = "base", source: s
         f"layers · width {loaded.info.hidden_size} · {loaded.info.device}{revision}"
     )
     return loaded
+
+
+def _time_preflight(args: argparse.Namespace, corpus, max_length: int):
+    from backend.engine import throughput
+    from backend.engine.cache import ResultCache
+
+    root = ResultCache(getattr(args, "cache_dir", None)).root
+    return throughput.time_preflight(
+        root, args.device, corpus, max_length, lambda e: progress_line(e.describe())
+    )
 
 
 class DownloadPrinter:
@@ -173,7 +192,7 @@ def load_and_extract(
     Returns (loaded model, extraction result)."""
     from dataclasses import replace
 
-    loaded = load_model_from_args(args)
+    loaded = load_model_from_args(args, corpus=corpus, max_length=settings.max_length)
     if exclude_first:
         settings = replace(settings, exclude_first=resolve_exclude_first(args, loaded))
     result = extract_with_cache(loaded, corpus, settings, args, label)

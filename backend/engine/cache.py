@@ -509,9 +509,10 @@ class ResultCache:
         return removed
 
     def clear(self, include_models: bool = False) -> tuple[int, int]:
-        """Remove every result file and spilled state (and stale temp files, and the speeds
-        measured by the runs, :mod:`backend.engine.throughput`; with ``include_models`` the
-        converted model folders too). Files being written are left alone. Returns (files removed, bytes freed)."""
+        """Remove every result file and spilled state (and stale temp files, the speeds measured
+        by the runs and the first looks chosen, :mod:`backend.engine.throughput`; with
+        ``include_models`` the converted model folders too). Files being written are left alone.
+        Returns (files removed, bytes freed)."""
         from filelock import Timeout
 
         count = freed = 0
@@ -524,12 +525,11 @@ class ResultCache:
                     if _unlink(path):
                         count += 1
                         freed += size
-                speeds = (
-                    self.root / throughput.FILE_NAME
-                )  # measured with the results: goes with them
-                if speeds.exists():
-                    freed += speeds.stat().st_size
-                    speeds.unlink(missing_ok=True)
+                # the speeds measured and the first looks chosen with the results go with them
+                for name in (throughput.FILE_NAME, throughput.FIRST_LOOKS_FILE):
+                    if (self.root / name).exists():
+                        freed += (self.root / name).stat().st_size
+                        (self.root / name).unlink(missing_ok=True)
                 models = self.root / MODELS_DIR
                 if include_models and models.is_dir():
                     shutil.rmtree(models, ignore_errors=True)

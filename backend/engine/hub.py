@@ -10,14 +10,18 @@
    code files; never pickle weights (``*.bin``/``*.pt``/``*.pth``) unless pickle is opted in;
 4. ``config.json`` first: a config with ``auto_map`` (remote code) is refused before any weights;
 5. the disk space (and a shared server's quota) checked against the bytes still missing;
-6. the files, reporting ``progress(bytes done, bytes to fetch)`` (the project's protocol,
+6. the small files (tokenizer included), then ``before_weights`` (the time preflight), then
+   the weights, reporting ``progress(bytes done, bytes to fetch)`` (the project's protocol,
    :mod:`backend.engine.progress`; :class:`DownloadMeter` adds the rate and an ETA); a
    ``progress`` that returns ``False`` (or raises, as Streamlit's stop does) cancels.
 
-huggingface_hub writes each file to a temporary name and renames it into the cache when it is
-complete, so a cancelled or failed download leaves no half-written file there; a connection
-dropped mid-file is resumed with a range request, and a run after a cancel fetches only the
-files still missing. The commit sha is the snapshot folder's name, which the model card records.
+Weight files are downloaded into huggingface_hub's cache layout by :class:`_Downloader` itself,
+through ``blobs/<etag>.part``: a cancelled, failed or killed download keeps its part, and the next
+run asks only for the rest (``Range: bytes=N-``); the part is renamed to its blob once its size
+and hash are the file's, so nothing half-written is ever seen as complete. The small files go
+through ``hf_hub_download`` (a temporary name, renamed when complete). A connection dropped
+mid-file is resumed with a range request within the run, and a run after a cancel fetches only
+what is still missing. The commit sha is the snapshot folder's name, which the model card records.
 
 ``HF_TOKEN`` (or ``hf auth login``) is honoured by huggingface_hub; ``HF_ENDPOINT`` is read at
 call time (the tests' stand-in Hub).
@@ -62,6 +66,7 @@ QUOTA_REFUSED = (
     "This shared server's download quota (ISOSCOPE_HUB_QUOTA_GB) has no room for this model; "
     "choose a model from the list or one already downloaded, or ask the operator."
 )
+PART_SUFFIX = ".part"  # a weight file being downloaded: kept on a cancel, resumed with Range
 DISK_MARGIN = 1.05  # 5 % above the bytes to fetch, for the file system's own use
 TRUE = ("1", "true", "yes", "on")
 
@@ -128,6 +133,18 @@ def cached_snapshot(source: ModelSource) -> Path | None:
     sha = ref.read_text().strip() if ref.is_file() else revision
     snapshot = folder / "snapshots" / sha
     return snapshot if snapshot_complete(snapshot) else None
+
+
+def to_download(source: str) -> ModelSource | None:
+    """The Hub id behind ``source`` (itself, or the model a ``random-like:`` copy copies) when
+    it is not in the cache and downloads are allowed, else None: what a caller fetches before
+    a load (the UI with its bar, the Ray driver once for every worker)."""
+    from backend.engine.source import parse_source
+
+    parsed = parse_source(source).origin
+    if parsed.kind != "hub" or offline() or cached_snapshot(parsed) is not None:
+        return None
+    return parsed
 
 
 def config_folder(source: ModelSource) -> Path:
@@ -199,6 +216,11 @@ def files_to_fetch(files: dict[str, int], repo_id: str, *, allow_pickle: bool) -
     return ordered + [w for w in weights if w not in ordered]
 
 
+def _is_weights(name: str) -> bool:
+    """A weight file (not the index: it is small, and read to find the shards)."""
+    return any(fnmatch.fnmatch(name, p) for p in ("*.safetensors",) + PICKLE_WEIGHTS)
+
+
 def _weights(top: dict[str, int], index: str, patterns: tuple[str, ...]) -> list[str]:
     """Weight files matching ``patterns``: with ``index`` present, the index plus every shard
     (read once the index is fetched, so listed here by pattern); else the single files."""
@@ -215,11 +237,14 @@ def fetch(
     progress: Progress | None = None,
     quota_bytes: int | None = None,
     check_weights: Callable[[dict[str, int]], None] | None = None,
+    before_weights: Callable[[dict[str, int], Path], None] | None = None,
 ) -> Path:
     """The complete snapshot folder of the Hub id ``source``, downloading what is missing (see
     the module docstring). :class:`ModelLoadError` with one actionable message per failure.
     ``check_weights`` gets the parameters per dtype read from the safetensors headers (range
-    requests) before any weights are fetched, and may refuse (the memory preflight)."""
+    requests) before any weights are fetched, and may refuse (the memory preflight);
+    ``before_weights`` gets the same census and the snapshot folder once the small files
+    (tokenizer included) are there and before the weights are (the time preflight)."""
     cached = cached_snapshot(source)
     if offline():
         if cached is not None:
@@ -242,20 +267,26 @@ def fetch(
         download.file("config.json")
         missing.remove("config.json")
     _refuse_remote_code(snapshot / "config.json", source)
-    if check_weights is not None:
-        safetensors = [n for n in names if n.endswith(".safetensors")]
-        census = download.census(n for n in safetensors if n in missing)
-        if safetensors:
-            from backend.engine.preflight import folder_census
+    census: dict[str, int] = {}
+    safetensors = [n for n in names if n.endswith(".safetensors")]
+    if safetensors and (check_weights is not None or before_weights is not None):
+        from backend.engine.preflight import folder_census
 
-            present = [snapshot / n for n in safetensors if n not in missing]
-            for dtype, n in folder_census(snapshot, present).items():
-                census[dtype] = census.get(dtype, 0) + n
+        census = download.census(n for n in safetensors if n in missing)
+        present = [snapshot / n for n in safetensors if n not in missing]
+        for dtype, n in folder_census(snapshot, present).items():
+            census[dtype] = census.get(dtype, 0) + n
+        if check_weights is not None:
             check_weights(census)
     needed = sum(files.get(n, 0) for n in missing)
     _check_space(needed, source, quota_bytes)
     download.total = download.done + needed
-    for name in missing:
+    weights = [n for n in missing if _is_weights(n)]
+    for name in [n for n in missing if n not in weights]:
+        download.file(name)
+    if before_weights is not None and census:
+        before_weights(census, snapshot)
+    for name in weights:
         download.file(name)
     if not snapshot_complete(snapshot):
         raise ModelLoadError(
@@ -385,14 +416,17 @@ class _Downloader:
         self.tick(0)  # a stop asked for between files
         before = self.done
         try:
-            hf_hub_download(
-                self.source.repo_id,
-                name,
-                revision=self.sha,
-                cache_dir=hub_cache_dir(),
-                endpoint=_endpoint(),
-                tqdm_class=self._bar,
-            )
+            if _is_weights(name):
+                self._resumable(name)
+            else:
+                hf_hub_download(
+                    self.source.repo_id,
+                    name,
+                    revision=self.sha,
+                    cache_dir=hub_cache_dir(),
+                    endpoint=_endpoint(),
+                    tqdm_class=self._bar,
+                )
         except DownloadCancelled:
             raise
         except ModelLoadError:
@@ -405,6 +439,42 @@ class _Downloader:
             ) from None
         self.done = before + self.sizes.get(name, 0)  # a cached blob reports no bytes
         report(self.progress, self.done, self.total)
+
+    def _resumable(self, name: str) -> None:
+        """Download weight file ``name`` into the cache's layout (``blobs/<etag>``, linked from
+        ``snapshots/<sha>/<name>``) through ``<etag>.part``, which a cancel or a failure keeps:
+        the next run asks for the rest with ``Range: bytes=<part's size>-``. The part becomes the
+        blob only once its size (and, for an LFS file, its sha256) is the file's, so nothing
+        half-written is ever seen as complete."""
+        from filelock import FileLock
+        from huggingface_hub import get_hf_file_metadata, hf_hub_url
+        from huggingface_hub.file_download import http_get
+        from huggingface_hub.utils import build_hf_headers
+
+        url = hf_hub_url(self.source.repo_id, name, revision=self.sha, endpoint=_endpoint())
+        meta = get_hf_file_metadata(url, endpoint=_endpoint())
+        folder = _repo_folder(self.source.repo_id)
+        blob = folder / "blobs" / str(meta.etag)
+        pointer = folder / "snapshots" / self.sha / name
+        blob.parent.mkdir(parents=True, exist_ok=True)
+        part = blob.with_name(blob.name + PART_SUFFIX)
+        with FileLock(str(part) + ".lock"):  # one writer per part, across processes
+            if not blob.is_file():
+                with part.open("r+b" if part.is_file() else "wb") as fh:
+                    fh.seek(0, os.SEEK_END)
+                    resume = fh.tell()
+                    if meta.size is None or resume < meta.size:
+                        self.tick(resume)  # the bytes a cancelled run already has
+                        http_get(
+                            meta.location,
+                            fh,
+                            resume_size=resume,
+                            headers=build_hf_headers(),
+                            expected_size=meta.size,
+                            tqdm_class=self._bar,
+                        )
+                _complete(part, blob, meta.size, str(meta.etag), name)
+            _link(blob, pointer)
 
     def census(self, names) -> dict[str, int]:
         """Parameters per dtype of the remote safetensors files ``names``, from their headers
@@ -445,6 +515,41 @@ class _Downloader:
                 f"download of {self.source.text!r} stopped; the files already complete stay in "
                 "the cache and the next run fetches only the rest"
             )
+
+
+def _complete(part: Path, blob: Path, size: int | None, etag: str, name: str) -> None:
+    """Rename ``part`` to ``blob`` when it is the whole file: its size, and for an LFS file (a
+    64-hex etag is its sha256) its hash; a part that is not is removed, to be fetched again."""
+    if size is not None and part.stat().st_size != size:
+        part.unlink(missing_ok=True)
+        raise ModelLoadError(
+            f"{name} downloaded to the wrong size; run the same command again to fetch it afresh"
+        )
+    if len(etag) == 64 and all(c in "0123456789abcdef" for c in etag):
+        import hashlib
+
+        digest = hashlib.sha256()
+        with part.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 24), b""):
+                digest.update(chunk)
+        if digest.hexdigest() != etag:
+            part.unlink(missing_ok=True)
+            raise ModelLoadError(
+                f"{blob.name[:12]}: the downloaded bytes do not match the Hub's hash"
+            )
+    part.replace(blob)
+
+
+def _link(blob: Path, pointer: Path) -> None:
+    """``snapshots/<sha>/<name>`` pointing at its blob, as huggingface_hub lays the cache out
+    (a relative symlink; a copy where the file system has none)."""
+    pointer.parent.mkdir(parents=True, exist_ok=True)
+    if pointer.exists():
+        return
+    try:
+        pointer.symlink_to(os.path.relpath(blob, pointer.parent))
+    except OSError:
+        shutil.copyfile(blob, pointer)
 
 
 class _Bar:

@@ -195,6 +195,7 @@ def load_model(
     device_map: str | None = None,
     progress: Any = None,
     quota_bytes: int | None = None,
+    on_preflight: Any = None,
 ) -> LoadedModel:
     """Load ``source`` (see module docstring) on the device chosen by :func:`resolve_device`.
 
@@ -209,7 +210,8 @@ def load_model(
 
     A Hub id is downloaded first when it is not cached (:func:`backend.engine.hub.fetch`;
     ``progress(bytes done, bytes to fetch)`` returning ``False`` stops it; ``quota_bytes`` caps
-    the Hugging Face cache on a shared server).
+    the Hugging Face cache on a shared server). ``on_preflight(parameters, folder)`` is called
+    once, before the weights are downloaded or loaded (the time preflight, :mod:`preflight`).
     """
     if head not in HEADS:
         raise ModelLoadError(f"unknown head {head!r}; use one of {', '.join(HEADS)}")
@@ -230,10 +232,14 @@ def load_model(
         check = _memory_check(parsed.text, str(torch_dtype).removeprefix("torch."), placement)
         if parsed.kind == "gguf" and parsed.path is not None and parsed.path.is_file():
             check(preflight.gguf_census(parsed.path))  # before the conversion
+        announce = preflight.once(on_preflight)
         downloads = {"progress": progress, "quota_bytes": quota_bytes, "check_weights": check}
+        downloads["before_weights"] = announce
         folder, display = resolve_folder(parsed, allow_pickle=allow_pickle, download=downloads)
+        census = _census_or_empty(folder)
         if not parsed.is_gguf:
-            check(_census_or_empty(folder))
+            check(census)
+        announce(census, folder)
         loaded = _load_folder(
             folder,
             parsed.text,

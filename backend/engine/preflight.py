@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import struct
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -148,3 +148,21 @@ def preflight(counts: dict[str, int], dtype: str, device: str) -> Preflight:
         free = [f for f in (free_memory("cpu"), free_memory("cuda")) if f is not None]
         return Preflight(counts, dtype, device, sum(free) if free else None)
     return Preflight(counts, dtype, device, free_memory(device))
+
+
+def once(
+    on_preflight: Callable[[int, Path], None] | None,
+) -> Callable[[dict[str, int], Path], None]:
+    """``announce(census, folder)``: calls ``on_preflight(parameters, folder)`` the first time it
+    gets a census (a Hub download announces before its weights, a local folder after reading
+    its headers: whichever comes first); later calls, an empty census or no callback do nothing."""
+    done = False
+
+    def announce(census: dict[str, int], folder: Path) -> None:
+        nonlocal done
+        if on_preflight is None or done or not census:
+            return
+        done = True
+        on_preflight(sum(census.values()), folder)
+
+    return announce

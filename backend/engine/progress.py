@@ -32,9 +32,12 @@ def eta_seconds(done: int, total: int, elapsed_s: float) -> float | None:
     return max(0.0, (total - done) * elapsed_s / done)
 
 
-def eta_text(done: int, total: int, elapsed_s: float) -> str:
-    """``" · about 42 s left"`` (or ``""`` before an estimate exists)."""
+def eta_text(done: int, total: int, elapsed_s: float, estimate_s: float | None = None) -> str:
+    """``" · about 42 s left"`` (or ``""`` before an estimate exists). Before the first unit is
+    done, ``estimate_s`` (the preflight's estimate of the whole run) less the time elapsed."""
     eta = eta_seconds(done, total, elapsed_s)
+    if eta is None and estimate_s is not None and total > 0:
+        eta = max(0.0, estimate_s - elapsed_s)
     if eta is None or done >= total:
         return ""
     return f" · {describe_seconds(eta)} left"

@@ -425,6 +425,7 @@ class ModelSpec:
     device: str = "cpu"
     dtype: str = "float32"
     allow_pickle: bool = False
+    quota_bytes: int | None = None  # a shared server's cap on the Hugging Face cache
 
 
 class ExtractWorker:
@@ -538,6 +539,7 @@ def run_ray_extraction(
     progress: Progress | None = None,
     *,
     batch_delay_s: float = 0.0,
+    download_progress: Progress | None = None,
 ) -> Any:
     """The :class:`ExtractionResult` of ``spec`` on ``corpus``, computed on Ray (module doc).
 
@@ -546,8 +548,22 @@ def run_ray_extraction(
     the workers receive decoded.
     Equals :func:`backend.engine.extraction.extract` on the same corpus and settings: statistics to float64
     rounding, the token sample exactly. ``batch_delay_s`` is for fault-injection tests only.
+
+    A Hub id not in the cache is downloaded here, on the driver, before Ray starts
+    (:func:`backend.engine.hub.fetch`, reporting bytes to ``download_progress``, under
+    ``spec.quota_bytes``): the planning reads its tokenizer, and workers that share the
+    driver's Hugging Face cache find it there instead of each fetching it.
     """
+    from backend.engine import hub
     from backend.engine.extraction import ExtractionSettings
+
+    if (remote := hub.to_download(spec.source)) is not None:
+        hub.fetch(
+            remote,
+            allow_pickle=spec.allow_pickle,
+            progress=download_progress,
+            quota_bytes=spec.quota_bytes,
+        )
 
     settings = settings or ExtractionSettings()
     options = options or RayOptions()

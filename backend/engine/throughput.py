@@ -6,7 +6,8 @@ Every extraction through the disk cache records its measured seconds per (token 
 its device and parameter count in ``throughput.json`` in the cache folder; the estimate for the
 next run uses the measurement of the nearest parameter count on that device (fixed per-batch
 costs inflate a small model's rate, so a tiny model's speed does not predict a big one's). Before
-a first measurement on a device there is no estimate (the first run measures). The running
+a first measurement on a device there is no estimate: the first run measures on its first batch
+and stops at the prefix that fits (:mod:`backend.engine.firstlook`). The running
 progress bar refines it with every batch (:func:`backend.engine.progress.eta_seconds`).
 
 A *first look* (the Overview of a model that would take longer than :data:`FIRST_LOOK_SECONDS`)
@@ -19,7 +20,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +32,7 @@ BUDGET_ENV = "ISOSCOPE_FIRST_LOOK_S"
 MIN_RECORD_SECONDS = 5.0  # shorter runs are not kept: fixed per-run costs would dominate them
 MIN_FIRST_LOOK_TEXTS = 8  # fewer texts than this make no useful statistics
 MAX_MODELS_PER_DEVICE = 32  # measurements kept per device (the newest)
+MAX_FIRST_LOOKS = 256  # first-look lengths kept (the newest), one per model x corpus x settings
 
 
 def device_key(device) -> str:
@@ -78,11 +80,16 @@ def record(root: Path, device: str, parameters: int, tokens: int, seconds: float
     rates.pop(str(parameters), None)  # re-inserted last: the newest measurements are kept
     rates[str(parameters)] = seconds / (tokens * parameters)
     data[device] = dict(list(rates.items())[-MAX_MODELS_PER_DEVICE:])
-    tmp = _path(root).with_suffix(f".{os.getpid()}.tmp")
+    _write(_path(root), data)
+
+
+def _write(path: Path, data: dict) -> None:
+    """Replace ``path`` with ``data`` as JSON, atomically; nothing on a read-only folder."""
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
     try:
-        Path(root).mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_text(strict_json(data, indent=1))
-        tmp.replace(_path(root))
+        tmp.replace(path)
     except OSError:
         tmp.unlink(missing_ok=True)
 
@@ -96,6 +103,12 @@ def seconds_per_token_parameter(root: Path, device: str, parameters: int) -> flo
         return None
     nearest = min(rates, key=lambda n: abs(math.log(max(int(n), 1) / parameters)))
     return rates[nearest]
+
+
+def speed_measured(loaded, root: Path) -> bool:
+    """Whether ``loaded``'s device has a recorded speed (else its first run measures one)."""
+    parameters = parameter_count(loaded.model)
+    return seconds_per_token_parameter(root, device_key(loaded.device), parameters) is not None
 
 
 def estimate_seconds(root: Path, device: str, parameters: int, tokens: int) -> float | None:
@@ -138,6 +151,73 @@ def token_counts(tokenizer, texts: Sequence[str], max_length: int) -> list[int]:
 
 
 @dataclass(frozen=True)
+class TimeEstimate:
+    """The first page's estimated time, before the load: parameters (from the safetensors
+    headers) x tokens of the corpus (its tokenizer) x this device's measured seconds per
+    token-parameter (None before the device's first measurement)."""
+
+    parameters: int
+    tokens: int
+    device: str
+    seconds: float | None
+
+    def describe(self) -> str:
+        sizes = f"{self.parameters / 1e6:,.1f} M parameters x {self.tokens:,} tokens"
+        if self.seconds is None:
+            return (
+                f"first page: no speed measured on {self.device} yet ({sizes}); the first batch "
+                "measures it"
+            )
+        return (
+            f"first page: {describe_seconds(self.seconds)} on {self.device} ({sizes}, at this "
+            "device's measured speed)"
+        )
+
+
+def folder_tokenizer(folder: Path):
+    """The tokenizer of a checkpoint folder, or None when it has none (images, audio, a GGUF
+    before its conversion): loading it costs milliseconds, unlike the weights."""
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(str(folder))
+    except Exception:
+        return None
+
+
+def estimate_first_page(
+    root: Path, device: str, parameters: int, tokenizer, corpus, max_length: int
+) -> TimeEstimate | None:
+    """The :class:`TimeEstimate` of ``corpus`` (None for images and audio, or no tokenizer)."""
+    if tokenizer is None or getattr(corpus, "kind", "text") != "text":
+        return None
+    tokens = sum(token_counts(tokenizer, corpus.texts, max_length))
+    return TimeEstimate(
+        parameters, tokens, device, estimate_seconds(root, device, parameters, tokens)
+    )
+
+
+def time_preflight(
+    root: Path, device, corpus, max_length: int, show: Callable[[TimeEstimate], None]
+) -> Callable[[int, Path], None]:
+    """The ``on_preflight(parameters, folder)`` of :func:`backend.engine.models.load_model` that
+    passes the :class:`TimeEstimate` of ``corpus`` on ``device`` (a torch device or its name) to
+    ``show`` before the weights are downloaded or loaded."""
+    from backend.engine.device import resolve_device
+
+    key = device_key(resolve_device(str(device)))
+
+    def on_preflight(parameters: int, folder: Path) -> None:
+        estimate = estimate_first_page(
+            root, key, parameters, folder_tokenizer(folder), corpus, max_length
+        )
+        if estimate is not None:
+            show(estimate)
+
+    return on_preflight
+
+
+@dataclass(frozen=True)
 class FirstLook:
     """The prefix of a corpus that fits the budget, and the estimates behind the choice."""
 
@@ -147,24 +227,32 @@ class FirstLook:
     full_seconds: float
     seconds: float
     budget_s: float
+    first_batch: bool = False  # sized by the speed of its own first batch (a device's first run)
 
     def describe(self) -> str:
+        speed = (
+            "measured on its first batch" if self.first_batch else "from its last measured speed"
+        )
         return (
             f"first look: {self.texts:,} of {self.total_texts:,} texts "
             f"(the whole corpus would take {describe_seconds(self.full_seconds)} on this device, "
-            "from its last measured speed)"
+            f"{speed})"
         )
 
 
 def plan_first_look(
-    loaded, corpus, counts: Sequence[int], root: Path, budget_s: float | None = None
+    loaded,
+    corpus,
+    counts: Sequence[int],
+    root: Path,
+    budget_s: float | None = None,
+    key: str | None = None,
 ) -> FirstLook | None:
     """The first look at ``corpus`` (``counts``: its :func:`token_counts`) when its whole
     extraction is estimated to take longer than ``budget_s`` (None: :func:`first_look_budget`)
     on ``loaded``'s device; None when it fits, is not text, or no speed has been measured on
-    this device yet."""
-    from backend.engine.corpus import Corpus
-
+    this device yet. The prefix already chosen for ``key`` (the whole corpus's cache key,
+    :func:`remember_first_look`) is kept, so a newer measurement does not compute a second one."""
     budget_s = first_look_budget() if budget_s is None else budget_s
     if getattr(corpus, "kind", "text") != "text":
         return None
@@ -174,8 +262,46 @@ def plan_first_look(
         return None
     per_token = rate * parameters
     full = per_token * sum(counts)
-    n = first_look_size(counts, per_token, budget_s)
-    if full <= budget_s or n >= len(corpus):
-        return None
-    prefix = Corpus(corpus.texts[:n], f"{corpus.name} · first look, {n} of {len(corpus)} texts")
+    kept = None if key is None else remembered_first_look(root, key)
+    if kept is not None and kept < len(corpus):
+        n = kept
+    else:
+        n = first_look_size(counts, per_token, budget_s)
+        if full <= budget_s or n >= len(corpus):
+            return None
+    prefix = prefix_corpus(corpus, n)
     return FirstLook(prefix, n, len(corpus), full, per_token * sum(counts[:n]), budget_s)
+
+
+def prefix_corpus(corpus, n: int):
+    """The first ``n`` texts of ``corpus``: a corpus of its own (its own hash and cache entry)."""
+    from backend.engine.corpus import Corpus
+
+    return Corpus(corpus.texts[:n], f"{corpus.name} · first look, {n} of {len(corpus)} texts")
+
+
+FIRST_LOOKS_FILE = "first_looks.json"
+
+
+def remember_first_look(root: Path, key: str, n: int) -> None:
+    """Keep the first look's length chosen for the whole corpus's cache ``key`` (best effort)."""
+    path = Path(root) / FIRST_LOOKS_FILE
+    kept = _read_first_looks(path)
+    kept.pop(key, None)
+    kept[key] = int(n)
+    _write(path, dict(list(kept.items())[-MAX_FIRST_LOOKS:]))
+
+
+def remembered_first_look(root: Path, key: str) -> int | None:
+    """The first look's length kept for ``key``, or None."""
+    return _read_first_looks(Path(root) / FIRST_LOOKS_FILE).get(key)
+
+
+def _read_first_looks(path: Path) -> dict[str, int]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {str(k): int(v) for k, v in data.items() if isinstance(v, int) and v > 0}

@@ -9,13 +9,16 @@ import streamlit as st
 
 from backend.analysis.activations.massive import FirstPositionContrast, first_position_contrast
 from backend.analysis.geometry.summaries import first_position_gap
+from backend.engine import firstlook
 from backend.engine.cache import ResultCache
+from backend.engine.corpus import Corpus
 from backend.engine.errors import IsoscopeError
-from backend.engine.extraction import ExtractionResult
-from backend.engine.throughput import FirstLook, plan_first_look
+from backend.engine.extraction import ExtractionResult, ExtractionSettings
+from backend.engine.models import LoadedModel
+from backend.engine.throughput import FirstLook, speed_measured, token_counts
 from backend.plots.decoder import first_position_figure, first_position_frame
 from backend.plots.overview import anisotropy_line, model_card_rows
-from ui.cached import anisotropy, cached, corpus_token_counts, outlier_dims_by_state
+from ui.cached import anisotropy, cached, corpus_token_counts, heavy, outlier_dims_by_state
 from ui.common import (
     download_buttons,
     explainer,
@@ -32,10 +35,11 @@ from ui.saved import open_saved
 
 
 def first_look_plan() -> FirstLook | None:
-    """The Overview's first look at the selection (:func:`backend.engine.throughput.plan_first_look`),
+    """The Overview's first look at the selection (:func:`backend.engine.firstlook.plan`),
     or None: when the whole corpus is estimated to fit the budget, is already computed (memory or
     disk: nothing is computed twice), was asked for (the note's button), or a saved analysis is
-    open."""
+    open. On a device with no speed recorded yet, the first look is measured on its own first
+    batch and extracted here (:func:`measured_first_look`)."""
     sel = get_selection()
     if open_saved() is not None or whole_corpus_asked(sel):
         return None
@@ -46,7 +50,27 @@ def first_look_plan() -> FirstLook | None:
     if getattr(corpus, "kind", "text") != "text" or is_computed(loaded, corpus, sel.settings):
         return None
     counts = corpus_token_counts(loaded, corpus, sel.settings.max_length)
-    return plan_first_look(loaded, corpus, counts, ResultCache().root)
+    root = ResultCache().root
+    plan = firstlook.plan(loaded, corpus, counts, sel.settings, root)
+    if plan is not None or speed_measured(loaded, root):
+        return plan
+    return measured_first_look(loaded, corpus, sel.settings)
+
+
+@heavy(
+    lambda loaded, corpus, settings: (
+        f"First look at {loaded.info.display_name}: measuring this device's speed on the first "
+        "batch, then the texts that fit"
+    ),
+    unit="texts",
+)
+def measured_first_look(
+    loaded: LoadedModel, corpus: Corpus, settings: ExtractionSettings, *, progress
+) -> FirstLook | None:
+    """:func:`backend.engine.firstlook.measured_first_look` of the selection into the disk cache,
+    where the page's extraction then finds it."""
+    counts = token_counts(loaded.tokenizer, corpus.texts, settings.max_length)
+    return firstlook.measured_first_look(loaded, corpus, counts, settings, ResultCache(), progress)
 
 
 def first_look_note(plan: FirstLook | None) -> None:

@@ -111,8 +111,11 @@ def test_the_extraction_bar_starts_with_the_estimate_from_the_measured_speed(mon
     labels: list[str] = []
     run = ui.common.shared_run
 
+    estimates: list[float | None] = []
+
     def spy(key, label, compute, **kwargs):
         labels.append(label)
+        estimates.append(kwargs.get("estimate_s"))
         return run(key, label, compute, **kwargs)
 
     monkeypatch.setattr(ui.common, "shared_run", spy)
@@ -124,3 +127,33 @@ def test_the_extraction_bar_starts_with_the_estimate_from_the_measured_speed(mon
     assert not at.exception and not at.error
     extracting = [label for label in labels if label.startswith("Extracting hidden states")]
     assert any("s estimated on this device" in label for label in extracting)
+    assert any(e is not None and e > 0 for e in estimates)  # the bar's ETA before a batch
+
+
+def test_a_devices_first_run_measures_its_first_batch_and_shows_a_first_look(monkeypatch):
+    from backend.engine import firstlook, throughput
+
+    # No speed recorded on this device; its first batch measures 1 s per token (a slow device).
+    monkeypatch.setattr(throughput, "seconds_per_token_parameter", lambda *_: None)
+    monkeypatch.setenv(throughput.BUDGET_ENV, "60")
+    real = firstlook.extract_partial
+    parts: list[int] = []
+
+    def slow(loaded, texts, settings, **kwargs):
+        part = real(loaded, texts, settings, **kwargs)
+        part.seconds = float(sum(len(t) for t in part.tokens))
+        parts.append(len(texts))
+        return part
+
+    monkeypatch.setattr(firstlook, "extract_partial", slow)
+    texts = "\n".join(f"A first run sentence {i} about {i * 3}." for i in range(80))
+    at = _app()
+    parts.clear()  # the default page's run
+    at.radio(key="sb_corpus_kind").set_value("paste text").run()
+    at.text_area(key="sb_corpus_text").input(texts).run()
+    _submit(at)
+    assert not at.exception and not at.error
+    notes = [i.value for i in at.info if "first look" in i.value]
+    assert notes and "first look: 32 of 80 texts" in notes[0]  # the first batch of 32 is all
+    assert "measured on its first batch" in notes[0]
+    assert _metrics(at)["Texts"] == "32" and parts == [32]  # extracted once, read from the cache

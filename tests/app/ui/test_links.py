@@ -250,3 +250,31 @@ def test_an_image_folder_travels_where_the_server_reads_folders(tmp_path):
     assert _params(at)["folder"] == folder
     missing = open_link(page="overview", model=TINY_VIT, corpus="audio", folder="/no/such/dir")
     assert any("folder '/no/such/dir'" in w.value for w in missing.warning)
+
+
+def test_a_link_to_an_uncached_hub_id_downloads_it(standin_hub, tiny_bert_dir, monkeypatch):
+    """Online, a link may name a Hub id the server has not downloaded: the page fetches it (as a
+    typed id), and its card names the commit; on a shared server the allow-list decides first."""
+    sha = standin_hub.add_folder("org/tiny-bert", tiny_bert_dir)
+    at = open_link(page="overview", model="org/tiny-bert", corpus="bundled")
+    assert not [w.value for w in at.warning if "invalid or unknown" in w.value]
+    assert _params(at)["model"] == "org/tiny-bert"
+    assert len(standin_hub.downloads("model.safetensors")) == 1
+    cells = [str(v) for table in at.table for v in table.value.to_numpy().ravel()]
+    assert sha in cells
+
+    from ui import access
+
+    monkeypatch.setenv("ISOSCOPE_SHARED", "1")
+    monkeypatch.setenv("ISOSCOPE_HUB_ALLOW", "google/*")
+    monkeypatch.delenv("ISOSCOPE_PASSPHRASE", raising=False)
+    standin_hub.add_folder("org/other", tiny_bert_dir)
+    access.reset_policy()
+    try:
+        refused = open_link(page="overview", model="org/other")
+    finally:
+        monkeypatch.undo()
+        access.reset_policy()
+    notices = [w.value for w in refused.warning if "invalid or unknown" in w.value]
+    assert notices and "org/other" in notices[0] and _params(refused)["model"] == "default"
+    assert [r for r in standin_hub.requests if "org/other" in r[1]] == []  # not one request

@@ -31,3 +31,35 @@ def test_a_gated_repo_is_one_line_on_stderr(standin_hub, tiny_bert_dir, tmp_path
     code = main(argv)
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "HF_TOKEN" in err and "Traceback" not in err
+
+
+def test_the_first_page_time_is_on_stderr_before_the_weights_download(
+    standin_hub, tiny_bert_dir, tmp_path, capsys, monkeypatch
+):
+    from backend.engine import hub, preflight, throughput
+
+    standin_hub.add_folder("org/tiny-bert", tiny_bert_dir)
+    parameters = sum(preflight.folder_census(tiny_bert_dir).values())
+    cache = tmp_path / "c"
+    throughput.record(cache, "cpu", parameters, 100, 10.0)  # 0.1 s per token: a slow device
+    weights_requested_at_line = []
+    real_file = hub._Downloader.file
+
+    def file(self, name):  # the stderr lines written when the weights download starts
+        if name == "model.safetensors":
+            weights_requested_at_line.append(capsys.readouterr().err)
+        return real_file(self, name)
+
+    monkeypatch.setattr(hub._Downloader, "file", file)
+    texts = tmp_path / "texts.txt"
+    texts.write_text("The bank raised its rates.\nWe sat on the river bank.\n", encoding="utf-8")
+    argv = ["analyze", "--model", "org/tiny-bert", "--texts", str(texts), "--out", str(tmp_path)]
+    code = main(
+        [*argv[:-1], str(tmp_path / "o.json"), "--device", "cpu", "--cache-dir", str(cache)]
+    )
+    assert code == 0
+    (before,) = weights_requested_at_line
+    (line,) = [ln for ln in before.splitlines() if ln.startswith("first page:")]
+    tokens = int(line.split(" x ")[1].split(" tokens")[0].replace(",", ""))
+    assert tokens > 4  # both texts, special tokens included
+    assert line.startswith(f"first page: {throughput.describe_seconds(tokens * 0.1)} on cpu")

@@ -89,7 +89,7 @@ def test_a_dropped_connection_resumes_with_a_range_request(
     assert loaded.info.num_parameters > 0
 
 
-def test_a_cancelled_download_leaves_nothing_half_written(
+def test_a_cancelled_download_resumes_where_it_stopped_and_is_never_seen_complete(
     standin_hub, tiny_bert_dir, tmp_path, small_chunks
 ):
     standin_hub.add_folder(REPO, tiny_bert_dir)
@@ -104,9 +104,37 @@ def test_a_cancelled_download_leaves_nothing_half_written(
     snapshots = list((tmp_path / "hf" / "hub").glob("models--org--tiny-bert/snapshots/*"))
     assert snapshots and not (snapshots[0] / "model.safetensors").exists()
     assert hubmod.cached_snapshot(parse_source(REPO)) is None  # incomplete: not cached
+    (part,) = (tmp_path / "hf" / "hub").rglob("*" + hubmod.PART_SUFFIX)
+    kept = part.stat().st_size
+    assert 0 < kept < weights
     configs = len(standin_hub.downloads("config.json"))
-    load_model(REPO, device="cpu")  # the next run fetches only what is missing
-    assert len(standin_hub.downloads("config.json")) == configs
+    reports = []
+    load_model(REPO, device="cpu", progress=lambda d, t: reports.append((d, t)))
+    assert len(standin_hub.downloads("config.json")) == configs  # only what is missing
+    # the second run asked for the rest only: the stand-in served the bytes from `kept` on
+    assert [g[2] for g in _weights_downloads(standin_hub)] == [None, f"bytes={kept}-"]
+    assert not part.exists() and reports[-1][0] == reports[-1][1]
+    blob = (snapshots[0] / "model.safetensors").resolve()
+    assert blob.read_bytes() == (tiny_bert_dir / "model.safetensors").read_bytes()
+
+
+def test_a_part_that_is_not_the_file_is_never_renamed_into_the_cache(
+    standin_hub, tiny_bert_dir, tmp_path, small_chunks
+):
+    standin_hub.add_folder(REPO, tiny_bert_dir)
+    weights = (tiny_bert_dir / "model.safetensors").stat().st_size
+
+    def progress(done, total):
+        return total < weights or done < total - weights // 2
+
+    with pytest.raises(hubmod.DownloadCancelled):
+        load_model(REPO, device="cpu", progress=progress)
+    (part,) = (tmp_path / "hf" / "hub").rglob("*" + hubmod.PART_SUFFIX)
+    part.write_bytes(b"\0" * part.stat().st_size)  # bytes that are not the file's
+    with pytest.raises(ModelLoadError, match="do not match the Hub's hash"):
+        load_model(REPO, device="cpu")
+    assert not part.exists() and hubmod.cached_snapshot(parse_source(REPO)) is None
+    assert load_model(REPO, device="cpu").info.num_parameters > 0  # fetched again, whole
 
 
 def test_pickle_only_repo_is_refused_before_any_download(standin_hub):
@@ -188,3 +216,63 @@ def test_the_sidebar_knows_a_hub_decoder_before_the_download(standin_hub, tiny_g
     assert source_is_causal("org/tiny-gpt2@main")
     assert standin_hub.downloads("config.json") and _weights_downloads(standin_hub) == []
     assert hubmod.cached_snapshot(parse_source("org/tiny-gpt2@main")) is None  # a config only
+
+
+def test_the_time_preflight_comes_with_the_tokenizer_before_the_weights(standin_hub, tiny_bert_dir):
+    from backend.engine import preflight
+
+    standin_hub.add_folder(REPO, tiny_bert_dir)
+    seen = []
+
+    def on_preflight(parameters, folder):
+        tokenizer_files = sorted(p.name for p in folder.iterdir() if "tokenizer" in p.name)
+        seen.append((parameters, tokenizer_files, len(_weights_downloads(standin_hub))))
+
+    loaded = load_model(REPO, device="cpu", on_preflight=on_preflight)
+    census = preflight.folder_census(tiny_bert_dir)
+    assert seen == [
+        (sum(census.values()), ["tokenizer.json", "tokenizer_config.json"], 0)
+    ]  # once, before the weights
+    assert loaded.info.num_parameters > 0
+    load_model(REPO, device="cpu", on_preflight=on_preflight)  # cached: from the folder's headers
+    assert len(seen) == 2 and seen[1][0] == seen[0][0]
+
+
+def test_the_ray_driver_downloads_an_uncached_hub_id_once_before_ray_starts(
+    standin_hub, tiny_bert_dir, monkeypatch
+):
+    import contextlib
+
+    from backend.engine import ray_engine
+    from backend.engine.corpus import Corpus
+    from backend.engine.extraction import ExtractionSettings
+
+    standin_hub.add_folder(REPO, tiny_bert_dir)
+    standin_hub.add_folder("org/other", tiny_bert_dir)
+    cached_when_ray_starts = []
+
+    class RayStarted(Exception):
+        pass
+
+    @contextlib.contextmanager
+    def session(options):  # stands in for Ray: what the workers would find in the cache
+        cached_when_ray_starts.append(hubmod.cached_snapshot(parse_source(REPO)))
+        raise RayStarted
+        yield
+
+    monkeypatch.setattr(ray_engine, "ray_session", session)
+    corpus = Corpus(("One text.", "Another text."), "two")
+    reports = []
+    with pytest.raises(RayStarted):
+        ray_engine.run_ray_extraction(
+            ray_engine.ModelSpec(REPO), corpus, download_progress=lambda d, t: reports.append(d)
+        )
+    assert cached_when_ray_starts[0] is not None and reports
+    assert len(_weights_downloads(standin_hub)) == 1
+    settings = ExtractionSettings(max_length=16)
+    plan = ray_engine.plan_chunks(ray_engine.ModelSpec(REPO), corpus, settings, workers=2)
+    assert sorted(i for chunk in plan.chunks for i in chunk) == [0, 1]  # with its tokenizer
+    with pytest.raises(ModelLoadError, match="download quota"):
+        ray_engine.run_ray_extraction(ray_engine.ModelSpec("org/other", quota_bytes=1), corpus)
+    assert len(cached_when_ray_starts) == 1  # refused before Ray, and before the weights
+    assert not [r for r in standin_hub.downloads("model.safetensors") if "org/other" in r[1]]

@@ -69,3 +69,5 @@ def test_the_eta_comes_from_the_measured_rate():
     assert eta_text(25, 100, 10.0) == " · about 30 s left"
     assert eta_text(10, 100, 60.0) == " · about 9 min left"
     assert eta_text(100, 100, 60.0) == ""
+    assert eta_text(0, 100, 5.0, estimate_s=45.0) == " · about 40 s left"  # the preflight's
+    assert eta_text(25, 100, 10.0, estimate_s=45.0) == " · about 30 s left"  # then measured

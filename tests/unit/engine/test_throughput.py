@@ -75,3 +75,18 @@ def test_the_budget_comes_from_the_environment(monkeypatch):
     assert throughput.first_look_budget() == 30.0
     monkeypatch.setenv(throughput.BUDGET_ENV, "soon")
     assert throughput.first_look_budget() == throughput.FIRST_LOOK_SECONDS
+
+
+def test_the_time_preflight_multiplies_parameters_tokens_and_the_measured_rate(tmp_path):
+    class Tokenizer:  # one token per word
+        def __call__(self, texts, truncation, max_length):
+            return {"input_ids": [t.split()[:max_length] for t in texts]}
+
+    corpus = Corpus(("a b c", "d e f g h"), "two")
+    throughput.record(tmp_path, "cpu", 1000, 10, 10.0)  # 1e-3 s per token-parameter
+    estimate = throughput.estimate_first_page(tmp_path, "cpu", 1000, Tokenizer(), corpus, 4)
+    assert estimate.tokens == 7 and estimate.seconds == pytest.approx(7.0)
+    assert estimate.describe().startswith("first page: about 7 s on cpu (0.0 M parameters x 7")
+    unmeasured = throughput.estimate_first_page(tmp_path, "cuda:X", 1000, Tokenizer(), corpus, 4)
+    assert unmeasured.seconds is None and "no speed measured on cuda:X yet" in unmeasured.describe()
+    assert throughput.estimate_first_page(tmp_path, "cpu", 1000, None, corpus, 4) is None

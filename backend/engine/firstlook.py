@@ -1,0 +1,88 @@
+"""A first look on a device's very first run: measure on the first batch, then stop at the prefix
+that fits the budget.
+
+With no speed recorded for the device yet (:mod:`backend.engine.throughput`), nothing predicts
+how long the whole corpus takes. So the first batch of texts (``settings.batch_size``) runs as a
+partial extraction and is timed; that measured rate sizes the prefix (the batch included) that
+fits the first look's budget; the rest of the prefix runs as a second partial, and the two are
+merged (:meth:`backend.engine.extraction.partial.PartialExtraction.merge`) into the result of the
+prefix corpus, stored under the prefix's own cache key. Nothing is computed twice: the first
+batch is part of the prefix, and the prefix's length is kept beside the results
+(:func:`backend.engine.throughput.remember_first_look`) so the next plan names the same prefix,
+whatever the speed recorded since. When the whole corpus fits, the result is the whole
+corpus's, under its own key.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from backend.engine import throughput
+from backend.engine.cache import ResultCache, cache_key
+from backend.engine.extraction import ExtractionSettings, extract_partial
+from backend.engine.extraction.partial import finish
+from backend.engine.progress import Progress, report
+
+
+def plan(
+    loaded, corpus, counts: Sequence[int], settings: ExtractionSettings, root
+) -> throughput.FirstLook | None:
+    """:func:`throughput.plan_first_look` of ``corpus`` under ``settings``, keeping the prefix
+    already chosen for its cache key (by this module or an earlier plan)."""
+    key = cache_key(loaded.fingerprint, corpus.sha, settings)
+    return throughput.plan_first_look(loaded, corpus, counts, root, key=key)
+
+
+def measured_first_look(
+    loaded,
+    corpus,
+    counts: Sequence[int],
+    settings: ExtractionSettings,
+    cache: ResultCache,
+    progress: Progress | None = None,
+    budget_s: float | None = None,
+) -> throughput.FirstLook | None:
+    """Extract ``corpus`` (``counts``: its :func:`throughput.token_counts`) on a device without a
+    recorded speed, stopping at the prefix that fits ``budget_s`` (module doc), into ``cache``.
+    Returns the :class:`throughput.FirstLook` whose ``corpus`` is now cached, or None when the
+    whole corpus fitted (and is cached under its own key)."""
+    budget_s = throughput.first_look_budget() if budget_s is None else budget_s
+    whole_key = cache_key(loaded.fingerprint, corpus.sha, settings)
+    started = time.perf_counter()
+    parameters = throughput.parameter_count(loaded.model)
+    first = min(len(corpus), settings.batch_size)
+
+    def part(start: int, stop: int, total: int):
+        def on_batch(done: int, _total: int) -> bool | None:
+            return report(progress, start + done, total)
+
+        ids = np.arange(start, stop)
+        return extract_partial(
+            loaded, corpus.texts[start:stop], settings, text_ids=ids, progress=on_batch
+        )
+
+    partial = part(0, first, len(corpus))
+    per_token = partial.seconds / max(sum(counts[:first]), 1)  # seconds per token, measured
+    n = max(first, throughput.first_look_size(counts, per_token, budget_s))
+    target = throughput.prefix_corpus(corpus, n) if n < len(corpus) else corpus
+    if n > first:
+        partial.merge(part(first, n, n))
+    partial.notices[:0] = list(loaded.layout.notes)
+    result = finish(partial, target, seconds=time.perf_counter() - started)
+    throughput.record(
+        cache.root,
+        throughput.device_key(loaded.device),
+        parameters,
+        result.num_tokens,
+        partial.seconds,  # the two parts' own times
+    )
+    cache.put(cache_key(loaded.fingerprint, target.sha, settings), result)
+    if target is corpus:
+        return None
+    throughput.remember_first_look(cache.root, whole_key, n)
+    full = per_token * sum(counts)
+    seconds = per_token * sum(counts[:n])
+    return throughput.FirstLook(target, n, len(corpus), full, seconds, budget_s, first_batch=True)
