@@ -120,6 +120,9 @@ def test_get_extraction_goes_through_cached_extract(cache_dir, monkeypatch):
         return cache_module.cached_extract(loaded, corpus, settings, progress, cache=cache)
 
     monkeypatch.setattr(common, "cached_extract", recording)
+    # the Overview's first look on a device with no recorded speed extracts through its own path
+    # (tests/app/pages/test_overview.py); this test is about the page's extraction
+    monkeypatch.setattr("ui.views.overview.first_look_plan", lambda: None)
     text = "Only this test uses this corpus.\nA second line of it."
     _app(text)
     assert calls == [True]  # extracted, with a progress bar
