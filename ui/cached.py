@@ -34,26 +34,10 @@ from ui.common import memo, memo_heavy, result_key
 P = ParamSpec("P")
 R = TypeVar("R")
 
+
 # Shared analyses that ui/views/overview.py and ui/views/projections.py still import from here:
 # other branches edit those two views now, so their imports move to ui.results when those branches
 # are merged, and this forward goes then (the architecture test holds it to exactly those names).
-FORWARDED_TO_RESULTS = frozenset(
-    {
-        "anisotropy", "corpus_token_counts", "outlier_dims_by_state", "available_points",
-        "pooled_texts", "projection_colours", "projection_deltas", "projection_figure",
-        "projection_points", "projections", "thumbnail_counts",
-    }
-)  # fmt: skip
-
-
-def __getattr__(name: str) -> Any:
-    if name in FORWARDED_TO_RESULTS:
-        from ui import results  # at the call, not the top: ui.results imports this module
-
-        return getattr(results, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def _key_of(value: Any) -> Any:
     if isinstance(value, ExtractionResult):
         return ("result", result_key(value))

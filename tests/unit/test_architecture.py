@@ -62,10 +62,6 @@ def _imports(path: Path) -> set[str]:
 
 
 GRAPH = {name: _imports(path) for name, path in MODULES.items()}
-# The one cycle allowed: ui.cached forwards, at the call, the shared analyses that two views other
-# branches edit now still import from it (ui.cached.FORWARDED_TO_RESULTS) to ui.results, which
-# imports the idiom. It goes with the forward (test_the_forward_names_only_what_is_still_imported).
-ALLOWED_CYCLES = {("ui.cached", "ui.results")}
 
 
 def layer(module: str) -> int | None:
@@ -104,7 +100,7 @@ def test_no_import_cycles():
         state[node] = 1
         stack.append(node)
         for dep in sorted(GRAPH.get(node, ())):
-            if dep == node or dep == "backend" or (node, dep) in ALLOWED_CYCLES:
+            if dep == node or dep == "backend":
                 continue
             if state.get(dep) == 1:
                 cycles.append(stack[stack.index(dep) :] + [dep])
@@ -149,10 +145,9 @@ def test_the_view_rule_catches_a_view_importing_another():
 # ----------------------------------------------------------------------------- the idiom module
 
 IDIOM_MODULE = ROOT / "ui" / "cached.py"
-# What ui/cached.py may define: the two decorators, their key rules, their type variables, and the
-# transitional forward to ui.results. Cached functions live in their view or in ui/results.py.
+# What ui/cached.py may define: the two decorators, their key rules and their type variables.
+# Cached functions live in their view or, shared by several pages, in ui/results.py.
 IDIOM_NAMES = {"cached", "heavy", "_key_of", "_arguments_key", "P", "R"}
-IDIOM_NAMES |= {"FORWARDED_TO_RESULTS", "__getattr__"}
 IDIOM_DECORATORS = {"cached", "heavy"}
 
 
@@ -190,12 +185,9 @@ def _names_imported_from_the_idiom_module() -> set[str]:
     return names - IDIOM_DECORATORS
 
 
-def test_the_forward_names_only_what_is_still_imported():
-    """The forward to ui.results neither grows nor outlives its importers: it names exactly the
-    shared analyses that modules still import from ui.cached (new code imports ui.results)."""
-    from ui.cached import FORWARDED_TO_RESULTS
-
-    assert _names_imported_from_the_idiom_module() == set(FORWARDED_TO_RESULTS)
+def test_only_the_idiom_is_imported_from_the_idiom_module():
+    """Modules import the decorators from ui.cached and cached analyses from where they live."""
+    assert _names_imported_from_the_idiom_module() == set()
 
 
 # ----------------------------------------------------------------------------- the cache idiom
@@ -216,6 +208,8 @@ NOT_ANALYSES = {
     # tables of a finished result
     "headline_dims", "strongest_dims", "extreme_dims_vs_outliers", "contribution_table",
     "comparison_report", "coordinates_frame",
+    # a seeded choice of indices (which points or texts a view draws)
+    "projection_sample",
     # a finished comparison's model cards set to what was opened now (backend.engine.provenance)
     "with_cards",
 }  # fmt: skip

@@ -18,7 +18,7 @@ from backend.engine.models import LoadedModel
 from backend.engine.throughput import FirstLook, speed_measured, token_counts
 from backend.plots.decoder import first_position_figure, first_position_frame
 from backend.plots.overview import anisotropy_line, model_card_rows
-from ui.cached import anisotropy, cached, corpus_token_counts, heavy, outlier_dims_by_state
+from ui.cached import cached, heavy
 from ui.common import (
     download_buttons,
     explainer,
@@ -31,7 +31,14 @@ from ui.common import (
     show_notices,
     whole_corpus_asked,
 )
+from ui.results import anisotropy, outlier_dims_by_state
 from ui.saved import open_saved
+
+
+@cached
+def corpus_token_counts(loaded: LoadedModel, corpus: Corpus, max_length: int) -> list[int]:
+    """Tokens per text of ``corpus`` for ``loaded`` (the first look's estimate)."""
+    return token_counts(loaded.tokenizer, corpus.texts, max_length)
 
 
 def first_look_plan() -> FirstLook | None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
 from backend.analysis.geometry.isotropy import N_PAIRS
@@ -13,31 +15,34 @@ from backend.analysis.geometry.projections import (
     METHODS,
     TEXT_COLOURS,
     TSNE_SLOW_POINTS,
+    Colouring,
     Projection,
+    before_after,
     coordinates_frame,
+    hover_contexts,
+    media_colouring,
+    metric_deltas,
+    projection_sample,
+    text_colouring,
+    text_lengths,
+    text_snippets,
     token_colour_options,
+    token_colouring,
 )
 from backend.engine.errors import IsoscopeError
-from backend.engine.extraction import ExtractionResult
+from backend.engine.extraction import ExtractionResult, mean_pooled
+from backend.engine.extraction.media import model_view
+from backend.engine.inputs import MediaCorpus
 from backend.engine.models import LoadedModel
-from backend.plots.projections import explained_variance_text
-from ui.cached import (
-    available_points,
-    outlier_dims_by_state,
-    pooled_texts,
-    projection_colours,
-    projection_deltas,
-    projection_figure,
-    projection_points,
-    projections,
-    thumbnail_counts,
-)
+from backend.plots.projections import before_after_figure, explained_variance_text, patch_thumbnails
+from ui.cached import cached, heavy
 from ui.charts import live_chart
-from ui.common import download_buttons, explainer
+from ui.common import download_buttons, explainer, get_corpus
 from ui.controls import PostChoice, postprocessing_controls
 from ui.inputs import thumbnail_caption
 from ui.links import state_index
 from ui.ranges import PROJ_ALL_TOKENS, PROJ_DATA, PROJ_METHOD, PROJ_SEED
+from ui.results import outlier_dims_by_state
 from ui.share import export_buttons
 from ui.warmup import EXPECTED_SECONDS
 
@@ -58,6 +63,169 @@ class Points:
     @property
     def unit(self) -> str:
         return "tokens" if self.data_kind == "token sample" else "texts"
+
+
+MAX_POOLED_TEXTS = 5000  # texts mean-pooled for the text view (seeded sample)
+
+
+# ----------------------------------------------------------------------------- projections
+
+
+def pooled_text_ids(result: ExtractionResult, limit: int = MAX_POOLED_TEXTS) -> np.ndarray:
+    """The seeded sample of up to ``limit`` texts that the text view mean-pools."""
+    return projection_sample(result.num_texts, limit, 0)
+
+
+@heavy("Mean-pooling texts:")
+def pooled_texts(
+    loaded: LoadedModel, result: ExtractionResult, limit: int = MAX_POOLED_TEXTS, *, progress
+) -> tuple[np.ndarray, np.ndarray]:
+    """Mean-pooled vectors (S, n, d) of the texts of :func:`pooled_text_ids`, and those ids."""
+    ids = pooled_text_ids(result, limit)
+    vectors = mean_pooled(
+        loaded,
+        [result.texts[i] for i in ids],
+        result.settings.max_length,
+        result.settings.batch_size,
+        progress,
+    )
+    return vectors, ids
+
+
+def fit_vectors(
+    loaded: LoadedModel, result: ExtractionResult, data_kind: str, state: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The vectors of one state that post-processing is fitted on (token sample or pooled
+    texts), and their text ids."""
+    if data_kind == "token sample":
+        return result.sample_vectors[state], result.tokens.text_id[result.sample_index]
+    pooled, ids = pooled_texts(loaded, result)
+    return pooled[state], np.arange(len(ids))
+
+
+def available_points(result: ExtractionResult, data_kind: str) -> int:
+    if data_kind == "token sample":
+        return len(result.sample_index)
+    return min(result.num_texts, MAX_POOLED_TEXTS)
+
+
+@cached
+def projection_points(
+    result: ExtractionResult, data_kind: str, size: int, seed: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(rows into the fitted vectors, token or text ids, hover label) of the projected points."""
+    rows = projection_sample(available_points(result, data_kind), size, seed)
+    if data_kind == "token sample":
+        ids = result.sample_index[rows]
+        return rows, ids, hover_contexts(result.tokens, ids)
+    ids = pooled_text_ids(result)[rows]
+    return rows, ids, text_snippets([result.texts[i] for i in ids])
+
+
+@cached
+def projection_colours(
+    result: ExtractionResult, data_kind: str, size: int, seed: int, by: str
+) -> Colouring:
+    rows, ids, _ = projection_points(result, data_kind, size, seed)
+    if data_kind == "token sample" and result.input_kind != "text":
+        return media_colouring(result, result.sample_tokens.take(rows), by)
+    if data_kind == "token sample":
+        return token_colouring(result.sample_tokens.take(rows), result.tokens, by)
+    return text_colouring(text_lengths(result.tokens, result.num_texts)[ids], by)
+
+
+@cached
+def projections(
+    loaded: LoadedModel,
+    result: ExtractionResult,
+    data_kind: str,
+    state: int,
+    method: str,
+    post: PostChoice,
+    size: int,
+    seed: int,
+) -> tuple[Projection, Projection]:
+    """Raw and post-processed projections of the sampled points of one hidden state."""
+    vectors, _ = fit_vectors(loaded, result, data_kind, state)
+    rows, _, _ = projection_points(result, data_kind, size, seed)
+    return before_after(vectors, rows, method, post.name, post.options, seed)
+
+
+@cached
+def projection_figure(
+    loaded: LoadedModel,
+    result: ExtractionResult,
+    data_kind: str,
+    state: int,
+    method: str,
+    post: PostChoice,
+    size: int,
+    seed: int,
+    colour_by: str,
+) -> go.Figure:
+    """The before/after figure, built once per (projection, colouring)."""
+    before, after = projections(loaded, result, data_kind, state, method, post, size, seed)
+    _, _, hover = projection_points(result, data_kind, size, seed)
+    colouring = projection_colours(result, data_kind, size, seed, colour_by)
+    name = result.state_names[state]
+    titles = (f"raw · state {name}", f"{post.label} · state {name}")
+    thumbnails = projection_thumbnails(loaded, result, data_kind, size, seed)
+    return before_after_figure(before, after, colouring, hover, titles, thumbnails=thumbnails)
+
+
+def projection_thumbnails(
+    loaded: LoadedModel, result: ExtractionResult, data_kind: str, size: int, seed: int
+) -> list[str] | None:
+    """Patch thumbnails of the projected points of an image analysis, within the payload budget
+    of :func:`backend.plots.projections.patch_thumbnails`; None for other analyses, or when the
+    images are not at hand (a saved analysis opened without its folder)."""
+    if data_kind != "token sample" or result.input_kind != "image":
+        return None
+    try:
+        corpus = get_corpus()
+    except IsoscopeError:
+        return None
+    if getattr(corpus, "sha", None) != result.corpus_sha or not hasattr(corpus, "items"):
+        return None
+    return _thumbnails(loaded, result, corpus, size, seed)
+
+
+@cached
+def _thumbnails(
+    loaded: LoadedModel, result: ExtractionResult, corpus: MediaCorpus, size: int, seed: int
+) -> list[str]:
+    _, ids, _ = projection_points(result, "token sample", size, seed)
+    tokens = result.tokens.take(ids)
+    views: dict[int, np.ndarray] = {}
+
+    def view_of(image: int) -> np.ndarray:
+        if image not in views:
+            views[image] = model_view(loaded, corpus.items[image])
+        return views[image]
+
+    grid = tuple(result.model.get("patch_grid") or (1, 1))
+    return patch_thumbnails(view_of, tokens.text_id, tokens.word_id, grid)
+
+
+def thumbnail_counts(
+    loaded: LoadedModel, result: ExtractionResult, data_kind: str, size: int, seed: int
+) -> tuple[int, int] | None:
+    """(points with a thumbnail, patch points) of the projection; None when it has none to give
+    (not an image analysis, or the images are not at hand)."""
+    thumbnails = projection_thumbnails(loaded, result, data_kind, size, seed)
+    if thumbnails is None:
+        return None
+    _, ids, _ = projection_points(result, data_kind, size, seed)
+    return sum(1 for uri in thumbnails if uri), int((result.tokens.word_id[ids] >= 0).sum())
+
+
+@cached
+def projection_deltas(
+    loaded: LoadedModel, result: ExtractionResult, data_kind: str, state: int, post: PostChoice
+) -> list[dict]:
+    """Isotropy metrics of all fitted vectors of one state, raw and post-processed."""
+    vectors, text_id = fit_vectors(loaded, result, data_kind, state)
+    return metric_deltas(vectors, text_id, post.name, post.options)
 
 
 def controls(result: ExtractionResult) -> Points:

@@ -34,10 +34,3 @@ def test_a_planted_dimension_is_every_states_headline_computed_once(monkeypatch)
     other = _planted_result(9, "test_results_planted_9")  # another result: its own entry
     assert results.outlier_dims_by_state(other) == [[9], [9]]
     assert len(calls) == 2
-
-
-def test_the_forward_of_the_idiom_module_is_the_shared_function():
-    from ui.cached import outlier_dims_by_state, projection_figure
-
-    assert outlier_dims_by_state is results.outlier_dims_by_state
-    assert projection_figure is results.projection_figure
