@@ -53,14 +53,10 @@ from backend.analysis.geometry.projections import (
     token_colouring,
 )
 from backend.analysis.geometry.similarity import (
-    SentencePairs,
     ThresholdSweep,
-    WordSenseRows,
     WordSenseVectors,
     clip_dims_by_state,
-    evaluated_texts,
     sts_by_state,
-    sts_sample,
     word_sense_by_state,
     word_sense_sweeps,
 )
@@ -97,6 +93,7 @@ from backend.engine.extraction.media import model_view
 from backend.engine.inputs import MediaCorpus
 from backend.engine.layout import PatchPositionTable, patch_position_table
 from backend.engine.models import LoadedModel
+from backend.engine.pairs import SentencePairs, WordSenseRows, evaluated_texts, sts_sample
 from backend.engine.throughput import token_counts
 from backend.plots.outliers import (
     dimension_by_category,

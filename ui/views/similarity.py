@@ -6,16 +6,16 @@ from __future__ import annotations
 import streamlit as st
 
 from backend.analysis.geometry.postprocess import POSTPROCESSORS, parse_dims
-from backend.analysis.geometry.similarity import (
+from backend.engine.errors import IsoscopeError
+from backend.engine.extraction import ExtractionResult
+from backend.engine.models import LoadedModel
+from backend.engine.pairs import (
     WordSenseRows,
     read_pairs_csv,
     read_word_sense_csv,
     sts_sample,
     wic_examples,
 )
-from backend.engine.errors import IsoscopeError
-from backend.engine.extraction import ExtractionResult
-from backend.engine.models import LoadedModel
 from backend.plots.similarity import (
     sts_figure,
     sts_frame,
