@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import torch
-import transformers as tf
 
 from backend.engine.arch.families import FAMILIES, family_of, supported_families
+from tests.arch_models import tiny
 
 
 def test_a_family_matches_by_its_paths_not_its_name():
-    gpt2 = tf.GPT2Model(tf.GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=50))
+    gpt2 = tiny("GPT2")
     assert family_of(gpt2).name == "GPT-2"
     gpt2.config.model_type = "renamed"  # the name plays no part
     assert family_of(gpt2).name == "GPT-2"

@@ -3,21 +3,14 @@
 from __future__ import annotations
 
 import pytest
-import transformers as tf
 
 from backend.engine.arch.lookup import base_of, blocks_of, describe, get_path, module_of, path_in
+from tests.arch_models import tiny
 
 
 @pytest.fixture(scope="module")
 def bert():
-    config = tf.BertConfig(
-        vocab_size=50,
-        hidden_size=16,
-        num_hidden_layers=3,
-        num_attention_heads=2,
-        intermediate_size=32,
-    )
-    return tf.BertForMaskedLM(config)
+    return tiny("Bert", "ForMaskedLM", num_hidden_layers=3)
 
 
 def test_paths_blocks_and_base(bert):
@@ -36,4 +29,4 @@ def test_a_loaded_model_is_unwrapped_and_a_foreign_module_is_refused(bert):
 
     assert module_of(Loaded()) is bert and module_of(bert) is bert
     with pytest.raises(KeyError, match="Linear is not part of this model"):
-        path_in(bert, tf.BertModel(bert.config).pooler.dense)
+        path_in(bert, tiny("Bert").pooler.dense)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import torch
-import transformers as tf
 
 from backend.engine.arch.positions import (
     absolute_position_table,
@@ -14,6 +13,7 @@ from backend.engine.arch.positions import (
     position_offset,
     position_table_of,
 )
+from tests.arch_models import tiny
 
 
 def _sinusoids(positions, width):
@@ -23,28 +23,10 @@ def _sinusoids(positions, width):
 
 
 def test_kinds_tables_and_offsets():
-    opt = tf.OPTModel(
-        tf.OPTConfig(
-            vocab_size=50,
-            hidden_size=16,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            ffn_dim=32,
-            word_embed_proj_dim=16,
-            max_position_embeddings=20,
-        )
-    )
+    opt = tiny("OPT", ffn_dim=32, word_embed_proj_dim=16, max_position_embeddings=20)
     assert position_kind(opt) == "learned absolute" and position_offset(opt) == 2
     assert absolute_position_table(opt) is position_table_of(opt) is opt.decoder.embed_positions
-    llama = tf.LlamaModel(
-        tf.LlamaConfig(
-            vocab_size=50,
-            hidden_size=16,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            intermediate_size=32,
-        )
-    )
+    llama = tiny("Llama")
     assert position_kind(llama) == "rotary" and absolute_position_table(llama) is None
 
 

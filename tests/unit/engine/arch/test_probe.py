@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import torch
-import transformers as tf
 
 from backend.engine.arch.probe import TRACE_TOKENS, trace_forward, trace_ids
+from tests.arch_models import tiny
 
 
 def _gpt2(vocab=50):
-    return tf.GPT2Model(tf.GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=vocab))
+    return tiny("GPT2", vocab_size=vocab)
 
 
 def test_trace_ids_are_seeded_and_inside_the_vocabulary():
@@ -23,14 +23,5 @@ def test_trace_ids_are_seeded_and_inside_the_vocabulary():
 def test_the_traced_pass_feeds_text_and_images():
     text = trace_forward(_gpt2())
     assert text.last_hidden_state.shape == (1, TRACE_TOKENS, 16)
-    vit = tf.ViTModel(
-        tf.ViTConfig(
-            hidden_size=16,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            intermediate_size=32,
-            image_size=32,
-            patch_size=16,
-        )
-    )
+    vit = tiny("ViT", image_size=32, patch_size=16)
     assert trace_forward(vit).last_hidden_state.shape == (1, 5, 16)  # 4 patches + [CLS]

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import pytest
 import torch
-import transformers as tf
 
 from backend.engine.arch import memo
 from backend.engine.arch.tracing import projection_inputs, wiring
 from backend.engine.errors import UnsupportedModelError
+from tests.arch_models import tiny
 
 
 def test_pre_and_post_ln_roles():
-    gpt2 = tf.GPT2Model(tf.GPT2Config(n_layer=2, n_embd=16, n_head=2, vocab_size=50))
+    gpt2 = tiny("GPT2", num_hidden_layers=2)
     wired = wiring(gpt2)
     assert not wired.post_ln and wired.blocks == "h" and wired.num_layers == 2
     assert [(n.path, n.role) for n in wired.norms if n.layer == 0] == [
@@ -21,22 +21,14 @@ def test_pre_and_post_ln_roles():
         ("h.0.ln_2", "pre_mlp"),
     ]
     assert wired.norms[-1].role == "final" and wired.norms[-1].kind == "layernorm"
-    bert = tf.BertModel(
-        tf.BertConfig(
-            vocab_size=50,
-            hidden_size=16,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            intermediate_size=32,
-        )
-    )
+    bert = tiny("Bert", num_hidden_layers=2)
     roles = [n.role for n in wiring(bert).norms]
     assert wiring(bert).post_ln and roles[0] == "emb" and roles[1:3] == ["attn", "out"]
 
 
 def test_one_trace_per_model_object():
     memo.forget_all()
-    gpt2 = tf.GPT2Model(tf.GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=50))
+    gpt2 = tiny("GPT2")
     assert wiring(gpt2) is wiring(gpt2) and projection_inputs(gpt2) is projection_inputs(gpt2)
 
 
