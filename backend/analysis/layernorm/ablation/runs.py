@@ -42,7 +42,7 @@ from backend.engine.extraction.media import MediaTokens, is_media, prepare_media
 from backend.engine.models import LoadedModel
 from backend.engine.naming import hidden_state_names
 from backend.engine.pooling import masked_mean
-from backend.engine.progress import Progress
+from backend.engine.progress import Progress, counter
 
 
 @dataclass(frozen=True)
@@ -78,18 +78,6 @@ class _PairSet:
         backend.analysis.geometry.similarity reports STS)."""
         pair_cos = cosines(run.pooled[:, self.left], run.pooled[:, self.right])  # (S, n_pairs)
         return np.array([spearman100(row, self.gold) for row in pair_cos], dtype=np.float64)
-
-
-def _ticker(total: int, progress: Progress | None) -> Callable[[], None]:
-    """``tick()``: one more of ``total`` steps done, reported to ``progress``."""
-    done = [0]
-
-    def tick() -> None:
-        done[0] += 1
-        if progress is not None:
-            progress(done[0], total)
-
-    return tick
 
 
 @dataclass
@@ -281,7 +269,7 @@ def run_ablation(
     n_batches = len(ablation_batches(tokenized, batch_size))
     if pair_set is not None:
         n_batches += len(ablation_batches(pair_set.tokenized, batch_size))
-    tick = _ticker(n_batches * len(conditions), progress)
+    tick = counter(progress, n_batches * len(conditions))
     runs = _collect(target, tokenized, sites, conditions, batch_size, sample, masked, tick)
     pair_runs = None
     if pair_set is not None:
