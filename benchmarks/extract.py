@@ -64,7 +64,7 @@ def random_llama(source: str, device: str, dtype: str):
     from transformers import LlamaConfig, LlamaModel
 
     from backend.engine.device import resolve_device, resolve_dtype
-    from backend.engine.models import _finish, bundled_tokenizer
+    from backend.engine.models import ModelParts, bundled_tokenizer, make_loaded
 
     opts = dict(LLAMA_1B)
     for item in filter(None, source.partition(":")[2].split(",")):
@@ -88,21 +88,16 @@ def random_llama(source: str, device: str, dtype: str):
     model.to(dt)
     params = sum(p.numel() for p in model.parameters())
     canonical = "random-llama:" + ",".join(f"{k}={v}" for k, v in sorted(opts.items()))
-    return _finish(
-        {
-            "model": model,
-            "tokenizer": tokenizer,
-            "config": config,
-            "source": canonical,
-            "display": f"random-init Llama ({params / 1e9:.2f} B parameters)",
-            "fingerprint": hashlib.sha256(canonical.encode()).hexdigest()[:20],
-            "weights_dir": None,
-            "random": True,
-            "spec": {"source": canonical},
-        },
-        dev,
-        dt,
+    parts = ModelParts(
+        model=model,
+        tokenizer=tokenizer,
+        source=canonical,
+        display=f"random-init Llama ({params / 1e9:.2f} B parameters)",
+        fingerprint=hashlib.sha256(canonical.encode()).hexdigest()[:20],
+        random=True,
+        spec={"source": canonical},
     )
+    return make_loaded(parts, dev, dt)
 
 
 def load_bench_model(source: str, device: str, dtype: str):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from backend.engine.models import _finish, build_random_model
+from backend.engine.models import ModelParts, build_random_model, make_loaded
 
 TEXTS = [
     "the cat sat on the mat .",
@@ -27,17 +27,15 @@ def tiny_loaded_model():
     model = build_random_model(
         "bert", {"layers": 2, "width": 32, "heads": 2, "seed": 1}, len(tokenizer)
     )
-    parts = {
-        "model": model,
-        "tokenizer": tokenizer,
-        "source": "tiny",
-        "display": "tiny",
-        "fingerprint": "t",
-        "weights_dir": None,
-        "random": True,
-        "spec": {},
-    }
-    return _finish(parts, torch.device("cpu"), torch.float32)
+    parts = ModelParts(
+        model=model,
+        tokenizer=tokenizer,
+        source="tiny",
+        display="tiny",
+        fingerprint="t",
+        random=True,
+    )
+    return make_loaded(parts, torch.device("cpu"), torch.float32)
 
 
 def snapshot(model):

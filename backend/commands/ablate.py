@@ -11,6 +11,7 @@ metric is ``final_state_cosine`` (the unablated vs ablated mean-pooled final sta
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from backend.analysis.layernorm.thresholds import LN_THRESHOLDS
 from backend.commands.common import (
@@ -72,9 +73,66 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
+if TYPE_CHECKING:
+    from backend.engine.models import LoadedModel
+
+
+def _load_with_mlm_head(args: argparse.Namespace) -> LoadedModel | None:
+    """The model with its MLM head (for the masked-token loss), or None with a note when the
+    head cannot be loaded."""
+    from backend.engine.errors import ModelLoadError
+
+    try:
+        return load_model_from_args(args, head="mlm")
+    except ModelLoadError as exc:
+        progress_line(f"note: cannot load the MLM head ({exc}); using the base model")
+        return None
+
+
+def _chosen_norms(args: argparse.Namespace, loaded: LoadedModel) -> list[str] | None:
+    """``--norms`` (and ``--include-head``) checked against the model's LayerNorms before any
+    work: None means the default (every layer's output LN)."""
+    from backend.analysis.layernorm.params import norms_of, select_norms
+    from backend.engine.errors import InputError
+
+    sites = norms_of(loaded)  # UnsupportedModelError (exit 2) for a model without LayerNorms
+    norms = [n.strip() for n in args.norms.split(",") if n.strip()] if args.norms else None
+    if args.include_head:
+        if not any(s.role == "head" for s in sites):
+            raise InputError(
+                "--include-head: this model has no MLM head LayerNorm (load a *ForMaskedLM checkpoint)"
+            )
+        norms = (norms or [s.name for s in select_norms(sites, None)]) + ["head"]
+    select_norms(sites, norms)  # unknown names fail here, before any work
+    return norms
+
+
+def _payload(report, detection, loaded, corpus) -> dict:
+    """The JSON of the command: the report, the LayerNorm detection, the model and the corpus,
+    with dims, outliers, effect and controls first."""
+    payload = report.to_json()
+    payload["ln_outliers"] = detection.table()
+    payload["ln_detection"] = {
+        "k": detection.k,
+        "share": detection.share,
+        "norms": detection.names,
+        "layers_needed": detection.needed,
+    }
+    payload["model"] = loaded.info.to_dict()
+    payload["corpus"] = {
+        "name": corpus.name,
+        "kind": corpus.kind,
+        "num_texts": len(corpus),
+        "notices": list(corpus.notices),
+    }
+    ordered = {key: payload[key] for key in ("dims", "ln_outliers", "effect", "random_controls")}
+    ordered.update({k: v for k, v in payload.items() if k not in ordered})
+    return ordered
+
+
 def run(args: argparse.Namespace) -> int:
     from backend.analysis.layernorm.ablation import has_mlm_checkpoint, parse_dims, run_ablation
-    from backend.analysis.layernorm.params import ln_outliers, norms_of, select_norms
+    from backend.analysis.layernorm.params import ln_outliers
     from backend.engine.errors import InputError
 
     out = check_out_path(args.out)
@@ -90,25 +148,10 @@ def run(args: argparse.Namespace) -> int:
         )
     corpus = load_inputs(args)
     pairs = read_pairs(args.pairs) if args.pairs else None
-    loaded = None
-    if has_mlm_checkpoint(args.model):
-        from backend.engine.errors import ModelLoadError
-
-        try:
-            loaded = load_model_from_args(args, head="mlm")
-        except ModelLoadError as exc:
-            progress_line(f"note: cannot load the MLM head ({exc}); using the base model")
+    loaded = _load_with_mlm_head(args) if has_mlm_checkpoint(args.model) else None
     if loaded is None:
         loaded = load_model_from_args(args)
-    sites = norms_of(loaded)  # UnsupportedModelError (exit 2) for a model without LayerNorms
-    norms = [n.strip() for n in args.norms.split(",") if n.strip()] if args.norms else None
-    if args.include_head:
-        if not any(s.role == "head" for s in sites):
-            raise InputError(
-                "--include-head: this model has no MLM head LayerNorm (load a *ForMaskedLM checkpoint)"
-            )
-        norms = (norms or [s.name for s in select_norms(sites, None)]) + ["head"]
-    select_norms(sites, norms)  # unknown names fail here, before any work
+    norms = _chosen_norms(args, loaded)
     detection = ln_outliers(loaded, None, k=args.k, share=args.share)
     if auto:
         dims = detection.dims
@@ -137,24 +180,7 @@ def run(args: argparse.Namespace) -> int:
     )
     for notice in report.notices:
         progress_line(f"note: {notice}")
-    payload = report.to_json()
-    payload["ln_outliers"] = detection.table()
-    payload["ln_detection"] = {
-        "k": detection.k,
-        "share": detection.share,
-        "norms": detection.names,
-        "layers_needed": detection.needed,
-    }
-    payload["model"] = loaded.info.to_dict()
-    payload["corpus"] = {
-        "name": corpus.name,
-        "kind": corpus.kind,
-        "num_texts": len(corpus),
-        "notices": list(corpus.notices),
-    }
-    ordered = {key: payload[key] for key in ("dims", "ln_outliers", "effect", "random_controls")}
-    ordered.update({k: v for k, v in payload.items() if k not in ordered})
-    write_json(out, ordered)
+    write_json(out, _payload(report, detection, loaded, corpus))
     final = report.effect.embedding_cosine[-1]
     controls = [e.embedding_cosine[-1] for _, e in report.controls]
     progress_line(

@@ -234,8 +234,8 @@ def load_inputs(args: argparse.Namespace):
 def read_pairs(path: str) -> tuple[list[str], list[str], list[float]]:
     """``--pairs`` CSV (sentence1,sentence2,score) as (sentences A, sentences B, gold scores), for
     the commands that take STS pairs as plain lists (``ablate``, ``report``)."""
-    from backend.analysis.geometry.similarity import read_pairs_csv
     from backend.engine.errors import InputError
+    from backend.engine.pairs import read_pairs_csv
 
     if not Path(path).is_file():
         raise InputError(

@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     corpus_b = load_corpus_file(args.texts_b) if args.texts_b else corpus_a
     pairs = None
     if args.pairs:
-        from backend.analysis.geometry.similarity import read_pairs_csv
+        from backend.engine.pairs import read_pairs_csv
 
         pairs = read_pairs_csv(args.pairs)
         if len(pairs.scores) < 3:

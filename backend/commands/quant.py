@@ -139,8 +139,8 @@ def run_quant(args: argparse.Namespace) -> int:
     corpus = load_corpus_file(args.texts)
     pairs = None
     if args.pairs is not None:
-        from backend.analysis.geometry.similarity import read_pairs_csv
         from backend.engine.models import source_is_causal
+        from backend.engine.pairs import read_pairs_csv
 
         pairs = read_pairs_csv(args.pairs)  # `isoscope sts`'s reader
         if source_is_causal(args.model):  # refused before any weights load

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from backend.engine.environment import assets_dir
 from backend.engine.errors import InputError
-from backend.engine.params import MAX_FILE_BYTES
+from backend.engine.files import check_bytes, check_size, decode_text
 
 ASSETS_DIR = assets_dir()
 BUNDLED_CORPUS = ASSETS_DIR / "sample_corpus.txt"
@@ -56,19 +56,6 @@ class Corpus:
             h.update(text.encode("utf-8"))
             h.update(b"\x00")
         return h.hexdigest()[:20]
-
-
-def _decode(raw: bytes, name: str) -> str:
-    if b"\x00" in raw[:8192]:
-        raise InputError(
-            f"{name} looks like a binary file; upload UTF-8 text (.txt, .csv or .jsonl)"
-        )
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise InputError(
-            f"{name} is not valid UTF-8 (byte {exc.start}); save it as UTF-8 text and try again"
-        ) from None
 
 
 def _finish(texts: list[str], name: str, notices: list[str], max_texts: int) -> Corpus:
@@ -115,17 +102,13 @@ def texts_from_bytes(raw: bytes, filename: str) -> tuple[list[str], list[str]]:
         raise InputError(
             f"{filename}: unsupported file type {suffix or '(none)'}; use .txt, .csv, .jsonl or .parquet"
         )
-    if len(raw) > MAX_FILE_BYTES:
-        raise InputError(
-            f"{filename} is {len(raw) / 2**20:.1f} MiB; the limit is "
-            f"{MAX_FILE_BYTES // 2**20} MiB: split it or sample it"
-        )
+    check_bytes(raw, filename)
     if not raw.strip():
         raise InputError(f"{filename} is empty; give at least one line of text")
     notices: list[str] = []
     if suffix == ".parquet":
         return _read_parquet_texts(raw, filename, notices), notices
-    content = _decode(raw, filename)
+    content = decode_text(raw, filename, ".txt, .csv or .jsonl")
     if suffix == ".txt":
         texts = content.splitlines()
     elif suffix == ".csv":
@@ -260,15 +243,6 @@ def load_corpus_file(path: str | Path, max_texts: int = MAX_TEXTS) -> Corpus:
     suffix = path.suffix.lower()
     name = path.name if suffix in TEXT_SUFFIXES else path.name + ".txt"
     return corpus_from_bytes(path.read_bytes(), name, max_texts)
-
-
-def check_size(path: Path) -> None:
-    """Refuse a corpus file over ``MAX_FILE_BYTES`` (also each shard the Ray engine reads)."""
-    size = path.stat().st_size
-    if size > MAX_FILE_BYTES:
-        raise InputError(
-            f"{path.name} is {size / 2**20:.1f} MiB; the limit is {MAX_FILE_BYTES // 2**20} MiB"
-        )
 
 
 def bundled_corpus() -> Corpus:

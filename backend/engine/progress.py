@@ -10,6 +10,7 @@ server's shared work (``ui.common.shared_run``) and the CLI's stderr line
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from backend.engine.throughput import describe_seconds
@@ -22,6 +23,19 @@ class Progress(Protocol):
 def report(progress: Progress | None, done: int, total: int) -> bool:
     """Call ``progress`` if given; ``True`` unless it asked to stop (returned ``False``)."""
     return progress is None or progress(done, total) is not False
+
+
+def counter(progress: Progress | None, total: int) -> Callable[..., None]:
+    """``advance(n=1)``: ``n`` more of ``total`` units done, reported to ``progress`` (if given)
+    with the running count, for a computation whose units come from several loops."""
+    done = [0]
+
+    def advance(n: int = 1) -> None:
+        done[0] += n
+        if progress is not None:
+            progress(done[0], total)
+
+    return advance
 
 
 def eta_seconds(done: int, total: int, elapsed_s: float) -> float | None:

@@ -236,7 +236,7 @@ def read_corpus(ray_module: Any, path: str | Path, max_texts: int = MAX_TEXTS) -
     """
     import json
 
-    from backend.engine.corpus import check_size
+    from backend.engine.files import check_size
 
     path = Path(path)
     files = corpus_files(path)

@@ -79,67 +79,112 @@ def before_after_figure(
     if uris:
         has = np.array([bool(uri) for uri in thumbnails])
         thumbnail_index[has] = np.arange(int(has.sum()))
-    traces: list[dict] = []
     if colouring.kind == "categorical":
-        colours = category_colours(colouring.order)
-        rank = {name: i for i, name in enumerate(colouring.order)}
-        # grey "other …" points are drawn first (underneath); the legend keeps the given order
-        for name in sorted(colouring.order, key=lambda c: (not c.startswith("other"), rank[c])):
-            mask = colouring.values == name
-            for coords, xa, ya in panels:
-                traces.append(
-                    dict(
-                        type="scattergl",
-                        x=coords[mask, 0],
-                        y=coords[mask, 1],
-                        xaxis=xa,
-                        yaxis=ya,
-                        mode="markers",
-                        marker=dict(size=point_size, color=colours[name], opacity=0.75),
-                        name=str(name),
-                        legendgroup=str(name),
-                        legendrank=rank[name],
-                        showlegend=xa == "x",
-                        hovertext=hover[mask],
-                        hovertemplate="%{hovertext}<br>" + f"{name}<extra></extra>",
-                        **_thumbnail_meta(np.flatnonzero(mask), thumbnail_index),
-                    )
-                )
+        traces = _categorical_traces(panels, colouring, hover, point_size, thumbnail_index)
     else:
-        values = np.asarray(colouring.values, dtype=np.float32)
-        lo, hi = (float(np.nanmin(values)), float(np.nanmax(values))) if len(values) else (0.0, 1.0)
+        traces = _continuous_traces(panels, colouring, hover, point_size, thumbnail_index)
+    layout = _two_panel_layout(before, after, colouring, titles, height, uris)
+    return go.Figure(data=traces, layout=layout, _validate=False)
+
+
+def _categorical_traces(
+    panels: tuple, colouring: Colouring, hover: np.ndarray, point_size: float, thumbs: np.ndarray
+) -> list[dict]:
+    """One trace per category and panel, sharing a legend entry; grey "other" points first."""
+    traces: list[dict] = []
+    colours = category_colours(colouring.order)
+    rank = {name: i for i, name in enumerate(colouring.order)}
+    # grey "other …" points are drawn first (underneath); the legend keeps the given order
+    for name in sorted(colouring.order, key=lambda c: (not c.startswith("other"), rank[c])):
+        mask = colouring.values == name
         for coords, xa, ya in panels:
             traces.append(
                 dict(
                     type="scattergl",
-                    x=coords[:, 0],
-                    y=coords[:, 1],
+                    x=coords[mask, 0],
+                    y=coords[mask, 1],
                     xaxis=xa,
                     yaxis=ya,
                     mode="markers",
-                    marker=dict(
-                        size=point_size,
-                        color=values,
-                        colorscale="Viridis",
-                        cmin=lo,
-                        cmax=hi,
-                        opacity=0.8,
-                        showscale=xa == "x2",
-                        colorbar=dict(title=dict(text=colouring.label, side="right"), thickness=12),
-                    ),
-                    hovertext=hover,
-                    customdata=values,
-                    hovertemplate="%{hovertext}<br>"
-                    + colouring.label
-                    + ": %{customdata:.3g}<extra></extra>",
-                    showlegend=False,
-                    name=colouring.label,
-                    **_thumbnail_meta(np.arange(len(values)), thumbnail_index),
+                    marker=dict(size=point_size, color=colours[name], opacity=0.75),
+                    name=str(name),
+                    legendgroup=str(name),
+                    legendrank=rank[name],
+                    showlegend=xa == "x",
+                    hovertext=hover[mask],
+                    hovertemplate="%{hovertext}<br>" + f"{name}<extra></extra>",
+                    **_thumbnail_meta(np.flatnonzero(mask), thumbs),
                 )
             )
+    return traces
+
+
+def _continuous_traces(
+    panels: tuple, colouring: Colouring, hover: np.ndarray, point_size: float, thumbs: np.ndarray
+) -> list[dict]:
+    """One trace per panel on one Viridis scale (its colour bar beside the right panel)."""
+    traces: list[dict] = []
+    values = np.asarray(colouring.values, dtype=np.float32)
+    lo, hi = (float(np.nanmin(values)), float(np.nanmax(values))) if len(values) else (0.0, 1.0)
+    for coords, xa, ya in panels:
+        traces.append(
+            dict(
+                type="scattergl",
+                x=coords[:, 0],
+                y=coords[:, 1],
+                xaxis=xa,
+                yaxis=ya,
+                mode="markers",
+                marker=dict(
+                    size=point_size,
+                    color=values,
+                    colorscale="Viridis",
+                    cmin=lo,
+                    cmax=hi,
+                    opacity=0.8,
+                    showscale=xa == "x2",
+                    colorbar=dict(title=dict(text=colouring.label, side="right"), thickness=12),
+                ),
+                hovertext=hover,
+                customdata=values,
+                hovertemplate="%{hovertext}<br>"
+                + colouring.label
+                + ": %{customdata:.3g}<extra></extra>",
+                showlegend=False,
+                name=colouring.label,
+                **_thumbnail_meta(np.arange(len(values)), thumbs),
+            )
+        )
+    return traces
+
+
+def _panel_title(text: str, x: float) -> dict:
+    return dict(
+        text=text,
+        x=x,
+        y=1.0,
+        xref="paper",
+        yref="paper",
+        xanchor="center",
+        yanchor="bottom",
+        showarrow=False,
+        font=dict(size=15),
+    )
+
+
+def _two_panel_layout(
+    before: Projection,
+    after: Projection,
+    colouring: Colouring,
+    titles: tuple[str, str],
+    height: int,
+    uris: list[str],
+) -> dict:
+    """Side-by-side axes titled by each projection, the panel titles above, the legend below,
+    the thumbnails (if any) in ``meta``."""
     (bx, by), (ax, ay) = axis_titles(before), axis_titles(after)
     gap = 0.07
-    layout = dict(
+    return dict(
         height=height,
         margin=dict(l=50, r=20, t=60, b=50),
         xaxis=dict(domain=[0.0, 0.5 - gap / 2], anchor="y", title=dict(text=bx), zeroline=False),
@@ -147,28 +192,8 @@ def before_after_figure(
         xaxis2=dict(domain=[0.5 + gap / 2, 1.0], anchor="y2", title=dict(text=ax), zeroline=False),
         yaxis2=dict(domain=[0.0, 1.0], anchor="x2", title=dict(text=ay), zeroline=False),
         annotations=[
-            dict(
-                text=titles[0],
-                x=0.25 - gap / 4,
-                y=1.0,
-                xref="paper",
-                yref="paper",
-                xanchor="center",
-                yanchor="bottom",
-                showarrow=False,
-                font=dict(size=15),
-            ),
-            dict(
-                text=titles[1],
-                x=0.75 + gap / 4,
-                y=1.0,
-                xref="paper",
-                yref="paper",
-                xanchor="center",
-                yanchor="bottom",
-                showarrow=False,
-                font=dict(size=15),
-            ),
+            _panel_title(titles[0], 0.25 - gap / 4),
+            _panel_title(titles[1], 0.75 + gap / 4),
         ],
         legend=dict(
             orientation="h",
@@ -181,7 +206,6 @@ def before_after_figure(
         meta=dict(thumbnails=uris) if uris else None,
         template=pio.templates[pio.templates.default] if pio.templates.default else None,
     )
-    return go.Figure(data=traces, layout=layout, _validate=False)
 
 
 def _thumbnail_meta(points: np.ndarray, thumbnail_index: np.ndarray) -> dict:

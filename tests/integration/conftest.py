@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.clirun import run_backend
+from tests.clirun import THREE_TEXTS, run_backend
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -20,6 +20,14 @@ def run_analyze():
         return run_backend("analyze", *args, cache_dir=cache_dir, timeout=300)
 
     return run
+
+
+@pytest.fixture(scope="session")
+def three_texts(tmp_path_factory) -> Path:
+    """A three-line text file, the corpus of the CLI tests."""
+    path = tmp_path_factory.mktemp("texts") / "texts.txt"
+    path.write_text(THREE_TEXTS)
+    return path
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import streamlit as st
 
-from backend.analysis.geometry.similarity import SentencePairs, read_pairs_csv, sts_sample
 from backend.analysis.quant.before_after import before_after
 from backend.analysis.quant.readiness import (
     MagnitudeTiles,
@@ -24,6 +23,7 @@ from backend.analysis.quant.sites import ROLE_LABELS, Site
 from backend.engine.corpus import Corpus
 from backend.engine.errors import IsoscopeError
 from backend.engine.models import LoadedModel, private_copy
+from backend.engine.pairs import SentencePairs, read_pairs_csv, sts_sample
 from backend.engine.params import massive_rule
 from backend.plots.quant import (
     STRIP_QUANTITIES,

@@ -13,17 +13,10 @@ import streamlit as st
 from backend.analysis.geometry import similarity as geometry_similarity
 from backend.analysis.geometry.postprocess import POSTPROCESSORS, parse_dims
 from backend.analysis.geometry.similarity import (
-    SentencePairs,
     ThresholdSweep,
-    WordSenseRows,
     WordSenseVectors,
     clip_dims_by_state,
-    evaluated_texts,
-    read_pairs_csv,
-    read_word_sense_csv,
     sts_by_state,
-    sts_sample,
-    wic_examples,
     word_sense_by_state,
     word_sense_sweeps,
 )
@@ -32,6 +25,15 @@ from backend.engine.corpus import Corpus
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult, ExtractionSettings
 from backend.engine.models import LoadedModel
+from backend.engine.pairs import (
+    SentencePairs,
+    WordSenseRows,
+    evaluated_texts,
+    read_pairs_csv,
+    read_word_sense_csv,
+    sts_sample,
+    wic_examples,
+)
 from backend.plots.similarity import (
     sts_figure,
     sts_frame,

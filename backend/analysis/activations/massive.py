@@ -40,6 +40,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -69,7 +70,7 @@ from backend.engine.hooks import forward_hooks
 from backend.engine.models import LoadedModel
 from backend.engine.naming import hidden_state_names
 from backend.engine.params import MASSIVE_ABS_THRESHOLD, MASSIVE_MEDIAN_RATIO
-from backend.engine.progress import Progress
+from backend.engine.progress import Progress, counter
 from backend.engine.stats import accumulation_device
 
 ABS_THRESHOLD = MASSIVE_ABS_THRESHOLD  # Sun et al. 2024
@@ -491,28 +492,15 @@ def scan_decoder(
     device = loaded.device
     notes: list[str] = []
     if sinks:
-        heads = max(loaded.info.num_heads, 1)
-        width = int(tokenized.lengths.max())
-        per_text = loaded.info.num_layers * heads * width * width * 4
-        batch_size = max(1, min(batch_size, ATTENTION_BYTES // max(per_text, 1)))
+        batch_size = _attention_batch_size(loaded, int(tokenized.lengths.max()), batch_size)
     massive = MassiveAccumulator(num_states, accumulation_device(device))
     sink_acc = SinkAccumulator() if sinks else None
-    int8_acc = None
-    hooks: dict = {}
-    if int8:
-        try:
-            sites = int8_sites(loaded)
-        except UnsupportedModelError as exc:
-            sites = []
-            notes.append(f"int8 outlier features skipped: {exc}")
-        if sites:
-            int8_acc = Int8Accumulator([s.name for s in sites], loaded.info.hidden_size, device)
-            hooks = {s.module: int8_acc.hook(i) for i, s in enumerate(sites)}
+    int8_acc, hooks = _int8_hooks(loaded, notes) if int8 else (None, {})
     pad_id = pad_token_id(loaded)
     encoder = loaded.encoder
     extra = {"use_cache": False} if getattr(encoder.config, "use_cache", None) is not None else {}
     batches = plan_batches(tokenized.lengths, batch_size)  # the one batching rule
-    done = 0
+    advance = counter(progress, 2 * len(tokenized.input_ids))  # two passes over the texts
     attention_missing = False
     with forward_hooks(hooks), torch.inference_mode():
         context = eager_attention(encoder) if sinks else _null()
@@ -530,27 +518,15 @@ def scan_decoder(
                     output_attentions=bool(sinks),
                     **extra,
                 )
-                hidden_states = getattr(out, "hidden_states", None)
-                if not hidden_states or len(hidden_states) != num_states:
-                    raise UnsupportedModelError(
-                        f"{loaded.info.source!r} did not return {num_states} hidden states; "
-                        "massive activations need a model that supports output_hidden_states"
-                    )
-                hidden = torch.stack(hidden_states)[:, mask_t]  # (S, N, d), text order per row
-                text_ids = np.repeat(rows, lengths)
-                positions = np.concatenate([np.arange(n) for n in lengths])
-                token_ids = ids[mask]
-                meta = torch.from_numpy(np.column_stack([text_ids, positions, token_ids]))
-                massive.update(hidden.to(massive.device), meta)
+                hidden = _stacked_states(loaded, out, num_states)[:, mask_t]  # (S, N, d)
+                massive.update(hidden.to(massive.device), _token_meta(ids, mask, rows, lengths))
                 attentions = getattr(out, "attentions", None) if sinks else None
                 if sink_acc is not None:
                     if not attentions or any(a is None for a in attentions):
                         attention_missing = True
                     else:
                         sink_acc.update(attentions, torch.from_numpy(lengths))
-                done += len(rows)
-                if progress is not None:
-                    progress(done, 2 * len(tokenized.input_ids))
+                advance(len(rows))
     if massive.n_tokens:  # second pass: the exact median |h| (and counts past MAX_CANDIDATES)
         massive.begin_refine()
         with torch.inference_mode():
@@ -564,18 +540,15 @@ def scan_decoder(
                     **extra,
                 )
                 massive.refine(torch.stack(out.hidden_states)[:, mask_t].to(massive.device))
-                done += len(rows)
-                if progress is not None:
-                    progress(done, 2 * len(tokenized.input_ids))
+                advance(len(rows))
     sink_stats = None
-    if sink_acc is not None:
-        if attention_missing:
-            notes.append(
-                f"attention sinks skipped: {loaded.info.architecture} returned no attention weights "
-                "(it cannot switch to eager attention)"
-            )
-        else:
-            sink_stats = sink_acc.finish()
+    if sink_acc is not None and attention_missing:
+        notes.append(
+            f"attention sinks skipped: {loaded.info.architecture} returned no attention weights "
+            "(it cannot switch to eager attention)"
+        )
+    elif sink_acc is not None:
+        sink_stats = sink_acc.finish()
     stats = massive.finish(names, loaded.tokenizer.convert_ids_to_tokens)
     if stats.n_tokens == 0:
         raise InputError("the texts produced no tokens; give real text")
@@ -589,6 +562,48 @@ def scan_decoder(
         seconds=time.perf_counter() - started,
         notes=tuple(notes),
     )
+
+
+def _attention_batch_size(loaded: LoadedModel, width: int, batch_size: int) -> int:
+    """``batch_size`` lowered so that one batch's attention weights (L, heads, T, T float32 per
+    text) stay under ``ATTENTION_BYTES``."""
+    heads = max(loaded.info.num_heads, 1)
+    per_text = loaded.info.num_layers * heads * width * width * 4
+    return max(1, min(batch_size, ATTENTION_BYTES // max(per_text, 1)))
+
+
+def _int8_hooks(loaded: LoadedModel, notes: list[str]) -> tuple[Int8Accumulator | None, dict]:
+    """The int8 accumulator and its hooks on every int8 site (none, with a note, when the model's
+    sites cannot be found)."""
+    try:
+        sites = int8_sites(loaded)
+    except UnsupportedModelError as exc:
+        notes.append(f"int8 outlier features skipped: {exc}")
+        return None, {}
+    if not sites:
+        return None, {}
+    acc = Int8Accumulator([s.name for s in sites], loaded.info.hidden_size, loaded.device)
+    return acc, {s.module: acc.hook(i) for i, s in enumerate(sites)}
+
+
+def _stacked_states(loaded: LoadedModel, out: Any, num_states: int) -> torch.Tensor:
+    """(S, B, T, d): the forward pass's hidden states, all ``num_states`` of them."""
+    hidden_states = getattr(out, "hidden_states", None)
+    if not hidden_states or len(hidden_states) != num_states:
+        raise UnsupportedModelError(
+            f"{loaded.info.source!r} did not return {num_states} hidden states; "
+            "massive activations need a model that supports output_hidden_states"
+        )
+    return torch.stack(hidden_states)
+
+
+def _token_meta(
+    ids: np.ndarray, mask: np.ndarray, rows: np.ndarray, lengths: np.ndarray
+) -> torch.Tensor:
+    """(N, 3) int64 (text, position, token id) of a batch's N real tokens, in text order."""
+    text_ids = np.repeat(rows, lengths)
+    positions = np.concatenate([np.arange(n) for n in lengths])
+    return torch.from_numpy(np.column_stack([text_ids, positions, ids[mask]]))
 
 
 class _null:

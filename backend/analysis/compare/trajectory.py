@@ -219,6 +219,11 @@ class Trajectory:
     def state_names(self) -> list[str]:
         return [row["name"] for row in self.points[0].states] if self.points else []
 
+    def skip(self, ckpt: Checkpoint, why: str) -> None:
+        """Leave ``ckpt`` out, with the message saying ``why``."""
+        self.errors.append(f"{ckpt.name} (step {ckpt.step}) {why}")
+        self.skipped.append(str(ckpt.path))
+
     def emergence(self) -> list[dict]:
         """Every (hidden state, dim) that is an outlier at some checkpoint: the first and last step
         it is one, and at how many checkpoints (which dims become outliers, and when)."""
@@ -305,21 +310,18 @@ def run_trajectory(
                 device_map=device_map,
             )
         except Exception as exc:  # ModelLoadError, or anything a damaged file raises
-            out.errors.append(
-                f"{ckpt.name} (step {ckpt.step}) failed to load: {_describe_error(exc)}"
-            )
-            out.skipped.append(str(ckpt.path))
+            out.skip(ckpt, f"failed to load: {_describe_error(exc)}")
             continue
         arch = _architecture(loaded.info.to_dict())
         if reference is None:
             reference = arch
         elif arch != reference:
-            out.errors.append(
-                f"{ckpt.name} (step {ckpt.step}) has another architecture ({arch[0]}, {arch[1]} "
-                f"layers, width {arch[2]}) than the first checkpoint ({reference[0]}, {reference[1]} "
-                f"layers, width {reference[2]}); a trajectory needs one architecture, so it was skipped"
+            out.skip(
+                ckpt,
+                f"has another architecture ({arch[0]}, {arch[1]} layers, width {arch[2]}) than the "
+                f"first checkpoint ({reference[0]}, {reference[1]} layers, width {reference[2]}); a "
+                "trajectory needs one architecture, so it was skipped",
             )
-            out.skipped.append(str(ckpt.path))
             del loaded
             continue
         try:
@@ -329,30 +331,37 @@ def run_trajectory(
             else:
                 hit = False
                 result = extract(loaded, corpus, settings, extract_progress)
-            states = state_figures(result, n_pairs=n_pairs, seed=seed)
-            gamma_flags, ln_dims = layernorm_figures(loaded)
+            out.points.append(_point(ckpt, loaded, result, hit, n_pairs, seed))
         except Exception as exc:  # a broken checkpoint must not lose the others
-            out.errors.append(
-                f"{ckpt.name} (step {ckpt.step}) could not be analysed: {_describe_error(exc)}"
-            )
-            out.skipped.append(str(ckpt.path))
+            out.skip(ckpt, f"could not be analysed: {_describe_error(exc)}")
             continue
-        out.points.append(
-            CheckpointPoint(
-                step=ckpt.step,
-                path=str(ckpt.path),
-                fingerprint=loaded.fingerprint,
-                model=loaded.info.to_dict(),
-                states=states,
-                ln_gamma_flags=gamma_flags,
-                ln_outlier_dims=ln_dims,
-                cached=hit,
-            )
-        )
         del loaded, result
         gc.collect()
     report(progress, len(checkpoints), len(checkpoints))
     return out
+
+
+def _point(
+    ckpt: Checkpoint,
+    loaded: LoadedModel,
+    result: ExtractionResult,
+    cached: bool,
+    n_pairs: int,
+    seed: int,
+) -> CheckpointPoint:
+    """One checkpoint's summary: the per-state curves and the LayerNorm gamma flags and dims."""
+    states = state_figures(result, n_pairs=n_pairs, seed=seed)
+    gamma_flags, ln_dims = layernorm_figures(loaded)
+    return CheckpointPoint(
+        step=ckpt.step,
+        path=str(ckpt.path),
+        fingerprint=loaded.fingerprint,
+        model=loaded.info.to_dict(),
+        states=states,
+        ln_gamma_flags=gamma_flags,
+        ln_outlier_dims=ln_dims,
+        cached=cached,
+    )
 
 
 def _describe_error(exc: BaseException) -> str:

@@ -209,13 +209,7 @@ def qk_stats(
     if rotation not in ROTATIONS:
         raise InputError(f"rotation must be one of {', '.join(ROTATIONS)}, not {rotation!r}")
     model = loaded.model
-    found = blocks_of(model)
-    if found is None:
-        raise UnsupportedModelError(
-            f"the queries/keys view needs one module per layer; {loaded.info.architecture} "
-            f"({loaded.info.model_type}) shares one layer module across its layers"
-        )
-    num_layers = len(found[1])
+    num_layers = _layer_count(loaded)
     rotary = position_kind(loaded) == "rotary"
     sums = _Sums(num_layers)
     valid: list[torch.Tensor] = []  # the current batch's token mask (B, T), set by a pre-hook
@@ -282,13 +276,28 @@ def qk_stats(
         tokenized = tokenize(loaded, tuple(texts), max_length)
         for _ in forward_batches(loaded, tokenized, batch_size, progress):
             pass
-    missing = [i + 1 for i in range(num_layers) if sums.q[i] is None]
+    _check_every_layer(sums, loaded)
+    return _finish(sums, loaded, label, rotation if rotary else NO_ROTARY, capture)
+
+
+def _layer_count(loaded: LoadedModel) -> int:
+    """The number of per-layer blocks; refused for a model whose layers share one module."""
+    found = blocks_of(loaded.model)
+    if found is None:
+        raise UnsupportedModelError(
+            f"the queries/keys view needs one module per layer; {loaded.info.architecture} "
+            f"({loaded.info.model_type}) shares one layer module across its layers"
+        )
+    return len(found[1])
+
+
+def _check_every_layer(sums: _Sums, loaded: LoadedModel) -> None:
+    missing = [i + 1 for i, q in enumerate(sums.q) if q is None]
     if missing:
         raise UnsupportedModelError(
             f"the queries/keys view recorded no attention call in layer(s) "
             f"{', '.join(map(str, missing))} of {loaded.info.architecture}"
         )
-    return _finish(sums, loaded, label, rotation if rotary else NO_ROTARY, capture)
 
 
 def _finish(sums: _Sums, loaded: LoadedModel, label: str, rotation: str, capture: str) -> QKStats:

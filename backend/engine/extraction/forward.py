@@ -119,12 +119,7 @@ def extract_partial(
     settings = settings or ExtractionSettings()
     started = time.perf_counter()
     texts = list(texts)
-    text_ids = np.arange(len(texts)) if text_ids is None else np.asarray(text_ids)
-    text_ids = text_ids.astype(np.int64)
-    if text_ids.shape != (len(texts),) or len(np.unique(text_ids)) != len(texts):
-        raise ValueError("text_ids must give one distinct global index per text")
-    if len(texts) and (text_ids.min() < 0 or text_ids.max() >= 1 << 47):
-        raise ValueError("text_ids must lie in [0, 2**47)")
+    text_ids = _global_ids(text_ids, len(texts))
     num_states = loaded.info.num_layers + 1
     d = loaded.info.hidden_size
     limit = sample_limit(settings, num_states, d)
@@ -165,24 +160,7 @@ def extract_partial(
                     plan, _forward_batch(loaded, plan, rows, pad_id, sample), sample
                 )
             except Exception as exc:
-                if not is_out_of_memory(exc):
-                    raise
-                if count == 1:
-                    raise InputError(
-                        f"out of memory on {loaded.info.device} with a single text of {width} "
-                        "tokens; lower the max length, use bfloat16 or a device with more memory"
-                    ) from exc
-                cap, budget = max(1, count // 2), max(1, (count // 2) * width)
-                message = (
-                    f"out of memory with {count} texts x {width} tokens per batch on "
-                    f"{loaded.info.device}; continuing with at most {cap} texts per batch"
-                )
-                if not notices or not notices[-1].startswith("out of memory"):
-                    notices.append(message)
-                    if on_notice is not None:
-                        on_notice(message)
-                else:
-                    notices[-1] = message
+                cap, budget = _halved_after(exc, loaded, count, width, notices, on_notice)
                 retry = True
                 continue
             if retry:  # the failed batch's tensors are released by now
@@ -209,6 +187,50 @@ def extract_partial(
         notices=notices,
         seconds=time.perf_counter() - started,
     )
+
+
+def _global_ids(text_ids: np.ndarray | list[int] | None, n: int) -> np.ndarray:
+    """The (n,) int64 global indices of a part's texts (0..n-1 by default): distinct and in
+    [0, 2**47), which the sample's token keys need."""
+    ids = (np.arange(n) if text_ids is None else np.asarray(text_ids)).astype(np.int64)
+    if ids.shape != (n,) or len(np.unique(ids)) != n:
+        raise ValueError("text_ids must give one distinct global index per text")
+    if n and (ids.min() < 0 or ids.max() >= 1 << 47):
+        raise ValueError("text_ids must lie in [0, 2**47)")
+    return ids
+
+
+def _halved_after(
+    exc: Exception,
+    loaded: LoadedModel,
+    count: int,
+    width: int,
+    notices: list[str],
+    on_notice: Notice | None,
+) -> tuple[int, int]:
+    """``(texts per batch, token budget)`` halved after a batch of ``count`` texts x ``width``
+    tokens ran out of memory, with one notice (updated, not repeated, while batches keep
+    shrinking). Anything but an out-of-memory error is raised again; a single text that does not
+    fit is an :class:`InputError`."""
+    if not is_out_of_memory(exc):
+        raise exc
+    if count == 1:
+        raise InputError(
+            f"out of memory on {loaded.info.device} with a single text of {width} "
+            "tokens; lower the max length, use bfloat16 or a device with more memory"
+        ) from exc
+    cap, budget = max(1, count // 2), max(1, (count // 2) * width)
+    message = (
+        f"out of memory with {count} texts x {width} tokens per batch on "
+        f"{loaded.info.device}; continuing with at most {cap} texts per batch"
+    )
+    if not notices or not notices[-1].startswith("out of memory"):
+        notices.append(message)
+        if on_notice is not None:
+            on_notice(message)
+    else:
+        notices[-1] = message
+    return cap, budget
 
 
 @dataclass

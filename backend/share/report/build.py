@@ -27,6 +27,33 @@ BUILDERS = {**PROSE_BUILDERS, "quant": quant_section}
 # ----------------------------------------------------------------------------- building
 
 
+def _section(key: str, ctx: Context) -> Section:
+    """One built section, or the section skipped with why: the analysis's own message, or (for a
+    bug in one analysis, which must not lose the others) the exception and where it was raised."""
+    try:
+        return BUILDERS[key](ctx)
+    except IsoscopeError as exc:
+        return Section(key, SECTION_TITLES[key], skipped=str(exc), source=SOURCES[key])
+    except Exception as exc:
+        last = traceback.extract_tb(exc.__traceback__)[-1]
+        return Section(
+            key,
+            SECTION_TITLES[key],
+            skipped=f"could not be computed ({type(exc).__name__}: {str(exc)[:200]} at "
+            f"{last.filename.rsplit('/', 1)[-1]}:{last.lineno})",
+            source=SOURCES[key],
+        )
+
+
+def _left_out_notice(kind: str, built: list[Section]) -> str:
+    left_out = [s.title for s in built if s.skipped is not None]
+    return f"this analysis read {KIND_NOUNS[kind]}: " + (
+        f"{', '.join(left_out)} left out (each section says why)"
+        if left_out
+        else "every section applies"
+    )
+
+
 def build_report(
     loaded,
     result,
@@ -68,34 +95,12 @@ def build_report(
         ctx.cache["quant_report"] = quant
     built = []
     for i, key in enumerate(sections):
-        try:
-            built.append(BUILDERS[key](ctx))
-        except IsoscopeError as exc:
-            built.append(Section(key, SECTION_TITLES[key], skipped=str(exc), source=SOURCES[key]))
-        except Exception as exc:  # a bug in one analysis must not lose the others
-            last = traceback.extract_tb(exc.__traceback__)[-1]
-            built.append(
-                Section(
-                    key,
-                    SECTION_TITLES[key],
-                    skipped=f"could not be computed ({type(exc).__name__}: {str(exc)[:200]} at "
-                    f"{last.filename.rsplit('/', 1)[-1]}:{last.lineno})",
-                    source=SOURCES[key],
-                )
-            )
+        built.append(_section(key, ctx))
         if progress is not None:
             progress(i + 1, len(sections))
     notices = list(result.notices)
     if ctx.kind != "text":  # one line naming what an image / audio report leaves out
-        left_out = [s.title for s in built if s.skipped is not None]
-        notices.append(
-            f"this analysis read {KIND_NOUNS[ctx.kind]}: "
-            + (
-                f"{', '.join(left_out)} left out (each section says why)"
-                if left_out
-                else "every section applies"
-            )
-        )
+        notices.append(_left_out_notice(ctx.kind, built))
     return Report(
         model=dict(result.model),
         corpus={

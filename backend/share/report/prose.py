@@ -434,12 +434,8 @@ def _positional(ctx: Context) -> Section:
 
 
 def _similarity(ctx: Context) -> Section:
-    from backend.analysis.geometry.similarity import (
-        SentencePairs,
-        clip_dims_by_state,
-        pool_pairs,
-        sts_by_state,
-    )
+    from backend.analysis.geometry.similarity import clip_dims_by_state, pool_pairs, sts_by_state
+    from backend.engine.pairs import SentencePairs
     from backend.plots.similarity import sts_figure
 
     sec = Section("similarity", SECTION_TITLES["similarity"], source=SOURCES["similarity"])

@@ -24,7 +24,7 @@ def _pairs(ctx):
     """The report's sentence pairs as :class:`SentencePairs` for an encoder, else None."""
     if ctx.pairs is None or ctx.loaded.info.is_causal:
         return None
-    from backend.analysis.geometry.similarity import SentencePairs
+    from backend.engine.pairs import SentencePairs
 
     left, right, gold = ctx.pairs
     return SentencePairs(tuple(left), tuple(right), np.asarray(gold, dtype=np.float64), "pairs")

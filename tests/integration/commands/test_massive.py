@@ -3,33 +3,21 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
+from tests.clirun import argv_over, one_line_error, run_backend
 
 
 def _run(*args: str, cache_dir: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "ISOSCOPE_CACHE_DIR": str(cache_dir)}
-    return subprocess.run(
-        [sys.executable, "-m", "backend", "massive", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    return run_backend("massive", *args, cache_dir=cache_dir)
 
 
 @pytest.fixture(scope="module")
-def texts(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("massive") / "texts.txt"
-    path.write_text("Summer is warm. Winter is cold.\nThe cat sat on the mat.\nA third text\n")
-    return path
+def texts(three_texts) -> Path:
+    return three_texts
 
 
 def _check_schema(data: dict, num_layers: int, num_heads: int) -> None:
@@ -93,13 +81,8 @@ def test_massive_json_on_the_bundled_decoder(texts, tmp_path, _isolated_cache):
 )
 def test_bad_input_exits_2_with_one_line(args, needle, texts, tmp_path):
     base = {"--texts": str(texts), "--model": "default", "--out": str(tmp_path / "o.json")}
-    given = dict(zip(args[::2], args[1::2], strict=True))
-    argv = [x for k, v in (base | given).items() for x in (k, v)]
-    proc = _run(*argv, cache_dir=tmp_path)
-    assert proc.returncode == 2
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0]
-    assert "Traceback" not in proc.stderr
+    lines = one_line_error(_run(*argv_over(base, args), cache_dir=tmp_path), needle)
+    assert len(lines) == 1
 
 
 # ----------------------------------------------------------------------------- --images

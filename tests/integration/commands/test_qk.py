@@ -4,34 +4,23 @@ toggle, and bad input (one line on stderr, exit 2)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
+from tests.clirun import argv_over, one_line_error, run_backend
+
 METRICS = {"mean_q_norm", "mean_k_norm", "cos_qk", "entropy", "entropy_norm"}
 
 
 def _run(*args: str, cache_dir: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "ISOSCOPE_CACHE_DIR": str(cache_dir)}
-    return subprocess.run(
-        [sys.executable, "-m", "backend", "qk", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    return run_backend("qk", *args, cache_dir=cache_dir)
 
 
 @pytest.fixture(scope="module")
-def texts(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("qk") / "texts.txt"
-    path.write_text("Summer is warm. Winter is cold.\nThe cat sat on the mat.\nA third text\n")
-    return path
+def texts(three_texts) -> Path:
+    return three_texts
 
 
 def _qk(model: Path, texts: Path, out: Path, *extra: str, cache_dir: Path) -> dict:
@@ -80,13 +69,7 @@ def test_bad_input_exits_2_with_one_line(args, needle, texts, tiny_llama_dir, tm
         "--model": str(tiny_llama_dir),
         "--out": str(tmp_path / "o.json"),
     }
-    given = dict(zip(args[::2], args[1::2], strict=True))
-    argv = [x for k, v in (base | given).items() for x in (k, v)]
-    proc = _run(*argv, cache_dir=tmp_path)
-    assert proc.returncode == 2
-    lines = proc.stderr.strip().splitlines()
-    assert lines[-1].startswith("error:") and needle in lines[-1]
-    assert "Traceback" not in proc.stderr
+    one_line_error(_run(*argv_over(base, args), cache_dir=tmp_path), needle)
 
 
 def test_a_model_without_per_layer_modules_is_refused_in_one_line(texts, tmp_path):

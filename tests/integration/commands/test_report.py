@@ -28,7 +28,7 @@ def _plotly_once(page: str) -> None:
 
 
 def test_report_on_the_default_model(minilm, minilm_result, tmp_path):
-    from backend.analysis.geometry.similarity import sts_sample
+    from backend.engine.pairs import sts_sample
 
     pairs = sts_sample()
     rep = build_report(

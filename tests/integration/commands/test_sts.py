@@ -10,14 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from backend.analysis.geometry.similarity import (
-    STS_SAMPLE,
-    WordSenseRows,
-    read_pairs_csv,
-    top_mean_dims,
-    word_vectors,
-)
+from backend.analysis.geometry.similarity import top_mean_dims, word_vectors
 from backend.cli import main
+from backend.engine.pairs import STS_SAMPLE, WordSenseRows, read_pairs_csv
 
 ROOT = Path(__file__).resolve().parents[3]
 STSB_CANDIDATES = [

@@ -12,8 +12,6 @@ import torch
 from backend.engine.errors import ModelLoadError
 from backend.engine.models import load_model, position_table, random_like
 
-SMALL = "layers=1,width=16,heads=2"
-
 
 def make_pickle_only(src: Path, dst: Path) -> Path:
     """Copy a checkpoint folder, replacing model.safetensors by a pickle pytorch_model.bin."""
@@ -104,60 +102,6 @@ def test_missing_and_uncached_sources_are_refused(tmp_path, tiny_bert_dir):
         load_model("  ", device="cpu")
 
 
-@pytest.mark.parametrize(
-    ("family", "causal", "has_table"),
-    [
-        ("bert", False, True),
-        ("bert-nope", False, False),
-        ("gpt2", True, True),
-        ("gpt2-nope", True, False),
-    ],
-)
-def test_random_families(family, causal, has_table):
-    loaded = load_model(f"random:{family}:{SMALL},seed=3", device="cpu")
-    info = loaded.info
-    assert info.random_init and info.is_causal == causal
-    assert (info.num_layers, info.hidden_size, info.num_heads) == (1, 16, 2)
-    assert info.source == f"random:{family}:layers=1,width=16,heads=2,seed=3"
-    table = position_table(loaded)
-    assert (table is not None) == has_table
-    if not has_table:
-        raw = (
-            loaded.encoder.embeddings.position_embeddings
-            if family.startswith("bert")
-            else loaded.encoder.wpe
-        )
-        assert torch.count_nonzero(raw.weight) == 0 and not raw.weight.requires_grad
-        assert info.position_embedding.startswith("none")
-
-
-def test_random_models_are_seeded():
-    a = load_model(f"random:bert:{SMALL},seed=1", device="cpu").model.state_dict()
-    b = load_model(f"random:bert:{SMALL},seed=1", device="cpu").model.state_dict()
-    c = load_model(f"random:bert:{SMALL},seed=2", device="cpu").model.state_dict()
-    key = "embeddings.word_embeddings.weight"
-    assert torch.equal(a[key], b[key]) and not torch.equal(a[key], c[key])
-
-
-@pytest.mark.parametrize(
-    ("source", "message"),
-    [
-        ("random:transformer", "unknown random model family"),
-        ("random:bert:depth=3", "bad random-model option"),
-        ("random:bert:layers=two", "needs a number"),
-        ("random:bert:width=30,heads=4", "divisible"),
-        ("random:gpt2:layers=1,width=16,heads=2", None),
-    ],
-)
-def test_random_source_errors(source, message):
-    if message is None:
-        with pytest.raises(ModelLoadError, match="no masked-LM head"):
-            load_model(source, device="cpu", head="mlm")
-        return
-    with pytest.raises(ModelLoadError, match=message):
-        load_model(source, device="cpu")
-
-
 def test_random_like_keeps_architecture_and_changes_weights(tiny_bert_dir):
     loaded = load_model(str(tiny_bert_dir), device="cpu")
     # The tiny checkpoint itself is a seed-0 random init, so seed 0 would rebuild it exactly.
@@ -194,46 +138,3 @@ def test_byt5_loads_its_encoder(tmp_path):
     assert not loaded.info.is_causal and loaded.info.num_layers == 2
     result = extract(loaded, corpus_from_text("héllo"), ExtractionSettings(sample_size=8))
     assert result.num_states == 3 and result.num_tokens == len("héllo".encode()) + 1  # + </s>
-
-
-class _Float32Spy:
-    """Records every float32 tensor of at least ``numel`` elements that an aten op makes."""
-
-    def __init__(self, numel: int) -> None:
-        from torch.utils._python_dispatch import TorchDispatchMode
-
-        spy = self
-
-        class Mode(TorchDispatchMode):
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                out = func(*args, **(kwargs or {}))
-                for t in out if isinstance(out, tuple | list) else [out]:
-                    if isinstance(t, torch.Tensor) and t.dtype == torch.float32:
-                        if t.numel() >= numel:
-                            spy.made.append((str(func), tuple(t.shape)))
-                return out
-
-        self.made: list[tuple[str, tuple]] = []
-        self.mode = Mode()
-
-
-@pytest.mark.parametrize("requested", [torch.bfloat16, torch.float32])
-def test_a_bf16_checkpoint_loads_into_the_requested_dtype(tmp_path, requested):
-    """bf16 safetensors requested as bf16 load as bf16 with no float32 copy of any weight on the
-    way (float32, the positive control, does make them)."""
-    from transformers import GPT2Config, GPT2Model
-
-    from backend.engine.models import _load_folder
-
-    config = GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=500, n_positions=64)
-    GPT2Model(config).to(torch.bfloat16).save_pretrained(tmp_path)
-    spy = _Float32Spy(numel=32 * 32)  # the smallest weight matrix
-    with spy.mode:
-        loaded = _load_folder(
-            tmp_path, "bf16", "bf16", allow_pickle=False, head="base", dtype=requested
-        )
-    assert {p.dtype for p in loaded["model"].parameters()} == {requested}
-    if requested == torch.bfloat16:
-        assert spy.made == []
-    else:
-        assert spy.made  # the spy sees float32 weights when they are made

@@ -55,7 +55,7 @@ def test_compare_and_trajectory_accept_device_map(name):
 
 
 def test_no_module_imports_another_modules_private_name():
-    """Names shared across modules are public (``corpus.check_size``, ``common.read_pairs``,
+    """Names shared across modules are public (``files.check_size``, ``common.read_pairs``,
     ``models.resolve_folder``, ``models.bundled_tokenizer``)."""
     import ast
     from pathlib import Path

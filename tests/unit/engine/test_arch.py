@@ -2,7 +2,7 @@
 
 Each family: where q/k/v, the embeddings, the position table, the embedding norm and the per-layer
 norms live, the position-embedding kind, and the canonical norm names built on top of it. A new
-family in backend/engine/arch.py gets one entry in FAMILY_CASES below.
+family in backend/engine/arch/families.py gets one entry in FAMILY_CASES below.
 """
 
 from __future__ import annotations

@@ -113,7 +113,9 @@ def test_long_texts_are_cut_with_a_notice(monkeypatch):
 
 
 def test_file_size_limit(monkeypatch, tmp_path):
-    monkeypatch.setattr(corpus_mod, "MAX_FILE_BYTES", 100)
+    from backend.engine import files
+
+    monkeypatch.setattr(files, "MAX_FILE_BYTES", 100)  # the one limit of every user file
     with pytest.raises(InputError, match="limit is"):
         corpus_from_bytes(b"x" * 101, "big.txt")
     path = tmp_path / "big.txt"

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[3]
 # NaN kept on purpose), Ray rows, the model fingerprint.
 INTERNAL = {
     "backend/engine/cache.py",
-    "backend/engine/models.py",
+    "backend/engine/checkpoints.py",
     "backend/engine/ray_engine.py",
     "backend/analysis/compare/storage.py",
     "backend/analysis/compare/comparison.py",

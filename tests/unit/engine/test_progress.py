@@ -71,3 +71,15 @@ def test_the_eta_comes_from_the_measured_rate():
     assert eta_text(100, 100, 60.0) == ""
     assert eta_text(0, 100, 5.0, estimate_s=45.0) == " · about 40 s left"  # the preflight's
     assert eta_text(25, 100, 10.0, estimate_s=45.0) == " · about 30 s left"  # then measured
+
+
+def test_a_counter_reports_the_running_count_of_several_loops():
+    from backend.engine.progress import counter
+
+    seen = []
+    advance = counter(lambda done, total: seen.append((done, total)), 5)
+    advance()
+    advance(3)
+    advance()
+    assert seen == [(1, 5), (4, 5), (5, 5)]
+    counter(None, 5)(2)  # no progress: nothing to report, nothing raised

@@ -3,8 +3,10 @@ run batch by batch on the same texts and masks."""
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -40,16 +42,78 @@ from backend.engine.extraction.media import MediaTokens, is_media, prepare_media
 from backend.engine.models import LoadedModel
 from backend.engine.naming import hidden_state_names
 from backend.engine.pooling import masked_mean
-from backend.engine.progress import Progress
+from backend.engine.progress import Progress, counter
 
 
-def _spearman(pair_cos: np.ndarray, gold: np.ndarray) -> np.ndarray:
-    """Spearman x 100 of pair cosines vs gold per hidden state (as backend.analysis.geometry.similarity reports STS)."""
-    return np.array([spearman100(row, gold) for row in pair_cos], dtype=np.float64)
+@dataclass(frozen=True)
+class _PairSet:
+    """STS pairs as indices into their distinct sentences, tokenized once."""
+
+    tokenized: TokenizedCorpus
+    left: np.ndarray
+    right: np.ndarray
+    gold: np.ndarray  # float64 (n_pairs,)
+
+    @classmethod
+    def of(
+        cls,
+        target: LoadedModel,
+        pairs: tuple[Sequence[str], Sequence[str], Sequence[float]],
+        max_length: int,
+    ) -> _PairSet:
+        left, right, gold = (list(x) for x in pairs)
+        if not (len(left) == len(right) == len(gold)) or len(left) < 3:
+            raise InputError("sentence pairs need equal-length columns and at least 3 pairs")
+        unique = sorted(set(left) | set(right))
+        where = {s: i for i, s in enumerate(unique)}
+        return cls(
+            tokenize(target, tuple(unique), max_length),
+            np.array([where[s] for s in left]),
+            np.array([where[s] for s in right]),
+            np.asarray(gold, dtype=np.float64),
+        )
+
+    def spearman(self, run: _Run) -> np.ndarray:
+        """Spearman x 100 of one run's pair cosines vs gold per hidden state (as
+        backend.analysis.geometry.similarity reports STS)."""
+        pair_cos = cosines(run.pooled[:, self.left], run.pooled[:, self.right])  # (S, n_pairs)
+        return np.array([spearman100(row, self.gold) for row in pair_cos], dtype=np.float64)
 
 
-def _pair_cosines(pooled: torch.Tensor, left: np.ndarray, right: np.ndarray) -> np.ndarray:
-    return cosines(pooled[:, left], pooled[:, right])  # (S, n_pairs)
+@dataclass
+class _Run:
+    """What one condition accumulates over the batches: sums of the sentence-embedding and token
+    cosines vs the original per state (S,), the analysed token count, the MLM loss sum, the
+    anisotropy sample (S, m, d) and, when kept, the pooled vectors (S, n, d)."""
+
+    emb_cos: np.ndarray
+    tok_cos: np.ndarray
+    sample: np.ndarray | None
+    pooled: torch.Tensor | None
+    tokens: int = 0
+    loss: float = 0.0
+
+
+def _hidden_and_loss(
+    target: LoadedModel,
+    dims: list[int] | None,
+    sites: list[NormSite],
+    hidden_of: Callable[[], torch.Tensor],
+    loss_of: Callable[[], float],
+) -> tuple[torch.Tensor, float]:
+    """One batch's hidden states and MLM loss sum, with ``dims`` ablated (None: the original)."""
+    if dims is None:
+        return hidden_of(), loss_of()
+    with ablated(target, dims, sites):
+        return hidden_of(), loss_of()
+
+
+def _no_loss() -> float:
+    return 0.0
+
+
+def _mlm_loss(target: LoadedModel, ids, mask, labels) -> float:
+    return mlm_loss_sum(target, ids, mask, labels).sum()
 
 
 def _collect(
@@ -62,10 +126,9 @@ def _collect(
     masked: MaskedCorpus | None,
     tick: Callable[[], None],
     keep_pooled: bool = False,
-) -> list[dict]:
-    """Run every condition (None = original) batch by batch; returns per condition the sums of
-    sentence-embedding and token cosines vs the original, the anisotropy sample, MLM loss sums and,
-    with ``keep_pooled``, the pooled vectors (S, n, d) (only for the small pair corpus: memory)."""
+) -> list[_Run]:
+    """Run every condition (None = original) batch by batch; returns one :class:`_Run` per
+    condition (pooled vectors only with ``keep_pooled``: the small pair corpus, for memory)."""
     n = len(tokenized.input_ids)
     S = target.info.num_layers + 1
     d = target.info.hidden_size
@@ -76,14 +139,12 @@ def _collect(
         slot = np.full(int(offsets[-1]), -1, dtype=np.int64)
         slot[sample] = np.arange(len(sample))
     out = [
-        {
-            "pooled": torch.zeros(S, n, d, dtype=torch.float64) if keep_pooled else None,
-            "emb_cos": np.zeros(S),
-            "tok_cos": np.zeros(S),
-            "tokens": 0,
-            "sample": None if sample is None else np.zeros((S, len(sample), d), dtype=np.float32),
-            "loss": 0.0,
-        }
+        _Run(
+            emb_cos=np.zeros(S),
+            tok_cos=np.zeros(S),
+            sample=None if sample is None else np.zeros((S, len(sample), d), dtype=np.float32),
+            pooled=torch.zeros(S, n, d, dtype=torch.float64) if keep_pooled else None,
+        )
         for _ in conditions
     ]
     media = isinstance(tokenized, MediaTokens)
@@ -98,46 +159,58 @@ def _collect(
         for batch in ablation_batches(tokenized, batch_size):
             ids, mask = padded([tokenized.input_ids[t] for t in batch], pad_id)
             keep = mask.bool()
+            loss_of: Callable[[], float] = _no_loss
             if masked is not None:
                 mids, _ = padded([masked.input_ids[t] for t in batch], pad_id)
                 labels, _ = padded([masked.labels[t] for t in batch], -100)
+                loss_of = functools.partial(_mlm_loss, target, mids, mask, labels)
+            hidden_of = functools.partial(forward, ids, mask, batch)
             rows = np.concatenate([offsets[t] + np.arange(lengths[t]) for t in batch])
+            slots = slot[rows] if slot is not None else None
             original = pooled_original = None
-            for c, dims in enumerate(conditions):
-                if dims is None:
-                    hidden = forward(ids, mask, batch)
-                    loss = (
-                        mlm_loss_sum(target, mids, mask, labels).sum()
-                        if masked is not None
-                        else 0.0
-                    )
-                else:
-                    with ablated(target, dims, sites):
-                        hidden = forward(ids, mask, batch)
-                        loss = (
-                            mlm_loss_sum(target, mids, mask, labels).sum()
-                            if masked is not None
-                            else 0.0
-                        )
+            for record, dims in zip(out, conditions, strict=True):
+                hidden, loss = _hidden_and_loss(target, dims, sites, hidden_of, loss_of)
                 pooled = masked_mean(hidden, mask)  # (S, B, d)
                 if original is None:
                     original, pooled_original = hidden, pooled
-                record = out[c]
-                if keep_pooled:
-                    record["pooled"][:, torch.as_tensor(batch)] = pooled
-                record["emb_cos"] += cosines(pooled, pooled_original).sum(axis=1)
-                record["tok_cos"] += cosines(hidden[:, keep], original[:, keep]).sum(axis=1)
-                record["tokens"] += int(keep.sum())
-                record["loss"] += float(loss)
-                if slot is not None:
-                    slots = slot[rows]
+                if record.pooled is not None:
+                    record.pooled[:, torch.as_tensor(batch)] = pooled
+                record.emb_cos += cosines(pooled, pooled_original).sum(axis=1)
+                record.tok_cos += cosines(hidden[:, keep], original[:, keep]).sum(axis=1)
+                record.tokens += int(keep.sum())
+                record.loss += float(loss)
+                if slots is not None and (slots >= 0).any():
                     hit = slots >= 0
-                    if hit.any():
-                        record["sample"][:, slots[hit]] = to_numpy(
-                            hidden[:, keep][:, torch.from_numpy(hit)]
-                        )
+                    record.sample[:, slots[hit]] = to_numpy(
+                        hidden[:, keep][:, torch.from_numpy(hit)]
+                    )
                 tick()
     return out
+
+
+def _anisotropy_sample(
+    tokenized: TokenizedCorpus, n_texts: int, size: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(token rows, their texts)``: a seeded sorted sample of at most ``size`` token rows for
+    the anisotropy estimate."""
+    total_tokens = int(tokenized.lengths.sum())
+    rng = np.random.default_rng(seed)
+    sample = np.sort(rng.choice(total_tokens, size=min(size, total_tokens), replace=False))
+    return sample, np.repeat(np.arange(n_texts), tokenized.lengths)[sample]
+
+
+def _mlm_masks(
+    target: LoadedModel, tokenized: TokenizedCorpus, wanted: bool, seed: int, notices: list[str]
+) -> MaskedCorpus | None:
+    """The masked copy of the corpus for the MLM loss, when wanted and the model has a head (a
+    notice says so when it has none)."""
+    if wanted and target.info.has_mlm_head:
+        return mask_tokens(tokenized, mask_token_id(target), MASK_RATE, seed)
+    if wanted:
+        notices.append(
+            "no MLM head: masked-token loss not computed (load a *ForMaskedLM checkpoint for it)"
+        )
+    return None
 
 
 def run_ablation(
@@ -189,47 +262,19 @@ def run_ablation(
         tokenized = prepare_media(target, texts)
     else:
         tokenized = tokenize(target, tuple(texts), max_length)
-    total_tokens = int(tokenized.lengths.sum())
-    rng = np.random.default_rng(seed)
-    sample = np.sort(
-        rng.choice(total_tokens, size=min(anisotropy_tokens, total_tokens), replace=False)
-    )
-    text_of_token = np.repeat(np.arange(len(texts)), tokenized.lengths)[sample]
-    masked = None
-    if mlm and target.info.has_mlm_head and not media:
-        masked = mask_tokens(tokenized, mask_token_id(target), MASK_RATE, seed)
-    elif mlm and not media:
-        notices.append(
-            "no MLM head: masked-token loss not computed (load a *ForMaskedLM checkpoint for it)"
-        )
-    pair_tok = None
-    if pairs is not None:
-        left, right, gold = (list(x) for x in pairs)
-        if not (len(left) == len(right) == len(gold)) or len(left) < 3:
-            raise InputError("sentence pairs need equal-length columns and at least 3 pairs")
-        unique = sorted(set(left) | set(right))
-        where = {s: i for i, s in enumerate(unique)}
-        pair_tok = tokenize(target, tuple(unique), max_length)
-        left_i = np.array([where[s] for s in left])
-        right_i = np.array([where[s] for s in right])
-        gold = np.asarray(gold, dtype=np.float64)
+    sample, text_of_token = _anisotropy_sample(tokenized, len(texts), anisotropy_tokens, seed)
+    masked = _mlm_masks(target, tokenized, mlm and not media, seed, notices)
+    pair_set = _PairSet.of(target, pairs, max_length) if pairs is not None else None
 
     n_batches = len(ablation_batches(tokenized, batch_size))
-    if pair_tok is not None:
-        n_batches += len(ablation_batches(pair_tok, batch_size))
-    total = n_batches * len(conditions)
-    done = [0]
-
-    def tick() -> None:
-        done[0] += 1
-        if progress is not None:
-            progress(done[0], total)
-
+    if pair_set is not None:
+        n_batches += len(ablation_batches(pair_set.tokenized, batch_size))
+    tick = counter(progress, n_batches * len(conditions))
     runs = _collect(target, tokenized, sites, conditions, batch_size, sample, masked, tick)
     pair_runs = None
-    if pair_tok is not None:
+    if pair_set is not None:
         pair_runs = _collect(
-            target, pair_tok, sites, conditions, batch_size, None, None, tick, keep_pooled=True
+            target, pair_set.tokenized, sites, conditions, batch_size, None, None, tick, True
         )
 
     aniso_pairs = different_text_pairs(text_of_token, N_PAIRS, seed)
@@ -241,19 +286,19 @@ def run_ablation(
     num_masked = masked.num_masked if masked is not None else 0
     sts_original = None
     if pair_runs is not None:
-        sts_original = _spearman(_pair_cosines(pair_runs[0]["pooled"], left_i, right_i), gold)
+        sts_original = pair_set.spearman(pair_runs[0])
 
     def effect(c: int) -> Effect:
         run = runs[c]
         sts = None
         if pair_runs is not None:
-            sts = _spearman(_pair_cosines(pair_runs[c]["pooled"], left_i, right_i), gold)
+            sts = pair_set.spearman(pair_runs[c])
         return Effect(
-            embedding_cosine=run["emb_cos"] / len(texts),
-            token_cosine=run["tok_cos"] / max(run["tokens"], 1),
-            anisotropy=aniso(run["sample"]),
+            embedding_cosine=run.emb_cos / len(texts),
+            token_cosine=run.tok_cos / max(run.tokens, 1),
+            anisotropy=aniso(run.sample),
             sts_spearman=sts,
-            mlm_loss=run["loss"] / num_masked if masked is not None and num_masked else None,
+            mlm_loss=run.loss / num_masked if masked is not None and num_masked else None,
         )
 
     return AblationReport(
@@ -262,11 +307,9 @@ def run_ablation(
         state_names=hidden_state_names(target.info.num_layers),
         effect=effect(1),
         controls=[(controls[i], effect(i + 2)) for i in range(len(controls))],
-        anisotropy_original=aniso(original["sample"]),
+        anisotropy_original=aniso(original.sample),
         sts_spearman_original=sts_original,
-        mlm_loss_original=original["loss"] / num_masked
-        if masked is not None and num_masked
-        else None,
+        mlm_loss_original=original.loss / num_masked if masked is not None and num_masked else None,
         num_texts=len(texts),
         num_masked=num_masked,
         modality=target.layout.modality,

@@ -29,10 +29,10 @@ from backend.analysis.layernorm.ablation.surgery import (
     parse_dims,
     private_copy,
 )
-from backend.analysis.layernorm.params import norms_of, select_norms
+from backend.analysis.layernorm.params import NormSite, norms_of, select_norms
 from backend.engine.errors import InputError
-from backend.engine.extraction import pad_token_id, tokenize
-from backend.engine.extraction.media import is_media, prepare_media
+from backend.engine.extraction import TokenizedCorpus, pad_token_id, tokenize
+from backend.engine.extraction.media import MediaTokens, is_media, prepare_media
 from backend.engine.models import LoadedModel
 from backend.engine.naming import hidden_state_names
 from backend.engine.pooling import masked_mean
@@ -95,6 +95,64 @@ def _one_length(items: list) -> list:
     return [item for item, n in zip(items, lengths, strict=True) if n == common]
 
 
+def _prepared(
+    target: LoadedModel, texts: Sequence, max_length: int, media: bool
+) -> TokenizedCorpus | MediaTokens:
+    """The sweep's one batch: tokenized texts, or prepared images / clips (unpadded clips of one
+    length for a model that must not pad them)."""
+    if not media:
+        return tokenize(target, tuple(texts), max_length)
+    items = list(texts)
+    if not target.layout.pad_with_mask and target.layout.modality == "audio":
+        items = _one_length(items)  # one forward pass holds them all, unpadded
+    return prepare_media(target, items)
+
+
+def _dim_mask(chunk: list[int], rows: int, width: int, device: torch.device) -> torch.Tensor:
+    """(len(chunk) * rows, 1, width) ones, copy c with dim ``chunk[c]`` zeroed: one ablated dim
+    per copy of the batch for :func:`masked_norms`."""
+    dim_mask = torch.ones(len(chunk) * rows, 1, width, dtype=torch.float32, device=device)
+    for c, j in enumerate(chunk):
+        dim_mask[c * rows : (c + 1) * rows, 0, j] = 0
+    return dim_mask
+
+
+def _batched_mlm_losses(
+    target: LoadedModel,
+    sites: list[NormSite],
+    dim_mask: torch.Tensor,
+    mids: torch.Tensor,
+    mask: torch.Tensor,
+    labels: torch.Tensor,
+) -> torch.Tensor:
+    """The MLM loss sum per row of every masked copy (:func:`_dim_mask`), a few copies per pass:
+    logits are (rows, T, vocab), kept under ~256 MB."""
+    B = mids.shape[0]
+    m = dim_mask.shape[0] // B
+    vocab = int(target.model.config.vocab_size)
+    per_pass = max(1, min(m, (256 << 20) // max(1, B * mids.shape[1] * vocab * 4)))
+    parts = []
+    for a in range(0, m, per_pass):
+        sub = dim_mask[a * B : min(m, a + per_pass) * B]
+        k = sub.shape[0] // B
+        with masked_norms(sites, sub):
+            parts.append(
+                mlm_loss_sum(target, mids.repeat(k, 1), mask.repeat(k, 1), labels.repeat(k, 1))
+            )
+    return torch.cat(parts)
+
+
+def _masked_inputs(
+    target: LoadedModel, tokenized: TokenizedCorpus, pad_id: int, seed: int
+) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """``(masked ids, labels, masked-token count)`` of the batch for the MLM loss (padded as the
+    batch is; labels -100 where nothing is masked)."""
+    masked = mask_tokens(tokenized, mask_token_id(target), MASK_RATE, seed)
+    mids, _ = padded(masked.input_ids, pad_id)
+    labels, _ = padded(masked.labels, -100)
+    return mids, labels, max(masked.num_masked, 1)
+
+
 def sweep(
     loaded: LoadedModel,
     texts: Sequence[str],
@@ -127,13 +185,7 @@ def sweep(
     target = loaded if in_place else private_copy(loaded)
     sites = select_norms(norms_of(target), norms)
     media = is_media(texts)
-    if media:
-        texts = list(texts)
-        if not target.layout.pad_with_mask and target.layout.modality == "audio":
-            texts = _one_length(texts)  # one forward pass holds them all, unpadded
-        tokenized = prepare_media(target, texts)
-    else:
-        tokenized = tokenize(target, tuple(texts), max_length)
+    tokenized = _prepared(target, texts, max_length, media)
     pad_id = 0 if media else pad_token_id(target)
     ids, mask = padded(tokenized.input_ids, pad_id)
     B = ids.shape[0]
@@ -147,10 +199,7 @@ def sweep(
 
     use_mlm = mlm and target.info.has_mlm_head and not media
     if use_mlm:
-        masked = mask_tokens(tokenized, mask_token_id(target), MASK_RATE, seed)
-        mids, _ = padded(masked.input_ids, pad_id)
-        labels, _ = padded(masked.labels, -100)
-        n_masked = max(masked.num_masked, 1)
+        mids, labels, n_masked = _masked_inputs(target, tokenized, pad_id, seed)
     S = target.info.num_layers + 1
     emb_cos = np.full((len(all_dims), S), np.nan)
     tok_cos = np.full((len(all_dims), S), np.nan)
@@ -171,29 +220,11 @@ def sweep(
                 break
             m = len(chunk)
             if method == "batched":
-                dim_mask = torch.ones(m * B, 1, width, dtype=torch.float32, device=target.device)
-                for c, j in enumerate(chunk):
-                    dim_mask[c * B : (c + 1) * B, 0, j] = 0
+                dim_mask = _dim_mask(chunk, B, width, target.device)
                 with masked_norms(sites, dim_mask):
                     hidden = forward(m)
                 if use_mlm:
-                    # logits are (rows, T, vocab): a few copies at a time keeps them under ~256 MB
-                    vocab = int(target.model.config.vocab_size)
-                    per_pass = max(1, min(m, (256 << 20) // max(1, B * ids.shape[1] * vocab * 4)))
-                    parts = []
-                    for a in range(0, m, per_pass):
-                        sub = dim_mask[a * B : min(m, a + per_pass) * B]
-                        k = sub.shape[0] // B
-                        with masked_norms(sites, sub):
-                            parts.append(
-                                mlm_loss_sum(
-                                    target,
-                                    mids.repeat(k, 1),
-                                    mask.repeat(k, 1),
-                                    labels.repeat(k, 1),
-                                )
-                            )
-                    per_row = torch.cat(parts)
+                    per_row = _batched_mlm_losses(target, sites, dim_mask, mids, mask, labels)
             else:
                 with ablated(target, chunk, sites):
                     hidden = forward(1)

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from backend.analysis.compare.comparison import compare, comparison_report
-from backend.analysis.geometry.similarity import sts_sample
 from backend.engine.corpus import corpus_from_text
 from backend.engine.extraction import ExtractionSettings, extract
 from backend.engine.models import load_model
+from backend.engine.pairs import sts_sample
 from tests.clirun import run_backend
 from tests.comparison_inputs import assert_same_comparison as _assert_same_comparison
 

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from backend.analysis.compare.comparison import compare, comparison_report
-from backend.analysis.geometry.similarity import sts_sample
 from backend.engine.errors import InputError
 from backend.engine.extraction import ExtractionSettings, extract
 from backend.engine.inputs import load_media_folder
 from backend.engine.models import load_model
+from backend.engine.pairs import sts_sample
 from tests.clirun import run_backend
 from tests.media_models import audio_folder, image_folder, save_audio_model, save_image_model
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 from backend.analysis.compare.comparison import compare
-from backend.analysis.geometry.similarity import sts_sample
 from backend.engine.corpus import corpus_from_text
 from backend.engine.extraction import ExtractionSettings, extract
 from backend.engine.models import load_model
+from backend.engine.pairs import sts_sample
 from tests.comparison_inputs import assert_same_comparison as _assert_same_comparison
 
 SMALL = ExtractionSettings(max_length=32, sample_size=2000)

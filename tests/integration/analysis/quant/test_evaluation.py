@@ -23,8 +23,8 @@ def test_weights_restored_when_the_forward_fails(tiny_tied_llama_dir):
 
 
 def test_pairs_are_refused_for_a_decoder(tiny_llama_dir):
-    from backend.analysis.geometry.similarity import sts_sample
     from backend.engine.errors import InputError
+    from backend.engine.pairs import sts_sample
 
     loaded = load_model(str(tiny_llama_dir), device="cpu")
     with pytest.raises(InputError, match="decoder"):

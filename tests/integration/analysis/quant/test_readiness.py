@@ -105,7 +105,8 @@ def test_tiny_bert_sts_change_per_scheme(tiny_bert_dir, tmp_path):
     """With pairs, the encoder's end block holds STS Spearman in full precision (the score
     `isoscope sts` gives at the last state, from the same reader, pooling and scoring) and per
     scheme, and the change; the model is left as it was."""
-    from backend.analysis.geometry.similarity import pool_pairs, read_pairs_csv, sts_by_state
+    from backend.analysis.geometry.similarity import pool_pairs, sts_by_state
+    from backend.engine.pairs import read_pairs_csv
 
     path = tmp_path / "pairs.csv"
     path.write_text(PAIRS_CSV)

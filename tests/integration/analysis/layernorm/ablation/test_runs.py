@@ -72,8 +72,9 @@ def test_minilm_outlier_dims_move_embeddings_more_than_random_dims(minilm, bundl
 
 
 def test_sts_spearman_matches_direct_computation(tiny_bert_dir):
-    from backend.analysis.geometry.similarity import cosine_rows, spearman100, sts_sample
+    from backend.analysis.geometry.similarity import cosine_rows, spearman100
     from backend.engine.extraction import mean_pooled
+    from backend.engine.pairs import sts_sample
 
     loaded = load_model(str(tiny_bert_dir), device="cpu")
     pairs = sts_sample()
