@@ -13,7 +13,8 @@ from backend.engine.extraction import ExtractionResult
 from backend.engine.models import LoadedModel
 from backend.plots import positional as plots
 from ui.cached import cached, heavy
-from ui.common import download_buttons, explainer
+from ui.charts import chart_with_downloads
+from ui.common import explainer
 from ui.views.positional.shared import SOURCES, text_extraction
 
 
@@ -129,16 +130,20 @@ def queries_keys_view(
     trained = stats[0]
     title = METRICS[metric] + (f" · rotary {trained.rotation}" if rotary else "")
     fig_h = plots.qk_heatmaps(stats, metric, title)
-    st.plotly_chart(fig_h, width="stretch", key="pos_qk_heat_chart")
-    fig_l = plots.qk_layer_lines(stats, metric, METRICS[metric])
-    st.plotly_chart(fig_l, width="stretch", key="pos_qk_line_chart")
     frame = pd.concat([s.frame() for s in stats], ignore_index=True)
-    download_buttons(
-        "pos_qk",
-        fig=fig_h,
+    json_data = [s.to_dict() for s in stats]
+    # each chart with its own PNG right below it, so a PNG is of the chart above it
+    chart_with_downloads(
+        fig_h,
+        key="pos_qk_heat_chart",
+        downloads="pos_qk",
         frame=frame,
-        json_data=[s.to_dict() for s in stats],
+        json_data=json_data,
         name="queries_keys",
+    )
+    fig_l = plots.qk_layer_lines(stats, metric, METRICS[metric])
+    chart_with_downloads(
+        fig_l, key="pos_qk_line_chart", downloads="pos_qk_lines", name="queries_keys_by_layer"
     )
     groups = trained.num_kv_heads
     heads = trained.kv_head.size
