@@ -16,6 +16,7 @@ from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult
 from backend.plots import positional as plots
 from ui.cached import heavy
+from ui.charts import chart_with_downloads
 from ui.common import download_buttons, explainer, load_or_stop, show_notices
 from ui.views.positional.grid import grid_probe_view
 from ui.views.positional.shared import SOURCES, outliers_by_name
@@ -108,7 +109,6 @@ def probe_accuracy_view(probe: ProbeResult) -> None:
     fig_acc = plots.probe_accuracy_line(
         probe.state_names, probe.accuracy, probe.train_accuracy, probe.chance
     )
-    st.plotly_chart(fig_acc, width="stretch", key="pos_probe_acc_chart")
     acc_frame = pd.DataFrame(
         {
             "state": probe.state_names,
@@ -117,9 +117,10 @@ def probe_accuracy_view(probe: ProbeResult) -> None:
             "baseline": probe.chance,
         }
     )
-    download_buttons(
-        "pos_probe_acc",
-        fig=fig_acc,
+    chart_with_downloads(
+        fig_acc,
+        key="pos_probe_acc_chart",
+        downloads="pos_probe_acc",
         frame=acc_frame,
         json_data=probe.to_dict(),
         name="position_probe",
