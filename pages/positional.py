@@ -1,7 +1,7 @@
 """Positional information: position embeddings, position probe, TUPE decomposition, variance lab
 (NoPE) and queries/keys; for image models the patch grid of the position table and a row / column
-probe. Each tab runs only while it is open (lazy tabs); the views are in
-ui/views/positional.py."""
+probe. Each tab runs only while it is open (lazy tabs); its view is one module of
+ui/views/positional/."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Charts that stay mounted while a control changes their figure (issue 15).
+"""Charts that stay mounted while a control changes their figure (issue 15), and a chart with its
+downloads (:func:`chart_with_downloads`).
 
 ``st.plotly_chart`` keys the browser element by a hash of the figure, so every change (another
 colour, hidden state or post-processing) remounts the chart and Plotly draws it from scratch
@@ -24,7 +25,9 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
+import pandas as pd
 import plotly
 import plotly.graph_objects as go
 import plotly.io as pio
@@ -32,6 +35,7 @@ import streamlit as st
 import streamlit.components.v1 as components
 
 from backend.engine.environment import default_cache_dir
+from ui.common import download_buttons
 
 NAME = "live_chart"
 PAGE = Path(__file__).resolve().parent / "frontend" / "live_chart.html"
@@ -94,6 +98,26 @@ def live_chart(fig: go.Figure, *, key: str, height: int | None = None) -> None:
     component = components.declare_component(NAME, path=folder)
     chart_height = int(height or fig.layout.height or DEFAULT_HEIGHT)
     component(spec=pio.to_json(fig, validate=False), height=chart_height, key=key, default=None)
+
+
+def chart_with_downloads(
+    fig: go.Figure,
+    *,
+    key: str,
+    downloads: str,
+    frame: pd.DataFrame | None = None,
+    json_data: Any = None,
+    name: str = "isoscope",
+    live: bool = False,
+) -> None:
+    """Draw ``fig`` full width under the widget key ``key`` (a :func:`live_chart` when ``live``),
+    then its PNG and, when given, ``frame``'s CSV and ``json_data``'s JSON under the download key
+    ``downloads`` (:func:`ui.common.download_buttons`), files named ``name``."""
+    if live:
+        live_chart(fig, key=key)
+    else:
+        st.plotly_chart(fig, width="stretch", key=key)
+    download_buttons(downloads, fig=fig, frame=frame, json_data=json_data, name=name)
 
 
 # For browser tests and benchmarks: the frames of live charts (``page.frame_locator``), and a

@@ -397,6 +397,8 @@ def qk_heatmaps(stats_list: Sequence, metric: str, label: str) -> go.Figure:
             row=1,
             col=k + 1,
         )
+        head_title = "query head · its key head" if grouped else "query head"
+        fig.update_xaxes(title_text=head_title, row=1, col=k + 1)
     fig.update_yaxes(autorange="reversed")
     fig.update_yaxes(title_text="layer", row=1, col=1)
     fig.update_layout(title=label, height=360, margin=_MARGIN)

@@ -31,7 +31,7 @@ from backend.plots.anisotropy import (
     metrics_frame,
 )
 from ui.cached import cached
-from ui.charts import live_chart
+from ui.charts import chart_with_downloads
 from ui.common import download_buttons, explainer, get_extraction, get_selection
 from ui.controls import PostChoice, postprocessing_controls
 from ui.links import state_index
@@ -204,9 +204,12 @@ def histogram_section(result: ExtractionResult, hist_series: dict[str, StateIsot
         fig_hist = cosine_histogram_figure(hist_series, names.index(state_name))
     else:
         fig_hist = histogram_small_multiples(hist_series)
-    st.plotly_chart(fig_hist, width="stretch", key="aniso_hist_chart")
-    download_buttons(
-        "aniso_hist", fig=fig_hist, frame=histogram_frame(hist_series), name="cosine_histograms"
+    chart_with_downloads(
+        fig_hist,
+        key="aniso_hist_chart",
+        downloads="aniso_hist",
+        frame=histogram_frame(hist_series),
+        name="cosine_histograms",
     )
 
 
@@ -217,9 +220,13 @@ def metrics_section(
     st.subheader("Anisotropy, IsoScore and adjusted similarities by layer")
     line_series = series | random_series
     fig_lines = metrics_by_layer_figure(line_series)
-    live_chart(fig_lines, key="aniso_metrics_chart")
-    download_buttons(
-        "aniso_metrics", fig=fig_lines, frame=metrics_frame(line_series), name="isotropy_by_layer"
+    chart_with_downloads(
+        fig_lines,
+        key="aniso_metrics_chart",
+        downloads="aniso_metrics",
+        frame=metrics_frame(line_series),
+        name="isotropy_by_layer",
+        live=True,
     )
     if random_series:
         r = random_series["random init"]
@@ -238,10 +245,10 @@ def contribution_section(series: dict[str, StateIsotropy]) -> None:
     top_k = t1.slider("Top dimensions per hidden state", 1, 10, 5, key="aniso_topk")
     contrib_of = t2.radio("Vectors", list(series), key="aniso_contrib_series", horizontal=True)
     fig_contrib = cosine_contribution_figure(series[contrib_of], top_k)
-    st.plotly_chart(fig_contrib, width="stretch", key="aniso_contrib_chart")
-    download_buttons(
-        "aniso_contrib",
-        fig=fig_contrib,
+    chart_with_downloads(
+        fig_contrib,
+        key="aniso_contrib_chart",
+        downloads="aniso_contrib",
         frame=contribution_frame(series[contrib_of], top_k),
         name="cosine_contributions",
     )

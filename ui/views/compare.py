@@ -39,6 +39,7 @@ from backend.plots.compare import (
 from backend.plots.overview import model_card_rows
 from ui import access
 from ui.cached import heavy
+from ui.charts import chart_with_downloads
 from ui.common import (
     Selection,
     download_buttons,
@@ -393,10 +394,10 @@ def mean_diff_section(c: Comparison) -> None:
     if c.abs_mean_diff is not None:
         st.subheader("|mean| per dim: B minus A")
         fig = abs_mean_diff_heatmap(c.abs_mean_diff, c.a.state_names, "A", "B")
-        st.plotly_chart(fig, width="stretch", key="cmp_mean_diff")
-        download_buttons(
-            "cmp_mean_diff",
-            fig=fig,
+        chart_with_downloads(
+            fig,
+            key="cmp_mean_diff",
+            downloads="cmp_mean_diff",
             frame=abs_mean_diff_frame(c.abs_mean_diff, c.a.state_names),
             name="isoscope_abs_mean_diff",
         )

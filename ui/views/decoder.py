@@ -34,6 +34,7 @@ from backend.plots.decoder import (
     top_dims_frame,
 )
 from ui.cached import cached, heavy
+from ui.charts import chart_with_downloads
 from ui.common import download_buttons, explainer, get_model
 from ui.ranges import MASSIVE_MAX_LENGTH
 from ui.tabs import lazy_tabs
@@ -185,8 +186,12 @@ def text_tab(corpus: Corpus, max_length: int) -> None:
         st.error(str(exc))
         return
     fig_pos = layer_position_figure(view)
-    st.plotly_chart(fig_pos, width="stretch", key="massive_positions_chart")
-    download_buttons("massive_positions", fig=fig_pos, name="massive_layers_by_positions")
+    chart_with_downloads(
+        fig_pos,
+        key="massive_positions_chart",
+        downloads="massive_positions",
+        name="massive_layers_by_positions",
+    )
     text_peak = int(view.peak.max(axis=1).argmax())
     state_name = st.select_slider(
         "Hidden state for the feature × token view",
@@ -226,10 +231,10 @@ def sinks_tab(scan: DecoderScan) -> None:
         fig_share = sink_share_figure(sinks)
         st.plotly_chart(fig_share, width="stretch", key="sink_share_chart")
         fig_alpha = sink_heatmap_figure(sinks)
-        st.plotly_chart(fig_alpha, width="stretch", key="sink_alpha_chart")
-        download_buttons(
-            "sinks",
-            fig=fig_alpha,
+        chart_with_downloads(
+            fig_alpha,
+            key="sink_alpha_chart",
+            downloads="sinks",
             frame=sink_frame(sinks),
             json_data=sinks.to_dict(),
             name="attention_sinks",
@@ -260,10 +265,10 @@ def int8_tab(scan: DecoderScan) -> None:
         int8 = scan.int8
         st.markdown(f"**Verdict:** {int8.verdict()}")
         fig_int8 = int8_figure(int8)
-        st.plotly_chart(fig_int8, width="stretch", key="int8_chart")
-        download_buttons(
-            "int8",
-            fig=fig_int8,
+        chart_with_downloads(
+            fig_int8,
+            key="int8_chart",
+            downloads="int8",
             frame=int8_frame(int8),
             json_data=int8.to_dict(),
             name="int8_outlier_features",

@@ -37,6 +37,7 @@ from backend.plots.highnorm import (
     norm_histogram,
 )
 from ui.cached import cached, heavy
+from ui.charts import chart_with_downloads
 from ui.common import download_buttons, explainer
 from ui.tabs import lazy_tabs
 
@@ -297,8 +298,9 @@ def norm_map_title(
 def norm_map(fig: go.Figure, index: int, kind: str) -> None:
     """The norms drawn over one image (clip), with its download."""
     k = SCAN_KINDS[kind]
-    st.plotly_chart(fig, width="stretch", key=f"{k.map_key}_chart")
-    download_buttons(k.map_key, fig=fig, name=f"{k.map_name}{index}")
+    chart_with_downloads(
+        fig, key=f"{k.map_key}_chart", downloads=k.map_key, name=f"{k.map_name}{index}"
+    )
 
 
 def image_tab(

@@ -45,7 +45,7 @@ from backend.plots.layernorm import (
     sweep_bar,
 )
 from ui.cached import cached, heavy
-from ui.charts import live_chart
+from ui.charts import chart_with_downloads
 from ui.common import download_buttons, explainer, get_model, get_selection, media_corpus_for
 from ui.controls import interval_slider
 from ui.inputs import MEDIA_NOUN
@@ -230,9 +230,13 @@ def heatmap_section(
 
     def gamma_view() -> None:
         fig_g = param_heatmap(all_params, all_found.weight_flags, "gamma", scale, found.dims)
-        live_chart(fig_g, key="ln_heat_gamma")
-        download_buttons(
-            "ln_gamma", fig=fig_g, frame=all_params.to_frame(), name="layernorm_params"
+        chart_with_downloads(
+            fig_g,
+            key="ln_heat_gamma",
+            downloads="ln_gamma",
+            frame=all_params.to_frame(),
+            name="layernorm_params",
+            live=True,
         )
 
     def beta_view() -> None:
@@ -240,8 +244,13 @@ def heatmap_section(
             st.info("These norms are RMSNorms (Llama family): they have a γ and no β.")
             return
         fig_b = param_heatmap(all_params, all_found.bias_flags, "beta", scale, found.dims)
-        st.plotly_chart(fig_b, width="stretch", key="ln_heat_beta")
-        download_buttons("ln_beta", fig=fig_b, frame=all_params.to_frame(), name="layernorm_params")
+        chart_with_downloads(
+            fig_b,
+            key="ln_heat_beta",
+            downloads="ln_beta",
+            frame=all_params.to_frame(),
+            name="layernorm_params",
+        )
 
     def counts_view() -> None:
         fig_c = flag_counts_bar(all_found)

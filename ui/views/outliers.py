@@ -33,6 +33,7 @@ from backend.plots.outliers import (
 )
 from backend.plots.outliers import outlier_heatmap as plot_outlier_heatmap
 from ui.cached import cached
+from ui.charts import chart_with_downloads
 from ui.common import download_buttons, explainer
 from ui.controls import interval_slider
 from ui.links import state_index
@@ -170,9 +171,11 @@ def heatmap_section(result: ExtractionResult, thresholds: OutlierThresholds) -> 
         f"Colour: {HEATMAP_STATS[stat]}. Markers show the outlier dims of each criterion (toggle them in the legend)."
     )
     heat_fig = outlier_heatmap(result, stat, thresholds)
-    st.plotly_chart(heat_fig, width="stretch", key="out_heatmap")
-    download_buttons(
-        "out_heatmap", fig=heat_fig, name=f"isoscope_outlier_heatmap_{stat.strip('|')}"
+    chart_with_downloads(
+        heat_fig,
+        key="out_heatmap",
+        downloads="out_heatmap",
+        name=f"isoscope_outlier_heatmap_{stat.strip('|')}",
     )
 
 

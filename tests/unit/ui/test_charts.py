@@ -100,3 +100,27 @@ def test_without_a_writable_folder_the_chart_is_streamlits_own(monkeypatch):
     at = AppTest.from_function(app).run()
     assert not at.exception
     assert len(at.get("plotly_chart")) == 1 and not at.get("component_instance")
+
+
+def test_chart_with_downloads_draws_the_chart_then_its_downloads(cache_dir):
+    def app():
+        import pandas as pd
+        import plotly.graph_objects as go
+
+        from ui.charts import chart_with_downloads
+
+        fig = go.Figure(go.Bar(x=[1], y=[2]))
+        chart_with_downloads(fig, key="own_chart", downloads="own", name="own")
+        frame = pd.DataFrame({"a": [1.0]})
+        chart_with_downloads(
+            fig, key="live", downloads="both", frame=frame, json_data={"a": 1}, live=True
+        )
+
+    at = AppTest.from_function(app).run()
+    assert not at.exception
+    assert [e.proto.id.endswith("-own_chart") for e in at.get("plotly_chart")] == [True]
+    live = at.get("component_instance")
+    assert [e.proto.component_name for e in live] == ["ui.charts.live_chart"]
+    assert live[0].proto.id.endswith("-live")
+    buttons = [e.proto.id.rsplit("-", 1)[-1] for e in at.get("download_button")]
+    assert buttons == ["dl_png_own", "dl_png_both", "dl_csv_both", "dl_json_both"]

@@ -60,6 +60,8 @@ def test_heatmap_names_the_key_head_only_under_grouped_query_attention():
     fig = qk_heatmaps([grouped, plain], "cos_qk", "cos")
     assert list(fig.data[0].x) == ["h0·kv0", "h1·kv0", "h2·kv1", "h3·kv1"]
     assert list(fig.data[1].x) == ["h0", "h1", "h2", "h3"]
+    titles = [fig.layout.xaxis.title.text, fig.layout.xaxis2.title.text]
+    assert titles == ["query head · its key head", "query head"]
 
 
 def test_broadcast_key_heads_fold_back_to_their_groups():
