@@ -9,7 +9,6 @@ import dataclasses
 import pandas as pd
 import streamlit as st
 
-from backend.analysis.geometry.similarity import sts_sample
 from backend.analysis.layernorm.ablation import (
     AblationReport,
     SweepResult,
@@ -33,6 +32,7 @@ from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult
 from backend.engine.inputs import MediaCorpus
 from backend.engine.models import LoadedModel, is_random_like, random_like_source
+from backend.engine.pairs import sts_sample
 from backend.plots.layernorm import (
     METRIC_LABELS,
     ablation_vs_controls,
