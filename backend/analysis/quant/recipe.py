@@ -138,8 +138,8 @@ class Recipe:
         how = (
             f"a Hadamard rotation (block {self.rotation.block_size}) instead of SmoothQuant"
             if self.rotates
-            else f"SmoothQuant {self.alpha_reason or f'α = {self.alpha:g}'} at "
-            f"{len(self.mappings)} norm(s)"
+            else f"SmoothQuant at {len(self.mappings)} norm(s), "
+            f"{self.alpha_reason or f'α = {self.alpha:g}'}"
         )
         parts = [
             f"Decision: {SCHEME} (int8 weights per channel, int8 activations per token) with "

@@ -48,26 +48,26 @@ class QuantReport:
         """Why this α, with the number behind it: the sweep's best, or the user's (and what the
         sweep would have chosen)."""
         if not self.alpha_sweep:
-            return f"α = {self.alpha:g} (given)"
+            return f"α = {self.alpha:g} as given"
         by_alpha = {r["alpha"]: r["error"] for r in self.alpha_sweep}
         best = best_alpha(self.alpha_sweep)
         grid = f"{min(by_alpha):g}–{max(by_alpha):g}"
         if not self.alpha_given:
             default = DEFAULT_ALPHA if DEFAULT_ALPHA in by_alpha else None
             than = (
-                f", against {by_alpha[default]:.4g} at the paper's {default:g}"
+                f" against {by_alpha[default]:.4g} at the paper's {default:g}"
                 if default is not None and default != best
                 else ""
             )
             return (
                 f"α = {best:g}, the lowest mean per-site SmoothQuant error of the sweep over "
-                f"{grid} ({by_alpha[best]:.4g}{than})"
+                f"{grid}: {by_alpha[best]:.4g}{than}"
             )
         if best == self.alpha:
-            return f"α = {self.alpha:g} (given; also the sweep's best over {grid}, {by_alpha[best]:.4g})"
+            return f"α = {self.alpha:g} as given, also the sweep's best over {grid}: {by_alpha[best]:.4g}"
         return (
-            f"α = {self.alpha:g} (given; the sweep over {grid} would choose {best:g}: mean per-site "
-            f"error {by_alpha[best]:.4g} against {self.site_mean('smoothquant'):.4g} at {self.alpha:g})"
+            f"α = {self.alpha:g} as given; the sweep over {grid} would choose {best:g}: mean per-site "
+            f"error {by_alpha[best]:.4g} against {self.site_mean('smoothquant'):.4g} at {self.alpha:g}"
         )
 
     def site_mean(self, scheme: str) -> float:
@@ -182,9 +182,10 @@ class QuantReport:
         parts = [
             f"Per-token W8A8 costs {fmt(end['per_token'])} (static per-tensor "
             f"{fmt(end['per_tensor'])}); keeping {self.keep} channels brings it to "
-            f"{fmt(end['keep_k'])}, SmoothQuant ({self.alpha_reason()}) to {fmt(end['smoothquant'])}, "
+            f"{fmt(end['keep_k'])}, SmoothQuant (α = {self.alpha:g}) to {fmt(end['smoothquant'])}, "
             f"a Hadamard rotation to {fmt(end['rotation'])}; weight-only int4 costs "
-            f"{fmt(end['w4_g128'])}. Best: {SCHEME_LABELS.get(best, best)}."
+            f"{fmt(end['w4_g128'])}. Best: {SCHEME_LABELS.get(best, best)}. SmoothQuant's "
+            f"{self.alpha_reason()}."
         ]
         n_end = int(self.scan.end_ids.shape[0])
         close = [b for a, b in self.overlapping() if a == best]

@@ -57,7 +57,7 @@ def test_tiny_llama_kl(tiny_tied_llama_dir):
     assert f"α = {report.alpha:g}, the lowest mean per-site SmoothQuant error" in report.verdict()
     assert report.site_mean("smoothquant") == pytest.approx(sweep[report.alpha], rel=1e-6)
     given = report_from(loaded, report.scan, alpha=0.35, sensitivity=False)
-    assert given.alpha == 0.35 and given.alpha_given and "α = 0.35 (given" in given.verdict()
+    assert given.alpha == 0.35 and given.alpha_given and "α = 0.35 as given" in given.verdict()
     # the full-precision reference reproduces itself: no quantization, KL ~ 0
     scan = report.scan
     assert data["corpus"]["end_tokens"] == scan.end_tokens <= 40
