@@ -82,6 +82,7 @@ def test_button_then_every_tab_on_a_tiny_llama(tiny_llama_dir):
     assert f"(#{RECIPE_ANCHOR})" in verdict  # the verdict links to the decision and its recipe
     at.number_input(key="quant_keep").set_value(2)
     at.toggle(key="quant_alpha_auto").set_value(False)
+    _rerun(at)  # the slider is disabled while the sweep chooses
     at.slider(key="quant_alpha").set_value(0.8)
     _rerun(at)
     assert any(m.label.endswith("keep 2") for m in at.metric)
