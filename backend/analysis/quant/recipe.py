@@ -154,7 +154,8 @@ class Recipe:
                 f"SmoothQuant at every site {p['smoothquant']:.3g})."
             )
         if self.rotation is not None:
-            parts.append(self.rotation.reason)
+            reason = self.rotation.reason
+            parts.append(reason[:1].upper() + reason[1:])  # a sentence of the decision
         elif p:
             helps = (
                 p["rotation"] < p["per_token"]
