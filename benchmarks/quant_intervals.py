@@ -1,13 +1,15 @@
 """Are the default end figures of ``isoscope quant`` trustworthy? (issue 34) The bundled decoder on
 64 texts of 128 tokens: the command's defaults (end metric on the first texts up to 256 tokens, site
-errors on a 256-token sample) against an all-token run of the same analysis (every text's tokens
-for the end metric, every token for the site errors), with each end figure's 95% bootstrap
-interval over texts.
+errors on a 256-token sample, α the sweep's best) against an all-token run of the same analysis
+(every text's tokens for the end metric; the site errors, which only choose α, on
+``--all-error-tokens``, default 1024: every token would hold tokens x the summed site widths
+twice, about 8 GB for SmolLM2, and was killed for memory on the shared machine), with each end
+figure's 95% bootstrap interval over texts.
 
 Prints JSON: per run, the end figure and interval of every scheme, the scheme ranking, which pairs
 of schemes have overlapping intervals, and the seconds; then the ratio default / all-token per
 scheme and whether the two rankings agree. Usage: ``python benchmarks/quant_intervals.py
-[--texts 64] [--max-length 128] [--end-tokens 256] [--error-tokens 256]``.
+[--texts 64] [--max-length 128] [--end-tokens 256] [--error-tokens 256] [--all-error-tokens 1024]``.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ def run(loaded, texts, *, max_length: int, end_tokens: int, error_tokens: int) -
     )
     end = report.end
     return {
+        "alpha": report.alpha,
         "end_tokens": report.scan.end_tokens,
         "end_texts": int(report.scan.end_ids.shape[0]),
         "error_tokens": report.scan.error_tokens,
@@ -59,6 +62,7 @@ def main() -> None:
     parser.add_argument("--max-length", type=int, default=128)
     parser.add_argument("--end-tokens", type=int, default=256)
     parser.add_argument("--error-tokens", type=int, default=256)
+    parser.add_argument("--all-error-tokens", type=int, default=1024)
     args = parser.parse_args()
     from quant import corpus_texts
 
@@ -74,7 +78,13 @@ def main() -> None:
         end_tokens=args.end_tokens,
         error_tokens=args.error_tokens,
     )
-    full = run(loaded, texts, max_length=args.max_length, end_tokens=every, error_tokens=every)
+    full = run(
+        loaded,
+        texts,
+        max_length=args.max_length,
+        end_tokens=every,
+        error_tokens=args.all_error_tokens,
+    )
     print(
         json.dumps(
             {

@@ -21,7 +21,7 @@ from backend.analysis.geometry.outliers import (
 from backend.analysis.geometry.postprocess import POSTPROCESSORS
 from backend.analysis.geometry.projections import METHODS
 from backend.analysis.layernorm.thresholds import LN_THRESHOLDS
-from backend.analysis.quant.params import KEEP_K, SMOOTHQUANT_ALPHA
+from backend.analysis.quant.params import IGNORE_SHARE, KEEP_K, SMOOTHQUANT_ALPHA
 from backend.engine.params import Interval, Options
 from backend.plots.compare import TRAJECTORY_METRICS
 from backend.plots.outliers import HEATMAP_STATS
@@ -82,6 +82,8 @@ QUANT_MAX_LENGTHS = (16, 32, 64, 128, 256)
 QUANT_MAX_LENGTH = Options(QUANT_MAX_LENGTHS, 64)
 QUANT_KEEP = KEEP_K  # keep-K channels (LLM.int8's decomposition)
 QUANT_ALPHA = SMOOTHQUANT_ALPHA  # SmoothQuant's migration strength
+QUANT_IGNORE_SHARE = IGNORE_SHARE  # the recipe's ignore rule
+QUANT_ALPHA_AUTO = Options((True, False), True)  # α from the sweep (True) or the slider
 QUANT_PAIRS = Options(("none", "bundled sample pairs", "upload a CSV"))  # encoders' STS pairs
 
 MODES = ("two models, one corpus", "one model, two corpora")
@@ -121,6 +123,8 @@ LINK_CONTROLS: dict[str, dict[str, Options | Interval | Tab]] = {
         "quant_max_length": QUANT_MAX_LENGTH,
         "quant_keep": QUANT_KEEP,
         "quant_alpha": QUANT_ALPHA,
+        "quant_alpha_auto": QUANT_ALPHA_AUTO,
+        "quant_ignore_share": QUANT_IGNORE_SHARE,
         "quant_pairs": QUANT_PAIRS,
         "quant_tab": TAB,
     },

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import argparse
 
-from backend.analysis.quant.params import KEEP_K, SMOOTHQUANT_ALPHA
-from backend.analysis.quant.recipe import KEEP_SHARE, MAX_BLOCKS
+from backend.analysis.quant.params import ALPHA_GRID, IGNORE_SHARE, KEEP_K, SMOOTHQUANT_ALPHA
+from backend.analysis.quant.recipe import MAX_BLOCKS
 from backend.commands.common import (
     ProgressPrinter,
     add_cache_args,
@@ -39,7 +39,13 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--out", required=True, help="output JSON file")
     KEEP_K.add_argument(p)
-    SMOOTHQUANT_ALPHA.add_argument(p)
+    SMOOTHQUANT_ALPHA.add_argument(
+        p,
+        help="SmoothQuant migration strength; by default the best of the sweep over "
+        + ", ".join(f"{a:g}" for a in ALPHA_GRID)
+        + " (the lowest mean per-site SmoothQuant error on the same scan)",
+    )
+    p.set_defaults(alpha=None)  # None: the sweep chooses; a given --alpha overrides it
     p.add_argument(
         "--error-tokens",
         type=int,
@@ -79,13 +85,7 @@ def add_parser(sub) -> None:
         default=None,
         help="also write the recipe's decisions as plain JSON (for other toolchains) to this file",
     )
-    p.add_argument(
-        "--ignore-share",
-        type=float,
-        default=KEEP_SHARE,
-        help="the recipe keeps the most sensitive blocks in full precision until they make up "
-        "this share of the summed per-block loss (0: keep none)",
-    )
+    IGNORE_SHARE.add_argument(p)
     p.add_argument(
         "--ignore-max-blocks",
         type=int,
@@ -112,7 +112,8 @@ def _refuse_pairs(name: str) -> None:
 
 
 def run_quant(args: argparse.Namespace) -> int:
-    from backend.analysis.quant.readiness import analyse, check_keep_alpha
+    from backend.analysis.quant.params import check_keep_alpha
+    from backend.analysis.quant.readiness import analyse
     from backend.analysis.quant.recipe import check_ignore_rule
     from backend.engine.corpus import load_corpus_file
     from backend.engine.errors import InputError
@@ -132,7 +133,7 @@ def run_quant(args: argparse.Namespace) -> int:
         if not 1 <= getattr(args, name) <= 1_000_000:
             flag = "--" + name.replace("_", "-")
             raise InputError(f"{flag} must be between 1 and 1000000, got {getattr(args, name)}")
-    check_keep_alpha(args.keep, args.alpha)
+    check_keep_alpha(args.keep, SMOOTHQUANT_ALPHA.default if args.alpha is None else args.alpha)
     check_ignore_rule(args.ignore_share, args.ignore_max_blocks)
     recipe_path = _recipe_path(args.recipe, (".yaml", ".yml"), "--recipe", "recipe.yaml")
     recipe_json = _recipe_path(args.recipe_json, (".json",), "--recipe-json", "recipe.json")

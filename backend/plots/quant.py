@@ -14,6 +14,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from backend.analysis.quant.before_after import ChannelProfile
 from backend.analysis.quant.readiness import MagnitudeTiles, QuantReport
 from backend.analysis.quant.schemes import SCHEME_LABELS, SCHEMES
 from backend.analysis.quant.sites import ROLE_LABELS, ROLES
@@ -246,6 +247,52 @@ def moved_figure(
         xaxis={"title": "site (block · role)"},
         legend={"orientation": "h", "y": -0.3},
     )
+    return log_axis(fig, "y")
+
+
+def channel_figure(profile: ChannelProfile) -> go.Figure:
+    """Per input channel of one site, before (grey) and after ``profile.transform`` (colour): the
+    activation max |x| (top) and the weight's input-channel range max |W| (bottom), log scale.
+    SmoothQuant lowers the outlier channels' activations and raises the same weight columns; a
+    rotation flattens both. ``profile``: :func:`backend.analysis.quant.before_after.channel_profile`."""
+    name = SCHEME_LABELS.get(profile.transform, profile.transform)
+    if profile.transform == "smoothquant":
+        name += f" (α = {profile.alpha:g})"
+    channels = np.arange(profile.act_before.size)
+    fig = make_subplots(
+        rows=2,
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.08,
+        subplot_titles=("activation max |x| per channel", "weight range max |W| per input channel"),
+    )
+    panels = (
+        (1, "activation", profile.act_before, profile.act_after, "#1f77b4"),
+        (2, "weight", profile.weight_before, profile.weight_after, "#d62728"),
+    )
+    for row, what, before, after, colour in panels:
+        for stage, values, marker in (
+            ("before", before, {"color": "#b0b0b0", "size": 4}),
+            (f"after {name}", after, {"color": colour, "size": 4}),
+        ):
+            fig.add_trace(
+                go.Scatter(
+                    x=channels,
+                    y=values,
+                    mode="markers",
+                    marker=marker,
+                    name=f"{what}, {stage}",
+                    hovertemplate="channel %{x}: %{y:.3g}<extra>" + f"{what}, {stage}</extra>",
+                ),
+                row=row,
+                col=1,
+            )
+    fig.update_layout(
+        title=f"{profile.site}: per channel, before and after {name}",
+        legend={"orientation": "h", "y": -0.15},
+        height=560,
+    )
+    fig.update_xaxes(title_text="input channel", row=2, col=1)
     return log_axis(fig, "y")
 
 

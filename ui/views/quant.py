@@ -4,20 +4,24 @@ the end metric of every scheme and five lazy tabs."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import streamlit as st
 
-from backend.analysis.quant.before_after import before_after
+from backend.analysis.quant.before_after import ChannelProfile, before_after, channel_profile
+from backend.analysis.quant.params import ALPHA_GRID
 from backend.analysis.quant.readiness import (
     MagnitudeTiles,
     QuantReport,
     QuantScan,
     evaluate,
     prefix_curve,
+    report_from,
     scan_sites,
     site_magnitudes,
 )
 from backend.analysis.quant.readiness.report import MIN_BOOTSTRAP_TEXTS
-from backend.analysis.quant.recipe import KEEP_SHARE, Recipe, build_recipe, predict
+from backend.analysis.quant.recipe import Recipe, build_recipe, predict
 from backend.analysis.quant.schemes import SCHEME_LABELS
 from backend.analysis.quant.sites import ROLE_LABELS, Site
 from backend.engine.corpus import Corpus
@@ -28,6 +32,7 @@ from backend.engine.params import massive_rule
 from backend.plots.quant import (
     STRIP_QUANTITIES,
     before_after_frame,
+    channel_figure,
     heat_strip_figure,
     magnitude_figure,
     moved_figure,
@@ -37,13 +42,21 @@ from backend.plots.quant import (
     sensitivity_figure,
     sites_frame,
 )
-from ui.cached import heavy
+from ui.cached import cached, heavy
 from ui.common import download_buttons, explainer, get_extraction
-from ui.ranges import QUANT_ALPHA, QUANT_KEEP, QUANT_MAX_LENGTH, QUANT_PAIRS
+from ui.ranges import (
+    QUANT_ALPHA,
+    QUANT_ALPHA_AUTO,
+    QUANT_IGNORE_SHARE,
+    QUANT_KEEP,
+    QUANT_MAX_LENGTH,
+    QUANT_PAIRS,
+)
 from ui.share import remember_quant
 from ui.tabs import lazy_tabs
 
 RAN_KEY = "quant_ran"
+RECIPE_ANCHOR = "quant-recipe"  # the recipe section's heading, linked from the verdict
 
 
 @heavy(
@@ -69,30 +82,29 @@ def block_sensitivity(
 
 @heavy("Simulating every scheme:", "schemes")
 def scheme_report(
-    loaded: LoadedModel, corpus: Corpus, n_texts: int, max_length: int, keep: int, alpha: float,
-    pairs: SentencePairs | None, _scan: QuantScan, _sensitivity: list, *, progress,
+    loaded: LoadedModel, corpus: Corpus, n_texts: int, max_length: int, keep: int,
+    alpha: float | None, pairs: SentencePairs | None, _scan: QuantScan, _sensitivity: list, *,
+    progress,
 ) -> QuantReport:  # fmt: skip
-    """Errors and end metric for K and α (with ``pairs``, an encoder's STS change per scheme),
-    on a private copy: sessions using the cached model never see the swapped weights."""
+    """Errors and end metric for K and α (None: the α sweep's best; with ``pairs``, an encoder's
+    STS change per scheme), on a private copy: sessions using the cached model never see the
+    swapped weights."""
     copy = private_copy(loaded)
-    ev = evaluate(
+    report = report_from(
         copy, _scan, keep=keep, alpha=alpha, sensitivity=False, pairs=pairs, progress=progress
     )
-    return QuantReport(
-        _scan, ev.errors, ev.end, _sensitivity, int(keep), float(alpha), interval=ev.interval
-    )
+    return replace(report, sensitivity=_sensitivity)
 
 
 def get_report(
-    loaded: LoadedModel, corpus: Corpus, n_texts: int, max_length: int, keep: int, alpha: float,
-    pairs: SentencePairs | None = None,
+    loaded: LoadedModel, corpus: Corpus, n_texts: int, max_length: int, keep: int,
+    alpha: float | None, pairs: SentencePairs | None = None,
 ) -> QuantReport:  # fmt: skip
-    """The pass, its sensitivity, then the schemes at K and α."""
+    """The pass, its sensitivity, then the schemes at K and α (None: the sweep's best)."""
     scan = quant_scan(loaded, corpus, n_texts, max_length)
     sens = block_sensitivity(loaded, corpus, n_texts, max_length, scan)
-    return scheme_report(
-        loaded, corpus, n_texts, max_length, int(keep), float(alpha), pairs, scan, sens
-    )
+    alpha = None if alpha is None else float(alpha)
+    return scheme_report(loaded, corpus, n_texts, max_length, int(keep), alpha, pairs, scan, sens)
 
 
 @heavy("Quantizing blocks 1..k:", "blocks")
@@ -111,6 +123,16 @@ def site_transforms(
 ) -> list:  # fmt: skip
     """Every site before and after SmoothQuant (α) and the rotation, on the scan's sample."""
     return before_after(loaded, _scan, alpha=alpha)
+
+
+@cached
+def site_channels(
+    loaded: LoadedModel, corpus: Corpus, n_texts: int, max_length: int, index: int,
+    transform: str, alpha: float, _scan: QuantScan,
+) -> ChannelProfile:  # fmt: skip
+    """One site's per-channel activation max and weight range, before and after ``transform``
+    (weights read, never swapped: the shared model is fine)."""
+    return channel_profile(loaded, _scan, index, transform, alpha=alpha)
 
 
 @heavy("Predicting the recipe's end metric:", "passes")
@@ -202,8 +224,8 @@ time. Once this page has run, the Overview's report download adds a "Quantizatio
     )
 
 
-def controls(corpus: Corpus) -> tuple[int, int, int, float]:
-    """(texts, max tokens per text, keep K, SmoothQuant α)."""
+def controls(corpus: Corpus) -> tuple[int, int, int, float | None]:
+    """(texts, max tokens per text, keep K, SmoothQuant α or None: the sweep chooses it)."""
     c1, c2, c3, c4 = st.columns(4)
     n_max = len(corpus.texts)
     n_texts = int(
@@ -229,6 +251,14 @@ def controls(corpus: Corpus) -> tuple[int, int, int, float]:
             help="keep-K (LLM.int8): the K input channels with the largest max |x| stay in full precision",
         )
     )
+    auto = c4.toggle(
+        "Choose α by the sweep",
+        QUANT_ALPHA_AUTO.default,
+        key="quant_alpha_auto",
+        help="SmoothQuant's α with the lowest mean per-site error over "
+        + ", ".join(f"{a:g}" for a in ALPHA_GRID)
+        + " on the same scan; off: the slider's α",
+    )
     alpha = float(
         c4.slider(
             "SmoothQuant α",
@@ -237,10 +267,11 @@ def controls(corpus: Corpus) -> tuple[int, int, int, float]:
             QUANT_ALPHA.default,
             QUANT_ALPHA.step,
             key="quant_alpha",
+            disabled=auto,
             help="migration strength: how much of the activations' range moves into the weights",
         )
     )
-    return n_texts, max_length, keep, alpha
+    return n_texts, max_length, keep, None if auto else alpha
 
 
 def pairs_or_none(loaded: LoadedModel) -> SentencePairs | None:
@@ -285,7 +316,8 @@ def summary(loaded: LoadedModel, report: QuantReport, pairs: SentencePairs | Non
     for note in scan.notes:
         st.caption(f"ℹ️ {note}")
 
-    st.markdown(f"**Verdict.** {report.verdict()}")
+    recipe_link = f" [The decision and its recipe ↓](#{RECIPE_ANCHOR})" if report.end else ""
+    st.markdown(f"**Verdict.** {report.verdict()}{recipe_link}")
     if report.end is not None:
         m = st.columns(4)
         fmt = (lambda v: f"{v:.3g}") if report.metric == "kl" else (lambda v: f"{v:.5f}")
@@ -339,14 +371,16 @@ def recipe_section(
     recipe that carries it out (``isoscope quant --recipe`` writes the same file)."""
     if report.end is None:
         return
+    st.subheader("Decision and recipe", anchor=RECIPE_ANCHOR)
     share = st.slider(
         "Recipe: keep the most sensitive blocks in full precision until they make up this share "
         "of the summed per-block loss",
-        0.0,
-        1.0,
-        KEEP_SHARE,
-        0.05,
+        QUANT_IGNORE_SHARE.low,
+        QUANT_IGNORE_SHARE.high,
+        QUANT_IGNORE_SHARE.default,
+        QUANT_IGNORE_SHARE.step,
         key="quant_ignore_share",
+        help=QUANT_IGNORE_SHARE.help,
     )
     try:
         recipe = recipe_prediction(
@@ -404,9 +438,7 @@ def tokens_tab(
 ) -> None:
     scan = report.scan
     st.subheader("Token × channel magnitudes")
-    names = [
-        f"{s.site.layer} · {ROLE_LABELS[s.site.role]} · {s.site.modules[0]}" for s in scan.sites
-    ]
+    names = [site_name(s) for s in scan.sites]
     worst = max(range(len(scan.sites)), key=lambda i: scan.sites[i].max_over_median)
     index = st.selectbox(
         "Site", range(len(names)), index=worst, format_func=lambda i: names[i], key="quant_site"
@@ -475,6 +507,7 @@ def before_after_tab(
     frame = before_after_frame(report, stats)
     st.dataframe(frame, hide_index=True, width="stretch")
     download_buttons("quant_before_after", fig=fig, frame=frame, name="quant_before_after")
+    channels_view(loaded, corpus, report, n_texts, max_length, transform)
     explainer(
         "How to read it",
         """
@@ -487,6 +520,47 @@ rotation (QuaRot, Ashkboos et al. 2024, arXiv 2404.00456) spreads outliers over 
 The table adds max / median |x|, kurtosis, the share of |x| >= 6 and the weight's column max / median.
 """,
     )
+
+
+def channels_view(
+    loaded: LoadedModel, corpus: Corpus, report: QuantReport, n_texts: int, max_length: int,
+    transform: str,
+) -> None:  # fmt: skip
+    """Per channel of one site: the activation max |x| and the weight range, before and after."""
+    scan = report.scan
+    names = [site_name(s) for s in scan.sites]
+    worst = max(range(len(scan.sites)), key=lambda i: scan.sites[i].max_over_median)
+    index = int(
+        st.selectbox(
+            "Site, per channel",
+            range(len(names)),
+            index=worst,
+            format_func=lambda i: names[i],
+            key="quant_channel_site",
+        )
+    )
+    profile = site_channels(
+        loaded, corpus, n_texts, max_length, index, transform, report.alpha, scan
+    )
+    fig = channel_figure(profile)
+    st.plotly_chart(fig, width="stretch", key="quant_channel_chart")
+    download_buttons("quant_channels", fig=fig, name="quant_channels")
+    explainer(
+        "How to read it (per channel)",
+        """
+One dot per input channel of the chosen site (the most spiky one by default): top, the largest |x| of
+that channel over the scan's token sample; bottom, the weight's range in that input column (max |W| over
+every projection the site feeds). Grey is before, colour after. SmoothQuant divides channel j's
+activations by s_j and multiplies the weight's column j by it, so the outlier channels drop on top and the
+same columns rise below (Xiao et al. 2023, arXiv 2211.10438, fig. 4). The Hadamard rotation mixes
+channels: both panels flatten (Ashkboos et al. 2024, arXiv 2404.00456; Tseng et al. 2024, QuIP#, arXiv
+2402.04396).
+""",
+    )
+
+
+def site_name(s) -> str:
+    return f"{s.site.layer} · {ROLE_LABELS[s.site.role]} · {s.site.modules[0]}"
 
 
 def sensitivity_tab(

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
-from backend.analysis.quant.readiness.scan import MAGNITUDE, QuantScan, weighted_median
+from backend.analysis.quant.readiness.scan import QuantScan, weighted_median
 from backend.analysis.quant.schemes import (
     DEFAULT_ALPHA,
     hadamard_block,
@@ -28,6 +29,7 @@ from backend.analysis.quant.schemes import (
     smooth_scales,
 )
 from backend.analysis.quant.sites import weight_matrix
+from backend.engine.params import LLM_INT8_THRESHOLD
 
 TRANSFORMS = ("smoothquant", "rotation")
 
@@ -55,7 +57,7 @@ def _side(x: torch.Tensor, w: torch.Tensor, row_weights: torch.Tensor) -> SideSt
     c = x - mean
     m2 = float((c * c * rw).sum()) / total
     m4 = float((c**4 * rw).sum()) / total
-    share = float(((values >= MAGNITUDE).double() * rw).sum()) / total
+    share = float(((values >= LLM_INT8_THRESHOLD).double() * rw).sum()) / total
     cols = w.abs().amax(dim=0).double()
     col_median = float(cols.median())
     return SideStats(
@@ -70,6 +72,63 @@ def _side(x: torch.Tensor, w: torch.Tensor, row_weights: torch.Tensor) -> SideSt
     )
 
 
+@dataclass(frozen=True)
+class ChannelProfile:
+    """One site under one transform, per input channel j (arrays (in,), float64): the max |x_j|
+    over the scan's token sample and the weight's input-channel range max_i |W_ij| over every
+    projection the site feeds, before and after (``x / s``, ``W · s`` or ``x H``, ``W H``)."""
+
+    site: str
+    transform: str
+    alpha: float
+    act_before: np.ndarray
+    act_after: np.ndarray
+    weight_before: np.ndarray
+    weight_after: np.ndarray
+
+
+def _transformed(
+    x: torch.Tensor, w: torch.Tensor, act_max: torch.Tensor, transform: str, alpha: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(x', W')`` of ``transform`` in full precision (:mod:`.schemes`' own scales and blocks)."""
+    if transform == "smoothquant":
+        scale = smooth_scales(act_max.float(), w, alpha)
+        return x / scale, w * scale
+    if transform == "rotation":
+        block = hadamard_block(w.shape[1])
+        return rotate(x, block), rotate(w, block)
+    raise ValueError(f"unknown transform {transform!r}; use one of {', '.join(TRANSFORMS)}")
+
+
+def _stacked(named: dict, site_scan) -> tuple[torch.Tensor, torch.Tensor]:
+    w = torch.cat([weight_matrix(named[p]).detach().float().cpu() for p in site_scan.site.paths])
+    return site_scan.sample.float(), w
+
+
+def channel_profile(
+    loaded,
+    scan: QuantScan,
+    index: int,
+    transform: str = "smoothquant",
+    *,
+    alpha: float = DEFAULT_ALPHA,
+) -> ChannelProfile:
+    """Per input channel of ``scan.sites[index]``, activation max |x| and weight range before and
+    after ``transform`` (the per-channel view of :func:`before_after`: smoothing divides the
+    outlier channels' activations by ``s_j`` and multiplies the weight's column j by it)."""
+    s = scan.sites[index]
+    x, w = _stacked(dict(loaded.encoder.named_modules()), s)
+    with torch.inference_mode():
+        x_t, w_t = _transformed(x, w, s.act_max, transform, alpha)
+
+    def col_max(v: torch.Tensor) -> np.ndarray:
+        return v.abs().amax(dim=0).double().numpy() if v.numel() else np.zeros(v.shape[1])
+
+    return ChannelProfile(
+        s.site.name, transform, float(alpha), col_max(x), col_max(x_t), col_max(w), col_max(w_t)
+    )
+
+
 def before_after(
     loaded, scan: QuantScan, *, alpha: float = DEFAULT_ALPHA
 ) -> list[dict[str, SideStats]]:
@@ -78,16 +137,10 @@ def before_after(
     out = []
     with torch.inference_mode():
         for s in scan.sites:
-            w = torch.cat([weight_matrix(named[p]).detach().float().cpu() for p in s.site.paths])
-            x = s.sample.float()
+            x, w = _stacked(named, s)
             weights = scan.sample_weights
-            scale = smooth_scales(s.act_max.float(), w, alpha)
-            block = hadamard_block(w.shape[1])
-            out.append(
-                {
-                    "before": _side(x, w, weights),
-                    "smoothquant": _side(x / scale, w * scale, weights),
-                    "rotation": _side(rotate(x, block), rotate(w, block), weights),
-                }
-            )
+            row = {"before": _side(x, w, weights)}
+            for transform in TRANSFORMS:
+                row[transform] = _side(*_transformed(x, w, s.act_max, transform, alpha), weights)
+            out.append(row)
     return out

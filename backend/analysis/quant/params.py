@@ -19,3 +19,18 @@ SMOOTHQUANT_ALPHA = Interval(
     0.0, 1.0, 0.5, step=0.05, name="alpha",
     help="SmoothQuant migration strength", citation=XIAO_2023,
 )  # fmt: skip
+IGNORE_SHARE = Interval(
+    0.0, 1.0, 0.5, step=0.05, name="ignore_share",
+    help="the recipe keeps the most sensitive blocks in full precision until they make up this "
+    "share of the summed per-block loss (0: keep none)",
+)  # fmt: skip
+# The α grid the analysis sweeps on the one scan when no α is given (issue 34): SmoothQuant's paper
+# finds 0.4-0.6 best for most models and up to 0.75-0.85 for GLM-130B / Llama-class outliers.
+ALPHA_GRID = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
+
+
+def check_keep_alpha(keep: int, alpha: float) -> None:
+    """keep-K and α against their declarations (:class:`~backend.engine.errors.InputError`
+    naming the flag)."""
+    KEEP_K.check(keep, KEEP_K.flag)
+    SMOOTHQUANT_ALPHA.check(alpha, SMOOTHQUANT_ALPHA.flag)

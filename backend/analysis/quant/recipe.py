@@ -18,6 +18,13 @@ the same decisions, written from what isoscope measured (issue 34; METHODS.md se
   W8A8 examples do). Each ignored module's reason is a YAML comment beside it.
 - **The scheme** is llm-compressor's ``W8A8`` preset: int8 weights per output channel and int8
   activations per token, dynamic, symmetric: isoscope's ``per_token`` scheme.
+- **α** is the report's: the α sweep's best on the scan unless the user gave one.
+- **A rotation** (llm-compressor's ``QuIPModifier``, input side ``v``, Hadamard blocks; QuIP#,
+  Tseng et al. 2024, arXiv 2402.04396; isoscope's ``rotation`` scheme is the same online
+  ``x H``, ``W H``) replaces SmoothQuant only when the measured end metric of the rotation is
+  better than both per-token W8A8 and SmoothQuant with 95% intervals that do not overlap
+  theirs: on overlapping intervals the order is not settled, and rotation hurts some models
+  (SpinQuant #33, QuaRot #27, auto-round #1797). The YAML says why or why not in a comment.
 
 The recipe's format is llm-compressor's (``Recipe.from_dict``): ``<name>_stage`` ->
 ``<name>_modifiers`` -> ``{ModifierName: arguments}``.
@@ -32,13 +39,15 @@ from dataclasses import dataclass, field
 
 import torch
 
-from backend.analysis.quant.readiness.report import QuantReport
+from backend.analysis.quant.params import IGNORE_SHARE
+from backend.analysis.quant.readiness.report import MIN_BOOTSTRAP_TEXTS, QuantReport
+from backend.analysis.quant.schemes import SCHEME_LABELS, hadamard_block
 from backend.analysis.quant.sites import name_prefix, public_names
 from backend.engine.arch import wiring
 from backend.engine.errors import InputError
 
 SCHEME = "W8A8"
-KEEP_SHARE = 0.5
+KEEP_SHARE = IGNORE_SHARE.default
 MAX_BLOCKS = 4
 HEAD = "lm_head"
 LLMCOMPRESSOR = "https://github.com/vllm-project/llm-compressor"
@@ -75,6 +84,17 @@ class Ignored:
 
 
 @dataclass(frozen=True)
+class Rotation:
+    """The rotation decision: ``written`` when the recipe rotates (``QuIPModifier`` in place of
+    SmoothQuant), ``reason`` with the numbers behind it, ``block_size`` the Hadamard block."""
+
+    written: bool
+    verdict: str  # "helps", "hurts" or "not settled"
+    reason: str
+    block_size: int
+
+
+@dataclass(frozen=True)
 class Recipe:
     """The decisions: scheme, α, SmoothQuant mappings, modules kept in full precision. ``regex``:
     the mappings in llm-compressor's form, ``[[balance targets], smooth target]``."""
@@ -92,6 +112,12 @@ class Recipe:
     blocks: tuple[dict, ...]  # per block, most damaging first: {layer, damage, share}
     notes: tuple[str, ...] = field(default_factory=tuple)
     predicted: dict | None = None
+    rotation: Rotation | None = None
+    alpha_reason: str = ""
+
+    @property
+    def rotates(self) -> bool:
+        return self.rotation is not None and self.rotation.written
 
     @property
     def ignored_layers(self) -> list[int]:
@@ -109,9 +135,15 @@ class Recipe:
             if layers
             else f"keep only {HEAD} in full precision"
         )
+        how = (
+            f"a Hadamard rotation (block {self.rotation.block_size}) instead of SmoothQuant"
+            if self.rotates
+            else f"SmoothQuant at {len(self.mappings)} norm(s), "
+            f"{self.alpha_reason or f'α = {self.alpha:g}'}"
+        )
         parts = [
             f"Decision: {SCHEME} (int8 weights per channel, int8 activations per token) with "
-            f"SmoothQuant α = {self.alpha:g} at {len(self.mappings)} norm(s); {kept}."
+            f"{how}; {kept}."
         ]
         p = self.predicted
         if p:
@@ -121,6 +153,10 @@ class Recipe:
                 f"{p['without_ignore']:.3g}; plain per-token W8A8 {p['per_token']:.3g}; "
                 f"SmoothQuant at every site {p['smoothquant']:.3g})."
             )
+        if self.rotation is not None:
+            reason = self.rotation.reason
+            parts.append(reason[:1].upper() + reason[1:])  # a sentence of the decision
+        elif p:
             helps = (
                 p["rotation"] < p["per_token"]
                 if p["metric"] == "kl"
@@ -128,16 +164,18 @@ class Recipe:
             )
             parts.append(
                 f"A Hadamard rotation {'helps' if helps else 'does not help'} this model: {unit} "
-                f"{p['rotation']:.3g} against {p['per_token']:.3g} per token"
-                + (
-                    " (this W8A8 recipe has no rotation; llm-compressor's SpinQuantModifier or "
-                    "QuIPModifier adds one)"
-                    if helps
-                    else ", so the recipe leaves it out"
-                )
-                + "."
+                f"{p['rotation']:.3g} against {p['per_token']:.3g} per token (no intervals to "
+                "settle it, so the recipe leaves it out)."
             )
         return " ".join(parts)
+
+    def _quip(self) -> dict:
+        return {
+            "rotations": ["v"],
+            "transform_type": "hadamard",
+            "transform_block_size": self.rotation.block_size,
+            "ignore": [i.module for i in self.ignore],
+        }
 
     def modifiers(self) -> dict:
         """``{ModifierName: arguments}`` in the order llm-compressor runs them."""
@@ -146,6 +184,8 @@ class Recipe:
             "mappings": [[list(b), s] for b, s in self.regex],
         }
         quant = {"targets": ["Linear"], "scheme": SCHEME, "ignore": [i.module for i in self.ignore]}
+        if self.rotates:
+            return {"QuIPModifier": self._quip(), "QuantizationModifier": quant}
         return (
             {"SmoothQuantModifier": smooth, "QuantizationModifier": quant}
             if self.regex
@@ -158,7 +198,18 @@ class Recipe:
             "model": self.model,
             "scheme": SCHEME,
             "alpha": self.alpha,
+            "alpha_reason": self.alpha_reason,
+            "rotation": None
+            if self.rotation is None
+            else {
+                "written": self.rotation.written,
+                "verdict": self.rotation.verdict,
+                "reason": self.rotation.reason,
+                "modifier": "QuIPModifier",
+                "transform_block_size": self.rotation.block_size,
+            },
             "smoothquant": {
+                "used": not self.rotates,
                 "mappings": [
                     {
                         "layer": m.layer,
@@ -195,8 +246,12 @@ class Recipe:
         q = json.dumps
         lines = [
             f"# isoscope quant recipe for {self.model}",
-            "# W8A8 (int8 weights per channel, int8 activations per token, dynamic), SmoothQuant",
-            "# at the norms the traced wiring found.",
+            "# W8A8 (int8 weights per channel, int8 activations per token, dynamic), "
+            + (
+                "a Hadamard rotation of every Linear input."
+                if self.rotates
+                else "SmoothQuant\n# at the norms the traced wiring found."
+            ),
             f"# Format: llm-compressor ({LLMCOMPRESSOR}), e.g.",
             '#   oneshot(model=..., dataset=..., recipe="this.yaml")',
         ]
@@ -208,7 +263,20 @@ class Recipe:
                 f"without the ignore list, {p['per_token']:.4g} for plain per-token W8A8."
             )
         lines += ["quant_stage:", "  quant_modifiers:"]
-        if self.regex:
+        if self.rotation is not None:
+            lines += _comment(self.rotation.reason, "    # rotation: ")
+        if self.rotates:
+            quip = self._quip()
+            lines += [
+                "    QuIPModifier:",
+                f"      rotations: {q(quip['rotations'])}",
+                f"      transform_type: {q(quip['transform_type'])}",
+                f"      transform_block_size: {quip['transform_block_size']}",
+                f"      ignore: {q(quip['ignore'])}",
+                "    # SmoothQuantModifier left out: the rotation replaces it, as isoscope "
+                "simulated each alone",
+            ]
+        elif self.regex:
             lines += [
                 "    SmoothQuantModifier:",
                 f"      smoothing_strength: {self.alpha:g}",
@@ -217,7 +285,7 @@ class Recipe:
             for (balance, smooth), why in zip(self.regex, self._regex_comments(), strict=True):
                 lines.append(f"        # {why}")
                 lines.append(f"        - [[{', '.join(q(b) for b in balance)}], {q(smooth)}]")
-        for s in self.skipped:
+        for s in self.skipped if not self.rotates else ():
             lines.append(f"    # not smoothed: {s.smooth}: {s.reason}")
         lines += [
             "    QuantizationModifier:",
@@ -246,6 +314,14 @@ class Recipe:
             )
             out.append(f"{role}: the norm feeds {len(balance)} projection(s), {where}{offset}")
         return out
+
+
+def _comment(text: str, first: str, width: int = 96) -> list[str]:
+    """``text`` as YAML comment lines of at most about ``width`` characters."""
+    import textwrap
+
+    indent = first[: len(first) - len(first.lstrip())] + "#   "
+    return textwrap.wrap(text, width, initial_indent=first, subsequent_indent=indent)
 
 
 def _matches(target: str, name: str) -> bool:
@@ -345,9 +421,68 @@ def _block_damage(report: QuantReport) -> tuple[dict[int, float], str]:
     return report.layer_error("per_token"), "site error"
 
 
+def rotation_decision(report: QuantReport) -> Rotation | None:
+    """Whether the recipe rotates (see the module docstring), from the report's end metric and
+    its 95% bootstrap intervals; None without an end metric."""
+    end, interval = report.end, report.interval
+    if end is None or not report.scan.sites:
+        return None
+    blocks = sorted({hadamard_block(s.site.width) for s in report.scan.sites})
+    block = blocks[0]  # llm-compressor takes one block size; it must divide every width
+    kl = report.metric == "kl"
+    unit = "KL" if kl else "cosine"
+
+    def shown(k: str) -> str:
+        span = f" [{interval[k][0]:.3g}–{interval[k][1]:.3g}]" if interval else ""
+        return f"{SCHEME_LABELS[k]} {unit} {end[k]:.3g}{span}"
+
+    def clear(a: str, b: str) -> bool:  # a's interval entirely better than b's
+        return interval[a][1] < interval[b][0] if kl else interval[a][0] > interval[b][1]
+
+    rivals = ("per_token", "smoothquant")
+    said = f"{shown('rotation')} against {shown('per_token')} and {shown('smoothquant')}"
+    n_end = int(report.scan.end_ids.shape[0])
+    blocks_note = (
+        f" (isoscope simulated Hadamard blocks of {', '.join(map(str, blocks))} by width; "
+        f"llm-compressor takes one block size for every layer, {block})"
+        if len(blocks) > 1
+        else ""
+    )
+    if not interval or n_end < MIN_BOOTSTRAP_TEXTS:
+        return Rotation(
+            False,
+            "not settled",
+            f"no rotation: {said}, on {n_end} end text(s), too few for intervals that settle "
+            "the order (raise --end-tokens).",
+            block,
+        )
+    if all(clear("rotation", k) for k in rivals):
+        return Rotation(
+            True,
+            "helps",
+            f"a Hadamard rotation helps this model: {said}, 95% intervals clear of both, so the "
+            f"recipe rotates (QuIPModifier, input side) instead of smoothing{blocks_note}.",
+            block,
+        )
+    if any(clear(k, "rotation") for k in rivals):
+        return Rotation(
+            False,
+            "hurts",
+            f"a Hadamard rotation hurts this model: {said}, 95% intervals clear, so the recipe "
+            "leaves it out.",
+            block,
+        )
+    return Rotation(
+        False,
+        "not settled",
+        f"no rotation: {said}; the 95% intervals overlap, so it is not clearly better on these "
+        "texts and the recipe leaves it out.",
+        block,
+    )
+
+
 def check_ignore_rule(keep_share: float, max_blocks: int) -> None:
-    if not 0.0 <= float(keep_share) <= 1.0:
-        raise InputError(f"--ignore-share must be between 0 and 1, got {keep_share}")
+    IGNORE_SHARE.check(float(keep_share), IGNORE_SHARE.flag)
     if not 0 <= int(max_blocks) <= 4096:
         raise InputError(f"--ignore-max-blocks must be between 0 and 4096, got {max_blocks}")
 
@@ -440,19 +575,23 @@ def build_recipe(
         metric=report.metric,
         blocks=tuple(rows),
         notes=tuple(notes),
+        rotation=rotation_decision(report),
+        alpha_reason=report.alpha_reason(),
     )
 
 
 def site_schemes(report: QuantReport, recipe: Recipe, *, ignore: bool = True) -> list[str | None]:
-    """Per site of ``report.scan``, the scheme the recipe gives it: ``smoothquant`` where its
-    projections are a mapping's balance layers, ``per_token`` elsewhere, None (full precision)
-    in the ignored blocks."""
+    """Per site of ``report.scan``, the scheme the recipe gives it: ``rotation`` everywhere when
+    it rotates, else ``smoothquant`` where its projections are a mapping's balance layers,
+    ``per_token`` elsewhere; None (full precision) in the ignored blocks."""
     smoothed = {b for m in recipe.mappings for b in m.balance}
     kept = set(recipe.ignored_layers) if ignore else set()
     out: list[str | None] = []
     for s in report.scan.sites:
         if s.site.layer in kept:
             out.append(None)
+        elif recipe.rotates:
+            out.append("rotation")
         elif set(s.site.modules) <= smoothed:
             out.append("smoothquant")
         else:

@@ -30,6 +30,8 @@ from collections.abc import Callable
 
 import torch
 
+from backend.analysis.quant.params import KEEP_K, SMOOTHQUANT_ALPHA
+
 SCHEMES = ("per_tensor", "per_token", "keep_k", "smoothquant", "rotation", "w4_g128")
 SCHEME_LABELS = {
     "per_tensor": "W8A8 per tensor (static)",
@@ -43,8 +45,8 @@ INT8 = 127
 INT4 = 7
 EPS = 1e-12
 SMOOTH_CLAMP = 1e-5  # smoothquant/smooth.py clamps both scales at 1e-5
-DEFAULT_KEEP = 6
-DEFAULT_ALPHA = 0.5
+DEFAULT_KEEP = int(KEEP_K.default)
+DEFAULT_ALPHA = float(SMOOTHQUANT_ALPHA.default)
 GROUP = 128
 
 

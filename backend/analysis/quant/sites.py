@@ -178,15 +178,11 @@ def public_names(loaded, root: torch.nn.Module | None = None, public: str | None
     return name
 
 
-def discover_sites(loaded, root: torch.nn.Module | None = None) -> SiteMap:
-    """The sites of ``root`` (default ``loaded.encoder``), from the traced forward pass of
-    :func:`backend.engine.arch.projection_inputs` (the one home of which tensor and which norm
-    feed which projection; the same trace gives :func:`backend.engine.arch.wiring`)."""
-    root = root if root is not None else loaded.encoder
-    num_layers = int(loaded.info.num_layers)
-    blocks_path, blocks = find_blocks(root, num_layers)
-    prefix = f"{blocks_path}." if blocks_path else ""
-    notes: list[str] = []
+def _block_projections(
+    blocks: list[torch.nn.Module], prefix: str
+) -> tuple[dict[torch.nn.Module, tuple[int, str]], int]:
+    """Every projection inside the blocks -> (block index, path), and how many routed-expert
+    projections were left out."""
     projections: dict[torch.nn.Module, tuple[int, str]] = {}
     skipped = 0
     for i, block in enumerate(blocks):
@@ -198,14 +194,15 @@ def discover_sites(loaded, root: torch.nn.Module | None = None) -> SiteMap:
                 skipped += 1
                 continue
             projections[module] = (i, f"{prefix}{i}.{sub}")
-    if skipped:
-        notes.append(
-            f"{skipped} projections of routed MoE experts were skipped (each expert sees only its "
-            "routed tokens; analyse them with an expert-aware tool)"
-        )
+    return projections, skipped
+
+
+def _input_groups(loaded, projections: dict) -> tuple[dict[tuple[int, int], list], dict]:
+    """The traced projection inputs grouped per (layer, shared input tensor) -> [names, width,
+    norm], in call order, and per layer the sequence of those keys as the block calls them."""
     named = dict(loaded.model.named_modules())  # the paths of the traced model
-    groups: dict[tuple[int, int], list] = {}  # (layer, shared input) -> [names, width, norm]
-    sequence: dict[int, list[tuple[int, int]]] = {}  # per layer, the inputs in call order
+    groups: dict[tuple[int, int], list] = {}
+    sequence: dict[int, list[tuple[int, int]]] = {}
     for call in projection_inputs(loaded):
         module = named.get(call.path)
         if module not in projections:  # outside the blocks, not a Linear/Conv1D, or an expert
@@ -219,32 +216,49 @@ def discover_sites(loaded, root: torch.nn.Module | None = None) -> SiteMap:
             groups[key][0].append(name)
     if not groups:
         raise UnsupportedModelError("no projection inside the blocks ran in a forward pass")
-    by_layer: dict[int, list[tuple[list[str], int, str | None]]] = {}
-    for (layer, _), (names, width, norm) in groups.items():
-        by_layer.setdefault(layer, []).append((names, width, norm))
-    parallel_mlp = {k for layer in sequence for k in _after_reentry(sequence[layer], groups)}
+    return groups, sequence
 
+
+def _role(k: int, fed: list[bool], n_fed: int, after_reentry: bool) -> str:
+    """The role of a block's ``k``-th input: by the norm outputs it reads (the first fed input is
+    the attention's, the second the MLP's), else by call order."""
+    if not any(fed):
+        return ROLES[k] if k < len(ROLES) else "other"
+    if fed[k]:
+        return {1: "attn_in", 2: "mlp_in"}.get(n_fed, "other")
+    if n_fed == 1 and after_reentry:
+        return "mlp_out"  # a parallel block's MLP, after its shared input came back
+    return {0: "attn_in", 1: "attn_out"}.get(n_fed, "mlp_out")
+
+
+def discover_sites(loaded, root: torch.nn.Module | None = None) -> SiteMap:
+    """The sites of ``root`` (default ``loaded.encoder``), from the traced forward pass of
+    :func:`backend.engine.arch.projection_inputs` (the one home of which tensor and which norm
+    feed which projection; the same trace gives :func:`backend.engine.arch.wiring`)."""
+    root = root if root is not None else loaded.encoder
+    num_layers = int(loaded.info.num_layers)
+    blocks_path, blocks = find_blocks(root, num_layers)
+    projections, skipped = _block_projections(blocks, f"{blocks_path}." if blocks_path else "")
+    notes: list[str] = []
+    if skipped:
+        notes.append(
+            f"{skipped} projections of routed MoE experts were skipped (each expert sees only its "
+            "routed tokens; analyse them with an expert-aware tool)"
+        )
+    groups, sequence = _input_groups(loaded, projections)
+    parallel_mlp = {k for layer in sequence for k in _after_reentry(sequence[layer], groups)}
     public = name_prefix(loaded) if root is loaded.encoder else ""
     norm_name = public_names(loaded, root, public)
     sites: list[Site] = []
     fallback_layers = []
-    for layer in sorted(by_layer):
-        entries = by_layer[layer]
-        fed = [norm is not None for _, _, norm in entries]
+    for layer in sorted({key[0] for key in groups}):
+        keys = [k for k in groups if k[0] == layer]  # call order
+        fed = [groups[k][2] is not None for k in keys]
         if not any(fed):
             fallback_layers.append(layer)
-        n_fed = 0
-        keys = [k for k in groups if k[0] == layer]  # the same order as entries
-        for k, ((names, width, norm), is_fed) in enumerate(zip(entries, fed, strict=True)):
-            if not any(fed):
-                role = ROLES[k] if k < len(ROLES) else "other"
-            elif is_fed:
-                n_fed += 1
-                role = {1: "attn_in", 2: "mlp_in"}.get(n_fed, "other")
-            elif n_fed == 1 and keys[k] in parallel_mlp:
-                role = "mlp_out"  # a parallel block's MLP, after its shared input came back
-            else:
-                role = {0: "attn_in", 1: "attn_out"}.get(n_fed, "mlp_out")
+        for k, key in enumerate(keys):
+            names, width, norm = groups[key]
+            role = _role(k, fed, sum(fed[: k + 1]), key in parallel_mlp)
             sites.append(
                 Site(
                     layer,
@@ -252,7 +266,7 @@ def discover_sites(loaded, root: torch.nn.Module | None = None) -> SiteMap:
                     tuple(public + n for n in names),
                     tuple(names),
                     int(width),
-                    bool(is_fed),
+                    fed[k],
                     None if norm is None else norm_name(norm),
                 )
             )

@@ -10,6 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from backend.engine.extraction import ExtractionSettings
 from ui.common import Selection
+from ui.views.quant import RECIPE_ANCHOR
 
 APP = str(Path(__file__).resolve().parents[3] / "app.py")
 TIMEOUT = 600
@@ -57,11 +58,14 @@ def test_button_then_every_tab_on_a_tiny_llama(tiny_llama_dir):
     at.slider(key="quant_ignore_share").set_value(0.0)
     _rerun(at)
     assert any("keep only lm_head" in m.value for m in at.markdown)
-    assert [s.value for s in at.subheader] == ["Layers × role"]
+    assert [s.value for s in at.subheader] == ["Decision and recipe", "Layers × role"]
     for tab, subheader in SUBHEADERS.items():
         at.session_state["quant_tab"] = tab
         _rerun(at)
         assert subheader in [s.value for s in at.subheader]
+        if tab == "Before / after":  # the per-channel view of the most spiky site
+            charts = [c.proto.spec for c in at.get("plotly_chart")]
+            assert any("per channel, before and after" in spec for spec in charts)
     assert len(at.dataframe) >= 2  # the schemes and the sites tables
     at.session_state["quant_tab"] = "Sensitivity"
     at.toggle(key="quant_prefix").set_value(True)  # the layer-wise curve
@@ -72,10 +76,18 @@ def test_button_then_every_tab_on_a_tiny_llama(tiny_llama_dir):
     at.session_state["quant_tab"] = "Layers × role"
     at.selectbox(key="quant_strip").set_value("error:smoothquant")
     _rerun(at)
+    # α: the sweep's by default (named in the verdict), the slider's once the toggle is off
+    verdict = next(m.value for m in at.markdown if m.value.startswith("**Verdict.**"))
+    assert "the lowest mean per-site SmoothQuant error of the sweep" in verdict
+    assert f"(#{RECIPE_ANCHOR})" in verdict  # the verdict links to the decision and its recipe
     at.number_input(key="quant_keep").set_value(2)
+    at.toggle(key="quant_alpha_auto").set_value(False)
+    _rerun(at)  # the slider is disabled while the sweep chooses
     at.slider(key="quant_alpha").set_value(0.8)
     _rerun(at)
     assert any(m.label.endswith("keep 2") for m in at.metric)
+    verdict = next(m.value for m in at.markdown if m.value.startswith("**Verdict.**"))
+    assert "α = 0.8 as given" in verdict
 
 
 @pytest.mark.parametrize("model", ["random:bert:layers=2,width=32,heads=2"])

@@ -179,17 +179,28 @@ def test_the_quantization_pages_controls_travel_in_the_link():
         "quant_max_length": "32",
         "quant_keep": "3",
         "quant_alpha": "0.8",
+        "quant_alpha_auto": "False",
+        "quant_ignore_share": "0.3",
     }
     at = open_link(**link)
     assert [t.value for t in at.title] == ["Quantization readiness"]
     assert at.number_input(key="quant_keep").value == 3
     assert at.slider(key="quant_alpha").value == pytest.approx(0.8)
+    assert at.toggle(key="quant_alpha_auto").value is False  # the link's α, not the sweep's
     assert at.select_slider(key="quant_max_length").value == 32
     assert not [w for w in at.warning if "link" in w.value]
     params = _params(at)
     assert {k: params[k] for k in link} == link
+    # the recipe's ignore share (its slider appears once the analysis ran) travels too
+    at.button(key="quant_run").click()
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.slider(key="quant_ignore_share").value == pytest.approx(0.3)
+    assert _params(at)["quant_ignore_share"] == "0.3"
     bad = open_link(page="quant", model="random:bert", quant_keep="9999")
     assert any("quant_keep" in w.value for w in bad.warning)
+    bad_share = open_link(page="quant", model="random:bert", quant_ignore_share="1.5")
+    assert any("quant_ignore_share" in w.value for w in bad_share.warning)
     encoder = open_link(page="quant", model="random:bert", quant_pairs="bundled sample pairs")
     assert encoder.selectbox(key="quant_pairs").value == "bundled sample pairs"
     assert _params(encoder)["quant_pairs"] == "bundled sample pairs"

@@ -10,6 +10,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from backend.analysis.quant.params import ALPHA_GRID
 from tests.clirun import run_backend
 
 SITE_KEYS = {
@@ -81,7 +82,9 @@ def test_quant_json_and_act_scales(tiny_llama_dir, texts, tmp_path):
     assert data["end"]["metric"] in ("kl", "cosine")
     assert SCHEMES | {"metric", "full_precision"} == set(data["end"])
     assert [r["layer"] for r in data["sensitivity"]] == [0, 1]
-    assert data["settings"] == {"keep": 2, "alpha": 0.6}
+    settings = data["settings"]
+    assert (settings["keep"], settings["alpha"], settings["alpha_given"]) == (2, 0.6, True)
+    assert [r["alpha"] for r in settings["alpha_sweep"]] == list(ALPHA_GRID)  # --alpha overrides it
     loaded = load_file(str(scales))
     names = {m for s in data["sites"] for m in s["modules"]}
     assert set(loaded) == names

@@ -14,6 +14,7 @@ from backend.analysis.quant.sites import ROLES, Site, SiteMap
 from backend.plots.quant import (
     STRIP_QUANTITIES,
     before_after_frame,
+    channel_figure,
     heat_strip_figure,
     magnitude_figure,
     moved_figure,
@@ -137,6 +138,28 @@ def test_moved_figure_draws_both_sides_before_and_after():
         "SmoothQuant",
         "Hadamard rotation",
     }
+
+
+@pytest.mark.parametrize("transform", ["smoothquant", "rotation"])
+def test_channel_figure_draws_each_side_before_and_after_per_channel(transform):
+    from backend.analysis.quant.before_after import ChannelProfile
+
+    rng = np.random.default_rng(0)
+    act, weight = rng.uniform(0.1, 1, size=(2, D))
+    act[3] = 50.0  # a planted outlier channel
+    profile = ChannelProfile(
+        "model.layers.0.self_attn.q_proj", transform, 0.6, act, act / 5, weight, weight * 5
+    )
+    fig = channel_figure(profile)
+    assert len(fig.data) == 4 and all(len(t.x) == D for t in fig.data)
+    names = [t.name for t in fig.data]
+    assert names[0] == "activation, before" and names[2] == "weight, before"
+    assert names[1].startswith("activation, after") and names[3].startswith("weight, after")
+    assert ("α = 0.6" in names[1]) == (transform == "smoothquant")
+    assert fig.data[0].y[3] == 50.0 and fig.data[1].y[3] == pytest.approx(10.0)
+    assert fig.data[3].y[3] == pytest.approx(weight[3] * 5)
+    assert fig.data[2].yaxis != fig.data[0].yaxis  # activations and weights in their own panels
+    assert fig.layout.yaxis.type == "log" and fig.layout.yaxis2.type == "log"
 
 
 @pytest.mark.parametrize("metric", ["kl", "cosine"])

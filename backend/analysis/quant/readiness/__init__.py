@@ -13,7 +13,6 @@ end-to-end loss (issue 26; METHODS.md section 10), in four modules along the ana
 from backend.analysis.quant.readiness.evaluation import (
     Evaluation,
     bootstrap_intervals,
-    check_keep_alpha,
     evaluate,
     layer_sensitivity,
     mixed_end,
@@ -26,14 +25,13 @@ from backend.analysis.quant.readiness.evaluation import (
 from backend.analysis.quant.readiness.report import (
     QuantReport,
     analyse,
-    outlier_dims_by_state,
+    outlier_dims_per_block,
     report_from,
     role_label,
 )
 from backend.analysis.quant.readiness.scan import (
     END_TOKENS,
     ERROR_TOKENS,
-    MAGNITUDE,
     TOP_CHANNELS,
     QuantScan,
     SiteAccumulator,
@@ -48,7 +46,6 @@ from backend.analysis.quant.sites import is_projection
 __all__ = [
     "END_TOKENS",
     "ERROR_TOKENS",
-    "MAGNITUDE",
     "TOP_CHANNELS",
     "Evaluation",
     "MagnitudeTiles",
@@ -59,11 +56,10 @@ __all__ = [
     "sample_positions",
     "analyse",
     "bootstrap_intervals",
-    "check_keep_alpha",
     "evaluate",
     "is_projection",
     "layer_sensitivity",
-    "outlier_dims_by_state",
+    "outlier_dims_per_block",
     "output_embeddings",
     "mixed_end",
     "pairs_spearman",

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from backend.analysis.quant.params import ALPHA_GRID, check_keep_alpha
 from backend.analysis.quant.readiness.scan import QuantScan, last_state
 from backend.analysis.quant.schemes import (
     DEFAULT_ALPHA,
@@ -37,14 +38,7 @@ from backend.engine.hooks import forward_hooks
 from backend.engine.progress import Progress, report
 
 if TYPE_CHECKING:
-    from backend.analysis.geometry.similarity import SentencePairs
-
-
-def check_keep_alpha(keep: int, alpha: float) -> None:
-    if not 0 <= int(keep) <= 4096:
-        raise InputError(f"--keep must be between 0 and 4096 channels, got {keep}")
-    if not 0.0 <= float(alpha) <= 1.0:
-        raise InputError(f"--alpha must be between 0 and 1, got {alpha}")
+    from backend.engine.pairs import SentencePairs
 
 
 def output_embeddings(loaded) -> torch.Tensor | None:
@@ -226,53 +220,27 @@ def evaluate(
             "STS pairs score an encoder's mean-pooled sentence vectors; this is a decoder, whose "
             "end metric is the next-token KL: leave the pairs out"
         )
-    root = loaded.encoder
-    named = dict(root.named_modules())
+    named = dict(loaded.encoder.named_modules())
     metric = _Metric(loaded, scan) if end or sensitivity else None
+    end = end and metric is not None
     errors: list[dict[str, float]] = [{} for _ in scan.sites]
-    reference: list[torch.Tensor] = []
-    end_out = (
-        None
-        if metric is None or not end
-        else {
-            "metric": metric.name,
-            "full_precision": metric.full_precision,
-        }
-    )
+    end_out = {"metric": metric.name, "full_precision": metric.full_precision} if end else None
     per_token_weights: dict[torch.nn.Module, torch.Tensor] = {}
     parts: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     steps = len(schemes) + (1 if sensitivity else 0)
     sts = None
-    if pairs is not None and end_out is not None:
+    if pairs is not None and end:
         sts = {"full_precision": pairs_spearman(loaded, pairs, scan.max_length, batch_size)}
+    references = _site_references(named, scan)
     with torch.inference_mode():
         for k, scheme in enumerate(schemes):
             originals: dict[torch.nn.Module, torch.Tensor] = {}
-            pre = {}
             try:
-                for i, s in enumerate(scan.sites):
-                    modules = [named[p] for p in s.site.paths]
-                    w = torch.cat([weight_matrix(m).detach().float() for m in modules])
-                    x = s.sample.to(w.device)
-                    if len(reference) <= i:
-                        reference.append(x @ w.T)
-                    x_fn, w_q = transforms(
-                        scheme, w, s.act_max.to(w.device), keep=keep, alpha=alpha
-                    )
-                    x_q = x if x_fn is None else x_fn(x)
-                    errors[i][scheme] = relative_error(
-                        x_q @ w_q.T, reference[i], scan.sample_weights
-                    )
-                    if scheme == "per_token" and sensitivity:
-                        start = 0
-                        for m in modules:
-                            rows = weight_matrix(m).shape[0]
-                            per_token_weights[m] = w_q[start : start + rows]
-                            start += rows
-                    if end:
-                        _swap_weights(modules, w_q, originals)
-                    if end and x_fn is not None:
-                        pre.update(dict.fromkeys(modules, _shared_input_hook(x_fn)))
+                pre = _quantize_sites(
+                    named, scan, scheme, references, errors, originals if end else None,
+                    keep=keep, alpha=alpha,
+                    keep_weights=per_token_weights if scheme == "per_token" and sensitivity else None,
+                )  # fmt: skip
                 if end:
                     with forward_hooks(pre, pre=True):
                         state = run_model(loaded, scan.end_ids, scan.end_mask).float().cpu()
@@ -286,21 +254,99 @@ def evaluate(
                     m.weight.data = w
             report(progress, k + 1, steps)
     if sts is not None:
-        end_out["sts_spearman"] = sts
-        end_out["sts_spearman_change"] = {
-            k: v - sts["full_precision"] for k, v in sts.items() if k != "full_precision"
-        }
-        end_out["sts_pairs"] = {"name": pairs.name, "count": len(pairs), "sha": pairs.sha}
+        _attach_sts(end_out, sts, pairs)
     sens = None
     if sensitivity:
         if not per_token_weights:  # per_token was not among the schemes
-            for s in scan.sites:
-                for p in s.site.paths:
-                    w = weight_matrix(named[p]).detach().float()
-                    per_token_weights[named[p]] = quant_per_row(w)
+            per_token_weights = {
+                named[p]: quant_per_row(weight_matrix(named[p]).detach().float())
+                for s in scan.sites
+                for p in s.site.paths
+            }
         sens = layer_sensitivity(loaded, scan, per_token_weights, metric)
         report(progress, steps, steps)
     return Evaluation(errors, end_out, sens, bootstrap_intervals(parts) if parts else None)
+
+
+def _site_weight(named: dict, site_scan) -> tuple[list[torch.nn.Module], torch.Tensor]:
+    """The site's projections and their stacked weight (out, in) float32."""
+    modules = [named[p] for p in site_scan.site.paths]
+    return modules, torch.cat([weight_matrix(m).detach().float() for m in modules])
+
+
+def _site_references(named: dict, scan: QuantScan) -> list[torch.Tensor]:
+    """Per site, the full-precision ``Y = x Wᵀ`` of its token sample."""
+    out = []
+    with torch.inference_mode():
+        for s in scan.sites:
+            _, w = _site_weight(named, s)
+            out.append(s.sample.to(w.device) @ w.T)
+    return out
+
+
+def _quantize_sites(
+    named: dict,
+    scan: QuantScan,
+    scheme: str,
+    references: list[torch.Tensor],
+    errors: list[dict[str, float]],
+    originals: dict[torch.nn.Module, torch.Tensor] | None,
+    *,
+    keep: int,
+    alpha: float,
+    keep_weights: dict[torch.nn.Module, torch.Tensor] | None = None,
+) -> dict:
+    """One scheme at every site: its per-site error into ``errors[i][scheme]``; with
+    ``originals``, the quantized weights swapped in (originals remembered for the caller's
+    ``finally``) and the input pre-hooks returned; ``keep_weights`` collects each projection's
+    quantized weight (the sensitivity's per-token weights)."""
+    pre = {}
+    for i, s in enumerate(scan.sites):
+        modules, w = _site_weight(named, s)
+        x = s.sample.to(w.device)
+        x_fn, w_q = transforms(scheme, w, s.act_max.to(w.device), keep=keep, alpha=alpha)
+        x_q = x if x_fn is None else x_fn(x)
+        errors[i][scheme] = relative_error(x_q @ w_q.T, references[i], scan.sample_weights)
+        if keep_weights is not None:
+            keep_weights.update(_split_rows(modules, w_q))
+        if originals is not None:
+            _swap_weights(modules, w_q, originals)
+            if x_fn is not None:
+                pre.update(dict.fromkeys(modules, _shared_input_hook(x_fn)))
+    return pre
+
+
+def _attach_sts(end_out: dict, sts: dict, pairs: SentencePairs) -> None:
+    end_out["sts_spearman"] = sts
+    end_out["sts_spearman_change"] = {
+        k: v - sts["full_precision"] for k, v in sts.items() if k != "full_precision"
+    }
+    end_out["sts_pairs"] = {"name": pairs.name, "count": len(pairs), "sha": pairs.sha}
+
+
+def alpha_sweep(
+    loaded, scan: QuantScan, grid: tuple[float, ...] = ALPHA_GRID
+) -> list[dict[str, float]]:
+    """``[{"alpha", "error"}]``: per α of ``grid``, SmoothQuant's mean per-site error (the
+    weighted relative output error of :func:`evaluate`, on the same token sample and act_scales),
+    so α is chosen on the one scan without an end pass per α (Xiao et al. 2023 pick α per model
+    on a calibration set the same way)."""
+    for a in grid:
+        check_keep_alpha(DEFAULT_KEEP, a)
+    named = dict(loaded.encoder.named_modules())
+    references = _site_references(named, scan)
+    totals = []
+    with torch.inference_mode():
+        for a in grid:
+            errors: list[dict[str, float]] = [{} for _ in scan.sites]
+            _quantize_sites(named, scan, "smoothquant", references, errors, None, keep=0, alpha=a)
+            totals.append(float(np.mean([e["smoothquant"] for e in errors])) if errors else 0.0)
+    return [{"alpha": float(a), "error": e} for a, e in zip(grid, totals, strict=True)]
+
+
+def best_alpha(sweep: list[dict[str, float]]) -> float:
+    """The swept α with the lowest error (the smaller α at a tie: less moved into the weights)."""
+    return min(sweep, key=lambda r: (r["error"], r["alpha"]))["alpha"]
 
 
 def layer_sensitivity(
@@ -371,8 +417,7 @@ def mixed_end(
             for s, scheme in zip(scan.sites, schemes, strict=True):
                 if scheme is None:
                     continue
-                modules = [named[p] for p in s.site.paths]
-                w = torch.cat([weight_matrix(m).detach().float() for m in modules])
+                modules, w = _site_weight(named, s)
                 x_fn, w_q = transforms(scheme, w, s.act_max.to(w.device), keep=keep, alpha=alpha)
                 _swap_weights(modules, w_q, originals)
                 if x_fn is not None:
@@ -406,6 +451,18 @@ def prefix_curve(
     return out
 
 
+def _split_rows(
+    modules: list[torch.nn.Module], w_q: torch.Tensor
+) -> dict[torch.nn.Module, torch.Tensor]:
+    """Each of ``modules``' rows of the stacked weight ``w_q`` (out, in)."""
+    out, start = {}, 0
+    for m in modules:
+        rows = weight_matrix(m).shape[0]
+        out[m] = w_q[start : start + rows]
+        start += rows
+    return out
+
+
 def _swap_weights(
     modules: list[torch.nn.Module],
     w_q: torch.Tensor,
@@ -413,12 +470,9 @@ def _swap_weights(
 ) -> None:
     """Give each of ``modules`` its rows of the stacked quantized weight ``w_q`` (out, in),
     remembering the original storage in ``originals`` for the caller's ``finally``."""
-    start = 0
-    for m in modules:
-        rows = weight_matrix(m).shape[0]
+    for m, w in _split_rows(modules, w_q).items():
         originals[m] = m.weight.data
-        _set_weight(m, w_q[start : start + rows])
-        start += rows
+        _set_weight(m, w)
 
 
 def quantized_state(

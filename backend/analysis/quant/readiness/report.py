@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from backend.analysis.quant.readiness.evaluation import check_keep_alpha, evaluate, spearman
+from backend.analysis.quant.params import check_keep_alpha
+from backend.analysis.quant.readiness.evaluation import alpha_sweep, best_alpha, evaluate, spearman
 from backend.analysis.quant.readiness.scan import (
     END_TOKENS,
     ERROR_TOKENS,
@@ -21,7 +22,7 @@ from backend.analysis.quant.sites import ROLE_LABELS
 from backend.engine.progress import Progress, report
 
 if TYPE_CHECKING:
-    from backend.analysis.geometry.similarity import SentencePairs
+    from backend.engine.pairs import SentencePairs
 
 
 MIN_BOOTSTRAP_TEXTS = 8  # below this, resampling texts gives too few distinct means to trust
@@ -40,6 +41,38 @@ class QuantReport:
     alpha: float
     outlier_dims: dict[int, tuple[int, ...]] | None = None
     interval: dict[str, list[float]] | None = None  # 95% bootstrap over the end texts
+    alpha_sweep: list[dict] | None = None  # [{alpha, error}]: :func:`alpha_sweep`
+    alpha_given: bool = True  # False: α is the sweep's best
+
+    def alpha_reason(self) -> str:
+        """Why this α, with the number behind it: the sweep's best, or the user's (and what the
+        sweep would have chosen)."""
+        if not self.alpha_sweep:
+            return f"α = {self.alpha:g} as given"
+        by_alpha = {r["alpha"]: r["error"] for r in self.alpha_sweep}
+        best = best_alpha(self.alpha_sweep)
+        grid = f"{min(by_alpha):g}–{max(by_alpha):g}"
+        if not self.alpha_given:
+            default = DEFAULT_ALPHA if DEFAULT_ALPHA in by_alpha else None
+            than = (
+                f" against {by_alpha[default]:.4g} at the paper's {default:g}"
+                if default is not None and default != best
+                else ""
+            )
+            return (
+                f"α = {best:g}, the lowest mean per-site SmoothQuant error of the sweep over "
+                f"{grid}: {by_alpha[best]:.4g}{than}"
+            )
+        if best == self.alpha:
+            return f"α = {self.alpha:g} as given, also the sweep's best over {grid}: {by_alpha[best]:.4g}"
+        return (
+            f"α = {self.alpha:g} as given; the sweep over {grid} would choose {best:g}: mean per-site "
+            f"error {by_alpha[best]:.4g} against {self.site_mean('smoothquant'):.4g} at {self.alpha:g}"
+        )
+
+    def site_mean(self, scheme: str) -> float:
+        """The mean per-site error of ``scheme``."""
+        return float(np.mean([e[scheme] for e in self.errors])) if self.errors else 0.0
 
     def overlapping(self) -> list[tuple[str, str]]:
         """Pairs of schemes whose end-metric intervals overlap (their order is not settled on
@@ -64,9 +97,9 @@ class QuantReport:
 
     def with_outlier_dims(self, result, by_state: list[list[int]] | None = None) -> QuantReport:
         """This report with the hidden-state outlier dims of the extraction ``result`` (see
-        :func:`outlier_dims_by_state`), so :meth:`site_rows` fills ``outlier_overlap``: the one
+        `outlier_dims_per_block`), so :meth:`site_rows` fills ``outlier_overlap``: the one
         way the page, the CLI and the report attach them."""
-        return replace(self, outlier_dims=outlier_dims_by_state(result, by_state))
+        return replace(self, outlier_dims=outlier_dims_per_block(result, by_state))
 
     def layer_error(self, scheme: str = "per_token") -> dict[int, float]:
         """Per block, the mean per-site error of ``scheme`` (the cheap proxy)."""
@@ -151,7 +184,8 @@ class QuantReport:
             f"{fmt(end['per_tensor'])}); keeping {self.keep} channels brings it to "
             f"{fmt(end['keep_k'])}, SmoothQuant (α = {self.alpha:g}) to {fmt(end['smoothquant'])}, "
             f"a Hadamard rotation to {fmt(end['rotation'])}; weight-only int4 costs "
-            f"{fmt(end['w4_g128'])}. Best: {SCHEME_LABELS.get(best, best)}."
+            f"{fmt(end['w4_g128'])}. Best: {SCHEME_LABELS.get(best, best)}. SmoothQuant's "
+            f"{self.alpha_reason()}."
         ]
         n_end = int(self.scan.end_ids.shape[0])
         close = [b for a, b in self.overlapping() if a == best]
@@ -204,7 +238,12 @@ class QuantReport:
                 "end_texts": int(self.scan.end_ids.shape[0]),
                 "end_tokens": self.scan.end_tokens,
             },
-            "settings": {"keep": self.keep, "alpha": self.alpha},
+            "settings": {
+                "keep": self.keep,
+                "alpha": self.alpha,
+                "alpha_given": self.alpha_given,
+                "alpha_sweep": self.alpha_sweep,
+            },
             "sites": self.site_rows(),
             "end": self.end,
             "sensitivity": self.sensitivity,
@@ -223,7 +262,7 @@ def analyse(
     max_length: int = 128,
     batch_size: int = 16,
     keep: int = DEFAULT_KEEP,
-    alpha: float = DEFAULT_ALPHA,
+    alpha: float | None = None,
     error_tokens: int = ERROR_TOKENS,
     end_tokens: int = END_TOKENS,
     end: bool = True,
@@ -232,10 +271,10 @@ def analyse(
     pairs: SentencePairs | None = None,
     progress: Progress | None = None,
 ) -> QuantReport:
-    """The whole analysis: :func:`scan_sites` then :func:`evaluate` (``pairs``: the encoder's STS
-    change per scheme). ``progress`` gets one unit per batch of the pass, per scheme and one for
-    the sensitivity runs."""
-    check_keep_alpha(keep, alpha)
+    """The whole analysis: :func:`scan_sites` then :func:`report_from` (``alpha`` None: the α
+    sweep's best; ``pairs``: the encoder's STS change per scheme). ``progress`` gets one unit per
+    batch of the pass, per scheme and one for the sensitivity runs."""
+    check_keep_alpha(keep, DEFAULT_ALPHA if alpha is None else alpha)
     n_batches = math.ceil(len(texts) / max(1, batch_size))
     n_eval = len(SCHEMES) + (1 if sensitivity else 0)
     total = n_batches + n_eval
@@ -271,7 +310,7 @@ def report_from(
     scan: QuantScan,
     *,
     keep: int = DEFAULT_KEEP,
-    alpha: float = DEFAULT_ALPHA,
+    alpha: float | None = None,
     end: bool = True,
     sensitivity: bool = True,
     outlier_dims: dict[int, tuple[int, ...]] | None = None,
@@ -279,7 +318,12 @@ def report_from(
     batch_size: int = 32,
     progress: Progress | None = None,
 ) -> QuantReport:
-    """:func:`evaluate` a finished scan (the page re-evaluates one scan for new K and α)."""
+    """:func:`evaluate` a finished scan (the page re-evaluates one scan for new K and α) at
+    ``alpha``, or (None) at the best α of :func:`alpha_sweep` on the same scan; the sweep is kept
+    either way so the verdict can say what it would choose."""
+    sweep = alpha_sweep(loaded, scan)
+    given = alpha is not None
+    alpha = float(alpha) if given else best_alpha(sweep)
     ev = evaluate(
         loaded,
         scan,
@@ -292,7 +336,16 @@ def report_from(
         progress=progress,
     )
     return QuantReport(
-        scan, ev.errors, ev.end, ev.sensitivity, int(keep), float(alpha), outlier_dims, ev.interval
+        scan,
+        ev.errors,
+        ev.end,
+        ev.sensitivity,
+        int(keep),
+        float(alpha),
+        outlier_dims,
+        ev.interval,
+        alpha_sweep=sweep,
+        alpha_given=given,
     )
 
 
@@ -300,7 +353,7 @@ def role_label(role: str) -> str:
     return ROLE_LABELS.get(role, role)
 
 
-def outlier_dims_by_state(
+def outlier_dims_per_block(
     result, by_state: list[list[int]] | None = None
 ) -> dict[int, tuple[int, ...]]:
     """Hidden-state outlier dims (``backend.analysis.geometry.outliers.outlier_dims_by_state``,

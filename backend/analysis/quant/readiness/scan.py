@@ -43,9 +43,9 @@ from backend.engine.extraction import (
     tokenize,
 )
 from backend.engine.hooks import forward_hooks
+from backend.engine.params import LLM_INT8_THRESHOLD
 from backend.engine.progress import Progress, report
 
-MAGNITUDE = 6.0
 ERROR_TOKENS = 256
 END_TOKENS = 256
 TOP_CHANNELS = 8
@@ -69,7 +69,7 @@ class SiteAccumulator:
         if rows.numel():
             a = rows.abs()
             self.act_max = torch.maximum(self.act_max, a.amax(dim=0).cpu())
-            self.n_ge += int((a >= MAGNITUDE).sum())
+            self.n_ge += int((a >= LLM_INT8_THRESHOLD).sum())
             x2 = rows * rows
             # float32 (pairwise) sums within a batch, float64 across batches: a float64 sum of
             # every value cost a fifth of the pass
@@ -221,6 +221,109 @@ def _end_texts(lengths: np.ndarray, end_tokens: int) -> np.ndarray:
     return np.asarray(rows, dtype=np.int64)
 
 
+class _Recorder:
+    """The pass's hooks and what they collect: per site a :class:`SiteAccumulator` (its
+    pre-hook on the site's first projection), per block its output's per-dim max |h| and the
+    sampled |h| (a forward hook), for the batch whose ``mask`` / ``sample`` are set."""
+
+    def __init__(self, site_map: SiteMap, blocks: list, d: int) -> None:
+        self.site_map, self.d = site_map, d
+        self.accs = [SiteAccumulator(s.width) for s in site_map.sites]
+        self.block_max = torch.zeros(len(blocks), d, dtype=torch.float32)
+        self.block_samples: list[list[torch.Tensor]] = [[] for _ in blocks]
+        self.skipped: set[str] = set()
+        self.mask: torch.Tensor | None = None
+        self.sample: torch.Tensor | None = None
+
+    def site_hook(self, i: int):
+        def fn(module, inputs):
+            x = inputs[0]
+            rows = select_rows(x, self.mask)
+            if rows is None:
+                self.skipped.add(self.site_map.sites[i].name)
+                return
+            self.accs[i].update(rows, select_rows(x, self.sample))
+
+        return fn
+
+    def block_hook(self, i: int):
+        def fn(module, inputs, output):
+            h = output[0] if isinstance(output, tuple | list) else output
+            if not isinstance(h, torch.Tensor) or h.dim() != 3 or h.shape[-1] != self.d:
+                return
+            if tuple(h.shape[:2]) != tuple(self.mask.shape):
+                return
+            self.block_max[i] = torch.maximum(
+                self.block_max[i], h[self.mask].abs().amax(dim=0).float()
+            )
+            sample = h[self.sample]
+            if sample.numel():
+                self.block_samples[i].append(sample.abs().float().cpu())
+
+        return fn
+
+    def site_scans(self, weights: torch.Tensor) -> list[SiteScan]:
+        """Every site that saw one row per token, with its statistics (``weights``: the
+        sampled rows' corpus tokens, for the weighted median)."""
+        sites = []
+        for site, acc in zip(self.site_map.sites, self.accs, strict=True):
+            if site.name in self.skipped or not acc.n:
+                continue
+            sample = torch.cat(acc.samples) if acc.samples else torch.zeros(0, site.width)
+            median = (
+                weighted_median(sample.abs().flatten(), weights.repeat_interleave(site.width))
+                if sample.numel()
+                else math.nan
+            )
+            sites.append(
+                SiteScan(
+                    site=site,
+                    act_max=acc.act_max,
+                    max_abs=float(acc.act_max.max()),
+                    median_abs=median,
+                    kurtosis=acc.kurtosis(),
+                    share_gt_6=acc.n_ge / acc.n,
+                    n_values=acc.n,
+                    sample=sample,
+                )
+            )
+        return sites
+
+    def massive_dims(self, weights: torch.Tensor) -> tuple[int, ...]:
+        """Dims with a massive activation in some block's output (Sun et al. 2024's rule)."""
+        massive: set[int] = set()
+        for i, samples in enumerate(self.block_samples):
+            if not samples:
+                continue
+            values = torch.cat(samples)
+            median = weighted_median(values.flatten(), weights.repeat_interleave(values.shape[1]))
+            threshold = max(MASSIVE_ABS, MASSIVE_RATIO * median)
+            massive.update(int(j) for j in torch.nonzero(self.block_max[i] > threshold).flatten())
+        return tuple(sorted(massive))
+
+
+class _EndTexts:
+    """The end texts' padded ids, mask and full-precision final state (B, T[, d]), filled from
+    the pass's batches as their texts go by."""
+
+    def __init__(self, lengths: np.ndarray, end_tokens: int, pad_id: int, d: int) -> None:
+        rows = _end_texts(lengths, end_tokens)
+        self.lengths = lengths
+        self.slot = {int(t): k for k, t in enumerate(rows)}
+        width = int(lengths[rows].max())
+        self.ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+        self.mask = torch.zeros((len(rows), width), dtype=torch.bool)
+        self.reference = torch.zeros((len(rows), width, d), dtype=torch.float32)
+
+    def fill(self, rows: np.ndarray, ids: torch.Tensor, last: torch.Tensor) -> None:
+        for r, t in enumerate(rows):
+            if int(t) in self.slot:
+                k, n = self.slot[int(t)], int(self.lengths[t])
+                self.ids[k, :n] = ids[r, :n]
+                self.mask[k, :n] = True
+                self.reference[k, :n] = last[r, :n].float().cpu()
+
+
 def scan_sites(
     loaded,
     texts: list[str] | tuple[str, ...],
@@ -243,50 +346,14 @@ def scan_sites(
     lengths = tokenized.lengths
     sample_pos, w_first, w_rest = sample_positions(lengths, error_tokens, seed)
     sample_weights: list[float] = []  # in the order the sampled rows are gathered
-    end_rows = _end_texts(lengths, end_tokens)
-    end_slot = {int(t): k for k, t in enumerate(end_rows)}
     _, blocks = find_blocks(root, site_map.num_layers)
-    accs = [SiteAccumulator(s.width) for s in site_map.sites]
     d = int(loaded.info.hidden_size)
-    block_max = torch.zeros(len(blocks), d, dtype=torch.float32)
-    block_samples: list[list[torch.Tensor]] = [[] for _ in blocks]
-    skipped: set[str] = set()
-    state: dict[str, torch.Tensor | None] = {"mask": None, "sample": None}
-
-    def site_hook(i: int):
-        def fn(module, inputs):
-            x = inputs[0]
-            rows = select_rows(x, state["mask"])
-            if rows is None:
-                skipped.add(site_map.sites[i].name)
-                return
-            sample = select_rows(x, state["sample"])
-            accs[i].update(rows, sample)
-
-        return fn
-
-    def block_hook(i: int):
-        def fn(module, inputs, output):
-            h = output[0] if isinstance(output, tuple | list) else output
-            if not isinstance(h, torch.Tensor) or h.dim() != 3 or h.shape[-1] != d:
-                return
-            if tuple(h.shape[:2]) != tuple(state["mask"].shape):
-                return
-            block_max[i] = torch.maximum(block_max[i], h[state["mask"]].abs().amax(dim=0).float())
-            sample = h[state["sample"]]
-            if sample.numel():
-                block_samples[i].append(sample.abs().float().cpu())
-
-        return fn
-
-    pre = {named[s.paths[0]]: site_hook(i) for i, s in enumerate(site_map.sites)}
-    post = {block: block_hook(i) for i, block in enumerate(blocks)}
+    recorder = _Recorder(site_map, blocks, d)
+    pre = {named[s.paths[0]]: recorder.site_hook(i) for i, s in enumerate(site_map.sites)}
+    post = {block: recorder.block_hook(i) for i, block in enumerate(blocks)}
     batches = plan_batches(lengths, batch_size)  # the one batching rule
     pad_id = pad_token_id(loaded)
-    width_end = int(lengths[end_rows].max())
-    end_ids = torch.full((len(end_rows), width_end), pad_id, dtype=torch.long)
-    end_mask = torch.zeros((len(end_rows), width_end), dtype=torch.bool)
-    end_reference = torch.zeros((len(end_rows), width_end, d), dtype=torch.float32)
+    end = _EndTexts(lengths, end_tokens, pad_id, d)
     with forward_hooks(pre, pre=True), forward_hooks(post), torch.inference_mode():
         for b, rows in enumerate(batches):
             ids, mask = padded(tokenized, rows, pad_id)
@@ -294,67 +361,30 @@ def scan_sites(
             for r, t in enumerate(rows):
                 sample[r, sample_pos[t]] = True
                 sample_weights.extend(w_first if p == 0 else w_rest for p in sample_pos[t])
-            state["mask"], state["sample"] = mask.to(loaded.device), sample.to(loaded.device)
+            recorder.mask, recorder.sample = mask.to(loaded.device), sample.to(loaded.device)
             out = root(input_ids=ids.to(loaded.device), attention_mask=mask.to(loaded.device))
-            last = last_state(out)
-            for r, t in enumerate(rows):
-                if int(t) in end_slot:
-                    k, n = end_slot[int(t)], int(lengths[t])
-                    end_ids[k, :n] = ids[r, :n]
-                    end_mask[k, :n] = True
-                    end_reference[k, :n] = last[r, :n].float().cpu()
+            end.fill(rows, ids, last_state(out))
             if not report(progress, b + 1, len(batches)):
                 break
-    n_tokens = int(lengths.sum())
     weights = torch.tensor(sample_weights, dtype=torch.float64)
-    sites = []
-    for site, acc in zip(site_map.sites, accs, strict=True):
-        if site.name in skipped or not acc.n:
-            continue
-        sample = torch.cat(acc.samples) if acc.samples else torch.zeros(0, site.width)
-        median = (
-            weighted_median(sample.abs().flatten(), weights.repeat_interleave(site.width))
-            if sample.numel()
-            else math.nan
-        )
-        sites.append(
-            SiteScan(
-                site=site,
-                act_max=acc.act_max,
-                max_abs=float(acc.act_max.max()),
-                median_abs=median,
-                kurtosis=acc.kurtosis(),
-                share_gt_6=acc.n_ge / acc.n,
-                n_values=acc.n,
-                sample=sample,
-            )
-        )
-    massive: set[int] = set()
-    for i in range(len(blocks)):
-        if not block_samples[i]:
-            continue
-        values = torch.cat(block_samples[i])
-        median = weighted_median(values.flatten(), weights.repeat_interleave(values.shape[1]))
-        threshold = max(MASSIVE_ABS, MASSIVE_RATIO * median)
-        massive.update(int(j) for j in torch.nonzero(block_max[i] > threshold).flatten())
     notes = list(site_map.notes)
-    if skipped:
+    if recorder.skipped:
         notes.append(
-            f"{len(skipped)} site(s) had inputs that are not one row per token and were left out: "
-            + ", ".join(sorted(skipped)[:4])
+            f"{len(recorder.skipped)} site(s) had inputs that are not one row per token and were "
+            "left out: " + ", ".join(sorted(recorder.skipped)[:4])
         )
     return QuantScan(
         site_map=site_map,
-        sites=sites,
+        sites=recorder.site_scans(weights),
         n_texts=int(sum(len(rows) for rows in batches)),  # texts with tokens
-        n_tokens=n_tokens,
+        n_tokens=int(lengths.sum()),
         max_length=int(tokenized.max_length),
         error_tokens=int(weights.numel()),
         sample_weights=weights,
-        end_ids=end_ids,
-        end_mask=end_mask,
-        end_reference=end_reference,
-        massive_dims=tuple(sorted(massive)),
+        end_ids=end.ids,
+        end_mask=end.mask,
+        end_reference=end.reference,
+        massive_dims=recorder.massive_dims(weights),
         hidden_size=d,
         is_causal=bool(loaded.info.is_causal),
         seconds=time.perf_counter() - started,

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from backend.analysis.quant.before_after import before_after
+from backend.analysis.quant.before_after import before_after, channel_profile
 from backend.analysis.quant.readiness import scan_sites
 from backend.engine.models import load_model
 from tests.quant_checks import TEXTS, no_hooks
@@ -31,3 +31,33 @@ def test_alpha_zero_evens_the_weight_columns_and_one_the_activations(scanned):
         assert zero["before"] == one["before"]  # the untransformed side does not depend on α
         assert math.isfinite(zero["rotation"].act_kurtosis)
         assert zero["rotation"].act_int8_error >= 0 and zero["rotation"].weight_int8_error >= 0
+
+
+def test_channel_profile_moves_the_outlier_channels_range_into_the_weight_columns(scanned):
+    """Per channel, SmoothQuant at α divides x_j by s_j and multiplies W's column j by it, so
+    the products act x weight are unchanged channel by channel; the rotation is orthonormal, so
+    every token row keeps its norm (the per-channel max can only be spread, never exceed it)."""
+    import numpy as np
+    import torch
+
+    from backend.analysis.quant.schemes import smooth_scales
+
+    loaded, scan = scanned
+    index = max(range(len(scan.sites)), key=lambda i: scan.sites[i].max_over_median)
+    smooth = channel_profile(loaded, scan, index, "smoothquant", alpha=0.6)
+    s = scan.sites[index]
+    w = torch.cat(
+        [p.weight.detach().float() for p in (loaded.encoder.get_submodule(n) for n in s.site.paths)]
+    )
+    scale = smooth_scales(s.act_max.float(), w, 0.6).double().numpy()
+    assert np.allclose(smooth.act_after, smooth.act_before / scale, rtol=1e-5)
+    assert np.allclose(smooth.weight_after, smooth.weight_before * scale, rtol=1e-5)
+    assert smooth.act_before.max() / np.median(smooth.act_before) >= (
+        smooth.act_after.max() / np.median(smooth.act_after)
+    )  # smoothing evens the activation channels
+    rotated = channel_profile(loaded, scan, index, "rotation")
+    row_norm = float(s.sample.float().norm(dim=1).max())
+    assert rotated.act_after.max() <= row_norm + 1e-4
+    assert rotated.act_before.shape == rotated.act_after.shape == (s.site.width,)
+    with pytest.raises(ValueError, match="unknown transform"):
+        channel_profile(loaded, scan, index, "nonsense")

@@ -9,7 +9,8 @@ import math
 import pytest
 import torch
 
-from backend.analysis.quant.readiness import analyse
+from backend.analysis.quant.params import ALPHA_GRID
+from backend.analysis.quant.readiness import analyse, report_from
 from backend.analysis.quant.schemes import SCHEMES
 from backend.engine.models import load_model
 from tests.quant_checks import TEXTS, hook_counts, no_hooks, snapshot
@@ -49,6 +50,14 @@ def test_tiny_llama_kl(tiny_tied_llama_dir):
     assert no_hooks(loaded.model)
     after = snapshot(loaded.model)
     assert all(torch.equal(before[k], after[k]) for k in before)
+    # no α given: the sweep's best on the same scan, named in the verdict with its error
+    sweep = {r["alpha"]: r["error"] for r in report.alpha_sweep}
+    assert list(sweep) == list(ALPHA_GRID) and not report.alpha_given
+    assert sweep[report.alpha] == min(sweep.values())
+    assert f"α = {report.alpha:g}, the lowest mean per-site SmoothQuant error" in report.verdict()
+    assert report.site_mean("smoothquant") == pytest.approx(sweep[report.alpha], rel=1e-6)
+    given = report_from(loaded, report.scan, alpha=0.35, sensitivity=False)
+    assert given.alpha == 0.35 and given.alpha_given and "α = 0.35 as given" in given.verdict()
     # the full-precision reference reproduces itself: no quantization, KL ~ 0
     scan = report.scan
     assert data["corpus"]["end_tokens"] == scan.end_tokens <= 40

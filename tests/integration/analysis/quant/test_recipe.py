@@ -115,3 +115,17 @@ def test_llmcompressor_parses_the_recipe(made, tmp_path):
         smooth = parsed.modifiers[0]
         assert smooth.smoothing_strength == recipe.alpha
         assert [list(m) for m in smooth.mappings] == [[list(b), s] for b, s in recipe.regex]
+    # the rotated variant (QuIPModifier in place of SmoothQuant), whatever this model's verdict
+    from dataclasses import replace
+
+    from backend.analysis.quant.recipe import Rotation
+
+    block = recipe.rotation.block_size if recipe.rotation else 8
+    rotated = replace(recipe, rotation=Rotation(True, "helps", "the parser's test", block))
+    path.write_text(rotated.yaml())
+    parsed = Recipe.create_instance(str(path))
+    assert [type(m).__name__ for m in parsed.modifiers] == ["QuIPModifier", "QuantizationModifier"]
+    quip = parsed.modifiers[0]
+    assert list(quip.rotations) == ["v"] and quip.transform_type == "hadamard"
+    assert quip.transform_block_size == block
+    assert list(quip.ignore) == [i.module for i in recipe.ignore]

@@ -116,3 +116,73 @@ def test_yaml_parses_back_to_the_modifiers_and_keeps_each_reason():
     decision = recipe.decision()
     assert "α = 0.75" in decision and "keep block 1" in decision
     assert "does not help" in decision  # rotation 0.4 > per-token 0.3 (KL)
+
+
+def test_a_rotation_worth_it_replaces_smoothquant_and_says_why():
+    """Rotation written (QuIPModifier before the quantizer, SmoothQuant left out, the reason as
+    a comment) round-trips through YAML; a rotation not written leaves the smoothing and says
+    why in the YAML too."""
+    from dataclasses import replace
+
+    from backend.analysis.quant.recipe import Rotation
+
+    maps = _llama_like(2)
+    base = Recipe(
+        model="m",
+        alpha=0.5,
+        mappings=tuple(maps),
+        skipped=(),
+        ignore=(Ignored("lm_head", None, "the output head"),),
+        regex=tuple(
+            regex_mappings(maps, {n for m in maps for n in (m.smooth, *m.balance)}, "model.layers")
+        ),
+        keep_share=0.5,
+        max_blocks=4,
+        ranked_by="sensitivity",
+        metric="kl",
+        blocks=(),
+    )
+    rotated = replace(base, rotation=Rotation(True, "helps", "rotation KL 0.01 [0.009–0.011]", 64))
+    mods = yaml.safe_load(rotated.yaml())["quant_stage"]["quant_modifiers"]
+    assert mods == rotated.modifiers() and list(mods) == ["QuIPModifier", "QuantizationModifier"]
+    assert mods["QuIPModifier"] == {
+        "rotations": ["v"],
+        "transform_type": "hadamard",
+        "transform_block_size": 64,
+        "ignore": ["lm_head"],
+    }
+    assert "# rotation: rotation KL 0.01" in rotated.yaml()
+    assert rotated.to_dict()["rotation"]["written"] and not rotated.to_dict()["smoothquant"]["used"]
+    assert "Hadamard rotation (block 64) instead of SmoothQuant" in rotated.decision()
+    kept = replace(base, rotation=Rotation(False, "hurts", "a Hadamard rotation hurts", 64))
+    assert list(kept.modifiers()) == ["SmoothQuantModifier", "QuantizationModifier"]
+    assert "# rotation: a Hadamard rotation hurts" in kept.yaml()
+    assert "hurts" in kept.decision()
+
+
+def _ends(rotation: tuple[float, float, float], n_texts: int = 16, widths=(64, 192)):
+    """A stand-in report with per-token and SmoothQuant KL fixed and the rotation's planted."""
+    from types import SimpleNamespace
+
+    import torch
+
+    sites = [SimpleNamespace(site=SimpleNamespace(width=w)) for w in widths]
+    scan = SimpleNamespace(sites=sites, end_ids=torch.zeros(n_texts, 4))
+    end = {"metric": "kl", "per_token": 0.03, "smoothquant": 0.025, "rotation": rotation[0]}
+    interval = {"per_token": [0.028, 0.032], "smoothquant": [0.022, 0.027]}
+    interval["rotation"] = list(rotation[1:])
+    return SimpleNamespace(end=end, interval=interval, scan=scan, metric="kl")
+
+
+def test_rotation_is_written_only_when_its_interval_clears_both_rivals():
+    from backend.analysis.quant.recipe import rotation_decision
+
+    helps = rotation_decision(_ends((0.01, 0.009, 0.012)))
+    assert helps.written and helps.verdict == "helps" and helps.block_size == 64
+    assert "0.01 [0.009–0.012]" in helps.reason and "blocks of 64, 64" not in helps.reason
+    overlapping = rotation_decision(_ends((0.02, 0.015, 0.023)))  # overlaps SmoothQuant
+    assert not overlapping.written and overlapping.verdict == "not settled"
+    hurts = rotation_decision(_ends((0.05, 0.045, 0.055)))
+    assert not hurts.written and hurts.verdict == "hurts"
+    few = rotation_decision(_ends((0.01, 0.009, 0.012), n_texts=3))
+    assert not few.written and "too few" in few.reason
