@@ -258,8 +258,8 @@ class Recipe:
         if self.predicted:
             p = self.predicted
             lines.append(
-                f"# isoscope's prediction ({p['metric']} on the first {p['end_tokens']} corpus "
-                f"tokens): {p['recipe']:.4g} with this recipe,\n# {p['without_ignore']:.4g} "
+                f"# isoscope's prediction ({p['metric']} on {p['end_tokens']} tokens of the first "
+                f"{p.get('end_texts', 1)} corpus texts): {p['recipe']:.4g} with this recipe,\n# {p['without_ignore']:.4g} "
                 f"without the ignore list, {p['per_token']:.4g} for plain per-token W8A8."
             )
         lines += ["quant_stage:", "  quant_modifiers:"]
@@ -617,6 +617,7 @@ def predict(loaded, report: QuantReport, recipe: Recipe) -> Recipe:
     predicted = {
         "metric": report.metric,
         "end_tokens": report.scan.end_tokens,
+        "end_texts": int(report.scan.end_ids.shape[0]),
         **values,
         "per_token": report.end["per_token"],
         "smoothquant": report.end["smoothquant"],

@@ -133,4 +133,6 @@ def test_the_overview_report_adds_the_pages_analysis():
     at.button(key="overview_full_findings").click()
     _rerun(at)
     section = next(m.value for m in at.markdown if m.value.startswith("**Quantization readiness**"))
-    assert verdict.removeprefix("**Verdict.** ") in section
+    # the page's verdict ends with a link to its own recipe section, which the report has not
+    verdict = verdict.removeprefix("**Verdict.** ").split(" [The decision and its recipe")[0]
+    assert verdict in section

@@ -18,7 +18,8 @@ with ``backend.engine.hooks.forward_hooks``) and streams, per site, over every n
   weighted median of the sample's values (every channel of every sampled token). Holding every
   token of every site would need tokens x sum of widths floats.
 
-It also keeps the final state of the first texts (up to ``end_tokens`` tokens, default 256), the
+It also keeps the final state of the first texts (up to ``end_tokens`` tokens, default 256; on a
+causal model spread over at least :data:`MIN_END_TEXTS` texts, each cut to its share), the
 full-precision reference for the end metric, and each block output's per-dim max |h| and sampled
 median |h| for massive-activation dims (Sun et al. 2024: |h| > 100 and > 1000 x the median).
 """
@@ -48,6 +49,7 @@ from backend.engine.progress import Progress, report
 
 ERROR_TOKENS = 256
 END_TOKENS = 256
+MIN_END_TEXTS = 8  # texts the end metric spreads over on a causal model (the bootstrap is over texts)
 TOP_CHANNELS = 8
 MASSIVE_ABS = ABS_THRESHOLD  # Sun et al. 2024's rule, declared once in decoder.massive
 MASSIVE_RATIO = MEDIAN_RATIO
@@ -208,8 +210,15 @@ def last_state(output) -> torch.Tensor:
     return state
 
 
-def _end_texts(lengths: np.ndarray, end_tokens: int) -> np.ndarray:
-    """The first texts (corpus order) whose tokens fit in ``end_tokens`` (at least one)."""
+def _end_texts(
+    lengths: np.ndarray, end_tokens: int, causal: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """The end texts (corpus order) and the tokens kept of each: the first texts whose tokens fit
+    in ``end_tokens`` (at least one). For a causal model, when that is fewer than
+    :data:`MIN_END_TEXTS` texts, the first :data:`MIN_END_TEXTS` texts cut to an equal share of
+    ``end_tokens`` instead: a causal model's states on a prefix are its states on the whole text,
+    and the bootstrap over texts needs texts (2 texts of 128 tokens give no interval worth the
+    name). A bidirectional model keeps whole texts, whose states a cut would change."""
     used, rows = 0, []
     for t, n in enumerate(lengths):
         if n == 0:
@@ -218,7 +227,13 @@ def _end_texts(lengths: np.ndarray, end_tokens: int) -> np.ndarray:
             break
         rows.append(t)
         used += int(n)
-    return np.asarray(rows, dtype=np.int64)
+    keep = np.asarray([int(lengths[t]) for t in rows], dtype=np.int64)
+    nonempty = np.flatnonzero(lengths > 0)
+    if causal and len(rows) < MIN_END_TEXTS and len(nonempty) > len(rows):
+        chosen = nonempty[:MIN_END_TEXTS]
+        share = max(2, end_tokens // len(chosen))
+        return chosen.astype(np.int64), np.minimum(lengths[chosen], share).astype(np.int64)
+    return np.asarray(rows, dtype=np.int64), keep
 
 
 class _Recorder:
@@ -306,11 +321,13 @@ class _EndTexts:
     """The end texts' padded ids, mask and full-precision final state (B, T[, d]), filled from
     the pass's batches as their texts go by."""
 
-    def __init__(self, lengths: np.ndarray, end_tokens: int, pad_id: int, d: int) -> None:
-        rows = _end_texts(lengths, end_tokens)
-        self.lengths = lengths
+    def __init__(
+        self, lengths: np.ndarray, end_tokens: int, pad_id: int, d: int, causal: bool
+    ) -> None:
+        rows, keep = _end_texts(lengths, end_tokens, causal)
         self.slot = {int(t): k for k, t in enumerate(rows)}
-        width = int(lengths[rows].max())
+        self.keep = keep
+        width = int(keep.max())
         self.ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
         self.mask = torch.zeros((len(rows), width), dtype=torch.bool)
         self.reference = torch.zeros((len(rows), width, d), dtype=torch.float32)
@@ -318,7 +335,8 @@ class _EndTexts:
     def fill(self, rows: np.ndarray, ids: torch.Tensor, last: torch.Tensor) -> None:
         for r, t in enumerate(rows):
             if int(t) in self.slot:
-                k, n = self.slot[int(t)], int(self.lengths[t])
+                k = self.slot[int(t)]
+                n = int(self.keep[k])
                 self.ids[k, :n] = ids[r, :n]
                 self.mask[k, :n] = True
                 self.reference[k, :n] = last[r, :n].float().cpu()
@@ -353,7 +371,7 @@ def scan_sites(
     post = {block: recorder.block_hook(i) for i, block in enumerate(blocks)}
     batches = plan_batches(lengths, batch_size)  # the one batching rule
     pad_id = pad_token_id(loaded)
-    end = _EndTexts(lengths, end_tokens, pad_id, d)
+    end = _EndTexts(lengths, end_tokens, pad_id, d, bool(loaded.info.is_causal))
     with forward_hooks(pre, pre=True), forward_hooks(post), torch.inference_mode():
         for b, rows in enumerate(batches):
             ids, mask = padded(tokenized, rows, pad_id)
