@@ -49,7 +49,9 @@ from backend.engine.progress import Progress, report
 
 ERROR_TOKENS = 256
 END_TOKENS = 256
-MIN_END_TEXTS = 8  # texts the end metric spreads over on a causal model (the bootstrap is over texts)
+MIN_END_TEXTS = (
+    8  # texts the end metric spreads over on a causal model (the bootstrap is over texts)
+)
 TOP_CHANNELS = 8
 MASSIVE_ABS = ABS_THRESHOLD  # Sun et al. 2024's rule, declared once in decoder.massive
 MASSIVE_RATIO = MEDIAN_RATIO
