@@ -198,10 +198,14 @@ def every_token_view(
 ) -> None:
     """The Clipping & projections page's "all tokens" points: a button starts the work (a second
     pass plus the projections, minutes at a million tokens), then the atlas draws every token."""
-    from backend.engine.errors import IsoscopeError
-    from backend.engine.extraction.spill import Cancelled
+    landmarks = landmark_control(result.num_tokens, method)
+    every_token_caption(result, state, method, landmarks)
+    every_token_explainer(result.hidden_size)
+    every_token_run(loaded, result, state, method, post, seed, landmarks)
 
-    name, n, d = result.state_names[state], result.num_tokens, result.hidden_size
+
+def landmark_control(n: int, method: str) -> int:
+    """How many tokens UMAP / t-SNE is fitted on (PCA needs none)."""
     landmarks = LANDMARKS
     if method != "pca":
         landmarks = int(
@@ -216,6 +220,11 @@ def every_token_view(
                 "token is placed at the weighted mean of its 15 nearest landmarks.",
             )
         )
+    return landmarks
+
+
+def every_token_caption(result: ExtractionResult, state: int, method: str, landmarks: int) -> None:
+    name, n, d = result.state_names[state], result.num_tokens, result.hidden_size
     how = (
         "exact streaming PCA"
         if method == "pca"
@@ -229,6 +238,9 @@ def every_token_view(
         "The post-processing is fitted on the token sample, as for the sampled view. The points "
         "reach the browser as one binary file, not through the app's websocket."
     )
+
+
+def every_token_explainer(d: int) -> None:
     explainer(
         "What is this / references: every token",
         f"""
@@ -254,6 +266,22 @@ The sampled view projects at most the token sample; this one projects **every to
   near 270,000 rows, embedding-atlas issue 50).
 """,
     )
+
+
+def every_token_run(
+    loaded: LoadedModel,
+    result: ExtractionResult,
+    state: int,
+    method: str,
+    post: PostChoice,
+    seed: int,
+    landmarks: int,
+) -> None:
+    """The button, then the work with its Stop, then the atlas and how to use it."""
+    from backend.engine.errors import IsoscopeError
+    from backend.engine.extraction.spill import Cancelled
+
+    n = result.num_tokens
     choice = (state, method, post.name, repr(post.options), seed, landmarks)
     if st.session_state.get("proj_every_token") != choice:
         if st.button(f"Project all {n:,} tokens", key="proj_every_token_go", type="primary"):

@@ -168,35 +168,8 @@ def _linear64(module: torch.nn.Module) -> tuple[np.ndarray, np.ndarray]:
 def decompose_ids(loaded: LoadedModel, input_ids: np.ndarray) -> TupeText:
     """TUPE decomposition of one tokenized text (1-D ids, no padding)."""
     parts = _locate(loaded)
-    captured: dict[str, Any] = {}
-
-    def save(name: str, stop: bool = False):
-        def hook(module, args, output):
-            captured[name] = output
-            captured[name + "_in"] = args[0] if args else None
-            if stop:
-                raise _Stop
-
-        return hook
-
-    hooks = {parts.word: save("word"), parts.position: save("position")}
-    if parts.segment is not None:
-        hooks[parts.segment] = save("segment")
-    if parts.kind == "bert":
-        hooks[parts.qk_modules[0]] = save("query")
-        hooks[parts.qk_modules[1]] = save("key", stop=True)
-    else:
-        hooks[parts.qk_modules[0]] = save("qkv", stop=True)
-    with forward_hooks(hooks):
-        ids = torch.as_tensor(np.asarray(input_ids, dtype=np.int64)[None], device=loaded.device)
-        try:
-            with torch.inference_mode():
-                loaded.encoder(input_ids=ids, attention_mask=torch.ones_like(ids))
-        except _Stop:
-            pass
-
-    seq = ids.shape[1]
-    d = loaded.info.hidden_size
+    captured = _capture(loaded, parts, input_ids)
+    seq, d = len(input_ids), loaded.info.hidden_size
     word = _to64(captured["word"]).reshape(-1, seq, d)[0]
     pos = np.broadcast_to(_to64(captured["position"]).reshape(-1, seq, d)[0], (seq, d))
     seg = (
@@ -204,29 +177,8 @@ def decompose_ids(loaded: LoadedModel, input_ids: np.ndarray) -> TupeText:
         if "segment" in captured
         else np.zeros((seq, d))
     )
-    if parts.kind == "bert":
-        ln_out = _to64(captured["query_in"])[0]
-        q_real = _to64(captured["query"])[0]
-        k_real = _to64(captured["key"])[0]
-        wq, bq = _linear64(parts.qk_modules[0])
-        wk, bk = _linear64(parts.qk_modules[1])
-    else:
-        ln_out = _to64(captured["qkv_in"])[0]
-        qkv = _to64(captured["qkv"])[0]
-        q_real, k_real = qkv[:, :d], qkv[:, d : 2 * d]
-        w, b = _linear64(parts.qk_modules[0])
-        wq, bq, wk, bk = w[:, :d], b[:d], w[:, d : 2 * d], b[d : 2 * d]
-
-    # LayerNorm split with each token's own statistics (float64).
-    x = word + pos + seg
-    sigma = np.sqrt(x.var(axis=1) + parts.norm.eps)[
-        :, None
-    ]  # (T, 1), biased variance like nn.LayerNorm
-    gamma = _to64(parts.norm.weight)
-    beta = _to64(parts.norm.bias) if parts.norm.bias is not None else np.zeros(d)
-    a_word = gamma * (word - word.mean(axis=1, keepdims=True)) / sigma
-    a_pos = gamma * (pos - pos.mean(axis=1, keepdims=True)) / sigma
-    rest = gamma * (seg - seg.mean(axis=1, keepdims=True)) / sigma + beta
+    ln_out, q_real, k_real, (wq, bq, wk, bk) = _query_key_inputs(parts, captured, d)
+    a_word, a_pos, rest = _layernorm_split(parts, word, pos, seg)
     ln_error = float(np.abs(a_word + a_pos + rest - ln_out).max())
 
     def heads(v: np.ndarray) -> np.ndarray:  # (T, H*dh) -> (H, T, dh)
@@ -254,6 +206,69 @@ def decompose_ids(loaded: LoadedModel, input_ids: np.ndarray) -> TupeText:
     )
     tokens = loaded.tokenizer.convert_ids_to_tokens([int(i) for i in input_ids])
     return TupeText(tokens=list(tokens), terms=terms, real=real, valid=valid, ln_error=ln_error)
+
+
+def _capture(loaded: LoadedModel, parts, input_ids: np.ndarray) -> dict[str, Any]:
+    """The embeddings' outputs and the first layer's query/key inputs and outputs of one forward
+    pass, stopped once they are seen."""
+    captured: dict[str, Any] = {}
+
+    def save(name: str, stop: bool = False):
+        def hook(module, args, output):
+            captured[name] = output
+            captured[name + "_in"] = args[0] if args else None
+            if stop:
+                raise _Stop
+
+        return hook
+
+    hooks = {parts.word: save("word"), parts.position: save("position")}
+    if parts.segment is not None:
+        hooks[parts.segment] = save("segment")
+    if parts.kind == "bert":
+        hooks[parts.qk_modules[0]] = save("query")
+        hooks[parts.qk_modules[1]] = save("key", stop=True)
+    else:
+        hooks[parts.qk_modules[0]] = save("qkv", stop=True)
+    with forward_hooks(hooks):
+        ids = torch.as_tensor(np.asarray(input_ids, dtype=np.int64)[None], device=loaded.device)
+        try:
+            with torch.inference_mode():
+                loaded.encoder(input_ids=ids, attention_mask=torch.ones_like(ids))
+        except _Stop:
+            pass
+    return captured
+
+
+def _query_key_inputs(parts, captured: dict[str, Any], d: int):
+    """The LayerNorm's output, the real queries and keys, and (Wq, bq, Wk, bk) in float64."""
+    if parts.kind == "bert":
+        ln_out = _to64(captured["query_in"])[0]
+        q_real = _to64(captured["query"])[0]
+        k_real = _to64(captured["key"])[0]
+        wq, bq = _linear64(parts.qk_modules[0])
+        wk, bk = _linear64(parts.qk_modules[1])
+        return ln_out, q_real, k_real, (wq, bq, wk, bk)
+    ln_out = _to64(captured["qkv_in"])[0]
+    qkv = _to64(captured["qkv"])[0]
+    w, b = _linear64(parts.qk_modules[0])
+    weights = (w[:, :d], b[:d], w[:, d : 2 * d], b[d : 2 * d])
+    return ln_out, qkv[:, :d], qkv[:, d : 2 * d], weights
+
+
+def _layernorm_split(parts, word: np.ndarray, pos: np.ndarray, seg: np.ndarray):
+    """LayerNorm of word + position + segment split into its word part, its position part and
+    the rest (segment and bias), with each token's own statistics (float64, biased variance
+    like nn.LayerNorm)."""
+    d = word.shape[1]
+    x = word + pos + seg
+    sigma = np.sqrt(x.var(axis=1) + parts.norm.eps)[:, None]  # (T, 1)
+    gamma = _to64(parts.norm.weight)
+    beta = _to64(parts.norm.bias) if parts.norm.bias is not None else np.zeros(d)
+    a_word = gamma * (word - word.mean(axis=1, keepdims=True)) / sigma
+    a_pos = gamma * (pos - pos.mean(axis=1, keepdims=True)) / sigma
+    rest = gamma * (seg - seg.mean(axis=1, keepdims=True)) / sigma + beta
+    return a_word, a_pos, rest
 
 
 def decompose_text(loaded: LoadedModel, text: str, max_length: int = 64) -> TupeText:

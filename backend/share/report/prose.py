@@ -313,7 +313,6 @@ def _layernorm(ctx: Context) -> Section:
     texts = list(
         (ctx.result.texts if ctx.kind == "text" else ctx.inputs)[: ctx.settings.ablation_texts]
     )
-    unit = KIND_NOUNS[ctx.kind]
     report = run_ablation(
         loaded,
         texts,
@@ -326,27 +325,7 @@ def _layernorm(ctx: Context) -> Section:
         in_place=ctx.in_place,
     )
     norms = [s.name for s in select_norms(sites, None)]
-    final = float(report.effect.embedding_cosine[-1])
-    controls = [float(e.embedding_cosine[-1]) for _, e in report.controls]
-    text = (
-        f"Zeroing them in {len(norms)} LayerNorms ({', '.join(norms)}) leaves a final-state "
-        f"{'sentence embedding' if ctx.kind == 'text' else 'mean-pooled vector'} with cosine "
-        f"{final:.3f} to the original (mean over {len(texts)} {unit})"
-    )
-    if controls:
-        drift, control_drift = 1 - final, 1 - float(np.mean(controls))
-        verdict = (
-            "more damage than any random control"
-            if final < min(controls)
-            else "no more damage than random dims"
-        )
-        ratio = f", {drift / control_drift:.1f}x their mean drift" if control_drift > 0 else ""
-        text += (
-            f"; {len(controls)} random {len(dims)}-dim controls give {min(controls):.3f}–{max(controls):.3f}: "
-            f"{verdict}{ratio}."
-        )
-    else:
-        text += "."
+    text = _ablation_sentence(report, norms, len(dims), len(texts), ctx.kind)
     sec.findings.append(text)
     if report.effect.mlm_loss is not None and report.mlm_loss_original is not None:
         sec.findings.append(
@@ -361,6 +340,30 @@ def _layernorm(ctx: Context) -> Section:
     sec.notes.extend(n for n in report.notices if "MLM head" not in n)
     sec.figures.append(ablation_vs_controls(report, "embedding_cosine"))
     return sec
+
+
+def _ablation_sentence(report, norms: list[str], n_dims: int, n_texts: int, kind: str) -> str:
+    """What zeroing the dims in ``norms`` did to the final state, against the random controls."""
+    final = float(report.effect.embedding_cosine[-1])
+    controls = [float(e.embedding_cosine[-1]) for _, e in report.controls]
+    text = (
+        f"Zeroing them in {len(norms)} LayerNorms ({', '.join(norms)}) leaves a final-state "
+        f"{'sentence embedding' if kind == 'text' else 'mean-pooled vector'} with cosine "
+        f"{final:.3f} to the original (mean over {n_texts} {KIND_NOUNS[kind]})"
+    )
+    if not controls:
+        return text + "."
+    drift, control_drift = 1 - final, 1 - float(np.mean(controls))
+    verdict = (
+        "more damage than any random control"
+        if final < min(controls)
+        else "no more damage than random dims"
+    )
+    ratio = f", {drift / control_drift:.1f}x their mean drift" if control_drift > 0 else ""
+    return text + (
+        f"; {len(controls)} random {n_dims}-dim controls give {min(controls):.3f}–{max(controls):.3f}: "
+        f"{verdict}{ratio}."
+    )
 
 
 def _positional(ctx: Context) -> Section:
