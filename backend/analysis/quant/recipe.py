@@ -259,7 +259,8 @@ class Recipe:
             p = self.predicted
             lines.append(
                 f"# isoscope's prediction ({p['metric']} on {p['end_tokens']} tokens of the first "
-                f"{p.get('end_texts', 1)} corpus texts): {p['recipe']:.4g} with this recipe,\n# {p['without_ignore']:.4g} "
+                f"{p.get('end_texts', 1)} corpus texts): {p['recipe']:.4g} with this recipe,\n"
+                f"# {p['without_ignore']:.4g} "
                 f"without the ignore list, {p['per_token']:.4g} for plain per-token W8A8."
             )
         lines += ["quant_stage:", "  quant_modifiers:"]

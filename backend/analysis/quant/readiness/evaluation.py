@@ -327,21 +327,51 @@ def _attach_sts(end_out: dict, sts: dict, pairs: SentencePairs) -> None:
 def alpha_sweep(
     loaded, scan: QuantScan, grid: tuple[float, ...] = ALPHA_GRID
 ) -> list[dict[str, float]]:
-    """``[{"alpha", "error"}]``: per α of ``grid``, SmoothQuant's mean per-site error (the
-    weighted relative output error of :func:`evaluate`, on the same token sample and act_scales),
-    so α is chosen on the one scan without an end pass per α (Xiao et al. 2023 pick α per model
-    on a calibration set the same way)."""
+    """``[{"alpha", "error"}]``, by α: SmoothQuant's mean per-site error (the weighted relative
+    output error of :func:`evaluate`, on the same token sample and act_scales) at the α of
+    ``grid`` that :func:`descend` visits, so α is chosen on the one scan without an end pass per
+    α (Xiao et al. 2023 pick α per model on a calibration set the same way). Each α costs a
+    quantized pass over every site's sample (seconds on SmolLM2), so the grid is walked downhill
+    from the paper's 0.5 rather than evaluated whole."""
     for a in grid:
         check_keep_alpha(DEFAULT_KEEP, a)
     named = dict(loaded.encoder.named_modules())
     references = _site_references(named, scan)
-    totals = []
-    with torch.inference_mode():
-        for a in grid:
-            errors: list[dict[str, float]] = [{} for _ in scan.sites]
+
+    def error(a: float) -> float:
+        errors: list[dict[str, float]] = [{} for _ in scan.sites]
+        with torch.inference_mode():
             _quantize_sites(named, scan, "smoothquant", references, errors, None, keep=0, alpha=a)
-            totals.append(float(np.mean([e["smoothquant"] for e in errors])) if errors else 0.0)
-    return [{"alpha": float(a), "error": e} for a, e in zip(grid, totals, strict=True)]
+        return float(np.mean([e["smoothquant"] for e in errors])) if errors else 0.0
+
+    seen = descend(grid, error, DEFAULT_ALPHA)
+    return [{"alpha": float(a), "error": seen[a]} for a in sorted(seen)]
+
+
+def descend(grid: tuple[float, ...], f, start: float) -> dict[float, float]:
+    """``f`` at the points of the sorted ``grid`` a downhill walk visits: from the point nearest
+    ``start`` and its right neighbour, step towards the lower one until ``f`` rises again. On a
+    unimodal ``f`` it ends at the grid's minimum, with 3-4 evaluations instead of len(grid)."""
+    points = sorted(grid)
+    seen: dict[float, float] = {}
+
+    def at(i: int) -> float:
+        if points[i] not in seen:
+            seen[points[i]] = f(points[i])
+        return seen[points[i]]
+
+    i = min(range(len(points)), key=lambda k: abs(points[k] - start))
+    if len(points) == 1:
+        at(0)
+        return seen
+    j = i + 1 if i + 1 < len(points) else i - 1
+    step = 1 if (at(j) < at(i)) == (j > i) else -1
+    k = max(i, j) if step == 1 else min(i, j)
+    while 0 <= k + step < len(points) and at(k + step) < at(k):
+        k += step
+    if 0 <= k + step < len(points):
+        at(k + step)  # the rise that ends the walk, so the minimum has both neighbours
+    return seen
 
 
 def best_alpha(sweep: list[dict[str, float]]) -> float:

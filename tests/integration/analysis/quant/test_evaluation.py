@@ -44,3 +44,20 @@ def test_prefix_curve_ends_at_every_block_quantized(tiny_tied_llama_dir):
     assert [r["layers"] for r in curve] == [1, 2, 3]
     assert curve[-1]["end"] == pytest.approx(ev.end["per_token"], rel=1e-4, abs=1e-9)
     assert curve[0]["end"] == pytest.approx(ev.sensitivity[0]["end"], rel=1e-3, abs=1e-9)
+
+
+@pytest.mark.parametrize("best", [0.3, 0.4, 0.5, 0.6, 0.7, 0.8])
+def test_the_alpha_walk_finds_the_grid_minimum_with_fewer_evaluations(best):
+    from backend.analysis.quant.params import ALPHA_GRID
+    from backend.analysis.quant.readiness.evaluation import descend
+
+    calls = []
+
+    def f(a: float) -> float:
+        calls.append(a)
+        return (a - best) ** 2
+
+    seen = descend(ALPHA_GRID, f, 0.5)
+    assert min(seen, key=seen.get) == best and len(calls) == len(seen) < len(ALPHA_GRID)
+    flat = descend(ALPHA_GRID, lambda a: 1.0, 0.5)  # a tie keeps the start, the smaller side
+    assert min(flat) <= 0.5 <= max(flat) and len(flat) == 2
