@@ -29,6 +29,7 @@ from backend.analysis.quant.schemes import (
     smooth_scales,
 )
 from backend.analysis.quant.sites import weight_matrix
+from backend.engine.device import to_numpy
 from backend.engine.params import LLM_INT8_THRESHOLD
 
 TRANSFORMS = ("smoothquant", "rotation")
@@ -122,7 +123,7 @@ def channel_profile(
         x_t, w_t = _transformed(x, w, s.act_max, transform, alpha)
 
     def col_max(v: torch.Tensor) -> np.ndarray:
-        return v.abs().amax(dim=0).double().numpy() if v.numel() else np.zeros(v.shape[1])
+        return to_numpy(v.abs().amax(dim=0).double()) if v.numel() else np.zeros(v.shape[1])
 
     return ChannelProfile(
         s.site.name, transform, float(alpha), col_max(x), col_max(x_t), col_max(w), col_max(w_t)

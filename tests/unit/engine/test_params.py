@@ -11,7 +11,7 @@ import pytest
 
 from backend import cli
 from backend.analysis.geometry import outliers
-from backend.analysis.quant.params import KEEP_K, SMOOTHQUANT_ALPHA
+from backend.analysis.quant.params import ALPHA_GRID, KEEP_K, SMOOTHQUANT_ALPHA
 from backend.engine.errors import InputError
 from backend.engine.extraction import ExtractionSettings
 from backend.engine.params import (
@@ -79,7 +79,9 @@ def test_every_command_reads_the_sample_size_and_keep_k_from_their_declarations(
     }
     assert len(with_sample) >= 6 and set(with_sample.values()) == {SAMPLE_SIZE.default}
     quant = {a.dest: a.default for a in commands["quant"]._actions}
-    assert quant["keep"] == KEEP_K.default and quant["alpha"] == SMOOTHQUANT_ALPHA.default
+    # --alpha defaults to the sweep's choice (None); the declared α is where the sweep starts
+    assert quant["keep"] == KEEP_K.default and quant["alpha"] is None
+    assert SMOOTHQUANT_ALPHA.default in ALPHA_GRID
     assert ExtractionSettings().sample_size == SAMPLE_SIZE.default
 
 
