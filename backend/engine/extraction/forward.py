@@ -107,23 +107,23 @@ def to_characters(hidden: torch.Tensor, width: int) -> torch.Tensor:
 
 def extract_partial(
     loaded: LoadedModel,
-    texts: tuple | list,
+    items: tuple | list,
     settings: ExtractionSettings | None = None,
     *,
     text_ids: np.ndarray | list[int] | None = None,
     progress: Progress | None = None,
     on_notice: Notice | None = None,
 ) -> PartialExtraction:
-    """Statistics, sample candidates and token rows of ``texts`` (package doc: Partial API);
-    ``texts`` may also be images or clips (:class:`backend.engine.inputs.MediaItem`)."""
+    """Statistics, sample candidates and token rows of ``items`` (package doc: Partial API):
+    texts, or images or clips (:class:`backend.engine.inputs.MediaItem`)."""
     settings = settings or ExtractionSettings()
     started = time.perf_counter()
-    texts = list(texts)
-    text_ids = _global_ids(text_ids, len(texts))
+    items = list(items)
+    text_ids = _global_ids(text_ids, len(items))
     num_states = loaded.info.num_layers + 1
     d = loaded.info.hidden_size
     limit = sample_limit(settings, num_states, d)
-    tokenized = tokenize_part(loaded, texts, settings.max_length)
+    tokenized = tokenize_part(loaded, items, settings.max_length)
     include = tokenized.analysed(settings.exclude_special, settings.exclude_first)
     tokens = token_table(loaded, tokenized, include, text_ids)
     # Analysed tokens in text order, then position: text t owns rows offset[t]:offset[t + 1].
@@ -145,7 +145,7 @@ def extract_partial(
     order = length_order(lengths, group)
     pad_id = pad_token_id(loaded)
     budget, cap = settings.token_budget, settings.batch_size
-    start, done, retry = 0, len(texts) - len(order), False
+    start, done, retry = 0, len(items) - len(order), False
     with torch.inference_mode():
         while start < len(order):
             width = int(lengths[order[start]])
@@ -170,9 +170,9 @@ def extract_partial(
             start += count
             done += count
             if progress is not None:
-                progress(done, len(texts))
+                progress(done, len(items))
     if progress is not None and not len(order):
-        progress(len(texts), len(texts))
+        progress(len(items), len(items))
     plan.buffers.clear()
     return PartialExtraction(
         settings=settings,

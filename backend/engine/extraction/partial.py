@@ -51,21 +51,21 @@ class PartialExtraction:
         return self
 
 
-def tokenize_part(loaded: LoadedModel, texts: list, max_length: int) -> TokenizedCorpus:
+def tokenize_part(loaded: LoadedModel, items: list, max_length: int) -> TokenizedCorpus:
     """:func:`tokenize`, but an empty part (or one without tokens) is fine. Images and audio clips
     (:class:`backend.engine.inputs.MediaItem`) go through :func:`prepare_media` instead."""
-    if is_media(texts):
-        return prepare_media(loaded, texts)
-    if texts:
+    if is_media(items):
+        return prepare_media(loaded, items)
+    if items:
         check_modality(loaded, "text")
-    if not texts:
+    if not items:
         model_max = loaded.info.max_positions
         cap = int(model_max) if model_max and max_length > model_max else max_length
         return TokenizedCorpus([], [], [], 0, cap)
     try:
-        return tokenize(loaded, texts, max_length)
+        return tokenize(loaded, items, max_length)
     except InputError:  # the part produced no tokens; the whole corpus is checked in finish()
-        empty = [np.zeros(0, dtype=np.int64) for _ in texts]
+        empty = [np.zeros(0, dtype=np.int64) for _ in items]
         return TokenizedCorpus(
             empty, [e.astype(bool) for e in empty], [e.astype(np.int32) for e in empty], 0, 0
         )

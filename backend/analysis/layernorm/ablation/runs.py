@@ -215,7 +215,7 @@ def _mlm_masks(
 
 def run_ablation(
     loaded: LoadedModel,
-    texts: Sequence[str],
+    items: Sequence,  # texts, or images or clips (MediaItem)
     dims: Sequence[int],
     *,
     norms=None,
@@ -235,13 +235,13 @@ def run_ablation(
     ``mlm`` computes the masked-token loss when the model has an MLM head. ``in_place=True`` skips
     the private copy (for a process that owns the model, like the CLI).
 
-    ``texts`` may be images or clips (:class:`backend.engine.inputs.MediaItem`): there is no LM loss
+    ``items`` are texts, or images or clips (:class:`backend.engine.inputs.MediaItem`): for media no LM loss
     and no sentence pair, so the end metric is the final-state cosine (``embedding_cosine`` at the
     last state: the mean cosine between the unablated and ablated mean-pooled final state).
     """
     started = time.perf_counter()
-    texts = list(texts)
-    media = is_media(texts)
+    items = list(items)
+    media = is_media(items)
     if media and pairs is not None:
         raise InputError(
             "STS pairs are sentences, and this ablation runs on images or audio clips; leave them "
@@ -259,10 +259,10 @@ def run_ablation(
     conditions: list[list[int] | None] = [None, dims, *controls]
     notices = []
     if media:
-        tokenized = prepare_media(target, texts)
+        tokenized = prepare_media(target, items)
     else:
-        tokenized = tokenize(target, tuple(texts), max_length)
-    sample, text_of_token = _anisotropy_sample(tokenized, len(texts), anisotropy_tokens, seed)
+        tokenized = tokenize(target, tuple(items), max_length)
+    sample, text_of_token = _anisotropy_sample(tokenized, len(items), anisotropy_tokens, seed)
     masked = _mlm_masks(target, tokenized, mlm and not media, seed, notices)
     pair_set = _PairSet.of(target, pairs, max_length) if pairs is not None else None
 
@@ -294,7 +294,7 @@ def run_ablation(
         if pair_runs is not None:
             sts = pair_set.spearman(pair_runs[c])
         return Effect(
-            embedding_cosine=run.emb_cos / len(texts),
+            embedding_cosine=run.emb_cos / len(items),
             token_cosine=run.tok_cos / max(run.tokens, 1),
             anisotropy=aniso(run.sample),
             sts_spearman=sts,
@@ -310,7 +310,7 @@ def run_ablation(
         anisotropy_original=aniso(original.sample),
         sts_spearman_original=sts_original,
         mlm_loss_original=original.loss / num_masked if masked is not None and num_masked else None,
-        num_texts=len(texts),
+        num_texts=len(items),
         num_masked=num_masked,
         modality=target.layout.modality,
         seed=seed,
