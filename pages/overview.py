@@ -13,9 +13,11 @@ from ui.views import overview as view
 st.title("Overview")
 plan = view.first_look_plan()  # a slow model's first look at a prefix of the corpus, else None
 loaded, result = load_or_stop(corpus=plan.corpus if plan else None)
+statistics_done = view.statistics_clock(result)  # what the next first look budgets
 view.first_look_note(plan)
 finish_findings = findings_panel(loaded, result)
 view.cards(result)
 view.outliers_and_anisotropy(result)
 view.first_position_section(result, plan)
+statistics_done()
 finish_findings()  # the remaining findings, with the rest of the page already shown

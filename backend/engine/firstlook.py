@@ -1,5 +1,6 @@
 """A first look on a device's very first run: measure on the first batch, then stop at the prefix
-that fits the budget.
+that fits the budget (the whole first page: the load, the extraction and the Overview's
+statistics, :mod:`backend.engine.throughput`).
 
 With no speed recorded for the device yet (:mod:`backend.engine.throughput`), nothing predicts
 how long the whole corpus takes. So the first batch of texts (``settings.batch_size``) runs as a
@@ -65,8 +66,10 @@ def measured_first_look(
         )
 
     partial = part(0, first, len(corpus))
-    per_token = partial.seconds / max(sum(counts[:first]), 1)  # seconds per token, measured
-    n = max(first, throughput.first_look_size(counts, per_token, budget_s))
+    extraction = partial.seconds / max(sum(counts[:first]), 1)  # seconds per token, measured
+    per_token = extraction + throughput.statistics_seconds_per_token(loaded, cache.root)
+    available = budget_s - loaded.load_seconds  # the page the user waits for, the load included
+    n = max(first, throughput.first_look_size(counts, per_token, available))
     target = throughput.prefix_corpus(corpus, n) if n < len(corpus) else corpus
     if n > first:
         partial.merge(part(first, n, n))
@@ -84,5 +87,5 @@ def measured_first_look(
         return None
     throughput.remember_first_look(cache.root, whole_key, n)
     full = per_token * sum(counts)
-    seconds = per_token * sum(counts[:n])
+    seconds = loaded.load_seconds + per_token * sum(counts[:n])
     return throughput.FirstLook(target, n, len(corpus), full, seconds, budget_s, first_batch=True)

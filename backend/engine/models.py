@@ -41,6 +41,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -153,6 +154,7 @@ class LoadedModel:
     spec: dict[str, Any] = field(default_factory=dict)
     processor: Any = None  # image processor / feature extractor of image and audio models
     layout: InputLayout = field(default_factory=InputLayout)
+    load_seconds: float = 0.0  # what load_model took, a download not included (the first look's budget)
 
     @property
     def encoder(self) -> torch.nn.Module:
@@ -206,6 +208,7 @@ def load_model(
     torch_device = resolve_device(device)
     torch_dtype = resolve_dtype(torch_device, dtype)
     parsed = parse_source(source)
+    started = time.perf_counter()
     if parsed.kind == "random-like":
         return _load_random_like(parsed, device, dtype, allow_pickle, head)
     if parsed.kind == "random":
@@ -219,6 +222,8 @@ def load_model(
         downloads = {"progress": progress, "quota_bytes": quota_bytes, "check_weights": check}
         downloads["before_weights"] = announce
         folder, display = resolve_folder(parsed, allow_pickle=allow_pickle, download=downloads)
+        if parsed.kind == "hub":
+            started = time.perf_counter()  # a download is not the load: it has its own bar
         census = _census_or_empty(folder)
         if not parsed.is_gguf:
             check(census)
@@ -239,7 +244,8 @@ def load_model(
                 revision=folder.name,
                 fingerprint=f"{loaded.fingerprint}-{folder.name[:12]}",  # names the commit used
             )
-    return make_loaded(loaded, torch_device, torch_dtype)
+    ready = make_loaded(loaded, torch_device, torch_dtype)
+    return dataclasses.replace(ready, load_seconds=time.perf_counter() - started)
 
 
 def _memory_check(source: str, dtype: str, placement: str):

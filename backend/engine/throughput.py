@@ -12,7 +12,12 @@ progress bar refines it with every batch (:func:`backend.engine.progress.eta_sec
 
 A *first look* (the Overview of a model that would take longer than :data:`FIRST_LOOK_SECONDS`)
 is the longest prefix of the corpus whose estimated time fits the budget: a corpus of its own,
-with its own hash and cache entry; the whole corpus is a second, separate entry.
+with its own hash and cache entry; the whole corpus is a second, separate entry. The budget is
+the whole first page the user waits for: the model's load (measured, ``LoadedModel.load_seconds``),
+the extraction (above) and the Overview's statistics on the extracted tokens (outlier dims,
+anisotropy, the first position, the quick findings), which cost about the same per token x
+hidden state x dim whatever the model: measured by every Overview on its device
+(:func:`record_statistics`), and :data:`STATISTICS_PRIOR` before a device's first.
 """
 
 from __future__ import annotations
@@ -33,6 +38,11 @@ MIN_RECORD_SECONDS = 5.0  # shorter runs are not kept: fixed per-run costs would
 MIN_FIRST_LOOK_TEXTS = 8  # fewer texts than this make no useful statistics
 MAX_MODELS_PER_DEVICE = 32  # measurements kept per device (the newest)
 MAX_FIRST_LOOKS = 256  # first-look lengths kept (the newest), one per model x corpus x settings
+# Seconds per (sampled token x hidden state x dim) of the Overview's statistics before a device
+# has measured its own: a 0.5B Qwen2-shaped decoder's Overview (24 states x 1,024 dims) on the
+# 2-core reference machine (benchmarks/big_model.py measures the page against its estimate).
+STATISTICS_PRIOR = 3.0e-8
+STATISTICS_KIND = "Overview statistics"  # what the statistics' rates are kept under, per device
 
 
 def device_key(device) -> str:
@@ -109,6 +119,40 @@ def speed_measured(loaded, root: Path) -> bool:
     """Whether ``loaded``'s device has a recorded speed (else its first run measures one)."""
     parameters = parameter_count(loaded.model)
     return seconds_per_token_parameter(root, device_key(loaded.device), parameters) is not None
+
+
+STATISTICS_DEVICE = f"cpu · {STATISTICS_KIND}"  # numpy on this machine's CPU, whatever the model's device
+
+
+def statistics_units(loaded) -> int:
+    """What the Overview's statistics scale with per token: hidden states x width."""
+    return (loaded.info.num_layers + 1) * loaded.info.hidden_size
+
+
+def record_statistics(root: Path, units: int, tokens: int, seconds: float) -> None:
+    """Keep the seconds the Overview's statistics took on ``tokens`` sampled tokens of ``units``
+    (hidden states x width) on this machine, as :func:`record` keeps an extraction's: a run under
+    :data:`MIN_RECORD_SECONDS` (a page served from its caches) is not kept."""
+    record(root, STATISTICS_DEVICE, units, tokens, seconds)
+
+
+def statistics_seconds_per_token(loaded, root: Path) -> float:
+    """The Overview statistics' seconds per token of ``loaded`` (this machine's measured rate
+    for the nearest size, else :data:`STATISTICS_PRIOR`, x :func:`statistics_units`)."""
+    units = statistics_units(loaded)
+    measured = seconds_per_token_parameter(root, STATISTICS_DEVICE, units)
+    return (STATISTICS_PRIOR if measured is None else measured) * units
+
+
+def page_seconds_per_token(loaded, root: Path) -> float | None:
+    """The first page's seconds per token beyond the load on ``loaded``'s device: the
+    extraction's (its measured rate x parameters) plus the statistics'
+    (:func:`statistics_seconds_per_token`); None before the extraction's first measurement."""
+    parameters = parameter_count(loaded.model)
+    rate = seconds_per_token_parameter(root, device_key(loaded.device), parameters)
+    if rate is None:
+        return None
+    return rate * parameters + statistics_seconds_per_token(loaded, root)
 
 
 def estimate_seconds(root: Path, device: str, parameters: int, tokens: int) -> float | None:
@@ -224,8 +268,8 @@ class FirstLook:
     corpus: object  # the prefix: a Corpus of its own (its own hash and cache entry)
     texts: int
     total_texts: int
-    full_seconds: float
-    seconds: float
+    full_seconds: float  # the whole corpus's page, estimated, beyond the load
+    seconds: float  # this first look's page, estimated, the load included
     budget_s: float
     first_batch: bool = False  # sized by the speed of its own first batch (a device's first run)
 
@@ -248,29 +292,30 @@ def plan_first_look(
     budget_s: float | None = None,
     key: str | None = None,
 ) -> FirstLook | None:
-    """The first look at ``corpus`` (``counts``: its :func:`token_counts`) when its whole
-    extraction is estimated to take longer than ``budget_s`` (None: :func:`first_look_budget`)
-    on ``loaded``'s device; None when it fits, is not text, or no speed has been measured on
-    this device yet. The prefix already chosen for ``key`` (the whole corpus's cache key,
-    :func:`remember_first_look`) is kept, so a newer measurement does not compute a second one."""
+    """The first look at ``corpus`` (``counts``: its :func:`token_counts`) when its whole first
+    page (the load, the extraction and the Overview's statistics: module doc) is estimated to
+    take longer than ``budget_s`` (None: :func:`first_look_budget`) on ``loaded``'s device; None
+    when it fits, is not text, or no speed has been measured on this device yet. The prefix
+    already chosen for ``key`` (the whole corpus's cache key, :func:`remember_first_look`) is
+    kept, so a newer measurement does not compute a second one."""
     budget_s = first_look_budget() if budget_s is None else budget_s
     if getattr(corpus, "kind", "text") != "text":
         return None
-    parameters = parameter_count(loaded.model)
-    rate = seconds_per_token_parameter(root, device_key(loaded.device), parameters)
-    if rate is None:
+    per_token = page_seconds_per_token(loaded, root)
+    if per_token is None:
         return None
-    per_token = rate * parameters
+    load_s = loaded.load_seconds
     full = per_token * sum(counts)
     kept = None if key is None else remembered_first_look(root, key)
     if kept is not None and kept < len(corpus):
         n = kept
     else:
-        n = first_look_size(counts, per_token, budget_s)
-        if full <= budget_s or n >= len(corpus):
+        n = first_look_size(counts, per_token, budget_s - load_s)
+        if load_s + full <= budget_s or n >= len(corpus):
             return None
     prefix = prefix_corpus(corpus, n)
-    return FirstLook(prefix, n, len(corpus), full, per_token * sum(counts[:n]), budget_s)
+    seconds = load_s + per_token * sum(counts[:n])
+    return FirstLook(prefix, n, len(corpus), full, seconds, budget_s)
 
 
 def prefix_corpus(corpus, n: int):

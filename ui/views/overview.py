@@ -3,6 +3,8 @@ per hidden state, and the first position's share of both."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import replace
 
 import streamlit as st
@@ -15,7 +17,7 @@ from backend.engine.corpus import Corpus
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult, ExtractionSettings
 from backend.engine.models import LoadedModel
-from backend.engine.throughput import FirstLook, speed_measured, token_counts
+from backend.engine.throughput import FirstLook, record_statistics, speed_measured, token_counts
 from backend.plots.decoder import first_position_figure, first_position_frame
 from backend.plots.overview import anisotropy_line, model_card_rows
 from ui.cached import cached, heavy
@@ -78,6 +80,21 @@ def measured_first_look(
     where the page's extraction then finds it."""
     counts = token_counts(loaded.tokenizer, corpus.texts, settings.max_length)
     return firstlook.measured_first_look(loaded, corpus, counts, settings, ResultCache(), progress)
+
+
+def statistics_clock(result: ExtractionResult) -> Callable[[], None]:
+    """Starts timing the page's statistics on ``result``; the returned call keeps their seconds
+    per sampled token x hidden state x dim on this machine
+    (:func:`backend.engine.throughput.record_statistics`), which the next first look budgets. A
+    rerun served from the caches is too short to be kept."""
+    started = time.perf_counter()
+
+    def stop() -> None:
+        seconds = time.perf_counter() - started
+        units = result.num_states * result.hidden_size
+        record_statistics(ResultCache().root, units, len(result.sample_index), seconds)
+
+    return stop
 
 
 def first_look_note(plan: FirstLook | None) -> None:

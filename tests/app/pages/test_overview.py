@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from ui.sidebar import MODEL_PRESETS
@@ -157,3 +158,25 @@ def test_a_devices_first_run_measures_its_first_batch_and_shows_a_first_look(mon
     assert notes and "first look: 32 of 80 texts" in notes[0]  # the first batch of 32 is all
     assert "measured on its first batch" in notes[0]
     assert _metrics(at)["Texts"] == "32" and parts == [32]  # extracted once, read from the cache
+
+
+def test_the_overview_keeps_its_statistics_time_for_the_next_first_look(monkeypatch):
+    import itertools
+    import re
+    from types import SimpleNamespace
+
+    import ui.views.overview
+    from backend.engine import throughput
+    from backend.engine.cache import ResultCache
+
+    ticks = itertools.count(0.0, 12.5)  # the page's statistics "take" 12.5 s
+    monkeypatch.setattr(ui.views.overview, "time", SimpleNamespace(perf_counter=lambda: next(ticks)))
+    at = _app()
+    assert not at.exception and not at.error
+    states, width = len(at.dataframe[0].value), 384  # MiniLM: emb + 6 layers of 384 dims
+    caption = next(c.value for c in at.caption if "token sample" in c.value)
+    sample = int(re.search(r"token sample ([\d,]+)", caption).group(1).replace(",", ""))
+    kept = throughput.seconds_per_token_parameter(
+        ResultCache().root, throughput.STATISTICS_DEVICE, states * width
+    )
+    assert kept == pytest.approx(12.5 / (sample * states * width))
