@@ -11,11 +11,13 @@ RSS is its own:
 - ``load``: ``load_model`` of the folder (seconds, peak RSS);
 - ``full``: load + extraction of ``--ratio-texts`` texts (default: all ``--texts``); its speed is
   recorded as the app records it (:mod:`backend.engine.throughput`, in a temporary cache folder);
-- ``first_look``: the Overview's first page as the app makes it for this model: load, the
-  first-look plan from the recorded speed (the longest prefix of the ``--texts`` texts estimated
-  to fit ``--budget`` seconds, default 60; the whole corpus when it fits), its extraction, the
-  outlier dims and the anisotropy per hidden state; ``first_look_s`` is the wall time of all of
-  it, load included;
+- ``first_look``: the real Overview page (Streamlit's AppTest, the app's default corpus and
+  settings, the model opened by a link ``?model=<folder>``) on a device whose extraction speed
+  the ``full`` phase recorded and whose Overview statistics have not been measured yet (each run
+  starts from a fresh cache folder holding only that record, so the prior is budgeted): the load,
+  the first-look plan (the longest prefix of the corpus estimated to fit ``--budget`` seconds,
+  default 60, the load and the statistics included), its extraction and every section of the
+  page; ``first_look_s`` is the page's wall time, ``estimated_s`` the plan's estimate of it;
 - ``plain``: load with ``AutoModel.from_pretrained`` + ``model(**tokenizer(batch),
   output_hidden_states=True)`` over the same ``--ratio-texts`` texts in the same batch size.
 
@@ -172,6 +174,8 @@ def phase(name: str, folder: Path, args: argparse.Namespace) -> dict:
             "forward_s": time.perf_counter() - t0,
             "peak_rss_mib": peak_rss_mib(),
         }
+    if name == "first_look":
+        return first_look_page(folder, args)
     import transformers  # noqa: F401 - imported before the baseline, as load_model imports it
 
     baseline = peak_rss_mib()  # the interpreter, torch and transformers, before any weights
@@ -179,7 +183,6 @@ def phase(name: str, folder: Path, args: argparse.Namespace) -> dict:
     loaded = load_model(str(folder), device=args.device, dtype=args.dtype)
     loaded_s = time.perf_counter() - started
     out = {"load_s": loaded_s, "rss_before_load_mib": baseline}
-    corpus = corpus_from_text("\n".join(texts(args.texts)))
     settings = ExtractionSettings(max_length=args.max_length, batch_size=args.batch_size)
     ratio_corpus = corpus_from_text("\n".join(texts(args.ratio_texts)))
     speeds = folder.parent / "cache"  # the app's throughput.json, for this run only
@@ -193,20 +196,66 @@ def phase(name: str, folder: Path, args: argparse.Namespace) -> dict:
             throughput.parameter_count(loaded.model),
         )
         throughput.record(speeds, device, parameters, result.num_tokens, result.seconds)
-    if name == "first_look":
-        from backend.analysis.geometry.isotropy import N_PAIRS, PAIR_SEED, anisotropy_by_state
-        from backend.analysis.geometry.outliers import outlier_dims_by_state
-
-        counts = throughput.token_counts(loaded.tokenizer, corpus.texts, args.max_length)
-        plan = throughput.plan_first_look(loaded, corpus, counts, speeds, args.budget)
-        result = extract(loaded, plan.corpus if plan else corpus, settings)
-        anisotropy_by_state(result, N_PAIRS, PAIR_SEED)
-        outlier_dims_by_state(result)
-        out["first_look_s"] = time.perf_counter() - started  # load included: the first page
-        out["texts"] = result.num_texts
-        out["estimated_s"] = plan.seconds if plan else None
     out["peak_rss_mib"] = peak_rss_mib()
     return out
+
+
+def first_look_page(folder: Path, args: argparse.Namespace) -> dict:
+    """The ``first_look`` phase: the Overview of ``folder`` in Streamlit's AppTest (module doc)."""
+    import os
+    import shutil
+
+    from backend.engine import throughput
+    from backend.engine.params import BATCH_SIZE, MAX_LENGTH
+
+    if (args.max_length, args.batch_size) != (MAX_LENGTH.default, BATCH_SIZE.default):
+        raise SystemExit(
+            "the first_look phase runs the app's defaults: leave --max-length and --batch-size"
+        )
+    cache = Path(tempfile.mkdtemp(prefix="page-", dir=folder.parent))
+    speeds = folder.parent / "cache" / throughput.FILE_NAME  # the full phase's record
+    if speeds.exists():
+        shutil.copy(speeds, cache / throughput.FILE_NAME)
+    os.environ["ISOSCOPE_CACHE_DIR"] = str(cache)
+    os.environ[throughput.BUDGET_ENV] = str(args.budget)
+
+    import streamlit.testing.v1.app_test as app_test
+    from streamlit.runtime.pages_manager import PagesManager
+
+    class Navigation(PagesManager):  # as tests/app/conftest.py: run app.py's frame every time
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            PagesManager.uses_pages_directory = False
+
+    app_test.PagesManager = Navigation
+    import ui.views.overview as overview
+
+    plans: list = []
+    plan_first_look = overview.first_look_plan
+
+    def recorded():
+        plans.append(plan_first_look())
+        return plans[-1]
+
+    overview.first_look_plan = recorded
+    at = app_test.AppTest.from_file(str(ROOT / "app.py"), default_timeout=3600)
+    at.query_params["model"] = str(folder)
+    started = time.perf_counter()
+    at.run()
+    seconds = time.perf_counter() - started
+    problems = [str(e.value) for e in at.exception] + [e.value for e in at.error]
+    if problems:
+        raise SystemExit(f"the Overview failed: {problems[0].splitlines()[0]}")
+    metrics = {m.label: m.value for m in at.metric}
+    plan = plans[0] if plans else None
+    return {
+        "first_look_s": seconds,
+        "texts": int(metrics["Texts"].replace(",", "")),
+        "tokens": int(metrics["Tokens analysed"].replace(",", "")),
+        "estimated_s": plan.seconds if plan else None,
+        "note": next((i.value for i in at.info if "first look" in i.value), None),
+        "peak_rss_mib": peak_rss_mib(),
+    }
 
 
 def parse_params(text: str) -> float:
@@ -300,6 +349,9 @@ def summarize(runs: list[dict], preflight: dict) -> dict:
         "full_peak_rss_mib": spread([r["full"]["peak_rss_mib"] for r in runs]),
         "first_look_s": spread([r["first_look"]["first_look_s"] for r in runs]),
         "first_look_texts": spread([r["first_look"]["texts"] for r in runs]),
+        "first_look_estimated_s": spread(
+            [r["first_look"]["estimated_s"] or float("nan") for r in runs]
+        ),
         "first_look_peak_rss_mib": spread([r["first_look"]["peak_rss_mib"] for r in runs]),
         "extract_s": spread([r["full"]["extract_s"] for r in runs]),
         "plain_forward_s": spread([r["plain"]["forward_s"] for r in runs]),

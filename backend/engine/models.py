@@ -154,7 +154,9 @@ class LoadedModel:
     spec: dict[str, Any] = field(default_factory=dict)
     processor: Any = None  # image processor / feature extractor of image and audio models
     layout: InputLayout = field(default_factory=InputLayout)
-    load_seconds: float = 0.0  # what load_model took, a download not included (the first look's budget)
+    load_seconds: float = (
+        0.0  # what load_model took, a download not included (the first look's budget)
+    )
 
     @property
     def encoder(self) -> torch.nn.Module:

@@ -121,7 +121,9 @@ def speed_measured(loaded, root: Path) -> bool:
     return seconds_per_token_parameter(root, device_key(loaded.device), parameters) is not None
 
 
-STATISTICS_DEVICE = f"cpu · {STATISTICS_KIND}"  # numpy on this machine's CPU, whatever the model's device
+STATISTICS_DEVICE = (
+    f"cpu · {STATISTICS_KIND}"  # numpy on this machine's CPU, whatever the model's device
+)
 
 
 def statistics_units(loaded) -> int:

@@ -102,9 +102,9 @@ def first_look_note(plan: FirstLook | None) -> None:
     if plan is None:
         return
     st.info(
-        f"This page is a **{plan.describe()}**: the first {plan.texts:,} texts, sized to take "
-        f"{plan.budget_s:.0f} s or less; every figure below comes from them. Run the whole "
-        "corpus for the full picture.",
+        f"This page is a **{plan.describe()}**: the first {plan.texts:,} texts, sized so that "
+        f"this page, the model's load included, takes {plan.budget_s:.0f} s or less; every "
+        "figure below comes from them. Run the whole corpus for the full picture.",
         icon=":material/timer:",
     )
     if st.button("Run the whole corpus", key="overview_whole_corpus", type="primary"):

@@ -170,7 +170,9 @@ def test_the_overview_keeps_its_statistics_time_for_the_next_first_look(monkeypa
     from backend.engine.cache import ResultCache
 
     ticks = itertools.count(0.0, 12.5)  # the page's statistics "take" 12.5 s
-    monkeypatch.setattr(ui.views.overview, "time", SimpleNamespace(perf_counter=lambda: next(ticks)))
+    monkeypatch.setattr(
+        ui.views.overview, "time", SimpleNamespace(perf_counter=lambda: next(ticks))
+    )
     at = _app()
     assert not at.exception and not at.error
     states, width = len(at.dataframe[0].value), 384  # MiniLM: emb + 6 layers of 384 dims
