@@ -198,7 +198,8 @@ def load_model(
     A Hub id is downloaded first when it is not cached (:func:`backend.engine.hub.fetch`;
     ``progress(bytes done, bytes to fetch)`` returning ``False`` stops it; ``quota_bytes`` caps
     the Hugging Face cache on a shared server). ``on_preflight(parameters, folder)`` is called
-    once, before the weights are downloaded or loaded (the time preflight, :mod:`preflight`).
+    once, before the weights are downloaded or loaded (the time preflight, :mod:`preflight`); for
+    a GGUF, ``folder`` is the ``.gguf`` file and the call comes before its conversion.
     """
     if head not in HEADS:
         raise ModelLoadError(f"unknown head {head!r}; use one of {', '.join(HEADS)}")
@@ -218,9 +219,12 @@ def load_model(
     else:
         placement = "auto-map" if device_map == "auto" else torch_device.type
         check = _memory_check(parsed.text, str(torch_dtype).removeprefix("torch."), placement)
-        if parsed.kind == "gguf" and parsed.path is not None and parsed.path.is_file():
-            check(preflight.gguf_census(parsed.path))  # before the conversion
         announce = preflight.once(on_preflight)
+        gguf_file = _gguf_file(parsed)
+        if gguf_file is not None:  # before the conversion, which reads every tensor
+            census = preflight.gguf_census(gguf_file)
+            check(census)
+            announce(census, gguf_file)
         downloads = {"progress": progress, "quota_bytes": quota_bytes, "check_weights": check}
         downloads["before_weights"] = announce
         folder, display = resolve_folder(parsed, allow_pickle=allow_pickle, download=downloads)
@@ -259,6 +263,21 @@ def _memory_check(source: str, dtype: str, placement: str):
             preflight.preflight(counts, dtype, placement).check(source)
 
     return check
+
+
+def _gguf_file(parsed: ModelSource) -> Path | None:
+    """The ``.gguf`` file of a GGUF source (the bundled SmolLM2's too), or None (not a GGUF, or
+    no such file: the conversion says why)."""
+    if not parsed.is_gguf:
+        return None
+    if parsed.kind == "preset":
+        from backend.engine.gguf import bundled_gguf_path
+
+        try:
+            return bundled_gguf_path()
+        except ModelLoadError:
+            return None
+    return parsed.path if parsed.path is not None and parsed.path.is_file() else None
 
 
 def _census_or_empty(folder: Path) -> dict[str, int]:

@@ -12,6 +12,7 @@ the numbers and the ways out.
 from __future__ import annotations
 
 import json
+import math
 import os
 import struct
 from collections.abc import Callable, Iterable
@@ -110,13 +111,21 @@ def folder_census(folder: Path, files: Iterable[Path] | None = None) -> dict[str
 
 
 def gguf_census(path: Path) -> dict[str, int]:
-    """Parameters per stored type of a GGUF file's tensor table (the data is not read)."""
-    from gguf import GGUFReader
+    """Parameters per stored type (``Q4_1``, ``F32``...) of a GGUF file's tensor table; {} when
+    the file cannot be read (the conversion then says why). transformers' reader walks the
+    metadata without building it (17 ms on the bundled SmolLM2, where the ``gguf`` package's
+    ``GGUFReader`` takes 2-3 s parsing its 49,152-token vocabulary); the data is never read."""
+    from gguf import GGMLQuantizationType
+    from transformers.integrations.gguf.reader import GgufHeader
 
+    try:
+        tensors = GgufHeader.from_file(str(path)).tensors
+    except (OSError, ValueError, KeyError, struct.error):
+        return {}
     counts: dict[str, int] = {}
-    for tensor in GGUFReader(str(path)).tensors:
-        kind = tensor.tensor_type.name
-        counts[kind] = counts.get(kind, 0) + int(tensor.n_elements)
+    for tensor in tensors:
+        kind = GGMLQuantizationType(tensor.ggml_type).name
+        counts[kind] = counts.get(kind, 0) + math.prod(tensor.shape)
     return counts
 
 

@@ -221,11 +221,19 @@ class TimeEstimate:
 
 
 def folder_tokenizer(folder: Path):
-    """The tokenizer of a checkpoint folder, or None when it has none (images, audio, a GGUF
-    before its conversion): loading it costs milliseconds, unlike the weights."""
-    from transformers import AutoTokenizer
+    """The tokenizer of a checkpoint folder or of a ``.gguf`` file (before its conversion), or
+    None when it has none (images, audio): loading it costs milliseconds, unlike the weights. A
+    GGUF's is built from its own vocabulary by the fast tokenizer class directly (0.4-0.6 s on
+    the bundled SmolLM2): ``AutoTokenizer`` would first parse the whole file for its config to
+    pick a class (4-9 s), and the class does not change the token count."""
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
+    folder = Path(folder)
     try:
+        if folder.suffix.lower() == ".gguf" and folder.is_file():
+            return PreTrainedTokenizerFast.from_pretrained(
+                str(folder.parent), gguf_file=folder.name
+            )
         return AutoTokenizer.from_pretrained(str(folder))
     except Exception:
         return None
@@ -248,7 +256,8 @@ def time_preflight(
 ) -> Callable[[int, Path], None]:
     """The ``on_preflight(parameters, folder)`` of :func:`backend.engine.models.load_model` that
     passes the :class:`TimeEstimate` of ``corpus`` on ``device`` (a torch device or its name) to
-    ``show`` before the weights are downloaded or loaded."""
+    ``show`` before the weights are downloaded or loaded (a GGUF's ``folder`` is the ``.gguf``
+    file, before its conversion)."""
     from backend.engine.device import resolve_device
 
     key = device_key(resolve_device(str(device)))

@@ -85,3 +85,90 @@ def test_a_failure_reaches_both_sessions_and_the_next_request_retries(cache_dir,
     assert all(any("planted failure" in m for m in found) for found in messages), messages
     sessions[0].run()
     assert len(calls) == 2  # nothing kept from the failure: the next request computes again
+
+
+TWO_TEXTS = "The bank raised its rates.\nWe sat on the river bank."
+
+
+def _recorded(monkeypatch) -> tuple[list[str], list[tuple]]:
+    """``(events, estimates)``: every spinner text and ``"weights read"`` (the checkpoint's load
+    begins) in order, and every first-page estimate computed."""
+    import streamlit
+
+    from backend.engine import models, throughput
+
+    events: list[str] = []
+    estimates: list[tuple] = []
+    spinner, read_folder, estimate = (
+        streamlit.spinner,
+        models.read_folder,
+        throughput.estimate_first_page,
+    )
+
+    def recording_spinner(text, *args, **kwargs):
+        events.append(text)
+        return spinner(text, *args, **kwargs)
+
+    def recording_read(*args, **kwargs):
+        events.append("weights read")
+        return read_folder(*args, **kwargs)
+
+    def counting_estimate(*args):
+        estimates.append(args)
+        return estimate(*args)
+
+    monkeypatch.setattr(streamlit, "spinner", recording_spinner)
+    monkeypatch.setattr(models, "read_folder", recording_read)
+    monkeypatch.setattr(throughput, "estimate_first_page", counting_estimate)
+    return events, estimates
+
+
+def test_a_local_folders_spinner_says_the_first_pages_time_before_the_load(
+    cache_dir, tiny_bert_dir, tmp_path, monkeypatch
+):
+    """With a speed recorded on this device the loading spinner reads "Loading <folder> · first
+    page: about N s on cpu (...)" before the weights are read; a cache hit (a rerun, a second
+    session) computes no estimate again and shows no loading spinner."""
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    from backend.engine import preflight, throughput
+
+    folder = tmp_path / "tiny-bert"  # a path of its own: no earlier test has it cached
+    shutil.copytree(tiny_bert_dir, folder)
+    parameters = sum(preflight.folder_census(folder).values())
+    throughput.record(cache_dir, "cpu", parameters, 10, 10.0)  # 1 s per token: a slow device
+    tokens = sum(
+        throughput.token_counts(
+            AutoTokenizer.from_pretrained(folder),
+            TWO_TEXTS.splitlines(),
+            Selection().settings.max_length,
+        )
+    )
+    events, estimates = _recorded(monkeypatch)
+
+    def session() -> AppTest:
+        at = AppTest.from_file(APP, default_timeout=180)
+        at.session_state[SELECTION_KEY] = Selection(
+            model_source=str(folder), device="cpu", corpus_kind="paste", corpus_text=TWO_TEXTS
+        )
+        return at
+
+    at = session()
+    at.run()
+    assert not at.exception and at.title[0].value == "Overview"
+    said = (
+        f"Loading {folder} · first page: {throughput.describe_seconds(tokens * 1.0)} on cpu "
+        f"({parameters / 1e6:,.1f} M parameters x {tokens:,} tokens, at this device's measured "
+        "speed)"
+    )
+    assert said in events and events.index(said) < events.index("weights read")
+    assert len(estimates) == 1
+    loading = [e for e in events if e.startswith("Loading")]
+    at.run()
+    second = session()
+    second.run()
+    assert not second.exception and second.title[0].value == "Overview"
+    assert len(estimates) == 1  # neither the rerun nor the new session computed it again
+    assert [e for e in events if e.startswith("Loading")] == loading

@@ -27,3 +27,41 @@ def test_a_typed_hub_id_downloads_then_shows_the_overview(standin_hub, tiny_bert
     assert len(standin_hub.downloads("model.safetensors")) == 1
     cells = [str(v) for table in at.table for v in table.value.to_numpy().ravel()]
     assert sha in cells  # the model card's "Hub revision"
+
+
+def test_the_load_after_a_download_says_the_downloads_estimate_again(
+    standin_hub, tiny_bert_dir, monkeypatch
+):
+    """The bar's first-page estimate (computed once, before the weights come) is what the
+    loading spinner then says: the load does not read the tokenizer again for it."""
+    import streamlit
+
+    from backend.engine import throughput
+    from ui.common import Selection
+    from ui.session import SELECTION_KEY
+
+    standin_hub.add_folder("org/tiny-bert-estimate", tiny_bert_dir)
+    said, estimates = [], []
+    spinner, estimate = streamlit.spinner, throughput.estimate_first_page
+
+    def recording_spinner(text, *args, **kwargs):
+        said.append(text)
+        return spinner(text, *args, **kwargs)
+
+    def counting_estimate(*args):
+        estimates.append(estimate(*args))
+        return estimates[-1]
+
+    monkeypatch.setattr(streamlit, "spinner", recording_spinner)
+    monkeypatch.setattr(throughput, "estimate_first_page", counting_estimate)
+    at = AppTest.from_file(APP, default_timeout=240)
+    at.session_state[SELECTION_KEY] = Selection(
+        model_source="org/tiny-bert-estimate",
+        device="cpu",
+        corpus_kind="paste",
+        corpus_text="The bank raised its rates.\nWe sat on the river bank.",
+    )
+    at.run()
+    assert not at.exception and not at.error
+    (first_page,) = estimates
+    assert f"Loading org/tiny-bert-estimate · {first_page.describe()}" in said

@@ -142,3 +142,63 @@ def test_bad_input_exits_2_with_one_line(run_analyze, bad_inputs, case, needle, 
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], proc.stderr
     assert not out.exists()
+
+
+def _tiny_llama_gguf(folder: Path) -> Path:
+    """A 2-layer random Llama as a GGUF file (F32, the tiny GPT-2-style vocabulary)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from tests.gguf_files import gpt2_vocabulary, write_gguf
+
+    vocab = gpt2_vocabulary()
+    config = LlamaConfig(
+        vocab_size=len(vocab["tokens"]),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        intermediate_size=64,
+        tie_word_embeddings=True,
+        bos_token_id=vocab["bos"],
+        eos_token_id=vocab["eos"],
+    )
+    torch.manual_seed(0)
+    return write_gguf(LlamaForCausalLM(config).eval(), folder / "tiny.gguf", "llama", vocab)
+
+
+def test_a_gguf_announces_the_first_page_before_its_conversion(
+    texts_file, tmp_path, capsys, monkeypatch
+):
+    """The `first page:` line of a GGUF comes from its tensor table and its own tokenizer, before
+    the (slow) conversion; its parameters and tokens are those of the converted checkpoint."""
+    from backend.cli import main
+    from backend.engine import gguf, preflight, throughput
+    from backend.engine.corpus import load_corpus_file
+
+    monkeypatch.setenv("ISOSCOPE_CACHE_DIR", str(tmp_path / "iso"))  # no earlier conversion
+    path = _tiny_llama_gguf(tmp_path)
+    parameters = sum(preflight.gguf_census(path).values())
+    cache = tmp_path / "results"
+    throughput.record(cache, "cpu", parameters, 100, 10.0)  # 0.1 s per token
+    stderr_at_conversion = []
+    real_convert = gguf.convert_gguf
+
+    def convert(gguf_path, folder):
+        stderr_at_conversion.append(capsys.readouterr().err)
+        return real_convert(gguf_path, folder)
+
+    monkeypatch.setattr(gguf, "convert_gguf", convert)
+    out = tmp_path / "out.json"
+    argv = ["analyze", "--model", str(path), "--texts", str(texts_file), "--out", str(out)]
+    code = main([*argv, "--device", "cpu", "--max-length", "16", "--cache-dir", str(cache)])
+    assert code == 0, capsys.readouterr().err
+    (before,) = stderr_at_conversion
+    (line,) = [ln for ln in before.splitlines() if ln.startswith("first page:")]
+    tokens = int(line.split(" x ")[1].split(" tokens")[0].replace(",", ""))
+    assert line.startswith(f"first page: {throughput.describe_seconds(tokens * 0.1)} on cpu")
+    model = json.loads(out.read_text())["model"]
+    assert f"({model['num_parameters'] / 1e6:,.1f} M parameters x" in line
+    converted = throughput.folder_tokenizer(gguf.converted_folder(path))
+    texts = load_corpus_file(texts_file).texts
+    assert tokens == sum(throughput.token_counts(converted, texts, 16))

@@ -45,3 +45,24 @@ def test_free_memory_is_read_from_the_system():
     free = free_memory("cpu")
     assert free is None or free > 0
     assert preflight({"F32": 1}, "float32", "cpu").fits
+
+
+def test_the_gguf_census_reads_the_tensor_table(tmp_path):
+    """The same counts per stored type as the ``gguf`` package's full reader; {} for a file that
+    is not a GGUF (the conversion then says why)."""
+    from gguf import GGUFReader
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from backend.engine.preflight import gguf_census
+    from tests.gguf_files import gpt2_vocabulary, write_gguf
+
+    vocab = gpt2_vocabulary()
+    config = GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=len(vocab["tokens"]))
+    path = write_gguf(GPT2LMHeadModel(config), tmp_path / "tiny.gguf", "gpt2", vocab)
+    full: dict[str, int] = {}
+    for tensor in GGUFReader(str(path)).tensors:
+        kind = tensor.tensor_type.name
+        full[kind] = full.get(kind, 0) + int(tensor.n_elements)
+    assert gguf_census(path) == full and sum(full.values()) > 0
+    (tmp_path / "not.gguf").write_bytes(b"not a gguf file at all")
+    assert gguf_census(tmp_path / "not.gguf") == {}
