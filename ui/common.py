@@ -35,7 +35,7 @@ from backend.engine.models import LoadedModel, load_model
 from backend.engine.progress import eta_text
 from backend.engine.provenance import attribute
 from backend.engine.source import source_label
-from backend.engine.throughput import TimeEstimate, describe_seconds
+from backend.engine.throughput import TimeEstimate, describe_seconds, first_look_budget
 from ui import access
 from ui.saved import open_saved, saved_corpus, saved_model, saved_selection
 from ui.session import SELECTION_KEY
@@ -131,7 +131,7 @@ def _download_first(
 
     def progress(done: int, total: int) -> None:
         text = f"Downloading {parsed.text}: {meter.describe(done, total)}"
-        text += "".join(f" · {e.describe()}" for e in first_page)
+        text += "".join(f" · {e.describe(first_look_budget())}" for e in first_page)
         bar.progress(min(done / max(total, 1), 1.0), text=text)
 
     on_preflight = _time_preflight(sel, first_page.append)
@@ -179,7 +179,7 @@ def get_model(
 
     def first_page(say: Callable[[str], None]):
         def show(estimate: TimeEstimate) -> None:
-            say(f"Loading {source_label(chosen)} · {estimate.describe()}")
+            say(f"Loading {source_label(chosen)} · {estimate.describe(first_look_budget())}")
 
         if downloaded is not None:
             return lambda parameters, folder: show(downloaded)

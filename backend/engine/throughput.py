@@ -207,17 +207,22 @@ class TimeEstimate:
     device: str
     seconds: float | None
 
-    def describe(self) -> str:
+    def describe(self, first_look_s: float | None = None) -> str:
+        """One line; with ``first_look_s`` (the UI's budget) it adds that the Overview opens
+        with a first look when the whole corpus takes longer (the CLI runs what it is asked)."""
         sizes = f"{self.parameters / 1e6:,.1f} M parameters x {self.tokens:,} tokens"
         if self.seconds is None:
             return (
                 f"first page: no speed measured on {self.device} yet ({sizes}); the first batch "
                 "measures it"
             )
-        return (
+        line = (
             f"first page: {describe_seconds(self.seconds)} on {self.device} ({sizes}, at this "
             "device's measured speed)"
         )
+        if first_look_s is not None and self.seconds > first_look_s:
+            line += f"; the Overview opens with a first look of {first_look_s:.0f} s or less"
+        return line
 
 
 def folder_tokenizer(folder: Path):

@@ -121,6 +121,8 @@ def test_the_time_preflight_multiplies_parameters_tokens_and_the_measured_rate(t
     estimate = throughput.estimate_first_page(tmp_path, "cpu", 1000, Tokenizer(), corpus, 4)
     assert estimate.tokens == 7 and estimate.seconds == pytest.approx(7.0)
     assert estimate.describe().startswith("first page: about 7 s on cpu (0.0 M parameters x 7")
+    assert "first look" not in estimate.describe(first_look_s=60)
+    assert estimate.describe(first_look_s=5).endswith("opens with a first look of 5 s or less")
     unmeasured = throughput.estimate_first_page(tmp_path, "cuda:X", 1000, Tokenizer(), corpus, 4)
     assert unmeasured.seconds is None and "no speed measured on cuda:X yet" in unmeasured.describe()
     assert throughput.estimate_first_page(tmp_path, "cpu", 1000, None, corpus, 4) is None
