@@ -21,7 +21,8 @@ RSS is its own:
 - ``plain``: load with ``AutoModel.from_pretrained`` + ``model(**tokenizer(batch),
   output_hidden_states=True)`` over the same ``--ratio-texts`` texts in the same batch size.
 
-``summary`` gives each figure as median, min and max over the runs (``runs`` has each run):
+``summary`` gives each figure as median, min and max over the runs (``runs`` has each run;
+``rss_target`` each phase's peak RSS over the weights plus one batch, the issue's 1.3x target):
 ``ratio_plain_vs_extract`` is the plain forward's seconds / the extraction's seconds (>= 0.9 is
 the issue's target; 1.0 means isoscope adds nothing), and ``load_rss_above_baseline_vs_estimate``
 the load's peak RSS above the interpreter's over the preflight's estimate. Prints one JSON object.
@@ -308,6 +309,7 @@ def main() -> None:
             runs.append(run)
         result["runs"] = runs
         result["summary"] = summarize(runs, result["preflight"])
+        result["summary"]["rss_target"] = rss_target(shape, result["preflight"], runs, args)
         print(json.dumps(result, indent=1))
 
 
@@ -332,6 +334,25 @@ def spread(values: list[float]) -> dict:
         "min": min(values),
         "max": max(values),
         "n": len(values),
+    }
+
+
+def rss_target(shape: dict, preflight: dict, runs: list[dict], args: argparse.Namespace) -> dict:
+    """The issue's memory target, peak RSS <= 1.3 x (weights + one batch): the weights in
+    ``--dtype`` (parameters x its size), one batch's hidden states (states x batch x max length
+    x width, float32), and each phase's peak over their sum."""
+    size = 2 if args.dtype == "bfloat16" else 4
+    weights = preflight["parameters"] * size / 2**20
+    batch = (shape["layers"] + 1) * args.batch_size * args.max_length * shape["hidden"] * 4 / 2**20
+    return {
+        "weights_mib": weights,
+        "batch_mib": batch,
+        "full_peak_vs_weights_and_batch": spread(
+            [r["full"]["peak_rss_mib"] / (weights + batch) for r in runs]
+        ),
+        "first_look_peak_vs_weights_and_batch": spread(
+            [r["first_look"]["peak_rss_mib"] / (weights + batch) for r in runs]
+        ),
     }
 
 
