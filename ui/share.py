@@ -24,6 +24,7 @@ from backend.engine.models import LoadedModel
 from backend.share.report import QUICK_SECTIONS, SECTIONS, Report, build_report
 from ui.cached import cached
 from ui.common import WORK, media_items, result_key
+from ui.results import criteria_by_state
 
 MAX_REPORTS = 4
 
@@ -36,8 +37,9 @@ def _full_reports() -> LRU:
 
 @cached
 def _quick_report(loaded: LoadedModel, result: ExtractionResult) -> Report:
-    """The report's quick sections (outlier dims, anisotropy: no forward pass)."""
-    return build_report(loaded, result, sections=QUICK_SECTIONS)
+    """The report's quick sections (outlier dims, anisotropy: no forward pass), from the
+    criteria the Overview's table and the Outlier page share (computed once)."""
+    return build_report(loaded, result, sections=QUICK_SECTIONS, criteria=criteria_by_state(result))
 
 
 def quick_report(loaded: LoadedModel, result: ExtractionResult) -> Report:

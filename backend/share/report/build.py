@@ -4,7 +4,7 @@ section that raises is kept as one line naming the error, so the report as a who
 from __future__ import annotations
 
 import traceback
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 
 from backend.engine.errors import InputError, IsoscopeError
@@ -65,6 +65,7 @@ def build_report(
     quant=None,
     progress: Progress | None = None,
     inputs: Sequence | None = None,
+    criteria: Sequence[Mapping[str, Sequence[int]]] | None = None,
 ) -> Report:
     """Run every section on ``loaded`` and its extraction ``result``; never raises for a section.
 
@@ -73,7 +74,10 @@ def build_report(
     process that owns the model, like the CLI. ``inputs``: an image / audio analysis's items
     (``MediaCorpus.items``), which the LayerNorm ablation reruns the model on. ``quant``: a
     finished :class:`~backend.analysis.quant.readiness.QuantReport` for the optional "quant"
-    section (otherwise that section runs the analysis).
+    section (otherwise that section runs the analysis). ``criteria``: what
+    :func:`~backend.analysis.geometry.outliers.criteria_by_state` returned for ``result`` with the
+    default thresholds, when the caller has it (the Overview's page does), so it is not computed
+    again.
     """
     from backend import __version__
 
@@ -93,6 +97,8 @@ def build_report(
     )
     if quant is not None:
         ctx.cache["quant_report"] = quant
+    if criteria is not None:
+        ctx.cache["criteria"] = [dict(c) for c in criteria]
     built = []
     for i, key in enumerate(sections):
         built.append(_section(key, ctx))

@@ -42,3 +42,20 @@ def test_unknown_section_is_an_input_error(planted):
 
     with pytest.raises(InputError, match="unknown report section"):
         build_report(None, planted, sections=("outliers", "nonsense"))
+
+
+def test_criteria_the_caller_has_are_not_computed_again(planted, monkeypatch):
+    from backend.analysis.geometry import outliers
+
+    known = outliers.criteria_by_state(planted)
+    baseline = build_report(None, planted, sections=QUICK, settings=ReportSettings(pairs=500))
+
+    def refused(*args, **kwargs):
+        raise AssertionError("the criteria were computed again")
+
+    monkeypatch.setattr(outliers, "criteria_by_state", refused)
+    given = build_report(
+        None, planted, sections=QUICK, settings=ReportSettings(pairs=500), criteria=known
+    )
+    assert given.section("outliers").skipped is None
+    assert given.findings() == baseline.findings()
