@@ -231,6 +231,7 @@ def load_model(
             head=head,
             dtype=torch_dtype,
             device_map=device_map or (str(torch_device) if torch_device.type == "cuda" else None),
+            census=census,
         )
         loaded = dataclasses.replace(loaded, path=opened_path(parsed))
         if parsed.kind == "hub":  # the snapshot folder is named by its commit sha
