@@ -10,7 +10,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from backend.engine.widening import pread_reads, widens
+from backend.engine.widening import made_in_half, pread_reads, widen_in_place, widens
 
 pytestmark = pytest.mark.unit
 WEIGHTS = torch.arange(4096.0) % 256
@@ -82,3 +82,37 @@ def test_a_nested_block_restores_the_outer_one_even_after_an_error(tmp_path):
         assert not _opened_mapped(path)
         assert modeling_utils.safe_open is wrapper  # installed once, not a wrapper of a wrapper
     assert _opened_mapped(path)
+
+
+class _Tied(torch.nn.Module):
+    """Two embeddings sharing one weight, a persistent and a non-persistent buffer."""
+
+    def __init__(self, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.a = torch.nn.Embedding(8, 4, dtype=dtype)
+        self.b = torch.nn.Linear(4, 8, bias=False, dtype=dtype)
+        self.b.weight = self.a.weight
+        self.register_buffer("table", torch.linspace(0, 1, 5, dtype=dtype))
+        self.register_buffer("scale", torch.tensor(72**0.5, dtype=dtype), persistent=False)
+
+
+def test_made_in_half_names_what_init_made_in_half_only():
+    model = _Tied(torch.bfloat16)
+    assert made_in_half(model, torch.float32) == ["scale"]  # the table comes from the checkpoint
+    model.cached = torch.ones(2, dtype=torch.bfloat16)  # a plain tensor attribute made at init
+    assert made_in_half(model, torch.float32) == ["scale", "cached"]
+    assert made_in_half(_Tied(torch.float32), torch.float32) == []
+
+
+def test_widening_in_place_keeps_ties_and_values_and_refuses_what_it_cannot_reproduce():
+    model = _Tied(torch.bfloat16)
+    model.scale = model.scale.float()  # as rotary inv_freq: made in float32 under a half load
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    assert widen_in_place(model, torch.float32, {"missing_keys": []})
+    assert model.b.weight is model.a.weight and model.a.weight.dtype == torch.float32
+    for name, tensor in model.state_dict().items():
+        assert tensor.dtype == torch.float32 and torch.equal(tensor, before[name].float())
+    refused = _Tied(torch.bfloat16)
+    assert not widen_in_place(refused, torch.float32, {})  # its scale is bf16
+    assert not widen_in_place(_Tied(torch.float32), torch.float32, {"missing_keys": ["a.weight"]})
+    assert refused.a.weight.dtype == torch.bfloat16  # a refusal changes nothing
