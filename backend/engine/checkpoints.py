@@ -18,6 +18,7 @@ from backend.engine.errors import ModelLoadError
 from backend.engine.layout import modality_of
 from backend.engine.model_parts import ModelParts, short_error
 from backend.engine.source import DEFAULT_MODEL_NAME, ModelSource, parse_source
+from backend.engine.widening import load_widened, widens
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 
@@ -134,10 +135,13 @@ def read_folder(
     head: str,
     dtype: torch.dtype | None = None,
     device_map: str | None = None,
+    census: dict[str, int] | None = None,
 ) -> ModelParts:
     """Read a checkpoint folder (``config.json`` and safetensors weights; pickle only with
     ``allow_pickle``) with ``AutoModel`` (``head="mlm"``: ``AutoModelForMaskedLM``) straight into
-    ``dtype``; an encoder-decoder keeps its encoder."""
+    ``dtype``; an encoder-decoder keeps its encoder. When ``census`` (the folder's parameters per
+    stored dtype) says that every tensor is widened, :mod:`backend.engine.widening` loads it: the
+    peak memory is the widened weights, not the file too."""
     from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM
 
     if not (folder / "config.json").exists():
@@ -160,15 +164,23 @@ def read_folder(
     except Exception as exc:
         raise ModelLoadError(f"cannot read the config of {source!r}: {short_error(exc)}") from None
     auto = AutoModelForMaskedLM if head == "mlm" else AutoModel
-    try:
-        model = auto.from_pretrained(
+
+    def load(as_dtype: torch.dtype | str, **extra: Any) -> Any:
+        return auto.from_pretrained(
             folder,
             use_safetensors=use_safetensors,
             trust_remote_code=False,
             local_files_only=True,
-            dtype=dtype if dtype is not None else "auto",
+            dtype=as_dtype,
             device_map=device_map,
+            **extra,
         )
+
+    try:
+        if dtype is not None and widens(census or {}, dtype, device_map):
+            model = load_widened(load, census or {}, dtype)
+        else:
+            model = load(dtype if dtype is not None else "auto")
     except Exception as exc:
         what = "a masked-LM head" if head == "mlm" else "AutoModel"
         raise ModelLoadError(f"cannot load {source!r} with {what}: {short_error(exc)}") from None

@@ -191,9 +191,10 @@ def load_model(
 
     Checkpoint folders (sharded ``model.safetensors.index.json`` included) load straight into
     ``dtype`` (bf16 weights are not widened first) with transformers' meta-device loading, and on
-    CUDA straight onto the GPU. ``device_map="auto"`` (opt-in; accelerate) spreads a model that
-    does not fit one GPU over the visible GPUs (then CPU RAM); ``info.device_map`` says where the
-    layers went.
+    CUDA straight onto the GPU; a bf16/fp16 checkpoint loaded as float32 on the CPU peaks at the
+    float32 weights, not those plus the file (:mod:`backend.engine.widening`).
+    ``device_map="auto"`` (opt-in; accelerate) spreads a model that does not fit one GPU over the
+    visible GPUs (then CPU RAM); ``info.device_map`` says where the layers went.
 
     A Hub id is downloaded first when it is not cached (:func:`backend.engine.hub.fetch`;
     ``progress(bytes done, bytes to fetch)`` returning ``False`` stops it; ``quota_bytes`` caps
@@ -242,6 +243,7 @@ def load_model(
             head=head,
             dtype=torch_dtype,
             device_map=device_map or (str(torch_device) if torch_device.type == "cuda" else None),
+            census=census,
         )
         loaded = dataclasses.replace(loaded, path=opened_path(parsed))
         if parsed.kind == "hub":  # the snapshot folder is named by its commit sha
