@@ -68,7 +68,8 @@ def measured_first_look(
     partial = part(0, first, len(corpus))
     extraction = partial.seconds / max(sum(counts[:first]), 1)  # seconds per token, measured
     per_token = extraction + throughput.statistics_seconds_per_token(loaded, cache.root)
-    available = budget_s - loaded.load_seconds  # the page the user waits for, the load included
+    fixed = loaded.load_seconds + throughput.FRAME_SECONDS  # the page's, beside its tokens
+    available = budget_s - fixed  # the page the user waits for, the load included
     n = max(first, throughput.first_look_size(counts, per_token, available))
     target = throughput.prefix_corpus(corpus, n) if n < len(corpus) else corpus
     if n > first:
@@ -87,5 +88,5 @@ def measured_first_look(
         return None
     throughput.remember_first_look(cache.root, whole_key, n)
     full = per_token * sum(counts)
-    seconds = loaded.load_seconds + per_token * sum(counts[:n])
+    seconds = fixed + per_token * sum(counts[:n])
     return throughput.FirstLook(target, n, len(corpus), full, seconds, budget_s, first_batch=True)

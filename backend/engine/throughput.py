@@ -13,7 +13,8 @@ progress bar refines it with every batch (:func:`backend.engine.progress.eta_sec
 A *first look* (the Overview of a model that would take longer than :data:`FIRST_LOOK_SECONDS`)
 is the longest prefix of the corpus whose estimated time fits the budget: a corpus of its own,
 with its own hash and cache entry; the whole corpus is a second, separate entry. The budget is
-the whole first page the user waits for: the model's load (measured, ``LoadedModel.load_seconds``),
+the whole first page the user waits for: the model's load (measured, ``LoadedModel.load_seconds``)
+and the page's frame (:data:`FRAME_SECONDS`),
 the extraction (above) and the Overview's statistics on the extracted tokens (outlier dims,
 anisotropy, the first position, the quick findings), which cost about the same per token x
 hidden state x dim whatever the model: measured by every Overview on its device
@@ -38,10 +39,14 @@ MIN_RECORD_SECONDS = 5.0  # shorter runs are not kept: fixed per-run costs would
 MIN_FIRST_LOOK_TEXTS = 8  # fewer texts than this make no useful statistics
 MAX_MODELS_PER_DEVICE = 32  # measurements kept per device (the newest)
 MAX_FIRST_LOOKS = 256  # first-look lengths kept (the newest), one per model x corpus x settings
-# Seconds per (sampled token x hidden state x dim) of the Overview's statistics before a device
-# has measured its own: a 0.5B Qwen2-shaped decoder's Overview (24 states x 1,024 dims) on the
-# 2-core reference machine (benchmarks/big_model.py measures the page against its estimate).
-STATISTICS_PRIOR = 3.0e-8
+# Seconds per (sampled token x hidden state x dim) of the Overview's statistics before this
+# machine has measured its own: a 0.5B Qwen2-shaped decoder's first look (2,536 and 2,862 tokens
+# of 24 states x 1,024 dims: 10.0 and 10.8 s, 1.60e-7 and 1.54e-7) on the idle 2-core reference
+# machine; benchmarks/big_model.py measures a page against its estimate.
+STATISTICS_PRIOR = 1.6e-7
+# The page around the sections (the app's frame, sidebar and imports on a fresh process): 3.5 s
+# of that same page's 46.8 s was neither the load, the extraction nor the statistics.
+FRAME_SECONDS = 3.5
 STATISTICS_KIND = "Overview statistics"  # what the statistics' rates are kept under, per device
 
 
@@ -320,7 +325,7 @@ def plan_first_look(
     per_token = page_seconds_per_token(loaded, root)
     if per_token is None:
         return None
-    load_s = loaded.load_seconds
+    load_s = loaded.load_seconds + FRAME_SECONDS
     full = per_token * sum(counts)
     kept = None if key is None else remembered_first_look(root, key)
     if kept is not None and kept < len(corpus):

@@ -46,7 +46,7 @@ def test_the_first_batch_sizes_the_prefix_and_no_text_runs_twice(tiny, tmp_path,
     counts = throughput.token_counts(tiny.tokenizer, corpus.texts, SETTINGS.max_length)
     cache = ResultCache(tmp_path)
     # 1 s per token: the load and the first 20 texts fit (the statistics' prior is microseconds)
-    budget = tiny.load_seconds + float(sum(counts[:20])) + 0.5
+    budget = tiny.load_seconds + throughput.FRAME_SECONDS + float(sum(counts[:20])) + 0.5
     plan = firstlook.measured_first_look(tiny, corpus, counts, SETTINGS, cache, budget_s=budget)
     assert plan is not None and plan.first_batch
     assert (plan.texts, plan.total_texts) == (20, 40)

@@ -62,10 +62,11 @@ def test_plan_first_look_is_a_prefix_corpus_of_its_own(tmp_path):
     corpus = Corpus(tuple(f"text {i}" for i in range(100)), "bundled")
     loaded = _loaded(1000)
     throughput.record(tmp_path, "cpu", 1000, 10, 10.0)  # 1 s per token (and the statistics' µs)
-    plan = throughput.plan_first_look(loaded, corpus, [2] * 100, tmp_path, budget_s=61)
+    budget = 61 + throughput.FRAME_SECONDS
+    plan = throughput.plan_first_look(loaded, corpus, [2] * 100, tmp_path, budget_s=budget)
     assert plan is not None and plan.texts == 30 and plan.total_texts == 100
     assert plan.corpus.texts == corpus.texts[:30] and plan.corpus.sha != corpus.sha
-    assert plan.full_seconds == pytest.approx(200.0)
+    assert plan.full_seconds == pytest.approx(200.0, rel=1e-4)  # and the statistics prior
     assert "first look: 30 of 100 texts" in plan.describe()
 
 
@@ -74,10 +75,10 @@ def test_the_first_look_budgets_the_load_and_the_statistics_too(tmp_path):
     throughput.record(tmp_path, "cpu", 1000, 10, 10.0)  # extraction: 1 s per token
     # statistics: 0.5 s per token of 2 states x 4 dims, measured on this machine
     throughput.record_statistics(tmp_path, 8, 40, 20.0 * 8)
-    loaded = _loaded(1000, load_seconds=15.0, layers=1, width=4)
+    loaded = _loaded(1000, load_seconds=15.0 - throughput.FRAME_SECONDS, layers=1, width=4)
     assert throughput.statistics_seconds_per_token(loaded, tmp_path) == pytest.approx(4.0)
     plan = throughput.plan_first_look(loaded, corpus, [1] * 100, tmp_path, budget_s=60)
-    # 60 s - 15 s of load leaves 45 s for 1 + 4 s per token: 9 texts of one token
+    # 60 s - 15 s of load and frame leaves 45 s for 1 + 4 s per token: 9 texts of one token
     assert plan is not None and plan.texts == 9
     assert plan.seconds == pytest.approx(15.0 + 9 * 5.0)
     assert plan.full_seconds == pytest.approx(100 * 5.0)
@@ -94,8 +95,12 @@ def test_before_a_statistics_measurement_the_prior_is_budgeted(tmp_path):
 def test_a_corpus_that_fits_with_its_load_has_no_first_look(tmp_path):
     corpus = Corpus(tuple(f"text {i}" for i in range(10)), "bundled")
     throughput.record(tmp_path, "cpu", 1000, 10, 10.0)  # 1 s per token: 20 s for the corpus
-    assert throughput.plan_first_look(_loaded(1000, 30.0), corpus, [2] * 10, tmp_path, 60) is None
-    assert throughput.plan_first_look(_loaded(1000, 50.0), corpus, [2] * 10, tmp_path, 60)
+    frame = throughput.FRAME_SECONDS
+    assert (
+        throughput.plan_first_look(_loaded(1000, 30 - frame), corpus, [2] * 10, tmp_path, 60)
+        is None
+    )
+    assert throughput.plan_first_look(_loaded(1000, 50 - frame), corpus, [2] * 10, tmp_path, 60)
 
 
 def test_no_first_look_when_the_whole_corpus_fits(tmp_path):
