@@ -59,6 +59,7 @@ from backend.engine.checkpoints import (
     resolve_folder,
 )
 from backend.engine.device import describe_device, resolve_device, resolve_dtype
+from backend.engine.environment import BIG_WEIGHTS_BYTES, give_back_large_frees
 from backend.engine.errors import IsoscopeError, ModelLoadError
 from backend.engine.layout import InputLayout, read_layout
 from backend.engine.model_parts import ModelParts, short_error
@@ -340,6 +341,10 @@ def source_is_causal(source: str) -> bool:
     return arch.config_is_causal(config)
 
 
+def _weight_bytes(model: torch.nn.Module) -> int:
+    return sum(p.numel() * p.element_size() for p in model.parameters())
+
+
 def make_loaded(parts: ModelParts, device: torch.device, dtype: torch.dtype) -> LoadedModel:
     """Put a loader's model in eval mode on ``device`` as ``dtype`` (left where accelerate put it
     with a device map), give its tokenizer a pad token and write its card."""
@@ -347,6 +352,8 @@ def make_loaded(parts: ModelParts, device: torch.device, dtype: torch.dtype) -> 
     model.eval()
     placement = _device_map_summary(model)
     device = _place(model, device, dtype, placement)
+    if device.type == "cpu" and _weight_bytes(model) >= BIG_WEIGHTS_BYTES:
+        give_back_large_frees()  # a big model's freed activations go back to the system
     try:
         layout = read_layout(model, parts.processor)
     except IsoscopeError as exc:

@@ -138,3 +138,15 @@ def test_byt5_loads_its_encoder(tmp_path):
     assert not loaded.info.is_causal and loaded.info.num_layers == 2
     result = extract(loaded, corpus_from_text("héllo"), ExtractionSettings(sample_size=8))
     assert result.num_states == 3 and result.num_tokens == len("héllo".encode()) + 1  # + </s>
+
+
+def test_only_a_big_model_on_the_cpu_changes_how_freed_memory_goes_back(tiny_bert_dir, monkeypatch):
+    from backend.engine import models
+
+    calls = []
+    monkeypatch.setattr(models, "give_back_large_frees", lambda: calls.append(1) or True)
+    load_model(str(tiny_bert_dir), device="cpu")
+    assert calls == []  # a tiny model keeps glibc's defaults
+    monkeypatch.setattr(models, "BIG_WEIGHTS_BYTES", 1)
+    load_model(str(tiny_bert_dir), device="cpu")
+    assert calls == [1]
