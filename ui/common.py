@@ -159,7 +159,10 @@ def _time_preflight(sel: Selection, show: Callable[[TimeEstimate], None]):
     except IsoscopeError:
         return None
     root = ResultCache().root
-    return throughput.time_preflight(root, sel.device, corpus, sel.settings.max_length, show)
+    batching = throughput.Batching.of(sel.settings)
+    return throughput.time_preflight(
+        root, sel.device, corpus, sel.settings.max_length, show, batching
+    )
 
 
 def get_model(
@@ -417,12 +420,12 @@ def _estimate(loaded: LoadedModel, corpus: Corpus, sel: Selection) -> float | No
 
     if getattr(corpus, "kind", "text") != "text":
         return None
-    tokens = sum(throughput.token_counts(loaded.tokenizer, corpus.texts, sel.settings.max_length))
+    counts = throughput.token_counts(loaded.tokenizer, corpus.texts, sel.settings.max_length)
     return throughput.estimate_seconds(
         ResultCache().root,
         throughput.device_key(loaded.device),
         throughput.parameter_count(loaded.model),
-        tokens,
+        throughput.padded_tokens(counts, throughput.Batching.of(sel.settings)),
     )
 
 

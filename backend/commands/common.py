@@ -91,8 +91,13 @@ def _time_preflight(args: argparse.Namespace, corpus, max_length: int):
     from backend.engine.cache import ResultCache
 
     root = ResultCache(getattr(args, "cache_dir", None)).root
+    defaults = throughput.Batching.of()
+    batching = throughput.Batching(
+        getattr(args, "batch_size", None) or defaults.batch_size,
+        getattr(args, "token_budget", None) or defaults.token_budget,
+    )
     return throughput.time_preflight(
-        root, args.device, corpus, max_length, lambda e: progress_line(e.describe())
+        root, args.device, corpus, max_length, lambda e: progress_line(e.describe()), batching
     )
 
 

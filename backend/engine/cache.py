@@ -617,14 +617,15 @@ def cached_extract(
 
 
 def _record_throughput(cache: ResultCache, loaded, corpus, result: ExtractionResult) -> None:
-    """This run's measured speed, kept beside the results for the next estimate (text only: an
-    image or clip's token count is the model's, not the corpus's)."""
+    """This run's measured speed per padded token, kept beside the results for the next estimate
+    (text only: an image or clip's token count is the model's, not the corpus's)."""
     if getattr(corpus, "kind", "text") != "text" or not result.seconds:
         return
+    counts = throughput.token_counts(loaded.tokenizer, corpus.texts, result.settings.max_length)
     throughput.record(
         cache.root,
         throughput.device_key(loaded.device),
         throughput.parameter_count(loaded.model),
-        result.num_tokens,
+        throughput.padded_tokens(counts, throughput.Batching.of(result.settings)),
         result.seconds,
     )

@@ -34,7 +34,8 @@ def plan(
     """:func:`throughput.plan_first_look` of ``corpus`` under ``settings``, keeping the prefix
     already chosen for its cache key (by this module or an earlier plan)."""
     key = cache_key(loaded.fingerprint, corpus.sha, settings)
-    return throughput.plan_first_look(loaded, corpus, counts, root, key=key)
+    batching = throughput.Batching.of(settings)
+    return throughput.plan_first_look(loaded, corpus, counts, root, key=key, batching=batching)
 
 
 def measured_first_look(
@@ -65,28 +66,33 @@ def measured_first_look(
             loaded, corpus.texts[start:stop], settings, text_ids=ids, progress=on_batch
         )
 
+    batching = throughput.Batching.of(settings)
     partial = part(0, first, len(corpus))
-    extraction = partial.seconds / max(sum(counts[:first]), 1)  # seconds per token, measured
-    per_token = extraction + throughput.statistics_seconds_per_token(loaded, cache.root)
-    fixed = loaded.load_seconds + throughput.FRAME_SECONDS  # the page's, beside its tokens
-    available = budget_s - fixed  # the page the user waits for, the load included
-    n = max(first, throughput.first_look_size(counts, per_token, available))
+    padded = throughput.padded_tokens(counts[:first], batching)
+    cost = throughput.PageCost(
+        loaded.load_seconds + throughput.FRAME_SECONDS,  # the page's, beside its tokens
+        partial.seconds / max(padded, 1),  # seconds per padded token, measured
+        throughput.statistics_seconds_per_token(loaded, cache.root),
+        batching,
+    )
+    n = max(first, throughput.first_look_size(counts, cost, budget_s))
     target = throughput.prefix_corpus(corpus, n) if n < len(corpus) else corpus
     if n > first:
         partial.merge(part(first, n, n))
     partial.notices[:0] = list(loaded.layout.notes)
     result = finish(partial, target, seconds=time.perf_counter() - started)
+    ran = padded + throughput.padded_tokens(counts[first:n], batching)  # the two parts' batches
     throughput.record(
         cache.root,
         throughput.device_key(loaded.device),
         parameters,
-        result.num_tokens,
+        ran,
         partial.seconds,  # the two parts' own times
     )
     cache.put(cache_key(loaded.fingerprint, target.sha, settings), result)
     if target is corpus:
         return None
     throughput.remember_first_look(cache.root, whole_key, n)
-    full = per_token * sum(counts)
-    seconds = fixed + per_token * sum(counts[:n])
+    full = cost.seconds(counts) - cost.fixed_s
+    seconds = cost.seconds(counts[:n])
     return throughput.FirstLook(target, n, len(corpus), full, seconds, budget_s, first_batch=True)

@@ -293,7 +293,8 @@ def plan_chunks(
     Images and clips: their token counts come from the model's layout and feature encoder, so the
     driver loads the model on its CPU once to plan (the workers still run every forward pass).
     """
-    from backend.engine.extraction import plan_batches, token_priority, tokenize
+    from backend.engine.batching import plan_batches
+    from backend.engine.extraction import token_priority, tokenize
 
     notes: tuple[str, ...] = ()
     group = None

@@ -1,9 +1,13 @@
 """How fast this device runs a model, measured, and what that predicts for the next corpus.
 
-The rule: an extraction's time is proportional to tokens x parameters (one forward pass costs
-about 2 FLOPs per parameter per token; the constant is this device's, measured, not assumed).
-Every extraction through the disk cache records its measured seconds per (token x parameter) for
-its device and parameter count in ``throughput.json`` in the cache folder; the estimate for the
+The rule: an extraction's time is proportional to padded tokens x parameters (one forward pass
+costs about 2 FLOPs per parameter per token, and a batch runs every text to its longest text's
+length; the constant is this device's, measured, not assumed). The padded tokens are those of the
+batches the extraction forms (:func:`padded_tokens`, the one batching rule); real tokens
+underestimated a first look of 34 texts of a 1.5B decoder by half, because its one batch of 32
+ran at the longest text's width. Every extraction through the disk cache records its measured
+seconds per (padded token x parameter) for its device and parameter count in ``speeds.json`` in
+the cache folder; the estimate for the
 next run uses the measurement of the nearest parameter count on that device (fixed per-batch
 costs inflate a small model's rate, so a tiny model's speed does not predict a big one's). Before
 a first measurement on a device there is no estimate: the first run measures on its first batch
@@ -30,9 +34,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from backend.engine.batching import Batching, padded_tokens
 from backend.engine.jsonio import strict_json
 
-FILE_NAME = "throughput.json"
+FILE_NAME = "speeds.json"  # per padded token (throughput.json held rates per real token)
 FIRST_LOOK_SECONDS = 60.0  # the issue's "a first look within a minute"; $ISOSCOPE_FIRST_LOOK_S
 BUDGET_ENV = "ISOSCOPE_FIRST_LOOK_S"
 MIN_RECORD_SECONDS = 5.0  # shorter runs are not kept: fixed per-run costs would dominate them
@@ -110,8 +115,9 @@ def _write(path: Path, data: dict) -> None:
 
 
 def seconds_per_token_parameter(root: Path, device: str, parameters: int) -> float | None:
-    """The rate measured on ``device`` for the model whose parameter count is nearest to
-    ``parameters`` (on a log scale: a small model's rate is inflated by fixed per-batch costs,
+    """The rate (seconds per padded token x parameter; the statistics' per token x unit)
+    measured on ``device`` for the model whose parameter count is nearest to ``parameters`` (on
+    a log scale: a small model's rate is inflated by fixed per-batch costs,
     so the nearest size predicts best); None before the first measurement."""
     rates = _read(root).get(device)
     if not rates or parameters <= 0:
@@ -151,15 +157,16 @@ def statistics_seconds_per_token(loaded, root: Path) -> float:
     return (STATISTICS_PRIOR if measured is None else measured) * units
 
 
-def page_seconds_per_token(loaded, root: Path) -> float | None:
-    """The first page's seconds per token beyond the load on ``loaded``'s device: the
-    extraction's (its measured rate x parameters) plus the statistics'
+def page_cost(loaded, root: Path, batching: Batching) -> PageCost | None:
+    """The :class:`PageCost` of ``loaded`` on its device: its load and the frame, the
+    extraction (the measured rate x parameters, per padded token) and the statistics
     (:func:`statistics_seconds_per_token`); None before the extraction's first measurement."""
     parameters = parameter_count(loaded.model)
     rate = seconds_per_token_parameter(root, device_key(loaded.device), parameters)
     if rate is None:
         return None
-    return rate * parameters + statistics_seconds_per_token(loaded, root)
+    fixed = loaded.load_seconds + FRAME_SECONDS
+    return PageCost(fixed, rate * parameters, statistics_seconds_per_token(loaded, root), batching)
 
 
 def estimate_seconds(root: Path, device: str, parameters: int, tokens: int) -> float | None:
@@ -178,17 +185,36 @@ def first_look_budget() -> float:
         return FIRST_LOOK_SECONDS
 
 
-def first_look_size(
-    token_counts: Sequence[int], seconds_per_token: float, budget_s: float = FIRST_LOOK_SECONDS
-) -> int:
-    """The number of leading texts whose estimated time fits ``budget_s`` (all of them when the
-    whole corpus fits; at least :data:`MIN_FIRST_LOOK_TEXTS`)."""
-    total = 0.0
-    for n, count in enumerate(token_counts):
-        total += count * seconds_per_token
-        if total > budget_s:
-            return min(max(n, MIN_FIRST_LOOK_TEXTS), len(token_counts))
-    return len(token_counts)
+@dataclass(frozen=True)
+class PageCost:
+    """The first page's seconds for a prefix of texts: ``fixed_s`` (the load and the frame) +
+    ``per_padded`` x its padded tokens (the extraction) + ``per_token`` x its tokens (the
+    statistics)."""
+
+    fixed_s: float
+    per_padded: float
+    per_token: float
+    batching: Batching
+
+    def seconds(self, counts: Sequence[int]) -> float:
+        padded = padded_tokens(counts, self.batching)
+        return self.fixed_s + self.per_padded * padded + self.per_token * sum(counts)
+
+
+def first_look_size(counts: Sequence[int], cost: PageCost, budget_s: float) -> int:
+    """The number of leading texts whose page fits ``budget_s`` (all of them when the whole
+    corpus fits; at least :data:`MIN_FIRST_LOOK_TEXTS`): a binary search, the cost growing with
+    the prefix."""
+    if cost.seconds(counts) <= budget_s:
+        return len(counts)
+    fits, over = 0, len(counts)  # seconds(counts[:fits]) <= budget_s < seconds(counts[:over])
+    while over - fits > 1:
+        middle = (fits + over) // 2
+        if cost.seconds(counts[:middle]) <= budget_s:
+            fits = middle
+        else:
+            over = middle
+    return min(max(fits, MIN_FIRST_LOOK_TEXTS), len(counts))
 
 
 def describe_seconds(seconds: float) -> str:
@@ -250,19 +276,31 @@ def folder_tokenizer(folder: Path):
 
 
 def estimate_first_page(
-    root: Path, device: str, parameters: int, tokenizer, corpus, max_length: int
+    root: Path,
+    device: str,
+    parameters: int,
+    tokenizer,
+    corpus,
+    max_length: int,
+    batching: Batching | None = None,
 ) -> TimeEstimate | None:
-    """The :class:`TimeEstimate` of ``corpus`` (None for images and audio, or no tokenizer)."""
+    """The :class:`TimeEstimate` of ``corpus`` in ``batching`` (None: the default settings';
+    None for images and audio, or no tokenizer)."""
     if tokenizer is None or getattr(corpus, "kind", "text") != "text":
         return None
-    tokens = sum(token_counts(tokenizer, corpus.texts, max_length))
-    return TimeEstimate(
-        parameters, tokens, device, estimate_seconds(root, device, parameters, tokens)
-    )
+    counts = token_counts(tokenizer, corpus.texts, max_length)
+    padded = padded_tokens(counts, batching or Batching.of())
+    seconds = estimate_seconds(root, device, parameters, padded)
+    return TimeEstimate(parameters, sum(counts), device, seconds)
 
 
 def time_preflight(
-    root: Path, device, corpus, max_length: int, show: Callable[[TimeEstimate], None]
+    root: Path,
+    device,
+    corpus,
+    max_length: int,
+    show: Callable[[TimeEstimate], None],
+    batching: Batching | None = None,
 ) -> Callable[[int, Path], None]:
     """The ``on_preflight(parameters, folder)`` of :func:`backend.engine.models.load_model` that
     passes the :class:`TimeEstimate` of ``corpus`` on ``device`` (a torch device or its name) to
@@ -273,8 +311,9 @@ def time_preflight(
     key = device_key(resolve_device(str(device)))
 
     def on_preflight(parameters: int, folder: Path) -> None:
+        tokenizer = folder_tokenizer(folder)
         estimate = estimate_first_page(
-            root, key, parameters, folder_tokenizer(folder), corpus, max_length
+            root, key, parameters, tokenizer, corpus, max_length, batching
         )
         if estimate is not None:
             show(estimate)
@@ -312,31 +351,32 @@ def plan_first_look(
     root: Path,
     budget_s: float | None = None,
     key: str | None = None,
+    batching: Batching | None = None,
 ) -> FirstLook | None:
     """The first look at ``corpus`` (``counts``: its :func:`token_counts`) when its whole first
     page (the load, the extraction and the Overview's statistics: module doc) is estimated to
     take longer than ``budget_s`` (None: :func:`first_look_budget`) on ``loaded``'s device; None
     when it fits, is not text, or no speed has been measured on this device yet. The prefix
     already chosen for ``key`` (the whole corpus's cache key, :func:`remember_first_look`) is
-    kept, so a newer measurement does not compute a second one."""
+    kept, so a newer measurement does not compute a second one. ``batching``: the extraction's
+    (None: the default settings')."""
     budget_s = first_look_budget() if budget_s is None else budget_s
     if getattr(corpus, "kind", "text") != "text":
         return None
-    per_token = page_seconds_per_token(loaded, root)
-    if per_token is None:
+    cost = page_cost(loaded, root, batching or Batching.of())
+    if cost is None:
         return None
-    load_s = loaded.load_seconds + FRAME_SECONDS
-    full = per_token * sum(counts)
+    whole = cost.seconds(counts)
     kept = None if key is None else remembered_first_look(root, key)
     if kept is not None and kept < len(corpus):
         n = kept
     else:
-        n = first_look_size(counts, per_token, budget_s - load_s)
-        if load_s + full <= budget_s or n >= len(corpus):
+        n = first_look_size(counts, cost, budget_s)
+        if whole <= budget_s or n >= len(corpus):
             return None
     prefix = prefix_corpus(corpus, n)
-    seconds = load_s + per_token * sum(counts[:n])
-    return FirstLook(prefix, n, len(corpus), full, seconds, budget_s)
+    seconds = cost.seconds(counts[:n])
+    return FirstLook(prefix, n, len(corpus), whole - cost.fixed_s, seconds, budget_s)
 
 
 def prefix_corpus(corpus, n: int):

@@ -21,10 +21,10 @@ import numpy as np
 import torch
 
 from backend.analysis.activations.massive import MassiveAccumulator, MassiveStats
+from backend.engine.batching import plan_batches
 from backend.engine.device import to_numpy
 from backend.engine.errors import InputError
 from backend.engine.extraction.media import MediaTokens, media_forward, prepare_media
-from backend.engine.extraction.tokenization import plan_batches
 from backend.engine.inputs import MediaItem
 from backend.engine.layout import InputLayout
 from backend.engine.models import LoadedModel

@@ -56,6 +56,7 @@ from backend.analysis.activations.loghist import (
     median_from_histogram,
 )
 from backend.analysis.activations.sinks import SinkAccumulator, SinkStats, eager_attention
+from backend.engine.batching import plan_batches
 from backend.engine.device import to_numpy
 from backend.engine.errors import InputError, UnsupportedModelError
 from backend.engine.extraction import (
@@ -63,7 +64,6 @@ from backend.engine.extraction import (
     encode_text,
     pad_batch,
     pad_token_id,
-    plan_batches,
     tokenize,
 )
 from backend.engine.hooks import forward_hooks

@@ -60,13 +60,7 @@ from backend.engine.extraction.forward import (
 )
 from backend.engine.extraction.partial import PartialExtraction, finish
 from backend.engine.extraction.sample import SampleCandidates, sample_limit, token_priority
-from backend.engine.extraction.tokenization import (
-    TokenizedCorpus,
-    batch_count,
-    length_order,
-    plan_batches,
-    tokenize,
-)
+from backend.engine.extraction.tokenization import TokenizedCorpus, tokenize
 from backend.engine.extraction.types import (
     EXTRACT_VERSION,
     ExtractionResult,
@@ -85,7 +79,6 @@ __all__ = [
     "SampleCandidates",
     "TokenTable",
     "TokenizedCorpus",
-    "batch_count",
     "encode_text",
     "extract",
     "extract_partial",
@@ -93,12 +86,10 @@ __all__ = [
     "forward_batches",
     "forward_hidden_states",
     "is_out_of_memory",
-    "length_order",
     "mean_pooled",
     "pad_batch",
     "pad_rows",
     "pad_token_id",
-    "plan_batches",
     "sample_limit",
     "token_priority",
     "tokenize",

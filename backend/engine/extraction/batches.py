@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import numpy as np
 import torch
 
+from backend.engine.batching import equal_run
 from backend.engine.device import to_numpy
 from backend.engine.extraction.forward import forward_hidden_states, pad_batch, pad_token_id
 from backend.engine.extraction.media import (
@@ -16,7 +17,7 @@ from backend.engine.extraction.media import (
     media_forward,
     prepare_media,
 )
-from backend.engine.extraction.tokenization import TokenizedCorpus, equal_run, is_punct, tokenize
+from backend.engine.extraction.tokenization import TokenizedCorpus, is_punct, tokenize
 from backend.engine.extraction.types import TokenTable
 from backend.engine.models import LoadedModel
 from backend.engine.pooling import masked_mean

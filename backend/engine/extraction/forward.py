@@ -11,17 +11,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from backend.engine.batching import batch_count, equal_run, length_order
 from backend.engine.corpus import Corpus
 from backend.engine.errors import InputError, UnsupportedModelError
 from backend.engine.extraction.media import MediaTokens, media_forward
 from backend.engine.extraction.partial import PartialExtraction, finish, token_table, tokenize_part
 from backend.engine.extraction.sample import SampleCandidates, sample_limit, token_priority
-from backend.engine.extraction.tokenization import (
-    TokenizedCorpus,
-    batch_count,
-    equal_run,
-    length_order,
-)
+from backend.engine.extraction.tokenization import TokenizedCorpus
 from backend.engine.extraction.types import ExtractionResult, ExtractionSettings
 from backend.engine.models import LoadedModel
 from backend.engine.progress import Progress

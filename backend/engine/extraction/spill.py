@@ -20,10 +20,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from backend.engine.batching import batch_count, length_order
 from backend.engine.device import to_numpy
 from backend.engine.errors import InputError
 from backend.engine.extraction.forward import forward_hidden_states, pad_batch, pad_token_id
-from backend.engine.extraction.tokenization import batch_count, length_order, tokenize
+from backend.engine.extraction.tokenization import tokenize
 from backend.engine.extraction.types import ExtractionResult
 from backend.engine.models import LoadedModel
 from backend.engine.progress import Progress, report

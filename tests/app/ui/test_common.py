@@ -139,13 +139,13 @@ def test_a_local_folders_spinner_says_the_first_pages_time_before_the_load(
     shutil.copytree(tiny_bert_dir, folder)
     parameters = sum(preflight.folder_census(folder).values())
     throughput.record(cache_dir, "cpu", parameters, 10, 10.0)  # 1 s per token: a slow device
-    tokens = sum(
-        throughput.token_counts(
-            AutoTokenizer.from_pretrained(folder),
-            TWO_TEXTS.splitlines(),
-            Selection().settings.max_length,
-        )
+    counts = throughput.token_counts(
+        AutoTokenizer.from_pretrained(folder),
+        TWO_TEXTS.splitlines(),
+        Selection().settings.max_length,
     )
+    tokens = sum(counts)
+    padded = throughput.padded_tokens(counts, throughput.Batching.of(Selection().settings))
     events, estimates = _recorded(monkeypatch)
 
     def session() -> AppTest:
@@ -159,7 +159,7 @@ def test_a_local_folders_spinner_says_the_first_pages_time_before_the_load(
     at.run()
     assert not at.exception and at.title[0].value == "Overview"
     said = (
-        f"Loading {folder} · first page: {throughput.describe_seconds(tokens * 1.0)} on cpu "
+        f"Loading {folder} · first page: {throughput.describe_seconds(padded * 1.0)} on cpu "
         f"({parameters / 1e6:,.1f} M parameters x {tokens:,} tokens, at this device's measured "
         "speed)"
     )

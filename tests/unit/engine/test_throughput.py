@@ -43,10 +43,20 @@ def test_a_broken_file_is_no_measurement(tmp_path):
     assert throughput.seconds_per_token_parameter(tmp_path, "cpu", 10) == pytest.approx(0.1)
 
 
+BATCHING = throughput.Batching(batch_size=4, token_budget=10**6)
+
+
+def _cost(per_token: float, fixed: float = 0.0) -> throughput.PageCost:
+    return throughput.PageCost(fixed, per_token, 0.0, BATCHING)
+
+
 def test_first_look_size_fits_the_budget():
-    assert throughput.first_look_size([10] * 100, 0.1, budget_s=60) == 60
-    assert throughput.first_look_size([10] * 100, 0.001, budget_s=60) == 100
-    assert throughput.first_look_size([10] * 100, 100.0, budget_s=60) == 8  # the minimum
+    assert throughput.first_look_size([10] * 100, _cost(0.1), budget_s=60) == 60
+    assert throughput.first_look_size([10] * 100, _cost(0.001), budget_s=60) == 100
+    assert throughput.first_look_size([10] * 100, _cost(100.0), budget_s=60) == 8  # the minimum
+    assert throughput.first_look_size([10] * 100, _cost(0.1, fixed=30), budget_s=60) == 30
+    # a first look pays for its long text's batch: the page costs the padded tokens
+    assert _cost(1.0).seconds([10, 10, 50, 10, 10, 10]) == 4 * 50 + 2 * 10
 
 
 def _loaded(parameters: int, load_seconds: float = 0.0, layers: int = 1, width: int = 4):
@@ -124,8 +134,9 @@ def test_the_time_preflight_multiplies_parameters_tokens_and_the_measured_rate(t
     corpus = Corpus(("a b c", "d e f g h"), "two")
     throughput.record(tmp_path, "cpu", 1000, 10, 10.0)  # 1e-3 s per token-parameter
     estimate = throughput.estimate_first_page(tmp_path, "cpu", 1000, Tokenizer(), corpus, 4)
-    assert estimate.tokens == 7 and estimate.seconds == pytest.approx(7.0)
-    assert estimate.describe().startswith("first page: about 7 s on cpu (0.0 M parameters x 7")
+    # 3 and 4 tokens in one batch run 2 x 4 padded tokens: 8 s
+    assert estimate.tokens == 7 and estimate.seconds == pytest.approx(8.0)
+    assert estimate.describe().startswith("first page: about 8 s on cpu (0.0 M parameters x 7")
     assert "first look" not in estimate.describe(first_look_s=60)
     assert estimate.describe(first_look_s=5).endswith("opens with a first look of 5 s or less")
     unmeasured = throughput.estimate_first_page(tmp_path, "cuda:X", 1000, Tokenizer(), corpus, 4)

@@ -10,8 +10,9 @@ import numpy as np
 import torch
 
 from backend.analysis.geometry.isotropy import cosine_rows
+from backend.engine.batching import plan_batches
 from backend.engine.device import to_numpy
-from backend.engine.extraction import TokenizedCorpus, pad_rows, plan_batches
+from backend.engine.extraction import TokenizedCorpus, pad_rows
 from backend.engine.extraction.media import MediaTokens, media_forward
 from backend.engine.models import LoadedModel
 

@@ -35,14 +35,9 @@ import torch
 
 from backend.analysis.activations.massive import ABS_THRESHOLD, MEDIAN_RATIO
 from backend.analysis.quant.sites import Site, SiteMap, discover_sites, find_blocks
+from backend.engine.batching import plan_batches
 from backend.engine.errors import InputError
-from backend.engine.extraction import (
-    TokenizedCorpus,
-    pad_batch,
-    pad_token_id,
-    plan_batches,
-    tokenize,
-)
+from backend.engine.extraction import TokenizedCorpus, pad_batch, pad_token_id, tokenize
 from backend.engine.hooks import forward_hooks
 from backend.engine.params import LLM_INT8_THRESHOLD
 from backend.engine.progress import Progress, report

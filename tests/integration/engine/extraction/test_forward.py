@@ -192,7 +192,8 @@ def test_plan_batches_are_the_batches_extraction_runs(
 ):
     """The Ray driver plans chunks with plan_batches; they must be the batches a local run forms."""
     import backend.engine.extraction.forward as ex
-    from backend.engine.extraction.tokenization import plan_batches, tokenize
+    from backend.engine.batching import plan_batches
+    from backend.engine.extraction.tokenization import tokenize
 
     seen: list[list[int]] = []
     real = ex._forward_batch

@@ -6,13 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from backend.engine.extraction.tokenization import (
-    TokenizedCorpus,
-    batch_count,
-    is_punct,
-    length_order,
-    plan_batches,
-)
+from backend.engine.batching import batch_count, length_order, plan_batches
+from backend.engine.extraction.tokenization import TokenizedCorpus, is_punct
 
 
 def test_length_order_is_longest_first_stable_and_drops_empty_texts():
