@@ -3,10 +3,12 @@ that fits the budget (the whole first page: the load, the extraction and the Ove
 statistics, :mod:`backend.engine.throughput`).
 
 With no speed recorded for the device yet (:mod:`backend.engine.throughput`), nothing predicts
-how long the whole corpus takes. So the first batch of texts (``settings.batch_size``) runs as a
-partial extraction and is timed; that measured rate sizes the prefix (the batch included) that
-fits the first look's budget; the rest of the prefix runs as a second partial, and the two are
-merged (:meth:`backend.engine.extraction.partial.PartialExtraction.merge`) into the result of the
+how long the whole corpus takes. So a first batch of texts (``settings.batch_size``, at most
+:data:`~backend.engine.throughput.MIN_FIRST_LOOK_TEXTS`: a full batch of 32 texts of a 1.5B
+decoder took 56 s on 2 cores, the whole budget) runs as a partial extraction and is timed;
+that measured rate sizes the prefix (the batch included) that fits the first look's budget;
+the rest of the prefix runs as a second partial, and the two are merged
+(:meth:`backend.engine.extraction.partial.PartialExtraction.merge`) into the result of the
 prefix corpus, stored under the prefix's own cache key. Nothing is computed twice: the first
 batch is part of the prefix, and the prefix's length is kept beside the results
 (:func:`backend.engine.throughput.remember_first_look`) so the next plan names the same prefix,
@@ -55,7 +57,7 @@ def measured_first_look(
     whole_key = cache_key(loaded.fingerprint, corpus.sha, settings)
     started = time.perf_counter()
     parameters = throughput.parameter_count(loaded.model)
-    first = min(len(corpus), settings.batch_size)
+    first = min(len(corpus), settings.batch_size, throughput.MIN_FIRST_LOOK_TEXTS)
 
     def part(start: int, stop: int, total: int):
         def on_batch(done: int, _total: int) -> bool | None:

@@ -155,9 +155,9 @@ def test_a_devices_first_run_measures_its_first_batch_and_shows_a_first_look(mon
     _submit(at)
     assert not at.exception and not at.error
     notes = [i.value for i in at.info if "first look" in i.value]
-    assert notes and "first look: 32 of 80 texts" in notes[0]  # the first batch of 32 is all
+    assert notes and "first look: 8 of 80 texts" in notes[0]  # the first batch of 8 is all
     assert "measured on its first batch" in notes[0]
-    assert _metrics(at)["Texts"] == "32" and parts == [32]  # extracted once, read from the cache
+    assert _metrics(at)["Texts"] == "8" and parts == [8]  # extracted once, read from the cache
 
 
 def test_the_overview_keeps_its_statistics_time_for_the_next_first_look(monkeypatch):
