@@ -52,6 +52,10 @@ STATISTICS_PRIOR = 1.6e-7
 # The page around the sections (the app's frame, sidebar and imports on a fresh process): 3.5 s
 # of that same page's 46.8 s was neither the load, the extraction nor the statistics.
 FRAME_SECONDS = 3.5
+# The share of the budget a first look plans to: the estimates are means, and a 1.5B decoder's
+# pages took 1.01-1.07x their estimate (benchmarks/big_model.py, 2026-12-02), so a page planned to
+# the whole budget overran it about half the time.
+PLANNED_SHARE = 0.9
 STATISTICS_KIND = "Overview statistics"  # what the statistics' rates are kept under, per device
 
 
@@ -202,9 +206,10 @@ class PageCost:
 
 
 def first_look_size(counts: Sequence[int], cost: PageCost, budget_s: float) -> int:
-    """The number of leading texts whose page fits ``budget_s`` (all of them when the whole
-    corpus fits; at least :data:`MIN_FIRST_LOOK_TEXTS`): a binary search, the cost growing with
-    the prefix."""
+    """The number of leading texts whose page fits :data:`PLANNED_SHARE` of ``budget_s`` (all of
+    them when the whole corpus fits; at least :data:`MIN_FIRST_LOOK_TEXTS`): a binary search,
+    the cost growing with the prefix."""
+    budget_s *= PLANNED_SHARE
     if cost.seconds(counts) <= budget_s:
         return len(counts)
     fits, over = 0, len(counts)  # seconds(counts[:fits]) <= budget_s < seconds(counts[:over])
@@ -372,7 +377,7 @@ def plan_first_look(
         n = kept
     else:
         n = first_look_size(counts, cost, budget_s)
-        if whole <= budget_s or n >= len(corpus):
+        if n >= len(corpus):
             return None
     prefix = prefix_corpus(corpus, n)
     seconds = cost.seconds(counts[:n])

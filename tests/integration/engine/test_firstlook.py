@@ -15,6 +15,12 @@ from backend.engine.models import load_model
 SETTINGS = ExtractionSettings(sample_size=200, max_length=16, batch_size=8)
 
 
+@pytest.fixture(autouse=True)
+def _plans_to_the_whole_budget(monkeypatch):
+    """The budgets below are computed to the text; the planned share is tested on its own."""
+    monkeypatch.setattr(throughput, "PLANNED_SHARE", 1.0)
+
+
 @pytest.fixture
 def tiny(tiny_bert_dir):
     return load_model(str(tiny_bert_dir), device="cpu")

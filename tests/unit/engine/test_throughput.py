@@ -46,6 +46,17 @@ def test_a_broken_file_is_no_measurement(tmp_path):
 BATCHING = throughput.Batching(batch_size=4, token_budget=10**6)
 
 
+@pytest.fixture(autouse=True)
+def _plans_to_the_whole_budget(monkeypatch):
+    """The sizes below are computed against the whole budget; the share has its own test."""
+    monkeypatch.setattr(throughput, "PLANNED_SHARE", 1.0)
+
+
+def test_a_first_look_plans_to_a_share_of_the_budget(monkeypatch):
+    monkeypatch.setattr(throughput, "PLANNED_SHARE", 0.9)
+    assert throughput.first_look_size([10] * 100, _cost(0.1), budget_s=60) == 54
+
+
 def _cost(per_token: float, fixed: float = 0.0) -> throughput.PageCost:
     return throughput.PageCost(fixed, per_token, 0.0, BATCHING)
 
