@@ -17,12 +17,12 @@ progress bar refines it with every batch (:func:`backend.engine.progress.eta_sec
 A *first look* (the Overview of a model that would take longer than :data:`FIRST_LOOK_SECONDS`)
 is the longest prefix of the corpus whose estimated time fits the budget: a corpus of its own,
 with its own hash and cache entry; the whole corpus is a second, separate entry. The budget is
-the whole first page the user waits for: the model's load (measured, ``LoadedModel.load_seconds``)
-and the page's frame (:data:`FRAME_SECONDS`),
-the extraction (above) and the Overview's statistics on the extracted tokens (outlier dims,
-anisotropy, the first position, the quick findings), which cost about the same per token x
-hidden state x dim whatever the model: measured by every Overview on its device
-(:func:`record_statistics`), and :data:`STATISTICS_PRIOR` before a device's first.
+the whole first page the user waits for: the model's load (measured,
+``LoadedModel.load_seconds``), the page's frame (:data:`FRAME_SECONDS`), the extraction (above)
+and the Overview's statistics on the extracted tokens (outlier dims, anisotropy, the first
+position, the quick findings), which cost about the same per token x hidden state x dim whatever
+the model: measured by every Overview on this machine (:func:`record_statistics`), and
+:data:`STATISTICS_PRIOR` before the first. A plan aims at :data:`PLANNED_SHARE` of the budget.
 """
 
 from __future__ import annotations
