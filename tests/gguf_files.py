@@ -221,3 +221,122 @@ def write_gguf(
     writer.write_tensors_to_file()
     writer.close()
     return path
+
+
+_DEC = dict(
+    hidden_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    intermediate_size=128,
+    max_position_embeddings=128,
+)
+_HEAD16 = dict(head_dim=16)
+
+# case -> (GGUF architecture, config class, causal-LM class, vocabulary, config kwargs, extras)
+# extras: "config_arch" / "name" for write_gguf (Mistral is written as llama, named "mistral")
+CASES: dict[str, tuple[str, str, str, object, dict, dict]] = {
+    "llama": ("llama", "LlamaConfig", "LlamaForCausalLM", gpt2_vocabulary, _DEC, {}),
+    "mistral": (
+        "llama",
+        "MistralConfig",
+        "MistralForCausalLM",
+        gpt2_vocabulary,
+        _DEC,
+        {"config_arch": "mistral", "name": "mistral"},
+    ),
+    "qwen2": ("qwen2", "Qwen2Config", "Qwen2ForCausalLM", gpt2_vocabulary, _DEC, {}),
+    # the loader reads no head_dim for qwen3 (only rope.dimension_count, mapped to None), so a file
+    # loads at Qwen3Config's default head_dim, 128 (as real Qwen3 checkpoints have)
+    "qwen3": ("qwen3", "Qwen3Config", "Qwen3ForCausalLM", gpt2_vocabulary, _DEC, {}),
+    "gemma2": (
+        "gemma2",
+        "Gemma2Config",
+        "Gemma2ForCausalLM",
+        sentencepiece_vocabulary,
+        _DEC | _HEAD16 | dict(sliding_window=16),
+        {},
+    ),
+    "gemma3": (
+        "gemma3",
+        "Gemma3TextConfig",
+        "Gemma3ForCausalLM",
+        sentencepiece_vocabulary,
+        _DEC | _HEAD16 | dict(sliding_window=16),
+        {},
+    ),
+    "phi3": ("phi3", "Phi3Config", "Phi3ForCausalLM", sentencepiece_vocabulary, _DEC, {}),
+    "starcoder2": (
+        "starcoder2",
+        "Starcoder2Config",
+        "Starcoder2ForCausalLM",
+        gpt2_vocabulary,
+        _DEC,
+        {},
+    ),
+    "stablelm": ("stablelm", "StableLmConfig", "StableLmForCausalLM", gpt2_vocabulary, _DEC, {}),
+    "nemotron": ("nemotron", "NemotronConfig", "NemotronForCausalLM", gpt2_vocabulary, _DEC, {}),
+    # the loader reads no expert widths (expert_feed_forward_length is not in its config map), so
+    # the MoE files keep Qwen2MoeConfig's / Qwen3MoeConfig's default expert widths
+    "qwen2_moe": (
+        "qwen2moe",
+        "Qwen2MoeConfig",
+        "Qwen2MoeForCausalLM",
+        gpt2_vocabulary,
+        _DEC | dict(num_experts=4, num_experts_per_tok=2),
+        {"config_arch": "qwen2_moe"},
+    ),
+    "qwen3_moe": (
+        "qwen3moe",
+        "Qwen3MoeConfig",
+        "Qwen3MoeForCausalLM",
+        gpt2_vocabulary,
+        # norm_topk_prob: the loader's GGUF default for qwen3_moe (llama.cpp renormalises the top-k)
+        _DEC | _HEAD16 | dict(num_experts=4, num_experts_per_tok=2, norm_topk_prob=True),
+        {"config_arch": "qwen3_moe"},
+    ),
+    "gpt2": (
+        "gpt2",
+        "GPT2Config",
+        "GPT2LMHeadModel",
+        gpt2_vocabulary,
+        # the loader maps context_length to n_ctx, which GPT2Config ignores: a file loads with
+        # n_positions at its default, 1024, so the tiny model keeps that
+        dict(n_embd=64, n_layer=2, n_head=4),
+        {},
+    ),
+    "bloom": (
+        "bloom",
+        "BloomConfig",
+        "BloomForCausalLM",
+        gpt2_vocabulary,
+        dict(hidden_size=64, n_layer=2, n_head=4),
+        {},
+    ),
+}
+
+
+def build_case(case: str, folder: Path):
+    """``(model, path, vocabulary)``: a 2-layer random model of ``case`` (:data:`CASES`), its
+    norms and biases nudged off 1 and 0, written as ``folder / tiny-<case>.gguf``."""
+    import torch
+    import transformers
+
+    arch, config_cls, lm_cls, vocabulary, kwargs, extras = CASES[case]
+    vocab = vocabulary()
+    config = getattr(transformers, config_cls)(
+        vocab_size=len(vocab["tokens"]),
+        tie_word_embeddings=True,
+        bos_token_id=vocab["bos"],
+        eos_token_id=vocab["eos"],
+        pad_token_id=vocab.get("pad"),
+        **kwargs,
+    )
+    torch.manual_seed(0)
+    model = getattr(transformers, lm_cls)(config).eval()
+    with torch.no_grad():  # norms at 1 and biases at 0 would hide a missed offset or a lost bias
+        for name, param in model.named_parameters():
+            if "norm" in name or name.endswith("bias"):
+                param.add_(0.1 * torch.randn_like(param))
+    path = write_gguf(model, folder / f"tiny-{case}.gguf", arch, vocab, **extras)
+    return model, path, vocab

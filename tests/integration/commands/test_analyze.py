@@ -144,29 +144,6 @@ def test_bad_input_exits_2_with_one_line(run_analyze, bad_inputs, case, needle, 
     assert not out.exists()
 
 
-def _tiny_llama_gguf(folder: Path) -> Path:
-    """A 2-layer random Llama as a GGUF file (F32, the tiny GPT-2-style vocabulary)."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from tests.gguf_files import gpt2_vocabulary, write_gguf
-
-    vocab = gpt2_vocabulary()
-    config = LlamaConfig(
-        vocab_size=len(vocab["tokens"]),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        intermediate_size=64,
-        tie_word_embeddings=True,
-        bos_token_id=vocab["bos"],
-        eos_token_id=vocab["eos"],
-    )
-    torch.manual_seed(0)
-    return write_gguf(LlamaForCausalLM(config).eval(), folder / "tiny.gguf", "llama", vocab)
-
-
 def test_a_gguf_announces_the_first_page_before_its_conversion(
     texts_file, tmp_path, capsys, monkeypatch
 ):
@@ -177,7 +154,9 @@ def test_a_gguf_announces_the_first_page_before_its_conversion(
     from backend.engine.corpus import load_corpus_file
 
     monkeypatch.setenv("ISOSCOPE_CACHE_DIR", str(tmp_path / "iso"))  # no earlier conversion
-    path = _tiny_llama_gguf(tmp_path)
+    from tests.gguf_files import build_case
+
+    _, path, _ = build_case("llama", tmp_path)  # a 2-layer random Llama
     parameters = sum(preflight.gguf_census(path).values())
     cache = tmp_path / "results"
     throughput.record(cache, "cpu", parameters, 100, 10.0)  # 0.1 s per token

@@ -77,9 +77,9 @@ def test_a_copied_folder_reuses_the_arrays_and_names_its_own_path(
 
 
 def test_a_renamed_gguf_file_names_the_new_name(tmp_path, count_extractions):
-    from tests.integration.engine.test_gguf import _build
+    from tests.gguf_files import build_case
 
-    _model, path, _vocab = _build("llama", tmp_path)
+    _model, path, _vocab = build_case("llama", tmp_path)
     renamed = path.with_name("renamed-copy.gguf")
     shutil.copyfile(path, renamed)
     cache = ResultCache(tmp_path / "cache")
