@@ -24,7 +24,6 @@ from ui.cached import cached, heavy
 from ui.common import (
     download_buttons,
     explainer,
-    extraction_key,
     get_corpus,
     get_extraction,
     get_model,
@@ -80,7 +79,7 @@ def measured_first_look(
 ) -> FirstLook | None:
     """:func:`backend.engine.firstlook.measured_first_look` of the selection into the disk cache,
     where the page's extraction then finds it (so the extraction is logged here)."""
-    log_extraction(loaded, extraction_key(loaded, corpus, settings))
+    log_extraction(loaded, corpus, settings)
     counts = token_counts(loaded.tokenizer, corpus.texts, settings.max_length)
     return firstlook.measured_first_look(loaded, corpus, counts, settings, ResultCache(), progress)
 
