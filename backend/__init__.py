@@ -10,8 +10,8 @@
 
 The names below are loaded on first use (``import backend`` itself is cheap). Everything else
 lives in its layer, imported as usual: ``backend.engine`` (load, run, cache, save),
-``backend.analysis.<topic>`` (one topic per package: geometry, layernorm, positional, decoder,
-compare), ``backend.plots.<page>`` (the figure builders each page draws: they take an analysis's
+``backend.analysis.<topic>`` (one topic per package: geometry, layernorm, positional, activations,
+compare, quant), ``backend.plots.<page>`` (the figure builders each page draws: they take an analysis's
 result and return the same ``plotly.graph_objects.Figure`` the page shows) and ``backend.share``
 (report, export, tour). The CLI is ``isoscope`` (:mod:`backend.cli`).
 """

@@ -3,7 +3,7 @@
 Prints one JSON object:
 - ``analyze_report_s``: :func:`backend.commands.analyze.build_report` now (with IsoScore, clipped
   anisotropy, histograms and Timkey's top dims) and ``analyze_report_before_s``: the same report's
-  former content only (anisotropy + outlier criteria), so ``added_s`` is what issue 3 added.
+  former content only (anisotropy + outlier criteria), so ``added_s`` is what the other metrics add.
 - ``by_state_s``: :func:`backend.analysis.geometry.isotropy.by_state` raw (with self-/intra-text similarity) and
   with each post-processing of the registry (what the Anisotropy page computes once, then memoises).
 - ``minilm``: the measured per-state numbers (anisotropy raw vs clipped, IsoScore).

@@ -125,8 +125,8 @@ def texts(n: int) -> list[str]:
 def peak_rss_mib() -> float:
     """This process's own peak RSS: ``VmHWM`` of /proc/self/status, which a new program starts
     afresh. ``ru_maxrss`` is not: Linux carries it over fork and exec, so every phase started
-    by the driver that wrote the 1.5B checkpoint began at the driver's 6.2 GB (the idle run of
-    2026-12-02 read 6,198 MiB "before the load" in each phase)."""
+    by the driver that wrote the 1.5B checkpoint began at the driver's 6.2 GB (an idle run read
+    6,198 MiB "before the load" in each phase)."""
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
             if line.startswith("VmHWM:"):

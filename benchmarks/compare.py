@@ -1,4 +1,4 @@
-"""Time A vs B on the default model and its random-init copy on the bundled corpus (issue 11:
+"""Time A vs B on the default model and its random-init copy on the bundled corpus (targets:
 <= 20 s cold on 2 cores with two extractions, <= 1 s warm).
 
 Each repeat runs in a fresh subprocess with an empty extraction cache and ``--threads`` threads:

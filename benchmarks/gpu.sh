@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The prepared GPU check (issue 9.5/9.6): one script, < 6 minutes on one GPU, JSON to $OUT.
+# The prepared GPU check: one script, < 6 minutes on one GPU, JSON to $OUT.
 #
 #   OUT=/tmp/gpu-check benchmarks/gpu.sh          # on a machine with a CUDA GPU
 #   OUT=/tmp/gpu-check benchmarks/gpu.sh --dry    # the same steps, tiny, on the CPU (tests the script)

@@ -13,7 +13,7 @@ again with its charts drawn: the app's script state went to "running" and back t
 (also for fragment reruns), and the page's DOM then stayed unchanged for ``QUIET_MS``; the time
 reported is that of the last change (script state or DOM mutation, e.g. Plotly redrawing its SVG),
 so the quiet window itself is not counted. Page switches click the sidebar navigation after every
-page was visited once. Targets (issue 15): control change <= 0.5 s median and <= 1 s worst; page
+page was visited once. Targets: control change <= 0.5 s median and <= 1 s worst; page
 switch <= 1 s.
 """
 

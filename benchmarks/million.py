@@ -1,4 +1,4 @@
-"""Benchmark: every token of one MiniLM state in the projection view (issue 35). Prints JSON.
+"""Benchmark: every token of one MiniLM state in the projection view. Prints JSON.
 
     .venv/bin/python benchmarks/million.py [--tokens 1000000] [--state 3] [--landmarks 10000]
         [--repeats 3] [--no-umap] [--no-browser]

@@ -1,4 +1,4 @@
-"""Seconds for ``isoscope quant`` (issue 26) on the bundled decoder: 64 texts of 128 tokens, the
+"""Seconds for ``isoscope quant`` on the bundled decoder: 64 texts of 128 tokens, the
 whole command as a user runs it (a subprocess: model load, the pass, six schemes, the per-block
 sensitivity, the JSON), three runs. Target: <= 60 s on 2 CPU cores.
 
@@ -54,7 +54,7 @@ def main() -> None:
     parser.add_argument("--max-length", type=int, default=128)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument(
-        "--recipe", action="store_true", help="also write the llm-compressor recipe (issue 34)"
+        "--recipe", action="store_true", help="also write the llm-compressor recipe"
     )
     args = parser.parse_args()
     texts = corpus_texts(args.texts, args.max_length)

@@ -1,4 +1,4 @@
-"""Are the default end figures of ``isoscope quant`` trustworthy? (issue 34) The bundled decoder on
+"""Are the default end figures of ``isoscope quant`` trustworthy? The bundled decoder on
 64 texts of 128 tokens: the command's defaults (end metric on the first texts up to 256 tokens, site
 errors on a 256-token sample, α the sweep's best) against an all-token run of the same analysis
 (every text's tokens for the end metric; the site errors, which only choose α, on

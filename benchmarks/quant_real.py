@@ -1,4 +1,4 @@
-"""isoscope's prediction checked against a real quantizer (issue 34): the bundled SmolLM2 quantized
+"""isoscope's prediction checked against a real quantizer: the bundled SmolLM2 quantized
 on the CPU by llm-compressor's ``oneshot`` with the recipe ``isoscope quant --recipe`` writes,
 calibrated on the same texts isoscope scanned, then measured on held-out texts the way isoscope
 measures its simulated schemes (mean next-token KL(p_full || p_quant) over every non-padding

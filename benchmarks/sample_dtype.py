@@ -2,7 +2,8 @@
 
 Extracts the bundled corpus (default settings, through the disk cache), rounds the token sample to
 bfloat16 and back, and compares per-state anisotropy, IsoScore, the cosine histogram and Timkey's
-top cosine dims (``backend.analysis.geometry.isotropy.by_state``). Prints JSON. Why isoscope keeps float32: README.
+top cosine dims (``backend.analysis.geometry.isotropy.by_state``). Prints JSON. Why isoscope keeps
+float32: docs/caching.md.
 
 Usage: ``python benchmarks/sample_dtype.py [MODEL]`` (default ``default``; e.g. ``smollm2``).
 """

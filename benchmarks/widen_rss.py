@@ -1,4 +1,4 @@
-"""Peak RSS of a bf16/fp16 checkpoint loaded as float32 on the CPU (issue #32), by the two ways of
+"""Peak RSS of a bf16/fp16 checkpoint loaded as float32 on the CPU, by the two ways of
 :mod:`backend.engine.widening` (``released``: half load widened in place; ``pread``: its
 fallback) and transformers' plain float32 load from the mmapped file (``old``), each run in a
 fresh process.

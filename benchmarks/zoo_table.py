@@ -2,11 +2,16 @@
 markdown: each tiny random checkpoint is built, loaded through isoscope's loader, and every
 in-process analysis plus one CLI run (``massive``) is tried.
 
-    .venv/bin/python benchmarks/zoo_table.py   # the table in the README (Models)
+    .venv/bin/python benchmarks/zoo_table.py                                # print it
+    .venv/bin/python benchmarks/zoo_table.py --write docs/architectures.md  # replace the table there
+
+``--write`` replaces what lies between the page's ``<!-- zoo table -->`` and
+``<!-- end zoo table -->`` lines (tests/unit/test_docs.py checks the table against the zoo).
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 import tempfile
 import time
@@ -27,7 +32,22 @@ def _cell(result: str, folder: Path) -> str:
     return "refused: " + (why if len(why) <= 90 else why[:89] + "…")
 
 
+START, END = "<!-- zoo table -->", "<!-- end zoo table -->"
+
+
+def splice(page: str, table: list[str]) -> str:
+    """``page`` with the lines between its START and END markers replaced by ``table``."""
+    lines = page.splitlines()
+    if START not in lines or END not in lines:
+        raise SystemExit(f"error: the page has no {START} ... {END} lines to replace")
+    start, end = lines.index(START), lines.index(END)
+    return "\n".join(lines[: start + 1] + table + lines[end:]) + "\n"
+
+
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write", type=Path, help="a markdown page whose zoo table to replace")
+    args = parser.parse_args()
     use_offline_environment()
     quiet_libraries()
     from backend.engine.arch import position_kind
@@ -52,13 +72,19 @@ def main() -> int:
                     cli,
                 ]
             )
-    print(f"Conformance zoo: tiny random checkpoints (2 layers, width 64) of {len(rows)} families")
-    print("built with transformers, loaded through isoscope's loader (`benchmarks/zoo_table.py`).")
-    print()
-    print("| " + " | ".join(header) + " |")
-    print("|" + "---|" * len(header))
-    for row in rows:
-        print("| " + " | ".join(row) + " |")
+    table = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    table += ["| " + " | ".join(row) + " |" for row in rows]
+    if args.write is not None:
+        args.write.write_text(splice(args.write.read_text(), table))
+    else:
+        print(
+            f"Conformance zoo: tiny random checkpoints (2 layers, width 64) of {len(rows)} families"
+        )
+        print(
+            "built with transformers, loaded through isoscope's loader (`benchmarks/zoo_table.py`)."
+        )
+        print()
+        print("\n".join(table))
     sys.stderr.write(f"{len(rows)} families in {time.perf_counter() - started:.0f} s\n")
     return 0
 

@@ -15,7 +15,7 @@ st.title("Clipping & projections")
 warmup = start_umap_warmup()  # once per process, in the background: UMAP's first fit compiles
 loaded, result = load_or_stop()
 points = view.controls(result)
-if points.data_kind == PROJ_ALL_TOKENS:  # every token of the state, drawn by the atlas (issue 35)
+if points.data_kind == PROJ_ALL_TOKENS:  # every token of the state, drawn by the atlas
     every_token_view(loaded, result, points.state, points.method, points.post, points.seed)
     view.explain()
     st.stop()

@@ -1,6 +1,6 @@
 """Quantization readiness: will this checkpoint survive 8-bit or 4-bit inference, and which layers
 will hurt? Activation scales (SmoothQuant's act_scales), kurtosis, simulated W8A8/W4 error per
-site and the measured end-to-end loss of each scheme (issue 26; METHODS.md section 10). The
+site and the measured end-to-end loss of each scheme (docs/methods.md section 10). The
 sections are in ui/views/quant.py."""
 
 from __future__ import annotations

@@ -13,6 +13,10 @@ What ``huggingface_hub`` 2.x sends and expects (read from its ``hf_api.model_inf
 - errors as ``X-Error-Code`` headers: ``RepoNotFound`` (404), ``RevisionNotFound`` (404),
   ``EntryNotFound`` (404), ``GatedRepo`` (401 without the repo's token).
 
+A gated repo answers as the real Hub's gated repos (Llama, Gemma, Mistral) do: its metadata
+(``/api/models/...``, file list and ``"gated"`` included) is public, and its files answer 401
+``GatedRepo`` to a request without the repo's token.
+
 Every request is logged in ``hub.requests`` (method, path, Range header) so tests can assert
 what was (not) downloaded.
 """
@@ -109,12 +113,17 @@ def _handler(hub: StandinHub) -> type[BaseHTTPRequestHandler]:
                 return self._file(m["repo"], m["rev"], m["file"], body)
             return self._error(404, "RepoNotFound")
 
-        def _lookup(self, repo_id: str, rev: str | None) -> tuple[str, dict[str, bytes]] | None:
+        def _lookup(
+            self, repo_id: str, rev: str | None, *, files: bool = True
+        ) -> tuple[str, dict[str, bytes]] | None:
+            """The commit and files of ``repo_id`` at ``rev``, or None once an error is sent;
+            ``files``: the request reads a file, which a gated repo's token guards."""
             repo = hub.repos.get(repo_id)
             if repo is None:
                 self._error(404, "RepoNotFound")
                 return None
-            if repo.token and self.headers.get("Authorization") != f"Bearer {repo.token}":
+            authorised = self.headers.get("Authorization") == f"Bearer {repo.token}"
+            if files and repo.token and not authorised:
                 self._error(401, "GatedRepo")
                 return None
             sha = repo.refs.get(rev or "main", rev or "")
@@ -124,7 +133,7 @@ def _handler(hub: StandinHub) -> type[BaseHTTPRequestHandler]:
             return sha, repo.commits[sha]
 
         def _info(self, repo_id: str, rev: str | None, body: bool) -> None:
-            found = self._lookup(repo_id, rev)
+            found = self._lookup(repo_id, rev, files=False)  # public, gated or not
             if found is None:
                 return
             sha, files = found
@@ -132,7 +141,7 @@ def _handler(hub: StandinHub) -> type[BaseHTTPRequestHandler]:
                 "id": repo_id,
                 "sha": sha,
                 "siblings": [{"rfilename": n, "size": len(b)} for n, b in files.items()],
-                "gated": bool(hub.repos[repo_id].token),
+                "gated": "manual" if hub.repos[repo_id].token else False,
             }
             data = json.dumps(payload).encode()
             self.send_response(200)

@@ -1,4 +1,4 @@
-"""Every token of one hidden state, before and after post-processing, in the browser (issue 35).
+"""Every token of one hidden state, before and after post-processing, in the browser.
 
 The heavy part (:func:`corpus_points`: a second pass spilling the state to disk, the streaming
 PCA or landmark UMAP / t-SNE, the colourings, :func:`backend.plots.atlas.encode_points`) runs once
@@ -263,7 +263,7 @@ The sampled view projects at most the token sample; this one projects **every to
 - *Drawing*: a WebGL scatter in a frame that fetches the points as one binary file from a random
   address known only to this session (TensorBoard's Projector stops at 100,000 points;
   embedding-atlas's Streamlit component sends its data through the app's websocket, which fails
-  near 270,000 rows, embedding-atlas issue 50).
+  near 270,000 rows).
 """,
     )
 

@@ -35,9 +35,6 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-# Shared analyses that ui/views/overview.py and ui/views/projections.py still import from here:
-# other branches edit those two views now, so their imports move to ui.results when those branches
-# are merged, and this forward goes then (the architecture test holds it to exactly those names).
 def _key_of(value: Any) -> Any:
     if isinstance(value, ExtractionResult):
         return ("result", result_key(value))

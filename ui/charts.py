@@ -1,4 +1,4 @@
-"""Charts that stay mounted while a control changes their figure (issue 15), and a chart with its
+"""Charts that stay mounted while a control changes their figure, and a chart with its
 downloads (:func:`chart_with_downloads`).
 
 ``st.plotly_chart`` keys the browser element by a hash of the figure, so every change (another

@@ -291,6 +291,13 @@ T = TypeVar("T")
 EXTRACTION_LOG = "isoscope: extraction started"  # one line per extraction the server runs
 
 
+def log_extraction(loaded: LoadedModel, corpus: Corpus, settings: ExtractionSettings) -> None:
+    """The server log's line for an extraction about to run (what benchmarks/classroom.py counts):
+    the page's own, or the first look's on a device with no recorded speed."""
+    key = extraction_key(loaded, corpus, settings)
+    sys.stderr.write(f"{EXTRACTION_LOG}: {loaded.info.display_name} ({key[:12]})\n")
+
+
 def _workers() -> int:
     raw = os.environ.get("ISOSCOPE_WORKERS", "").strip()
     return int(raw) if raw.isdigit() and int(raw) > 0 else (os.cpu_count() or 1)
@@ -392,7 +399,7 @@ def get_extraction(
 
         def compute(progress) -> ExtractionResult:
             if not on_disk:
-                sys.stderr.write(f"{EXTRACTION_LOG}: {loaded.info.display_name} ({key[:12]})\n")
+                log_extraction(loaded, corpus, sel.settings)
             # a result that nothing could keep carries one notice saying so
             done = cached_extract(
                 loaded, corpus, sel.settings, None if on_disk else progress, cache=disk
@@ -591,7 +598,7 @@ def show_notices(result: ExtractionResult) -> None:
 
 
 def explainer(title: str, body_md: str, expanded: bool = False) -> None:
-    """'What is this / reference' expander every view carries (METHODS.md: cite the source)."""
+    """'What is this / reference' expander every view carries (docs/methods.md: cite the source)."""
     with st.expander(f"ℹ️ {title}", expanded=expanded):
         st.markdown(body_md)
 

@@ -56,7 +56,7 @@ OUT_THR_VAR = VARIANCE_FACTOR
 
 ANISO_POST = Options(post_options(include_none=True), "clip")
 
-PROJ_ALL_TOKENS = "all tokens"  # every token of one state (ui/atlas.py, issue 35)
+PROJ_ALL_TOKENS = "all tokens"  # every token of one state (ui/atlas.py)
 PROJ_DATA = Options(("token sample", "mean-pooled texts", PROJ_ALL_TOKENS))
 PROJ_METHOD = Options(tuple(METHODS))
 PROJ_POST = Options(post_options(include_none=False), "clip")

@@ -13,7 +13,7 @@ from backend.engine.errors import IsoscopeError
 from backend.engine.jsonio import strict_json
 
 MODEL_SOURCES = (
-    "default | smollm2 (bundled decoder) | file.gguf | checkpoint folder | cached Hub id | "
+    "default | smollm2 (bundled decoder) | file.gguf | checkpoint folder | Hub id org/name[@rev] | "
     "random:FAMILY[:k=v,...] | random-like:SOURCE (random-init copy of SOURCE's architecture)"
 )
 

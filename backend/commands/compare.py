@@ -38,7 +38,7 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--model-a",
         required=True,
-        help="default | checkpoint folder | cached Hub id | random:FAMILY[:k=v,...] | random-like:SOURCE",
+        help="default | checkpoint folder | Hub id org/name[@rev] | random:FAMILY[:k=v,...] | random-like:SOURCE",
     )
     p.add_argument("--model-b", default=None, help="the same choices; default: --model-a")
     add_input_args(p, ".txt (one text per line), .csv or .jsonl with a text column")

@@ -1,6 +1,6 @@
 """``isoscope quant``: will this checkpoint quantize? Per-site activation scales (SmoothQuant's
 ``act_scales``), kurtosis and |x| >= 6 share, the simulated W8A8 / W4 error of each scheme per
-site, the measured end-to-end loss of each scheme and the per-block sensitivity (issue 26;
+site, the measured end-to-end loss of each scheme and the per-block sensitivity (docs/quantization.md;
 ``backend.analysis.quant``)."""
 
 from __future__ import annotations

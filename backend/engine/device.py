@@ -2,7 +2,7 @@
 
 Statistics are always computed in float64 on the CPU from the model's activations (float32, or
 bfloat16 on a GPU when asked for). float16 is refused: outlier dimensions carry exactly the large
-values that float16 clips (METHODS.md section 0).
+values that float16 clips (docs/methods.md section 0).
 """
 
 from __future__ import annotations

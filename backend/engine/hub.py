@@ -157,14 +157,18 @@ def config_folder(source: ModelSource) -> Path:
     if offline():
         raise ModelLoadError(f"{source.text!r} is not in the local Hugging Face cache")
     from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import GatedRepoError
 
-    path = hf_hub_download(
-        source.repo_id,
-        "config.json",
-        revision=source.revision,
-        cache_dir=hub_cache_dir(),
-        endpoint=_endpoint(),
-    )
+    try:
+        path = hf_hub_download(
+            source.repo_id,
+            "config.json",
+            revision=source.revision,
+            cache_dir=hub_cache_dir(),
+            endpoint=_endpoint(),
+        )
+    except GatedRepoError:
+        raise gated(source) from None
     return Path(path).parent
 
 
@@ -325,10 +329,7 @@ def _repo_info(source: ModelSource, cached: Path | None) -> tuple[str, dict[str,
             source.repo_id, revision=source.revision, files_metadata=True
         )
     except GatedRepoError:
-        raise ModelLoadError(
-            f"Hub repo {source.repo_id!r} is gated: accept its licence on its Hub page, then set "
-            "HF_TOKEN to a token of that account (or run `hf auth login`) and try again"
-        ) from None
+        raise gated(source) from None
     except RevisionNotFoundError:
         raise ModelLoadError(
             f"Hub repo {source.repo_id!r} has no revision {source.revision!r}: use a branch, tag "
@@ -350,6 +351,17 @@ def _repo_info(source: ModelSource, cached: Path | None) -> tuple[str, dict[str,
         return _unreachable(source, cached, exc)
     files = {s.rfilename: int(s.size or 0) for s in (info.siblings or [])}
     return str(info.sha), files
+
+
+def gated(source: ModelSource) -> ModelLoadError:
+    """What a gated repo (Llama, Gemma, Mistral) is told: its metadata is public but its files
+    answer 401/403 ``GatedRepo`` until the licence is accepted and a token of that account sent,
+    so running the command again cannot help."""
+    page = f"{(_endpoint() or 'https://huggingface.co').rstrip('/')}/{source.repo_id}"
+    return ModelLoadError(
+        f"Hub repo {source.repo_id!r} is gated: accept its licence on {page}, then set HF_TOKEN "
+        "to a token of that account (or run `hf auth login`) and try again"
+    )
 
 
 def _unreachable(source: ModelSource, cached: Path | None, exc: BaseException) -> Path:
@@ -412,6 +424,7 @@ class _Downloader:
 
     def file(self, name: str) -> None:
         from huggingface_hub import hf_hub_download
+        from huggingface_hub.errors import GatedRepoError
 
         self.tick(0)  # a stop asked for between files
         before = self.done
@@ -427,10 +440,10 @@ class _Downloader:
                     endpoint=_endpoint(),
                     tqdm_class=self._bar,
                 )
-        except DownloadCancelled:
+        except ModelLoadError:  # a cancel included
             raise
-        except ModelLoadError:
-            raise
+        except GatedRepoError:
+            raise gated(self.source) from None
         except Exception as exc:
             raise ModelLoadError(
                 f"the download of {name} from {self.source.repo_id!r} failed "
@@ -491,6 +504,7 @@ class _Downloader:
 
     def _range(self, name: str, start: int, end: int) -> bytes:
         from huggingface_hub import hf_hub_url
+        from huggingface_hub.errors import GatedRepoError
         from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 
         url = hf_hub_url(self.source.repo_id, name, revision=self.sha, endpoint=_endpoint())
@@ -498,6 +512,8 @@ class _Downloader:
         try:
             response = get_session().get(url, headers=headers, follow_redirects=True)
             hf_raise_for_status(response)
+        except GatedRepoError:
+            raise gated(self.source) from None
         except Exception as exc:
             raise ModelLoadError(
                 f"cannot read the header of {name} in {self.source.repo_id!r} "

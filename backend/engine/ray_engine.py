@@ -18,7 +18,7 @@
    engine does (same limits and notices), plans the batches with the model's layout, and ships
    each chunk's decoded items to the actors.
 3. The driver merges the partials as they arrive (Chan et al.'s parallel update, exact to float64
-   rounding; see METHODS.md section 9) and finishes the result exactly as the local engine does.
+   rounding; see docs/methods.md section 9) and finishes the result exactly as the local engine does.
 
 Faults: Ray Data restarts a dead actor and retries its chunk (its actor pool runs with
 ``max_restarts=-1, max_task_retries=-1``), so a worker killed mid-run costs time, not

@@ -53,7 +53,7 @@ STATISTICS_PRIOR = 1.6e-7
 # of that same page's 46.8 s was neither the load, the extraction nor the statistics.
 FRAME_SECONDS = 3.5
 # The share of the budget a first look plans to: the estimates are means, and a 1.5B decoder's
-# pages took 1.01-1.07x their estimate (benchmarks/big_model.py, 2026-12-02), so a page planned to
+# pages took 1.01-1.07x their estimate (benchmarks/big_model.py), so a page planned to
 # the whole budget overran it about half the time.
 PLANNED_SHARE = 0.9
 STATISTICS_KIND = "Overview statistics"  # what the statistics' rates are kept under, per device

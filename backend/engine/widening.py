@@ -1,5 +1,5 @@
 """A bf16/fp16 checkpoint read into float32 without the file and the copy in memory at once
-(issue #32: peak RSS about the widened weights, not the file plus them).
+(peak RSS about the widened weights, not the file plus them).
 
 transformers memory-maps each safetensors file for the whole load and converts every tensor from
 the mapping; the file's pages it touches count in the process's RSS until the load ends, so the

@@ -1,4 +1,4 @@
-"""The points of a corpus-scale before/after projection as one compact binary (issue 35), drawn
+"""The points of a corpus-scale before/after projection as one compact binary, drawn
 by the WebGL scatter ``ui/frontend/atlas.html``.
 
 A million points do not fit through Streamlit's websocket (embedding-atlas #50 fails at about

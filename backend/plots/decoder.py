@@ -1,4 +1,4 @@
-"""Figures and tables of the "Massive activations & sinks" page (METHODS.md section 7).
+"""Figures and tables of the "Massive activations & sinks" page (docs/methods.md section 7).
 
 Builders take the results of :mod:`backend.analysis.activations.massive` (and its sinks / int8 parts) and return
 Plotly figures or pandas frames; nothing here runs a model.

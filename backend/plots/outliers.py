@@ -1,4 +1,4 @@
-"""Figures and tables of the Outlier dimensions page (METHODS.md section 1).
+"""Figures and tables of the Outlier dimensions page (docs/methods.md section 1).
 
 Builders take plain arrays (or an :class:`~backend.engine.extraction.ExtractionResult`) and return Plotly
 figures or pandas frames; nothing here runs a model.

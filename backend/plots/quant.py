@@ -1,4 +1,4 @@
-"""Figures and tables of the "Quantization readiness" page (METHODS.md section 10).
+"""Figures and tables of the "Quantization readiness" page (docs/methods.md section 10).
 
 Builders take a :class:`backend.analysis.quant.readiness.QuantReport` (or the token x channel
 :class:`MagnitudeTiles` of one site) and return Plotly figures or pandas frames; nothing here runs

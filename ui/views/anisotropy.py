@@ -1,7 +1,7 @@
 """The Anisotropy page (pages/anisotropy.py): random-pair cosine histograms, isotropy metrics by
 layer (raw vs post-processed vs random init), the dimensions that carry the cosine, and the
 mean-cosine vs IsoScore contrast. The interactive sections are fragments: their controls rerun
-only their own chart (issue 15)."""
+only their own chart."""
 
 from __future__ import annotations
 

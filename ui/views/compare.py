@@ -211,7 +211,7 @@ def _choose_b(kind_a: str, selection: Selection, corpus_a: str):
             ).strip()
             if not source:
                 st.info(
-                    "Type model B (a checkpoint folder, a cached Hub id, random:… or random-like:…)."
+                    "Type model B (a checkpoint folder, a Hub id org/name, random:… or random-like:…)."
                 )
                 return None
         loaded_b, result_b = model_b_extraction(source)

@@ -288,7 +288,7 @@ layers affected, and zeroing the outliers halves top-1 accuracy), so small model
 # ----------------------------------------------------------------------------- the tabs
 def tabs(corpus: Corpus, scan: DecoderScan, max_length: int) -> None:
     """Lazy tabs (ui/tabs.py): arriving on the page draws one section's charts, not all six
-    (issue 15: the whole page took 1.1 s to draw on arrival)."""
+    (the whole page took 1.1 s to draw on arrival)."""
     lazy_tabs(
         ["Massive activations", "One text", "Attention sinks", "int8 outlier features"],
         (

@@ -1,6 +1,6 @@
 """The Outlier dimensions page (pages/outliers.py): the four criteria's thresholds, the layers x
 dims heatmap, the dims of one hidden state, a per-text view and the token-type split. Each section
-is a fragment: its own controls rerun only that section (issue 15)."""
+is a fragment: its own controls rerun only that section."""
 
 from __future__ import annotations
 
@@ -130,7 +130,7 @@ they decide much of what "similar" means for the model's vectors.
 - Kovaleva, Kulshreshtha, Rogers & Rumshisky 2021, *BERT Busters: Outlier Dimensions that Disrupt
   Transformers*, [arXiv 2105.06990](https://arxiv.org/abs/2105.06990) (bert-base-uncased: dims 308, 381).
 - Macocco et al. 2025 (quantile definition of outlier dimensions) and Rudman et al. 2023 (variance
-  definition), as summarised in METHODS.md section 1.
+  definition), as summarised in docs/methods.md section 1.
 """,
     )
 
@@ -220,7 +220,7 @@ def state_section(
         json_data=outliers_payload(result, by_state, thresholds),
         name="isoscope_outlier_dims",
     )
-    # lazy (ui/tabs.py): a hidden-state change redraws the open view, not both (issue 15)
+    # lazy (ui/tabs.py): a hidden-state change redraws the open view, not both
     lazy_tabs(
         ["One dimension by token type", "One text, token by token"],
         [

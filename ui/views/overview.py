@@ -29,6 +29,7 @@ from ui.common import (
     get_model,
     get_selection,
     is_computed,
+    log_extraction,
     run_whole_corpus,
     show_notices,
     whole_corpus_asked,
@@ -77,7 +78,8 @@ def measured_first_look(
     loaded: LoadedModel, corpus: Corpus, settings: ExtractionSettings, *, progress
 ) -> FirstLook | None:
     """:func:`backend.engine.firstlook.measured_first_look` of the selection into the disk cache,
-    where the page's extraction then finds it."""
+    where the page's extraction then finds it (so the extraction is logged here)."""
+    log_extraction(loaded, corpus, settings)
     counts = token_counts(loaded.tokenizer, corpus.texts, settings.max_length)
     return firstlook.measured_first_look(loaded, corpus, counts, settings, ResultCache(), progress)
 

@@ -1,5 +1,5 @@
 """The Sentence similarity page (pages/similarity.py): STS Spearman by hidden state and word senses
-(WiC-style), raw vs clipped. Each half is a fragment: its controls rerun only that half (issue 15)."""
+(WiC-style), raw vs clipped. Each half is a fragment: its controls rerun only that half."""
 
 from __future__ import annotations
 

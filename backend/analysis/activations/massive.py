@@ -675,7 +675,7 @@ class FirstPositionContrast:
 
 
 def first_position_contrast(result, n_pairs: int | None = None, seed: int | None = None):
-    """How much the first position changes the picture (METHODS.md section 7, "Practice").
+    """How much the first position changes the picture (docs/methods.md section 7, "In practice").
 
     ``result`` must include position 0 (``settings.exclude_first`` off). Anisotropy is Ethayarajh's
     mean cosine of random different-text pairs (``backend.analysis.geometry.isotropy``); the largest |mean| is the

@@ -1,6 +1,6 @@
 """Compare two extractions: model A vs model B on one corpus, or one model on corpus A vs corpus B.
 
-Sources (METHODS.md section 8 and the sections each per-state figure comes from):
+Sources (docs/methods.md section 8 and the sections each per-state figure comes from):
 
 - **Linear CKA** (Kornblith, Norouzi, Lee & Hinton 2019, *Similarity of Neural Network
   Representations Revisited*, arXiv 1905.00414): X (n x d1) and Y (n x d2) with centred columns,

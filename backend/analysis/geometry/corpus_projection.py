@@ -1,4 +1,4 @@
-"""Before/after projections of EVERY token of one hidden state (issue 35), streamed from a spilled
+"""Before/after projections of EVERY token of one hidden state, streamed from a spilled
 file (:class:`backend.engine.extraction.spill.SpilledState`) in bounded memory.
 
 - **PCA** is exact and streaming: one pass accumulates, in float64, the shifted sum and Gram

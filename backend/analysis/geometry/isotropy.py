@@ -1,7 +1,7 @@
 """Isotropy metrics per hidden state: cosine histograms, IsoScore, per-dimension cosine contributions,
 self-similarity and intra-text similarity, raw and after any post-processing.
 
-Sources (METHODS.md section 2):
+Sources (docs/methods.md section 2):
 - Ethayarajh 2019, *How Contextual are Contextualized Word Representations?* (arXiv 1909.00512):
   anisotropy = mean cosine of random token pairs from different texts; self-similarity of a word
   across contexts and intra-sentence similarity, both also "adjusted" by subtracting the anisotropy.

@@ -1,4 +1,4 @@
-"""Outlier dimensions of hidden states: the four criteria of METHODS.md section 1.
+"""Outlier dimensions of hidden states: the four criteria of docs/methods.md section 1.
 
 - Extreme-index frequency (Luo, Kulmizev & Mao 2021, arXiv 2011.04393): share of tokens whose
   minimum / maximum sits in dimension j; outlier when the share >= ``threshold`` (default 0.5).
@@ -50,12 +50,12 @@ ZSCORE_K = Interval(
 QUANTILE = Interval(
     0.90, 0.999, 0.99, step=0.001, name="quantile",
     help="Macocco et al.: quantile of all |values| (token sample).",
-    citation="Macocco et al. 2025 (METHODS.md section 1)",
+    citation="Macocco et al. 2025 (docs/methods.md section 1)",
 )  # fmt: skip
 VARIANCE_FACTOR = Interval(
     1.0, 20.0, 5.0, step=0.5, name="variance_factor",
     help="Rudman et al.: variance relative to the average over dimensions.",
-    citation="Rudman et al. 2023 (METHODS.md section 1)",
+    citation="Rudman et al. 2023 (docs/methods.md section 1)",
 )  # fmt: skip
 
 

@@ -62,7 +62,7 @@ TEXT_COLOURS: dict[str, str] = {
     "text": "text index",
 }
 TOP_CATEGORIES = 12  # token / text colourings show this many values, the rest is "other"
-# Colour options of image patches and audio frames (issue 27: tokens that mean something).
+# Colour options of image patches and audio frames (tokens that mean something).
 IMAGE_COLOURS: dict[str, str] = {
     "image": "image (largest in the sample)",
     "class": "class (sub-folder)",
@@ -74,12 +74,6 @@ AUDIO_COLOURS: dict[str, str] = {
     "file": "file (largest in the sample)",
     "time": "time in the clip (s)",
 }
-
-
-def input_kind(result) -> str:
-    """Deprecated: :attr:`ExtractionResult.input_kind`. Kept only so that branches written before
-    the move still import it; nothing here calls it (remove once every branch is merged)."""
-    return result.input_kind
 
 
 def token_colour_options(result) -> dict[str, str]:

@@ -1,5 +1,5 @@
 """What SmoothQuant (at the chosen α) and the Hadamard rotation do to each site, before and after
-(issue 34; METHODS.md section 10): on the scan's weighted token sample ``x`` (n, in) and the site's
+(docs/methods.md section 10): on the scan's weighted token sample ``x`` (n, in) and the site's
 stacked weight ``W`` (out, in), the transform of :mod:`.schemes` (``x / s`` and ``W · s``;
 ``x H`` and ``W H``) is applied in full precision and both sides are described:
 

@@ -24,7 +24,7 @@ IGNORE_SHARE = Interval(
     help="the recipe keeps the most sensitive blocks in full precision until they make up this "
     "share of the summed per-block loss (0: keep none)",
 )  # fmt: skip
-# The α grid the analysis sweeps on the one scan when no α is given (issue 34): SmoothQuant's paper
+# The α grid the analysis sweeps on the one scan when no α is given: SmoothQuant's paper
 # finds 0.4-0.6 best for most models and up to 0.75-0.85 for GLM-130B / Llama-class outliers.
 ALPHA_GRID = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
 

@@ -1,5 +1,5 @@
 """From diagnosis to a quantized checkpoint: an llm-compressor recipe (YAML) and a plain JSON of
-the same decisions, written from what isoscope measured (issue 34; METHODS.md section 10).
+the same decisions, written from what isoscope measured (docs/methods.md section 10; docs/quantization.md).
 
 - **SmoothQuant mappings** (Xiao et al. 2023, arXiv 2211.10438) come from the model's own wiring
   (:func:`backend.engine.arch.wiring`, one traced forward pass): every norm inside a block whose

@@ -5,7 +5,7 @@ All quantizers are *symmetric absmax*: ``scale = max|.| / qmax``, ``q = clamp(ro
 int4. Shapes: activations ``x`` (N, in) with one row per token, weights ``W`` (out, in) as
 ``nn.Linear`` keeps them (GPT-2's ``Conv1D`` is transposed first); the bias is left out.
 
-Schemes (METHODS.md section 10):
+Schemes (docs/methods.md section 10):
 
 - ``per_tensor``: x with one static scale, the corpus-wide max |x| of the site; W per output channel.
 - ``per_token``: x with one scale per row (token); W per output channel (W8A8 as in SmoothQuant's

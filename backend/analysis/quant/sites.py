@@ -1,6 +1,6 @@
 """Quantization sites found from the model itself: no list of module names per family.
 
-The rule (METHODS.md section 10; issue 26):
+The rule (docs/methods.md section 10):
 
 1. **Blocks**: the ``nn.ModuleList`` of ``num_hidden_layers`` blocks, as
    :func:`backend.engine.arch.blocks_of` finds it for every view.

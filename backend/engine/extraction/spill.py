@@ -1,4 +1,4 @@
-"""One hidden state of every analysed token, spilled to a float32 file (issue 35: projections at
+"""One hidden state of every analysed token, spilled to a float32 file (projections at
 corpus scale).
 
 An extraction keeps streaming statistics and a token sample, never every vector. To project all

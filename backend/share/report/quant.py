@@ -1,4 +1,4 @@
-"""The report's optional "Quantization readiness" section (issue 26; METHODS.md section 10).
+"""The report's optional "Quantization readiness" section (docs/methods.md section 10).
 
 Every number comes from :mod:`backend.analysis.quant.readiness` (LLM.int8, SmoothQuant, QuaRot,
 Bondarenko et al. 2023): the verdict it writes, the hardest sites, the scheme comparison and the

@@ -131,8 +131,9 @@ def test_the_extraction_bar_starts_with_the_estimate_from_the_measured_speed(mon
     assert any(e is not None and e > 0 for e in estimates)  # the bar's ETA before a batch
 
 
-def test_a_devices_first_run_measures_its_first_batch_and_shows_a_first_look(monkeypatch):
+def test_a_devices_first_run_measures_its_first_batch_and_shows_a_first_look(monkeypatch, capsys):
     from backend.engine import firstlook, throughput
+    from ui.common import EXTRACTION_LOG
 
     # No speed recorded on this device; its first batch measures 1 s per token (a slow device).
     monkeypatch.setattr(throughput, "seconds_per_token_parameter", lambda *_: None)
@@ -150,6 +151,7 @@ def test_a_devices_first_run_measures_its_first_batch_and_shows_a_first_look(mon
     texts = "\n".join(f"A first run sentence {i} about {i * 3}." for i in range(80))
     at = _app()
     parts.clear()  # the default page's run
+    capsys.readouterr()
     at.radio(key="sb_corpus_kind").set_value("paste text").run()
     at.text_area(key="sb_corpus_text").input(texts).run()
     _submit(at)
@@ -158,6 +160,8 @@ def test_a_devices_first_run_measures_its_first_batch_and_shows_a_first_look(mon
     assert notes and "first look: 8 of 80 texts" in notes[0]  # the first batch of 8 is all
     assert "measured on its first batch" in notes[0]
     assert _metrics(at)["Texts"] == "8" and parts == [8]  # extracted once, read from the cache
+    # the server log names that one extraction (benchmarks/classroom.py counts these lines)
+    assert capsys.readouterr().err.count(EXTRACTION_LOG) == 1
 
 
 def test_the_overview_keeps_its_statistics_time_for_the_next_first_look(monkeypatch):

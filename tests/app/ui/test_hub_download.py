@@ -29,6 +29,20 @@ def test_a_typed_hub_id_downloads_then_shows_the_overview(standin_hub, tiny_bert
     assert sha in cells  # the model card's "Hub revision"
 
 
+def test_a_gated_repo_says_licence_and_token(standin_hub, tiny_bert_dir):
+    """Public metadata, files 401 ``GatedRepo`` (as Llama, Gemma and Mistral answer): the
+    sidebar's run says to accept the licence and set HF_TOKEN, not to run it again."""
+    standin_hub.add_folder("org/gated", tiny_bert_dir)
+    standin_hub.repos["org/gated"].token = "hf_secret"
+    at = AppTest.from_file(APP, default_timeout=240)
+    at.run()
+    _analyse(at, "org/gated")
+    (error,) = [e.value for e in at.error if "org/gated" in e.value]
+    assert "licence" in error and "HF_TOKEN" in error
+    assert "again to resume" not in error
+    assert not standin_hub.downloads("model.safetensors")
+
+
 def test_the_load_after_a_download_says_the_downloads_estimate_again(
     standin_hub, tiny_bert_dir, monkeypatch
 ):

@@ -30,7 +30,9 @@ def test_a_gated_repo_is_one_line_on_stderr(standin_hub, tiny_bert_dir, tmp_path
     argv = ["analyze", "--model", "org/gated", "--texts", str(texts), "--out", str(tmp_path / "o")]
     code = main(argv)
     err = capsys.readouterr().err
-    assert code == 2 and err.count("\n") == 1 and "HF_TOKEN" in err and "Traceback" not in err
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith("error: ") and "licence" in err and "HF_TOKEN" in err
+    assert "again to resume" not in err  # a gated repo's 401 is not a dropped download
 
 
 def test_the_first_page_time_is_on_stderr_before_the_weights_download(

@@ -72,7 +72,7 @@ def test_disk_cache_round_trip(tiny_bert_dir, corpus, tmp_path, monkeypatch):
 
 
 def test_minilm_dimension_223_is_a_top_outlier_in_states_2_to_5(minilm_result):
-    """METHODS.md section 6: dim 223 is a strong negative outlier of all-MiniLM-L6-v2 in layers 1-5."""
+    """docs/methods.md (the bundled encoder): dim 223 is a strong negative outlier of all-MiniLM-L6-v2 in layers 1-5."""
     result = minilm_result
     assert result.state_names == ["emb", "1", "2", "3", "4", "5", "6"] and result.hidden_size == 384
     for state in range(2, 6):

@@ -54,10 +54,19 @@ def test_a_pinned_revision_loads_that_commit(standin_hub, tiny_bert_dir, tiny_gp
 
 
 def test_gated_repo_needs_a_token(standin_hub, tiny_bert_dir, monkeypatch):
+    """As on the real Hub, a gated repo's metadata is public and its files answer 401
+    ``GatedRepo``: the user is told about the licence and HF_TOKEN, not to run it again."""
+    from huggingface_hub import HfApi
+
     standin_hub.add_folder(REPO, tiny_bert_dir)
     standin_hub.repos[REPO].token = "hf_good"
-    with pytest.raises(ModelLoadError, match="gated: accept its licence.*HF_TOKEN"):
+    assert HfApi(endpoint=standin_hub.url).model_info(REPO).gated  # no token needed
+    with pytest.raises(ModelLoadError, match="gated: accept its licence.*HF_TOKEN") as caught:
         load_model(REPO, device="cpu")
+    assert "again to resume" not in str(caught.value)
+    assert not _weights_downloads(standin_hub)
+    with pytest.raises(ModelLoadError, match="gated: accept its licence.*HF_TOKEN"):
+        hubmod.config_folder(parse_source(REPO))  # the sidebar's look at config.json
     monkeypatch.setenv("HF_TOKEN", "hf_good")
     assert load_model(REPO, device="cpu").info.revision
 

@@ -1,4 +1,4 @@
-"""Whisper through the loader and the extraction (METHODS.md section 12): the encoder of an
+"""Whisper through the loader and the extraction (docs/methods.md section 12): the encoder of an
 encoder-decoder read as audio from what its forward takes (its folder also holds a tokenizer for
 the decoder), log-mel features from its own extractor, and the frames past a clip's end left out
 of every statistic and of the sample."""

@@ -113,7 +113,7 @@ def position_table_views(loaded: LoadedModel, result: ExtractionResult) -> None:
     all_outliers = sorted({j for dims in found.values() for j in dims})
 
     # lazy (ui/tabs.py): arriving on the page, or moving the slider, draws one view, not four
-    # charts (issue 15)
+    # charts
     lazy_tabs(
         ["Cosine & PCA", "Extreme dimensions", "Embedding LayerNorm"],
         [

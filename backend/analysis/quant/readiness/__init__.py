@@ -1,5 +1,5 @@
 """Will this checkpoint quantize? Per-site activation statistics, simulated error and the measured
-end-to-end loss (issue 26; METHODS.md section 10), in four modules along the analysis's seams:
+end-to-end loss (docs/methods.md section 10), in four modules along the analysis's seams:
 
 - :mod:`.scan`: :func:`scan_sites`, the one pass over the corpus (statistics, token sample, the end
   texts' reference state, massive dims);

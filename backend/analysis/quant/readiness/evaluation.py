@@ -1,4 +1,4 @@
-"""Simulated error per site and the measured end-to-end loss (issue 26; METHODS.md section 10).
+"""Simulated error per site and the measured end-to-end loss (docs/methods.md section 10).
 
 :func:`evaluate` quantizes every site's weights once per scheme, for the per-site error and for
 the measured end-to-end loss with every site fake-quantized (pre-hooks that replace each

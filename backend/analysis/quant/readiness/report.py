@@ -1,5 +1,5 @@
 """The report the CLI writes and the page draws: per-site rows, the end metric, the per-block
-sensitivity and the verdict written from them (issue 26; METHODS.md section 10)."""
+sensitivity and the verdict written from them (docs/methods.md section 10)."""
 
 from __future__ import annotations
 
@@ -226,7 +226,7 @@ class QuantReport:
         return " ".join(parts)
 
     def to_dict(self, model: dict | None = None, corpus: dict | None = None) -> dict:
-        """The CLI's JSON (issue 26's keys, plus a few documented extras)."""
+        """The CLI's JSON (the keys docs/quantization.md lists)."""
         return {
             "model": model or {},
             "corpus": {

@@ -1,4 +1,4 @@
-"""The pass over the corpus (issue 26; METHODS.md section 10).
+"""The pass over the corpus (docs/methods.md section 10).
 
 :func:`scan_sites` runs the model once over the corpus (sites from :mod:`..sites`, inputs recorded
 with ``backend.engine.hooks.forward_hooks``) and streams, per site, over every non-padding token:

@@ -1,4 +1,4 @@
-"""Isotropy metrics on synthetic point clouds with planted structure (METHODS.md section 2)."""
+"""Isotropy metrics on synthetic point clouds with planted structure (docs/methods.md section 2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The four outlier criteria of METHODS.md section 1 find planted dims and nothing in clean noise;
+"""The four outlier criteria of docs/methods.md section 1 find planted dims and nothing in clean noise;
 the figure/table builders of the Outlier dimensions page carry the right data."""
 
 from __future__ import annotations

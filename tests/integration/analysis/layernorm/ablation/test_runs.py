@@ -61,7 +61,7 @@ def test_gpt2_checkpoint_ablates_its_pre_ln_norms(tiny_gpt2_dir, bundled):
 
 def test_minilm_outlier_dims_move_embeddings_more_than_random_dims(minilm, bundled):
     found = ln_outliers(minilm)
-    assert {127, 223} <= set(found.dims)  # METHODS.md: 223 and 127 are MiniLM's LayerNorm outliers
+    assert {127, 223} <= set(found.dims)  # MiniLM's LayerNorm outliers (docs/methods.md)
     report = run_ablation(minilm, bundled.texts[:24], found.dims, random_controls=3, max_length=64)
     final = report.effect.embedding_cosine[-1]
     controls = report.control_values("embedding_cosine")[:, -1]
