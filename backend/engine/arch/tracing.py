@@ -17,6 +17,7 @@ from backend.engine.arch.norms import (
     Wiring,
     attention_side,
     first_tensor,
+    gate_argument,
     is_norm,
     is_projection,
     norm_kind,
@@ -210,7 +211,9 @@ def _wiring_from_events(model, events, names, blocks_path, blocks, fed_by) -> Wi
         if module not in kind_cache:
             kind_cache[module] = norm_kind(module, int(out.shape[-1]))
         norm_kind_, offset = kind_cache[module]
-        norm = Norm(path, role, layer, norm_kind_, offset, int(out.shape[-1]), fed, in_block)
+        width = int(out.shape[-1])
+        gated = gate_argument(module) is not None
+        norm = Norm(path, role, layer, norm_kind_, offset, width, fed, in_block, gated)
         seen[module] = norm
         ordered.append(norm)
     if not ordered:
