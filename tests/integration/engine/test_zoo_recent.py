@@ -9,12 +9,18 @@ stream its layers compute on; state L = its ``last_hidden_state``):
 - the per-state means of the real extraction (what ``analyze`` computes) equal the means over
   per-text unpadded runs, within 1e-5, for batches of 1 text, of 4, and one batch of all texts
   (mixed lengths, most padding);
+- the model card's layer pattern is the one read from the modules, and ``analyze`` (the CLI, in
+  process) exits 0 with that card in its JSON and per-state means equal to the model's own;
 - the padding rule: a right-padded batch gives every real position of every text the vectors of
   that text run alone, in every layer kind (no attention mask reaches an SSM or a convolution;
   right padding puts the pads after every real token, which a causal mixer never reads).
 """
 
 from __future__ import annotations
+
+import io
+import json
+from contextlib import redirect_stderr
 
 import numpy as np
 import pytest
@@ -74,8 +80,27 @@ def per_text_means(loaded) -> np.ndarray:
     return (total / count).numpy()
 
 
+def analyze_cli(folder, tmp_path) -> tuple[int, str, dict]:
+    """``analyze`` through the CLI entry point, in-process: (exit status, error line, JSON)."""
+    from backend.cli import main
+
+    texts = tmp_path / "texts.txt"
+    texts.write_text("\n".join(TEXTS) + "\n")
+    out = tmp_path / "a.json"
+    err = io.StringIO()
+    with redirect_stderr(err):
+        rc = main(
+            ["analyze", "--model", str(folder), "--texts", str(texts), "--out", str(out)]
+            + ["--device", "cpu", "--max-length", "32", "--batch-size", "4", "--no-cache"]
+            + ["--exclude-first", "off"]  # every token, as the truth counts them
+        )
+    lines = [line for line in err.getvalue().splitlines() if line.startswith("error:")]
+    return rc, lines[0] if lines else "", json.loads(out.read_text()) if rc == 0 else {}
+
+
 @pytest.mark.parametrize("family", list(zoo_recent.FAMILIES))
-def test_recent_family_is_read_right(family, recent_dirs):
+def test_recent_family_is_read_right(family, recent_dirs, tmp_path):
+    from backend.engine.arch import layer_pattern, pattern_sentence
     from backend.engine.corpus import corpus_from_text
     from backend.engine.extraction import ExtractionSettings, encode_text, extract
     from backend.engine.models import load_model
@@ -83,6 +108,8 @@ def test_recent_family_is_read_right(family, recent_dirs):
     loaded = load_model(str(recent_dirs[family]), device="cpu")
     model = loaded.model
     assert loaded.info.is_causal is True and causal_by_definition(model)
+    assert loaded.info.layer_pattern == pattern_sentence(layer_pattern(model))
+    assert loaded.info.layer_pattern.startswith("4 layers: ")
 
     ours, _ = encode_text(loaded, TEXTS[0], max_length=32)
     ids = loaded.tokenizer(TEXTS[0], return_tensors="pt")["input_ids"]
@@ -97,6 +124,12 @@ def test_recent_family_is_read_right(family, recent_dirs):
         result = extract(loaded, corpus, settings)
         assert result.mean.shape == truth.shape
         assert np.abs(result.mean - truth).max() < 1e-5, f"batch size {batch_size}"
+
+    rc, line, report = analyze_cli(recent_dirs[family], tmp_path)
+    assert rc == 0, line
+    assert report["model"]["layer_pattern"] == loaded.info.layer_pattern
+    means = np.array([state["mean"] for state in report["layers"]])
+    assert np.abs(means - truth).max() < 1e-5
 
 
 @pytest.mark.parametrize(
