@@ -257,12 +257,18 @@ def _traced_pass(model: torch.nn.Module, blocks) -> _Pass:
         torch.inference_mode(),
     ):
         try:
+            recorded = False
             if uses_attention_interface(model):
-                with attention_calls(model, on_call):
-                    trace_forward(model)
-            else:
+                try:
+                    with attention_calls(model, on_call):
+                        recorded = True
+                        trace_forward(model)
+                except UnsupportedModelError:
+                    if recorded:  # the pass itself failed, not the switch to recording
+                        raise
+            if not recorded:  # attention by class name (see the module docstring)
                 trace_forward(model)
-        except (TypeError, ValueError, RuntimeError, IndexError) as exc:
+        except (TypeError, ValueError, RuntimeError, IndexError, KeyError, AttributeError) as exc:
             raise UnsupportedModelError(
                 f"{describe(model)}: one forward pass on a random input failed "
                 f"({type(exc).__name__}), so its layer kinds cannot be read"
