@@ -127,6 +127,9 @@ class ModelInfo:
     patch_grid: tuple[int, int] | None = None  # (rows, columns) of patches
     frames_per_second: float | None = None
     role: str = ""  # e.g. "speech encoder (Whisper), encoder of an encoder-decoder" (else "")
+    # e.g. "24 layers: 18 Gated DeltaNet, 6 full attention" (backend.engine.arch.mixers; "" when
+    # the layers cannot be told apart, as ALBERT's one shared layer)
+    layer_pattern: str = ""
     # Provenance (backend.engine.provenance): what the user opened, beside source/display_name.
     # path: the absolute folder or .gguf file the user named (None for default, a Hub id, random:)
     path: str | None = None
@@ -447,9 +450,19 @@ def _model_info(
         patch_grid=layout.grid,
         frames_per_second=layout.frames_per_second,
         role=_role(model, archs[0], layout),
+        layer_pattern=_pattern_line(model),
         path=parts.path,
         revision=parts.revision,
     )
+
+
+def _pattern_line(model: torch.nn.Module) -> str:
+    """The card's layer pattern (the token mixers of every layer, read from the model), or ""
+    where the layers cannot be told apart or the model cannot be traced."""
+    try:
+        return arch.pattern_sentence(arch.layer_pattern(model))
+    except IsoscopeError:
+        return ""
 
 
 def _position_line(model: torch.nn.Module, layout: InputLayout) -> str:

@@ -77,7 +77,8 @@ class Call:
     """One attention call of one layer: q (B, H, T, d_h), k (B, G, T, d_h), float64 on CPU,
     ``allowed`` (B, 1 or H, T, T) bool: the keys the model's mask lets each query see (None: the
     weights > 0), ``weights`` (B, H, T, T) float64, ``module``: the attention module and the
-    rotary ``position_embeddings`` (cos, sin) it was given, if any."""
+    rotary ``position_embeddings`` (cos, sin) it was given, if any, and the ``sliding_window`` the
+    call was given (None: none)."""
 
     layer: int
     q: torch.Tensor
@@ -86,6 +87,7 @@ class Call:
     allowed: torch.Tensor | None
     module: torch.nn.Module
     position_embeddings: Any = None
+    sliding_window: int | None = None
 
 
 def uses_attention_interface(model: torch.nn.Module) -> bool:
@@ -119,7 +121,8 @@ def _recorded_attention(module, query, key, value, attention_mask, *args, **kwar
     record = _RECORDERS.get(module)
     if record is not None:
         scaling = kwargs.get("scaling", args[0] if args else None)
-        record(module, query * query_scale(module, scaling), key, attention_mask, weights)
+        window = kwargs.get("sliding_window")
+        record(module, query * query_scale(module, scaling), key, attention_mask, weights, window)
     return output, weights
 
 
@@ -181,7 +184,7 @@ def attention_calls(model: torch.nn.Module, on_call: Callable[[Call], None]) -> 
     index = _block_index(model)
     pe: dict[torch.nn.Module, Any] = {}
 
-    def record(module, query, key, mask, weights):
+    def record(module, query, key, mask, weights, window=None):
         call = Call(
             layer=index.get(module, -1),
             q=query.detach().to("cpu", torch.float64),
@@ -190,6 +193,7 @@ def attention_calls(model: torch.nn.Module, on_call: Callable[[Call], None]) -> 
             allowed=None if mask is None else allowed_keys(mask.detach()).cpu(),
             module=module,
             position_embeddings=pe.get(module),
+            sliding_window=window if isinstance(window, int) and window > 0 else None,
         )
         on_call(call)
 

@@ -32,6 +32,12 @@ def model_card_rows(model: dict) -> list[dict[str, str]]:
         },
         *role,
         {"field": "layers", "value": str(model.get("num_layers"))},
+        # the token mixers of every layer (older cards have none)
+        *(
+            [{"field": "layer pattern", "value": str(pattern)}]
+            if (pattern := model.get("layer_pattern"))
+            else []
+        ),
         {"field": "width", "value": str(model.get("hidden_size"))},
         {"field": "attention heads", "value": str(model.get("num_heads"))},
         {"field": "parameters", "value": f"{params / 1e6:.1f} M" if params else "?"},

@@ -129,7 +129,7 @@ def test_the_architectures_table_lists_the_zoo():
     from tests.zoo_checks import ANALYSES
 
     text = (ROOT / "docs" / "architectures.md").read_text(encoding="utf-8")
-    table = text.split("<!-- zoo table -->")[1].split("<!-- end zoo table -->")[0]
+    table = text.split("<!-- first zoo table -->")[1].split("<!-- end first zoo table -->")[0]
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.strip().splitlines()]
     header, body = rows[0], rows[2:]
     assert header == ["family", "causal", "positions", *ANALYSES, "CLI massive"]

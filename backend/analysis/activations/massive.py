@@ -64,6 +64,7 @@ from backend.engine.extraction import (
     encode_text,
     pad_batch,
     pad_token_id,
+    residual_states,
     tokenize,
 )
 from backend.engine.hooks import forward_hooks
@@ -539,7 +540,9 @@ def scan_decoder(
                     output_hidden_states=True,
                     **extra,
                 )
-                massive.refine(torch.stack(out.hidden_states)[:, mask_t].to(massive.device))
+                massive.refine(
+                    _stacked_states(loaded, out, num_states)[:, mask_t].to(massive.device)
+                )
                 advance(len(rows))
     sink_stats = None
     if sink_acc is not None and attention_missing:
@@ -594,7 +597,7 @@ def _stacked_states(loaded: LoadedModel, out: Any, num_states: int) -> torch.Ten
             f"{loaded.info.source!r} did not return {num_states} hidden states; "
             "massive activations need a model that supports output_hidden_states"
         )
-    return torch.stack(hidden_states)
+    return torch.stack(residual_states(out, loaded.encoder))
 
 
 def _token_meta(

@@ -14,6 +14,10 @@ be discovered is discovered, with no list of model-type names:
   (the ``nn.ModuleList`` of ``num_hidden_layers`` blocks); cached per model fingerprint.
   LayerNorm vs RMSNorm (does a constant shift of the input change the output?) and Gemma's
   (1 + weight) (does the norm still output something with its weight zeroed?) come from the module.
+- :func:`layer_pattern`: the token mixers of every layer (softmax attention full / sliding /
+  latent, Mamba, Mamba-2, Gated DeltaNet, linear attention, short convolution, RG-LRU, RWKV;
+  parallel and shared blocks) and the AltUp stream count, from parameters and one traced pass;
+  :func:`pattern_sentence` renders it (:mod:`~backend.engine.arch.mixers`).
 - :func:`position_kind`: ``"learned absolute"`` (a table added to the word embeddings),
   ``"rotary"``, ``"alibi"``, ``"relative"`` or ``"none"`` (NoPE: isoscope's ``-nope`` models,
   table zeroed and frozen), from the modules and the config.
@@ -52,6 +56,15 @@ from backend.engine.arch.causality import causal_by_definition, config_is_causal
 from backend.engine.arch.families import FAMILIES, Family, family_of, supported_families
 from backend.engine.arch.lookup import blocks_of
 from backend.engine.arch.memo import forget_all
+from backend.engine.arch.mixers import (
+    MIXER_KINDS,
+    SOFTMAX_KINDS,
+    LayerKinds,
+    LayerPattern,
+    Mixer,
+    layer_pattern,
+    pattern_sentence,
+)
 from backend.engine.arch.norms import NORM_ROLES, Norm, ProjectionInput, Wiring, is_norm, norm_kind
 from backend.engine.arch.positions import (
     POSITION_KINDS,
@@ -69,6 +82,13 @@ from backend.engine.arch.tracing import projection_inputs, wiring
 
 __all__ = [
     "FAMILIES",
+    "MIXER_KINDS",
+    "SOFTMAX_KINDS",
+    "LayerKinds",
+    "LayerPattern",
+    "Mixer",
+    "layer_pattern",
+    "pattern_sentence",
     "NORM_ROLES",
     "POSITION_KINDS",
     "TRACE_SAMPLES",

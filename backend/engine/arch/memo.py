@@ -1,6 +1,6 @@
 """The one memo of what isoscope has worked out about a model: its traced forward pass
-(:mod:`backend.engine.arch.tracing`) and whether it is causal
-(:mod:`backend.engine.arch.causality`).
+(:mod:`backend.engine.arch.tracing`), whether it is causal
+(:mod:`backend.engine.arch.causality`) and its layer pattern (:mod:`backend.engine.arch.mixers`).
 
 Lifetime: the process. An entry is keyed by the model's fingerprint (a ``LoadedModel``), of which
 the newest :data:`MODELS_KEPT` are kept; a bare ``torch.nn.Module`` has no fingerprint, so the
@@ -70,9 +70,11 @@ def fingerprint_of(model_or_loaded: Any) -> str | None:
 
 TRACED = ModelFacts(per_module=True)
 CAUSAL = ModelFacts(per_module=False)
+MIXERS = ModelFacts(per_module=True)
 
 
 def forget_all() -> None:
     """Empty every memo of model facts."""
     TRACED.clear()
     CAUSAL.clear()
+    MIXERS.clear()

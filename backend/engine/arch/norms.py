@@ -4,6 +4,7 @@ projection, LayerNorm or RMSNorm, Gemma's 1 + weight)."""
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 
 import torch
@@ -27,6 +28,7 @@ class Norm:
     width: int
     feeds: tuple[str, ...]
     feeds_block: tuple[str, ...]
+    gated: bool = False  # the norm takes a gate (:func:`gate_argument`)
 
 
 @dataclass(frozen=True)
@@ -115,15 +117,28 @@ def rows_within(x: torch.Tensor, y: torch.Tensor) -> bool:
     return bool((diff.amin(dim=1) <= 1e-2).all())
 
 
+def gate_argument(module: torch.nn.Module) -> str | None:
+    """The name of the gate a gated norm's forward takes (``gate``: the gated RMSNorm of Mamba-2
+    and Gated DeltaNet mixers, ``norm(x) * act(gate)`` or ``norm(x * act(gate))``), else None."""
+    try:
+        params = list(inspect.signature(type(module).forward).parameters)
+    except (TypeError, ValueError):
+        return None
+    return "gate" if "gate" in params[2:] else None
+
+
 def norm_kind(module: torch.nn.Module, width: int) -> tuple[str, float]:
     """``(kind, gamma_offset)`` of a norm from the module itself: ``layernorm`` when shifting the
     input by a constant leaves the output unchanged (mean subtraction), else ``rmsnorm``; the
-    gamma offset is what the output is made of with the weight zeroed (Gemma: 1 + weight)."""
+    gamma offset is what the output is made of with the weight zeroed (Gemma: 1 + weight). A gated
+    norm is given a constant gate, which scales its output by one constant and changes neither."""
     param = next(module.parameters(), None)
     device = param.device if param is not None else torch.device("cpu")
     dtype = param.dtype if param is not None and param.is_floating_point() else torch.float32
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(2, 3, width, generator=gen).to(device=device, dtype=dtype)
+    gate = gate_argument(module)
+    extra = {gate: torch.full_like(x, 3.0)} if gate else {}
     weight = getattr(module, "weight", None)
     bias = getattr(module, "bias", None)
     with torch.no_grad():
@@ -133,12 +148,12 @@ def norm_kind(module: torch.nn.Module, width: int) -> tuple[str, float]:
                 weight.fill_(1.0)
             if isinstance(bias, torch.Tensor):
                 bias.zero_()
-            one = module(x).float()
-            shifted = module(x + 3.0).float()
+            one = module(x, **extra).float()
+            shifted = module(x + 3.0, **extra).float()
             offset = 0.0
             if isinstance(weight, torch.Tensor):
                 weight.zero_()
-                zero = module(x).float()
+                zero = module(x, **extra).float()
                 big = (one - zero).abs() > 1e-3
                 if bool(big.any()) and float(zero.abs().max()) > 1e-4:
                     offset = round(float((zero[big] / (one - zero)[big]).median()), 3)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -54,7 +55,14 @@ def pad_token_id(loaded: LoadedModel) -> int:
 def pad_rows(rows: Sequence[np.ndarray], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
     """Right-padded ``(input_ids, attention_mask)`` int64 (B, T) arrays of token-id sequences
     (T = the longest; padded positions hold ``pad_id`` and mask 0). The one padding rule of every
-    forward pass over token ids: extraction, ablation, the decoder scans."""
+    forward pass over token ids: extraction, ablation, the decoder scans.
+
+    Right, never left: the pads come after every real token. Attention hides them through the
+    mask; a mixer that reads no mask (RWKV's time mixing, RecurrentGemma's RG-LRU in part) or one
+    that does (Mamba, Mamba-2, Gated DeltaNet, short convolutions) is causal, so a pad only ever
+    reaches positions after it, which are pads too: every real position equals the text run
+    alone. Left padding would run the recurrence through the pads first (RWKV: off by ~3.7 on a
+    tiny random model; RecurrentGemma: ~0.04)."""
     width = max((len(r) for r in rows), default=0)
     ids = np.full((len(rows), width), pad_id, dtype=np.int64)
     mask = np.zeros((len(rows), width), dtype=np.int64)
@@ -74,7 +82,13 @@ def pad_batch(
 def forward_hidden_states(
     loaded: LoadedModel, ids: np.ndarray, mask: np.ndarray
 ) -> tuple[torch.Tensor, ...]:
-    """One forward pass; the tuple of S (B, T, d) hidden states, on the model's device(s)."""
+    """One forward pass; the tuple of S (B, T, d) hidden states, on the model's device(s).
+
+    State L is the model's ``last_hidden_state`` (the output every user of the model reads), as
+    for images and audio. A model that keeps several copies of the residual stream (Gemma 3n's
+    AltUp: each state is (streams, B, T, d)) is read at the stream its layers compute on, the
+    config's ``altup_active_idx``; its ``last_hidden_state`` merges the streams and is state L.
+    """
     input_ids = torch.from_numpy(ids).to(loaded.device)
     attention_mask = torch.from_numpy(mask).to(loaded.device)
     out = loaded.encoder(
@@ -86,10 +100,32 @@ def forward_hidden_states(
             f"{loaded.info.source!r} ({loaded.info.architecture}) returns no hidden states; "
             "isoscope needs a model that supports output_hidden_states"
         )
+    hidden_states = list(residual_states(out, loaded.encoder))
     width = ids.shape[1]
     if any(h.shape[1] != width for h in hidden_states):  # CANINE's downsampled molecule states
         hidden_states = [to_characters(h, width) for h in hidden_states]
     return tuple(hidden_states)
+
+
+def residual_states(out: Any, model: torch.nn.Module) -> tuple[torch.Tensor, ...]:
+    """The S (B, T, d) states of a forward pass's output, as isoscope numbers them: its
+    ``hidden_states`` at the active AltUp stream (:func:`active_streams`), state L replaced by its
+    ``last_hidden_state`` where the shapes agree. The one reading of a text model's output, for
+    the extraction and every scan that runs its own forward pass."""
+    states = list(active_streams(out.hidden_states, model))
+    last = getattr(out, "last_hidden_state", None)
+    if states and isinstance(last, torch.Tensor) and last.shape == states[-1].shape:
+        states[-1] = last
+    return tuple(states)
+
+
+def active_streams(hidden_states, model: torch.nn.Module) -> tuple[torch.Tensor, ...]:
+    """Each (streams, B, T, d) state at the stream the layers compute on (the config's
+    ``altup_active_idx``, Gemma 3n); (B, T, d) states as they are."""
+    config = getattr(model, "config", None)
+    config = getattr(config, "text_config", None) or config
+    active = int(getattr(config, "altup_active_idx", 0) or 0)
+    return tuple(h[active] if h.ndim == 4 else h for h in hidden_states)
 
 
 def to_characters(hidden: torch.Tensor, width: int) -> torch.Tensor:

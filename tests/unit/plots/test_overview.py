@@ -70,3 +70,13 @@ def test_anisotropy_line_keeps_every_state_on_a_category_axis():
     assert fig.layout.xaxis.type == "category"
     assert fig.layout.yaxis.range == (-0.25, 1.0)  # a negative state stays on screen
     assert anisotropy_line(["emb"], np.array([0.3])).layout.yaxis.range == (0.0, 1.0)
+
+
+def test_the_layer_pattern_follows_the_layer_count_when_the_card_has_one():
+    sentence = "4 layers: 2 Gated DeltaNet, 2 full attention"
+    rows = _rows(CARD | {"layer_pattern": sentence})
+    assert rows["layer pattern"] == sentence
+    assert list(rows).index("layer pattern") == list(rows).index("layers") + 1
+    assert "layer pattern" not in _rows(
+        CARD
+    )  # older cards, and models whose layers share one module
