@@ -24,7 +24,7 @@ from backend.commands.common import (
     settings_from_args,
     write_json,
 )
-from backend.engine.params import SAMPLE_SIZE
+from backend.engine.params import SAMPLE_SIZE, SEED, TOKEN_BUDGET
 
 
 def add_parser(sub) -> None:
@@ -48,12 +48,10 @@ def add_parser(sub) -> None:
         ),
         help=argparse.SUPPRESS,
     )
-    p.add_argument("--seed", type=int, default=0)
+    SEED.add_argument(p)
     SAMPLE_SIZE.add_argument(p, help="token vectors kept for pairwise metrics")
-    p.add_argument(
-        "--token-budget",
-        type=int,
-        default=8192,
+    TOKEN_BUDGET.add_argument(
+        p,
         help="padded tokens per batch (texts x longest text; --batch-size caps the texts); "
         "halved automatically when the device runs out of memory",
     )

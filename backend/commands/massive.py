@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 
+from backend.analysis.activations.params import MASSIVE_BATCH_SIZE, MASSIVE_MAX_LENGTH
 from backend.commands.common import (
     ProgressPrinter,
     add_input_args,
@@ -19,7 +20,6 @@ from backend.commands.common import (
     progress_line,
     write_json,
 )
-from backend.engine.params import BATCH_SIZE, MAX_LENGTH
 
 
 def add_parser(sub) -> None:
@@ -37,7 +37,7 @@ def add_parser(sub) -> None:
         "high_norm: [{state, median_frame_norm, threshold, share}], top_frames: [{file, clip, "
         "frame, time, norm}]}.",
     )
-    add_model_args(p, max_length=256, batch_size=8)
+    add_model_args(p, max_length=MASSIVE_MAX_LENGTH, batch_size=MASSIVE_BATCH_SIZE)
     add_input_args(p, ".txt (one text per line), .csv or .jsonl with a text column")
     p.add_argument(
         "--high-norm-factor",
@@ -56,7 +56,7 @@ def run_massive(args: argparse.Namespace) -> int:
     from backend.engine.extraction.media import check_modality
 
     out = check_out_path(args.out)
-    for param in (MAX_LENGTH, BATCH_SIZE):  # the extraction's ranges, before any model loads
+    for param in (MASSIVE_MAX_LENGTH, MASSIVE_BATCH_SIZE):  # before any model loads
         param.check(getattr(args, param.name), param.flag)
     if not args.high_norm_factor > 1:
         raise InputError(f"--high-norm-factor must be above 1, got {args.high_norm_factor}")

@@ -15,24 +15,19 @@ from backend.commands.common import (
     settings_from_args,
     write_json,
 )
-from backend.engine.params import SAMPLE_SIZE
+from backend.engine.params import SAMPLE_SIZE, SEED
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
         "positional", help="position probe per hidden state and the TUPE decomposition self-test"
     )
-    add_model_args(p, max_length=64)
+    add_model_args(p)
     p.add_argument(
         "--texts", required=True, help=".txt (one text per line), .csv or .jsonl with a text column"
     )
     p.add_argument("--out", required=True, help="output JSON file")
-    p.add_argument(
-        "--seed",
-        type=int,
-        default=0,
-        help="seed of the token sample and the train/held-out text split",
-    )
+    SEED.add_argument(p, help="seed of the token sample and the train/held-out text split")
     SAMPLE_SIZE.add_argument(p, help="token vectors the probe trains and tests on")
     p.add_argument(
         "--test-fraction", type=float, default=0.2, help="share of texts held out for the probe"

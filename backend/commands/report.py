@@ -19,7 +19,7 @@ from backend.commands.common import (
     progress_line,
     settings_from_args,
 )
-from backend.engine.params import SAMPLE_SIZE
+from backend.engine.params import SAMPLE_SIZE, SEED
 
 
 def add_parser(sub) -> None:
@@ -34,7 +34,7 @@ def add_parser(sub) -> None:
         default=None,
         help="optional CSV with sentence1,sentence2,score: STS Spearman per state and in the ablation",
     )
-    p.add_argument("--seed", type=int, default=0)
+    SEED.add_argument(p)
     SAMPLE_SIZE.add_argument(p, help="token vectors kept for pairwise metrics")
     p.add_argument(
         "--anisotropy-pairs",

@@ -9,14 +9,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from backend.analysis.quant.params import check_keep_alpha
-from backend.analysis.quant.readiness.evaluation import alpha_sweep, best_alpha, evaluate, spearman
-from backend.analysis.quant.readiness.scan import (
+from backend.analysis.quant.params import (
     END_TOKENS,
     ERROR_TOKENS,
-    QuantScan,
-    scan_sites,
+    QUANT_BATCH_SIZE,
+    QUANT_MAX_LENGTH,
+    check_keep_alpha,
 )
+from backend.analysis.quant.readiness.evaluation import alpha_sweep, best_alpha, evaluate, spearman
+from backend.analysis.quant.readiness.scan import QuantScan, scan_sites
 from backend.analysis.quant.schemes import DEFAULT_ALPHA, DEFAULT_KEEP, SCHEME_LABELS, SCHEMES
 from backend.analysis.quant.sites import ROLE_LABELS
 from backend.engine.progress import Progress, report
@@ -259,12 +260,12 @@ def analyse(
     loaded,
     texts: list[str] | tuple[str, ...],
     *,
-    max_length: int = 128,
-    batch_size: int = 16,
+    max_length: int = QUANT_MAX_LENGTH.default,
+    batch_size: int = QUANT_BATCH_SIZE.default,
     keep: int = DEFAULT_KEEP,
     alpha: float | None = None,
-    error_tokens: int = ERROR_TOKENS,
-    end_tokens: int = END_TOKENS,
+    error_tokens: int = ERROR_TOKENS.default,
+    end_tokens: int = END_TOKENS.default,
     end: bool = True,
     sensitivity: bool = True,
     outlier_dims: dict[int, tuple[int, ...]] | None = None,
