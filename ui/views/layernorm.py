@@ -28,6 +28,7 @@ from backend.analysis.layernorm.params import (
     norms_of,
     select_norms,
 )
+from backend.analysis.layernorm.thresholds import LN_K, LN_SHARE
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult
 from backend.engine.inputs import MediaCorpus
@@ -49,7 +50,6 @@ from ui.charts import chart_with_downloads
 from ui.common import download_buttons, explainer, get_model, get_selection, media_corpus_for
 from ui.controls import interval_slider
 from ui.inputs import MEDIA_NOUN
-from ui.ranges import LN_K, LN_SHARE
 from ui.results import outlier_dims_by_state
 from ui.tabs import lazy_tabs
 

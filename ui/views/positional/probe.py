@@ -14,10 +14,12 @@ from backend.analysis.positional.table import (
 )
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult
+from backend.engine.params import SEED
 from backend.plots import positional as plots
 from ui.cached import heavy
 from ui.charts import chart_with_downloads
 from ui.common import download_buttons, explainer, load_or_stop, show_notices
+from ui.controls import interval_number
 from ui.views.positional.grid import grid_probe_view
 from ui.views.positional.shared import SOURCES, outliers_by_name
 
@@ -89,7 +91,7 @@ def probe_settings(result: ExtractionResult) -> ProbeSettings:
         help="Tokens at this position or later are left out.",
     )
     test_fraction = c2.slider("Held-out texts", 0.1, 0.5, 0.2, 0.05, key="pos_probe_test")
-    seed = c3.number_input("Seed", 0, 10_000, 0, key="pos_probe_seed")
+    seed = interval_number(c3, "Seed", SEED, "pos_probe_seed", help=None)
     iters = c4.select_slider("L-BFGS iterations", [10, 20, 30, 60, 100], 30, key="pos_probe_iter")
     exclude_special = c5.checkbox("Exclude special tokens", True, key="pos_probe_special")
     return ProbeSettings(
