@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from backend.analysis.layernorm.thresholds import LN_K, LN_SHARE
+from backend.analysis.layernorm.thresholds import LN_K, LN_SHARE, RANDOM_CONTROLS
 from backend.commands.common import (
     ProgressPrinter,
     add_input_args,
@@ -38,12 +38,7 @@ def add_parser(sub) -> None:
         default="auto",
         help="auto (detected LayerNorm outlier dims) or D1,D2,... (0-based)",
     )
-    p.add_argument(
-        "--random-controls",
-        type=int,
-        default=5,
-        help="random dim sets of the same size (one seed each)",
-    )
+    RANDOM_CONTROLS.add_argument(p)
     SEED.add_argument(p, help="seed of the MLM masks, the controls and the token sample")
     p.add_argument(
         "--norms",
@@ -127,8 +122,7 @@ def run(args: argparse.Namespace) -> int:
     out = check_out_path(args.out)
     LN_K.check(args.k, LN_K.flag)  # before any model loads
     LN_SHARE.check(args.share, LN_SHARE.flag)
-    if not 0 <= args.random_controls <= 100:
-        raise InputError("--random-controls must be between 0 and 100")
+    RANDOM_CONTROLS.check(args.random_controls, RANDOM_CONTROLS.flag)
     auto = args.dims.strip().lower() == "auto"
     if not auto:
         parse_dims(args.dims, 1 << 30)  # syntax first (range once the model is loaded)

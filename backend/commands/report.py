@@ -8,6 +8,7 @@ import argparse
 import os
 
 from backend.analysis.geometry.isotropy import N_PAIRS
+from backend.analysis.layernorm.thresholds import RANDOM_CONTROLS
 from backend.commands.common import (
     ProgressPrinter,
     add_cache_args,
@@ -45,9 +46,7 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--ablation-texts", type=int, default=64, help="texts the LayerNorm ablation runs on"
     )
-    p.add_argument(
-        "--random-controls", type=int, default=3, help="random dim sets compared with the ablation"
-    )
+    RANDOM_CONTROLS.add_argument(p, help="random dim sets compared with the ablation")
     p.add_argument(
         "--quant",
         action="store_true",

@@ -1,6 +1,7 @@
-"""The LayerNorm outlier thresholds, declared once (:class:`backend.engine.params.Interval`): the
-defaults and range of ``ablate --k/--share``, the LayerNorm page's sliders and its links, and the
-checks of :class:`LayerNormThresholds`. A module without torch so that the CLI's option defaults
+"""The LayerNorm outlier thresholds and the ablation's random controls, declared once
+(:class:`backend.engine.params.Interval`): the defaults and ranges of ``ablate --k/--share/
+--random-controls``, the LayerNorm page's controls and its links, and the checks of
+:class:`LayerNormThresholds`. A module without torch so that the CLI's option defaults
 read them without loading torch. Re-exported by :mod:`backend.analysis.layernorm.params`, where the
 rule itself lives."""
 
@@ -23,6 +24,13 @@ LN_K = Interval(
 LN_SHARE = Interval(
     0.05, 1.0, 0.5, step=0.05, name="share", help="detection: share of LayerNorms that must flag a dim",
     citation=KOVALEVA_2021,
+)  # fmt: skip
+
+# Three random dim sets: a mean +- std to compare the ablation with (METHODS.md section 4), at one
+# more pass over the corpus each.
+RANDOM_CONTROLS = Interval(
+    0, 100, 3, integer=True, name="random_controls",
+    help="random dim sets of the same size (one seed each)",
 )  # fmt: skip
 
 

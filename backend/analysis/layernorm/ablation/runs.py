@@ -35,6 +35,7 @@ from backend.analysis.layernorm.ablation.surgery import (
     random_control_dims,
 )
 from backend.analysis.layernorm.params import NormSite, norms_of, select_norms
+from backend.analysis.layernorm.thresholds import RANDOM_CONTROLS
 from backend.engine.device import to_numpy
 from backend.engine.errors import InputError
 from backend.engine.extraction import TokenizedCorpus, pad_token_id, tokenize
@@ -219,7 +220,7 @@ def run_ablation(
     dims: Sequence[int],
     *,
     norms=None,
-    random_controls: int = 5,
+    random_controls: int = RANDOM_CONTROLS.default,
     seed: int = 0,
     max_length: int = 128,
     batch_size: int = 32,
