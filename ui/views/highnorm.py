@@ -14,13 +14,13 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from backend.analysis.activations.highnorm import (
-    HIGH_NORM_FACTOR,
     AudioScan,
     ImageScan,
     scan_audio,
     scan_images,
 )
 from backend.analysis.activations.massive import peak_state
+from backend.analysis.activations.params import HIGH_NORM_FACTOR
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction.media import model_view
 from backend.engine.models import LoadedModel
@@ -190,10 +190,10 @@ def scan_controls(
     )
     factor = c3.number_input(
         f"High-norm factor (× median {k.unit} norm)",
-        1.1,
-        100.0,
-        HIGH_NORM_FACTOR,
-        0.1,
+        HIGH_NORM_FACTOR.low,
+        HIGH_NORM_FACTOR.high,
+        HIGH_NORM_FACTOR.default,
+        HIGH_NORM_FACTOR.step,
         key=f"massive_{k.stem}_factor",
     )
     state = names.index(state_name)

@@ -18,3 +18,13 @@ MASSIVE_MAX_LENGTH = Interval(
 MASSIVE_BATCH_SIZE = Interval(
     1, 4096, 16, integer=True, name="batch_size", help="texts per batch of the scan at most"
 )
+# Twice the state's median patch (frame) norm: Darcet et al.'s high-norm tokens sit far above the
+# bulk of the patches (their absolute cut of 150 is ViT-L/g's scale); a relative rule carries over
+# to any width and layer.
+HIGH_NORM_FACTOR = Interval(
+    1.1, 100.0, 2.0, step=0.1, name="high_norm_factor",
+    help="images / audio: a patch (frame) is high-norm above this factor x its state's median "
+    "patch (frame) norm",
+    citation="Darcet, Oquab, Mairal & Bojanowski 2024, Vision Transformers Need Registers, "
+    "arXiv 2309.16588",
+)  # fmt: skip
