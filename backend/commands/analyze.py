@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 
-from backend.analysis.geometry.isotropy import HISTOGRAM_BINS, N_PAIRS
+from backend.analysis.geometry.isotropy import HISTOGRAM_BINS, N_PAIRS, TOP_DIMS
 from backend.commands.common import (
     DownloadPrinter,
     ProgressPrinter,
@@ -72,12 +72,7 @@ def add_parser(sub) -> None:
         default=HISTOGRAM_BINS,
         help="bins of the per-layer cosine histogram over [-1, 1]",
     )
-    p.add_argument(
-        "--top-dims",
-        type=int,
-        default=5,
-        help="dimensions listed in top_cosine_dims (Timkey's cosine contribution)",
-    )
+    TOP_DIMS.add_argument(p)
     add_exclude_first_arg(p)
     add_cache_args(p)
     p.add_argument(
@@ -131,8 +126,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--n-pairs must be at least 1")
     if not 1 <= args.histogram_bins <= 1000:
         raise InputError(f"--histogram-bins must be between 1 and 1000, got {args.histogram_bins}")
-    if args.top_dims < 0:
-        raise InputError(f"--top-dims must be 0 or more, got {args.top_dims}")
+    TOP_DIMS.check(args.top_dims, TOP_DIMS.flag)
     if args.save:
         from backend.engine.saved import check_save_target
 
@@ -200,7 +194,12 @@ def run_ray(args: argparse.Namespace, settings, media=None):
 
 
 def build_report(
-    result, *, pairs: int = N_PAIRS, seed: int = 0, bins: int = HISTOGRAM_BINS, top_dims: int = 5
+    result,
+    *,
+    pairs: int = N_PAIRS,
+    seed: int = 0,
+    bins: int = HISTOGRAM_BINS,
+    top_dims: int = TOP_DIMS.default,
 ) -> dict:
     """The analyze JSON: model card, corpus summary and one entry per hidden state (0 = emb).
 

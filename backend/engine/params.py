@@ -62,11 +62,6 @@ class Interval:
             raise ValueError(f"choices {self.choices} must hold the default {self.default}")
 
     @property
-    def index(self) -> int:
-        """The default's position among ``choices`` (for a select slider)."""
-        return list(self.choices or ()).index(self.default)
-
-    @property
     def flag(self) -> str:
         return "--" + self.name.replace("_", "-")
 

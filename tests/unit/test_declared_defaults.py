@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DECLARATION_MODULES = (
     "backend.engine.params",
     "backend.analysis.geometry.outliers",
+    "backend.analysis.geometry.isotropy",
     "backend.analysis.layernorm.thresholds",
     "backend.analysis.quant.params",
     "backend.analysis.activations.params",
