@@ -42,6 +42,7 @@ from backend.engine.extraction import TokenizedCorpus, pad_token_id, tokenize
 from backend.engine.extraction.media import MediaTokens, is_media, prepare_media
 from backend.engine.models import LoadedModel
 from backend.engine.naming import hidden_state_names
+from backend.engine.params import BATCH_SIZE, MAX_LENGTH
 from backend.engine.pooling import masked_mean
 from backend.engine.progress import Progress, counter
 
@@ -222,8 +223,8 @@ def run_ablation(
     norms=None,
     random_controls: int = RANDOM_CONTROLS.default,
     seed: int = 0,
-    max_length: int = 128,
-    batch_size: int = 32,
+    max_length: int = MAX_LENGTH.default,
+    batch_size: int = BATCH_SIZE.default,
     pairs: tuple[Sequence[str], Sequence[str], Sequence[float]] | None = None,
     mlm: bool = True,
     anisotropy_tokens: int = 1000,
