@@ -218,14 +218,35 @@ def _declared_variables() -> set[str]:
     }
 
 
+def _copies_a_default(value: ast.expr, names: set[str]) -> bool:
+    """``X.default`` or ``int(X.default)`` / ``float(X.default)`` of a declaration ``X``."""
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and len(value.args) == 1:
+        if value.func.id in ("int", "float"):
+            value = value.args[0]
+    return (
+        isinstance(value, ast.Attribute)
+        and value.attr == "default"
+        and isinstance(value.value, ast.Name)
+        and value.value.id in names
+    )
+
+
 def test_a_declaration_has_one_name():
-    """No ``OTHER = DECLARATION`` (nor ``OTHER = ALIAS`` of one) and no ``import DECLARATION as
-    OTHER`` in backend/, ui/ or pages/."""
+    """No ``OTHER = DECLARATION`` (nor ``OTHER = ALIAS`` of one), no module constant copying a
+    declaration's default and no ``import DECLARATION as OTHER`` in backend/, ui/ or pages/."""
     names = _declared_variables()
     assigns, found = [], []
     for path in sorted((ROOT / "backend").rglob("*.py")) + _page_sources():
         where = path.relative_to(ROOT)
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        found += [
+            f"{where}:{node.lineno} {node.targets[0].id} = {ast.unparse(node.value)}"
+            for node in tree.body  # module constants: DEFAULT_X = X.default, int(X.default)
+            if isinstance(node, ast.Assign)
+            and isinstance(node.targets[0], ast.Name)
+            and _copies_a_default(node.value, names)
+        ]
+        for node in ast.walk(tree):
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name):
                 assigns += [
                     (f"{where}:{node.lineno}", t.id, node.value.id)
