@@ -26,8 +26,8 @@ LN_SHARE = Interval(
     citation=KOVALEVA_2021,
 )  # fmt: skip
 
-# Three random dim sets: a mean +- std to compare the ablation with (METHODS.md section 4), at one
-# more pass over the corpus each.
+# Three random dim sets: a mean +- std to compare the ablation with, while each set costs one more
+# pass over the corpus on the page.
 RANDOM_CONTROLS = Interval(
     0, 100, 3, integer=True, name="random_controls",
     help="random dim sets of the same size (one seed each)",

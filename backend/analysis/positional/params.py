@@ -55,7 +55,7 @@ NOPE_SEQ_LEN = Interval(
     8, 8192, 512, integer=True, name="seq_len", choices=(64, 128, 256, 512, 1024, 2048),
     help="positions per random sequence",
 )  # fmt: skip
-# Three seeds: a mean +- std over random models (METHODS.md section 5's "several seeds").
+# Three seeds: a mean +- std over random models, each a few random forward passes.
 NOPE_SEEDS = Interval(
     1, 50, 3, integer=True, name="seeds", help="random models (and inputs) averaged over"
 )
