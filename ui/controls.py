@@ -29,6 +29,23 @@ def interval_slider(column, label: str, param: Interval, key: str, **kwargs) -> 
     )  # fmt: skip
 
 
+def interval_number(column, label: str, param: Interval, key: str, **kwargs) -> float:
+    """``column.number_input`` over ``param``'s range and default (its declaration)."""
+    cast = int if param.integer else float
+    return column.number_input(
+        label, cast(param.low), cast(param.high), cast(param.default), key=key,
+        help=kwargs.pop("help", param.help or None), **kwargs,
+    )  # fmt: skip
+
+
+def choice_slider(column, label: str, param: Interval, key: str, **kwargs):
+    """``column.select_slider`` over ``param``'s choices, at its default (its declaration)."""
+    return column.select_slider(
+        label, list(param.choices or ()), param.default, key=key,
+        help=kwargs.pop("help", param.help or None), **kwargs,
+    )  # fmt: skip
+
+
 @dataclass(frozen=True)
 class PostChoice:
     """A post-processing and its parameters, hashable (a cache key) and printable.

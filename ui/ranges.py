@@ -1,8 +1,9 @@
 """What each page control accepts, declared once: the page builds its widget from the declaration
 and ui/links.py validates a link's value against the same one (scikit-learn's ``_param_validation``
 idea: ``Interval`` / ``StrOptions``, one statement of a parameter's range read everywhere). The
-types are :mod:`backend.engine.params`'s; a parameter the backend also reads (the outlier
-thresholds, keep-K, α) is the backend's own declaration, not a copy.
+types are :mod:`backend.engine.params`'s. A parameter the backend also reads (the outlier
+thresholds, the LayerNorm thresholds, keep-K, α, an analysis's max length) is the backend's own
+declaration, imported by the page under its one name; only the page's own controls live here.
 
 :data:`LINK_CONTROLS` lists, per page (its URL path), the widget keys that travel in links.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from backend.analysis.activations.params import MASSIVE_MAX_LENGTH
 from backend.analysis.geometry.outliers import (
     EXTREME_SHARE,
     QUANTILE,
@@ -20,9 +22,14 @@ from backend.analysis.geometry.outliers import (
 )
 from backend.analysis.geometry.postprocess import POSTPROCESSORS
 from backend.analysis.geometry.projections import METHODS
-from backend.analysis.layernorm.thresholds import LN_THRESHOLDS
-from backend.analysis.quant.params import IGNORE_SHARE, KEEP_K, SMOOTHQUANT_ALPHA
-from backend.engine.params import Interval, Options
+from backend.analysis.layernorm.thresholds import LN_K, LN_SHARE
+from backend.analysis.quant.params import (
+    IGNORE_SHARE,
+    KEEP_K,
+    QUANT_MAX_LENGTH,
+    SMOOTHQUANT_ALPHA,
+)
+from backend.engine.params import SEED, Interval, Options
 from backend.plots.compare import TRAJECTORY_METRICS
 from backend.plots.outliers import HEATMAP_STATS
 from backend.share import tour
@@ -49,10 +56,6 @@ def post_options(include_none: bool) -> tuple[str, ...]:
 
 # ----------------------------------------------------------------------------- per page
 OUT_STAT = Options(tuple(HEATMAP_STATS))
-OUT_THR_EXTREME = EXTREME_SHARE
-OUT_THR_Z = ZSCORE_K
-OUT_THR_Q = QUANTILE
-OUT_THR_VAR = VARIANCE_FACTOR
 
 ANISO_POST = Options(post_options(include_none=True), "clip")
 
@@ -60,7 +63,6 @@ PROJ_ALL_TOKENS = "all tokens"  # every token of one state (ui/atlas.py)
 PROJ_DATA = Options(("token sample", "mean-pooled texts", PROJ_ALL_TOKENS))
 PROJ_METHOD = Options(tuple(METHODS))
 PROJ_POST = Options(post_options(include_none=False), "clip")
-PROJ_SEED = Interval(0, 10_000, 0, integer=True)
 
 # The Similarity page's clip modes (value -> description) and "Also compare" choices.
 SIMILARITY_CLIP_MODES = {
@@ -72,17 +74,6 @@ SIMILARITY_POST_CHOICES = ("none",) + tuple(p for p in POSTPROCESSORS if p not i
 SIM_CLIP = Options(tuple(SIMILARITY_CLIP_MODES))
 SIM_POST = Options(SIMILARITY_POST_CHOICES, "standardize")
 
-LN_K = Interval(1.0, 8.0, LN_THRESHOLDS.k, step=0.5)
-LN_SHARE = Interval(0.1, 1.0, LN_THRESHOLDS.share, step=0.05)
-
-MASSIVE_MAX_LENGTHS = (16, 32, 64, 128, 256)
-MASSIVE_MAX_LENGTH = Options(MASSIVE_MAX_LENGTHS, 64)
-
-QUANT_MAX_LENGTHS = (16, 32, 64, 128, 256)
-QUANT_MAX_LENGTH = Options(QUANT_MAX_LENGTHS, 64)
-QUANT_KEEP = KEEP_K  # keep-K channels (LLM.int8's decomposition)
-QUANT_ALPHA = SMOOTHQUANT_ALPHA  # SmoothQuant's migration strength
-QUANT_IGNORE_SHARE = IGNORE_SHARE  # the recipe's ignore rule
 QUANT_ALPHA_AUTO = Options((True, False), True)  # α from the sweep (True) or the slider
 QUANT_PAIRS = Options(("none", "bundled sample pairs", "upload a CSV"))  # encoders' STS pairs
 
@@ -97,10 +88,10 @@ TOUR_STEP = Options(tuple(str(i + 1) for i in range(len(tour.TITLES))))
 LINK_CONTROLS: dict[str, dict[str, Options | Interval | Tab]] = {
     "outliers": {
         "out_stat": OUT_STAT,
-        "out_thr_extreme": OUT_THR_EXTREME,
-        "out_thr_z": OUT_THR_Z,
-        "out_thr_q": OUT_THR_Q,
-        "out_thr_var": OUT_THR_VAR,
+        "out_thr_extreme": EXTREME_SHARE,
+        "out_thr_z": ZSCORE_K,
+        "out_thr_q": QUANTILE,
+        "out_thr_var": VARIANCE_FACTOR,
         "out_view": TAB,
     },
     "anisotropy": {"aniso_post": ANISO_POST},
@@ -108,7 +99,7 @@ LINK_CONTROLS: dict[str, dict[str, Options | Interval | Tab]] = {
         "proj_data": PROJ_DATA,
         "proj_method": PROJ_METHOD,
         "proj_post": PROJ_POST,
-        "proj_seed": PROJ_SEED,
+        "proj_seed": SEED,
     },
     "similarity": {
         "sim_sts_clip_mode": SIM_CLIP,
@@ -121,10 +112,10 @@ LINK_CONTROLS: dict[str, dict[str, Options | Interval | Tab]] = {
     "decoder": {"massive_tab": TAB, "massive_max_length": MASSIVE_MAX_LENGTH},
     "quant": {
         "quant_max_length": QUANT_MAX_LENGTH,
-        "quant_keep": QUANT_KEEP,
-        "quant_alpha": QUANT_ALPHA,
+        "quant_keep": KEEP_K,
+        "quant_alpha": SMOOTHQUANT_ALPHA,
         "quant_alpha_auto": QUANT_ALPHA_AUTO,
-        "quant_ignore_share": QUANT_IGNORE_SHARE,
+        "quant_ignore_share": IGNORE_SHARE,
         "quant_pairs": QUANT_PAIRS,
         "quant_tab": TAB,
     },

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from backend.analysis.layernorm.thresholds import LN_THRESHOLDS
+from backend.analysis.layernorm.thresholds import LN_K, LN_SHARE, RANDOM_CONTROLS
 from backend.commands.common import (
     ProgressPrinter,
     add_input_args,
@@ -25,11 +25,12 @@ from backend.commands.common import (
     read_pairs,
     write_json,
 )
+from backend.engine.params import SEED
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("ablate", help="disable LayerNorm outlier dims and compare with random dims")
-    add_model_args(p, max_length=128, batch_size=32)
+    add_model_args(p)
     add_input_args(p, ".txt (one text per line), .csv or .jsonl with a text column")
     p.add_argument("--out", required=True, help="output JSON file")
     p.add_argument(
@@ -37,18 +38,8 @@ def add_parser(sub) -> None:
         default="auto",
         help="auto (detected LayerNorm outlier dims) or D1,D2,... (0-based)",
     )
-    p.add_argument(
-        "--random-controls",
-        type=int,
-        default=5,
-        help="random dim sets of the same size (one seed each)",
-    )
-    p.add_argument(
-        "--seed",
-        type=int,
-        default=0,
-        help="seed of the MLM masks, the controls and the token sample",
-    )
+    RANDOM_CONTROLS.add_argument(p)
+    SEED.add_argument(p, help="seed of the MLM masks, the controls and the token sample")
     p.add_argument(
         "--norms",
         default=None,
@@ -58,15 +49,8 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--include-head", action="store_true", help="also ablate the MLM head's LayerNorm (head.ln)"
     )
-    p.add_argument(
-        "--k", type=float, default=LN_THRESHOLDS.k, help="detection: std from the LayerNorm's mean"
-    )
-    p.add_argument(
-        "--share",
-        type=float,
-        default=LN_THRESHOLDS.share,
-        help="detection: share of layers that must flag a dim",
-    )
+    LN_K.add_argument(p)
+    LN_SHARE.add_argument(p)
     p.add_argument(
         "--pairs", default=None, help="optional CSV with sentence1,sentence2,score for STS Spearman"
     )
@@ -136,8 +120,9 @@ def run(args: argparse.Namespace) -> int:
     from backend.engine.errors import InputError
 
     out = check_out_path(args.out)
-    if not 0 <= args.random_controls <= 100:
-        raise InputError("--random-controls must be between 0 and 100")
+    LN_K.check(args.k, LN_K.flag)  # before any model loads
+    LN_SHARE.check(args.share, LN_SHARE.flag)
+    RANDOM_CONTROLS.check(args.random_controls, RANDOM_CONTROLS.flag)
     auto = args.dims.strip().lower() == "auto"
     if not auto:
         parse_dims(args.dims, 1 << 30)  # syntax first (range once the model is loaded)

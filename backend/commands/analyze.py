@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 
-from backend.analysis.geometry.isotropy import HISTOGRAM_BINS, N_PAIRS
+from backend.analysis.geometry.isotropy import HISTOGRAM_BINS, N_PAIRS, TOP_DIMS
 from backend.commands.common import (
     DownloadPrinter,
     ProgressPrinter,
@@ -24,7 +24,7 @@ from backend.commands.common import (
     settings_from_args,
     write_json,
 )
-from backend.engine.params import SAMPLE_SIZE
+from backend.engine.params import SAMPLE_SIZE, SEED, TOKEN_BUDGET
 
 
 def add_parser(sub) -> None:
@@ -48,12 +48,10 @@ def add_parser(sub) -> None:
         ),
         help=argparse.SUPPRESS,
     )
-    p.add_argument("--seed", type=int, default=0)
+    SEED.add_argument(p)
     SAMPLE_SIZE.add_argument(p, help="token vectors kept for pairwise metrics")
-    p.add_argument(
-        "--token-budget",
-        type=int,
-        default=8192,
+    TOKEN_BUDGET.add_argument(
+        p,
         help="padded tokens per batch (texts x longest text; --batch-size caps the texts); "
         "halved automatically when the device runs out of memory",
     )
@@ -74,12 +72,7 @@ def add_parser(sub) -> None:
         default=HISTOGRAM_BINS,
         help="bins of the per-layer cosine histogram over [-1, 1]",
     )
-    p.add_argument(
-        "--top-dims",
-        type=int,
-        default=5,
-        help="dimensions listed in top_cosine_dims (Timkey's cosine contribution)",
-    )
+    TOP_DIMS.add_argument(p)
     add_exclude_first_arg(p)
     add_cache_args(p)
     p.add_argument(
@@ -133,8 +126,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--n-pairs must be at least 1")
     if not 1 <= args.histogram_bins <= 1000:
         raise InputError(f"--histogram-bins must be between 1 and 1000, got {args.histogram_bins}")
-    if args.top_dims < 0:
-        raise InputError(f"--top-dims must be 0 or more, got {args.top_dims}")
+    TOP_DIMS.check(args.top_dims, TOP_DIMS.flag)
     if args.save:
         from backend.engine.saved import check_save_target
 
@@ -202,7 +194,12 @@ def run_ray(args: argparse.Namespace, settings, media=None):
 
 
 def build_report(
-    result, *, pairs: int = N_PAIRS, seed: int = 0, bins: int = HISTOGRAM_BINS, top_dims: int = 5
+    result,
+    *,
+    pairs: int = N_PAIRS,
+    seed: int = 0,
+    bins: int = HISTOGRAM_BINS,
+    top_dims: int = TOP_DIMS.default,
 ) -> dict:
     """The analyze JSON: model card, corpus summary and one entry per hidden state (0 = emb).
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from backend.engine.errors import IsoscopeError
 from backend.engine.jsonio import strict_json
+from backend.engine.params import BATCH_SIZE, MAX_LENGTH, Interval
 
 MODEL_SOURCES = (
     "default | smollm2 (bundled decoder) | file.gguf | checkpoint folder | Hub id org/name[@rev] | "
@@ -21,36 +22,34 @@ MODEL_SOURCES = (
 def add_model_args(
     parser: argparse.ArgumentParser,
     *,
-    max_length: int = 128,
-    batch_size: int = 32,
+    max_length: Interval = MAX_LENGTH,
+    batch_size: Interval = BATCH_SIZE,
     source: bool = True,
 ) -> None:
     """The model options of every command that loads a model, in one group: ``--model`` (unless
     ``source=False``, for commands that name their models otherwise), ``--device``, ``--dtype``,
-    ``--device-map``, ``--allow-pickle``, ``--max-length`` and ``--batch-size``."""
+    ``--device-map``, ``--allow-pickle``, and ``--max-length`` / ``--batch-size`` from their
+    declarations (the extraction's, or an analysis's own: the same one its page reads)."""
     group = parser.add_argument_group("model")
     if source:
         group.add_argument("--model", default="default", help=MODEL_SOURCES)
-    parser = group
-    parser.add_argument(
+    group.add_argument(
         "--device", default="auto", help="auto (CUDA, then MPS, then CPU) | cpu | cuda | mps"
     )
-    parser.add_argument("--dtype", default="float32", help="float32 | bfloat16 (GPU only)")
-    parser.add_argument(
+    group.add_argument("--dtype", default="float32", help="float32 | bfloat16 (GPU only)")
+    group.add_argument(
         "--device-map",
         default=None,
         choices=["auto"],
         help="auto: spread a checkpoint too big for one GPU over the GPUs, then CPU RAM (accelerate)",
     )
-    parser.add_argument(
+    group.add_argument(
         "--allow-pickle",
         action="store_true",
         help="allow pickle .bin weights (only for files you trust)",
     )
-    parser.add_argument(
-        "--max-length", type=int, default=max_length, help="tokens per text (longer texts are cut)"
-    )
-    parser.add_argument("--batch-size", type=int, default=batch_size)
+    max_length.add_argument(group)
+    batch_size.add_argument(group)
 
 
 def load_model_from_args(
@@ -58,7 +57,7 @@ def load_model_from_args(
     head: str = "base",
     source: str | None = None,
     corpus=None,
-    max_length: int = 128,
+    max_length: int = MAX_LENGTH.default,
 ):
     """The model named by ``source`` (default ``--model``) with the options of
     :func:`add_model_args`. With ``corpus`` (``max_length`` tokens per text), one line on

@@ -25,7 +25,7 @@ from backend.commands.common import (
     settings_from_args,
     write_json,
 )
-from backend.engine.params import SAMPLE_SIZE
+from backend.engine.params import SAMPLE_SIZE, SEED
 
 DEBIASED = {"auto": None, "yes": True, "no": False}
 
@@ -61,7 +61,7 @@ def add_parser(sub) -> None:
     )
     add_model_args(p, source=False)  # --model-a / --model-b name the models
     SAMPLE_SIZE.add_argument(p, help="token vectors kept for CKA and cosines")
-    p.add_argument("--seed", type=int, default=0)
+    SEED.add_argument(p)
     add_cache_args(p)
     p.set_defaults(func=run)
 

@@ -18,7 +18,7 @@ from backend.commands.common import (
     resolve_exclude_first,
     settings_from_args,
 )
-from backend.engine.params import SAMPLE_SIZE
+from backend.engine.params import SAMPLE_SIZE, SEED
 
 
 def add_parser(sub) -> None:
@@ -50,7 +50,7 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--projection", default="pca", help="atlas x/y: pca | umap | tsne (seeded, see --seed)"
     )
-    p.add_argument("--seed", type=int, default=0)
+    SEED.add_argument(p)
     SAMPLE_SIZE.add_argument(p, help="token vectors in the sample")
     add_exclude_first_arg(p)
     add_cache_args(p)

@@ -9,6 +9,11 @@ from __future__ import annotations
 
 import argparse
 
+from backend.analysis.activations.params import (
+    HIGH_NORM_FACTOR,
+    MASSIVE_BATCH_SIZE,
+    MASSIVE_MAX_LENGTH,
+)
 from backend.commands.common import (
     ProgressPrinter,
     add_input_args,
@@ -19,7 +24,6 @@ from backend.commands.common import (
     progress_line,
     write_json,
 )
-from backend.engine.params import BATCH_SIZE, MAX_LENGTH
 
 
 def add_parser(sub) -> None:
@@ -37,29 +41,21 @@ def add_parser(sub) -> None:
         "high_norm: [{state, median_frame_norm, threshold, share}], top_frames: [{file, clip, "
         "frame, time, norm}]}.",
     )
-    add_model_args(p, max_length=256, batch_size=8)
+    add_model_args(p, max_length=MASSIVE_MAX_LENGTH, batch_size=MASSIVE_BATCH_SIZE)
     add_input_args(p, ".txt (one text per line), .csv or .jsonl with a text column")
-    p.add_argument(
-        "--high-norm-factor",
-        type=float,
-        default=2.0,
-        help="images / audio: a patch (frame) is high-norm above this factor x its state's "
-        "median patch (frame) norm",
-    )
+    HIGH_NORM_FACTOR.add_argument(p)
     p.add_argument("--out", required=True, help="output JSON file")
     p.set_defaults(func=run_massive)
 
 
 def run_massive(args: argparse.Namespace) -> int:
     from backend.analysis.activations.massive import peak_state, scan_decoder
-    from backend.engine.errors import InputError
     from backend.engine.extraction.media import check_modality
 
     out = check_out_path(args.out)
-    for param in (MAX_LENGTH, BATCH_SIZE):  # the extraction's ranges, before any model loads
+    for param in (MASSIVE_MAX_LENGTH, MASSIVE_BATCH_SIZE):  # before any model loads
         param.check(getattr(args, param.name), param.flag)
-    if not args.high_norm_factor > 1:
-        raise InputError(f"--high-norm-factor must be above 1, got {args.high_norm_factor}")
+    HIGH_NORM_FACTOR.check(args.high_norm_factor, HIGH_NORM_FACTOR.flag)
     corpus = load_inputs(args)
     loaded = load_model_from_args(args)
     check_modality(loaded, getattr(corpus, "kind", "text"))

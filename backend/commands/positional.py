@@ -5,6 +5,20 @@ from __future__ import annotations
 
 import argparse
 
+from backend.analysis.positional.params import (
+    MAX_POSITION,
+    NOPE_BATCH,
+    NOPE_D_MODEL,
+    NOPE_FIT_FROM,
+    NOPE_HEADS,
+    NOPE_INIT_STD,
+    NOPE_LAYERS,
+    NOPE_SEEDS,
+    NOPE_SEQ_LEN,
+    PROBE_ITER,
+    TEST_FRACTION,
+    TUPE_TEXTS,
+)
 from backend.commands.common import (
     ProgressPrinter,
     add_cache_args,
@@ -15,34 +29,24 @@ from backend.commands.common import (
     settings_from_args,
     write_json,
 )
-from backend.engine.params import SAMPLE_SIZE
+from backend.engine.params import SAMPLE_SIZE, SEED
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
         "positional", help="position probe per hidden state and the TUPE decomposition self-test"
     )
-    add_model_args(p, max_length=64)
+    add_model_args(p)
     p.add_argument(
         "--texts", required=True, help=".txt (one text per line), .csv or .jsonl with a text column"
     )
     p.add_argument("--out", required=True, help="output JSON file")
-    p.add_argument(
-        "--seed",
-        type=int,
-        default=0,
-        help="seed of the token sample and the train/held-out text split",
-    )
+    SEED.add_argument(p, help="seed of the token sample and the train/held-out text split")
     SAMPLE_SIZE.add_argument(p, help="token vectors the probe trains and tests on")
-    p.add_argument(
-        "--test-fraction", type=float, default=0.2, help="share of texts held out for the probe"
-    )
-    p.add_argument(
-        "--probe-iter", type=int, default=30, help="L-BFGS iterations of the probe per hidden state"
-    )
-    p.add_argument(
-        "--tupe-texts", type=int, default=32, help="texts decomposed for the TUPE term shares"
-    )
+    MAX_POSITION.add_argument(p)
+    TEST_FRACTION.add_argument(p)
+    PROBE_ITER.add_argument(p)
+    TUPE_TEXTS.add_argument(p)
     add_cache_args(p)
     p.set_defaults(func=run_positional)
 
@@ -50,21 +54,15 @@ def add_parser(sub) -> None:
         "nope",
         help="Chi et al.: attention-output variance vs position in random models without position embeddings",
     )
-    n.add_argument("--d-model", type=int, default=256, help="model width d")
-    n.add_argument("--layers", type=int, default=4)
-    n.add_argument("--heads", type=int, default=4)
-    n.add_argument("--seq-len", type=int, default=512)
-    n.add_argument("--seeds", type=int, default=3, help="random models (and inputs) averaged over")
-    n.add_argument("--batch", type=int, default=2, help="random sequences per seed")
-    n.add_argument("--init-std", type=float, default=0.02, help="initializer_range (GPT-2 init)")
+    for param in (NOPE_D_MODEL, NOPE_LAYERS, NOPE_HEADS, NOPE_SEQ_LEN, NOPE_SEEDS, NOPE_BATCH):
+        param.add_argument(n)
+    NOPE_INIT_STD.add_argument(n)
     n.add_argument(
         "--inputs",
         default="tokens",
         help="tokens (random ids through the random embedding) | gaussian (random inputs_embeds)",
     )
-    n.add_argument(
-        "--fit-from", type=int, default=4, help="first position (1-based) of the log-log slope fit"
-    )
+    NOPE_FIT_FROM.add_argument(n)
     n.add_argument(
         "--bidirectional", action="store_true", help="no causal mask (the flat contrast)"
     )
@@ -76,15 +74,13 @@ def run_positional(args: argparse.Namespace) -> int:
     from backend.analysis.positional.table import ProbeSettings, probe_result
     from backend.analysis.positional.tupe import supports_tupe, tupe_summary
     from backend.engine.corpus import load_corpus_file
-    from backend.engine.errors import InputError
 
     out = check_out_path(args.out)
-    if args.tupe_texts < 1:
-        raise InputError("--tupe-texts must be at least 1")
+    TUPE_TEXTS.check(args.tupe_texts, TUPE_TEXTS.flag)
     corpus = load_corpus_file(args.texts)
     settings = settings_from_args(args)
     probe_settings = ProbeSettings(
-        max_position=args.max_length,
+        max_position=args.max_position,
         test_fraction=args.test_fraction,
         seed=args.seed,
         max_iter=args.probe_iter,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 
+from backend.analysis.positional.params import QK_BATCH_SIZE, QK_MAX_LENGTH
 from backend.commands.common import (
     ProgressPrinter,
     add_model_args,
@@ -14,7 +15,6 @@ from backend.commands.common import (
     progress_line,
     write_json,
 )
-from backend.engine.params import BATCH_SIZE, MAX_LENGTH
 
 
 def add_parser(sub) -> None:
@@ -27,7 +27,7 @@ def add_parser(sub) -> None:
         "head attends with (floor(head / (H / G)) under grouped-query attention). Entropy is in "
         "nats under the model's own mask; entropy_norm divides it by log(number of keys).",
     )
-    add_model_args(p, max_length=64, batch_size=16)
+    add_model_args(p, max_length=QK_MAX_LENGTH, batch_size=QK_BATCH_SIZE)
     p.add_argument("--texts", required=True, help=".txt (one text per line), .csv or .jsonl")
     p.add_argument(
         "--rotation",
@@ -46,7 +46,7 @@ def run_qk(args: argparse.Namespace) -> int:
     from backend.engine.extraction.media import check_modality
 
     out = check_out_path(args.out)
-    for param in (MAX_LENGTH, BATCH_SIZE):  # the extraction's ranges, before any model loads
+    for param in (QK_MAX_LENGTH, QK_BATCH_SIZE):  # before any model loads
         param.check(getattr(args, param.name), param.flag)
     corpus = load_corpus_file(args.texts)
     loaded = load_model_from_args(args)

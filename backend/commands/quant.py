@@ -7,7 +7,16 @@ from __future__ import annotations
 
 import argparse
 
-from backend.analysis.quant.params import ALPHA_GRID, IGNORE_SHARE, KEEP_K, SMOOTHQUANT_ALPHA
+from backend.analysis.quant.params import (
+    ALPHA_GRID,
+    END_TOKENS,
+    ERROR_TOKENS,
+    IGNORE_SHARE,
+    KEEP_K,
+    QUANT_BATCH_SIZE,
+    QUANT_MAX_LENGTH,
+    SMOOTHQUANT_ALPHA,
+)
 from backend.analysis.quant.recipe import MAX_BLOCKS
 from backend.commands.common import (
     ProgressPrinter,
@@ -20,7 +29,6 @@ from backend.commands.common import (
     progress_line,
     write_json,
 )
-from backend.engine.params import BATCH_SIZE, MAX_LENGTH
 
 
 def add_parser(sub) -> None:
@@ -33,7 +41,7 @@ def add_parser(sub) -> None:
         "sensitivity: [{layer, end}], spearman_error_vs_end}. Site errors use a seeded sample of "
         "--error-tokens tokens; the end metric and sensitivity the first texts up to --end-tokens.",
     )
-    add_model_args(p, max_length=128, batch_size=16)
+    add_model_args(p, max_length=QUANT_MAX_LENGTH, batch_size=QUANT_BATCH_SIZE)
     p.add_argument(
         "--texts", required=True, help=".txt (one text per line), .csv or .jsonl with a text column"
     )
@@ -46,18 +54,8 @@ def add_parser(sub) -> None:
         + " (the lowest mean per-site SmoothQuant error on the same scan)",
     )
     p.set_defaults(alpha=None)  # None: the sweep chooses; a given --alpha overrides it
-    p.add_argument(
-        "--error-tokens",
-        type=int,
-        default=256,
-        help="tokens (a seeded uniform sample) the per-site errors and medians are computed on",
-    )
-    p.add_argument(
-        "--end-tokens",
-        type=int,
-        default=256,
-        help="the end metric and sensitivity use the first texts up to this many tokens",
-    )
+    ERROR_TOKENS.add_argument(p)
+    END_TOKENS.add_argument(p)
     p.add_argument(
         "--no-sensitivity", action="store_true", help="skip the per-block sensitivity runs"
     )
@@ -127,12 +125,8 @@ def run_quant(args: argparse.Namespace) -> int:
                 f"--act-scales {args.act_scales!r} must end in .safetensors (e.g. act_scales.safetensors)"
             )
         scales_path = check_out_path(args.act_scales)
-    for param in (MAX_LENGTH, BATCH_SIZE):  # the extraction's ranges, before any model loads
+    for param in (QUANT_MAX_LENGTH, QUANT_BATCH_SIZE, ERROR_TOKENS, END_TOKENS):  # before loading
         param.check(getattr(args, param.name), param.flag)
-    for name in ("error_tokens", "end_tokens"):
-        if not 1 <= getattr(args, name) <= 1_000_000:
-            flag = "--" + name.replace("_", "-")
-            raise InputError(f"{flag} must be between 1 and 1000000, got {getattr(args, name)}")
     check_keep_alpha(args.keep, SMOOTHQUANT_ALPHA.default if args.alpha is None else args.alpha)
     check_ignore_rule(args.ignore_share, args.ignore_max_blocks)
     recipe_path = _recipe_path(args.recipe, (".yaml", ".yml"), "--recipe", "recipe.yaml")
@@ -223,7 +217,7 @@ def _recipe(loaded, result, args: argparse.Namespace):
         loaded,
         result,
         build_recipe(
-            loaded, result, keep_share=args.ignore_share, max_blocks=args.ignore_max_blocks
+            loaded, result, ignore_share=args.ignore_share, max_blocks=args.ignore_max_blocks
         ),
     )
     for note in recipe.notes:

@@ -8,6 +8,7 @@ import argparse
 import os
 
 from backend.analysis.geometry.isotropy import N_PAIRS
+from backend.analysis.layernorm.thresholds import RANDOM_CONTROLS
 from backend.commands.common import (
     ProgressPrinter,
     add_cache_args,
@@ -19,7 +20,7 @@ from backend.commands.common import (
     progress_line,
     settings_from_args,
 )
-from backend.engine.params import SAMPLE_SIZE
+from backend.engine.params import SAMPLE_SIZE, SEED
 
 
 def add_parser(sub) -> None:
@@ -34,7 +35,7 @@ def add_parser(sub) -> None:
         default=None,
         help="optional CSV with sentence1,sentence2,score: STS Spearman per state and in the ablation",
     )
-    p.add_argument("--seed", type=int, default=0)
+    SEED.add_argument(p)
     SAMPLE_SIZE.add_argument(p, help="token vectors kept for pairwise metrics")
     p.add_argument(
         "--anisotropy-pairs",
@@ -45,9 +46,7 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--ablation-texts", type=int, default=64, help="texts the LayerNorm ablation runs on"
     )
-    p.add_argument(
-        "--random-controls", type=int, default=3, help="random dim sets compared with the ablation"
-    )
+    RANDOM_CONTROLS.add_argument(p, help="random dim sets compared with the ablation")
     p.add_argument(
         "--quant",
         action="store_true",

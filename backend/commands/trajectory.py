@@ -22,7 +22,7 @@ from backend.commands.common import (
     settings_from_args,
     write_json,
 )
-from backend.engine.params import SAMPLE_SIZE
+from backend.engine.params import SAMPLE_SIZE, SEED
 
 
 def add_parser(sub) -> None:
@@ -40,7 +40,7 @@ def add_parser(sub) -> None:
     p.add_argument("--out", required=True, help="output JSON file")
     add_model_args(p, source=False)  # the checkpoints name the models
     SAMPLE_SIZE.add_argument(p, help="token vectors kept for cosines")
-    p.add_argument("--seed", type=int, default=0)
+    SEED.add_argument(p)
     add_cache_args(p)
     p.set_defaults(func=run)
 

@@ -27,12 +27,19 @@ def _number(value: float) -> str:
     return f"{value:g}"
 
 
+def percent(share: float) -> str:
+    """A share as a sentence writes it: 0.06 -> "6 %"."""
+    return f"{share * 100:g} %"
+
+
 @dataclass(frozen=True)
 class Interval:
     """A number from ``low`` to ``high`` inclusive, ``default`` unless chosen, in steps of ``step``
     (None: any); ``integer`` values parse as int. ``name`` is the settings field and, with dashes,
     the command-line flag; ``unit`` ends the error message; ``citation`` names the source of the
-    default when a paper set it."""
+    default when a paper set it. ``choices``, when given, are the values a page offers (a select
+    slider; a link may carry only those), the default among them; a command takes any value in
+    the range."""
 
     low: float
     high: float
@@ -43,10 +50,16 @@ class Interval:
     help: str = ""
     unit: str = ""
     citation: str = ""
+    choices: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         if not self.low <= self.default <= self.high:
             raise ValueError(f"default {self.default} is outside [{self.low}, {self.high}]")
+        if self.choices is not None and (
+            self.default not in self.choices
+            or not all(self.low <= c <= self.high for c in self.choices)
+        ):
+            raise ValueError(f"choices {self.choices} must hold the default {self.default}")
 
     @property
     def flag(self) -> str:
@@ -74,6 +87,10 @@ class Interval:
         """A link's or a form's text as a value in the range (ValueError otherwise); a float a
         hair outside a bound (a slider's step arithmetic) is put back on it."""
         value = int(text) if self.integer else float(text)
+        if self.choices is not None:
+            if value not in self.choices:
+                raise ValueError(text)
+            return value
         slack = 0 if self.integer else 1e-9 * max(1.0, abs(self.high), abs(self.low))
         if not self.low - slack <= value <= self.high + slack:
             raise ValueError(text)
@@ -83,14 +100,17 @@ class Interval:
     def add_argument(
         self, parser: argparse.ArgumentParser | Any, help: str | None = None, **kwargs: Any
     ) -> None:
-        """``--name`` with this default (``help`` overrides the declaration's words)."""
-        parser.add_argument(
+        """``--name`` with this default (``help`` overrides the declaration's words). The action
+        keeps its declaration (``action.declaration``): a test checks that every option of a
+        declared name was built here."""
+        action = parser.add_argument(
             self.flag,
             type=int if self.integer else float,
             default=self.default,
             help=help or self.help or None,
             **kwargs,
         )
+        action.declaration = self
 
 
 @dataclass(frozen=True)
@@ -133,19 +153,34 @@ class Cited(float):
 
 
 # ----------------------------------------------------------------------------- the extraction
+# Every command that extracts hidden states and the sidebar's extraction read these defaults; an
+# analysis that needs another one declares its own beside it (the massive-activation scan, the
+# queries/keys capture, the quantization scan), read by its command and its page alike.
+
+# 128 tokens hold a sentence or a short paragraph whole; attention's cost grows with the square of
+# the length, so a longer default would slow every page's first extraction on a CPU.
 MAX_LENGTH = Interval(
     2, 8192, 128, integer=True, name="max_length", unit="tokens",
     help="tokens per text (longer texts are cut)",
 )  # fmt: skip
+# 32 texts: wide enough to keep a device busy; the token budget caps a batch of long texts.
 BATCH_SIZE = Interval(1, 4096, 32, integer=True, name="batch_size", help="texts per batch at most")
+# 8000 token vectors: CKA's 8000 x 8000 float32 Gram matrix is 256 MB, and thousands of tokens
+# from every text of a corpus enter the pairwise metrics.
 SAMPLE_SIZE = Interval(
     2, 1_000_000, 8000, integer=True, name="sample_size", unit="tokens",
     help="token vectors kept for pairwise metrics",
 )  # fmt: skip
+# 8192 padded tokens: a full batch (32 texts) of 256-token texts; halved automatically when a
+# device runs out of memory.
 TOKEN_BUDGET = Interval(
     1, 1 << 24, 8192, integer=True, name="token_budget", unit="padded tokens per batch",
     help="padded tokens per batch (texts x longest text)",
 )  # fmt: skip
+# The max lengths an analysis page with its own length offers on a select slider.
+PAGE_LENGTHS = (16, 32, 64, 128, 256)
+# Seed 0 everywhere (the token sample, text splits, random controls): a rerun reproduces a result.
+SEED = Interval(0, 2**32 - 1, 0, integer=True, name="seed", help="seed of the token sample")
 
 # The largest file a user may give: a corpus (or each of its shards), an image or audio file, a
 # CSV of sentence pairs or word-sense rows.

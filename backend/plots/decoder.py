@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 from backend.analysis.activations.int8 import SITE_SHARE, Int8Stats
 from backend.analysis.activations.massive import MassiveStats, TextMagnitudes
 from backend.analysis.activations.sinks import SinkStats
-from backend.engine.params import LLM_INT8_THRESHOLD
+from backend.engine.params import LLM_INT8_THRESHOLD, percent
 from backend.plots.axes import log_axis
 
 _TOP_COLOURS = ("#4c72b0", "#55a868", "#8172b2")
@@ -246,7 +246,8 @@ def sink_frame(sinks: SinkStats) -> pd.DataFrame:
 
 
 def int8_figure(int8: Int8Stats, top: int = 20) -> go.Figure:
-    """Each dim's share of norm sites where |x| >= 6 on >= 6 % of tokens (the largest ``top``)."""
+    """Each dim's share of norm sites where it counts (|x| >= LLM_INT8_THRESHOLD on >= TOKEN_SHARE
+    of the tokens), the largest ``top``."""
     order = np.argsort(-int8.site_share, kind="stable")[:top]
     order = [int(j) for j in order if int8.site_share[j] > 0] or [int(order[0])]
     fig = go.Figure(
@@ -258,7 +259,11 @@ def int8_figure(int8: Int8Stats, top: int = 20) -> go.Figure:
             ],
         )
     )
-    fig.add_hline(y=SITE_SHARE, line_dash="dash", annotation_text="outlier feature: 25 % of sites")
+    fig.add_hline(
+        y=SITE_SHARE,
+        line_dash="dash",
+        annotation_text=f"outlier feature: {percent(SITE_SHARE)} of sites",
+    )
     fig.update_layout(
         yaxis_title="share of norm sites",
         yaxis_tickformat=".0%",
@@ -270,7 +275,7 @@ def int8_figure(int8: Int8Stats, top: int = 20) -> go.Figure:
 
 
 def int8_frame(int8: Int8Stats, top: int = 20) -> pd.DataFrame:
-    """Per site: largest |x| and the token share with |x| >= 6 of the top dims."""
+    """Per site: largest |x| and the token share with |x| >= LLM_INT8_THRESHOLD of the top dims."""
     dims = [d["dim"] for d in int8.ranked_dims()[:top]]
     frame = pd.DataFrame({"site": int8.site_names, "max |x|": np.round(int8.max_abs, 2)})
     for d in dims:

@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from backend.analysis.layernorm.thresholds import RANDOM_CONTROLS
+
 TITLES = (
     "Outlier dimensions, and what clipping them does",
     "LayerNorm outliers, and what ablating them breaks",
@@ -104,7 +106,9 @@ def outliers_step(result) -> TourStep:
     return step
 
 
-def layernorm_step(loaded, texts, *, random_controls: int = 3, max_length: int = 64) -> TourStep:
+def layernorm_step(
+    loaded, texts, *, random_controls: int = RANDOM_CONTROLS.default, max_length: int = 64
+) -> TourStep:
     """Agrees when LayerNorm outlier dims exist and zeroing them moves the final sentence embedding
     further (lower cosine to the original) than every random control of the same size."""
     from backend.analysis.layernorm.ablation import run_ablation

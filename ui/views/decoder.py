@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from backend.analysis.activations.int8 import SITE_SHARE, TOKEN_SHARE
 from backend.analysis.activations.massive import (
     DecoderScan,
     TextMagnitudes,
@@ -14,13 +15,17 @@ from backend.analysis.activations.massive import (
     scan_decoder,
     text_magnitudes,
 )
+from backend.analysis.activations.params import MASSIVE_MAX_LENGTH
 from backend.analysis.activations.sinks import SINK_THRESHOLD
 from backend.engine.corpus import Corpus
 from backend.engine.errors import IsoscopeError
 from backend.engine.models import LoadedModel
-from backend.engine.params import LLM_INT8_THRESHOLD as INT8
-from backend.engine.params import MASSIVE_ABS_THRESHOLD as ABS
-from backend.engine.params import MASSIVE_MEDIAN_RATIO as RATIO
+from backend.engine.params import (
+    LLM_INT8_THRESHOLD,
+    MASSIVE_ABS_THRESHOLD,
+    MASSIVE_MEDIAN_RATIO,
+    percent,
+)
 from backend.plots.decoder import (
     feature_token_figure,
     int8_figure,
@@ -36,7 +41,7 @@ from backend.plots.decoder import (
 from ui.cached import cached, heavy
 from ui.charts import chart_with_downloads
 from ui.common import download_buttons, explainer, get_model
-from ui.ranges import MASSIVE_MAX_LENGTH
+from ui.controls import choice_slider
 from ui.tabs import lazy_tabs
 
 
@@ -60,14 +65,15 @@ def explain() -> None:
     explainer(
         "What is this / references",
         f"""
-Decoder LLMs carry a few **massive activations** in their residual stream: single values of the hidden
-states with |h| > {ABS:g} and about {RATIO:g} × the median |h|, in a few fixed dimensions, on the first token and on
-delimiters such as "." or "\\n". They appear after the first few layers, stay nearly constant until the last
-ones, and work as fixed biases: the attention to the tokens that carry them becomes an **attention sink**.
-They are a different thing from the rogue dimensions of encoders (a shifted *mean* over all tokens, see
-the Outlier page): averaged over a corpus, a massive activation on one token per text still dominates the
-mean of its dim, which is why the Outlier page flags it. Switch on *exclude the first position* in the
-sidebar to study the geometry of the ordinary tokens; this page always includes every position.
+Decoder LLMs carry a few **massive activations** in their residual stream: single values of the hidden states
+with |h| > {MASSIVE_ABS_THRESHOLD:g} and about {MASSIVE_MEDIAN_RATIO:g} × the median |h|, in a few fixed
+dimensions, on the first token and on delimiters such as "." or "\\n". They appear after the first few layers,
+stay nearly constant until the last ones, and work as fixed biases: the attention to the tokens that carry
+them becomes an **attention sink**. They are a different thing from the rogue dimensions of encoders (a
+shifted *mean* over all tokens, see the Outlier page): averaged over a corpus, a massive activation on one
+token per text still dominates the mean of its dim, which is why the Outlier page flags it. Switch on *exclude
+the first position* in the sidebar to study the geometry of the ordinary tokens; this page always includes
+every position.
 
 **Sources**
 - Sun, Chen, Kolter & Liu 2024, *Massive Activations in Large Language Models*, [arXiv
@@ -95,12 +101,7 @@ def scan_controls(corpus: Corpus) -> tuple[int, int]:
         help="The first texts of the corpus. One pass with eager attention (needed for the attention "
         "weights), so it is slower than the hidden-state extraction.",
     )
-    max_length = c2.select_slider(
-        "Max tokens per text",
-        MASSIVE_MAX_LENGTH.options,
-        MASSIVE_MAX_LENGTH.default,
-        key="massive_max_length",
-    )
+    max_length = choice_slider(c2, "Max tokens per text", MASSIVE_MAX_LENGTH, "massive_max_length")
     return int(n_texts), int(max_length)
 
 
@@ -164,12 +165,13 @@ def layers_tab(scan: DecoderScan) -> None:
     explainer(
         "How to read it",
         f"""
-Per hidden state (`emb`, 1 … L) over every token of the scanned texts: the three largest |h| (any token,
-any dim) and the median |h|, as in Sun et al.'s Figure 2. An activation is **massive** when |h| > {ABS:g} and
-|h| > {RATIO:g} × the median; the table counts them and says who carries them: the **first position** of a
-text, a **delimiter** (punctuation or newline token) or another token. The median comes from a histogram of
-log10 |h| with 200 bins per decade (error below 1.2 %). transformers returns the *last* hidden state
-after the final norm, which is why the massive values vanish there.
+Per hidden state (`emb`, 1 … L) over every token of the scanned texts: the three largest |h| (any token, any
+dim) and the median |h|, as in Sun et al.'s Figure 2. An activation is **massive** when
+|h| > {MASSIVE_ABS_THRESHOLD:g} and |h| > {MASSIVE_MEDIAN_RATIO:g} × the median; the table counts them and says who
+carries them: the **first position** of a text, a **delimiter** (punctuation or newline token) or another
+token. The median comes from a histogram of log10 |h| with 200 bins per decade (error below 1.2 %).
+transformers returns the *last* hidden state after the final norm, which is why the massive values vanish
+there.
 """,
     )
 
@@ -276,11 +278,12 @@ def int8_tab(scan: DecoderScan) -> None:
     explainer(
         "How to read it",
         f"""
-Dettmers et al. (2022) call a hidden dimension an **outlier feature** when its magnitude is ≥ {INT8:g} in at least
-25 % of the layers and at least 6 % of the sequence positions, measured at the inputs of the attention and
-FFN projections. Here the sites are the outputs of each layer's two norms; a dim *counts* at a site when
-|x| ≥ {INT8:g} on ≥ 6 % of the tokens. They report a phase shift near 6.7B parameters (from about 65 % to 100 % of
-layers affected, and zeroing the outliers halves top-1 accuracy), so small models are expected to have none.
+Dettmers et al. (2022) call a hidden dimension an **outlier feature** when its magnitude is
+≥ {LLM_INT8_THRESHOLD:g} in at least {percent(SITE_SHARE)} of the layers and at least {percent(TOKEN_SHARE)} of the
+sequence positions, measured at the inputs of the attention and FFN projections. Here the sites are the
+outputs of each layer's two norms; a dim *counts* at a site when |x| ≥ {LLM_INT8_THRESHOLD:g} on
+≥ {percent(TOKEN_SHARE)} of the tokens. They report a phase shift near 6.7B parameters (from about 65 % to
+100 % of layers affected, and zeroing the outliers halves top-1 accuracy), so small models are expected to have none.
 """,
     )
 

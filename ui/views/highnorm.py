@@ -14,19 +14,17 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from backend.analysis.activations.highnorm import (
-    HIGH_NORM_FACTOR,
     AudioScan,
     ImageScan,
     scan_audio,
     scan_images,
 )
 from backend.analysis.activations.massive import peak_state
+from backend.analysis.activations.params import HIGH_NORM_FACTOR
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction.media import model_view
 from backend.engine.models import LoadedModel
-from backend.engine.params import MASSIVE_ABS_THRESHOLD as ABS
-from backend.engine.params import MASSIVE_MEDIAN_RATIO as RATIO
-from backend.engine.params import massive_rule
+from backend.engine.params import MASSIVE_ABS_THRESHOLD, MASSIVE_MEDIAN_RATIO, massive_rule
 from backend.plots.decoder import magnitudes_by_layer_figure, massive_frame
 from backend.plots.highnorm import (
     audio_high_norm_frame,
@@ -94,10 +92,11 @@ def explain() -> None:
     explainer(
         "What is this / references",
         f"""
-**Massive activations** (Sun et al.): a few single values of the hidden states with |h| > {ABS:g} and about
-{RATIO:g} × the median |h|, in fixed dims, carried by a few tokens. Sun et al. find them in CLIP ViT-L and in
-DINOv2-reg ViT-G, where the **register tokens** carry them. The statistics are the decoder page's; the
-carriers here are the [CLS], distillation, register and patch tokens.
+**Massive activations** (Sun et al.): a few single values of the hidden states with
+|h| > {MASSIVE_ABS_THRESHOLD:g} and about {MASSIVE_MEDIAN_RATIO:g} × the median |h|, in fixed dims, carried by
+a few tokens. Sun et al. find them in CLIP ViT-L and in DINOv2-reg ViT-G, where the **register tokens**
+carry them. The statistics are the decoder page's; the carriers here are the [CLS], distillation,
+register and patch tokens.
 
 **High-norm tokens** (Darcet et al.): large, well-trained ViTs (DeiT-III, OpenCLIP, DINOv2) grow a few patch
 tokens whose hidden-state norm is far above the rest (> ~150 at the output of ViT-L/g, ~2 % of the patches,
@@ -191,10 +190,10 @@ def scan_controls(
     )
     factor = c3.number_input(
         f"High-norm factor (× median {k.unit} norm)",
-        1.1,
-        100.0,
-        HIGH_NORM_FACTOR,
-        0.1,
+        HIGH_NORM_FACTOR.low,
+        HIGH_NORM_FACTOR.high,
+        HIGH_NORM_FACTOR.default,
+        HIGH_NORM_FACTOR.step,
         key=f"massive_{k.stem}_factor",
     )
     state = names.index(state_name)
@@ -369,9 +368,10 @@ def explain_audio(loaded: LoadedModel) -> None:
     explainer(
         "What is this / references",
         f"""
-**Massive activations** (Sun et al.): a few single values of the hidden states with |h| > {ABS:g} and about
-{RATIO:g} × the median |h|, in fixed dims, carried by a few tokens (in LLMs the first token and delimiters).
-Here the tokens are audio frames, and the carriers are a clip's **first frame** and its other frames.
+**Massive activations** (Sun et al.): a few single values of the hidden states with
+|h| > {MASSIVE_ABS_THRESHOLD:g} and about {MASSIVE_MEDIAN_RATIO:g} × the median |h|, in fixed dims, carried by
+a few tokens (in LLMs the first token and delimiters). Here the tokens are audio frames, and the carriers
+are a clip's **first frame** and its other frames.
 
 **High-norm frames**: Darcet et al.'s high-norm patch tokens, asked of frames: a frame is *high-norm* when
 its hidden-state norm is above a factor × its state's median frame norm. Godey et al. find speech encoders

@@ -28,6 +28,7 @@ from backend.analysis.layernorm.params import (
     norms_of,
     select_norms,
 )
+from backend.analysis.layernorm.thresholds import LN_K, LN_SHARE, RANDOM_CONTROLS
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult
 from backend.engine.inputs import MediaCorpus
@@ -49,7 +50,6 @@ from ui.charts import chart_with_downloads
 from ui.common import download_buttons, explainer, get_model, get_selection, media_corpus_for
 from ui.controls import interval_slider
 from ui.inputs import MEDIA_NOUN
-from ui.ranges import LN_K, LN_SHARE
 from ui.results import outlier_dims_by_state
 from ui.tabs import lazy_tabs
 
@@ -377,7 +377,9 @@ def ablation_form(result: ExtractionResult, sites: list[NormSite]) -> AblationFo
             "MLM head's LayerNorm.",
         )
         b1, b2, b3 = st.columns(3)
-        n_controls = b1.slider("Random controls (seeds)", 0, 10, 3, key="ln_controls")
+        n_controls = b1.slider(
+            "Random controls (seeds)", 0, 10, RANDOM_CONTROLS.default, key="ln_controls"
+        )
         low = 4 if len(texts_all) > 4 else 1  # a small folder (a few images) still gets a slider
         n_texts = b2.slider(
             f"{UNIT} (from the corpus)",

@@ -12,6 +12,10 @@ import streamlit as st
 from backend.analysis.geometry.outliers import (
     CRITERIA,
     CRITERION_LABELS,
+    EXTREME_SHARE,
+    QUANTILE,
+    VARIANCE_FACTOR,
+    ZSCORE_K,
     OutlierThresholds,
     headline_dims,
     strongest_dims,
@@ -37,7 +41,7 @@ from ui.charts import chart_with_downloads
 from ui.common import download_buttons, explainer
 from ui.controls import interval_slider
 from ui.links import state_index
-from ui.ranges import OUT_STAT, OUT_THR_EXTREME, OUT_THR_Q, OUT_THR_VAR, OUT_THR_Z
+from ui.ranges import OUT_STAT
 from ui.results import DEFAULT_THRESHOLDS, criteria_by_state
 from ui.tabs import lazy_tabs
 
@@ -139,12 +143,12 @@ def criteria_controls() -> OutlierThresholds:
     """The four criteria's thresholds (sliders)."""
     st.subheader("Outlier criteria")
     c1, c2, c3, c4 = st.columns(4)
-    extreme_share = interval_slider(c1, "Extreme-index share ≥", OUT_THR_EXTREME, "out_thr_extreme")
-    zscore_k = interval_slider(c2, "z-score of mean >", OUT_THR_Z, "out_thr_z")
+    extreme_share = interval_slider(c1, "Extreme-index share ≥", EXTREME_SHARE, "out_thr_extreme")
+    zscore_k = interval_slider(c2, "z-score of mean >", ZSCORE_K, "out_thr_z")
     quantile = interval_slider(
-        c3, "Median |value| > quantile", OUT_THR_Q, "out_thr_q", format="%.3f"
+        c3, "Median |value| > quantile", QUANTILE, "out_thr_q", format="%.3f"
     )
-    variance_factor = interval_slider(c4, "Variance ≥ × average", OUT_THR_VAR, "out_thr_var")
+    variance_factor = interval_slider(c4, "Variance ≥ × average", VARIANCE_FACTOR, "out_thr_var")
     thresholds = OutlierThresholds(extreme_share, zscore_k, quantile, variance_factor)
     return thresholds
 

@@ -34,14 +34,15 @@ from backend.engine.extraction import ExtractionResult, mean_pooled
 from backend.engine.extraction.media import model_view
 from backend.engine.inputs import MediaCorpus
 from backend.engine.models import LoadedModel
+from backend.engine.params import SEED
 from backend.plots.projections import before_after_figure, explained_variance_text, patch_thumbnails
 from ui.cached import cached, heavy
 from ui.charts import live_chart
 from ui.common import download_buttons, explainer, get_corpus
-from ui.controls import PostChoice, postprocessing_controls
+from ui.controls import PostChoice, interval_number, postprocessing_controls
 from ui.inputs import thumbnail_caption
 from ui.links import state_index
-from ui.ranges import PROJ_ALL_TOKENS, PROJ_DATA, PROJ_METHOD, PROJ_SEED
+from ui.ranges import PROJ_ALL_TOKENS, PROJ_DATA, PROJ_METHOD
 from ui.results import outlier_dims_by_state
 from ui.share import export_buttons
 from ui.warmup import EXPECTED_SECONDS
@@ -285,9 +286,7 @@ def controls(result: ExtractionResult) -> Points:
         )
     else:
         size = available
-    seed = int(
-        p4.number_input("Seed", PROJ_SEED.low, PROJ_SEED.high, PROJ_SEED.default, key="proj_seed")
-    )
+    seed = int(interval_number(p4, "Seed", SEED, "proj_seed", help=None))
     return Points(data_kind, state, method, choice, size, seed, available)
 
 

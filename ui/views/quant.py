@@ -9,7 +9,13 @@ from dataclasses import replace
 import streamlit as st
 
 from backend.analysis.quant.before_after import ChannelProfile, before_after, channel_profile
-from backend.analysis.quant.params import ALPHA_GRID
+from backend.analysis.quant.params import (
+    ALPHA_GRID,
+    IGNORE_SHARE,
+    KEEP_K,
+    QUANT_MAX_LENGTH,
+    SMOOTHQUANT_ALPHA,
+)
 from backend.analysis.quant.readiness import (
     MagnitudeTiles,
     QuantReport,
@@ -44,14 +50,8 @@ from backend.plots.quant import (
 )
 from ui.cached import cached, heavy
 from ui.common import download_buttons, explainer, get_extraction
-from ui.ranges import (
-    QUANT_ALPHA,
-    QUANT_ALPHA_AUTO,
-    QUANT_IGNORE_SHARE,
-    QUANT_KEEP,
-    QUANT_MAX_LENGTH,
-    QUANT_PAIRS,
-)
+from ui.controls import choice_slider, interval_number, interval_slider
+from ui.ranges import QUANT_ALPHA_AUTO, QUANT_PAIRS
 from ui.share import remember_quant
 from ui.tabs import lazy_tabs
 
@@ -138,12 +138,12 @@ def site_channels(
 @heavy("Predicting the recipe's end metric:", "passes")
 def recipe_prediction(
     loaded: LoadedModel, corpus: Corpus, n_texts: int, max_length: int, keep: int, alpha: float,
-    keep_share: float, _report: QuantReport, *, progress,
+    ignore_share: float, _report: QuantReport, *, progress,
 ) -> Recipe:  # fmt: skip
     """The llm-compressor recipe of this report and its predicted end metric (two passes of the
     end texts), on a private copy."""
     copy = private_copy(loaded)
-    return predict(copy, _report, build_recipe(copy, _report, keep_share=keep_share))
+    return predict(copy, _report, build_recipe(copy, _report, ignore_share=ignore_share))
 
 
 @heavy(lambda loaded, corpus, n_texts, max_length, site: f"Reading {site.name}:", "batches")
@@ -233,21 +233,13 @@ def controls(corpus: Corpus) -> tuple[int, int, int, float | None]:
             "Texts", 1, n_max, min(64, n_max), key="quant_n_texts", help="The corpus's first texts."
         )
     )
-    max_length = int(
-        c2.select_slider(
-            "Max tokens per text",
-            list(QUANT_MAX_LENGTH.options),
-            QUANT_MAX_LENGTH.default,
-            key="quant_max_length",
-        )
-    )
+    max_length = int(choice_slider(c2, "Max tokens per text", QUANT_MAX_LENGTH, "quant_max_length"))
     keep = int(
-        c3.number_input(
+        interval_number(
+            c3,
             "Keep K channels",
-            int(QUANT_KEEP.low),
-            int(QUANT_KEEP.high),
-            int(QUANT_KEEP.default),
-            key="quant_keep",
+            KEEP_K,
+            "quant_keep",
             help="keep-K (LLM.int8): the K input channels with the largest max |x| stay in full precision",
         )
     )
@@ -260,13 +252,11 @@ def controls(corpus: Corpus) -> tuple[int, int, int, float | None]:
         + " on the same scan; off: the slider's α",
     )
     alpha = float(
-        c4.slider(
+        interval_slider(
+            c4,
             "SmoothQuant α",
-            QUANT_ALPHA.low,
-            QUANT_ALPHA.high,
-            QUANT_ALPHA.default,
-            QUANT_ALPHA.step,
-            key="quant_alpha",
+            SMOOTHQUANT_ALPHA,
+            "quant_alpha",
             disabled=auto,
             help="migration strength: how much of the activations' range moves into the weights",
         )
@@ -372,15 +362,12 @@ def recipe_section(
     if report.end is None:
         return
     st.subheader("Decision and recipe", anchor=RECIPE_ANCHOR)
-    share = st.slider(
+    share = interval_slider(
+        st,
         "Recipe: keep the most sensitive blocks in full precision until they make up this share "
         "of the summed per-block loss",
-        QUANT_IGNORE_SHARE.low,
-        QUANT_IGNORE_SHARE.high,
-        QUANT_IGNORE_SHARE.default,
-        QUANT_IGNORE_SHARE.step,
-        key="quant_ignore_share",
-        help=QUANT_IGNORE_SHARE.help,
+        IGNORE_SHARE,
+        "quant_ignore_share",
     )
     try:
         recipe = recipe_prediction(

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from backend.analysis.activations.massive import MassiveAccumulator, MassiveStats
+from backend.analysis.activations.params import HIGH_NORM_FACTOR
 from backend.engine.batching import plan_batches
 from backend.engine.device import to_numpy
 from backend.engine.errors import InputError
@@ -34,7 +35,6 @@ from backend.engine.stats import accumulation_device
 
 IMAGE_CARRIERS = ("CLS", "distillation", "register", "patch")
 AUDIO_CARRIERS = ("first frame", "other frame")
-HIGH_NORM_FACTOR = 2.0  # default high-norm rule: > 2 x the state's median patch norm (see below)
 
 
 def token_kind(name: str) -> str:
@@ -73,7 +73,7 @@ class ImageScan:
         """(rows, cols) norms of one image's patches at ``state``."""
         return self.norms[state, image, self.prefix :].reshape(self.grid)
 
-    def thresholds(self, factor: float = HIGH_NORM_FACTOR) -> np.ndarray:
+    def thresholds(self, factor: float = HIGH_NORM_FACTOR.default) -> np.ndarray:
         """(S,) high-norm thresholds: ``factor`` x each state's median patch norm. Darcet et al.'s
         150 is the output scale of ViT-L/g; a relative rule carries over to any width and layer."""
         if not factor > 1:
@@ -218,7 +218,7 @@ class AudioScan:
         own = ~np.isnan(self.norms[0])
         return self.norms[:, own]
 
-    def thresholds(self, factor: float = HIGH_NORM_FACTOR) -> np.ndarray:
+    def thresholds(self, factor: float = HIGH_NORM_FACTOR.default) -> np.ndarray:
         """(S,) ``factor`` x each state's median frame norm (the image rule, on frames)."""
         if not factor > 1:
             raise InputError(f"the high-norm factor must be above 1, got {factor}")

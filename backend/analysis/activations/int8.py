@@ -33,16 +33,22 @@ import torch
 
 from backend.analysis.activations.loghist import N_BINS, log_histogram, median_from_histogram
 from backend.engine.device import to_numpy
-from backend.engine.params import LLM_INT8_THRESHOLD
+from backend.engine.params import DETTMERS_2022, LLM_INT8_THRESHOLD, Cited, percent
 
-MAGNITUDE = LLM_INT8_THRESHOLD  # |x| >= 6 (Dettmers et al. 2022)
-TOKEN_SHARE = 0.06
-SITE_SHARE = 0.25
+# A dim counts at a site on >= 6 % of its tokens, and is an outlier feature at >= 25 % of the sites.
+TOKEN_SHARE = Cited(0.06, DETTMERS_2022)
+SITE_SHARE = Cited(0.25, DETTMERS_2022)
 UNIT_MEDIAN = 0.6745  # median |z| of a standard normal: a unit-scale site
 SCALE_FACTOR = (
     4.0  # a site's median |x| this many times away from UNIT_MEDIAN: the rule does not apply
 )
-RELATIVE = MAGNITUDE / UNIT_MEDIAN  # the scale-free rule: |x| >= RELATIVE x the site's median |x|
+RELATIVE = (
+    LLM_INT8_THRESHOLD / UNIT_MEDIAN
+)  # the scale-free rule: |x| >= RELATIVE x the site's median |x|
+
+
+# The rule in words, formatted from the constants: "on >= 6 % of tokens at >= 25 % of".
+TOKENS_AT_SITES = f"on >= {percent(TOKEN_SHARE)} of tokens at >= {percent(SITE_SHARE)} of"
 
 
 def far_from_unit(median_abs: np.ndarray) -> np.ndarray:
@@ -115,27 +121,30 @@ class Int8Stats:
             dims = ", ".join(map(str, self.outlier_features[:10]))
             more = ", ..." if len(self.outlier_features) > 10 else ""
             line = (
-                f"{len(self.outlier_features)} outlier feature(s) (dims {dims}{more}): |x| >= 6 on "
-                f">= 6 % of tokens at >= 25 % of {where}"
+                f"{len(self.outlier_features)} outlier feature(s) (dims {dims}{more}): "
+                f"|x| >= {LLM_INT8_THRESHOLD:g} {TOKENS_AT_SITES} {where}"
                 + (", as in LLM.int8() models >= 6.7B." if not off.any() else ".")
             )
         else:
             best = int(np.argmax(self.site_share)) if self.site_share.size else 0
             top = float(self.site_share[best]) if self.site_share.size else 0.0
             if top == 0:
-                line = f"No outlier features: no dim reaches |x| >= 6 on 6 % of tokens at any of {where}"
+                line = (
+                    f"No outlier features: no dim reaches |x| >= {LLM_INT8_THRESHOLD:g} on "
+                    f"{percent(TOKEN_SHARE)} of tokens at any of {where}"
+                )
             else:
                 line = (
                     f"No outlier features: the closest, dim {best}, qualifies at {top:.0%} of {where} "
-                    "(needs 25 %)"
+                    f"(needs {percent(SITE_SHARE)})"
                 )
             line += " (expected below the ~6.7B-parameter phase shift)." if not off.any() else "."
         if off.any():
             worst = float(np.max(self.median_abs[off]))
             line += (
                 f" At {int(off.sum())} of {n_sites} sites the median |x| (up to {worst:.3g}) is far "
-                f"from the unit scale (~{UNIT_MEDIAN}) the rule assumes, so the absolute |x| >= 6 "
-                "threshold does not apply there."
+                f"from the unit scale (~{UNIT_MEDIAN}) the rule assumes, so the absolute "
+                f"|x| >= {LLM_INT8_THRESHOLD:g} threshold does not apply there."
             )
         return line + self._relative_sentence()
 
@@ -159,8 +168,7 @@ class Int8Stats:
         }
         if self.relative_site_share is not None:
             out["scale_free"] = {
-                "rule": f"|x| >= {RELATIVE:.4g} x the site's median |x| on >= 6 % of tokens at "
-                ">= 25 % of the sites",
+                "rule": f"|x| >= {RELATIVE:.4g} x the site's median |x| {TOKENS_AT_SITES} the sites",
                 "dims": _ranked(self.relative_site_share),
                 "outlier_features": list(self.relative_outlier_features or ()),
             }
@@ -215,7 +223,7 @@ class Int8Accumulator:
         self.relative_counts = torch.zeros(n, width, dtype=torch.int64, device=device)
         self.hist = torch.zeros(n, N_BINS, dtype=torch.int64, device=device)
         self.max_abs = torch.zeros(n, dtype=torch.float64, device=device)
-        self.magnitude = MAGNITUDE
+        self.magnitude = LLM_INT8_THRESHOLD
         self.mask: torch.Tensor | None = None
         self.n_tokens = 0
 

@@ -55,6 +55,7 @@ from backend.analysis.activations.loghist import (
     median_bin,
     median_from_histogram,
 )
+from backend.analysis.activations.params import MASSIVE_BATCH_SIZE, MASSIVE_MAX_LENGTH
 from backend.analysis.activations.sinks import SinkAccumulator, SinkStats, eager_attention
 from backend.engine.batching import plan_batches
 from backend.engine.device import to_numpy
@@ -74,8 +75,6 @@ from backend.engine.params import MASSIVE_ABS_THRESHOLD, MASSIVE_MEDIAN_RATIO
 from backend.engine.progress import Progress, counter
 from backend.engine.stats import accumulation_device
 
-ABS_THRESHOLD = MASSIVE_ABS_THRESHOLD  # Sun et al. 2024
-MEDIAN_RATIO = MASSIVE_MEDIAN_RATIO
 TOP_K = 3
 MAX_CANDIDATES = 2_000_000
 MAX_BAND = 50_000_000  # values kept per scan for the exact median (second pass)
@@ -251,7 +250,7 @@ class MassiveAccumulator:
             magnitude = hidden[s].abs().float()  # (N, d)
             self._update_top(s, magnitude, positions, index, n_pos, meta)
             self.hist[s] += log_histogram(magnitude)
-            big = magnitude > ABS_THRESHOLD
+            big = magnitude > MASSIVE_ABS_THRESHOLD
             n_big = big.sum()
             self.n_above[s] += n_big
             if not self.overflow and int(n_big):
@@ -320,7 +319,7 @@ class MassiveAccumulator:
             elif not self.band_overflow:
                 self._band_values[s].append(to_numpy(inside))
             if self.overflow:
-                big = magnitude[magnitude > ABS_THRESHOLD]
+                big = magnitude[magnitude > MASSIVE_ABS_THRESHOLD]
                 self._big_values[s].append(to_numpy(big))
         self.refined = True
 
@@ -350,7 +349,9 @@ class MassiveAccumulator:
         hist = to_numpy(self.hist, dtype=None)
         exact = self._exact_median()
         median = exact if exact is not None else _median_from_histogram(hist)
-        threshold = np.maximum(ABS_THRESHOLD, MEDIAN_RATIO * np.nan_to_num(median, nan=0.0))
+        threshold = np.maximum(
+            MASSIVE_ABS_THRESHOLD, MASSIVE_MEDIAN_RATIO * np.nan_to_num(median, nan=0.0)
+        )
         top_value = np.full((self.num_states, TOP_K), np.nan)
         meta = np.full((self.num_states, TOP_K, 4), -1, dtype=np.int64)
         for s, items in enumerate(self.top):
@@ -473,8 +474,8 @@ def scan_decoder(
     loaded: LoadedModel,
     texts: list[str] | tuple[str, ...],
     *,
-    max_length: int = 128,
-    batch_size: int = 16,
+    max_length: int = MASSIVE_MAX_LENGTH.default,
+    batch_size: int = MASSIVE_BATCH_SIZE.default,
     sinks: bool = True,
     int8: bool = True,
     progress: Progress | None = None,
@@ -645,7 +646,9 @@ class TextMagnitudes:
         return [int(j) for j in np.argsort(-per_dim, kind="stable")[:k]]
 
 
-def text_magnitudes(loaded: LoadedModel, text: str, max_length: int = 64) -> TextMagnitudes:
+def text_magnitudes(
+    loaded: LoadedModel, text: str, max_length: int = MASSIVE_MAX_LENGTH.default
+) -> TextMagnitudes:
     """|h| of every hidden state, position and dim for one text (Sun et al., Fig. 1 and 2)."""
     if not text.strip():
         raise InputError("give a non-empty text to inspect")

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from backend.engine.errors import InputError
+from backend.engine.params import Interval
 
 if TYPE_CHECKING:  # type hints only: importing them would pull in torch
     from backend.engine.extraction import ExtractionResult
@@ -37,6 +38,11 @@ if TYPE_CHECKING:  # type hints only: importing them would pull in torch
 HISTOGRAM_BINS = 40  # fixed bins over [-1, 1] for the cosine histograms
 N_PAIRS = 10_000  # random different-text token pairs behind every anisotropy number
 PAIR_SEED = 0  # their seed
+# Timkey & van Schijndel find one to a few dims carrying most of the cosine; five list them all.
+TOP_DIMS = Interval(
+    0, 4096, 5, integer=True, name="top_dims",
+    help="dimensions listed in top_cosine_dims (Timkey's cosine contribution)",
+)  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- cosines
@@ -404,7 +410,7 @@ def by_state(
     n_pairs: int = N_PAIRS,
     seed: int = PAIR_SEED,
     bins: int = HISTOGRAM_BINS,
-    top_k: int = 5,
+    top_k: int = TOP_DIMS.default,
     similarity: bool = True,
     name: str | None = None,
 ) -> StateIsotropy:

@@ -36,6 +36,7 @@ from backend.engine.extraction import ExtractionResult, forward_batches, mean_po
 from backend.engine.models import LoadedModel
 from backend.engine.naming import hidden_state_names
 from backend.engine.pairs import SentencePairs, WordSenseRows
+from backend.engine.params import BATCH_SIZE, MAX_LENGTH
 from backend.engine.progress import Progress
 
 # ----------------------------------------------------------------------------- scoring
@@ -60,8 +61,8 @@ def top_mean_dims(vectors: np.ndarray, k: int = 2) -> list[int]:
 def pool_pairs(
     loaded: LoadedModel,
     pairs: SentencePairs,
-    max_length: int = 128,
-    batch_size: int = 32,
+    max_length: int = MAX_LENGTH.default,
+    batch_size: int = BATCH_SIZE.default,
     progress: Progress | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Mean-pooled vectors of both sides, float64 (S, n, d) each; every distinct sentence is run once."""
@@ -224,8 +225,8 @@ class WordSenseVectors:
 def word_vectors(
     loaded: LoadedModel,
     data: WordSenseRows,
-    max_length: int = 128,
-    batch_size: int = 32,
+    max_length: int = MAX_LENGTH.default,
+    batch_size: int = BATCH_SIZE.default,
     progress: Progress | None = None,
 ) -> WordSenseVectors:
     """Average of the word's word-piece vectors in each context, at every hidden state."""

@@ -32,6 +32,16 @@ from typing import Any
 import numpy as np
 import torch
 
+from backend.analysis.positional.params import (
+    NOPE_BATCH,
+    NOPE_D_MODEL,
+    NOPE_FIT_FROM,
+    NOPE_HEADS,
+    NOPE_INIT_STD,
+    NOPE_LAYERS,
+    NOPE_SEEDS,
+    NOPE_SEQ_LEN,
+)
 from backend.engine.arch import architecture
 from backend.engine.device import to_numpy
 from backend.engine.errors import InputError, UnsupportedModelError
@@ -47,34 +57,31 @@ INPUT_KINDS = ("tokens", "gaussian")
 class NopeSettings:
     """Parameters of the random-model variance lab (all part of the cache key)."""
 
-    d_model: int = 256
-    layers: int = 4
-    heads: int = 4
-    seq_len: int = 512
-    seeds: int = 3
-    init_std: float = 0.02
-    batch: int = 2
+    d_model: int = NOPE_D_MODEL.default
+    layers: int = NOPE_LAYERS.default
+    heads: int = NOPE_HEADS.default
+    seq_len: int = NOPE_SEQ_LEN.default
+    seeds: int = NOPE_SEEDS.default
+    init_std: float = NOPE_INIT_STD.default
+    batch: int = NOPE_BATCH.default
     inputs: str = "tokens"
     vocab_size: int = 8192
     bidirectional: bool = False
-    fit_from: int = 4
+    fit_from: int = NOPE_FIT_FROM.default
 
     def __post_init__(self) -> None:
+        NOPE_D_MODEL.check(self.d_model, "width")
+        NOPE_LAYERS.check(self.layers, "layers")
+        NOPE_HEADS.check(self.heads, "heads")
+        NOPE_SEQ_LEN.check(self.seq_len, "sequence length")
+        NOPE_SEEDS.check(self.seeds, "seeds")
+        NOPE_INIT_STD.check(self.init_std, "init std")
+        NOPE_BATCH.check(self.batch, "batch")
         checks = [
-            (8 <= self.d_model <= 4096, f"width must be between 8 and 4096, got {self.d_model}"),
-            (1 <= self.layers <= 48, f"layers must be between 1 and 48, got {self.layers}"),
-            (1 <= self.heads <= 64, f"heads must be between 1 and 64, got {self.heads}"),
             (
                 self.d_model % self.heads == 0,
                 f"width {self.d_model} must be divisible by the number of heads {self.heads}",
             ),
-            (
-                8 <= self.seq_len <= 8192,
-                f"sequence length must be between 8 and 8192, got {self.seq_len}",
-            ),
-            (1 <= self.seeds <= 50, f"seeds must be between 1 and 50, got {self.seeds}"),
-            (0 < self.init_std <= 1, f"init std must be in (0, 1], got {self.init_std}"),
-            (1 <= self.batch <= 256, f"batch must be between 1 and 256, got {self.batch}"),
             (
                 self.inputs in INPUT_KINDS,
                 f"inputs must be one of {', '.join(INPUT_KINDS)}, got {self.inputs!r}",

@@ -36,6 +36,7 @@ import numpy as np
 import torch
 
 from backend.analysis.activations.sinks import eager_attention
+from backend.analysis.positional.params import QK_BATCH_SIZE, QK_MAX_LENGTH
 from backend.engine.arch import blocks_of, position_kind
 from backend.engine.device import to_numpy
 from backend.engine.errors import InputError, UnsupportedModelError
@@ -198,8 +199,8 @@ def _head_dim(loaded: LoadedModel) -> int:
 def qk_stats(
     loaded: LoadedModel,
     texts: tuple[str, ...] | list[str],
-    max_length: int = 64,
-    batch_size: int = 16,
+    max_length: int = QK_MAX_LENGTH.default,
+    batch_size: int = QK_BATCH_SIZE.default,
     label: str = "",
     progress: Progress | None = None,
     rotation: str = "applied",

@@ -30,12 +30,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from backend.analysis.positional.params import MAX_POSITION, PROBE_ITER, TEST_FRACTION
 from backend.engine.arch import architecture
 from backend.engine.arch import position_offset as arch_position_offset
 from backend.engine.device import to_numpy
 from backend.engine.errors import InputError, UnsupportedModelError
 from backend.engine.extraction import ExtractionResult
 from backend.engine.models import LoadedModel, position_table
+from backend.engine.params import SEED
 from backend.engine.progress import Progress
 
 # ----------------------------------------------------------------------------- position table
@@ -178,25 +180,20 @@ def extreme_dims_vs_outliers(
 class ProbeSettings:
     """Parameters of the position probe (part of the memo key)."""
 
-    max_position: int = 64
-    test_fraction: float = 0.2
-    seed: int = 0
+    max_position: int = MAX_POSITION.default
+    test_fraction: float = TEST_FRACTION.default
+    seed: int = SEED.default
     l2: float = 1e-3
-    max_iter: int = 30
+    max_iter: int = PROBE_ITER.default
     max_train_tokens: int = 4000
     exclude_special: bool = True
 
     def __post_init__(self) -> None:
-        if not 2 <= self.max_position <= 8192:
-            raise InputError(f"max position must be between 2 and 8192, got {self.max_position}")
-        if not 0.05 <= self.test_fraction <= 0.8:
-            raise InputError(
-                f"held-out fraction must be between 0.05 and 0.8, got {self.test_fraction}"
-            )
+        MAX_POSITION.check(self.max_position, "max position")
+        TEST_FRACTION.check(self.test_fraction, "held-out fraction")
         if self.l2 < 0:
             raise InputError("the L2 penalty must be >= 0")
-        if not 1 <= self.max_iter <= 1000:
-            raise InputError("max iterations must be between 1 and 1000")
+        PROBE_ITER.check(self.max_iter, "max iterations")
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from backend.analysis.quant.params import SMOOTHQUANT_ALPHA
 from backend.analysis.quant.readiness.scan import QuantScan, weighted_median
 from backend.analysis.quant.schemes import (
-    DEFAULT_ALPHA,
     hadamard_block,
     quant_per_row,
     relative_error,
@@ -112,7 +112,7 @@ def channel_profile(
     index: int,
     transform: str = "smoothquant",
     *,
-    alpha: float = DEFAULT_ALPHA,
+    alpha: float = SMOOTHQUANT_ALPHA.default,
 ) -> ChannelProfile:
     """Per input channel of ``scan.sites[index]``, activation max |x| and weight range before and
     after ``transform`` (the per-channel view of :func:`before_after`: smoothing divides the
@@ -131,7 +131,7 @@ def channel_profile(
 
 
 def before_after(
-    loaded, scan: QuantScan, *, alpha: float = DEFAULT_ALPHA
+    loaded, scan: QuantScan, *, alpha: float = SMOOTHQUANT_ALPHA.default
 ) -> list[dict[str, SideStats]]:
     """Per site of ``scan``: ``{"before", "smoothquant", "rotation"}`` -> :class:`SideStats`."""
     named = dict(loaded.encoder.named_modules())

@@ -11,8 +11,8 @@ the same decisions, written from what isoscope measured (docs/methods.md section
   same names repeat in every block (llm-compressor's own style), else module by module.
 - **The ignore list** keeps the most sensitive blocks in full precision: the measured per-block
   end loss (each block alone W8A8 per token; :func:`~backend.analysis.quant.readiness.
-  layer_sensitivity`), most damaging first, until the kept blocks account for ``keep_share`` of
-  the summed per-block loss (default 0.5: the blocks that make up most of it), at most
+  layer_sensitivity`), most damaging first, until the kept blocks account for ``ignore_share`` of
+  the summed per-block loss (:data:`~backend.analysis.quant.params.IGNORE_SHARE`), at most
   ``max_blocks``. Without a sensitivity run the per-site error (the cheap proxy) ranks the blocks.
   ``lm_head`` is always kept (isoscope's end metric keeps it in full precision, as llm-compressor's
   W8A8 examples do). Each ignored module's reason is a YAML comment beside it.
@@ -47,7 +47,6 @@ from backend.engine.arch import wiring
 from backend.engine.errors import InputError
 
 SCHEME = "W8A8"
-KEEP_SHARE = IGNORE_SHARE.default
 MAX_BLOCKS = 4
 HEAD = "lm_head"
 LLMCOMPRESSOR = "https://github.com/vllm-project/llm-compressor"
@@ -105,7 +104,7 @@ class Recipe:
     skipped: tuple[Skipped, ...]
     ignore: tuple[Ignored, ...]
     regex: tuple[tuple[tuple[str, ...], str], ...]
-    keep_share: float
+    ignore_share: float
     max_blocks: int
     ranked_by: str  # "sensitivity" (measured per-block loss) or "site error" (the proxy)
     metric: str | None
@@ -229,7 +228,7 @@ class Recipe:
                 {"module": i.module, "layer": i.layer, "reason": i.reason} for i in self.ignore
             ],
             "ignore_rule": {
-                "keep_share": self.keep_share,
+                "ignore_share": self.ignore_share,
                 "max_blocks": self.max_blocks,
                 "ranked_by": self.ranked_by,
                 "metric": self.metric,
@@ -482,17 +481,19 @@ def rotation_decision(report: QuantReport) -> Rotation | None:
     )
 
 
-def check_ignore_rule(keep_share: float, max_blocks: int) -> None:
-    IGNORE_SHARE.check(float(keep_share), IGNORE_SHARE.flag)
+def check_ignore_rule(ignore_share: float, max_blocks: int) -> None:
+    IGNORE_SHARE.check(float(ignore_share), IGNORE_SHARE.flag)
     if not 0 <= int(max_blocks) <= 4096:
         raise InputError(f"--ignore-max-blocks must be between 0 and 4096, got {max_blocks}")
 
 
 def kept_blocks(
-    damage: dict[int, float], keep_share: float = KEEP_SHARE, max_blocks: int = MAX_BLOCKS
+    damage: dict[int, float],
+    ignore_share: float = IGNORE_SHARE.default,
+    max_blocks: int = MAX_BLOCKS,
 ) -> tuple[list[dict], list[int]]:
     """Blocks most damaging first (``{layer, damage, share}``) and the ones to keep in full
-    precision: the fewest whose shares reach ``keep_share``, at most ``max_blocks`` (a block
+    precision: the fewest whose shares reach ``ignore_share``, at most ``max_blocks`` (a block
     that does no damage is never kept)."""
     total = sum(damage.values())
     ranked = sorted(damage, key=lambda i: (-damage[i], i))
@@ -502,7 +503,7 @@ def kept_blocks(
     ]
     kept, covered = [], 0.0
     for row in rows:
-        if covered >= keep_share - 1e-12 or len(kept) >= max_blocks or row["damage"] <= 0:
+        if covered >= ignore_share - 1e-12 or len(kept) >= max_blocks or row["damage"] <= 0:
             break
         kept.append(row["layer"])
         covered += row["share"]
@@ -513,19 +514,19 @@ def build_recipe(
     loaded,
     report: QuantReport,
     *,
-    keep_share: float = KEEP_SHARE,
+    ignore_share: float = IGNORE_SHARE.default,
     max_blocks: int = MAX_BLOCKS,
 ) -> Recipe:
     """The recipe of ``report`` (its α; its sensitivity, or its per-site errors, for the ignore
     list); see the module docstring."""
-    check_ignore_rule(keep_share, max_blocks)
+    check_ignore_rule(ignore_share, max_blocks)
     mappings, skipped, notes = norm_mappings(loaded)
     public = name_prefix(loaded)
     names = {public + n for n, _ in loaded.encoder.named_modules()}
     blocks = public + report.scan.site_map.blocks_path
     regex = regex_mappings(mappings, names, blocks)
     damage, ranked_by = _block_damage(report)
-    rows, kept = kept_blocks(damage, keep_share, max_blocks)
+    rows, kept = kept_blocks(damage, ignore_share, max_blocks)
     total_share = {r["layer"]: r for r in rows}
     unit = "KL" if report.metric == "kl" else "1 − cosine" if report.metric else "per-site error"
     ignore = [
@@ -570,7 +571,7 @@ def build_recipe(
         skipped=tuple(skipped),
         ignore=tuple(ignore),
         regex=tuple(regex),
-        keep_share=float(keep_share),
+        ignore_share=float(ignore_share),
         max_blocks=int(max_blocks),
         ranked_by=ranked_by,
         metric=report.metric,

@@ -45,8 +45,6 @@ INT8 = 127
 INT4 = 7
 EPS = 1e-12
 SMOOTH_CLAMP = 1e-5  # smoothquant/smooth.py clamps both scales at 1e-5
-DEFAULT_KEEP = int(KEEP_K.default)
-DEFAULT_ALPHA = float(SMOOTHQUANT_ALPHA.default)
 GROUP = 128
 
 
@@ -97,7 +95,7 @@ def rotate(v: torch.Tensor, block: int | None = None) -> torch.Tensor:
 
 
 def smooth_scales(
-    act_max: torch.Tensor, w: torch.Tensor, alpha: float = DEFAULT_ALPHA
+    act_max: torch.Tensor, w: torch.Tensor, alpha: float = SMOOTHQUANT_ALPHA.default
 ) -> torch.Tensor:
     """SmoothQuant's per-input-channel ``s_j = max|X_j|^α / max|W_j|^(1-α)``, as in
     mit-han-lab/smoothquant ``smooth_ln_fcs_llama_like`` (``W`` stacks every projection fed by
@@ -118,8 +116,8 @@ def transforms(
     w: torch.Tensor,
     act_max: torch.Tensor,
     *,
-    keep: int = DEFAULT_KEEP,
-    alpha: float = DEFAULT_ALPHA,
+    keep: int = KEEP_K.default,
+    alpha: float = SMOOTHQUANT_ALPHA.default,
 ) -> tuple[Callable[[torch.Tensor], torch.Tensor] | None, torch.Tensor]:
     """The scheme as ``(x_fn, W')``: the fake-quantized input ``x' = x_fn(x)`` (None: x unchanged)
     and the fake-quantized weight, such that ``x' W'ᵀ`` is the quantized ``x Wᵀ``.
@@ -175,8 +173,8 @@ def site_errors(
     w: torch.Tensor,
     act_max: torch.Tensor,
     *,
-    keep: int = DEFAULT_KEEP,
-    alpha: float = DEFAULT_ALPHA,
+    keep: int = KEEP_K.default,
+    alpha: float = SMOOTHQUANT_ALPHA.default,
     schemes: tuple[str, ...] = SCHEMES,
 ) -> dict[str, float]:
     """The relative output error of every scheme at one site: ``x`` (N, in) tokens, ``w``

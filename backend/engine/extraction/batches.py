@@ -20,6 +20,7 @@ from backend.engine.extraction.media import (
 from backend.engine.extraction.tokenization import TokenizedCorpus, is_punct, tokenize
 from backend.engine.extraction.types import TokenTable
 from backend.engine.models import LoadedModel
+from backend.engine.params import BATCH_SIZE, MAX_LENGTH
 from backend.engine.pooling import masked_mean
 from backend.engine.progress import Progress
 
@@ -63,8 +64,8 @@ def forward_batches(
 def mean_pooled(
     loaded: LoadedModel,
     texts: list[str] | tuple[str, ...],
-    max_length: int = 128,
-    batch_size: int = 32,
+    max_length: int = MAX_LENGTH.default,
+    batch_size: int = BATCH_SIZE.default,
     progress: Progress | None = None,
 ) -> np.ndarray:
     """Mean-pooled text vectors per hidden state, float64 (S, n_texts, d).
@@ -85,7 +86,7 @@ def mean_pooled(
 
 
 def encode_text(
-    loaded: LoadedModel, text: str, max_length: int = 128
+    loaded: LoadedModel, text: str, max_length: int = MAX_LENGTH.default
 ) -> tuple[np.ndarray, TokenTable]:
     """Full hidden states of one text: float32 (S, T, d) and its token table (per-text views)."""
     tokenized = tokenize(loaded, (text,), max_length)

@@ -9,7 +9,7 @@ import numpy as np
 
 from backend.engine.errors import InputError
 from backend.engine.naming import hidden_state_names
-from backend.engine.params import BATCH_SIZE, MAX_LENGTH, SAMPLE_SIZE, TOKEN_BUDGET
+from backend.engine.params import BATCH_SIZE, MAX_LENGTH, SAMPLE_SIZE, SEED, TOKEN_BUDGET
 
 # 2: device statistics, token-budget batches, a hash-priority token sample (partition-independent),
 #    exclude_first, a byte budget for the sample.
@@ -30,14 +30,14 @@ class ExtractionSettings:
     max_length: int = MAX_LENGTH.default
     batch_size: int = BATCH_SIZE.default
     sample_size: int = SAMPLE_SIZE.default
-    seed: int = 0
+    seed: int = SEED.default
     exclude_special: bool = False
     exclude_first: bool = False
     token_budget: int = TOKEN_BUDGET.default
     sample_budget_bytes: int = 1 << 30
 
     def __post_init__(self) -> None:
-        for param in (MAX_LENGTH, BATCH_SIZE, SAMPLE_SIZE, TOKEN_BUDGET):
+        for param in (MAX_LENGTH, BATCH_SIZE, SAMPLE_SIZE, SEED, TOKEN_BUDGET):
             param.check(getattr(self, param.name))
         if not 1 << 10 <= self.sample_budget_bytes <= 1 << 40:
             raise InputError(

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from backend.analysis.geometry.isotropy import N_PAIRS, PAIR_SEED
+from backend.analysis.layernorm.thresholds import RANDOM_CONTROLS
+from backend.analysis.positional.params import MAX_POSITION, PROBE_ITER
 from backend.engine.errors import InputError
 from backend.share.report.render import render_html
 
@@ -47,9 +49,9 @@ class ReportSettings:
     pairs: int = N_PAIRS  # random different-text token pairs for anisotropy
     seed: int = PAIR_SEED
     ablation_texts: int = 64  # texts the LayerNorm ablation runs on
-    random_controls: int = 3
-    probe_max_position: int = 64
-    probe_iter: int = 30
+    random_controls: int = RANDOM_CONTROLS.default
+    probe_max_position: int = MAX_POSITION.default
+    probe_iter: int = PROBE_ITER.default
     projection_points: int = 2000
     decoder_texts: int = 64  # texts of the massive-activation / sink scan
     quant_texts: int = 64  # texts of the quantization analysis (the optional section)
@@ -61,18 +63,12 @@ class ReportSettings:
             raise InputError(
                 f"ablation texts must be between 2 and 50,000, got {self.ablation_texts}"
             )
-        if not 0 <= self.random_controls <= 100:
-            raise InputError(
-                f"random controls must be between 0 and 100, got {self.random_controls}"
-            )
+        RANDOM_CONTROLS.check(self.random_controls, "random controls")
         if not 1 <= self.quant_texts <= 50_000:
             raise InputError(
                 f"quantization texts must be between 1 and 50,000, got {self.quant_texts}"
             )
-        if not 2 <= self.probe_max_position <= 8192:
-            raise InputError(
-                f"probe max position must be between 2 and 8192, got {self.probe_max_position}"
-            )
+        MAX_POSITION.check(self.probe_max_position, "probe max position")
 
 
 @dataclass

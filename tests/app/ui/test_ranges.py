@@ -7,7 +7,10 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
+from backend.analysis.activations.params import MASSIVE_MAX_LENGTH
+from backend.analysis.layernorm.thresholds import LN_K, LN_SHARE
 from backend.engine.extraction import ExtractionSettings
+from backend.engine.params import SEED
 from backend.share import tour
 from ui import ranges
 from ui.common import Selection
@@ -37,7 +40,7 @@ def _strings(options) -> list[str]:
 
 def test_layernorm_sliders_and_projection_controls_follow_their_declarations():
     at = _page("layernorm")
-    for key, spec in (("ln_k", ranges.LN_K), ("ln_share", ranges.LN_SHARE)):
+    for key, spec in (("ln_k", LN_K), ("ln_share", LN_SHARE)):
         slider = at.slider(key=key)
         assert (slider.min, slider.max, slider.value) == (spec.low, spec.high, spec.default)
         assert slider.step == spec.step
@@ -46,11 +49,7 @@ def test_layernorm_sliders_and_projection_controls_follow_their_declarations():
     method = at.selectbox(key="proj_method")
     assert len(method.options) == len(ranges.PROJ_METHOD.options)
     seed = at.number_input(key="proj_seed")
-    assert (seed.min, seed.max, seed.value) == (
-        ranges.PROJ_SEED.low,
-        ranges.PROJ_SEED.high,
-        ranges.PROJ_SEED.default,
-    )
+    assert (seed.min, seed.max, seed.value) == (SEED.low, SEED.high, SEED.default)
     assert len(at.selectbox(key="proj_post").options) == len(ranges.PROJ_POST.options)
 
 
@@ -64,5 +63,5 @@ def test_choice_widgets_follow_their_declarations(tiny_llama_dir):
     assert at.radio(key="tour_step").options == steps
     at = _page("decoder", model=str(tiny_llama_dir))
     lengths = at.select_slider(key="massive_max_length")
-    assert lengths.options == _strings(ranges.MASSIVE_MAX_LENGTH.options)
-    assert lengths.value == ranges.MASSIVE_MAX_LENGTH.default
+    assert lengths.options == _strings(MASSIVE_MAX_LENGTH.choices)
+    assert lengths.value == MASSIVE_MAX_LENGTH.default

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from backend.analysis.activations.params import HIGH_NORM_FACTOR
 from tests.clirun import argv_over, one_line_error, run_backend
 
 
@@ -106,7 +107,7 @@ def test_images_give_carriers_and_high_norm_patches(vision, tmp_path):
     assert set(data["carriers"][0]) == {"state", "CLS", "distillation", "register", "patch"}
     assert [h["state"] for h in data["high_norm"]] == ["emb", "1", "2"]
     for h in data["high_norm"]:
-        assert h["threshold"] == pytest.approx(2.0 * h["median_patch_norm"])
+        assert h["threshold"] == pytest.approx(HIGH_NORM_FACTOR.default * h["median_patch_norm"])
         assert 0 <= h["share"] <= 1
     assert "high-norm patches at state 2" in proc.stderr
 
@@ -114,7 +115,7 @@ def test_images_give_carriers_and_high_norm_patches(vision, tmp_path):
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (("--high-norm-factor", "1"), "--high-norm-factor must be above 1"),
+        (("--high-norm-factor", "1"), "--high-norm-factor must be between 1.1 and 100, got 1.0"),
         (("--texts", "{texts}"), "reads image, not text"),
     ],
 )

@@ -8,9 +8,11 @@ import json
 
 import pytest
 
+from backend.analysis.positional.params import QK_MAX_LENGTH
 from backend.cli import build_parser
 from backend.commands.common import add_model_args, check_out_path, write_json
 from backend.engine.errors import IsoscopeError
+from backend.engine.params import BATCH_SIZE
 
 MODEL_OPTIONS = {"--device", "--dtype", "--device-map", "--allow-pickle", "--max-length"}
 
@@ -80,12 +82,13 @@ def test_no_module_imports_another_modules_private_name():
 
 def test_model_options_are_one_group_with_or_without_model():
     parser = argparse.ArgumentParser()
-    add_model_args(parser, max_length=64)
+    add_model_args(parser, max_length=QK_MAX_LENGTH)  # an analysis's own declaration
     args = parser.parse_args(["--device-map", "auto"])
     assert (args.model, args.device, args.dtype, args.device_map) == (
         "default", "auto", "float32", "auto"
     )  # fmt: skip
-    assert args.max_length == 64 and args.allow_pickle is False
+    assert args.max_length == QK_MAX_LENGTH.default and args.allow_pickle is False
+    assert args.batch_size == BATCH_SIZE.default
     group = next(g for g in parser._action_groups if g.title == "model")
     assert {a.dest for a in group._group_actions} >= {"model", "device", "device_map"}
 

@@ -23,6 +23,7 @@ from backend.engine.params import (
     Interval,
     Options,
     massive_rule,
+    percent,
 )
 
 
@@ -108,3 +109,26 @@ def test_a_cited_constant_is_its_number_and_says_whose_it_is():
     assert "Sun" in MASSIVE_ABS_THRESHOLD.citation
     assert massive_rule() == "|h| > 100 and > 1000 × the median"
     assert massive_rule("x") == "|h| > 100 and > 1000 x the median"
+
+
+def test_choices_are_what_a_page_offers_and_a_link_may_carry():
+    lengths = Interval(2, 8192, 64, integer=True, name="max_length", choices=(16, 64, 256))
+    assert lengths.parse("256") == 256
+    with pytest.raises(ValueError):
+        lengths.parse("128")  # inside the range, but not a choice the page offers
+    lengths.check(128)  # a command takes any value in the range
+    with pytest.raises(ValueError, match="must hold the default"):
+        Interval(2, 8192, 128, integer=True, choices=(16, 64))
+    with pytest.raises(ValueError, match="must hold the default"):
+        Interval(2, 100, 64, integer=True, choices=(64, 256))  # a choice outside the range
+
+
+def test_an_option_built_from_a_declaration_keeps_it():
+    parser = argparse.ArgumentParser()
+    SAMPLE_SIZE.add_argument(parser)
+    action = next(a for a in parser._actions if a.dest == "sample_size")
+    assert action.declaration is SAMPLE_SIZE
+
+
+def test_percent_writes_a_share_as_the_sentences_do():
+    assert percent(0.06) == "6 %" and percent(0.25) == "25 %" and percent(0.125) == "12.5 %"

@@ -10,7 +10,6 @@ def test_links_read_the_page_declarations():
     for page, controls in ranges.LINK_CONTROLS.items():
         assert links._controls(page) is controls
     assert links._controls("overview") == {}
-    assert ranges.LINK_CONTROLS["layernorm"]["ln_k"] is ranges.LN_K
     assert ranges.post_options(include_none=False) == ranges.PROJ_POST.options
     assert "none" in ranges.ANISO_POST.options
 
@@ -18,10 +17,18 @@ def test_links_read_the_page_declarations():
 def test_the_backend_declarations_are_the_widgets_and_travel_in_links():
     """A parameter the backend reads is declared there once: the page's widget and the link use
     that declaration itself, not a copy with its own range."""
+    from backend.analysis.activations.params import MASSIVE_MAX_LENGTH
     from backend.analysis.geometry import outliers
-    from backend.analysis.quant.params import KEEP_K, SMOOTHQUANT_ALPHA
+    from backend.analysis.layernorm.thresholds import LN_K, LN_SHARE
+    from backend.analysis.quant import params as quant
 
-    assert ranges.QUANT_KEEP is KEEP_K and ranges.QUANT_ALPHA is SMOOTHQUANT_ALPHA
+    q = ranges.LINK_CONTROLS["quant"]
+    assert q["quant_keep"] is quant.KEEP_K and q["quant_alpha"] is quant.SMOOTHQUANT_ALPHA
+    assert q["quant_ignore_share"] is quant.IGNORE_SHARE
+    assert q["quant_max_length"] is quant.QUANT_MAX_LENGTH
+    assert ranges.LINK_CONTROLS["decoder"]["massive_max_length"] is MASSIVE_MAX_LENGTH
+    ln = ranges.LINK_CONTROLS["layernorm"]
+    assert ln["ln_k"] is LN_K and ln["ln_share"] is LN_SHARE
     out = ranges.LINK_CONTROLS["outliers"]
     assert out["out_thr_extreme"] is outliers.EXTREME_SHARE
     assert out["out_thr_z"] is outliers.ZSCORE_K

@@ -10,6 +10,7 @@ import streamlit as st
 
 from backend.analysis.positional import grid as positional_grid
 from backend.analysis.positional.grid import GridProbe, patch_cosines
+from backend.analysis.positional.params import PROBE_ITER, TEST_FRACTION
 from backend.analysis.positional.table import (
     ProbeSettings,
 )
@@ -17,10 +18,12 @@ from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult
 from backend.engine.layout import PatchPositionTable, patch_position_table, position_scheme_note
 from backend.engine.models import LoadedModel
+from backend.engine.params import SEED
 from backend.plots import positional as plots
 from ui.cached import cached, heavy
 from ui.charts import chart_with_downloads
 from ui.common import download_buttons, explainer, show_notices
+from ui.controls import choice_slider, interval_number, interval_slider
 from ui.views.positional.shared import SOURCES
 
 
@@ -127,9 +130,9 @@ Sources: {SOURCES["luo"]}; {SOURCES["vit"]}.
     )
     show_notices(result)
     c1, c2, c3 = st.columns(3)
-    test_fraction = c1.slider("Held-out images", 0.1, 0.5, 0.2, 0.05, key="pos_gprobe_test")
-    seed = c2.number_input("Seed", 0, 10_000, 0, key="pos_gprobe_seed")
-    iters = c3.select_slider("L-BFGS iterations", [10, 20, 30, 60, 100], 30, key="pos_gprobe_iter")
+    test_fraction = interval_slider(c1, "Held-out images", TEST_FRACTION, "pos_gprobe_test")
+    seed = interval_number(c2, "Seed", SEED, "pos_gprobe_seed", help=None)
+    iters = choice_slider(c3, "L-BFGS iterations", PROBE_ITER, "pos_gprobe_iter")
     try:
         settings = ProbeSettings(
             test_fraction=float(test_fraction), seed=int(seed), max_iter=int(iters)

@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from backend.analysis.positional import table as positional_table
+from backend.analysis.positional.params import MAX_POSITION, PROBE_ITER, TEST_FRACTION
 from backend.analysis.positional.table import (
     ProbeResult,
     ProbeSettings,
@@ -14,10 +15,12 @@ from backend.analysis.positional.table import (
 )
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult
+from backend.engine.params import SEED
 from backend.plots import positional as plots
 from ui.cached import heavy
 from ui.charts import chart_with_downloads
 from ui.common import download_buttons, explainer, load_or_stop, show_notices
+from ui.controls import choice_slider, interval_number, interval_slider
 from ui.views.positional.grid import grid_probe_view
 from ui.views.positional.shared import SOURCES, outliers_by_name
 
@@ -84,13 +87,13 @@ def probe_settings(result: ExtractionResult) -> ProbeSettings:
         "Max position",
         1,
         8192,
-        int(min(64, result.settings.max_length)),
+        int(min(MAX_POSITION.default, result.settings.max_length)),
         key="pos_probe_maxpos",
         help="Tokens at this position or later are left out.",
     )
-    test_fraction = c2.slider("Held-out texts", 0.1, 0.5, 0.2, 0.05, key="pos_probe_test")
-    seed = c3.number_input("Seed", 0, 10_000, 0, key="pos_probe_seed")
-    iters = c4.select_slider("L-BFGS iterations", [10, 20, 30, 60, 100], 30, key="pos_probe_iter")
+    test_fraction = interval_slider(c2, "Held-out texts", TEST_FRACTION, "pos_probe_test")
+    seed = interval_number(c3, "Seed", SEED, "pos_probe_seed", help=None)
+    iters = choice_slider(c4, "L-BFGS iterations", PROBE_ITER, "pos_probe_iter")
     exclude_special = c5.checkbox("Exclude special tokens", True, key="pos_probe_special")
     return ProbeSettings(
         max_position=int(max_pos),

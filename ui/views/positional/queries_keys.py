@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from backend.analysis.positional.params import QK_MAX_LENGTH
 from backend.analysis.positional.qk import METRICS, ROTATIONS, QKStats, qk_stats
 from backend.engine import models as engine_models
 from backend.engine.errors import IsoscopeError
@@ -73,7 +74,7 @@ def queries_keys_tab() -> None:
     )
     metric = c2.selectbox("Metric", list(METRICS), format_func=METRICS.get, key="pos_qk_metric")
     with_random = c3.checkbox("Compare with random init", True, key="pos_qk_random")
-    max_length = int(min(64, result.settings.max_length))
+    max_length = int(min(QK_MAX_LENGTH.default, result.settings.max_length))
     texts = result.texts[:n_texts]
     try:
         trained = queries_keys(loaded, result, n_texts, max_length, False, rotation)

@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from backend.analysis.positional import tupe as positional_tupe
+from backend.analysis.positional.params import TUPE_TEXTS
 from backend.analysis.positional.tupe import (
     REGIONS,
     TERMS,
@@ -59,7 +60,7 @@ def tupe_tab() -> None:
         "Texts for the term shares",
         1,
         int(min(128, len(result.texts))),
-        int(min(16, len(result.texts))),
+        int(min(TUPE_TEXTS.default, len(result.texts))),
         key="pos_tupe_texts",
     )
     try:

@@ -8,6 +8,15 @@ import streamlit as st
 
 from backend.analysis.positional import nope
 from backend.analysis.positional.nope import NopeSettings, VarianceCurves, variance_on_model
+from backend.analysis.positional.params import (
+    NOPE_D_MODEL,
+    NOPE_FIT_FROM,
+    NOPE_HEADS,
+    NOPE_INIT_STD,
+    NOPE_LAYERS,
+    NOPE_SEEDS,
+    NOPE_SEQ_LEN,
+)
 from backend.analysis.positional.summaries import variance_slope_table
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult
@@ -16,6 +25,7 @@ from backend.plots import positional as plots
 from ui.cached import heavy
 from ui.charts import chart_with_downloads
 from ui.common import explainer
+from ui.controls import choice_slider, interval_number
 from ui.views.positional.shared import SOURCES, text_extraction
 
 
@@ -76,17 +86,13 @@ def variance_lab_settings() -> tuple[NopeSettings, bool]:
     """The random models' controls, as settings (which refuse a bad combination with an
     IsoscopeError), and whether to add the bidirectional contrast."""
     c = st.columns(5)
-    width = c[0].select_slider("Width d", [64, 128, 256, 512], 256, key="pos_var_width")
-    layers = c[1].slider("Layers", 1, 12, 4, key="pos_var_layers")
-    heads = c[2].number_input("Heads", 1, 64, 4, key="pos_var_heads")
-    seq_len = c[3].select_slider(
-        "Sequence length", [64, 128, 256, 512, 1024, 2048], 256, key="pos_var_seq"
-    )
-    seeds = c[4].slider("Seeds", 1, 10, 3, key="pos_var_seeds")
+    width = choice_slider(c[0], "Width d", NOPE_D_MODEL, "pos_var_width")
+    layers = c[1].slider("Layers", 1, 12, NOPE_LAYERS.default, key="pos_var_layers")
+    heads = interval_number(c[2], "Heads", NOPE_HEADS, "pos_var_heads", help=None)
+    seq_len = choice_slider(c[3], "Sequence length", NOPE_SEQ_LEN, "pos_var_seq")
+    seeds = c[4].slider("Seeds", 1, 10, NOPE_SEEDS.default, key="pos_var_seeds")
     c = st.columns(4)
-    init_std = c[0].select_slider(
-        "Init std", [0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2], 0.02, key="pos_var_std"
-    )
+    init_std = choice_slider(c[0], "Init std", NOPE_INIT_STD, "pos_var_std")
     inputs = c[1].radio(
         "Inputs",
         ["tokens", "gaussian"],
@@ -94,7 +100,9 @@ def variance_lab_settings() -> tuple[NopeSettings, bool]:
         horizontal=True,
         help="tokens: random ids through the random embedding; gaussian: random input embeddings",
     )
-    fit_from = c[2].number_input("Fit from position", 1, 1024, 4, key="pos_var_fit")
+    fit_from = c[2].number_input(
+        "Fit from position", 1, 1024, NOPE_FIT_FROM.default, key="pos_var_fit"
+    )
     contrast = c[3].checkbox("Bidirectional contrast", True, key="pos_var_contrast")
     settings = NopeSettings(
         d_model=int(width),

@@ -35,12 +35,14 @@ from backend.analysis.layernorm.ablation.surgery import (
     random_control_dims,
 )
 from backend.analysis.layernorm.params import NormSite, norms_of, select_norms
+from backend.analysis.layernorm.thresholds import RANDOM_CONTROLS
 from backend.engine.device import to_numpy
 from backend.engine.errors import InputError
 from backend.engine.extraction import TokenizedCorpus, pad_token_id, tokenize
 from backend.engine.extraction.media import MediaTokens, is_media, prepare_media
 from backend.engine.models import LoadedModel
 from backend.engine.naming import hidden_state_names
+from backend.engine.params import BATCH_SIZE, MAX_LENGTH
 from backend.engine.pooling import masked_mean
 from backend.engine.progress import Progress, counter
 
@@ -219,10 +221,10 @@ def run_ablation(
     dims: Sequence[int],
     *,
     norms=None,
-    random_controls: int = 5,
+    random_controls: int = RANDOM_CONTROLS.default,
     seed: int = 0,
-    max_length: int = 128,
-    batch_size: int = 32,
+    max_length: int = MAX_LENGTH.default,
+    batch_size: int = BATCH_SIZE.default,
     pairs: tuple[Sequence[str], Sequence[str], Sequence[float]] | None = None,
     mlm: bool = True,
     anisotropy_tokens: int = 1000,

@@ -30,8 +30,6 @@ from backend.analysis.quant.readiness.report import (
     role_label,
 )
 from backend.analysis.quant.readiness.scan import (
-    END_TOKENS,
-    ERROR_TOKENS,
     TOP_CHANNELS,
     QuantScan,
     SiteAccumulator,
@@ -44,8 +42,6 @@ from backend.analysis.quant.readiness.tiles import MagnitudeTiles, site_magnitud
 from backend.analysis.quant.sites import is_projection
 
 __all__ = [
-    "END_TOKENS",
-    "ERROR_TOKENS",
     "TOP_CHANNELS",
     "Evaluation",
     "MagnitudeTiles",

@@ -21,16 +21,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from backend.analysis.quant.params import ALPHA_GRID, check_keep_alpha
+from backend.analysis.quant.params import ALPHA_GRID, KEEP_K, SMOOTHQUANT_ALPHA, check_keep_alpha
 from backend.analysis.quant.readiness.scan import QuantScan, last_state
-from backend.analysis.quant.schemes import (
-    DEFAULT_ALPHA,
-    DEFAULT_KEEP,
-    SCHEMES,
-    quant_per_row,
-    relative_error,
-    transforms,
-)
+from backend.analysis.quant.schemes import SCHEMES, quant_per_row, relative_error, transforms
 from backend.analysis.quant.sites import weight_matrix
 from backend.engine.device import to_numpy
 from backend.engine.errors import InputError
@@ -197,8 +190,8 @@ def evaluate(
     loaded,
     scan: QuantScan,
     *,
-    keep: int = DEFAULT_KEEP,
-    alpha: float = DEFAULT_ALPHA,
+    keep: int = KEEP_K.default,
+    alpha: float = SMOOTHQUANT_ALPHA.default,
     end: bool = True,
     sensitivity: bool = True,
     schemes: tuple[str, ...] = SCHEMES,
@@ -334,7 +327,7 @@ def alpha_sweep(
     quantized pass over every site's sample (seconds on SmolLM2), so the grid is walked downhill
     from the paper's 0.5 rather than evaluated whole."""
     for a in grid:
-        check_keep_alpha(DEFAULT_KEEP, a)
+        check_keep_alpha(KEEP_K.default, a)
     named = dict(loaded.encoder.named_modules())
     references = _site_references(named, scan)
 
@@ -344,7 +337,7 @@ def alpha_sweep(
             _quantize_sites(named, scan, "smoothquant", references, errors, None, keep=0, alpha=a)
         return float(np.mean([e["smoothquant"] for e in errors])) if errors else 0.0
 
-    seen = descend(grid, error, DEFAULT_ALPHA)
+    seen = descend(grid, error, SMOOTHQUANT_ALPHA.default)
     return [{"alpha": float(a), "error": seen[a]} for a in sorted(seen)]
 
 
@@ -429,8 +422,8 @@ def mixed_end(
     scan: QuantScan,
     schemes: list[str | None],
     *,
-    keep: int = DEFAULT_KEEP,
-    alpha: float = DEFAULT_ALPHA,
+    keep: int = KEEP_K.default,
+    alpha: float = SMOOTHQUANT_ALPHA.default,
 ) -> float:
     """The end metric with each site quantized by its own scheme (``schemes[i]`` for
     ``scan.sites[i]``; None: full precision), as a recipe mixes them (smoothing where a norm can
@@ -465,8 +458,8 @@ def prefix_curve(
     scan: QuantScan,
     scheme: str = "per_token",
     *,
-    keep: int = DEFAULT_KEEP,
-    alpha: float = DEFAULT_ALPHA,
+    keep: int = KEEP_K.default,
+    alpha: float = SMOOTHQUANT_ALPHA.default,
     progress: Progress | None = None,
 ) -> list[dict]:
     """Layer-wise end metric: ``[{"layers": k, "end"}]`` with only blocks ``0 .. k-1`` quantized by
@@ -510,8 +503,8 @@ def quantized_state(
     scan: QuantScan,
     scheme: str,
     *,
-    keep: int = DEFAULT_KEEP,
-    alpha: float = DEFAULT_ALPHA,
+    keep: int = KEEP_K.default,
+    alpha: float = SMOOTHQUANT_ALPHA.default,
 ) -> float:
     """The end metric of one scheme alone (every site quantized); see :func:`evaluate`."""
     ev = evaluate(loaded, scan, keep=keep, alpha=alpha, schemes=(scheme,), sensitivity=False)

@@ -9,15 +9,18 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from backend.analysis.quant.params import check_keep_alpha
-from backend.analysis.quant.readiness.evaluation import alpha_sweep, best_alpha, evaluate, spearman
-from backend.analysis.quant.readiness.scan import (
+from backend.analysis.quant.params import (
     END_TOKENS,
     ERROR_TOKENS,
-    QuantScan,
-    scan_sites,
+    KEEP_K,
+    QUANT_BATCH_SIZE,
+    QUANT_MAX_LENGTH,
+    SMOOTHQUANT_ALPHA,
+    check_keep_alpha,
 )
-from backend.analysis.quant.schemes import DEFAULT_ALPHA, DEFAULT_KEEP, SCHEME_LABELS, SCHEMES
+from backend.analysis.quant.readiness.evaluation import alpha_sweep, best_alpha, evaluate, spearman
+from backend.analysis.quant.readiness.scan import QuantScan, scan_sites
+from backend.analysis.quant.schemes import SCHEME_LABELS, SCHEMES
 from backend.analysis.quant.sites import ROLE_LABELS
 from backend.engine.progress import Progress, report
 
@@ -53,7 +56,7 @@ class QuantReport:
         best = best_alpha(self.alpha_sweep)
         grid = f"{min(by_alpha):g}–{max(by_alpha):g}"
         if not self.alpha_given:
-            default = DEFAULT_ALPHA if DEFAULT_ALPHA in by_alpha else None
+            default = SMOOTHQUANT_ALPHA.default if SMOOTHQUANT_ALPHA.default in by_alpha else None
             than = (
                 f" against {by_alpha[default]:.4g} at the paper's {default:g}"
                 if default is not None and default != best
@@ -259,12 +262,12 @@ def analyse(
     loaded,
     texts: list[str] | tuple[str, ...],
     *,
-    max_length: int = 128,
-    batch_size: int = 16,
-    keep: int = DEFAULT_KEEP,
+    max_length: int = QUANT_MAX_LENGTH.default,
+    batch_size: int = QUANT_BATCH_SIZE.default,
+    keep: int = KEEP_K.default,
     alpha: float | None = None,
-    error_tokens: int = ERROR_TOKENS,
-    end_tokens: int = END_TOKENS,
+    error_tokens: int = ERROR_TOKENS.default,
+    end_tokens: int = END_TOKENS.default,
     end: bool = True,
     sensitivity: bool = True,
     outlier_dims: dict[int, tuple[int, ...]] | None = None,
@@ -274,7 +277,7 @@ def analyse(
     """The whole analysis: :func:`scan_sites` then :func:`report_from` (``alpha`` None: the α
     sweep's best; ``pairs``: the encoder's STS change per scheme). ``progress`` gets one unit per
     batch of the pass, per scheme and one for the sensitivity runs."""
-    check_keep_alpha(keep, DEFAULT_ALPHA if alpha is None else alpha)
+    check_keep_alpha(keep, SMOOTHQUANT_ALPHA.default if alpha is None else alpha)
     n_batches = math.ceil(len(texts) / max(1, batch_size))
     n_eval = len(SCHEMES) + (1 if sensitivity else 0)
     total = n_batches + n_eval
@@ -309,7 +312,7 @@ def report_from(
     loaded,
     scan: QuantScan,
     *,
-    keep: int = DEFAULT_KEEP,
+    keep: int = KEEP_K.default,
     alpha: float | None = None,
     end: bool = True,
     sensitivity: bool = True,

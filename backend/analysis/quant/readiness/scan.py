@@ -33,23 +33,24 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from backend.analysis.activations.massive import ABS_THRESHOLD, MEDIAN_RATIO
+from backend.analysis.quant.params import (
+    END_TOKENS,
+    ERROR_TOKENS,
+    QUANT_BATCH_SIZE,
+    QUANT_MAX_LENGTH,
+)
 from backend.analysis.quant.sites import Site, SiteMap, discover_sites, find_blocks
 from backend.engine.batching import plan_batches
 from backend.engine.errors import InputError
 from backend.engine.extraction import TokenizedCorpus, pad_batch, pad_token_id, tokenize
 from backend.engine.hooks import forward_hooks
-from backend.engine.params import LLM_INT8_THRESHOLD
+from backend.engine.params import LLM_INT8_THRESHOLD, MASSIVE_ABS_THRESHOLD, MASSIVE_MEDIAN_RATIO
 from backend.engine.progress import Progress, report
 
-ERROR_TOKENS = 256
-END_TOKENS = 256
 MIN_END_TEXTS = (
     8  # texts the end metric spreads over on a causal model (the bootstrap is over texts)
 )
 TOP_CHANNELS = 8
-MASSIVE_ABS = ABS_THRESHOLD  # Sun et al. 2024's rule, declared once in decoder.massive
-MASSIVE_RATIO = MEDIAN_RATIO
 SEED = 0
 
 
@@ -309,7 +310,7 @@ class _Recorder:
                 continue
             values = torch.cat(samples)
             median = weighted_median(values.flatten(), weights.repeat_interleave(values.shape[1]))
-            threshold = max(MASSIVE_ABS, MASSIVE_RATIO * median)
+            threshold = max(MASSIVE_ABS_THRESHOLD, MASSIVE_MEDIAN_RATIO * median)
             massive.update(int(j) for j in torch.nonzero(self.block_max[i] > threshold).flatten())
         return tuple(sorted(massive))
 
@@ -343,10 +344,10 @@ def scan_sites(
     loaded,
     texts: list[str] | tuple[str, ...],
     *,
-    max_length: int = 128,
-    batch_size: int = 16,
-    error_tokens: int = ERROR_TOKENS,
-    end_tokens: int = END_TOKENS,
+    max_length: int = QUANT_MAX_LENGTH.default,
+    batch_size: int = QUANT_BATCH_SIZE.default,
+    error_tokens: int = ERROR_TOKENS.default,
+    end_tokens: int = END_TOKENS.default,
     seed: int = SEED,
     progress: Progress | None = None,
 ) -> QuantScan:

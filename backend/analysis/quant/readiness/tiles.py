@@ -10,6 +10,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from backend.analysis.quant.params import QUANT_BATCH_SIZE, QUANT_MAX_LENGTH
 from backend.analysis.quant.readiness.evaluation import run_model
 from backend.analysis.quant.readiness.scan import padded, select_rows
 from backend.analysis.quant.sites import Site
@@ -45,8 +46,8 @@ def site_magnitudes(
     texts: list[str] | tuple[str, ...],
     site: Site,
     *,
-    max_length: int = 128,
-    batch_size: int = 16,
+    max_length: int = QUANT_MAX_LENGTH.default,
+    batch_size: int = QUANT_BATCH_SIZE.default,
     max_rows: int = 400,
     max_cols: int = 600,
     progress: Progress | None = None,

@@ -31,7 +31,7 @@ def made(request):
     loaded = load_model(str(request.getfixturevalue(request.param)), device="cpu")
     report = analyse(loaded, TEXTS, max_length=24, error_tokens=24, end_tokens=40)
     before = snapshot(loaded.model)
-    recipe = predict(loaded, report, build_recipe(loaded, report, keep_share=0.5, max_blocks=1))
+    recipe = predict(loaded, report, build_recipe(loaded, report, ignore_share=0.5, max_blocks=1))
     assert no_hooks(loaded.model)
     assert all(torch.equal(before[k], v) for k, v in snapshot(loaded.model).items())
     return request.param, loaded, report, recipe

@@ -11,13 +11,13 @@ from backend.analysis.quant.recipe import Ignored, Mapping, Recipe, kept_blocks,
 
 def test_kept_blocks_follow_the_damage_order_until_the_share():
     damage = {0: 1.0, 1: 6.0, 2: 0.5, 3: 2.5}  # shares 0.1, 0.6, 0.05, 0.25
-    rows, kept = kept_blocks(damage, keep_share=0.5, max_blocks=4)
+    rows, kept = kept_blocks(damage, ignore_share=0.5, max_blocks=4)
     assert [r["layer"] for r in rows] == [1, 3, 0, 2]
     assert kept == [1]  # 60% alone reaches one half
-    assert kept_blocks(damage, keep_share=0.8, max_blocks=4)[1] == [1, 3]
-    assert kept_blocks(damage, keep_share=0.99, max_blocks=2)[1] == [1, 3]  # the cap
-    assert kept_blocks(damage, keep_share=0.0)[1] == []
-    assert kept_blocks({0: 0.0, 1: 0.0}, keep_share=0.5)[1] == []  # no damage: nothing kept
+    assert kept_blocks(damage, ignore_share=0.8, max_blocks=4)[1] == [1, 3]
+    assert kept_blocks(damage, ignore_share=0.99, max_blocks=2)[1] == [1, 3]  # the cap
+    assert kept_blocks(damage, ignore_share=0.0)[1] == []
+    assert kept_blocks({0: 0.0, 1: 0.0}, ignore_share=0.5)[1] == []  # no damage: nothing kept
     assert abs(sum(r["share"] for r in rows) - 1.0) < 1e-12
 
 
@@ -87,7 +87,7 @@ def test_yaml_parses_back_to_the_modifiers_and_keeps_each_reason():
         regex=tuple(
             regex_mappings(maps, {n for m in maps for n in (m.smooth, *m.balance)}, "model.layers")
         ),
-        keep_share=0.5,
+        ignore_share=0.5,
         max_blocks=4,
         ranked_by="sensitivity",
         metric="kl",
@@ -136,7 +136,7 @@ def test_a_rotation_worth_it_replaces_smoothquant_and_says_why():
         regex=tuple(
             regex_mappings(maps, {n for m in maps for n in (m.smooth, *m.balance)}, "model.layers")
         ),
-        keep_share=0.5,
+        ignore_share=0.5,
         max_blocks=4,
         ranked_by="sensitivity",
         metric="kl",

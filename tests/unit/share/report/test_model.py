@@ -16,7 +16,10 @@ def test_settings_defaults_are_valid_and_bad_values_say_the_range():
         ({"pairs": 0}, "anisotropy pairs must be at least 1, got 0"),
         ({"ablation_texts": 1}, "ablation texts must be between 2 and 50,000, got 1"),
         ({"random_controls": 101}, "random controls must be between 0 and 100, got 101"),
-        ({"probe_max_position": 9000}, "probe max position must be between 2 and 8192, got 9000"),
+        (
+            {"probe_max_position": 9000},
+            "probe max position must be between 2 and 8192 positions, got 9000",
+        ),
     ]:
         with pytest.raises(InputError, match=message):
             ReportSettings(**options)
