@@ -147,7 +147,7 @@ def allowed_keys(mask: torch.Tensor | None) -> torch.Tensor | None:
 
 
 def _block_index(model: torch.nn.Module) -> dict[torch.nn.Module, int]:
-    from backend.engine.arch import blocks_of
+    from backend.engine.arch.lookup import blocks_of
 
     found = blocks_of(model)
     if found is None:
