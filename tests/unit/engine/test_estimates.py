@@ -1,0 +1,102 @@
+"""The one rule from a device's recorded rates to the rate at a new size
+(backend/engine/estimates.py), on synthetic records."""
+
+from __future__ import annotations
+
+import pytest
+
+from backend.engine import estimates
+from backend.engine.estimates import rate_for
+
+KNEE = 10**8  # parameters whose weights fill the cache, in these records
+
+
+def kneed_rate(size: int, growth: float = 0.5, base: float = 1e-11) -> float:
+    """A CPU-like rate: flat while the weights fit the cache, growing as size ** growth beyond."""
+    return base * (size / KNEE) ** growth if size > KNEE else base
+
+
+def test_no_record_no_rate():
+    assert rate_for({}, 10**9) is None
+    assert rate_for({10**8: 1e-11}, 0) is None
+
+
+def test_a_record_at_the_size_is_used_as_measured():
+    records = {3 * 10**7: 4e-11, 10**9: 2e-11}
+    rate = rate_for(records, 10**9, knee=KNEE, prior_growth=0.4)
+    assert rate.per_unit == 2e-11 and rate.basis == "measured at this size"
+    near = rate_for(records, int(1.1e9), knee=KNEE, prior_growth=0.4)  # within SAME_SIZE
+    assert near.per_unit == 2e-11 and near.basis == "measured at this size"
+
+
+def test_one_smaller_record_grows_by_the_prior_beyond_the_knee():
+    rate = rate_for({2 * 10**8: 1e-11}, 8 * 10**8, knee=KNEE, prior_growth=0.5)
+    assert rate.per_unit == pytest.approx(1e-11 * 4**0.5)
+    assert rate.basis == "from 1 smaller model, x2.0 for the size"
+
+
+def test_growth_starts_at_the_knee_not_at_a_small_record():
+    # a 30 M record inside the cache: no growth up to the knee, then the prior
+    rate = rate_for({3 * 10**7: 1e-11}, 4 * 10**8, knee=KNEE, prior_growth=0.5)
+    assert rate.per_unit == pytest.approx(1e-11 * 4**0.5)
+    inside = rate_for({3 * 10**7: 1e-11}, 9 * 10**7, knee=KNEE, prior_growth=0.5)
+    assert inside.per_unit == 1e-11 and inside.basis == "from 1 smaller model"
+
+
+def test_records_above_the_knee_give_the_devices_own_growth():
+    sizes = [5 * 10**7, 2 * 10**8, 4 * 10**8]  # one inside the cache, two beyond it
+    records = {n: kneed_rate(n, growth=0.3) for n in sizes}
+    rate = rate_for(records, 16 * 10**8, knee=KNEE, prior_growth=0.9)
+    assert rate.per_unit == pytest.approx(kneed_rate(16 * 10**8, growth=0.3))  # not the prior
+    assert rate.basis.startswith("from 3 smaller models")
+
+
+@pytest.mark.parametrize("growth", [0.0, 0.2, 0.41])
+def test_extrapolation_from_smaller_records_is_conservative(growth):
+    """With the device's growth at or below the prior, the first run at each new size is never
+    under-announced, and the announced rate is never below the largest record's."""
+    ladder = [3 * 10**7, 12 * 10**7, 4 * 10**8, 15 * 10**8]
+    for i, size in enumerate(ladder[1:], start=1):
+        records = {n: kneed_rate(n, growth) for n in ladder[:i]}
+        rate = rate_for(records, size, knee=KNEE, prior_growth=estimates.CPU_GROWTH_PRIOR)
+        assert rate.per_unit >= kneed_rate(size, growth) * (1 - 1e-9)
+        assert rate.per_unit >= max(records.values())
+        assert rate.basis.startswith(f"from {i} smaller model")
+
+
+def test_a_falling_rate_beyond_the_knee_is_not_extrapolated_downward():
+    records = {2 * 10**8: 2e-11, 4 * 10**8: 1e-11}  # fixed costs spreading: a negative slope
+    rate = rate_for(records, 16 * 10**8, knee=KNEE, prior_growth=0.4)
+    assert rate.per_unit == 1e-11  # the largest record's, no lower
+
+
+def test_growth_is_capped():
+    records = {2 * 10**8: 1e-12, 4 * 10**8: 1e-10}  # a slope of 6.6: a measurement gone wrong
+    rate = rate_for(records, 8 * 10**8, knee=KNEE)
+    assert rate.per_unit == pytest.approx(1e-10 * 2**estimates.MAX_GROWTH)
+
+
+def test_between_two_records_the_rate_is_interpolated_in_log_size():
+    records = {10**8: 1e-11, 10**10: 4e-11}
+    middle = rate_for(records, 10**9, knee=KNEE, prior_growth=0.4)
+    assert middle.per_unit == pytest.approx(2e-11)  # half way in log size, geometric mean
+    assert middle.basis == "between the measured 100 M and 10.0 B"
+    sizes = [int(10 ** (8 + k / 10)) for k in range(21)]
+    rates = [rate_for(records, n).per_unit for n in sizes]
+    assert rates == sorted(rates)  # monotone between the two
+
+
+def test_below_the_smallest_record_its_rate_is_used():
+    rate = rate_for({10**9: 2e-11, 10**10: 3e-11}, 10**7)
+    assert rate.per_unit == 2e-11 and rate.basis == "from a larger model (1.0 B)"
+
+
+def test_a_gpu_has_no_growth_prior_and_a_cpu_has_one():
+    assert estimates.growth_prior("cuda:NVIDIA H100") == 0.0
+    assert estimates.growth_prior("cpu") == estimates.CPU_GROWTH_PRIOR
+
+
+def test_the_cpu_knee_is_the_last_level_cache_in_float32_parameters(monkeypatch):
+    monkeypatch.setattr(estimates, "_cpu_cache_bytes", lambda: 300 * 1024**2)
+    assert estimates.cache_knee("cpu") == 300 * 1024**2 // 4
+    assert estimates.cache_knee("mps") == 0
