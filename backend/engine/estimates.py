@@ -15,14 +15,16 @@ recorded 7.7e-12 s at 23 M, 5.1e-12 s at 268 M and 1.04e-11 s at 1.54 B paramete
 - above the largest, extrapolated upward, never below the largest record: beyond
   ``knee`` (the size whose weights fill the last-level cache, :func:`cache_knee`) the rate grows
   as ``size ** growth``, where ``growth`` is the slope of the device's own records above the
-  knee when it has two or more there, else ``prior_growth`` (:data:`CPU_GROWTH_PRIOR` on a
-  CPU; 0 on a GPU, where a bigger model fills more of its cores), at most :data:`MAX_GROWTH`.
+  knee when they span :data:`MIN_FIT_SPAN` in size or more (closer records give a slope that a
+  single slow run can double), else ``prior_growth`` (:data:`CPU_GROWTH_PRIOR` on a CPU; 0 on
+  a GPU, where a bigger model fills more of its cores), at most :data:`MAX_GROWTH`.
 
 A phase before the extraction (a download, a GGUF conversion, a load) costs a fixed part (imports,
 the tokenizer, the config, opening the files) plus a part per byte or parameter, so
 :func:`phase_seconds` reads its records (size -> seconds per unit) as points of seconds over size
 on a line: a record at the size is used as it is; between two records the seconds are
-interpolated; above the largest, the line through the two largest records (never falling); with
+interpolated; above the largest, the line through the two largest records (never less steep
+than the prior's per-unit part); with
 one record, the prior's per-unit part and that record's own fixed part (the per-unit part of the
 record itself when it is faster than the prior); with none, the prior.
 
@@ -43,6 +45,7 @@ SAME_SIZE = 1.15  # sizes within 15% of a record count as that record's size
 # (5.1e-12 and 1.04e-11 s per padded token x parameter): ln(2.04) / ln(5.75) = 0.41.
 CPU_GROWTH_PRIOR = 0.41
 MAX_GROWTH = 1.0  # a rate growing faster than the size itself would be a measurement gone wrong
+MIN_FIT_SPAN = 3.0  # the records above the knee fit the device's own growth from 3x in size
 FLOAT32_BYTES = (
     4  # what a parameter takes in the cache on the CPU (isoscope computes float32 there)
 )
@@ -55,6 +58,11 @@ class Rate:
 
     per_unit: float
     basis: str
+
+
+def describe_seconds(seconds: float) -> str:
+    """``about 40 s``, ``about 3 min``: an estimate as every line says it."""
+    return f"about {seconds / 60:.0f} min" if seconds >= 120 else f"about {seconds:.0f} s"
 
 
 def size_label(size: int) -> str:
@@ -100,7 +108,8 @@ def rate_for(
         return Rate(larger[0][1], f"from a larger model ({size_label(larger[0][0])})")
     top_size, top_rate = smaller[-1]
     above = [p for p in smaller if p[0] >= knee]
-    growth = _slope(above) if len(above) >= 2 else prior_growth
+    spans = len(above) >= 2 and above[-1][0] >= MIN_FIT_SPAN * above[0][0]
+    growth = _slope(above) if spans else prior_growth
     growth = min(max(growth, 0.0), MAX_GROWTH)
     start = max(top_size, knee)
     factor = (size / start) ** growth if size > start else 1.0
@@ -175,5 +184,5 @@ def phase_seconds(
     if larger:
         return Rate(larger[0][1], f"from a larger model ({size_label(larger[0][0])})")
     (n0, s0), (n1, s1) = smaller[-2], smaller[-1]
-    slope = max((s1 - s0) / (n1 - n0), 0.0)
+    slope = max((s1 - s0) / (n1 - n0), prior_per_unit)  # never below the prior's per unit
     return Rate(s1 + slope * (size - n1), f"from {len(smaller)} smaller models")

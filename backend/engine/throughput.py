@@ -1,8 +1,9 @@
 """How fast this device runs a model, measured, and what that predicts for the next corpus.
 
-The rule: an extraction's time is proportional to padded tokens x parameters (one forward pass
-costs about 2 FLOPs per parameter per token, and a batch runs every text to its longest text's
-length; the constant is this device's, measured, not assumed). The padded tokens are those of the
+The rule: an extraction's time is a fixed part (:data:`EXTRACTION_FIXED_S`) plus a part
+proportional to padded tokens x parameters (one forward pass costs about 2 FLOPs per parameter
+per token, and a batch runs every text to its longest text's length; the rate is this device's,
+measured, not assumed). The padded tokens are those of the
 batches the extraction forms (:func:`padded_tokens`, the one batching rule); real tokens
 underestimated a first look of 34 texts of a 1.5B decoder by half, because its one batch of 32
 ran at the longest text's width. Every extraction through the disk cache records its measured
@@ -24,7 +25,8 @@ A *first look* (the Overview of a model that would take longer than :data:`FIRST
 is the longest prefix of the corpus whose estimated time fits the budget: a corpus of its own,
 with its own hash and cache entry; the whole corpus is a second, separate entry. The budget is
 the whole first page the user waits for: the model's load (measured,
-``LoadedModel.load_seconds``), the page's frame (:data:`FRAME_SECONDS`), the extraction (above)
+``LoadedModel.load_seconds``), the page's frame (:data:`FRAME_SECONDS`), the extraction (above,
+its fixed :data:`EXTRACTION_FIXED_S` included)
 and the Overview's statistics on the extracted tokens (outlier dims, anisotropy, the first
 position, the quick findings), which cost about the same per token x hidden state x dim whatever
 the model: measured by every Overview on this machine (:func:`record_statistics`), and
@@ -44,6 +46,7 @@ from backend.engine.estimates import (
     PRIOR_BASIS,
     Rate,
     cache_knee,
+    describe_seconds,
     growth_prior,
     phase_seconds,
     rate_for,
@@ -225,7 +228,8 @@ def record_statistics(root: Path, units: int, tokens: int, seconds: float) -> No
 
 def statistics_seconds_per_token(loaded, root: Path) -> float:
     """The Overview statistics' seconds per token of ``loaded`` (this machine's measured rate
-    for the nearest size, else :data:`STATISTICS_PRIOR`, x :func:`statistics_units`)."""
+    at this size by :func:`backend.engine.estimates.rate_for`, else :data:`STATISTICS_PRIOR`,
+    x :func:`statistics_units`)."""
     units = statistics_units(loaded)
     measured = rate_for(_records(root, STATISTICS_DEVICE), units)
     return (STATISTICS_PRIOR if measured is None else measured.per_unit) * units
@@ -374,10 +378,6 @@ def first_look_size(counts: Sequence[int], cost: PageCost, budget_s: float) -> i
         else:
             over = middle
     return min(max(fits, MIN_FIRST_LOOK_TEXTS), len(counts))
-
-
-def describe_seconds(seconds: float) -> str:
-    return f"about {seconds / 60:.0f} min" if seconds >= 120 else f"about {seconds:.0f} s"
 
 
 def token_counts(tokenizer, texts: Sequence[str], max_length: int) -> list[int]:

@@ -44,10 +44,10 @@ def test_growth_starts_at_the_knee_not_at_a_small_record():
 
 
 def test_records_above_the_knee_give_the_devices_own_growth():
-    sizes = [5 * 10**7, 2 * 10**8, 4 * 10**8]  # one inside the cache, two beyond it
+    sizes = [5 * 10**7, 2 * 10**8, 8 * 10**8]  # one inside the cache, two beyond it
     records = {n: kneed_rate(n, growth=0.3) for n in sizes}
-    rate = rate_for(records, 16 * 10**8, knee=KNEE, prior_growth=0.9)
-    assert rate.per_unit == pytest.approx(kneed_rate(16 * 10**8, growth=0.3))  # not the prior
+    rate = rate_for(records, 32 * 10**8, knee=KNEE, prior_growth=0.9)
+    assert rate.per_unit == pytest.approx(kneed_rate(32 * 10**8, growth=0.3))  # not the prior
     assert rate.basis.startswith("from 3 smaller models")
 
 
@@ -64,15 +64,21 @@ def test_extrapolation_from_smaller_records_is_conservative(growth):
         assert rate.basis.startswith(f"from {i} smaller model")
 
 
+def test_close_records_do_not_fit_a_growth_the_prior_is_used():
+    records = {2 * 10**8: 1e-11, 3 * 10**8: 3e-11}  # one slow run: a slope of 2.7
+    rate = rate_for(records, 12 * 10**8, knee=KNEE, prior_growth=0.4)
+    assert rate.per_unit == pytest.approx(3e-11 * 4**0.4)
+
+
 def test_a_falling_rate_beyond_the_knee_is_not_extrapolated_downward():
-    records = {2 * 10**8: 2e-11, 4 * 10**8: 1e-11}  # fixed costs spreading: a negative slope
+    records = {2 * 10**8: 2e-11, 8 * 10**8: 1e-11}  # fixed costs spreading: a negative slope
     rate = rate_for(records, 16 * 10**8, knee=KNEE, prior_growth=0.4)
     assert rate.per_unit == 1e-11  # the largest record's, no lower
 
 
 def test_growth_is_capped():
-    records = {2 * 10**8: 1e-12, 4 * 10**8: 1e-10}  # a slope of 6.6: a measurement gone wrong
-    rate = rate_for(records, 8 * 10**8, knee=KNEE)
+    records = {2 * 10**8: 1e-12, 8 * 10**8: 1e-10}  # a slope of 3.3: a measurement gone wrong
+    rate = rate_for(records, 16 * 10**8, knee=KNEE)
     assert rate.per_unit == pytest.approx(1e-10 * 2**estimates.MAX_GROWTH)
 
 
@@ -100,3 +106,22 @@ def test_the_cpu_knee_is_the_last_level_cache_in_float32_parameters(monkeypatch)
     monkeypatch.setattr(estimates, "_cpu_cache_bytes", lambda: 300 * 1024**2)
     assert estimates.cache_knee("cpu") == 300 * 1024**2 // 4
     assert estimates.cache_knee("mps") == 0
+
+
+def test_a_phase_is_a_fixed_part_plus_a_part_per_unit():
+    prior = estimates.phase_seconds({}, 10**9, prior_per_unit=1e-9, prior_fixed=2.0)
+    assert prior.per_unit == pytest.approx(3.0) and prior.basis == estimates.PRIOR_BASIS
+    one = {10**8: 4.0 / 10**8}  # a 100 M load took 4 s: mostly fixed costs
+    bigger = estimates.phase_seconds(one, 10**9, prior_per_unit=1e-9, prior_fixed=2.0)
+    assert bigger.per_unit == pytest.approx(4.0 + 1e-9 * 9 * 10**8)  # not 40 s
+    fast = {10**8: 0.05 / 10**8}  # faster per unit than the prior: its own rate
+    assert estimates.phase_seconds(fast, 10**9, 1e-9, 2.0).per_unit == pytest.approx(0.5)
+    two = {10**8: 4.0 / 10**8, 5 * 10**8: 8.0 / (5 * 10**8)}  # 1e-8 s per unit between them
+    above = estimates.phase_seconds(two, 10**9, prior_per_unit=1e-9, prior_fixed=2.0)
+    assert above.per_unit == pytest.approx(13.0) and above.basis == "from 2 smaller models"
+    between = estimates.phase_seconds(two, 3 * 10**8, 1e-9, 2.0)
+    assert between.per_unit == pytest.approx(6.0)
+    falling = {10**8: 4.0 / 10**8, 5 * 10**8: 3.0 / (5 * 10**8)}  # noise: never less than the prior
+    assert estimates.phase_seconds(falling, 10**9, 1e-9, 2.0).per_unit == pytest.approx(3.5)
+    at = estimates.phase_seconds(two, 10**8, 1e-9, 2.0)
+    assert at.per_unit == pytest.approx(4.0) and at.basis == "measured at this size"
