@@ -73,7 +73,7 @@ from backend.engine.source import (
     parse_source,
     random_like_source,
 )
-from backend.engine.throughput import CONVERSION, DOWNLOAD, LOAD, parameter_count
+from backend.engine.throughput import CONVERSION, DOWNLOAD, load_phase, parameter_count
 
 # the loader's public face: the checkpoint and random-model helpers are re-exported here
 __all__ = [
@@ -271,7 +271,8 @@ def load_model(
     load_seconds = time.perf_counter() - started
     if parsed.kind not in ("random", "random-like"):
         converted_s = sum(s for name, _, s in phases if name == CONVERSION)
-        phases.append((LOAD, parameter_count(ready.model), load_seconds - converted_s))
+        load = load_phase(folder)
+        phases.append((load, parameter_count(ready.model), load_seconds - converted_s))
     return dataclasses.replace(ready, load_seconds=load_seconds, phases=tuple(phases))
 
 

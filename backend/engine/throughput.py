@@ -83,6 +83,7 @@ FIXED_CONVERSION_S = 3.5  # a 2 M parameter GGUF's conversion (same machine)
 # The phases before the extraction: (seconds per unit, fixed seconds) before the first record of
 # this cache (:func:`backend.engine.estimates.phase_seconds`).
 DOWNLOAD, CONVERSION, LOAD = "download", "conversion", "load"
+LOAD_16 = "load from 16-bit"  # a load that widens bf16/fp16 weights: its own records
 PHASE_PRIORS = {
     # per byte: an assumed 10 MB/s (the Hub serves faster; a shared link often does not)
     DOWNLOAD: (1 / 10e6, 0.0),
@@ -92,7 +93,11 @@ PHASE_PRIORS = {
     # per parameter: 1,497.6 M bf16 parameters loaded as float32 in 4.1 s on the idle 2-core
     # reference machine (benchmarks/big_model.py, 2026-12-02); fixed: a small model's load in a
     # fresh process (the model classes' imports, the tokenizer)
-    LOAD: (2.7e-9, FIXED_LOAD_S),
+    LOAD_16: (2.7e-9, FIXED_LOAD_S),
+    # weights loaded in the dtype they are stored in are mapped, not copied: an assumed third of
+    # the widening's cost per parameter (a 199 M float32 checkpoint loaded in 2.4 s, all but
+    # fixed costs, benchmarks/estimates.py)
+    LOAD: (0.9e-9, FIXED_LOAD_S),
 }
 MIN_PHASE_SECONDS = 0.5  # shorter phases are not kept: timer noise
 
@@ -257,7 +262,15 @@ def phase_estimate(root: Path, phase: str, device: str, units: int) -> Phase:
     else :data:`PHASE_PRIORS`."""
     per_unit, fixed = PHASE_PRIORS[phase]
     estimate = phase_seconds(_records(root, phase_key(phase, device)), units, per_unit, fixed)
-    return Phase(phase, estimate.per_unit, estimate.basis)
+    return Phase(LOAD if phase == LOAD_16 else phase, estimate.per_unit, estimate.basis)
+
+
+def load_phase(folder: Path) -> str:
+    """:data:`LOAD_16` for a checkpoint stored in 16 bits (widened on the CPU), else :data:`LOAD`;
+    a ``.gguf`` file loads from its float32 copy."""
+    if Path(folder).suffix.lower() == ".gguf":
+        return LOAD
+    return LOAD_16 if stored_bytes_per_parameter(folder) == 2 else LOAD
 
 
 def record_phases(root: Path, loaded) -> None:
@@ -304,7 +317,7 @@ def phases_before(root: Path, device: str, parameters: int, folder: Path) -> tup
     elif _download_pending(folder):
         size = parameters * stored_bytes_per_parameter(folder)
         phases.append(phase_estimate(root, DOWNLOAD, device, size))
-    phases.append(phase_estimate(root, LOAD, device, parameters))
+    phases.append(phase_estimate(root, load_phase(folder), device, parameters))
     return tuple(phases)
 
 

@@ -262,3 +262,20 @@ def test_the_phases_before_a_folder_a_gguf_and_a_hub_snapshot(tmp_path, monkeypa
     assert download.seconds == pytest.approx(fixed + 2 * 10**6 * per_byte)  # bf16: 2 bytes
     (snapshot / "model.safetensors").write_bytes(b"")  # the weights are there: no download
     assert [p.name for p in throughput.phases_before(tmp_path, "cpu", 10**6, snapshot)] == ["load"]
+
+
+def test_a_16_bit_checkpoints_load_is_estimated_from_16_bit_loads(tmp_path):
+    wide, narrow = tmp_path / "f32", tmp_path / "bf16"
+    for folder, dtype in ((wide, "float32"), (narrow, "bfloat16")):
+        folder.mkdir()
+        (folder / "config.json").write_text(f'{{"dtype": "{dtype}"}}')
+    assert throughput.load_phase(narrow) == throughput.LOAD_16
+    assert throughput.load_phase(wide) == throughput.LOAD
+    assert throughput.load_phase(tmp_path / "m.gguf") == throughput.LOAD  # its float32 copy
+    throughput.record_phases(
+        tmp_path, SimpleNamespace(device="cpu", phases=((throughput.LOAD_16, 10**9, 9.0),))
+    )
+    (load,) = throughput.phases_before(tmp_path, "cpu", 10**9, narrow)
+    assert load.name == "load" and load.seconds == pytest.approx(9.0)
+    (load,) = throughput.phases_before(tmp_path, "cpu", 10**9, wide)
+    assert load.basis == throughput.PRIOR_BASIS  # a float32 load has no record yet
