@@ -13,8 +13,10 @@ cache (``cached_extract``, which records the device's speeds for the next run). 
 runs between them, so each size is announced only from the smaller ones before it.
 
 Prints one JSON object: per run the parameters, the padded tokens, each phase announced and
-measured with the basis the estimate gave, the totals and ``ratio`` (announced / measured total;
-the target is 0.7-1.4); the CPU model and the load average before and after. The very first run
+measured with the basis the estimate gave, the totals, ``ratio`` (announced / measured total;
+the target is 0.7-1.4) and the measured ``rate`` (as recorded); ``growth_above_knee``, the slope
+of log rate over log size of the runs beyond the cache knee (the measurement behind
+``CPU_GROWTH_PRIOR``); the CPU model and the load average before and after. The very first run
 has no extraction estimate (nothing is recorded yet: the first batch measures it).
 
 Usage: ``python benchmarks/estimates.py [--sizes 30M,120M,400M,1.5B] [--gguf 200M] [--texts 96]
@@ -126,7 +128,19 @@ def run_one(model: str, args: argparse.Namespace) -> dict:
     }
     total = run["announced_total_s"]
     run["ratio"] = None if total is None else total / run["measured_total_s"]
+    net = max(extract_s - throughput.EXTRACTION_FIXED_S, extract_s / 2)  # as it is recorded
+    run["rate"] = net / (run["parameters"] * run["padded_tokens"])
     return run
+
+
+def growth(runs: list[dict]) -> float | None:
+    """The slope of log rate over log size between the ladder's runs above this machine's cache
+    knee (what :data:`backend.engine.estimates.CPU_GROWTH_PRIOR` assumes before a device has its
+    own), None with fewer than two such runs."""
+    from backend.engine.estimates import cache_knee, slope
+
+    above = [(r["parameters"], r["rate"]) for r in runs if r["parameters"] >= cache_knee("cpu")]
+    return slope(above) if len(above) >= 2 else None
 
 
 def parse_params(text: str) -> float:
@@ -195,6 +209,7 @@ def main() -> None:
         result["runs"] = runs
     ratios = [r["ratio"] for r in runs if r["ratio"] is not None]
     result["ratios"] = ratios
+    result["growth_above_knee"] = growth(runs)
     result["within_0.7_1.4"] = all(0.7 <= r <= 1.4 for r in ratios)
     result["load_average_after"] = os.getloadavg()
     result["wall_s"] = time.perf_counter() - started

@@ -12,12 +12,14 @@ recorded 7.7e-12 s at 23 M, 5.1e-12 s at 268 M and 1.04e-11 s at 1.54 B paramete
 - between two records, the rate is interpolated linearly in log size and log rate (monotone
   between them, exact at both);
 - below the smallest record, that record's rate (the nearest size's fixed costs, an upper bound);
-- above the largest, extrapolated upward, never below the largest record: beyond
-  ``knee`` (the size whose weights fill the last-level cache, :func:`cache_knee`) the rate grows
-  as ``size ** growth``, where ``growth`` is the slope of the device's own records above the
-  knee when they span :data:`MIN_FIT_SPAN` in size or more (closer records give a slope that a
-  single slow run can double), else ``prior_growth`` (:data:`CPU_GROWTH_PRIOR` on a CPU; 0 on
-  a GPU, where a bigger model fills more of its cores), at most :data:`MAX_GROWTH`.
+- above the largest, extrapolated upward: beyond ``knee`` (the size whose weights fill the
+  last-level cache, :func:`cache_knee`) the rate grows as ``size ** growth``, fitted through
+  the records above the knee (their mean in log rate, so one slow run moves the estimate by
+  its share only; the largest record alone when none is above the knee), where ``growth`` is
+  the slope of those records when they span :data:`MIN_FIT_SPAN` in size (closer records give
+  a slope that a single slow run can double), else ``prior_growth`` (:data:`CPU_GROWTH_PRIOR`
+  on a CPU; 0 on a GPU, where a bigger model fills more of its cores), in [0,
+  :data:`MAX_GROWTH`]: never falling with size.
 
 A phase before the extraction (a download, a GGUF conversion, a load) costs a fixed part (imports,
 the tokenizer, the config, opening the files) plus a part per byte or parameter, so
@@ -45,7 +47,7 @@ SAME_SIZE = 1.15  # sizes within 15% of a record count as that record's size
 # (5.1e-12 and 1.04e-11 s per padded token x parameter): ln(2.04) / ln(5.75) = 0.41.
 CPU_GROWTH_PRIOR = 0.41
 MAX_GROWTH = 1.0  # a rate growing faster than the size itself would be a measurement gone wrong
-MIN_FIT_SPAN = 3.0  # the records above the knee fit the device's own growth from 3x in size
+MIN_FIT_SPAN = 10.0  # the records above the knee fit the device's own growth over a decade
 FLOAT32_BYTES = (
     4  # what a parameter takes in the cache on the CPU (isoscope computes float32 there)
 )
@@ -76,7 +78,7 @@ def _interpolate(low: tuple[int, float], high: tuple[int, float], size: int) -> 
     return math.exp(math.log(r0) + t * (math.log(r1) - math.log(r0)))
 
 
-def _slope(points: list[tuple[int, float]]) -> float:
+def slope(points: list[tuple[int, float]]) -> float:
     """Least-squares slope of log rate over log size."""
     xs = [math.log(n) for n, _ in points]
     ys = [math.log(r) for _, r in points]
@@ -106,18 +108,20 @@ def rate_for(
         )
     if larger:
         return Rate(larger[0][1], f"from a larger model ({size_label(larger[0][0])})")
-    top_size, top_rate = smaller[-1]
-    above = [p for p in smaller if p[0] >= knee]
+    above = [p for p in smaller if p[0] >= knee] or smaller[-1:]
     spans = len(above) >= 2 and above[-1][0] >= MIN_FIT_SPAN * above[0][0]
-    growth = _slope(above) if spans else prior_growth
+    growth = slope(above) if spans else prior_growth
     growth = min(max(growth, 0.0), MAX_GROWTH)
-    start = max(top_size, knee)
-    factor = (size / start) ** growth if size > start else 1.0
+    # log rate = c + growth x log size, c the mean over the records (one slow run moves it by
+    # its share only); growth counts from the knee for a record inside the cache
+    logs = [math.log(r) - growth * math.log(max(n, knee)) for n, r in above]
+    per_unit = math.exp(sum(logs) / len(logs) + growth * math.log(max(size, knee)))
+    factor = per_unit / above[-1][1]
     models = "1 smaller model" if len(smaller) == 1 else f"{len(smaller)} smaller models"
     basis = f"from {models}"
-    if factor > 1.0:
-        basis += f", x{factor:.1f} for the size"
-    return Rate(top_rate * factor, basis)
+    if abs(factor - 1.0) >= 0.05:
+        basis += f", x{factor:.1f} of the largest's rate for the size"
+    return Rate(per_unit, basis)
 
 
 @cache
@@ -184,5 +188,5 @@ def phase_seconds(
     if larger:
         return Rate(larger[0][1], f"from a larger model ({size_label(larger[0][0])})")
     (n0, s0), (n1, s1) = smaller[-2], smaller[-1]
-    slope = max((s1 - s0) / (n1 - n0), prior_per_unit)  # never below the prior's per unit
-    return Rate(s1 + slope * (size - n1), f"from {len(smaller)} smaller models")
+    per_unit = max((s1 - s0) / (n1 - n0), prior_per_unit)  # never below the prior's per unit
+    return Rate(s1 + per_unit * (size - n1), f"from {len(smaller)} smaller models")

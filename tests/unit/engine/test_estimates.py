@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from backend.engine import estimates
@@ -32,7 +34,7 @@ def test_a_record_at_the_size_is_used_as_measured():
 def test_one_smaller_record_grows_by_the_prior_beyond_the_knee():
     rate = rate_for({2 * 10**8: 1e-11}, 8 * 10**8, knee=KNEE, prior_growth=0.5)
     assert rate.per_unit == pytest.approx(1e-11 * 4**0.5)
-    assert rate.basis == "from 1 smaller model, x2.0 for the size"
+    assert rate.basis == "from 1 smaller model, x2.0 of the largest's rate for the size"
 
 
 def test_growth_starts_at_the_knee_not_at_a_small_record():
@@ -40,15 +42,15 @@ def test_growth_starts_at_the_knee_not_at_a_small_record():
     rate = rate_for({3 * 10**7: 1e-11}, 4 * 10**8, knee=KNEE, prior_growth=0.5)
     assert rate.per_unit == pytest.approx(1e-11 * 4**0.5)
     inside = rate_for({3 * 10**7: 1e-11}, 9 * 10**7, knee=KNEE, prior_growth=0.5)
-    assert inside.per_unit == 1e-11 and inside.basis == "from 1 smaller model"
+    assert inside.per_unit == pytest.approx(1e-11) and inside.basis == "from 1 smaller model"
 
 
 def test_records_above_the_knee_give_the_devices_own_growth():
-    sizes = [5 * 10**7, 2 * 10**8, 8 * 10**8]  # one inside the cache, two beyond it
+    sizes = [5 * 10**7, 2 * 10**8, 6 * 10**8, 24 * 10**8]  # 3 beyond the knee, over a decade
     records = {n: kneed_rate(n, growth=0.3) for n in sizes}
-    rate = rate_for(records, 32 * 10**8, knee=KNEE, prior_growth=0.9)
-    assert rate.per_unit == pytest.approx(kneed_rate(32 * 10**8, growth=0.3))  # not the prior
-    assert rate.basis.startswith("from 3 smaller models")
+    rate = rate_for(records, 10**10, knee=KNEE, prior_growth=0.9)
+    assert rate.per_unit == pytest.approx(kneed_rate(10**10, growth=0.3))  # not the prior
+    assert rate.basis.startswith("from 4 smaller models")
 
 
 @pytest.mark.parametrize("growth", [0.0, 0.2, 0.41])
@@ -64,22 +66,24 @@ def test_extrapolation_from_smaller_records_is_conservative(growth):
         assert rate.basis.startswith(f"from {i} smaller model")
 
 
-def test_close_records_do_not_fit_a_growth_the_prior_is_used():
-    records = {2 * 10**8: 1e-11, 3 * 10**8: 3e-11}  # one slow run: a slope of 2.7
+def test_close_records_do_not_fit_a_growth_and_one_slow_run_counts_for_its_share():
+    records = {2 * 10**8: 1e-11, 6 * 10**8: 3e-11}  # one slow run: a slope of 1.0
     rate = rate_for(records, 12 * 10**8, knee=KNEE, prior_growth=0.4)
-    assert rate.per_unit == pytest.approx(3e-11 * 4**0.4)
+    both = math.sqrt(1e-11 * 6**0.4 * 3e-11 * 2**0.4)  # each grown by the prior, then averaged
+    assert rate.per_unit == pytest.approx(both)
 
 
 def test_a_falling_rate_beyond_the_knee_is_not_extrapolated_downward():
-    records = {2 * 10**8: 2e-11, 8 * 10**8: 1e-11}  # fixed costs spreading: a negative slope
-    rate = rate_for(records, 16 * 10**8, knee=KNEE, prior_growth=0.4)
-    assert rate.per_unit == 1e-11  # the largest record's, no lower
+    records = {2 * 10**8: 2e-11, 4 * 10**9: 1e-11}  # fixed costs spreading: a negative slope
+    rate = rate_for(records, 8 * 10**9, knee=KNEE, prior_growth=0.4)
+    assert rate.per_unit == pytest.approx(math.sqrt(2e-11 * 1e-11))  # no growth, no fall
 
 
 def test_growth_is_capped():
-    records = {2 * 10**8: 1e-12, 8 * 10**8: 1e-10}  # a slope of 3.3: a measurement gone wrong
-    rate = rate_for(records, 16 * 10**8, knee=KNEE)
-    assert rate.per_unit == pytest.approx(1e-10 * 2**estimates.MAX_GROWTH)
+    records = {2 * 10**8: 1e-12, 4 * 10**9: 1e-8}  # a slope of 3.1: a measurement gone wrong
+    rate = rate_for(records, 8 * 10**9, knee=KNEE)
+    grown = [1e-12 * 40**estimates.MAX_GROWTH, 1e-8 * 2**estimates.MAX_GROWTH]
+    assert rate.per_unit == pytest.approx(math.sqrt(grown[0] * grown[1]))
 
 
 def test_between_two_records_the_rate_is_interpolated_in_log_size():

@@ -59,7 +59,7 @@ def test_the_rate_at_a_size_comes_from_the_records_by_the_one_rule(tmp_path, mon
     assert grown.per_unit == pytest.approx(1e-9 * 4**estimates.CPU_GROWTH_PRIOR)
     gpu = 10.0 / (100 * 10**8)
     throughput.record(tmp_path, "cuda:X", 10**8, 100, 10.0)  # a GPU: its own records, no prior
-    assert throughput.extraction_rate(tmp_path, "cuda:X", 4 * 10**8).per_unit == gpu
+    assert throughput.extraction_rate(tmp_path, "cuda:X", 4 * 10**8).per_unit == pytest.approx(gpu)
 
 
 def test_an_older_speeds_file_stays_readable(tmp_path):
