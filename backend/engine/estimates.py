@@ -26,9 +26,9 @@ the tokenizer, the config, opening the files) plus a part per byte or parameter,
 :func:`phase_seconds` reads its records (size -> seconds per unit) as points of seconds over size
 on a line: a record at the size is used as it is; between two records the seconds are
 interpolated; above the largest, the line through the two largest records (never less steep
-than the prior's per-unit part); with
-one record, the prior's per-unit part and that record's own fixed part (the per-unit part of the
-record itself when it is faster than the prior); with none, the prior.
+than the prior's per-unit part); with one record, the prior's per-unit part and that record's
+own fixed part (the record's own per-unit part when it is faster than the prior); with none,
+the prior.
 
 Every estimate says how it was obtained ("measured at this size", "from 3 smaller models"...).
 """
@@ -42,15 +42,13 @@ from functools import cache
 from pathlib import Path
 
 SAME_SIZE = 1.15  # sizes within 15% of a record count as that record's size
-# The slope of log rate over log size beyond the cache knee on a CPU before a device has two
-# records there: the 2-core reference machine's 268 M and 1.54 B parameter records
+# The slope of log rate over log size beyond the cache knee on a CPU before a device's records
+# there span a decade: the 2-core reference machine's 268 M and 1.54 B parameter records
 # (5.1e-12 and 1.04e-11 s per padded token x parameter): ln(2.04) / ln(5.75) = 0.41.
 CPU_GROWTH_PRIOR = 0.41
 MAX_GROWTH = 1.0  # a rate growing faster than the size itself would be a measurement gone wrong
 MIN_FIT_SPAN = 10.0  # the records above the knee fit the device's own growth over a decade
-FLOAT32_BYTES = (
-    4  # what a parameter takes in the cache on the CPU (isoscope computes float32 there)
-)
+FLOAT32_BYTES = 4  # a parameter in the cache on the CPU (isoscope computes in float32 there)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@ every batch (:func:`backend.engine.progress.eta_seconds`).
 
 What comes before the extraction is estimated the same way, each phase named
 (:class:`TimeEstimate`): the download (per byte, kept for the network), a GGUF's conversion (per
-parameter, kept for the CPU) and the load (per parameter, kept for the device), each from the
+parameter, kept for the CPU) and the load (per parameter, kept for the device; a 16-bit
+checkpoint's, widened, apart), each from the
 records of the loads this cache has seen (:func:`record_phases`), else a stated prior
 (:data:`PHASE_PRIORS`).
 
