@@ -53,6 +53,7 @@ from backend.engine.estimates import (
     rate_for,
 )
 from backend.engine.jsonio import strict_json
+from backend.engine.preflight import stored_bytes_per_parameter
 
 FILE_NAME = "speeds.json"  # per padded token (throughput.json held rates per real token)
 FIRST_LOOK_SECONDS = 60.0  # the issue's "a first look within a minute"; $ISOSCOPE_FIRST_LOOK_S
@@ -286,21 +287,7 @@ def record_phases(root: Path, loaded) -> None:
 def record_download(root: Path, fetched_bytes: int, seconds: float) -> None:
     """Keep a download made outside :func:`backend.engine.models.load_model` (the UI's, with its
     bar) as :func:`record_phases` keeps a load's."""
-    key = phase_key(DOWNLOAD, "")
-    record(root, key, fetched_bytes, 1, seconds, MIN_PHASE_SECONDS)
-
-
-def stored_bytes_per_parameter(folder: Path) -> int:
-    """Bytes per parameter of a checkpoint as its ``config.json`` says it is stored (2 for
-    bfloat16 or float16, else 4: the larger, when it does not say)."""
-    try:
-        config = json.loads((Path(folder) / "config.json").read_text())
-    except (OSError, ValueError):
-        return 4
-    if not isinstance(config, dict):
-        return 4
-    dtype = config.get("dtype") or config.get("torch_dtype")
-    return 2 if dtype in ("bfloat16", "float16") else 4
+    record(root, phase_key(DOWNLOAD, ""), fetched_bytes, 1, seconds, MIN_PHASE_SECONDS)
 
 
 def phases_before(root: Path, device: str, parameters: int, folder: Path) -> tuple[Phase, ...]:
