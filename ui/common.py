@@ -119,7 +119,7 @@ def _download_first(
     (:func:`backend.engine.throughput.time_preflight`; returned, for the load's spinner).
     Streamlit's stop ends the script in the bar's update, which cancels the download (complete
     files stay; nothing half-written)."""
-    from backend.engine import hub
+    from backend.engine import hub, throughput
     from backend.engine.preflight import once
 
     parsed = hub.to_download(source)
@@ -128,8 +128,10 @@ def _download_first(
     meter = hub.DownloadMeter()
     bar = st.progress(0.0, text=f"Downloading {parsed.text} from the Hugging Face Hub…")
     first_page: list[TimeEstimate] = []
+    fetched = [0]
 
     def progress(done: int, total: int) -> None:
+        fetched[0] = done
         text = f"Downloading {parsed.text}: {meter.describe(done, total)}"
         text += "".join(f" · {e.describe(first_look_budget())}" for e in first_page)
         bar.progress(min(done / max(total, 1), 1.0), text=text)
@@ -143,6 +145,7 @@ def _download_first(
             quota_bytes=quota,
             before_weights=None if on_preflight is None else once(on_preflight),
         )
+        throughput.record_download(ResultCache().root, fetched[0], meter.clock() - meter.started)
     finally:
         bar.empty()
     return first_page[0] if first_page else None

@@ -618,11 +618,13 @@ def cached_extract(
 
 def _record_throughput(cache: ResultCache, loaded, corpus, result: ExtractionResult) -> None:
     """This run's measured speed per padded token, kept beside the results for the next estimate
-    (text only: an image or clip's token count is the model's, not the corpus's)."""
+    (text only: an image or clip's token count is the model's, not the corpus's), and the
+    phases its load measured (:func:`backend.engine.throughput.record_phases`)."""
+    throughput.record_phases(cache.root, loaded)
     if getattr(corpus, "kind", "text") != "text" or not result.seconds:
         return
     counts = throughput.token_counts(loaded.tokenizer, corpus.texts, result.settings.max_length)
-    throughput.record(
+    throughput.record_extraction(
         cache.root,
         throughput.device_key(loaded.device),
         throughput.parameter_count(loaded.model),

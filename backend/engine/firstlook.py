@@ -84,7 +84,8 @@ def measured_first_look(
     partial.notices[:0] = list(loaded.layout.notes)
     result = finish(partial, target, seconds=time.perf_counter() - started)
     ran = padded + throughput.padded_tokens(counts[first:n], batching)  # the two parts' batches
-    throughput.record(
+    throughput.record_phases(cache.root, loaded)
+    throughput.record_extraction(
         cache.root,
         throughput.device_key(loaded.device),
         parameters,

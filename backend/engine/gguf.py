@@ -81,6 +81,11 @@ def converted_folder(gguf_path: Path, cache_root: Path | None = None) -> Path:
     return Path(cache_root) / "models" / f"{file_sha256(gguf_path)[:20]}-v{CONVERSION_VERSION}"
 
 
+def is_converted(gguf_path: Path, cache_root: Path | None = None) -> bool:
+    """Whether ``gguf_path`` already has its safetensors copy (no conversion before a load)."""
+    return (converted_folder(gguf_path, cache_root) / _DONE_MARKER).exists()
+
+
 def gguf_checkpoint(source: str, cache_root: Path | None = None) -> tuple[Path, str]:
     """``(checkpoint folder, display name)`` for ``smollm2`` or a ``.gguf`` path, converting once."""
     if source.strip().lower() == SMOLLM2_SOURCE:

@@ -61,6 +61,7 @@ from backend.engine.checkpoints import (
 from backend.engine.device import describe_device, resolve_device, resolve_dtype
 from backend.engine.environment import BIG_WEIGHTS_BYTES, give_back_large_frees
 from backend.engine.errors import IsoscopeError, ModelLoadError
+from backend.engine.gguf import is_converted
 from backend.engine.layout import InputLayout, read_layout
 from backend.engine.model_parts import ModelParts, short_error
 from backend.engine.random_models import build_random_model, random_processor, read_random
@@ -72,6 +73,7 @@ from backend.engine.source import (
     parse_source,
     random_like_source,
 )
+from backend.engine.throughput import CONVERSION, DOWNLOAD, load_phase, parameter_count
 
 # the loader's public face: the checkpoint and random-model helpers are re-exported here
 __all__ = [
@@ -161,6 +163,9 @@ class LoadedModel:
     load_seconds: float = (
         0.0  # what load_model took, a download not included (the first look's budget)
     )
+    # what this load measured, (phase, units, seconds): a download (bytes), a GGUF conversion
+    # and the load itself (parameters); kept for the next estimate (throughput.record_phases)
+    phases: tuple[tuple[str, int, float], ...] = ()
 
     @property
     def encoder(self) -> torch.nn.Module:
@@ -217,6 +222,7 @@ def load_model(
     torch_dtype = resolve_dtype(torch_device, dtype)
     parsed = parse_source(source)
     started = time.perf_counter()
+    phases: list[tuple[str, int, float]] = []  # what this load measured (LoadedModel.phases)
     if parsed.kind == "random-like":
         return _load_random_like(parsed, device, dtype, allow_pickle, head)
     if parsed.kind == "random":
@@ -232,10 +238,18 @@ def load_model(
             announce(census, gguf_file)
         downloads = {"progress": progress, "quota_bytes": quota_bytes, "check_weights": check}
         downloads["before_weights"] = announce
+        converting = gguf_file is not None and not is_converted(gguf_file)
+        downloading = parsed.kind == "hub" and _cached_snapshot(parsed) is None
+        resolving = time.perf_counter()
         folder, display = resolve_folder(parsed, allow_pickle=allow_pickle, download=downloads)
+        resolved_s = time.perf_counter() - resolving
         if parsed.kind == "hub":
             started = time.perf_counter()  # a download is not the load: it has its own bar
         census = _census_or_empty(folder)
+        if downloading:
+            phases.append((DOWNLOAD, _weights_bytes(folder), resolved_s))
+        if converting:
+            phases.append((CONVERSION, sum(census.values()), resolved_s))
         if not parsed.is_gguf:
             check(census)
         announce(census, folder)
@@ -257,7 +271,24 @@ def load_model(
                 fingerprint=f"{loaded.fingerprint}-{folder.name[:12]}",  # names the commit used
             )
     ready = make_loaded(loaded, torch_device, torch_dtype)
-    return dataclasses.replace(ready, load_seconds=time.perf_counter() - started)
+    load_seconds = time.perf_counter() - started
+    if parsed.kind not in ("random", "random-like"):
+        converted_s = sum(s for name, _, s in phases if name == CONVERSION)
+        load = load_phase(folder)
+        phases.append((load, parameter_count(ready.model), load_seconds - converted_s))
+    return dataclasses.replace(ready, load_seconds=load_seconds, phases=tuple(phases))
+
+
+def _cached_snapshot(parsed: ModelSource) -> Path | None:
+    from backend.engine import hub
+
+    return hub.cached_snapshot(parsed)
+
+
+def _weights_bytes(folder: Path) -> int:
+    """Bytes of a snapshot's weight files (what a download of it fetched)."""
+    files = [*folder.glob("*.safetensors"), *folder.glob("*.bin"), *folder.glob("*.pt")]
+    return sum(p.stat().st_size for p in files if p.is_file())
 
 
 def _memory_check(source: str, dtype: str, placement: str):

@@ -80,6 +80,17 @@ class Preflight:
         )
 
 
+def stored_bytes_per_parameter(folder: Path) -> int:
+    """Bytes per parameter of a checkpoint as its ``config.json`` says it is stored (4 when it
+    does not say: the larger)."""
+    try:
+        config = json.loads((Path(folder) / "config.json").read_text())
+    except (OSError, ValueError):
+        return 4
+    dtype = (config.get("dtype") or config.get("torch_dtype")) if isinstance(config, dict) else None
+    return DTYPE_BYTES.get(str(dtype), 4)
+
+
 def safetensors_header(path: Path) -> dict:
     """The JSON header of a safetensors file (its first 8 + n bytes only)."""
     with path.open("rb") as fh:

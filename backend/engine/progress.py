@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from backend.engine.throughput import describe_seconds
+from backend.engine.estimates import describe_seconds
 
 
 class Progress(Protocol):

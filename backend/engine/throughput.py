@@ -1,24 +1,33 @@
 """How fast this device runs a model, measured, and what that predicts for the next corpus.
 
-The rule: an extraction's time is proportional to padded tokens x parameters (one forward pass
-costs about 2 FLOPs per parameter per token, and a batch runs every text to its longest text's
-length; the constant is this device's, measured, not assumed). The padded tokens are those of the
+The rule: an extraction's time is a fixed part (:data:`EXTRACTION_FIXED_S`) plus a part
+proportional to padded tokens x parameters (one forward pass costs about 2 FLOPs per parameter
+per token, and a batch runs every text to its longest text's length; the rate is this device's,
+measured, not assumed). The padded tokens are those of the
 batches the extraction forms (:func:`padded_tokens`, the one batching rule); real tokens
 underestimated a first look of 34 texts of a 1.5B decoder by half, because its one batch of 32
 ran at the longest text's width. Every extraction through the disk cache records its measured
 seconds per (padded token x parameter) for its device and parameter count in ``speeds.json`` in
-the cache folder; the estimate for the
-next run uses the measurement of the nearest parameter count on that device (fixed per-batch
-costs inflate a small model's rate, so a tiny model's speed does not predict a big one's). Before
-a first measurement on a device there is no estimate: the first run measures on its first batch
-and stops at the prefix that fits (:mod:`backend.engine.firstlook`). The running
-progress bar refines it with every batch (:func:`backend.engine.progress.eta_seconds`).
+the cache folder; the rate at the next run's size comes from those records by the one rule of
+:mod:`backend.engine.estimates` (the record at that size, else interpolated between sizes, else
+extrapolated upward from smaller ones, and said which). Before a first measurement on a device
+there is no estimate of the extraction: the first run measures on its first batch and stops at
+the prefix that fits (:mod:`backend.engine.firstlook`). The running progress bar refines it with
+every batch (:func:`backend.engine.progress.eta_seconds`).
+
+What comes before the extraction is estimated the same way, each phase named
+(:class:`TimeEstimate`): the download (per byte, kept for the network), a GGUF's conversion (per
+parameter, kept for the CPU) and the load (per parameter, kept for the device; a 16-bit
+checkpoint's, widened, apart), each from the
+records of the loads this cache has seen (:func:`record_phases`), else a stated prior
+(:data:`PHASE_PRIORS`).
 
 A *first look* (the Overview of a model that would take longer than :data:`FIRST_LOOK_SECONDS`)
 is the longest prefix of the corpus whose estimated time fits the budget: a corpus of its own,
 with its own hash and cache entry; the whole corpus is a second, separate entry. The budget is
 the whole first page the user waits for: the model's load (measured,
-``LoadedModel.load_seconds``), the page's frame (:data:`FRAME_SECONDS`), the extraction (above)
+``LoadedModel.load_seconds``), the page's frame (:data:`FRAME_SECONDS`), the extraction (above,
+its fixed :data:`EXTRACTION_FIXED_S` included)
 and the Overview's statistics on the extracted tokens (outlier dims, anisotropy, the first
 position, the quick findings), which cost about the same per token x hidden state x dim whatever
 the model: measured by every Overview on this machine (:func:`record_statistics`), and
@@ -28,14 +37,23 @@ the model: measured by every Overview on this machine (:func:`record_statistics`
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from backend.engine.batching import Batching, padded_tokens
+from backend.engine.estimates import (
+    PRIOR_BASIS,
+    Rate,
+    cache_knee,
+    describe_seconds,
+    growth_prior,
+    phase_seconds,
+    rate_for,
+)
 from backend.engine.jsonio import strict_json
+from backend.engine.preflight import stored_bytes_per_parameter
 
 FILE_NAME = "speeds.json"  # per padded token (throughput.json held rates per real token)
 FIRST_LOOK_SECONDS = 60.0  # the issue's "a first look within a minute"; $ISOSCOPE_FIRST_LOOK_S
@@ -57,6 +75,33 @@ FRAME_SECONDS = 3.5
 # the whole budget overran it about half the time.
 PLANNED_SHARE = 0.9
 STATISTICS_KIND = "Overview statistics"  # what the statistics' rates are kept under, per device
+# Seconds an extraction costs whatever its size (the statistics' kernels, the token sample's
+# buffer, the first batch's warm-up): 96 texts through a 2.1 M parameter decoder took 3.4 s in a
+# fresh process, where its per-token rate accounts for under 0.5 s (benchmarks/estimates.py, a
+# shared 2-core machine). The records keep the rate net of it; every estimate adds it back.
+EXTRACTION_FIXED_S = 3.0
+FIXED_LOAD_S = 2.0  # a 2 M parameter model's load in a fresh process (same machine)
+FIXED_CONVERSION_S = 3.5  # a 2 M parameter GGUF's conversion (same machine)
+# The phases before the extraction: (seconds per unit, fixed seconds) before the first record of
+# this cache (:func:`backend.engine.estimates.phase_seconds`).
+DOWNLOAD, CONVERSION, LOAD = "download", "conversion", "load"
+LOAD_16 = "load from 16-bit"  # a load that widens bf16/fp16 weights: its own records
+PHASE_PRIORS = {
+    # per byte: an assumed 10 MB/s (the Hub serves faster; a shared link often does not)
+    DOWNLOAD: (1 / 10e6, 0.0),
+    # per parameter: a 1.54 B Qwen2.5-Coder GGUF took about 25 s on the 2-core reference
+    # machine; fixed: reading a small GGUF's vocabulary and config, writing its tokenizer
+    CONVERSION: (1.6e-8, FIXED_CONVERSION_S),
+    # per parameter: 1,497.6 M bf16 parameters loaded as float32 in 4.1 s on the idle 2-core
+    # reference machine (benchmarks/big_model.py, 2026-12-02); fixed: a small model's load in a
+    # fresh process (the model classes' imports, the tokenizer)
+    LOAD_16: (2.7e-9, FIXED_LOAD_S),
+    # weights loaded in the dtype they are stored in are mapped, not copied: an assumed third of
+    # the widening's cost per parameter (a 199 M float32 checkpoint loaded in 2.4 s, all but
+    # fixed costs, benchmarks/estimates.py)
+    LOAD: (0.9e-9, FIXED_LOAD_S),
+}
+MIN_PHASE_SECONDS = 0.5  # shorter phases are not kept: timer noise
 
 
 def device_key(device) -> str:
@@ -92,12 +137,19 @@ def _read(root: Path) -> dict[str, dict[str, float]]:
     }
 
 
-def record(root: Path, device: str, parameters: int, tokens: int, seconds: float) -> None:
+def record(
+    root: Path,
+    device: str,
+    parameters: int,
+    tokens: int,
+    seconds: float,
+    min_seconds: float = MIN_RECORD_SECONDS,
+) -> None:
     """Keep this run's seconds per (token x parameter) for ``device`` and this parameter count
     (best effort: a read-only cache folder keeps nothing, and nothing fails). A run shorter than
-    :data:`MIN_RECORD_SECONDS` is not kept: its time is mostly fixed costs (loading the first
-    batch, warming kernels), and a model that fast needs no first look."""
-    if parameters <= 0 or tokens <= 0 or seconds < MIN_RECORD_SECONDS:
+    ``min_seconds`` is not kept: its time is mostly fixed costs (loading the first batch,
+    warming kernels), and a model that fast needs no first look."""
+    if parameters <= 0 or tokens <= 0 or seconds < min_seconds:
         return
     data = _read(root)
     rates = data.setdefault(device, {})
@@ -105,6 +157,24 @@ def record(root: Path, device: str, parameters: int, tokens: int, seconds: float
     rates[str(parameters)] = seconds / (tokens * parameters)
     data[device] = dict(list(rates.items())[-MAX_MODELS_PER_DEVICE:])
     _write(_path(root), data)
+
+
+def record_extraction(
+    root: Path, device: str, parameters: int, padded: int, seconds: float
+) -> None:
+    """Keep an extraction's rate per padded token x parameter net of :data:`EXTRACTION_FIXED_S`
+    (at least half its seconds count as per-token work); under :data:`MIN_RECORD_SECONDS`
+    nothing is kept."""
+    if seconds < MIN_RECORD_SECONDS:
+        return
+    net = max(seconds - EXTRACTION_FIXED_S, seconds / 2)
+    record(root, device, parameters, padded, net, min_seconds=0.0)
+
+
+def extraction_seconds(rate: float, parameters: int, padded: int) -> float:
+    """The one extraction time: :data:`EXTRACTION_FIXED_S` + ``rate`` x parameters x padded
+    tokens."""
+    return EXTRACTION_FIXED_S + rate * parameters * padded
 
 
 def _write(path: Path, data: dict) -> None:
@@ -118,16 +188,26 @@ def _write(path: Path, data: dict) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def _records(root: Path, key: str) -> dict[int, float]:
+    return {int(n): r for n, r in _read(root).get(key, {}).items() if n.isdigit()}
+
+
+def extraction_rate(root: Path, device: str, parameters: int) -> Rate | None:
+    """The extraction's seconds per padded token x parameter on ``device`` at ``parameters``,
+    from the device's records by :func:`backend.engine.estimates.rate_for` (its cache knee and
+    growth); None before the device's first measurement."""
+    return rate_for(
+        _records(root, device),
+        parameters,
+        knee=cache_knee(device),
+        prior_growth=growth_prior(device),
+    )
+
+
 def seconds_per_token_parameter(root: Path, device: str, parameters: int) -> float | None:
-    """The rate (seconds per padded token x parameter; the statistics' per token x unit)
-    measured on ``device`` for the model whose parameter count is nearest to ``parameters`` (on
-    a log scale: a small model's rate is inflated by fixed per-batch costs,
-    so the nearest size predicts best); None before the first measurement."""
-    rates = _read(root).get(device)
-    if not rates or parameters <= 0:
-        return None
-    nearest = min(rates, key=lambda n: abs(math.log(max(int(n), 1) / parameters)))
-    return rates[nearest]
+    """The rate of :func:`extraction_rate` alone; None before the first measurement."""
+    rate = extraction_rate(root, device, parameters)
+    return None if rate is None else rate.per_unit
 
 
 def speed_measured(loaded, root: Path) -> bool:
@@ -155,10 +235,89 @@ def record_statistics(root: Path, units: int, tokens: int, seconds: float) -> No
 
 def statistics_seconds_per_token(loaded, root: Path) -> float:
     """The Overview statistics' seconds per token of ``loaded`` (this machine's measured rate
-    for the nearest size, else :data:`STATISTICS_PRIOR`, x :func:`statistics_units`)."""
+    at this size by :func:`backend.engine.estimates.rate_for`, else :data:`STATISTICS_PRIOR`,
+    x :func:`statistics_units`)."""
     units = statistics_units(loaded)
-    measured = seconds_per_token_parameter(root, STATISTICS_DEVICE, units)
-    return (STATISTICS_PRIOR if measured is None else measured) * units
+    measured = rate_for(_records(root, STATISTICS_DEVICE), units)
+    return (STATISTICS_PRIOR if measured is None else measured.per_unit) * units
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One named phase of an estimate: its seconds and how its rate was obtained."""
+
+    name: str
+    seconds: float
+    basis: str
+
+
+def phase_key(phase: str, device: str) -> str:
+    """What a phase's records are kept under: a download under the network, a GGUF conversion
+    under the CPU (it runs there whatever the device), a load under its device."""
+    owner = {DOWNLOAD: "network", CONVERSION: "cpu"}.get(phase, device)
+    return f"{owner} · {phase}"
+
+
+def phase_estimate(root: Path, phase: str, device: str, units: int) -> Phase:
+    """``phase`` of ``units`` (bytes for a download, parameters otherwise) on ``device``: a fixed
+    part and a part per unit, from the records (:func:`backend.engine.estimates.phase_seconds`),
+    else :data:`PHASE_PRIORS`."""
+    per_unit, fixed = PHASE_PRIORS[phase]
+    estimate = phase_seconds(_records(root, phase_key(phase, device)), units, per_unit, fixed)
+    return Phase(LOAD if phase == LOAD_16 else phase, estimate.per_unit, estimate.basis)
+
+
+def load_phase(folder: Path) -> str:
+    """:data:`LOAD_16` for a checkpoint stored in 16 bits (widened on the CPU), else :data:`LOAD`;
+    a ``.gguf`` file loads from its float32 copy."""
+    if Path(folder).suffix.lower() == ".gguf":
+        return LOAD
+    return LOAD_16 if stored_bytes_per_parameter(folder) == 2 else LOAD
+
+
+def record_phases(root: Path, loaded) -> None:
+    """Keep the phases ``loaded``'s load measured (``LoadedModel.phases``: name, units,
+    seconds), each under :func:`phase_key`; a phase under :data:`MIN_PHASE_SECONDS` is not kept."""
+    phases = getattr(loaded, "phases", ())
+    device = device_key(loaded.device) if phases else ""
+    for name, units, seconds in phases:
+        record(root, phase_key(name, device), units, 1, seconds, MIN_PHASE_SECONDS)
+
+
+def record_download(root: Path, fetched_bytes: int, seconds: float) -> None:
+    """Keep a download made outside :func:`backend.engine.models.load_model` (the UI's, with its
+    bar) as :func:`record_phases` keeps a load's."""
+    record(root, phase_key(DOWNLOAD, ""), fetched_bytes, 1, seconds, MIN_PHASE_SECONDS)
+
+
+def phases_before(root: Path, device: str, parameters: int, folder: Path) -> tuple[Phase, ...]:
+    """The phases before the extraction of the model at ``folder`` (``on_preflight``'s: a
+    ``.gguf`` file before its conversion, a Hub snapshot before its weights, or a checkpoint
+    folder): the download when the snapshot's weights are missing, the conversion when the
+    GGUF has no converted copy yet, and the load."""
+    folder = Path(folder)
+    phases = []
+    if folder.suffix.lower() == ".gguf" and folder.is_file():
+        from backend.engine.gguf import is_converted
+
+        if not is_converted(folder):
+            phases.append(phase_estimate(root, CONVERSION, device, parameters))
+    elif _download_pending(folder):
+        size = parameters * stored_bytes_per_parameter(folder)
+        phases.append(phase_estimate(root, DOWNLOAD, device, size))
+    phases.append(phase_estimate(root, load_phase(folder), device, parameters))
+    return tuple(phases)
+
+
+def _download_pending(folder: Path) -> bool:
+    """Whether ``folder`` is a Hub snapshot whose weights have not been downloaded yet."""
+    from backend.engine.hub import hub_cache_dir, snapshot_complete
+
+    try:
+        in_hub = folder.resolve().is_relative_to(hub_cache_dir().resolve())
+    except OSError:
+        return False
+    return in_hub and not snapshot_complete(folder)
 
 
 def page_cost(loaded, root: Path, batching: Batching) -> PageCost | None:
@@ -169,14 +328,14 @@ def page_cost(loaded, root: Path, batching: Batching) -> PageCost | None:
     rate = seconds_per_token_parameter(root, device_key(loaded.device), parameters)
     if rate is None:
         return None
-    fixed = loaded.load_seconds + FRAME_SECONDS
+    fixed = loaded.load_seconds + FRAME_SECONDS + extraction_seconds(rate, parameters, 0)
     return PageCost(fixed, rate * parameters, statistics_seconds_per_token(loaded, root), batching)
 
 
 def estimate_seconds(root: Path, device: str, parameters: int, tokens: int) -> float | None:
     """Estimated extraction time of ``tokens`` through ``parameters`` on ``device``."""
     rate = seconds_per_token_parameter(root, device, parameters)
-    return None if rate is None else rate * parameters * tokens
+    return None if rate is None else extraction_seconds(rate, parameters, tokens)
 
 
 def first_look_budget() -> float:
@@ -222,10 +381,6 @@ def first_look_size(counts: Sequence[int], cost: PageCost, budget_s: float) -> i
     return min(max(fits, MIN_FIRST_LOOK_TEXTS), len(counts))
 
 
-def describe_seconds(seconds: float) -> str:
-    return f"about {seconds / 60:.0f} min" if seconds >= 120 else f"about {seconds:.0f} s"
-
-
 def token_counts(tokenizer, texts: Sequence[str], max_length: int) -> list[int]:
     """Tokens per text as the extraction reads them (truncated at ``max_length``)."""
     encoded = tokenizer(list(texts), truncation=True, max_length=max_length)
@@ -234,29 +389,48 @@ def token_counts(tokenizer, texts: Sequence[str], max_length: int) -> list[int]:
 
 @dataclass(frozen=True)
 class TimeEstimate:
-    """The first page's estimated time, before the load: parameters (from the safetensors
-    headers) x tokens of the corpus (its tokenizer) x this device's measured seconds per
-    token-parameter (None before the device's first measurement)."""
+    """The first page's estimated time, before the load: the phases before the extraction
+    (``before``: download, conversion, load; :func:`phases_before`), then the extraction,
+    parameters (from the safetensors headers) x padded tokens of the corpus (its tokenizer) x
+    this device's rate at that size (:func:`extraction_rate`; ``seconds`` None before the
+    device's first measurement, ``basis`` how the rate was obtained)."""
 
     parameters: int
     tokens: int
     device: str
     seconds: float | None
+    basis: str = ""
+    before: tuple[Phase, ...] = ()
+
+    @property
+    def total_seconds(self) -> float | None:
+        """Every phase and the extraction; None while the extraction is not estimated."""
+        if self.seconds is None:
+            return None
+        return self.seconds + sum(p.seconds for p in self.before)
 
     def describe(self, first_look_s: float | None = None) -> str:
-        """One line; with ``first_look_s`` (the UI's budget) it adds that the Overview opens
-        with a first look when the whole corpus takes longer (the CLI runs what it is asked)."""
+        """One line: the total, each phase named, and how each rate was obtained; with
+        ``first_look_s`` (the UI's budget) it adds that the Overview opens with a first look
+        when the whole corpus takes longer (the CLI runs what it is asked)."""
         sizes = f"{self.parameters / 1e6:,.1f} M parameters x {self.tokens:,} tokens"
-        if self.seconds is None:
+        phases = ", ".join(f"{p.name} {describe_seconds(p.seconds)}" for p in self.before)
+        priors = [p.name for p in self.before if p.basis == PRIOR_BASIS]
+        at_prior = f"; {' and '.join(priors)} at {PRIOR_BASIS}" if priors else ""
+        total = self.total_seconds
+        if total is None:
+            first = f"first page: {phases}, then " if phases else "first page: "
             return (
-                f"first page: no speed measured on {self.device} yet ({sizes}); the first batch "
-                "measures it"
+                f"{first}no extraction speed measured on {self.device} yet ({sizes}{at_prior}); "
+                "the first batch measures it"
             )
+        extraction = f"extraction {describe_seconds(self.seconds)}"
         line = (
-            f"first page: {describe_seconds(self.seconds)} on {self.device} ({sizes}, at this "
-            "device's measured speed)"
+            f"first page: {describe_seconds(total)} on {self.device}: "
+            f"{', '.join(filter(None, [phases, extraction]))} "
+            f"({sizes}; extraction speed {self.basis}{at_prior})"
         )
-        if first_look_s is not None and self.seconds > first_look_s:
+        if first_look_s is not None and total > first_look_s:
             line += f"; the Overview opens with a first look of {first_look_s:.0f} s or less"
         return line
 
@@ -288,15 +462,18 @@ def estimate_first_page(
     corpus,
     max_length: int,
     batching: Batching | None = None,
+    before: tuple[Phase, ...] = (),
 ) -> TimeEstimate | None:
-    """The :class:`TimeEstimate` of ``corpus`` in ``batching`` (None: the default settings';
-    None for images and audio, or no tokenizer)."""
+    """The :class:`TimeEstimate` of ``corpus`` in ``batching`` (None: the default settings')
+    after the phases ``before``; None for images and audio, or no tokenizer."""
     if tokenizer is None or getattr(corpus, "kind", "text") != "text":
         return None
     counts = token_counts(tokenizer, corpus.texts, max_length)
     padded = padded_tokens(counts, batching or Batching.of())
-    seconds = estimate_seconds(root, device, parameters, padded)
-    return TimeEstimate(parameters, sum(counts), device, seconds)
+    rate = extraction_rate(root, device, parameters)
+    seconds = None if rate is None else extraction_seconds(rate.per_unit, parameters, padded)
+    basis = "" if rate is None else rate.basis
+    return TimeEstimate(parameters, sum(counts), device, seconds, basis, before)
 
 
 def time_preflight(
@@ -317,8 +494,9 @@ def time_preflight(
 
     def on_preflight(parameters: int, folder: Path) -> None:
         tokenizer = folder_tokenizer(folder)
+        before = phases_before(root, key, parameters, folder)
         estimate = estimate_first_page(
-            root, key, parameters, tokenizer, corpus, max_length, batching
+            root, key, parameters, tokenizer, corpus, max_length, batching, before
         )
         if estimate is not None:
             show(estimate)

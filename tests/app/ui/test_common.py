@@ -158,12 +158,14 @@ def test_a_local_folders_spinner_says_the_first_pages_time_before_the_load(
     at = session()
     at.run()
     assert not at.exception and at.title[0].value == "Overview"
-    said = (
-        f"Loading {folder} · first page: {throughput.describe_seconds(padded * 1.0)} on cpu "
-        f"({parameters / 1e6:,.1f} M parameters x {tokens:,} tokens, at this device's measured "
-        "speed)"
+    extraction_s = throughput.extraction_seconds(1 / parameters, parameters, padded)
+    extraction = (
+        f"extraction {throughput.describe_seconds(extraction_s)} ({parameters / 1e6:,.1f} M "
+        f"parameters x {tokens:,} tokens; extraction speed measured at this size"
     )
-    assert said in events and events.index(said) < events.index("weights read")
+    (said,) = [e for e in events if e.startswith(f"Loading {folder} · first page: ")]
+    assert extraction in said and ": load about " in said  # the load's phase, named
+    assert events.index(said) < events.index("weights read")
     assert len(estimates) == 1
     loading = [e for e in events if e.startswith("Loading")]
     at.run()

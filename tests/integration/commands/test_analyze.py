@@ -182,4 +182,6 @@ def test_a_gguf_announces_the_first_page_before_its_conversion(
     counts = throughput.token_counts(converted, texts, 16)
     assert tokens == sum(counts)
     padded = throughput.padded_tokens(counts, throughput.Batching.of())  # the batches' tokens
-    assert line.startswith(f"first page: {throughput.describe_seconds(padded * 0.1)} on cpu")
+    extraction_s = throughput.extraction_seconds(0.1 / parameters, parameters, padded)
+    assert line.startswith("first page: ") and ": conversion about " in line  # not converted yet
+    assert f"extraction {throughput.describe_seconds(extraction_s)} (" in line

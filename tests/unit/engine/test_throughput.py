@@ -7,8 +7,31 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from backend.engine import throughput
+from backend.engine import estimates, throughput
 from backend.engine.corpus import Corpus
+
+
+@pytest.fixture(autouse=True)
+def _a_known_cache(monkeypatch):
+    """The cache knee of a machine with a 4 GB last-level cache, whatever this machine has; no
+    fixed extraction cost unless a test sets one (it has its own test)."""
+    monkeypatch.setattr(throughput, "cache_knee", lambda device: 10**9)
+    monkeypatch.setattr(throughput, "EXTRACTION_FIXED_S", 0.0)
+
+
+def test_an_extraction_is_recorded_net_of_its_fixed_cost_which_every_estimate_adds(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(throughput, "EXTRACTION_FIXED_S", 3.0)
+    throughput.record_extraction(tmp_path, "cpu", 10**6, 1000, 23.0)
+    assert throughput.seconds_per_token_parameter(tmp_path, "cpu", 10**6) == pytest.approx(2e-8)
+    assert throughput.estimate_seconds(tmp_path, "cpu", 10**6, 2000) == pytest.approx(43.0)
+    throughput.record_extraction(tmp_path, "cpu", 10**7, 1000, 5.0)  # mostly fixed costs
+    assert throughput.seconds_per_token_parameter(tmp_path, "cpu", 10**7) == pytest.approx(2.5e-10)
+    throughput.record_extraction(tmp_path, "cpu", 10**8, 1000, 4.0)  # too short to keep
+    assert throughput.extraction_rate(tmp_path, "cpu", 10**8).basis != "measured at this size"
+    cost = throughput.page_cost(_loaded(10**6, load_seconds=1.0), tmp_path, BATCHING)
+    assert cost.fixed_s == pytest.approx(1.0 + throughput.FRAME_SECONDS + 3.0)
 
 
 def test_no_estimate_before_a_measurement(tmp_path):
@@ -22,13 +45,32 @@ def test_a_recorded_run_predicts_time_proportional_to_tokens_and_parameters(tmp_
     assert throughput.estimate_seconds(tmp_path, "cuda:X", 10**6, 1000) is None  # per device
 
 
-def test_the_nearest_parameter_count_is_used(tmp_path):
+def test_the_rate_at_a_size_comes_from_the_records_by_the_one_rule(tmp_path, monkeypatch):
     throughput.record(tmp_path, "cpu", 10**4, 100, 10.0)  # a tiny model: overhead-bound
     throughput.record(tmp_path, "cpu", 10**8, 100, 10.0)
-    big = throughput.seconds_per_token_parameter(tmp_path, "cpu", 2 * 10**8)
-    tiny = throughput.seconds_per_token_parameter(tmp_path, "cpu", 2 * 10**4)
-    assert big == pytest.approx(10.0 / (100 * 10**8))
-    assert tiny == pytest.approx(10.0 / (100 * 10**4))
+    big = throughput.extraction_rate(tmp_path, "cpu", 2 * 10**8)  # below the knee: no growth
+    tiny = throughput.extraction_rate(tmp_path, "cpu", 10**4)
+    assert big.per_unit == pytest.approx(10.0 / (100 * 10**8))
+    assert big.basis == "from 2 smaller models"
+    assert tiny.per_unit == pytest.approx(10.0 / (100 * 10**4))
+    assert tiny.basis == "measured at this size"
+    monkeypatch.setattr(throughput, "cache_knee", lambda device: 10**8)  # beyond it: the prior
+    grown = throughput.extraction_rate(tmp_path, "cpu", 4 * 10**8)
+    assert grown.per_unit == pytest.approx(1e-9 * 4**estimates.CPU_GROWTH_PRIOR)
+    gpu = 10.0 / (100 * 10**8)
+    throughput.record(tmp_path, "cuda:X", 10**8, 100, 10.0)  # a GPU: its own records, no prior
+    assert throughput.extraction_rate(tmp_path, "cuda:X", 4 * 10**8).per_unit == pytest.approx(gpu)
+
+
+def test_an_older_speeds_file_stays_readable(tmp_path):
+    (tmp_path / throughput.FILE_NAME).write_text(
+        '{"cpu": {"22713216": 7.7e-12, "267769856": 5.1e-12, "oops": 1.0},'
+        ' "cpu · Overview statistics": {"24576": 1.6e-7}, "mps": "not rates"}'
+    )
+    rate = throughput.extraction_rate(tmp_path, "cpu", 267769856)
+    assert rate.per_unit == 5.1e-12 and rate.basis == "measured at this size"
+    throughput.record(tmp_path, "cpu", 10**9, 100, 10.0)
+    assert throughput.extraction_rate(tmp_path, "cpu", 22713216).per_unit == 7.7e-12
 
 
 def test_a_short_run_is_not_kept(tmp_path):
@@ -147,9 +189,93 @@ def test_the_time_preflight_multiplies_parameters_tokens_and_the_measured_rate(t
     estimate = throughput.estimate_first_page(tmp_path, "cpu", 1000, Tokenizer(), corpus, 4)
     # 3 and 4 tokens in one batch run 2 x 4 padded tokens: 8 s
     assert estimate.tokens == 7 and estimate.seconds == pytest.approx(8.0)
-    assert estimate.describe().startswith("first page: about 8 s on cpu (0.0 M parameters x 7")
+    assert estimate.describe() == (
+        "first page: about 8 s on cpu: extraction about 8 s (0.0 M parameters x 7 tokens; "
+        "extraction speed measured at this size)"
+    )
     assert "first look" not in estimate.describe(first_look_s=60)
     assert estimate.describe(first_look_s=5).endswith("opens with a first look of 5 s or less")
     unmeasured = throughput.estimate_first_page(tmp_path, "cuda:X", 1000, Tokenizer(), corpus, 4)
-    assert unmeasured.seconds is None and "no speed measured on cuda:X yet" in unmeasured.describe()
+    assert unmeasured.seconds is None and unmeasured.total_seconds is None
+    assert "no extraction speed measured on cuda:X yet" in unmeasured.describe()
     assert throughput.estimate_first_page(tmp_path, "cpu", 1000, None, corpus, 4) is None
+
+
+def test_the_phases_before_the_extraction_are_named_and_in_the_total(tmp_path):
+    load = throughput.Phase("load", 30.0, throughput.PRIOR_BASIS)
+    conversion = throughput.Phase("conversion", 90.0, "measured at this size")
+    estimate = throughput.TimeEstimate(1_500_000_000, 5192, "cpu", 60.0, "from 3 smaller models")
+    phased = throughput.TimeEstimate(**{**estimate.__dict__, "before": (conversion, load)})
+    assert phased.total_seconds == pytest.approx(180.0)
+    assert phased.describe() == (
+        "first page: about 3 min on cpu: conversion about 90 s, load about 30 s, extraction "
+        "about 60 s (1,500.0 M parameters x 5,192 tokens; extraction speed from 3 smaller "
+        "models; load at a prior speed)"
+    )
+    assert "first look" in phased.describe(first_look_s=120)  # the total, not the extraction
+    assert "first look" not in estimate.describe(first_look_s=120)
+
+
+def test_a_phase_uses_its_prior_until_a_load_records_it(tmp_path):
+    prior = throughput.phase_estimate(tmp_path, throughput.LOAD, "cpu", 10**9)
+    per_unit, fixed = throughput.PHASE_PRIORS[throughput.LOAD]
+    assert prior.seconds == pytest.approx(fixed + per_unit * 10**9)
+    assert prior.basis == throughput.PRIOR_BASIS
+    loaded = SimpleNamespace(
+        device="cpu",
+        phases=(("conversion", 10**9, 20.0), ("load", 10**9, 5.0), ("download", 10**6, 0.2)),
+    )
+    throughput.record_phases(tmp_path, loaded)
+    load = throughput.phase_estimate(tmp_path, throughput.LOAD, "cpu", 2 * 10**9)
+    # the record's 5 s, and the prior's per-parameter part for the parameters beyond it
+    assert load.seconds == pytest.approx(5.0 + per_unit * 10**9)
+    assert load.basis == "from 1 smaller model"
+    conversion = throughput.phase_estimate(tmp_path, throughput.CONVERSION, "cuda:X", 10**9)
+    assert conversion.seconds == pytest.approx(20.0)  # kept for the CPU, whatever the device
+    assert throughput.phase_estimate(tmp_path, throughput.LOAD, "cuda:X", 10**9).basis == (
+        throughput.PRIOR_BASIS  # a load is the device's own
+    )
+    download = throughput.phase_estimate(tmp_path, throughput.DOWNLOAD, "cpu", 10**6)
+    assert download.basis == throughput.PRIOR_BASIS  # under MIN_PHASE_SECONDS: not kept
+
+
+def test_the_phases_before_a_folder_a_gguf_and_a_hub_snapshot(tmp_path, monkeypatch):
+    from backend.engine import gguf, hub
+
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    assert [p.name for p in throughput.phases_before(tmp_path, "cpu", 10**6, folder)] == ["load"]
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    monkeypatch.setattr(gguf, "is_converted", lambda path: False)
+    names = [p.name for p in throughput.phases_before(tmp_path, "cpu", 10**6, model)]
+    assert names == ["conversion", "load"]
+    monkeypatch.setattr(gguf, "is_converted", lambda path: True)
+    assert [p.name for p in throughput.phases_before(tmp_path, "cpu", 10**6, model)] == ["load"]
+    snapshot = tmp_path / "hub" / "models--a--b" / "snapshots" / "abc"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text('{"torch_dtype": "bfloat16"}')
+    monkeypatch.setattr(hub, "hub_cache_dir", lambda: tmp_path / "hub")
+    download, load = throughput.phases_before(tmp_path, "cpu", 10**6, snapshot)
+    assert download.name == "download" and load.name == "load"
+    per_byte, fixed = throughput.PHASE_PRIORS["download"]
+    assert download.seconds == pytest.approx(fixed + 2 * 10**6 * per_byte)  # bf16: 2 bytes
+    (snapshot / "model.safetensors").write_bytes(b"")  # the weights are there: no download
+    assert [p.name for p in throughput.phases_before(tmp_path, "cpu", 10**6, snapshot)] == ["load"]
+
+
+def test_a_16_bit_checkpoints_load_is_estimated_from_16_bit_loads(tmp_path):
+    wide, narrow = tmp_path / "f32", tmp_path / "bf16"
+    for folder, dtype in ((wide, "float32"), (narrow, "bfloat16")):
+        folder.mkdir()
+        (folder / "config.json").write_text(f'{{"dtype": "{dtype}"}}')
+    assert throughput.load_phase(narrow) == throughput.LOAD_16
+    assert throughput.load_phase(wide) == throughput.LOAD
+    assert throughput.load_phase(tmp_path / "m.gguf") == throughput.LOAD  # its float32 copy
+    throughput.record_phases(
+        tmp_path, SimpleNamespace(device="cpu", phases=((throughput.LOAD_16, 10**9, 9.0),))
+    )
+    (load,) = throughput.phases_before(tmp_path, "cpu", 10**9, narrow)
+    assert load.name == "load" and load.seconds == pytest.approx(9.0)
+    (load,) = throughput.phases_before(tmp_path, "cpu", 10**9, wide)
+    assert load.basis == throughput.PRIOR_BASIS  # a float32 load has no record yet
