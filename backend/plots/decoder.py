@@ -191,7 +191,7 @@ def top_dims_frame(view: TextMagnitudes, state: int, k: int = 4) -> pd.DataFrame
 
 def sink_heatmap_figure(sinks: SinkStats) -> go.Figure:
     """alpha (attention to the first token, averaged over queries and texts) per layer and head."""
-    layers = [str(i + 1) for i in range(sinks.alpha.shape[0])]
+    layers = [str(layer) for layer in sinks.layer_numbers]
     fig = go.Figure(
         go.Heatmap(
             z=sinks.alpha,
@@ -215,7 +215,7 @@ def sink_heatmap_figure(sinks: SinkStats) -> go.Figure:
 
 def sink_share_figure(sinks: SinkStats) -> go.Figure:
     """Share of heads with alpha > threshold, per layer."""
-    layers = [str(i + 1) for i in range(len(sinks.share_per_layer))]
+    layers = [str(layer) for layer in sinks.layer_numbers]
     fig = go.Figure(
         go.Bar(x=layers, y=sinks.share_per_layer, marker_color="#4c72b0", name="sink share")
     )
@@ -240,7 +240,7 @@ def sink_frame(sinks: SinkStats) -> pd.DataFrame:
     frame = pd.DataFrame(
         sinks.alpha, columns=[f"head {h}" for h in range(sinks.alpha.shape[1])]
     ).round(4)
-    frame.insert(0, "layer", range(1, sinks.alpha.shape[0] + 1))
+    frame.insert(0, "layer", list(sinks.layer_numbers))
     frame["sink share"] = sinks.share_per_layer
     return frame
 
@@ -347,7 +347,7 @@ def massive_summary_figure(m: MassiveStats, sinks: SinkStats | None) -> go.Figur
     if sinks is not None:
         fig.add_trace(
             go.Bar(
-                x=[str(i + 1) for i in range(len(sinks.share_per_layer))],
+                x=[str(layer) for layer in sinks.layer_numbers],
                 y=sinks.share_per_layer,
                 name="sink share",
             ),

@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from backend.analysis.activations.inner import InnerAccumulator, InnerReading
 from backend.analysis.activations.int8 import Int8Accumulator, Int8Stats
 from backend.analysis.activations.loghist import (
     BINS_PER_DECADE,
@@ -55,7 +56,12 @@ from backend.analysis.activations.loghist import (
     median_bin,
     median_from_histogram,
 )
-from backend.analysis.activations.sinks import SinkAccumulator, SinkStats, eager_attention
+from backend.analysis.activations.sinks import (
+    SinkAccumulator,
+    SinkStats,
+    attention_weights_of,
+    eager_attention,
+)
 from backend.engine.batching import plan_batches
 from backend.engine.device import to_numpy
 from backend.engine.errors import InputError, UnsupportedModelError
@@ -167,8 +173,10 @@ class MassiveStats:
 class DecoderScan:
     """One pass of a model over a corpus: massive activations, attention sinks, int8 features.
 
-    ``sinks`` is None when the model returns no attention weights, ``int8`` None when it has no
-    per-layer norms; ``notes`` says why.
+    ``sinks`` is None when the model has no softmax-attention layer or returns no attention
+    weights, ``int8`` None when it has no per-layer norms; ``notes`` says why. ``inner``: the
+    outliers inside the mixers (norms in mixers, state-space mixers' internal inputs;
+    ``backend.analysis.activations.inner``), None when the model has no such site.
     """
 
     massive: MassiveStats
@@ -179,6 +187,7 @@ class DecoderScan:
     max_length: int
     seconds: float
     notes: tuple[str, ...] = field(default_factory=tuple)
+    inner: InnerReading | None = None
 
 
 # ----------------------------------------------------------------------------- accumulation
@@ -491,18 +500,30 @@ def scan_decoder(
     names = hidden_state_names(loaded.info.num_layers)
     device = loaded.device
     notes: list[str] = []
+    pattern = _layer_pattern(loaded)
+    sink_acc = None
+    if sinks:
+        sink_acc = _sink_accumulator(loaded, pattern, notes)
+        sinks = sink_acc is not None
     if sinks:
         batch_size = _attention_batch_size(loaded, int(tokenized.lengths.max()), batch_size)
     massive = MassiveAccumulator(num_states, accumulation_device(device))
-    sink_acc = SinkAccumulator() if sinks else None
     int8_acc, hooks = _int8_hooks(loaded, notes) if int8 else (None, {})
+    inner_acc, inner_hooks, inner_pre_hooks = (
+        _inner_hooks(loaded, pattern) if int8 else (None, {}, {})
+    )
     pad_id = pad_token_id(loaded)
     encoder = loaded.encoder
     extra = {"use_cache": False} if getattr(encoder.config, "use_cache", None) is not None else {}
     batches = plan_batches(tokenized.lengths, batch_size)  # the one batching rule
     advance = counter(progress, 2 * len(tokenized.input_ids))  # two passes over the texts
     attention_missing = False
-    with forward_hooks(hooks), torch.inference_mode():
+    with (
+        forward_hooks(hooks),
+        forward_hooks(inner_hooks),
+        forward_hooks(inner_pre_hooks, pre=True),
+        torch.inference_mode(),
+    ):
         context = eager_attention(encoder) if sinks else _null()
         with context:
             for rows in batches:
@@ -511,6 +532,8 @@ def scan_decoder(
                 if int8_acc is not None:
                     int8_acc.mask = mask_t
                     int8_acc.add_tokens(int(mask.sum()))
+                if inner_acc is not None:
+                    inner_acc.mask = mask_t
                 out = encoder(
                     input_ids=torch.from_numpy(ids).to(device),
                     attention_mask=mask_t.long(),
@@ -520,12 +543,17 @@ def scan_decoder(
                 )
                 hidden = _stacked_states(loaded, out, num_states)[:, mask_t]  # (S, N, d)
                 massive.update(hidden.to(massive.device), _token_meta(ids, mask, rows, lengths))
-                attentions = getattr(out, "attentions", None) if sinks else None
                 if sink_acc is not None:
-                    if not attentions or any(a is None for a in attentions):
+                    weights = attention_weights_of(
+                        getattr(out, "attentions", None),
+                        sink_acc.layers or tuple(range(1, loaded.info.num_layers + 1)),
+                        loaded.info.num_layers,
+                        ids.shape[1],
+                    )
+                    if weights is None:
                         attention_missing = True
                     else:
-                        sink_acc.update(attentions, torch.from_numpy(lengths))
+                        sink_acc.update(weights, torch.from_numpy(lengths))
                 advance(len(rows))
     if massive.n_tokens:  # second pass: the exact median |h| (and counts past MAX_CANDIDATES)
         massive.begin_refine()
@@ -539,10 +567,11 @@ def scan_decoder(
                     output_hidden_states=True,
                     **extra,
                 )
-                massive.refine(torch.stack(out.hidden_states)[:, mask_t].to(massive.device))
+                hidden = _stacked_states(loaded, out, num_states)[:, mask_t]
+                massive.refine(hidden.to(massive.device))
                 advance(len(rows))
     sink_stats = None
-    if sink_acc is not None and attention_missing:
+    if sink_acc is not None and (attention_missing or sink_acc.total is None):
         notes.append(
             f"attention sinks skipped: {loaded.info.architecture} returned no attention weights "
             "(it cannot switch to eager attention)"
@@ -561,6 +590,7 @@ def scan_decoder(
         max_length=tokenized.max_length,
         seconds=time.perf_counter() - started,
         notes=tuple(notes),
+        inner=inner_acc.finish() if inner_acc is not None else None,
     )
 
 
@@ -586,15 +616,73 @@ def _int8_hooks(loaded: LoadedModel, notes: list[str]) -> tuple[Int8Accumulator 
     return acc, {s.module: acc.hook(i) for i, s in enumerate(sites)}
 
 
+def _layer_pattern(loaded: LoadedModel):
+    """The model's layer pattern (``backend.engine.arch.layer_pattern``), or None when it cannot
+    be read (the views then treat every layer as attention, as before the pattern existed)."""
+    from backend.engine.arch import layer_pattern
+
+    try:
+        return layer_pattern(loaded)
+    except UnsupportedModelError:
+        return None
+
+
+def _sink_accumulator(loaded: LoadedModel, pattern, notes: list[str]) -> SinkAccumulator | None:
+    """The sink accumulator for the softmax-attention layers, or None (with a note) when the
+    model has none."""
+    if pattern is None:
+        return SinkAccumulator()
+    why = pattern.no_attention_reason()
+    if why:
+        notes.append(f"attention sinks skipped: {why}")
+        return None
+    layers = pattern.attention_layers()
+    if len(layers) == loaded.info.num_layers:
+        return SinkAccumulator()
+    return SinkAccumulator(layers, pattern.other_layers())
+
+
+def _inner_hooks(loaded: LoadedModel, pattern) -> tuple[InnerAccumulator | None, dict, dict]:
+    """The accumulator of the sites inside the mixers (``backend.analysis.activations.inner``)
+    with its forward hooks and forward pre-hooks."""
+    from backend.analysis.activations.inner import inner_sites
+
+    sites, outputs, inputs = inner_sites(loaded, pattern, {s.path for s in _int8_paths(loaded)})
+    if not sites:
+        return None, {}, {}
+    acc = InnerAccumulator(sites, accumulation_device(loaded.device))
+    hooks: dict = {}
+    for module, (i, transform) in outputs.items():
+        hooks.setdefault(module, []).append(acc.hook_output(i, transform))
+    pre_hooks = {module: acc.hook_input(i) for module, i in inputs.items()}
+    return acc, hooks, pre_hooks
+
+
+def _int8_paths(loaded: LoadedModel) -> list:
+    try:
+        return int8_sites(loaded)
+    except UnsupportedModelError:
+        return []
+
+
 def _stacked_states(loaded: LoadedModel, out: Any, num_states: int) -> torch.Tensor:
-    """(S, B, T, d): the forward pass's hidden states, all ``num_states`` of them."""
+    """(S, B, T, d): the forward pass's hidden states, all ``num_states`` of them, read as the
+    extraction reads them (:func:`backend.engine.extraction.forward.forward_hidden_states`): a
+    model with several AltUp copies of the residual stream (Gemma 3n) at its active stream, and
+    state L the model's ``last_hidden_state``."""
+    from backend.engine.extraction.forward import active_streams
+
     hidden_states = getattr(out, "hidden_states", None)
     if not hidden_states or len(hidden_states) != num_states:
         raise UnsupportedModelError(
             f"{loaded.info.source!r} did not return {num_states} hidden states; "
             "massive activations need a model that supports output_hidden_states"
         )
-    return torch.stack(hidden_states)
+    states = list(active_streams(hidden_states, loaded.encoder))
+    last = getattr(out, "last_hidden_state", None)
+    if isinstance(last, torch.Tensor) and last.shape == states[-1].shape:
+        states[-1] = last
+    return torch.stack(states)
 
 
 def _token_meta(

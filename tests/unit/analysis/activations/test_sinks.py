@@ -81,7 +81,14 @@ def test_accumulator_averages_alpha_over_texts():
     assert stats.alpha[0, 0] == pytest.approx((1 + 0.9 * (t - 1)) / t)
     np.testing.assert_allclose(stats.share_per_layer, [0.5, 0.0])
     assert stats.share == pytest.approx(0.25)
-    assert set(stats.to_dict()) == {"alpha", "share_per_layer", "share"}
+    assert set(stats.to_dict()) == {
+        "layers",
+        "alpha",
+        "share_per_layer",
+        "share",
+        "no_attention_layers",
+    }
+    assert stats.to_dict()["layers"] == [1, 2]  # every layer when none is named
 
 
 def test_eager_attention_is_restored_after_the_block():
