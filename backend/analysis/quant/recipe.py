@@ -352,12 +352,13 @@ def norm_mappings(loaded) -> tuple[list[Mapping], list[Skipped], list[str]]:
         if norm.layer is None or not norm.feeds_block:
             continue
         smooth = public(norm.path)
+        consumers = _direct_consumers(norm.feeds_block)
         not_linear = [
             f"{public(p)} ({type(named[p]).__name__})"
-            for p in norm.feeds_block
+            for p in consumers
             if type(named[p]) is not torch.nn.Linear
         ]
-        narrow = _narrower_than_consumers(named[norm.path], [named[p] for p in norm.feeds_block])
+        narrow = _narrower_than_consumers(named[norm.path], [named[p] for p in consumers])
         if not_linear or narrow:
             reason = (
                 "it also feeds " + ", ".join(not_linear[:3]) + ", which is not an nn.Linear "
@@ -372,11 +373,18 @@ def norm_mappings(loaded) -> tuple[list[Mapping], list[Skipped], list[str]]:
                 norm.layer,
                 norm.role,
                 smooth,
-                tuple(public(p) for p in norm.feeds_block),
+                tuple(public(p) for p in consumers),
                 float(norm.gamma_offset),
             )
         )
     return mappings, skipped, []
+
+
+def _direct_consumers(feeds: tuple[str, ...]) -> tuple[str, ...]:
+    """The modules that multiply a norm's output themselves: a consumer that holds another
+    consumer (a Mamba mixer, whose own parameters make it look like a projection, hands its input
+    to its in_proj) is left out."""
+    return tuple(p for p in feeds if not any(q.startswith(p + ".") for q in feeds))
 
 
 def _narrower_than_consumers(norm: torch.nn.Module, consumers: list) -> str | None:
