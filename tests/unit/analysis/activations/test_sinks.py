@@ -115,3 +115,31 @@ def test_eager_attention_is_restored_after_the_block():
     with pytest.raises(RuntimeError), eager_attention(model):
         raise RuntimeError("boom")
     assert model.config._attn_implementation == "sdpa"
+
+
+def test_attention_weights_are_matched_to_the_attention_layers():
+    from backend.analysis.activations.sinks import attention_weights_of
+
+    a2, a4 = _causal_uniform(2, 3, 5), _planted_sink(2, 3, 5, head=1)
+    other = torch.rand(2, 3, 16, 16)  # a linear-attention layer's own tensor (block weights)
+    # a hybrid returns one tensor per attention layer ...
+    assert attention_weights_of((a2, a4), (2, 4), 4, 5) == [a2, a4]
+    # ... or one per layer (MiniMax): the attention layers' are picked
+    picked = attention_weights_of((other, a2, other, a4), (2, 4), 4, 5)
+    assert picked == [a2, a4]
+    # no match, or not (B, H, T, T) weights of this batch (RWKV's (B, T, d) states): None
+    assert attention_weights_of((a2,), (2, 4), 4, 5) is None
+    assert attention_weights_of((torch.rand(2, 5, 64),) * 2, (2, 4), 4, 5) is None
+    assert attention_weights_of(None, (1,), 1, 5) is None
+
+
+def test_sink_rows_carry_their_layer_numbers():
+    acc = SinkAccumulator(layers=(2, 4), other_layers={1: "Mamba-2", 3: "Mamba-2"})
+    acc.update([_planted_sink(1, 2, 6, head=0), _causal_uniform(1, 2, 6)], torch.tensor([6]))
+    stats = acc.finish()
+    assert stats.layer_numbers == (2, 4) and stats.alpha.shape == (2, 2)
+    out = stats.to_dict()
+    assert out["layers"] == [2, 4] and out["no_attention_layers"] == {
+        "1": "Mamba-2",
+        "3": "Mamba-2",
+    }
