@@ -318,6 +318,18 @@ def _mixer_roles(
     return roles
 
 
+def _fused_experts(blocks: list[torch.nn.Module], prefix: str) -> list[str]:
+    """The modules of the blocks holding 3-D weights other than convolutions: every expert's
+    projection in one tensor (transformers' fused MoE experts)."""
+    return [
+        f"{prefix}{i}.{name}"
+        for i, block in enumerate(blocks)
+        for name, module in block.named_modules()
+        if not isinstance(module, torch.nn.modules.conv._ConvNd)  # a conv's (out, in, k) weight
+        and any(p.ndim == 3 for p in module.parameters(recurse=False))
+    ]
+
+
 def _residual_norms(loaded) -> set[str]:
     """The norms of the residual width (the traced paths): the ones whose outputs define a
     block's roles. A norm inside a mixer (Mamba-2's and Gated DeltaNet's gated norm before
@@ -366,6 +378,13 @@ def discover_sites(loaded, root: torch.nn.Module | None = None) -> SiteMap:
         notes.append(
             f"{skipped} projections of routed MoE experts were skipped (each expert sees only its "
             "routed tokens; analyse them with an expert-aware tool)"
+        )
+    fused = _fused_experts(blocks, f"{blocks_path}." if blocks_path else "")
+    if fused:
+        notes.append(
+            f"{len(fused)} routed-expert module(s) keep each projection of all their experts in "
+            f"one 3-D tensor (e.g. {fused[0]}): each expert sees only its routed tokens, so they "
+            "are not sites here (their router and any shared expert are)"
         )
     groups, sequence = _input_groups(loaded, projections)
     parallel_mlp = {k for layer in sequence for k in _after_reentry(sequence[layer], groups)}

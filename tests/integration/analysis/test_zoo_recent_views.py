@@ -292,6 +292,10 @@ def test_quant_sites_of_the_new_mixers(recent_zoo):
     assert mla[(1, "kv_b_proj")].norm is not None  # kv_a_layernorm's output
     _, zamba = sites("zamba2")  # the shared block's adapters are sites, not routed experts
     assert any("adapter_list" in p for s in zamba.values() for p in s.paths)
+    minimax, _ = sites("minimax")  # fused MoE experts (3-D weights): not sites, and said so
+    assert any(
+        "routed-expert module(s)" in note and "mlp.experts" in note for note in minimax.notes
+    )
     _, nemotron = sites("nemotron_h")  # the MLP-only layer: MLP input and output
     assert nemotron[(3, "up_proj")].role == "mlp_in"
     assert nemotron[(3, "down_proj")].role == "mlp_out"
