@@ -280,6 +280,29 @@ def int8_frame(int8: Int8Stats, top: int = 20) -> pd.DataFrame:
     return frame
 
 
+def inner_frame(inner) -> pd.DataFrame:
+    """Per site inside a mixer (``backend.analysis.activations.inner``): its kind, mixer, width,
+    median and largest |x|, and its outlier channels (|x| >= 6, and the scale-free rule)."""
+    rows = inner.to_dict()
+    return pd.DataFrame(
+        {
+            "site": [r["name"] for r in rows],
+            "kind": [r["kind"] for r in rows],
+            "mixer": [r["mixer"] for r in rows],
+            "channels": [r["width"] for r in rows],
+            "median |x|": [round(r["median_abs"], 4) for r in rows],
+            "max |x|": [round(r["max_abs"], 3) for r in rows],
+            "max / median": [round(r["max_over_median"], 1) for r in rows],
+            f"channels with |x| >= {LLM_INT8_THRESHOLD:g}": [
+                ", ".join(map(str, r["outlier_channels"][:10])) for r in rows
+            ],
+            "scale-free outlier channels": [
+                ", ".join(map(str, r["scale_free_outlier_channels"][:10])) for r in rows
+            ],
+        }
+    )
+
+
 def first_position_figure(contrast) -> go.Figure:
     """Anisotropy by hidden state with and without the first position of every text."""
     x = list(contrast.state_names)
