@@ -358,9 +358,10 @@ def _finish(
     label: str,
     rotation: str,
     capture: str,
-    layers: tuple[int, ...],
+    layers: tuple[int, ...] | None = None,
 ) -> QKStats:
-    rows = [i - 1 for i in layers]
+    """The statistics of the attention ``layers`` (1..L; every layer when None)."""
+    rows = [i - 1 for i in layers] if layers is not None else list(range(len(sums.q)))
     n = max(sums.tokens[rows[0]], 1)
     mean_q = np.stack([sums.q[i] for i in rows]) / n  # (L', H, d_h)
     mean_k = np.stack([sums.k[i] for i in rows]) / n  # (L', G, d_h)
