@@ -10,6 +10,7 @@ from backend.engine.errors import IsoscopeError
 from backend.engine.saved import ModelUnavailableError
 from ui.access import passphrase_gate
 from ui.common import note_page_visit
+from ui.failure import show_unexpected
 from ui.links import apply_link, show_link_notice, sync_link
 from ui.sidebar import sidebar
 from ui.warmup import start_umap_warmup
@@ -53,6 +54,8 @@ except ModelUnavailableError as exc:  # a saved analysis is open and this view n
     st.info(f"**This view needs the model.** {exc}", icon=":material/memory:")
 except IsoscopeError as exc:  # anything a view did not handle itself: a message, never a trace
     st.error(f"**This view cannot be shown.** {exc}")
+except Exception as exc:  # a bug: one line and how to report it, the details folded away
+    show_unexpected(exc, navigation.title)
 # numba compiles UMAP (~1 min) in a low-priority background thread; started once the first page
 # has rendered, so it never delays it (the projections page starts it itself if opened first).
 start_umap_warmup()

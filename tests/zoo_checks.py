@@ -131,10 +131,11 @@ def clips():
     return MediaCorpus(items, "zoo clips", "audio")
 
 
-def run_analyses(loaded) -> dict[str, str]:
+def run_analyses(loaded, bugs_as_cells: bool = False) -> dict[str, str]:
     """Each analysis on the loaded model: ``works`` or ``refused: <the one line>``. Anything but an
-    IsoscopeError propagates (a bug). An audio model reads :func:`clips` where a text model reads
-    :data:`TEXTS`."""
+    IsoscopeError propagates (a bug), or with ``bugs_as_cells`` becomes ``bug: <Type>: <line>``
+    (the table generator lists every family). An audio model reads :func:`clips` where a text
+    model reads :data:`TEXTS`."""
     from backend.analysis.activations.massive import int8_sites, scan_decoder
     from backend.analysis.layernorm.params import ln_params, norms_of
     from backend.analysis.positional.qk import qk_stats
@@ -201,6 +202,10 @@ def run_analyses(loaded) -> dict[str, str]:
             out[name] = "works"
         except IsoscopeError as exc:
             out[name] = "refused: " + str(exc).splitlines()[0]
+        except Exception as exc:
+            if not bugs_as_cells:
+                raise
+            out[name] = f"bug: {type(exc).__name__}: " + (str(exc).splitlines() or [""])[0]
     return out
 
 

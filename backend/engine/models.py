@@ -60,7 +60,7 @@ from backend.engine.checkpoints import (
 )
 from backend.engine.device import describe_device, resolve_device, resolve_dtype
 from backend.engine.environment import BIG_WEIGHTS_BYTES, give_back_large_frees
-from backend.engine.errors import IsoscopeError, ModelLoadError, UnsupportedModelError
+from backend.engine.errors import IsoscopeError, ModelLoadError
 from backend.engine.layout import InputLayout, read_layout
 from backend.engine.model_parts import ModelParts, short_error
 from backend.engine.random_models import build_random_model, random_processor, read_random
@@ -461,7 +461,7 @@ def _pattern_line(model: torch.nn.Module) -> str:
     where the layers cannot be told apart or the model cannot be traced."""
     try:
         return arch.pattern_sentence(arch.layer_pattern(model))
-    except UnsupportedModelError:
+    except IsoscopeError:
         return ""
 
 

@@ -316,3 +316,34 @@ def test_an_image_analysis_opens_from_a_link(browser, server, tmp_path):
         _screenshot(page, "overview_images", tmp_path)
     finally:
         page.close()
+
+
+@pytest.fixture(scope="module")
+def recent_folders(tmp_path_factory):
+    from tests import zoo_recent
+
+    root = tmp_path_factory.mktemp("recent")
+    kinds = (zoo_recent.HYBRID, zoo_recent.SSM, zoo_recent.MLA, zoo_recent.ALTUP)
+    return {family: zoo_recent.build(family, root / family) for family in kinds}
+
+
+@pytest.mark.parametrize("family", ["qwen3_5_text", "mamba2", "deepseek_v3", "gemma3n_text"])
+@pytest.mark.parametrize("stem", ["overview", "decoder"])
+def test_a_recent_family_opens_from_a_link(browser, server, recent_folders, family, stem, tmp_path):
+    """A hybrid (Gated DeltaNet + attention), a state-space model, multi-head latent attention and
+    Gemma 3n's AltUp streams, linked with a pasted corpus: the Overview (whose card names the
+    layer pattern) and the massive-activations page draw without an exception box."""
+    from urllib.parse import quote
+
+    texts = quote("the cat sat on the w3 . w7 w9\na dog , the w1 w2 w5 sat !\nthe w4 .")
+    query = f"?page={stem}&model={quote(str(recent_folders[family]))}&corpus=paste&texts={texts}"
+    page = _open(browser, server, stem, query)
+    try:
+        _assert_no_exception(page, f"{stem} ({family})")
+        main = page.locator('[data-testid="stMain"]')
+        assert main.get_by_text("unexpected error").count() == 0
+        if stem == "overview":
+            assert main.get_by_text("4 layers: ").count() >= 1, "no layer pattern on the card"
+        _screenshot(page, f"{stem}_{family}", tmp_path)
+    finally:
+        page.close()

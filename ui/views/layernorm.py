@@ -179,7 +179,7 @@ def detection(
     detect_roles = st.multiselect(
         "LayerNorms used for detection",
         roles_present,
-        default=list(default_roles(sites)),
+        default=[r for r in default_roles(sites) if r in roles_present],
         key="ln_detect_roles",
         format_func=lambda r: f"{r} · {ROLE_LABELS[r]}",
         help="Busters look at the output LayerNorm of every layer (post-LN models). Pre-LN models (GPT-2) have "
@@ -371,7 +371,7 @@ def ablation_form(result: ExtractionResult, sites: list[NormSite]) -> AblationFo
         ablate_norms = st.multiselect(
             "LayerNorms to ablate (γ_j = β_j = 0)",
             choices,
-            default=list(default_roles(sites)),
+            default=[r for r in default_roles(sites) if r in roles_present],
             key="ln_ablate_norms",
             help="Default: the output LayerNorm of every layer (Busters). Add 'head' to include the "
             "MLM head's LayerNorm.",

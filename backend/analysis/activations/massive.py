@@ -70,6 +70,7 @@ from backend.engine.extraction import (
     encode_text,
     pad_batch,
     pad_token_id,
+    residual_states,
     tokenize,
 )
 from backend.engine.hooks import forward_hooks
@@ -667,22 +668,16 @@ def _int8_paths(loaded: LoadedModel) -> list:
 
 def _stacked_states(loaded: LoadedModel, out: Any, num_states: int) -> torch.Tensor:
     """(S, B, T, d): the forward pass's hidden states, all ``num_states`` of them, read as the
-    extraction reads them (:func:`backend.engine.extraction.forward.forward_hidden_states`): a
-    model with several AltUp copies of the residual stream (Gemma 3n) at its active stream, and
-    state L the model's ``last_hidden_state``."""
-    from backend.engine.extraction.forward import active_streams
-
+    extraction reads them (:func:`backend.engine.extraction.residual_states`): a model with
+    several AltUp copies of the residual stream (Gemma 3n) at its active stream, and state L the
+    model's ``last_hidden_state``."""
     hidden_states = getattr(out, "hidden_states", None)
     if not hidden_states or len(hidden_states) != num_states:
         raise UnsupportedModelError(
             f"{loaded.info.source!r} did not return {num_states} hidden states; "
             "massive activations need a model that supports output_hidden_states"
         )
-    states = list(active_streams(hidden_states, loaded.encoder))
-    last = getattr(out, "last_hidden_state", None)
-    if isinstance(last, torch.Tensor) and last.shape == states[-1].shape:
-        states[-1] = last
-    return torch.stack(states)
+    return torch.stack(residual_states(out, loaded.encoder))
 
 
 def _token_meta(

@@ -257,12 +257,18 @@ def _traced_pass(model: torch.nn.Module, blocks) -> _Pass:
         torch.inference_mode(),
     ):
         try:
+            recorded = False
             if uses_attention_interface(model):
-                with attention_calls(model, on_call):
-                    trace_forward(model)
-            else:
+                try:
+                    with attention_calls(model, on_call):
+                        recorded = True
+                        trace_forward(model)
+                except UnsupportedModelError:
+                    if recorded:  # the pass itself failed, not the switch to recording
+                        raise
+            if not recorded:  # attention by class name (see the module docstring)
                 trace_forward(model)
-        except (TypeError, ValueError, RuntimeError, IndexError) as exc:
+        except (TypeError, ValueError, RuntimeError, IndexError, KeyError, AttributeError) as exc:
             raise UnsupportedModelError(
                 f"{describe(model)}: one forward pass on a random input failed "
                 f"({type(exc).__name__}), so its layer kinds cannot be read"
@@ -317,7 +323,7 @@ def _pattern(model: torch.nn.Module) -> LayerPattern:
     own_code = not traced.called_attention
     uses: Counter = Counter()  # weight storage -> blocks that hold it (a shared block: > 1)
     for block in blocks:
-        uses.update({p.untyped_storage().data_ptr() for p in block.parameters()})
+        uses.update({_storage(p) for p in block.parameters()} - {None})
     names = {m: n for n, m in model.named_modules()}
     layers = []
     for i, block in enumerate(blocks):
@@ -365,8 +371,13 @@ def _pattern(model: torch.nn.Module) -> LayerPattern:
 
 def _shared(module: torch.nn.Module, uses: Counter) -> bool:
     """Whether the mixer's weights are held by several blocks (one module, or tied copies)."""
-    weights = [p for p in module.parameters() if p.ndim >= 2]
-    return bool(weights) and all(uses[p.untyped_storage().data_ptr()] > 1 for p in weights)
+    weights = [_storage(p) for p in module.parameters() if p.ndim >= 2]
+    return bool(weights) and all(w is not None and uses[w] > 1 for w in weights)
+
+
+def _storage(p: torch.Tensor) -> int | None:
+    """Where a weight's data lives; None for an offloaded (meta) weight, which has no storage."""
+    return None if p.device.type == "meta" else p.untyped_storage().data_ptr()
 
 
 def _inside_any(module: torch.nn.Module, mixers) -> bool:

@@ -186,6 +186,7 @@ def _wiring_from_events(model, events, names, blocks_path, blocks, fed_by) -> Wi
         for _, e in norm_calls
         if e[2] is not None
     )
+    mixers = _mixer_paths(model)
     seen: dict[torch.nn.Module, Norm] = {}
     per_layer_roles: dict[int, list[str]] = {}
     ordered: list[Norm] = []
@@ -196,9 +197,9 @@ def _wiring_from_events(model, events, names, blocks_path, blocks, fed_by) -> Wi
         fed = tuple(dict.fromkeys(feeds[t]))
         in_block = tuple(p for p in fed if p.startswith(prefix))
         if layer is not None:
-            role = _layer_role(
-                blocks[layer], prefix + str(layer) + ".", t, in_block, proj_calls, names, post_ln
-            )
+            block_prefix = prefix + str(layer) + "."
+            side = _mixer_side(blocks[layer], block_prefix, mixers.get(layer + 1, ()))
+            role = _layer_role(block_prefix, t, in_block, proj_calls, names, post_ln, side)
             if role in per_layer_roles.setdefault(layer, []) and role != "other":
                 role = "other"
             per_layer_roles[layer].append(role)
@@ -223,17 +224,38 @@ def _wiring_from_events(model, events, names, blocks_path, blocks, fed_by) -> Wi
     return Wiring(tuple(ordered), blocks_path, len(blocks), post_ln)
 
 
-def _layer_role(block, block_prefix, t, in_block, proj_calls, names, post_ln) -> str:
-    mine = [
-        (tp, attention_side(block, names[e[1]][len(block_prefix) :]))
-        for tp, e in proj_calls
-        if names[e[1]].startswith(block_prefix)
-    ]
+def _mixer_paths(model: torch.nn.Module) -> dict[int, tuple[str, ...]]:
+    """Per layer (1..L), the paths of its token mixers (:func:`layer_pattern`); empty where the
+    layer kinds cannot be read."""
+    from backend.engine.arch.mixers import layer_pattern
+
+    try:
+        pattern = layer_pattern(model)
+    except UnsupportedModelError:
+        return {}
+    return {k.layer: tuple(m.path for m in k.mixers) for k in pattern.layers}
+
+
+def _mixer_side(block, block_prefix: str, mixers: tuple[str, ...]):
+    """Whether a projection (its path) belongs to the block's token mixer: attention by name
+    (:func:`attention_side`), or inside one of the layer's mixers (Mamba's ``mixer``, LFM2's
+    ``conv``), so the norm before a state-space mixer is its ``pre_attn`` as attention's is."""
+
+    def side(path: str) -> bool:
+        if any(path == m or path.startswith(m + ".") for m in mixers):
+            return True
+        return attention_side(block, path[len(block_prefix) :])
+
+    return side
+
+
+def _layer_role(block_prefix, t, in_block, proj_calls, names, post_ln, side) -> str:
+    mine = [(tp, side(names[e[1]])) for tp, e in proj_calls if names[e[1]].startswith(block_prefix)]
     attn_t = [tp for tp, a in mine if a]
     mlp_t = [tp for tp, a in mine if not a]
     own = [p for p in in_block if p.startswith(block_prefix)]
     if not post_ln and own:
-        sides = {attention_side(block, p[len(block_prefix) :]) for p in own}
+        sides = {side(p) for p in own}
         return "pre_attn" if True in sides else "pre_mlp"
     if attn_t and attn_t[0] < t < attn_t[-1] or mlp_t and mlp_t[0] < t < mlp_t[-1]:
         return "other"

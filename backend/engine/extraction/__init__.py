@@ -57,6 +57,7 @@ from backend.engine.extraction.forward import (
     pad_batch,
     pad_rows,
     pad_token_id,
+    residual_states,
 )
 from backend.engine.extraction.partial import PartialExtraction, finish
 from backend.engine.extraction.sample import SampleCandidates, sample_limit, token_priority
@@ -90,6 +91,7 @@ __all__ = [
     "pad_batch",
     "pad_rows",
     "pad_token_id",
+    "residual_states",
     "sample_limit",
     "token_priority",
     "tokenize",

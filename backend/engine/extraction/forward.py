@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -99,14 +100,23 @@ def forward_hidden_states(
             f"{loaded.info.source!r} ({loaded.info.architecture}) returns no hidden states; "
             "isoscope needs a model that supports output_hidden_states"
         )
-    hidden_states = list(active_streams(hidden_states, loaded.encoder))
-    last = getattr(out, "last_hidden_state", None)
-    if isinstance(last, torch.Tensor) and last.shape == hidden_states[-1].shape:
-        hidden_states[-1] = last
+    hidden_states = list(residual_states(out, loaded.encoder))
     width = ids.shape[1]
     if any(h.shape[1] != width for h in hidden_states):  # CANINE's downsampled molecule states
         hidden_states = [to_characters(h, width) for h in hidden_states]
     return tuple(hidden_states)
+
+
+def residual_states(out: Any, model: torch.nn.Module) -> tuple[torch.Tensor, ...]:
+    """The S (B, T, d) states of a forward pass's output, as isoscope numbers them: its
+    ``hidden_states`` at the active AltUp stream (:func:`active_streams`), state L replaced by its
+    ``last_hidden_state`` where the shapes agree. The one reading of a text model's output, for
+    the extraction and every scan that runs its own forward pass."""
+    states = list(active_streams(out.hidden_states, model))
+    last = getattr(out, "last_hidden_state", None)
+    if states and isinstance(last, torch.Tensor) and last.shape == states[-1].shape:
+        states[-1] = last
+    return tuple(states)
 
 
 def active_streams(hidden_states, model: torch.nn.Module) -> tuple[torch.Tensor, ...]:

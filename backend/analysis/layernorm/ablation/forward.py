@@ -12,7 +12,7 @@ import torch
 from backend.analysis.geometry.isotropy import cosine_rows
 from backend.engine.batching import plan_batches
 from backend.engine.device import to_numpy
-from backend.engine.extraction import TokenizedCorpus, pad_rows
+from backend.engine.extraction import TokenizedCorpus, pad_rows, residual_states
 from backend.engine.extraction.media import MediaTokens, media_forward
 from backend.engine.models import LoadedModel
 
@@ -30,7 +30,9 @@ def hidden_states_cpu(loaded: LoadedModel, ids: torch.Tensor, mask: torch.Tensor
         attention_mask=mask.to(loaded.device),
         output_hidden_states=True,
     )
-    return torch.stack(out.hidden_states).to("cpu", torch.float64)  # (S, B, T, d)
+    return torch.stack(residual_states(out, loaded.encoder)).to(
+        "cpu", torch.float64
+    )  # (S, B, T, d)
 
 
 def media_hidden_states_cpu(

@@ -47,3 +47,21 @@ def test_no_attention_reason():
     mlp = LayerPattern((LayerKinds(1, ()),))
     assert mlp.other_layers() == {1: "MLP only"}
     assert LayerPattern((_layer(1, FULL),)).no_attention_reason() is None
+
+
+def test_offloaded_weights_are_not_taken_for_a_shared_block():
+    """Weights on the meta device (accelerate's disk offload) all report storage 0; two blocks
+    holding such weights do not share them."""
+    from collections import Counter
+
+    import torch
+
+    from backend.engine.arch.mixers import _shared, _storage
+
+    blocks = [torch.nn.Linear(4, 4, device="meta") for _ in range(2)]
+    uses: Counter = Counter()
+    for block in blocks:
+        uses.update({_storage(p) for p in block.parameters()} - {None})
+    assert not _shared(blocks[0], uses)
+    one = torch.nn.Linear(4, 4)
+    assert _shared(one, Counter({_storage(one.weight): 2}))

@@ -1,0 +1,50 @@
+"""A page that meets an unplanned error (here: one planted in the Overview's model card) shows one
+line saying what failed and how to report it, with the details folded in a closed expander; never
+an exception element (Streamlit's traceback) on the page."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+from backend.engine.extraction import ExtractionSettings
+from tests import zoo
+from ui.common import Selection
+from ui.failure import failure_line
+
+APP = str(Path(__file__).resolve().parents[3] / "app.py")
+
+
+def test_the_line_names_the_page_the_error_and_the_report():
+    line = failure_line(IndexError("index out of range in self\nmore"), "Overview")
+    assert line.startswith(
+        "The Overview page stopped on an unexpected error (IndexError: index out"
+    )
+    assert "more" not in line and "report" in line
+
+
+def test_a_planted_error_shows_one_line_and_folded_details(tmp_path, monkeypatch):
+    import ui.views.overview as overview
+
+    def broken(result):
+        raise RuntimeError("planted in the model card")
+
+    monkeypatch.setattr(overview, "cards", broken)
+    at = AppTest.from_file(APP, default_timeout=300)
+    at.session_state["isoscope_selection"] = Selection(
+        model_source=str(zoo.build("gpt2", tmp_path / "gpt2")),
+        device="cpu",
+        corpus_kind="paste",
+        corpus_text="the cat sat on the w3 .\na dog , the w1 w2 w5 sat !",
+        settings=ExtractionSettings(max_length=16, sample_size=50),
+    )
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    errors = [e.value for e in at.error]
+    assert len(errors) == 1
+    assert errors[0].startswith("The Overview page stopped on an unexpected error (RuntimeError")
+    assert "planted in the model card" in errors[0]
+    (details,) = [x for x in at.expander if x.label == "Details for the report"]
+    code = " ".join(c.value for c in details.code)
+    assert "Traceback" in code and "planted in the model card" in code and "torch" in code
