@@ -95,6 +95,10 @@ def test_massive_quant_qk_run_or_refuse_in_one_line(family, recent_zoo, texts_fi
         assert sink is None
         assert any(pattern.no_attention_reason() in note for note in massive["notes"])
 
+    kinds = {site["kind"] for site in massive["mixer_sites"]}
+    if any(m.kind in ("Mamba", "Mamba-2") for k in pattern.layers for m in k.mixers):
+        assert {"SSM input", "out_proj input"} <= kinds
+
     rc, errors = run_cli(
         "quant",
         *common,
