@@ -174,6 +174,23 @@ class InnerAccumulator:
 # ----------------------------------------------------------------------------- the sites
 
 
+def mixer_hooks(
+    loaded, pattern, int8_paths: set[str], device: torch.device
+) -> tuple[InnerAccumulator | None, dict, dict]:
+    """The accumulator of the sites inside the mixers (:func:`inner_sites`) with its forward
+    hooks and forward pre-hooks (for ``backend.engine.hooks.forward_hooks``); None and no hooks
+    when the model has no such site."""
+    sites, outputs, inputs = inner_sites(loaded, pattern, int8_paths)
+    if not sites:
+        return None, {}, {}
+    acc = InnerAccumulator(sites, device)
+    hooks: dict = {}
+    for module, (i, transform) in outputs.items():
+        hooks.setdefault(module, []).append(acc.hook_output(i, transform))
+    pre_hooks = {module: acc.hook_input(i) for module, i in inputs.items()}
+    return acc, hooks, pre_hooks
+
+
 def inner_sites(
     loaded, pattern, int8_paths: set[str]
 ) -> tuple[list[InnerSite], dict[torch.nn.Module, tuple[int, Callable | None]], dict]:

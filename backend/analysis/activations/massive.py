@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from backend.analysis.activations.inner import InnerAccumulator, InnerReading
+from backend.analysis.activations.inner import InnerReading, mixer_hooks
 from backend.analysis.activations.int8 import Int8Accumulator, Int8Stats
 from backend.analysis.activations.loghist import (
     BINS_PER_DECADE,
@@ -57,10 +57,10 @@ from backend.analysis.activations.loghist import (
     median_from_histogram,
 )
 from backend.analysis.activations.sinks import (
-    SinkAccumulator,
     SinkStats,
     attention_weights_of,
     eager_attention,
+    sink_accumulator,
 )
 from backend.engine.batching import plan_batches
 from backend.engine.device import to_numpy
@@ -504,14 +504,18 @@ def scan_decoder(
     pattern = _layer_pattern(loaded)
     sink_acc = None
     if sinks:
-        sink_acc = _sink_accumulator(loaded, pattern, notes)
+        sink_acc = sink_accumulator(loaded.info.num_layers, pattern, notes)
         sinks = sink_acc is not None
     if sinks:
         batch_size = _attention_batch_size(loaded, int(tokenized.lengths.max()), batch_size)
     massive = MassiveAccumulator(num_states, accumulation_device(device))
     int8_acc, hooks = _int8_hooks(loaded, notes) if int8 else (None, {})
     inner_acc, inner_hooks, inner_pre_hooks = (
-        _inner_hooks(loaded, pattern) if int8 else (None, {}, {})
+        mixer_hooks(
+            loaded, pattern, {s.path for s in _int8_paths(loaded)}, accumulation_device(device)
+        )
+        if int8
+        else (None, {}, {})
     )
     pad_id = pad_token_id(loaded)
     encoder = loaded.encoder
@@ -626,37 +630,6 @@ def _layer_pattern(loaded: LoadedModel):
         return layer_pattern(loaded)
     except UnsupportedModelError:
         return None
-
-
-def _sink_accumulator(loaded: LoadedModel, pattern, notes: list[str]) -> SinkAccumulator | None:
-    """The sink accumulator for the softmax-attention layers, or None (with a note) when the
-    model has none."""
-    if pattern is None:
-        return SinkAccumulator()
-    why = pattern.no_attention_reason()
-    if why:
-        notes.append(f"attention sinks skipped: {why}")
-        return None
-    layers = pattern.attention_layers()
-    if len(layers) == loaded.info.num_layers:
-        return SinkAccumulator()
-    return SinkAccumulator(layers, pattern.other_layers())
-
-
-def _inner_hooks(loaded: LoadedModel, pattern) -> tuple[InnerAccumulator | None, dict, dict]:
-    """The accumulator of the sites inside the mixers (``backend.analysis.activations.inner``)
-    with its forward hooks and forward pre-hooks."""
-    from backend.analysis.activations.inner import inner_sites
-
-    sites, outputs, inputs = inner_sites(loaded, pattern, {s.path for s in _int8_paths(loaded)})
-    if not sites:
-        return None, {}, {}
-    acc = InnerAccumulator(sites, accumulation_device(loaded.device))
-    hooks: dict = {}
-    for module, (i, transform) in outputs.items():
-        hooks.setdefault(module, []).append(acc.hook_output(i, transform))
-    pre_hooks = {module: acc.hook_input(i) for module, i in inputs.items()}
-    return acc, hooks, pre_hooks
 
 
 def _int8_paths(loaded: LoadedModel) -> list:

@@ -118,6 +118,22 @@ class SinkAccumulator:
         )
 
 
+def sink_accumulator(num_layers: int, pattern, notes: list[str]) -> SinkAccumulator | None:
+    """The sink accumulator for the softmax-attention layers of a layer pattern
+    (``backend.engine.arch.layer_pattern``; every layer when it is None), or None, with a note,
+    when the model has none ("no attention layers: Mamba mixers only")."""
+    if pattern is None:
+        return SinkAccumulator()
+    why = pattern.no_attention_reason()
+    if why:
+        notes.append(f"attention sinks skipped: {why}")
+        return None
+    layers = pattern.attention_layers()
+    if len(layers) == num_layers:
+        return SinkAccumulator()
+    return SinkAccumulator(layers, pattern.other_layers())
+
+
 def attention_weights_of(
     attentions: Sequence[torch.Tensor | None] | None,
     layers: tuple[int, ...],
