@@ -31,8 +31,12 @@ def add_parser(sub) -> None:
         "massive",
         help="massive activations, attention sinks and int8-style outlier features",
         description="Writes {model, corpus, layers: [{index, name, median_abs, top: [{value, dim, "
-        "position, token}], n_massive}], attention_sink: {alpha, share_per_layer, share}, int8: "
-        "{dims: [{dim, site_share}], outlier_features}}. Positions count from 0 within each text. "
+        "position, token}], n_massive}], attention_sink: {layers, alpha, share_per_layer, share, "
+        "no_attention_layers} (the softmax-attention layers only; null without any), int8: "
+        "{dims: [{dim, site_share}], outlier_features}, mixer_sites: [{name, kind, mixer, layer, "
+        "width, median_abs, max_abs, outlier_channels}] (norms inside the mixers, gated norms "
+        "included, and the SSM input and out_proj input of Mamba / Mamba-2 mixers), notes}. "
+        "Positions count from 0 within each text. "
         "With --images (a vision encoder): {model, corpus, layers (position: the output token, token: "
         "its name), carriers: [{state, CLS, distillation, register, patch}], high_norm: [{state, "
         "median_patch_norm, threshold, share}], top_patches}. With --audio (a speech encoder: "
@@ -86,6 +90,11 @@ def run_massive(args: argparse.Namespace) -> int:
         )
     if scan.int8 is not None:
         progress_line(scan.int8.verdict())
+    if scan.inner is not None:
+        progress_line(
+            f"{len(scan.inner.sites)} site(s) inside the mixers read (norm outputs, SSM inputs, "
+            "out_proj inputs): see mixer_sites"
+        )
     write_json(
         out,
         {
@@ -100,6 +109,8 @@ def run_massive(args: argparse.Namespace) -> int:
             "layers": massive.layers(),
             "attention_sink": scan.sinks.to_dict() if scan.sinks is not None else None,
             "int8": scan.int8.to_dict() if scan.int8 is not None else None,
+            "mixer_sites": scan.inner.to_dict() if scan.inner is not None else [],
+            "notes": list(scan.notes),
         },
     )
     return 0

@@ -22,10 +22,13 @@ def add_parser(sub) -> None:
         "qk",
         help="queries and keys per head: mean q/k norms, their cosine, attention entropy",
         description="Writes {model, corpus, settings: {rotation, capture, mask, num_heads, "
-        "num_kv_heads}, heads: [{layer, head, kv_head, mean_q_norm, mean_k_norm, cos_qk, entropy, "
+        "num_kv_heads, layers (the softmax-attention layers analysed), other_layers (the others, "
+        "with their kind: a hybrid's Mamba, Gated DeltaNet, ... layers)}, heads: [{layer, head, "
+        "kv_head, mean_q_norm, mean_k_norm, cos_qk, entropy, "
         "entropy_norm}]}. Layers count from 1, heads from 0; kv_head is the key head the query "
         "head attends with (floor(head / (H / G)) under grouped-query attention). Entropy is in "
-        "nats under the model's own mask; entropy_norm divides it by log(number of keys).",
+        "nats under the model's own mask; entropy_norm divides it by log(number of keys). A model "
+        "with no softmax attention (Mamba, RWKV) is refused in one line naming its layer kind.",
     )
     add_model_args(p, max_length=QK_MAX_LENGTH, batch_size=QK_BATCH_SIZE)
     p.add_argument("--texts", required=True, help=".txt (one text per line), .csv or .jsonl")
@@ -65,6 +68,13 @@ def run_qk(args: argparse.Namespace) -> int:
         | {k: float(r[k]) for k in METRICS}
         for r in rows
     ]
+    if stats.other_layers:
+        progress_line(
+            "softmax-attention layers analysed: "
+            + ", ".join(map(str, stats.layer_numbers))
+            + "; the others: "
+            + ", ".join(f"{k} ({v})" for k, v in stats.other_layers.items())
+        )
     progress_line(
         f"{stats.cos_qk.shape[0]} layers x {stats.cos_qk.shape[1]} query heads "
         f"({stats.num_kv_heads} key heads), rotation: {stats.rotation}; "

@@ -38,7 +38,8 @@ def add_parser(sub) -> None:
         description="Writes {model, corpus, sites: [{modules, layer, role, max_abs, median_abs, "
         "kurtosis, share_gt_6, top_channels: [{channel, max_abs}], error: {per_tensor, per_token, "
         "keep_k, smoothquant, rotation, w4_g128}}], end: {metric, full_precision, per_tensor, ...}, "
-        "sensitivity: [{layer, end}], spearman_error_vs_end}. Site errors use a seeded sample of "
+        "sensitivity: [{layer, end}], spearman_error_vs_end, site_map: [{layer, role, modules, norm, "
+        "traced}] (every projection of the blocks, each in one site)}. Site errors use a seeded sample of "
         "--error-tokens tokens; the end metric and sensitivity the first texts up to --end-tokens.",
     )
     add_model_args(p, max_length=QUANT_MAX_LENGTH, batch_size=QUANT_BATCH_SIZE)
@@ -166,6 +167,16 @@ def run_quant(args: argparse.Namespace) -> int:
     payload = result.to_dict(
         model=loaded.info.to_dict(), corpus={"name": corpus.name, "sha": corpus.sha}
     )
+    payload["site_map"] = [  # every projection of the blocks, in one site each
+        {
+            "layer": site.layer,
+            "role": site.role,
+            "modules": list(site.modules),
+            "norm": site.norm,
+            "traced": site.traced,
+        }
+        for site in result.scan.site_map.sites
+    ]
     if recipe_path is not None or recipe_json is not None:
         recipe = _recipe(loaded, result, args)
         payload["recipe"] = recipe.to_dict()

@@ -191,7 +191,7 @@ def top_dims_frame(view: TextMagnitudes, state: int, k: int = 4) -> pd.DataFrame
 
 def sink_heatmap_figure(sinks: SinkStats) -> go.Figure:
     """alpha (attention to the first token, averaged over queries and texts) per layer and head."""
-    layers = [str(i + 1) for i in range(sinks.alpha.shape[0])]
+    layers = [str(layer) for layer in sinks.layer_numbers]
     fig = go.Figure(
         go.Heatmap(
             z=sinks.alpha,
@@ -215,7 +215,7 @@ def sink_heatmap_figure(sinks: SinkStats) -> go.Figure:
 
 def sink_share_figure(sinks: SinkStats) -> go.Figure:
     """Share of heads with alpha > threshold, per layer."""
-    layers = [str(i + 1) for i in range(len(sinks.share_per_layer))]
+    layers = [str(layer) for layer in sinks.layer_numbers]
     fig = go.Figure(
         go.Bar(x=layers, y=sinks.share_per_layer, marker_color="#4c72b0", name="sink share")
     )
@@ -240,7 +240,7 @@ def sink_frame(sinks: SinkStats) -> pd.DataFrame:
     frame = pd.DataFrame(
         sinks.alpha, columns=[f"head {h}" for h in range(sinks.alpha.shape[1])]
     ).round(4)
-    frame.insert(0, "layer", range(1, sinks.alpha.shape[0] + 1))
+    frame.insert(0, "layer", list(sinks.layer_numbers))
     frame["sink share"] = sinks.share_per_layer
     return frame
 
@@ -283,6 +283,29 @@ def int8_frame(int8: Int8Stats, top: int = 20) -> pd.DataFrame:
             int8.token_share[:, d], 4
         )
     return frame
+
+
+def inner_frame(inner) -> pd.DataFrame:
+    """Per site inside a mixer (``backend.analysis.activations.inner``): its kind, mixer, width,
+    median and largest |x|, and its outlier channels (|x| >= 6, and the scale-free rule)."""
+    rows = inner.to_dict()
+    return pd.DataFrame(
+        {
+            "site": [r["name"] for r in rows],
+            "kind": [r["kind"] for r in rows],
+            "mixer": [r["mixer"] for r in rows],
+            "channels": [r["width"] for r in rows],
+            "median |x|": [round(r["median_abs"], 4) for r in rows],
+            "max |x|": [round(r["max_abs"], 3) for r in rows],
+            "max / median": [round(r["max_over_median"], 1) for r in rows],
+            f"channels with |x| >= {LLM_INT8_THRESHOLD:g}": [
+                ", ".join(map(str, r["outlier_channels"][:10])) for r in rows
+            ],
+            "scale-free outlier channels": [
+                ", ".join(map(str, r["scale_free_outlier_channels"][:10])) for r in rows
+            ],
+        }
+    )
 
 
 def first_position_figure(contrast) -> go.Figure:
@@ -352,7 +375,7 @@ def massive_summary_figure(m: MassiveStats, sinks: SinkStats | None) -> go.Figur
     if sinks is not None:
         fig.add_trace(
             go.Bar(
-                x=[str(i + 1) for i in range(len(sinks.share_per_layer))],
+                x=[str(layer) for layer in sinks.layer_numbers],
                 y=sinks.share_per_layer,
                 name="sink share",
             ),

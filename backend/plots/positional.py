@@ -365,6 +365,11 @@ def variance_plot(
     return log_axis(log_axis(fig, "x"), "y")
 
 
+def _layer_numbers(stats, rows: int) -> tuple[int, ...]:
+    """The layer (1..L) of each row of a q/k statistic: a hybrid's attention layers only."""
+    return tuple(getattr(stats, "layer_numbers", None) or range(1, rows + 1))
+
+
 def qk_heatmaps(stats_list: Sequence, metric: str, label: str) -> go.Figure:
     """One layers x query heads heatmap per model (trained / random) for one q/k metric; under
     grouped-query attention each column names the key head its query head attends with."""
@@ -386,7 +391,7 @@ def qk_heatmaps(stats_list: Sequence, metric: str, label: str) -> go.Figure:
             go.Heatmap(
                 z=v,
                 x=[f"h{h}·kv{kv[h]}" if grouped else f"h{h}" for h in range(heads)],
-                y=[str(i + 1) for i in range(layers)],
+                y=[str(i) for i in _layer_numbers(stats_list[k], layers)],
                 colorscale="RdBu" if diverging else "Viridis",
                 zmid=0 if diverging else None,
                 zmin=-1 if diverging else lo,
@@ -410,7 +415,7 @@ def qk_layer_lines(stats_list: Sequence, metric: str, label: str) -> go.Figure:
     fig = go.Figure(
         [
             go.Scatter(
-                x=list(range(1, getattr(s, metric).shape[0] + 1)),
+                x=list(_layer_numbers(s, getattr(s, metric).shape[0])),
                 y=getattr(s, metric).mean(axis=1),
                 mode="lines+markers",
                 name=s.label,

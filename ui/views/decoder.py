@@ -28,6 +28,7 @@ from backend.engine.params import (
 )
 from backend.plots.decoder import (
     feature_token_figure,
+    inner_frame,
     int8_figure,
     int8_frame,
     layer_position_figure,
@@ -223,9 +224,19 @@ def sinks_tab(scan: DecoderScan) -> None:
     """Attention sinks: each head's attention on the first token (Gu et al. 2024)."""
     st.subheader("Attention sinks")
     if scan.sinks is None:
-        st.info("This model returned no attention weights, so there is no sink analysis.")
+        why = [n for n in scan.notes if n.startswith("attention sinks skipped")]
+        st.info(
+            why[0]
+            if why
+            else "This model returned no attention weights, so there is no sink analysis."
+        )
     else:
         sinks = scan.sinks
+        if sinks.other_layers:
+            st.caption(
+                "Softmax-attention layers only; the others: "
+                + ", ".join(f"{k} ({v})" for k, v in sinks.other_layers.items())
+            )
         st.markdown(
             f"**{sinks.share:.0%}** of the {sinks.alpha.size} (layer, head) pairs put more than "
             f"{sinks.threshold} of their attention on the first token, on average over queries and texts."
@@ -275,6 +286,13 @@ def int8_tab(scan: DecoderScan) -> None:
             json_data=int8.to_dict(),
             name="int8_outlier_features",
         )
+    if scan.inner is not None:
+        st.markdown(
+            "**Inside the mixers**: norms within a mixer (gated ones included) and the SSM input "
+            "and out_proj input of Mamba / Mamba-2 mixers (Quamba, MambaQuant), each in its own "
+            "channels."
+        )
+        st.dataframe(inner_frame(scan.inner), hide_index=True)
     explainer(
         "How to read it",
         f"""

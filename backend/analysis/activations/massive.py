@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from backend.analysis.activations.inner import InnerReading, mixer_hooks
 from backend.analysis.activations.int8 import Int8Accumulator, Int8Stats
 from backend.analysis.activations.loghist import (
     BINS_PER_DECADE,
@@ -56,7 +57,12 @@ from backend.analysis.activations.loghist import (
     median_from_histogram,
 )
 from backend.analysis.activations.params import MASSIVE_BATCH_SIZE, MASSIVE_MAX_LENGTH
-from backend.analysis.activations.sinks import SinkAccumulator, SinkStats, eager_attention
+from backend.analysis.activations.sinks import (
+    SinkStats,
+    attention_weights_of,
+    eager_attention,
+    sink_accumulator,
+)
 from backend.engine.batching import plan_batches
 from backend.engine.device import to_numpy
 from backend.engine.errors import InputError, UnsupportedModelError
@@ -167,8 +173,10 @@ class MassiveStats:
 class DecoderScan:
     """One pass of a model over a corpus: massive activations, attention sinks, int8 features.
 
-    ``sinks`` is None when the model returns no attention weights, ``int8`` None when it has no
-    per-layer norms; ``notes`` says why.
+    ``sinks`` is None when the model has no softmax-attention layer or returns no attention
+    weights, ``int8`` None when it has no per-layer norms; ``notes`` says why. ``inner``: the
+    outliers inside the mixers (norms in mixers, state-space mixers' internal inputs;
+    ``backend.analysis.activations.inner``), None when the model has no such site.
     """
 
     massive: MassiveStats
@@ -179,6 +187,7 @@ class DecoderScan:
     max_length: int
     seconds: float
     notes: tuple[str, ...] = field(default_factory=tuple)
+    inner: InnerReading | None = None
 
 
 # ----------------------------------------------------------------------------- accumulation
@@ -493,18 +502,34 @@ def scan_decoder(
     names = hidden_state_names(loaded.info.num_layers)
     device = loaded.device
     notes: list[str] = []
+    pattern = _layer_pattern(loaded)
+    sink_acc = None
+    if sinks:
+        sink_acc = sink_accumulator(loaded.info.num_layers, pattern, notes)
+        sinks = sink_acc is not None
     if sinks:
         batch_size = _attention_batch_size(loaded, int(tokenized.lengths.max()), batch_size)
     massive = MassiveAccumulator(num_states, accumulation_device(device))
-    sink_acc = SinkAccumulator() if sinks else None
     int8_acc, hooks = _int8_hooks(loaded, notes) if int8 else (None, {})
+    inner_acc, inner_hooks, inner_pre_hooks = (
+        mixer_hooks(
+            loaded, pattern, {s.path for s in _int8_paths(loaded)}, accumulation_device(device)
+        )
+        if int8
+        else (None, {}, {})
+    )
     pad_id = pad_token_id(loaded)
     encoder = loaded.encoder
     extra = {"use_cache": False} if getattr(encoder.config, "use_cache", None) is not None else {}
     batches = plan_batches(tokenized.lengths, batch_size)  # the one batching rule
     advance = counter(progress, 2 * len(tokenized.input_ids))  # two passes over the texts
     attention_missing = False
-    with forward_hooks(hooks), torch.inference_mode():
+    with (
+        forward_hooks(hooks),
+        forward_hooks(inner_hooks),
+        forward_hooks(inner_pre_hooks, pre=True),
+        torch.inference_mode(),
+    ):
         context = eager_attention(encoder) if sinks else _null()
         with context:
             for rows in batches:
@@ -513,6 +538,8 @@ def scan_decoder(
                 if int8_acc is not None:
                     int8_acc.mask = mask_t
                     int8_acc.add_tokens(int(mask.sum()))
+                if inner_acc is not None:
+                    inner_acc.mask = mask_t
                 out = encoder(
                     input_ids=torch.from_numpy(ids).to(device),
                     attention_mask=mask_t.long(),
@@ -522,12 +549,17 @@ def scan_decoder(
                 )
                 hidden = _stacked_states(loaded, out, num_states)[:, mask_t]  # (S, N, d)
                 massive.update(hidden.to(massive.device), _token_meta(ids, mask, rows, lengths))
-                attentions = getattr(out, "attentions", None) if sinks else None
                 if sink_acc is not None:
-                    if not attentions or any(a is None for a in attentions):
+                    weights = attention_weights_of(
+                        getattr(out, "attentions", None),
+                        sink_acc.layers or tuple(range(1, loaded.info.num_layers + 1)),
+                        loaded.info.num_layers,
+                        ids.shape[1],
+                    )
+                    if weights is None:
                         attention_missing = True
                     else:
-                        sink_acc.update(attentions, torch.from_numpy(lengths))
+                        sink_acc.update(weights, torch.from_numpy(lengths))
                 advance(len(rows))
     if massive.n_tokens:  # second pass: the exact median |h| (and counts past MAX_CANDIDATES)
         massive.begin_refine()
@@ -541,12 +573,11 @@ def scan_decoder(
                     output_hidden_states=True,
                     **extra,
                 )
-                massive.refine(
-                    _stacked_states(loaded, out, num_states)[:, mask_t].to(massive.device)
-                )
+                hidden = _stacked_states(loaded, out, num_states)[:, mask_t]
+                massive.refine(hidden.to(massive.device))
                 advance(len(rows))
     sink_stats = None
-    if sink_acc is not None and attention_missing:
+    if sink_acc is not None and (attention_missing or sink_acc.total is None):
         notes.append(
             f"attention sinks skipped: {loaded.info.architecture} returned no attention weights "
             "(it cannot switch to eager attention)"
@@ -565,6 +596,7 @@ def scan_decoder(
         max_length=tokenized.max_length,
         seconds=time.perf_counter() - started,
         notes=tuple(notes),
+        inner=inner_acc.finish() if inner_acc is not None else None,
     )
 
 
@@ -590,8 +622,29 @@ def _int8_hooks(loaded: LoadedModel, notes: list[str]) -> tuple[Int8Accumulator 
     return acc, {s.module: acc.hook(i) for i, s in enumerate(sites)}
 
 
+def _layer_pattern(loaded: LoadedModel):
+    """The model's layer pattern (``backend.engine.arch.layer_pattern``), or None when it cannot
+    be read (the views then treat every layer as attention, as before the pattern existed)."""
+    from backend.engine.arch import layer_pattern
+
+    try:
+        return layer_pattern(loaded)
+    except UnsupportedModelError:
+        return None
+
+
+def _int8_paths(loaded: LoadedModel) -> list:
+    try:
+        return int8_sites(loaded)
+    except UnsupportedModelError:
+        return []
+
+
 def _stacked_states(loaded: LoadedModel, out: Any, num_states: int) -> torch.Tensor:
-    """(S, B, T, d): the forward pass's hidden states, all ``num_states`` of them."""
+    """(S, B, T, d): the forward pass's hidden states, all ``num_states`` of them, read as the
+    extraction reads them (:func:`backend.engine.extraction.residual_states`): a model with
+    several AltUp copies of the residual stream (Gemma 3n) at its active stream, and state L the
+    model's ``last_hidden_state``."""
     hidden_states = getattr(out, "hidden_states", None)
     if not hidden_states or len(hidden_states) != num_states:
         raise UnsupportedModelError(

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -53,20 +53,31 @@ def sink_alpha(attention: torch.Tensor, lengths: torch.Tensor, key: int = 0) -> 
 
 @dataclass(frozen=True)
 class SinkStats:
-    """``alpha``: float64 (L, H), attention to the first token averaged over queries and texts;
-    ``share_per_layer``: (L,) fraction of heads with alpha > ``threshold``; ``share``: overall."""
+    """``alpha``: float64 (L', H), attention to the first token averaged over queries and texts,
+    one row per softmax-attention layer (``layers``: their numbers, 1..L; every layer when None);
+    ``share_per_layer``: (L',) fraction of heads with alpha > ``threshold``; ``share``: overall;
+    ``other_layers``: the layers without softmax attention, with their kind ("Mamba-2")."""
 
     alpha: np.ndarray
     share_per_layer: np.ndarray
     share: float
     threshold: float
     n_texts: int
+    layers: tuple[int, ...] | None = None
+    other_layers: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def layer_numbers(self) -> tuple[int, ...]:
+        """The layer (1..L) of each row of ``alpha``."""
+        return self.layers or tuple(range(1, self.alpha.shape[0] + 1))
 
     def to_dict(self) -> dict:
         return {
+            "layers": list(self.layer_numbers),
             "alpha": self.alpha.tolist(),
             "share_per_layer": self.share_per_layer.tolist(),
             "share": self.share,
+            "no_attention_layers": {str(k): v for k, v in self.other_layers.items()},
         }
 
 
@@ -77,14 +88,22 @@ def sink_share(alpha: np.ndarray, threshold: float = SINK_THRESHOLD) -> tuple[np
 
 
 class SinkAccumulator:
-    """Sums per-text alpha over batches: ``update(attentions, lengths)``, then :meth:`finish`."""
+    """Sums per-text alpha over batches: ``update(attentions, lengths)``, then :meth:`finish`.
 
-    def __init__(self) -> None:
-        self.total: torch.Tensor | None = None  # (L, H) float64 on the model's device
+    ``layers``: the layer (1..L) of each attention tensor a batch gives (hybrids return weights
+    for their softmax-attention layers only); ``other_layers``: the layers without softmax
+    attention and their kind, carried into the result."""
+
+    def __init__(
+        self, layers: tuple[int, ...] | None = None, other_layers: dict[int, str] | None = None
+    ) -> None:
+        self.total: torch.Tensor | None = None  # (L', H) float64 on the model's device
         self.n_texts = 0
+        self.layers = layers
+        self.other_layers = dict(other_layers or {})
 
     def update(self, attentions: Sequence[torch.Tensor], lengths: torch.Tensor) -> None:
-        """``attentions``: one (B, H, T, T) tensor per layer (``output_attentions=True``)."""
+        """``attentions``: one (B, H, T, T) tensor per attention layer (``output_attentions``)."""
         per_layer = torch.stack([sink_alpha(a, lengths).sum(dim=0) for a in attentions])
         self.total = per_layer if self.total is None else self.total + per_layer
         self.n_texts += int(lengths.shape[0])
@@ -94,7 +113,49 @@ class SinkAccumulator:
             raise ValueError("no attention weights were accumulated")
         alpha = to_numpy(self.total) / self.n_texts
         per_layer, share = sink_share(alpha, threshold)
-        return SinkStats(alpha, per_layer, share, threshold, self.n_texts)
+        return SinkStats(
+            alpha, per_layer, share, threshold, self.n_texts, self.layers, self.other_layers
+        )
+
+
+def sink_accumulator(num_layers: int, pattern, notes: list[str]) -> SinkAccumulator | None:
+    """The sink accumulator for the softmax-attention layers of a layer pattern
+    (``backend.engine.arch.layer_pattern``; every layer when it is None), or None, with a note,
+    when the model has none ("no attention layers: Mamba mixers only")."""
+    if pattern is None:
+        return SinkAccumulator()
+    why = pattern.no_attention_reason()
+    if why:
+        notes.append(f"attention sinks skipped: {why}")
+        return None
+    layers = pattern.attention_layers()
+    if len(layers) == num_layers:
+        return SinkAccumulator()
+    return SinkAccumulator(layers, pattern.other_layers())
+
+
+def attention_weights_of(
+    attentions: Sequence[torch.Tensor | None] | None,
+    layers: tuple[int, ...],
+    num_layers: int,
+    width: int,
+) -> list[torch.Tensor] | None:
+    """The softmax weights (B, H, T, T) of the attention ``layers`` (1..L) among a forward
+    pass's ``attentions``: one per attention layer (hybrids), or one per layer (MiniMax returns
+    its linear-attention layers' own tensors too, which are left out). None when they cannot be
+    matched to the layers or are not (B, H, T, T) weights of this batch."""
+    if not attentions:
+        return None
+    if len(attentions) == len(layers):
+        picked = list(attentions)
+    elif len(attentions) == num_layers:
+        picked = [attentions[i - 1] for i in layers]
+    else:
+        return None
+    for a in picked:
+        if a is None or a.ndim != 4 or a.shape[-1] != width or a.shape[-2] != width:
+            return None
+    return picked
 
 
 def _attn_implementation(model: torch.nn.Module) -> str | None:

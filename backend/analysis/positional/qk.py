@@ -29,7 +29,7 @@ Compare trained weights with a random-init copy (``backend.engine.models.random_
 from __future__ import annotations
 
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -66,9 +66,11 @@ NO_ROTARY = "no rotary positions"
 
 @dataclass(frozen=True)
 class QKStats:
-    """Per query head statistics, each float64 (L, H) (layer index 0 = layer 1); ``kv_head`` (H,)
-    the key head each query head attends with; ``rotation``: "applied", "before" or "no rotary
-    positions"; ``capture``: where q and k were read; ``mask``: the mask of the entropy."""
+    """Per query head statistics, each float64 (L', H), one row per softmax-attention layer
+    (``layers``: their numbers 1..L, every layer when None; ``other_layers``: the layers without
+    softmax attention and their kind); ``kv_head`` (H,) the key head each query head attends
+    with; ``rotation``: "applied", "before" or "no rotary positions"; ``capture``: where q and k
+    were read; ``mask``: the mask of the entropy."""
 
     mean_q_norm: np.ndarray
     mean_k_norm: np.ndarray
@@ -81,6 +83,13 @@ class QKStats:
     rotation: str = NO_ROTARY
     capture: str = ""
     mask: str = ""
+    layers: tuple[int, ...] | None = None
+    other_layers: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def layer_numbers(self) -> tuple[int, ...]:
+        """The layer (1..L) of each row: the softmax-attention layers (every layer when None)."""
+        return self.layers or tuple(range(1, self.cos_qk.shape[0] + 1))
 
     @property
     def num_kv_heads(self) -> int:
@@ -93,6 +102,8 @@ class QKStats:
             "mask": self.mask,
             "num_heads": int(self.kv_head.size),
             "num_kv_heads": self.num_kv_heads,
+            "layers": list(self.layer_numbers),
+            "other_layers": {str(k): v for k, v in self.other_layers.items()},
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -108,7 +119,7 @@ class QKStats:
 
         layers, heads = self.cos_qk.shape
         data = {
-            "layer": np.repeat(np.arange(1, layers + 1), heads),
+            "layer": np.repeat(np.array(self.layer_numbers), heads),
             "head": np.tile(np.arange(heads), layers),
             "kv_head": np.tile(self.kv_head, layers),
         }
@@ -211,7 +222,14 @@ def qk_stats(
         raise InputError(f"rotation must be one of {', '.join(ROTATIONS)}, not {rotation!r}")
     model = loaded.model
     num_layers = _layer_count(loaded)
+    attention_layers, other_layers, latent = _attention_layers(loaded, num_layers)
     rotary = position_kind(loaded) == "rotary"
+    if latent and rotary and rotation == "before":
+        raise UnsupportedModelError(
+            f"{loaded.info.architecture} uses latent attention (MLA), whose decoupled rotary part "
+            "is split off, rotated and joined back inside the attention: its queries/keys are "
+            "shown as the attention multiplies them; choose rotation 'applied'"
+        )
     sums = _Sums(num_layers)
     valid: list[torch.Tensor] = []  # the current batch's token mask (B, T), set by a pre-hook
 
@@ -234,6 +252,12 @@ def qk_stats(
         sums.add(call.layer, q, k, call.weights, call.allowed, valid[0])
 
     interface = uses_attention_interface(model)
+    if not interface and other_layers:
+        raise UnsupportedModelError(
+            f"{loaded.info.architecture} mixes attention with "
+            f"{', '.join(sorted(set(other_layers.values())))} layers and has its own attention "
+            "code; the queries/keys view reads a hybrid's attention calls only"
+        )
     projected: dict[int, tuple] = {}
     position_embeddings: dict[torch.nn.Module, Any] = {}
 
@@ -277,8 +301,36 @@ def qk_stats(
         tokenized = tokenize(loaded, tuple(texts), max_length)
         for _ in forward_batches(loaded, tokenized, batch_size, progress):
             pass
-    _check_every_layer(sums, loaded)
-    return _finish(sums, loaded, label, rotation if rotary else NO_ROTARY, capture)
+    _check_every_layer(sums, loaded, attention_layers)
+    stats = _finish(
+        sums, loaded, label, rotation if rotary else NO_ROTARY, capture, attention_layers
+    )
+    if not other_layers:
+        return stats
+    return replace(stats, layers=attention_layers, other_layers=other_layers)
+
+
+def _attention_layers(
+    loaded: LoadedModel, num_layers: int
+) -> tuple[tuple[int, ...], dict[int, str], bool]:
+    """The softmax-attention layers (1..L) of the layer pattern, the others with their kind, and
+    whether some attention is latent (MLA); refused in one line when there is none ("no
+    attention layers: Mamba mixers only"). Every layer when the pattern cannot be read."""
+    from backend.engine.arch import layer_pattern
+    from backend.engine.arch.mixers import LATENT
+
+    try:
+        pattern = layer_pattern(loaded)
+    except UnsupportedModelError:
+        return tuple(range(1, num_layers + 1)), {}, False
+    why = pattern.no_attention_reason()
+    if why:
+        raise UnsupportedModelError(
+            f"{why}: {loaded.info.architecture} has no softmax attention, whose queries and keys "
+            "this view reads"
+        )
+    latent = any(m.kind == LATENT for k in pattern.layers for m in k.mixers)
+    return pattern.attention_layers(), pattern.other_layers(), latent
 
 
 def _layer_count(loaded: LoadedModel) -> int:
@@ -292,8 +344,8 @@ def _layer_count(loaded: LoadedModel) -> int:
     return len(found[1])
 
 
-def _check_every_layer(sums: _Sums, loaded: LoadedModel) -> None:
-    missing = [i + 1 for i, q in enumerate(sums.q) if q is None]
+def _check_every_layer(sums: _Sums, loaded: LoadedModel, layers: tuple[int, ...]) -> None:
+    missing = [i for i in layers if sums.q[i - 1] is None]
     if missing:
         raise UnsupportedModelError(
             f"the queries/keys view recorded no attention call in layer(s) "
@@ -301,10 +353,19 @@ def _check_every_layer(sums: _Sums, loaded: LoadedModel) -> None:
         )
 
 
-def _finish(sums: _Sums, loaded: LoadedModel, label: str, rotation: str, capture: str) -> QKStats:
-    n = max(sums.tokens[0], 1)
-    mean_q = np.stack(sums.q) / n  # (L, H, d_h)
-    mean_k = np.stack(sums.k) / n  # (L, G, d_h)
+def _finish(
+    sums: _Sums,
+    loaded: LoadedModel,
+    label: str,
+    rotation: str,
+    capture: str,
+    layers: tuple[int, ...] | None = None,
+) -> QKStats:
+    """The statistics of the attention ``layers`` (1..L; every layer when None)."""
+    rows = [i - 1 for i in layers] if layers is not None else list(range(len(sums.q)))
+    n = max(sums.tokens[rows[0]], 1)
+    mean_q = np.stack([sums.q[i] for i in rows]) / n  # (L', H, d_h)
+    mean_k = np.stack([sums.k[i] for i in rows]) / n  # (L', G, d_h)
     heads, groups = mean_q.shape[1], mean_k.shape[1]
     if groups == 0 or heads % groups:
         raise UnsupportedModelError(
@@ -320,10 +381,11 @@ def _finish(sums: _Sums, loaded: LoadedModel, label: str, rotation: str, capture
         mean_q_norm=q_norm,
         mean_k_norm=k_norm,
         cos_qk=cos,
-        entropy=np.stack(sums.entropy) / n,
-        entropy_norm=np.stack(sums.entropy_norm) / np.maximum(np.stack(sums.n_norm), 1),
+        entropy=np.stack([sums.entropy[i] for i in rows]) / n,
+        entropy_norm=np.stack([sums.entropy_norm[i] for i in rows])
+        / np.maximum(np.stack([sums.n_norm[i] for i in rows]), 1),
         kv_head=kv_head,
-        num_tokens=sums.tokens[0],
+        num_tokens=sums.tokens[rows[0]],
         label=label or loaded.info.display_name,
         rotation=rotation,
         capture=capture,

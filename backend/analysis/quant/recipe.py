@@ -113,6 +113,8 @@ class Recipe:
     predicted: dict | None = None
     rotation: Rotation | None = None
     alpha_reason: str = ""
+    # per site: the norm that smooths it, or why none does (backend.analysis.quant.coverage)
+    coverage: tuple[dict, ...] = ()
 
     @property
     def rotates(self) -> bool:
@@ -223,6 +225,7 @@ class Recipe:
                     {"layer": s.layer, "smooth": s.smooth, "reason": s.reason} for s in self.skipped
                 ],
                 "llmcompressor_mappings": [[list(b), s] for b, s in self.regex],
+                "sites": list(self.coverage),
             },
             "ignore": [
                 {"module": i.module, "layer": i.layer, "reason": i.reason} for i in self.ignore
@@ -348,31 +351,57 @@ def norm_mappings(loaded) -> tuple[list[Mapping], list[Skipped], list[str]]:
         if norm.layer is None or not norm.feeds_block:
             continue
         smooth = public(norm.path)
+        consumers = _direct_consumers(norm.feeds_block)
         not_linear = [
             f"{public(p)} ({type(named[p]).__name__})"
-            for p in norm.feeds_block
+            for p in consumers
             if type(named[p]) is not torch.nn.Linear
         ]
-        if not_linear:
-            skipped.append(
-                Skipped(
-                    norm.layer,
-                    smooth,
-                    "it also feeds " + ", ".join(not_linear[:3]) + ", which is not an nn.Linear "
-                    "whose input columns the scales can be folded into",
-                )
+        narrow = _narrower_than_consumers(named[norm.path], [named[p] for p in consumers])
+        if not_linear or narrow:
+            reason = (
+                "it also feeds " + ", ".join(not_linear[:3]) + ", which is not an nn.Linear "
+                "whose input columns the scales can be folded into"
+                if not_linear
+                else narrow
             )
+            skipped.append(Skipped(norm.layer, smooth, reason))
             continue
         mappings.append(
             Mapping(
                 norm.layer,
                 norm.role,
                 smooth,
-                tuple(public(p) for p in norm.feeds_block),
+                tuple(public(p) for p in consumers),
                 float(norm.gamma_offset),
             )
         )
     return mappings, skipped, []
+
+
+def _direct_consumers(feeds: tuple[str, ...]) -> tuple[str, ...]:
+    """The modules that multiply a norm's output themselves: a consumer that holds another
+    consumer (a Mamba mixer, whose own parameters make it look like a projection, hands its input
+    to its in_proj) is left out."""
+    return tuple(p for p in feeds if not any(q.startswith(p + ".") for q in feeds))
+
+
+def _narrower_than_consumers(norm: torch.nn.Module, consumers: list) -> str | None:
+    """Why a norm's weight cannot take SmoothQuant's per-column scales: it has fewer channels
+    than its consumers' inputs (Gated DeltaNet's gated norm runs per head on d_head channels,
+    one weight shared by every head of out_proj's input). None when the widths agree."""
+    weight = getattr(norm, "weight", None)
+    if not isinstance(weight, torch.Tensor) or weight.ndim != 1:
+        return None
+    for module in consumers:
+        columns = getattr(module, "in_features", None)
+        if isinstance(columns, int) and columns != weight.shape[0]:
+            return (
+                f"its weight has {weight.shape[0]} channels (shared across heads) but "
+                f"{type(module).__name__} inputs have {columns} columns: the scales cannot be "
+                "folded into it exactly"
+            )
+    return None
 
 
 def regex_mappings(
@@ -521,6 +550,7 @@ def build_recipe(
     list); see the module docstring."""
     check_ignore_rule(ignore_share, max_blocks)
     mappings, skipped, notes = norm_mappings(loaded)
+    why_none = tuple(notes)  # norm_mappings' reason when it wrote no mapping at all
     public = name_prefix(loaded)
     names = {public + n for n, _ in loaded.encoder.named_modules()}
     blocks = public + report.scan.site_map.blocks_path
@@ -564,7 +594,11 @@ def build_recipe(
             "some smoothed norms compute x·(1 + w): llm-compressor's oneshot converts the known "
             "offset-norm classes (Gemma, Qwen3-Next) first; a new class needs registering there"
         )
+    from backend.analysis.quant.coverage import site_coverage
+
+    coverage = site_coverage(report.scan.site_map, mappings, skipped, why_none)
     return Recipe(
+        coverage=coverage,
         model=loaded.info.display_name,
         alpha=float(report.alpha),
         mappings=tuple(mappings),

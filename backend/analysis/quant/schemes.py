@@ -54,7 +54,10 @@ def _fake(v: torch.Tensor, scale: torch.Tensor, qmax: int) -> torch.Tensor:
 
 
 def quant_per_row(v: torch.Tensor, qmax: int = INT8) -> torch.Tensor:
-    """One scale per row (a token of x, or an output channel of W): ``max|row| / qmax``."""
+    """One scale per row (a token of x, or an output channel of W): ``max|row| / qmax``. Rows
+    of no columns (keep-k on a site no wider than k keeps every channel) stay as they are."""
+    if v.shape[-1] == 0:
+        return v.clone()
     return _fake(v, v.abs().amax(dim=-1, keepdim=True) / qmax, qmax)
 
 

@@ -77,6 +77,9 @@ class Site:
     # the public name of the norm whose output is this input (None when no norm feeds it): the
     # module SmoothQuant folds its scales into
     norm: str | None = None
+    # False for a projection the model never calls, using its weight alone (Mamba's dt_proj:
+    # ``dt_proj.weight @ dt``): a site of its own, with no traced input
+    traced: bool = True
 
     @property
     def name(self) -> str:
@@ -132,6 +135,8 @@ def find_blocks(root: torch.nn.Module, num_layers: int) -> tuple[str, torch.nn.M
 
 
 def _expert_lists(block: torch.nn.Module) -> list[str]:
+    """The ``ModuleList`` s of a block that may hold routed experts: two or more same-class
+    modules with projections (:func:`_routed` decides from the traced pass)."""
     return [
         name
         for name, m in block.named_modules()
@@ -140,6 +145,20 @@ def _expert_lists(block: torch.nn.Module) -> list[str]:
         and len({type(c) for c in m}) == 1
         and any(is_projection(c) for c in m[0].modules())
     ]
+
+
+def _routed(lists: dict[str, set[int]], calls: list[tuple[int, str]]) -> set[str]:
+    """The candidate lists (path -> the blocks holding it) that hold routed experts: those of
+    which one block's pass runs two or more members. A list of which each pass runs one member
+    is a per-layer choice (Zamba2's adapters of its shared block, one per use), whose every
+    projection sees every token. ``calls``: (block, projection path) of the traced pass."""
+    members: dict[tuple[str, int], set[str]] = {}
+    for layer, path in calls:
+        for lst in lists:
+            if path.startswith(lst + "."):
+                member = path[len(lst) + 1 :].split(".")[0]
+                members.setdefault((lst, layer), set()).add(member)
+    return {lst for lst in lists if any(len(m) >= 2 for (x, _), m in members.items() if x == lst)}
 
 
 def _after_reentry(sequence: list[tuple[int, int]], groups: dict) -> set[tuple[int, int]]:
@@ -179,21 +198,37 @@ def public_names(loaded, root: torch.nn.Module | None = None, public: str | None
 
 
 def _block_projections(
-    blocks: list[torch.nn.Module], prefix: str
+    loaded, blocks: list[torch.nn.Module], prefix: str
 ) -> tuple[dict[torch.nn.Module, tuple[int, str]], int]:
     """Every projection inside the blocks -> (block index, path), and how many routed-expert
     projections were left out."""
+    lists: dict[str, set[int]] = {}
+    for i, block in enumerate(blocks):
+        for e in _expert_lists(block):
+            lists.setdefault(f"{prefix}{i}.{e}", set()).add(i)
+    routed: set[str] = set()
+    if lists:
+        named = dict(loaded.model.named_modules())
+        in_blocks = {
+            m: f"{prefix}{i}.{n}" for i, b in enumerate(blocks) for n, m in b.named_modules()
+        }
+        calls = [
+            (c.layer, in_blocks[named[c.path]])
+            for c in projection_inputs(loaded)
+            if named.get(c.path) in in_blocks
+        ]
+        routed = _routed(lists, calls)
     projections: dict[torch.nn.Module, tuple[int, str]] = {}
     skipped = 0
     for i, block in enumerate(blocks):
-        experts = _expert_lists(block)
         for sub, module in block.named_modules():
             if not is_projection(module):
                 continue
-            if any(sub == e or sub.startswith(e + ".") for e in experts):
+            path = f"{prefix}{i}.{sub}"
+            if any(path.startswith(e + ".") for e in routed):
                 skipped += 1
                 continue
-            projections[module] = (i, f"{prefix}{i}.{sub}")
+            projections[module] = (i, path)
     return projections, skipped
 
 
@@ -231,6 +266,103 @@ def _role(k: int, fed: list[bool], n_fed: int, after_reentry: bool) -> str:
     return {0: "attn_in", 1: "attn_out"}.get(n_fed, "mlp_out")
 
 
+def _new_mixers(loaded) -> dict[int, list[set[torch.nn.Module]]]:
+    """Per block (0-based) whose token mixers are not plain softmax attention (state-space,
+    recurrent, linear attention, convolution, latent attention, parallel or shared mixers, or no
+    mixer at all), the modules of each mixer, from the layer pattern
+    (:func:`backend.engine.arch.layer_pattern`). Plain attention blocks are not listed: their
+    roles follow the norms (:func:`_role`)."""
+    from backend.engine.arch import layer_pattern
+    from backend.engine.arch.mixers import FULL, SLIDING
+
+    try:
+        pattern = layer_pattern(loaded)
+    except UnsupportedModelError:
+        return {}
+    named = dict(loaded.model.named_modules())
+    out: dict[int, list[set[torch.nn.Module]]] = {}
+    for kinds in pattern.layers:
+        plain = (
+            len(kinds.mixers) == 1
+            and kinds.mixers[0].kind in (FULL, SLIDING)
+            and not kinds.mixers[0].shared
+        )
+        if plain:
+            continue
+        out[kinds.layer - 1] = [
+            set(named[m.path].modules()) for m in kinds.mixers if m.path in named
+        ]
+    return out
+
+
+def _mixer_roles(
+    modules: list[list[torch.nn.Module]], fed: list[bool], mixers: list[set[torch.nn.Module]]
+) -> list[str]:
+    """Roles of a block's inputs (call order; ``modules``: the projections of each, ``fed``: a
+    residual-width norm's output) from its mixers: a mixer's first input is ``attn_in`` (the
+    token mixer's input, whatever its kind), its last ``attn_out``, those between ``other`` (a
+    mixer's internal projections: Mamba's x_proj, latent attention's q_b / kv_b). Outside the
+    mixers a norm-fed input is ``mlp_in``, and an input after it ``mlp_out``."""
+    owner = [next((j for j, mixer in enumerate(mixers) if ms[0] in mixer), None) for ms in modules]
+    roles = []
+    seen_mlp_in = False
+    for k, j in enumerate(owner):
+        if j is not None:
+            mine = [i for i, o in enumerate(owner) if o == j]
+            roles.append("attn_in" if k == mine[0] else "attn_out" if k == mine[-1] else "other")
+        elif fed[k]:
+            roles.append("mlp_in")
+            seen_mlp_in = True
+        else:
+            roles.append("mlp_out" if seen_mlp_in else "other")
+    return roles
+
+
+def _fused_experts(blocks: list[torch.nn.Module], prefix: str) -> list[str]:
+    """The modules of the blocks holding 3-D weights other than convolutions: every expert's
+    projection in one tensor (transformers' fused MoE experts)."""
+    return [
+        f"{prefix}{i}.{name}"
+        for i, block in enumerate(blocks)
+        for name, module in block.named_modules()
+        if not isinstance(module, torch.nn.modules.conv._ConvNd)  # a conv's (out, in, k) weight
+        and any(p.ndim == 3 for p in module.parameters(recurse=False))
+    ]
+
+
+def _residual_norms(loaded) -> set[str]:
+    """The norms of the residual width (the traced paths): the ones whose outputs define a
+    block's roles. A norm inside a mixer (Mamba-2's and Gated DeltaNet's gated norm before
+    out_proj, latent attention's q_a / kv_a norms) feeds a projection too, but its site stays in
+    the mixer's part of the block."""
+    from backend.engine.arch import wiring
+
+    try:
+        norms = wiring(loaded).norms
+    except UnsupportedModelError:
+        return set()
+    width = int(loaded.info.hidden_size)
+    return {n.path for n in norms if n.width == width}
+
+
+def _untraced_sites(projections: dict, groups: dict, public: str) -> list[Site]:
+    """A site per projection of the blocks that the traced pass never called, except copies
+    whose weight is that of a called one (Zamba2's shared block, one copy per use, tied)."""
+    called = {path for names, _, _ in groups.values() for path in names}
+    weights = {
+        m.weight.untyped_storage().data_ptr()
+        for m, (_, path) in projections.items()
+        if path in called
+    }
+    sites = []
+    for module, (layer, path) in projections.items():
+        if path in called or module.weight.untyped_storage().data_ptr() in weights:
+            continue
+        width = int(weight_matrix(module).shape[1])
+        sites.append(Site(layer, "other", (public + path,), (path,), width, False, None, False))
+    return sites
+
+
 def discover_sites(loaded, root: torch.nn.Module | None = None) -> SiteMap:
     """The sites of ``root`` (default ``loaded.encoder``), from the traced forward pass of
     :func:`backend.engine.arch.projection_inputs` (the one home of which tensor and which norm
@@ -238,12 +370,21 @@ def discover_sites(loaded, root: torch.nn.Module | None = None) -> SiteMap:
     root = root if root is not None else loaded.encoder
     num_layers = int(loaded.info.num_layers)
     blocks_path, blocks = find_blocks(root, num_layers)
-    projections, skipped = _block_projections(blocks, f"{blocks_path}." if blocks_path else "")
+    projections, skipped = _block_projections(
+        loaded, blocks, f"{blocks_path}." if blocks_path else ""
+    )
     notes: list[str] = []
     if skipped:
         notes.append(
             f"{skipped} projections of routed MoE experts were skipped (each expert sees only its "
             "routed tokens; analyse them with an expert-aware tool)"
+        )
+    fused = _fused_experts(blocks, f"{blocks_path}." if blocks_path else "")
+    if fused:
+        notes.append(
+            f"{len(fused)} routed-expert module(s) keep each projection of all their experts in "
+            f"one 3-D tensor (e.g. {fused[0]}): each expert sees only its routed tokens, so they "
+            "are not sites here (their router and any shared expert are)"
         )
     groups, sequence = _input_groups(loaded, projections)
     parallel_mlp = {k for layer in sequence for k in _after_reentry(sequence[layer], groups)}
@@ -251,14 +392,23 @@ def discover_sites(loaded, root: torch.nn.Module | None = None) -> SiteMap:
     norm_name = public_names(loaded, root, public)
     sites: list[Site] = []
     fallback_layers = []
+    residual = _residual_norms(loaded)
+    by_module = {path: m for m, (_, path) in projections.items()}
+    mixers = _new_mixers(loaded)
     for layer in sorted({key[0] for key in groups}):
         keys = [k for k in groups if k[0] == layer]  # call order
-        fed = [groups[k][2] is not None for k in keys]
-        if not any(fed):
+        fed = [groups[k][2] in residual for k in keys]
+        inside = mixers.get(layer)
+        if inside is not None:
+            roles = _mixer_roles([[by_module[n] for n in groups[k][0]] for k in keys], fed, inside)
+        elif not any(fed):
             fallback_layers.append(layer)
         for k, key in enumerate(keys):
             names, width, norm = groups[key]
-            role = _role(k, fed, sum(fed[: k + 1]), key in parallel_mlp)
+            if inside is not None:
+                role = roles[k]
+            else:
+                role = _role(k, fed, sum(fed[: k + 1]), key in parallel_mlp)
             sites.append(
                 Site(
                     layer,
@@ -266,10 +416,19 @@ def discover_sites(loaded, root: torch.nn.Module | None = None) -> SiteMap:
                     tuple(public + n for n in names),
                     tuple(names),
                     int(width),
-                    fed[k],
+                    norm is not None,
                     None if norm is None else norm_name(norm),
                 )
             )
+    sites += _untraced_sites(projections, groups, public)
+    sites.sort(key=lambda site: site.layer)  # stable: call order within a block
+    untraced = [s.name for s in sites if not s.traced]
+    if untraced:
+        notes.append(
+            f"{len(untraced)} projection(s) are never called as modules (the mixer multiplies by "
+            f"their weight itself, e.g. {untraced[0]}): each is a site of its own, with no traced "
+            "input and so no activation statistics"
+        )
     if fallback_layers:
         notes.append(
             f"no norm output feeds a projection in block(s) {fallback_layers}; roles there follow "

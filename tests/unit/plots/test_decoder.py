@@ -124,3 +124,22 @@ def test_first_position_contrast():
     assert fig.data[1].line.dash == "dash" and fig.layout.xaxis.type == "category"
     frame = first_position_frame(contrast)
     assert frame["largest |mean|, first position excluded"].tolist() == [1.0, 2.0]
+
+
+def test_a_hybrid_s_sink_rows_and_the_mixer_sites_table():
+    from backend.analysis.activations.inner import SSM_INPUT, InnerReading, InnerSite
+    from backend.plots.decoder import inner_frame
+
+    alpha = np.array([[0.9, 0.1], [0.2, 0.4]])
+    per_layer, share = sink_share(alpha)
+    sinks = SinkStats(alpha, per_layer, share, SINK_THRESHOLD, 3, (2, 4), {1: "Mamba-2"})
+    assert list(sink_heatmap_figure(sinks).data[0].y) == ["2", "4"]
+    assert list(sink_frame(sinks)["layer"]) == [2, 4]
+    site = InnerSite("L1.mixer:ssm_input", SSM_INPUT, "layers.0.mixer.in_proj", 1, "Mamba-2")
+    reading = InnerReading(
+        (site,), (128,), np.array([0.1]), np.array([9.0]), ((5,),), ((5, 7),), 40
+    )
+    frame = inner_frame(reading)
+    assert frame.loc[0, "site"] == "L1.mixer:ssm_input" and frame.loc[0, "channels"] == 128
+    assert frame.loc[0, "max / median"] == 90.0
+    assert frame.loc[0, "scale-free outlier channels"] == "5, 7"

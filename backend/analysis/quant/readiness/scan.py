@@ -247,9 +247,19 @@ class _Recorder:
         self.skipped: set[str] = set()
         self.mask: torch.Tensor | None = None
         self.sample: torch.Tensor | None = None
+        self.calls: dict[torch.nn.Module, int] = {}  # calls of each hooked module in the batch
 
-    def site_hook(self, i: int):
+    def site_hook(self, sites: list[int]):
+        """The pre-hook of a module that is the first projection of ``sites``: its k-th call
+        in a batch is the input of ``sites[k]`` (Gemma 3n's AltUp router runs twice per block,
+        once per site); calls past those are not a site's."""
+
         def fn(module, inputs):
+            k = self.calls.get(module, 0)
+            self.calls[module] = k + 1
+            if k >= len(sites):
+                return
+            i = sites[k]
             x = inputs[0]
             rows = select_rows(x, self.mask)
             if rows is None:
@@ -365,7 +375,10 @@ def scan_sites(
     _, blocks = find_blocks(root, site_map.num_layers)
     d = int(loaded.info.hidden_size)
     recorder = _Recorder(site_map, blocks, d)
-    pre = {named[s.paths[0]]: recorder.site_hook(i) for i, s in enumerate(site_map.sites)}
+    first: dict[torch.nn.Module, list[int]] = {}
+    for i, site in enumerate(site_map.sites):
+        first.setdefault(named[site.paths[0]], []).append(i)
+    pre = {module: recorder.site_hook(sites) for module, sites in first.items()}
     post = {block: recorder.block_hook(i) for i, block in enumerate(blocks)}
     batches = plan_batches(lengths, batch_size)  # the one batching rule
     pad_id = pad_token_id(loaded)
@@ -378,6 +391,7 @@ def scan_sites(
                 sample[r, sample_pos[t]] = True
                 sample_weights.extend(w_first if p == 0 else w_rest for p in sample_pos[t])
             recorder.mask, recorder.sample = mask.to(loaded.device), sample.to(loaded.device)
+            recorder.calls.clear()
             out = root(input_ids=ids.to(loaded.device), attention_mask=mask.to(loaded.device))
             end.fill(rows, ids, last_state(out))
             if not report(progress, b + 1, len(batches)):

@@ -81,7 +81,14 @@ def test_accumulator_averages_alpha_over_texts():
     assert stats.alpha[0, 0] == pytest.approx((1 + 0.9 * (t - 1)) / t)
     np.testing.assert_allclose(stats.share_per_layer, [0.5, 0.0])
     assert stats.share == pytest.approx(0.25)
-    assert set(stats.to_dict()) == {"alpha", "share_per_layer", "share"}
+    assert set(stats.to_dict()) == {
+        "layers",
+        "alpha",
+        "share_per_layer",
+        "share",
+        "no_attention_layers",
+    }
+    assert stats.to_dict()["layers"] == [1, 2]  # every layer when none is named
 
 
 def test_eager_attention_is_restored_after_the_block():
@@ -108,3 +115,31 @@ def test_eager_attention_is_restored_after_the_block():
     with pytest.raises(RuntimeError), eager_attention(model):
         raise RuntimeError("boom")
     assert model.config._attn_implementation == "sdpa"
+
+
+def test_attention_weights_are_matched_to_the_attention_layers():
+    from backend.analysis.activations.sinks import attention_weights_of
+
+    a2, a4 = _causal_uniform(2, 3, 5), _planted_sink(2, 3, 5, head=1)
+    other = torch.rand(2, 3, 16, 16)  # a linear-attention layer's own tensor (block weights)
+    # a hybrid returns one tensor per attention layer ...
+    assert attention_weights_of((a2, a4), (2, 4), 4, 5) == [a2, a4]
+    # ... or one per layer (MiniMax): the attention layers' are picked
+    picked = attention_weights_of((other, a2, other, a4), (2, 4), 4, 5)
+    assert picked == [a2, a4]
+    # no match, or not (B, H, T, T) weights of this batch (RWKV's (B, T, d) states): None
+    assert attention_weights_of((a2,), (2, 4), 4, 5) is None
+    assert attention_weights_of((torch.rand(2, 5, 64),) * 2, (2, 4), 4, 5) is None
+    assert attention_weights_of(None, (1,), 1, 5) is None
+
+
+def test_sink_rows_carry_their_layer_numbers():
+    acc = SinkAccumulator(layers=(2, 4), other_layers={1: "Mamba-2", 3: "Mamba-2"})
+    acc.update([_planted_sink(1, 2, 6, head=0), _causal_uniform(1, 2, 6)], torch.tensor([6]))
+    stats = acc.finish()
+    assert stats.layer_numbers == (2, 4) and stats.alpha.shape == (2, 2)
+    out = stats.to_dict()
+    assert out["layers"] == [2, 4] and out["no_attention_layers"] == {
+        "1": "Mamba-2",
+        "3": "Mamba-2",
+    }

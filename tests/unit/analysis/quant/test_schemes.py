@@ -191,3 +191,14 @@ def test_bootstrap_intervals_hold_the_value_and_narrow_with_more_texts():
     assert hi_m - lo_m < (hi_f - lo_f) / 2  # expected about sqrt(512 / 8) = 8 times narrower
     one = bootstrap_intervals({"one": (np.array([3.0]), np.array([2.0]))})["one"]
     assert one == [1.5, 1.5]  # one text: nothing to resample
+
+
+def test_keep_k_on_a_site_no_wider_than_k_keeps_every_channel():
+    from backend.analysis.quant.schemes import quant_per_row, transforms
+
+    assert quant_per_row(torch.zeros(3, 0)).shape == (3, 0)
+    w = torch.randn(5, 4)
+    x_fn, w_q = transforms("keep_k", w, torch.ones(4), keep=8)
+    x = torch.randn(2, 4)
+    torch.testing.assert_close(w_q, w)
+    torch.testing.assert_close(x_fn(x), x)
