@@ -30,10 +30,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from backend.analysis.activations.int8 import MAGNITUDE, RELATIVE, TOKEN_SHARE, far_from_unit
+from backend.analysis.activations.int8 import RELATIVE, TOKEN_SHARE, far_from_unit
 from backend.analysis.activations.loghist import N_BINS, log_histogram, median_from_histogram
 from backend.engine.arch.mixers import STATE_SPACE_KINDS
 from backend.engine.device import to_numpy
+from backend.engine.params import LLM_INT8_THRESHOLD
 
 NORM_OUTPUT, SSM_INPUT, OUT_PROJ_INPUT = "norm output", "SSM input", "out_proj input"
 SITE_KINDS = (NORM_OUTPUT, SSM_INPUT, OUT_PROJ_INPUT)
@@ -128,7 +129,7 @@ class InnerAccumulator:
         if values.shape[1] != self.counts[site].shape[0]:
             return  # a call of another shape (not by token): not this site's activation
         self.tokens[site] += values.shape[0]
-        self.counts[site] += (values >= MAGNITUDE).sum(dim=0)
+        self.counts[site] += (values >= LLM_INT8_THRESHOLD).sum(dim=0)
         median = values.flatten().median()
         self.relative_counts[site] += (values >= RELATIVE * median).sum(dim=0)
         self.hist[site] += log_histogram(values)

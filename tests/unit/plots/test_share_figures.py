@@ -34,7 +34,7 @@ def test_massive_summary_has_the_sink_panel_only_when_sinks_were_measured():
     alone = massive_summary_figure(stats, None)
     assert [t.name for t in alone.data] == ["largest |h|", "median |h|"]
     assert alone.layout.yaxis.type == "log"
-    sinks = SimpleNamespace(share_per_layer=np.array([0.5, 0.75]))
+    sinks = SimpleNamespace(share_per_layer=np.array([0.5, 0.75]), layer_numbers=(1, 2))
     both = massive_summary_figure(stats, sinks)
     assert [t.type for t in both.data] == ["scatter", "scatter", "bar"]
     assert list(both.data[2].x) == ["1", "2"] and list(both.data[2].y) == [0.5, 0.75]
