@@ -28,7 +28,7 @@ def test_an_extraction_is_recorded_net_of_its_fixed_cost_which_every_estimate_ad
     assert throughput.estimate_seconds(tmp_path, "cpu", 10**6, 2000) == pytest.approx(43.0)
     throughput.record_extraction(tmp_path, "cpu", 10**7, 1000, 5.0)  # mostly fixed costs
     assert throughput.seconds_per_token_parameter(tmp_path, "cpu", 10**7) == pytest.approx(2.5e-10)
-    throughput.record_extraction(tmp_path, "cpu", 10**8, 1000, 4.0)  # too short to keep
+    throughput.record_extraction(tmp_path, "cpu", 10**8, 1000, 0.5)  # too short to keep
     assert throughput.extraction_rate(tmp_path, "cpu", 10**8).basis != "measured at this size"
     cost = throughput.page_cost(_loaded(10**6, load_seconds=1.0), tmp_path, BATCHING)
     assert cost.fixed_s == pytest.approx(1.0 + throughput.FRAME_SECONDS + 3.0)
