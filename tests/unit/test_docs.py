@@ -122,16 +122,24 @@ def test_the_history_check_catches_what_it_should():
     assert not HISTORY.search("5 rounds per run") and not HISTORY.search("float64 rounding")
 
 
-def test_the_architectures_table_lists_the_zoo():
-    """docs/architectures.md's table (benchmarks/zoo_table.py --write) has one row per family of
-    the zoo and one column per analysis it tries."""
-    from tests import zoo
+@pytest.mark.parametrize("name", ["first", "recent"])
+def test_the_architectures_tables_list_the_zoos(name):
+    """docs/architectures.md's tables (benchmarks/zoo_table.py --write) have one row per family of
+    each zoo, one column per analysis it tries, no cell that is a bug, and the layer pattern of
+    every family of the second zoo."""
+    from benchmarks.zoo_table import ZOOS, markers
     from tests.zoo_checks import ANALYSES
 
+    module = ZOOS[name][0]
+    start, end = markers(name)
     text = (ROOT / "docs" / "architectures.md").read_text(encoding="utf-8")
-    table = text.split("<!-- first zoo table -->")[1].split("<!-- end first zoo table -->")[0]
+    table = text.split(start)[1].split(end)[0]
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.strip().splitlines()]
     header, body = rows[0], rows[2:]
-    assert header == ["family", "causal", "positions", *ANALYSES, "CLI massive"]
-    assert sorted(r[0] for r in body) == sorted(zoo.FAMILIES)
+    views = [*ANALYSES, *(["quant sites"] if "quant sites" not in ANALYSES else [])]
+    assert header == ["family", "layer pattern", "causal", "positions", *views, "CLI massive"]
+    assert sorted(r[0] for r in body) == sorted(module.FAMILIES)
     assert all(len(r) == len(header) for r in body)
+    assert not [c for r in body for c in r if c.startswith("bug:")]
+    if name == "recent":
+        assert all(r[1] and not r[1].startswith("(") for r in body), "a family without a pattern"
