@@ -89,24 +89,31 @@ def shape_for(params: float, vocab: int) -> dict[str, int]:
         heads -= 2  # the embedding alone is most of the budget: narrower
 
 
-def write_checkpoint(folder: Path, params: float) -> dict[str, int]:
-    import torch
-    from transformers import Qwen2Config, Qwen2Model
+def qwen2_config(shape: dict[str, int], vocab_size: int, **extra):
+    """The Qwen2 config of a :func:`shape_for` shape (``extra``: token ids, tied embeddings)."""
+    from transformers import Qwen2Config
 
-    from backend.engine.models import bundled_tokenizer
-
-    tokenizer = bundled_tokenizer()
-    shape = shape_for(params, len(tokenizer))
-    config = Qwen2Config(
-        vocab_size=len(tokenizer),
+    return Qwen2Config(
+        vocab_size=vocab_size,
         hidden_size=shape["hidden"],
         num_hidden_layers=shape["layers"],
         num_attention_heads=shape["heads"],
         num_key_value_heads=shape["kv_heads"],
         intermediate_size=shape["intermediate"],
         max_position_embeddings=4096,
-        pad_token_id=tokenizer.pad_token_id,
+        **extra,
     )
+
+
+def write_checkpoint(folder: Path, params: float) -> dict[str, int]:
+    import torch
+    from transformers import Qwen2Model
+
+    from backend.engine.models import bundled_tokenizer
+
+    tokenizer = bundled_tokenizer()
+    shape = shape_for(params, len(tokenizer))
+    config = qwen2_config(shape, len(tokenizer), pad_token_id=tokenizer.pad_token_id)
     torch.manual_seed(0)
     with torch.device("cpu"):
         model = Qwen2Model(config).to(torch.bfloat16)

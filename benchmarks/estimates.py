@@ -46,21 +46,16 @@ use_offline_environment()
 def write_gguf_model(path: Path, params: float) -> None:
     """A Qwen2 GGUF file of about ``params`` parameters (F32 tensors, tied embeddings)."""
     import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+    from transformers import Qwen2ForCausalLM
 
-    from benchmarks.big_model import shape_for
+    from benchmarks.big_model import qwen2_config, shape_for
     from tests.gguf_files import gpt2_vocabulary, write_gguf
 
     vocab = gpt2_vocabulary()
     shape = shape_for(params, len(vocab["tokens"]))
-    config = Qwen2Config(
-        vocab_size=len(vocab["tokens"]),
-        hidden_size=shape["hidden"],
-        num_hidden_layers=shape["layers"],
-        num_attention_heads=shape["heads"],
-        num_key_value_heads=shape["kv_heads"],
-        intermediate_size=shape["intermediate"],
-        max_position_embeddings=4096,
+    config = qwen2_config(
+        shape,
+        len(vocab["tokens"]),
         tie_word_embeddings=True,
         bos_token_id=vocab["bos"],
         eos_token_id=vocab["eos"],
