@@ -36,6 +36,7 @@ the model: measured by every Overview on this machine (:func:`record_statistics`
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Callable, Sequence
@@ -81,8 +82,12 @@ STATISTICS_KIND = "Overview statistics"  # what the statistics' rates are kept u
 # every larger model's (benchmarks/estimates.py), so no fixed part is taken out or added back. The
 # rule keeps the term so that a device where it matters can be given one.
 EXTRACTION_FIXED_S = 0.0
-# An extraction this short is still kept: with no fixed part to dominate it, the smallest model of
-# a device is what the first run at a larger size extrapolates from.
+# A run shorter than MIN_RECORD_SECONDS is still kept when it did this much per-token work
+# (parameters x padded tokens; about a second at the reference machine's ~1e-11 s): the smallest
+# model of a ladder (a 30 M decoder's 96 texts: 1.6e11 in 1.2 s) is what the first run at a larger
+# size extrapolates from, while a tiny model's run, mostly per-run overhead, is not kept (its rate
+# would announce a big model many times too slow).
+MIN_RECORD_WORK = 1e11
 MIN_EXTRACTION_RECORD_S = 1.0
 FIXED_LOAD_S = 2.0  # a 2 M parameter model's load in a fresh process (same machine)
 FIXED_CONVERSION_S = 3.5  # a 2 M parameter GGUF's conversion (same machine)
@@ -167,9 +172,11 @@ def record_extraction(
     root: Path, device: str, parameters: int, padded: int, seconds: float
 ) -> None:
     """Keep an extraction's rate per padded token x parameter net of :data:`EXTRACTION_FIXED_S`
-    (at least half its seconds count as per-token work); under :data:`MIN_EXTRACTION_RECORD_S`
-    nothing is kept."""
-    if seconds < MIN_EXTRACTION_RECORD_S:
+    (at least half its seconds count as per-token work). A run under :data:`MIN_RECORD_SECONDS`
+    is kept only with :data:`MIN_RECORD_WORK` or more parameters x padded tokens, and at least
+    :data:`MIN_EXTRACTION_RECORD_S`."""
+    enough_work = parameters * padded >= MIN_RECORD_WORK and seconds >= MIN_EXTRACTION_RECORD_S
+    if seconds < MIN_RECORD_SECONDS and not enough_work:
         return
     net = max(seconds - EXTRACTION_FIXED_S, seconds / 2)
     record(root, device, parameters, padded, net, min_seconds=0.0)
@@ -189,7 +196,8 @@ def _write(path: Path, data: dict) -> None:
         tmp.write_text(strict_json(data, indent=1))
         tmp.replace(path)
     except OSError:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # a cache folder under a file: no tmp to remove
+            tmp.unlink(missing_ok=True)
 
 
 def _records(root: Path, key: str) -> dict[int, float]:

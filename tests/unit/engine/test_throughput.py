@@ -279,3 +279,16 @@ def test_a_16_bit_checkpoints_load_is_estimated_from_16_bit_loads(tmp_path):
     assert load.name == "load" and load.seconds == pytest.approx(9.0)
     (load,) = throughput.phases_before(tmp_path, "cpu", 10**9, wide)
     assert load.basis == throughput.PRIOR_BASIS  # a float32 load has no record yet
+
+
+def test_a_short_extraction_is_kept_only_when_it_did_enough_per_token_work(tmp_path):
+    """Under MIN_RECORD_SECONDS, a ladder's smallest model (30 M parameters x 5,280 padded tokens
+    in 1.2 s) is kept; a tiny model's 2 s run, mostly per-run overhead, is not."""
+    throughput.record_extraction(tmp_path, "cpu", 10**6, 1000, 2.0)
+    assert throughput.extraction_rate(tmp_path, "cpu", 10**6) is None
+    throughput.record_extraction(tmp_path, "cpu", 30 * 10**6, 5280, 1.2)
+    rate = throughput.extraction_rate(tmp_path, "cpu", 30 * 10**6)
+    assert rate.basis == "measured at this size"
+    assert rate.per_unit == pytest.approx(1.2 / (30 * 10**6 * 5280))
+    throughput.record_extraction(tmp_path, "cpu", 60 * 10**6, 5280, 0.5)  # too short, whatever
+    assert throughput.extraction_rate(tmp_path, "cpu", 60 * 10**6).basis != "measured at this size"
