@@ -48,3 +48,42 @@ def test_a_planted_error_shows_one_line_and_folded_details(tmp_path, monkeypatch
     (details,) = [x for x in at.expander if x.label == "Details for the report"]
     code = " ".join(c.value for c in details.code)
     assert "Traceback" in code and "planted in the model card" in code and "torch" in code
+
+
+def test_a_shared_servers_visitor_sees_the_errors_type_and_the_operator_the_details(
+    tmp_path, monkeypatch, capsys
+):
+    """On a shared server the message and frames (which can name the machine's files) go to the
+    server's log; the visitor's line names the page and the error's type only."""
+    import ui.views.overview as overview
+    from ui import access
+
+    def broken(result):
+        raise RuntimeError(f"planted: {tmp_path}/secret.txt")
+
+    monkeypatch.setattr(overview, "cards", broken)
+    monkeypatch.setenv("ISOSCOPE_SHARED", "1")
+    monkeypatch.setenv("ISOSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("ISOSCOPE_PASSPHRASE", raising=False)
+    access.reset_policy()
+    try:
+        at = AppTest.from_file(APP, default_timeout=300)
+        at.session_state["isoscope_selection"] = Selection(
+            model_source="random:bert:layers=2,width=32,heads=2,seed=5",  # allowed when shared
+            device="cpu",
+            corpus_kind="paste",
+            corpus_text="the cat sat on the w3 .\na dog , the w1 w2 w5 sat !",
+            settings=ExtractionSettings(max_length=16, sample_size=50),
+        )
+        at.run()
+    finally:
+        access.reset_policy()
+    assert not at.exception, [e.value for e in at.exception]
+    errors = [e.value for e in at.error]
+    assert errors == [
+        "The Overview page stopped on an unexpected error (RuntimeError). The details are in the "
+        "server's log; please tell the person who runs this server."
+    ]
+    assert not [x for x in at.expander if x.label == "Details for the report"]
+    assert "secret.txt" not in " ".join(str(e.value) for e in [*at.error, *at.code])
+    assert "secret.txt" in capsys.readouterr().err
