@@ -16,21 +16,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.zoo import tokenizer
+from tests import zoo
+from tests.zoo import FF, H, V, W, tokenizer  # the first zoo's sizes, with four layers
 
-W, L, H, KV, FF, V = 64, 4, 4, 2, 128, 128
+L = 4
 
 _IDS = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)
-_DEC = dict(
-    vocab_size=V,
-    hidden_size=W,
-    num_hidden_layers=L,
-    num_attention_heads=H,
-    num_key_value_heads=KV,
-    intermediate_size=FF,
-    max_position_embeddings=128,
-    **_IDS,
-)
+_DEC = zoo._DEC | dict(num_hidden_layers=L, **_IDS)
 # Mamba-2 mixers: 8 heads of 16 channels = expand (2) x width
 _MAMBA2 = dict(
     mamba_d_state=8,
