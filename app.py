@@ -7,7 +7,7 @@ from pathlib import Path
 import streamlit as st
 
 from backend.engine.errors import IsoscopeError
-from backend.engine.saved import ModelUnavailableError
+from backend.engine.store.saved import ModelUnavailableError
 from ui.access import passphrase_gate
 from ui.common import note_page_visit
 from ui.failure import show_unexpected

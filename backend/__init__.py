@@ -26,16 +26,16 @@ __version__ = "0.1.0"
 # public name -> the module that defines it
 API = {
     # engine: load a model and a corpus, run the model once
-    "load_model": "backend.engine.models",
-    "random_like": "backend.engine.models",
-    "bundled_corpus": "backend.engine.corpus",
-    "corpus_from_text": "backend.engine.corpus",
-    "load_corpus_file": "backend.engine.corpus",
+    "load_model": "backend.engine.load.models",
+    "random_like": "backend.engine.load.models",
+    "bundled_corpus": "backend.engine.inputs.corpus",
+    "corpus_from_text": "backend.engine.inputs.corpus",
+    "load_corpus_file": "backend.engine.inputs.corpus",
     "ExtractionSettings": "backend.engine.extraction",
     "extract": "backend.engine.extraction",
-    "cached_extract": "backend.engine.cache",
-    "save_analysis": "backend.engine.saved",
-    "load_saved": "backend.engine.saved",
+    "cached_extract": "backend.engine.store.cache",
+    "save_analysis": "backend.engine.store.saved",
+    "load_saved": "backend.engine.store.saved",
     # analyses
     "outlier_dims_by_state": "backend.analysis.geometry.outliers",
     "criteria_by_state": "backend.analysis.geometry.outliers",

@@ -25,10 +25,10 @@ def main() -> None:
     import torch
 
     from backend.analysis.layernorm.ablation import sweep
-    from backend.engine.corpus import bundled_corpus
     from backend.engine.environment import quiet_libraries
     from backend.engine.extraction import tokenize
-    from backend.engine.models import load_model
+    from backend.engine.inputs.corpus import bundled_corpus
+    from backend.engine.load.models import load_model
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--texts", type=int, default=8)

@@ -47,9 +47,9 @@ def main() -> None:
     from backend.analysis.geometry.outliers import outlier_dims, outliers_by_criterion
     from backend.analysis.geometry.postprocess import POSTPROCESSORS, make_postprocessor
     from backend.commands.analyze import build_report
-    from backend.engine.corpus import bundled_corpus
     from backend.engine.extraction import ExtractionSettings, extract
-    from backend.engine.models import load_model
+    from backend.engine.inputs.corpus import bundled_corpus
+    from backend.engine.load.models import load_model
 
     result = extract(
         load_model("default", device="cpu"),

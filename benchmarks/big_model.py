@@ -10,7 +10,7 @@ RSS is its own:
 - ``preflight`` (once): the parameters and the bytes the load needs in ``--dtype`` (headers);
 - ``load``: ``load_model`` of the folder (seconds, peak RSS);
 - ``full``: load + extraction of ``--ratio-texts`` texts (default: all ``--texts``); its speed is
-  recorded as the app records it (:mod:`backend.engine.throughput`, in a temporary cache folder);
+  recorded as the app records it (:mod:`backend.engine.budget.throughput`, in a temporary cache folder);
 - ``first_look``: the real Overview page (Streamlit's AppTest, the app's default corpus and
   settings, the model opened by a link ``?model=<folder>``) on a device whose extraction speed
   the ``full`` phase recorded and whose Overview statistics have not been measured yet (each run
@@ -109,7 +109,7 @@ def write_checkpoint(folder: Path, params: float) -> dict[str, int]:
     import torch
     from transformers import Qwen2Model
 
-    from backend.engine.models import bundled_tokenizer
+    from backend.engine.load.models import bundled_tokenizer
 
     tokenizer = bundled_tokenizer()
     shape = shape_for(params, len(tokenizer))
@@ -123,7 +123,7 @@ def write_checkpoint(folder: Path, params: float) -> dict[str, int]:
 
 
 def texts(n: int) -> list[str]:
-    from backend.engine.corpus import bundled_corpus
+    from backend.engine.inputs.corpus import bundled_corpus
 
     base = list(bundled_corpus().texts)
     return [base[i % len(base)] for i in range(n)]
@@ -147,14 +147,14 @@ def phase(name: str, folder: Path, args: argparse.Namespace) -> dict:
     """One phase in this process (see the module docstring)."""
     import torch
 
-    from backend.engine import throughput
-    from backend.engine.corpus import corpus_from_text
+    from backend.engine.budget import throughput
     from backend.engine.extraction import ExtractionSettings, extract
-    from backend.engine.models import load_model
+    from backend.engine.inputs.corpus import corpus_from_text
+    from backend.engine.load.models import load_model
 
     started = time.perf_counter()
     if name == "preflight":
-        from backend.engine.preflight import folder_census, preflight
+        from backend.engine.load.preflight import folder_census, preflight
 
         plan = preflight(folder_census(folder), args.dtype, args.device)
         return {"parameters": plan.parameters, "estimate_mib": plan.needed_bytes / 2**20}
@@ -213,7 +213,7 @@ def first_look_page(folder: Path, args: argparse.Namespace) -> dict:
     import os
     import shutil
 
-    from backend.engine import throughput
+    from backend.engine.budget import throughput
     from backend.engine.params import BATCH_SIZE, MAX_LENGTH
 
     if (args.max_length, args.batch_size) != (MAX_LENGTH.default, BATCH_SIZE.default):

@@ -46,11 +46,11 @@ def one_run() -> dict:
         compare_with_cache,
         summarize,
     )
-    from backend.engine.cache import ResultCache, cached_extract
-    from backend.engine.corpus import bundled_corpus
     from backend.engine.environment import quiet_libraries
     from backend.engine.extraction import ExtractionSettings
-    from backend.engine.models import load_model
+    from backend.engine.inputs.corpus import bundled_corpus
+    from backend.engine.load.models import load_model
+    from backend.engine.store.cache import ResultCache, cached_extract
 
     quiet_libraries()
     out: dict = {"import_s": time.perf_counter() - started, "load_avg_1min": os.getloadavg()[0]}

@@ -7,7 +7,7 @@ Writes a random-init Qwen2-shaped decoder per ``--sizes`` entry (bf16 safetensor
 a byte-level vocabulary: ``tests/gguf_files.py``) into a temporary folder, with the isoscope
 cache (``speeds.json``, the GGUF's converted copy) in a fresh folder beside them. Then, smallest
 first, each model runs in a fresh process as ``isoscope analyze`` would: the time preflight's
-estimate (:func:`backend.engine.throughput.time_preflight`, before the load), then the load
+estimate (:func:`backend.engine.budget.throughput.time_preflight`, before the load), then the load
 (``load_model``; a GGUF's conversion inside it, timed apart) and the extraction through the disk
 cache (``cached_extract``, which records the device's speeds for the next run). Nothing else
 runs between them, so each size is announced only from the smaller ones before it.
@@ -67,11 +67,12 @@ def write_gguf_model(path: Path, params: float) -> None:
 
 def run_one(model: str, args: argparse.Namespace) -> dict:
     """One cold run of ``model`` in this process (module doc)."""
-    from backend.engine import gguf, throughput
-    from backend.engine.cache import ResultCache, cached_extract
-    from backend.engine.corpus import corpus_from_text
+    from backend.engine.budget import throughput
     from backend.engine.extraction import ExtractionSettings
-    from backend.engine.models import load_model
+    from backend.engine.inputs.corpus import corpus_from_text
+    from backend.engine.load import gguf
+    from backend.engine.load.models import load_model
+    from backend.engine.store.cache import ResultCache, cached_extract
     from benchmarks.big_model import texts
 
     corpus = corpus_from_text("\n".join(texts(args.texts)))
@@ -130,9 +131,9 @@ def run_one(model: str, args: argparse.Namespace) -> dict:
 
 def growth(runs: list[dict]) -> float | None:
     """The slope of log rate over log size between the ladder's runs above this machine's cache
-    knee (what :data:`backend.engine.estimates.CPU_GROWTH_PRIOR` assumes before a device has its
+    knee (what :data:`backend.engine.budget.estimates.CPU_GROWTH_PRIOR` assumes before a device has its
     own), None with fewer than two such runs."""
-    from backend.engine.estimates import cache_knee, slope
+    from backend.engine.budget.estimates import cache_knee, slope
 
     above = [(r["parameters"], r["rate"]) for r in runs if r["parameters"] >= cache_knee("cpu")]
     return slope(above) if len(above) >= 2 else None

@@ -41,7 +41,7 @@ use_offline_environment()
 
 def make_texts(n: int) -> list[str]:
     """n texts from the bundled corpus: lines joined in varied pairs so lengths vary."""
-    from backend.engine.corpus import bundled_corpus
+    from backend.engine.inputs.corpus import bundled_corpus
 
     base = list(bundled_corpus().texts)
     out = []
@@ -64,7 +64,7 @@ def random_llama(source: str, device: str, dtype: str):
     from transformers import LlamaConfig, LlamaModel
 
     from backend.engine.device import resolve_device, resolve_dtype
-    from backend.engine.models import ModelParts, bundled_tokenizer, make_loaded
+    from backend.engine.load.models import ModelParts, bundled_tokenizer, make_loaded
 
     opts = dict(LLAMA_1B)
     for item in filter(None, source.partition(":")[2].split(",")):
@@ -103,7 +103,7 @@ def random_llama(source: str, device: str, dtype: str):
 def load_bench_model(source: str, device: str, dtype: str):
     if source.startswith("random-llama"):
         return random_llama(source, device, dtype)
-    from backend.engine.models import load_model
+    from backend.engine.load.models import load_model
 
     return load_model(source, device=device, dtype=dtype)
 
@@ -168,8 +168,8 @@ def throughput(
 ) -> dict:
     import numpy as np
 
-    from backend.engine.corpus import Corpus
     from backend.engine.extraction import ExtractionSettings, extract
+    from backend.engine.inputs.corpus import Corpus
 
     loaded = load_bench_model(model_source, device, dtype)
     texts = make_texts(n_texts)
@@ -180,7 +180,7 @@ def throughput(
     plain_forward(loaded, texts[:64], max_length, batch_size, sort=False)  # warm-up
     # The statistics kernel as in a warm app (its background warm-up compiles it); the pipeline
     # also runs with eager statistics, as an extraction does before the warm-up has finished.
-    from backend.engine.stats import MOMENTS
+    from backend.engine.extraction.stats import MOMENTS
 
     compile_s = MOMENTS.compile(loaded.dtype) if loaded.device.type == "cpu" else None
     compiled = loaded.device.type == "cpu" and MOMENTS.ready(loaded.dtype)
@@ -258,8 +258,8 @@ def throughput(
 
 def child_peak(n_texts: int, model_source: str, device: str, dtype: str) -> None:
     """Run in a fresh process: extract n_texts and print peak RSS (MiB)."""
-    from backend.engine.corpus import Corpus
     from backend.engine.extraction import ExtractionSettings, extract
+    from backend.engine.inputs.corpus import Corpus
 
     loaded = load_bench_model(model_source, device, dtype)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -300,7 +300,7 @@ def save_random_llama(folder: str, width: int, layers: int, dtype: str, shard: s
     import torch
     from transformers import LlamaConfig, LlamaModel
 
-    from backend.engine.models import bundled_tokenizer
+    from backend.engine.load.models import bundled_tokenizer
 
     tokenizer = bundled_tokenizer()
     config = LlamaConfig(
@@ -322,7 +322,7 @@ def child_load(folder: str, dtype: str, device: str, device_map: str | None) -> 
     """Child process: peak host RSS while load_model reads the checkpoint, vs the weights' bytes."""
     import psutil
 
-    from backend.engine.models import load_model
+    from backend.engine.load.models import load_model
 
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     start = time.perf_counter()

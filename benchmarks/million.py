@@ -61,7 +61,7 @@ def rss_mib() -> float:
 
 def generated_corpus(loaded, tokens: int, seed: int = 0):
     """Texts of random bundled-corpus words holding about ``tokens`` tokens (module doc)."""
-    from backend.engine.corpus import Corpus, bundled_corpus
+    from backend.engine.inputs.corpus import Corpus, bundled_corpus
 
     words = " ".join(bundled_corpus().texts).split()
     rng = np.random.default_rng(seed)
@@ -143,7 +143,7 @@ def main() -> None:
     from backend.analysis.geometry.projections import text_snippets, token_colouring
     from backend.engine.extraction import extract
     from backend.engine.extraction.spill import spill_state
-    from backend.engine.models import load_model
+    from backend.engine.load.models import load_model
     from backend.plots.atlas import encode_points
 
     loaded = load_model("default", device="cpu")

@@ -27,10 +27,10 @@ def main() -> None:
     from backend.analysis.positional.nope import NopeSettings, variance_lab, variance_lab_pair
     from backend.analysis.positional.table import ProbeSettings, probe_result
     from backend.analysis.positional.tupe import tupe_summary
-    from backend.engine.corpus import bundled_corpus
     from backend.engine.environment import quiet_libraries
     from backend.engine.extraction import ExtractionSettings, extract
-    from backend.engine.models import load_model
+    from backend.engine.inputs.corpus import bundled_corpus
+    from backend.engine.load.models import load_model
 
     quiet_libraries()
     report: dict = {"cpu_count": os.cpu_count(), "load_average": os.getloadavg()[0]}

@@ -29,9 +29,9 @@ use_offline_environment()
 
 def corpus_texts(n: int, min_tokens: int) -> list[str]:
     """``n`` texts of at least ``min_tokens`` tokens (bundled texts joined cyclically)."""
-    from backend.engine.corpus import bundled_corpus
     from backend.engine.extraction import tokenize
-    from backend.engine.models import load_model
+    from backend.engine.inputs.corpus import bundled_corpus
+    from backend.engine.load.models import load_model
 
     loaded = load_model("smollm2", device="cpu")
     pool = list(bundled_corpus().texts)

@@ -66,7 +66,7 @@ def main() -> None:
     args = parser.parse_args()
     from quant import corpus_texts
 
-    from backend.engine.models import load_model
+    from backend.engine.load.models import load_model
 
     texts = corpus_texts(args.texts, args.max_length)
     loaded = load_model("smollm2", device="cpu")

@@ -102,7 +102,7 @@ def prepare(model: str, args) -> dict:
     from backend.analysis.quant.readiness import analyse, report_from, scan_sites
     from backend.analysis.quant.recipe import build_recipe, predict
     from backend.engine.extraction import tokenize
-    from backend.engine.models import load_model
+    from backend.engine.load.models import load_model
 
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()

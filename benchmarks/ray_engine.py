@@ -2,7 +2,7 @@
 
 Prints one JSON object with, per variant, the runs' seconds, their median and spread (max - min):
 - ``local``: ``backend.engine.extraction.extract`` in this process (torch's default threads);
-- ``ray_wN``: ``backend.engine.ray_engine.run_ray_extraction`` with N CPU workers (one torch thread
+- ``ray_wN``: ``backend.engine.extraction.ray_engine.run_ray_extraction`` with N CPU workers (one torch thread
   each) on a private local Ray instance started and stopped by the run: ``total_s`` counts
   everything (Ray start, reading the corpus as a Ray dataset, planning, actor start-up and model
   loads, the extraction, the merge); ``pool_s`` only the actor-pool stage (actor start-up included).
@@ -43,10 +43,10 @@ def main() -> None:
     import numpy as np
     from extract import make_texts  # benchmarks/extract.py: the same varied-length texts
 
-    from backend.engine.corpus import load_corpus_file
     from backend.engine.extraction import ExtractionSettings, extract
-    from backend.engine.models import load_model
-    from backend.engine.ray_engine import ModelSpec, RayOptions, run_ray_extraction
+    from backend.engine.extraction.ray_engine import ModelSpec, RayOptions, run_ray_extraction
+    from backend.engine.inputs.corpus import load_corpus_file
+    from backend.engine.load.models import load_model
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--texts", type=int, default=2000)

@@ -27,11 +27,11 @@ use_offline_environment()
 
 def main() -> None:
     from backend.analysis.geometry.isotropy import by_state
-    from backend.engine.cache import cached_extract
-    from backend.engine.corpus import bundled_corpus
     from backend.engine.device import to_numpy
     from backend.engine.extraction import ExtractionSettings
-    from backend.engine.models import load_model
+    from backend.engine.inputs.corpus import bundled_corpus
+    from backend.engine.load.models import load_model
+    from backend.engine.store.cache import cached_extract
 
     source = sys.argv[1] if len(sys.argv) > 1 else "default"
     loaded = load_model(source, device="cpu")

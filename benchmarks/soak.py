@@ -36,7 +36,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from backend.engine.cache import ResultCache, format_size, parse_size  # noqa: E402 (after the path insert)
+from backend.engine.store.cache import ResultCache, format_size, parse_size  # noqa: E402 (after the path insert)
 
 CHROMIUM = "/usr/bin/chromium"
 MIB = 1024**2
@@ -44,7 +44,7 @@ MIB = 1024**2
 
 def make_corpus(i: int, lines: int) -> str:
     """``lines`` distinct sentences, seeded by ``i``, from the bundled corpus's vocabulary."""
-    from backend.engine.corpus import bundled_corpus
+    from backend.engine.inputs.corpus import bundled_corpus
 
     words = sorted({w.strip(".,;:!?\"'()") for t in bundled_corpus().texts for w in t.split()})
     words = [w for w in words if w]

@@ -69,7 +69,7 @@ def splice(page: str, name: str, table: list[str]) -> str:
 def rows_of(module, tmp: Path) -> tuple[list[str], list[list[str]]]:
     """The header and one row per family of a zoo module (``FAMILIES``, ``build``)."""
     from backend.engine.arch import position_kind
-    from backend.engine.models import load_model
+    from backend.engine.load.models import load_model
 
     views = [*ANALYSES, *(["quant sites"] if "quant sites" not in ANALYSES else [])]
     header = ["family", "layer pattern", "causal", "positions", *views, "CLI massive"]

@@ -53,7 +53,7 @@ def _isolated_cache(tmp_path_factory):
 
 
 def _save_tiny(tmp_path_factory, family: str, name: str, head: str = "base") -> Path:
-    from backend.engine.models import build_random_model, bundled_tokenizer
+    from backend.engine.load.models import build_random_model, bundled_tokenizer
 
     tokenizer = bundled_tokenizer()
     model = build_random_model(
@@ -86,14 +86,14 @@ def tiny_gpt2_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def minilm():
     """The bundled all-MiniLM-L6-v2 on the CPU (loaded once per session)."""
-    from backend.engine.models import load_model
+    from backend.engine.load.models import load_model
 
     return load_model("default", device="cpu")
 
 
 @pytest.fixture(scope="session")
 def bundled():
-    from backend.engine.corpus import bundled_corpus
+    from backend.engine.inputs.corpus import bundled_corpus
 
     return bundled_corpus()
 

@@ -1,5 +1,5 @@
 """Tiny GGUF files (llama.cpp's format) written with the ``gguf`` package, for the GGUF loading
-tests (``tests/integration/engine/test_gguf.py``).
+tests (``tests/integration/engine/load/test_gguf.py``).
 
 :func:`write_gguf` takes a tiny random HF causal-LM and writes what llama.cpp's converter would:
 

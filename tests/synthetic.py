@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from backend.engine.extraction import ExtractionResult, ExtractionSettings, TokenTable
-from backend.engine.stats import RunningStats
+from backend.engine.extraction.stats import RunningStats
 
 
 def result_from_vectors(

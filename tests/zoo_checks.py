@@ -68,7 +68,7 @@ def wiring_errors(loaded) -> list[str]:
     every projection it is said to feed must receive zeros; feeds of a per-layer pre-norm lie in
     its own block."""
     from backend.engine.arch import wiring
-    from backend.engine.hooks import forward_hooks
+    from backend.engine.arch.hooks import forward_hooks
 
     model = loaded.model
     wired = wiring(loaded)
@@ -121,7 +121,7 @@ def wiring_errors(loaded) -> list[str]:
 
 def clips():
     """:data:`CLIP_SECONDS` of noise as an audio corpus (no files)."""
-    from backend.engine.inputs import MediaCorpus, MediaItem
+    from backend.engine.inputs.media import MediaCorpus, MediaItem
 
     rng = np.random.default_rng(0)
     items = tuple(

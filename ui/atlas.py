@@ -27,12 +27,12 @@ import streamlit.components.v1 as components
 
 from backend.analysis.geometry.corpus_projection import LANDMARKS, corpus_before_after
 from backend.analysis.geometry.projections import METHODS, text_snippets, token_colouring
-from backend.engine.cache import ResultCache, touch
 from backend.engine.environment import default_cache_dir
 from backend.engine.errors import InputError
 from backend.engine.extraction import ExtractionResult
 from backend.engine.extraction.spill import SpilledState, spill_state
-from backend.engine.models import LoadedModel
+from backend.engine.load.models import LoadedModel
+from backend.engine.store.cache import ResultCache, touch
 from backend.plots.atlas import encode_points
 from ui.cached import heavy
 from ui.common import _session_id, explainer, result_key
@@ -115,7 +115,7 @@ def point_store() -> PointStore:
 
 def spill_path(result: ExtractionResult, state: int) -> Path:
     """Where ``state`` of ``result`` is spilled: in the isoscope cache, under its size limit and
-    least-recently-used eviction with the cached analyses (:mod:`backend.engine.cache`)."""
+    least-recently-used eviction with the cached analyses (:mod:`backend.engine.store.cache`)."""
     return ResultCache().spill_path(f"{result_key(result)[:32]}-state{state}")
 
 

@@ -1,10 +1,10 @@
 """Sidebar section for the disk cache ("1.2 of 5 GiB", the limit, a clear button) and the sidebar
 control of the token sample's memory budget.
 
-The limit is process-wide (:func:`backend.engine.cache.set_process_limit`): it applies to every session
+The limit is process-wide (:func:`backend.engine.store.cache.set_process_limit`): it applies to every session
 of this server and to every cache write in this process, because the cache folder is shared. It
 starts from ``$ISOSCOPE_CACHE_LIMIT`` or 5 GiB. Rules of the cache (what is counted, what is
-evicted, what is never evicted): backend/engine/cache.py.
+evicted, what is never evicted): backend/engine/store/cache.py.
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ from typing import Any
 
 import streamlit as st
 
-from backend.engine.cache import (
+from backend.engine.errors import IsoscopeError
+from backend.engine.extraction import ExtractionSettings
+from backend.engine.store.cache import (
     GIB,
     MODELS_DIR,
     CacheUsage,
@@ -24,8 +26,6 @@ from backend.engine.cache import (
     format_usage,
     set_process_limit,
 )
-from backend.engine.errors import IsoscopeError
-from backend.engine.extraction import ExtractionSettings
 from ui import access
 
 # Token-sample memory budgets offered in the sidebar (bytes), and their labels.

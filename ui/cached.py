@@ -24,11 +24,11 @@ from typing import Any, ParamSpec, TypeVar
 
 import numpy as np
 
-from backend.engine.corpus import Corpus
 from backend.engine.extraction import ExtractionResult
-from backend.engine.inputs import MediaCorpus
-from backend.engine.models import LoadedModel
-from backend.engine.pairs import SentencePairs, WordSenseRows
+from backend.engine.inputs.corpus import Corpus
+from backend.engine.inputs.media import MediaCorpus
+from backend.engine.inputs.pairs import SentencePairs, WordSenseRows
+from backend.engine.load.models import LoadedModel
 from ui.common import memo, memo_heavy, result_key
 
 P = ParamSpec("P")

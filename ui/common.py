@@ -5,7 +5,7 @@ cached analyses that several pages share are ui/results.py; each page's body is 
 
 Caching: models in ``st.cache_resource`` keyed by cheap values (source, device, dtype, pickle
 opt-in, head) with a small ``max_entries``; extraction results in a process-wide LRU keyed by
-(model fingerprint, corpus hash, settings) and on disk (backend.engine.cache), so a restart is instant.
+(model fingerprint, corpus hash, settings) and on disk (backend.engine.store.cache), so a restart is instant.
 """
 
 from __future__ import annotations
@@ -23,19 +23,19 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from backend.engine.cache import ResultCache, cache_key, cached_extract
-from backend.engine.corpus import Corpus, bundled_corpus, corpus_from_bytes, corpus_from_text
+from backend.engine.budget.progress import eta_text
+from backend.engine.budget.throughput import TimeEstimate, describe_seconds, first_look_budget
 from backend.engine.environment import quiet_libraries, use_runtime_environment
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult, ExtractionSettings
-from backend.engine.flights import WaitState, WorkQueue
+from backend.engine.inputs.corpus import Corpus, bundled_corpus, corpus_from_bytes, corpus_from_text
 from backend.engine.jsonio import strict_json
+from backend.engine.load.models import LoadedModel, load_model
+from backend.engine.load.source import source_label
 from backend.engine.lru import LRU
-from backend.engine.models import LoadedModel, load_model
-from backend.engine.progress import eta_text
-from backend.engine.provenance import attribute
-from backend.engine.source import source_label
-from backend.engine.throughput import TimeEstimate, describe_seconds, first_look_budget
+from backend.engine.serve.flights import WaitState, WorkQueue
+from backend.engine.store.cache import ResultCache, cache_key, cached_extract
+from backend.engine.store.provenance import attribute
 from ui import access
 from ui.saved import open_saved, saved_corpus, saved_model, saved_selection
 from ui.session import SELECTION_KEY
@@ -116,11 +116,12 @@ def _download_first(
     """A Hub id (or a ``random-like:`` copy of one) not in the cache yet: download it here, with
     a bar in bytes and an ETA, before the cached load; once the small files are in and before
     the weights come, the bar also says how long the first page will take
-    (:func:`backend.engine.throughput.time_preflight`; returned, for the load's spinner).
+    (:func:`backend.engine.budget.throughput.time_preflight`; returned, for the load's spinner).
     Streamlit's stop ends the script in the bar's update, which cancels the download (complete
     files stay; nothing half-written)."""
-    from backend.engine import hub, throughput
-    from backend.engine.preflight import once
+    from backend.engine.budget import throughput
+    from backend.engine.load import hub
+    from backend.engine.load.preflight import once
 
     parsed = hub.to_download(source)
     if parsed is None:
@@ -153,9 +154,9 @@ def _download_first(
 
 def _time_preflight(sel: Selection, show: Callable[[TimeEstimate], None]):
     """The ``on_preflight(parameters, folder)`` that passes the first page's
-    :class:`backend.engine.throughput.TimeEstimate` on the selected corpus to ``show`` (None
+    :class:`backend.engine.budget.throughput.TimeEstimate` on the selected corpus to ``show`` (None
     when the corpus is bad: the extraction says why)."""
-    from backend.engine import throughput
+    from backend.engine.budget import throughput
 
     try:
         corpus = get_corpus(sel)
@@ -246,7 +247,7 @@ def media_corpus_of(result: ExtractionResult):
 def media_corpus_for(result: ExtractionResult, purpose: str):
     """:func:`media_corpus_of`, or one message when the items are not at hand (a result names
     them by path only): ``purpose`` says what choosing their folder would allow."""
-    from backend.engine.inputs import KIND_NOUNS
+    from backend.engine.inputs.media import KIND_NOUNS
 
     corpus = media_corpus_of(result)
     if corpus is None:
@@ -346,7 +347,7 @@ def shared_run(
     estimate_s: float | None = None,
 ) -> T:
     """``compute(progress)`` once per ``key`` across every session of this server (see
-    :mod:`backend.engine.flights`): a heavy one in the fair queue's worker threads (it must not
+    :mod:`backend.engine.serve.flights`): a heavy one in the fair queue's worker threads (it must not
     call Streamlit), a light one in the first caller's thread. A session that waits sees a bar
     with its place in the queue, then the shared progress; closing the tab or changing a control
     leaves the queue without cancelling what others wait for."""
@@ -384,7 +385,7 @@ def get_extraction(
 ) -> tuple[LoadedModel, ExtractionResult]:
     """Model + extraction for the selection (or for ``corpus``, e.g. a first look's prefix of the
     selected corpus): this process's memory, else
-    :func:`backend.engine.cache.cached_extract` (disk cache, else a run), once for every session
+    :func:`backend.engine.store.cache.cached_extract` (disk cache, else a run), once for every session
     that asks at the same time (:func:`shared_run`; a disk read does not queue behind runs)."""
     sel = selection or get_selection()
     saved = open_saved() if selection is None else None  # a saved analysis replaces the run
@@ -424,9 +425,9 @@ def get_extraction(
 
 def _estimate(loaded: LoadedModel, corpus: Corpus, sel: Selection) -> float | None:
     """The extraction's estimated seconds before the first batch, from the parameter count and
-    this device's last measured speed (:mod:`backend.engine.throughput`): the bar's ETA until
+    this device's last measured speed (:mod:`backend.engine.budget.throughput`): the bar's ETA until
     the first batch, which then refines it. None without a measurement, and for images and audio."""
-    from backend.engine import throughput
+    from backend.engine.budget import throughput
 
     if getattr(corpus, "kind", "text") != "text":
         return None

@@ -1,5 +1,5 @@
 """Images and audio in the UI: the sidebar's folder inputs, the cached media corpora, and the one
-line a text-only view shows instead of itself (:mod:`backend.engine.inputs`)."""
+line a text-only view shows instead of itself (:mod:`backend.engine.inputs.media`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import streamlit as st
 
 from backend.engine.errors import InputError
 from backend.engine.extraction import ExtractionResult
-from backend.engine.inputs import (
+from backend.engine.inputs.media import (
     KIND_NOUNS,
     MediaCorpus,
     demo_images,

@@ -66,10 +66,10 @@ def _known_model(source: str) -> bool:
     Hugging Face cache, or, unless the server is offline, to download as a typed id is (under
     a shared server's allow-list and quota, :func:`ui.common.get_model`; a link never opts in
     to pickle weights)."""
-    from backend.engine import hub
     from backend.engine.errors import IsoscopeError
-    from backend.engine.models import local_hub_snapshot
-    from backend.engine.source import parse_source
+    from backend.engine.load import hub
+    from backend.engine.load.models import local_hub_snapshot
+    from backend.engine.load.source import parse_source
     from ui import access
 
     try:

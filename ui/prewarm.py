@@ -5,7 +5,7 @@ shows for each prewarmed model on the bundled corpus with the sidebar's defaults
 :func:`start` in a low-priority background thread as the server starts, so the first visitor finds
 the model loaded, the extraction in memory (and on disk) and the Overview's analyses memoised,
 and nobody's first page waits for the warm-up: a visitor who arrives while it runs joins the same
-work (:mod:`backend.engine.flights`). No Streamlit session is needed: everything goes through the
+work (:mod:`backend.engine.serve.flights`). No Streamlit session is needed: everything goes through the
 process-wide caches the pages use.
 """
 
@@ -18,7 +18,7 @@ import threading
 import time
 
 from backend.engine.extraction import ExtractionSettings
-from backend.engine.models import source_is_causal
+from backend.engine.load.models import source_is_causal
 
 
 def default_selection(source: str):

@@ -1,14 +1,14 @@
 """Open a saved analysis in the dashboard: sidebar "Open a saved analysis", by upload or by path.
 
 While one is open, :func:`ui.common.get_extraction` returns it (no model, no extraction), the
-selection reports its model and settings, and ``loaded`` is a :class:`backend.engine.saved.SavedModel`:
+selection reports its model and settings, and ``loaded`` is a :class:`backend.engine.store.saved.SavedModel`:
 its card and fingerprint come from the file; a view that needs the model itself (per-text
 states, sentence similarity, LayerNorm ablation, position probe, TUPE, sinks...) loads it on
 first use if its source is available here (with the saved fingerprint), else says so. Pressing
 "Run analysis" or "Close" returns to live analyses.
 
 Saved results live in a process-wide store (the last two opened); the session keeps only a key.
-Written by ``isoscope analyze ... --save RUN.isoscope`` (backend/engine/saved.py).
+Written by ``isoscope analyze ... --save RUN.isoscope`` (backend/engine/store/saved.py).
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from typing import Any
 
 import streamlit as st
 
-from backend.engine.corpus import Corpus
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult
+from backend.engine.inputs.corpus import Corpus
 from backend.engine.lru import LRU
-from backend.engine.saved import SavedModel, load_saved, read_saved_bytes
+from backend.engine.store.saved import SavedModel, load_saved, read_saved_bytes
 from ui import access
 from ui.session import SELECTION_KEY
 

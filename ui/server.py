@@ -47,7 +47,7 @@ def preload(app: str) -> float:
             importlib.import_module(name)
         except Exception:  # a page that cannot import shows its own error when opened
             continue
-    from backend.engine.models import source_is_causal
+    from backend.engine.load.models import source_is_causal
 
     source_is_causal("default")  # the sidebar's first question: imports the model's class
     return time.perf_counter() - started

@@ -19,8 +19,8 @@ import numpy as np
 import streamlit as st
 
 from backend.engine.extraction import ExtractionResult
+from backend.engine.load.models import LoadedModel
 from backend.engine.lru import LRU
-from backend.engine.models import LoadedModel
 from backend.share.report import QUICK_SECTIONS, SECTIONS, Report, build_report
 from ui.cached import cached
 from ui.common import WORK, media_items, result_key
@@ -44,7 +44,7 @@ def _quick_report(loaded: LoadedModel, result: ExtractionResult) -> Report:
 
 def quick_report(loaded: LoadedModel, result: ExtractionResult) -> Report:
     """:func:`_quick_report` naming what this session opened: a report kept per extraction is
-    shared by every path with the same weights (:mod:`backend.engine.provenance`)."""
+    shared by every path with the same weights (:mod:`backend.engine.store.provenance`)."""
     return _quick_report(loaded, result).named(result.model)
 
 

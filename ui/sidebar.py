@@ -23,9 +23,8 @@ import streamlit as st
 
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionSettings
-from backend.engine.models import source_is_causal
-from backend.engine.params import SAMPLE_SIZE
-from backend.engine.source import (
+from backend.engine.load.models import source_is_causal
+from backend.engine.load.source import (
     DEFAULT_SOURCE,
     RANDOM_FAMILIES,
     SMOLLM2_SOURCE,
@@ -33,6 +32,7 @@ from backend.engine.source import (
     random_source,
     source_label,
 )
+from backend.engine.params import SAMPLE_SIZE
 from ui import access
 from ui.cache_panel import budget_label, cache_panel, sample_budget_input
 from ui.common import Selection, get_selection, remember_upload
@@ -41,7 +41,7 @@ from ui.saved import saved_panel
 from ui.session import SELECTION_KEY
 
 CUSTOM = "custom"
-# The menu's order; names and labels come from backend.engine.source (listed once there).
+# The menu's order; names and labels come from backend.engine.load.source (listed once there).
 _MENU = (
     DEFAULT_SOURCE,
     random_like_source(DEFAULT_SOURCE),

@@ -1,5 +1,5 @@
 """Warm up compiled kernels off the request path: first the statistics kernel that later
-extractions use on the CPU (:class:`backend.engine.stats.MomentsKernel`, seconds), then UMAP, whose numba
+extractions use on the CPU (:class:`backend.engine.extraction.stats.MomentsKernel`, seconds), then UMAP, whose numba
 kernels compile on the first fit in a process (about a minute on 2 cores).
 :func:`start_umap_warmup` starts one daemon thread per process that runs both; pages read its
 state and offer PCA meanwhile. The extraction that shows the first page runs eagerly.
@@ -64,7 +64,7 @@ def _run(state: WarmupState) -> None:
     use_kernel_caches()  # before numba's first import
     _lower_priority()
     try:
-        from backend.engine.stats import MOMENTS
+        from backend.engine.extraction.stats import MOMENTS
 
         MOMENTS.compile()  # off or failed (MOMENTS.error): extractions stay eager
         state.started = time.monotonic()  # UMAP's progress bar counts from here

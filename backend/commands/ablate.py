@@ -58,7 +58,7 @@ def add_parser(sub) -> None:
 
 
 if TYPE_CHECKING:
-    from backend.engine.models import LoadedModel
+    from backend.engine.load.models import LoadedModel
 
 
 def _load_with_mlm_head(args: argparse.Namespace) -> LoadedModel | None:

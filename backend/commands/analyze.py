@@ -88,7 +88,7 @@ def add_parser(sub) -> None:
 
 
 def add_engine_args(p: argparse.ArgumentParser) -> None:
-    """--engine local|ray and the Ray options (backend.engine.ray_engine)."""
+    """--engine local|ray and the Ray options (backend.engine.extraction.ray_engine)."""
     group = p.add_argument_group("engine (Ray runs neither read nor write the extraction cache)")
     group.add_argument(
         "--engine",
@@ -117,8 +117,8 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from backend.engine.cache import parse_size
     from backend.engine.errors import InputError
+    from backend.engine.store.cache import parse_size
 
     out = check_out_path(args.out)
     check_cache_args(args)  # a typo fails before the model loads
@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--histogram-bins must be between 1 and 1000, got {args.histogram_bins}")
     TOP_DIMS.check(args.top_dims, TOP_DIMS.flag)
     if args.save:
-        from backend.engine.saved import check_save_target
+        from backend.engine.store.saved import check_save_target
 
         check_save_target(args.save)  # a bad path fails before the extraction, not after
     # Ray reads a text corpus as a dataset itself; images and audio are read here, as locally
@@ -146,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         _, result = load_and_extract(args, corpus, settings)
     if args.save:
-        from backend.engine.saved import save_analysis
+        from backend.engine.store.saved import save_analysis
 
         progress_line(f"saved analysis: {save_analysis(result, args.save)}")
     write_json(
@@ -163,10 +163,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_ray(args: argparse.Namespace, settings, media=None):
-    """The extraction on Ray (backend.engine.ray_engine): the corpus path is read as a Ray dataset;
+    """The extraction on Ray (backend.engine.extraction.ray_engine): the corpus path is read as a Ray dataset;
     ``media``: the images / clips already read (the driver ships them to the workers)."""
     from backend.engine.errors import InputError
-    from backend.engine.ray_engine import ModelSpec, RayOptions, run_ray_extraction
+    from backend.engine.extraction.ray_engine import ModelSpec, RayOptions, run_ray_extraction
 
     gpus = args.gpus_per_worker
     device = args.device

@@ -62,8 +62,8 @@ def load_model_from_args(
     """The model named by ``source`` (default ``--model``) with the options of
     :func:`add_model_args`. With ``corpus`` (``max_length`` tokens per text), one line on
     stderr before the weights are downloaded or loaded: the first page's estimated time
-    (:class:`backend.engine.throughput.TimeEstimate`)."""
-    from backend.engine.models import load_model
+    (:class:`backend.engine.budget.throughput.TimeEstimate`)."""
+    from backend.engine.load.models import load_model
 
     # No "loading ..." line before the load: a refused model must leave exactly one line on stderr.
     source = args.model if source is None else source
@@ -86,8 +86,8 @@ def load_model_from_args(
 
 
 def _time_preflight(args: argparse.Namespace, corpus, max_length: int):
-    from backend.engine import throughput
-    from backend.engine.cache import ResultCache
+    from backend.engine.budget import throughput
+    from backend.engine.store.cache import ResultCache
 
     root = ResultCache(getattr(args, "cache_dir", None)).root
     defaults = throughput.Batching.of()
@@ -106,7 +106,7 @@ class DownloadPrinter:
     refused download prints nothing, so a refusal stays one line)."""
 
     def __init__(self, source: str) -> None:
-        from backend.engine.hub import DownloadMeter
+        from backend.engine.load.hub import DownloadMeter
 
         self.source = source
         self.meter = DownloadMeter()
@@ -146,7 +146,7 @@ def add_cache_args(parser: argparse.ArgumentParser, *, no_cache: bool = True) ->
 
 def check_cache_args(args: argparse.Namespace) -> None:
     """Fail on a malformed ``--cache-limit`` before any model loads."""
-    from backend.engine.cache import parse_size
+    from backend.engine.store.cache import parse_size
 
     if getattr(args, "cache_limit", None) is not None:
         parse_size(args.cache_limit, "--cache-limit")
@@ -155,8 +155,8 @@ def check_cache_args(args: argparse.Namespace) -> None:
 def extract_with_cache(loaded, corpus, settings, args: argparse.Namespace, label: str = ""):
     """The extraction through the disk cache (``--cache-dir``/``--cache-limit``) unless
     ``--no-cache``, with a progress line on stderr."""
-    from backend.engine.cache import ResultCache, cached_extract
     from backend.engine.extraction import extract
+    from backend.engine.store.cache import ResultCache, cached_extract
 
     unit = {"text": "texts", "image": "images", "audio": "clips"}[corpus.kind]
     progress = ProgressPrinter(f"{label + ': ' if label else ''}extracting {len(corpus)} {unit}")
@@ -206,7 +206,7 @@ def load_and_extract(
 
 def add_input_args(parser: argparse.ArgumentParser, texts_help: str) -> None:
     """``--texts FILE`` | ``--images DIR`` | ``--audio DIR``: exactly one (``demo`` for images or
-    audio: the bundled sets, :mod:`backend.engine.inputs`)."""
+    audio: the bundled sets, :mod:`backend.engine.inputs.media`)."""
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("--texts", help=texts_help)
     group.add_argument(
@@ -225,8 +225,8 @@ def add_input_args(parser: argparse.ArgumentParser, texts_help: str) -> None:
 
 def load_inputs(args: argparse.Namespace):
     """The corpus ``--texts`` / ``--images`` / ``--audio`` name."""
-    from backend.engine.corpus import load_corpus_file
-    from backend.engine.inputs import demo_images, demo_speech, load_media_folder
+    from backend.engine.inputs.corpus import load_corpus_file
+    from backend.engine.inputs.media import demo_images, demo_speech, load_media_folder
 
     if getattr(args, "images", None):
         return demo_images() if args.images == "demo" else load_media_folder(args.images, "image")
@@ -239,7 +239,7 @@ def read_pairs(path: str) -> tuple[list[str], list[str], list[float]]:
     """``--pairs`` CSV (sentence1,sentence2,score) as (sentences A, sentences B, gold scores), for
     the commands that take STS pairs as plain lists (``ablate``, ``report``)."""
     from backend.engine.errors import InputError
-    from backend.engine.pairs import read_pairs_csv
+    from backend.engine.inputs.pairs import read_pairs_csv
 
     if not Path(path).is_file():
         raise InputError(
@@ -319,12 +319,12 @@ def add_exclude_first_arg(parser: argparse.ArgumentParser) -> None:
 
 def resolve_exclude_first(args: argparse.Namespace, loaded=None) -> bool:
     """``--exclude-first`` as a bool: ``auto`` follows the loaded model's causal flag (or, without
-    a loaded model, :func:`backend.engine.models.source_is_causal`)."""
+    a loaded model, :func:`backend.engine.load.models.source_is_causal`)."""
     choice = getattr(args, "exclude_first", "auto") or "auto"
     if choice != "auto":
         return choice == "on"
     if loaded is not None:
         return bool(loaded.info.is_causal)
-    from backend.engine.models import source_is_causal
+    from backend.engine.load.models import source_is_causal
 
     return source_is_causal(args.model)

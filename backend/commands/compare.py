@@ -68,9 +68,9 @@ def add_parser(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from backend.analysis.compare.comparison import compare_with_cache, comparison_report
-    from backend.engine.cache import ResultCache
-    from backend.engine.corpus import load_corpus_file
     from backend.engine.errors import InputError
+    from backend.engine.inputs.corpus import load_corpus_file
+    from backend.engine.store.cache import ResultCache
 
     out = check_out_path(args.out)
     check_cache_args(args)
@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     corpus_b = load_corpus_file(args.texts_b) if args.texts_b else corpus_a
     pairs = None
     if args.pairs:
-        from backend.engine.pairs import read_pairs_csv
+        from backend.engine.inputs.pairs import read_pairs_csv
 
         pairs = read_pairs_csv(args.pairs)
         if len(pairs.scores) < 3:

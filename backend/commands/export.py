@@ -62,8 +62,8 @@ def run(args: argparse.Namespace) -> int:
 
     from backend.analysis.geometry.projections import check_method
     from backend.analysis.geometry.similarity import parse_clip
-    from backend.engine.corpus import load_corpus_file
     from backend.engine.errors import InputError
+    from backend.engine.inputs.corpus import load_corpus_file
     from backend.engine.naming import parse_hidden_state
     from backend.share.export import (
         check_format,

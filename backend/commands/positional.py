@@ -73,7 +73,7 @@ def add_parser(sub) -> None:
 def run_positional(args: argparse.Namespace) -> int:
     from backend.analysis.positional.table import ProbeSettings, probe_result
     from backend.analysis.positional.tupe import supports_tupe, tupe_summary
-    from backend.engine.corpus import load_corpus_file
+    from backend.engine.inputs.corpus import load_corpus_file
 
     out = check_out_path(args.out)
     TUPE_TEXTS.check(args.tupe_texts, TUPE_TEXTS.flag)

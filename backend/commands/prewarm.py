@@ -5,7 +5,7 @@ For each model: the bundled corpus with the dashboard's default settings (the fi
 out on causal models, as the sidebar starts), written to the result cache under the key the
 dashboard looks up. ``isoscope serve`` runs it in the background at start (``--prewarm``, on by
 default for the default model). A key another process is already computing is waited for, not
-computed twice (:meth:`backend.engine.cache.ResultCache.key_lock`).
+computed twice (:meth:`backend.engine.store.cache.ResultCache.key_lock`).
 """
 
 from __future__ import annotations
@@ -47,9 +47,9 @@ def models_of(text: str) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     """Extract the bundled corpus on each model into the cache, with the dashboard's defaults."""
-    from backend.engine.cache import ResultCache, cached_extract
-    from backend.engine.corpus import bundled_corpus
     from backend.engine.extraction import ExtractionSettings
+    from backend.engine.inputs.corpus import bundled_corpus
+    from backend.engine.store.cache import ResultCache, cached_extract
 
     check_cache_args(args)
     cache = ResultCache(args.cache_dir, args.cache_limit)

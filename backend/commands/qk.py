@@ -45,8 +45,8 @@ def add_parser(sub) -> None:
 
 def run_qk(args: argparse.Namespace) -> int:
     from backend.analysis.positional.qk import METRICS, qk_stats
-    from backend.engine.corpus import load_corpus_file
     from backend.engine.extraction.media import check_modality
+    from backend.engine.inputs.corpus import load_corpus_file
 
     out = check_out_path(args.out)
     for param in (QK_MAX_LENGTH, QK_BATCH_SIZE):  # before any model loads

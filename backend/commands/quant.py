@@ -114,8 +114,8 @@ def run_quant(args: argparse.Namespace) -> int:
     from backend.analysis.quant.params import check_keep_alpha
     from backend.analysis.quant.readiness import analyse
     from backend.analysis.quant.recipe import check_ignore_rule
-    from backend.engine.corpus import load_corpus_file
     from backend.engine.errors import InputError
+    from backend.engine.inputs.corpus import load_corpus_file
 
     out = check_out_path(args.out)
     check_cache_args(args)
@@ -135,8 +135,8 @@ def run_quant(args: argparse.Namespace) -> int:
     corpus = load_corpus_file(args.texts)
     pairs = None
     if args.pairs is not None:
-        from backend.engine.models import source_is_causal
-        from backend.engine.pairs import read_pairs_csv
+        from backend.engine.inputs.pairs import read_pairs_csv
+        from backend.engine.load.models import source_is_causal
 
         pairs = read_pairs_csv(args.pairs)  # `isoscope sts`'s reader
         if source_is_causal(args.model):  # refused before any weights load

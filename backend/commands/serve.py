@@ -6,7 +6,7 @@ whatever folder the command is started from; ``--address`` and ``--port`` overri
 
 For a class: ``--prewarm`` (on by default, the default model) computes what the Overview shows
 in a low-priority background thread of the server process while it starts (:mod:`ui.prewarm`); ``--shared`` (on by
-default whenever the address is not a loopback one, see :mod:`backend.engine.access`) locks the
+default whenever the address is not a loopback one, see :mod:`backend.engine.serve.access`) locks the
 server down for visitors; ``--workers`` bounds the heavy analyses that run at once.
 """
 
@@ -92,7 +92,7 @@ def streamlit_command(address: str, port: int) -> list[str]:
 def server_env(args: argparse.Namespace) -> dict[str, str]:
     """The server's environment: the runtime settings (downloads allowed unless the user set
     HF_HUB_OFFLINE=1), and the mode and pool size asked for."""
-    from backend.engine.access import shared_mode
+    from backend.engine.serve.access import shared_mode
 
     env = runtime_env()
     if args.shared is not None:

@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         sts_by_state,
     )
     from backend.engine.errors import InputError
-    from backend.engine.pairs import read_pairs_csv
+    from backend.engine.inputs.pairs import read_pairs_csv
 
     out = check_out_path(args.out)
     check_cache_args(args)
@@ -90,9 +90,9 @@ def run(args: argparse.Namespace) -> int:
     )
     result = None
     if clip == "auto":  # the outlier dims of the evaluated sentences' hidden states
-        from backend.engine.corpus import Corpus
         from backend.engine.extraction import ExtractionSettings
-        from backend.engine.pairs import evaluated_texts
+        from backend.engine.inputs.corpus import Corpus
+        from backend.engine.inputs.pairs import evaluated_texts
 
         sentences = evaluated_texts(pairs)
         settings = ExtractionSettings(max_length=args.max_length, batch_size=args.batch_size)

@@ -47,9 +47,9 @@ def add_parser(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from backend.analysis.compare.trajectory import resolve_checkpoints, run_trajectory
-    from backend.engine.cache import ResultCache
     from backend.engine.errors import InputError
-    from backend.engine.inputs import KIND_NOUNS
+    from backend.engine.inputs.media import KIND_NOUNS
+    from backend.engine.store.cache import ResultCache
 
     out = check_out_path(args.out)
     check_cache_args(args)

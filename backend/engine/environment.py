@@ -3,7 +3,7 @@
 The CLI and the Streamlit frame call :func:`use_runtime_environment` before transformers is
 imported: quiet tokenizers, kernel caches, and no Hub telemetry. They do not force the Hugging
 Face libraries offline: transformers only ever reads local folders (``local_files_only``), and
-Hub ids are downloaded on demand by :mod:`backend.engine.hub` alone, which honours a user's
+Hub ids are downloaded on demand by :mod:`backend.engine.load.hub` alone, which honours a user's
 ``HF_HUB_OFFLINE=1`` (cache only). Tests, benchmarks and child processes that only read the
 cache use :func:`use_offline_environment` / :func:`offline_env`. Values already set by the user
 win (``setdefault``).
@@ -53,7 +53,7 @@ def use_offline_environment() -> None:
 def use_kernel_caches() -> None:
     """Keep compiled kernels in the isoscope cache so a second start compiles less: numba's
     (UMAP, pynndescent) in ``<isoscope cache>/numba`` and torch inductor's (the statistics
-    kernel, :class:`backend.engine.stats.MomentsKernel`) in ``<isoscope cache>/inductor``. Must run
+    kernel, :class:`backend.engine.extraction.stats.MomentsKernel`) in ``<isoscope cache>/inductor``. Must run
     before numba is imported or torch compiles anything. A user's setting wins."""
     try:
         root = str(default_cache_dir())
@@ -118,7 +118,7 @@ def give_back_large_frees() -> bool:
     peaked 3.0 GB above its loaded weights by default and 2.2 GB with 4 MiB (9,132 vs 8,297 MiB;
     one batch's hidden states are 805 MB), and a plain forward of one batch kept 2.1 GB after it
     was freed against none; the extraction took 9% longer (72.0 vs 78.6 s, one run each). So
-    :func:`backend.engine.models.load_model` sets it for models of :data:`BIG_WEIGHTS_BYTES` and
+    :func:`backend.engine.load.models.load_model` sets it for models of :data:`BIG_WEIGHTS_BYTES` and
     more on the CPU only, where the memory is what limits."""
     global _large_frees_given_back
     if _large_frees_given_back:

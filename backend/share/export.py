@@ -28,9 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
+from backend.engine.budget.progress import Progress
 from backend.engine.errors import InputError
 from backend.engine.jsonio import strict_json
-from backend.engine.progress import Progress
 
 EXPORT_FORMATS = ("projector", "atlas")
 POINT_KINDS = ("token", "text")
@@ -371,7 +371,7 @@ def atlas_corpus_file(
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from backend.engine.progress import report
+    from backend.engine.budget.progress import report
 
     tokens, d = result.tokens, spilled.dim
     name = result.state_names[spilled.state]

@@ -41,7 +41,7 @@ def test_wheel_holds_the_packages_the_app_and_the_command(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     for required in (
         "backend/cli.py",
-        "backend/engine/models.py",
+        "backend/engine/load/models.py",
         "ui/common.py",
         "ui/views/overview.py",
         "isoscope_app/app.py",

@@ -117,9 +117,67 @@ def test_no_import_cycles():
 
 def test_the_layer_rule_catches_an_upward_import():
     """The check itself can fail: a planted engine -> share import is reported."""
-    assert layer("backend.engine.models") < layer("backend.share.report")
+    assert layer("backend.engine.load.models") < layer("backend.share.report")
     assert layer("pages.outliers") > layer("ui.common") == layer("backend.commands.analyze")
     assert layer("pages.outliers") > layer("ui.views.outliers") > layer("ui.common")
+
+
+# Inside the engine each subpackage names a job. A module imports its own job, the vocabulary every
+# job shares (the modules directly in backend/engine/) and the jobs ranked below its own: the
+# architecture facts, then loading / inputs / time budgets side by side, then the extraction, then
+# what stores and serves results.
+ENGINE_VOCABULARY = {"errors", "params", "naming", "environment", "device", "lru", "jsonio"}
+ENGINE_JOBS = {
+    "arch": 1,
+    "load": 2,
+    "inputs": 2,
+    "budget": 2,
+    "extraction": 3,
+    "store": 4,
+    "serve": 4,
+}
+
+
+def engine_rank(module: str) -> int | None:
+    """The rank of an engine module: 0 for the shared vocabulary, its job's rank otherwise, None
+    for a module that belongs to neither."""
+    parts = module.split(".")[2:]
+    if len(parts) == 1 and parts[0] in ENGINE_VOCABULARY:
+        return 0
+    return ENGINE_JOBS.get(parts[0]) if parts else 0
+
+
+ENGINE = sorted(m for m in MODULES if m.startswith("backend.engine."))
+
+
+def test_every_engine_module_belongs_to_a_job_or_the_vocabulary():
+    loose = [m for m in ENGINE if engine_rank(m) is None]
+    assert loose == [], f"engine modules outside {sorted(ENGINE_JOBS)} and the vocabulary: {loose}"
+
+
+def engine_upward(graph: dict[str, set[str]], module: str) -> list[str]:
+    own = engine_rank(module)
+    return sorted(
+        d
+        for d in graph[module]
+        if d.startswith("backend.engine.") and (engine_rank(d) or 0) > (own or 0)
+    )
+
+
+@pytest.mark.parametrize("module", ENGINE)
+def test_engine_imports_point_down_across_jobs(module):
+    upward = engine_upward(GRAPH, module)
+    assert upward == [], f"{module} imports a higher engine job: {upward}"
+
+
+def test_the_engine_rule_catches_an_upward_import():
+    planted = {
+        **GRAPH,
+        "backend.engine.load.hub": GRAPH["backend.engine.load.hub"]
+        | {"backend.engine.store.cache"},
+    }
+    assert engine_upward(planted, "backend.engine.load.hub") == ["backend.engine.store.cache"]
+    assert engine_rank("backend.engine.errors") == 0 and engine_rank("backend.engine.stray") is None
 
 
 def view_page(module: str) -> str:
@@ -224,7 +282,7 @@ NOT_ANALYSES = {
     "comparison_report", "coordinates_frame",
     # a seeded choice of indices (which points or texts a view draws)
     "projection_sample",
-    # a finished comparison's model cards set to what was opened now (backend.engine.provenance)
+    # a finished comparison's model cards set to what was opened now (backend.engine.store.provenance)
     "with_cards",
 }  # fmt: skip
 ANALYSIS_PACKAGES = ("backend.analysis", "backend.share")
@@ -338,8 +396,8 @@ def _modules_without_a_test_file(root: Path) -> list[str]:
 
 
 def test_every_module_has_a_test_file_named_after_it():
-    """backend/analysis/activations/massive.py is tested in tests/<tier>/analysis/activations/test_massive.py
-    (issue 23): every module has a test file of its name somewhere under tests/."""
+    """backend/analysis/activations/massive.py is tested in tests/<tier>/analysis/activations/test_massive.py:
+    every module has a test file of its name somewhere under tests/."""
     missing = _modules_without_a_test_file(ROOT)
     assert not missing, "modules without a test_<module>.py under tests/: " + ", ".join(missing)
 

@@ -18,7 +18,7 @@ from backend.analysis.geometry.postprocess import make_postprocessor
 from backend.analysis.geometry.summaries import mean_shift_peak
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult
-from backend.engine.models import random_like_source
+from backend.engine.load.models import random_like_source
 from backend.plots.anisotropy import (
     contrast_frame,
     contribution_frame,

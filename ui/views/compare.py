@@ -15,12 +15,12 @@ from backend.analysis.compare.comparison import (
     with_cards,
 )
 from backend.analysis.compare.trajectory import Trajectory, resolve_checkpoints, run_trajectory
-from backend.engine.cache import ResultCache
-from backend.engine.corpus import Corpus
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult, ExtractionSettings
-from backend.engine.models import LoadedModel, fingerprint_folder
-from backend.engine.pairs import SentencePairs, read_pairs_csv, sts_sample
+from backend.engine.inputs.corpus import Corpus
+from backend.engine.inputs.pairs import SentencePairs, read_pairs_csv, sts_sample
+from backend.engine.load.models import LoadedModel, fingerprint_folder
+from backend.engine.store.cache import ResultCache
 from backend.plots.compare import (
     TRAJECTORY_METRICS,
     abs_mean_diff_frame,

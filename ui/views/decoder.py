@@ -17,9 +17,9 @@ from backend.analysis.activations.massive import (
 )
 from backend.analysis.activations.params import MASSIVE_MAX_LENGTH
 from backend.analysis.activations.sinks import SINK_THRESHOLD
-from backend.engine.corpus import Corpus
 from backend.engine.errors import IsoscopeError
-from backend.engine.models import LoadedModel
+from backend.engine.inputs.corpus import Corpus
+from backend.engine.load.models import LoadedModel
 from backend.engine.params import (
     LLM_INT8_THRESHOLD,
     MASSIVE_ABS_THRESHOLD,

@@ -23,7 +23,7 @@ from backend.analysis.activations.massive import peak_state
 from backend.analysis.activations.params import HIGH_NORM_FACTOR
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction.media import model_view
-from backend.engine.models import LoadedModel
+from backend.engine.load.models import LoadedModel
 from backend.engine.params import MASSIVE_ABS_THRESHOLD, MASSIVE_MEDIAN_RATIO, massive_rule
 from backend.plots.decoder import magnitudes_by_layer_figure, massive_frame
 from backend.plots.highnorm import (

@@ -31,9 +31,9 @@ from backend.analysis.layernorm.params import (
 from backend.analysis.layernorm.thresholds import LN_K, LN_SHARE, RANDOM_CONTROLS
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult
-from backend.engine.inputs import MediaCorpus
-from backend.engine.models import LoadedModel, is_random_like, random_like_source
-from backend.engine.pairs import sts_sample
+from backend.engine.inputs.media import MediaCorpus
+from backend.engine.inputs.pairs import sts_sample
+from backend.engine.load.models import LoadedModel, is_random_like, random_like_source
 from backend.plots.layernorm import (
     METRIC_LABELS,
     ablation_vs_controls,

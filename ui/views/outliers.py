@@ -23,7 +23,7 @@ from backend.analysis.geometry.outliers import (
 from backend.engine import extraction as engine_extraction
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult
-from backend.engine.models import LoadedModel
+from backend.engine.load.models import LoadedModel
 from backend.plots.outliers import (
     CRITERION_SHORT,
     HEATMAP_STATS,

@@ -11,13 +11,18 @@ import streamlit as st
 
 from backend.analysis.activations.massive import FirstPositionContrast, first_position_contrast
 from backend.analysis.geometry.summaries import first_position_gap
-from backend.engine import firstlook
-from backend.engine.cache import ResultCache
-from backend.engine.corpus import Corpus
+from backend.engine.budget.throughput import (
+    FirstLook,
+    record_statistics,
+    speed_measured,
+    token_counts,
+)
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult, ExtractionSettings
-from backend.engine.models import LoadedModel
-from backend.engine.throughput import FirstLook, record_statistics, speed_measured, token_counts
+from backend.engine.inputs.corpus import Corpus
+from backend.engine.load.models import LoadedModel
+from backend.engine.serve import firstlook
+from backend.engine.store.cache import ResultCache
 from backend.plots.decoder import first_position_figure, first_position_frame
 from backend.plots.overview import anisotropy_line, model_card_rows
 from ui.cached import cached, heavy
@@ -45,7 +50,7 @@ def corpus_token_counts(loaded: LoadedModel, corpus: Corpus, max_length: int) ->
 
 
 def first_look_plan() -> FirstLook | None:
-    """The Overview's first look at the selection (:func:`backend.engine.firstlook.plan`),
+    """The Overview's first look at the selection (:func:`backend.engine.serve.firstlook.plan`),
     or None: when the whole corpus is estimated to fit the budget, is already computed (memory or
     disk: nothing is computed twice), was asked for (the note's button), or a saved analysis is
     open. On a device with no speed recorded yet, the first look is measured on its own first
@@ -77,7 +82,7 @@ def first_look_plan() -> FirstLook | None:
 def measured_first_look(
     loaded: LoadedModel, corpus: Corpus, settings: ExtractionSettings, *, progress
 ) -> FirstLook | None:
-    """:func:`backend.engine.firstlook.measured_first_look` of the selection into the disk cache,
+    """:func:`backend.engine.serve.firstlook.measured_first_look` of the selection into the disk cache,
     where the page's extraction then finds it (so the extraction is logged here)."""
     log_extraction(loaded, corpus, settings)
     counts = token_counts(loaded.tokenizer, corpus.texts, settings.max_length)
@@ -87,7 +92,7 @@ def measured_first_look(
 def statistics_clock(result: ExtractionResult) -> Callable[[], None]:
     """Starts timing the page's statistics on ``result``; the returned call keeps their seconds
     per sampled token x hidden state x dim on this machine
-    (:func:`backend.engine.throughput.record_statistics`), which the next first look budgets. A
+    (:func:`backend.engine.budget.throughput.record_statistics`), which the next first look budgets. A
     rerun served from the caches is too short to be kept."""
     started = time.perf_counter()
 

@@ -32,8 +32,8 @@ from backend.analysis.geometry.projections import (
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult, mean_pooled
 from backend.engine.extraction.media import model_view
-from backend.engine.inputs import MediaCorpus
-from backend.engine.models import LoadedModel
+from backend.engine.inputs.media import MediaCorpus
+from backend.engine.load.models import LoadedModel
 from backend.engine.params import SEED
 from backend.plots.projections import before_after_figure, explained_variance_text, patch_thumbnails
 from ui.cached import cached, heavy

@@ -30,10 +30,10 @@ from backend.analysis.quant.readiness.report import MIN_BOOTSTRAP_TEXTS
 from backend.analysis.quant.recipe import Recipe, build_recipe, predict
 from backend.analysis.quant.schemes import SCHEME_LABELS
 from backend.analysis.quant.sites import ROLE_LABELS, Site
-from backend.engine.corpus import Corpus
 from backend.engine.errors import IsoscopeError
-from backend.engine.models import LoadedModel, private_copy
-from backend.engine.pairs import SentencePairs, read_pairs_csv, sts_sample
+from backend.engine.inputs.corpus import Corpus
+from backend.engine.inputs.pairs import SentencePairs, read_pairs_csv, sts_sample
+from backend.engine.load.models import LoadedModel, private_copy
 from backend.engine.params import massive_rule
 from backend.plots.quant import (
     STRIP_QUANTITIES,

@@ -20,12 +20,10 @@ from backend.analysis.geometry.similarity import (
     word_sense_by_state,
     word_sense_sweeps,
 )
-from backend.engine.cache import cached_extract
-from backend.engine.corpus import Corpus
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult, ExtractionSettings
-from backend.engine.models import LoadedModel
-from backend.engine.pairs import (
+from backend.engine.inputs.corpus import Corpus
+from backend.engine.inputs.pairs import (
     SentencePairs,
     WordSenseRows,
     evaluated_texts,
@@ -34,6 +32,8 @@ from backend.engine.pairs import (
     sts_sample,
     wic_examples,
 )
+from backend.engine.load.models import LoadedModel
+from backend.engine.store.cache import cached_extract
 from backend.plots.similarity import (
     sts_figure,
     sts_frame,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from backend.engine.extraction import ExtractionResult
-from backend.engine.models import LoadedModel, random_like_source
+from backend.engine.load.models import LoadedModel, random_like_source
 from backend.share import tour
 from ui.cached import cached
 from ui.common import explainer, get_selection, load_or_stop

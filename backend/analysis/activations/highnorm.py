@@ -22,16 +22,16 @@ import torch
 
 from backend.analysis.activations.massive import MassiveAccumulator, MassiveStats
 from backend.analysis.activations.params import HIGH_NORM_FACTOR
-from backend.engine.batching import plan_batches
+from backend.engine.arch.layout import InputLayout
+from backend.engine.budget.batching import plan_batches
+from backend.engine.budget.progress import Progress
 from backend.engine.device import to_numpy
 from backend.engine.errors import InputError
 from backend.engine.extraction.media import MediaTokens, media_forward, prepare_media
-from backend.engine.inputs import MediaItem
-from backend.engine.layout import InputLayout
-from backend.engine.models import LoadedModel
+from backend.engine.extraction.stats import accumulation_device
+from backend.engine.inputs.media import MediaItem
+from backend.engine.load.models import LoadedModel
 from backend.engine.naming import hidden_state_names
-from backend.engine.progress import Progress
-from backend.engine.stats import accumulation_device
 
 IMAGE_CARRIERS = ("CLS", "distillation", "register", "patch")
 AUDIO_CARRIERS = ("first frame", "other frame")
@@ -192,7 +192,7 @@ def _scan_passes(
 @dataclass(frozen=True)
 class AudioScan:
     """One pass of a speech encoder over clips, over each clip's own frames only (a Whisper
-    clip's padding frames past its end are left out, :mod:`backend.engine.layout`).
+    clip's padding frames past its end are left out, :mod:`backend.engine.arch.layout`).
 
     ``massive``: Sun et al.'s statistics per hidden state (``top_text`` the clip, ``top_position``
     the frame, ``top_token`` its start time; carriers :data:`AUDIO_CARRIERS`); ``norms``: float32

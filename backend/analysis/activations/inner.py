@@ -179,7 +179,7 @@ def mixer_hooks(
     loaded, pattern, int8_paths: set[str], device: torch.device
 ) -> tuple[InnerAccumulator | None, dict, dict]:
     """The accumulator of the sites inside the mixers (:func:`inner_sites`) with its forward
-    hooks and forward pre-hooks (for ``backend.engine.hooks.forward_hooks``); None and no hooks
+    hooks and forward pre-hooks (for ``backend.engine.arch.hooks.forward_hooks``); None and no hooks
     when the model has no such site."""
     sites, outputs, inputs = inner_sites(loaded, pattern, int8_paths)
     if not sites:

@@ -14,7 +14,7 @@ OLMo-2's post-attention / post-feedforward norms, whose outputs only join the re
 Per site and dim we count the tokens (every non-padding position of the corpus, the first one
 included) with ``|x| >= 6``; the dim *counts at the site* when that is >= 6 % of the tokens. Its
 ``site_share`` is the fraction of sites where it counts; it is an outlier feature when
-``site_share >= 0.25``. The counts are taken with forward hooks (``backend.engine.hooks.forward_hooks``).
+``site_share >= 0.25``. The counts are taken with forward hooks (``backend.engine.arch.hooks.forward_hooks``).
 
 The |x| >= 6 threshold assumes unit-scale norm outputs (OPT's LayerNorm outputs, median |x| near
 0.67, the median |z| of a standard normal). Each site's median |x| is measured too (a log

@@ -63,7 +63,9 @@ from backend.analysis.activations.sinks import (
     eager_attention,
     sink_accumulator,
 )
-from backend.engine.batching import plan_batches
+from backend.engine.arch.hooks import forward_hooks
+from backend.engine.budget.batching import plan_batches
+from backend.engine.budget.progress import Progress, counter
 from backend.engine.device import to_numpy
 from backend.engine.errors import InputError, UnsupportedModelError
 from backend.engine.extraction import (
@@ -74,12 +76,10 @@ from backend.engine.extraction import (
     residual_states,
     tokenize,
 )
-from backend.engine.hooks import forward_hooks
-from backend.engine.models import LoadedModel
+from backend.engine.extraction.stats import accumulation_device
+from backend.engine.load.models import LoadedModel
 from backend.engine.naming import hidden_state_names
 from backend.engine.params import MASSIVE_ABS_THRESHOLD, MASSIVE_MEDIAN_RATIO
-from backend.engine.progress import Progress, counter
-from backend.engine.stats import accumulation_device
 
 TOP_K = 3
 MAX_CANDIDATES = 2_000_000

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from backend.engine.arch.qk_capture import ATTENTION_SWITCH
 from backend.engine.device import to_numpy
-from backend.engine.qk_capture import ATTENTION_SWITCH
 
 SINK_THRESHOLD = 0.3
 

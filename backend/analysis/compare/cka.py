@@ -14,7 +14,7 @@ from backend.engine.errors import InputError
 
 if TYPE_CHECKING:  # type hints only: importing them would pull in torch
     from backend.engine.extraction import ExtractionResult
-    from backend.engine.models import LoadedModel
+    from backend.engine.load.models import LoadedModel
 
 BASES = ("tokens", "texts")
 

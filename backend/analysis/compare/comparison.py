@@ -50,7 +50,7 @@ from backend.engine.errors import InputError
 
 if TYPE_CHECKING:  # type hints only: importing them would pull in torch
     from backend.engine.extraction import ExtractionResult
-    from backend.engine.models import LoadedModel
+    from backend.engine.load.models import LoadedModel
 
 __all__ = [
     "BASES",
@@ -328,7 +328,7 @@ def comparison_cache_key(result_a: ExtractionResult, result_b: ExtractionResult,
     with its default filled in."""
     import inspect
 
-    from backend.engine.cache import cache_key
+    from backend.engine.store.cache import cache_key
 
     bound = inspect.signature(compare).bind(result_a, result_b, **options)
     bound.apply_defaults()
@@ -349,7 +349,7 @@ def compare_with_cache(
     cache, result_a: ExtractionResult, result_b: ExtractionResult, **options
 ) -> Comparison:
     """``compare(result_a, result_b, **options)`` through the disk cache ``cache`` (a
-    :class:`backend.engine.cache.ResultCache`; None: computed, not kept). The Compare page and the
+    :class:`backend.engine.store.cache.ResultCache`; None: computed, not kept). The Compare page and the
     ``compare`` command both go through it, so either reopens what the other computed."""
 
     def run() -> Comparison:
@@ -366,7 +366,7 @@ def with_cards(
 ) -> Comparison:
     """``comparison`` whose sides carry ``result_a``'s and ``result_b``'s model cards: a comparison
     kept under both extractions' keys may have been computed from other paths with the same
-    weights (:mod:`backend.engine.provenance`); its cards name what was opened now."""
+    weights (:mod:`backend.engine.store.provenance`); its cards name what was opened now."""
     a = replace(comparison.a, model=dict(result_a.model))
     b = replace(comparison.b, model=dict(result_b.model))
     return replace(comparison, a=a, b=b)

@@ -1,5 +1,5 @@
 """A comparison on disk: named arrays plus one JSON ``meta`` string (no pickle), entries of the
-extraction cache (:class:`backend.engine.cache.ResultCache`) under a key of what determines them."""
+extraction cache (:class:`backend.engine.store.cache.ResultCache`) under a key of what determines them."""
 
 from __future__ import annotations
 
@@ -99,7 +99,7 @@ def comparison_key(*parts: object) -> str:
 
 def cached_compare(cache, key: str, run) -> Comparison:
     """``run()`` (a :func:`compare` call) through the disk cache ``cache``
-    (:class:`backend.engine.cache.ResultCache`) under ``key`` (:func:`comparison_key`). An unreadable or
+    (:class:`backend.engine.store.cache.ResultCache`) under ``key`` (:func:`comparison_key`). An unreadable or
     other-layout entry is a miss; a comparison that cannot be kept is still returned."""
     arrays = cache.load_arrays(key)
     if arrays is not None:

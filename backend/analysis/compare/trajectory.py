@@ -12,7 +12,7 @@ Sources: Kovaleva et al. 2021 (arXiv 2105.06990) trace LayerNorm outliers throug
 Puccetti et al. 2022 (arXiv 2205.11380) tie them to token frequency; Pythia (Biderman et al.
 2023) publishes 154 checkpoints per model for exactly this kind of study.
 
-Each checkpoint's extraction goes through :func:`backend.engine.cache.cached_extract`, keyed by the
+Each checkpoint's extraction goes through :func:`backend.engine.store.cache.cached_extract`, keyed by the
 checkpoint's fingerprint (config + weight files), so adding a checkpoint computes only that one.
 Bad input never loses finished work: a checkpoint that fails to load, or whose architecture differs
 from the first one, is skipped with a message in :attr:`Trajectory.errors`, and the others are kept.
@@ -31,14 +31,14 @@ import numpy as np
 
 from backend.analysis.geometry.isotropy import N_PAIRS, PAIR_SEED
 from backend.analysis.layernorm.thresholds import LN_THRESHOLDS
+from backend.engine.budget.progress import Progress, report
 from backend.engine.errors import InputError, IsoscopeError
-from backend.engine.progress import Progress, report
 
 if TYPE_CHECKING:  # type hints only: importing them would pull in torch
-    from backend.engine.cache import ResultCache
-    from backend.engine.corpus import Corpus
     from backend.engine.extraction import ExtractionResult, ExtractionSettings
-    from backend.engine.models import LoadedModel
+    from backend.engine.inputs.corpus import Corpus
+    from backend.engine.load.models import LoadedModel
+    from backend.engine.store.cache import ResultCache
 
 STEP_NAME = re.compile(r"^(?:checkpoint|step)[-_]?(\d+)$", re.IGNORECASE)
 
@@ -289,9 +289,9 @@ def run_trajectory(
     ``on_checkpoint(label)``: "[i/n] name (step s)" as each checkpoint starts."""
     import gc
 
-    from backend.engine.cache import ResultCache, cache_key, cached_extract
     from backend.engine.extraction import ExtractionSettings, extract
-    from backend.engine.models import load_model
+    from backend.engine.load.models import load_model
+    from backend.engine.store.cache import ResultCache, cache_key, cached_extract
 
     settings = settings or ExtractionSettings()
     store = cache if cache is not None else ResultCache()

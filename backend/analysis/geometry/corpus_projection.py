@@ -42,10 +42,10 @@ from backend.analysis.geometry.projections import (
     fit_postprocessor,
     projection_sample,
 )
+from backend.engine.budget.progress import Progress, report
 from backend.engine.device import to_numpy
 from backend.engine.errors import InputError
 from backend.engine.extraction.spill import CHUNK_ROWS, Cancelled, SpilledState
-from backend.engine.progress import Progress, report
 
 LANDMARKS = 10_000  # UMAP / t-SNE fit rows at corpus scale (t-SNE of 10k takes ~10 s here)
 NEIGHBOURS = 15  # landmarks per placed row: UMAP's n_neighbors default, the k of its transform

@@ -15,7 +15,7 @@ Embeddings* (arXiv 2011.04393), Table 2 and the word-sense experiment:
   leave-one-out accuracy (threshold chosen without the row it predicts) is reported beside it.
 
 The inputs (CSV files of sentence pairs and word-sense rows) are read by
-:mod:`backend.engine.pairs`.
+:mod:`backend.engine.inputs.pairs`.
 """
 
 from __future__ import annotations
@@ -30,14 +30,14 @@ from scipy.stats import spearmanr
 from backend.analysis.geometry.isotropy import cosine_rows
 from backend.analysis.geometry.outliers import auto_clip_dims
 from backend.analysis.geometry.postprocess import ClipDims, make_postprocessor, parse_dims
+from backend.engine.budget.progress import Progress
 from backend.engine.device import to_numpy
 from backend.engine.errors import InputError, UnsupportedModelError
 from backend.engine.extraction import ExtractionResult, forward_batches, mean_pooled, tokenize
-from backend.engine.models import LoadedModel
+from backend.engine.inputs.pairs import SentencePairs, WordSenseRows
+from backend.engine.load.models import LoadedModel
 from backend.engine.naming import hidden_state_names
-from backend.engine.pairs import SentencePairs, WordSenseRows
 from backend.engine.params import BATCH_SIZE, MAX_LENGTH
-from backend.engine.progress import Progress
 
 # ----------------------------------------------------------------------------- scoring
 

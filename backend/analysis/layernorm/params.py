@@ -41,7 +41,7 @@ from backend.analysis.layernorm.thresholds import LN_THRESHOLDS, LayerNormThresh
 from backend.engine.arch import wiring
 from backend.engine.device import to_numpy
 from backend.engine.errors import InputError, UnsupportedModelError
-from backend.engine.models import LoadedModel
+from backend.engine.load.models import LoadedModel
 
 ROLES = ("emb", "attn", "out", "pre_attn", "pre_mlp", "other", "final", "head")
 ROLE_LABELS = {
@@ -156,7 +156,7 @@ def find_norms(
 
 
 def norms_of(loaded: LoadedModel) -> list[NormSite]:
-    """:func:`find_norms` of a :class:`backend.engine.models.LoadedModel` (head norms included if loaded)."""
+    """:func:`find_norms` of a :class:`backend.engine.load.models.LoadedModel` (head norms included if loaded)."""
     return find_norms(
         loaded.model, num_layers=loaded.info.num_layers, width=loaded.info.hidden_size
     )

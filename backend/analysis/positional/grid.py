@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 
 from backend.analysis.positional.table import ProbeResult, ProbeSettings, probe_positions
+from backend.engine.arch.layout import PatchPositionTable
+from backend.engine.budget.progress import Progress
 from backend.engine.errors import InputError
 from backend.engine.extraction import ExtractionResult
-from backend.engine.layout import PatchPositionTable
-from backend.engine.progress import Progress
 
 AXES = ("row", "column")
 

@@ -43,12 +43,12 @@ from backend.analysis.positional.params import (
     NOPE_SEQ_LEN,
 )
 from backend.engine.arch import architecture
+from backend.engine.arch.hooks import forward_hooks
+from backend.engine.budget.progress import Progress
 from backend.engine.device import to_numpy
 from backend.engine.errors import InputError, UnsupportedModelError
 from backend.engine.extraction import forward_batches, tokenize
-from backend.engine.hooks import forward_hooks
-from backend.engine.models import LoadedModel, build_random_model
-from backend.engine.progress import Progress
+from backend.engine.load.models import LoadedModel, build_random_model
 
 INPUT_KINDS = ("tokens", "gaussian")
 

@@ -33,12 +33,12 @@ import torch
 from backend.analysis.positional.params import MAX_POSITION, PROBE_ITER, TEST_FRACTION
 from backend.engine.arch import architecture
 from backend.engine.arch import position_offset as arch_position_offset
+from backend.engine.budget.progress import Progress
 from backend.engine.device import to_numpy
 from backend.engine.errors import InputError, UnsupportedModelError
 from backend.engine.extraction import ExtractionResult
-from backend.engine.models import LoadedModel, position_table
+from backend.engine.load.models import LoadedModel, position_table
 from backend.engine.params import SEED
-from backend.engine.progress import Progress
 
 # ----------------------------------------------------------------------------- position table
 

@@ -30,12 +30,12 @@ import numpy as np
 import torch
 
 from backend.engine.arch import architecture
+from backend.engine.arch.hooks import forward_hooks
+from backend.engine.budget.progress import Progress
 from backend.engine.device import to_numpy
 from backend.engine.errors import InputError, UnsupportedModelError
 from backend.engine.extraction import tokenize
-from backend.engine.hooks import forward_hooks
-from backend.engine.models import LoadedModel
-from backend.engine.progress import Progress
+from backend.engine.load.models import LoadedModel
 
 TERMS = ("word_word", "word_position", "position_word", "position_position")
 TERM_LABELS = {

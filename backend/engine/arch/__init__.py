@@ -37,7 +37,8 @@ Canonical norm roles (the names used in the UI, CLI and JSON; see
 What cannot be discovered is one :class:`Family` entry in :data:`FAMILIES`: where the query, key
 and value projections (or GPT-2's fused one) live, for the views that take them apart (TUPE). The
 queries/keys view needs no entry: it reads q and k at the attention call
-(:mod:`backend.engine.qk_capture`). A family matches by layout (its paths resolve on the model), not by name. A model no
+(:mod:`backend.engine.arch.qk_capture`).
+A family matches by layout (its paths resolve on the model), not by name. A model no
 entry matches still gets every view that needs none (hidden states, norms, int8, massive
 activations); :func:`architecture` refuses the rest in one line naming the model and what is missing.
 

@@ -7,14 +7,14 @@ from typing import Any
 
 import torch
 
-from backend.engine.arch.lookup import input_device
-from backend.engine.layout import (
+from backend.engine.arch.layout import (
     ascending_noise,
     feature_window,
     forward_parameters,
     modality_of,
     reads_spectrogram,
 )
+from backend.engine.arch.lookup import input_device
 
 TRACE_TOKENS = 8  # length of the traced text
 TRACE_SAMPLES = 16000  # samples of the traced audio clip: 1 s at wav2vec2's 16 kHz

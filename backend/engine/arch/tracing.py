@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from backend.engine.arch.hooks import forward_hooks
 from backend.engine.arch.lookup import base_of, blocks_of, describe, module_of, path_in
 from backend.engine.arch.memo import TRACED
 from backend.engine.arch.norms import (
@@ -27,7 +28,6 @@ from backend.engine.arch.norms import (
 )
 from backend.engine.arch.probe import trace_forward
 from backend.engine.errors import UnsupportedModelError
-from backend.engine.hooks import forward_hooks
 
 
 @dataclass(frozen=True)

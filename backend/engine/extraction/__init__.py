@@ -5,7 +5,7 @@ most ``token_budget`` padded tokens (and ``batch_size`` texts) under ``torch.inf
 with ``output_hidden_states=True``, and reduce the hidden states of each batch *on the model's
 device*: the analysed tokens of a few consecutive states at a time are gathered into one reused
 buffer (at most ``REDUCE_GROUP_BYTES`` in float64) and folded into streaming float64 statistics
-(:class:`backend.engine.stats.RunningStats`, Chan's parallel update). Only those per-batch reductions
+(:class:`backend.engine.extraction.stats.RunningStats`, Chan's parallel update). Only those per-batch reductions
 ((S, d) vectors) and the sampled token vectors leave the device; hidden states are never stacked
 or copied to the host whole. If a batch runs out of memory (CUDA, MPS or CPU), it is
 halved and retried, later batches stay at the smaller size, and one notice says so; nothing

@@ -12,17 +12,17 @@ from typing import Any
 import numpy as np
 import torch
 
-from backend.engine.batching import batch_count, equal_run, length_order
-from backend.engine.corpus import Corpus
+from backend.engine.budget.batching import batch_count, equal_run, length_order
+from backend.engine.budget.progress import Progress
 from backend.engine.errors import InputError, UnsupportedModelError
 from backend.engine.extraction.media import MediaTokens, media_forward
 from backend.engine.extraction.partial import PartialExtraction, finish, token_table, tokenize_part
 from backend.engine.extraction.sample import SampleCandidates, sample_limit, token_priority
+from backend.engine.extraction.stats import MOMENTS, RunningStats, WorkBuffers
 from backend.engine.extraction.tokenization import TokenizedCorpus
 from backend.engine.extraction.types import ExtractionResult, ExtractionSettings
-from backend.engine.models import LoadedModel
-from backend.engine.progress import Progress
-from backend.engine.stats import MOMENTS, RunningStats, WorkBuffers
+from backend.engine.inputs.corpus import Corpus
+from backend.engine.load.models import LoadedModel
 
 Notice = Callable[[str], None]
 
@@ -147,7 +147,7 @@ def extract_partial(
     on_notice: Notice | None = None,
 ) -> PartialExtraction:
     """Statistics, sample candidates and token rows of ``items`` (package doc: Partial API):
-    texts, or images or clips (:class:`backend.engine.inputs.MediaItem`)."""
+    texts, or images or clips (:class:`backend.engine.inputs.media.MediaItem`)."""
     settings = settings or ExtractionSettings()
     started = time.perf_counter()
     items = list(items)

@@ -10,7 +10,7 @@ from functools import cached_property
 import numpy as np
 
 from backend.engine.errors import InputError
-from backend.engine.models import LoadedModel
+from backend.engine.load.models import LoadedModel
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,9 @@ import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 
+from backend.engine.budget.progress import Progress
 from backend.engine.errors import InputError, IsoscopeError
-from backend.engine.inputs import KIND_NOUNS
-from backend.engine.progress import Progress
+from backend.engine.inputs.media import KIND_NOUNS
 from backend.share.report.model import (
     SECTION_TITLES,
     SOURCES,

@@ -98,7 +98,7 @@ class Report:
     def named(self, model: dict) -> Report:
         """This report with ``model`` as its card: a report kept per extraction key is shared by
         every path with the same weights, and names the one opened now
-        (:mod:`backend.engine.provenance`)."""
+        (:mod:`backend.engine.store.provenance`)."""
         return replace(self, model=dict(model))
 
     def section(self, key: str) -> Section | None:

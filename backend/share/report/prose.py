@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from backend.engine.errors import InputError, IsoscopeError
-from backend.engine.inputs import KIND_NOUNS
+from backend.engine.inputs.media import KIND_NOUNS
 from backend.engine.params import MASSIVE_ABS_THRESHOLD, MASSIVE_MEDIAN_RATIO
 from backend.share.report.model import SECTION_TITLES, SOURCES, ReportSettings, Section
 
@@ -374,7 +374,7 @@ def _positional(ctx: Context) -> Section:
         position_table_weights,
         probe_result,
     )
-    from backend.engine.models import position_table
+    from backend.engine.load.models import position_table
     from backend.plots.positional import probe_accuracy_line
 
     r, loaded = ctx.result, ctx.loaded
@@ -438,7 +438,7 @@ def _positional(ctx: Context) -> Section:
 
 def _similarity(ctx: Context) -> Section:
     from backend.analysis.geometry.similarity import clip_dims_by_state, pool_pairs, sts_by_state
-    from backend.engine.pairs import SentencePairs
+    from backend.engine.inputs.pairs import SentencePairs
     from backend.plots.similarity import sts_figure
 
     sec = Section("similarity", SECTION_TITLES["similarity"], source=SOURCES["similarity"])

@@ -24,7 +24,7 @@ def _pairs(ctx):
     """The report's sentence pairs as :class:`SentencePairs` for an encoder, else None."""
     if ctx.pairs is None or ctx.loaded.info.is_causal:
         return None
-    from backend.engine.pairs import SentencePairs
+    from backend.engine.inputs.pairs import SentencePairs
 
     left, right, gold = ctx.pairs
     return SentencePairs(tuple(left), tuple(right), np.asarray(gold, dtype=np.float64), "pairs")
@@ -36,7 +36,7 @@ def _analysis(ctx):
     if given is not None:
         return given
     from backend.analysis.quant.readiness import analyse
-    from backend.engine.models import private_copy
+    from backend.engine.load.models import private_copy
 
     loaded = ctx.loaded if ctx.in_place else private_copy(ctx.loaded)
     s = ctx.result.settings

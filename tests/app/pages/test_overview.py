@@ -82,7 +82,7 @@ def test_missing_model_folder_shows_an_error():
 
 
 def test_a_slow_model_gets_a_first_look_and_one_click_runs_the_whole_corpus(monkeypatch):
-    from backend.engine import throughput
+    from backend.engine.budget import throughput
 
     # This device made slow: the stored measurement says 30 short texts take minutes.
     monkeypatch.setattr(throughput, "seconds_per_token_parameter", lambda *_: 1e-7)
@@ -107,7 +107,7 @@ def test_a_slow_model_gets_a_first_look_and_one_click_runs_the_whole_corpus(monk
 
 def test_the_extraction_bar_starts_with_the_estimate_from_the_measured_speed(monkeypatch):
     import ui.common
-    from backend.engine import throughput
+    from backend.engine.budget import throughput
 
     labels: list[str] = []
     run = ui.common.shared_run
@@ -132,7 +132,8 @@ def test_the_extraction_bar_starts_with_the_estimate_from_the_measured_speed(mon
 
 
 def test_a_devices_first_run_measures_its_first_batch_and_shows_a_first_look(monkeypatch, capsys):
-    from backend.engine import firstlook, throughput
+    from backend.engine.budget import throughput
+    from backend.engine.serve import firstlook
     from ui.common import EXTRACTION_LOG
 
     # No speed recorded on this device; its first batch measures 1 s per token (a slow device).
@@ -170,8 +171,8 @@ def test_the_overview_keeps_its_statistics_time_for_the_next_first_look(monkeypa
     from types import SimpleNamespace
 
     import ui.views.overview
-    from backend.engine import throughput
-    from backend.engine.cache import ResultCache
+    from backend.engine.budget import throughput
+    from backend.engine.store.cache import ResultCache
 
     ticks = itertools.count(0.0, 12.5)  # the page's statistics "take" 12.5 s
     monkeypatch.setattr(

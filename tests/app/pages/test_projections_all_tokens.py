@@ -40,7 +40,7 @@ def test_all_tokens_waits_for_the_button_then_publishes_every_token():
     header, arrays = decode_points(payload)
     assert header["points"] == len(arrays["token"]) > 5000  # the bundled corpus's every token
     assert header["methods"] == ["PCA", "PCA"]
-    from backend.engine.cache import ResultCache
+    from backend.engine.store.cache import ResultCache
 
     usage = ResultCache().usage()  # the spilled state is in the cache, under its limit
     assert usage.spill_count >= 1 and usage.spill_bytes >= header["points"] * 384 * 4

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from backend.engine.access import SOURCE_REFUSED
+from backend.engine.serve.access import SOURCE_REFUSED
 from ui import access
 
 APP = str(Path(__file__).resolve().parents[3] / "app.py")

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from backend.engine.cache import set_process_limit
 from backend.engine.extraction import ExtractionSettings
+from backend.engine.store.cache import set_process_limit
 from ui.common import Selection
 from ui.session import SELECTION_KEY
 
@@ -108,9 +108,9 @@ def test_sample_budget_from_the_sidebar_reaches_the_settings_and_the_page(cache_
 
 
 def test_get_extraction_goes_through_cached_extract(cache_dir, monkeypatch):
-    """Memory first, then backend.engine.cache.cached_extract: a run gets the progress bar, a disk
+    """Memory first, then backend.engine.store.cache.cached_extract: a run gets the progress bar, a disk
     hit (memory emptied, as after a restart) gets none and runs no extraction."""
-    from backend.engine import cache as cache_module
+    from backend.engine.store import cache as cache_module
     from ui import common
 
     calls: list[bool] = []

@@ -95,7 +95,8 @@ def _recorded(monkeypatch) -> tuple[list[str], list[tuple]]:
     begins) in order, and every first-page estimate computed."""
     import streamlit
 
-    from backend.engine import models, throughput
+    from backend.engine.budget import throughput
+    from backend.engine.load import models
 
     events: list[str] = []
     estimates: list[tuple] = []
@@ -133,7 +134,8 @@ def test_a_local_folders_spinner_says_the_first_pages_time_before_the_load(
 
     from transformers import AutoTokenizer
 
-    from backend.engine import preflight, throughput
+    from backend.engine.budget import throughput
+    from backend.engine.load import preflight
 
     folder = tmp_path / "tiny-bert"  # a path of its own: no earlier test has it cached
     shutil.copytree(tiny_bert_dir, folder)

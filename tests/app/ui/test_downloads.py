@@ -123,7 +123,7 @@ def _rerun(at: AppTest, **state) -> None:
 
 @pytest.fixture(scope="module")
 def checkpoint_folder(tmp_path_factory) -> Path:
-    from backend.engine.models import build_random_model, bundled_tokenizer
+    from backend.engine.load.models import build_random_model, bundled_tokenizer
 
     tokenizer = bundled_tokenizer()
     root = tmp_path_factory.mktemp("run")

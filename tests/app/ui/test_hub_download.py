@@ -50,7 +50,7 @@ def test_the_load_after_a_download_says_the_downloads_estimate_again(
     loading spinner then says: the load does not read the tokenizer again for it."""
     import streamlit
 
-    from backend.engine import throughput
+    from backend.engine.budget import throughput
     from ui.common import Selection
     from ui.session import SELECTION_KEY
 

@@ -25,7 +25,7 @@ def _own_bert(folder: Path) -> Path:
     """A tiny BERT with weights no other test uses (seed 31): the session's shared tiny models may
     already sit in the process-wide result store, which would leave this test no extraction to
     count."""
-    from backend.engine.models import build_random_model, bundled_tokenizer
+    from backend.engine.load.models import build_random_model, bundled_tokenizer
 
     tokenizer = bundled_tokenizer()
     model = build_random_model(
@@ -66,9 +66,9 @@ def test_the_overview_of_a_copy_names_the_copy(tmp_path, monkeypatch):
 def test_a_kept_quick_report_names_the_path_opened_now(tiny_bert_dir, tmp_path):
     """The Overview's findings come from a report kept per extraction (process-wide): built for
     the first path, it names the copy when the copy asks for it."""
-    from backend.engine.cache import ResultCache, cached_extract
-    from backend.engine.corpus import corpus_from_text
-    from backend.engine.models import load_model
+    from backend.engine.inputs.corpus import corpus_from_text
+    from backend.engine.load.models import load_model
+    from backend.engine.store.cache import ResultCache, cached_extract
     from ui.share import quick_report
 
     cache = ResultCache(tmp_path / "cache")

@@ -52,7 +52,7 @@ _LOADED: dict = {}
 
 
 def loaded_model(recent_zoo, family: str):
-    from backend.engine.models import load_model
+    from backend.engine.load.models import load_model
 
     if family not in _LOADED:
         _LOADED.clear()  # one model at a time
@@ -226,7 +226,7 @@ def test_rebuilt_ssm_input_is_what_the_scan_receives(family, recent_zoo):
     file's own mamba2_chunk_scan (wrapped here, in the test only)."""
     from backend.analysis.activations.inner import ssm_input_from_in_proj
     from backend.engine.arch import layer_pattern
-    from backend.engine.hooks import forward_hooks
+    from backend.engine.arch.hooks import forward_hooks
 
     loaded = loaded_model(recent_zoo, family)
     pattern = layer_pattern(loaded)
@@ -337,8 +337,8 @@ def test_qk_on_a_hybrid_lists_the_other_layers(recent_zoo):
 def test_mla_queries_are_the_attentions_own(recent_zoo):
     """The recorded queries are q_b's output per head, nope part as is and rope part rotated:
     what the attention multiplies."""
-    from backend.engine.hooks import forward_hooks
-    from backend.engine.qk_capture import attention_calls
+    from backend.engine.arch.hooks import forward_hooks
+    from backend.engine.arch.qk_capture import attention_calls
 
     loaded = loaded_model(recent_zoo, "deepseek_v3")
     config = loaded.model.config

@@ -150,8 +150,9 @@ def test_a_gguf_announces_the_first_page_before_its_conversion(
     """The `first page:` line of a GGUF comes from its tensor table and its own tokenizer, before
     the (slow) conversion; its parameters and tokens are those of the converted checkpoint."""
     from backend.cli import main
-    from backend.engine import gguf, preflight, throughput
-    from backend.engine.corpus import load_corpus_file
+    from backend.engine.budget import throughput
+    from backend.engine.inputs.corpus import load_corpus_file
+    from backend.engine.load import gguf, preflight
 
     monkeypatch.setenv("ISOSCOPE_CACHE_DIR", str(tmp_path / "iso"))  # no earlier conversion
     from tests.gguf_files import build_case

@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from backend.engine.cache import ResultCache, cache_key, cached_extract, set_process_limit
-from backend.engine.corpus import corpus_from_text
 from backend.engine.extraction import ExtractionSettings
+from backend.engine.inputs.corpus import corpus_from_text
+from backend.engine.store.cache import ResultCache, cache_key, cached_extract, set_process_limit
 
 ROOT = Path(__file__).resolve().parents[3]
 MIB = 1024**2
@@ -119,7 +119,7 @@ def test_small_soak_evicts_oldest_and_recomputes_them(tmp_path, monkeypatch):
     """Six distinct corpora through a 4 MiB cache: the oldest go, the newest stay, the disk stays
     under the limit, and asking again for the first recomputes the same arrays."""
     import backend.engine.extraction
-    from backend.engine.models import load_model
+    from backend.engine.load.models import load_model
 
     set_process_limit(None)
     loaded = load_model("random:bert:layers=2,width=64,heads=2,seed=0", device="cpu")

@@ -38,7 +38,8 @@ def test_a_gated_repo_is_one_line_on_stderr(standin_hub, tiny_bert_dir, tmp_path
 def test_the_first_page_time_is_on_stderr_before_the_weights_download(
     standin_hub, tiny_bert_dir, tmp_path, capsys, monkeypatch
 ):
-    from backend.engine import hub, preflight, throughput
+    from backend.engine.budget import throughput
+    from backend.engine.load import hub, preflight
 
     standin_hub.add_folder("org/tiny-bert", tiny_bert_dir)
     parameters = sum(preflight.folder_census(tiny_bert_dir).values())

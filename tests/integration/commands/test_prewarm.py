@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from backend.cli import main
-from backend.engine.cache import ResultCache, cache_key
-from backend.engine.corpus import bundled_corpus
 from backend.engine.extraction import ExtractionSettings
-from backend.engine.models import load_model
+from backend.engine.inputs.corpus import bundled_corpus
+from backend.engine.load.models import load_model
+from backend.engine.store.cache import ResultCache, cache_key
 
 
 @pytest.mark.parametrize("fixture", ["tiny_bert_dir", "tiny_gpt2_dir"])

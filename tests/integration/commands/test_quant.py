@@ -96,9 +96,9 @@ def test_quant_json_and_act_scales(tiny_llama_dir, texts, tmp_path):
     # headline outlier dims of the extraction (first position left out on a decoder) of the
     # state each block reads
     from backend.analysis.geometry.outliers import outlier_dims_by_state
-    from backend.engine.corpus import load_corpus_file
     from backend.engine.extraction import ExtractionSettings, extract
-    from backend.engine.models import load_model
+    from backend.engine.inputs.corpus import load_corpus_file
+    from backend.engine.load.models import load_model
 
     model = load_model(str(tiny_llama_dir), device="cpu")
     settings = ExtractionSettings(max_length=16, batch_size=16, exclude_first=True)

@@ -28,7 +28,7 @@ def _plotly_once(page: str) -> None:
 
 
 def test_report_on_the_default_model(minilm, minilm_result, tmp_path):
-    from backend.engine.pairs import sts_sample
+    from backend.engine.inputs.pairs import sts_sample
 
     pairs = sts_sample()
     rep = build_report(
@@ -86,10 +86,10 @@ def test_report_cli_on_a_random_bert_equals_the_in_process_report(tmp_path):
     assert "random-init LayerNorm has gamma 1 and beta 0" in page
     assert "Left out: no sentence pairs given" in page
     # The app's download builds the same report from the same extraction: same bytes.
-    from backend.engine.cache import ResultCache, cached_extract
-    from backend.engine.corpus import load_corpus_file
     from backend.engine.extraction import ExtractionSettings
-    from backend.engine.models import load_model
+    from backend.engine.inputs.corpus import load_corpus_file
+    from backend.engine.load.models import load_model
+    from backend.engine.store.cache import ResultCache, cached_extract
 
     loaded = load_model(RANDOM_BERT, device="cpu")
     result = cached_extract(
@@ -107,9 +107,9 @@ def test_report_cli_on_a_random_bert_equals_the_in_process_report(tmp_path):
 
 
 def _decoder_report(source: str, n_texts: int = 40, max_length: int = 128):
-    from backend.engine.corpus import bundled_corpus, corpus_from_text
     from backend.engine.extraction import ExtractionSettings, extract
-    from backend.engine.models import load_model
+    from backend.engine.inputs.corpus import bundled_corpus, corpus_from_text
+    from backend.engine.load.models import load_model
 
     loaded = load_model(source, device="cpu")
     corpus = corpus_from_text("\n".join(bundled_corpus().texts[:n_texts]))

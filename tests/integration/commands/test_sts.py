@@ -12,7 +12,7 @@ import pytest
 
 from backend.analysis.geometry.similarity import top_mean_dims, word_vectors
 from backend.cli import main
-from backend.engine.pairs import STS_SAMPLE, WordSenseRows, read_pairs_csv
+from backend.engine.inputs.pairs import STS_SAMPLE, WordSenseRows, read_pairs_csv
 
 ROOT = Path(__file__).resolve().parents[3]
 STSB_CANDIDATES = [
@@ -43,9 +43,9 @@ def test_sts_cli_json_shape_and_auto_clip_dims(tmp_path, tiny_bert_dir):
     # auto = each state's headline outlier dims, detected on an extraction of the evaluated
     # sentences (what "auto" means on every page and in export), recomputed here
     from backend.analysis.geometry.outliers import auto_clip_dims
-    from backend.engine.corpus import Corpus
     from backend.engine.extraction import ExtractionSettings, extract
-    from backend.engine.models import load_model
+    from backend.engine.inputs.corpus import Corpus
+    from backend.engine.load.models import load_model
 
     pairs = read_pairs_csv(STS_SAMPLE)
     loaded = load_model(str(tiny_bert_dir), device="cpu")
@@ -66,7 +66,7 @@ def test_sts_cli_largest_mean_clips_the_two_largest_mean_pooled_dims(tmp_path, t
         "largest-mean",
     )
     from backend.engine.extraction import mean_pooled
-    from backend.engine.models import load_model
+    from backend.engine.load.models import load_model
 
     pairs = read_pairs_csv(STS_SAMPLE)
     loaded = load_model(str(tiny_bert_dir), device="cpu")

@@ -9,14 +9,14 @@ import pytest
 import torch
 
 from backend.analysis.geometry.outliers import outlier_dims, strongest_dims
-from backend.engine.cache import ResultCache, cache_key, cached_extract
-from backend.engine.corpus import Corpus
 from backend.engine.extraction import (
     ExtractionSettings,
     TokenTable,
     extract,
 )
-from backend.engine.models import load_model
+from backend.engine.inputs.corpus import Corpus
+from backend.engine.load.models import load_model
+from backend.engine.store.cache import ResultCache, cache_key, cached_extract
 from tests.extraction_checks import TEXTS
 from tests.extraction_checks import assert_same_result as _assert_same_result
 
@@ -89,7 +89,7 @@ def test_minilm_dimension_223_is_a_top_outlier_in_states_2_to_5(minilm_result):
 
 
 def _saved_tiny_gpt2(folder, dtype=torch.float32, max_shard_size=None):
-    from backend.engine.models import build_random_model, bundled_tokenizer
+    from backend.engine.load.models import build_random_model, bundled_tokenizer
 
     tokenizer = bundled_tokenizer()
     model = build_random_model(
@@ -132,7 +132,7 @@ def test_device_map_auto_on_one_device_and_the_placement_summary(tiny_gpt2_dir):
     from types import SimpleNamespace
 
     from backend.engine.errors import ModelLoadError
-    from backend.engine.models import _device_map_summary
+    from backend.engine.load.models import _device_map_summary
 
     loaded = load_model(str(tiny_gpt2_dir), device="cpu", device_map="auto")
     assert loaded.device.type == "cpu" and loaded.info.device_map is None  # all of it fits

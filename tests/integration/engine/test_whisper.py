@@ -13,8 +13,8 @@ import soundfile
 import torch
 
 from backend.engine.extraction import ExtractionSettings, extract
-from backend.engine.inputs import load_media_folder
-from backend.engine.models import load_model
+from backend.engine.inputs.media import load_media_folder
+from backend.engine.load.models import load_model
 from tests.media_models import WHISPER_WINDOW_SECONDS, audio_folder, save_whisper
 
 RATE = 16000
@@ -113,7 +113,7 @@ def test_other_rates_and_stereo_go_through_whisper(whisper, tmp_path):
 
 def test_a_random_init_copy_is_a_whisper_encoder_too(whisper, clips):
     """Godey et al.'s trained-vs-untrained contrast: the copy reads clips the same way."""
-    from backend.engine.models import random_like
+    from backend.engine.load.models import random_like
 
     copy = random_like(whisper)
     assert copy.layout == whisper.layout and copy.info.role == whisper.info.role

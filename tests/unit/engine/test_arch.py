@@ -246,7 +246,7 @@ def test_gemma_rmsnorm_reports_and_ablates_the_effective_gamma():
 
 
 def test_nope_models_report_no_position_kind():
-    from backend.engine.models import build_random_model
+    from backend.engine.load.models import build_random_model
 
     model = build_random_model("gpt2-nope", {"layers": 1, "width": 32, "heads": 2}, V)
     arch = architecture(model)

@@ -20,9 +20,9 @@ ROOT = Path(__file__).resolve().parents[3]
 # json.dumps that is no user-facing JSON text: cache keys and cache metadata (read back by isoscope,
 # NaN kept on purpose), Ray rows, the model fingerprint.
 INTERNAL = {
-    "backend/engine/cache.py",
-    "backend/engine/checkpoints.py",
-    "backend/engine/ray_engine.py",
+    "backend/engine/store/cache.py",
+    "backend/engine/load/checkpoints.py",
+    "backend/engine/extraction/ray_engine.py",
     "backend/analysis/compare/storage.py",
     "backend/analysis/compare/comparison.py",
     "backend/engine/jsonio.py",
@@ -60,8 +60,8 @@ def test_only_strict_json_writes_json_for_users():
 
 
 def test_a_saved_analysis_with_nan_is_strict_json(tmp_path):
-    from backend.engine.saved import save_analysis
-    from tests.unit.engine.test_saved import synthetic_result
+    from backend.engine.store.saved import save_analysis
+    from tests.unit.engine.store.test_saved import synthetic_result
 
     result = replace(synthetic_result(), seconds=float("nan"), extra={"x": float("inf")})
     path = save_analysis(result, tmp_path / "a.isoscope")

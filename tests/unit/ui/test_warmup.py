@@ -27,7 +27,7 @@ def test_fraction_grows_with_time_and_stops_at_95_percent():
 
 def test_a_failing_warmup_is_recorded_and_marks_done(monkeypatch):
     import backend.engine.environment as environment
-    import backend.engine.stats as stats
+    import backend.engine.extraction.stats as stats
 
     class Broken:
         def compile(self):

@@ -14,10 +14,14 @@ from backend.analysis.positional.params import PROBE_ITER, TEST_FRACTION
 from backend.analysis.positional.table import (
     ProbeSettings,
 )
+from backend.engine.arch.layout import (
+    PatchPositionTable,
+    patch_position_table,
+    position_scheme_note,
+)
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult
-from backend.engine.layout import PatchPositionTable, patch_position_table, position_scheme_note
-from backend.engine.models import LoadedModel
+from backend.engine.load.models import LoadedModel
 from backend.engine.params import SEED
 from backend.plots import positional as plots
 from ui.cached import cached, heavy

@@ -8,10 +8,10 @@ import streamlit as st
 
 from backend.analysis.positional.params import QK_MAX_LENGTH
 from backend.analysis.positional.qk import METRICS, ROTATIONS, QKStats, qk_stats
-from backend.engine import models as engine_models
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult
-from backend.engine.models import LoadedModel
+from backend.engine.load import models as engine_models
+from backend.engine.load.models import LoadedModel
 from backend.plots import positional as plots
 from ui.cached import cached, heavy
 from ui.charts import chart_with_downloads

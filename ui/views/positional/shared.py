@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from backend.engine.extraction import ExtractionResult
-from backend.engine.models import LoadedModel
+from backend.engine.load.models import LoadedModel
 from ui.common import load_or_stop
 from ui.inputs import applies_to_text
 from ui.results import outlier_dims_by_state

@@ -16,7 +16,7 @@ from backend.analysis.positional.table import (
     position_offset,
 )
 from backend.engine.extraction import ExtractionResult
-from backend.engine.models import LoadedModel, position_table
+from backend.engine.load.models import LoadedModel, position_table
 from backend.plots import positional as plots
 from ui.cached import cached
 from ui.charts import chart_with_downloads

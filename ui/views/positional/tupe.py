@@ -18,7 +18,7 @@ from backend.analysis.positional.tupe import (
 )
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult
-from backend.engine.models import LoadedModel
+from backend.engine.load.models import LoadedModel
 from backend.plots import positional as plots
 from ui.cached import cached, heavy
 from ui.common import download_buttons, explainer

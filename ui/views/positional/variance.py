@@ -20,7 +20,7 @@ from backend.analysis.positional.params import (
 from backend.analysis.positional.summaries import variance_slope_table
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult
-from backend.engine.models import LoadedModel
+from backend.engine.load.models import LoadedModel
 from backend.plots import positional as plots
 from ui.cached import heavy
 from ui.charts import chart_with_downloads

@@ -10,11 +10,11 @@ import numpy as np
 import torch
 
 from backend.analysis.geometry.isotropy import cosine_rows
-from backend.engine.batching import plan_batches
+from backend.engine.budget.batching import plan_batches
 from backend.engine.device import to_numpy
 from backend.engine.extraction import TokenizedCorpus, pad_rows, residual_states
 from backend.engine.extraction.media import MediaTokens, media_forward
-from backend.engine.models import LoadedModel
+from backend.engine.load.models import LoadedModel
 
 
 def padded(rows: Sequence[np.ndarray], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -10,7 +10,7 @@ import torch
 
 from backend.engine.errors import InputError
 from backend.engine.extraction import TokenizedCorpus
-from backend.engine.models import LoadedModel
+from backend.engine.load.models import LoadedModel
 
 MASK_RATE = 0.15
 

@@ -36,15 +36,15 @@ from backend.analysis.layernorm.ablation.surgery import (
 )
 from backend.analysis.layernorm.params import NormSite, norms_of, select_norms
 from backend.analysis.layernorm.thresholds import RANDOM_CONTROLS
+from backend.engine.budget.progress import Progress, counter
 from backend.engine.device import to_numpy
 from backend.engine.errors import InputError
 from backend.engine.extraction import TokenizedCorpus, pad_token_id, tokenize
 from backend.engine.extraction.media import MediaTokens, is_media, prepare_media
-from backend.engine.models import LoadedModel
+from backend.engine.extraction.pooling import masked_mean
+from backend.engine.load.models import LoadedModel
 from backend.engine.naming import hidden_state_names
 from backend.engine.params import BATCH_SIZE, MAX_LENGTH
-from backend.engine.pooling import masked_mean
-from backend.engine.progress import Progress, counter
 
 
 @dataclass(frozen=True)
@@ -237,7 +237,7 @@ def run_ablation(
     ``mlm`` computes the masked-token loss when the model has an MLM head. ``in_place=True`` skips
     the private copy (for a process that owns the model, like the CLI).
 
-    ``items`` are texts, or images or clips (:class:`backend.engine.inputs.MediaItem`): for media no LM loss
+    ``items`` are texts, or images or clips (:class:`backend.engine.inputs.media.MediaItem`): for media no LM loss
     and no sentence pair, so the end metric is the final-state cosine (``embedding_cosine`` at the
     last state: the mean cosine between the unablated and ablated mean-pooled final state).
     """

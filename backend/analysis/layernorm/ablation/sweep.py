@@ -30,13 +30,13 @@ from backend.analysis.layernorm.ablation.surgery import (
     private_copy,
 )
 from backend.analysis.layernorm.params import NormSite, norms_of, select_norms
+from backend.engine.budget.progress import Progress
 from backend.engine.errors import InputError
 from backend.engine.extraction import TokenizedCorpus, pad_token_id, tokenize
 from backend.engine.extraction.media import MediaTokens, is_media, prepare_media
-from backend.engine.models import LoadedModel
+from backend.engine.extraction.pooling import masked_mean
+from backend.engine.load.models import LoadedModel
 from backend.engine.naming import hidden_state_names
-from backend.engine.pooling import masked_mean
-from backend.engine.progress import Progress
 
 
 @dataclass(frozen=True)

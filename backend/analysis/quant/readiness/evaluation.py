@@ -25,13 +25,13 @@ from backend.analysis.quant.params import ALPHA_GRID, KEEP_K, SMOOTHQUANT_ALPHA,
 from backend.analysis.quant.readiness.scan import QuantScan, last_state
 from backend.analysis.quant.schemes import SCHEMES, quant_per_row, relative_error, transforms
 from backend.analysis.quant.sites import weight_matrix
+from backend.engine.arch.hooks import forward_hooks
+from backend.engine.budget.progress import Progress, report
 from backend.engine.device import to_numpy
 from backend.engine.errors import InputError
-from backend.engine.hooks import forward_hooks
-from backend.engine.progress import Progress, report
 
 if TYPE_CHECKING:
-    from backend.engine.pairs import SentencePairs
+    from backend.engine.inputs.pairs import SentencePairs
 
 
 def output_embeddings(loaded) -> torch.Tensor | None:

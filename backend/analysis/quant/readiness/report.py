@@ -22,10 +22,10 @@ from backend.analysis.quant.readiness.evaluation import alpha_sweep, best_alpha,
 from backend.analysis.quant.readiness.scan import QuantScan, scan_sites
 from backend.analysis.quant.schemes import SCHEME_LABELS, SCHEMES
 from backend.analysis.quant.sites import ROLE_LABELS
-from backend.engine.progress import Progress, report
+from backend.engine.budget.progress import Progress, report
 
 if TYPE_CHECKING:
-    from backend.engine.pairs import SentencePairs
+    from backend.engine.inputs.pairs import SentencePairs
 
 
 MIN_BOOTSTRAP_TEXTS = 8  # below this, resampling texts gives too few distinct means to trust

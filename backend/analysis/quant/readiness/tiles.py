@@ -14,11 +14,11 @@ from backend.analysis.quant.params import QUANT_BATCH_SIZE, QUANT_MAX_LENGTH
 from backend.analysis.quant.readiness.evaluation import run_model
 from backend.analysis.quant.readiness.scan import padded, select_rows
 from backend.analysis.quant.sites import Site
+from backend.engine.arch.hooks import forward_hooks
+from backend.engine.budget.progress import Progress, report
 from backend.engine.device import to_numpy
 from backend.engine.errors import UnsupportedModelError
 from backend.engine.extraction import pad_token_id, tokenize
-from backend.engine.hooks import forward_hooks
-from backend.engine.progress import Progress, report
 
 
 @dataclass(frozen=True)

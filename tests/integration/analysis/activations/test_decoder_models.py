@@ -8,7 +8,7 @@ import torch
 
 from backend.analysis.activations.massive import scan_decoder, text_magnitudes
 from backend.engine.extraction import tokenize
-from backend.engine.models import load_model
+from backend.engine.load.models import load_model
 
 TEXTS = [
     "The cat sat on the mat.",
@@ -122,9 +122,9 @@ def test_random_like_copy_of_a_llama_loads(tiny_llama_dir):
 
 def test_first_position_contrast_on_a_planted_first_token(llama):
     from backend.analysis.activations.massive import first_position_contrast
-    from backend.engine.corpus import corpus_from_text
     from backend.engine.errors import InputError
     from backend.engine.extraction import ExtractionSettings, extract
+    from backend.engine.inputs.corpus import corpus_from_text
 
     first_id = int(tokenize(llama, TEXTS, 32).input_ids[0][0])
     with torch.no_grad():

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from backend.cli import main
-from backend.engine.models import load_model
+from backend.engine.load.models import load_model
 
 TEXTS = [
     "The cat sat on the mat.",
@@ -25,7 +25,7 @@ TEXTS = [
 def _save(folder, plant=None):
     from transformers import AutoModel, Gemma3TextConfig
 
-    from backend.engine.models import bundled_tokenizer
+    from backend.engine.load.models import bundled_tokenizer
 
     tokenizer = bundled_tokenizer()
     config = Gemma3TextConfig(
@@ -59,7 +59,7 @@ def _off_scale_norm(model):
 
 def _massive_tokens(model):
     """Massive activations on several tokens' embeddings (and so on every state's residual)."""
-    from backend.engine.models import bundled_tokenizer
+    from backend.engine.load.models import bundled_tokenizer
 
     tok = bundled_tokenizer()
     emb = model.embed_tokens.weight
@@ -87,8 +87,8 @@ def _cli(*args: str) -> int:
 
 
 def test_1_a_gemma3_checkpoint_is_read_as_a_decoder(gemma3_dir, texts_file, tmp_path):
-    from backend.engine.corpus import corpus_from_text
     from backend.engine.extraction import ExtractionSettings, extract
+    from backend.engine.inputs.corpus import corpus_from_text
     from backend.plots.overview import model_card_rows
     from backend.share.report import ReportSettings, build_report
 

@@ -11,8 +11,8 @@ import torch
 from backend.analysis.activations.highnorm import scan_images
 from backend.engine.errors import InputError
 from backend.engine.extraction.media import media_forward, model_view, prepare_media
-from backend.engine.inputs import load_media_folder
-from backend.engine.models import load_model
+from backend.engine.inputs.media import load_media_folder
+from backend.engine.load.models import load_model
 from tests.media_models import image_folder, save_image_model
 
 

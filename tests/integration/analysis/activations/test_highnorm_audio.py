@@ -12,8 +12,8 @@ import torch
 
 from backend.analysis.activations.highnorm import scan_audio
 from backend.engine.errors import InputError
-from backend.engine.inputs import load_media_folder
-from backend.engine.models import load_model
+from backend.engine.inputs.media import load_media_folder
+from backend.engine.load.models import load_model
 from tests.media_models import AUDIO_CONV, audio_folder, save_audio_model, save_whisper
 
 SECONDS = (0.5, 0.31, 1.0)

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from backend.analysis.activations.massive import scan_decoder
-from backend.engine.gguf import SMOLLM2_SOURCE, bundled_gguf_path, converted_folder
-from backend.engine.models import load_model
+from backend.engine.load.gguf import SMOLLM2_SOURCE, bundled_gguf_path, converted_folder
+from backend.engine.load.models import load_model
 
 TEXTS = [
     "Summer is warm. Winter is cold.",
@@ -44,7 +44,7 @@ def test_converted_once_into_a_safetensors_folder_in_the_cache(smollm2, _isolate
 
 
 def test_second_load_reuses_the_conversion(smollm2, monkeypatch):
-    import backend.engine.gguf as gguf
+    import backend.engine.load.gguf as gguf
 
     def refuse(*args, **kwargs):
         raise AssertionError("converted twice")

@@ -12,9 +12,9 @@ import pytest
 from backend.analysis.compare.comparison import compare, comparison_report
 from backend.engine.errors import InputError
 from backend.engine.extraction import ExtractionSettings, extract
-from backend.engine.inputs import load_media_folder
-from backend.engine.models import load_model
-from backend.engine.pairs import sts_sample
+from backend.engine.inputs.media import load_media_folder
+from backend.engine.inputs.pairs import sts_sample
+from backend.engine.load.models import load_model
 from tests.clirun import run_backend
 from tests.media_models import audio_folder, image_folder, save_audio_model, save_image_model
 
@@ -106,7 +106,7 @@ def test_a_checkpoint_trajectory_on_images(media, tmp_path):
     import shutil
 
     from backend.analysis.compare.trajectory import resolve_checkpoints, run_trajectory
-    from backend.engine.cache import ResultCache
+    from backend.engine.store.cache import ResultCache
 
     run = tmp_path / "run"
     for step in (10, 20):

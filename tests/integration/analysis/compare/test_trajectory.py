@@ -20,10 +20,10 @@ from backend.analysis.compare.trajectory import (
     resolve_checkpoints,
     run_trajectory,
 )
-from backend.engine.cache import ResultCache
-from backend.engine.corpus import bundled_corpus, corpus_from_text
 from backend.engine.errors import InputError
 from backend.engine.extraction import ExtractionSettings
+from backend.engine.inputs.corpus import bundled_corpus, corpus_from_text
+from backend.engine.store.cache import ResultCache
 from tests.clirun import run_backend
 
 ROOT = Path(__file__).resolve().parents[4]

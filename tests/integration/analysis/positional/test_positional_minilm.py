@@ -17,7 +17,7 @@ from backend.analysis.positional.table import (
     probe_result,
 )
 from backend.engine.errors import UnsupportedModelError
-from backend.engine.models import load_model
+from backend.engine.load.models import load_model
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from backend.analysis.positional.qk import qk_stats
-from backend.engine.models import load_model
+from backend.engine.load.models import load_model
 from tests.tiny_decoders import save_tiny_decoder
 
 TEXTS = ["the cat sat on the mat today", "a dog", "one more text that is longer than the others"]

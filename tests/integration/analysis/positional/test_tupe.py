@@ -14,7 +14,7 @@ from backend.analysis.positional.tupe import (
     tupe_summary,
 )
 from backend.engine.errors import UnsupportedModelError
-from backend.engine.models import load_model
+from backend.engine.load.models import load_model
 
 TEXTS = (
     "The cat sat on the mat.",

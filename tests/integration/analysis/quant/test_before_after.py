@@ -10,7 +10,7 @@ import pytest
 
 from backend.analysis.quant.before_after import before_after, channel_profile
 from backend.analysis.quant.readiness import scan_sites
-from backend.engine.models import load_model
+from backend.engine.load.models import load_model
 from tests.quant_checks import TEXTS, no_hooks
 
 

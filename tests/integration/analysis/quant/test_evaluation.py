@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from backend.analysis.quant.readiness import analyse, quantized_state, scan_sites
-from backend.engine.models import load_model
+from backend.engine.load.models import load_model
 from tests.quant_checks import TEXTS, no_hooks, snapshot
 
 
@@ -24,7 +24,7 @@ def test_weights_restored_when_the_forward_fails(tiny_tied_llama_dir):
 
 def test_pairs_are_refused_for_a_decoder(tiny_llama_dir):
     from backend.engine.errors import InputError
-    from backend.engine.pairs import sts_sample
+    from backend.engine.inputs.pairs import sts_sample
 
     loaded = load_model(str(tiny_llama_dir), device="cpu")
     with pytest.raises(InputError, match="decoder"):

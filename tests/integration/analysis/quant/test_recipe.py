@@ -13,7 +13,7 @@ from backend.analysis.quant.readiness import analyse
 from backend.analysis.quant.recipe import build_recipe, predict, site_schemes
 from backend.analysis.quant.sites import public_names
 from backend.engine.arch import wiring
-from backend.engine.models import load_model
+from backend.engine.load.models import load_model
 from tests import zoo
 from tests.quant_checks import TEXTS, no_hooks, snapshot
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from backend.analysis.quant.readiness import scan_sites
-from backend.engine.models import load_model
+from backend.engine.load.models import load_model
 from tests.quant_checks import TEXTS, no_hooks
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from backend.analysis.quant.sites import discover_sites
 from backend.engine.arch import is_norm
-from backend.engine.models import load_model
+from backend.engine.load.models import load_model
 
 
 def _roles(site_map, layer: int) -> list[tuple[str, tuple[str, ...]]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from backend.analysis.quant.readiness import scan_sites, site_magnitudes
-from backend.engine.models import load_model
+from backend.engine.load.models import load_model
 from tests.quant_checks import TEXTS, no_hooks
 
 

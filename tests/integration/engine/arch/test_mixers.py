@@ -108,7 +108,7 @@ FIRST_ZOO = ("llama", "gpt2", "bloom", "mpt", "bert", "deberta-v2", "mpnet", "t5
 
 @pytest.mark.parametrize("family", FIRST_ZOO)
 def test_first_zoo_is_attention_everywhere(family, tmp_path):
-    from backend.engine.models import load_model
+    from backend.engine.load.models import load_model
 
     loaded = load_model(str(zoo.build(family, tmp_path / family)), device="cpu")
     pattern = layer_pattern(loaded)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from backend.engine.corpus import Corpus
-from backend.engine.models import load_model
+from backend.engine.inputs.corpus import Corpus
+from backend.engine.load.models import load_model
 from tests.extraction_checks import TEXTS
 
 

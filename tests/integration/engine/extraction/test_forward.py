@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 import torch
 
-from backend.engine.corpus import Corpus
 from backend.engine.errors import InputError
 from backend.engine.extraction import (
     ExtractionSettings,
     encode_text,
     extract,
 )
-from backend.engine.models import load_model
+from backend.engine.inputs.corpus import Corpus
+from backend.engine.load.models import load_model
 from tests.extraction_checks import TEXTS
 from tests.extraction_checks import assert_same_result as _assert_same_result
 from tests.extraction_checks import direct as _direct
@@ -192,7 +192,7 @@ def test_plan_batches_are_the_batches_extraction_runs(
 ):
     """The Ray driver plans chunks with plan_batches; they must be the batches a local run forms."""
     import backend.engine.extraction.forward as ex
-    from backend.engine.batching import plan_batches
+    from backend.engine.budget.batching import plan_batches
     from backend.engine.extraction.tokenization import tokenize
 
     seen: list[list[int]] = []

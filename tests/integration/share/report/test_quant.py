@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from backend.analysis.quant import readiness
-from backend.engine.corpus import corpus_from_text
 from backend.engine.extraction import ExtractionSettings, extract
-from backend.engine.models import load_model
+from backend.engine.inputs.corpus import corpus_from_text
+from backend.engine.load.models import load_model
 from backend.share.report import SECTIONS, ReportSettings, build_report
 
 TEXTS = "\n".join(

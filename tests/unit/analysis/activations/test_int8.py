@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from backend.analysis.activations.int8 import Int8Accumulator, int8_from_counts
-from backend.engine.hooks import forward_hooks
+from backend.engine.arch.hooks import forward_hooks
 
 
 def test_rule_needs_six_percent_of_tokens_at_a_quarter_of_the_sites():

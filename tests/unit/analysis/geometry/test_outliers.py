@@ -23,7 +23,7 @@ from backend.analysis.geometry.outliers import (
     variance_outliers,
     zscore_outliers,
 )
-from backend.engine.stats import RunningStats
+from backend.engine.extraction.stats import RunningStats
 from backend.plots import outliers as plots
 
 

@@ -15,7 +15,7 @@ from backend.analysis.layernorm.params import (
     select_norms,
 )
 from backend.engine.errors import InputError, UnsupportedModelError
-from backend.engine.models import build_random_model
+from backend.engine.load.models import build_random_model
 
 VOCAB = 100
 

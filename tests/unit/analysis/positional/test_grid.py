@@ -8,9 +8,9 @@ import pytest
 
 from backend.analysis.positional.grid import grid_probe, patch_cosines, patch_grid_coordinates
 from backend.analysis.positional.table import ProbeSettings
+from backend.engine.arch.layout import PatchPositionTable
 from backend.engine.errors import InputError
 from backend.engine.extraction import TokenTable
-from backend.engine.layout import PatchPositionTable
 from backend.plots.positional import (
     grid_probe_lines,
     patch_similarity_map,

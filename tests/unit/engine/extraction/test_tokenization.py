@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from backend.engine.batching import batch_count, length_order, plan_batches
+from backend.engine.budget.batching import batch_count, length_order, plan_batches
 from backend.engine.extraction.tokenization import TokenizedCorpus, is_punct
 
 

@@ -10,7 +10,7 @@ import torch
 from backend.analysis.layernorm.ablation import ablated, mask_tokens, run_ablation
 from backend.analysis.layernorm.params import ln_outliers, norms_of
 from backend.engine.extraction import tokenize
-from backend.engine.models import load_model
+from backend.engine.load.models import load_model
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +74,7 @@ def test_minilm_outlier_dims_move_embeddings_more_than_random_dims(minilm, bundl
 def test_sts_spearman_matches_direct_computation(tiny_bert_dir):
     from backend.analysis.geometry.similarity import cosine_rows, spearman100
     from backend.engine.extraction import mean_pooled
-    from backend.engine.pairs import sts_sample
+    from backend.engine.inputs.pairs import sts_sample
 
     loaded = load_model(str(tiny_bert_dir), device="cpu")
     pairs = sts_sample()
