@@ -8,12 +8,12 @@ import streamlit as st
 
 from backend.engine.errors import IsoscopeError
 from backend.engine.store.saved import ModelUnavailableError
-from ui.access import passphrase_gate
-from ui.common import note_page_visit
-from ui.failure import show_unexpected
-from ui.links import apply_link, show_link_notice, sync_link
-from ui.sidebar import sidebar
-from ui.warmup import start_umap_warmup
+from ui.frame.failure import show_unexpected
+from ui.frame.selection import note_page_visit
+from ui.frame.sidebar import sidebar
+from ui.server.access import passphrase_gate
+from ui.server.warmup import start_umap_warmup
+from ui.sharing.links import apply_link, show_link_notice, sync_link
 
 HERE = Path(__file__).resolve().parent
 

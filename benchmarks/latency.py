@@ -34,7 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from ui.charts import CHARTS_DRAWN_JS  # noqa: E402
+from ui.widgets.charts import CHARTS_DRAWN_JS  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
@@ -46,7 +46,7 @@ TARGETS = {"control_median_s": 0.5, "control_worst_s": 1.0, "page_switch_s": 1.0
 # Records script-state transitions and DOM mutations with performance.now() timestamps.
 INIT_SCRIPT = """
 if (window !== window.top) {
-  // A live chart's frame (ui/charts.py): its DOM changes count as the app's.
+  // A live chart's frame (ui/widgets/charts.py): its DOM changes count as the app's.
   const mark = () => { try { window.top.__iso.lastMutation = window.top.performance.now(); } catch (e) {} };
   document.addEventListener('DOMContentLoaded', () => {
     new MutationObserver(mark).observe(document.documentElement,
@@ -78,7 +78,7 @@ watch();
 """
 
 # Done when: a "running" state after t0, then "notRunning", every chart is drawn (Streamlit's and
-# live charts, ui/charts.py), no stale element, and no DOM change (frames included) for QUIET_MS.
+# live charts, ui/widgets/charts.py), no stale element, and no DOM change (frames included) for QUIET_MS.
 # Returns the time of the last change, or null.
 DONE_JS = """
 ([t0, quietMs]) => {

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui.common import load_or_stop, show_notices
+from ui.frame.page import load_or_stop, show_notices
 from ui.views import compare as view
 
 st.title("Compare")

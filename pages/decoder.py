@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui.common import model_and_corpus_or_stop
+from ui.frame.page import model_and_corpus_or_stop
 from ui.views import decoder as view
 from ui.views.highnorm import media_massive_view
 

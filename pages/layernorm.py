@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui.common import load_or_stop
+from ui.frame.page import load_or_stop
 from ui.views import layernorm as view
 
 st.title("LayerNorm outlier parameters and ablation")

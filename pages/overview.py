@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui.common import load_or_stop
-from ui.share import findings_panel
+from ui.frame.page import load_or_stop
+from ui.sharing.exports import findings_panel
 from ui.views import overview as view
 
 st.title("Overview")

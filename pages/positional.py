@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui.common import load_or_stop
-from ui.tabs import lazy_tabs
+from ui.frame.page import load_or_stop
+from ui.frame.tabs import lazy_tabs
 from ui.views.positional import TAB_VIEWS, TABS
 
 st.title("Positional information")

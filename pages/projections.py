@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui.atlas import every_token_view
-from ui.common import load_or_stop, show_notices
-from ui.ranges import PROJ_ALL_TOKENS
+from ui.frame.page import load_or_stop, show_notices
+from ui.server.warmup import start_umap_warmup
 from ui.views import projections as view
-from ui.warmup import start_umap_warmup
+from ui.widgets.atlas import every_token_view
+from ui.widgets.ranges import PROJ_ALL_TOKENS
 
 st.title("Clipping & projections")
 warmup = start_umap_warmup()  # once per process, in the background: UMAP's first fit compiles

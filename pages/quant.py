@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui.common import model_and_corpus_or_stop
+from ui.frame.page import model_and_corpus_or_stop
 from ui.views import quant as view
 
 st.title("Quantization readiness")

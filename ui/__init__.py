@@ -6,13 +6,14 @@
   page's own cached calls. A page too long for one module is a package ``ui/views/<page>/``
   instead, one module per tab plus one for what its tabs share. A view is used by its page
   only, and imports no other page's view (a module of a page package imports its siblings).
-- ``ui/`` (this package, outside ``views``) holds only what every page shares: the frame's
-  sidebar and session (``common``, ``sidebar``, ``session``, ``saved``), the server and its access
-  rules (``server``, ``access``, ``prewarm``, ``warmup``), links and widget ranges (``links``,
-  ``ranges``, ``controls``, ``tabs``, ``charts``, ``inputs``), downloads and sharing (``share``,
-  ``cache_panel``), the one cache idiom (``cached``, which defines nothing else) and the cached
-  analyses that several pages share (``results``).
-- Every cached call goes through that idiom: ``@cached`` / ``@heavy`` of :mod:`ui.cached`, whose
+- ``ui/`` (this package, outside ``views``) holds only what every page shares, grouped by job:
+  ``frame`` (the sidebar and its selection, the session's slots, tabs, the cache panel, the
+  page's error frame), ``work`` (the one cache idiom ``cached``, which defines nothing else; the
+  models, corpora and extractions every session shares; the fair queue; the cached analyses
+  several pages share in ``results``), ``widgets`` (controls, the ranges a widget and a link
+  accept, live charts, the token atlas), ``sharing`` (downloads, exports, links, saved
+  analyses) and ``server`` (the process's start-up, its access rules, warm-ups).
+- Every cached call goes through that idiom: ``@cached`` / ``@heavy`` of :mod:`ui.work.cached`, whose
   arguments are the key. A page or view never builds a memo key by hand and never runs a
   ``backend.analysis`` / ``backend.share`` function outside such a function.
 

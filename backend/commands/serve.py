@@ -5,9 +5,10 @@ Listens on localhost unless ``--address`` says otherwise. The server settings in
 whatever folder the command is started from; ``--address`` and ``--port`` override theirs.
 
 For a class: ``--prewarm`` (on by default, the default model) computes what the Overview shows
-in a low-priority background thread of the server process while it starts (:mod:`ui.prewarm`); ``--shared`` (on by
-default whenever the address is not a loopback one, see :mod:`backend.engine.serve.access`) locks the
-server down for visitors; ``--workers`` bounds the heavy analyses that run at once.
+in a low-priority background thread of the server process while it starts
+(:mod:`ui.server.prewarm`); ``--shared`` (on by default whenever the address is not a loopback
+one, see :mod:`backend.engine.serve.access`) locks the server down for visitors; ``--workers``
+bounds the heavy analyses that run at once.
 """
 
 from __future__ import annotations
@@ -136,8 +137,8 @@ def run(args: argparse.Namespace) -> int:
     sys.stderr.write(f"isoscope: serving on http://{args.address}:{args.port} ({mode})\n")
     sys.stderr.flush()
     # Streamlit in this process, so the prewarm thread fills the caches the sessions will use
-    # (ui.server: the backend itself never imports streamlit).
-    from ui.server import run_server
+    # (ui.server.process: the backend itself never imports streamlit).
+    from ui.server.process import run_server
 
     run_server(str(app_dir() / "app.py"), flag_options(args.address, args.port), models)
     return 0

@@ -2,7 +2,7 @@
 citation (scikit-learn's ``_param_validation``: ``Interval`` / ``StrOptions`` state a range in one
 place). The settings dataclasses take their defaults and checks from a declaration, the commands
 their ``argparse`` options (:meth:`Interval.add_argument`), and the dashboard its widgets and the
-values a link may carry (``ui/ranges.py``), so a default, a slider and an error message cannot
+values a link may carry (``ui/widgets/ranges.py``), so a default, a slider and an error message cannot
 drift apart.
 
 Declarations of one analysis live beside it (the outlier thresholds in

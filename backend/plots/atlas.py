@@ -1,5 +1,5 @@
 """The points of a corpus-scale before/after projection as one compact binary, drawn
-by the WebGL scatter ``ui/frontend/atlas.html``.
+by the WebGL scatter ``ui/widgets/frontend/atlas.html``.
 
 A million points do not fit through Streamlit's websocket (embedding-atlas #50 fails at about
 270k rows) and a Plotly figure of them is hundreds of MB of JSON. :func:`encode_points` packs

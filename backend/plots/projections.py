@@ -3,7 +3,7 @@
 WebGL scatter (``Scattergl``) so tens of thousands of points stay smooth. Both panels show the
 same points with the same colours; a categorical legend entry toggles the category in both.
 Image analyses can carry a small thumbnail per patch point (:func:`patch_thumbnails`), shown on
-hover by the live chart (ui/frontend/live_chart.html): the images travel once, in
+hover by the live chart (ui/widgets/frontend/live_chart.html): the images travel once, in
 ``layout.meta.thumbnails``, and each trace maps its point indices to them in
 ``meta.thumbnail_of``.
 """

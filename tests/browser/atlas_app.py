@@ -52,7 +52,7 @@ def synthetic_points(n: int, seed: int = 0) -> bytes:
 def main() -> None:
     import streamlit as st
 
-    from ui.atlas import atlas_chart
+    from ui.widgets.atlas import atlas_chart
 
     st.title("Atlas")
     payload_file = os.environ.get("ISOSCOPE_ATLAS_PAYLOAD")

@@ -15,7 +15,7 @@ import pytest
 
 from tests.browser.atlas_app import NEEDLE
 from tests.browser.test_smoke import CHROMIUM, CHROMIUM_ARGS, SERVER_START_S, _free_port
-from ui.atlas import FRAME_SELECTOR
+from ui.widgets.atlas import FRAME_SELECTOR
 
 pytestmark = pytest.mark.browser
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from ui.charts import CHARTS_DRAWN_JS, FRAME_SELECTOR
+from ui.widgets.charts import CHARTS_DRAWN_JS, FRAME_SELECTOR
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
@@ -250,7 +250,9 @@ def test_page_renders_without_exception(browser, server, stem, title, tmp_path):
         if stem == "tour":
             assert page.get_by_text("Step 1 of 5").count() >= 1
             assert page.get_by_role("button", name="Next").count() == 1
-            assert "page=tour" in page.url, page.url  # the URL reopens this view (ui/links.py)
+            assert "page=tour" in page.url, (
+                page.url
+            )  # the URL reopens this view (ui/sharing/links.py)
         _screenshot(page, stem, tmp_path)
     finally:
         page.close()
@@ -258,7 +260,7 @@ def test_page_renders_without_exception(browser, server, stem, title, tmp_path):
 
 def test_chart_updates_in_place(browser, server):
     """A control change reaches the mounted chart (Plotly.react in the same frame), not a new chart
-    drawn from scratch: the frame counts the figures it drew (ui/charts.py)."""
+    drawn from scratch: the frame counts the figures it drew (ui/widgets/charts.py)."""
     page = _open(browser, server, "projections")
     try:
         body = page.frame_locator(FRAME_SELECTOR).first.locator("body")
@@ -301,7 +303,7 @@ def test_shared_mode_overview_renders_without_the_operators_controls(browser, sh
 
 
 def test_an_image_analysis_opens_from_a_link(browser, server, tmp_path):
-    """A link to a small random ViT on the bundled demo images (ui/links.py): the Overview runs
+    """A link to a small random ViT on the bundled demo images (ui/sharing/links.py): the Overview runs
     the image analysis and draws without an exception; the corpus is the demo set, the model a
     ViT."""
     query = "?page=overview&model=random:vit:layers%3D2,width%3D32,heads%3D2&corpus=images"

@@ -42,7 +42,7 @@ def test_wheel_holds_the_packages_the_app_and_the_command(wheel):
     for required in (
         "backend/cli.py",
         "backend/engine/load/models.py",
-        "ui/common.py",
+        "ui/work/extraction.py",
         "ui/views/overview.py",
         "isoscope_app/app.py",
         "isoscope_app/pages/overview.py",

@@ -118,8 +118,8 @@ def test_no_import_cycles():
 def test_the_layer_rule_catches_an_upward_import():
     """The check itself can fail: a planted engine -> share import is reported."""
     assert layer("backend.engine.load.models") < layer("backend.share.report")
-    assert layer("pages.outliers") > layer("ui.common") == layer("backend.commands.analyze")
-    assert layer("pages.outliers") > layer("ui.views.outliers") > layer("ui.common")
+    assert layer("pages.outliers") > layer("ui.frame.page") == layer("backend.commands.analyze")
+    assert layer("pages.outliers") > layer("ui.views.outliers") > layer("ui.frame.page")
 
 
 # Inside the engine each subpackage names a job. A module imports its own job, the vocabulary every
@@ -216,9 +216,9 @@ def test_the_view_rule_lets_a_page_package_import_its_siblings_only():
 
 # ----------------------------------------------------------------------------- the idiom module
 
-IDIOM_MODULE = ROOT / "ui" / "cached.py"
-# What ui/cached.py may define: the two decorators, their key rules and their type variables.
-# Cached functions live in their view or, shared by several pages, in ui/results.py.
+IDIOM_MODULE = ROOT / "ui" / "work" / "cached.py"
+# What ui/work/cached.py may define: the two decorators, their key rules and their type variables.
+# Cached functions live in their view or, shared by several pages, in ui/work/results.py.
 IDIOM_NAMES = {"cached", "heavy", "_key_of", "_arguments_key", "P", "R"}
 IDIOM_DECORATORS = {"cached", "heavy"}
 
@@ -238,7 +238,7 @@ def idiom_module_extras(source: str) -> list[str]:
 
 def test_the_idiom_module_defines_only_the_idiom():
     extras = idiom_module_extras(IDIOM_MODULE.read_text())
-    assert extras == [], f"ui/cached.py defines more than the cache idiom: {extras}"
+    assert extras == [], f"ui/work/cached.py defines more than the cache idiom: {extras}"
 
 
 def test_the_idiom_rule_catches_a_page_function():
@@ -252,19 +252,19 @@ def _names_imported_from_the_idiom_module() -> set[str]:
     names = set()
     for path in MODULES.values():
         for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-            if isinstance(node, ast.ImportFrom) and node.module == "ui.cached":
+            if isinstance(node, ast.ImportFrom) and node.module == "ui.work.cached":
                 names.update(alias.name for alias in node.names)
     return names - IDIOM_DECORATORS
 
 
 def test_only_the_idiom_is_imported_from_the_idiom_module():
-    """Modules import the decorators from ui.cached and cached analyses from where they live."""
+    """Modules import the decorators from ui.work.cached and cached analyses from where they live."""
     assert _names_imported_from_the_idiom_module() == set()
 
 
 # ----------------------------------------------------------------------------- the cache idiom
 
-# Building a cache key by hand: the idiom (ui.cached's @cached / @heavy) is the only caller.
+# Building a cache key by hand: the idiom (ui.work.cached's @cached / @heavy) is the only caller.
 HAND_KEYS = {"memo", "memo_heavy", "shared_run", "result_key", "extraction_key", "cache_key"}
 HAND_KEYS |= {"comparison_cache_key", "WORK"}
 # backend.analysis / backend.share functions a page may call outside the idiom because they run no
@@ -361,8 +361,8 @@ def test_the_cache_idiom_rule_catches_a_hand_built_key_and_an_uncached_analysis(
         "from backend.analysis.geometry.isotropy import by_state\n"
         "from backend.analysis.geometry.projections import token_colour_options\n"
         "from backend.share import tour\n"
-        "from ui.cached import cached\n"
-        "from ui.common import memo, result_key\n"
+        "from ui.work.cached import cached\n"
+        "from ui.work.extraction import memo, result_key\n"
         "by_state(result)\n"
         "token_colour_options(result)\n"
         "tour.nope_step()\n"

@@ -106,7 +106,7 @@ def test_one_analysis_reads_one_declaration_in_its_command_its_page_and_its_func
     from backend.analysis.positional.qk import qk_stats
     from backend.analysis.quant import params as quant
     from backend.analysis.quant.readiness import analyse, scan_sites
-    from ui.ranges import LINK_CONTROLS
+    from ui.widgets.ranges import LINK_CONTROLS
 
     def option(command: str, dest: str) -> Interval:
         return next(a for a in COMMANDS[command]._actions if a.dest == dest).declaration
@@ -146,7 +146,7 @@ def _declared_key(key: str) -> bool:
 
 
 def _link_keys() -> set[str]:
-    from ui.ranges import LINK_CONTROLS
+    from ui.widgets.ranges import LINK_CONTROLS
 
     return {
         key

@@ -30,12 +30,15 @@ from backend.plots.anisotropy import (
     metrics_by_layer_figure,
     metrics_frame,
 )
-from ui.cached import cached
-from ui.charts import chart_with_downloads
-from ui.common import download_buttons, explainer, get_extraction, get_selection
-from ui.controls import PostChoice, postprocessing_controls
-from ui.links import state_index
-from ui.results import outlier_dims_by_state
+from ui.frame.page import explainer
+from ui.frame.selection import get_selection
+from ui.sharing.downloads import download_buttons
+from ui.sharing.links import state_index
+from ui.widgets.charts import chart_with_downloads
+from ui.widgets.controls import PostChoice, postprocessing_controls
+from ui.work.cached import cached
+from ui.work.extraction import get_extraction
+from ui.work.results import outlier_dims_by_state
 
 # ----------------------------------------------------------------------------- cached calls
 

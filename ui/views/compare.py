@@ -37,22 +37,17 @@ from backend.plots.compare import (
     trajectory_frame,
 )
 from backend.plots.overview import model_card_rows
-from ui import access
-from ui.cached import heavy
-from ui.charts import chart_with_downloads
-from ui.common import (
-    Selection,
-    download_buttons,
-    explainer,
-    get_corpus,
-    get_extraction,
-    get_selection,
-    media_items,
-    remember_upload,
-)
-from ui.inputs import MEDIA_NOUN
-from ui.ranges import CMP_ESTIMATOR, CMP_MODE, CMP_TRAJ_METRIC, ESTIMATORS, MODES
-from ui.sidebar import CUSTOM, corpus_label, model_b_options
+from ui.frame.page import explainer
+from ui.frame.selection import Selection, get_selection
+from ui.frame.sidebar import CUSTOM, corpus_label, model_b_options
+from ui.server import access
+from ui.sharing.downloads import download_buttons
+from ui.widgets.charts import chart_with_downloads
+from ui.widgets.ranges import CMP_ESTIMATOR, CMP_MODE, CMP_TRAJ_METRIC, ESTIMATORS, MODES
+from ui.work.cached import heavy
+from ui.work.corpora import get_corpus, media_items, remember_upload
+from ui.work.extraction import get_extraction
+from ui.work.media import MEDIA_NOUN
 
 
 def model_b_extraction(source: str) -> tuple[LoadedModel, ExtractionResult]:
@@ -134,7 +129,7 @@ def trajectory_of(paths: list[str]) -> Trajectory:
     corpus and settings, memoised by each checkpoint's fingerprint: adding a checkpoint reruns the
     summary, and the disk cache makes only the new checkpoint's extraction run."""
     sel = get_selection()
-    for path in paths:  # a shared server opens only the operator's folders (ui.access)
+    for path in paths:  # a shared server opens only the operator's folders (ui.server.access)
         access.policy().check_model_source(path)
     checkpoints = resolve_checkpoints(paths)
     identity = tuple((c.step, str(c.path), _fingerprint(c.path)) for c in checkpoints)

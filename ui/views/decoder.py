@@ -39,11 +39,13 @@ from backend.plots.decoder import (
     sink_share_figure,
     top_dims_frame,
 )
-from ui.cached import cached, heavy
-from ui.charts import chart_with_downloads
-from ui.common import download_buttons, explainer, get_model
-from ui.controls import choice_slider
-from ui.tabs import lazy_tabs
+from ui.frame.page import explainer
+from ui.frame.tabs import lazy_tabs
+from ui.sharing.downloads import download_buttons
+from ui.widgets.charts import chart_with_downloads
+from ui.widgets.controls import choice_slider
+from ui.work.cached import cached, heavy
+from ui.work.models import get_model
 
 
 @heavy(lambda loaded, *_: f"Scanning {loaded.info.display_name}:", "texts")
@@ -308,7 +310,7 @@ outputs of each layer's two norms; a dim *counts* at a site when |x| ≥ {LLM_IN
 
 # ----------------------------------------------------------------------------- the tabs
 def tabs(corpus: Corpus, scan: DecoderScan, max_length: int) -> None:
-    """Lazy tabs (ui/tabs.py): arriving on the page draws one section's charts, not all six
+    """Lazy tabs (ui/frame/tabs.py): arriving on the page draws one section's charts, not all six
     (the whole page took 1.1 s to draw on arrival)."""
     lazy_tabs(
         ["Massive activations", "One text", "Attention sinks", "int8 outlier features"],

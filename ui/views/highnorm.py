@@ -34,10 +34,11 @@ from backend.plots.highnorm import (
     norm_by_kind_figure,
     norm_histogram,
 )
-from ui.cached import cached, heavy
-from ui.charts import chart_with_downloads
-from ui.common import download_buttons, explainer
-from ui.tabs import lazy_tabs
+from ui.frame.page import explainer
+from ui.frame.tabs import lazy_tabs
+from ui.sharing.downloads import download_buttons
+from ui.widgets.charts import chart_with_downloads
+from ui.work.cached import cached, heavy
 
 SOURCES = """
 - Sun, Chen, Kolter & Liu 2024, *Massive Activations in Large Language Models*, section 5 (CLIP ViT-L,

@@ -45,13 +45,17 @@ from backend.plots.layernorm import (
     param_heatmap,
     sweep_bar,
 )
-from ui.cached import cached, heavy
-from ui.charts import chart_with_downloads
-from ui.common import download_buttons, explainer, get_model, get_selection, media_corpus_for
-from ui.controls import interval_slider
-from ui.inputs import MEDIA_NOUN
-from ui.results import outlier_dims_by_state
-from ui.tabs import lazy_tabs
+from ui.frame.page import explainer
+from ui.frame.selection import get_selection
+from ui.frame.tabs import lazy_tabs
+from ui.sharing.downloads import download_buttons
+from ui.widgets.charts import chart_with_downloads
+from ui.widgets.controls import interval_slider
+from ui.work.cached import cached, heavy
+from ui.work.corpora import media_corpus_for
+from ui.work.media import MEDIA_NOUN
+from ui.work.models import get_model
+from ui.work.results import outlier_dims_by_state
 
 # ----------------------------------------------------------------------------- cached calls
 

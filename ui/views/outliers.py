@@ -36,14 +36,15 @@ from backend.plots.outliers import (
     token_dim_heatmap,
 )
 from backend.plots.outliers import outlier_heatmap as plot_outlier_heatmap
-from ui.cached import cached
-from ui.charts import chart_with_downloads
-from ui.common import download_buttons, explainer
-from ui.controls import interval_slider
-from ui.links import state_index
-from ui.ranges import OUT_STAT
-from ui.results import DEFAULT_THRESHOLDS, criteria_by_state
-from ui.tabs import lazy_tabs
+from ui.frame.page import explainer
+from ui.frame.tabs import lazy_tabs
+from ui.sharing.downloads import download_buttons
+from ui.sharing.links import state_index
+from ui.widgets.charts import chart_with_downloads
+from ui.widgets.controls import interval_slider
+from ui.widgets.ranges import OUT_STAT
+from ui.work.cached import cached
+from ui.work.results import DEFAULT_THRESHOLDS, criteria_by_state
 
 # ----------------------------------------------------------------------------- cached calls
 
@@ -224,7 +225,7 @@ def state_section(
         json_data=outliers_payload(result, by_state, thresholds),
         name="isoscope_outlier_dims",
     )
-    # lazy (ui/tabs.py): a hidden-state change redraws the open view, not both
+    # lazy (ui/frame/tabs.py): a hidden-state change redraws the open view, not both
     lazy_tabs(
         ["One dimension by token type", "One text, token by token"],
         [

@@ -25,22 +25,15 @@ from backend.engine.serve import firstlook
 from backend.engine.store.cache import ResultCache
 from backend.plots.decoder import first_position_figure, first_position_frame
 from backend.plots.overview import anisotropy_line, model_card_rows
-from ui.cached import cached, heavy
-from ui.common import (
-    download_buttons,
-    explainer,
-    get_corpus,
-    get_extraction,
-    get_model,
-    get_selection,
-    is_computed,
-    log_extraction,
-    run_whole_corpus,
-    show_notices,
-    whole_corpus_asked,
-)
-from ui.results import anisotropy, outlier_dims_by_state
-from ui.saved import open_saved
+from ui.frame.page import explainer, show_notices
+from ui.frame.selection import get_selection, run_whole_corpus, whole_corpus_asked
+from ui.sharing.downloads import download_buttons
+from ui.sharing.saved import open_saved
+from ui.work.cached import cached, heavy
+from ui.work.corpora import get_corpus
+from ui.work.extraction import get_extraction, is_computed, log_extraction
+from ui.work.models import get_model
+from ui.work.results import anisotropy, outlier_dims_by_state
 
 
 @cached

@@ -36,16 +36,18 @@ from backend.engine.inputs.media import MediaCorpus
 from backend.engine.load.models import LoadedModel
 from backend.engine.params import SEED
 from backend.plots.projections import before_after_figure, explained_variance_text, patch_thumbnails
-from ui.cached import cached, heavy
-from ui.charts import live_chart
-from ui.common import download_buttons, explainer, get_corpus
-from ui.controls import PostChoice, interval_number, postprocessing_controls
-from ui.inputs import thumbnail_caption
-from ui.links import state_index
-from ui.ranges import PROJ_ALL_TOKENS, PROJ_DATA, PROJ_METHOD
-from ui.results import outlier_dims_by_state
-from ui.share import export_buttons
-from ui.warmup import EXPECTED_SECONDS
+from ui.frame.page import explainer
+from ui.server.warmup import EXPECTED_SECONDS
+from ui.sharing.downloads import download_buttons
+from ui.sharing.exports import export_buttons
+from ui.sharing.links import state_index
+from ui.widgets.charts import live_chart
+from ui.widgets.controls import PostChoice, interval_number, postprocessing_controls
+from ui.widgets.ranges import PROJ_ALL_TOKENS, PROJ_DATA, PROJ_METHOD
+from ui.work.cached import cached, heavy
+from ui.work.corpora import get_corpus
+from ui.work.media import thumbnail_caption
+from ui.work.results import outlier_dims_by_state
 
 
 @dataclass(frozen=True)

@@ -48,12 +48,14 @@ from backend.plots.quant import (
     sensitivity_figure,
     sites_frame,
 )
-from ui.cached import cached, heavy
-from ui.common import download_buttons, explainer, get_extraction
-from ui.controls import choice_slider, interval_number, interval_slider
-from ui.ranges import QUANT_ALPHA_AUTO, QUANT_PAIRS
-from ui.share import remember_quant
-from ui.tabs import lazy_tabs
+from ui.frame.page import explainer
+from ui.frame.tabs import lazy_tabs
+from ui.sharing.downloads import download_buttons
+from ui.sharing.exports import remember_quant
+from ui.widgets.controls import choice_slider, interval_number, interval_slider
+from ui.widgets.ranges import QUANT_ALPHA_AUTO, QUANT_PAIRS
+from ui.work.cached import cached, heavy
+from ui.work.extraction import get_extraction
 
 RAN_KEY = "quant_ran"
 RECIPE_ANCHOR = "quant-recipe"  # the recipe section's heading, linked from the verdict

@@ -41,10 +41,11 @@ from backend.plots.similarity import (
     word_sense_figure,
     word_sense_frame,
 )
-from ui.cached import cached, heavy
-from ui.common import download_buttons, explainer
-from ui.ranges import SIM_CLIP, SIM_POST, SIMILARITY_CLIP_MODES
-from ui.results import outlier_dims_by_state
+from ui.frame.page import explainer
+from ui.sharing.downloads import download_buttons
+from ui.widgets.ranges import SIM_CLIP, SIM_POST, SIMILARITY_CLIP_MODES
+from ui.work.cached import cached, heavy
+from ui.work.results import outlier_dims_by_state
 
 # ----------------------------------------------------------------------------- cached calls
 

@@ -9,9 +9,10 @@ import streamlit as st
 from backend.engine.extraction import ExtractionResult
 from backend.engine.load.models import LoadedModel, random_like_source
 from backend.share import tour
-from ui.cached import cached
-from ui.common import explainer, get_selection, load_or_stop
-from ui.ranges import TOUR_STEP
+from ui.frame.page import explainer, load_or_stop
+from ui.frame.selection import get_selection
+from ui.widgets.ranges import TOUR_STEP
+from ui.work.cached import cached
 
 STEPS = list(TOUR_STEP.options)
 LAYERNORM_TEXTS = 16  # texts of the live ablation (a few seconds on the bundled model)

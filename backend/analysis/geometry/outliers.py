@@ -36,7 +36,7 @@ CRITERION_LABELS = {
 
 
 # The four thresholds, declared once: the defaults of :class:`OutlierThresholds`, the Outlier
-# page's sliders and the values its links carry (ui/ranges.py).
+# page's sliders and the values its links carry (ui/widgets/ranges.py).
 EXTREME_SHARE = Interval(
     0.05, 1.0, 0.5, step=0.05, name="extreme_share",
     help="Luo et al.: share of tokens whose min or max sits in the dimension.",

@@ -4,7 +4,7 @@ Every long computation (extraction, scans, ablations, comparisons, reports, expo
 optional ``progress`` callable and calls it with the units done so far and the total units of the
 current step. A callable may return ``False`` to ask the computation to stop after the current
 unit; computations that cannot stop early ignore the return value. The Streamlit bar of the
-server's shared work (``ui.common.shared_run``) and the CLI's stderr line
+server's shared work (``ui.work.queue.shared_run``) and the CLI's stderr line
 (``backend.commands.common.ProgressPrinter``) are the two implementations.
 """
 

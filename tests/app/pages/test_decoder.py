@@ -10,7 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from backend.engine.extraction import ExtractionSettings
-from ui.common import Selection
+from ui.frame.selection import Selection
 
 APP = str(Path(__file__).resolve().parents[3] / "app.py")
 TIMEOUT = 600

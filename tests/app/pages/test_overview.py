@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ui.sidebar import MODEL_PRESETS
+from ui.frame.sidebar import MODEL_PRESETS
 
 APP = str(Path(__file__).resolve().parents[3] / "app.py")
 TIMEOUT = 240  # the first run extracts the bundled MiniLM on the bundled corpus (~10-30 s)
@@ -106,11 +106,12 @@ def test_a_slow_model_gets_a_first_look_and_one_click_runs_the_whole_corpus(monk
 
 
 def test_the_extraction_bar_starts_with_the_estimate_from_the_measured_speed(monkeypatch):
-    import ui.common
+    import ui.work.extraction
+    import ui.work.queue
     from backend.engine.budget import throughput
 
     labels: list[str] = []
-    run = ui.common.shared_run
+    run = ui.work.queue.shared_run
 
     estimates: list[float | None] = []
 
@@ -119,7 +120,7 @@ def test_the_extraction_bar_starts_with_the_estimate_from_the_measured_speed(mon
         estimates.append(kwargs.get("estimate_s"))
         return run(key, label, compute, **kwargs)
 
-    monkeypatch.setattr(ui.common, "shared_run", spy)
+    monkeypatch.setattr(ui.work.extraction, "shared_run", spy)
     monkeypatch.setattr(throughput, "seconds_per_token_parameter", lambda *_: 1e-9)
     at = _app()
     at.radio(key="sb_corpus_kind").set_value("paste text").run()
@@ -134,7 +135,7 @@ def test_the_extraction_bar_starts_with_the_estimate_from_the_measured_speed(mon
 def test_a_devices_first_run_measures_its_first_batch_and_shows_a_first_look(monkeypatch, capsys):
     from backend.engine.budget import throughput
     from backend.engine.serve import firstlook
-    from ui.common import EXTRACTION_LOG
+    from ui.work.extraction import EXTRACTION_LOG
 
     # No speed recorded on this device; its first batch measures 1 s per token (a slow device).
     monkeypatch.setattr(throughput, "seconds_per_token_parameter", lambda *_: None)

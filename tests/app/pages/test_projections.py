@@ -76,7 +76,7 @@ def test_umap_shows_pca_and_progress_while_warming_up(monkeypatch):
     import threading
 
     import backend.analysis.geometry.projections
-    from ui.warmup import start_umap_warmup
+    from ui.server.warmup import start_umap_warmup
 
     release = threading.Event()
     monkeypatch.setattr(
@@ -102,7 +102,7 @@ def test_the_warmup_compiles_the_statistics_kernel_before_umap(monkeypatch):
 
     import backend.analysis.geometry.projections
     import backend.engine.extraction.stats
-    from ui.warmup import WarmupState, _run
+    from ui.server.warmup import WarmupState, _run
 
     order = []
 

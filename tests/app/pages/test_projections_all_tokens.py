@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ui.atlas import point_store
-from ui.ranges import PROJ_ALL_TOKENS as ALL_TOKENS
+from ui.widgets.atlas import point_store
+from ui.widgets.ranges import PROJ_ALL_TOKENS as ALL_TOKENS
 
 APP = str(Path(__file__).resolve().parents[3] / "app.py")
 

@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 from backend.engine.extraction import ExtractionSettings
 from tests import zoo_recent
-from ui.common import Selection
+from ui.frame.selection import Selection
 
 APP = str(Path(__file__).resolve().parents[3] / "app.py")
 PAGES = sorted(p.stem for p in (Path(APP).parent / "pages").glob("*.py") if p.stem != "__init__")
@@ -56,7 +56,7 @@ def test_every_page_opens_on_the_new_kinds(folders, family, page):
     assert not at.exception, [e.value for e in at.exception]
     shown = " ".join(str(e.value) for e in (*at.error, *at.warning, *at.info, *at.markdown))
     assert "Traceback" not in shown and "internal error" not in shown.lower()
-    assert "unexpected error" not in shown  # the frame's guard (ui/failure.py) caught nothing
+    assert "unexpected error" not in shown  # the frame's guard (ui/frame/failure.py) caught nothing
     if page == "overview":
         cells = " ".join(str(t.value.to_dict()) for t in at.table)  # the model card
         assert "4 layers: " in cells

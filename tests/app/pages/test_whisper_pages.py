@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from backend.engine.extraction import ExtractionSettings
 from tests.media_models import audio_folder, save_whisper
-from ui.common import Selection
+from ui.frame.selection import Selection
 
 APP = str(Path(__file__).resolve().parents[3] / "app.py")
 PAGES = sorted(p.stem for p in (Path(APP).parent / "pages").glob("*.py") if p.stem != "__init__")

@@ -10,8 +10,8 @@ from streamlit.testing.v1 import AppTest
 
 from backend.engine.extraction import ExtractionSettings
 from backend.engine.store.cache import set_process_limit
-from ui.common import Selection
-from ui.session import SELECTION_KEY
+from ui.frame.selection import Selection
+from ui.frame.session import SELECTION_KEY
 
 APP = str(Path(__file__).resolve().parents[3] / "app.py")
 TINY = "random:bert:layers=2,width=32,heads=2,seed=3"
@@ -74,15 +74,17 @@ def test_in_memory_stores_are_the_one_bounded_lru():
     """Every in-memory store of the UI is backend.engine.lru.LRU (tested in
     tests/unit/engine/test_lru.py) with its own limits."""
     from backend.engine.lru import LRU
-    from ui import common, saved, share
+    from ui.sharing import exports as share
+    from ui.sharing import saved
+    from ui.work import corpora, extraction
 
-    results = common._extraction_store()
+    results = extraction._extraction_store()
     assert isinstance(results, LRU)
-    assert (results.size, results.max_bytes) == (4, common.RESULTS_IN_MEMORY_BYTES)
-    uploads = common._uploaded_store()
+    assert (results.size, results.max_bytes) == (4, extraction.RESULTS_IN_MEMORY_BYTES)
+    uploads = corpora._uploaded_store()
     assert (uploads.size, uploads.max_bytes) == (8, 200 << 20)
     assert uploads.weigh(("name.txt", b"x" * 30)) == 30
-    assert isinstance(common._memo_store(), LRU) and common._memo_store().size == 256
+    assert isinstance(extraction._memo_store(), LRU) and extraction._memo_store().size == 256
     assert saved._store().size == saved.STORE_SIZE
     assert share._full_reports().size == share.MAX_REPORTS
 
@@ -111,7 +113,7 @@ def test_get_extraction_goes_through_cached_extract(cache_dir, monkeypatch):
     """Memory first, then backend.engine.store.cache.cached_extract: a run gets the progress bar, a disk
     hit (memory emptied, as after a restart) gets none and runs no extraction."""
     from backend.engine.store import cache as cache_module
-    from ui import common
+    from ui.work import extraction
 
     calls: list[bool] = []
 
@@ -119,7 +121,7 @@ def test_get_extraction_goes_through_cached_extract(cache_dir, monkeypatch):
         calls.append(progress is not None)
         return cache_module.cached_extract(loaded, corpus, settings, progress, cache=cache)
 
-    monkeypatch.setattr(common, "cached_extract", recording)
+    monkeypatch.setattr(extraction, "cached_extract", recording)
     # the Overview's first look on a device with no recorded speed extracts through its own path
     # (tests/app/pages/test_overview.py); this test is about the page's extraction
     monkeypatch.setattr("ui.views.overview.first_look_plan", lambda: None)
@@ -128,7 +130,7 @@ def test_get_extraction_goes_through_cached_extract(cache_dir, monkeypatch):
     assert calls == [True]  # extracted, with a progress bar
     _app(text)
     assert calls == [True]  # this process's memory: cached_extract not called again
-    common._extraction_store().clear()
+    extraction._extraction_store().clear()
 
     def boom(*args, **kwargs):
         raise AssertionError("extracted although the disk cache holds the result")

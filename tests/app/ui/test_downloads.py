@@ -1,4 +1,4 @@
-"""Every JSON download is strict JSON (issue 23): written by ``ui.common.json_payload``
+"""Every JSON download is strict JSON (issue 23): written by ``ui.sharing.downloads.json_payload``
 (``backend.engine.jsonio.strict_json``: NaN and inf become null, as in the CLI's files), and parsed
 here with ``json.loads(..., parse_constant=...)`` that refuses the bare NaN token.
 
@@ -16,8 +16,8 @@ from streamlit.testing.v1 import AppTest
 
 from backend.engine.extraction import ExtractionSettings
 from tests.app.conftest import JSON_DOWNLOADS, parse_strict
-from ui.common import Selection
-from ui.session import SELECTION_KEY
+from ui.frame.selection import Selection
+from ui.frame.session import SELECTION_KEY
 
 ROOT = Path(__file__).resolve().parents[3]
 APP = str(ROOT / "app.py")
@@ -33,7 +33,9 @@ def _sources() -> dict[Path, str]:
 
 def test_no_page_or_ui_module_writes_json_itself():
     writers = [str(f.relative_to(ROOT)) for f, text in _sources().items() if "json.dumps" in text]
-    assert writers == [], "JSON downloads go through ui.common.download_buttons(json_data=...)"
+    assert writers == [], (
+        "JSON downloads go through ui.sharing.downloads.download_buttons(json_data=...)"
+    )
 
 
 def test_parse_strict_refuses_nan():
@@ -45,7 +47,7 @@ def test_parse_strict_refuses_nan():
 def _nan_download() -> None:
     import numpy as np
 
-    from ui.common import download_buttons
+    from ui.sharing.downloads import download_buttons
 
     download_buttons(
         "nan_test",
@@ -76,7 +78,7 @@ def _key_pattern(node: ast.expr) -> str | None:
 
 def _json_keys_in_sources() -> set[str]:
     """The key (an fnmatch pattern) of every ``download_buttons(...)`` call that passes
-    ``json_data``, and of every ``chart_with_downloads(..., downloads=...)`` call (ui/charts.py)
+    ``json_data``, and of every ``chart_with_downloads(..., downloads=...)`` call (ui/widgets/charts.py)
     that does."""
     keys = set()
     for text in _sources().values():

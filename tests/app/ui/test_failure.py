@@ -10,8 +10,8 @@ from streamlit.testing.v1 import AppTest
 
 from backend.engine.extraction import ExtractionSettings
 from tests import zoo
-from ui.common import Selection
-from ui.failure import failure_line
+from ui.frame.failure import failure_line
+from ui.frame.selection import Selection
 
 APP = str(Path(__file__).resolve().parents[3] / "app.py")
 
@@ -56,7 +56,7 @@ def test_a_shared_servers_visitor_sees_the_errors_type_and_the_operator_the_deta
     """On a shared server the message and frames (which can name the machine's files) go to the
     server's log; the visitor's line names the page and the error's type only."""
     import ui.views.overview as overview
-    from ui import access
+    from ui.server import access
 
     def broken(result):
         raise RuntimeError(f"planted: {tmp_path}/secret.txt")

@@ -10,7 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.media_models import audio_folder, image_folder, save_audio_model, save_image_model
-from ui.common import Selection
+from ui.frame.selection import Selection
 
 APP = str(Path(__file__).resolve().parents[3] / "app.py")
 TIMEOUT = 300

@@ -51,8 +51,8 @@ def test_the_load_after_a_download_says_the_downloads_estimate_again(
     import streamlit
 
     from backend.engine.budget import throughput
-    from ui.common import Selection
-    from ui.session import SELECTION_KEY
+    from ui.frame.selection import Selection
+    from ui.frame.session import SELECTION_KEY
 
     standin_hub.add_folder("org/tiny-bert-estimate", tiny_bert_dir)
     said, estimates = [], []

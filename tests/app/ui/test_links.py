@@ -163,12 +163,12 @@ def test_the_compare_pages_model_b_travels_in_the_link():
 
 def test_a_gguf_path_is_a_model_a_link_may_name(tmp_path):
     """As in the sidebar and the CLI: an existing .gguf file is a valid model; a missing one is not."""
-    from ui.links import _known_model
+    from ui.sharing.links import known_model
 
     gguf = tmp_path / "tiny.gguf"
     gguf.write_bytes(b"GGUF")
-    assert _known_model(str(gguf))
-    assert not _known_model(str(tmp_path / "missing.gguf"))
+    assert known_model(str(gguf))
+    assert not known_model(str(tmp_path / "missing.gguf"))
 
 
 def test_the_quantization_pages_controls_travel_in_the_link():
@@ -274,7 +274,7 @@ def test_a_link_to_an_uncached_hub_id_downloads_it(standin_hub, tiny_bert_dir, m
     cells = [str(v) for table in at.table for v in table.value.to_numpy().ravel()]
     assert sha in cells
 
-    from ui import access
+    from ui.server import access
 
     monkeypatch.setenv("ISOSCOPE_SHARED", "1")
     monkeypatch.setenv("ISOSCOPE_HUB_ALLOW", "google/*")

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from ui import prewarm
-from ui.session import SELECTION_KEY
+from ui.frame.session import SELECTION_KEY
+from ui.server import prewarm
 
 APP = str(Path(__file__).resolve().parents[3] / "app.py")
 SOURCE = "random:bert:layers=2,width=32,heads=2,seed=21"
@@ -34,8 +34,8 @@ def test_after_the_prewarm_the_first_page_computes_nothing(tmp_path, monkeypatch
         raise AssertionError("computed again although the prewarm did it")
 
     monkeypatch.setattr("backend.engine.extraction.extract", boom)
-    monkeypatch.setattr("ui.share.build_report", boom)
-    monkeypatch.setattr("ui.results.anisotropy_by_state", boom)
+    monkeypatch.setattr("ui.sharing.exports.build_report", boom)
+    monkeypatch.setattr("ui.work.results.anisotropy_by_state", boom)
     at = AppTest.from_file(APP, default_timeout=180)
     at.session_state[SELECTION_KEY] = prewarm.default_selection(SOURCE)
     at.run()

@@ -69,7 +69,7 @@ def test_a_kept_quick_report_names_the_path_opened_now(tiny_bert_dir, tmp_path):
     from backend.engine.inputs.corpus import corpus_from_text
     from backend.engine.load.models import load_model
     from backend.engine.store.cache import ResultCache, cached_extract
-    from ui.share import quick_report
+    from ui.sharing.exports import quick_report
 
     cache = ResultCache(tmp_path / "cache")
     corpus = corpus_from_text("One text here.\nAnother text there.\nA third one.")

@@ -1,5 +1,5 @@
-"""The widgets a link can set are built from their ui/ranges.py declaration: same options, bounds
-and defaults as the ones ui/links.py validates against."""
+"""The widgets a link can set are built from their ui/widgets/ranges.py declaration: same options, bounds
+and defaults as the ones ui/sharing/links.py validates against."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from backend.analysis.layernorm.thresholds import LN_K, LN_SHARE
 from backend.engine.extraction import ExtractionSettings
 from backend.engine.params import SEED
 from backend.share import tour
-from ui import ranges
-from ui.common import Selection
-from ui.session import SELECTION_KEY
+from ui.frame.selection import Selection
+from ui.frame.session import SELECTION_KEY
+from ui.widgets import ranges
 
 APP = str(Path(__file__).resolve().parents[3] / "app.py")
 TINY_BERT = "random:bert:layers=2,width=32,heads=2,seed=0"

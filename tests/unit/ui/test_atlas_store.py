@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ui.atlas import PointStore
+from ui.widgets.atlas import PointStore
 
 pytestmark = pytest.mark.unit
 

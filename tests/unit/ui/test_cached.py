@@ -9,8 +9,8 @@ import pytest
 
 from backend.engine.extraction import TokenTable
 from tests.synthetic import result_from_vectors
-from ui.cached import _key_of
-from ui.common import result_key
+from ui.work.cached import _key_of
+from ui.work.extraction import result_key
 
 
 def test_plain_values_and_containers():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ui.controls import AUTO, PostChoice, abtt_range
+from ui.widgets.controls import AUTO, PostChoice, abtt_range
 
 
 def test_post_choice_options_labels_and_hashing():

@@ -1,9 +1,10 @@
-"""ui.ranges: the page declarations are what links read, and a backend parameter is its own declaration
+"""ui.widgets.ranges: the page declarations are what links read, and a backend parameter is its own declaration
 (the types are tested in tests/unit/engine/test_params.py)."""
 
 from __future__ import annotations
 
-from ui import links, ranges
+from ui.sharing import links
+from ui.widgets import ranges
 
 
 def test_links_read_the_page_declarations():

@@ -1,4 +1,4 @@
-"""The cached analyses several pages share (ui/results.py): a planted outlier dimension is the
+"""The cached analyses several pages share (ui/work/results.py): a planted outlier dimension is the
 headline of every state, and the Outliers page's criteria, the Overview's headline dims and a
 second page asking again share one computation."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from tests.comparison_inputs import token_result
-from ui import results
+from ui.work import results
 
 
 def _planted_result(dim: int, corpus_sha: str):

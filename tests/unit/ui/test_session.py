@@ -6,8 +6,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ui import common, links, saved, sidebar
-from ui.session import SELECTION_KEY
+from ui.frame import selection, sidebar
+from ui.frame.session import SELECTION_KEY
+from ui.sharing import links, saved
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -17,14 +18,14 @@ def test_the_selection_key_is_a_plain_string():
 
 
 def test_the_modules_that_share_the_selection_import_the_one_key():
-    for module in (common, links, saved, sidebar):
+    for module in (selection, links, saved, sidebar):
         assert module.SELECTION_KEY is SELECTION_KEY, module.__name__
 
 
 def test_no_ui_module_spells_the_key_itself():
     spelled = [
-        path.name
-        for path in (ROOT / "ui").glob("*.py")
+        str(path.relative_to(ROOT))
+        for path in (ROOT / "ui").rglob("*.py")
         if path.name != "session.py"
         and re.search(r"[\"']isoscope_selection[\"']", path.read_text())
     ]

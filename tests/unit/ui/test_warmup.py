@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-import ui.warmup as warmup
-from ui.warmup import EXPECTED_SECONDS, WarmupState
+import ui.server.warmup as warmup
+from ui.server.warmup import EXPECTED_SECONDS, WarmupState
 
 
 def test_ready_when_done_or_disabled():

@@ -24,11 +24,12 @@ from backend.engine.extraction import ExtractionResult
 from backend.engine.load.models import LoadedModel
 from backend.engine.params import SEED
 from backend.plots import positional as plots
-from ui.cached import cached, heavy
-from ui.charts import chart_with_downloads
-from ui.common import download_buttons, explainer, show_notices
-from ui.controls import choice_slider, interval_number, interval_slider
+from ui.frame.page import explainer, show_notices
+from ui.sharing.downloads import download_buttons
 from ui.views.positional.shared import SOURCES
+from ui.widgets.charts import chart_with_downloads
+from ui.widgets.controls import choice_slider, interval_number, interval_slider
+from ui.work.cached import cached, heavy
 
 
 @cached

@@ -17,12 +17,13 @@ from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult
 from backend.engine.params import SEED
 from backend.plots import positional as plots
-from ui.cached import heavy
-from ui.charts import chart_with_downloads
-from ui.common import download_buttons, explainer, load_or_stop, show_notices
-from ui.controls import choice_slider, interval_number, interval_slider
+from ui.frame.page import explainer, load_or_stop, show_notices
+from ui.sharing.downloads import download_buttons
 from ui.views.positional.grid import grid_probe_view
 from ui.views.positional.shared import SOURCES, outliers_by_name
+from ui.widgets.charts import chart_with_downloads
+from ui.widgets.controls import choice_slider, interval_number, interval_slider
+from ui.work.cached import heavy
 
 
 @heavy("Training position probes:")

@@ -13,10 +13,10 @@ from backend.engine.extraction import ExtractionResult
 from backend.engine.load import models as engine_models
 from backend.engine.load.models import LoadedModel
 from backend.plots import positional as plots
-from ui.cached import cached, heavy
-from ui.charts import chart_with_downloads
-from ui.common import explainer
+from ui.frame.page import explainer
 from ui.views.positional.shared import SOURCES, text_extraction
+from ui.widgets.charts import chart_with_downloads
+from ui.work.cached import cached, heavy
 
 
 @cached

@@ -7,9 +7,9 @@ import streamlit as st
 
 from backend.engine.extraction import ExtractionResult
 from backend.engine.load.models import LoadedModel
-from ui.common import load_or_stop
-from ui.inputs import applies_to_text
-from ui.results import outlier_dims_by_state
+from ui.frame.page import load_or_stop
+from ui.work.media import applies_to_text
+from ui.work.results import outlier_dims_by_state
 
 SOURCES = {
     "luo": "Luo, Kulmizev & Mao 2021, *Positional Artefacts Propagate Through Masked Language "

@@ -18,12 +18,13 @@ from backend.analysis.positional.table import (
 from backend.engine.extraction import ExtractionResult
 from backend.engine.load.models import LoadedModel, position_table
 from backend.plots import positional as plots
-from ui.cached import cached
-from ui.charts import chart_with_downloads
-from ui.common import download_buttons, explainer, load_or_stop
-from ui.tabs import lazy_tabs
+from ui.frame.page import explainer, load_or_stop
+from ui.frame.tabs import lazy_tabs
+from ui.sharing.downloads import download_buttons
 from ui.views.positional.grid import patch_table_view
 from ui.views.positional.shared import SOURCES, outliers_by_name, rotary_note
+from ui.widgets.charts import chart_with_downloads
+from ui.work.cached import cached
 
 
 @cached
@@ -112,7 +113,7 @@ def position_table_views(loaded: LoadedModel, result: ExtractionResult) -> None:
     found = outliers_by_name(result)
     all_outliers = sorted({j for dims in found.values() for j in dims})
 
-    # lazy (ui/tabs.py): arriving on the page, or moving the slider, draws one view, not four
+    # lazy (ui/frame/tabs.py): arriving on the page, or moving the slider, draws one view, not four
     # charts
     lazy_tabs(
         ["Cosine & PCA", "Extreme dimensions", "Embedding LayerNorm"],

@@ -20,9 +20,10 @@ from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult
 from backend.engine.load.models import LoadedModel
 from backend.plots import positional as plots
-from ui.cached import cached, heavy
-from ui.common import download_buttons, explainer
+from ui.frame.page import explainer
+from ui.sharing.downloads import download_buttons
 from ui.views.positional.shared import SOURCES, rotary_note, text_extraction
+from ui.work.cached import cached, heavy
 
 
 @heavy("Decomposing first-layer logits:", "texts")

@@ -22,11 +22,11 @@ from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult
 from backend.engine.load.models import LoadedModel
 from backend.plots import positional as plots
-from ui.cached import heavy
-from ui.charts import chart_with_downloads
-from ui.common import explainer
-from ui.controls import choice_slider, interval_number
+from ui.frame.page import explainer
 from ui.views.positional.shared import SOURCES, text_extraction
+from ui.widgets.charts import chart_with_downloads
+from ui.widgets.controls import choice_slider, interval_number
+from ui.work.cached import heavy
 
 
 @heavy("Random models:")

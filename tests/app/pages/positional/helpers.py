@@ -9,7 +9,7 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
 from backend.engine.extraction import ExtractionSettings
-from ui.common import Selection
+from ui.frame.selection import Selection
 
 APP = str(Path(__file__).resolve().parents[4] / "app.py")
 TIMEOUT = 300

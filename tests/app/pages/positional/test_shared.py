@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.app.pages.positional.helpers import media_page, open_tab, page, titles
-from ui.common import Selection
+from ui.frame.selection import Selection
 from ui.views.positional import TABS
 
 

@@ -204,7 +204,7 @@ def test_5_a_link_accepts_a_gguf_path(tmp_path):
     from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 
     from tests.gguf_files import sentencepiece_vocabulary, write_gguf
-    from ui.links import _known_model
+    from ui.sharing.links import known_model
 
     vocab = sentencepiece_vocabulary()
     config = Gemma3TextConfig(
@@ -220,8 +220,8 @@ def test_5_a_link_accepts_a_gguf_path(tmp_path):
     )
     torch.manual_seed(0)
     path = write_gguf(Gemma3ForCausalLM(config), tmp_path / "gemma3.gguf", "gemma3", vocab)
-    assert _known_model(str(path))
-    assert not _known_model(str(tmp_path / "missing.gguf"))
+    assert known_model(str(path))
+    assert not known_model(str(tmp_path / "missing.gguf"))
     loaded = load_model(str(path), device="cpu")  # and it is the decoder the link names
     assert loaded.info.model_type == "gemma3_text" and loaded.info.is_causal
 
