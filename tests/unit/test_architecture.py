@@ -410,3 +410,63 @@ def test_the_test_file_rule_names_a_module_without_one(tmp_path):
     (tmp_path / "tests" / "unit" / "a" / "test_tested.py").write_text("")
     (tmp_path / "tests" / "test_p.py").write_text("")
     assert _modules_without_a_test_file(tmp_path) == ["ui/lonely.py"]
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def private_crossings(source: str, own: str) -> list[str]:
+    """Private names (``_x``) that module ``own`` takes from another isoscope module: imported by
+    name (``from m import _x``) or read off an imported module (``m._x``, ``import a.b as m``)."""
+    tree = ast.parse(source)
+    modules: dict[str, str] = {}  # local name -> isoscope module it is bound to
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module.split(".")[0] not in ("backend", "ui", "pages"):
+                continue
+            for alias in node.names:
+                if _private(alias.name):
+                    found.append(f"{node.module}.{alias.name}")
+                elif f"{node.module}.{alias.name}" in MODULES:
+                    modules[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in MODULES and alias.asname:
+                    modules[alias.asname] = alias.name
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in modules
+            and modules[node.value.id] != own
+            and _private(node.attr)
+        ):
+            found.append(f"{modules[node.value.id]}.{node.attr}")
+    return sorted(set(found))
+
+
+def test_no_private_name_crosses_a_module_boundary():
+    """A name another module needs is public; ``_x`` stays inside the module that defines it."""
+    crossings = {
+        name: found
+        for name, path in MODULES.items()
+        if (found := private_crossings(path.read_text(), name))
+    }
+    assert crossings == {}
+
+
+def test_the_private_rule_catches_an_import_and_an_attribute_read():
+    source = (
+        "from backend.engine.store.cache import _helper, cache_key\n"
+        "from backend.engine.store import cache\n"
+        "import backend.engine.store.saved as saved\n"
+        "def f():\n"
+        "    return cache._store, saved._index, cache.cache_key, saved.__name__\n"
+    )
+    assert private_crossings(source, "ui.x") == [
+        "backend.engine.store.cache._helper",
+        "backend.engine.store.cache._store",
+        "backend.engine.store.saved._index",
+    ]
