@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 
+from backend.analysis.quant.ignore_list import MAX_BLOCKS
 from backend.analysis.quant.params import (
     ALPHA_GRID,
     END_TOKENS,
@@ -17,7 +18,6 @@ from backend.analysis.quant.params import (
     QUANT_MAX_LENGTH,
     SMOOTHQUANT_ALPHA,
 )
-from backend.analysis.quant.recipe import MAX_BLOCKS
 from backend.commands.common import (
     ProgressPrinter,
     add_cache_args,
@@ -111,9 +111,9 @@ def _refuse_pairs(name: str) -> None:
 
 
 def run_quant(args: argparse.Namespace) -> int:
+    from backend.analysis.quant.ignore_list import check_ignore_rule
     from backend.analysis.quant.params import check_keep_alpha
     from backend.analysis.quant.readiness import analyse
-    from backend.analysis.quant.recipe import check_ignore_rule
     from backend.engine.errors import InputError
     from backend.engine.inputs.corpus import load_corpus_file
 

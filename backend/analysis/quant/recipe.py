@@ -1,30 +1,16 @@
 """From diagnosis to a quantized checkpoint: an llm-compressor recipe (YAML) and a plain JSON of
 the same decisions, written from what isoscope measured (docs/methods.md section 10; docs/quantization.md).
 
-- **SmoothQuant mappings** (Xiao et al. 2023, arXiv 2211.10438) come from the model's own wiring
-  (:func:`backend.engine.arch.wiring`, one traced forward pass): every norm inside a block whose
-  output is the input of projections, with *every* projection it feeds as the balance layers.
-  SmoothQuant folds ``1 / s`` into the norm's weight and ``s`` into each consumer's input columns,
-  so a norm is smoothed only when that fold is exact: all its consumers are ``nn.Linear`` (a fused
-  expert tensor, a router module or GPT-2's transposed ``Conv1D`` is not), and the norm's output is
-  not also the residual stream (post-LN BERT). Mappings are written as one regex per role when the
-  same names repeat in every block (llm-compressor's own style), else module by module.
-- **The ignore list** keeps the most sensitive blocks in full precision: the measured per-block
-  end loss (each block alone W8A8 per token; :func:`~backend.analysis.quant.readiness.
-  layer_sensitivity`), most damaging first, until the kept blocks account for ``ignore_share`` of
-  the summed per-block loss (:data:`~backend.analysis.quant.params.IGNORE_SHARE`), at most
-  ``max_blocks``. Without a sensitivity run the per-site error (the cheap proxy) ranks the blocks.
-  ``lm_head`` is always kept (isoscope's end metric keeps it in full precision, as llm-compressor's
-  W8A8 examples do). Each ignored module's reason is a YAML comment beside it.
+- **SmoothQuant mappings** (Xiao et al. 2023, arXiv 2211.10438) come from the model's own wiring:
+  every norm whose fold is exact, with every projection it feeds (:mod:`backend.analysis.quant.mappings`).
+- **The ignore list** keeps the most sensitive blocks and ``lm_head`` in full precision, each
+  ignored module's reason a YAML comment beside it (:mod:`backend.analysis.quant.ignore_list`).
 - **The scheme** is llm-compressor's ``W8A8`` preset: int8 weights per output channel and int8
   activations per token, dynamic, symmetric: isoscope's ``per_token`` scheme.
 - **α** is the report's: the α sweep's best on the scan unless the user gave one.
-- **A rotation** (llm-compressor's ``QuIPModifier``, input side ``v``, Hadamard blocks; QuIP#,
-  Tseng et al. 2024, arXiv 2402.04396; isoscope's ``rotation`` scheme is the same online
-  ``x H``, ``W H``) replaces SmoothQuant only when the measured end metric of the rotation is
-  better than both per-token W8A8 and SmoothQuant with 95% intervals that do not overlap
-  theirs: on overlapping intervals the order is not settled, and rotation hurts some models
-  (SpinQuant #33, QuaRot #27, auto-round #1797). The YAML says why or why not in a comment.
+- **A rotation** (llm-compressor's ``QuIPModifier``) replaces SmoothQuant only when its measured end
+  metric is clearly better than both rivals' (:mod:`backend.analysis.quant.rotation`). The YAML
+  says why or why not in a comment.
 
 The recipe's format is llm-compressor's (``Recipe.from_dict``): ``<name>_stage`` ->
 ``<name>_modifiers`` -> ``{ModifierName: arguments}``.
@@ -34,63 +20,25 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import dataclass, field
 
 import torch
 
+from backend.analysis.quant.ignore_list import (
+    HEAD,
+    MAX_BLOCKS,
+    Ignored,
+    check_ignore_rule,
+    ignore_list,
+)
+from backend.analysis.quant.mappings import Mapping, Skipped, matches, norm_mappings, regex_mappings
 from backend.analysis.quant.params import IGNORE_SHARE
-from backend.analysis.quant.readiness.report import MIN_BOOTSTRAP_TEXTS, QuantReport
-from backend.analysis.quant.schemes import SCHEME_LABELS, hadamard_block
-from backend.analysis.quant.sites import name_prefix, public_names
-from backend.engine.arch import wiring
-from backend.engine.errors import InputError
+from backend.analysis.quant.readiness.report import QuantReport
+from backend.analysis.quant.rotation import Rotation, rotation_decision
+from backend.analysis.quant.sites import name_prefix
 
 SCHEME = "W8A8"
-MAX_BLOCKS = 4
-HEAD = "lm_head"
 LLMCOMPRESSOR = "https://github.com/vllm-project/llm-compressor"
-
-
-@dataclass(frozen=True)
-class Mapping:
-    """One SmoothQuant mapping: the norm ``smooth`` whose output is the input of ``balance``
-    (public module names, as the checkpoint and llm-compressor name them)."""
-
-    layer: int
-    role: str
-    smooth: str
-    balance: tuple[str, ...]
-    gamma_offset: float = 0.0
-
-
-@dataclass(frozen=True)
-class Skipped:
-    """A norm that feeds projections but is not smoothed, and why."""
-
-    layer: int
-    smooth: str
-    reason: str
-
-
-@dataclass(frozen=True)
-class Ignored:
-    """A module kept in full precision: ``layer`` None for the output head."""
-
-    module: str
-    layer: int | None
-    reason: str
-
-
-@dataclass(frozen=True)
-class Rotation:
-    """The rotation decision: ``written`` when the recipe rotates (``QuIPModifier`` in place of
-    SmoothQuant), ``reason`` with the numbers behind it, ``block_size`` the Hadamard block."""
-
-    written: bool
-    verdict: str  # "helps", "hurts" or "not settled"
-    reason: str
-    block_size: int
 
 
 @dataclass(frozen=True)
@@ -305,7 +253,7 @@ class Recipe:
     def _regex_comments(self) -> list[str]:
         out = []
         for balance, smooth in self.regex:
-            hits = [m for m in self.mappings if _matches(smooth, m.smooth)]
+            hits = [m for m in self.mappings if matches(smooth, m.smooth)]
             layers = sorted({m.layer for m in hits})
             role = hits[0].role if hits else "?"
             where = f"blocks {layers[0]}-{layers[-1]}" if len(layers) > 1 else f"block {layers[0]}"
@@ -327,218 +275,6 @@ def _comment(text: str, first: str, width: int = 96) -> list[str]:
     return textwrap.wrap(text, width, initial_indent=first, subsequent_indent=indent)
 
 
-def _matches(target: str, name: str) -> bool:
-    return re.match(target[3:], name) is not None if target.startswith("re:") else target == name
-
-
-def norm_mappings(loaded) -> tuple[list[Mapping], list[Skipped], list[str]]:
-    """SmoothQuant's mappings from the traced wiring (see the module docstring): the norms that can
-    be smoothed exactly, those that cannot (and why), and notes."""
-    wired = wiring(loaded)
-    named = dict(loaded.model.named_modules())
-    public = public_names(loaded)
-    if wired.post_ln:
-        return (
-            [],
-            [],
-            [
-                "the blocks' outputs are norm outputs (post-LN): the norm's output is also the residual "
-                "stream, so folding SmoothQuant's scales into it would change the model; no mappings"
-            ],
-        )
-    mappings, skipped = [], []
-    for norm in wired.norms:
-        if norm.layer is None or not norm.feeds_block:
-            continue
-        smooth = public(norm.path)
-        consumers = _direct_consumers(norm.feeds_block)
-        not_linear = [
-            f"{public(p)} ({type(named[p]).__name__})"
-            for p in consumers
-            if type(named[p]) is not torch.nn.Linear
-        ]
-        narrow = _narrower_than_consumers(named[norm.path], [named[p] for p in consumers])
-        if not_linear or narrow:
-            reason = (
-                "it also feeds " + ", ".join(not_linear[:3]) + ", which is not an nn.Linear "
-                "whose input columns the scales can be folded into"
-                if not_linear
-                else narrow
-            )
-            skipped.append(Skipped(norm.layer, smooth, reason))
-            continue
-        mappings.append(
-            Mapping(
-                norm.layer,
-                norm.role,
-                smooth,
-                tuple(public(p) for p in consumers),
-                float(norm.gamma_offset),
-            )
-        )
-    return mappings, skipped, []
-
-
-def _direct_consumers(feeds: tuple[str, ...]) -> tuple[str, ...]:
-    """The modules that multiply a norm's output themselves: a consumer that holds another
-    consumer (a Mamba mixer, whose own parameters make it look like a projection, hands its input
-    to its in_proj) is left out."""
-    return tuple(p for p in feeds if not any(q.startswith(p + ".") for q in feeds))
-
-
-def _narrower_than_consumers(norm: torch.nn.Module, consumers: list) -> str | None:
-    """Why a norm's weight cannot take SmoothQuant's per-column scales: it has fewer channels
-    than its consumers' inputs (Gated DeltaNet's gated norm runs per head on d_head channels,
-    one weight shared by every head of out_proj's input). None when the widths agree."""
-    weight = getattr(norm, "weight", None)
-    if not isinstance(weight, torch.Tensor) or weight.ndim != 1:
-        return None
-    for module in consumers:
-        columns = getattr(module, "in_features", None)
-        if isinstance(columns, int) and columns != weight.shape[0]:
-            return (
-                f"its weight has {weight.shape[0]} channels (shared across heads) but "
-                f"{type(module).__name__} inputs have {columns} columns: the scales cannot be "
-                "folded into it exactly"
-            )
-    return None
-
-
-def regex_mappings(
-    mappings: list[Mapping], module_names: set[str], blocks: str
-) -> list[tuple[tuple[str, ...], str]]:
-    """The mappings in llm-compressor's form: one ``re:`` target per name that repeats in every
-    block where a role is smoothed (checked to match exactly those modules among
-    ``module_names``), else the plain module names block by block."""
-    out: list[tuple[tuple[str, ...], str]] = []
-    by_role: dict[str, list[Mapping]] = {}
-    for m in mappings:
-        by_role.setdefault(m.role, []).append(m)
-    block_re = re.compile(rf"^(.*{re.escape(blocks)}\.)(\d+)\.(.+)$")
-
-    def suffix(name: str) -> str | None:
-        found = block_re.match(name)
-        return found.group(3) if found else None
-
-    for role_maps in by_role.values():
-        shapes = {(suffix(m.smooth), tuple(suffix(b) for b in m.balance)) for m in role_maps}
-        if len(shapes) == 1 and None not in next(iter(shapes))[1] and next(iter(shapes))[0]:
-            smooth_sfx, balance_sfx = next(iter(shapes))
-            targets = [f"re:.*\\.{re.escape(s)}$" for s in (*balance_sfx, smooth_sfx)]
-            expected = [{m.smooth for m in role_maps}] + [
-                {m.balance[k] for m in role_maps} for k in range(len(balance_sfx))
-            ]
-            found = [
-                {n for n in module_names if _matches(t, n)} for t in (targets[-1], *targets[:-1])
-            ]
-            if found == expected:
-                out.append((tuple(targets[:-1]), targets[-1]))
-                continue
-        out += [(m.balance, m.smooth) for m in role_maps]
-    return out
-
-
-def _block_damage(report: QuantReport) -> tuple[dict[int, float], str]:
-    """Per block, how much quantizing it alone hurts: the measured end loss (KL, or 1 - cosine)
-    when the sensitivity ran, else the mean per-site per-token error (the proxy)."""
-    if report.sensitivity:
-        sign_kl = report.metric == "kl"
-        return {
-            r["layer"]: max(0.0, r["end"] if sign_kl else 1.0 - r["end"])
-            for r in report.sensitivity
-        }, "sensitivity"
-    return report.layer_error("per_token"), "site error"
-
-
-def rotation_decision(report: QuantReport) -> Rotation | None:
-    """Whether the recipe rotates (see the module docstring), from the report's end metric and
-    its 95% bootstrap intervals; None without an end metric."""
-    end, interval = report.end, report.interval
-    if end is None or not report.scan.sites:
-        return None
-    blocks = sorted({hadamard_block(s.site.width) for s in report.scan.sites})
-    block = blocks[0]  # llm-compressor takes one block size; it must divide every width
-    kl = report.metric == "kl"
-    unit = "KL" if kl else "cosine"
-
-    def shown(k: str) -> str:
-        span = f" [{interval[k][0]:.3g}–{interval[k][1]:.3g}]" if interval else ""
-        return f"{SCHEME_LABELS[k]} {unit} {end[k]:.3g}{span}"
-
-    def clear(a: str, b: str) -> bool:  # a's interval entirely better than b's
-        return interval[a][1] < interval[b][0] if kl else interval[a][0] > interval[b][1]
-
-    rivals = ("per_token", "smoothquant")
-    said = f"{shown('rotation')} against {shown('per_token')} and {shown('smoothquant')}"
-    n_end = int(report.scan.end_ids.shape[0])
-    blocks_note = (
-        f" (isoscope simulated Hadamard blocks of {', '.join(map(str, blocks))} by width; "
-        f"llm-compressor takes one block size for every layer, {block})"
-        if len(blocks) > 1
-        else ""
-    )
-    if not interval or n_end < MIN_BOOTSTRAP_TEXTS:
-        return Rotation(
-            False,
-            "not settled",
-            f"no rotation: {said}, on {n_end} end text(s), too few for intervals that settle "
-            "the order (raise --end-tokens).",
-            block,
-        )
-    if all(clear("rotation", k) for k in rivals):
-        return Rotation(
-            True,
-            "helps",
-            f"a Hadamard rotation helps this model: {said}, 95% intervals clear of both, so the "
-            f"recipe rotates (QuIPModifier, input side) instead of smoothing{blocks_note}.",
-            block,
-        )
-    if any(clear(k, "rotation") for k in rivals):
-        return Rotation(
-            False,
-            "hurts",
-            f"a Hadamard rotation hurts this model: {said}, 95% intervals clear, so the recipe "
-            "leaves it out.",
-            block,
-        )
-    return Rotation(
-        False,
-        "not settled",
-        f"no rotation: {said}; the 95% intervals overlap, so it is not clearly better on these "
-        "texts and the recipe leaves it out.",
-        block,
-    )
-
-
-def check_ignore_rule(ignore_share: float, max_blocks: int) -> None:
-    IGNORE_SHARE.check(float(ignore_share), IGNORE_SHARE.flag)
-    if not 0 <= int(max_blocks) <= 4096:
-        raise InputError(f"--ignore-max-blocks must be between 0 and 4096, got {max_blocks}")
-
-
-def kept_blocks(
-    damage: dict[int, float],
-    ignore_share: float = IGNORE_SHARE.default,
-    max_blocks: int = MAX_BLOCKS,
-) -> tuple[list[dict], list[int]]:
-    """Blocks most damaging first (``{layer, damage, share}``) and the ones to keep in full
-    precision: the fewest whose shares reach ``ignore_share``, at most ``max_blocks`` (a block
-    that does no damage is never kept)."""
-    total = sum(damage.values())
-    ranked = sorted(damage, key=lambda i: (-damage[i], i))
-    rows = [
-        {"layer": i, "damage": damage[i], "share": damage[i] / total if total > 0 else 0.0}
-        for i in ranked
-    ]
-    kept, covered = [], 0.0
-    for row in rows:
-        if covered >= ignore_share - 1e-12 or len(kept) >= max_blocks or row["damage"] <= 0:
-            break
-        kept.append(row["layer"])
-        covered += row["share"]
-    return rows, kept
-
-
 def build_recipe(
     loaded,
     report: QuantReport,
@@ -555,28 +291,7 @@ def build_recipe(
     names = {public + n for n, _ in loaded.encoder.named_modules()}
     blocks = public + report.scan.site_map.blocks_path
     regex = regex_mappings(mappings, names, blocks)
-    damage, ranked_by = _block_damage(report)
-    rows, kept = kept_blocks(damage, ignore_share, max_blocks)
-    total_share = {r["layer"]: r for r in rows}
-    unit = "KL" if report.metric == "kl" else "1 − cosine" if report.metric else "per-site error"
-    ignore = [
-        Ignored(
-            HEAD,
-            None,
-            "the output head: not measured here (the end metric keeps it in full precision)",
-        )
-    ]
-    rank = {layer: k + 1 for k, layer in enumerate(r["layer"] for r in rows)}
-    for s in report.scan.sites:
-        if s.site.layer not in kept:
-            continue
-        row = total_share[s.site.layer]
-        why = (
-            f"block {s.site.layer}: rank {rank[s.site.layer]} of {len(rows)}, "
-            f"{row['share']:.0%} of the summed per-block {unit} ({unit} {row['damage']:.3g} "
-            f"with only this block W8A8, {ranked_by})"
-        )
-        ignore += [Ignored(m, s.site.layer, why) for m in s.site.modules]
+    ignore, rows, ranked_by = ignore_list(report, ignore_share, max_blocks)
     notes += list(report.scan.site_map.notes)
     named = dict(loaded.encoder.named_modules())
     conv = sorted(

@@ -307,7 +307,7 @@ def test_quant_sites_of_the_new_mixers(recent_zoo):
 
 def test_recipe_says_per_site_why_not_smoothed(recent_zoo):
     from backend.analysis.quant.coverage import NO_NORM, UNTRACED, site_coverage
-    from backend.analysis.quant.recipe import norm_mappings
+    from backend.analysis.quant.mappings import norm_mappings
     from backend.analysis.quant.sites import discover_sites
 
     for family, expect in [("qwen3_next", "channels (shared across heads)"), ("mamba", UNTRACED)]:

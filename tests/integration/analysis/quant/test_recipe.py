@@ -118,7 +118,7 @@ def test_llmcompressor_parses_the_recipe(made, tmp_path):
     # the rotated variant (QuIPModifier in place of SmoothQuant), whatever this model's verdict
     from dataclasses import replace
 
-    from backend.analysis.quant.recipe import Rotation
+    from backend.analysis.quant.rotation import Rotation
 
     block = recipe.rotation.block_size if recipe.rotation else 8
     rotated = replace(recipe, rotation=Rotation(True, "helps", "the parser's test", block))

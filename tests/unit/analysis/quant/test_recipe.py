@@ -1,80 +1,18 @@
-"""The recipe's rules on planted inputs: the ignore list follows the per-block damage ordering and
-stops at the share; mappings become one regex per role only when the names repeat in every block
-and the regex matches exactly those modules; the YAML parses back to the same modifiers."""
+"""The recipe on planted decisions: the YAML parses back to the same modifiers and keeps each
+ignored module's reason; a rotation worth it replaces SmoothQuant and says why."""
 
 from __future__ import annotations
 
 import yaml
 
-from backend.analysis.quant.recipe import Ignored, Mapping, Recipe, kept_blocks, regex_mappings
-
-
-def test_kept_blocks_follow_the_damage_order_until_the_share():
-    damage = {0: 1.0, 1: 6.0, 2: 0.5, 3: 2.5}  # shares 0.1, 0.6, 0.05, 0.25
-    rows, kept = kept_blocks(damage, ignore_share=0.5, max_blocks=4)
-    assert [r["layer"] for r in rows] == [1, 3, 0, 2]
-    assert kept == [1]  # 60% alone reaches one half
-    assert kept_blocks(damage, ignore_share=0.8, max_blocks=4)[1] == [1, 3]
-    assert kept_blocks(damage, ignore_share=0.99, max_blocks=2)[1] == [1, 3]  # the cap
-    assert kept_blocks(damage, ignore_share=0.0)[1] == []
-    assert kept_blocks({0: 0.0, 1: 0.0}, ignore_share=0.5)[1] == []  # no damage: nothing kept
-    assert abs(sum(r["share"] for r in rows) - 1.0) < 1e-12
-
-
-def _llama_like(layers: int, prefix: str = "model.layers") -> list[Mapping]:
-    out = []
-    for i in range(layers):
-        p = f"{prefix}.{i}"
-        out.append(
-            Mapping(
-                i,
-                "pre_attn",
-                f"{p}.input_layernorm",
-                tuple(f"{p}.self_attn.{x}_proj" for x in "qkv"),
-            )
-        )
-        out.append(
-            Mapping(
-                i,
-                "pre_mlp",
-                f"{p}.post_attention_layernorm",
-                (f"{p}.mlp.gate_proj", f"{p}.mlp.up_proj"),
-            )
-        )
-    return out
-
-
-def test_uniform_names_become_one_regex_per_role():
-    maps = _llama_like(3)
-    names = {n for m in maps for n in (m.smooth, *m.balance)} | {"model.norm", "lm_head"}
-    regex = regex_mappings(maps, names, "model.layers")
-    assert regex == [
-        (
-            (
-                "re:.*\\.self_attn\\.q_proj$",
-                "re:.*\\.self_attn\\.k_proj$",
-                "re:.*\\.self_attn\\.v_proj$",
-            ),
-            "re:.*\\.input_layernorm$",
-        ),
-        (
-            ("re:.*\\.mlp\\.gate_proj$", "re:.*\\.mlp\\.up_proj$"),
-            "re:.*\\.post_attention_layernorm$",
-        ),
-    ]
-
-
-def test_a_regex_that_would_match_more_falls_back_to_names():
-    maps = _llama_like(2)
-    # a module outside these mappings that the regex would also catch (e.g. a vision tower's)
-    names = {n for m in maps for n in (m.smooth, *m.balance)} | {"vision.0.input_layernorm"}
-    regex = regex_mappings(maps, names, "model.layers")
-    attn = [r for r in regex if "input_layernorm" in r[1]]
-    assert attn == [(m.balance, m.smooth) for m in maps if m.role == "pre_attn"]
+from backend.analysis.quant.ignore_list import Ignored
+from backend.analysis.quant.mappings import regex_mappings
+from backend.analysis.quant.recipe import Recipe
+from tests.unit.analysis.quant.helpers import llama_like
 
 
 def test_yaml_parses_back_to_the_modifiers_and_keeps_each_reason():
-    maps = _llama_like(2)
+    maps = llama_like(2)
     recipe = Recipe(
         model="m",
         alpha=0.75,
@@ -124,9 +62,9 @@ def test_a_rotation_worth_it_replaces_smoothquant_and_says_why():
     why in the YAML too."""
     from dataclasses import replace
 
-    from backend.analysis.quant.recipe import Rotation
+    from backend.analysis.quant.rotation import Rotation
 
-    maps = _llama_like(2)
+    maps = llama_like(2)
     base = Recipe(
         model="m",
         alpha=0.5,
@@ -158,31 +96,3 @@ def test_a_rotation_worth_it_replaces_smoothquant_and_says_why():
     assert list(kept.modifiers()) == ["SmoothQuantModifier", "QuantizationModifier"]
     assert "# rotation: a Hadamard rotation hurts" in kept.yaml()
     assert "hurts" in kept.decision()
-
-
-def _ends(rotation: tuple[float, float, float], n_texts: int = 16, widths=(64, 192)):
-    """A stand-in report with per-token and SmoothQuant KL fixed and the rotation's planted."""
-    from types import SimpleNamespace
-
-    import torch
-
-    sites = [SimpleNamespace(site=SimpleNamespace(width=w)) for w in widths]
-    scan = SimpleNamespace(sites=sites, end_ids=torch.zeros(n_texts, 4))
-    end = {"metric": "kl", "per_token": 0.03, "smoothquant": 0.025, "rotation": rotation[0]}
-    interval = {"per_token": [0.028, 0.032], "smoothquant": [0.022, 0.027]}
-    interval["rotation"] = list(rotation[1:])
-    return SimpleNamespace(end=end, interval=interval, scan=scan, metric="kl")
-
-
-def test_rotation_is_written_only_when_its_interval_clears_both_rivals():
-    from backend.analysis.quant.recipe import rotation_decision
-
-    helps = rotation_decision(_ends((0.01, 0.009, 0.012)))
-    assert helps.written and helps.verdict == "helps" and helps.block_size == 64
-    assert "0.01 [0.009–0.012]" in helps.reason and "blocks of 64, 64" not in helps.reason
-    overlapping = rotation_decision(_ends((0.02, 0.015, 0.023)))  # overlaps SmoothQuant
-    assert not overlapping.written and overlapping.verdict == "not settled"
-    hurts = rotation_decision(_ends((0.05, 0.045, 0.055)))
-    assert not hurts.written and hurts.verdict == "hurts"
-    few = rotation_decision(_ends((0.01, 0.009, 0.012), n_texts=3))
-    assert not few.written and "too few" in few.reason
