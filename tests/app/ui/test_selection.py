@@ -40,7 +40,7 @@ def test_a_visit_counts_arrivals_not_reruns():
 def _selection():
     import streamlit as st
 
-    from ui.frame.selection import get_selection, run_whole_corpus, whole_corpus_asked
+    from ui.frame.selection import Selection, get_selection, run_whole_corpus, whole_corpus_asked
 
     sel = get_selection()
     st.session_state["read"] = sel
