@@ -10,6 +10,12 @@ Prints one JSON object:
   the CPU the pipeline runs with the compiled statistics kernel (compiled once before timing, as
   the app's background warm-up does; ``statistics_kernel_compile_s``) and again with eager
   statistics (``ratio_eager_statistics_*``), as an extraction does before the warm-up is done.
+- ``phase_seconds``: where each variant's time goes (median seconds over the rounds: tokenize,
+  the model call, the gather of analysed tokens, the statistics, the sample's writes, the rest),
+  and ``forward_ratio_vs_plain_sorted_per_round``: the plain loop's model-call seconds over the
+  pipeline's, per round (1.0: the forward runs as fast inside the pipeline as alone).
+- ``cpu``: the CPU's model name, logical CPUs, its vector and matrix flags and torch's threads
+  and kernel capability (ratios differ between CPUs: quote them with this).
 - ``memory``: peak RSS of a fresh process that extracts 1k and 20k texts (streaming keeps it flat).
 - on CUDA, ``peak_device_mib``: peak allocated GPU memory of each variant.
 
@@ -26,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -130,7 +137,95 @@ def _peak_mib(loaded) -> float | None:
     return round(torch.cuda.max_memory_allocated(loaded.device) / 2**20, 1)
 
 
-def plain_forward(loaded, texts, max_length: int, batch_size: int, sort: bool) -> tuple[float, int]:
+class Phases:
+    """Seconds spent in each phase of an extraction, by wrapping the pipeline's own functions
+    while it runs (a few perf_counter calls per batch): ``tokenize``, ``forward`` (the model call
+    alone), ``gather`` (analysed tokens of each state copied out of the hidden states),
+    ``statistics`` (the moments and extreme-index counts), ``sample`` (the token sample's
+    writes) and ``other`` (the rest: batching, padding, merging, the result's assembly)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    def add(self, name: str, seconds: float) -> None:
+        self.seconds[name] = self.seconds.get(name, 0.0) + seconds
+
+    def timed(self, name: str, fn):
+        def wrapper(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.add(name, time.perf_counter() - start)
+
+        return wrapper
+
+    def run(self, fn):
+        """``fn()`` with the pipeline's phases timed; returns (its result, total seconds)."""
+        from backend.engine.extraction import forward
+        from backend.engine.extraction.sample import SampleCandidates
+        from backend.engine.extraction.stats import RunningStats
+
+        patched = [
+            (forward, "tokenize_part"),
+            (forward, "forward_hidden_states"),
+            (forward, "_reduce_batch"),
+            (RunningStats, "add_states"),
+            (SampleCandidates, "write"),
+        ]
+        names = ["tokenize", "forward", "reduce", "statistics", "sample"]
+        saved = [getattr(owner, attr) for owner, attr in patched]
+        for (owner, attr), name, fn0 in zip(patched, names, saved, strict=True):
+            setattr(owner, attr, self.timed(name, fn0))
+        start = time.perf_counter()
+        try:
+            result = fn()
+        finally:
+            total = time.perf_counter() - start
+            for (owner, attr), fn0 in zip(patched, saved, strict=True):
+                setattr(owner, attr, fn0)
+        reduce = self.seconds.pop("reduce", 0.0)
+        self.seconds["gather"] = (
+            reduce - self.seconds.get("statistics", 0) - self.seconds.get("sample", 0)
+        )
+        self.seconds["other"] = total - sum(self.seconds.values())
+        return result, total
+
+
+def cpu_description() -> dict:
+    """The CPU the figures were measured on: its model name, logical CPUs, the vector and matrix
+    extensions that decide which matmul kernels run, and torch's threads."""
+    import platform
+
+    import torch
+
+    name, flags = platform.processor() or platform.machine(), set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and name in (
+                "",
+                platform.machine(),
+                platform.processor(),
+            ):
+                name = value.strip()
+            elif key.strip() == "flags" and not flags:
+                flags = set(value.split())
+    except OSError:  # not Linux: the name platform gives
+        pass
+    wanted = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile", "amx_bf16")
+    return {
+        "model": name,
+        "logical_cpus": os.cpu_count(),
+        "vector_flags": [f for f in wanted if f in flags],
+        "torch_threads": torch.get_num_threads(),
+        "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+    }
+
+
+def plain_forward(
+    loaded, texts, max_length: int, batch_size: int, sort: bool, phases: Phases | None = None
+) -> tuple[float, int]:
     import torch
 
     tok, model = loaded.tokenizer, loaded.encoder
@@ -149,7 +244,10 @@ def plain_forward(loaded, texts, max_length: int, batch_size: int, sort: bool) -
                 batch, padding=True, truncation=True, max_length=max_length, return_tensors="pt"
             )
             enc = {k: v.to(loaded.device) for k, v in enc.items() if k != "token_type_ids"}
+            began = time.perf_counter()
             model(**enc, output_hidden_states=sort)
+            if phases is not None:
+                phases.add("forward", time.perf_counter() - began)
             tokens += int(enc["attention_mask"].sum())
     _sync(loaded)
     return time.perf_counter() - start, tokens
@@ -188,18 +286,22 @@ def throughput(
     peaks: dict[str, float | None] = {}
     tokens = {"n": 0}
 
+    phases: dict[str, list[dict[str, float]]] = {}
+
     def plain(name: str, sort: bool) -> None:
         _reset_peak(loaded)
-        t, n = plain_forward(loaded, texts, max_length, batch_size, sort=sort)
+        timer = Phases()
+        t, n = plain_forward(loaded, texts, max_length, batch_size, sort=sort, phases=timer)
         results.setdefault(name, []).append(n / t)
+        phases.setdefault(name, []).append(timer.seconds | {"other": t - timer.seconds["forward"]})
         peaks[name] = _peak_mib(loaded)
 
     def pipeline(name: str) -> None:
         _reset_peak(loaded)
-        start = time.perf_counter()
-        result = extract(loaded, corpus, settings)
-        t = time.perf_counter() - start
+        timer = Phases()
+        result, t = timer.run(lambda: extract(loaded, corpus, settings))
         results.setdefault(name, []).append(result.num_tokens / t)
+        phases.setdefault(name, []).append(timer.seconds)
         peaks[name] = _peak_mib(loaded)
         tokens["n"] = result.num_tokens
 
@@ -227,6 +329,18 @@ def throughput(
         return [round(a / b, 3) for a, b in zip(results[name], base, strict=True)]
 
     median = {k: float(np.median(v)) for k, v in results.items()}
+
+    def phase_medians(name: str) -> dict[str, float]:
+        rows = phases[name]
+        return {k: round(float(np.median([r.get(k, 0.0) for r in rows])), 3) for k in rows[0]}
+
+    def forward_paired(name: str) -> list[float]:
+        """Per round: the plain loop's forward seconds / the pipeline's (1.0: as fast)."""
+        base = phases["plain_sorted_hidden_states"]
+        return [
+            round(b["forward"] / a["forward"], 3) for a, b in zip(phases[name], base, strict=True)
+        ]
+
     out = {
         "model": loaded.info.display_name,
         "device": loaded.info.device,
@@ -246,6 +360,10 @@ def throughput(
             float(np.median(paired("isoscope_pipeline"))), 3
         ),
         "ratio_vs_plain_sorted_hidden_states_per_round": paired("isoscope_pipeline"),
+        # Where the time goes (median seconds per phase over the rounds, see Phases), and the
+        # model call alone inside the pipeline against the same call in the plain loop.
+        "phase_seconds": {name: phase_medians(name) for name in phases},
+        "forward_ratio_vs_plain_sorted_per_round": forward_paired("isoscope_pipeline"),
     }
     if compiled:
         eager = paired("isoscope_pipeline_eager_statistics")
@@ -429,7 +547,7 @@ def main() -> None:
 
     report = {
         "benchmark": "extract",
-        "torch_threads": torch.get_num_threads(),
+        "cpu": cpu_description(),
         "throughput": throughput(
             args.model,
             args.texts,
