@@ -11,7 +11,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from backend.analysis.activations.int8 import SITE_SHARE, Int8Stats
-from backend.analysis.activations.massive import MassiveStats, TextMagnitudes
+from backend.analysis.activations.magnitudes import TextMagnitudes
+from backend.analysis.activations.massive import MassiveStats
 from backend.analysis.activations.sinks import SinkStats
 from backend.engine.params import LLM_INT8_THRESHOLD, percent
 from backend.plots.axes import log_axis

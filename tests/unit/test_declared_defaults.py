@@ -101,7 +101,7 @@ def test_a_command_states_no_default_of_its_own_for_a_declared_parameter(command
 
 def test_one_analysis_reads_one_declaration_in_its_command_its_page_and_its_functions():
     from backend.analysis.activations import params as activations
-    from backend.analysis.activations.massive import scan_decoder
+    from backend.analysis.activations.scan import scan_decoder
     from backend.analysis.positional import params as positional
     from backend.analysis.positional.qk import qk_stats
     from backend.analysis.quant import params as quant

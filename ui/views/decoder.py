@@ -8,14 +8,10 @@ from __future__ import annotations
 import streamlit as st
 
 from backend.analysis.activations.int8 import SITE_SHARE, TOKEN_SHARE
-from backend.analysis.activations.massive import (
-    DecoderScan,
-    TextMagnitudes,
-    peak_state,
-    scan_decoder,
-    text_magnitudes,
-)
+from backend.analysis.activations.magnitudes import TextMagnitudes, text_magnitudes
+from backend.analysis.activations.massive import peak_state
 from backend.analysis.activations.params import MASSIVE_MAX_LENGTH
+from backend.analysis.activations.scan import DecoderScan, scan_decoder
 from backend.analysis.activations.sinks import SINK_THRESHOLD
 from backend.engine.errors import IsoscopeError
 from backend.engine.inputs.corpus import Corpus

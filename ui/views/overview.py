@@ -9,7 +9,10 @@ from dataclasses import replace
 
 import streamlit as st
 
-from backend.analysis.activations.massive import FirstPositionContrast, first_position_contrast
+from backend.analysis.activations.first_position import (
+    FirstPositionContrast,
+    first_position_contrast,
+)
 from backend.analysis.geometry.summaries import first_position_gap
 from backend.engine.budget.throughput import (
     FirstLook,

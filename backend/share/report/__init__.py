@@ -12,8 +12,8 @@ Every number comes from an existing analysis (never re-derived here):
   :func:`backend.analysis.layernorm.ablation.run_ablation` (Kovaleva et al. 2021, BERT Busters, arXiv 2105.06990);
 - positional information: :mod:`backend.analysis.positional.table` (Luo et al. section 4);
 - sentence similarity (with ``pairs``): :mod:`backend.analysis.geometry.similarity`;
-- massive activations and attention sinks, for decoders: ``backend.analysis.activations.massive`` /
-  ``backend.analysis.activations.sinks``;
+- massive activations and attention sinks, for decoders: ``backend.analysis.activations.scan``
+  (``massive`` / ``sinks``);
 - quantization readiness (optional, :mod:`backend.share.report.quant`):
   :mod:`backend.analysis.quant.readiness`.
 

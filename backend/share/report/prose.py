@@ -480,7 +480,7 @@ def _similarity(ctx: Context) -> Section:
 
 def _decoder(ctx: Context) -> Section:
     """Massive activations (Sun et al. 2024) and attention sinks (Xiao et al. 2023; Gu et al. 2024's
-    alpha) from :func:`backend.analysis.activations.massive.scan_decoder`, when this build has it."""
+    alpha) from :func:`backend.analysis.activations.scan.scan_decoder`, when this build has it."""
     sec = Section("decoder", SECTION_TITLES["decoder"], source=SOURCES["decoder"])
     loaded = ctx.loaded
     if not loaded.info.is_causal:
@@ -490,10 +490,12 @@ def _decoder(ctx: Context) -> Section:
         )
         return sec
     try:
-        from backend.analysis.activations.massive import peak_state, scan_decoder
+        from backend.analysis.activations.massive import peak_state
+        from backend.analysis.activations.scan import scan_decoder
     except ImportError as exc:
         if getattr(exc, "name", "") not in (
             "backend.analysis.activations.massive",
+            "backend.analysis.activations.scan",
             "backend.analysis.activations.sinks",
         ):
             raise
