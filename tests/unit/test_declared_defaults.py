@@ -123,7 +123,7 @@ def test_one_analysis_reads_one_declaration_in_its_command_its_page_and_its_func
             params = inspect.signature(fn).parameters
             assert params["max_length"].default == max_length.default, fn.__name__
             assert params["batch_size"].default == batch_size.default, fn.__name__
-    assert LINK_CONTROLS["decoder"]["massive_max_length"] is activations.MASSIVE_MAX_LENGTH
+    assert LINK_CONTROLS["massive"]["massive_max_length"] is activations.MASSIVE_MAX_LENGTH
     assert LINK_CONTROLS["quant"]["quant_max_length"] is quant.QUANT_MAX_LENGTH
     # every other extracting command reads the extraction's own, as the sidebar does
     from backend.engine.extraction import ExtractionSettings

@@ -26,7 +26,7 @@ from backend.engine.inputs.corpus import Corpus
 from backend.engine.load.models import LoadedModel
 from backend.engine.serve import firstlook
 from backend.engine.store.cache import ResultCache
-from backend.plots.decoder import first_position_figure, first_position_frame
+from backend.plots.massive import first_position_figure, first_position_frame
 from backend.plots.overview import anisotropy_line, model_card_rows
 from ui.frame.page import explainer, show_notices
 from ui.frame.selection import get_selection, run_whole_corpus, whole_corpus_asked

@@ -17,8 +17,8 @@ Every number comes from an existing analysis (never re-derived here):
 - quantization readiness (optional, :mod:`backend.share.report.quant`):
   :mod:`backend.analysis.quant.readiness`.
 
-A section that does not apply (no LayerNorm outliers, no position table, an encoder for the decoder
-section, no pairs) is kept as one line saying why; a section whose analysis raises is kept as one line
+A section that does not apply (no LayerNorm outliers, no position table, an encoder for the massive
+activations section, no pairs) is kept as one line saying why; a section whose analysis raises is kept as one line
 naming the error. The report as a whole never fails. The HTML holds no timestamp and fixed figure ids,
 so the same model, corpus and settings give the same bytes (the CLI and the app's download agree).
 """

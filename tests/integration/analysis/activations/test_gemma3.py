@@ -110,10 +110,10 @@ def test_1_a_gemma3_checkpoint_is_read_as_a_decoder(gemma3_dir, texts_file, tmp_
         corpus_from_text("\n".join(TEXTS)),
         ExtractionSettings(max_length=32, sample_size=500, exclude_first=True),
     )
-    report = build_report(loaded, result, settings=ReportSettings(decoder_texts=5))
-    decoder = report.section("decoder")
-    assert decoder.skipped is None, decoder.skipped
-    assert decoder.findings
+    report = build_report(loaded, result, settings=ReportSettings(massive_texts=5))
+    massive = report.section("massive")
+    assert massive.skipped is None, massive.skipped
+    assert massive.findings
 
 
 # (2) int8 sites: the norms that feed projections; an off-scale site is flagged ----------------

@@ -1,4 +1,4 @@
-"""Figures and tables of the Massive activations & sinks page (backend/plots/decoder.py), on small
+"""Figures and tables of the Massive activations & sinks page (backend/plots/massive.py), on small
 hand-made statistics: one text whose first token carries |h| = 500 in dim 2 at the last state,
 two layers of heads of which the first layer's are sinks, and dim 1 an LLM.int8 outlier feature
 at every site; and the by-layer line of the largest |h|."""
@@ -13,7 +13,7 @@ import pytest
 from backend.analysis.activations.int8 import SITE_SHARE, Int8Stats
 from backend.analysis.activations.magnitudes import TextMagnitudes
 from backend.analysis.activations.sinks import SINK_THRESHOLD, SinkStats, sink_share
-from backend.plots.decoder import (
+from backend.plots.massive import (
     MASSIVE_LINE,
     feature_token_figure,
     first_position_figure,
@@ -130,7 +130,7 @@ def test_first_position_contrast():
 
 def test_a_hybrid_s_sink_rows_and_the_mixer_sites_table():
     from backend.analysis.activations.inner import SSM_INPUT, InnerReading, InnerSite
-    from backend.plots.decoder import inner_frame
+    from backend.plots.massive import inner_frame
 
     alpha = np.array([[0.9, 0.1], [0.2, 0.4]])
     per_layer, share = sink_share(alpha)
