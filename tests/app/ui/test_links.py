@@ -123,11 +123,23 @@ def test_a_link_to_a_former_page_path_opens_the_page_under_its_path_now(tiny_lla
     assert link["page"] == "massive" and link["massive_max_length"] == "16"
 
 
-def test_a_former_page_path_is_a_hidden_page_running_the_page_now():
+def _list_former_pages(folder: str) -> None:
+    from pathlib import Path
+
+    import streamlit as st
+
     from ui.sharing.links import former_pages
 
-    (old,) = former_pages(Path(APP).parent / "pages")
-    assert old.url_path == "decoder" and old.visibility == "hidden"
+    for page in former_pages(Path(folder)):
+        st.text(f"{page.url_path} {page.visibility}")
+
+
+def test_a_former_page_path_is_a_hidden_page_running_the_page_now():
+    """st.Page is only whole inside a script run: listed by a one-function app."""
+    at = AppTest.from_function(_list_former_pages, args=(str(Path(APP).parent / "pages"),))
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert [t.value for t in at.text] == ["decoder hidden"]
 
 
 @pytest.mark.parametrize(
