@@ -13,7 +13,7 @@ from ui.frame.selection import note_page_visit
 from ui.frame.sidebar import sidebar
 from ui.server.access import passphrase_gate
 from ui.server.warmup import start_umap_warmup
-from ui.sharing.links import apply_link, show_link_notice, sync_link
+from ui.sharing.links import apply_link, former_pages, show_link_notice, sync_link
 
 HERE = Path(__file__).resolve().parent
 
@@ -26,7 +26,7 @@ PAGES = [
     ("similarity.py", "Sentence similarity", ":material/compare_arrows:"),
     ("layernorm.py", "LayerNorm", ":material/tune:"),
     ("positional.py", "Positional information", ":material/timeline:"),
-    ("decoder.py", "Massive activations & sinks", ":material/bolt:"),
+    ("massive.py", "Massive activations & sinks", ":material/bolt:"),
     ("quant.py", "Quantization readiness", ":material/compress:"),
     ("compare.py", "Compare", ":material/difference:"),
     ("tour.py", "Guided tour", ":material/school:"),
@@ -39,7 +39,7 @@ pages = [
     for i, (file, title, icon) in enumerate(PAGES)
     if (HERE / "pages" / file).exists()
 ]
-navigation = st.navigation(pages)
+navigation = st.navigation([*pages, *former_pages(HERE / "pages")])  # former paths: hidden
 with st.sidebar:
     st.markdown("## isoscope")
     st.caption("Embedding geometry of Transformer models")

@@ -136,7 +136,8 @@ def run_analyses(loaded, bugs_as_cells: bool = False) -> dict[str, str]:
     IsoscopeError propagates (a bug), or with ``bugs_as_cells`` becomes ``bug: <Type>: <line>``
     (the table generator lists every family). An audio model reads :func:`clips` where a text
     model reads :data:`TEXTS`."""
-    from backend.analysis.activations.massive import int8_sites, scan_decoder
+    from backend.analysis.activations.int8 import int8_sites
+    from backend.analysis.activations.scan import scan_decoder
     from backend.analysis.layernorm.params import ln_params, norms_of
     from backend.analysis.positional.qk import qk_stats
     from backend.analysis.positional.table import position_table_weights

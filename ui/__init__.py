@@ -4,8 +4,9 @@
   one call into its view. No maths, no torch, no cache keys, no widgets of its own beyond that.
 - ``ui/views/<page>.py`` holds that page's body: its controls, sections, explainers and the
   page's own cached calls. A page too long for one module is a package ``ui/views/<page>/``
-  instead, one module per tab plus one for what its tabs share. A view is used by its page
-  only, and imports no other page's view (a module of a page package imports its siblings).
+  instead, one module per tab (or per kind of model, ``massive/``) plus one for what they share.
+  A view is used by its page only, and imports no other page's view (a module of a page package
+  imports its siblings).
 - ``ui/`` (this package, outside ``views``) holds only what every page shares, grouped by job:
   ``frame`` (the sidebar and its selection, the session's slots, tabs, the cache panel, the
   page's error frame), ``work`` (the one cache idiom ``cached``, which defines nothing else; the

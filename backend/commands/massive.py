@@ -53,7 +53,8 @@ def add_parser(sub) -> None:
 
 
 def run_massive(args: argparse.Namespace) -> int:
-    from backend.analysis.activations.massive import peak_state, scan_decoder
+    from backend.analysis.activations.massive import peak_state
+    from backend.analysis.activations.scan import scan_decoder
     from backend.engine.extraction.media import check_modality
 
     out = check_out_path(args.out)

@@ -302,6 +302,20 @@ def test_shared_mode_overview_renders_without_the_operators_controls(browser, sh
         page.close()
 
 
+def test_a_link_to_a_former_page_path_opens_the_page(browser, server):
+    """A link shared while the Massive activations page was at /decoder (ui/sharing/links.py,
+    PAGE_ALIASES): no "Page not found" dialog, the page draws, and the address bar names /massive."""
+    model = "random:gpt2:layers%3D2,width%3D32,heads%3D2"
+    page = _open(browser, server, "decoder", f"?page=decoder&model={model}&corpus=bundled")
+    try:
+        _assert_no_exception(page, "decoder (former path)")
+        assert page.get_by_text("Page not found").count() == 0
+        assert "Massive activations" in page.locator("h1").first.inner_text()
+        assert "/massive" in page.url and "page=massive" in page.url, page.url
+    finally:
+        page.close()
+
+
 def test_an_image_analysis_opens_from_a_link(browser, server, tmp_path):
     """A link to a small random ViT on the bundled demo images (ui/sharing/links.py): the Overview runs
     the image analysis and draws without an exception; the corpus is the demo set, the model a
@@ -330,7 +344,7 @@ def recent_folders(tmp_path_factory):
 
 
 @pytest.mark.parametrize("family", ["qwen3_5_text", "mamba2", "deepseek_v3", "gemma3n_text"])
-@pytest.mark.parametrize("stem", ["overview", "decoder"])
+@pytest.mark.parametrize("stem", ["overview", "massive"])
 def test_a_recent_family_opens_from_a_link(browser, server, recent_folders, family, stem, tmp_path):
     """A hybrid (Gated DeltaNet + attention), a state-space model, multi-head latent attention and
     Gemma 3n's AltUp streams, linked with a pasted corpus: the Overview (whose card names the

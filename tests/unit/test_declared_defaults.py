@@ -101,7 +101,7 @@ def test_a_command_states_no_default_of_its_own_for_a_declared_parameter(command
 
 def test_one_analysis_reads_one_declaration_in_its_command_its_page_and_its_functions():
     from backend.analysis.activations import params as activations
-    from backend.analysis.activations.massive import scan_decoder
+    from backend.analysis.activations.scan import scan_decoder
     from backend.analysis.positional import params as positional
     from backend.analysis.positional.qk import qk_stats
     from backend.analysis.quant import params as quant
@@ -123,7 +123,7 @@ def test_one_analysis_reads_one_declaration_in_its_command_its_page_and_its_func
             params = inspect.signature(fn).parameters
             assert params["max_length"].default == max_length.default, fn.__name__
             assert params["batch_size"].default == batch_size.default, fn.__name__
-    assert LINK_CONTROLS["decoder"]["massive_max_length"] is activations.MASSIVE_MAX_LENGTH
+    assert LINK_CONTROLS["massive"]["massive_max_length"] is activations.MASSIVE_MAX_LENGTH
     assert LINK_CONTROLS["quant"]["quant_max_length"] is quant.QUANT_MAX_LENGTH
     # every other extracting command reads the extraction's own, as the sidebar does
     from backend.engine.extraction import ExtractionSettings

@@ -4,7 +4,7 @@ Embedding Projector / embedding-atlas downloads (Clipping & projections).
 The report is :func:`backend.share.report.build_report` on the page's own model and extraction, so the
 downloaded file is the one ``isoscope report`` writes for the same model, corpus and
 settings. The quick sections (outlier dims, anisotropy: no forward pass) open the Overview at once;
-the full report (LayerNorm ablation, position probe, decoder scan: ~20 s on the bundled model on 2
+the full report (LayerNorm ablation, position probe, massive-activation scan: ~20 s on the bundled model on 2
 CPU cores) is built only on request (a button at the end of the page, or the download), so the
 first page stays fast; it is cached per extraction, and its findings then replace the quick ones.
 Once the Quantization page has run on the same model and corpus in this session, its analysis is
@@ -155,13 +155,13 @@ def findings_panel(loaded: LoadedModel, result: ExtractionResult) -> Callable[[]
         if report is not None:
             return
         if not st.button(
-            "Compute the remaining findings (LayerNorm ablation, position probe, decoder scan)",
+            "Compute the remaining findings (LayerNorm ablation, position probe, massive-activation scan)",
             key="overview_full_findings",
             help="About 20 s on the bundled model on 2 CPU cores; cached afterwards.",
         ):
             return
         with st.spinner(
-            "Computing the remaining findings (LayerNorm ablation, position probe, decoder scan)…"
+            "Computing the remaining findings (LayerNorm ablation, position probe, massive-activation scan)…"
         ):
             full = full_report(loaded, result, inputs, quant)
         with slot.container():

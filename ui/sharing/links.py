@@ -10,6 +10,7 @@ main controls live in the URL (``st.query_params``).
 - Pages with a hidden-state control take their initial state from :func:`state_index`; lazy tab
   groups open the link's tab (:func:`check_tab` drops an unknown label); the Compare page's Model B
   travels as ``model_b`` (a preset's source, or the typed source).
+- A renamed page's former path (:data:`PAGE_ALIASES`) still opens it, from the URL path or ``page=``.
 
 Never in a link: the pickle opt-in, the device and dtype (they stay the server's defaults), and an
 uploaded file (its bytes cannot travel in a URL; such links open the bundled corpus). Pasted text
@@ -94,17 +95,38 @@ def _page_paths(pages: Sequence[Any]) -> dict[str, Any]:
     return {page.url_path or "overview": page for page in pages}
 
 
+# A page's former path, which links already shared still name (as their URL path and as
+# ``page=``), mapped to the page's path now. The old path stays in the navigation as a hidden page
+# (:func:`former_pages`), so Streamlit opens it without a "page not found" dialog, and
+# :func:`apply_link` moves on to the page's own path with the link's controls.
+PAGE_ALIASES = {"decoder": "massive"}
+
+
+def former_pages(folder: Path) -> list[Any]:
+    """A hidden ``st.Page`` at each former path of :data:`PAGE_ALIASES`, running the file of the
+    page it names (``folder/<path>.py``)."""
+    return [
+        st.Page(folder / f"{new}.py", url_path=old, visibility="hidden")
+        for old, new in PAGE_ALIASES.items()
+        if (folder / f"{new}.py").exists()
+    ]
+
+
 def apply_link(pages: Sequence[Any], current: Any) -> None:
     """Seed the session from the URL once per session; switch to the link's page if it names one.
 
-    ``pages``: the ``st.Page`` objects of the navigation; ``current``: the page being run.
+    ``pages``: the ``st.Page`` objects of the navigation (not the hidden :func:`former_pages`);
+    ``current``: the page being run. A former path always switches to the page it names.
     """
-    if st.session_state.get(APPLIED_KEY):
+    paths = _page_paths(pages)
+    renamed = paths.get(PAGE_ALIASES.get(current.url_path or "overview", ""))
+    params = {k: st.query_params.get(k) for k in st.query_params}
+    if st.session_state.get(APPLIED_KEY) or not params:
+        st.session_state[APPLIED_KEY] = True
+        if renamed is not None:
+            st.switch_page(renamed)
         return
     st.session_state[APPLIED_KEY] = True
-    params = {k: st.query_params.get(k) for k in st.query_params}
-    if not params:
-        return
     bad: list[str] = []
     selection = get_selection()
     model = params.get("model")
@@ -130,10 +152,10 @@ def apply_link(pages: Sequence[Any], current: Any) -> None:
             )
     if selection != get_selection():
         st.session_state[SELECTION_KEY] = selection
-    paths = _page_paths(pages)
     page = params.get("page")
-    target = current
+    target = renamed or current
     if page is not None:
+        page = PAGE_ALIASES.get(page, page)
         if page in paths:
             target = paths[page]
         else:

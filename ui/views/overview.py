@@ -9,7 +9,10 @@ from dataclasses import replace
 
 import streamlit as st
 
-from backend.analysis.activations.massive import FirstPositionContrast, first_position_contrast
+from backend.analysis.activations.first_position import (
+    FirstPositionContrast,
+    first_position_contrast,
+)
 from backend.analysis.geometry.summaries import first_position_gap
 from backend.engine.budget.throughput import (
     FirstLook,
@@ -23,7 +26,7 @@ from backend.engine.inputs.corpus import Corpus
 from backend.engine.load.models import LoadedModel
 from backend.engine.serve import firstlook
 from backend.engine.store.cache import ResultCache
-from backend.plots.decoder import first_position_figure, first_position_frame
+from backend.plots.massive import first_position_figure, first_position_frame
 from backend.plots.overview import anisotropy_line, model_card_rows
 from ui.frame.page import explainer, show_notices
 from ui.frame.selection import get_selection, run_whole_corpus, whole_corpus_asked

@@ -109,7 +109,7 @@ LINK_CONTROLS: dict[str, dict[str, Options | Interval | Tab]] = {
     },
     "layernorm": {"ln_k": LN_K, "ln_share": LN_SHARE, "ln_tab": TAB},
     "positional": {"pos_tab": TAB, "pos_emb_view": TAB},
-    "decoder": {"massive_tab": TAB, "massive_max_length": MASSIVE_MAX_LENGTH},
+    "massive": {"massive_tab": TAB, "massive_max_length": MASSIVE_MAX_LENGTH},
     "quant": {
         "quant_max_length": QUANT_MAX_LENGTH,
         "quant_keep": KEEP_K,

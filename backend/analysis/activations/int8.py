@@ -33,6 +33,7 @@ import torch
 
 from backend.analysis.activations.loghist import N_BINS, log_histogram, median_from_histogram
 from backend.engine.device import to_numpy
+from backend.engine.load.models import LoadedModel
 from backend.engine.params import DETTMERS_2022, LLM_INT8_THRESHOLD, Cited, percent
 
 # A dim counts at a site on >= 6 % of its tokens, and is an outlier feature at >= 25 % of the sites.
@@ -258,3 +259,19 @@ class Int8Accumulator:
             median_abs=median_from_histogram(to_numpy(self.hist, dtype=None)),
             relative_counts=to_numpy(self.relative_counts),
         )
+
+
+def int8_sites(loaded: LoadedModel) -> list:
+    """The norms (``backend.analysis.layernorm.params``) whose outputs are the inputs of projections
+    inside the Transformer blocks (the traced wiring of :func:`backend.engine.arch.wiring`): exactly
+    LLM.int8's measurement points. Gemma-2/3's post-attention / post-feedforward norms, whose
+    outputs only join the residual stream, are not sites."""
+    from backend.analysis.layernorm.params import find_norms
+
+    sites = find_norms(
+        loaded.model,
+        num_layers=loaded.info.num_layers,
+        width=loaded.info.hidden_size,
+        parametric=False,
+    )
+    return [site for site in sites if site.feeds_projections]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from backend.analysis.activations.massive import FirstPositionContrast
+    from backend.analysis.activations.first_position import FirstPositionContrast
     from backend.analysis.geometry.isotropy import StateIsotropy
 
 

@@ -12,13 +12,13 @@ Every number comes from an existing analysis (never re-derived here):
   :func:`backend.analysis.layernorm.ablation.run_ablation` (Kovaleva et al. 2021, BERT Busters, arXiv 2105.06990);
 - positional information: :mod:`backend.analysis.positional.table` (Luo et al. section 4);
 - sentence similarity (with ``pairs``): :mod:`backend.analysis.geometry.similarity`;
-- massive activations and attention sinks, for decoders: ``backend.analysis.activations.massive`` /
-  ``backend.analysis.activations.sinks``;
+- massive activations and attention sinks, for decoders: ``backend.analysis.activations.scan``
+  (``massive`` / ``sinks``);
 - quantization readiness (optional, :mod:`backend.share.report.quant`):
   :mod:`backend.analysis.quant.readiness`.
 
-A section that does not apply (no LayerNorm outliers, no position table, an encoder for the decoder
-section, no pairs) is kept as one line saying why; a section whose analysis raises is kept as one line
+A section that does not apply (no LayerNorm outliers, no position table, an encoder for the massive
+activations section, no pairs) is kept as one line saying why; a section whose analysis raises is kept as one line
 naming the error. The report as a whole never fails. The HTML holds no timestamp and fixed figure ids,
 so the same model, corpus and settings give the same bytes (the CLI and the app's download agree).
 """

@@ -18,7 +18,7 @@ SECTION_TITLES = {
     "layernorm": "LayerNorm outliers and their ablation",
     "positional": "Positional information",
     "similarity": "Sentence similarity",
-    "decoder": "Massive activations and attention sinks",
+    "massive": "Massive activations and attention sinks",
     "quant": "Quantization readiness",
 }
 # Built only when asked for (`isoscope report --quant`; the app once its page has run): the
@@ -34,7 +34,7 @@ SOURCES = {
     "layernorm": "Kovaleva, Kulshreshtha, Rogers & Rumshisky 2021 (BERT Busters), arXiv 2105.06990",
     "positional": "Luo, Kulmizev & Mao 2021, arXiv 2011.04393 (section 4)",
     "similarity": "Luo et al. 2021, Table 2; Timkey & van Schijndel 2021",
-    "decoder": "Sun, Chen, Kolter & Liu 2024, Massive Activations, arXiv 2402.17762; "
+    "massive": "Sun, Chen, Kolter & Liu 2024, Massive Activations, arXiv 2402.17762; "
     "Xiao et al. 2023, attention sinks, arXiv 2309.17453",
     "quant": "Dettmers et al. 2022, LLM.int8(), arXiv 2208.07339; Xiao et al. 2023, SmoothQuant, "
     "arXiv 2211.10438; Ashkboos et al. 2024, QuaRot, arXiv 2404.00456; Bondarenko et al. 2023, "
@@ -53,7 +53,7 @@ class ReportSettings:
     probe_max_position: int = MAX_POSITION.default
     probe_iter: int = PROBE_ITER.default
     projection_points: int = 2000
-    decoder_texts: int = 64  # texts of the massive-activation / sink scan
+    massive_texts: int = 64  # texts of the massive-activation / sink scan
     quant_texts: int = 64  # texts of the quantization analysis (the optional section)
 
     def __post_init__(self) -> None:

@@ -478,10 +478,10 @@ def _similarity(ctx: Context) -> Section:
     return sec
 
 
-def _decoder(ctx: Context) -> Section:
+def _massive(ctx: Context) -> Section:
     """Massive activations (Sun et al. 2024) and attention sinks (Xiao et al. 2023; Gu et al. 2024's
-    alpha) from :func:`backend.analysis.activations.massive.scan_decoder`, when this build has it."""
-    sec = Section("decoder", SECTION_TITLES["decoder"], source=SOURCES["decoder"])
+    alpha) from :func:`backend.analysis.activations.scan.scan_decoder`, when this build has it."""
+    sec = Section("massive", SECTION_TITLES["massive"], source=SOURCES["massive"])
     loaded = ctx.loaded
     if not loaded.info.is_causal:
         sec.skipped = (
@@ -490,16 +490,18 @@ def _decoder(ctx: Context) -> Section:
         )
         return sec
     try:
-        from backend.analysis.activations.massive import peak_state, scan_decoder
+        from backend.analysis.activations.massive import peak_state
+        from backend.analysis.activations.scan import scan_decoder
     except ImportError as exc:
         if getattr(exc, "name", "") not in (
             "backend.analysis.activations.massive",
+            "backend.analysis.activations.scan",
             "backend.analysis.activations.sinks",
         ):
             raise
         sec.skipped = "this isoscope build has no massive-activation or attention-sink analysis"
         return sec
-    texts = list(ctx.result.texts[: ctx.settings.decoder_texts])
+    texts = list(ctx.result.texts[: ctx.settings.massive_texts])
     scan = scan_decoder(
         loaded,
         texts,
@@ -550,7 +552,7 @@ def _decoder(ctx: Context) -> Section:
         )
     sec.notes.extend(scan.notes)
     sec.notes.append(f"Measured on the first {len(texts)} texts of the corpus.")
-    from backend.plots.decoder import massive_summary_figure
+    from backend.plots.massive import massive_summary_figure
 
     sec.figures.append(massive_summary_figure(m, scan.sinks))
     return sec
@@ -562,5 +564,5 @@ BUILDERS: dict[str, Callable[[Context], Section]] = {
     "layernorm": _layernorm,
     "positional": _positional,
     "similarity": _similarity,
-    "decoder": _decoder,
+    "massive": _massive,
 }

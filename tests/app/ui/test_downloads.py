@@ -175,7 +175,7 @@ def test_every_json_download_of_every_page_is_strict(
     at.button(key="ln_sweep_run").click().run()
     assert not at.exception, [e.value for e in at.exception]
 
-    at = _app(str(tiny_llama_dir), "decoder", massive_max_length=16)
+    at = _app(str(tiny_llama_dir), "massive", massive_max_length=16)
     for tab in ("Attention sinks", "int8 outlier features"):
         _rerun(at, massive_tab=tab)
 
@@ -190,10 +190,10 @@ def test_every_json_download_of_every_page_is_strict(
         _rerun(at, quant_tab=tab, quant_prefix=True)  # the layer-wise curve's download too
 
     vit, images = image_run  # the views only image analyses have
-    _app(vit, "decoder", kind="images", corpus=images)
+    _app(vit, "massive", kind="images", corpus=images)
     _app(vit, "positional", kind="images", corpus=images, pos_tab="Position probe")
     whisper, clips = audio_run  # and speech encoders
-    _app(whisper, "decoder", kind="audio", corpus=clips)
+    _app(whisper, "massive", kind="audio", corpus=clips)
 
     expected = _json_keys_in_sources()
     assert len(expected) >= 13

@@ -103,6 +103,45 @@ def test_an_unknown_page_opens_the_overview():
     assert any("page 'nowhere'" in w.value for w in at.warning)
 
 
+def test_a_link_to_a_former_page_path_opens_the_page_under_its_path_now(tiny_llama_dir):
+    """A link shared while the Massive activations page was at ``decoder`` opens it, with the
+    link's controls, and the URL then names ``massive`` (ui/sharing/links.py, PAGE_ALIASES)."""
+    from ui.sharing.links import PAGE_ALIASES
+
+    assert PAGE_ALIASES == {"decoder": "massive"}
+    at = open_link(
+        page="decoder",
+        model=str(tiny_llama_dir),
+        corpus="paste",
+        texts="Summer is warm. Winter is cold.\nThe cat sat on the mat.",
+        massive_max_length="16",
+    )
+    assert [t.value for t in at.title] == ["Massive activations & sinks"]
+    assert at.select_slider(key="massive_max_length").value == 16
+    assert not [w for w in at.warning if "link" in w.value]
+    link = _params(at)
+    assert link["page"] == "massive" and link["massive_max_length"] == "16"
+
+
+def _list_former_pages(folder: str) -> None:
+    from pathlib import Path
+
+    import streamlit as st
+
+    from ui.sharing.links import former_pages
+
+    for page in former_pages(Path(folder)):
+        st.text(f"{page.url_path} {page.visibility}")
+
+
+def test_a_former_page_path_is_a_hidden_page_running_the_page_now():
+    """st.Page is only whole inside a script run: listed by a one-function app."""
+    at = AppTest.from_function(_list_former_pages, args=(str(Path(APP).parent / "pages"),))
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert [t.value for t in at.text] == ["decoder hidden"]
+
+
 @pytest.mark.parametrize(
     ("page", "widget"), [("outliers", "out_state"), ("anisotropy", "aniso_layer")]
 )

@@ -61,7 +61,7 @@ def test_choice_widgets_follow_their_declarations(tiny_llama_dir):
     at = _page("tour")
     steps = [f"{s}. {t}" for s, t in zip(ranges.TOUR_STEP.options, tour.TITLES, strict=True)]
     assert at.radio(key="tour_step").options == steps
-    at = _page("decoder", model=str(tiny_llama_dir))
+    at = _page("massive", model=str(tiny_llama_dir))
     lengths = at.select_slider(key="massive_max_length")
     assert lengths.options == _strings(MASSIVE_MAX_LENGTH.choices)
     assert lengths.value == MASSIVE_MAX_LENGTH.default

@@ -153,7 +153,7 @@ def test_pure_recurrent_models_are_refused_by_kind(recent_zoo, texts_file, tmp_p
 
 @pytest.fixture(scope="module")
 def scans(recent_zoo):
-    from backend.analysis.activations.massive import scan_decoder
+    from backend.analysis.activations.scan import scan_decoder
 
     out = {}
     for family in ("qwen3_next", "qwen3_5_text", "kimi_linear", "deepseek_v3", "mamba", "jamba"):

@@ -48,7 +48,7 @@ def test_report_on_the_default_model(minilm, minilm_result, tmp_path):
     assert float(accuracy.group(1)) > 0.8 > float(accuracy.group(2))
     assert any("position table" in f for f in positional.findings)
     assert rep.section("similarity").skipped is None
-    assert "encoder" in rep.section("decoder").skipped
+    assert "encoder" in rep.section("massive").skipped
     page = rep.to_html()
     _plotly_once(page)
     assert page.count('class="figure"') >= 6
@@ -81,7 +81,7 @@ def test_report_cli_on_a_random_bert_equals_the_in_process_report(tmp_path):
     assert quant.startswith(
         '<section id="quant"><h2>Quantization readiness</h2>\n<ul class="findings">'
     )
-    assert page.index('<section id="decoder">') < page.index('<section id="quant">')
+    assert page.index('<section id="massive">') < page.index('<section id="quant">')
     assert "Left out: no LayerNorm outlier dims" in page
     assert "random-init LayerNorm has gamma 1 and beta 0" in page
     assert "Left out: no sentence pairs given" in page
@@ -114,7 +114,7 @@ def _decoder_report(source: str, n_texts: int = 40, max_length: int = 128):
     loaded = load_model(source, device="cpu")
     corpus = corpus_from_text("\n".join(bundled_corpus().texts[:n_texts]))
     result = extract(loaded, corpus, ExtractionSettings(max_length=max_length, sample_size=2000))
-    return loaded, build_report(loaded, result, settings=ReportSettings(decoder_texts=n_texts))
+    return loaded, build_report(loaded, result, settings=ReportSettings(massive_texts=n_texts))
 
 
 def test_report_on_a_tiny_llama_decoder(tiny_llama_dir):
@@ -122,19 +122,19 @@ def test_report_on_a_tiny_llama_decoder(tiny_llama_dir):
     assert loaded.info.is_causal
     assert "No learned absolute position table" in " ".join(rep.section("positional").notes)
     assert rep.section("layernorm").skipped.startswith("no LayerNorm outlier dims")
-    decoder = rep.section("decoder")
+    massive = rep.section("massive")
     try:
-        import backend.analysis.activations.massive  # noqa: F401
+        import backend.analysis.activations.scan  # noqa: F401
     except ImportError:
         assert (
-            decoder.skipped
+            massive.skipped
             == "this isoscope build has no massive-activation or attention-sink analysis"
         )
         return
-    assert decoder.skipped is None, decoder.skipped
-    text = " ".join(decoder.findings)
+    assert massive.skipped is None, massive.skipped
+    text = " ".join(massive.findings)
     assert "massive activations" in text.lower() and "Attention sinks:" in text
-    assert len(decoder.figures) == 1
+    assert len(massive.figures) == 1
     _plotly_once(rep.to_html())
 
 
@@ -146,9 +146,9 @@ def test_report_on_smollm2():
     except ModelLoadError as exc:
         pytest.skip(f"no bundled SmolLM2 in this build: {exc}")
     assert loaded.info.is_causal
-    decoder = rep.section("decoder")
-    assert decoder.skipped is None, decoder.skipped
-    assert any("massive" in f.lower() for f in decoder.findings)
+    massive = rep.section("massive")
+    assert massive.skipped is None, massive.skipped
+    assert any("massive" in f.lower() for f in massive.findings)
     assert all(s.skipped is None or not s.skipped.startswith("could not") for s in rep.sections)
 
 

@@ -13,8 +13,8 @@ import pytest
 
 from backend.analysis.positional.nope import VarianceCurves
 from backend.plots.axes import LOG_AXIS, log_axis
-from backend.plots.decoder import magnitudes_by_layer_figure, massive_summary_figure
 from backend.plots.highnorm import norm_histogram
+from backend.plots.massive import magnitudes_by_layer_figure, massive_summary_figure
 from backend.plots.positional import variance_plot
 from backend.plots.quant import scheme_figure
 from tests.unit.analysis.activations.test_highnorm import planted_scan

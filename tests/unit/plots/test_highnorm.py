@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from backend.plots.decoder import massive_frame
 from backend.plots.highnorm import (
     high_norm_frame,
     image_norm_overlay,
     norm_by_kind_figure,
     norm_histogram,
 )
+from backend.plots.massive import massive_frame
 from tests.unit.analysis.activations.test_highnorm import planted_scan
 
 

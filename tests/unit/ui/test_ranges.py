@@ -27,7 +27,7 @@ def test_the_backend_declarations_are_the_widgets_and_travel_in_links():
     assert q["quant_keep"] is quant.KEEP_K and q["quant_alpha"] is quant.SMOOTHQUANT_ALPHA
     assert q["quant_ignore_share"] is quant.IGNORE_SHARE
     assert q["quant_max_length"] is quant.QUANT_MAX_LENGTH
-    assert ranges.LINK_CONTROLS["decoder"]["massive_max_length"] is MASSIVE_MAX_LENGTH
+    assert ranges.LINK_CONTROLS["massive"]["massive_max_length"] is MASSIVE_MAX_LENGTH
     ln = ranges.LINK_CONTROLS["layernorm"]
     assert ln["ln_k"] is LN_K and ln["ln_share"] is LN_SHARE
     out = ranges.LINK_CONTROLS["outliers"]

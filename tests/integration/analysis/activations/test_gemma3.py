@@ -110,17 +110,17 @@ def test_1_a_gemma3_checkpoint_is_read_as_a_decoder(gemma3_dir, texts_file, tmp_
         corpus_from_text("\n".join(TEXTS)),
         ExtractionSettings(max_length=32, sample_size=500, exclude_first=True),
     )
-    report = build_report(loaded, result, settings=ReportSettings(decoder_texts=5))
-    decoder = report.section("decoder")
-    assert decoder.skipped is None, decoder.skipped
-    assert decoder.findings
+    report = build_report(loaded, result, settings=ReportSettings(massive_texts=5))
+    massive = report.section("massive")
+    assert massive.skipped is None, massive.skipped
+    assert massive.findings
 
 
 # (2) int8 sites: the norms that feed projections; an off-scale site is flagged ----------------
 
 
 def test_2_int8_sites_are_the_two_pre_norms_of_each_layer(gemma3_dir):
-    from backend.analysis.activations.massive import int8_sites
+    from backend.analysis.activations.int8 import int8_sites
 
     loaded = load_model(str(gemma3_dir), device="cpu")
     paths = [site.path for site in int8_sites(loaded)]
@@ -159,7 +159,7 @@ def test_2_an_off_scale_site_is_flagged_in_the_massive_json(tmp_path, texts_file
 
 
 def test_3_massive_top3_are_distinct_sites_despite_identical_first_positions(gemma3_dir):
-    from backend.analysis.activations.massive import scan_decoder
+    from backend.analysis.activations.scan import scan_decoder
     from backend.engine.extraction import encode_text, tokenize
 
     loaded = load_model(str(gemma3_dir), device="cpu")
@@ -180,7 +180,7 @@ def test_3_massive_top3_are_distinct_sites_despite_identical_first_positions(gem
 
 
 def test_4_massive_count_and_median_are_exact(tmp_path):
-    from backend.analysis.activations.massive import scan_decoder
+    from backend.analysis.activations.scan import scan_decoder
     from backend.engine.extraction import encode_text
 
     folder = _save(tmp_path / "massive", plant=_massive_tokens)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from backend.analysis.activations.massive import scan_decoder
+from backend.analysis.activations.scan import scan_decoder
 from backend.engine.load.gguf import SMOLLM2_SOURCE, bundled_gguf_path, converted_folder
 from backend.engine.load.models import load_model
 

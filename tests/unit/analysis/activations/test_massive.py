@@ -6,11 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from backend.analysis.activations.massive import (
-    MassiveAccumulator,
-    _median_from_histogram,
-    is_delimiter,
-)
+from backend.analysis.activations.massive import MassiveAccumulator, _median_from_histogram
 
 S, N, D = 3, 60, 16
 
@@ -107,40 +103,6 @@ def test_overflow_falls_back_to_the_histogram(monkeypatch):
     assert not stats.massive_exact
     assert list(stats.n_massive) == [0, 0, 2]
     assert stats.top_value[2, 0] == pytest.approx(5000.0)
-
-
-@pytest.mark.parametrize(
-    ("token", "expected"),
-    [(".", True), ("Ġ,", True), ("Ċ", True), ("<0x0A>", True), ("ĠĊ", True), ("Ġcat", False)],
-)
-def test_delimiters(token, expected):
-    assert is_delimiter(token) is expected
-
-
-def test_layer_figure_keeps_its_log_axis_around_the_data():
-    """The |h| = 100 label sits at 100 on the log axis (log10 units for annotations), not at
-    10^100, which stretched the axis to 10^98 and flattened every line."""
-    from types import SimpleNamespace
-
-    from backend.plots.decoder import MASSIVE_LINE, magnitudes_by_layer_figure
-
-    S = 3
-    stats = SimpleNamespace(
-        state_names=["emb", "1", "2"],
-        top_value=np.array([[6.0, 5.0, 4.0], [10.5, 9.0, 8.0], [7.0, 6.5, 6.0]]),
-        top_dim=np.full((S, 3), 99),
-        top_position=np.zeros((S, 3), dtype=int),
-        top_token=np.full((S, 3), "[CLS]"),
-        median_abs=np.array([0.27, 0.31, 0.2]),
-    )
-    fig = magnitudes_by_layer_figure(stats)
-    assert fig.layout.yaxis.type == "log"
-    assert fig.layout.xaxis.type == "category"  # "emb" is kept beside "1", "2"
-    (line,) = fig.layout.shapes
-    assert line.y0 == line.y1 == MASSIVE_LINE  # shapes: data units
-    (label,) = fig.layout.annotations
-    assert label.y == pytest.approx(np.log10(MASSIVE_LINE))  # annotations: log10 units
-    assert label.text == "|h| = 100"
 
 
 def test_the_top_k_are_distinct_dim_position_sites():

@@ -30,9 +30,9 @@ def test_sections_that_do_not_apply_say_why(planted):
     class _Loaded:
         info = _Info()
 
-    rep = build_report(_Loaded(), planted, sections=("similarity", "decoder"))
+    rep = build_report(_Loaded(), planted, sections=("similarity", "massive"))
     assert "no sentence pairs given" in rep.section("similarity").skipped
-    assert "encoder" in rep.section("decoder").skipped
+    assert "encoder" in rep.section("massive").skipped
     assert rep.findings() == []
     assert "No findings could be computed." in render_html(rep)
 

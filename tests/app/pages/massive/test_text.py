@@ -1,6 +1,6 @@
-"""AppTest of the "Massive activations & sinks" page: a tiny random Llama (every section renders,
-widgets rerun, an encoder works too, a bad model shows an error) and the bundled SmolLM2 on
-three pasted texts (the massive dim and the sinks appear)."""
+"""AppTest of the "Massive activations & sinks" page for text models (ui/views/massive/text.py): a
+tiny random Llama (every section renders, widgets rerun, an encoder works too, a bad model shows an
+error) and the bundled SmolLM2 on three pasted texts (the massive dim and the sinks appear)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 from backend.engine.extraction import ExtractionSettings
 from ui.frame.selection import Selection
 
-APP = str(Path(__file__).resolve().parents[3] / "app.py")
+APP = str(Path(__file__).resolve().parents[4] / "app.py")
 TIMEOUT = 600
 TEXTS = "Summer is warm. Winter is cold.\nThe cat sat on the mat.\nRivers run to the sea."
 
@@ -34,7 +34,7 @@ def _page(model: str, **state) -> AppTest:
     for key, value in state.items():
         at.session_state[key] = value
     at.run()
-    at.switch_page("pages/decoder.py")
+    at.switch_page("pages/massive.py")
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at

@@ -1,7 +1,7 @@
-"""Figures and tables of the Massive activations & sinks page (backend/plots/decoder.py), on small
+"""Figures and tables of the Massive activations & sinks page (backend/plots/massive.py), on small
 hand-made statistics: one text whose first token carries |h| = 500 in dim 2 at the last state,
 two layers of heads of which the first layer's are sinks, and dim 1 an LLM.int8 outlier feature
-at every site. (The by-layer line: tests/unit/analysis/activations/test_massive.py.)"""
+at every site; and the by-layer line of the largest |h|."""
 
 from __future__ import annotations
 
@@ -11,15 +11,17 @@ import numpy as np
 import pytest
 
 from backend.analysis.activations.int8 import SITE_SHARE, Int8Stats
-from backend.analysis.activations.massive import TextMagnitudes
+from backend.analysis.activations.magnitudes import TextMagnitudes
 from backend.analysis.activations.sinks import SINK_THRESHOLD, SinkStats, sink_share
-from backend.plots.decoder import (
+from backend.plots.massive import (
+    MASSIVE_LINE,
     feature_token_figure,
     first_position_figure,
     first_position_frame,
     int8_figure,
     int8_frame,
     layer_position_figure,
+    magnitudes_by_layer_figure,
     sink_frame,
     sink_heatmap_figure,
     sink_share_figure,
@@ -128,7 +130,7 @@ def test_first_position_contrast():
 
 def test_a_hybrid_s_sink_rows_and_the_mixer_sites_table():
     from backend.analysis.activations.inner import SSM_INPUT, InnerReading, InnerSite
-    from backend.plots.decoder import inner_frame
+    from backend.plots.massive import inner_frame
 
     alpha = np.array([[0.9, 0.1], [0.2, 0.4]])
     per_layer, share = sink_share(alpha)
@@ -143,3 +145,25 @@ def test_a_hybrid_s_sink_rows_and_the_mixer_sites_table():
     assert frame.loc[0, "site"] == "L1.mixer:ssm_input" and frame.loc[0, "channels"] == 128
     assert frame.loc[0, "max / median"] == 90.0
     assert frame.loc[0, "scale-free outlier channels"] == "5, 7"
+
+
+def test_layer_figure_keeps_its_log_axis_around_the_data():
+    """The |h| = 100 label sits at 100 on the log axis (log10 units for annotations), not at
+    10^100, which stretched the axis to 10^98 and flattened every line."""
+    S = 3
+    stats = SimpleNamespace(
+        state_names=["emb", "1", "2"],
+        top_value=np.array([[6.0, 5.0, 4.0], [10.5, 9.0, 8.0], [7.0, 6.5, 6.0]]),
+        top_dim=np.full((S, 3), 99),
+        top_position=np.zeros((S, 3), dtype=int),
+        top_token=np.full((S, 3), "[CLS]"),
+        median_abs=np.array([0.27, 0.31, 0.2]),
+    )
+    fig = magnitudes_by_layer_figure(stats)
+    assert fig.layout.yaxis.type == "log"
+    assert fig.layout.xaxis.type == "category"  # "emb" is kept beside "1", "2"
+    (line,) = fig.layout.shapes
+    assert line.y0 == line.y1 == MASSIVE_LINE  # shapes: data units
+    (label,) = fig.layout.annotations
+    assert label.y == pytest.approx(np.log10(MASSIVE_LINE))  # annotations: log10 units
+    assert label.text == "|h| = 100"

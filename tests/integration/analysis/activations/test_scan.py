@@ -1,4 +1,5 @@
-"""Massive activations, sinks and int8 features on tiny random checkpoints loaded through the loader."""
+"""The scan over a corpus (backend/analysis/activations/scan.py): massive activations, sinks and int8
+features on tiny random checkpoints loaded through the loader."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from backend.analysis.activations.massive import scan_decoder, text_magnitudes
+from backend.analysis.activations.scan import scan_decoder
 from backend.engine.extraction import tokenize
 from backend.engine.load.models import load_model
 
@@ -69,10 +70,6 @@ def test_planted_massive_activation_at_the_first_token(llama):
         assert m.carriers[s]["first"] == len(TEXTS) and m.carriers[s]["other"] == 0
     assert m.top_value[0, 0] == pytest.approx(500.0)
     assert m.ratio[0] > 1000
-    view = text_magnitudes(llama, TEXTS[1], max_length=32)
-    assert view.magnitude.shape[0] == 3 and view.magnitude.shape[2] == 32
-    assert view.peak_dim[0, 0] == 5 and view.peak[0, 0] == pytest.approx(500.0)
-    assert view.top_dims(0, k=1) == [5]
 
 
 def test_zero_queries_and_keys_give_the_harmonic_alpha(llama):
@@ -118,26 +115,3 @@ def test_random_like_copy_of_a_llama_loads(tiny_llama_dir):
     copy = load_model(f"random-like:{tiny_llama_dir}", device="cpu")
     assert copy.info.model_type == "llama" and copy.info.random_init
     assert copy.info.is_causal
-
-
-def test_first_position_contrast_on_a_planted_first_token(llama):
-    from backend.analysis.activations.massive import first_position_contrast
-    from backend.engine.errors import InputError
-    from backend.engine.extraction import ExtractionSettings, extract
-    from backend.engine.inputs.corpus import corpus_from_text
-
-    first_id = int(tokenize(llama, TEXTS, 32).input_ids[0][0])
-    with torch.no_grad():
-        llama.encoder.embed_tokens.weight[first_id, 5] = 500.0
-    corpus = corpus_from_text("\n".join(TEXTS))
-    result = extract(llama, corpus, ExtractionSettings(max_length=32, sample_size=1000))
-    contrast = first_position_contrast(result)
-    assert contrast.n_first == len(corpus.texts)
-    assert contrast.max_abs_mean_with[0] > 10 * contrast.max_abs_mean_without[0]
-    # first tokens of different texts are identical vectors: they pull the mean cosine up
-    assert contrast.anisotropy_with[0] > contrast.anisotropy_without[0]
-    excluded = extract(
-        llama, corpus, ExtractionSettings(max_length=32, sample_size=1000, exclude_first=True)
-    )
-    with pytest.raises(InputError, match="first-position"):
-        first_position_contrast(excluded)

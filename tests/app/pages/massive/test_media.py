@@ -1,6 +1,7 @@
-"""AppTest of the "Massive activations & sinks" page for image models (ui/views/highnorm.py): each tab
-of a tiny random DINOv2-with-registers renders its chart (carriers, norm distribution, the image
-with its patch norms), widgets rerun; an audio model gets one line."""
+"""AppTest of the "Massive activations & sinks" page for image and speech models
+(ui/views/massive/media.py): each tab of a tiny random DINOv2-with-registers renders its chart
+(carriers, norm distribution, the image with its patch norms), widgets rerun; an audio model gets
+its carriers and frame norms under the waveform."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 from tests.media_models import audio_folder, image_folder, save_audio_model, save_image_model
 from ui.frame.selection import Selection
 
-APP = str(Path(__file__).resolve().parents[3] / "app.py")
+APP = str(Path(__file__).resolve().parents[4] / "app.py")
 TIMEOUT = 300
 
 
@@ -36,7 +37,7 @@ def _media_page(model: str, kind: str, folder: str, **state) -> AppTest:
     for key, value in state.items():
         at.session_state[key] = value
     at.run()
-    at.switch_page("pages/decoder.py")
+    at.switch_page("pages/massive.py")
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     assert not at.error, [e.value for e in at.error]

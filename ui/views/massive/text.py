@@ -1,21 +1,17 @@
-"""The "Massive activations & sinks" page (pages/decoder.py) for text models: huge activations in
+"""The "Massive activations & sinks" page (pages/massive.py) for text models: huge activations in
 the residual stream (Sun et al. 2024), attention sinks on the first token (Xiao et al. 2023; Gu et
 al. 2024) and LLM.int8-style outlier features (Dettmers et al. 2022), one pass per setting. Image
-models get ui/views/highnorm.py."""
+models get ui/views/massive/media.py."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from backend.analysis.activations.int8 import SITE_SHARE, TOKEN_SHARE
-from backend.analysis.activations.massive import (
-    DecoderScan,
-    TextMagnitudes,
-    peak_state,
-    scan_decoder,
-    text_magnitudes,
-)
+from backend.analysis.activations.magnitudes import TextMagnitudes, text_magnitudes
+from backend.analysis.activations.massive import peak_state
 from backend.analysis.activations.params import MASSIVE_MAX_LENGTH
+from backend.analysis.activations.scan import DecoderScan, scan_decoder
 from backend.analysis.activations.sinks import SINK_THRESHOLD
 from backend.engine.errors import IsoscopeError
 from backend.engine.inputs.corpus import Corpus
@@ -26,7 +22,7 @@ from backend.engine.params import (
     MASSIVE_MEDIAN_RATIO,
     percent,
 )
-from backend.plots.decoder import (
+from backend.plots.massive import (
     feature_token_figure,
     inner_frame,
     int8_figure,
@@ -49,7 +45,7 @@ from ui.work.models import get_model
 
 
 @heavy(lambda loaded, *_: f"Scanning {loaded.info.display_name}:", "texts")
-def decoder_scan(
+def massive_scan(
     loaded: LoadedModel, corpus: Corpus, n_texts: int, max_length: int, *, progress
 ) -> DecoderScan:
     """Massive activations, sinks and int8 features of ``loaded`` on the first ``n_texts`` texts
@@ -110,7 +106,7 @@ def scan_controls(corpus: Corpus) -> tuple[int, int]:
 
 def scan_or_stop(loaded: LoadedModel, corpus: Corpus, n_texts: int, max_length: int) -> DecoderScan:
     try:
-        return decoder_scan(loaded, corpus, n_texts, max_length)
+        return massive_scan(loaded, corpus, n_texts, max_length)
     except IsoscopeError as exc:
         st.error(f"**Cannot scan this model.** {exc}")
         st.stop()

@@ -3,15 +3,15 @@ sinks on the first token (Xiao et al. 2023; Gu et al. 2024) and LLM.int8-style o
 (Dettmers et al. 2022). Every position is included, the first one too. Image and speech
 models get their own view: massive activations by carrier token, high-norm patches or frames
 (Darcet et al. 2024), and the patch norms over the image or the frame norms under the waveform.
-The sections are in ui/views/decoder.py and ui/views/highnorm.py."""
+The sections are in ui/views/massive/text.py and ui/views/massive/media.py."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from ui.frame.page import model_and_corpus_or_stop
-from ui.views import decoder as view
-from ui.views.highnorm import media_massive_view
+from ui.views.massive import text as view
+from ui.views.massive.media import media_massive_view
 
 st.title("Massive activations & sinks")
 loaded, corpus = model_and_corpus_or_stop()

@@ -1,4 +1,4 @@
-"""The "Massive activations & sinks" page for image and speech models (pages/decoder.py opens it
+"""The "Massive activations & sinks" page for image and speech models (pages/massive.py opens it
 for a vision or speech encoder): Sun et al.'s massive activations with the tokens that carry them,
 Darcet et al.'s high-norm tokens, and the patch norms over the image; for audio the same over each
 clip's own frames, drawn on a time axis under the waveform. The arithmetic is in
@@ -25,7 +25,6 @@ from backend.engine.errors import IsoscopeError
 from backend.engine.extraction.media import model_view
 from backend.engine.load.models import LoadedModel
 from backend.engine.params import MASSIVE_ABS_THRESHOLD, MASSIVE_MEDIAN_RATIO, massive_rule
-from backend.plots.decoder import magnitudes_by_layer_figure, massive_frame
 from backend.plots.highnorm import (
     audio_high_norm_frame,
     clip_norm_figure,
@@ -34,6 +33,7 @@ from backend.plots.highnorm import (
     norm_by_kind_figure,
     norm_histogram,
 )
+from backend.plots.massive import magnitudes_by_layer_figure, massive_frame
 from ui.frame.page import explainer
 from ui.frame.tabs import lazy_tabs
 from ui.sharing.downloads import download_buttons
@@ -96,7 +96,7 @@ def explain() -> None:
 **Massive activations** (Sun et al.): a few single values of the hidden states with
 |h| > {MASSIVE_ABS_THRESHOLD:g} and about {MASSIVE_MEDIAN_RATIO:g} × the median |h|, in fixed dims, carried by
 a few tokens. Sun et al. find them in CLIP ViT-L and in DINOv2-reg ViT-G, where the **register tokens**
-carry them. The statistics are the decoder page's; the carriers here are the [CLS], distillation,
+carry them. The statistics are those of text models; the carriers here are the [CLS], distillation,
 register and patch tokens.
 
 **High-norm tokens** (Darcet et al.): large, well-trained ViTs (DeiT-III, OpenCLIP, DINOv2) grow a few patch

@@ -1,7 +1,9 @@
 """Figures and tables of the "Massive activations & sinks" page (docs/methods.md section 7).
 
-Builders take the results of :mod:`backend.analysis.activations.massive` (and its sinks / int8 parts) and return
-Plotly figures or pandas frames; nothing here runs a model.
+Builders take the results of :mod:`backend.analysis.activations.scan` (massive activations, sinks,
+int8 features), :mod:`~backend.analysis.activations.magnitudes` (one text) and
+:mod:`~backend.analysis.activations.first_position`, and return Plotly figures or pandas frames;
+nothing here runs a model. Image and speech models' figures: :mod:`backend.plots.highnorm`.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from backend.analysis.activations.int8 import SITE_SHARE, Int8Stats
-from backend.analysis.activations.massive import MassiveStats, TextMagnitudes
+from backend.analysis.activations.magnitudes import TextMagnitudes
+from backend.analysis.activations.massive import MassiveStats
 from backend.analysis.activations.sinks import SinkStats
 from backend.engine.params import LLM_INT8_THRESHOLD, percent
 from backend.plots.axes import log_axis
