@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import streamlit as st
 
-from backend.engine.budget.throughput import describe_seconds
+from backend.engine.budget.estimates import describe_seconds
 from backend.engine.extraction import ExtractionResult, ExtractionSettings
 from backend.engine.inputs.corpus import Corpus
 from backend.engine.load.models import LoadedModel
@@ -111,6 +111,7 @@ def _estimate(loaded: LoadedModel, corpus: Corpus, sel: Selection) -> float | No
     this device's last measured speed (:mod:`backend.engine.budget.throughput`): the bar's ETA until
     the first batch, which then refines it. None without a measurement, and for images and audio."""
     from backend.engine.budget import throughput
+    from backend.engine.budget.batching import Batching, padded_tokens
 
     if getattr(corpus, "kind", "text") != "text":
         return None
@@ -119,7 +120,7 @@ def _estimate(loaded: LoadedModel, corpus: Corpus, sel: Selection) -> float | No
         ResultCache().root,
         throughput.device_key(loaded.device),
         throughput.parameter_count(loaded.model),
-        throughput.padded_tokens(counts, throughput.Batching.of(sel.settings)),
+        padded_tokens(counts, Batching.of(sel.settings)),
     )
 
 

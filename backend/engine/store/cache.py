@@ -46,7 +46,8 @@ from pathlib import Path
 
 import numpy as np
 
-from backend.engine.budget import throughput
+from backend.engine.budget import page_budget, throughput
+from backend.engine.budget.batching import Batching, padded_tokens
 from backend.engine.environment import default_cache_dir
 from backend.engine.errors import InputError
 from backend.engine.extraction import (
@@ -510,7 +511,8 @@ class ResultCache:
 
     def clear(self, include_models: bool = False) -> tuple[int, int]:
         """Remove every result file and spilled state (and stale temp files, the speeds measured
-        by the runs and the first looks chosen, :mod:`backend.engine.budget.throughput`; with
+        by the runs, :mod:`backend.engine.budget.throughput`, and the first looks chosen,
+        :mod:`backend.engine.budget.page_budget`; with
         ``include_models`` the converted model folders too). Files being written are left alone.
         Returns (files removed, bytes freed)."""
         from filelock import Timeout
@@ -526,7 +528,7 @@ class ResultCache:
                         count += 1
                         freed += size
                 # the speeds measured and the first looks chosen with the results go with them
-                for name in (throughput.FILE_NAME, throughput.FIRST_LOOKS_FILE):
+                for name in (throughput.FILE_NAME, page_budget.FIRST_LOOKS_FILE):
                     if (self.root / name).exists():
                         freed += (self.root / name).stat().st_size
                         (self.root / name).unlink(missing_ok=True)
@@ -628,6 +630,6 @@ def _record_throughput(cache: ResultCache, loaded, corpus, result: ExtractionRes
         cache.root,
         throughput.device_key(loaded.device),
         throughput.parameter_count(loaded.model),
-        throughput.padded_tokens(counts, throughput.Batching.of(result.settings)),
+        padded_tokens(counts, Batching.of(result.settings)),
         result.seconds,
     )
