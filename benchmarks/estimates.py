@@ -73,7 +73,8 @@ def run_one(model: str, args: argparse.Namespace) -> dict:
     from backend.engine.inputs.corpus import corpus_from_text
     from backend.engine.load import gguf
     from backend.engine.load.models import load_model
-    from backend.engine.store.cache import ResultCache, cached_extract
+    from backend.engine.store.cache import ResultCache
+    from backend.engine.store.cached_extract import cached_extract
     from benchmarks.big_model import texts
 
     corpus = corpus_from_text("\n".join(texts(args.texts)))

@@ -118,7 +118,7 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from backend.engine.errors import InputError
-    from backend.engine.store.cache import parse_size
+    from backend.engine.store.limit import parse_size
 
     out = check_out_path(args.out)
     check_cache_args(args)  # a typo fails before the model loads

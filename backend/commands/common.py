@@ -147,7 +147,7 @@ def add_cache_args(parser: argparse.ArgumentParser, *, no_cache: bool = True) ->
 
 def check_cache_args(args: argparse.Namespace) -> None:
     """Fail on a malformed ``--cache-limit`` before any model loads."""
-    from backend.engine.store.cache import parse_size
+    from backend.engine.store.limit import parse_size
 
     if getattr(args, "cache_limit", None) is not None:
         parse_size(args.cache_limit, "--cache-limit")
@@ -157,7 +157,8 @@ def extract_with_cache(loaded, corpus, settings, args: argparse.Namespace, label
     """The extraction through the disk cache (``--cache-dir``/``--cache-limit``) unless
     ``--no-cache``, with a progress line on stderr."""
     from backend.engine.extraction import extract
-    from backend.engine.store.cache import ResultCache, cached_extract
+    from backend.engine.store.cache import ResultCache
+    from backend.engine.store.cached_extract import cached_extract
 
     unit = {"text": "texts", "image": "images", "audio": "clips"}[corpus.kind]
     progress = ProgressPrinter(f"{label + ': ' if label else ''}extracting {len(corpus)} {unit}")

@@ -21,7 +21,9 @@ from backend.engine.extraction import ExtractionResult, ExtractionSettings
 from backend.engine.inputs.corpus import Corpus
 from backend.engine.load.models import LoadedModel
 from backend.engine.lru import LRU
-from backend.engine.store.cache import ResultCache, cache_key, cached_extract
+from backend.engine.store.cache import ResultCache
+from backend.engine.store.cached_extract import cached_extract
+from backend.engine.store.entries import cache_key
 from backend.engine.store.provenance import attribute
 from ui.frame.selection import Selection, get_selection
 from ui.sharing.saved import open_saved, saved_corpus, saved_model
@@ -68,7 +70,7 @@ def get_extraction(
 ) -> tuple[LoadedModel, ExtractionResult]:
     """Model + extraction for the selection (or for ``corpus``, e.g. a first look's prefix of the
     selected corpus): this process's memory, else
-    :func:`backend.engine.store.cache.cached_extract` (disk cache, else a run), once for every session
+    :func:`backend.engine.store.cached_extract.cached_extract` (disk cache, else a run), once for every session
     that asks at the same time (:func:`shared_run`; a disk read does not queue behind runs)."""
     sel = selection or get_selection()
     saved = open_saved() if selection is None else None  # a saved analysis replaces the run

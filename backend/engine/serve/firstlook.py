@@ -28,7 +28,8 @@ from backend.engine.budget.batching import Batching, padded_tokens
 from backend.engine.budget.progress import Progress, report
 from backend.engine.extraction import ExtractionSettings, extract_partial
 from backend.engine.extraction.partial import finish
-from backend.engine.store.cache import ResultCache, cache_key
+from backend.engine.store.cache import ResultCache
+from backend.engine.store.entries import cache_key
 
 
 def plan(

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[3]
 # json.dumps that is no user-facing JSON text: cache keys and cache metadata (read back by isoscope,
 # NaN kept on purpose), Ray rows, the model fingerprint.
 INTERNAL = {
-    "backend/engine/store/cache.py",
+    "backend/engine/store/entries.py",
     "backend/engine/load/checkpoints.py",
     "backend/engine/extraction/ray_engine.py",
     "backend/analysis/compare/storage.py",

@@ -11,7 +11,8 @@ from backend.engine.extraction import ExtractionSettings, extract
 from backend.engine.inputs.corpus import Corpus
 from backend.engine.load.models import load_model
 from backend.engine.serve import firstlook
-from backend.engine.store.cache import ResultCache, cache_key
+from backend.engine.store.cache import ResultCache
+from backend.engine.store.entries import cache_key
 
 SETTINGS = ExtractionSettings(sample_size=200, max_length=16, batch_size=8)
 
