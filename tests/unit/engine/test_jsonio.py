@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[3]
 INTERNAL = {
     "backend/engine/store/entries.py",
     "backend/engine/load/checkpoints.py",
-    "backend/engine/extraction/ray_engine.py",
+    "backend/engine/extraction/ray_plan.py",
     "backend/analysis/compare/storage.py",
     "backend/analysis/compare/comparison.py",
     "backend/engine/jsonio.py",
