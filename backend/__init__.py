@@ -33,7 +33,7 @@ API = {
     "load_corpus_file": "backend.engine.inputs.corpus",
     "ExtractionSettings": "backend.engine.extraction",
     "extract": "backend.engine.extraction",
-    "cached_extract": "backend.engine.store.cache",
+    "cached_extract": "backend.engine.store.cached_extract",
     "save_analysis": "backend.engine.store.saved",
     "load_saved": "backend.engine.store.saved",
     # analyses

@@ -213,7 +213,7 @@ def first_look_page(folder: Path, args: argparse.Namespace) -> dict:
     import os
     import shutil
 
-    from backend.engine.budget import throughput
+    from backend.engine.budget import page_budget, throughput
     from backend.engine.params import BATCH_SIZE, MAX_LENGTH
 
     if (args.max_length, args.batch_size) != (MAX_LENGTH.default, BATCH_SIZE.default):
@@ -225,7 +225,7 @@ def first_look_page(folder: Path, args: argparse.Namespace) -> dict:
     if speeds.exists():
         shutil.copy(speeds, cache / throughput.FILE_NAME)
     os.environ["ISOSCOPE_CACHE_DIR"] = str(cache)
-    os.environ[throughput.BUDGET_ENV] = str(args.budget)
+    os.environ[page_budget.BUDGET_ENV] = str(args.budget)
 
     import streamlit.testing.v1.app_test as app_test
     from streamlit.runtime.pages_manager import PagesManager

@@ -50,7 +50,8 @@ def one_run() -> dict:
     from backend.engine.extraction import ExtractionSettings
     from backend.engine.inputs.corpus import bundled_corpus
     from backend.engine.load.models import load_model
-    from backend.engine.store.cache import ResultCache, cached_extract
+    from backend.engine.store.cache import ResultCache
+    from backend.engine.store.cached_extract import cached_extract
 
     quiet_libraries()
     out: dict = {"import_s": time.perf_counter() - started, "load_avg_1min": os.getloadavg()[0]}

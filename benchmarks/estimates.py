@@ -7,7 +7,7 @@ Writes a random-init Qwen2-shaped decoder per ``--sizes`` entry (bf16 safetensor
 a byte-level vocabulary: ``tests/gguf_files.py``) into a temporary folder, with the isoscope
 cache (``speeds.json``, the GGUF's converted copy) in a fresh folder beside them. Then, smallest
 first, each model runs in a fresh process as ``isoscope analyze`` would: the time preflight's
-estimate (:func:`backend.engine.budget.throughput.time_preflight`, before the load), then the load
+estimate (:func:`backend.engine.budget.time_estimate.time_preflight`, before the load), then the load
 (``load_model``; a GGUF's conversion inside it, timed apart) and the extraction through the disk
 cache (``cached_extract``, which records the device's speeds for the next run). Nothing else
 runs between them, so each size is announced only from the smaller ones before it.
@@ -67,18 +67,20 @@ def write_gguf_model(path: Path, params: float) -> None:
 
 def run_one(model: str, args: argparse.Namespace) -> dict:
     """One cold run of ``model`` in this process (module doc)."""
-    from backend.engine.budget import throughput
+    from backend.engine.budget import throughput, time_estimate
+    from backend.engine.budget.batching import Batching, padded_tokens
     from backend.engine.extraction import ExtractionSettings
     from backend.engine.inputs.corpus import corpus_from_text
     from backend.engine.load import gguf
     from backend.engine.load.models import load_model
-    from backend.engine.store.cache import ResultCache, cached_extract
+    from backend.engine.store.cache import ResultCache
+    from backend.engine.store.cached_extract import cached_extract
     from benchmarks.big_model import texts
 
     corpus = corpus_from_text("\n".join(texts(args.texts)))
     cache = ResultCache()
     announced: list = []
-    on_preflight = throughput.time_preflight(
+    on_preflight = time_estimate.time_preflight(
         cache.root, args.device, corpus, args.max_length, announced.append
     )
     converted: list[float] = []
@@ -109,7 +111,7 @@ def run_one(model: str, args: argparse.Namespace) -> dict:
     run = {
         "model": Path(model).name,
         "parameters": throughput.parameter_count(loaded.model),
-        "padded_tokens": throughput.padded_tokens(counts, throughput.Batching.of(settings)),
+        "padded_tokens": padded_tokens(counts, Batching.of(settings)),
         "line": estimate.describe(),
         "phases": {
             name: {

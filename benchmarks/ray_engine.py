@@ -44,7 +44,8 @@ def main() -> None:
     from extract import make_texts  # benchmarks/extract.py: the same varied-length texts
 
     from backend.engine.extraction import ExtractionSettings, extract
-    from backend.engine.extraction.ray_engine import ModelSpec, RayOptions, run_ray_extraction
+    from backend.engine.extraction.ray_cluster import ModelSpec, RayOptions
+    from backend.engine.extraction.ray_engine import run_ray_extraction
     from backend.engine.inputs.corpus import load_corpus_file
     from backend.engine.load.models import load_model
 

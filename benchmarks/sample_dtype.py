@@ -31,7 +31,7 @@ def main() -> None:
     from backend.engine.extraction import ExtractionSettings
     from backend.engine.inputs.corpus import bundled_corpus
     from backend.engine.load.models import load_model
-    from backend.engine.store.cache import cached_extract
+    from backend.engine.store.cached_extract import cached_extract
 
     source = sys.argv[1] if len(sys.argv) > 1 else "default"
     loaded = load_model(source, device="cpu")

@@ -36,7 +36,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from backend.engine.store.cache import ResultCache, format_size, parse_size  # noqa: E402 (after the path insert)
+from backend.engine.store.cache import ResultCache  # noqa: E402 (after the path insert)
+from backend.engine.store.limit import format_size, parse_size  # noqa: E402 (after the path insert)
 
 CHROMIUM = "/usr/bin/chromium"
 MIB = 1024**2

@@ -88,7 +88,7 @@ def add_parser(sub) -> None:
 
 
 def add_engine_args(p: argparse.ArgumentParser) -> None:
-    """--engine local|ray and the Ray options (backend.engine.extraction.ray_engine)."""
+    """--engine local|ray and the Ray options (backend.engine.extraction.ray_cluster)."""
     group = p.add_argument_group("engine (Ray runs neither read nor write the extraction cache)")
     group.add_argument(
         "--engine",
@@ -118,7 +118,7 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from backend.engine.errors import InputError
-    from backend.engine.store.cache import parse_size
+    from backend.engine.store.limit import parse_size
 
     out = check_out_path(args.out)
     check_cache_args(args)  # a typo fails before the model loads
@@ -166,7 +166,8 @@ def run_ray(args: argparse.Namespace, settings, media=None):
     """The extraction on Ray (backend.engine.extraction.ray_engine): the corpus path is read as a Ray dataset;
     ``media``: the images / clips already read (the driver ships them to the workers)."""
     from backend.engine.errors import InputError
-    from backend.engine.extraction.ray_engine import ModelSpec, RayOptions, run_ray_extraction
+    from backend.engine.extraction.ray_cluster import ModelSpec, RayOptions
+    from backend.engine.extraction.ray_engine import run_ray_extraction
 
     gpus = args.gpus_per_worker
     device = args.device

@@ -62,7 +62,7 @@ def load_model_from_args(
     """The model named by ``source`` (default ``--model``) with the options of
     :func:`add_model_args`. With ``corpus`` (``max_length`` tokens per text), one line on
     stderr before the weights are downloaded or loaded: the first page's estimated time
-    (:class:`backend.engine.budget.throughput.TimeEstimate`)."""
+    (:class:`backend.engine.budget.time_estimate.TimeEstimate`)."""
     from backend.engine.load.models import load_model
 
     # No "loading ..." line before the load: a refused model must leave exactly one line on stderr.
@@ -86,16 +86,17 @@ def load_model_from_args(
 
 
 def _time_preflight(args: argparse.Namespace, corpus, max_length: int):
-    from backend.engine.budget import throughput
+    from backend.engine.budget import time_estimate
+    from backend.engine.budget.batching import Batching
     from backend.engine.store.cache import ResultCache
 
     root = ResultCache(getattr(args, "cache_dir", None)).root
-    defaults = throughput.Batching.of()
-    batching = throughput.Batching(
+    defaults = Batching.of()
+    batching = Batching(
         getattr(args, "batch_size", None) or defaults.batch_size,
         getattr(args, "token_budget", None) or defaults.token_budget,
     )
-    return throughput.time_preflight(
+    return time_estimate.time_preflight(
         root, args.device, corpus, max_length, lambda e: progress_line(e.describe()), batching
     )
 
@@ -146,7 +147,7 @@ def add_cache_args(parser: argparse.ArgumentParser, *, no_cache: bool = True) ->
 
 def check_cache_args(args: argparse.Namespace) -> None:
     """Fail on a malformed ``--cache-limit`` before any model loads."""
-    from backend.engine.store.cache import parse_size
+    from backend.engine.store.limit import parse_size
 
     if getattr(args, "cache_limit", None) is not None:
         parse_size(args.cache_limit, "--cache-limit")
@@ -156,7 +157,8 @@ def extract_with_cache(loaded, corpus, settings, args: argparse.Namespace, label
     """The extraction through the disk cache (``--cache-dir``/``--cache-limit``) unless
     ``--no-cache``, with a progress line on stderr."""
     from backend.engine.extraction import extract
-    from backend.engine.store.cache import ResultCache, cached_extract
+    from backend.engine.store.cache import ResultCache
+    from backend.engine.store.cached_extract import cached_extract
 
     unit = {"text": "texts", "image": "images", "audio": "clips"}[corpus.kind]
     progress = ProgressPrinter(f"{label + ': ' if label else ''}extracting {len(corpus)} {unit}")

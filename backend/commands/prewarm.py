@@ -49,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
     """Extract the bundled corpus on each model into the cache, with the dashboard's defaults."""
     from backend.engine.extraction import ExtractionSettings
     from backend.engine.inputs.corpus import bundled_corpus
-    from backend.engine.store.cache import ResultCache, cached_extract
+    from backend.engine.store.cache import ResultCache
+    from backend.engine.store.cached_extract import cached_extract
 
     check_cache_args(args)
     cache = ResultCache(args.cache_dir, args.cache_limit)

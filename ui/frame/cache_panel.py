@@ -1,7 +1,7 @@
 """Sidebar section for the disk cache ("1.2 of 5 GiB", the limit, a clear button) and the sidebar
 control of the token sample's memory budget.
 
-The limit is process-wide (:func:`backend.engine.store.cache.set_process_limit`): it applies to every session
+The limit is process-wide (:func:`backend.engine.store.limit.set_process_limit`): it applies to every session
 of this server and to every cache write in this process, because the cache folder is shared. It
 starts from ``$ISOSCOPE_CACHE_LIMIT`` or 5 GiB. Rules of the cache (what is counted, what is
 evicted, what is never evicted): backend/engine/store/cache.py.
@@ -15,12 +15,10 @@ import streamlit as st
 
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionSettings
-from backend.engine.store.cache import (
+from backend.engine.store.cache import MODELS_DIR, ResultCache, default_cache_dir
+from backend.engine.store.limit import (
     GIB,
-    MODELS_DIR,
     CacheUsage,
-    ResultCache,
-    default_cache_dir,
     default_cache_limit,
     format_size,
     format_usage,

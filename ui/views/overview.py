@@ -14,12 +14,8 @@ from backend.analysis.activations.first_position import (
     first_position_contrast,
 )
 from backend.analysis.geometry.summaries import first_position_gap
-from backend.engine.budget.throughput import (
-    FirstLook,
-    record_statistics,
-    speed_measured,
-    token_counts,
-)
+from backend.engine.budget.page_budget import FirstLook
+from backend.engine.budget.throughput import record_statistics, speed_measured, token_counts
 from backend.engine.errors import IsoscopeError
 from backend.engine.extraction import ExtractionResult, ExtractionSettings
 from backend.engine.inputs.corpus import Corpus

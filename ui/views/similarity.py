@@ -33,7 +33,7 @@ from backend.engine.inputs.pairs import (
     wic_examples,
 )
 from backend.engine.load.models import LoadedModel
-from backend.engine.store.cache import cached_extract
+from backend.engine.store.cached_extract import cached_extract
 from backend.plots.similarity import (
     sts_figure,
     sts_frame,

@@ -16,12 +16,14 @@ from typing import Any, TypeVar
 
 import streamlit as st
 
-from backend.engine.budget.throughput import describe_seconds
+from backend.engine.budget.estimates import describe_seconds
 from backend.engine.extraction import ExtractionResult, ExtractionSettings
 from backend.engine.inputs.corpus import Corpus
 from backend.engine.load.models import LoadedModel
 from backend.engine.lru import LRU
-from backend.engine.store.cache import ResultCache, cache_key, cached_extract
+from backend.engine.store.cache import ResultCache
+from backend.engine.store.cached_extract import cached_extract
+from backend.engine.store.entries import cache_key
 from backend.engine.store.provenance import attribute
 from ui.frame.selection import Selection, get_selection
 from ui.sharing.saved import open_saved, saved_corpus, saved_model
@@ -68,7 +70,7 @@ def get_extraction(
 ) -> tuple[LoadedModel, ExtractionResult]:
     """Model + extraction for the selection (or for ``corpus``, e.g. a first look's prefix of the
     selected corpus): this process's memory, else
-    :func:`backend.engine.store.cache.cached_extract` (disk cache, else a run), once for every session
+    :func:`backend.engine.store.cached_extract.cached_extract` (disk cache, else a run), once for every session
     that asks at the same time (:func:`shared_run`; a disk read does not queue behind runs)."""
     sel = selection or get_selection()
     saved = open_saved() if selection is None else None  # a saved analysis replaces the run
@@ -111,6 +113,7 @@ def _estimate(loaded: LoadedModel, corpus: Corpus, sel: Selection) -> float | No
     this device's last measured speed (:mod:`backend.engine.budget.throughput`): the bar's ETA until
     the first batch, which then refines it. None without a measurement, and for images and audio."""
     from backend.engine.budget import throughput
+    from backend.engine.budget.batching import Batching, padded_tokens
 
     if getattr(corpus, "kind", "text") != "text":
         return None
@@ -119,7 +122,7 @@ def _estimate(loaded: LoadedModel, corpus: Corpus, sel: Selection) -> float | No
         ResultCache().root,
         throughput.device_key(loaded.device),
         throughput.parameter_count(loaded.model),
-        throughput.padded_tokens(counts, throughput.Batching.of(sel.settings)),
+        padded_tokens(counts, Batching.of(sel.settings)),
     )
 
 

@@ -11,7 +11,8 @@ from typing import Any
 
 import streamlit as st
 
-from backend.engine.budget.throughput import TimeEstimate, first_look_budget
+from backend.engine.budget.page_budget import first_look_budget
+from backend.engine.budget.time_estimate import TimeEstimate
 from backend.engine.environment import quiet_libraries
 from backend.engine.errors import IsoscopeError
 from backend.engine.load.models import LoadedModel, load_model
@@ -73,7 +74,7 @@ def _download_first(
     """A Hub id (or a ``random-like:`` copy of one) not in the cache yet: download it here, with
     a bar in bytes and an ETA, before the cached load; once the small files are in and before
     the weights come, the bar also says how long the first page will take
-    (:func:`backend.engine.budget.throughput.time_preflight`; returned, for the load's spinner).
+    (:func:`backend.engine.budget.time_estimate.time_preflight`; returned, for the load's spinner).
     Streamlit's stop ends the script in the bar's update, which cancels the download (complete
     files stay; nothing half-written)."""
     from backend.engine.budget import throughput
@@ -111,17 +112,18 @@ def _download_first(
 
 def _time_preflight(sel: Selection, show: Callable[[TimeEstimate], None]):
     """The ``on_preflight(parameters, folder)`` that passes the first page's
-    :class:`backend.engine.budget.throughput.TimeEstimate` on the selected corpus to ``show`` (None
+    :class:`backend.engine.budget.time_estimate.TimeEstimate` on the selected corpus to ``show`` (None
     when the corpus is bad: the extraction says why)."""
-    from backend.engine.budget import throughput
+    from backend.engine.budget import time_estimate
+    from backend.engine.budget.batching import Batching
 
     try:
         corpus = get_corpus(sel)
     except IsoscopeError:
         return None
     root = ResultCache().root
-    batching = throughput.Batching.of(sel.settings)
-    return throughput.time_preflight(
+    batching = Batching.of(sel.settings)
+    return time_estimate.time_preflight(
         root, sel.device, corpus, sel.settings.max_length, show, batching
     )
 

@@ -328,7 +328,7 @@ def comparison_cache_key(result_a: ExtractionResult, result_b: ExtractionResult,
     with its default filled in."""
     import inspect
 
-    from backend.engine.store.cache import cache_key
+    from backend.engine.store.entries import cache_key
 
     bound = inspect.signature(compare).bind(result_a, result_b, **options)
     bound.apply_defaults()

@@ -12,7 +12,7 @@ Sources: Kovaleva et al. 2021 (arXiv 2105.06990) trace LayerNorm outliers throug
 Puccetti et al. 2022 (arXiv 2205.11380) tie them to token frequency; Pythia (Biderman et al.
 2023) publishes 154 checkpoints per model for exactly this kind of study.
 
-Each checkpoint's extraction goes through :func:`backend.engine.store.cache.cached_extract`, keyed by the
+Each checkpoint's extraction goes through :func:`backend.engine.store.cached_extract.cached_extract`, keyed by the
 checkpoint's fingerprint (config + weight files), so adding a checkpoint computes only that one.
 Bad input never loses finished work: a checkpoint that fails to load, or whose architecture differs
 from the first one, is skipped with a message in :attr:`Trajectory.errors`, and the others are kept.
@@ -291,7 +291,9 @@ def run_trajectory(
 
     from backend.engine.extraction import ExtractionSettings, extract
     from backend.engine.load.models import load_model
-    from backend.engine.store.cache import ResultCache, cache_key, cached_extract
+    from backend.engine.store.cache import ResultCache
+    from backend.engine.store.cached_extract import cached_extract
+    from backend.engine.store.entries import cache_key
 
     settings = settings or ExtractionSettings()
     store = cache if cache is not None else ResultCache()

@@ -1,10 +1,11 @@
-"""How fast this device runs a model, measured, and what that predicts for the next corpus.
+"""How fast this device runs a model, measured and kept beside the cache, and the rate that
+predicts at a size.
 
 The rule: an extraction's time is a fixed part (:data:`EXTRACTION_FIXED_S`) plus a part
 proportional to padded tokens x parameters (one forward pass costs about 2 FLOPs per parameter
 per token, and a batch runs every text to its longest text's length; the rate is this device's,
 measured, not assumed). The padded tokens are those of the
-batches the extraction forms (:func:`padded_tokens`, the one batching rule); real tokens
+batches the extraction forms (:func:`backend.engine.budget.batching.padded_tokens`, the one batching rule); real tokens
 underestimated a first look of 34 texts of a 1.5B decoder by half, because its one batch of 32
 ran at the longest text's width. Every extraction through the disk cache records its measured
 seconds per (padded token x parameter) for its device and parameter count in ``speeds.json`` in
@@ -16,22 +17,18 @@ the prefix that fits (:mod:`backend.engine.serve.firstlook`). The running progre
 every batch (:func:`backend.engine.budget.progress.eta_seconds`).
 
 What comes before the extraction is estimated the same way, each phase named
-(:class:`TimeEstimate`): the download (per byte, kept for the network), a GGUF's conversion (per
-parameter, kept for the CPU) and the load (per parameter, kept for the device; a 16-bit
-checkpoint's, widened, apart), each from the
-records of the loads this cache has seen (:func:`record_phases`), else a stated prior
+(:class:`backend.engine.budget.time_estimate.TimeEstimate`): the download (per byte, kept for
+the network), a GGUF's conversion (per parameter, kept for the CPU) and the load (per
+parameter, kept for the device; a 16-bit checkpoint's, widened, apart), each from the records
+of the loads this cache has seen (:func:`record_phases`), else a stated prior
 (:data:`PHASE_PRIORS`).
 
-A *first look* (the Overview of a model that would take longer than :data:`FIRST_LOOK_SECONDS`)
-is the longest prefix of the corpus whose estimated time fits the budget: a corpus of its own,
-with its own hash and cache entry; the whole corpus is a second, separate entry. The budget is
-the whole first page the user waits for: the model's load (measured,
-``LoadedModel.load_seconds``), the page's frame (:data:`FRAME_SECONDS`), the extraction (above,
-its fixed :data:`EXTRACTION_FIXED_S` included)
-and the Overview's statistics on the extracted tokens (outlier dims, anisotropy, the first
-position, the quick findings), which cost about the same per token x hidden state x dim whatever
-the model: measured by every Overview on this machine (:func:`record_statistics`), and
-:data:`STATISTICS_PRIOR` before the first. A plan aims at :data:`PLANNED_SHARE` of the budget.
+The Overview's statistics on the extracted tokens (outlier dims, anisotropy, the first position,
+the quick findings) cost about the same per token x hidden state x dim whatever the model: every
+Overview on this machine records them (:func:`record_statistics`), and :data:`STATISTICS_PRIOR`
+stands in before the first. What the records predict is read elsewhere: the first page's time
+before the load (:mod:`backend.engine.budget.time_estimate`) and the first look's prefix
+(:mod:`backend.engine.budget.page_budget`).
 """
 
 from __future__ import annotations
@@ -39,16 +36,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from backend.engine.budget.batching import Batching, padded_tokens
 from backend.engine.budget.estimates import (
-    PRIOR_BASIS,
     Rate,
     cache_knee,
-    describe_seconds,
     growth_prior,
     phase_seconds,
     rate_for,
@@ -57,24 +51,13 @@ from backend.engine.jsonio import strict_json
 from backend.engine.load.preflight import stored_bytes_per_parameter
 
 FILE_NAME = "speeds.json"  # per padded token (throughput.json held rates per real token)
-FIRST_LOOK_SECONDS = 60.0  # the issue's "a first look within a minute"; $ISOSCOPE_FIRST_LOOK_S
-BUDGET_ENV = "ISOSCOPE_FIRST_LOOK_S"
 MIN_RECORD_SECONDS = 5.0  # shorter runs are not kept: fixed per-run costs would dominate them
-MIN_FIRST_LOOK_TEXTS = 8  # fewer texts than this make no useful statistics
 MAX_MODELS_PER_DEVICE = 32  # measurements kept per device (the newest)
-MAX_FIRST_LOOKS = 256  # first-look lengths kept (the newest), one per model x corpus x settings
 # Seconds per (sampled token x hidden state x dim) of the Overview's statistics before this
 # machine has measured its own: a 0.5B Qwen2-shaped decoder's first look (2,536 and 2,862 tokens
 # of 24 states x 1,024 dims: 10.0 and 10.8 s, 1.60e-7 and 1.54e-7) on the idle 2-core reference
 # machine; benchmarks/big_model.py measures a page against its estimate.
 STATISTICS_PRIOR = 1.6e-7
-# The page around the sections (the app's frame, sidebar and imports on a fresh process): 3.5 s
-# of that same page's 46.8 s was neither the load, the extraction nor the statistics.
-FRAME_SECONDS = 3.5
-# The share of the budget a first look plans to: the estimates are means, and a 1.5B decoder's
-# pages took 1.01-1.07x their estimate (benchmarks/big_model.py), so a page planned to
-# the whole budget overran it about half the time.
-PLANNED_SHARE = 0.9
 STATISTICS_KIND = "Overview statistics"  # what the statistics' rates are kept under, per device
 # Seconds an extraction costs whatever its size (the statistics' kernels, the token sample's
 # buffer, the first batch's warm-up). On the idle 2-core reference machine it is below what the
@@ -165,7 +148,7 @@ def record(
     rates.pop(str(parameters), None)  # re-inserted last: the newest measurements are kept
     rates[str(parameters)] = seconds / (tokens * parameters)
     data[device] = dict(list(rates.items())[-MAX_MODELS_PER_DEVICE:])
-    _write(_path(root), data)
+    write_records(_path(root), data)
 
 
 def record_extraction(
@@ -188,8 +171,9 @@ def extraction_seconds(rate: float, parameters: int, padded: int) -> float:
     return EXTRACTION_FIXED_S + rate * parameters * padded
 
 
-def _write(path: Path, data: dict) -> None:
-    """Replace ``path`` with ``data`` as JSON, atomically; nothing on a read-only folder."""
+def write_records(path: Path, data: dict) -> None:
+    """Replace ``path`` (records kept beside the cache) with ``data`` as JSON, atomically; nothing
+    on a read-only folder."""
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -302,307 +286,13 @@ def record_download(root: Path, fetched_bytes: int, seconds: float) -> None:
     record(root, phase_key(DOWNLOAD, ""), fetched_bytes, 1, seconds, MIN_PHASE_SECONDS)
 
 
-def phases_before(root: Path, device: str, parameters: int, folder: Path) -> tuple[Phase, ...]:
-    """The phases before the extraction of the model at ``folder`` (``on_preflight``'s: a
-    ``.gguf`` file before its conversion, a Hub snapshot before its weights, or a checkpoint
-    folder): the download when the snapshot's weights are missing, the conversion when the
-    GGUF has no converted copy yet, and the load."""
-    folder = Path(folder)
-    phases = []
-    if folder.suffix.lower() == ".gguf" and folder.is_file():
-        from backend.engine.load.gguf import is_converted
-
-        if not is_converted(folder):
-            phases.append(phase_estimate(root, CONVERSION, device, parameters))
-    elif _download_pending(folder):
-        size = parameters * stored_bytes_per_parameter(folder)
-        phases.append(phase_estimate(root, DOWNLOAD, device, size))
-    phases.append(phase_estimate(root, load_phase(folder), device, parameters))
-    return tuple(phases)
-
-
-def _download_pending(folder: Path) -> bool:
-    """Whether ``folder`` is a Hub snapshot whose weights have not been downloaded yet."""
-    from backend.engine.load.hub import hub_cache_dir, snapshot_complete
-
-    try:
-        in_hub = folder.resolve().is_relative_to(hub_cache_dir().resolve())
-    except OSError:
-        return False
-    return in_hub and not snapshot_complete(folder)
-
-
-def page_cost(loaded, root: Path, batching: Batching) -> PageCost | None:
-    """The :class:`PageCost` of ``loaded`` on its device: its load and the frame, the
-    extraction (the measured rate x parameters, per padded token) and the statistics
-    (:func:`statistics_seconds_per_token`); None before the extraction's first measurement."""
-    parameters = parameter_count(loaded.model)
-    rate = seconds_per_token_parameter(root, device_key(loaded.device), parameters)
-    if rate is None:
-        return None
-    fixed = loaded.load_seconds + FRAME_SECONDS + extraction_seconds(rate, parameters, 0)
-    return PageCost(fixed, rate * parameters, statistics_seconds_per_token(loaded, root), batching)
-
-
 def estimate_seconds(root: Path, device: str, parameters: int, tokens: int) -> float | None:
     """Estimated extraction time of ``tokens`` through ``parameters`` on ``device``."""
     rate = seconds_per_token_parameter(root, device, parameters)
     return None if rate is None else extraction_seconds(rate, parameters, tokens)
 
 
-def first_look_budget() -> float:
-    """The first look's seconds: ``$ISOSCOPE_FIRST_LOOK_S`` (a patient operator or a test
-    raises it), else :data:`FIRST_LOOK_SECONDS`."""
-    raw = os.environ.get(BUDGET_ENV, "").strip()
-    try:
-        return float(raw) if raw else FIRST_LOOK_SECONDS
-    except ValueError:
-        return FIRST_LOOK_SECONDS
-
-
-@dataclass(frozen=True)
-class PageCost:
-    """The first page's seconds for a prefix of texts: ``fixed_s`` (the load and the frame) +
-    ``per_padded`` x its padded tokens (the extraction) + ``per_token`` x its tokens (the
-    statistics)."""
-
-    fixed_s: float
-    per_padded: float
-    per_token: float
-    batching: Batching
-
-    def seconds(self, counts: Sequence[int]) -> float:
-        padded = padded_tokens(counts, self.batching)
-        return self.fixed_s + self.per_padded * padded + self.per_token * sum(counts)
-
-
-def first_look_size(counts: Sequence[int], cost: PageCost, budget_s: float) -> int:
-    """The number of leading texts whose page fits :data:`PLANNED_SHARE` of ``budget_s`` (all of
-    them when the whole corpus fits; at least :data:`MIN_FIRST_LOOK_TEXTS`): a binary search,
-    the cost growing with the prefix."""
-    budget_s *= PLANNED_SHARE
-    if cost.seconds(counts) <= budget_s:
-        return len(counts)
-    fits, over = 0, len(counts)  # seconds(counts[:fits]) <= budget_s < seconds(counts[:over])
-    while over - fits > 1:
-        middle = (fits + over) // 2
-        if cost.seconds(counts[:middle]) <= budget_s:
-            fits = middle
-        else:
-            over = middle
-    return min(max(fits, MIN_FIRST_LOOK_TEXTS), len(counts))
-
-
 def token_counts(tokenizer, texts: Sequence[str], max_length: int) -> list[int]:
     """Tokens per text as the extraction reads them (truncated at ``max_length``)."""
     encoded = tokenizer(list(texts), truncation=True, max_length=max_length)
     return [len(ids) for ids in encoded["input_ids"]]
-
-
-@dataclass(frozen=True)
-class TimeEstimate:
-    """The first page's estimated time, before the load: the phases before the extraction
-    (``before``: download, conversion, load; :func:`phases_before`), then the extraction,
-    parameters (from the safetensors headers) x padded tokens of the corpus (its tokenizer) x
-    this device's rate at that size (:func:`extraction_rate`; ``seconds`` None before the
-    device's first measurement, ``basis`` how the rate was obtained)."""
-
-    parameters: int
-    tokens: int
-    device: str
-    seconds: float | None
-    basis: str = ""
-    before: tuple[Phase, ...] = ()
-
-    @property
-    def total_seconds(self) -> float | None:
-        """Every phase and the extraction; None while the extraction is not estimated."""
-        if self.seconds is None:
-            return None
-        return self.seconds + sum(p.seconds for p in self.before)
-
-    def describe(self, first_look_s: float | None = None) -> str:
-        """One line: the total, each phase named, and how each rate was obtained; with
-        ``first_look_s`` (the UI's budget) it adds that the Overview opens with a first look
-        when the whole corpus takes longer (the CLI runs what it is asked)."""
-        sizes = f"{self.parameters / 1e6:,.1f} M parameters x {self.tokens:,} tokens"
-        phases = ", ".join(f"{p.name} {describe_seconds(p.seconds)}" for p in self.before)
-        priors = [p.name for p in self.before if p.basis == PRIOR_BASIS]
-        at_prior = f"; {' and '.join(priors)} at {PRIOR_BASIS}" if priors else ""
-        total = self.total_seconds
-        if total is None:
-            first = f"first page: {phases}, then " if phases else "first page: "
-            return (
-                f"{first}no extraction speed measured on {self.device} yet ({sizes}{at_prior}); "
-                "the first batch measures it"
-            )
-        extraction = f"extraction {describe_seconds(self.seconds)}"
-        line = (
-            f"first page: {describe_seconds(total)} on {self.device}: "
-            f"{', '.join(filter(None, [phases, extraction]))} "
-            f"({sizes}; extraction speed {self.basis}{at_prior})"
-        )
-        if first_look_s is not None and total > first_look_s:
-            line += f"; the Overview opens with a first look of {first_look_s:.0f} s or less"
-        return line
-
-
-def folder_tokenizer(folder: Path):
-    """The tokenizer of a checkpoint folder or of a ``.gguf`` file (before its conversion), or
-    None when it has none (images, audio): loading it costs milliseconds, unlike the weights. A
-    GGUF's is built from its own vocabulary by the fast tokenizer class directly (0.4-0.6 s on
-    the bundled SmolLM2): ``AutoTokenizer`` would first parse the whole file for its config to
-    pick a class (4-9 s), and the class does not change the token count."""
-    from transformers import AutoTokenizer, PreTrainedTokenizerFast
-
-    folder = Path(folder)
-    try:
-        if folder.suffix.lower() == ".gguf" and folder.is_file():
-            return PreTrainedTokenizerFast.from_pretrained(
-                str(folder.parent), gguf_file=folder.name
-            )
-        return AutoTokenizer.from_pretrained(str(folder))
-    except Exception:
-        return None
-
-
-def estimate_first_page(
-    root: Path,
-    device: str,
-    parameters: int,
-    tokenizer,
-    corpus,
-    max_length: int,
-    batching: Batching | None = None,
-    before: tuple[Phase, ...] = (),
-) -> TimeEstimate | None:
-    """The :class:`TimeEstimate` of ``corpus`` in ``batching`` (None: the default settings')
-    after the phases ``before``; None for images and audio, or no tokenizer."""
-    if tokenizer is None or getattr(corpus, "kind", "text") != "text":
-        return None
-    counts = token_counts(tokenizer, corpus.texts, max_length)
-    padded = padded_tokens(counts, batching or Batching.of())
-    rate = extraction_rate(root, device, parameters)
-    seconds = None if rate is None else extraction_seconds(rate.per_unit, parameters, padded)
-    basis = "" if rate is None else rate.basis
-    return TimeEstimate(parameters, sum(counts), device, seconds, basis, before)
-
-
-def time_preflight(
-    root: Path,
-    device,
-    corpus,
-    max_length: int,
-    show: Callable[[TimeEstimate], None],
-    batching: Batching | None = None,
-) -> Callable[[int, Path], None]:
-    """The ``on_preflight(parameters, folder)`` of :func:`backend.engine.load.models.load_model` that
-    passes the :class:`TimeEstimate` of ``corpus`` on ``device`` (a torch device or its name) to
-    ``show`` before the weights are downloaded or loaded (a GGUF's ``folder`` is the ``.gguf``
-    file, before its conversion)."""
-    from backend.engine.device import resolve_device
-
-    key = device_key(resolve_device(str(device)))
-
-    def on_preflight(parameters: int, folder: Path) -> None:
-        tokenizer = folder_tokenizer(folder)
-        before = phases_before(root, key, parameters, folder)
-        estimate = estimate_first_page(
-            root, key, parameters, tokenizer, corpus, max_length, batching, before
-        )
-        if estimate is not None:
-            show(estimate)
-
-    return on_preflight
-
-
-@dataclass(frozen=True)
-class FirstLook:
-    """The prefix of a corpus that fits the budget, and the estimates behind the choice."""
-
-    corpus: object  # the prefix: a Corpus of its own (its own hash and cache entry)
-    texts: int
-    total_texts: int
-    full_seconds: float  # the whole corpus's page, estimated, beyond the load
-    seconds: float  # this first look's page, estimated, the load included
-    budget_s: float
-    first_batch: bool = False  # sized by the speed of its own first batch (a device's first run)
-
-    def describe(self) -> str:
-        speed = (
-            "measured on its first batch" if self.first_batch else "from its last measured speed"
-        )
-        return (
-            f"first look: {self.texts:,} of {self.total_texts:,} texts "
-            f"(the whole corpus would take {describe_seconds(self.full_seconds)} on this device, "
-            f"{speed})"
-        )
-
-
-def plan_first_look(
-    loaded,
-    corpus,
-    counts: Sequence[int],
-    root: Path,
-    budget_s: float | None = None,
-    key: str | None = None,
-    batching: Batching | None = None,
-) -> FirstLook | None:
-    """The first look at ``corpus`` (``counts``: its :func:`token_counts`) when its whole first
-    page (the load, the extraction and the Overview's statistics: module doc) is estimated to
-    take longer than ``budget_s`` (None: :func:`first_look_budget`) on ``loaded``'s device; None
-    when it fits, is not text, or no speed has been measured on this device yet. The prefix
-    already chosen for ``key`` (the whole corpus's cache key, :func:`remember_first_look`) is
-    kept, so a newer measurement does not compute a second one. ``batching``: the extraction's
-    (None: the default settings')."""
-    budget_s = first_look_budget() if budget_s is None else budget_s
-    if getattr(corpus, "kind", "text") != "text":
-        return None
-    cost = page_cost(loaded, root, batching or Batching.of())
-    if cost is None:
-        return None
-    whole = cost.seconds(counts)
-    kept = None if key is None else remembered_first_look(root, key)
-    if kept is not None and kept < len(corpus):
-        n = kept
-    else:
-        n = first_look_size(counts, cost, budget_s)
-        if n >= len(corpus):
-            return None
-    prefix = prefix_corpus(corpus, n)
-    seconds = cost.seconds(counts[:n])
-    return FirstLook(prefix, n, len(corpus), whole - cost.fixed_s, seconds, budget_s)
-
-
-def prefix_corpus(corpus, n: int):
-    """The first ``n`` texts of ``corpus``: a corpus of its own (its own hash and cache entry)."""
-    from backend.engine.inputs.corpus import Corpus
-
-    return Corpus(corpus.texts[:n], f"{corpus.name} · first look, {n} of {len(corpus)} texts")
-
-
-FIRST_LOOKS_FILE = "first_looks.json"
-
-
-def remember_first_look(root: Path, key: str, n: int) -> None:
-    """Keep the first look's length chosen for the whole corpus's cache ``key`` (best effort)."""
-    path = Path(root) / FIRST_LOOKS_FILE
-    kept = _read_first_looks(path)
-    kept.pop(key, None)
-    kept[key] = int(n)
-    _write(path, dict(list(kept.items())[-MAX_FIRST_LOOKS:]))
-
-
-def remembered_first_look(root: Path, key: str) -> int | None:
-    """The first look's length kept for ``key``, or None."""
-    return _read_first_looks(Path(root) / FIRST_LOOKS_FILE).get(key)
-
-
-def _read_first_looks(path: Path) -> dict[str, int]:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(data, dict):
-        return {}
-    return {str(k): int(v) for k, v in data.items() if isinstance(v, int) and v > 0}

@@ -28,38 +28,38 @@ Size limit (default 5 GiB; ``ResultCache(limit=)``, the CLI's ``--cache-limit``,
 
 Comparisons of two extractions (:func:`backend.analysis.compare.comparison.cached_compare`) are entries of the same
 kind (:meth:`ResultCache.save_arrays`), under the same limit and eviction.
+
+Beside this folder: the limit and the usage (:mod:`backend.engine.store.limit`), what an entry
+holds and its key (:mod:`backend.engine.store.entries`), and the extraction through this cache
+(:mod:`backend.engine.store.cached_extract`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
-import json
 import os
-import re
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-from backend.engine.budget import throughput
+from backend.engine.budget import page_budget, throughput
 from backend.engine.environment import default_cache_dir
 from backend.engine.errors import InputError
-from backend.engine.extraction import (
-    EXTRACT_VERSION,
-    ExtractionResult,
-    ExtractionSettings,
-    TokenTable,
+from backend.engine.extraction import ExtractionResult
+from backend.engine.store.entries import result_arrays, result_from_arrays
+from backend.engine.store.limit import (
+    LIMIT_ENV,
+    CacheUsage,
+    default_cache_limit,
+    format_size,
+    parse_size,
 )
-from backend.engine.store.provenance import attribute
 
-GIB = 1024**3
-DEFAULT_CACHE_LIMIT = 5 * GIB
-LIMIT_ENV = "ISOSCOPE_CACHE_LIMIT"
 MODELS_DIR = "models"  # converted checkpoints (e.g. GGUF -> safetensors): counted, never evicted
 SPILL_DIR = "spill"  # spilled states of every token: evicted with the results (module doc)
 SPILL_SUFFIX = ".f32"
@@ -69,132 +69,6 @@ STALE_TEMP_SECONDS = 24 * 3600  # a temp file untouched this long was left by a 
 LOCK_TIMEOUT_S = 30.0
 KEY_LOCKS_DIR = "locks"  # one lock file per key being computed (cross-process single flight)
 KEY_LOCK_TIMEOUT_S = 900.0
-_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
-_process_limit: int | None = None
-
-_ARRAYS = (
-    "mean",
-    "variance",
-    "min",
-    "max",
-    "mean_abs",
-    "argmin_count",
-    "argmax_count",
-    "sample_vectors",
-    "sample_index",
-)
-
-
-def parse_size(text: str | int, what: str = "cache limit") -> int:
-    """Bytes from ``"500M"``, ``"5G"``, ``"1.5GiB"``, ``"800MB"`` or a plain byte count.
-
-    Units are binary (K = 1024, M = 1024², G = 1024³, T = 1024⁴), with or without ``B``/``iB``."""
-    if isinstance(text, int | np.integer):
-        value = int(text)
-        if value < 0:
-            raise InputError(f"{what} must be 0 or more bytes, got {value}")
-        return value
-    match = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([kmgt]?)(?:i?b)?\s*", str(text), re.I)
-    if not match:
-        raise InputError(
-            f"{what} {str(text)!r} is not a size; give bytes or a number with a unit, such as 500M or 5G"
-        )
-    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
-
-
-def format_size(num_bytes: float) -> str:
-    """``1.2 GiB``, ``5 GiB``, ``83 MiB``, ``12 B`` (binary units, as the limit takes them)."""
-    for unit, factor in (("TiB", 1024**4), ("GiB", GIB), ("MiB", 1024**2), ("KiB", 1024)):
-        if num_bytes >= factor:
-            return f"{_short(num_bytes / factor)} {unit}"
-    return f"{int(num_bytes)} B"
-
-
-def format_usage(used: int, limit: int) -> str:
-    """``"1.2 of 5 GiB"``: both numbers in the limit's unit (a small use in its own: ``40 MiB of 5 GiB``)."""
-    for unit, factor in (("TiB", 1024**4), ("GiB", GIB), ("MiB", 1024**2), ("KiB", 1024)):
-        if limit >= factor:
-            if 0 < used < factor / 20:  # "40 MiB of 5 GiB", not "0 of 5 GiB"
-                return f"{format_size(used)} of {_short(limit / factor)} {unit}"
-            return f"{_short(used / factor)} of {_short(limit / factor)} {unit}"
-    return f"{used:,} of {limit:,} B"
-
-
-def _short(value: float) -> str:
-    """``5``, ``1.2``, ``83``: one decimal below 10 unless it is 0, none from 10."""
-    text = f"{value:.1f}" if value < 10 else f"{value:.0f}"
-    return text.removesuffix(".0")
-
-
-def set_process_limit(limit: int | str | None) -> None:
-    """The limit for every :class:`ResultCache` of this process that is not given one (the sidebar's
-    setting, or the CLI's ``--cache-limit``); ``None`` goes back to the env var / default."""
-    global _process_limit
-    _process_limit = None if limit is None else parse_size(limit)
-
-
-def default_cache_limit() -> int:
-    """This process's limit: :func:`set_process_limit`, else ``$ISOSCOPE_CACHE_LIMIT``, else 5 GiB."""
-    if _process_limit is not None:
-        return _process_limit
-    env = os.environ.get(LIMIT_ENV, "").strip()
-    if env:
-        return parse_size(env, f"${LIMIT_ENV}")
-    return DEFAULT_CACHE_LIMIT
-
-
-@dataclass(frozen=True)
-class CacheUsage:
-    """Bytes in the cache folder by kind (apparent file sizes)."""
-
-    root: str
-    limit: int
-    results_bytes: int = 0
-    results_count: int = 0
-    models_bytes: int = 0
-    temp_bytes: int = 0
-    other_bytes: int = 0
-    spill_bytes: int = 0
-    spill_count: int = 0
-
-    @property
-    def total(self) -> int:
-        return (
-            self.results_bytes
-            + self.models_bytes
-            + self.temp_bytes
-            + self.other_bytes
-            + self.spill_bytes
-        )
-
-    def summary(self) -> str:
-        """``1.2 of 5 GiB (results 1.0 GiB in 12 files, converted models 210 MiB)``."""
-        files = "file" if self.results_count == 1 else "files"
-        parts = [f"results {format_size(self.results_bytes)} in {self.results_count} {files}"]
-        if self.spill_count:
-            states = "state" if self.spill_count == 1 else "states"
-            parts.append(f"{self.spill_count} spilled {states} {format_size(self.spill_bytes)}")
-        if self.models_bytes:
-            parts.append(f"converted models {format_size(self.models_bytes)}")
-        if self.temp_bytes:
-            parts.append(f"being written {format_size(self.temp_bytes)}")
-        if self.other_bytes:
-            parts.append(f"other {format_size(self.other_bytes)}")
-        return f"{format_usage(self.total, self.limit)} ({', '.join(parts)})"
-
-    def to_dict(self) -> dict:
-        return {
-            "root": self.root,
-            "limit_bytes": self.limit,
-            "total_bytes": self.total,
-            "results_bytes": self.results_bytes,
-            "results_count": self.results_count,
-            "models_bytes": self.models_bytes,
-            "temp_bytes": self.temp_bytes,
-            "other_bytes": self.other_bytes,
-            "spill_bytes": self.spill_bytes,
-            "spill_count": self.spill_count,
-        }
 
 
 def touch(path: str | Path) -> None:
@@ -214,22 +88,6 @@ def _tree_size(path: Path) -> int:
             except OSError:
                 pass  # removed while we walked
     return total
-
-
-def cache_key(
-    model_fingerprint: str, corpus_sha: str, settings: ExtractionSettings, kind: str = "extract"
-) -> str:
-    payload = json.dumps(
-        {
-            "kind": kind,
-            "model": model_fingerprint,
-            "corpus": corpus_sha,
-            "settings": settings.to_dict(),
-            "v": EXTRACT_VERSION,
-        },
-        sort_keys=True,
-    )
-    return hashlib.sha256(payload.encode()).hexdigest()[:32]
 
 
 class ResultCache:
@@ -276,34 +134,14 @@ class ResultCache:
         data = self.load_arrays(key)
         if data is None:
             return None
-        try:
-            meta = json.loads(str(data["meta"]))
-            arrays = {name: data[name] for name in _ARRAYS}
-            tokens = TokenTable(*(data[f"tok_{f}"] for f in TokenTable.__dataclass_fields__))
-            texts = tuple(str(t) for t in data["texts"])
-            result = ExtractionResult(
-                model=meta["model"],
-                model_fingerprint=meta["model_fingerprint"],
-                corpus_name=meta["corpus_name"],
-                corpus_sha=meta["corpus_sha"],
-                texts=texts,
-                notices=tuple(meta["notices"]),
-                settings=ExtractionSettings(**meta["settings"]),
-                tokens=tokens,
-                seconds=meta["seconds"],
-                extra=meta.get("extra", {}),
-                **arrays,
-            )
-        except Exception:
-            return None  # from an older layout, or not an extraction: recompute
-        return result
+        return result_from_arrays(data)
 
     # ------------------------------------------------------------------ write
 
     def save(self, key: str, result: ExtractionResult) -> Path | None:
         """Write ``result`` and evict down to the limit; returns the path, or None when nothing was
         kept, with the reason in :attr:`notice` (folder not writable or full, result too large)."""
-        return self.save_arrays(key, _result_arrays(result))
+        return self.save_arrays(key, result_arrays(result))
 
     def save_arrays(self, key: str, arrays: dict[str, np.ndarray]) -> Path | None:
         """:meth:`save` for any named arrays (no object arrays: they are read without pickle)."""
@@ -510,7 +348,8 @@ class ResultCache:
 
     def clear(self, include_models: bool = False) -> tuple[int, int]:
         """Remove every result file and spilled state (and stale temp files, the speeds measured
-        by the runs and the first looks chosen, :mod:`backend.engine.budget.throughput`; with
+        by the runs, :mod:`backend.engine.budget.throughput`, and the first looks chosen,
+        :mod:`backend.engine.budget.page_budget`; with
         ``include_models`` the converted model folders too). Files being written are left alone.
         Returns (files removed, bytes freed)."""
         from filelock import Timeout
@@ -526,7 +365,7 @@ class ResultCache:
                         count += 1
                         freed += size
                 # the speeds measured and the first looks chosen with the results go with them
-                for name in (throughput.FILE_NAME, throughput.FIRST_LOOKS_FILE):
+                for name in (throughput.FILE_NAME, page_budget.FIRST_LOOKS_FILE):
                     if (self.root / name).exists():
                         freed += (self.root / name).stat().st_size
                         (self.root / name).unlink(missing_ok=True)
@@ -566,68 +405,3 @@ def _unlink(path: Path) -> bool:
         return False
     except OSError:
         return False
-
-
-def _result_arrays(result: ExtractionResult) -> dict[str, np.ndarray]:
-    meta = {
-        "model": result.model,
-        "model_fingerprint": result.model_fingerprint,
-        "corpus_name": result.corpus_name,
-        "corpus_sha": result.corpus_sha,
-        "notices": list(result.notices),
-        "settings": result.settings.to_dict(),
-        "seconds": result.seconds,
-        "extra": result.extra,
-    }
-    arrays = {name: np.asarray(getattr(result, name)) for name in _ARRAYS}
-    arrays.update(
-        {f"tok_{f}": np.asarray(getattr(result.tokens, f)) for f in TokenTable.__dataclass_fields__}
-    )
-    arrays["texts"] = np.array(result.texts, dtype=str)
-    arrays["meta"] = np.array(json.dumps(meta))
-    return arrays
-
-
-def cached_extract(
-    loaded, corpus, settings=None, progress=None, cache: ResultCache | None = None
-) -> ExtractionResult:
-    """:func:`backend.engine.extraction.extract` through the disk cache (``cache=None`` uses the default).
-
-    When nothing could be kept (see :meth:`ResultCache.put`) the result carries one notice saying so.
-    A hit computed from another path with identical weights names ``loaded`` in its model card
-    (:func:`backend.engine.store.provenance.attribute`), with one line saying where the statistics came from."""
-    from backend.engine.extraction import extract
-
-    settings = settings or ExtractionSettings()
-    cache = cache if cache is not None else ResultCache()
-    key = cache_key(loaded.fingerprint, corpus.sha, settings)
-    hit = cache.load(key)
-    if hit is None:
-        # Another process (a second server, the prewarm, the CLI) computing this key: wait for it
-        # and read its result instead of computing it again.
-        with cache.key_lock(key):
-            hit = cache.load(key)
-            if hit is None:
-                result = extract(loaded, corpus, settings, progress)
-                _record_throughput(cache, loaded, corpus, result)
-                return cache.put(key, result)
-    if progress is not None:
-        progress(len(corpus), len(corpus))
-    return attribute(hit, loaded.info.to_dict())
-
-
-def _record_throughput(cache: ResultCache, loaded, corpus, result: ExtractionResult) -> None:
-    """This run's measured speed per padded token, kept beside the results for the next estimate
-    (text only: an image or clip's token count is the model's, not the corpus's), and the
-    phases its load measured (:func:`backend.engine.budget.throughput.record_phases`)."""
-    throughput.record_phases(cache.root, loaded)
-    if getattr(corpus, "kind", "text") != "text" or not result.seconds:
-        return
-    counts = throughput.token_counts(loaded.tokenizer, corpus.texts, result.settings.max_length)
-    throughput.record_extraction(
-        cache.root,
-        throughput.device_key(loaded.device),
-        throughput.parameter_count(loaded.model),
-        throughput.padded_tokens(counts, throughput.Batching.of(result.settings)),
-        result.seconds,
-    )

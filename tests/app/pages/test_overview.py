@@ -82,11 +82,11 @@ def test_missing_model_folder_shows_an_error():
 
 
 def test_a_slow_model_gets_a_first_look_and_one_click_runs_the_whole_corpus(monkeypatch):
-    from backend.engine.budget import throughput
+    from backend.engine.budget import page_budget, throughput
 
     # This device made slow: the stored measurement says 30 short texts take minutes.
     monkeypatch.setattr(throughput, "seconds_per_token_parameter", lambda *_: 1e-7)
-    monkeypatch.setenv(throughput.BUDGET_ENV, "60")
+    monkeypatch.setenv(page_budget.BUDGET_ENV, "60")
     texts = "\n".join(f"First look sentence {i} is about topic {i * 7}." for i in range(30))
     at = _app()
     at.radio(key="sb_corpus_kind").set_value("paste text").run()
@@ -133,13 +133,13 @@ def test_the_extraction_bar_starts_with_the_estimate_from_the_measured_speed(mon
 
 
 def test_a_devices_first_run_measures_its_first_batch_and_shows_a_first_look(monkeypatch, capsys):
-    from backend.engine.budget import throughput
+    from backend.engine.budget import page_budget, throughput
     from backend.engine.serve import firstlook
     from ui.work.extraction import EXTRACTION_LOG
 
     # No speed recorded on this device; its first batch measures 1 s per token (a slow device).
     monkeypatch.setattr(throughput, "seconds_per_token_parameter", lambda *_: None)
-    monkeypatch.setenv(throughput.BUDGET_ENV, "60")
+    monkeypatch.setenv(page_budget.BUDGET_ENV, "60")
     real = firstlook.extract_partial
     parts: list[int] = []
 

@@ -9,7 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from backend.engine.extraction import ExtractionSettings
-from backend.engine.store.cache import set_process_limit
+from backend.engine.store.limit import set_process_limit
 from ui.frame.selection import Selection
 from ui.frame.session import SELECTION_KEY
 
@@ -110,16 +110,16 @@ def test_sample_budget_from_the_sidebar_reaches_the_settings_and_the_page(cache_
 
 
 def test_get_extraction_goes_through_cached_extract(cache_dir, monkeypatch):
-    """Memory first, then backend.engine.store.cache.cached_extract: a run gets the progress bar, a disk
+    """Memory first, then backend.engine.store.cached_extract.cached_extract: a run gets the progress bar, a disk
     hit (memory emptied, as after a restart) gets none and runs no extraction."""
-    from backend.engine.store import cache as cache_module
+    from backend.engine.store import cached_extract as cached_module
     from ui.work import extraction
 
     calls: list[bool] = []
 
     def recording(loaded, corpus, settings=None, progress=None, cache=None):
         calls.append(progress is not None)
-        return cache_module.cached_extract(loaded, corpus, settings, progress, cache=cache)
+        return cached_module.cached_extract(loaded, corpus, settings, progress, cache=cache)
 
     monkeypatch.setattr(extraction, "cached_extract", recording)
     # the Overview's first look on a device with no recorded speed extracts through its own path

@@ -50,13 +50,13 @@ def test_the_load_after_a_download_says_the_downloads_estimate_again(
     loading spinner then says: the load does not read the tokenizer again for it."""
     import streamlit
 
-    from backend.engine.budget import throughput
+    from backend.engine.budget import time_estimate
     from ui.frame.selection import Selection
     from ui.frame.session import SELECTION_KEY
 
     standin_hub.add_folder("org/tiny-bert-estimate", tiny_bert_dir)
     said, estimates = [], []
-    spinner, estimate = streamlit.spinner, throughput.estimate_first_page
+    spinner, estimate = streamlit.spinner, time_estimate.estimate_first_page
 
     def recording_spinner(text, *args, **kwargs):
         said.append(text)
@@ -67,7 +67,7 @@ def test_the_load_after_a_download_says_the_downloads_estimate_again(
         return estimates[-1]
 
     monkeypatch.setattr(streamlit, "spinner", recording_spinner)
-    monkeypatch.setattr(throughput, "estimate_first_page", counting_estimate)
+    monkeypatch.setattr(time_estimate, "estimate_first_page", counting_estimate)
     at = AppTest.from_file(APP, default_timeout=240)
     at.session_state[SELECTION_KEY] = Selection(
         model_source="org/tiny-bert-estimate",

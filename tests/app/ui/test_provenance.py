@@ -68,7 +68,8 @@ def test_a_kept_quick_report_names_the_path_opened_now(tiny_bert_dir, tmp_path):
     the first path, it names the copy when the copy asks for it."""
     from backend.engine.inputs.corpus import corpus_from_text
     from backend.engine.load.models import load_model
-    from backend.engine.store.cache import ResultCache, cached_extract
+    from backend.engine.store.cache import ResultCache
+    from backend.engine.store.cached_extract import cached_extract
     from ui.sharing.exports import quick_report
 
     cache = ResultCache(tmp_path / "cache")

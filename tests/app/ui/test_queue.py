@@ -95,7 +95,7 @@ def _recorded(monkeypatch) -> tuple[list[str], list[tuple]]:
     begins) in order, and every first-page estimate computed."""
     import streamlit
 
-    from backend.engine.budget import throughput
+    from backend.engine.budget import time_estimate
     from backend.engine.load import models
 
     events: list[str] = []
@@ -103,7 +103,7 @@ def _recorded(monkeypatch) -> tuple[list[str], list[tuple]]:
     spinner, read_folder, estimate = (
         streamlit.spinner,
         models.read_folder,
-        throughput.estimate_first_page,
+        time_estimate.estimate_first_page,
     )
 
     def recording_spinner(text, *args, **kwargs):
@@ -120,7 +120,7 @@ def _recorded(monkeypatch) -> tuple[list[str], list[tuple]]:
 
     monkeypatch.setattr(streamlit, "spinner", recording_spinner)
     monkeypatch.setattr(models, "read_folder", recording_read)
-    monkeypatch.setattr(throughput, "estimate_first_page", counting_estimate)
+    monkeypatch.setattr(time_estimate, "estimate_first_page", counting_estimate)
     return events, estimates
 
 
@@ -135,6 +135,8 @@ def test_a_local_folders_spinner_says_the_first_pages_time_before_the_load(
     from transformers import AutoTokenizer
 
     from backend.engine.budget import throughput
+    from backend.engine.budget.batching import Batching, padded_tokens
+    from backend.engine.budget.estimates import describe_seconds
     from backend.engine.load import preflight
 
     folder = tmp_path / "tiny-bert"  # a path of its own: no earlier test has it cached
@@ -147,7 +149,7 @@ def test_a_local_folders_spinner_says_the_first_pages_time_before_the_load(
         Selection().settings.max_length,
     )
     tokens = sum(counts)
-    padded = throughput.padded_tokens(counts, throughput.Batching.of(Selection().settings))
+    padded = padded_tokens(counts, Batching.of(Selection().settings))
     events, estimates = _recorded(monkeypatch)
 
     def session() -> AppTest:
@@ -162,7 +164,7 @@ def test_a_local_folders_spinner_says_the_first_pages_time_before_the_load(
     assert not at.exception and at.title[0].value == "Overview"
     extraction_s = throughput.extraction_seconds(1 / parameters, parameters, padded)
     extraction = (
-        f"extraction {throughput.describe_seconds(extraction_s)} ({parameters / 1e6:,.1f} M "
+        f"extraction {describe_seconds(extraction_s)} ({parameters / 1e6:,.1f} M "
         f"parameters x {tokens:,} tokens; extraction speed measured at this size"
     )
     (said,) = [e for e in events if e.startswith(f"Loading {folder} · first page: ")]

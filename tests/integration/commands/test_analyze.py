@@ -150,7 +150,9 @@ def test_a_gguf_announces_the_first_page_before_its_conversion(
     """The `first page:` line of a GGUF comes from its tensor table and its own tokenizer, before
     the (slow) conversion; its parameters and tokens are those of the converted checkpoint."""
     from backend.cli import main
-    from backend.engine.budget import throughput
+    from backend.engine.budget import throughput, time_estimate
+    from backend.engine.budget.batching import Batching, padded_tokens
+    from backend.engine.budget.estimates import describe_seconds
     from backend.engine.inputs.corpus import load_corpus_file
     from backend.engine.load import gguf, preflight
 
@@ -178,11 +180,11 @@ def test_a_gguf_announces_the_first_page_before_its_conversion(
     tokens = int(line.split(" x ")[1].split(" tokens")[0].replace(",", ""))
     model = json.loads(out.read_text())["model"]
     assert f"({model['num_parameters'] / 1e6:,.1f} M parameters x" in line
-    converted = throughput.folder_tokenizer(gguf.converted_folder(path))
+    converted = time_estimate.folder_tokenizer(gguf.converted_folder(path))
     texts = load_corpus_file(texts_file).texts
     counts = throughput.token_counts(converted, texts, 16)
     assert tokens == sum(counts)
-    padded = throughput.padded_tokens(counts, throughput.Batching.of())  # the batches' tokens
+    padded = padded_tokens(counts, Batching.of())  # the batches' tokens
     extraction_s = throughput.extraction_seconds(0.1 / parameters, parameters, padded)
     assert line.startswith("first page: ") and ": conversion about " in line  # not converted yet
-    assert f"extraction {throughput.describe_seconds(extraction_s)} (" in line
+    assert f"extraction {describe_seconds(extraction_s)} (" in line

@@ -15,7 +15,10 @@ import pytest
 
 from backend.engine.extraction import ExtractionSettings
 from backend.engine.inputs.corpus import corpus_from_text
-from backend.engine.store.cache import ResultCache, cache_key, cached_extract, set_process_limit
+from backend.engine.store.cache import ResultCache
+from backend.engine.store.cached_extract import cached_extract
+from backend.engine.store.entries import cache_key
+from backend.engine.store.limit import set_process_limit
 
 ROOT = Path(__file__).resolve().parents[3]
 MIB = 1024**2

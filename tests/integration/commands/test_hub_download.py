@@ -39,6 +39,7 @@ def test_the_first_page_time_is_on_stderr_before_the_weights_download(
     standin_hub, tiny_bert_dir, tmp_path, capsys, monkeypatch
 ):
     from backend.engine.budget import throughput
+    from backend.engine.budget.estimates import describe_seconds
     from backend.engine.load import hub, preflight
 
     standin_hub.add_folder("org/tiny-bert", tiny_bert_dir)
@@ -68,4 +69,4 @@ def test_the_first_page_time_is_on_stderr_before_the_weights_download(
     assert tokens > 4  # both texts, special tokens included
     extraction_s = throughput.extraction_seconds(0.1 / parameters, parameters, tokens)
     assert line.startswith("first page: ") and ": download about " in line  # the weights' phase
-    assert f"extraction {throughput.describe_seconds(extraction_s)} (" in line
+    assert f"extraction {describe_seconds(extraction_s)} (" in line

@@ -9,7 +9,8 @@ from backend.cli import main
 from backend.engine.extraction import ExtractionSettings
 from backend.engine.inputs.corpus import bundled_corpus
 from backend.engine.load.models import load_model
-from backend.engine.store.cache import ResultCache, cache_key
+from backend.engine.store.cache import ResultCache
+from backend.engine.store.entries import cache_key
 
 
 @pytest.mark.parametrize("fixture", ["tiny_bert_dir", "tiny_gpt2_dir"])

@@ -89,7 +89,8 @@ def test_report_cli_on_a_random_bert_equals_the_in_process_report(tmp_path):
     from backend.engine.extraction import ExtractionSettings
     from backend.engine.inputs.corpus import load_corpus_file
     from backend.engine.load.models import load_model
-    from backend.engine.store.cache import ResultCache, cached_extract
+    from backend.engine.store.cache import ResultCache
+    from backend.engine.store.cached_extract import cached_extract
 
     loaded = load_model(RANDOM_BERT, device="cpu")
     result = cached_extract(

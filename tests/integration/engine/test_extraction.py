@@ -16,7 +16,9 @@ from backend.engine.extraction import (
 )
 from backend.engine.inputs.corpus import Corpus
 from backend.engine.load.models import load_model
-from backend.engine.store.cache import ResultCache, cache_key, cached_extract
+from backend.engine.store.cache import ResultCache
+from backend.engine.store.cached_extract import cached_extract
+from backend.engine.store.entries import cache_key
 from tests.extraction_checks import TEXTS
 from tests.extraction_checks import assert_same_result as _assert_same_result
 

@@ -201,7 +201,8 @@ def test_a_saved_image_analysis_reopens(images, tmp_path_factory, tmp_path):
 
 
 def test_cached_extract_keeps_the_inputs(images, tmp_path_factory, tmp_path):
-    from backend.engine.store.cache import ResultCache, cached_extract
+    from backend.engine.store.cache import ResultCache
+    from backend.engine.store.cached_extract import cached_extract
 
     loaded = _load("vit", tmp_path_factory)
     cache = ResultCache(tmp_path)

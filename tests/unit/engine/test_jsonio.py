@@ -20,9 +20,9 @@ ROOT = Path(__file__).resolve().parents[3]
 # json.dumps that is no user-facing JSON text: cache keys and cache metadata (read back by isoscope,
 # NaN kept on purpose), Ray rows, the model fingerprint.
 INTERNAL = {
-    "backend/engine/store/cache.py",
+    "backend/engine/store/entries.py",
     "backend/engine/load/checkpoints.py",
-    "backend/engine/extraction/ray_engine.py",
+    "backend/engine/extraction/ray_plan.py",
     "backend/analysis/compare/storage.py",
     "backend/analysis/compare/comparison.py",
     "backend/engine/jsonio.py",

@@ -2,7 +2,7 @@
 sample bit for bit, on uneven Parquet shards, with 2 workers, and after a worker is killed.
 
 Each Ray test starts and stops its own local instance (``ray.init(num_cpus=2)``, ~15-30 s here);
-the planning and merge tests need no Ray at all.
+the planning and merge tests (test_ray_plan.py, test_ray_pool.py) need no Ray at all.
 """
 
 from __future__ import annotations
@@ -20,24 +20,9 @@ import numpy as np
 import pytest
 
 from backend.analysis.geometry.isotropy import by_state
-from backend.engine.extraction import (
-    ExtractionResult,
-    ExtractionSettings,
-    SampleCandidates,
-    extract,
-    extract_partial,
-    finish,
-    token_priority,
-)
-from backend.engine.extraction.ray_engine import (
-    ModelSpec,
-    RayEngineError,
-    RayOptions,
-    below_threshold,
-    plan_chunks,
-    run_ray_extraction,
-    sample_is_complete,
-)
+from backend.engine.extraction import ExtractionResult, ExtractionSettings, extract
+from backend.engine.extraction.ray_cluster import ModelSpec, RayEngineError, RayOptions
+from backend.engine.extraction.ray_engine import run_ray_extraction
 from backend.engine.inputs.corpus import bundled_corpus, load_corpus_file
 from backend.engine.load.models import load_model
 
@@ -67,108 +52,12 @@ def assert_same_result(got: ExtractionResult, want: ExtractionResult) -> None:
 
 
 @pytest.fixture
-def uneven_shards(tmp_path) -> Path:
-    """100 texts in Parquet shards of 7, 53, 1 and 29 texts, a JSONL shard of 10, an empty one."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    texts = bundled_corpus().texts[:100]
-    folder = tmp_path / "shards"
-    (folder / "more").mkdir(parents=True)
-    for i, (a, b) in enumerate([(0, 7), (7, 60), (60, 61), (61, 90)]):
-        pq.write_table(
-            pa.table({"id": list(range(a, b)), "text": texts[a:b]}), folder / f"p{i}.parquet"
-        )
-    lines = [json.dumps({"text": t}) for t in texts[90:100]]
-    (folder / "more" / "tail.jsonl").write_text("\n".join(lines) + "\n")
-    (folder / "more" / "zz-empty.txt").write_text("")
-    return folder
-
-
-@pytest.fixture
 def ray_local():
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         yield ray
     finally:
         ray.shutdown()
-
-
-# ----------------------------------------------------------------------------- without Ray
-
-
-def test_planned_chunks_reproduce_one_process_bit_for_bit(tiny_bert_dir, uneven_shards):
-    """The driver's plan (whole local batches per chunk, a priority cut-off) merged in any order
-    gives the single-process result: same batches, so the same float32 hidden states."""
-    loaded = load_model(str(tiny_bert_dir), device="cpu")
-    corpus = load_corpus_file(uneven_shards)
-    want = extract(loaded, corpus, SETTINGS)
-    plan = plan_chunks(ModelSpec(str(tiny_bert_dir)), corpus, SETTINGS, workers=2)
-    assert len(plan.chunks) >= 4 and plan.num_tokens == want.num_tokens
-    assert sorted(np.concatenate(plan.chunks).tolist()) == list(range(len(corpus)))
-    merged = None
-    for chunk in reversed(plan.chunks):
-        part = extract_partial(loaded, [corpus.texts[i] for i in chunk], SETTINGS, text_ids=chunk)
-        part.sample = below_threshold(part.sample, plan.threshold)
-        merged = part if merged is None else merged.merge(part)
-    assert sample_is_complete(merged, plan.threshold)
-    assert len(merged.sample) == SETTINGS.sample_size  # exactly k vectors crossed the wire
-    assert_same_result(finish(merged, corpus), want)
-
-
-def test_priority_cut_off_on_planted_tokens_never_changes_the_sample():
-    """Planted tokens in uneven parts: cutting at the exact k-th priority keeps the sample of one
-    part; a cut-off below it is detected (the engine then reruns without one)."""
-    rng = np.random.default_rng(3)
-    counts = [1, 40, 7, 300, 2, 90]
-    text_id = np.repeat(np.arange(len(counts)), counts)
-    position = np.concatenate([np.arange(c) for c in counts]).astype(np.int32)
-    priority = token_priority(11, text_id, position)
-    vectors = rng.normal(size=(2, len(text_id), 4)).astype(np.float32)
-    k = 50
-
-    def sample_of(rows: np.ndarray, threshold: int | None) -> SampleCandidates:
-        s = SampleCandidates(k, 2, 4, capacity=len(rows))
-        entering, evicted = s.select(priority[rows])  # the k lowest of these rows
-        pick = rows[entering]
-        s.commit(evicted, priority[pick], text_id[pick], position[pick], vectors[:, pick])
-        return below_threshold(s, threshold) if threshold is not None else s
-
-    whole = sample_of(np.arange(len(text_id)), None)
-    exact = int(np.sort(priority)[k - 1])
-    bounds = np.cumsum([0, *counts])
-    for threshold in (exact, exact + 12345, None):
-        merged = None
-        for a, b in reversed(list(zip(bounds[:-1], bounds[1:], strict=True))):
-            part = sample_of(np.arange(a, b), threshold)
-            merged = part if merged is None else merged.merged(part)
-        assert set(merged.priority.tolist()) == set(whole.priority.tolist())
-        order_m, order_w = np.argsort(merged.priority), np.argsort(whole.priority)
-        np.testing.assert_array_equal(merged.vectors[:, order_m], whole.vectors[:, order_w])
-    too_tight = sample_of(np.arange(len(text_id)), int(np.sort(priority)[k - 2]))
-
-    class Part:  # what sample_is_complete reads of a PartialExtraction
-        def __init__(self, sample):
-            self.sample, self.stats = sample, type("S", (), {"count": len(text_id)})()
-
-    assert sample_is_complete(Part(whole), None)
-    assert not sample_is_complete(Part(too_tight), int(np.sort(priority)[k - 2]))
-
-
-def test_unreachable_address_exits_2_with_one_line(tmp_path, run_analyze):
-    texts = tmp_path / "t.txt"
-    texts.write_text("one text\nanother text\n")
-    proc = run_analyze(
-        *("--model", "random:bert:layers=2,width=32,heads=2", "--texts", str(texts)),
-        *("--out", str(tmp_path / "o.json"), "--engine", "ray", "--ray-address", "127.0.0.1:1"),
-        cache_dir=tmp_path / "cache",
-    )
-    assert proc.returncode == 2
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(
-        "error: cannot reach a Ray cluster at 127.0.0.1:1"
-    )
-    assert not (tmp_path / "o.json").exists()
 
 
 # ----------------------------------------------------------------------------- on Ray

@@ -10,14 +10,10 @@ import pytest
 import torch
 
 from backend.engine.extraction import ExtractionSettings, extract, extract_partial, finish
-from backend.engine.extraction.ray_engine import (
-    ModelSpec,
-    RayOptions,
-    below_threshold,
-    plan_chunks,
-    run_ray_extraction,
-    sample_is_complete,
-)
+from backend.engine.extraction.ray_cluster import ModelSpec, RayOptions
+from backend.engine.extraction.ray_engine import run_ray_extraction
+from backend.engine.extraction.ray_plan import plan_chunks
+from backend.engine.extraction.ray_pool import below_threshold, sample_is_complete
 from backend.engine.inputs.media import load_media_folder
 from backend.engine.load.models import load_model
 from tests.integration.engine.extraction.test_ray_engine import assert_same_result

@@ -252,7 +252,7 @@ def test_the_ray_driver_downloads_an_uncached_hub_id_once_before_ray_starts(
 ):
     import contextlib
 
-    from backend.engine.extraction import ExtractionSettings, ray_engine
+    from backend.engine.extraction import ExtractionSettings, ray_cluster, ray_engine, ray_plan
     from backend.engine.inputs.corpus import Corpus
 
     standin_hub.add_folder(REPO, tiny_bert_dir)
@@ -268,19 +268,19 @@ def test_the_ray_driver_downloads_an_uncached_hub_id_once_before_ray_starts(
         raise RayStarted
         yield
 
-    monkeypatch.setattr(ray_engine, "ray_session", session)
+    monkeypatch.setattr(ray_cluster, "ray_session", session)
     corpus = Corpus(("One text.", "Another text."), "two")
     reports = []
     with pytest.raises(RayStarted):
         ray_engine.run_ray_extraction(
-            ray_engine.ModelSpec(REPO), corpus, download_progress=lambda d, t: reports.append(d)
+            ray_cluster.ModelSpec(REPO), corpus, download_progress=lambda d, t: reports.append(d)
         )
     assert cached_when_ray_starts[0] is not None and reports
     assert len(_weights_downloads(standin_hub)) == 1
     settings = ExtractionSettings(max_length=16)
-    plan = ray_engine.plan_chunks(ray_engine.ModelSpec(REPO), corpus, settings, workers=2)
+    plan = ray_plan.plan_chunks(ray_cluster.ModelSpec(REPO), corpus, settings, workers=2)
     assert sorted(i for chunk in plan.chunks for i in chunk) == [0, 1]  # with its tokenizer
     with pytest.raises(ModelLoadError, match="download quota"):
-        ray_engine.run_ray_extraction(ray_engine.ModelSpec("org/other", quota_bytes=1), corpus)
+        ray_engine.run_ray_extraction(ray_cluster.ModelSpec("org/other", quota_bytes=1), corpus)
     assert len(cached_when_ray_starts) == 1  # refused before Ray, and before the weights
     assert not [r for r in standin_hub.downloads("model.safetensors") if "org/other" in r[1]]

@@ -6,12 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from backend.engine.budget import throughput
+from backend.engine.budget import page_budget, throughput
 from backend.engine.extraction import ExtractionSettings, extract
 from backend.engine.inputs.corpus import Corpus
 from backend.engine.load.models import load_model
 from backend.engine.serve import firstlook
-from backend.engine.store.cache import ResultCache, cache_key
+from backend.engine.store.cache import ResultCache
+from backend.engine.store.entries import cache_key
 
 SETTINGS = ExtractionSettings(sample_size=200, max_length=16, batch_size=8)
 
@@ -19,7 +20,7 @@ SETTINGS = ExtractionSettings(sample_size=200, max_length=16, batch_size=8)
 @pytest.fixture(autouse=True)
 def _plans_to_the_whole_budget(monkeypatch):
     """The budgets below are computed to the text; the planned share is tested on its own."""
-    monkeypatch.setattr(throughput, "PLANNED_SHARE", 1.0)
+    monkeypatch.setattr(page_budget, "PLANNED_SHARE", 1.0)
 
 
 @pytest.fixture
@@ -53,7 +54,7 @@ def test_the_first_batch_sizes_the_prefix_and_no_text_runs_twice(tiny, tmp_path,
     counts = throughput.token_counts(tiny.tokenizer, corpus.texts, SETTINGS.max_length)
     cache = ResultCache(tmp_path)
     # 1 s per token: the load and the first 20 texts fit (the statistics' prior is microseconds)
-    budget = tiny.load_seconds + throughput.FRAME_SECONDS + float(sum(counts[:20])) + 0.5
+    budget = tiny.load_seconds + page_budget.FRAME_SECONDS + float(sum(counts[:20])) + 0.5
     plan = firstlook.measured_first_look(tiny, corpus, counts, SETTINGS, cache, budget_s=budget)
     assert plan is not None and plan.first_batch
     assert (plan.texts, plan.total_texts) == (20, 40)

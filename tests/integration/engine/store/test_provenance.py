@@ -11,7 +11,8 @@ import pytest
 from backend.engine.extraction import ExtractionSettings
 from backend.engine.inputs.corpus import corpus_from_text
 from backend.engine.load.models import load_model
-from backend.engine.store.cache import ResultCache, cached_extract
+from backend.engine.store.cache import ResultCache
+from backend.engine.store.cached_extract import cached_extract
 from backend.engine.store.provenance import REUSED_KEY
 from backend.plots.overview import model_card_rows
 

@@ -1,5 +1,5 @@
-"""backend.engine.store.cache: size parsing, LRU eviction under a limit, temp files and model folders left alone,
-one notice when nothing is kept, corrupted entries recomputed, two processes sharing a folder."""
+"""backend.engine.store.cache: LRU eviction under a limit, temp files and model folders left alone,
+one notice when nothing is kept, two processes sharing a folder."""
 
 from __future__ import annotations
 
@@ -13,20 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from backend.engine.errors import InputError
 from backend.engine.extraction import ExtractionResult, ExtractionSettings, TokenTable
 from backend.engine.store import cache as cache_mod
-from backend.engine.store.cache import (
-    DEFAULT_CACHE_LIMIT,
-    ResultCache,
-    cached_extract,
-    default_cache_limit,
-    format_usage,
-    parse_size,
-    set_process_limit,
-)
+from backend.engine.store.cache import ResultCache, touch
 
 MIB = 1024**2
+
+pytestmark = pytest.mark.usefixtures("no_process_limit")
 
 
 def fake_result(seed: int, states: int = 3, k: int = 64, d: int = 1024) -> ExtractionResult:
@@ -63,68 +56,9 @@ def fake_result(seed: int, states: int = 3, k: int = 64, d: int = 1024) -> Extra
     )
 
 
-@pytest.fixture(autouse=True)
-def _no_process_limit(monkeypatch):
-    monkeypatch.delenv("ISOSCOPE_CACHE_LIMIT", raising=False)
-    set_process_limit(None)
-    yield
-    set_process_limit(None)
-
-
 def _age(path: Path, seconds_ago: float) -> None:
     t = time.time() - seconds_ago
     os.utime(path, (t, t))
-
-
-# ----------------------------------------------------------------------------- sizes and limits
-
-
-@pytest.mark.parametrize(
-    "text, expected",
-    [
-        ("500M", 500 * MIB),
-        ("5G", 5 * 1024**3),
-        ("5GiB", 5 * 1024**3),
-        ("1.5g", int(1.5 * 1024**3)),
-        ("800MB", 800 * MIB),
-        ("64k", 64 * 1024),
-        ("1T", 1024**4),
-        ("12345", 12345),
-        (" 0 ", 0),
-        (7, 7),
-    ],
-)
-def test_parse_size(text, expected):
-    assert parse_size(text) == expected
-
-
-@pytest.mark.parametrize("text", ["", "abc", "5X", "-1G", "1..5G", "G5"])
-def test_parse_size_rejects_with_an_example(text):
-    with pytest.raises(InputError, match="such as 500M or 5G"):
-        parse_size(text)
-
-
-def test_format_usage_in_the_limit_unit():
-    assert format_usage(int(1.2 * 1024**3), 5 * 1024**3) == "1.2 of 5 GiB"
-    assert format_usage(3 * MIB, 64 * MIB) == "3 of 64 MiB"
-    assert format_usage(0, 5 * 1024**3) == "0 of 5 GiB"
-    assert format_usage(40 * MIB, 5 * 1024**3) == "40 MiB of 5 GiB"
-
-
-def test_limit_precedence(monkeypatch, tmp_path):
-    assert default_cache_limit() == DEFAULT_CACHE_LIMIT == 5 * 1024**3
-    monkeypatch.setenv("ISOSCOPE_CACHE_LIMIT", "2G")
-    assert ResultCache(tmp_path).limit == 2 * 1024**3
-    set_process_limit("300M")  # the sidebar / --cache-limit beats the env var
-    assert ResultCache(tmp_path).limit == 300 * MIB
-    assert ResultCache(tmp_path, limit="1M").limit == MIB  # an explicit limit beats both
-    monkeypatch.setenv("ISOSCOPE_CACHE_LIMIT", "lots")
-    set_process_limit(None)
-    with pytest.raises(InputError, match="ISOSCOPE_CACHE_LIMIT"):
-        default_cache_limit()
-    with pytest.raises(InputError, match="ISOSCOPE_CACHE_LIMIT"):
-        ResultCache(tmp_path)  # before any work, not after the extraction
-    assert ResultCache(tmp_path, limit="1G").limit == 1024**3  # an explicit limit needs no env
 
 
 # ----------------------------------------------------------------------------- LRU eviction
@@ -204,28 +138,6 @@ def test_models_leave_no_room_keeps_nothing(tmp_path):
     assert not list(tmp_path.glob("*.npz"))
 
 
-def test_unwritable_folder_runs_with_one_notice(tmp_path, monkeypatch):
-    blocker = tmp_path / "file"
-    blocker.write_text("not a folder")
-    cache = ResultCache(blocker / "cache")  # works as root too, unlike chmod
-    calls = []
-
-    def fake_extract(loaded, corpus, settings, progress):
-        calls.append(1)
-        return fake_result(0)
-
-    loaded = type("L", (), {"fingerprint": "fp"})()
-    corpus = type("C", (), {"sha": "s", "__len__": lambda self: 1})()
-    import backend.engine.extraction
-
-    monkeypatch.setattr(backend.engine.extraction, "extract", fake_extract)
-    out = cached_extract(loaded, corpus, ExtractionSettings(), cache=cache)
-    assert calls == [1]
-    assert [n for n in out.notices if "nothing was cached" in n] == [out.notices[-1]]
-    assert "cannot be written" in out.notices[-1] or "not writable" in out.notices[-1]
-    assert ResultCache(tmp_path / "absent").usage().total == 0  # no folder: empty, no error
-
-
 def test_full_disk_keeps_nothing_and_leaves_no_temp(tmp_path, monkeypatch):
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -234,21 +146,6 @@ def test_full_disk_keeps_nothing_and_leaves_no_temp(tmp_path, monkeypatch):
     out = ResultCache(tmp_path).put("k", fake_result(0))
     assert "disk holding it is full" in out.notices[-1]
     assert not list(tmp_path.iterdir())
-
-
-def test_corrupted_entry_is_recomputed_and_replaced(tmp_path, monkeypatch):
-    import backend.engine.extraction
-
-    cache = ResultCache(tmp_path)
-    loaded = type("L", (), {"fingerprint": "fp"})()
-    corpus = type("C", (), {"sha": "s", "__len__": lambda self: 1})()
-    settings = ExtractionSettings()
-    key = cache_mod.cache_key("fp", "s", settings)
-    cache.path(key).write_bytes(b"PK\x03\x04 truncated garbage")
-    monkeypatch.setattr(backend.engine.extraction, "extract", lambda *a: fake_result(5))
-    out = cached_extract(loaded, corpus, settings, cache=cache)
-    assert out.notices == ()
-    np.testing.assert_array_equal(cache.load(key).sample_vectors, fake_result(5).sample_vectors)
 
 
 # ----------------------------------------------------------------------------- clear, processes
@@ -336,43 +233,6 @@ def test_every_streamlit_cache_has_an_explicit_bound():
     assert not unbounded, f"Streamlit caches without max_entries/ttl: {unbounded}"
 
 
-def test_a_second_process_computing_the_same_key_waits_and_reads_the_first_result(
-    tmp_path, monkeypatch
-):
-    """The key lock: while one caller (another process, here another cache object on the same
-    folder in another thread) extracts a key, a second caller waits and then reads it from disk."""
-    import threading
-
-    import backend.engine.extraction
-
-    calls: list[int] = []
-    started = threading.Event()
-
-    def slow_extract(*args):
-        calls.append(1)
-        started.set()
-        time.sleep(0.5)
-        return fake_result(7)
-
-    monkeypatch.setattr(backend.engine.extraction, "extract", slow_extract)
-    card = {"source": "fake"}  # the card fake_result carries: the same path, so no reuse line
-    loaded = type("L", (), {"fingerprint": "fp", "info": type("I", (), {"to_dict": card.copy})})()
-    corpus = type("C", (), {"sha": "s", "__len__": lambda self: 1})()
-    out: dict[str, ExtractionResult] = {}
-    first = threading.Thread(
-        target=lambda: out.__setitem__(
-            "a", cached_extract(loaded, corpus, cache=ResultCache(tmp_path))
-        )
-    )
-    first.start()
-    assert started.wait(10)
-    out["b"] = cached_extract(loaded, corpus, cache=ResultCache(tmp_path))
-    first.join(10)
-    assert len(calls) == 1
-    np.testing.assert_array_equal(out["a"].sample_vectors, out["b"].sample_vectors)
-    assert out["b"].model == card  # read from the cache: the card names the same path, unchanged
-
-
 def test_key_lock_does_not_block_without_a_writable_folder(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
@@ -381,8 +241,6 @@ def test_key_lock_does_not_block_without_a_writable_folder(tmp_path):
 
 
 def test_spilled_states_are_evicted_with_the_results_least_recently_used_first(tmp_path):
-    from backend.engine.store.cache import touch
-
     cache = ResultCache(tmp_path)
     cache.save("k0", fake_result(0))
     size = cache.path("k0").stat().st_size
