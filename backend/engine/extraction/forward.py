@@ -359,7 +359,9 @@ def _reduce_batch(plan: _BatchPlan, batch: _Batch, sample: SampleCandidates) -> 
         for j, h in enumerate(hidden_states[s0:s1]):
             torch.index_select(h.reshape(-1, d), 0, flat, out=x[j])
         stats.add_states(s0, x, plan.buffers)
-        if len(pick):
+        if len(pick) == n:  # every analysed token is sampled (a corpus under the sample size)
+            sample.write(s0, batch.slots, x)
+        elif len(pick):
             sample.write(s0, batch.slots, x.index_select(1, pick))
         s0 = s1
     return stats
