@@ -45,7 +45,7 @@ API = {
     "ln_outliers": "backend.analysis.layernorm.params",
     "run_ablation": "backend.analysis.layernorm.ablation",
     "probe_positions": "backend.analysis.positional.table",
-    "scan_decoder": "backend.analysis.activations.scan",
+    "scan_massive": "backend.analysis.activations.scan",
     "compare": "backend.analysis.compare.comparison",
     # figures, as the pages draw them
     "outlier_heatmap": "backend.plots.outliers",

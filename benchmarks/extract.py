@@ -199,20 +199,20 @@ def cpu_description() -> dict:
 
     import torch
 
-    name, flags = platform.processor() or platform.machine(), set()
+    name, flags, info = platform.processor() or platform.machine(), set(), {}
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() == "model name" and name in (
-                "",
-                platform.machine(),
-                platform.processor(),
-            ):
-                name = value.strip()
-            elif key.strip() == "flags" and not flags:
+            key, _, value = (part.strip() for part in line.partition(":"))
+            if key in ("model name", "cpu family", "model", "stepping") and key not in info:
+                info[key] = value
+            elif key == "flags" and not flags:
                 flags = set(value.split())
     except OSError:  # not Linux: the name platform gives
         pass
+    if "model name" in info:  # a VM's name can be generic: family and model tell the part
+        name = info["model name"] + "".join(
+            f", {key} {info[key]}" for key in ("cpu family", "model", "stepping") if key in info
+        )
     wanted = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile", "amx_bf16")
     return {
         "model": name,

@@ -137,7 +137,7 @@ def run_analyses(loaded, bugs_as_cells: bool = False) -> dict[str, str]:
     (the table generator lists every family). An audio model reads :func:`clips` where a text
     model reads :data:`TEXTS`."""
     from backend.analysis.activations.int8 import int8_sites
-    from backend.analysis.activations.scan import scan_decoder
+    from backend.analysis.activations.scan import scan_massive
     from backend.analysis.layernorm.params import ln_params, norms_of
     from backend.analysis.positional.qk import qk_stats
     from backend.analysis.positional.table import position_table_weights
@@ -161,7 +161,7 @@ def run_analyses(loaded, bugs_as_cells: bool = False) -> dict[str, str]:
 
             scan_audio(loaded, clips().items)
         else:
-            scan_decoder(loaded, TEXTS, max_length=16)
+            scan_massive(loaded, TEXTS, max_length=16)
 
     def norms():
         ln_params(norms_of(loaded))

@@ -54,7 +54,7 @@ def add_parser(sub) -> None:
 
 def run_massive(args: argparse.Namespace) -> int:
     from backend.analysis.activations.massive import peak_state
-    from backend.analysis.activations.scan import scan_decoder
+    from backend.analysis.activations.scan import scan_massive
     from backend.engine.extraction.media import check_modality
 
     out = check_out_path(args.out)
@@ -70,7 +70,7 @@ def run_massive(args: argparse.Namespace) -> int:
         return _run_images(args, loaded, corpus, out)
     if loaded.layout.modality == "audio":
         return _run_audio(args, loaded, corpus, out)
-    scan = scan_decoder(
+    scan = scan_massive(
         loaded,
         corpus.texts,
         max_length=args.max_length,

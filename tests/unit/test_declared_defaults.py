@@ -101,7 +101,7 @@ def test_a_command_states_no_default_of_its_own_for_a_declared_parameter(command
 
 def test_one_analysis_reads_one_declaration_in_its_command_its_page_and_its_functions():
     from backend.analysis.activations import params as activations
-    from backend.analysis.activations.scan import scan_decoder
+    from backend.analysis.activations.scan import scan_massive
     from backend.analysis.positional import params as positional
     from backend.analysis.positional.qk import qk_stats
     from backend.analysis.quant import params as quant
@@ -112,7 +112,7 @@ def test_one_analysis_reads_one_declaration_in_its_command_its_page_and_its_func
         return next(a for a in COMMANDS[command]._actions if a.dest == dest).declaration
 
     expected = {
-        "massive": (activations.MASSIVE_MAX_LENGTH, activations.MASSIVE_BATCH_SIZE, [scan_decoder]),
+        "massive": (activations.MASSIVE_MAX_LENGTH, activations.MASSIVE_BATCH_SIZE, [scan_massive]),
         "quant": (quant.QUANT_MAX_LENGTH, quant.QUANT_BATCH_SIZE, [analyse, scan_sites]),
         "qk": (positional.QK_MAX_LENGTH, positional.QK_BATCH_SIZE, [qk_stats]),
     }

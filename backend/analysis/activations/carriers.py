@@ -2,7 +2,7 @@
 delimiter tokens ("." "," "\\n"), or other tokens; and the count of a scan's massive activations
 by carrier, their most frequent dims and tokens.
 
-A text model's carriers are :data:`CARRIERS`, named by :func:`decoder_carrier`; image and speech
+A text model's carriers are :data:`CARRIERS`, named by :func:`text_carrier`; image and speech
 models name their own (``backend.analysis.activations.highnorm``) and pass them to
 :meth:`backend.analysis.activations.massive.MassiveAccumulator.finish`.
 """
@@ -32,7 +32,7 @@ def is_delimiter(token: str) -> bool:
 CARRIERS = ("first", "delimiter", "other")  # a decoder's carriers; image models: IMAGE_CARRIERS
 
 
-def decoder_carrier(position: int, token: str) -> str:
+def text_carrier(position: int, token: str) -> str:
     """Sun et al.'s carriers in a text: the first position, a delimiter, or another token."""
     return "first" if position == 0 else ("delimiter" if is_delimiter(token) else "other")
 
@@ -41,7 +41,7 @@ def count_carriers(
     rows: np.ndarray,
     num_states: int,
     id_to_token,
-    carrier_of: Callable[[int, str], str] = decoder_carrier,
+    carrier_of: Callable[[int, str], str] = text_carrier,
     kinds: tuple[str, ...] = CARRIERS,
 ) -> list[dict]:
     """Per state: massive activations by carrier (``carrier_of(position, token)``, one of

@@ -119,7 +119,7 @@ def scan_images(
     batch_size: int = 16,
     progress: Progress | None = None,
 ) -> ImageScan:
-    """Massive activations (exact median, as :func:`backend.analysis.activations.scan.scan_decoder`:
+    """Massive activations (exact median, as :func:`backend.analysis.activations.scan.scan_massive`:
     a second pass) and every token's norm, over ``items`` through the extraction's forward pass."""
     layout: InputLayout = loaded.layout
     if layout.modality != "image" or not layout.grid:

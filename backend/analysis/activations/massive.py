@@ -27,7 +27,7 @@ token of the corpus, first position included:
 
 :func:`peak_state` is the one rule for "the peak state" (the largest |h|). The carriers are named
 in :mod:`backend.analysis.activations.carriers`; the pass over a text model's corpus that feeds
-:class:`MassiveAccumulator` is :func:`backend.analysis.activations.scan.scan_decoder` (image and
+:class:`MassiveAccumulator` is :func:`backend.analysis.activations.scan.scan_massive` (image and
 speech models: :mod:`backend.analysis.activations.highnorm`).
 """
 
@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from backend.analysis.activations.carriers import CARRIERS, count_carriers, decoder_carrier
+from backend.analysis.activations.carriers import CARRIERS, count_carriers, text_carrier
 from backend.analysis.activations.loghist import (
     BINS_PER_DECADE,
     LOG_LO,
@@ -277,7 +277,7 @@ class MassiveAccumulator:
         self,
         state_names: list[str],
         id_to_token: Callable[[list[int]], list[str]],
-        carrier_of: Callable[[int, str], str] = decoder_carrier,
+        carrier_of: Callable[[int, str], str] = text_carrier,
         kinds: tuple[str, ...] = CARRIERS,
     ):
         """The :class:`MassiveStats`; ``carrier_of(position, token)`` names the carrier of a

@@ -3,10 +3,10 @@
 (:mod:`backend.analysis.activations.sinks`) and LLM.int8-style outlier features
 (:mod:`backend.analysis.activations.int8`) together.
 
-:func:`scan_decoder` runs the model over the corpus (eager attention, hidden states and norm
+:func:`scan_massive` runs the model over the corpus (eager attention, hidden states and norm
 hooks together, then the hidden states once more for the exact median) and returns the three
 readings, plus the outliers inside the mixers (:mod:`backend.analysis.activations.inner`), in one
-:class:`DecoderScan`.
+:class:`MassiveScan`.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ ATTENTION_BYTES = 1 << 30  # cap on the attention weights of one batch (all laye
 
 
 @dataclass(frozen=True)
-class DecoderScan:
+class MassiveScan:
     """One pass of a model over a corpus: massive activations, attention sinks, int8 features.
 
     ``sinks`` is None when the model has no softmax-attention layer or returns no attention
@@ -74,7 +74,7 @@ def _padded(tokenized: TokenizedCorpus, rows: np.ndarray, pad_id: int):
     return ids, mask.astype(bool), tokenized.lengths[rows]
 
 
-def scan_decoder(
+def scan_massive(
     loaded: LoadedModel,
     texts: list[str] | tuple[str, ...],
     *,
@@ -83,7 +83,7 @@ def scan_decoder(
     sinks: bool = True,
     int8: bool = True,
     progress: Progress | None = None,
-) -> DecoderScan:
+) -> MassiveScan:
     """Massive activations, attention sinks and int8-style outlier features in one pass.
 
     Every non-padding position is included (the first one too). Texts are sorted by length and
@@ -182,7 +182,7 @@ def scan_decoder(
     stats = massive.finish(names, loaded.tokenizer.convert_ids_to_tokens)
     if stats.n_tokens == 0:
         raise InputError("the texts produced no tokens; give real text")
-    return DecoderScan(
+    return MassiveScan(
         massive=stats,
         sinks=sink_stats,
         int8=int8_acc.finish() if int8_acc is not None else None,

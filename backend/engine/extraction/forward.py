@@ -55,7 +55,7 @@ def pad_token_id(loaded: LoadedModel) -> int:
 def pad_rows(rows: Sequence[np.ndarray], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
     """Right-padded ``(input_ids, attention_mask)`` int64 (B, T) arrays of token-id sequences
     (T = the longest; padded positions hold ``pad_id`` and mask 0). The one padding rule of every
-    forward pass over token ids: extraction, ablation, the decoder scans.
+    forward pass over token ids: extraction, ablation, the massive-activation scans.
 
     Right, never left: the pads come after every real token. Attention hides them through the
     mask; a mixer that reads no mask (RWKV's time mixing, RecurrentGemma's RG-LRU in part) or one

@@ -20,11 +20,12 @@
 3. The driver merges the partials as they arrive (Chan et al.'s parallel update, exact to float64
    rounding; see docs/methods.md section 9) and finishes the result exactly as the local engine does.
 
-Faults: Ray Data restarts a dead actor and retries its chunk (its actor pool runs with
-``max_restarts=-1, max_task_retries=-1``), so a worker killed mid-run costs time, not
-exactness. A local instance started here is shut down in ``finally`` (Ctrl-C included); a
-cluster we only connected to is left running. An unreachable address fails in seconds with one
-:class:`backend.engine.extraction.ray_cluster.RayEngineError` line, because ``ray.init`` itself would retry for minutes.
+Faults: a worker killed mid-run costs time, not exactness
+(:mod:`backend.engine.extraction.ray_pool` restarts it and retries its chunk). A local instance
+started here is shut down in ``finally`` (Ctrl-C included); a cluster we only connected to is left
+running. An unreachable address fails in seconds with one
+:class:`backend.engine.extraction.ray_cluster.RayEngineError` line, because ``ray.init`` itself
+would retry for minutes.
 
 The parts: :mod:`backend.engine.extraction.ray_cluster` (the options, the session, the pool's
 size), :mod:`backend.engine.extraction.ray_plan` (the corpus dataset and the chunks) and

@@ -480,7 +480,7 @@ def _similarity(ctx: Context) -> Section:
 
 def _massive(ctx: Context) -> Section:
     """Massive activations (Sun et al. 2024) and attention sinks (Xiao et al. 2023; Gu et al. 2024's
-    alpha) from :func:`backend.analysis.activations.scan.scan_decoder`, when this build has it."""
+    alpha) from :func:`backend.analysis.activations.scan.scan_massive`, when this build has it."""
     sec = Section("massive", SECTION_TITLES["massive"], source=SOURCES["massive"])
     loaded = ctx.loaded
     if not loaded.info.is_causal:
@@ -491,7 +491,7 @@ def _massive(ctx: Context) -> Section:
         return sec
     try:
         from backend.analysis.activations.massive import peak_state
-        from backend.analysis.activations.scan import scan_decoder
+        from backend.analysis.activations.scan import scan_massive
     except ImportError as exc:
         if getattr(exc, "name", "") not in (
             "backend.analysis.activations.massive",
@@ -502,7 +502,7 @@ def _massive(ctx: Context) -> Section:
         sec.skipped = "this isoscope build has no massive-activation or attention-sink analysis"
         return sec
     texts = list(ctx.result.texts[: ctx.settings.massive_texts])
-    scan = scan_decoder(
+    scan = scan_massive(
         loaded,
         texts,
         max_length=ctx.result.settings.max_length,

@@ -153,13 +153,13 @@ def test_pure_recurrent_models_are_refused_by_kind(recent_zoo, texts_file, tmp_p
 
 @pytest.fixture(scope="module")
 def scans(recent_zoo):
-    from backend.analysis.activations.scan import scan_decoder
+    from backend.analysis.activations.scan import scan_massive
 
     out = {}
     for family in ("qwen3_next", "qwen3_5_text", "kimi_linear", "deepseek_v3", "mamba", "jamba"):
-        out[family] = scan_decoder(loaded_model(recent_zoo, family), TEXTS, max_length=16)
+        out[family] = scan_massive(loaded_model(recent_zoo, family), TEXTS, max_length=16)
     for family in MAMBA2_FAMILIES:
-        out[family] = scan_decoder(loaded_model(recent_zoo, family), TEXTS, max_length=16)
+        out[family] = scan_massive(loaded_model(recent_zoo, family), TEXTS, max_length=16)
     return out
 
 

@@ -11,7 +11,7 @@ from backend.analysis.activations.int8 import SITE_SHARE, TOKEN_SHARE
 from backend.analysis.activations.magnitudes import TextMagnitudes, text_magnitudes
 from backend.analysis.activations.massive import peak_state
 from backend.analysis.activations.params import MASSIVE_MAX_LENGTH
-from backend.analysis.activations.scan import DecoderScan, scan_decoder
+from backend.analysis.activations.scan import MassiveScan, scan_massive
 from backend.analysis.activations.sinks import SINK_THRESHOLD
 from backend.engine.errors import IsoscopeError
 from backend.engine.inputs.corpus import Corpus
@@ -47,11 +47,11 @@ from ui.work.models import get_model
 @heavy(lambda loaded, *_: f"Scanning {loaded.info.display_name}:", "texts")
 def massive_scan(
     loaded: LoadedModel, corpus: Corpus, n_texts: int, max_length: int, *, progress
-) -> DecoderScan:
+) -> MassiveScan:
     """Massive activations, sinks and int8 features of ``loaded`` on the first ``n_texts`` texts
     of ``corpus``."""
     texts = corpus.texts[:n_texts]
-    return scan_decoder(loaded, texts, max_length=max_length, progress=progress)
+    return scan_massive(loaded, texts, max_length=max_length, progress=progress)
 
 
 @cached
@@ -104,7 +104,7 @@ def scan_controls(corpus: Corpus) -> tuple[int, int]:
     return int(n_texts), int(max_length)
 
 
-def scan_or_stop(loaded: LoadedModel, corpus: Corpus, n_texts: int, max_length: int) -> DecoderScan:
+def scan_or_stop(loaded: LoadedModel, corpus: Corpus, n_texts: int, max_length: int) -> MassiveScan:
     try:
         return massive_scan(loaded, corpus, n_texts, max_length)
     except IsoscopeError as exc:
@@ -113,7 +113,7 @@ def scan_or_stop(loaded: LoadedModel, corpus: Corpus, n_texts: int, max_length: 
         raise  # st.stop() raises
 
 
-def headline(loaded: LoadedModel, scan: DecoderScan) -> None:
+def headline(loaded: LoadedModel, scan: MassiveScan) -> None:
     """The scan's notes, its four numbers and what it ran on."""
     for note in scan.notes:
         st.caption(f"ℹ️ {note}")
@@ -139,7 +139,7 @@ def headline(loaded: LoadedModel, scan: DecoderScan) -> None:
 
 
 # ----------------------------------------------------------------------------- per hidden state
-def layers_tab(scan: DecoderScan) -> None:
+def layers_tab(scan: MassiveScan) -> None:
     """Massive activations per hidden state (Sun et al. 2024, Figure 2)."""
     massive = scan.massive
     peak = peak_state(massive)
@@ -218,7 +218,7 @@ spikes in the same dims over the first token, the rest flat. The table lists the
 
 
 # ----------------------------------------------------------------------------- sinks
-def sinks_tab(scan: DecoderScan) -> None:
+def sinks_tab(scan: MassiveScan) -> None:
     """Attention sinks: each head's attention on the first token (Gu et al. 2024)."""
     st.subheader("Attention sinks")
     if scan.sinks is None:
@@ -267,7 +267,7 @@ only.
 
 
 # ----------------------------------------------------------------------------- int8
-def int8_tab(scan: DecoderScan) -> None:
+def int8_tab(scan: MassiveScan) -> None:
     """LLM.int8-style outlier features (Dettmers et al. 2022)."""
     st.subheader("LLM.int8-style outlier features")
     if scan.int8 is None:
@@ -305,7 +305,7 @@ outputs of each layer's two norms; a dim *counts* at a site when |x| ≥ {LLM_IN
 
 
 # ----------------------------------------------------------------------------- the tabs
-def tabs(corpus: Corpus, scan: DecoderScan, max_length: int) -> None:
+def tabs(corpus: Corpus, scan: MassiveScan, max_length: int) -> None:
     """Lazy tabs (ui/frame/tabs.py): arriving on the page draws one section's charts, not all six
     (the whole page took 1.1 s to draw on arrival)."""
     lazy_tabs(

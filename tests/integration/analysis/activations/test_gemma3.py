@@ -159,7 +159,7 @@ def test_2_an_off_scale_site_is_flagged_in_the_massive_json(tmp_path, texts_file
 
 
 def test_3_massive_top3_are_distinct_sites_despite_identical_first_positions(gemma3_dir):
-    from backend.analysis.activations.scan import scan_decoder
+    from backend.analysis.activations.scan import scan_massive
     from backend.engine.extraction import encode_text, tokenize
 
     loaded = load_model(str(gemma3_dir), device="cpu")
@@ -169,7 +169,7 @@ def test_3_massive_top3_are_distinct_sites_despite_identical_first_positions(gem
     firsts = [encode_text(loaded, t, max_length=32)[0][:, 0] for t in TEXTS]
     for other in firsts[1:]:  # causal: position 0 sees only itself, the same in every text
         np.testing.assert_allclose(other, firsts[0], atol=1e-5)
-    m = scan_decoder(loaded, TEXTS, max_length=32, sinks=False, int8=False).massive
+    m = scan_massive(loaded, TEXTS, max_length=32, sinks=False, int8=False).massive
     for s in range(len(m.state_names)):
         sites = list(zip(m.top_dim[s].tolist(), m.top_position[s].tolist(), strict=True))
         assert len(set(sites)) == 3, (m.state_names[s], sites)
@@ -180,12 +180,12 @@ def test_3_massive_top3_are_distinct_sites_despite_identical_first_positions(gem
 
 
 def test_4_massive_count_and_median_are_exact(tmp_path):
-    from backend.analysis.activations.scan import scan_decoder
+    from backend.analysis.activations.scan import scan_massive
     from backend.engine.extraction import encode_text
 
     folder = _save(tmp_path / "massive", plant=_massive_tokens)
     loaded = load_model(str(folder), device="cpu")
-    m = scan_decoder(loaded, TEXTS, max_length=32, sinks=False, int8=False).massive
+    m = scan_massive(loaded, TEXTS, max_length=32, sinks=False, int8=False).massive
     hidden = np.concatenate([encode_text(loaded, t, max_length=32)[0] for t in TEXTS], axis=1)
     magnitude = np.abs(hidden.astype(np.float64))  # (states, all tokens, d)
     median = np.median(magnitude.reshape(magnitude.shape[0], -1), axis=1)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from backend.analysis.activations.scan import scan_decoder
+from backend.analysis.activations.scan import scan_massive
 from backend.engine.extraction import tokenize
 from backend.engine.load.models import load_model
 
@@ -27,7 +27,7 @@ def llama(tiny_llama_dir):
 
 
 def test_scan_shapes_and_first_position_included(llama):
-    scan = scan_decoder(llama, TEXTS, max_length=32)
+    scan = scan_massive(llama, TEXTS, max_length=32)
     lengths = tokenize(llama, TEXTS, 32).lengths
     assert scan.n_tokens == int(lengths.sum()) and scan.n_texts == len(TEXTS)
     m = scan.massive
@@ -47,8 +47,8 @@ def test_scan_shapes_and_first_position_included(llama):
 
 
 def test_batching_does_not_change_the_result(llama):
-    one = scan_decoder(llama, TEXTS, max_length=32, batch_size=1)
-    many = scan_decoder(llama, TEXTS, max_length=32, batch_size=8)
+    one = scan_massive(llama, TEXTS, max_length=32, batch_size=1)
+    many = scan_massive(llama, TEXTS, max_length=32, batch_size=8)
     np.testing.assert_allclose(one.massive.top_value, many.massive.top_value, rtol=1e-5)
     np.testing.assert_array_equal(one.massive.top_dim, many.massive.top_dim)
     # texts tie at position 0 of a causal model (it sees only itself): compare positions, not texts
@@ -61,7 +61,7 @@ def test_planted_massive_activation_at_the_first_token(llama):
     first_id = int(tokenize(llama, TEXTS, 32).input_ids[0][0])  # [CLS] starts every text
     with torch.no_grad():
         llama.encoder.embed_tokens.weight[first_id, 5] = 500.0
-    scan = scan_decoder(llama, TEXTS, max_length=32)
+    scan = scan_massive(llama, TEXTS, max_length=32)
     m = scan.massive
     for s in (0, 1):  # emb and layer 1 (the residual carries it; the last state is normed)
         assert m.top_dim[s, 0] == 5 and m.top_position[s, 0] == 0
@@ -79,7 +79,7 @@ def test_zero_queries_and_keys_give_the_harmonic_alpha(llama):
             layer.self_attn.k_proj.weight.zero_()
     lengths = tokenize(llama, TEXTS, 32).lengths
     expected = np.mean([sum(1 / (i + 1) for i in range(t)) / t for t in lengths])
-    scan = scan_decoder(llama, TEXTS, max_length=32, int8=False)
+    scan = scan_massive(llama, TEXTS, max_length=32, int8=False)
     np.testing.assert_allclose(scan.sinks.alpha, expected, rtol=1e-6)
     assert scan.int8 is None
 
@@ -89,7 +89,7 @@ def test_planted_norm_gain_makes_an_outlier_feature(llama):
         with torch.no_grad():
             layer.input_layernorm.weight[3] = 100.0
             layer.post_attention_layernorm.weight[3] = 100.0
-    scan = scan_decoder(llama, TEXTS, max_length=32, sinks=False)
+    scan = scan_massive(llama, TEXTS, max_length=32, sinks=False)
     assert scan.sinks is None
     assert scan.int8.outlier_features == (3,)
     assert scan.int8.ranked_dims()[0] == {"dim": 3, "site_share": 1.0}
@@ -104,7 +104,7 @@ def test_sinks_on_an_encoder_measure_attention_to_cls(tiny_bert_dir):
                 proj.weight.zero_()
                 proj.bias.zero_()
     lengths = tokenize(bert, TEXTS, 32).lengths
-    scan = scan_decoder(bert, TEXTS, max_length=32)
+    scan = scan_massive(bert, TEXTS, max_length=32)
     assert scan.sinks is not None, scan.notes
     np.testing.assert_allclose(scan.sinks.alpha, np.mean(1 / lengths), rtol=1e-6)
     # the embedding LayerNorm's output is the input of layer 1's q/k/v: the first site

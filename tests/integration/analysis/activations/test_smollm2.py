@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from backend.analysis.activations.scan import scan_decoder
+from backend.analysis.activations.scan import scan_massive
 from backend.engine.load.gguf import SMOLLM2_SOURCE, bundled_gguf_path, converted_folder
 from backend.engine.load.models import load_model
 
@@ -27,7 +27,7 @@ def smollm2():
 
 @pytest.fixture(scope="module")
 def smollm2_scan(smollm2):
-    return scan_decoder(smollm2, TEXTS, max_length=32)
+    return scan_massive(smollm2, TEXTS, max_length=32)
 
 
 def test_converted_once_into_a_safetensors_folder_in_the_cache(smollm2, _isolated_cache):
@@ -94,5 +94,5 @@ def test_random_init_copy_for_the_trained_vs_random_contrast(smollm2):
     copy = load_model(f"random-like:{SMOLLM2_SOURCE}", device="cpu")
     assert copy.info.random_init and copy.info.num_layers == 30
     assert copy.fingerprint != smollm2.fingerprint
-    scan = scan_decoder(copy, TEXTS[:2], max_length=16, sinks=False, int8=False)
+    scan = scan_massive(copy, TEXTS[:2], max_length=16, sinks=False, int8=False)
     assert scan.massive.top_value[15, 0] < 100  # no massive activations without training

@@ -9,8 +9,8 @@ import pytest
 from backend.analysis.activations.carriers import (
     CARRIERS,
     count_carriers,
-    decoder_carrier,
     is_delimiter,
+    text_carrier,
 )
 
 
@@ -23,8 +23,8 @@ def test_delimiters(token, expected):
 
 
 def test_the_first_position_then_delimiters_carry():
-    assert decoder_carrier(0, ".") == "first"
-    assert decoder_carrier(3, ".") == "delimiter" and decoder_carrier(3, "Ġcat") == "other"
+    assert text_carrier(0, ".") == "first"
+    assert text_carrier(3, ".") == "delimiter" and text_carrier(3, "Ġcat") == "other"
 
 
 def test_massive_activations_are_counted_by_carrier_dim_and_token():
