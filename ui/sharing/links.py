@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from ui.frame.selection import Selection, get_selection
 from ui.frame.session import SELECTION_KEY
@@ -118,6 +119,8 @@ def apply_link(pages: Sequence[Any], current: Any) -> None:
     ``pages``: the ``st.Page`` objects of the navigation (not the hidden :func:`former_pages`);
     ``current``: the page being run. A former path always switches to the page it names.
     """
+    if get_script_run_ctx() is None:  # bare mode (app.py imported, not served): no URL to read
+        return
     paths = _page_paths(pages)
     renamed = paths.get(PAGE_ALIASES.get(current.url_path or "overview", ""))
     params = {k: st.query_params.get(k) for k in st.query_params}

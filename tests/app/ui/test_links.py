@@ -328,3 +328,19 @@ def test_a_link_to_an_uncached_hub_id_downloads_it(standin_hub, tiny_bert_dir, m
     notices = [w.value for w in refused.warning if "invalid or unknown" in w.value]
     assert notices and "org/other" in notices[0] and _params(refused)["model"] == "default"
     assert [r for r in standin_hub.requests if "org/other" in r[1]] == []  # not one request
+
+
+def test_app_run_without_a_server_reads_no_link():
+    """app.py run as a plain script (bare mode: what a spawned worker process does when the parent
+    ran the app) has no URL: applying a link does nothing and the script does not fail."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", f"import runpy; runpy.run_path({APP!r})"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=str(Path(APP).parent),
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
