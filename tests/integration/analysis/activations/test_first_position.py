@@ -10,21 +10,7 @@ from backend.analysis.activations.first_position import first_position_contrast
 from backend.engine.errors import InputError
 from backend.engine.extraction import ExtractionSettings, extract, tokenize
 from backend.engine.inputs.corpus import corpus_from_text
-from backend.engine.load.models import load_model
-
-TEXTS = [
-    "The cat sat on the mat.",
-    "Summer is warm. Winter is cold.",
-    "A much longer sentence, with commas, that goes on for a while before it ends.",
-    "Short one",
-    "Dogs bark\nbirds sing",
-]
-
-
-@pytest.fixture()
-def llama(tiny_llama_dir):
-    """A fresh load per test: tests plant weights into it."""
-    return load_model(str(tiny_llama_dir), device="cpu")
+from tests.integration.analysis.activations.helpers import TEXTS
 
 
 def test_first_position_contrast_on_a_planted_first_token(llama):

@@ -10,20 +10,7 @@ import torch
 from backend.analysis.activations.scan import scan_massive
 from backend.engine.extraction import tokenize
 from backend.engine.load.models import load_model
-
-TEXTS = [
-    "The cat sat on the mat.",
-    "Summer is warm. Winter is cold.",
-    "A much longer sentence, with commas, that goes on for a while before it ends.",
-    "Short one",
-    "Dogs bark\nbirds sing",
-]
-
-
-@pytest.fixture()
-def llama(tiny_llama_dir):
-    """A fresh load per test: tests plant weights into it."""
-    return load_model(str(tiny_llama_dir), device="cpu")
+from tests.integration.analysis.activations.helpers import TEXTS
 
 
 def test_scan_shapes_and_first_position_included(llama):
