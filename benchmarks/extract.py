@@ -267,9 +267,14 @@ def throughput(
     import numpy as np
 
     from backend.engine.extraction import ExtractionSettings, extract
+    from backend.engine.extraction.allocator import keep_freed_memory
     from backend.engine.inputs.corpus import Corpus
 
+    # The allocator keeps freed memory for reuse from an extraction's first CPU forward pass on
+    # (process-wide, see backend/engine/extraction/allocator.py): set it before any loop, so the
+    # plain loops run under the same allocator as the pipeline.
     loaded = load_bench_model(model_source, device, dtype)
+    allocator_keeps_memory = loaded.device.type == "cpu" and keep_freed_memory()
     texts = make_texts(n_texts)
     corpus = Corpus(tuple(texts), "bench")
     settings = ExtractionSettings(
@@ -351,6 +356,7 @@ def throughput(
         "statistics_kernel": "compiled" if compiled else "eager",
         "statistics_kernel_compile_s": None if compile_s is None else round(compile_s, 2),
         "statistics_kernel_error": MOMENTS.error,
+        "allocator_keeps_freed_memory": allocator_keeps_memory,
         "tokens_per_s": {k: round(v, 1) for k, v in median.items()},
         "peak_device_mib": peaks if loaded.device.type == "cuda" else None,
         "ratio_vs_plain_corpus_order": round(

@@ -52,15 +52,14 @@ def use_offline_environment() -> None:
 
 def use_kernel_caches() -> None:
     """Keep compiled kernels in the isoscope cache so a second start compiles less: numba's
-    (UMAP, pynndescent) in ``<isoscope cache>/numba`` and torch inductor's (the statistics
-    kernel, :class:`backend.engine.extraction.stats.MomentsKernel`) in ``<isoscope cache>/inductor``. Must run
-    before numba is imported or torch compiles anything. A user's setting wins."""
+    (the statistics kernel, :class:`backend.engine.extraction.kernel.MomentsKernel`; UMAP,
+    pynndescent) in ``<isoscope cache>/numba``. Must run before numba is imported. A user's
+    setting wins."""
     try:
         root = str(default_cache_dir())
     except ImportError:  # no platformdirs and no ISOSCOPE_CACHE_DIR: leave the libraries' defaults
         return
     os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(root, "numba"))
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(root, "inductor"))
 
 
 def offline_env(**extra: str) -> dict[str, str]:

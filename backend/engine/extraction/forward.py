@@ -15,10 +15,12 @@ import torch
 from backend.engine.budget.batching import batch_count, equal_run, length_order
 from backend.engine.budget.progress import Progress
 from backend.engine.errors import InputError, UnsupportedModelError
+from backend.engine.extraction.allocator import keep_freed_memory, release_freed_memory
+from backend.engine.extraction.kernel import MOMENTS
 from backend.engine.extraction.media import MediaTokens, media_forward
 from backend.engine.extraction.partial import PartialExtraction, finish, token_table, tokenize_part
 from backend.engine.extraction.sample import SampleCandidates, sample_limit, token_priority
-from backend.engine.extraction.stats import MOMENTS, RunningStats, WorkBuffers
+from backend.engine.extraction.stats import RunningStats, WorkBuffers
 from backend.engine.extraction.tokenization import TokenizedCorpus
 from backend.engine.extraction.types import ExtractionResult, ExtractionSettings
 from backend.engine.inputs.corpus import Corpus
@@ -168,8 +170,10 @@ def extract_partial(
     )
     plan = _BatchPlan(tokenized, offset, tok_pos, slot, WorkBuffers())
     stats = RunningStats(num_states, d, loaded.device)
-    if loaded.device.type == "cpu" and int(offset[-1]) * num_states * d >= COMPILE_MIN_ELEMENTS:
-        MOMENTS.compile(loaded.dtype)  # repaid by this corpus; a no-op once warm
+    if loaded.device.type == "cpu":
+        keep_freed_memory()  # the forward passes reuse freed memory instead of faulting it in
+        if int(offset[-1]) * num_states * d >= COMPILE_MIN_ELEMENTS:
+            MOMENTS.compile(loaded.dtype)  # repaid by this corpus; a no-op once warm
     notices: list[str] = list(tokenized.notes) if isinstance(tokenized, MediaTokens) else []
 
     lengths = tokenized.lengths
@@ -206,6 +210,8 @@ def extract_partial(
     if progress is not None and not len(order):
         progress(len(items), len(items))
     plan.buffers.clear()
+    if loaded.device.type == "cpu":
+        release_freed_memory()  # an idle process does not keep the batches' peak
     return PartialExtraction(
         settings=settings,
         model=loaded.info.to_dict(),
@@ -316,10 +322,10 @@ def _forward_batch(
 
 
 # Activations (tokens x states x width) from which an extraction on the CPU compiles the moments
-# kernel itself when the app's warm-up has not: the compiled kernel saves ~2 ns per element
-# (MiniLM 4.5 us per token, SmolLM2 38 us) and compiling costs 1.5-3.5 s with inductor's disk
-# cache warm, up to ~25 s on a fresh machine.
-COMPILE_MIN_ELEMENTS = 2_500_000_000
+# kernel itself when the app's warm-up has not: the kernel saves ~1 ns per element against eager
+# torch (2-vCPU Xeon), and compiling costs ~0.5 s with numba's disk cache warm (numba's import
+# included), ~0.8 s into an empty one.
+COMPILE_MIN_ELEMENTS = 500_000_000
 
 # Float64 bytes of hidden states reduced together: a few large operations per batch instead of a
 # dozen per state (see RunningStats._fill_states), with bounded scratch memory.
@@ -330,7 +336,8 @@ def _reduce_batch(plan: _BatchPlan, batch: _Batch, sample: SampleCandidates) -> 
     """Reduce one batch's hidden states where they live; returns the batch's statistics.
 
     Consecutive states on one device are gathered (analysed tokens only) into one (g, n, d)
-    buffer and reduced together. The sampled tokens' vectors go straight to their planned slots
+    buffer and reduced together (by torch eagerly; the compiled CPU kernel takes one state at a
+    time). The sampled tokens' vectors go straight to their planned slots
     (a redone batch writes the same slots again), so an out-of-memory error loses nothing: the
     caller merges the statistics only when the reduction succeeded.
     """
@@ -338,6 +345,10 @@ def _reduce_batch(plan: _BatchPlan, batch: _Batch, sample: SampleCandidates) -> 
     hidden_states, n = batch.hidden_states, len(batch.flat)
     stats = RunningStats(num_states, d, hidden_states[0].device)
     most = max(1, REDUCE_GROUP_BYTES // max(1, n * d * 8))
+    if hidden_states[0].device.type == "cpu" and MOMENTS.ready(hidden_states[0].dtype):
+        # The compiled kernel: one state at a time, so the gathered state is still in the core's
+        # cache when the statistics and the sample read it (a group is read back from memory).
+        most = 1
     index: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
     s0 = 0
     while s0 < num_states:

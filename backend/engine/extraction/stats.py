@@ -7,13 +7,11 @@ equals the full-batch statistics (to float64 rounding) however the corpus is spl
 and memory stays flat.
 
 Per batch, the (tokens, d) activations of a few consecutive hidden states at a time, as one
-(g, tokens, d) tensor, are reduced with torch by :func:`moments`: a centred float64 sum of squares
-(no sum-of-squares cancellation), sum |x|, min and max; then ``bincount`` of the per-token
-``argmin``/``argmax`` (torch and numpy both return the first index of a tie, so tie counts agree
-with numpy; on the CPU the argmin/argmax runs in numpy on the same memory, ~10x faster than
-torch's there). On the CPU, :data:`MOMENTS` runs :func:`moments` compiled once it has been warmed
-(one fused pass instead of eight memory-bound ones); elsewhere, and until then, it runs eagerly
-on a reused float64 buffer (:class:`WorkBuffers`).
+(g, tokens, d) tensor, are reduced to a centred float64 sum of squares (no sum-of-squares
+cancellation), sum |x|, min and max, and a ``bincount`` of the per-token ``argmin``/``argmax``
+(torch and numpy both return the first index of a tie). On the CPU this is :data:`MOMENTS`, the
+compiled kernel of :mod:`backend.engine.extraction.kernel`, once it is warm; elsewhere, and until
+then, :func:`moments` runs eagerly with torch on a reused float64 buffer (:class:`WorkBuffers`).
 
 MPS has no float64: there the per-batch (tokens, d) activations of each state are moved to the CPU
 (unified memory on Apple silicon, so this is cheap) and reduced and accumulated there in float64.
@@ -21,17 +19,14 @@ MPS has no float64: there the per-batch (tokens, d) activations of each state ar
 
 from __future__ import annotations
 
-import contextlib
 import math
-import os
-import threading
-import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
 
 from backend.engine.device import to_numpy
+from backend.engine.extraction.kernel import MOMENTS, extreme_counts
 
 _F64 = torch.float64
 
@@ -77,125 +72,48 @@ def moments(
     sum |x| and sum of squares about that mean (centred in float64: no cancellation), and the
     min and max (in x's dtype).
 
-    The one implementation of a batch's moments. Eagerly, pass ``scratch``, a (g, n, d) float64
-    buffer reused across batches: the passes then run in place on it. :data:`MOMENTS` compiles
-    this same function with ``scratch=None``, and inductor fuses the passes into a single read
-    of x, with no float64 copy in memory.
+    The eager implementation (GPU, MPS, and the CPU until :data:`MOMENTS` is compiled); pass
+    ``scratch``, a (g, n, d) float64 buffer reused across batches, and the passes run in place
+    on it.
     """
     n = x.shape[1]
 
     def as_float64() -> torch.Tensor:
         return x.to(_F64, copy=True) if scratch is None else scratch.copy_(x)
 
+    if x.device.type == "cpu":
+        # A float64 (1, n) @ (n, d) product per state sums the tokens ~2x faster than
+        # sum(dim=1) on the CPU, whose reductions over a strided axis run slowly on some Xeons.
+        ones = torch.ones(x.shape[0], 1, n, dtype=_F64)
+
+        def token_sums(y: torch.Tensor) -> torch.Tensor:
+            return torch.bmm(ones, y).squeeze(1)
+    else:
+
+        def token_sums(y: torch.Tensor) -> torch.Tensor:
+            return y.sum(dim=1)
+
     x64 = as_float64()
-    mean = x64.sum(dim=1) / n
-    abs_sum = x64.abs_().sum(dim=1)
+    mean = token_sums(x64) / n
+    abs_sum = token_sums(x64.abs_())
     # Copying again and subtracting in place is ~2x faster eagerly than one mixed-dtype
     # torch.sub(x, mean, out=x64) on the CPU.
-    m2 = as_float64().sub_(mean.unsqueeze(1)).square_().sum(dim=1)
+    m2 = token_sums(as_float64().sub_(mean.unsqueeze(1)).square_())
     return mean, abs_sum, m2, x.amin(dim=1), x.amax(dim=1)
 
 
-class MomentsKernel:
-    """:func:`moments` compiled with ``torch.compile`` (inductor, dynamic shapes) for CPU
-    activations of the dtypes it was warmed for.
-
-    On 2 CPU cores the eager passes are memory-bound: 3.6 ms for a 7 x 740 x 384 float32 batch
-    against 0.45 ms compiled (benchmarks/extract.py has the in-pipeline figures). Compiling costs
-    seconds (1.5-3.5 s with inductor's disk cache warm, up to ~25 s on a fresh machine), so it
-    never happens on a request's path by surprise: :meth:`compile` is called by the app's
-    background warm-up, by :func:`backend.engine.extraction.extract_partial` for corpora big enough to
-    repay it, and by the benchmark. Until then, and wherever the compiled kernel does not apply
-    (GPU and MPS, whose eager kernels are already fast; other dtypes; a state group or batch of
-    one, which dynamic shapes specialise; a compiler that fails), :func:`moments` runs eagerly.
-    A call never compiles: a shape the compiled code does not cover runs eagerly instead.
-    ``ISOSCOPE_COMPILE=0`` turns it off.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.RLock()
-        self._fn = None
-        self.dtypes: set[torch.dtype] = set()
-        self.seconds: dict[torch.dtype, float] = {}
-        self.error: str | None = None
-        self._suspended = 0
-
-    @contextlib.contextmanager
-    def suspended(self) -> Iterator[None]:
-        """Run :func:`moments` eagerly inside this block (benchmarks and tests compare both)."""
-        self._suspended += 1
-        try:
-            yield
-        finally:
-            self._suspended -= 1
-
-    @staticmethod
-    def enabled() -> bool:
-        return os.environ.get("ISOSCOPE_COMPILE", "1").lower() not in ("0", "false", "no")
-
-    def ready(self, dtype: torch.dtype = torch.float32) -> bool:
-        return dtype in self.dtypes
-
-    def compile(self, dtype: torch.dtype = torch.float32) -> float | None:
-        """Compile for CPU activations of ``dtype`` (once per process); returns the seconds it
-        took, 0.0 when it was ready, None when it is off or failed (the reason in ``error``)."""
-        with self._lock:
-            if dtype in self.dtypes:
-                return 0.0
-            if not self.enabled() or self.error is not None or not dtype.is_floating_point:
-                return None
-            started = time.perf_counter()
-            try:
-                import torch._inductor.config as inductor_config
-
-                # In-process compilation: no pool of worker processes for one small kernel.
-                inductor_config.compile_threads = 1
-                if self._fn is None:
-                    self._fn = torch.compile(moments, dynamic=True)
-                # Sizes 0 and 1 are specialised by dynamic shapes; warm with general ones, for
-                # ordinary tensors and for inference tensors (what extraction makes), whose
-                # dispatch keys differ.
-                x = torch.linspace(-3, 3, 3 * 17 * 40).reshape(3, 17, 40).to(dtype)
-                with torch.inference_mode():
-                    want = moments(x, torch.empty(x.shape, dtype=_F64))
-                    for tensor in (x, x.clone()):
-                        got = self._fn(tensor.view(tensor.shape))
-                        for a, b in zip(got, want, strict=True):
-                            if not torch.allclose(a.to(_F64), b.to(_F64), rtol=1e-12, atol=1e-12):
-                                raise RuntimeError(
-                                    "the compiled moments differ from the eager ones"
-                                )
-            except Exception as exc:  # no compiler, an unsupported platform: stay eager
-                self.error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]}"
-                return None
-            seconds = time.perf_counter() - started
-            self.seconds[dtype] = seconds
-            self.dtypes.add(dtype)
-            return seconds
-
-    def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor, ...] | None:
-        """The compiled moments of x, or None where they do not apply (the caller runs
-        :func:`moments` eagerly)."""
-        if (
-            x.dtype not in self.dtypes
-            or self._suspended
-            or x.device.type != "cpu"
-            or x.ndim != 3
-            or x.shape[0] < 2
-            or x.shape[1] < 2
-            or not x.is_contiguous()
-        ):
-            return None
-        with self._lock:
-            try:
-                with torch.compiler.set_stance("fail_on_recompile"), torch.inference_mode():
-                    # Always a view, as when compiled: dynamo guards on whether x is one.
-                    return self._fn(x.view(x.shape))
-            except Exception:  # a guard the compiled code does not cover: eager this time
-                return None
-
-
-MOMENTS = MomentsKernel()
+def _extreme_counts(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(g, d) int64 counts of the tokens of (g, n, d) ``x`` whose minimum / maximum lies in each
+    dimension, where x lives (numpy's on the CPU: see
+    :func:`backend.engine.extraction.kernel.extreme_counts`)."""
+    g, _, d = x.shape
+    if x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64):
+        low, high = extreme_counts(to_numpy(x, dtype=None))
+        return torch.from_numpy(low), torch.from_numpy(high)
+    offsets = torch.arange(g, device=x.device).unsqueeze(1) * d
+    low = torch.bincount((x.argmin(dim=2) + offsets).ravel(), minlength=g * d)
+    high = torch.bincount((x.argmax(dim=2) + offsets).ravel(), minlength=g * d)
+    return low.view(g, d), high.view(g, d)
 
 
 class RunningStats:
@@ -288,40 +206,31 @@ class RunningStats:
 
         A few large operations over all g states rather than a dozen per state: on 2 CPU cores
         each operation's thread fork/join cost as much as the arithmetic of one small state.
-        The float64 moments come from :data:`MOMENTS` (compiled) where it is warm, else from
-        :func:`moments` run eagerly on a reused float64 buffer.
+        On the CPU, :data:`MOMENTS` (compiled) reduces them where it is warm; otherwise
+        :func:`moments` runs eagerly on a reused float64 buffer.
         """
         if x.device.type == "mps":
             x = x.to("cpu")
         g, n, d = x.shape
         s1, target = s0 + g, self.device
-        fused = MOMENTS(x)
-        mean, abs_sum, m2, lo, hi = (
-            fused
-            if fused is not None
-            else moments(x, buffers.take("x64", (g, n, d), _F64, x.device))
-        )
+        if self.device.type == "cpu" and MOMENTS.reduce_into(x, self._rows(s0, s1)):
+            return  # the compiled kernel wrote this batch's rows in place
+        reduced = moments(x, buffers.take("x64", (g, n, d), _F64, x.device))
+        mean, abs_sum, m2, lo, hi = reduced
+        argmin, argmax = _extreme_counts(x)
         self._mean[s0:s1] = mean.to(target)
         self._abs_sum[s0:s1] = abs_sum.to(target)
         self._m2[s0:s1] = m2.to(target)
         self._min[s0:s1] = lo.to(_F64).to(target)
         self._max[s0:s1] = hi.to(_F64).to(target)
-        # Which dimension holds each token's minimum / maximum, counted per state: one bincount
-        # over (state, dimension) pairs. Torch and numpy both take the first index of a tie;
-        # numpy's argmin over the last axis is ~10x faster than torch's on the CPU (and than a
-        # compiled one: 0.7 against 1.9 ms for a 7 x 740 x 384 batch).
-        if x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64):
-            values = to_numpy(x, dtype=None)
-            shift = np.arange(g)[:, None] * d
-            argmin = np.bincount((values.argmin(axis=2) + shift).ravel(), minlength=g * d)
-            argmax = np.bincount((values.argmax(axis=2) + shift).ravel(), minlength=g * d)
-            argmin, argmax = torch.from_numpy(argmin), torch.from_numpy(argmax)
-        else:
-            offsets = torch.arange(g, device=x.device).unsqueeze(1) * d
-            argmin = torch.bincount((x.argmin(dim=2) + offsets).ravel(), minlength=g * d)
-            argmax = torch.bincount((x.argmax(dim=2) + offsets).ravel(), minlength=g * d)
-        self._argmin[s0:s1] = argmin.view(g, d).to(target)
-        self._argmax[s0:s1] = argmax.view(g, d).to(target)
+        self._argmin[s0:s1] = argmin.to(target)
+        self._argmax[s0:s1] = argmax.to(target)
+
+    def _rows(self, s0: int, s1: int) -> tuple[np.ndarray, ...]:
+        """States ``s0 .. s1 - 1`` of the accumulators as numpy views (CPU: shared memory), in
+        the order :meth:`backend.engine.extraction.kernel.MomentsKernel.reduce_into` fills."""
+        names = ("_mean", "_abs_sum", "_m2", "_min", "_max", "_argmin", "_argmax")
+        return tuple(to_numpy(getattr(self, name)[s0:s1], dtype=None) for name in names)
 
     def update(self, batch: np.ndarray | torch.Tensor | Sequence[torch.Tensor]) -> None:
         """Merge a batch of token vectors (see class doc for the accepted shapes)."""

@@ -3,7 +3,11 @@ length-sorted batch plan every forward pass of an extraction follows."""
 
 from __future__ import annotations
 
+import contextlib
+import gc
+import threading
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -54,6 +58,36 @@ def check_modality(loaded: LoadedModel, kind: str) -> None:
     )
 
 
+_paused = 0
+_paused_lock = threading.Lock()
+_was_enabled = False
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off inside this block (back on when the last thread
+    leaves one, if it was on before the first came in).
+
+    Tokenizing a corpus builds a few Python objects per token (ids, masks, offsets), each freed by
+    reference counting, and no cycles; but their number triggers full collections that traverse
+    every object of the process (a few hundred thousand with a model loaded): 0.15 s each, one
+    in three tokenizations of 2,000 texts, which took 0.11 s otherwise.
+    """
+    global _paused, _was_enabled
+    with _paused_lock:
+        if _paused == 0:
+            _was_enabled = gc.isenabled()
+            gc.disable()
+        _paused += 1
+    try:
+        yield
+    finally:
+        with _paused_lock:
+            _paused -= 1
+            if _paused == 0 and _was_enabled:
+                gc.enable()
+
+
 def tokenize(
     loaded: LoadedModel, texts: tuple[str, ...] | list[str], max_length: int
 ) -> TokenizedCorpus:
@@ -64,7 +98,11 @@ def tokenize(
     model_max = loaded.info.max_positions
     if model_max and max_length > model_max:
         max_length = int(model_max)
-    tok = loaded.tokenizer
+    with collector_paused():
+        return _tokenize(loaded.tokenizer, texts, max_length)
+
+
+def _tokenize(tok, texts: tuple[str, ...] | list[str], max_length: int) -> TokenizedCorpus:
     enc = tok(
         list(texts),
         truncation=True,

@@ -101,7 +101,7 @@ def test_the_warmup_compiles_the_statistics_kernel_before_umap(monkeypatch):
     import threading
 
     import backend.analysis.geometry.projections
-    import backend.engine.extraction.stats
+    import backend.engine.extraction.kernel
     from ui.server.warmup import WarmupState, _run
 
     order = []
@@ -111,7 +111,7 @@ def test_the_warmup_compiles_the_statistics_kernel_before_umap(monkeypatch):
             order.append("statistics")
             return 1.0
 
-    monkeypatch.setattr(backend.engine.extraction.stats, "MOMENTS", Kernel())
+    monkeypatch.setattr(backend.engine.extraction.kernel, "MOMENTS", Kernel())
     monkeypatch.setattr(
         backend.analysis.geometry.projections, "warm_up_umap", lambda: order.append("umap") or 2.0
     )

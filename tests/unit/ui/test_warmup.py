@@ -27,7 +27,7 @@ def test_fraction_grows_with_time_and_stops_at_95_percent():
 
 def test_a_failing_warmup_is_recorded_and_marks_done(monkeypatch):
     import backend.engine.environment as environment
-    import backend.engine.extraction.stats as stats
+    import backend.engine.extraction.kernel as kernel
 
     class Broken:
         def compile(self):
@@ -35,7 +35,7 @@ def test_a_failing_warmup_is_recorded_and_marks_done(monkeypatch):
 
     monkeypatch.setattr(environment, "use_kernel_caches", lambda: None)
     monkeypatch.setattr(warmup, "_lower_priority", lambda: None)
-    monkeypatch.setattr(stats, "MOMENTS", Broken())
+    monkeypatch.setattr(kernel, "MOMENTS", Broken())
     state = WarmupState()
     warmup._run(state)
     assert state.done.is_set() and state.error == "RuntimeError: planted" and state.seconds is None

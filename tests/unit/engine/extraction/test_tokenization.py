@@ -3,11 +3,14 @@ text and padded-token budgets, the analysed-token masks, and what counts as punc
 
 from __future__ import annotations
 
+import gc
+import threading
+
 import numpy as np
 import pytest
 
 from backend.engine.budget.batching import batch_count, length_order, plan_batches
-from backend.engine.extraction.tokenization import TokenizedCorpus, is_punct
+from backend.engine.extraction.tokenization import TokenizedCorpus, collector_paused, is_punct
 
 
 def test_length_order_is_longest_first_stable_and_drops_empty_texts():
@@ -60,3 +63,32 @@ def test_analysed_masks_and_lengths():
 )  # fmt: skip
 def test_is_punct(token, expected):
     assert is_punct(token) is expected
+
+
+def test_the_collector_pause_nests_across_threads_and_restores_the_state():
+    """Paused while any thread is inside; back on only when the last leaves; never turned on
+    where it was off before."""
+    assert gc.isenabled()
+    inside, release = threading.Event(), threading.Event()
+
+    def other():
+        with collector_paused():
+            inside.set()
+            release.wait(10)
+
+    worker = threading.Thread(target=other)
+    with collector_paused():
+        assert not gc.isenabled()
+        worker.start()
+        inside.wait(10)
+    assert not gc.isenabled()  # the other thread is still inside
+    release.set()
+    worker.join(10)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -1,7 +1,8 @@
-"""The moments of a batch: one implementation, run eagerly or compiled (backend.engine.extraction.stats.moments and
-MomentsKernel). Both equal a float64 numpy reference on planted signals; the compiled kernel is
-used only where its compiled code applies and never compiles on a call; a failed compile leaves
-extraction eager."""
+"""The moments of a batch, run eagerly with torch (backend.engine.extraction.stats.moments) or by
+the compiled CPU kernel (backend.engine.extraction.kernel.MomentsKernel). Both equal a float64
+numpy reference on planted signals, the kernel with its extreme-index counts too. The kernel
+leaves what it does not cover (non-finite values, other dtypes and devices) to eager torch, never
+compiles on a call, and a failed compile leaves extraction eager."""
 
 from __future__ import annotations
 
@@ -10,20 +11,25 @@ import pytest
 import torch
 
 import backend.engine.extraction.forward as extract_module
+import backend.engine.extraction.kernel as kernel_module
 import backend.engine.extraction.stats as stats_module
 from backend.engine.extraction import ExtractionSettings, extract
-from backend.engine.extraction.stats import MomentsKernel, RunningStats, moments
+from backend.engine.extraction.kernel import MomentsKernel
+from backend.engine.extraction.stats import RunningStats, moments
 from backend.engine.inputs.corpus import Corpus
 from backend.engine.load.models import load_model
 
 
 def _planted(g: int = 3, n: int = 211, d: int = 40, seed: int = 0) -> np.ndarray:
     """float32 activations: per-dimension scales and offsets, one massive dimension (offset 3,000,
-    spread 0.01: float32 sums of squares would cancel), one constant dimension."""
+    spread 0.01: float32 sums of squares would cancel), one constant dimension (ties: the
+    extreme index is the first)."""
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(g, n, d)) * rng.uniform(0.1, 5, size=d) + rng.normal(0, 3, size=d)
     x[:, :, 5] = 3000.0 + rng.normal(0, 0.01, size=(g, n))
     x[:, :, 9] = -2.5
+    x[:, ::7, 2] = -1e4  # every 7th token: a minimum tied between dimensions 2 and 3
+    x[:, ::7, 3] = -1e4
     return x.astype(np.float32)
 
 
@@ -34,11 +40,31 @@ def _reference(x: np.ndarray) -> list[np.ndarray]:
     return [mean, np.abs(x64).sum(axis=1), m2, x64.min(axis=1), x64.max(axis=1)]
 
 
+def _counts(x: np.ndarray) -> list[np.ndarray]:
+    g, _, d = x.shape
+    return [
+        np.stack([np.bincount(f(x[s], axis=1), minlength=d) for s in range(g)])
+        for f in (np.argmin, np.argmax)
+    ]
+
+
 def _assert_moments(got, x: np.ndarray) -> None:
     names = ("mean", "abs_sum", "m2", "min", "max")
-    for name, a, b in zip(names, got, _reference(x), strict=True):
+    for name, a, b in zip(names, got, _reference(x), strict=False):
         a = a.detach().to("cpu", torch.float64).numpy()
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12, err_msg=name)
+    if len(got) == 7:  # the kernel's extreme-index counts
+        for name, a, b in zip(("argmin", "argmax"), got[5:], _counts(x), strict=True):
+            np.testing.assert_array_equal(a.numpy(), b, err_msg=name)
+
+
+def _reduced(kernel: MomentsKernel, x: torch.Tensor) -> list[torch.Tensor] | None:
+    """The kernel's seven (g, d) results for x, or None where it leaves x to eager torch."""
+    g, d = x.shape[0], x.shape[-1]
+    out = [np.full((g, d), -7.0) for _ in range(5)] + [np.full((g, d), -7) for _ in range(2)]
+    if not kernel.reduce_into(x, out):
+        return None
+    return [torch.from_numpy(a) for a in out]
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +75,10 @@ def kernel() -> MomentsKernel:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ISOSCOPE_COMPILE", "1")
         seconds = k.compile(torch.float32)
-    assert seconds is not None and seconds > 0, f"torch.compile failed here: {k.error}"
+        assert seconds is not None and seconds > 0, f"numba failed here: {k.error}"
+        assert k.compile(torch.float64) is not None
     assert k.compile(torch.float32) == 0.0  # once per process
+    assert k.ready(torch.float32) and k.ready(torch.float64)
     return k
 
 
@@ -58,46 +86,62 @@ def test_eager_moments_equal_the_float64_reference():
     x = _planted()
     scratch = torch.empty(x.shape, dtype=torch.float64)
     _assert_moments(moments(torch.from_numpy(x), scratch), x)
-    _assert_moments(moments(torch.from_numpy(x)), x)  # without scratch, as compiled
+    _assert_moments(moments(torch.from_numpy(x)), x)  # without scratch
 
 
-def test_compiled_moments_equal_the_reference_for_new_shapes(kernel):
-    """Dynamic shapes: other group sizes, token counts and widths reuse the compiled code."""
-    for g, n, d, seed in ((3, 211, 40, 0), (8, 737, 384, 1), (2, 2, 7, 2)):
+def test_the_kernel_equals_the_reference_for_any_shape(kernel):
+    """Group sizes, token counts and widths (one state, one token, a width no vector divides)."""
+    for g, n, d, seed in ((3, 211, 40, 0), (8, 737, 384, 1), (1, 5, 7, 2), (2, 1, 13, 3)):
         x = (
             _planted(g, n, d, seed)
             if d > 9
             else np.random.default_rng(seed).normal(size=(g, n, d)).astype(np.float32)
         )
-        got = kernel(torch.from_numpy(x))
+        got = _reduced(kernel, torch.from_numpy(x))
         assert got is not None, (g, n, d)
         _assert_moments(got, x)
+        _assert_moments(_reduced(kernel, torch.from_numpy(x.astype(np.float64))), x)
 
 
-def test_the_compiled_kernel_leaves_what_it_does_not_cover_to_eager(kernel):
+def test_the_kernel_leaves_what_it_does_not_cover_to_eager(kernel):
     x = torch.from_numpy(_planted())
-    assert kernel(x[:1]) is None  # one state: specialised by dynamic shapes
-    assert kernel(x[:, :1]) is None  # one token
-    assert kernel(x.transpose(1, 2)) is None  # not contiguous
-    assert kernel(x.to(torch.bfloat16)) is None  # a dtype it was not warmed for
-    assert kernel(x.double()) is None
+    assert _reduced(kernel, x.transpose(1, 2)) is None  # not contiguous
+    assert _reduced(kernel, x.to(torch.bfloat16)) is None  # a dtype it was not compiled for
+    assert _reduced(kernel, x[:, :0]) is None  # no tokens
     with kernel.suspended():
-        assert kernel(x) is None
-    assert kernel(x) is not None
+        assert _reduced(kernel, x) is None
+    assert _reduced(kernel, x) is not None
+    for bad in (float("nan"), float("inf"), float("-inf")):  # torch's propagation decides
+        y = x.clone()
+        y[1, 4, 7] = bad
+        assert _reduced(kernel, y) is None
 
 
-def test_running_stats_with_the_compiled_kernel_equal_full_batch(kernel, monkeypatch):
+def test_non_finite_activations_reduce_as_torch_does(kernel, monkeypatch):
+    monkeypatch.setattr(stats_module, "MOMENTS", kernel)
+    x = torch.from_numpy(_planted(2, 50, 16))
+    x[0, 3, 4] = float("nan")
+    x[1, 5, 6] = float("inf")
+    stats = _batch_stats(x)
+    with kernel.suspended():
+        eager = _batch_stats(x)
+    for name in ("mean", "m2", "min", "max", "argmin_count", "argmax_count"):
+        np.testing.assert_array_equal(getattr(stats, name), getattr(eager, name), name)
+    assert np.isnan(stats.mean[0, 4]) and np.isinf(stats.max[1, 6])
+
+
+def test_running_stats_with_the_kernel_equal_full_batch(kernel, monkeypatch):
     monkeypatch.setattr(stats_module, "MOMENTS", kernel)
     x = _planted(4, 300, 24)
     calls = []
-    original = MomentsKernel.__call__
+    original = MomentsKernel.reduce_into
 
-    def counted(self, t):
-        out = original(self, t)
-        calls.append(out is not None)
-        return out
+    def counted(self, t, out):
+        done = original(self, t, out)
+        calls.append(done)
+        return done
 
-    monkeypatch.setattr(MomentsKernel, "__call__", counted)
+    monkeypatch.setattr(MomentsKernel, "reduce_into", counted)
     stats = RunningStats(4, 24)
     with torch.inference_mode():
         for part in np.array_split(x, 3, axis=1):
@@ -110,8 +154,9 @@ def test_running_stats_with_the_compiled_kernel_equal_full_batch(kernel, monkeyp
     np.testing.assert_allclose(stats.m2, ref[2], rtol=1e-10, atol=1e-10)
     np.testing.assert_array_equal(stats.min, ref[3])
     np.testing.assert_array_equal(stats.max, ref[4])
-    argmin = np.stack([np.bincount(x[s].argmin(axis=1), minlength=24) for s in range(4)])
+    argmin, argmax = _counts(x)
     np.testing.assert_array_equal(stats.argmin_count, argmin)
+    np.testing.assert_array_equal(stats.argmax_count, argmax)
 
 
 def _batch_stats(x: torch.Tensor) -> RunningStats:
@@ -120,7 +165,7 @@ def _batch_stats(x: torch.Tensor) -> RunningStats:
     return out
 
 
-def test_extraction_with_the_compiled_kernel_equals_eager(kernel, tiny_bert_dir, monkeypatch):
+def test_extraction_with_the_kernel_equals_eager(kernel, tiny_bert_dir, monkeypatch):
     loaded = load_model(str(tiny_bert_dir))
     corpus = Corpus(
         tuple(f"text {i} " + "alpha beta gamma delta " * (i % 7 + 1) for i in range(40)), "t"
@@ -156,15 +201,15 @@ def test_a_failed_compile_leaves_statistics_eager(monkeypatch):
     monkeypatch.setenv("ISOSCOPE_COMPILE", "1")
 
     def broken(*args, **kwargs):
-        raise RuntimeError("no C++ compiler found\nmore detail")
+        raise RuntimeError("LLVM could not target this CPU\nmore detail")
 
-    monkeypatch.setattr(torch, "compile", broken)
+    monkeypatch.setattr(kernel_module, "_check", broken)
     k = MomentsKernel()
     assert k.compile() is None
-    assert k.error == "RuntimeError: no C++ compiler found"
+    assert k.error == "RuntimeError: LLVM could not target this CPU"
     assert not k.ready()
     assert k.compile() is None  # not retried
-    assert k(torch.from_numpy(_planted())) is None
+    assert _reduced(k, torch.from_numpy(_planted())) is None
     monkeypatch.setattr(stats_module, "MOMENTS", k)
     x = _planted(2, 50, 16)
     stats = _batch_stats(torch.from_numpy(x))
@@ -175,3 +220,4 @@ def test_isoscope_compile_off(monkeypatch):
     monkeypatch.setenv("ISOSCOPE_COMPILE", "0")
     k = MomentsKernel()
     assert k.compile() is None and k.error is None and not k.ready()
+    assert k.compile(torch.bfloat16) is None

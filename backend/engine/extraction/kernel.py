@@ -1,0 +1,159 @@
+"""The CPU statistics kernel: a batch's float64 moments and extreme-index counts, compiled with
+numba and spread over the CPU's threads.
+
+:data:`MOMENTS` reduces a (g, tokens, d) float32 or float64 CPU batch to what
+:class:`backend.engine.extraction.stats.RunningStats` keeps per state and dimension: the float64
+mean, sum |x|, centred sum of squares, the min and max, and how often each dimension holds a
+token's minimum / maximum. The moments come from one compiled loop nest
+(:func:`backend.engine.extraction.kernel_jit.moments_into`) and the extreme indices from numpy's
+``argmin``/``argmax``, one state at a time, so that a state is read from memory once and its
+second and third passes hit the core's cache.
+
+Why not torch: eager torch makes eight memory-bound passes over a float64 copy, and inductor's
+fused kernel ran 4x slower on one Xeon than on another (docs/performance.md). Here one 750 x 384
+state (a MiniLM batch) takes 0.21 ms on one core of a 2-vCPU Xeon, against 0.43 ms compiled by
+inductor with numpy's argmin/argmax and 0.63 ms eagerly on both cores.
+
+One thread: split between threads, the kernel ran no faster beside the forward pass's OpenMP
+threads, which keep spinning for a while after each torch operation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import torch
+
+from backend.engine.device import to_numpy
+
+_DTYPES = {torch.float32: np.float32, torch.float64: np.float64}
+
+
+def extreme_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For (g, n, d) activations: per state and dimension, how many of the n tokens have their
+    minimum (first array) and maximum (second) in that dimension, as (g, d) int64.
+
+    numpy takes the first index of a tie, as torch does, and its argmin over the last axis is
+    ~10x faster than torch's on the CPU.
+    """
+    g, _, d = values.shape
+    shift = np.arange(g)[:, None] * d
+    low = np.bincount((values.argmin(axis=2) + shift).ravel(), minlength=g * d)
+    high = np.bincount((values.argmax(axis=2) + shift).ravel(), minlength=g * d)
+    return low.reshape(g, d), high.reshape(g, d)
+
+
+class MomentsKernel:
+    """The compiled batch reduction of CPU activations (see the module doc).
+
+    Compiling takes a few seconds the first time on a machine (numba; about 3 s on 2 cores) and
+    a fraction of a second once numba's disk cache holds it, so it never happens on a request's
+    path by surprise: :meth:`compile` is called by the app's background warm-up, by
+    :func:`backend.engine.extraction.extract_partial` for corpora big enough to repay it, and by
+    the benchmark. Until then, and wherever the kernel does not apply (GPU and MPS, whose eager
+    kernels are already fast; other dtypes; activations with a NaN or an infinity, whose
+    propagation torch defines; a compiler that fails), callers reduce with torch eagerly
+    (:func:`backend.engine.extraction.stats.moments`). ``ISOSCOPE_COMPILE=0`` turns it off.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._jit = None
+        self.dtypes: set[torch.dtype] = set()
+        self.seconds: dict[torch.dtype, float] = {}
+        self.error: str | None = None
+        self._suspended = 0
+
+    @contextlib.contextmanager
+    def suspended(self) -> Iterator[None]:
+        """Reduce eagerly with torch inside this block (benchmarks and tests compare both)."""
+        self._suspended += 1
+        try:
+            yield
+        finally:
+            self._suspended -= 1
+
+    @staticmethod
+    def enabled() -> bool:
+        return os.environ.get("ISOSCOPE_COMPILE", "1").lower() not in ("0", "false", "no")
+
+    def ready(self, dtype: torch.dtype = torch.float32) -> bool:
+        return dtype in self.dtypes
+
+    def compile(self, dtype: torch.dtype = torch.float32) -> float | None:
+        """Compile for CPU activations of ``dtype`` (once per process); returns the seconds it
+        took, 0.0 when it was ready, None when it is off, the dtype is not float32 or float64, or
+        compiling failed (the reason in ``error``)."""
+        with self._lock:
+            if dtype in self.dtypes:
+                return 0.0
+            if not self.enabled() or self.error is not None or dtype not in _DTYPES:
+                return None
+            started = time.perf_counter()
+            try:
+                if self._jit is None:
+                    import backend.engine.extraction.kernel_jit as kernel_jit
+
+                    self._jit = kernel_jit
+                _check(self._jit.moments_into, _DTYPES[dtype])
+            except Exception as exc:  # no numba, an unsupported platform: stay eager
+                self.error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]}"
+                return None
+            seconds = time.perf_counter() - started
+            self.seconds[dtype] = seconds
+            self.dtypes.add(dtype)
+            return seconds
+
+    def reduce_into(self, x: torch.Tensor, out: Sequence[np.ndarray]) -> bool:
+        """Reduce a (g, n, d) CPU batch into ``out``: (g, d) numpy arrays, C-contiguous, for the
+        mean, sum |x| and centred sum of squares (float64), the min and max (a float dtype) and
+        the argmin and argmax counts (int64), written in place (a running total's own rows:
+        nothing is allocated or copied per batch).
+
+        Returns False where the kernel does not apply (contents of ``out`` then undefined): the
+        caller reduces eagerly."""
+        if (
+            x.dtype not in self.dtypes
+            or self._suspended
+            or x.device.type != "cpu"
+            or x.ndim != 3
+            or 0 in x.shape
+            or not x.is_contiguous()
+        ):
+            return False
+        values = to_numpy(x, dtype=None)  # the CPU tensor's own memory
+        mean, abs_sum, m2, lo, hi, argmin, argmax = out
+        for s in range(values.shape[0]):  # one state at a time: its later passes hit the cache
+            row = slice(s, s + 1)
+            state = values[row]
+            self._jit.moments_into(state, mean[row], abs_sum[row], m2[row], lo[row], hi[row])
+            argmin[row], argmax[row] = extreme_counts(state)
+        return bool(np.isfinite(mean).all())  # else a NaN or an infinity: torch's semantics decide
+
+
+def _check(kernel, dtype: type[np.generic]) -> None:
+    """Compile ``kernel`` for ``dtype`` activations and float64 results, the signature
+    :class:`backend.engine.extraction.stats.RunningStats` calls (or load it from numba's cache),
+    and check it against a float64 numpy reference on planted values: an offset dimension (the
+    centred pass), a token count that four does not divide, and a state of one token."""
+    rng = np.random.default_rng(0)
+    for shape in ((3, 17, 40), (2, 1, 5)):
+        x = rng.standard_normal(shape).astype(dtype)
+        x[:, :, 3] += 1e4
+        x64 = x.astype(np.float64)
+        got = [np.empty(shape[::2]) for _ in range(5)]
+        kernel(x, *got)
+        mean = x64.mean(axis=1)
+        want = (mean, np.abs(x64).sum(axis=1), ((x64 - mean[:, None]) ** 2).sum(axis=1),
+                x.min(axis=1), x.max(axis=1))  # fmt: skip
+        for a, b in zip(got, want, strict=True):
+            if not np.allclose(a, b, rtol=1e-12, atol=1e-9):
+                raise RuntimeError("the compiled moments differ from numpy's")
+
+
+MOMENTS = MomentsKernel()
