@@ -266,15 +266,18 @@ def throughput(
 ) -> dict:
     import numpy as np
 
+    from backend.engine.allocator import for_extraction
     from backend.engine.extraction import ExtractionSettings, extract
-    from backend.engine.extraction.allocator import keep_freed_memory
     from backend.engine.inputs.corpus import Corpus
+    from backend.engine.load.models import weight_bytes
 
     # The allocator keeps freed memory for reuse from an extraction's first CPU forward pass on
-    # (process-wide, see backend/engine/extraction/allocator.py): set it before any loop, so the
+    # (process-wide, see backend/engine/allocator.py): set it before any loop, so the
     # plain loops run under the same allocator as the pipeline.
     loaded = load_bench_model(model_source, device, dtype)
-    allocator_keeps_memory = loaded.device.type == "cpu" and keep_freed_memory()
+    allocator_keeps_memory = loaded.device.type == "cpu" and for_extraction(
+        weight_bytes(loaded.model)
+    )
     texts = make_texts(n_texts)
     corpus = Corpus(tuple(texts), "bench")
     settings = ExtractionSettings(

@@ -99,35 +99,3 @@ def app_dir() -> Path:
 def assets_dir() -> Path:
     """The bundled sample corpus, STS pairs and word-sense examples (``assets/``)."""
     return app_dir() / "assets"
-
-
-MMAP_THRESHOLD_BYTES = 4 << 20  # allocations this large get their own mapping (below)
-BIG_WEIGHTS_BYTES = 1 << 30  # models whose weights take this much on the CPU get it
-_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter number (malloc.h)
-_large_frees_given_back = False
-
-
-def give_back_large_frees() -> bool:
-    """Have glibc serve allocations of :data:`MMAP_THRESHOLD_BYTES` and more from their own
-    mappings, which go back to the system when freed (once per process; False without glibc).
-
-    glibc's default threshold rises with every such free, up to 32 MiB; after it, a big model's
-    per-layer activations (25-150 MB per tensor for a 1.5B decoder at 32 x 128 tokens) come from
-    the heap, which keeps them once freed. A 1.5B Qwen2-shaped decoder's extraction of 64 texts
-    peaked 3.0 GB above its loaded weights by default and 2.2 GB with 4 MiB (9,132 vs 8,297 MiB;
-    one batch's hidden states are 805 MB), and a plain forward of one batch kept 2.1 GB after it
-    was freed against none; the extraction took 9% longer (72.0 vs 78.6 s, one run each). So
-    :func:`backend.engine.load.models.load_model` sets it for models of :data:`BIG_WEIGHTS_BYTES` and
-    more on the CPU only, where the memory is what limits."""
-    global _large_frees_given_back
-    if _large_frees_given_back:
-        return True
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL("libc.so.6")
-        done = bool(libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES))
-    except (OSError, AttributeError):
-        return False
-    _large_frees_given_back = done
-    return done

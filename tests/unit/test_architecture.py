@@ -126,7 +126,16 @@ def test_the_layer_rule_catches_an_upward_import():
 # job shares (the modules directly in backend/engine/) and the jobs ranked below its own: the
 # architecture facts, then loading / inputs / time budgets side by side, then the extraction, then
 # what stores and serves results.
-ENGINE_VOCABULARY = {"errors", "params", "naming", "environment", "device", "lru", "jsonio"}
+ENGINE_VOCABULARY = {
+    "errors",
+    "params",
+    "naming",
+    "environment",
+    "device",
+    "lru",
+    "jsonio",
+    "allocator",
+}
 ENGINE_JOBS = {
     "arch": 1,
     "load": 2,

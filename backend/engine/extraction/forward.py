@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from backend.engine.allocator import for_extraction, release_freed_memory
 from backend.engine.budget.batching import batch_count, equal_run, length_order
 from backend.engine.budget.progress import Progress
 from backend.engine.errors import InputError, UnsupportedModelError
-from backend.engine.extraction.allocator import keep_freed_memory, release_freed_memory
 from backend.engine.extraction.kernel import MOMENTS
 from backend.engine.extraction.media import MediaTokens, media_forward
 from backend.engine.extraction.partial import PartialExtraction, finish, token_table, tokenize_part
@@ -24,7 +24,7 @@ from backend.engine.extraction.stats import RunningStats, WorkBuffers
 from backend.engine.extraction.tokenization import TokenizedCorpus
 from backend.engine.extraction.types import ExtractionResult, ExtractionSettings
 from backend.engine.inputs.corpus import Corpus
-from backend.engine.load.models import LoadedModel
+from backend.engine.load.models import LoadedModel, weight_bytes
 
 Notice = Callable[[str], None]
 
@@ -171,7 +171,7 @@ def extract_partial(
     plan = _BatchPlan(tokenized, offset, tok_pos, slot, WorkBuffers())
     stats = RunningStats(num_states, d, loaded.device)
     if loaded.device.type == "cpu":
-        keep_freed_memory()  # the forward passes reuse freed memory instead of faulting it in
+        for_extraction(weight_bytes(loaded.model))  # reuse freed memory, or give it back
         if int(offset[-1]) * num_states * d >= COMPILE_MIN_ELEMENTS:
             MOMENTS.compile(loaded.dtype)  # repaid by this corpus; a no-op once warm
     notices: list[str] = list(tokenized.notes) if isinstance(tokenized, MediaTokens) else []

@@ -49,10 +49,10 @@ from typing import Any
 import torch
 
 from backend.engine import arch
+from backend.engine.allocator import BIG_WEIGHTS_BYTES, give_back_large_frees
 from backend.engine.arch.layout import InputLayout, read_layout
 from backend.engine.budget.throughput import CONVERSION, DOWNLOAD, load_phase, parameter_count
 from backend.engine.device import describe_device, resolve_device, resolve_dtype
-from backend.engine.environment import BIG_WEIGHTS_BYTES, give_back_large_frees
 from backend.engine.errors import IsoscopeError, ModelLoadError
 from backend.engine.load import preflight
 from backend.engine.load.checkpoints import (
@@ -376,7 +376,7 @@ def source_is_causal(source: str) -> bool:
     return arch.config_is_causal(config)
 
 
-def _weight_bytes(model: torch.nn.Module) -> int:
+def weight_bytes(model: torch.nn.Module) -> int:
     return sum(p.numel() * p.element_size() for p in model.parameters())
 
 
@@ -387,7 +387,7 @@ def make_loaded(parts: ModelParts, device: torch.device, dtype: torch.dtype) -> 
     model.eval()
     placement = _device_map_summary(model)
     device = _place(model, device, dtype, placement)
-    if device.type == "cpu" and _weight_bytes(model) >= BIG_WEIGHTS_BYTES:
+    if device.type == "cpu" and weight_bytes(model) >= BIG_WEIGHTS_BYTES:
         give_back_large_frees()  # a big model's freed activations go back to the system
     try:
         layout = read_layout(model, parts.processor)

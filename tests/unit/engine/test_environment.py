@@ -61,14 +61,3 @@ def test_app_dir_prefers_the_copy_shipped_in_a_wheel(monkeypatch, tmp_path):
     (tmp_path / "isoscope_app").mkdir()
     (tmp_path / "isoscope_app" / "app.py").write_text("")
     assert env.app_dir() == tmp_path / "isoscope_app"
-
-
-def test_large_frees_go_back_to_the_system_on_glibc():
-    import platform
-    import subprocess
-    import sys
-
-    code = "from backend.engine.environment import give_back_large_frees as g;print(g(), g())"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    expected = "True True" if platform.libc_ver()[0] == "glibc" else "False False"
-    assert out.stdout.strip() == expected
