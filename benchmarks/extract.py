@@ -10,6 +10,9 @@ Prints one JSON object:
   the CPU the pipeline runs with the compiled statistics kernel (compiled once before timing, as
   the app's background warm-up does; ``statistics_kernel_compile_s``) and again with eager
   statistics (``ratio_eager_statistics_*``), as an extraction does before the warm-up is done.
+  On the CPU every loop runs under the allocator setting an extraction of this model uses
+  (``allocator_keeps_freed_memory``: freed memory kept for reuse, see backend/engine/allocator.py),
+  set before the first loop.
 - ``phase_seconds``: where each variant's time goes (median seconds over the rounds: tokenize,
   the model call, the gather of analysed tokens, the statistics, the sample's writes, the rest),
   and ``forward_ratio_vs_plain_sorted_per_round``: the plain loop's model-call seconds over the
