@@ -182,36 +182,38 @@ def extract_partial(
     pad_id = pad_token_id(loaded)
     budget, cap = settings.token_budget, settings.batch_size
     start, done, retry = 0, len(items) - len(order), False
-    with torch.inference_mode():
-        while start < len(order):
-            width = int(lengths[order[start]])
-            count = batch_count(width, len(order) - start, cap, budget)
-            if group is not None:  # clips that must not be padded: one length per batch
-                count = equal_run(group, order, start, count)
-            rows = order[start : start + count]
-            try:
-                # No reference to the batch's hidden states outlives this line: after an
-                # out-of-memory error the retry starts with them released.
-                b_stats = _reduce_batch(
-                    plan, _forward_batch(loaded, plan, rows, pad_id, sample), sample
-                )
-            except Exception as exc:
-                cap, budget = _halved_after(exc, loaded, count, width, notices, on_notice)
-                retry = True
-                continue
-            if retry:  # the failed batch's tensors are released by now
-                free_device_memory(loaded.device)
-                retry = False
-            stats.merge(b_stats)
-            start += count
-            done += count
-            if progress is not None:
-                progress(done, len(items))
-    if progress is not None and not len(order):
-        progress(len(items), len(items))
-    plan.buffers.clear()
-    if loaded.device.type == "cpu":
-        release_freed_memory()  # an idle process does not keep the batches' peak
+    try:
+        with torch.inference_mode():
+            while start < len(order):
+                width = int(lengths[order[start]])
+                count = batch_count(width, len(order) - start, cap, budget)
+                if group is not None:  # clips that must not be padded: one length per batch
+                    count = equal_run(group, order, start, count)
+                rows = order[start : start + count]
+                try:
+                    # No reference to the batch's hidden states outlives this line: after an
+                    # out-of-memory error the retry starts with them released.
+                    b_stats = _reduce_batch(
+                        plan, _forward_batch(loaded, plan, rows, pad_id, sample), sample
+                    )
+                except Exception as exc:
+                    cap, budget = _halved_after(exc, loaded, count, width, notices, on_notice)
+                    retry = True
+                    continue
+                if retry:  # the failed batch's tensors are released by now
+                    free_device_memory(loaded.device)
+                    retry = False
+                stats.merge(b_stats)
+                start += count
+                done += count
+                if progress is not None:
+                    progress(done, len(items))
+        if progress is not None and not len(order):
+            progress(len(items), len(items))
+    finally:  # a failed extraction hands freed memory back too
+        plan.buffers.clear()
+        if loaded.device.type == "cpu":
+            release_freed_memory()  # an idle process does not keep the batches' peak
     return PartialExtraction(
         settings=settings,
         model=loaded.info.to_dict(),

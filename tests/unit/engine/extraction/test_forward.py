@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from backend.engine.extraction.forward import pad_batch
 from backend.engine.extraction.tokenization import TokenizedCorpus
@@ -26,3 +27,28 @@ def test_pad_batch_right_pads_the_chosen_texts_with_the_pad_id():
 def test_pad_batch_of_no_texts_is_empty():
     ids, mask = pad_batch(_tokenized(2), np.array([], dtype=np.int64), pad_id=0)
     assert ids.shape == mask.shape == (0, 0)
+
+
+def test_a_failed_cpu_extraction_still_hands_freed_memory_back(tiny_bert_dir, monkeypatch):
+    """The allocator keeps freed memory only while an extraction runs: an error mid-run (here a
+    model that returns no hidden states) releases it too, and the error still reaches the caller."""
+    import backend.engine.extraction.forward as forward
+    from backend.engine.errors import UnsupportedModelError
+    from backend.engine.extraction import extract
+    from backend.engine.inputs.corpus import Corpus
+    from backend.engine.load.models import load_model
+
+    released = []
+    monkeypatch.setattr(forward, "release_freed_memory", lambda: released.append(1))
+    loaded = load_model(str(tiny_bert_dir))
+    corpus = Corpus(("one small text", "and another one"), "t")
+    extract(loaded, corpus)
+    assert released == [1]
+
+    def broken(*args, **kwargs):
+        raise UnsupportedModelError("returns no hidden states")
+
+    monkeypatch.setattr(forward, "forward_hidden_states", broken)
+    with pytest.raises(UnsupportedModelError):
+        extract(loaded, corpus)
+    assert released == [1, 1]
