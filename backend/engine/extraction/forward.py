@@ -15,6 +15,7 @@ import torch
 from backend.engine.allocator import for_extraction, release_freed_memory
 from backend.engine.budget.batching import batch_count, equal_run, length_order
 from backend.engine.budget.progress import Progress
+from backend.engine.device import to_numpy
 from backend.engine.errors import InputError, UnsupportedModelError
 from backend.engine.extraction.kernel import MOMENTS
 from backend.engine.extraction.media import MediaTokens, media_forward
@@ -337,26 +338,26 @@ REDUCE_GROUP_BYTES = 32 << 20
 def _reduce_batch(plan: _BatchPlan, batch: _Batch, sample: SampleCandidates) -> RunningStats:
     """Reduce one batch's hidden states where they live; returns the batch's statistics.
 
-    Consecutive states on one device are gathered (analysed tokens only) into one (g, n, d)
-    buffer and reduced together (by torch eagerly; the compiled CPU kernel takes one state at a
-    time). The sampled tokens' vectors go straight to their planned slots
-    (a redone batch writes the same slots again), so an out-of-memory error loses nothing: the
-    caller merges the statistics only when the reduction succeeded.
+    On the CPU with the compiled kernel warm, state by state (:func:`_reduce_with_kernel`).
+    Otherwise consecutive states on one device are gathered (analysed tokens only) into one
+    (g, n, d) buffer and reduced together by torch. The sampled tokens' vectors go straight to
+    their planned slots (a redone batch writes the same slots again), so an out-of-memory error
+    loses nothing: the caller merges the statistics only when the reduction succeeded.
     """
     num_states, d = sample.num_states, sample.hidden_size
     hidden_states, n = batch.hidden_states, len(batch.flat)
+    if n and len({h.dtype for h in hidden_states}) == 1 and MOMENTS.applies(hidden_states):
+        stats = _reduce_with_kernel(plan, batch, sample)
+        if stats is not None:
+            return stats
     stats = RunningStats(num_states, d, hidden_states[0].device)
     most = max(1, REDUCE_GROUP_BYTES // max(1, n * d * 8))
-    if hidden_states[0].device.type == "cpu" and MOMENTS.ready(hidden_states[0].dtype):
-        # The compiled kernel: one state at a time, so the gathered state is still in the core's
-        # cache when the statistics and the sample read it (a group is read back from memory).
-        most = 1
     index: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
     s0 = 0
     while s0 < num_states:
         device = hidden_states[s0].device  # device_map="auto" spreads states over devices
-        # Split what is left evenly (31 states, at most 10 a group: 8, 8, 8, 7, not 10, 10, 10, 1),
-        # so no group is a lone state, which the compiled moments kernel leaves to eager torch.
+        # Split what is left evenly (31 states, at most 10 a group: 8, 8, 8, 7, not 10, 10, 10, 1):
+        # each group's operations cost about the same.
         left = num_states - s0
         group = -(-left // -(-left // most))
         s1 = s0 + 1
@@ -378,6 +379,29 @@ def _reduce_batch(plan: _BatchPlan, batch: _Batch, sample: SampleCandidates) -> 
             sample.write(s0, batch.slots, x.index_select(1, pick))
         s0 = s1
     return stats
+
+
+def _reduce_with_kernel(
+    plan: _BatchPlan, batch: _Batch, sample: SampleCandidates
+) -> RunningStats | None:
+    """:func:`_reduce_batch` on the CPU with the compiled kernel, one state at a time: its
+    analysed tokens gathered into one reused (tokens, d) buffer, reduced straight into the
+    batch's statistics (:meth:`MomentsKernel.reduce_state`), its sampled rows copied from that
+    buffer to their slots while it is still in the core's cache. A few calls per state and
+    nothing allocated per batch but the statistics. None when an activation is not finite: the
+    caller reduces the batch eagerly, with torch's propagation of NaN and infinity."""
+    hidden_states, n, d = batch.hidden_states, len(batch.flat), sample.hidden_size
+    stats = RunningStats(sample.num_states, d, "cpu")
+    rows = stats.kernel_rows(n)
+    x = plan.buffers.take("x", (n, d), hidden_states[0].dtype, torch.device("cpu"))
+    values = to_numpy(x, dtype=None)  # the buffer's own memory
+    flat = torch.from_numpy(batch.flat)
+    for s, h in enumerate(hidden_states):
+        torch.index_select(h.reshape(-1, d), 0, flat, out=x)
+        MOMENTS.reduce_state(values, s, rows)
+        if len(batch.pick):
+            sample.write(s, batch.slots, values[None], batch.pick)
+    return stats if MOMENTS.finite(rows) else None
 
 
 def extract(

@@ -1,5 +1,5 @@
 """The CPU statistics kernel: a batch's float64 moments and extreme-index counts, compiled with
-numba and spread over the CPU's threads.
+numba, and the copy of its sampled rows.
 
 :data:`MOMENTS` reduces a (g, tokens, d) float32 or float64 CPU batch to what
 :class:`backend.engine.extraction.stats.RunningStats` keeps per state and dimension: the float64
@@ -7,7 +7,8 @@ mean, sum |x|, centred sum of squares, the min and max, and how often each dimen
 token's minimum / maximum. The moments come from one compiled loop nest
 (:func:`backend.engine.extraction.kernel_jit.moments_into`) and the extreme indices from numpy's
 ``argmin``/``argmax``, one state at a time, so that a state is read from memory once and its
-second and third passes hit the core's cache.
+second and third passes hit the core's cache. The token sample's rows of the same state are
+copied by a compiled loop too (:meth:`MomentsKernel.copy_rows`).
 
 Why not torch: eager torch makes eight memory-bound passes over a float64 copy, and inductor's
 fused kernel ran 4x slower on one Xeon than on another (docs/performance.md). Here one 750 x 384
@@ -15,7 +16,8 @@ state (a MiniLM batch) takes 0.21 ms on one core of a 2-vCPU Xeon, against 0.43 
 inductor with numpy's argmin/argmax and 0.63 ms eagerly on both cores.
 
 One thread: split between threads, the kernel ran no faster beside the forward pass's OpenMP
-threads, which keep spinning for a while after each torch operation.
+threads, which keep spinning for a while after each torch operation; run beside the next
+forward pass, it slowed that pass by as much as it took.
 """
 
 from __future__ import annotations
@@ -100,7 +102,7 @@ class MomentsKernel:
                     import backend.engine.extraction.kernel_jit as kernel_jit
 
                     self._jit = kernel_jit
-                _check(self._jit.moments_into, _DTYPES[dtype])
+                _check(self._jit.moments_into, self._jit.copy_rows, _DTYPES[dtype])
             except Exception as exc:  # no numba, an unsupported platform: stay eager
                 self.error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200]}"
                 return None
@@ -109,38 +111,75 @@ class MomentsKernel:
             self.dtypes.add(dtype)
             return seconds
 
-    def reduce_into(self, x: torch.Tensor, out: Sequence[np.ndarray]) -> bool:
-        """Reduce a (g, n, d) CPU batch into ``out``: (g, d) numpy arrays, C-contiguous, for the
+    def applies(self, states: Sequence[torch.Tensor]) -> bool:
+        """Whether :meth:`reduce_state` takes these tensors: all on the CPU, in a dtype it was
+        compiled for, contiguous, and the kernel not suspended."""
+        return not self._suspended and all(
+            x.device.type == "cpu" and x.dtype in self.dtypes and x.is_contiguous() for x in states
+        )
+
+    def reduce_state(self, values: np.ndarray, s: int, out: Sequence[np.ndarray]) -> None:
+        """Reduce one state's (n, d) activations (n >= 1; a numpy array of a compiled dtype,
+        C-contiguous) into row ``s`` of ``out``: (S, d) numpy arrays, C-contiguous, for the
         mean, sum |x| and centred sum of squares (float64), the min and max (a float dtype) and
-        the argmin and argmax counts (int64), written in place (a running total's own rows:
+        the argmin and argmax counts (int64), written in place. A NaN or an infinity leaves
+        row ``s`` undefined: check with :meth:`finite` and reduce eagerly where it fails.
+
+        The moments read the state once from memory; argmin and argmax read it again while it
+        is still in the core's cache."""
+        mean, abs_sum, m2, lo, hi, argmin, argmax = out
+        row = slice(s, s + 1)
+        self._jit.moments_into(values[None], mean[row], abs_sum[row], m2[row], lo[row], hi[row])
+        d = values.shape[1]
+        argmin[s] = np.bincount(values.argmin(axis=1), minlength=d)
+        argmax[s] = np.bincount(values.argmax(axis=1), minlength=d)
+
+    @staticmethod
+    def finite(out: Sequence[np.ndarray]) -> bool:
+        """Whether the rows :meth:`reduce_state` wrote hold only finite values (their means are
+        finite exactly when every reduced activation is)."""
+        return bool(np.isfinite(out[0]).all())
+
+    def copy_rows(
+        self, src: np.ndarray, pick: np.ndarray, slots: np.ndarray, dst: np.ndarray
+    ) -> bool:
+        """``dst[slots] = src[pick]`` in one compiled pass (int64 indices, (n, d) ``src`` of a
+        compiled dtype, (m, d) float32 ``dst``, both C-contiguous); False where the kernel does
+        not apply (the caller copies with numpy)."""
+        if (
+            self._suspended
+            or src.dtype not in (_DTYPES[t] for t in self.dtypes)
+            or dst.dtype != np.float32
+            or not (src.flags.c_contiguous and dst.flags.c_contiguous)
+            or pick.dtype != np.int64
+            or slots.dtype != np.int64
+        ):
+            return False
+        self._jit.copy_rows(src, pick, slots, dst)
+        return True
+
+    def reduce_into(self, x: torch.Tensor, out: Sequence[np.ndarray]) -> bool:
+        """Reduce a (g, n, d) CPU batch into ``out``: (g, d) numpy arrays as
+        :meth:`reduce_state` fills them, one state at a time (a running total's own rows:
         nothing is allocated or copied per batch).
 
         Returns False where the kernel does not apply (contents of ``out`` then undefined): the
         caller reduces eagerly."""
-        if (
-            x.dtype not in self.dtypes
-            or self._suspended
-            or x.device.type != "cpu"
-            or x.ndim != 3
-            or 0 in x.shape
-            or not x.is_contiguous()
-        ):
+        if x.ndim != 3 or 0 in x.shape or not self.applies([x]):
             return False
         values = to_numpy(x, dtype=None)  # the CPU tensor's own memory
-        mean, abs_sum, m2, lo, hi, argmin, argmax = out
         for s in range(values.shape[0]):  # one state at a time: its later passes hit the cache
-            row = slice(s, s + 1)
-            state = values[row]
-            self._jit.moments_into(state, mean[row], abs_sum[row], m2[row], lo[row], hi[row])
-            argmin[row], argmax[row] = extreme_counts(state)
-        return bool(np.isfinite(mean).all())  # else a NaN or an infinity: torch's semantics decide
+            self.reduce_state(values[s], s, out)
+        return self.finite(out)  # else a NaN or an infinity: torch's semantics decide
 
 
-def _check(kernel, dtype: type[np.generic]) -> None:
-    """Compile ``kernel`` for ``dtype`` activations and float64 results, the signature
-    :class:`backend.engine.extraction.stats.RunningStats` calls (or load it from numba's cache),
-    and check it against a float64 numpy reference on planted values: an offset dimension (the
-    centred pass), a token count that four does not divide, and a state of one token."""
+def _check(kernel, copy_rows, dtype: type[np.generic]) -> None:
+    """Compile ``kernel`` (the moments) for ``dtype`` activations and float64 results, the
+    signature :class:`backend.engine.extraction.stats.RunningStats` calls, and ``copy_rows`` for
+    ``dtype`` rows into a float32 sample (or load both from numba's cache); check the moments
+    against a float64 numpy reference on planted values (an offset dimension for the centred
+    pass, a token count that four does not divide, a state of one token) and the copy against
+    numpy's."""
     rng = np.random.default_rng(0)
     for shape in ((3, 17, 40), (2, 1, 5)):
         x = rng.standard_normal(shape).astype(dtype)
@@ -154,6 +193,11 @@ def _check(kernel, dtype: type[np.generic]) -> None:
         for a, b in zip(got, want, strict=True):
             if not np.allclose(a, b, rtol=1e-12, atol=1e-9):
                 raise RuntimeError("the compiled moments differ from numpy's")
+    src = rng.standard_normal((5, 3)).astype(dtype)
+    dst = np.zeros((4, 3), dtype=np.float32)
+    copy_rows(src, np.array([4, 0], dtype=np.int64), np.array([1, 3], dtype=np.int64), dst)
+    if not np.array_equal(dst[[1, 3]], src[[4, 0]].astype(np.float32)) or dst[[0, 2]].any():
+        raise RuntimeError("the compiled row copy differs from numpy's")
 
 
 MOMENTS = MomentsKernel()

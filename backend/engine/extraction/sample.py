@@ -12,6 +12,7 @@ import torch
 
 from backend.engine.device import to_numpy
 from backend.engine.errors import InputError
+from backend.engine.extraction.kernel import MOMENTS
 from backend.engine.extraction.types import ExtractionSettings
 
 _U64 = np.uint64
@@ -142,13 +143,29 @@ class SampleCandidates:
         slot[chosen] = np.arange(m)
         return out, slot
 
-    def write(self, s0: int, slots: np.ndarray, vectors: np.ndarray | torch.Tensor) -> None:
-        """Store the (g, len(slots), d) vectors of planned tokens (see :meth:`planned`) for
-        states ``s0 .. s0 + g - 1``."""
+    def write(
+        self,
+        s0: int,
+        slots: np.ndarray,
+        vectors: np.ndarray | torch.Tensor,
+        pick: np.ndarray | None = None,
+    ) -> None:
+        """Store the (g, n, d) vectors of planned tokens (see :meth:`planned`) for states
+        ``s0 .. s0 + g - 1``: rows ``pick`` (int64) of each state go to ``slots``; without
+        ``pick``, all n rows in order (n = len(slots)).
+
+        With ``pick``, float32 and float64 rows on the CPU are copied by the compiled kernel
+        where it is warm (:meth:`backend.engine.extraction.kernel.MomentsKernel.copy_rows`),
+        with no gathered copy in between."""
         if isinstance(vectors, torch.Tensor):
-            vectors = to_numpy(vectors, dtype=torch.float32)
+            keep = vectors.device.type == "cpu" and vectors.dtype in (torch.float32, torch.float64)
+            vectors = to_numpy(vectors, dtype=None if keep else torch.float32)
         for j, state in enumerate(vectors):
-            self._vectors[s0 + j][slots] = state
+            target = self._vectors[s0 + j]
+            if pick is None:
+                target[slots] = state
+            elif not MOMENTS.copy_rows(state, pick, slots, target):
+                target[slots] = state[pick]
 
     def __len__(self) -> int:
         return int(self._filled.sum())

@@ -226,6 +226,16 @@ class RunningStats:
         self._argmin[s0:s1] = argmin.to(target)
         self._argmax[s0:s1] = argmax.to(target)
 
+    def kernel_rows(self, count: int) -> tuple[np.ndarray, ...]:
+        """The accumulators of a fresh per-batch object of ``count`` tokens per state, as the
+        numpy views (CPU: shared memory) that
+        :meth:`backend.engine.extraction.kernel.MomentsKernel.reduce_state` fills one state at a
+        time; every state must be filled before the object is merged."""
+        if self.device.type != "cpu" or self.count or count < 1:
+            raise ValueError("kernel rows are for a fresh CPU batch of at least one token")
+        self.count = int(count)
+        return self._rows(0, self.num_states)
+
     def _rows(self, s0: int, s1: int) -> tuple[np.ndarray, ...]:
         """States ``s0 .. s1 - 1`` of the accumulators as numpy views (CPU: shared memory), in
         the order :meth:`backend.engine.extraction.kernel.MomentsKernel.reduce_into` fills."""

@@ -12,10 +12,13 @@ import torch
 
 import backend.engine.extraction.forward as extract_module
 import backend.engine.extraction.kernel as kernel_module
+import backend.engine.extraction.sample as sample_module
 import backend.engine.extraction.stats as stats_module
 from backend.engine.extraction import ExtractionSettings, extract
+from backend.engine.extraction.forward import _Batch, _BatchPlan, _reduce_batch
 from backend.engine.extraction.kernel import MomentsKernel
-from backend.engine.extraction.stats import RunningStats, moments
+from backend.engine.extraction.sample import SampleCandidates
+from backend.engine.extraction.stats import RunningStats, WorkBuffers, moments
 from backend.engine.inputs.corpus import Corpus
 from backend.engine.load.models import load_model
 
@@ -165,21 +168,99 @@ def _batch_stats(x: torch.Tensor) -> RunningStats:
     return out
 
 
-def test_extraction_with_the_kernel_equals_eager(kernel, tiny_bert_dir, monkeypatch):
+def _use(kernel: MomentsKernel, monkeypatch) -> list[int]:
+    """Extraction with ``kernel`` in every module that reads it; returns a list that grows by
+    one per state the batch path reduces with it."""
+    for module in (extract_module, stats_module, sample_module):
+        monkeypatch.setattr(module, "MOMENTS", kernel)
+    calls: list[int] = []
+    original = kernel.reduce_state
+
+    def counted(values, s, out):
+        calls.append(s)
+        return original(values, s, out)
+
+    monkeypatch.setattr(kernel, "reduce_state", counted)
+    return calls
+
+
+@pytest.mark.parametrize("sample_size", [100, 100_000])  # part of the tokens sampled, or all
+def test_extraction_with_the_kernel_equals_eager(kernel, tiny_bert_dir, monkeypatch, sample_size):
     loaded = load_model(str(tiny_bert_dir))
     corpus = Corpus(
         tuple(f"text {i} " + "alpha beta gamma delta " * (i % 7 + 1) for i in range(40)), "t"
     )
-    settings = ExtractionSettings(batch_size=8, sample_size=100)
+    settings = ExtractionSettings(batch_size=8, sample_size=sample_size)
     eager = extract(loaded, corpus, settings)
-    monkeypatch.setattr(stats_module, "MOMENTS", kernel)
+    calls = _use(kernel, monkeypatch)
     compiled = extract(loaded, corpus, settings)
+    assert len(calls) == 5 * loaded.info.num_layers + 5  # 5 batches, every state by the kernel
     for name in ("mean", "variance", "min", "max", "mean_abs"):
         np.testing.assert_allclose(
             getattr(compiled, name), getattr(eager, name), rtol=1e-12, atol=1e-12, err_msg=name
         )
     for name in ("argmin_count", "argmax_count", "sample_vectors", "sample_index"):
         np.testing.assert_array_equal(getattr(compiled, name), getattr(eager, name), name)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_a_batch_with_the_kernel_equals_eager_non_finite_included(kernel, monkeypatch, dtype):
+    """The batch path itself (padded states, analysed rows, sampled rows to their slots): equal
+    to eager torch, and a state with a NaN or an infinity makes the whole batch eager."""
+    rng = np.random.default_rng(5)
+    states = [
+        torch.from_numpy(_planted(1, 6 * 9, 16, s)[0].reshape(6, 9, 16)).to(dtype) for s in range(3)
+    ]
+    flat = np.sort(rng.choice(54, 40, replace=False)).astype(np.int64)
+    pick = np.flatnonzero(rng.random(40) < 0.5).astype(np.int64)
+    slots = rng.permutation(30)[: len(pick)].astype(np.int64)
+
+    def reduced(states):
+        plan = _BatchPlan(None, flat, None, None, WorkBuffers())
+        sample = SampleCandidates(30, 3, 16)
+        return _reduce_batch(plan, _Batch(tuple(states), flat, pick, slots), sample), sample
+
+    calls = _use(kernel, monkeypatch)
+    poisoned = [h.clone() for h in states]
+    poisoned[1].view(-1, 16)[flat[10], 4] = float("nan")  # analysed tokens
+    poisoned[2].view(-1, 16)[flat[0], 5] = float("-inf")
+    for case in (states, poisoned):
+        with kernel.suspended():
+            want, want_sample = reduced(case)
+        got, got_sample = reduced(case)
+        for name in ("mean", "m2", "abs_sum", "min", "max"):
+            np.testing.assert_allclose(
+                getattr(got, name), getattr(want, name), rtol=1e-12, atol=1e-12, err_msg=name
+            )
+        for name in ("argmin_count", "argmax_count"):
+            np.testing.assert_array_equal(getattr(got, name), getattr(want, name), name)
+        np.testing.assert_array_equal(got_sample._vectors, want_sample._vectors)
+        assert got_sample._vectors[:, slots].any()
+    assert calls  # the first case went through the kernel
+    assert np.isnan(got.mean[1, 4]) and np.isinf(got.min[2, 5])
+
+
+def test_kernel_rows_are_for_a_fresh_cpu_batch():
+    stats = RunningStats(2, 3)
+    rows = stats.kernel_rows(4)
+    assert stats.count == 4 and len(rows) == 7 and rows[0].shape == (2, 3)
+    rows[0][1, 2] = 5.0  # views: the kernel writes the statistics themselves
+    assert stats.mean[1, 2] == 5.0
+    for bad in (stats, RunningStats(2, 3)):
+        with pytest.raises(ValueError):
+            bad.kernel_rows(4 if bad is stats else 0)
+
+
+def test_the_row_copy_leaves_what_it_does_not_cover_to_numpy(kernel):
+    src = np.ones((4, 3), dtype=np.float32)
+    dst = np.zeros((5, 3), dtype=np.float32)
+    idx = np.array([0, 1], dtype=np.int64)
+    assert kernel.copy_rows(src, idx, idx, dst) and dst[:2].all()
+    assert not kernel.copy_rows(src.astype(np.float16), idx, idx, dst)
+    assert not kernel.copy_rows(src[:, ::2], idx, idx, dst)  # not contiguous
+    assert not kernel.copy_rows(src, idx.astype(np.int32), idx, dst)
+    with kernel.suspended():
+        assert not kernel.copy_rows(src, idx, idx, dst)
 
 
 def test_a_big_corpus_compiles_the_kernel_itself(tiny_bert_dir, monkeypatch):
