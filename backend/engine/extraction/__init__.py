@@ -4,10 +4,11 @@ Pipeline: tokenize every text (truncated to ``max_length``), sort by length, run
 most ``token_budget`` padded tokens (and ``batch_size`` texts) under ``torch.inference_mode()``
 with ``output_hidden_states=True``, and reduce the hidden states of each batch *on the model's
 device*: the analysed tokens of a few consecutive states at a time are gathered into one reused
-buffer (at most ``REDUCE_GROUP_BYTES`` in float64) and folded into streaming float64 statistics
-(:class:`backend.engine.extraction.stats.RunningStats`, Chan's parallel update). Only those per-batch reductions
-((S, d) vectors) and the sampled token vectors leave the device; hidden states are never stacked
-or copied to the host whole. If a batch runs out of memory (CUDA, MPS or CPU), it is
+buffer (at most ``REDUCE_GROUP_BYTES`` in float64, ``REDUCE_GROUP_BYTES_CPU`` on the CPU; one
+state at a time once the CPU's compiled kernel is warm) and folded into streaming float64
+statistics (:class:`backend.engine.extraction.stats.RunningStats`, Chan's parallel update).
+Only those per-batch reductions ((S, d) vectors) and the sampled token vectors leave the device;
+hidden states are never stacked or copied to the host whole. If a batch runs out of memory (CUDA, MPS or CPU), it is
 halved and retried, later batches stay at the smaller size, and one notice says so; nothing
 already computed is lost.
 
@@ -49,6 +50,7 @@ from backend.engine.extraction.batches import encode_text, forward_batches, mean
 from backend.engine.extraction.forward import (
     COMPILE_MIN_ELEMENTS,
     REDUCE_GROUP_BYTES,
+    REDUCE_GROUP_BYTES_CPU,
     Notice,
     extract,
     extract_partial,
@@ -73,6 +75,7 @@ __all__ = [
     "COMPILE_MIN_ELEMENTS",
     "EXTRACT_VERSION",
     "REDUCE_GROUP_BYTES",
+    "REDUCE_GROUP_BYTES_CPU",
     "ExtractionResult",
     "ExtractionSettings",
     "Notice",

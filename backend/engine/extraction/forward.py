@@ -330,9 +330,12 @@ def _forward_batch(
 # included), ~0.8 s into an empty one.
 COMPILE_MIN_ELEMENTS = 500_000_000
 
-# Float64 bytes of hidden states reduced together: a few large operations per batch instead of a
-# dozen per state (see RunningStats._fill_states), with bounded scratch memory.
+# Float64 bytes of hidden states reduced together by eager torch: a few large operations per
+# batch instead of a dozen per state (see RunningStats._fill_states), with bounded scratch memory.
+# On the CPU a group stays within the cores' L2 caches: 4 MiB reduced MiniLM's 2,000 texts in
+# 0.49 s against 0.58 s with 32 MiB (SmolLM2's 300: 0.45 s against 0.47 s; 2-vCPU Xeon).
 REDUCE_GROUP_BYTES = 32 << 20
+REDUCE_GROUP_BYTES_CPU = 4 << 20
 
 
 def _reduce_batch(plan: _BatchPlan, batch: _Batch, sample: SampleCandidates) -> RunningStats:
@@ -351,7 +354,8 @@ def _reduce_batch(plan: _BatchPlan, batch: _Batch, sample: SampleCandidates) -> 
         if stats is not None:
             return stats
     stats = RunningStats(num_states, d, hidden_states[0].device)
-    most = max(1, REDUCE_GROUP_BYTES // max(1, n * d * 8))
+    cpu = hidden_states[0].device.type == "cpu"
+    most = max(1, (REDUCE_GROUP_BYTES_CPU if cpu else REDUCE_GROUP_BYTES) // max(1, n * d * 8))
     index: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
     s0 = 0
     while s0 < num_states:

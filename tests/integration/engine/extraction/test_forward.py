@@ -181,6 +181,7 @@ def test_reducing_states_one_by_one_or_together_gives_the_same_result(tiny, corp
     settings = ExtractionSettings(sample_size=30, batch_size=4)
     together = extract(tiny, corpus, settings)
     monkeypatch.setattr(ex, "REDUCE_GROUP_BYTES", 1)  # one state per group
+    monkeypatch.setattr(ex, "REDUCE_GROUP_BYTES_CPU", 1)
     one_by_one = extract(tiny, corpus, settings)
     _assert_same_result(one_by_one, together, rtol=1e-12, atol=1e-12)
     np.testing.assert_array_equal(one_by_one.sample_vectors, together.sample_vectors)
