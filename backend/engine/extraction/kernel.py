@@ -53,8 +53,8 @@ def extreme_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 class MomentsKernel:
     """The compiled batch reduction of CPU activations (see the module doc).
 
-    Compiling takes a few seconds the first time on a machine (numba; about 3 s on 2 cores) and
-    a fraction of a second once numba's disk cache holds it, so it never happens on a request's
+    Compiling takes about 1.3 s the first time on a machine (numba, 2-vCPU Xeon) and 0.5 s
+    once numba's disk cache holds it (numba's import included), so it never happens on a request's
     path by surprise: :meth:`compile` is called by the app's background warm-up, by
     :func:`backend.engine.extraction.extract_partial` for corpora big enough to repay it, and by
     the benchmark. Until then, and wherever the kernel does not apply (GPU and MPS, whose eager
