@@ -8,9 +8,9 @@ buffer (at most ``REDUCE_GROUP_BYTES`` in float64, ``REDUCE_GROUP_BYTES_CPU`` on
 state at a time once the CPU's compiled kernel is warm) and folded into streaming float64
 statistics (:class:`backend.engine.extraction.stats.RunningStats`, Chan's parallel update).
 Only those per-batch reductions ((S, d) vectors) and the sampled token vectors leave the device;
-hidden states are never stacked or copied to the host whole. If a batch runs out of memory (CUDA, MPS or CPU), it is
-halved and retried, later batches stay at the smaller size, and one notice says so; nothing
-already computed is lost.
+hidden states are never stacked or copied to the host whole. If a batch runs out of memory (CUDA,
+MPS or CPU), it is halved and retried, later batches stay at the smaller size, and one notice says
+so; nothing already computed is lost.
 
 Token sample (pairwise metrics, projections): every analysed token gets a priority, a seeded
 64-bit hash of ``(seed, text index, position)`` (splitmix64, :func:`token_priority`); the sample

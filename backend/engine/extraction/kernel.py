@@ -128,11 +128,9 @@ class MomentsKernel:
         The moments read the state once from memory; argmin and argmax read it again while it
         is still in the core's cache."""
         mean, abs_sum, m2, lo, hi, argmin, argmax = out
-        row = slice(s, s + 1)
-        self._jit.moments_into(values[None], mean[row], abs_sum[row], m2[row], lo[row], hi[row])
-        d = values.shape[1]
-        argmin[s] = np.bincount(values.argmin(axis=1), minlength=d)
-        argmax[s] = np.bincount(values.argmax(axis=1), minlength=d)
+        row, state = slice(s, s + 1), values[None]
+        self._jit.moments_into(state, mean[row], abs_sum[row], m2[row], lo[row], hi[row])
+        argmin[row], argmax[row] = extreme_counts(state)
 
     @staticmethod
     def finite(out: Sequence[np.ndarray]) -> bool:
