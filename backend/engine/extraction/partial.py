@@ -77,9 +77,11 @@ def token_table(
     include: list[np.ndarray],
     text_ids: np.ndarray,
 ) -> TokenTable:
-    """Rows of the analysed tokens of these texts, in text order then position."""
-    counts = np.array([int(m.sum()) for m in include], dtype=np.int64)
-    if not counts.sum():
+    """Rows of the analysed tokens of these texts, in text order then position.
+
+    Every per-text array is joined once and masked once: no numpy call per text."""
+    mask = np.concatenate(include) if include else np.zeros(0, bool)
+    if not mask.any():
         return TokenTable(
             np.zeros(0, np.int32),
             np.zeros(0, np.int32),
@@ -88,27 +90,22 @@ def token_table(
             np.zeros(0, bool),
             np.zeros(0, bool),
         )
-    text_id = np.repeat(text_ids.astype(np.int32), counts)
-    position = np.concatenate([np.flatnonzero(m) for m in include]).astype(np.int32)
-    token_ids = np.concatenate(
-        [ids[m] for ids, m in zip(tokenized.input_ids, include, strict=True)]
-    )
+    lengths = np.array([len(m) for m in include], dtype=np.int64)
+    ends = np.cumsum(lengths)
+    seen = np.concatenate([[0], np.cumsum(mask)])  # analysed tokens before each position
+    text_id = np.repeat(text_ids.astype(np.int32), seen[ends] - seen[ends - lengths])
+    position = (np.arange(mask.size) - np.repeat(ends - lengths, lengths))[mask].astype(np.int32)
+    token_ids = np.concatenate(tokenized.input_ids)[mask]
+    word_id = np.concatenate(tokenized.word_ids)[mask]
+    is_special = np.concatenate(tokenized.special)[mask]
     if isinstance(tokenized, MediaTokens):  # patch / frame names; no punctuation
-        names = np.concatenate(
-            [n[m] for n, m in zip(tokenized.names, include, strict=True)]
-        ).astype(str)
-        word_id = np.concatenate([w[m] for w, m in zip(tokenized.word_ids, include, strict=True)])
-        is_special = np.concatenate(
-            [sp[m] for sp, m in zip(tokenized.special, include, strict=True)]
-        )
+        names = np.concatenate(tokenized.names)[mask].astype(str)
         return TokenTable(text_id, position, names, word_id, is_special, np.zeros(len(names), bool))
     # Strings and punctuation per distinct id, then spread (a Python loop per vocabulary entry
     # seen, not per token).
     unique, inverse = np.unique(token_ids, return_inverse=True)
     names = np.array(loaded.tokenizer.convert_ids_to_tokens(unique.tolist()), dtype=str)
     punct = np.array([is_punct(t) for t in names], dtype=bool)
-    word_id = np.concatenate([w[m] for w, m in zip(tokenized.word_ids, include, strict=True)])
-    is_special = np.concatenate([sp[m] for sp, m in zip(tokenized.special, include, strict=True)])
     return TokenTable(
         text_id, position, names[inverse], word_id, is_special, punct[inverse] & ~is_special
     )
