@@ -331,29 +331,39 @@ def _forward_batch(
 # into an empty one: 5e8 repays either.
 COMPILE_MIN_ELEMENTS = 500_000_000
 
-# Float64 bytes of hidden states reduced together by eager torch: a few large operations per
-# batch instead of a dozen per state (see RunningStats._fill_states), with bounded scratch memory.
-# On the CPU a group stays within the cores' L2 caches: 4 MiB reduced MiniLM's 2,000 texts in
-# 0.49 s against 0.58 s with 32 MiB (SmolLM2's 300: 0.45 s against 0.47 s; 2-vCPU Xeon).
+# Float64 bytes of hidden states reduced together by eager torch where a batch does not go state
+# by state (GPUs, MPS, other dtypes; see _reduce_batch): a few large operations per batch instead
+# of a dozen per state (see RunningStats._fill_states), with bounded scratch memory. CPU groups
+# stay within the cores' L2 caches.
 REDUCE_GROUP_BYTES = 32 << 20
 REDUCE_GROUP_BYTES_CPU = 4 << 20
+
+
+def _by_state(hidden_states: Sequence[torch.Tensor]) -> bool:
+    """Whether a batch is reduced one state at a time (:func:`_reduce_by_state`): all its states
+    on the CPU, in one dtype that numpy holds (float32 or float64)."""
+    dtype = hidden_states[0].dtype
+    return dtype in (torch.float32, torch.float64) and all(
+        h.device.type == "cpu" and h.dtype == dtype for h in hidden_states
+    )
 
 
 def _reduce_batch(plan: _BatchPlan, batch: _Batch, sample: SampleCandidates) -> RunningStats:
     """Reduce one batch's hidden states where they live; returns the batch's statistics.
 
-    On the CPU with the compiled kernel warm, state by state (:func:`_reduce_with_kernel`).
-    Otherwise consecutive states on one device are gathered (analysed tokens only) into one
-    (g, n, d) buffer and reduced together by torch. The sampled tokens' vectors go straight to
-    their planned slots (a redone batch writes the same slots again), so an out-of-memory error
-    loses nothing: the caller merges the statistics only when the reduction succeeded.
+    On the CPU, state by state (:func:`_reduce_by_state`), with the compiled kernel where it is
+    warm. Otherwise consecutive states on one device are gathered (analysed tokens only) into
+    one (g, n, d) buffer and reduced together by torch. The sampled tokens' vectors go straight
+    to their planned slots (a redone batch writes the same slots again), so an out-of-memory
+    error loses nothing: the caller merges the statistics only when the reduction succeeded.
     """
     num_states, d = sample.num_states, sample.hidden_size
     hidden_states, n = batch.hidden_states, len(batch.flat)
-    if n and len({h.dtype for h in hidden_states}) == 1 and MOMENTS.applies(hidden_states):
-        stats = _reduce_with_kernel(plan, batch, sample)
-        if stats is not None:
-            return stats
+    if n and _by_state(hidden_states):
+        stats = _reduce_by_state(plan, batch, sample, MOMENTS.applies(hidden_states))
+        if stats is None:  # a NaN or an infinity: torch's propagation defines the result
+            stats = _reduce_by_state(plan, batch, sample, kernel=False)
+        return stats
     stats = RunningStats(num_states, d, hidden_states[0].device)
     cpu = hidden_states[0].device.type == "cpu"
     most = max(1, (REDUCE_GROUP_BYTES_CPU if cpu else REDUCE_GROUP_BYTES) // max(1, n * d * 8))
@@ -386,27 +396,34 @@ def _reduce_batch(plan: _BatchPlan, batch: _Batch, sample: SampleCandidates) -> 
     return stats
 
 
-def _reduce_with_kernel(
-    plan: _BatchPlan, batch: _Batch, sample: SampleCandidates
+def _reduce_by_state(
+    plan: _BatchPlan, batch: _Batch, sample: SampleCandidates, kernel: bool
 ) -> RunningStats | None:
-    """:func:`_reduce_batch` on the CPU with the compiled kernel, one state at a time: its
-    analysed tokens gathered into one reused (tokens, d) buffer, reduced straight into the
-    batch's statistics (:meth:`MomentsKernel.reduce_state`), its sampled rows copied from that
-    buffer to their slots while it is still in the core's cache. A few calls per state and
-    nothing allocated per batch but the statistics. None when an activation is not finite: the
-    caller reduces the batch eagerly, with torch's propagation of NaN and infinity."""
+    """:func:`_reduce_batch` on the CPU, one state at a time: its analysed tokens gathered into
+    one reused (tokens, d) buffer, reduced straight into the batch's statistics, its sampled
+    rows copied from that buffer to their slots while it is still in the core's cache. A few
+    calls per state and nothing allocated per batch but the statistics.
+
+    ``kernel``: reduce with the compiled kernel
+    (:meth:`MomentsKernel.reduce_state`); then None when an activation is not finite, and the
+    caller reduces the batch again with ``kernel=False``: eager torch
+    (:meth:`RunningStats.add_state`), whose propagation of NaN and infinity defines the result.
+    """
     hidden_states, n, d = batch.hidden_states, len(batch.flat), sample.hidden_size
     stats = RunningStats(sample.num_states, d, "cpu")
-    rows = stats.kernel_rows(n)
+    rows = stats.kernel_rows(n) if kernel else None
     x = plan.buffers.take("x", (n, d), hidden_states[0].dtype, torch.device("cpu"))
     values = to_numpy(x, dtype=None)  # the buffer's own memory
     flat = torch.from_numpy(batch.flat)
     for s, h in enumerate(hidden_states):
         torch.index_select(h.reshape(-1, d), 0, flat, out=x)
-        MOMENTS.reduce_state(values, s, rows)
+        if rows is None:
+            stats.add_state(s, x, plan.buffers, kernel=False)
+        else:
+            MOMENTS.reduce_state(values, s, rows)
         if len(batch.pick):
             sample.write(s, batch.slots, values[None], batch.pick)
-    return stats if MOMENTS.finite(rows) else None
+    return None if rows is not None and not MOMENTS.finite(rows) else stats
 
 
 def extract(

@@ -176,15 +176,19 @@ def test_exclude_first_drops_position_zero(tiny, corpus):
 
 
 def test_reducing_states_one_by_one_or_together_gives_the_same_result(tiny, corpus, monkeypatch):
+    """State by state (the CPU's way), in groups of states (the GPUs'), in groups of one."""
     import backend.engine.extraction.forward as ex
 
     settings = ExtractionSettings(sample_size=30, batch_size=4)
+    by_state = extract(tiny, corpus, settings)
+    monkeypatch.setattr(ex, "_by_state", lambda states: False)
     together = extract(tiny, corpus, settings)
     monkeypatch.setattr(ex, "REDUCE_GROUP_BYTES", 1)  # one state per group
     monkeypatch.setattr(ex, "REDUCE_GROUP_BYTES_CPU", 1)
     one_by_one = extract(tiny, corpus, settings)
-    _assert_same_result(one_by_one, together, rtol=1e-12, atol=1e-12)
-    np.testing.assert_array_equal(one_by_one.sample_vectors, together.sample_vectors)
+    for other in (together, one_by_one):
+        _assert_same_result(other, by_state, rtol=1e-12, atol=1e-12)
+        np.testing.assert_array_equal(other.sample_vectors, by_state.sample_vectors)
 
 
 @pytest.mark.parametrize(("batch_size", "budget"), [(2, 100_000), (32, 40), (3, 25)])

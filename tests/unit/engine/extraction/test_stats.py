@@ -167,3 +167,42 @@ def test_states_reduced_together_equal_the_reference_however_grouped(groups):
     np.testing.assert_array_equal(stats.argmax_count, ref["argmax_count"])
     with pytest.raises(ValueError):
         RunningStats(S, d).add_states(2, torch.zeros(2, 4, d))  # states 2..3 of 3
+
+
+@pytest.mark.parametrize("g", [1, 3])
+def test_eager_moments_are_centred_in_float64_and_propagate_like_torch(g):
+    """The CPU's eager moments (one float64 copy, batch-norm statistics) against an extended-
+    precision reference on the cases that break shortcuts: a large offset over a small spread
+    (a sum of squares minus n * mean^2 would lose it), a constant dimension (its sum of squares
+    about the mean is exactly zero), a massive activation; NaN and infinity propagate as in the
+    generic torch formulas (an infinite dimension has an infinite mean and an undefined spread)."""
+    import torch
+
+    from backend.engine.extraction.kernel import MOMENTS
+    from backend.engine.extraction.stats import moments
+
+    rng = np.random.default_rng(8)
+    n, d = 301, 6
+    x = rng.normal(size=(g, n, d))
+    x[..., 0] = 1e4 + 1e-2 * x[..., 0]
+    x[..., 1] = 3.3
+    x[:, 5, 2] = 3e3
+    x = x.astype(np.float32)
+    with MOMENTS.suspended():
+        mean, abs_sum, m2, lo, hi = moments(torch.from_numpy(x))
+    ref = x.astype(np.longdouble)
+    ref_mean = ref.mean(axis=1)
+    ref_m2 = ((ref - ref_mean[:, None]) ** 2).sum(axis=1)
+    np.testing.assert_allclose(mean.numpy(), ref_mean.astype(np.float64), rtol=1e-15)
+    np.testing.assert_allclose(abs_sum.numpy(), np.abs(ref).sum(axis=1).astype(float), rtol=1e-14)
+    np.testing.assert_allclose(m2.numpy(), ref_m2.astype(np.float64), rtol=1e-12)
+    assert (m2.numpy()[:, 1] == 0).all()
+    np.testing.assert_array_equal(lo.numpy(), x.min(axis=1))
+    np.testing.assert_array_equal(hi.numpy(), x.max(axis=1))
+
+    x[:, 7, 3], x[:, 9, 4] = np.nan, np.inf
+    mean, abs_sum, m2, lo, hi = (t.numpy() for t in moments(torch.from_numpy(x)))
+    assert np.isnan(mean[:, 3]).all() and np.isnan(m2[:, 3]).all() and np.isnan(lo[:, 3]).all()
+    assert np.isposinf(mean[:, 4]).all() and np.isposinf(abs_sum[:, 4]).all()
+    assert np.isnan(m2[:, 4]).all() and np.isposinf(hi[:, 4]).all()
+    assert np.isfinite(m2[:, :3]).all() and np.isfinite(m2[:, 5]).all()
