@@ -415,6 +415,9 @@ def _reduce_by_state(
     x = plan.buffers.take("x", (n, d), hidden_states[0].dtype, torch.device("cpu"))
     values = to_numpy(x, dtype=None)  # the buffer's own memory
     flat = torch.from_numpy(batch.flat)
+    # Every analysed token sampled (a corpus under the sample size): the rows go in order, which
+    # numpy copies as fast as the kernel and twice as fast as through a list of rows.
+    pick = None if len(batch.pick) == n else batch.pick
     for s, h in enumerate(hidden_states):
         torch.index_select(h.reshape(-1, d), 0, flat, out=x)
         if rows is None:
@@ -422,7 +425,7 @@ def _reduce_by_state(
         else:
             MOMENTS.reduce_state(values, s, rows)
         if len(batch.pick):
-            sample.write(s, batch.slots, values[None], batch.pick)
+            sample.write(s, batch.slots, values[None], pick)
     return None if rows is not None and not MOMENTS.finite(rows) else stats
 
 
