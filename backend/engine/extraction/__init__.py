@@ -3,10 +3,10 @@
 Pipeline: tokenize every text (truncated to ``max_length``), sort by length, run batches of at
 most ``token_budget`` padded tokens (and ``batch_size`` texts) under ``torch.inference_mode()``
 with ``output_hidden_states=True``, and reduce the hidden states of each batch *on the model's
-device*: the analysed tokens of a few consecutive states at a time are gathered into one reused
-buffer (at most ``REDUCE_GROUP_BYTES`` in float64, ``REDUCE_GROUP_BYTES_CPU`` on the CPU; one
-state at a time once the CPU's compiled kernel is warm) and folded into streaming float64
-statistics (:class:`backend.engine.extraction.stats.RunningStats`, Chan's parallel update).
+device*: the analysed tokens of one state at a time on the CPU (a few consecutive states at a
+time elsewhere: at most ``REDUCE_GROUP_BYTES`` in float64) are gathered into one reused buffer
+and folded into streaming float64 statistics
+(:class:`backend.engine.extraction.stats.RunningStats`, Chan's parallel update).
 Only those per-batch reductions ((S, d) vectors) and the sampled token vectors leave the device;
 hidden states are never stacked or copied to the host whole. If a batch runs out of memory (CUDA,
 MPS or CPU), it is halved and retried, later batches stay at the smaller size, and one notice says

@@ -10,11 +10,12 @@ token's minimum / maximum. The moments come from one compiled loop nest
 second and third passes hit the core's cache. The token sample's rows of the same state are
 copied by a compiled loop too (:meth:`MomentsKernel.copy_rows`).
 
-Why not torch: eager torch makes eight memory-bound passes over a float64 copy, and inductor's
-fused kernel ran 4x slower on one Xeon than on another (docs/performance.md). Here one 750 x 384
-state (a MiniLM batch) takes 0.18 ms on one core of a 2-vCPU Xeon with its argmin/argmax (0.09 ms
-for the moments alone), against 0.43 ms compiled by inductor with numpy's argmin/argmax and
-0.7 ms eagerly on both cores.
+Why not torch: eager torch makes a float64 copy and four memory-bound passes over it (see
+:func:`backend.engine.extraction.stats.moments`), and inductor's fused kernel ran 4x slower on
+one Xeon than on another (docs/performance.md). Here one 750 x 384 state (a MiniLM batch) takes
+0.18 ms on one core of a 2-vCPU Xeon with its argmin/argmax (0.09 ms for the moments alone),
+against 0.43 ms compiled by inductor with numpy's argmin/argmax and about 0.5 ms eagerly on both
+cores.
 
 One thread: split between threads, the kernel ran no faster beside the forward pass's OpenMP
 threads, which keep spinning for a while after each torch operation; run beside the next
