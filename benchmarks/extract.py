@@ -155,8 +155,9 @@ class Phases:
         self.seconds[name] = self.seconds.get(name, 0.0) + seconds
 
     def timed(self, name: str, fn):
-        """``fn`` timed under ``name``; a call inside another call of the same name (the eager
-        statistics trying the kernel first) counts once, in the outer one."""
+        """``fn`` timed under ``name``; a call inside another call of the same name (``add_state``
+        calling ``add_states``, a group of states trying the kernel first) counts once, in the
+        outer one."""
 
         def wrapper(*args, **kwargs):
             if self._open.get(name):

@@ -341,7 +341,8 @@ REDUCE_GROUP_BYTES_CPU = 4 << 20
 
 def _by_state(hidden_states: Sequence[torch.Tensor]) -> bool:
     """Whether a batch is reduced one state at a time (:func:`_reduce_by_state`): all its states
-    on the CPU, in one dtype that numpy holds (float32 or float64)."""
+    on the CPU, all float32 or all float64 (what the sample's row copy and numpy's argmin/argmax
+    read in place; other dtypes are converted group by group)."""
     dtype = hidden_states[0].dtype
     return dtype in (torch.float32, torch.float64) and all(
         h.device.type == "cpu" and h.dtype == dtype for h in hidden_states
