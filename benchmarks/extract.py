@@ -155,9 +155,8 @@ class Phases:
         self.seconds[name] = self.seconds.get(name, 0.0) + seconds
 
     def timed(self, name: str, fn):
-        """``fn`` timed under ``name``; a call inside another call of the same name (``add_state``
-        calling ``add_states``, a group of states trying the kernel first) counts once, in the
-        outer one."""
+        """``fn`` timed under ``name``; a call inside another call of the same name (a group of
+        states trying the kernel first) counts once, in the outer one."""
 
         def wrapper(*args, **kwargs):
             if self._open.get(name):
@@ -183,11 +182,12 @@ class Phases:
             (forward, "tokenize_part"),
             (forward, "forward_hidden_states"),
             (forward, "_reduce_batch"),
-            (RunningStats, "add_states"),  # eager statistics
+            (forward, "reduce_state"),  # eager statistics, state by state (the CPU)
+            (RunningStats, "add_states"),  # eager statistics in groups (GPUs)
             (MomentsKernel, "reduce_state"),  # the compiled kernel, state by state
             (SampleCandidates, "write"),
         ]
-        names = ["tokenize", "forward", "reduce", "statistics", "statistics", "sample"]
+        names = ["tokenize", "forward", "reduce"] + ["statistics"] * 3 + ["sample"]
         saved = [getattr(owner, attr) for owner, attr in patched]
         for (owner, attr), name, fn0 in zip(patched, names, saved, strict=True):
             setattr(owner, attr, self.timed(name, fn0))

@@ -242,16 +242,16 @@ def test_a_batch_with_the_kernel_equals_eager_non_finite_included(kernel, monkey
     assert np.isnan(got.mean[1, 4]) and np.isinf(got.min[2, 5])
 
 
-def test_kernel_rows_are_for_a_fresh_cpu_batch():
+def test_state_rows_are_for_a_fresh_cpu_batch():
     stats = RunningStats(2, 3)
-    rows = stats.kernel_rows(4)
+    rows = stats.state_rows(4)
     assert stats.count == 4 and len(rows) == 7 and rows[0].shape == (2, 3)
     rows[0][1, 2] = 5.0  # views: the kernel writes the statistics themselves
     assert stats.mean[1, 2] == 5.0
     with pytest.raises(ValueError):
-        stats.kernel_rows(4)  # already filled
+        stats.state_rows(4)  # already filled
     with pytest.raises(ValueError):
-        RunningStats(2, 3).kernel_rows(0)  # no tokens
+        RunningStats(2, 3).state_rows(0)  # no tokens
 
 
 def test_the_row_copy_leaves_what_it_does_not_cover_to_numpy(kernel):

@@ -206,3 +206,84 @@ def test_eager_moments_are_centred_in_float64_and_propagate_like_torch(g):
     assert np.isposinf(mean[:, 4]).all() and np.isposinf(abs_sum[:, 4]).all()
     assert np.isnan(m2[:, 4]).all() and np.isposinf(hi[:, 4]).all()
     assert np.isfinite(m2[:, :3]).all() and np.isfinite(m2[:, 5]).all()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
+@pytest.mark.parametrize("group", [1, 3])
+def test_eager_cpu_batches_write_the_full_batch_statistics_into_their_rows(dtype, group):
+    """The eager CPU path writes each group's moments and extreme counts straight into the
+    accumulators' rows (numpy for the counts where numpy holds the dtype, torch copies for
+    bfloat16, whose min and max are converted to float64): the result is the full-batch one."""
+    import torch
+
+    from backend.engine.extraction.kernel import MOMENTS
+    from backend.engine.extraction.stats import WorkBuffers
+
+    rng = np.random.default_rng(5)
+    S, n, d = 3, 97, 10
+    x = rng.normal(size=(S, n, d)) * rng.uniform(0.5, 4, size=d) + rng.normal(0, 2, size=d)
+    x[:, 11, 6] = 60.0  # one token's maximum and the dimension's max
+    states = torch.from_numpy(x).to(getattr(torch, dtype))
+    ref = _full_batch(states.to(torch.float64).numpy())
+    stats, buffers = RunningStats(S, d), WorkBuffers()
+    with MOMENTS.suspended():
+        for s0 in range(0, S, group):
+            stats.add_states(s0, states[s0 : s0 + group], buffers)
+            buffers.take("x64", (S, n, d), torch.float64, torch.device("cpu")).fill_(7.0)
+    assert stats.count == n
+    for name in ("mean", "variance", "mean_abs"):
+        np.testing.assert_allclose(getattr(stats, name), ref[name], rtol=1e-12, atol=1e-12)
+    for name in ("min", "max", "argmin_count", "argmax_count"):
+        np.testing.assert_array_equal(getattr(stats, name), ref[name])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_eager_state_rows_equal_a_batch_through_add_states(dtype):
+    """reduce_state, the kernel's eager twin, fills a batch's rows one state at a time with
+    exactly what add_states computes for the whole batch with the kernel off, a NaN and an
+    infinity included (torch's propagation), and the merged result is the full-batch one."""
+    import torch
+
+    from backend.engine.extraction.kernel import MOMENTS
+    from backend.engine.extraction.stats import WorkBuffers, reduce_state
+
+    rng = np.random.default_rng(9)
+    S, n, d = 4, 53, 12
+    x = rng.normal(size=(S, n, d)) * 3 + rng.normal(0, 5, size=d)
+    x[:, :, 2] += 1e4  # a large offset over a small spread
+    states = torch.from_numpy(x.astype(dtype))
+
+    def by_state(states: torch.Tensor) -> RunningStats:
+        stats = RunningStats(S, d)
+        rows = stats.state_rows(n)
+        scratch = torch.empty((1, n, d), dtype=torch.float64)
+        for s in range(S):
+            reduce_state(states[s], s, rows, scratch)
+        return stats
+
+    def batched(states: torch.Tensor) -> RunningStats:
+        stats = RunningStats(S, d)
+        with MOMENTS.suspended():
+            stats.add_states(0, states, WorkBuffers())
+        return stats
+
+    def assert_same(a: RunningStats, b: RunningStats) -> None:
+        names = ("_mean", "_m2", "_abs_sum", "_min", "_max", "_argmin", "_argmax")
+        for name in names:
+            torch.testing.assert_close(
+                getattr(a, name), getattr(b, name), rtol=0, atol=0, equal_nan=True
+            )
+
+    got = by_state(states)
+    assert_same(got, batched(states))
+    ref = _full_batch(states.to(torch.float64).numpy())
+    total = RunningStats(S, d).merge(got)
+    for name in ("mean", "variance", "mean_abs"):
+        np.testing.assert_allclose(getattr(total, name), ref[name], rtol=1e-12)
+    for name in ("min", "max", "argmin_count", "argmax_count"):
+        np.testing.assert_array_equal(getattr(total, name), ref[name])
+
+    states[1, 7, 3], states[2, 9, 4] = float("nan"), float("inf")
+    got = by_state(states)
+    assert_same(got, batched(states))
+    assert np.isnan(got.mean[1, 3]) and np.isposinf(got.mean[2, 4]) and np.isnan(got.m2[2, 4])
