@@ -183,7 +183,7 @@ class Phases:
             (forward, "forward_hidden_states"),
             (forward, "_reduce_batch"),
             (forward, "reduce_state"),  # eager statistics, state by state (the CPU)
-            (RunningStats, "add_states"),  # eager statistics in groups (GPUs)
+            (RunningStats, "add_states"),  # eager statistics in groups (GPUs, other dtypes)
             (MomentsKernel, "reduce_state"),  # the compiled kernel, state by state
             (SampleCandidates, "write"),
         ]
