@@ -205,12 +205,7 @@ class RunningStats:
             out._fill_states(s, x.unsqueeze(0), buffers)
         return out
 
-    def add_states(
-        self,
-        s0: int,
-        x: torch.Tensor,
-        buffers: WorkBuffers | None = None,
-    ) -> None:
+    def add_states(self, s0: int, x: torch.Tensor, buffers: WorkBuffers | None = None) -> None:
         """Set states ``s0 .. s0 + g - 1`` of a fresh per-batch object from their (g, tokens, d)
         activations (one tensor on one device).
 
@@ -234,8 +229,8 @@ class RunningStats:
 
         A few large operations over all g states rather than a dozen per state: on 2 CPU cores
         each operation's thread fork/join cost as much as the arithmetic of one small state.
-        On the CPU, :data:`MOMENTS` (compiled) reduces them where it is warm;
-        otherwise :func:`moments` runs eagerly on a reused float64 buffer.
+        On the CPU, :data:`MOMENTS` (compiled) reduces them where it is warm; otherwise
+        :func:`moments` runs eagerly on a reused float64 buffer.
         """
         if x.device.type == "mps":
             x = x.to("cpu")
