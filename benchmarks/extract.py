@@ -176,13 +176,13 @@ class Phases:
         from backend.engine.extraction import forward
         from backend.engine.extraction.kernel import MomentsKernel
         from backend.engine.extraction.sample import SampleCandidates
-        from backend.engine.extraction.stats import RunningStats
+        from backend.engine.extraction.stats import EagerStates, RunningStats
 
         patched = [
             (forward, "tokenize_part"),
             (forward, "forward_hidden_states"),
             (forward, "_reduce_batch"),
-            (forward, "reduce_state"),  # eager statistics, state by state (the CPU)
+            (EagerStates, "reduce"),  # eager statistics, state by state (the CPU)
             (RunningStats, "add_states"),  # eager statistics in groups (GPUs, other dtypes)
             (MomentsKernel, "reduce_state"),  # the compiled kernel, state by state
             (SampleCandidates, "write"),

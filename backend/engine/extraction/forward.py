@@ -21,7 +21,7 @@ from backend.engine.extraction.kernel import MOMENTS
 from backend.engine.extraction.media import MediaTokens, media_forward
 from backend.engine.extraction.partial import PartialExtraction, finish, token_table, tokenize_part
 from backend.engine.extraction.sample import SampleCandidates, sample_limit, token_priority
-from backend.engine.extraction.stats import RunningStats, WorkBuffers, reduce_state
+from backend.engine.extraction.stats import EagerStates, RunningStats, WorkBuffers
 from backend.engine.extraction.tokenization import TokenizedCorpus
 from backend.engine.extraction.types import ExtractionResult, ExtractionSettings
 from backend.engine.inputs.corpus import Corpus
@@ -407,8 +407,8 @@ def _reduce_by_state(
 
     ``kernel``: reduce with the compiled kernel (:meth:`MomentsKernel.reduce_state`); then
     None when an activation is not finite, and the caller reduces the batch again with
-    ``kernel=False``: eager torch (:func:`reduce_state`, the kernel's twin), whose propagation
-    of NaN and infinity defines the result.
+    ``kernel=False``: eager torch and numpy (:class:`EagerStates`, the kernel's twin), whose
+    propagation of NaN and infinity (torch's) defines the result.
     """
     hidden_states, n, d = batch.hidden_states, len(batch.flat), sample.hidden_size
     cpu = torch.device("cpu")
@@ -416,19 +416,19 @@ def _reduce_by_state(
     rows = stats.state_rows(n)
     x = plan.buffers.take("x", (n, d), hidden_states[0].dtype, cpu)
     values = to_numpy(x, dtype=None)  # the buffer's own memory
-    scratch = None if kernel else plan.buffers.take("x64", (1, n, d), torch.float64, cpu)
     flat = torch.from_numpy(batch.flat)
     # Every analysed token sampled (a corpus under the sample size): the rows go in order, which
     # numpy copies as fast as the kernel and twice as fast as through a list of rows.
     pick = None if len(batch.pick) == n else batch.pick
+    eager = None if kernel else EagerStates(x, rows, plan.buffers)
     for s, h in enumerate(hidden_states):
         torch.index_select(h.reshape(-1, d), 0, flat, out=x)
-        if scratch is None:
+        if kernel:
             MOMENTS.reduce_state(values, s, rows)
-        else:
-            reduce_state(x, s, rows, scratch)
-        if len(batch.pick):
+        if len(batch.pick):  # eagerly, before the float64 passes push the state out of cache
             sample.write(s, batch.slots, values[None], pick)
+        if eager is not None:
+            eager.reduce(s)
     return None if kernel and not MOMENTS.finite(rows) else stats
 
 

@@ -239,13 +239,13 @@ def test_eager_cpu_batches_write_the_full_batch_statistics_into_their_rows(dtype
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_eager_state_rows_equal_a_batch_through_add_states(dtype):
-    """reduce_state, the kernel's eager twin, fills a batch's rows one state at a time with
+    """EagerStates, the kernel's eager twin, fills a batch's rows one state at a time with
     exactly what add_states computes for the whole batch with the kernel off, a NaN and an
     infinity included (torch's propagation), and the merged result is the full-batch one."""
     import torch
 
     from backend.engine.extraction.kernel import MOMENTS
-    from backend.engine.extraction.stats import WorkBuffers, reduce_state
+    from backend.engine.extraction.stats import EagerStates, WorkBuffers
 
     rng = np.random.default_rng(9)
     S, n, d = 4, 53, 12
@@ -256,9 +256,11 @@ def test_eager_state_rows_equal_a_batch_through_add_states(dtype):
     def by_state(states: torch.Tensor) -> RunningStats:
         stats = RunningStats(S, d)
         rows = stats.state_rows(n)
-        scratch = torch.empty((1, n, d), dtype=torch.float64)
+        x = torch.empty((n, d), dtype=states.dtype)  # the caller's gather buffer
+        eager = EagerStates(x, rows, WorkBuffers())
         for s in range(S):
-            reduce_state(states[s], s, rows, scratch)
+            x.copy_(states[s])
+            eager.reduce(s)
         return stats
 
     def batched(states: torch.Tensor) -> RunningStats:
