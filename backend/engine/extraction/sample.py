@@ -156,7 +156,10 @@ class SampleCandidates:
 
         With ``pick``, float32 and float64 rows on the CPU are copied by the compiled kernel
         where it is warm (:meth:`backend.engine.extraction.kernel.MomentsKernel.copy_rows`),
-        with no gathered copy in between."""
+        with no gathered copy in between; until then float32 rows by torch's ``index_select``
+        and ``index_copy_`` on all cores (SmolLM2's 400 texts, most of whose tokens are
+        sampled, reduced eagerly in 0.64 s against 0.71 s with numpy's fancy indexing: medians
+        of 6 extractions in one process, alternating; MiniLM's 2,000 texts in the same time)."""
         if isinstance(vectors, torch.Tensor):
             keep = vectors.device.type == "cpu" and vectors.dtype in (torch.float32, torch.float64)
             vectors = to_numpy(vectors, dtype=None if keep else torch.float32)
@@ -164,7 +167,12 @@ class SampleCandidates:
             target = self._vectors[s0 + j]
             if pick is None:
                 target[slots] = state
-            elif not MOMENTS.copy_rows(state, pick, slots, target):
+            elif MOMENTS.copy_rows(state, pick, slots, target):
+                continue
+            elif state.dtype == target.dtype:
+                rows = torch.from_numpy(state).index_select(0, torch.from_numpy(pick))
+                torch.from_numpy(target).index_copy_(0, torch.from_numpy(slots), rows)
+            else:
                 target[slots] = state[pick]
 
     def __len__(self) -> int:
