@@ -84,9 +84,10 @@ def moments(
     sum |x| and sum of squares about that mean (centred in float64: no cancellation), and the
     min and max (in x's dtype).
 
-    The eager implementation (GPU, MPS, and the CPU until :data:`MOMENTS` is compiled); pass
-    ``scratch``, a (g, n, d) float64 buffer reused across batches, and the passes run in place
-    on it.
+    The eager implementation for groups of states (GPU, MPS, and CPU groups in other dtypes or
+    across devices until :data:`MOMENTS` is compiled; CPU states one at a time go through
+    :class:`EagerStates`); pass ``scratch``, a (g, n, d) float64 buffer reused across batches,
+    and the passes run in place on it.
     """
     if x.device.type == "cpu":
         return _moments_cpu(x, scratch)
