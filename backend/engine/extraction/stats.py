@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from backend.engine.device import to_numpy
-from backend.engine.extraction.kernel import MOMENTS, extreme_counts
+from backend.engine.extraction.kernel import MOMENTS, extreme_counts, state_extreme_counts
 
 _F64 = torch.float64
 
@@ -157,7 +157,7 @@ class EagerStates:
 
     What reads the activations in their own dtype goes first, with numpy on this thread, while
     the state just gathered is still in the core's cache: the extreme-index counts
-    (:func:`backend.engine.extraction.kernel.extreme_counts`), then each dimension's min and
+    (:func:`backend.engine.extraction.kernel.state_extreme_counts`), then each dimension's min and
     max (numpy's, which propagate NaN as torch's ``amin``/``amax`` do). The float64 copy and
     passes of :func:`_float64_moments` come last, since they push the state out of the cache.
     Everything is written straight into the rows. The caller writes the state's sampled rows
@@ -174,7 +174,7 @@ class EagerStates:
     def reduce(self, s: int) -> None:
         """Reduce the activations now in ``x`` into row ``s``."""
         values, out = self.values, self.out
-        out[5][s : s + 1], out[6][s : s + 1] = extreme_counts(values[None])
+        state_extreme_counts(values, out[5][s], out[6][s])
         np.minimum.reduce(values, axis=0, out=self.extremes[0])
         np.maximum.reduce(values, axis=0, out=self.extremes[1])
         out[3][s], out[4][s] = self.extremes
