@@ -46,16 +46,16 @@ def extreme_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     ~10x faster than torch's on the CPU.
     """
     g, _, d = values.shape
-    shift = np.arange(g)[:, None] * d
-    low = np.bincount((values.argmin(axis=2) + shift).ravel(), minlength=g * d)
-    high = np.bincount((values.argmax(axis=2) + shift).ravel(), minlength=g * d)
-    return low.reshape(g, d), high.reshape(g, d)
+    low, high = np.empty((g, d), dtype=np.int64), np.empty((g, d), dtype=np.int64)
+    for s in range(g):
+        state_extreme_counts(values[s], low[s], high[s])
+    return low, high
 
 
 def state_extreme_counts(values: np.ndarray, low: np.ndarray, high: np.ndarray) -> None:
     """:func:`extreme_counts` of one (n, d) state, written into the (d,) int64 rows ``low`` and
-    ``high``: the loop over states calls it, and without the states axis to shift and reshape
-    it takes 0.09 ms instead of 0.11 ms for a 750 x 384 state (warm cache, model 167 VM)."""
+    ``high``. The loop over states calls it directly: 0.09 ms for a 750 x 384 state, where a
+    states axis to shift and reshape took 0.11 ms (warm cache, model 167 VM)."""
     d = values.shape[1]
     low[:] = np.bincount(values.argmin(axis=1), minlength=d)
     high[:] = np.bincount(values.argmax(axis=1), minlength=d)
