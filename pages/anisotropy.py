@@ -5,9 +5,8 @@ sections are in ui/views/anisotropy.py."""
 from __future__ import annotations
 
 import streamlit as st
-
-from ui.frame.page import load_or_stop, show_notices
-from ui.views import anisotropy as view
+from isoscope.ui.frame.page import load_or_stop, show_notices
+from isoscope.ui.views import anisotropy as view
 
 st.title("Anisotropy")
 loaded, result = load_or_stop()

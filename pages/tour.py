@@ -7,9 +7,8 @@ is computed once per model and corpus and then cached. The sections are in ui/vi
 from __future__ import annotations
 
 import streamlit as st
-
-from ui.frame.page import load_or_stop
-from ui.views import tour as view
+from isoscope.ui.frame.page import load_or_stop
+from isoscope.ui.views import tour as view
 
 st.title("Guided tour")
 view.intro()

@@ -4,8 +4,7 @@ text encoded alone, and "two extraction results are the same"."""
 from __future__ import annotations
 
 import numpy as np
-
-from backend.engine.extraction import TokenTable, encode_text
+from isoscope.engine.extraction import TokenTable, encode_text
 
 TEXTS = (
     "The bank raised its interest rates again.",

@@ -13,8 +13,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from backend.analysis.layernorm.thresholds import LN_K, LN_SHARE, RANDOM_CONTROLS
-from backend.commands.common import (
+from isoscope.analysis.layernorm.thresholds import LN_K, LN_SHARE, RANDOM_CONTROLS
+from isoscope.commands.common import (
     ProgressPrinter,
     add_input_args,
     add_model_args,
@@ -25,7 +25,7 @@ from backend.commands.common import (
     read_pairs,
     write_json,
 )
-from backend.engine.params import SEED
+from isoscope.engine.params import SEED
 
 
 def add_parser(sub) -> None:
@@ -58,13 +58,13 @@ def add_parser(sub) -> None:
 
 
 if TYPE_CHECKING:
-    from backend.engine.load.models import LoadedModel
+    from isoscope.engine.load.models import LoadedModel
 
 
 def _load_with_mlm_head(args: argparse.Namespace) -> LoadedModel | None:
     """The model with its MLM head (for the masked-token loss), or None with a note when the
     head cannot be loaded."""
-    from backend.engine.errors import ModelLoadError
+    from isoscope.engine.errors import ModelLoadError
 
     try:
         return load_model_from_args(args, head="mlm")
@@ -76,8 +76,8 @@ def _load_with_mlm_head(args: argparse.Namespace) -> LoadedModel | None:
 def _chosen_norms(args: argparse.Namespace, loaded: LoadedModel) -> list[str] | None:
     """``--norms`` (and ``--include-head``) checked against the model's LayerNorms before any
     work: None means the default (every layer's output LN)."""
-    from backend.analysis.layernorm.params import norms_of, select_norms
-    from backend.engine.errors import InputError
+    from isoscope.analysis.layernorm.params import norms_of, select_norms
+    from isoscope.engine.errors import InputError
 
     sites = norms_of(loaded)  # UnsupportedModelError (exit 2) for a model without LayerNorms
     norms = [n.strip() for n in args.norms.split(",") if n.strip()] if args.norms else None
@@ -115,9 +115,9 @@ def _payload(report, detection, loaded, corpus) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from backend.analysis.layernorm.ablation import has_mlm_checkpoint, parse_dims, run_ablation
-    from backend.analysis.layernorm.params import ln_outliers
-    from backend.engine.errors import InputError
+    from isoscope.analysis.layernorm.ablation import has_mlm_checkpoint, parse_dims, run_ablation
+    from isoscope.analysis.layernorm.params import ln_outliers
+    from isoscope.engine.errors import InputError
 
     out = check_out_path(args.out)
     LN_K.check(args.k, LN_K.flag)  # before any model loads

@@ -3,7 +3,7 @@
 Luo, Kulmizev & Mao 2021 (arXiv 2011.04393), Table 2. Each sentence is mean-pooled at every hidden
 state (all non-padding tokens, like sentence-transformers); the cosine of each pair is ranked
 against the gold scores. ``--clip auto`` zeroes, per hidden state, its outlier dims (the headline
-rule of :func:`backend.analysis.geometry.outliers.auto_clip_dims`, what "auto" means everywhere),
+rule of :func:`isoscope.analysis.geometry.outliers.auto_clip_dims`, what "auto" means everywhere),
 detected on an extraction of the evaluated sentences (through the result cache);
 ``--clip largest-mean`` zeroes the two dimensions with the largest |mean| over the evaluated texts'
 pooled vectors; ``--clip 223,338`` zeroes those dims at every state; ``--clip none`` reports the
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 
-from backend.commands.common import (
+from isoscope.commands.common import (
     ProgressPrinter,
     add_cache_args,
     add_model_args,
@@ -55,15 +55,15 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from backend.analysis.geometry.postprocess import POSTPROCESSORS
-    from backend.analysis.geometry.similarity import (
+    from isoscope.analysis.geometry.postprocess import POSTPROCESSORS
+    from isoscope.analysis.geometry.similarity import (
         clip_dims_by_state,
         parse_clip,
         pool_pairs,
         sts_by_state,
     )
-    from backend.engine.errors import InputError
-    from backend.engine.inputs.pairs import read_pairs_csv
+    from isoscope.engine.errors import InputError
+    from isoscope.engine.inputs.pairs import read_pairs_csv
 
     out = check_out_path(args.out)
     check_cache_args(args)
@@ -90,9 +90,9 @@ def run(args: argparse.Namespace) -> int:
     )
     result = None
     if clip == "auto":  # the outlier dims of the evaluated sentences' hidden states
-        from backend.engine.extraction import ExtractionSettings
-        from backend.engine.inputs.corpus import Corpus
-        from backend.engine.inputs.pairs import evaluated_texts
+        from isoscope.engine.extraction import ExtractionSettings
+        from isoscope.engine.inputs.corpus import Corpus
+        from isoscope.engine.inputs.pairs import evaluated_texts
 
         sentences = evaluated_texts(pairs)
         settings = ExtractionSettings(max_length=args.max_length, batch_size=args.batch_size)

@@ -16,15 +16,14 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
-from backend.engine.environment import offline_env
+from isoscope.engine.environment import offline_env
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
-    pytest.importorskip("hatchling", reason="hatchling (isoscope's build backend) is not installed")
+    pytest.importorskip("setuptools", reason="setuptools (isoscope's build backend) is not installed")
     out = tmp_path_factory.mktemp("dist")
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
@@ -40,19 +39,22 @@ def wheel(tmp_path_factory) -> Path:
 def test_wheel_holds_the_packages_the_app_and_the_command(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     for required in (
-        "backend/cli.py",
-        "backend/engine/load/models.py",
-        "ui/work/extraction.py",
-        "ui/views/overview.py",
-        "isoscope_app/app.py",
-        "isoscope_app/pages/overview.py",
-        "isoscope_app/assets/sample_corpus.txt",
-        "isoscope_app/.streamlit/config.toml",
+        "isoscope/__init__.py",
+        "isoscope/cli.py",
+        "isoscope/engine/load/models.py",
+        "isoscope/ui/work/extraction.py",
+        "isoscope/ui/views/overview.py",
+        "isoscope/ui/widgets/frontend/atlas.html",
+        "isoscope/app/app.py",
+        "isoscope/app/pages/overview.py",
+        "isoscope/app/assets/sample_corpus.txt",
+        "isoscope/app/.streamlit/config.toml",
     ):
         assert required in names, f"{required} missing from {wheel.name}"
-    assert not any(n.startswith("tests/") for n in names)
+    top_level = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert top_level == {"isoscope"}, f"the wheel installs more than one top-level name: {top_level}"
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
-    assert "isoscope = backend.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "isoscope = isoscope.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
 
 
 @pytest.fixture(scope="module")
@@ -92,10 +94,10 @@ def test_isoscope_help_and_version_of_the_installed_wheel(installed, tmp_path):
     for command in ("serve", "analyze", "massive", "report", "compare"):
         assert command in done.stdout
     where = subprocess.run(
-        [str(installed / "bin" / "python"), "-c", "import backend; print(backend.__file__)"],
+        [str(installed / "bin" / "python"), "-c", "import isoscope; print(isoscope.__file__)"],
         cwd=tmp_path, env=offline_env(), capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
-    assert str(installed) in where, f"backend imported from {where}, not from the wheel"
+    assert str(installed) in where, f"isoscope imported from {where}, not from the wheel"
 
 
 def test_isoscope_analyze_on_the_bundled_model(installed, tmp_path):
@@ -114,14 +116,14 @@ def test_isoscope_analyze_on_the_bundled_model(installed, tmp_path):
 
 def test_installed_serve_finds_the_app_shipped_in_the_wheel(installed, tmp_path):
     code = (
-        "from backend.commands.serve import streamlit_command; "
+        "from isoscope.commands.serve import streamlit_command; "
         "print(streamlit_command('127.0.0.1', 8501)[4])"
     )
     app = subprocess.run(
         [str(installed / "bin" / "python"), "-c", code],
         cwd=tmp_path, env=offline_env(), capture_output=True, text=True, check=True,
     ).stdout.strip()  # fmt: skip
-    assert app.endswith("isoscope_app/app.py") and str(installed) in app
+    assert app.endswith("isoscope/app/app.py") and str(installed) in app
     assert os.path.isfile(app)
 
 

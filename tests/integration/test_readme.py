@@ -38,11 +38,11 @@ def test_the_readme_notebook_example_runs(tmp_path, monkeypatch, capsys):
 
 
 def test_the_api_names_resolve_lazily():
-    import backend
+    import isoscope
 
-    for name in backend.API:
-        assert getattr(backend, name) is not None, name
-    assert "load_model" in dir(backend)
+    for name in isoscope.API:
+        assert getattr(isoscope, name) is not None, name
+    assert "load_model" in dir(isoscope)
 
 
 def test_the_readme_is_a_short_guide():

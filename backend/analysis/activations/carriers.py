@@ -3,8 +3,8 @@ delimiter tokens ("." "," "\\n"), or other tokens; and the count of a scan's mas
 by carrier, their most frequent dims and tokens.
 
 A text model's carriers are :data:`CARRIERS`, named by :func:`text_carrier`; image and speech
-models name their own (``backend.analysis.activations.highnorm``) and pass them to
-:meth:`backend.analysis.activations.massive.MassiveAccumulator.finish`.
+models name their own (``isoscope.analysis.activations.highnorm``) and pass them to
+:meth:`isoscope.analysis.activations.massive.MassiveAccumulator.finish`.
 """
 
 from __future__ import annotations

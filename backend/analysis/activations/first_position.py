@@ -1,15 +1,14 @@
 """The first position's share of the geometry: anisotropy and the largest |mean| per hidden state,
 with and without position 0, on one extraction's token sample (docs/methods.md section 7, "In
 practice"). A causal model's first token is the same vector in every text and carries the massive
-activations (``backend.analysis.activations.massive``), so it can dominate both statistics."""
+activations (``isoscope.analysis.activations.massive``), so it can dominate both statistics."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
-
-from backend.engine.errors import InputError
+from isoscope.engine.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -33,11 +32,11 @@ def first_position_contrast(result, n_pairs: int | None = None, seed: int | None
     """How much the first position changes the picture (docs/methods.md section 7, "In practice").
 
     ``result`` must include position 0 (``settings.exclude_first`` off). Anisotropy is Ethayarajh's
-    mean cosine of random different-text pairs (``backend.analysis.geometry.isotropy``); the largest |mean| is the
+    mean cosine of random different-text pairs (``isoscope.analysis.geometry.isotropy``); the largest |mean| is the
     statistic behind the Outlier page's heatmap. Raises InputError when the sample has no
     position-0 token.
     """
-    from backend.analysis.geometry.isotropy import (
+    from isoscope.analysis.geometry.isotropy import (
         N_PAIRS,
         PAIR_SEED,
         different_text_pairs,

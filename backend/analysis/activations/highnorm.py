@@ -3,7 +3,7 @@
 - Sun, Chen, Kolter & Liu 2024 (arXiv 2402.17762, section 5) find the massive activations of
   LLMs in CLIP ViT-L and DINOv2-reg ViT-G too: a few values with |h| > 100 and ~1000 x the median,
   in fixed dims, carried by a few tokens (the register tokens of DINOv2-reg). The statistics are
-  the decoder's (:class:`backend.analysis.activations.massive.MassiveAccumulator`); only the carriers
+  the decoder's (:class:`isoscope.analysis.activations.massive.MassiveAccumulator`); only the carriers
   differ: [CLS], distillation, register or patch tokens instead of first / delimiter / other.
 - Darcet, Oquab, Mairal & Bojanowski 2024, *Vision Transformers Need Registers* (arXiv
   2309.16588): large ViTs grow a few **high-norm patch tokens** (L2 norm > ~150 at the output of
@@ -19,19 +19,18 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-
-from backend.analysis.activations.massive import MassiveAccumulator, MassiveStats
-from backend.analysis.activations.params import HIGH_NORM_FACTOR
-from backend.engine.arch.layout import InputLayout
-from backend.engine.budget.batching import plan_batches
-from backend.engine.budget.progress import Progress
-from backend.engine.device import to_numpy
-from backend.engine.errors import InputError
-from backend.engine.extraction.media import MediaTokens, media_forward, prepare_media
-from backend.engine.extraction.stats import accumulation_device
-from backend.engine.inputs.media import MediaItem
-from backend.engine.load.models import LoadedModel
-from backend.engine.naming import hidden_state_names
+from isoscope.analysis.activations.massive import MassiveAccumulator, MassiveStats
+from isoscope.analysis.activations.params import HIGH_NORM_FACTOR
+from isoscope.engine.arch.layout import InputLayout
+from isoscope.engine.budget.batching import plan_batches
+from isoscope.engine.budget.progress import Progress
+from isoscope.engine.device import to_numpy
+from isoscope.engine.errors import InputError
+from isoscope.engine.extraction.media import MediaTokens, media_forward, prepare_media
+from isoscope.engine.extraction.stats import accumulation_device
+from isoscope.engine.inputs.media import MediaItem
+from isoscope.engine.load.models import LoadedModel
+from isoscope.engine.naming import hidden_state_names
 
 IMAGE_CARRIERS = ("CLS", "distillation", "register", "patch")
 AUDIO_CARRIERS = ("first frame", "other frame")
@@ -119,7 +118,7 @@ def scan_images(
     batch_size: int = 16,
     progress: Progress | None = None,
 ) -> ImageScan:
-    """Massive activations (exact median, as :func:`backend.analysis.activations.scan.scan_massive`:
+    """Massive activations (exact median, as :func:`isoscope.analysis.activations.scan.scan_massive`:
     a second pass) and every token's norm, over ``items`` through the extraction's forward pass."""
     layout: InputLayout = loaded.layout
     if layout.modality != "image" or not layout.grid:
@@ -192,7 +191,7 @@ def _scan_passes(
 @dataclass(frozen=True)
 class AudioScan:
     """One pass of a speech encoder over clips, over each clip's own frames only (a Whisper
-    clip's padding frames past its end are left out, :mod:`backend.engine.arch.layout`).
+    clip's padding frames past its end are left out, :mod:`isoscope.engine.arch.layout`).
 
     ``massive``: Sun et al.'s statistics per hidden state (``top_text`` the clip, ``top_position``
     the frame, ``top_token`` its start time; carriers :data:`AUDIO_CARRIERS`); ``norms``: float32

@@ -17,7 +17,7 @@ channels:
 A :class:`InnerSite` is one such activation; per site, over every non-padding token, we keep
 the median |x| (a log histogram, within 1.2 %), the largest |x|, and per channel the number of
 tokens with |x| >= 6 (LLM.int8's magnitude) and with |x| >= 6 / 0.6745 times the site's own median
-(the scale-free rule of ``backend.analysis.activations.int8``). A channel is an outlier channel of
+(the scale-free rule of ``isoscope.analysis.activations.int8``). A channel is an outlier channel of
 the site when one of the rules holds on >= 6 % of the tokens. The cross-layer rule of LLM.int8
 (>= 25 % of the sites) is not applied: each site has its own channels.
 """
@@ -29,12 +29,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-
-from backend.analysis.activations.int8 import RELATIVE, TOKEN_SHARE, far_from_unit
-from backend.analysis.activations.loghist import N_BINS, log_histogram, median_from_histogram
-from backend.engine.arch.mixers import STATE_SPACE_KINDS
-from backend.engine.device import to_numpy
-from backend.engine.params import LLM_INT8_THRESHOLD
+from isoscope.analysis.activations.int8 import RELATIVE, TOKEN_SHARE, far_from_unit
+from isoscope.analysis.activations.loghist import N_BINS, log_histogram, median_from_histogram
+from isoscope.engine.arch.mixers import STATE_SPACE_KINDS
+from isoscope.engine.device import to_numpy
+from isoscope.engine.params import LLM_INT8_THRESHOLD
 
 NORM_OUTPUT, SSM_INPUT, OUT_PROJ_INPUT = "norm output", "SSM input", "out_proj input"
 SITE_KINDS = (NORM_OUTPUT, SSM_INPUT, OUT_PROJ_INPUT)
@@ -179,7 +178,7 @@ def mixer_hooks(
     loaded, pattern, int8_paths: set[str], device: torch.device
 ) -> tuple[InnerAccumulator | None, dict, dict]:
     """The accumulator of the sites inside the mixers (:func:`inner_sites`) with its forward
-    hooks and forward pre-hooks (for ``backend.engine.arch.hooks.forward_hooks``); None and no hooks
+    hooks and forward pre-hooks (for ``isoscope.engine.arch.hooks.forward_hooks``); None and no hooks
     when the model has no such site."""
     sites, outputs, inputs = inner_sites(loaded, pattern, int8_paths)
     if not sites:
@@ -206,8 +205,8 @@ def inner_sites(
     projection (the traced wiring; gated norms included, their gate passed through untouched:
     the hooks read outputs only) and that is not one of LLM.int8's residual-width sites
     (``int8_paths``)."""
-    from backend.engine.arch import wiring
-    from backend.engine.errors import UnsupportedModelError
+    from isoscope.engine.arch import wiring
+    from isoscope.engine.errors import UnsupportedModelError
 
     model = loaded.model
     named = dict(model.named_modules())

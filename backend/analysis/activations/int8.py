@@ -8,13 +8,13 @@ i.e. the outputs of each layer's norms, and report a phase shift near 6.7B param
 to 100 % of layers affected); small models are expected to have none.
 
 Here a *site* is the output of a norm that is the input of a projection inside a Transformer block
-(:func:`backend.engine.arch.wiring`: ``L{i}.pre_attn_ln`` and ``L{i}.pre_mlp_ln`` of pre-norm
+(:func:`isoscope.engine.arch.wiring`: ``L{i}.pre_attn_ln`` and ``L{i}.pre_mlp_ln`` of pre-norm
 decoders, ``emb.ln`` / ``L{i}.attn_ln`` / ``L{i}.out_ln`` of post-LN encoders; not Gemma-2/3's or
 OLMo-2's post-attention / post-feedforward norms, whose outputs only join the residual stream).
 Per site and dim we count the tokens (every non-padding position of the corpus, the first one
 included) with ``|x| >= 6``; the dim *counts at the site* when that is >= 6 % of the tokens. Its
 ``site_share`` is the fraction of sites where it counts; it is an outlier feature when
-``site_share >= 0.25``. The counts are taken with forward hooks (``backend.engine.arch.hooks.forward_hooks``).
+``site_share >= 0.25``. The counts are taken with forward hooks (``isoscope.engine.arch.hooks.forward_hooks``).
 
 The |x| >= 6 threshold assumes unit-scale norm outputs (OPT's LayerNorm outputs, median |x| near
 0.67, the median |z| of a standard normal). Each site's median |x| is measured too (a log
@@ -30,11 +30,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-
-from backend.analysis.activations.loghist import N_BINS, log_histogram, median_from_histogram
-from backend.engine.device import to_numpy
-from backend.engine.load.models import LoadedModel
-from backend.engine.params import DETTMERS_2022, LLM_INT8_THRESHOLD, Cited, percent
+from isoscope.analysis.activations.loghist import N_BINS, log_histogram, median_from_histogram
+from isoscope.engine.device import to_numpy
+from isoscope.engine.load.models import LoadedModel
+from isoscope.engine.params import DETTMERS_2022, LLM_INT8_THRESHOLD, Cited, percent
 
 # A dim counts at a site on >= 6 % of its tokens, and is an outlier feature at >= 25 % of the sites.
 TOKEN_SHARE = Cited(0.06, DETTMERS_2022)
@@ -262,11 +261,11 @@ class Int8Accumulator:
 
 
 def int8_sites(loaded: LoadedModel) -> list:
-    """The norms (``backend.analysis.layernorm.params``) whose outputs are the inputs of projections
-    inside the Transformer blocks (the traced wiring of :func:`backend.engine.arch.wiring`): exactly
+    """The norms (``isoscope.analysis.layernorm.params``) whose outputs are the inputs of projections
+    inside the Transformer blocks (the traced wiring of :func:`isoscope.engine.arch.wiring`): exactly
     LLM.int8's measurement points. Gemma-2/3's post-attention / post-feedforward norms, whose
     outputs only join the residual stream, are not sites."""
-    from backend.analysis.layernorm.params import find_norms
+    from isoscope.analysis.layernorm.params import find_norms
 
     sites = find_norms(
         loaded.model,

@@ -6,12 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
-from backend.analysis.activations.params import MASSIVE_MAX_LENGTH
-from backend.engine.errors import InputError
-from backend.engine.extraction import encode_text
-from backend.engine.load.models import LoadedModel
-from backend.engine.naming import hidden_state_names
+from isoscope.analysis.activations.params import MASSIVE_MAX_LENGTH
+from isoscope.engine.errors import InputError
+from isoscope.engine.extraction import encode_text
+from isoscope.engine.load.models import LoadedModel
+from isoscope.engine.naming import hidden_state_names
 
 
 @dataclass(frozen=True)

@@ -26,9 +26,9 @@ token of the corpus, first position included:
   attributed to their carriers: the first position, delimiter tokens, or other tokens.
 
 :func:`peak_state` is the one rule for "the peak state" (the largest |h|). The carriers are named
-in :mod:`backend.analysis.activations.carriers`; the pass over a text model's corpus that feeds
-:class:`MassiveAccumulator` is :func:`backend.analysis.activations.scan.scan_massive` (image and
-speech models: :mod:`backend.analysis.activations.highnorm`).
+in :mod:`isoscope.analysis.activations.carriers`; the pass over a text model's corpus that feeds
+:class:`MassiveAccumulator` is :func:`isoscope.analysis.activations.scan.scan_massive` (image and
+speech models: :mod:`isoscope.analysis.activations.highnorm`).
 """
 
 from __future__ import annotations
@@ -38,9 +38,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-
-from backend.analysis.activations.carriers import CARRIERS, count_carriers, text_carrier
-from backend.analysis.activations.loghist import (
+from isoscope.analysis.activations.carriers import CARRIERS, count_carriers, text_carrier
+from isoscope.analysis.activations.loghist import (
     BINS_PER_DECADE,
     LOG_LO,
     N_BINS,
@@ -49,8 +48,8 @@ from backend.analysis.activations.loghist import (
     median_bin,
     median_from_histogram,
 )
-from backend.engine.device import to_numpy
-from backend.engine.params import MASSIVE_ABS_THRESHOLD, MASSIVE_MEDIAN_RATIO
+from isoscope.engine.device import to_numpy
+from isoscope.engine.params import MASSIVE_ABS_THRESHOLD, MASSIVE_MEDIAN_RATIO
 
 TOP_K = 3
 MAX_CANDIDATES = 2_000_000

@@ -1,10 +1,10 @@
-"""The massive-activation scan's parameters, declared once (:class:`backend.engine.params.Interval`):
+"""The massive-activation scan's parameters, declared once (:class:`isoscope.engine.params.Interval`):
 read by ``isoscope massive``'s options and the Decoder phenomena page's controls and links. A
 module without torch, so that the CLI's option defaults load nothing heavy."""
 
 from __future__ import annotations
 
-from backend.engine.params import MAX_LENGTH, PAGE_LENGTHS, Interval
+from isoscope.engine.params import MAX_LENGTH, PAGE_LENGTHS, Interval
 
 # The sidebar extraction's length: the scan reads the same window of each text as the
 # hidden-state statistics shown beside it. The first token and the first delimiters, where Sun et

@@ -1,11 +1,11 @@
 """The scan over a corpus: one pass of a text model that measures massive activations (Sun et al.
-2024, :mod:`backend.analysis.activations.massive`), attention sinks
-(:mod:`backend.analysis.activations.sinks`) and LLM.int8-style outlier features
-(:mod:`backend.analysis.activations.int8`) together.
+2024, :mod:`isoscope.analysis.activations.massive`), attention sinks
+(:mod:`isoscope.analysis.activations.sinks`) and LLM.int8-style outlier features
+(:mod:`isoscope.analysis.activations.int8`) together.
 
 :func:`scan_massive` runs the model over the corpus (eager attention, hidden states and norm
 hooks together, then the hidden states once more for the exact median) and returns the three
-readings, plus the outliers inside the mixers (:mod:`backend.analysis.activations.inner`), in one
+readings, plus the outliers inside the mixers (:mod:`isoscope.analysis.activations.inner`), in one
 :class:`MassiveScan`.
 """
 
@@ -17,31 +17,30 @@ from typing import Any
 
 import numpy as np
 import torch
-
-from backend.analysis.activations.inner import InnerReading, mixer_hooks
-from backend.analysis.activations.int8 import Int8Accumulator, Int8Stats, int8_sites
-from backend.analysis.activations.massive import MassiveAccumulator, MassiveStats
-from backend.analysis.activations.params import MASSIVE_BATCH_SIZE, MASSIVE_MAX_LENGTH
-from backend.analysis.activations.sinks import (
+from isoscope.analysis.activations.inner import InnerReading, mixer_hooks
+from isoscope.analysis.activations.int8 import Int8Accumulator, Int8Stats, int8_sites
+from isoscope.analysis.activations.massive import MassiveAccumulator, MassiveStats
+from isoscope.analysis.activations.params import MASSIVE_BATCH_SIZE, MASSIVE_MAX_LENGTH
+from isoscope.analysis.activations.sinks import (
     SinkStats,
     attention_weights_of,
     eager_attention,
     sink_accumulator,
 )
-from backend.engine.arch.hooks import forward_hooks
-from backend.engine.budget.batching import plan_batches
-from backend.engine.budget.progress import Progress, counter
-from backend.engine.errors import InputError, UnsupportedModelError
-from backend.engine.extraction import (
+from isoscope.engine.arch.hooks import forward_hooks
+from isoscope.engine.budget.batching import plan_batches
+from isoscope.engine.budget.progress import Progress, counter
+from isoscope.engine.errors import InputError, UnsupportedModelError
+from isoscope.engine.extraction import (
     TokenizedCorpus,
     pad_batch,
     pad_token_id,
     residual_states,
     tokenize,
 )
-from backend.engine.extraction.stats import accumulation_device
-from backend.engine.load.models import LoadedModel
-from backend.engine.naming import hidden_state_names
+from isoscope.engine.extraction.stats import accumulation_device
+from isoscope.engine.load.models import LoadedModel
+from isoscope.engine.naming import hidden_state_names
 
 ATTENTION_BYTES = 1 << 30  # cap on the attention weights of one batch (all layers)
 
@@ -53,7 +52,7 @@ class MassiveScan:
     ``sinks`` is None when the model has no softmax-attention layer or returns no attention
     weights, ``int8`` None when it has no per-layer norms; ``notes`` says why. ``inner``: the
     outliers inside the mixers (norms in mixers, state-space mixers' internal inputs;
-    ``backend.analysis.activations.inner``), None when the model has no such site.
+    ``isoscope.analysis.activations.inner``), None when the model has no such site.
     """
 
     massive: MassiveStats
@@ -68,7 +67,7 @@ class MassiveScan:
 
 
 def _padded(tokenized: TokenizedCorpus, rows: np.ndarray, pad_id: int):
-    """The extraction's padding rule (:func:`backend.engine.extraction.pad_batch`), with a
+    """The extraction's padding rule (:func:`isoscope.engine.extraction.pad_batch`), with a
     boolean mask and the rows' lengths."""
     ids, mask = pad_batch(tokenized, rows, pad_id)
     return ids, mask.astype(bool), tokenized.lengths[rows]
@@ -218,9 +217,9 @@ def _int8_hooks(loaded: LoadedModel, notes: list[str]) -> tuple[Int8Accumulator 
 
 
 def _layer_pattern(loaded: LoadedModel):
-    """The model's layer pattern (``backend.engine.arch.layer_pattern``), or None when it cannot
+    """The model's layer pattern (``isoscope.engine.arch.layer_pattern``), or None when it cannot
     be read (the views then treat every layer as attention, as before the pattern existed)."""
-    from backend.engine.arch import layer_pattern
+    from isoscope.engine.arch import layer_pattern
 
     try:
         return layer_pattern(loaded)
@@ -237,7 +236,7 @@ def _int8_paths(loaded: LoadedModel) -> list:
 
 def _stacked_states(loaded: LoadedModel, out: Any, num_states: int) -> torch.Tensor:
     """(S, B, T, d): the forward pass's hidden states, all ``num_states`` of them, read as the
-    extraction reads them (:func:`backend.engine.extraction.residual_states`): a model with
+    extraction reads them (:func:`isoscope.engine.extraction.residual_states`): a model with
     several AltUp copies of the residual stream (Gemma 3n) at its active stream, and state L the
     model's ``last_hidden_state``."""
     hidden_states = getattr(out, "hidden_states", None)

@@ -27,9 +27,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-
-from backend.engine.arch.qk_capture import ATTENTION_SWITCH
-from backend.engine.device import to_numpy
+from isoscope.engine.arch.qk_capture import ATTENTION_SWITCH
+from isoscope.engine.device import to_numpy
 
 SINK_THRESHOLD = 0.3
 
@@ -120,7 +119,7 @@ class SinkAccumulator:
 
 def sink_accumulator(num_layers: int, pattern, notes: list[str]) -> SinkAccumulator | None:
     """The sink accumulator for the softmax-attention layers of a layer pattern
-    (``backend.engine.arch.layer_pattern``; every layer when it is None), or None, with a note,
+    (``isoscope.engine.arch.layer_pattern``; every layer when it is None), or None, with a note,
     when the model has none ("no attention layers: Mamba mixers only")."""
     if pattern is None:
         return SinkAccumulator()

@@ -6,8 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from backend.analysis.compare.cka import CKAResult
+from isoscope.analysis.compare.cka import CKAResult
 
 
 @dataclass(frozen=True)

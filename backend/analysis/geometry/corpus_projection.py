@@ -1,5 +1,5 @@
 """Before/after projections of EVERY token of one hidden state, streamed from a spilled
-file (:class:`backend.engine.extraction.spill.SpilledState`) in bounded memory.
+file (:class:`isoscope.engine.extraction.spill.SpilledState`) in bounded memory.
 
 - **PCA** is exact and streaming: one pass accumulates, in float64, the shifted sum and Gram
   matrix ((d,) and (d, d)) of the raw vectors; an affine post-processing ``x A + b`` (all of
@@ -33,8 +33,7 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
-
-from backend.analysis.geometry.projections import (
+from isoscope.analysis.geometry.projections import (
     MIN_POINTS,
     PRE_PCA_DIMS,
     Projection,
@@ -42,10 +41,10 @@ from backend.analysis.geometry.projections import (
     fit_postprocessor,
     projection_sample,
 )
-from backend.engine.budget.progress import Progress, report
-from backend.engine.device import to_numpy
-from backend.engine.errors import InputError
-from backend.engine.extraction.spill import CHUNK_ROWS, Cancelled, SpilledState
+from isoscope.engine.budget.progress import Progress, report
+from isoscope.engine.device import to_numpy
+from isoscope.engine.errors import InputError
+from isoscope.engine.extraction.spill import CHUNK_ROWS, Cancelled, SpilledState
 
 LANDMARKS = 10_000  # UMAP / t-SNE fit rows at corpus scale (t-SNE of 10k takes ~10 s here)
 NEIGHBOURS = 15  # landmarks per placed row: UMAP's n_neighbors default, the k of its transform

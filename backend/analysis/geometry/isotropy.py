@@ -17,7 +17,7 @@ them with a fixed seed (all of them when fewer than asked for exist), and the sa
 hidden state, so layers are comparable. Every cosine in isoscope comes from :func:`cosine_rows`.
 
 All functions are pure and work in float64. :func:`by_state` runs everything on the token sample of
-an :class:`~backend.engine.extraction.ExtractionResult` on the pairs of :func:`different_text_pairs`, so raw
+an :class:`~isoscope.engine.extraction.ExtractionResult` on the pairs of :func:`different_text_pairs`, so raw
 and post-processed numbers are computed on identical pairs.
 """
 
@@ -28,12 +28,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-
-from backend.engine.errors import InputError
-from backend.engine.params import Interval
+from isoscope.engine.errors import InputError
+from isoscope.engine.params import Interval
 
 if TYPE_CHECKING:  # type hints only: importing them would pull in torch
-    from backend.engine.extraction import ExtractionResult
+    from isoscope.engine.extraction import ExtractionResult
 
 HISTOGRAM_BINS = 40  # fixed bins over [-1, 1] for the cosine histograms
 N_PAIRS = 10_000  # random different-text token pairs behind every anisotropy number
@@ -249,7 +248,7 @@ class RecurringWords:
 
 
 def recurring_words(tokens, max_occurrences: int = 32, seed: int = 0) -> RecurringWords:
-    """Whole-word tokens of a :class:`~backend.engine.extraction.TokenTable` that occur in >= 2 different texts.
+    """Whole-word tokens of a :class:`~isoscope.engine.extraction.TokenTable` that occur in >= 2 different texts.
 
     Rule: a token counts as a whole word when it is not special, not punctuation, not a "##"
     continuation, and its word is a single token (no other token of the same text has its

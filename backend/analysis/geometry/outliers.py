@@ -19,11 +19,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-
-from backend.engine.params import Interval
+from isoscope.engine.params import Interval
 
 if TYPE_CHECKING:  # type hints only: importing them would pull in torch
-    from backend.engine.extraction import ExtractionResult
+    from isoscope.engine.extraction import ExtractionResult
 
 CRITERIA = ("extreme_index", "zscore", "quantile", "variance")
 HEADLINE_CRITERIA = ("zscore", "extreme_index")  # the "outlier dims" every other page shows

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from isoscope.engine.errors import InputError
 from sklearn.base import (
     BaseEstimator,
     ClassNamePrefixFeaturesOutMixin,
@@ -32,8 +33,6 @@ from sklearn.base import (
     TransformerMixin,
 )
 from sklearn.utils.validation import check_is_fitted, validate_data
-
-from backend.engine.errors import InputError
 
 
 class PostprocessError(InputError, ValueError):
@@ -72,7 +71,7 @@ class ClipDims(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     """Zero the chosen dimensions; the model's weights are untouched (Luo et al. 2021, arXiv 2011.04393).
 
     ``dims`` are column indices, typed in or taken from an outlier detector
-    (:func:`backend.analysis.geometry.outliers.outlier_dims`). Fitting only checks them against the width.
+    (:func:`isoscope.analysis.geometry.outliers.outlier_dims`). Fitting only checks them against the width.
     """
 
     def __init__(self, dims: Sequence[int] = ()):

@@ -17,7 +17,7 @@ UMAP compiles its numba kernels on the first fit in a process (about a minute on
 :func:`warm_up_umap` runs a tiny fit that triggers the compilation so it can be done in the
 background before a user asks for UMAP.
 
-Post-processing (:mod:`backend.analysis.geometry.postprocess`) is fitted on the whole token sample of the hidden
+Post-processing (:mod:`isoscope.analysis.geometry.postprocess`) is fitted on the whole token sample of the hidden
 state (or on all pooled texts) and applied to the projected points, so "before" and "after" show
 the same points.
 """
@@ -31,8 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-
-from backend.analysis.geometry.isotropy import (
+from isoscope.analysis.geometry.isotropy import (
     N_PAIRS,
     PAIR_SEED,
     cosine_contributions,
@@ -41,7 +40,7 @@ from backend.analysis.geometry.isotropy import (
     mean_pair_cosine,
     top_cosine_dims,
 )
-from backend.engine.errors import InputError
+from isoscope.engine.errors import InputError
 
 METHODS: dict[str, str] = {"pca": "PCA", "umap": "UMAP", "tsne": "t-SNE"}
 PRE_PCA_DIMS = 50
@@ -305,9 +304,9 @@ def warm_up_umap(seed: int = 0) -> float:
 
 
 def fit_postprocessor(fit_vectors: np.ndarray, name: str, params: dict | None = None):
-    """A fitted :mod:`backend.analysis.geometry.postprocess` transformer (by registry name) on
+    """A fitted :mod:`isoscope.analysis.geometry.postprocess` transformer (by registry name) on
     ``fit_vectors`` (n, d)."""
-    from backend.analysis.geometry.postprocess import make_postprocessor
+    from isoscope.analysis.geometry.postprocess import make_postprocessor
 
     return make_postprocessor(name, **(params or {})).fit(np.asarray(fit_vectors, dtype=np.float64))
 
@@ -351,7 +350,7 @@ def _top_or_other(values: np.ndarray, top: int, other: str) -> Colouring:
 
 
 def token_colouring(sample_tokens, all_tokens, by: str) -> Colouring:
-    """Colours of the sampled tokens (:class:`backend.engine.extraction.TokenTable`, n rows) by ``by``
+    """Colours of the sampled tokens (:class:`isoscope.engine.extraction.TokenTable`, n rows) by ``by``
     (see :data:`TOKEN_COLOURS`); ``all_tokens`` (the corpus's table) gives token frequencies."""
     if by not in TOKEN_COLOURS:
         raise InputError(f"unknown colouring {by!r}; choose one of: {', '.join(TOKEN_COLOURS)}")
@@ -398,7 +397,7 @@ def text_lengths(tokens, num_texts: int) -> np.ndarray:
 def hover_contexts(tokens, rows: Sequence[int] | np.ndarray, width: int = 8) -> np.ndarray:
     """'left [token] right' for each token row of ``tokens`` (a TokenTable in text order), vectorised.
 
-    Same text as :meth:`backend.engine.extraction.ExtractionResult.sample_context` (which takes one sample row):
+    Same text as :meth:`isoscope.engine.extraction.ExtractionResult.sample_context` (which takes one sample row):
     the tokens of the same text within ``width`` positions, the token itself in brackets.
     """
     rows = np.asarray(rows, dtype=np.int64)

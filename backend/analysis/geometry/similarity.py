@@ -6,7 +6,7 @@ Embeddings* (arXiv 2011.04393), Table 2 and the word-sense experiment:
 - **STS**: mean-pool the token vectors of each sentence at every hidden state (all non-padding
   tokens, special tokens included, like sentence-transformers), cosine per pair, Spearman's rank
   correlation x 100 against the gold scores (Cer et al. 2017, STS Benchmark). Raw vs clipped
-  (outlier dimensions set to 0), and vs any :mod:`backend.analysis.geometry.postprocess` transformer fitted on the
+  (outlier dimensions set to 0), and vs any :mod:`isoscope.analysis.geometry.postprocess` transformer fitted on the
   pooled vectors of that hidden state.
 - **Word senses** (after WiC, Pilehvar & Camacho-Collados 2019, arXiv 1808.09121): for rows
   (word, context1, context2, same_sense) the vectors of the word in both contexts (word pieces
@@ -15,7 +15,7 @@ Embeddings* (arXiv 2011.04393), Table 2 and the word-sense experiment:
   leave-one-out accuracy (threshold chosen without the row it predicts) is reported beside it.
 
 The inputs (CSV files of sentence pairs and word-sense rows) are read by
-:mod:`backend.engine.inputs.pairs`.
+:mod:`isoscope.engine.inputs.pairs`.
 """
 
 from __future__ import annotations
@@ -25,19 +25,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from isoscope.analysis.geometry.isotropy import cosine_rows
+from isoscope.analysis.geometry.outliers import auto_clip_dims
+from isoscope.analysis.geometry.postprocess import ClipDims, make_postprocessor, parse_dims
+from isoscope.engine.budget.progress import Progress
+from isoscope.engine.device import to_numpy
+from isoscope.engine.errors import InputError, UnsupportedModelError
+from isoscope.engine.extraction import ExtractionResult, forward_batches, mean_pooled, tokenize
+from isoscope.engine.inputs.pairs import SentencePairs, WordSenseRows
+from isoscope.engine.load.models import LoadedModel
+from isoscope.engine.naming import hidden_state_names
+from isoscope.engine.params import BATCH_SIZE, MAX_LENGTH
 from scipy.stats import spearmanr
-
-from backend.analysis.geometry.isotropy import cosine_rows
-from backend.analysis.geometry.outliers import auto_clip_dims
-from backend.analysis.geometry.postprocess import ClipDims, make_postprocessor, parse_dims
-from backend.engine.budget.progress import Progress
-from backend.engine.device import to_numpy
-from backend.engine.errors import InputError, UnsupportedModelError
-from backend.engine.extraction import ExtractionResult, forward_batches, mean_pooled, tokenize
-from backend.engine.inputs.pairs import SentencePairs, WordSenseRows
-from backend.engine.load.models import LoadedModel
-from backend.engine.naming import hidden_state_names
-from backend.engine.params import BATCH_SIZE, MAX_LENGTH
 
 # ----------------------------------------------------------------------------- scoring
 
@@ -103,7 +102,7 @@ def clip_dims_by_state(
     result: ExtractionResult | None = None,
 ) -> list[list[int]]:
     """The dims to clip at every hidden state: "auto" = each state's headline outlier dims in the
-    extraction ``result`` (:func:`backend.analysis.geometry.outliers.auto_clip_dims`, the meaning of
+    extraction ``result`` (:func:`isoscope.analysis.geometry.outliers.auto_clip_dims`, the meaning of
     "auto" everywhere); "largest-mean" = the ``k`` dims with the largest |mean| over the evaluated
     texts (both sides' pooled vectors) at that state; "none" = []; a list of ints = the same dims
     everywhere; a list of lists = per state."""
@@ -151,7 +150,7 @@ def sts_by_state(
     state_names: Sequence[str] | None = None,
 ) -> list[dict]:
     """Spearman x 100 per hidden state: raw, clipped (``clip_dims[s]`` zeroed), and optionally after
-    ``postprocess`` (a :data:`backend.analysis.geometry.postprocess.POSTPROCESSORS` name) fitted on both sides' pooled
+    ``postprocess`` (a :data:`isoscope.analysis.geometry.postprocess.POSTPROCESSORS` name) fitted on both sides' pooled
     vectors of that state. One dict per state: index, name, raw, clipped, clipped_dims[, processed]."""
 
     num_states = pooled1.shape[0]
@@ -381,7 +380,7 @@ def word_sense_sweeps(
 def fit_on_token_sample(
     result: ExtractionResult, postprocess: str, params: dict | None = None
 ) -> list:
-    """One :mod:`backend.analysis.geometry.postprocess` transformer per hidden state, fitted on that state's token
+    """One :mod:`isoscope.analysis.geometry.postprocess` transformer per hidden state, fitted on that state's token
     sample of an ExtractionResult (the corpus), to apply to word vectors from other texts."""
 
     return [

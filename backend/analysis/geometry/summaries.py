@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from backend.analysis.activations.first_position import FirstPositionContrast
-    from backend.analysis.geometry.isotropy import StateIsotropy
+    from isoscope.analysis.activations.first_position import FirstPositionContrast
+    from isoscope.analysis.geometry.isotropy import StateIsotropy
 
 
 @dataclass(frozen=True)

@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from isoscope.engine.extraction import ExtractionSettings
+from isoscope.ui.frame.selection import Selection
 from streamlit.testing.v1 import AppTest
 
-from backend.engine.extraction import ExtractionSettings
 from tests.media_models import audio_folder, image_folder, save_audio_model, save_image_model
-from ui.frame.selection import Selection
 
 APP = str(Path(__file__).resolve().parents[3] / "app.py")
 TIMEOUT = 240

@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from backend.cli import main
+from isoscope.cli import main
 
 KEYS = {"dims", "ln_outliers", "effect", "random_controls"}
 EFFECT_KEYS = {"embedding_cosine", "mlm_loss", "mlm_loss_original"}

@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from backend.cli import main
+from isoscope.cli import main
 
 TEXTS = "\n".join(
     [

@@ -9,10 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from backend.analysis.geometry.similarity import top_mean_dims, word_vectors
-from backend.cli import main
-from backend.engine.inputs.pairs import STS_SAMPLE, WordSenseRows, read_pairs_csv
+from isoscope.analysis.geometry.similarity import top_mean_dims, word_vectors
+from isoscope.cli import main
+from isoscope.engine.inputs.pairs import STS_SAMPLE, WordSenseRows, read_pairs_csv
 
 ROOT = Path(__file__).resolve().parents[3]
 STSB_CANDIDATES = [
@@ -42,10 +41,10 @@ def test_sts_cli_json_shape_and_auto_clip_dims(tmp_path, tiny_bert_dir):
 
     # auto = each state's headline outlier dims, detected on an extraction of the evaluated
     # sentences (what "auto" means on every page and in export), recomputed here
-    from backend.analysis.geometry.outliers import auto_clip_dims
-    from backend.engine.extraction import ExtractionSettings, extract
-    from backend.engine.inputs.corpus import Corpus
-    from backend.engine.load.models import load_model
+    from isoscope.analysis.geometry.outliers import auto_clip_dims
+    from isoscope.engine.extraction import ExtractionSettings, extract
+    from isoscope.engine.inputs.corpus import Corpus
+    from isoscope.engine.load.models import load_model
 
     pairs = read_pairs_csv(STS_SAMPLE)
     loaded = load_model(str(tiny_bert_dir), device="cpu")
@@ -65,8 +64,8 @@ def test_sts_cli_largest_mean_clips_the_two_largest_mean_pooled_dims(tmp_path, t
         "--clip",
         "largest-mean",
     )
-    from backend.engine.extraction import mean_pooled
-    from backend.engine.load.models import load_model
+    from isoscope.engine.extraction import mean_pooled
+    from isoscope.engine.load.models import load_model
 
     pairs = read_pairs_csv(STS_SAMPLE)
     loaded = load_model(str(tiny_bert_dir), device="cpu")
@@ -154,7 +153,7 @@ def test_word_vectors_average_the_word_pieces(minilm):
     )
     assert vectors.first.shape == (7, 2, 384)
 
-    from backend.engine.extraction import encode_text
+    from isoscope.engine.extraction import encode_text
 
     hidden, table = encode_text(minilm, "She loves skateboarding daily.")
     pieces = np.flatnonzero(table.word_id == 2)  # "She"=0 "loves"=1 "skateboarding"=2

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from backend.engine import environment as env
+from isoscope.engine import environment as env
 
 
 def test_offline_environment_keeps_the_users_values(monkeypatch):
@@ -53,11 +53,11 @@ def test_app_dir_is_the_checkout_with_app_pages_and_assets():
 
 
 def test_app_dir_prefers_the_copy_shipped_in_a_wheel(monkeypatch, tmp_path):
-    fake_module = tmp_path / "backend" / "engine" / "environment.py"
+    fake_module = tmp_path / "isoscope" / "engine" / "environment.py"
     fake_module.parent.mkdir(parents=True)
     fake_module.write_text("")
     monkeypatch.setattr(env, "__file__", str(fake_module))
-    assert env.app_dir() == tmp_path  # no isoscope_app/ beside backend: the folder itself
-    (tmp_path / "isoscope_app").mkdir()
-    (tmp_path / "isoscope_app" / "app.py").write_text("")
-    assert env.app_dir() == tmp_path / "isoscope_app"
+    assert env.app_dir() == tmp_path  # no app/ inside the package: the checkout holding it
+    (tmp_path / "isoscope" / "app").mkdir()
+    (tmp_path / "isoscope" / "app" / "app.py").write_text("")
+    assert env.app_dir() == tmp_path / "isoscope" / "app"

@@ -3,12 +3,11 @@ on stderr with exit status 2 (anything else is a bug, exit 1)."""
 
 from __future__ import annotations
 
+import isoscope.commands.cache as cache_command
 import pytest
-
-import backend.commands.cache as cache_command
-from backend import cli
-from backend.engine import errors
-from backend.engine.errors import InputError, IsoscopeError, ModelLoadError, UnsupportedModelError
+from isoscope import cli
+from isoscope.engine import errors
+from isoscope.engine.errors import InputError, IsoscopeError, ModelLoadError, UnsupportedModelError
 
 USER_ERRORS = (InputError, ModelLoadError, UnsupportedModelError)
 

@@ -5,14 +5,14 @@ and circles, and the massive frame's carrier columns for image models."""
 from __future__ import annotations
 
 import numpy as np
-
-from backend.plots.highnorm import (
+from isoscope.plots.highnorm import (
     high_norm_frame,
     image_norm_overlay,
     norm_by_kind_figure,
     norm_histogram,
 )
-from backend.plots.massive import massive_frame
+from isoscope.plots.massive import massive_frame
+
 from tests.unit.analysis.activations.test_highnorm import planted_scan
 
 

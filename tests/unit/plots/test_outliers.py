@@ -7,13 +7,12 @@ import json
 
 import numpy as np
 import pytest
-
-from backend.analysis.geometry.outliers import (
+from isoscope.analysis.geometry.outliers import (
     CRITERIA,
     OutlierThresholds,
     criteria_by_state,
 )
-from backend.plots.outliers import (
+from isoscope.plots.outliers import (
     CRITERION_SHORT,
     HEATMAP_STATS,
     category_summary,
@@ -27,6 +26,7 @@ from backend.plots.outliers import (
     state_outlier_frame,
     token_dim_heatmap,
 )
+
 from tests.report_inputs import planted_result
 
 PLANTED_STATE, PLANTED_DIM = 2, 7

@@ -8,9 +8,8 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-
-from backend.analysis.positional.tupe import TERM_LABELS, TERMS
-from backend.plots.positional import (
+from isoscope.analysis.positional.tupe import TERM_LABELS, TERMS
+from isoscope.plots.positional import (
     contribution_bars,
     contribution_heatmap,
     cosine_heatmap,
@@ -27,6 +26,7 @@ from backend.plots.positional import (
     tupe_share_bars,
     variance_plot,
 )
+
 from tests.unit.plots.test_axes import _curves
 
 

@@ -5,9 +5,9 @@ second page asking again share one computation."""
 from __future__ import annotations
 
 import numpy as np
+from isoscope.ui.work import results
 
 from tests.comparison_inputs import token_result
-from ui.work import results
 
 
 def _planted_result(dim: int, corpus_sha: str):

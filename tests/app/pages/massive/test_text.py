@@ -7,10 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from isoscope.engine.extraction import ExtractionSettings
+from isoscope.ui.frame.selection import Selection
 from streamlit.testing.v1 import AppTest
-
-from backend.engine.extraction import ExtractionSettings
-from ui.frame.selection import Selection
 
 APP = str(Path(__file__).resolve().parents[4] / "app.py")
 TIMEOUT = 600

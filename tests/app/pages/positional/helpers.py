@@ -6,10 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from isoscope.engine.extraction import ExtractionSettings
+from isoscope.ui.frame.selection import Selection
 from streamlit.testing.v1 import AppTest
-
-from backend.engine.extraction import ExtractionSettings
-from ui.frame.selection import Selection
 
 APP = str(Path(__file__).resolve().parents[4] / "app.py")
 TIMEOUT = 300

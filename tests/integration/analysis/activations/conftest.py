@@ -1,6 +1,5 @@
 import pytest
-
-from backend.engine.load.models import load_model
+from isoscope.engine.load.models import load_model
 
 
 @pytest.fixture()

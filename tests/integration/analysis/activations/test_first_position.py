@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from isoscope.analysis.activations.first_position import first_position_contrast
+from isoscope.engine.errors import InputError
+from isoscope.engine.extraction import ExtractionSettings, extract, tokenize
+from isoscope.engine.inputs.corpus import corpus_from_text
 
-from backend.analysis.activations.first_position import first_position_contrast
-from backend.engine.errors import InputError
-from backend.engine.extraction import ExtractionSettings, extract, tokenize
-from backend.engine.inputs.corpus import corpus_from_text
 from tests.integration.analysis.activations.helpers import TEXTS
 
 

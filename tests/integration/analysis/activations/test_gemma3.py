@@ -1,6 +1,6 @@
 """The five misreadings of a Gemma-3 decoder (issue 24), each on tiny random Gemma-3 checkpoints
 (``gemma3_text``, 2 layers, width 64, four norms per layer) saved with the bundled tokenizer and
-loaded through ``load_model(folder)``; CLI behaviour through ``backend.cli.main`` in-process."""
+loaded through ``load_model(folder)``; CLI behaviour through ``isoscope.cli.main`` in-process."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ import json
 import numpy as np
 import pytest
 import torch
-
-from backend.cli import main
-from backend.engine.load.models import load_model
+from isoscope.cli import main
+from isoscope.engine.load.models import load_model
 
 TEXTS = [
     "The cat sat on the mat.",
@@ -23,9 +22,8 @@ TEXTS = [
 
 
 def _save(folder, plant=None):
+    from isoscope.engine.load.models import bundled_tokenizer
     from transformers import AutoModel, Gemma3TextConfig
-
-    from backend.engine.load.models import bundled_tokenizer
 
     tokenizer = bundled_tokenizer()
     config = Gemma3TextConfig(
@@ -59,7 +57,7 @@ def _off_scale_norm(model):
 
 def _massive_tokens(model):
     """Massive activations on several tokens' embeddings (and so on every state's residual)."""
-    from backend.engine.load.models import bundled_tokenizer
+    from isoscope.engine.load.models import bundled_tokenizer
 
     tok = bundled_tokenizer()
     emb = model.embed_tokens.weight
@@ -87,10 +85,10 @@ def _cli(*args: str) -> int:
 
 
 def test_1_a_gemma3_checkpoint_is_read_as_a_decoder(gemma3_dir, texts_file, tmp_path):
-    from backend.engine.extraction import ExtractionSettings, extract
-    from backend.engine.inputs.corpus import corpus_from_text
-    from backend.plots.overview import model_card_rows
-    from backend.share.report import ReportSettings, build_report
+    from isoscope.engine.extraction import ExtractionSettings, extract
+    from isoscope.engine.inputs.corpus import corpus_from_text
+    from isoscope.plots.overview import model_card_rows
+    from isoscope.share.report import ReportSettings, build_report
 
     loaded = load_model(str(gemma3_dir), device="cpu")
     assert loaded.info.model_type == "gemma3_text" and loaded.info.is_causal
@@ -120,7 +118,7 @@ def test_1_a_gemma3_checkpoint_is_read_as_a_decoder(gemma3_dir, texts_file, tmp_
 
 
 def test_2_int8_sites_are_the_two_pre_norms_of_each_layer(gemma3_dir):
-    from backend.analysis.activations.int8 import int8_sites
+    from isoscope.analysis.activations.int8 import int8_sites
 
     loaded = load_model(str(gemma3_dir), device="cpu")
     paths = [site.path for site in int8_sites(loaded)]
@@ -159,8 +157,8 @@ def test_2_an_off_scale_site_is_flagged_in_the_massive_json(tmp_path, texts_file
 
 
 def test_3_massive_top3_are_distinct_sites_despite_identical_first_positions(gemma3_dir):
-    from backend.analysis.activations.scan import scan_massive
-    from backend.engine.extraction import encode_text, tokenize
+    from isoscope.analysis.activations.scan import scan_massive
+    from isoscope.engine.extraction import encode_text, tokenize
 
     loaded = load_model(str(gemma3_dir), device="cpu")
     first_id = int(tokenize(loaded, TEXTS, 32).input_ids[0][0])
@@ -180,8 +178,8 @@ def test_3_massive_top3_are_distinct_sites_despite_identical_first_positions(gem
 
 
 def test_4_massive_count_and_median_are_exact(tmp_path):
-    from backend.analysis.activations.scan import scan_massive
-    from backend.engine.extraction import encode_text
+    from isoscope.analysis.activations.scan import scan_massive
+    from isoscope.engine.extraction import encode_text
 
     folder = _save(tmp_path / "massive", plant=_massive_tokens)
     loaded = load_model(str(folder), device="cpu")
@@ -201,10 +199,10 @@ def test_4_massive_count_and_median_are_exact(tmp_path):
 
 
 def test_5_a_link_accepts_a_gguf_path(tmp_path):
+    from isoscope.ui.sharing.links import known_model
     from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 
     from tests.gguf_files import sentencepiece_vocabulary, write_gguf
-    from ui.sharing.links import known_model
 
     vocab = sentencepiece_vocabulary()
     config = Gemma3TextConfig(

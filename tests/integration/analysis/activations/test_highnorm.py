@@ -7,12 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from isoscope.analysis.activations.highnorm import scan_images
+from isoscope.engine.errors import InputError
+from isoscope.engine.extraction.media import media_forward, model_view, prepare_media
+from isoscope.engine.inputs.media import load_media_folder
+from isoscope.engine.load.models import load_model
 
-from backend.analysis.activations.highnorm import scan_images
-from backend.engine.errors import InputError
-from backend.engine.extraction.media import media_forward, model_view, prepare_media
-from backend.engine.inputs.media import load_media_folder
-from backend.engine.load.models import load_model
 from tests.media_models import image_folder, save_image_model
 
 

@@ -9,11 +9,11 @@ import math
 import numpy as np
 import pytest
 import torch
+from isoscope.analysis.activations.highnorm import scan_audio
+from isoscope.engine.errors import InputError
+from isoscope.engine.inputs.media import load_media_folder
+from isoscope.engine.load.models import load_model
 
-from backend.analysis.activations.highnorm import scan_audio
-from backend.engine.errors import InputError
-from backend.engine.inputs.media import load_media_folder
-from backend.engine.load.models import load_model
 from tests.media_models import AUDIO_CONV, audio_folder, save_audio_model, save_whisper
 
 SECONDS = (0.5, 0.31, 1.0)

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-from backend.analysis.activations.magnitudes import text_magnitudes
-from backend.engine.errors import InputError
-from backend.engine.extraction import tokenize
-from backend.engine.load.models import load_model
+from isoscope.analysis.activations.magnitudes import text_magnitudes
+from isoscope.engine.errors import InputError
+from isoscope.engine.extraction import tokenize
+from isoscope.engine.load.models import load_model
 
 
 def test_planted_first_token_is_the_peak_of_its_position(tiny_llama_dir):

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from isoscope.analysis.activations.scan import scan_massive
+from isoscope.engine.extraction import tokenize
+from isoscope.engine.load.models import load_model
 
-from backend.analysis.activations.scan import scan_massive
-from backend.engine.extraction import tokenize
-from backend.engine.load.models import load_model
 from tests.integration.analysis.activations.helpers import TEXTS
 
 

@@ -7,10 +7,9 @@ import json
 import numpy as np
 import pytest
 import torch
-
-from backend.analysis.activations.scan import scan_massive
-from backend.engine.load.gguf import SMOLLM2_SOURCE, bundled_gguf_path, converted_folder
-from backend.engine.load.models import load_model
+from isoscope.analysis.activations.scan import scan_massive
+from isoscope.engine.load.gguf import SMOLLM2_SOURCE, bundled_gguf_path, converted_folder
+from isoscope.engine.load.models import load_model
 
 TEXTS = [
     "Summer is warm. Winter is cold.",
@@ -44,7 +43,7 @@ def test_converted_once_into_a_safetensors_folder_in_the_cache(smollm2, _isolate
 
 
 def test_second_load_reuses_the_conversion(smollm2, monkeypatch):
-    import backend.engine.load.gguf as gguf
+    import isoscope.engine.load.gguf as gguf
 
     def refuse(*args, **kwargs):
         raise AssertionError("converted twice")
@@ -81,7 +80,7 @@ def test_attention_sinks_and_no_int8_outlier_features(smollm2_scan, smollm2):
 
 
 def test_layernorm_naming_on_rmsnorm_pre_norm(smollm2):
-    from backend.analysis.layernorm.params import default_roles, is_pre_ln, norms_of
+    from isoscope.analysis.layernorm.params import default_roles, is_pre_ln, norms_of
 
     sites = norms_of(smollm2)
     assert is_pre_ln(sites) and default_roles(sites) == ("pre_attn", "pre_mlp")

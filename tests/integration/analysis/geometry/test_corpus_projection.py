@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from isoscope.analysis.geometry.corpus_projection import corpus_before_after
+from isoscope.analysis.geometry.projections import fit_postprocessor
+from isoscope.engine.extraction.spill import spill_state
 from sklearn.decomposition import PCA
-
-from backend.analysis.geometry.corpus_projection import corpus_before_after
-from backend.analysis.geometry.projections import fit_postprocessor
-from backend.engine.extraction.spill import spill_state
 
 pytestmark = pytest.mark.integration
 

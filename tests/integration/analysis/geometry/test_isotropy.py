@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from backend.analysis.geometry.isotropy import (
+from isoscope.analysis.geometry.isotropy import (
     anisotropy_by_state,
     by_state,
     clipped_anisotropy_by_state,
 )
-from backend.analysis.geometry.outliers import outlier_dims
-from backend.analysis.geometry.postprocess import make_postprocessor
+from isoscope.analysis.geometry.outliers import outlier_dims
+from isoscope.analysis.geometry.postprocess import make_postprocessor
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from backend.analysis.activations.carriers import (
+from isoscope.analysis.activations.carriers import (
     CARRIERS,
     count_carriers,
     is_delimiter,

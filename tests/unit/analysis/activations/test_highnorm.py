@@ -6,10 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-
-from backend.analysis.activations.highnorm import IMAGE_CARRIERS, ImageScan, token_kind
-from backend.analysis.activations.massive import MassiveAccumulator
-from backend.engine.errors import InputError
+from isoscope.analysis.activations.highnorm import IMAGE_CARRIERS, ImageScan, token_kind
+from isoscope.analysis.activations.massive import MassiveAccumulator
+from isoscope.engine.errors import InputError
 
 NAMES = ("[CLS]", "[REG1]") + tuple(f"patch r{r}c{c}" for r in range(2) for c in range(3))
 

@@ -6,10 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-
-from backend.analysis.activations.highnorm import AUDIO_CARRIERS, AudioScan, frame_kind
-from backend.analysis.activations.massive import MassiveAccumulator
-from backend.engine.errors import InputError
+from isoscope.analysis.activations.highnorm import AUDIO_CARRIERS, AudioScan, frame_kind
+from isoscope.analysis.activations.massive import MassiveAccumulator
+from isoscope.engine.errors import InputError
 
 FRAMES = (4, 2, 3)  # three clips' own frames
 

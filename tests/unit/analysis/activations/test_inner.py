@@ -1,12 +1,11 @@
-"""Outliers inside the mixers (backend.analysis.activations.inner) on planted activations."""
+"""Outliers inside the mixers (isoscope.analysis.activations.inner) on planted activations."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
-
-from backend.analysis.activations.inner import (
+from isoscope.analysis.activations.inner import (
     NORM_OUTPUT,
     SSM_INPUT,
     InnerAccumulator,

@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-
-from backend.analysis.activations.int8 import Int8Accumulator, int8_from_counts
-from backend.engine.arch.hooks import forward_hooks
+from isoscope.analysis.activations.int8 import Int8Accumulator, int8_from_counts
+from isoscope.engine.arch.hooks import forward_hooks
 
 
 def test_rule_needs_six_percent_of_tokens_at_a_quarter_of_the_sites():
@@ -62,7 +61,7 @@ def test_accumulator_counts_only_unpadded_tokens_through_hooks():
 def _accumulate(scale: float, width: int = 32, n: int = 400, seed: int = 0):
     """One site of unit-normal outputs times ``scale`` (dim 0 planted at 10 x the site's spread on
     half the tokens), through the real hook."""
-    from backend.analysis.activations.int8 import Int8Accumulator
+    from isoscope.analysis.activations.int8 import Int8Accumulator
 
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn(1, n, width, generator=gen)
@@ -107,7 +106,7 @@ def test_a_tiny_scale_site_is_flagged_too():
 def test_a_unit_site_and_a_100x_site_side_by_side():
     """Two sites of one scan, as a Gemma-style model has them: a unit-scale projection input and
     one at ~100 x (median |x| ~ 67). Only the second is flagged, and the verdict names one site."""
-    from backend.analysis.activations.int8 import Int8Accumulator
+    from isoscope.analysis.activations.int8 import Int8Accumulator
 
     gen = torch.Generator().manual_seed(0)
     n, width = 400, 32

@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-
-from backend.analysis.activations.loghist import (
+from isoscope.analysis.activations.loghist import (
     BINS_PER_DECADE,
     LOG_HI,
     LOG_LO,

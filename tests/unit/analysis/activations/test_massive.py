@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-
-from backend.analysis.activations.massive import MassiveAccumulator, _median_from_histogram
+from isoscope.analysis.activations.massive import MassiveAccumulator, _median_from_histogram
 
 S, N, D = 3, 60, 16
 
@@ -84,7 +83,7 @@ def test_streaming_over_batches_equals_one_batch():
 
 
 def test_median_of_a_known_histogram():
-    from backend.analysis.activations.massive import BINS_PER_DECADE, LOG_LO, N_BINS
+    from isoscope.analysis.activations.massive import BINS_PER_DECADE, LOG_LO, N_BINS
 
     hist = np.zeros((1, N_BINS), dtype=np.int64)
     one = int((0.0 - LOG_LO) * BINS_PER_DECADE)  # the bin starting at |h| = 1
@@ -93,7 +92,7 @@ def test_median_of_a_known_histogram():
 
 
 def test_overflow_falls_back_to_the_histogram(monkeypatch):
-    import backend.analysis.activations.massive as massive
+    import isoscope.analysis.activations.massive as massive
 
     monkeypatch.setattr(massive, "MAX_CANDIDATES", 1)
     hidden, meta = _planted()
@@ -142,7 +141,7 @@ def test_a_second_pass_makes_the_median_and_the_massive_count_exact():
 
 
 def test_peak_state_is_the_state_of_the_largest_value():
-    from backend.analysis.activations.massive import peak_state
+    from isoscope.analysis.activations.massive import peak_state
 
     hidden, meta = _planted()
     acc = MassiveAccumulator(S, torch.device("cpu"))

@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-
-from backend.analysis.activations.sinks import (
+from isoscope.analysis.activations.sinks import (
     SinkAccumulator,
     eager_attention,
     sink_alpha,
@@ -118,7 +117,7 @@ def test_eager_attention_is_restored_after_the_block():
 
 
 def test_attention_weights_are_matched_to_the_attention_layers():
-    from backend.analysis.activations.sinks import attention_weights_of
+    from isoscope.analysis.activations.sinks import attention_weights_of
 
     a2, a4 = _causal_uniform(2, 3, 5), _planted_sink(2, 3, 5, head=1)
     other = torch.rand(2, 3, 16, 16)  # a linear-attention layer's own tensor (block weights)

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from backend.analysis.geometry.corpus_projection import landmark_projection, streaming_pca
-from backend.engine.errors import InputError
-from backend.engine.extraction.spill import Cancelled, SpilledState
+from isoscope.analysis.geometry.corpus_projection import landmark_projection, streaming_pca
+from isoscope.engine.errors import InputError
+from isoscope.engine.extraction.spill import Cancelled, SpilledState
 
 pytestmark = pytest.mark.unit
 
@@ -70,9 +69,8 @@ def test_cancelling_a_landmark_projection_raises(tmp_path):
 
 
 def test_affine_and_other_transforms_both_give_the_in_memory_pca(tmp_path):
+    from isoscope.analysis.geometry.corpus_projection import affine_form
     from sklearn.decomposition import PCA
-
-    from backend.analysis.geometry.corpus_projection import affine_form
 
     spilled, _ = spilled_clusters(tmp_path)
     x = spilled.take(np.arange(spilled.rows)).astype(np.float64)
@@ -95,8 +93,7 @@ def test_knn_placement_is_umaps_own_transform_initialisation():
     local_connectivity 0, compute_membership_strengths (bipartite) and init_graph_transform."""
     import scipy.sparse
     import umap.umap_ as reference
-
-    from backend.analysis.geometry import corpus_projection as cp
+    from isoscope.analysis.geometry import corpus_projection as cp
 
     rng = np.random.default_rng(1)
     landmarks = rng.normal(size=(300, 6))
@@ -121,7 +118,7 @@ def test_knn_placement_is_umaps_own_transform_initialisation():
 
 
 def test_the_knn_runs_in_bounded_blocks(monkeypatch):
-    from backend.analysis.geometry import corpus_projection as cp
+    from isoscope.analysis.geometry import corpus_projection as cp
 
     rng = np.random.default_rng(2)
     landmarks, queries = rng.normal(size=(50, 4)), rng.normal(size=(333, 4))

@@ -6,8 +6,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-
-from backend.analysis.geometry.isotropy import (
+from isoscope.analysis.geometry.isotropy import (
     anisotropy,
     anisotropy_by_state,
     by_state,
@@ -25,9 +24,9 @@ from backend.analysis.geometry.isotropy import (
     top_cosine_dims,
     unit_rows,
 )
-from backend.analysis.geometry.postprocess import make_postprocessor
-from backend.engine.errors import InputError
-from backend.engine.extraction import TokenTable
+from isoscope.analysis.geometry.postprocess import make_postprocessor
+from isoscope.engine.errors import InputError
+from isoscope.engine.extraction import TokenTable
 
 RNG = np.random.default_rng(0)
 
@@ -261,7 +260,7 @@ def test_by_state_with_post_processing(fake_result):
 
 
 def test_figure_builders(fake_result):
-    from backend.plots.anisotropy import (
+    from isoscope.plots.anisotropy import (
         contribution_frame,
         cosine_contribution_figure,
         cosine_histogram_figure,

@@ -8,8 +8,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-
-from backend.analysis.geometry.outliers import (
+from isoscope.analysis.geometry.outliers import (
     CRITERIA,
     OutlierThresholds,
     criteria_by_state,
@@ -23,8 +22,8 @@ from backend.analysis.geometry.outliers import (
     variance_outliers,
     zscore_outliers,
 )
-from backend.engine.extraction.stats import RunningStats
-from backend.plots import outliers as plots
+from isoscope.engine.extraction.stats import RunningStats
+from isoscope.plots import outliers as plots
 
 
 def _freqs(h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from sklearn.utils.estimator_checks import parametrize_with_checks
-
-from backend.analysis.geometry.postprocess import (
+from isoscope.analysis.geometry.postprocess import (
     POSTPROCESSORS,
     AllButTheTop,
     ClipDims,
@@ -22,7 +20,8 @@ from backend.analysis.geometry.postprocess import (
     standardize,
     whiten,
 )
-from backend.engine.errors import InputError
+from isoscope.engine.errors import InputError
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
 
 @pytest.fixture(scope="module")

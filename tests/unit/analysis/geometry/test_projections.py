@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from sklearn.manifold import trustworthiness
-from threadpoolctl import threadpool_limits
-
-from backend.analysis.geometry.projections import (
+from isoscope.analysis.geometry.projections import (
     Colouring,
     before_after,
     coordinates_frame,
@@ -19,9 +16,11 @@ from backend.analysis.geometry.projections import (
     text_colouring,
     token_colouring,
 )
-from backend.engine.errors import InputError
-from backend.engine.extraction import TokenTable
-from backend.plots.projections import before_after_figure, category_colours
+from isoscope.engine.errors import InputError
+from isoscope.engine.extraction import TokenTable
+from isoscope.plots.projections import before_after_figure, category_colours
+from sklearn.manifold import trustworthiness
+from threadpoolctl import threadpool_limits
 
 
 def planted_clusters(
@@ -225,7 +224,7 @@ def test_hover_contexts_equal_extraction_result_sample_context():
     """The vectorised hover labels are the same text as ExtractionResult.sample_context, row by row."""
     from types import SimpleNamespace
 
-    from backend.engine.extraction import ExtractionResult
+    from isoscope.engine.extraction import ExtractionResult
 
     rng = np.random.default_rng(5)
     lengths = rng.integers(3, 30, size=12)

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy.stats import spearmanr
-
-from backend.analysis.geometry.similarity import (
+from isoscope.analysis.geometry.similarity import (
     WordSenseVectors,
     clip_dims_by_state,
     cosine_rows,
@@ -21,7 +19,8 @@ from backend.analysis.geometry.similarity import (
     top_mean_dims,
     word_sense_by_state,
 )
-from backend.engine.errors import InputError
+from isoscope.engine.errors import InputError
+from scipy.stats import spearmanr
 
 # ----------------------------------------------------------------------------- Spearman
 
@@ -150,7 +149,7 @@ def test_word_sense_by_state_raw_vs_clipped():
 
 
 def test_figures_keep_the_embedding_state_on_a_category_axis():
-    from backend.plots.similarity import sts_figure, sweep_figure, word_sense_figure
+    from isoscope.plots.similarity import sts_figure, sweep_figure, word_sense_figure
 
     rows = [
         {
@@ -178,9 +177,10 @@ def test_figures_keep_the_embedding_state_on_a_category_axis():
 def test_clip_auto_is_the_headline_outlier_dims_everywhere():
     """One meaning of clip "auto": the Similarity clip, the export clip and the report all zero each
     state's headline outlier dims (z-score or extreme-index), as the Outlier page shows them."""
-    from backend.analysis.geometry.outliers import auto_clip_dims, outlier_dims_by_state
-    from backend.engine.extraction import TokenTable
-    from backend.share.export import resolve_clip
+    from isoscope.analysis.geometry.outliers import auto_clip_dims, outlier_dims_by_state
+    from isoscope.engine.extraction import TokenTable
+    from isoscope.share.export import resolve_clip
+
     from tests.synthetic import result_from_vectors
 
     rng = np.random.default_rng(0)

@@ -1,4 +1,4 @@
-"""backend.analysis.geometry.summaries: the state each geometry sentence names, and its numbers."""
+"""isoscope.analysis.geometry.summaries: the state each geometry sentence names, and its numbers."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-
-from backend.analysis.geometry.summaries import first_position_gap, mean_shift_peak
+from isoscope.analysis.geometry.summaries import first_position_gap, mean_shift_peak
 
 NAMES = ("emb", "1", "2", "3")
 

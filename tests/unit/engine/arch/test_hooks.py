@@ -4,12 +4,11 @@ would corrupt every later analysis in the process."""
 
 from __future__ import annotations
 
+import isoscope.analysis.positional.qk as qk
 import pytest
 import torch
-
-import backend.analysis.positional.qk as qk
-from backend.engine.arch.hooks import forward_hooks
-from backend.engine.load.models import load_model
+from isoscope.engine.arch.hooks import forward_hooks
+from isoscope.engine.load.models import load_model
 
 
 @pytest.fixture(scope="module")

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from backend.engine.budget import throughput
+from isoscope.engine.budget import throughput
 
 
 @pytest.fixture

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from backend.engine.extraction.stats import RunningStats
+from isoscope.engine.extraction.stats import RunningStats
 
 
 def _full_batch(x: np.ndarray) -> dict[str, np.ndarray]:
@@ -128,8 +127,7 @@ def test_merge_of_partial_stats_equals_one_pass():
 
 def test_accumulators_are_float64_on_the_batch_device():
     import torch
-
-    from backend.engine.extraction.stats import accumulation_device
+    from isoscope.engine.extraction.stats import accumulation_device
 
     stats = RunningStats.from_batch([torch.ones(4, 3, dtype=torch.float32)] * 2)
     assert stats._mean.dtype == torch.float64 and stats.device.type == "cpu"
@@ -142,8 +140,7 @@ def test_states_reduced_together_equal_the_reference_however_grouped(groups):
     """The extraction reduces consecutive states of a batch together ((g, n, d) at once), reusing
     scratch buffers across calls; every grouping equals the per-state reference, ties included."""
     import torch
-
-    from backend.engine.extraction.stats import WorkBuffers
+    from isoscope.engine.extraction.stats import WorkBuffers
 
     rng = np.random.default_rng(6)
     S, d = 3, 10
@@ -177,9 +174,8 @@ def test_eager_moments_are_centred_in_float64_and_propagate_like_torch(g):
     about the mean is exactly zero), a massive activation; NaN and infinity propagate as in the
     generic torch formulas (an infinite dimension has an infinite mean and an undefined spread)."""
     import torch
-
-    from backend.engine.extraction.kernel import MOMENTS
-    from backend.engine.extraction.stats import moments
+    from isoscope.engine.extraction.kernel import MOMENTS
+    from isoscope.engine.extraction.stats import moments
 
     rng = np.random.default_rng(8)
     n, d = 301, 6
@@ -215,9 +211,8 @@ def test_eager_cpu_batches_write_the_full_batch_statistics_into_their_rows(dtype
     accumulators' rows (numpy for the counts where numpy holds the dtype, torch copies for
     bfloat16, whose min and max are converted to float64): the result is the full-batch one."""
     import torch
-
-    from backend.engine.extraction.kernel import MOMENTS
-    from backend.engine.extraction.stats import WorkBuffers
+    from isoscope.engine.extraction.kernel import MOMENTS
+    from isoscope.engine.extraction.stats import WorkBuffers
 
     rng = np.random.default_rng(5)
     S, n, d = 3, 97, 10
@@ -243,9 +238,8 @@ def test_eager_state_rows_equal_a_batch_through_add_states(dtype):
     exactly what add_states computes for the whole batch with the kernel off, a NaN and an
     infinity included (torch's propagation), and the merged result is the full-batch one."""
     import torch
-
-    from backend.engine.extraction.kernel import MOMENTS
-    from backend.engine.extraction.stats import EagerStates, WorkBuffers
+    from isoscope.engine.extraction.kernel import MOMENTS
+    from isoscope.engine.extraction.stats import EagerStates, WorkBuffers
 
     rng = np.random.default_rng(9)
     S, n, d = 4, 53, 12

@@ -6,16 +6,15 @@ import shutil
 
 import numpy as np
 import pytest
-from PIL import Image
-
-from backend.engine.errors import InputError
-from backend.engine.inputs.media import (
+from isoscope.engine.errors import InputError
+from isoscope.engine.inputs.media import (
     MediaCorpus,
     demo_images,
     demo_speech,
     load_media_folder,
     resample,
 )
+from PIL import Image
 
 
 def _png(path, size=(20, 16), colour=(200, 10, 10)):

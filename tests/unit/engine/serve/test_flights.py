@@ -7,8 +7,7 @@ import threading
 import time
 
 import pytest
-
-from backend.engine.serve.flights import WorkQueue
+from isoscope.engine.serve.flights import WorkQueue
 
 
 class Gate:
