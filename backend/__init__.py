@@ -10,9 +10,11 @@
 
 The names below are loaded on first use (``import isoscope`` itself is cheap). Everything else
 lives in its layer, imported as usual: ``isoscope.engine`` (load, run, cache, save),
-``isoscope.analysis.<topic>`` (one topic per package: geometry, layernorm, positional, activations,
-compare, quant), ``isoscope.plots.<page>`` (the figure builders each page draws: they take an analysis's
-result and return the same ``plotly.graph_objects.Figure`` the page shows) and ``isoscope.share``
+``isoscope.analysis.<name>`` (one per analysis, named as its page: outliers, anisotropy,
+projections, similarity, layernorm, positional, massive, quant, compare; declared in
+``isoscope.analysis.ANALYSES``), ``isoscope.plots.<name>`` (the figure builders each page draws:
+they take an analysis's result and return the same ``plotly.graph_objects.Figure`` the page
+shows) and ``isoscope.share``
 (report, export, tour). The CLI is ``isoscope`` (:mod:`isoscope.cli`).
 """
 
@@ -37,15 +39,15 @@ API = {
     "save_analysis": "isoscope.engine.store.saved",
     "load_saved": "isoscope.engine.store.saved",
     # analyses
-    "outlier_dims_by_state": "isoscope.analysis.geometry.outliers",
-    "criteria_by_state": "isoscope.analysis.geometry.outliers",
-    "anisotropy_by_state": "isoscope.analysis.geometry.isotropy",
-    "isotropy_by_state": "isoscope.analysis.geometry.isotropy:by_state",
-    "make_postprocessor": "isoscope.analysis.geometry.postprocess",
+    "outlier_dims_by_state": "isoscope.analysis.outliers",
+    "criteria_by_state": "isoscope.analysis.outliers",
+    "anisotropy_by_state": "isoscope.analysis.anisotropy",
+    "isotropy_by_state": "isoscope.analysis.anisotropy:by_state",
+    "make_postprocessor": "isoscope.analysis.projections.postprocess",
     "ln_outliers": "isoscope.analysis.layernorm.params",
     "run_ablation": "isoscope.analysis.layernorm.ablation",
     "probe_positions": "isoscope.analysis.positional.table",
-    "scan_massive": "isoscope.analysis.activations.scan",
+    "scan_massive": "isoscope.analysis.massive.scan",
     "compare": "isoscope.analysis.compare.comparison",
     # figures, as the pages draw them
     "outlier_heatmap": "isoscope.plots.outliers",

@@ -2,7 +2,8 @@
 
 Every command writes JSON to ``--out`` and progress to stderr. Any user error prints one line,
 ``error: <what is wrong and what to do>``, and exits with status 2; never a traceback.
-Subcommands live in ``backend/commands/<name>.py``, each exposing ``add_parser(subparsers)``.
+Subcommands live in ``backend/commands/<name>.py``, each exposing ``add_parser(subparsers)``; an
+analysis declares its commands in :data:`isoscope.analysis.ANALYSES`.
 """
 
 from __future__ import annotations
@@ -11,25 +12,12 @@ import argparse
 import importlib
 import sys
 
+from isoscope.analysis import ANALYSES, SERVICE_COMMANDS
 from isoscope.engine.environment import quiet_libraries, use_runtime_environment
 from isoscope.engine.errors import IsoscopeError
 
-COMMAND_MODULES = (
-    "serve",
-    "prewarm",
-    "analyze",
-    "sts",
-    "ablate",
-    "positional",
-    "cache",
-    "report",
-    "export",
-    "massive",
-    "compare",
-    "trajectory",
-    "quant",
-    "qk",
-)
+# The service commands, then each analysis's own, in the order of their declarations.
+COMMAND_MODULES = (*SERVICE_COMMANDS, *(c for a in ANALYSES for c in a.commands))
 
 
 class _Parser(argparse.ArgumentParser):

@@ -23,6 +23,7 @@ use_offline_environment()
 def main() -> None:
     import numpy as np
     import torch
+
     from isoscope.analysis.layernorm.ablation import sweep
     from isoscope.engine.environment import quiet_libraries
     from isoscope.engine.extraction import tokenize

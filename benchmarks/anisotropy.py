@@ -4,7 +4,7 @@ Prints one JSON object:
 - ``analyze_report_s``: :func:`isoscope.commands.analyze.build_report` now (with IsoScore, clipped
   anisotropy, histograms and Timkey's top dims) and ``analyze_report_before_s``: the same report's
   former content only (anisotropy + outlier criteria), so ``added_s`` is what the other metrics add.
-- ``by_state_s``: :func:`isoscope.analysis.geometry.isotropy.by_state` raw (with self-/intra-text similarity) and
+- ``by_state_s``: :func:`isoscope.analysis.anisotropy.by_state` raw (with self-/intra-text similarity) and
   with each post-processing of the registry (what the Anisotropy page computes once, then memoises).
 - ``minilm``: the measured per-state numbers (anisotropy raw vs clipped, IsoScore).
 
@@ -43,9 +43,9 @@ def main() -> None:
     parser.add_argument("--sample-size", type=int, default=8000)
     args = parser.parse_args()
 
-    from isoscope.analysis.geometry.isotropy import anisotropy_by_state, by_state
-    from isoscope.analysis.geometry.outliers import outlier_dims, outliers_by_criterion
-    from isoscope.analysis.geometry.postprocess import POSTPROCESSORS, make_postprocessor
+    from isoscope.analysis.anisotropy import anisotropy_by_state, by_state
+    from isoscope.analysis.outliers import outlier_dims, outliers_by_criterion
+    from isoscope.analysis.projections.postprocess import POSTPROCESSORS, make_postprocessor
     from isoscope.commands.analyze import build_report
     from isoscope.engine.extraction import ExtractionSettings, extract
     from isoscope.engine.inputs.corpus import bundled_corpus

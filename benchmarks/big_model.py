@@ -107,8 +107,9 @@ def qwen2_config(shape: dict[str, int], vocab_size: int, **extra):
 
 def write_checkpoint(folder: Path, params: float) -> dict[str, int]:
     import torch
-    from isoscope.engine.load.models import bundled_tokenizer
     from transformers import Qwen2Model
+
+    from isoscope.engine.load.models import bundled_tokenizer
 
     tokenizer = bundled_tokenizer()
     shape = shape_for(params, len(tokenizer))
@@ -145,6 +146,7 @@ def peak_rss_mib() -> float:
 def phase(name: str, folder: Path, args: argparse.Namespace) -> dict:
     """One phase in this process (see the module docstring)."""
     import torch
+
     from isoscope.engine.budget import throughput
     from isoscope.engine.extraction import ExtractionSettings, extract
     from isoscope.engine.inputs.corpus import corpus_from_text

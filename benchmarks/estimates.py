@@ -67,6 +67,7 @@ def write_gguf_model(path: Path, params: float) -> None:
 
 def run_one(model: str, args: argparse.Namespace) -> dict:
     """One cold run of ``model`` in this process (module doc)."""
+    from benchmarks.big_model import texts
     from isoscope.engine.budget import throughput, time_estimate
     from isoscope.engine.budget.batching import Batching, padded_tokens
     from isoscope.engine.extraction import ExtractionSettings
@@ -75,8 +76,6 @@ def run_one(model: str, args: argparse.Namespace) -> dict:
     from isoscope.engine.load.models import load_model
     from isoscope.engine.store.cache import ResultCache
     from isoscope.engine.store.cached_extract import cached_extract
-
-    from benchmarks.big_model import texts
 
     corpus = corpus_from_text("\n".join(texts(args.texts)))
     cache = ResultCache()

@@ -71,9 +71,10 @@ def random_llama(source: str, device: str, dtype: str):
     import hashlib
 
     import torch
+    from transformers import LlamaConfig, LlamaModel
+
     from isoscope.engine.device import resolve_device, resolve_dtype
     from isoscope.engine.load.models import ModelParts, bundled_tokenizer, make_loaded
-    from transformers import LlamaConfig, LlamaModel
 
     opts = dict(LLAMA_1B)
     for item in filter(None, source.partition(":")[2].split(",")):
@@ -278,6 +279,7 @@ def throughput(
     rounds: int = 5,
 ) -> dict:
     import numpy as np
+
     from isoscope.engine.allocator import for_extraction
     from isoscope.engine.extraction import ExtractionSettings, extract
     from isoscope.engine.inputs.corpus import Corpus
@@ -437,8 +439,9 @@ def memory(model_source: str, sizes: list[int], device: str, dtype: str) -> list
 def save_random_llama(folder: str, width: int, layers: int, dtype: str, shard: str) -> None:
     """Child process: a random-init Llama-architecture checkpoint (bundled tokenizer) in folder."""
     import torch
-    from isoscope.engine.load.models import bundled_tokenizer
     from transformers import LlamaConfig, LlamaModel
+
+    from isoscope.engine.load.models import bundled_tokenizer
 
     tokenizer = bundled_tokenizer()
     config = LlamaConfig(
@@ -459,6 +462,7 @@ def save_random_llama(folder: str, width: int, layers: int, dtype: str, shard: s
 def child_load(folder: str, dtype: str, device: str, device_map: str | None) -> None:
     """Child process: peak host RSS while load_model reads the checkpoint, vs the weights' bytes."""
     import psutil
+
     from isoscope.engine.load.models import load_model
 
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -138,9 +138,9 @@ def main() -> None:
     parser.add_argument("--no-browser", action="store_true")
     args = parser.parse_args()
 
-    from isoscope.analysis.geometry.corpus_projection import corpus_before_after
-    from isoscope.analysis.geometry.outliers import auto_clip_dims
-    from isoscope.analysis.geometry.projections import text_snippets, token_colouring
+    from isoscope.analysis.outliers import auto_clip_dims
+    from isoscope.analysis.projections.all_tokens import corpus_before_after
+    from isoscope.analysis.projections.methods import text_snippets, token_colouring
     from isoscope.engine.extraction import extract
     from isoscope.engine.extraction.spill import spill_state
     from isoscope.engine.load.models import load_model

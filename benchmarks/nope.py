@@ -23,6 +23,7 @@ use_offline_environment()
 
 def main() -> None:
     import numpy as np
+
     from isoscope.analysis.positional.nope import NopeSettings, variance_lab, variance_lab_pair
     from isoscope.analysis.positional.table import ProbeSettings, probe_result
     from isoscope.analysis.positional.tupe import tupe_summary

@@ -64,8 +64,9 @@ def main() -> None:
     parser.add_argument("--error-tokens", type=int, default=256)
     parser.add_argument("--all-error-tokens", type=int, default=1024)
     args = parser.parse_args()
-    from isoscope.engine.load.models import load_model
     from quant import corpus_texts
+
+    from isoscope.engine.load.models import load_model
 
     texts = corpus_texts(args.texts, args.max_length)
     loaded = load_model("smollm2", device="cpu")

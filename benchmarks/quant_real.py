@@ -97,11 +97,12 @@ def swap_block_back(model, original, i: int) -> None:
 def prepare(model: str, args) -> dict:
     """isoscope's side: the scan and recipe on the calibration texts, the prediction on the
     held-out texts, and the calibration set (isoscope's own tokenization) for llm-compressor."""
+    from quant import corpus_texts
+
     from isoscope.analysis.quant.readiness import analyse, report_from, scan_sites
     from isoscope.analysis.quant.recipe import build_recipe, predict
     from isoscope.engine.extraction import tokenize
     from isoscope.engine.load.models import load_model
-    from quant import corpus_texts
 
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -178,8 +179,9 @@ def main(argv: list[str] | None = None) -> None:
             ) from None
     import numpy as np
     import torch
-    from isoscope.analysis.quant.readiness import spearman
     from transformers import AutoModelForCausalLM
+
+    from isoscope.analysis.quant.readiness import spearman
 
     prep = prepare(model_name, args)
     loaded, recipe, scan, seconds = prep["loaded"], prep["recipe"], prep["scan"], prep["seconds"]

@@ -42,6 +42,7 @@ def summary(values: list[float]) -> dict:
 def main() -> None:
     import numpy as np
     from extract import make_texts  # benchmarks/extract.py: the same varied-length texts
+
     from isoscope.engine.extraction import ExtractionSettings, extract
     from isoscope.engine.extraction.ray_cluster import ModelSpec, RayOptions
     from isoscope.engine.extraction.ray_engine import run_ray_extraction

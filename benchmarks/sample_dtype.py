@@ -2,7 +2,7 @@
 
 Extracts the bundled corpus (default settings, through the disk cache), rounds the token sample to
 bfloat16 and back, and compares per-state anisotropy, IsoScore, the cosine histogram and Timkey's
-top cosine dims (``isoscope.analysis.geometry.isotropy.by_state``). Prints JSON. Why isoscope keeps
+top cosine dims (``isoscope.analysis.anisotropy.by_state``). Prints JSON. Why isoscope keeps
 float32: docs/caching.md.
 
 Usage: ``python benchmarks/sample_dtype.py [MODEL]`` (default ``default``; e.g. ``smollm2``).
@@ -26,7 +26,7 @@ use_offline_environment()
 
 
 def main() -> None:
-    from isoscope.analysis.geometry.isotropy import by_state
+    from isoscope.analysis.anisotropy import by_state
     from isoscope.engine.device import to_numpy
     from isoscope.engine.extraction import ExtractionSettings
     from isoscope.engine.inputs.corpus import bundled_corpus

@@ -46,8 +46,9 @@ def cpu_seconds() -> float:
 
 
 def one_run(folder: str, mode: str) -> dict:
-    import isoscope.engine.load.checkpoints as checkpoints
     import torch
+
+    import isoscope.engine.load.checkpoints as checkpoints
     from isoscope.engine.load import widening
     from isoscope.engine.load.models import load_model
 

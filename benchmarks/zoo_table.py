@@ -26,7 +26,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from isoscope.engine.environment import quiet_libraries, use_offline_environment  # noqa: E402
-
 from tests import zoo, zoo_recent  # noqa: E402
 from tests.zoo_checks import ANALYSES, cli_smoke, run_analyses  # noqa: E402
 

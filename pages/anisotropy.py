@@ -5,6 +5,7 @@ sections are in ui/views/anisotropy.py."""
 from __future__ import annotations
 
 import streamlit as st
+
 from isoscope.ui.frame.page import load_or_stop, show_notices
 from isoscope.ui.views import anisotropy as view
 

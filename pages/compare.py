@@ -6,6 +6,7 @@ ui/views/compare.py."""
 from __future__ import annotations
 
 import streamlit as st
+
 from isoscope.ui.frame.page import load_or_stop, show_notices
 from isoscope.ui.views import compare as view
 

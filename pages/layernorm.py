@@ -5,6 +5,7 @@ The sections are in ui/views/layernorm.py."""
 from __future__ import annotations
 
 import streamlit as st
+
 from isoscope.ui.frame.page import load_or_stop
 from isoscope.ui.views import layernorm as view
 

@@ -8,6 +8,7 @@ The sections are in ui/views/massive/text.py and ui/views/massive/media.py."""
 from __future__ import annotations
 
 import streamlit as st
+
 from isoscope.ui.frame.page import model_and_corpus_or_stop
 from isoscope.ui.views.massive import text as view
 from isoscope.ui.views.massive.media import media_massive_view

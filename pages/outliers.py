@@ -4,6 +4,7 @@ The sections are in ui/views/outliers.py."""
 from __future__ import annotations
 
 import streamlit as st
+
 from isoscope.ui.frame.page import load_or_stop, show_notices
 from isoscope.ui.views import outliers as view
 from isoscope.ui.work.results import criteria_by_state

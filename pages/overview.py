@@ -5,6 +5,7 @@ ui/views/overview.py."""
 from __future__ import annotations
 
 import streamlit as st
+
 from isoscope.ui.frame.page import load_or_stop
 from isoscope.ui.sharing.exports import findings_panel
 from isoscope.ui.views import overview as view

@@ -6,6 +6,7 @@ ui/views/positional/."""
 from __future__ import annotations
 
 import streamlit as st
+
 from isoscope.ui.frame.page import load_or_stop
 from isoscope.ui.frame.tabs import lazy_tabs
 from isoscope.ui.views.positional import TAB_VIEWS, TABS

@@ -4,6 +4,7 @@ after. The sections are in ui/views/projections.py."""
 from __future__ import annotations
 
 import streamlit as st
+
 from isoscope.ui.frame.page import load_or_stop, show_notices
 from isoscope.ui.server.warmup import start_umap_warmup
 from isoscope.ui.views import projections as view

@@ -6,6 +6,7 @@ sections are in ui/views/quant/, the tabs one module each."""
 from __future__ import annotations
 
 import streamlit as st
+
 from isoscope.ui.frame.page import model_and_corpus_or_stop
 from isoscope.ui.views.quant import tabs
 from isoscope.ui.views.quant.decision import recipe_section

@@ -4,6 +4,7 @@ The sections are in ui/views/similarity.py."""
 from __future__ import annotations
 
 import streamlit as st
+
 from isoscope.ui.frame.page import load_or_stop
 from isoscope.ui.views import similarity as view
 from isoscope.ui.work.media import text_only

@@ -7,6 +7,7 @@ is computed once per model and corpus and then cached. The sections are in ui/vi
 from __future__ import annotations
 
 import streamlit as st
+
 from isoscope.ui.frame.page import load_or_stop
 from isoscope.ui.views import tour as view
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import torch
+
 from isoscope.engine.load.models import ModelParts, build_random_model, make_loaded
 
 TEXTS = [

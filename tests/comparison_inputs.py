@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import numpy as np
-from isoscope.engine.extraction import ExtractionResult, TokenTable
 
+from isoscope.engine.extraction import ExtractionResult, TokenTable
 from tests.synthetic import result_from_vectors
 
 

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from isoscope.engine.environment import use_offline_environment
 
 use_offline_environment()
@@ -21,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def pytest_collection_modifyitems(config, items):
     """Tier marker from the folder: tests/unit/** -> unit, tests/integration/** -> integration, ...
-    (inside a tier, folders mirror the packages: tests/unit/analysis/activations/test_massive.py)."""
+    (inside a tier, folders mirror the packages: tests/unit/analysis/massive/test_massive.py)."""
     tests = Path(__file__).resolve().parent
     for item in items:
         parts = Path(str(item.fspath)).resolve().relative_to(tests).parts

@@ -4,6 +4,7 @@ text encoded alone, and "two extraction results are the same"."""
 from __future__ import annotations
 
 import numpy as np
+
 from isoscope.engine.extraction import TokenTable, encode_text
 
 TEXTS = (

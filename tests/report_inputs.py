@@ -4,8 +4,8 @@ state 2 has dim 7 shifted to -6, and results of given vectors."""
 from __future__ import annotations
 
 import numpy as np
-from isoscope.engine.extraction import ExtractionResult, TokenTable
 
+from isoscope.engine.extraction import ExtractionResult, TokenTable
 from tests.synthetic import result_from_vectors
 
 QUICK = ("outliers", "anisotropy")

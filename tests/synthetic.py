@@ -4,6 +4,7 @@ statistics (the real RunningStats) out, every token in the sample. One builder f
 from __future__ import annotations
 
 import numpy as np
+
 from isoscope.engine.extraction import ExtractionResult, ExtractionSettings, TokenTable
 from isoscope.engine.extraction.stats import RunningStats
 

@@ -9,6 +9,7 @@ from pathlib import Path
 def save_tiny_decoder(tmp_path_factory, name: str, config_cls, model_cls, **overrides) -> Path:
     """A random ``model_cls(config_cls(...))`` saved as safetensors with the bundled tokenizer."""
     import torch
+
     from isoscope.engine.load.models import bundled_tokenizer
 
     tokenizer = bundled_tokenizer()

@@ -136,9 +136,9 @@ def run_analyses(loaded, bugs_as_cells: bool = False) -> dict[str, str]:
     IsoscopeError propagates (a bug), or with ``bugs_as_cells`` becomes ``bug: <Type>: <line>``
     (the table generator lists every family). An audio model reads :func:`clips` where a text
     model reads :data:`TEXTS`."""
-    from isoscope.analysis.activations.int8 import int8_sites
-    from isoscope.analysis.activations.scan import scan_massive
     from isoscope.analysis.layernorm.params import ln_params, norms_of
+    from isoscope.analysis.massive.int8 import int8_sites
+    from isoscope.analysis.massive.scan import scan_massive
     from isoscope.analysis.positional.qk import qk_stats
     from isoscope.analysis.positional.table import position_table_weights
     from isoscope.analysis.positional.tupe import supports_tupe, tupe_summary
@@ -157,7 +157,7 @@ def run_analyses(loaded, bugs_as_cells: bool = False) -> dict[str, str]:
 
     def massive():
         if audio:
-            from isoscope.analysis.activations.highnorm import scan_audio
+            from isoscope.analysis.massive.highnorm import scan_audio
 
             scan_audio(loaded, clips().items)
         else:
@@ -214,6 +214,7 @@ def cli_smoke(folder: Path, tmp: Path, audio: bool = False) -> tuple[int, str]:
     """``massive`` through the CLI entry point, in-process: (exit status, stderr's error line);
     ``audio``: on a folder of :func:`clips` (``--audio``)."""
     import soundfile
+
     from isoscope.cli import main
 
     if audio:

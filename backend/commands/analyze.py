@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 
-from isoscope.analysis.geometry.isotropy import HISTOGRAM_BINS, N_PAIRS, TOP_DIMS
+from isoscope.analysis.anisotropy import HISTOGRAM_BINS, N_PAIRS, TOP_DIMS
 from isoscope.commands.common import (
     DownloadPrinter,
     ProgressPrinter,
@@ -209,8 +209,8 @@ def build_report(
     histogram, Timkey's top cosine dims with their share of the mean cosine, and IsoScore (Rudman
     et al. 2022; null when the token sample has fewer points than dimensions).
     """
-    from isoscope.analysis.geometry.isotropy import by_state, clipped_anisotropy_by_state
-    from isoscope.analysis.geometry.outliers import criteria_by_state, outlier_dims_by_state
+    from isoscope.analysis.anisotropy import by_state, clipped_anisotropy_by_state
+    from isoscope.analysis.outliers import criteria_by_state, outlier_dims_by_state
 
     iso = by_state(result, n_pairs=pairs, seed=seed, bins=bins, top_k=top_dims, similarity=False)
     aniso = iso.anisotropy

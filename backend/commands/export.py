@@ -60,8 +60,8 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from isoscope.analysis.geometry.projections import check_method
-    from isoscope.analysis.geometry.similarity import parse_clip
+    from isoscope.analysis.projections.methods import check_method
+    from isoscope.analysis.similarity import parse_clip
     from isoscope.engine.errors import InputError
     from isoscope.engine.inputs.corpus import load_corpus_file
     from isoscope.engine.naming import parse_hidden_state

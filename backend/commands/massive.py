@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from isoscope.analysis.activations.params import (
+from isoscope.analysis.massive.params import (
     HIGH_NORM_FACTOR,
     MASSIVE_BATCH_SIZE,
     MASSIVE_MAX_LENGTH,
@@ -53,8 +53,8 @@ def add_parser(sub) -> None:
 
 
 def run_massive(args: argparse.Namespace) -> int:
-    from isoscope.analysis.activations.massive import peak_state
-    from isoscope.analysis.activations.scan import scan_massive
+    from isoscope.analysis.massive.massive import peak_state
+    from isoscope.analysis.massive.scan import scan_massive
     from isoscope.engine.extraction.media import check_modality
 
     out = check_out_path(args.out)
@@ -120,8 +120,9 @@ def run_massive(args: argparse.Namespace) -> int:
 def _run_images(args: argparse.Namespace, loaded, corpus, out) -> int:
     """``--images``: massive activations by carrier token and high-norm patches."""
     import numpy as np
-    from isoscope.analysis.activations.highnorm import scan_images
-    from isoscope.analysis.activations.massive import peak_state
+
+    from isoscope.analysis.massive.highnorm import scan_images
+    from isoscope.analysis.massive.massive import peak_state
 
     scan = scan_images(
         loaded,
@@ -184,8 +185,8 @@ def _high_norm(state_names, unit: str, median, thresholds, shares) -> list[dict]
 
 def _run_audio(args: argparse.Namespace, loaded, corpus, out) -> int:
     """``--audio``: massive activations and high-norm frames over each clip's own frames."""
-    from isoscope.analysis.activations.highnorm import scan_audio
-    from isoscope.analysis.activations.massive import peak_state
+    from isoscope.analysis.massive.highnorm import scan_audio
+    from isoscope.analysis.massive.massive import peak_state
 
     scan = scan_audio(
         loaded,

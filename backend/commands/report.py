@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from isoscope.analysis.geometry.isotropy import N_PAIRS
+from isoscope.analysis.anisotropy import N_PAIRS
 from isoscope.analysis.layernorm.thresholds import RANDOM_CONTROLS
 from isoscope.commands.common import (
     ProgressPrinter,

@@ -8,6 +8,7 @@ values that float16 clips (docs/methods.md section 0).
 from __future__ import annotations
 
 import torch
+
 from isoscope.engine.errors import InputError
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda", "mps")

@@ -6,7 +6,7 @@ values a link may carry (``ui/widgets/ranges.py``), so a default, a slider and a
 drift apart.
 
 Declarations of one analysis live beside it (the outlier thresholds in
-:mod:`isoscope.analysis.geometry.outliers`, keep-K and α in :mod:`isoscope.analysis.quant.params`);
+:mod:`isoscope.analysis.outliers`, keep-K and α in :mod:`isoscope.analysis.quant.params`);
 this module holds the type, the extraction's own parameters and the literature's constants that
 several layers quote.
 """

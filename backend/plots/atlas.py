@@ -22,7 +22,8 @@ import struct
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-from isoscope.analysis.geometry.projections import Colouring, Projection
+
+from isoscope.analysis.projections.methods import Colouring, Projection
 from isoscope.engine.jsonio import strict_json
 from isoscope.plots.projections import axis_titles, category_colours
 

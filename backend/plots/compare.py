@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+
 from isoscope.analysis.compare.comparison import Comparison, LNDifference
 from isoscope.analysis.compare.trajectory import Trajectory
 

@@ -1,5 +1,5 @@
 """Figures of massive activations and high-norm tokens in image and speech models
-(:mod:`isoscope.analysis.activations.highnorm`): norms by kind of token, their distribution, the
+(:mod:`isoscope.analysis.massive.highnorm`): norms by kind of token, their distribution, the
 patch norms drawn over the image, and a clip's frame norms on a time axis under its waveform."""
 
 from __future__ import annotations
@@ -7,9 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from isoscope.analysis.activations.highnorm import IMAGE_CARRIERS, AudioScan, ImageScan, token_kind
-from isoscope.plots.axes import log_axis
 from plotly.subplots import make_subplots
+
+from isoscope.analysis.massive.highnorm import IMAGE_CARRIERS, AudioScan, ImageScan, token_kind
+from isoscope.plots.axes import log_axis
 
 WAVEFORM_POINTS = 4000  # a drawn waveform's points: a min/max envelope past this many samples
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+
 from isoscope.analysis.layernorm.params import LNOutliers, LNParams
 from isoscope.plots.lines import add_vlines
 

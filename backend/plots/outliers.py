@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from isoscope.analysis.geometry.outliers import (
+
+from isoscope.analysis.outliers import (
     CRITERIA,
     CRITERION_LABELS,
     OutlierThresholds,
@@ -145,7 +146,7 @@ def outlier_heatmap(
 
 
 def criteria_marks(by_state: Sequence[Mapping[str, Sequence[int]]]) -> dict[str, list[list[int]]]:
-    """Reshape :func:`~isoscope.analysis.geometry.outliers.criteria_by_state` to ``{criterion: [dims per state]}``."""
+    """Reshape :func:`~isoscope.analysis.outliers.criteria_by_state` to ``{criterion: [dims per state]}``."""
     return {c: [list(found[c]) for found in by_state] for c in CRITERIA}
 
 

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
+
 from isoscope.engine.store.provenance import reuse_line
 
 

@@ -6,9 +6,10 @@ from collections.abc import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
 from isoscope.analysis.positional.tupe import TERM_LABELS, TERMS
 from isoscope.plots.axes import log_axis
-from plotly.subplots import make_subplots
 
 _MARGIN = dict(l=50, r=20, t=50, b=45)
 _LAYER_COLORS = (

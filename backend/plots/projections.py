@@ -18,7 +18,8 @@ import numpy as np
 import plotly.colors
 import plotly.graph_objects as go
 import plotly.io as pio
-from isoscope.analysis.geometry.projections import Colouring, Projection
+
+from isoscope.analysis.projections.methods import Colouring, Projection
 from isoscope.engine.extraction.media import patch_pixels
 
 THUMBNAIL_POINTS = 1000  # patch thumbnails per figure at most

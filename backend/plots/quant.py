@@ -12,12 +12,13 @@ import math
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
 from isoscope.analysis.quant.before_after import ChannelProfile
 from isoscope.analysis.quant.readiness import MagnitudeTiles, QuantReport
 from isoscope.analysis.quant.schemes import SCHEME_LABELS, SCHEMES
 from isoscope.analysis.quant.sites import ROLE_LABELS, ROLES
 from isoscope.plots.axes import log_axis
-from plotly.subplots import make_subplots
 
 # heat-strip quantities: key -> (label, value of a site row, log colour)
 STRIP_QUANTITIES = {

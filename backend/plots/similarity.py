@@ -7,7 +7,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from isoscope.analysis.geometry.similarity import ThresholdSweep
+
+from isoscope.analysis.similarity import ThresholdSweep
 
 SERIES = {
     "raw": ("raw", "#1f77b4", "solid"),

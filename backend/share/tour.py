@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
 from isoscope.analysis.layernorm.thresholds import RANDOM_CONTROLS
 
 TITLES = (
@@ -50,8 +51,8 @@ class TourStep:
 def outliers_step(result) -> TourStep:
     """Agrees when some dim is an outlier and zeroing the outlier dims of the state where it is
     strongest removes at least half of that state's anisotropy."""
-    from isoscope.analysis.geometry.isotropy import anisotropy_by_state, clipped_anisotropy_by_state
-    from isoscope.analysis.geometry.outliers import criteria_by_state, outlier_dims_by_state
+    from isoscope.analysis.anisotropy import anisotropy_by_state, clipped_anisotropy_by_state
+    from isoscope.analysis.outliers import criteria_by_state, outlier_dims_by_state
     from isoscope.plots.outliers import headline_outlier
     from isoscope.plots.overview import anisotropy_line, anisotropy_with_lines
 
@@ -171,7 +172,7 @@ def anisotropy_step(result, random_result, model_is_random: bool = False) -> Tou
     """Agrees when the model is anisotropic (highest mean cosine >= 0.1) and more so in some layer
     than at ``emb``. The random-init copy on the same texts and pairs says whether training or the
     architecture made it so."""
-    from isoscope.analysis.geometry.isotropy import anisotropy_by_state
+    from isoscope.analysis.anisotropy import anisotropy_by_state
     from isoscope.plots.overview import trained_vs_random_figure
 
     step = TourStep(

@@ -12,8 +12,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from isoscope.ui.widgets.atlas import FRAME_SELECTOR
 
+from isoscope.ui.widgets.atlas import FRAME_SELECTOR
 from tests.browser.atlas_app import NEEDLE
 from tests.browser.test_smoke import CHROMIUM, CHROMIUM_ARGS, SERVER_START_S, _free_port
 

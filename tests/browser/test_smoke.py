@@ -1,14 +1,13 @@
 """Real-browser smoke test: `isoscope serve` (streamlit run app.py) driven by Debian's Chromium through Playwright.
 
-Visits every page listed in ``app.PAGES`` whose file exists (pages added later are covered
-automatically), waits for the script to finish and the Plotly charts to render, asserts that no
+Visits every page of a declared analysis (``isoscope.analysis.ANALYSES``) whose file exists,
+waits for the script to finish and the Plotly charts to render, asserts that no
 exception box is shown, and saves a screenshot per page to pytest's tmp dir and, when the env var
 ``ISOSCOPE_SCREENSHOTS`` names a folder, to ``<folder>/screenshot_<page>.png`` as well.
 """
 
 from __future__ import annotations
 
-import ast
 import os
 import shutil
 import socket
@@ -19,6 +18,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
 from isoscope.ui.widgets.charts import CHARTS_DRAWN_JS, FRAME_SELECTOR
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,21 +37,11 @@ PAGE_TIMEOUT_S = 300  # the first page loads the model and extracts the bundled 
 
 
 def _pages_from_app() -> list[tuple[str, str]]:
-    """(file stem, title) of every entry of app.PAGES whose file exists, in navigation order.
+    """(file stem, title) of every declared analysis whose page file exists, in navigation order
+    (app.py builds its navigation from the same declarations)."""
+    from isoscope.analysis import ANALYSES
 
-    Read with ast, so collecting this test never executes the Streamlit script."""
-    tree = ast.parse((ROOT / "app.py").read_text(encoding="utf-8"))
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(
-            getattr(t, "id", None) == "PAGES" for t in node.targets
-        ):
-            entries = ast.literal_eval(node.value)
-            return [
-                (Path(f).stem, title)
-                for f, title, _icon in entries
-                if (ROOT / "pages" / f).exists()
-            ]
-    raise AssertionError("app.py has no PAGES list")
+    return [(a.name, a.title) for a in ANALYSES if (ROOT / "pages" / a.page).exists()]
 
 
 PAGES = _pages_from_app()

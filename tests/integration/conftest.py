@@ -36,7 +36,6 @@ def tiny_all(tiny_bert_dir):
     from isoscope.engine.extraction import ExtractionSettings, extract
     from isoscope.engine.inputs.corpus import Corpus
     from isoscope.engine.load.models import load_model
-
     from tests.extraction_checks import TEXTS
 
     loaded = load_model(str(tiny_bert_dir), device="cpu")

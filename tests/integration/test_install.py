@@ -16,6 +16,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+
 from isoscope.engine.environment import offline_env
 
 ROOT = Path(__file__).resolve().parents[2]

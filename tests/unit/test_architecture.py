@@ -394,8 +394,8 @@ def test_pages_and_views_keep_to_the_cache_idiom(path):
 
 def test_the_cache_idiom_rule_catches_a_hand_built_key_and_an_uncached_analysis():
     page = (
-        "from isoscope.analysis.geometry.isotropy import by_state\n"
-        "from isoscope.analysis.geometry.projections import token_colour_options\n"
+        "from isoscope.analysis.anisotropy import by_state\n"
+        "from isoscope.analysis.projections.methods import token_colour_options\n"
         "from isoscope.share import tour\n"
         "from isoscope.ui.work.cached import cached\n"
         "from isoscope.ui.work.extraction import memo, result_key\n"
@@ -432,7 +432,7 @@ def _modules_without_a_test_file(root: Path) -> list[str]:
 
 
 def test_every_module_has_a_test_file_named_after_it():
-    """backend/analysis/activations/massive.py is tested in tests/<tier>/analysis/activations/test_massive.py:
+    """backend/analysis/massive/massive.py is tested in tests/<tier>/analysis/massive/test_massive.py:
     every module has a test file of its name somewhere under tests/."""
     missing = _modules_without_a_test_file(ROOT)
     assert not missing, "modules without a test_<module>.py under tests/: " + ", ".join(missing)

@@ -4,6 +4,7 @@ stderr with a non-zero exit (2 for a user error), never a traceback."""
 from __future__ import annotations
 
 import pytest
+
 from isoscope import cli
 from isoscope.engine.errors import InputError
 

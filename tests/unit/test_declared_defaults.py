@@ -12,6 +12,7 @@ import inspect
 from pathlib import Path
 
 import pytest
+
 from isoscope.cli import build_parser
 from isoscope.engine.params import Interval
 
@@ -21,11 +22,11 @@ ROOT = Path(__file__).resolve().parents[2]
 # analysis's own, beside it.
 DECLARATION_MODULES = (
     "isoscope.engine.params",
-    "isoscope.analysis.geometry.outliers",
-    "isoscope.analysis.geometry.isotropy",
+    "isoscope.analysis.outliers",
+    "isoscope.analysis.anisotropy",
     "isoscope.analysis.layernorm.thresholds",
     "isoscope.analysis.quant.params",
-    "isoscope.analysis.activations.params",
+    "isoscope.analysis.massive.params",
     "isoscope.analysis.positional.params",
 )
 
@@ -99,8 +100,8 @@ def test_a_command_states_no_default_of_its_own_for_a_declared_parameter(command
 
 
 def test_one_analysis_reads_one_declaration_in_its_command_its_page_and_its_functions():
-    from isoscope.analysis.activations import params as activations
-    from isoscope.analysis.activations.scan import scan_massive
+    from isoscope.analysis.massive import params as activations
+    from isoscope.analysis.massive.scan import scan_massive
     from isoscope.analysis.positional import params as positional
     from isoscope.analysis.positional.qk import qk_stats
     from isoscope.analysis.quant import params as quant

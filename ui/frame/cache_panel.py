@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import streamlit as st
+
 from isoscope.engine.errors import IsoscopeError
 from isoscope.engine.extraction import ExtractionSettings
 from isoscope.engine.store.cache import MODELS_DIR, ResultCache, default_cache_dir

@@ -5,6 +5,7 @@ stops the page, the result's notices, and the 'what is this' expander each view 
 from __future__ import annotations
 
 import streamlit as st
+
 from isoscope.engine.errors import IsoscopeError
 from isoscope.engine.extraction import ExtractionResult
 from isoscope.engine.inputs.corpus import Corpus

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import streamlit as st
+
 from isoscope.engine.extraction import ExtractionSettings
 from isoscope.ui.frame.session import SELECTION_KEY
 from isoscope.ui.sharing.saved import saved_selection

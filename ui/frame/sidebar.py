@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import streamlit as st
+
 from isoscope.engine.errors import IsoscopeError
 from isoscope.engine.extraction import ExtractionSettings
 from isoscope.engine.load.models import source_is_causal

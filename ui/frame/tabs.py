@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import streamlit as st
+
 from isoscope.ui.frame.selection import get_selection, page_visit
 from isoscope.ui.sharing.links import check_tab
 

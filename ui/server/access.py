@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 
 import streamlit as st
+
 from isoscope.engine.serve.access import AccessPolicy, RateLimit, passphrase_matches
 
 PASSED_KEY = "isoscope_passphrase_ok"

@@ -27,13 +27,31 @@ def app_imports(app: str) -> list[str]:
                 names += [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 names.append(node.module)
-                package = folder.joinpath(*node.module.split("."))
+                folders = _package_folders(node.module, folder)
                 names += [
                     f"{node.module}.{alias.name}"
                     for alias in node.names
-                    if (package / f"{alias.name}.py").is_file()
+                    if any(
+                        (f / f"{alias.name}.py").is_file() or (f / alias.name).is_dir()
+                        for f in folders
+                    )
                 ]
     return list(dict.fromkeys(n for n in names if n != "__future__"))
+
+
+def _package_folders(module: str, app_folder: Path) -> list[Path]:
+    """The folders of package ``module``: where the import system finds it (its parent packages
+    are imported for that; the installed ``isoscope`` maps its subpackages to folders of their
+    own), or a folder of that dotted path beside ``app.py``."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        spec = None
+    found = [Path(p) for p in (spec.submodule_search_locations or [])] if spec else []
+    found.append(app_folder.joinpath(*module.split(".")))
+    return [f for f in found if f.is_dir()]
 
 
 def preload(app: str) -> float:

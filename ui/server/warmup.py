@@ -67,7 +67,7 @@ def _run(state: WarmupState) -> None:
 
         MOMENTS.compile()  # off or failed (MOMENTS.error): extractions stay eager
         state.started = time.monotonic()  # UMAP's progress bar counts from here
-        from isoscope.analysis.geometry.projections import warm_up_umap
+        from isoscope.analysis.projections.methods import warm_up_umap
 
         state.seconds = warm_up_umap()
     except (

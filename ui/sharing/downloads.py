@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
+
 from isoscope.engine.jsonio import strict_json
 
 

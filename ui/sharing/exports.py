@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 import streamlit as st
+
 from isoscope.engine.extraction import ExtractionResult
 from isoscope.engine.load.models import LoadedModel
 from isoscope.engine.lru import LRU

@@ -28,10 +28,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
+
 from isoscope.ui.frame.selection import Selection, get_selection
 from isoscope.ui.frame.session import SELECTION_KEY
 from isoscope.ui.work.media import MEDIA_KINDS
-from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 if TYPE_CHECKING:
     from isoscope.ui.widgets.ranges import Interval, Options, Tab

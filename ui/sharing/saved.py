@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import streamlit as st
+
 from isoscope.engine.errors import IsoscopeError
 from isoscope.engine.extraction import ExtractionResult
 from isoscope.engine.inputs.corpus import Corpus

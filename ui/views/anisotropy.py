@@ -6,15 +6,16 @@ only their own chart."""
 from __future__ import annotations
 
 import streamlit as st
-from isoscope.analysis.geometry.isotropy import (
+
+from isoscope.analysis.anisotropy import (
     HISTOGRAM_BINS,
     N_PAIRS,
     PAIR_SEED,
     StateIsotropy,
     by_state,
 )
-from isoscope.analysis.geometry.postprocess import make_postprocessor
-from isoscope.analysis.geometry.summaries import mean_shift_peak
+from isoscope.analysis.projections.postprocess import make_postprocessor
+from isoscope.analysis.summaries import mean_shift_peak
 from isoscope.engine.errors import IsoscopeError
 from isoscope.engine.extraction import ExtractionResult
 from isoscope.engine.load.models import random_like_source
@@ -52,7 +53,7 @@ def isotropy(
     similarity: bool = True,
     name: str | None = None,
 ) -> StateIsotropy:
-    """:func:`isoscope.analysis.geometry.isotropy.by_state` after the post-processing ``post`` with ``params``
+    """:func:`isoscope.analysis.anisotropy.by_state` after the post-processing ``post`` with ``params``
     (``(("dims", "auto"),)`` clips each state's own headline outlier dims)."""
     options = dict(params)
     if post == "none":

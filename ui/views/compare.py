@@ -7,6 +7,7 @@ import hashlib
 from dataclasses import replace
 
 import streamlit as st
+
 from isoscope.analysis.compare.comparison import (
     Comparison,
     compare_with_cache,

@@ -8,6 +8,7 @@ import dataclasses
 
 import pandas as pd
 import streamlit as st
+
 from isoscope.analysis.layernorm.ablation import (
     AblationReport,
     SweepResult,

@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
-from isoscope.analysis.geometry.outliers import (
+
+from isoscope.analysis.outliers import (
     CRITERIA,
     CRITERION_LABELS,
     EXTREME_SHARE,

@@ -8,11 +8,12 @@ from collections.abc import Callable
 from dataclasses import replace
 
 import streamlit as st
-from isoscope.analysis.activations.first_position import (
+
+from isoscope.analysis.massive.first_position import (
     FirstPositionContrast,
     first_position_contrast,
 )
-from isoscope.analysis.geometry.summaries import first_position_gap
+from isoscope.analysis.summaries import first_position_gap
 from isoscope.engine.budget.page_budget import FirstLook
 from isoscope.engine.budget.throughput import record_statistics, speed_measured, token_counts
 from isoscope.engine.errors import IsoscopeError

@@ -9,8 +9,9 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
-from isoscope.analysis.geometry.isotropy import N_PAIRS
-from isoscope.analysis.geometry.projections import (
+
+from isoscope.analysis.anisotropy import N_PAIRS
+from isoscope.analysis.projections.methods import (
     METHODS,
     TEXT_COLOURS,
     TSNE_SLOW_POINTS,

@@ -9,9 +9,10 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
-from isoscope.analysis.geometry import similarity as geometry_similarity
-from isoscope.analysis.geometry.postprocess import POSTPROCESSORS, parse_dims
-from isoscope.analysis.geometry.similarity import (
+
+from isoscope.analysis import similarity as geometry_similarity
+from isoscope.analysis.projections.postprocess import POSTPROCESSORS, parse_dims
+from isoscope.analysis.similarity import (
     ThresholdSweep,
     WordSenseVectors,
     clip_dims_by_state,

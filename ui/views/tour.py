@@ -5,6 +5,7 @@ on the loaded model; every step is computed once per model and corpus and then c
 from __future__ import annotations
 
 import streamlit as st
+
 from isoscope.engine.extraction import ExtractionResult
 from isoscope.engine.load.models import LoadedModel, random_like_source
 from isoscope.share import tour

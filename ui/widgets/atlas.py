@@ -24,8 +24,9 @@ from pathlib import Path
 
 import streamlit as st
 import streamlit.components.v1 as components
-from isoscope.analysis.geometry.corpus_projection import LANDMARKS, corpus_before_after
-from isoscope.analysis.geometry.projections import METHODS, text_snippets, token_colouring
+
+from isoscope.analysis.projections.all_tokens import LANDMARKS, corpus_before_after
+from isoscope.analysis.projections.methods import METHODS, text_snippets, token_colouring
 from isoscope.engine.environment import default_cache_dir
 from isoscope.engine.errors import InputError
 from isoscope.engine.extraction import ExtractionResult

@@ -33,6 +33,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 import streamlit as st
 import streamlit.components.v1 as components
+
 from isoscope.engine.environment import default_cache_dir
 from isoscope.ui.sharing.downloads import download_buttons
 

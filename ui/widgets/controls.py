@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import streamlit as st
-from isoscope.analysis.geometry.postprocess import POSTPROCESSORS, parse_dims
+
+from isoscope.analysis.projections.postprocess import POSTPROCESSORS, parse_dims
 from isoscope.engine.errors import IsoscopeError
 from isoscope.engine.params import Interval
 from isoscope.ui.widgets.ranges import post_options

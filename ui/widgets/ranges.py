@@ -13,16 +13,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from isoscope.analysis.activations.params import MASSIVE_MAX_LENGTH
-from isoscope.analysis.geometry.outliers import (
+from isoscope.analysis.layernorm.thresholds import LN_K, LN_SHARE
+from isoscope.analysis.massive.params import MASSIVE_MAX_LENGTH
+from isoscope.analysis.outliers import (
     EXTREME_SHARE,
     QUANTILE,
     VARIANCE_FACTOR,
     ZSCORE_K,
 )
-from isoscope.analysis.geometry.postprocess import POSTPROCESSORS
-from isoscope.analysis.geometry.projections import METHODS
-from isoscope.analysis.layernorm.thresholds import LN_K, LN_SHARE
+from isoscope.analysis.projections.methods import METHODS
+from isoscope.analysis.projections.postprocess import POSTPROCESSORS
 from isoscope.analysis.quant.params import (
     IGNORE_SHARE,
     KEEP_K,

@@ -6,7 +6,7 @@ The key rules (:func:`_key_of`): an ExtractionResult is keyed by :func:`isoscope
 LoadedModel by its fingerprint, a corpus or pairs by content hash, everything else by value; big
 arrays are refused as keys; an argument named ``_x`` is left out. A cached function calls backend
 functions only; one that passes its arguments through has the name of what it wraps (a memoised
-:func:`isoscope.analysis.geometry.outliers.criteria_by_state` is ``criteria_by_state``), and one
+:func:`isoscope.analysis.outliers.criteria_by_state` is ``criteria_by_state``), and one
 that adapts them (fixes the pairs and seed, reads the texts from the result) is named for what it
 returns.
 
@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
 import numpy as np
+
 from isoscope.engine.extraction import ExtractionResult
 from isoscope.engine.inputs.corpus import Corpus
 from isoscope.engine.inputs.media import MediaCorpus

@@ -5,6 +5,7 @@ hash, or a folder of images or audio, and the items of the corpus a result read.
 from __future__ import annotations
 
 import streamlit as st
+
 from isoscope.engine.errors import IsoscopeError
 from isoscope.engine.extraction import ExtractionResult
 from isoscope.engine.inputs.corpus import (

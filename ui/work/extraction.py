@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import streamlit as st
+
 from isoscope.engine.budget.estimates import describe_seconds
 from isoscope.engine.extraction import ExtractionResult, ExtractionSettings
 from isoscope.engine.inputs.corpus import Corpus

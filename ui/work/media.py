@@ -4,6 +4,7 @@ line a text-only view shows instead of itself (:mod:`isoscope.engine.inputs.medi
 from __future__ import annotations
 
 import streamlit as st
+
 from isoscope.engine.errors import InputError
 from isoscope.engine.extraction import ExtractionResult
 from isoscope.engine.inputs.media import (

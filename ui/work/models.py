@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import streamlit as st
+
 from isoscope.engine.budget.page_budget import first_look_budget
 from isoscope.engine.budget.time_estimate import TimeEstimate
 from isoscope.engine.environment import quiet_libraries

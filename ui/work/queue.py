@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 import streamlit as st
+
 from isoscope.engine.budget.progress import eta_text
 from isoscope.engine.serve.flights import WaitState, WorkQueue
 from isoscope.ui.server import access

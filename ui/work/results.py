@@ -8,10 +8,11 @@ A function used by one page only lives in that page's view (ui/views/<page>.py).
 from __future__ import annotations
 
 import numpy as np
-from isoscope.analysis.geometry import outliers as geometry_outliers
-from isoscope.analysis.geometry.isotropy import N_PAIRS, PAIR_SEED, anisotropy_by_state
-from isoscope.analysis.geometry.outliers import OutlierThresholds
-from isoscope.analysis.geometry.outliers import outlier_dims_by_state as headline_dims_by_state
+
+from isoscope.analysis import outliers as geometry_outliers
+from isoscope.analysis.anisotropy import N_PAIRS, PAIR_SEED, anisotropy_by_state
+from isoscope.analysis.outliers import OutlierThresholds
+from isoscope.analysis.outliers import outlier_dims_by_state as headline_dims_by_state
 from isoscope.engine.extraction import ExtractionResult
 from isoscope.ui.work.cached import cached
 
@@ -25,7 +26,7 @@ DEFAULT_THRESHOLDS = OutlierThresholds()
 def criteria_by_state(
     result: ExtractionResult, thresholds: OutlierThresholds = DEFAULT_THRESHOLDS
 ) -> list[dict[str, list[int]]]:
-    """:func:`isoscope.analysis.geometry.outliers.criteria_by_state`: all four criteria at every hidden state."""
+    """:func:`isoscope.analysis.outliers.criteria_by_state`: all four criteria at every hidden state."""
     return geometry_outliers.criteria_by_state(result, thresholds)
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
+
 from isoscope.engine.errors import InputError
 
 if TYPE_CHECKING:  # type hints only: importing them would pull in torch

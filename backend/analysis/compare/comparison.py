@@ -11,10 +11,10 @@ Sources (docs/methods.md section 8 and the sections each per-state figure comes 
   estimator of Song et al. 2012 (as in Kornblith et al.'s reference code), which removes the
   upward bias of small n (e.g. a few hundred texts in a few hundred dimensions).
 - Per hidden state: anisotropy and IsoScore (Ethayarajh 2019; Rudman et al. 2022, via
-  :func:`isoscope.analysis.geometry.isotropy.by_state`), outlier dims
-  (:func:`isoscope.analysis.geometry.outliers.outlier_dims`) gained and lost, |mean| per dim, and
+  :func:`isoscope.analysis.anisotropy.by_state`), outlier dims
+  (:func:`isoscope.analysis.outliers.outlier_dims`) gained and lost, |mean| per dim, and
   the share of the mean cosine carried by the top dims (Timkey & van Schijndel 2021); STS
-  Spearman by state (Luo et al. 2021, via :mod:`isoscope.analysis.geometry.similarity`).
+  Spearman by state (Luo et al. 2021, via :mod:`isoscope.analysis.similarity`).
 - LayerNorm gamma/beta differences per dim (Kovaleva et al. 2021, BERT Busters), when both
   models have the same norms (a fine-tuned model against its base).
 
@@ -28,6 +28,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from isoscope.analysis.anisotropy import N_PAIRS, PAIR_SEED
 from isoscope.analysis.compare.cka import (
     BASES,
     CKAResult,
@@ -44,7 +46,6 @@ from isoscope.analysis.compare.storage import (
     comparison_from_arrays,
     comparison_key,
 )
-from isoscope.analysis.geometry.isotropy import N_PAIRS, PAIR_SEED
 from isoscope.engine.errors import InputError
 
 if TYPE_CHECKING:  # type hints only: importing them would pull in torch
@@ -90,10 +91,10 @@ def summarize(
     seed: int = PAIR_SEED,
     top_k: int = 3,
 ) -> SideSummary:
-    """Anisotropy, IsoScore, Timkey's top-dim share (:func:`isoscope.analysis.geometry.isotropy.by_state`) and the
-    headline outlier dims (:func:`isoscope.analysis.geometry.outliers.outlier_dims`) of every hidden state."""
-    from isoscope.analysis.geometry.isotropy import by_state
-    from isoscope.analysis.geometry.outliers import outlier_dims_by_state
+    """Anisotropy, IsoScore, Timkey's top-dim share (:func:`isoscope.analysis.anisotropy.by_state`) and the
+    headline outlier dims (:func:`isoscope.analysis.outliers.outlier_dims`) of every hidden state."""
+    from isoscope.analysis.anisotropy import by_state
+    from isoscope.analysis.outliers import outlier_dims_by_state
 
     iso = by_state(result, n_pairs=n_pairs, seed=seed, top_k=top_k, similarity=False)
     shares = np.array(
@@ -165,8 +166,8 @@ def abs_mean_difference(a: SideSummary, b: SideSummary) -> np.ndarray | None:
 
 def sts_by_state_for(loaded: LoadedModel, pairs, max_length: int = 128) -> np.ndarray:
     """Spearman x 100 of mean-pooled cosines against the gold scores, per hidden state (S,)
-    (Luo et al. 2021, Table 2; raw vectors), via :mod:`isoscope.analysis.geometry.similarity`."""
-    from isoscope.analysis.geometry.similarity import pool_pairs, sts_by_state
+    (Luo et al. 2021, Table 2; raw vectors), via :mod:`isoscope.analysis.similarity`."""
+    from isoscope.analysis.similarity import pool_pairs, sts_by_state
 
     first, second = pool_pairs(loaded, pairs, max_length=max_length)
     rows = sts_by_state(first, second, pairs.scores, [[] for _ in range(first.shape[0])])

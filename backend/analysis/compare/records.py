@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+
 from isoscope.analysis.compare.cka import CKAResult
 
 

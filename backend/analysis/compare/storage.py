@@ -7,6 +7,7 @@ import hashlib
 import json
 
 import numpy as np
+
 from isoscope.analysis.compare.cka import CKAResult
 from isoscope.analysis.compare.records import Comparison, LNDifference, SideSummary
 

@@ -3,8 +3,8 @@
 Input: a folder of checkpoints as the Hugging Face Trainer writes them (``checkpoint-500/``) or
 named ``step1000/`` (``step-1000``, ``step_1000``), sorted by step; or an explicit list of
 checkpoint folders. Per checkpoint and hidden state: the largest |mean| and its dim, the outlier
-dims (:func:`isoscope.analysis.geometry.outliers.outlier_dims_by_state`), anisotropy and IsoScore
-(:func:`isoscope.analysis.geometry.isotropy.by_state`); per LayerNorm, the dims whose gamma is flagged (BERT
+dims (:func:`isoscope.analysis.outliers.outlier_dims_by_state`), anisotropy and IsoScore
+(:func:`isoscope.analysis.anisotropy.by_state`); per LayerNorm, the dims whose gamma is flagged (BERT
 Busters' |gamma - mean| > k std, :func:`isoscope.analysis.layernorm.params.flag_params`) and the LN outlier dims
 (:func:`isoscope.analysis.layernorm.params.detect_outliers`).
 
@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-from isoscope.analysis.geometry.isotropy import N_PAIRS, PAIR_SEED
+
+from isoscope.analysis.anisotropy import N_PAIRS, PAIR_SEED
 from isoscope.analysis.layernorm.thresholds import LN_THRESHOLDS
 from isoscope.engine.budget.progress import Progress, report
 from isoscope.engine.errors import InputError, IsoscopeError
@@ -140,8 +141,8 @@ def state_figures(
 ) -> list[dict]:
     """Per hidden state of an ExtractionResult: largest |mean| (and its dim), outlier dims,
     anisotropy and IsoScore."""
-    from isoscope.analysis.geometry.isotropy import by_state
-    from isoscope.analysis.geometry.outliers import outlier_dims_by_state
+    from isoscope.analysis.anisotropy import by_state
+    from isoscope.analysis.outliers import outlier_dims_by_state
 
     iso = by_state(result, n_pairs=n_pairs, seed=seed, top_k=0, similarity=False)
     rows = []

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+
 from isoscope.analysis.layernorm.thresholds import LN_THRESHOLDS, LayerNormThresholds
 from isoscope.engine.arch import wiring
 from isoscope.engine.device import to_numpy

@@ -39,7 +39,7 @@ class LayerNormThresholds:
     """BERT Busters' LayerNorm outlier rule (Kovaleva et al. 2021): per norm, a gamma_j or beta_j
     more than ``k`` std from that norm's mean is flagged; dim j is an outlier when it is flagged in
     at least ``share`` of the norms. Defaults and ranges from :data:`LN_K` and :data:`LN_SHARE`
-    (like :class:`isoscope.analysis.geometry.outliers.OutlierThresholds`)."""
+    (like :class:`isoscope.analysis.outliers.OutlierThresholds`)."""
 
     k: float = LN_K.default
     share: float = LN_SHARE.default

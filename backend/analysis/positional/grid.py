@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
 from isoscope.analysis.positional.table import ProbeResult, ProbeSettings, probe_positions
 from isoscope.engine.arch.layout import PatchPositionTable
 from isoscope.engine.budget.progress import Progress

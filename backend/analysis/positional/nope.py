@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 import torch
+
 from isoscope.analysis.positional.params import (
     NOPE_BATCH,
     NOPE_D_MODEL,

@@ -34,7 +34,8 @@ from typing import Any
 
 import numpy as np
 import torch
-from isoscope.analysis.activations.sinks import eager_attention
+
+from isoscope.analysis.massive.sinks import eager_attention
 from isoscope.analysis.positional.params import QK_BATCH_SIZE, QK_MAX_LENGTH
 from isoscope.engine.arch import blocks_of, position_kind
 from isoscope.engine.arch.hooks import forward_hooks

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 import torch
+
 from isoscope.analysis.positional.params import MAX_POSITION, PROBE_ITER, TEST_FRACTION
 from isoscope.engine.arch import architecture
 from isoscope.engine.arch import position_offset as arch_position_offset

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 import torch
+
 from isoscope.engine.arch import architecture
 from isoscope.engine.arch.hooks import forward_hooks
 from isoscope.engine.budget.progress import Progress

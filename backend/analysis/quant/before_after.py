@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+
 from isoscope.analysis.quant.params import SMOOTHQUANT_ALPHA
 from isoscope.analysis.quant.readiness.scan import QuantScan, weighted_median
 from isoscope.analysis.quant.schemes import (

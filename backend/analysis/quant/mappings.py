@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 
 import torch
+
 from isoscope.analysis.quant.sites import public_names
 from isoscope.engine.arch import wiring
 

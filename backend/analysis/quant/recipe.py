@@ -23,6 +23,7 @@ import math
 from dataclasses import dataclass, field
 
 import torch
+
 from isoscope.analysis.quant.ignore_list import (
     HEAD,
     MAX_BLOCKS,

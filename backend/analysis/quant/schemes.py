@@ -29,6 +29,7 @@ import math
 from collections.abc import Callable
 
 import torch
+
 from isoscope.analysis.quant.params import KEEP_K, SMOOTHQUANT_ALPHA
 
 SCHEMES = ("per_tensor", "per_token", "keep_k", "smoothquant", "rotation", "w4_g128")

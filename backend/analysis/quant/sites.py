@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
+
 from isoscope.engine.arch import blocks_of, projection_inputs
 from isoscope.engine.errors import UnsupportedModelError
 

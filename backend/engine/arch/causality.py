@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+
 from isoscope.engine.arch.lookup import base_of, blocks_of, module_of
 from isoscope.engine.arch.memo import CAUSAL
 from isoscope.engine.arch.probe import TRACE_TOKENS, forward_ids, trace_ids

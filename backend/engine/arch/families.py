@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+
 from isoscope.engine.arch.lookup import base_of, get_path
 
 

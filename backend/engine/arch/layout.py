@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 import torch
+
 from isoscope.engine.device import to_numpy
 from isoscope.engine.errors import UnsupportedModelError
 

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+
 from isoscope.engine.arch.hooks import forward_hooks
 from isoscope.engine.arch.lookup import blocks_of, describe, module_of
 from isoscope.engine.arch.memo import MIXERS

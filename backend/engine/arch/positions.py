@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+
 from isoscope.engine.arch.lookup import base_of, module_of
 
 POSITION_KINDS = ("learned absolute", "rotary", "alibi", "relative", "none")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+
 from isoscope.engine.arch.layout import (
     ascending_noise,
     feature_window,

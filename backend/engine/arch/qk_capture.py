@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+
 from isoscope.engine.arch.hooks import forward_hooks
 from isoscope.engine.errors import UnsupportedModelError
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+
 from isoscope.engine.arch.families import Family, family_of, supported_families
 from isoscope.engine.arch.lookup import base_of, describe, get_path, module_of, path_in
 from isoscope.engine.arch.positions import position_kind, position_offset, position_table_of

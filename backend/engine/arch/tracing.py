@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+
 from isoscope.engine.arch.hooks import forward_hooks
 from isoscope.engine.arch.lookup import base_of, blocks_of, describe, module_of, path_in
 from isoscope.engine.arch.memo import TRACED

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
 from isoscope.engine.params import BATCH_SIZE, TOKEN_BUDGET
 
 

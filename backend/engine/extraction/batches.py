@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import torch
+
 from isoscope.engine.budget.batching import equal_run
 from isoscope.engine.budget.progress import Progress
 from isoscope.engine.device import to_numpy

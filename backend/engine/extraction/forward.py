@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import torch
+
 from isoscope.engine.allocator import for_extraction, release_freed_memory
 from isoscope.engine.budget.batching import batch_count, equal_run, length_order
 from isoscope.engine.budget.progress import Progress

@@ -32,6 +32,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 import torch
+
 from isoscope.engine.device import to_numpy
 
 _DTYPES = {torch.float32: np.float32, torch.float64: np.float64}

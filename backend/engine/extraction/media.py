@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+
 from isoscope.engine.arch.layout import ascending_noise, frames_for
 from isoscope.engine.errors import InputError, UnsupportedModelError
 from isoscope.engine.extraction.tokenization import TokenizedCorpus, check_modality

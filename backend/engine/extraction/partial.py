@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+
 from isoscope.engine.errors import InputError
 from isoscope.engine.extraction.media import MediaTokens, check_modality, is_media, prepare_media
 from isoscope.engine.extraction.sample import SampleCandidates, bytes_label, token_key

@@ -89,7 +89,13 @@ def ray_session(options: RayOptions) -> Iterator[Any]:
     # Ray's C++ core logs to stderr (e.g. a warning on every actor pool); the CLI keeps stderr for
     # its own progress. Errors still reach the driver as exceptions.
     os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "fatal")
-    import ray
+    try:
+        import ray
+    except ImportError as exc:
+        raise RayEngineError(
+            "the Ray engine needs Ray, isoscope's optional extra: pip install 'isoscope[ray]' "
+            "(or run without --engine ray)"
+        ) from exc
 
     _quiet_ray()
     if options.address is None and ray.is_initialized():

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from isoscope.engine.extraction.ray_cluster import ModelSpec, RayEngineError
 from isoscope.engine.inputs.corpus import MAX_TEXTS, Corpus, corpus_files, corpus_from_shards
 
@@ -151,9 +152,10 @@ def planning_model(source: str) -> Any:
     weights."""
     from types import SimpleNamespace
 
+    from transformers import AutoConfig, AutoTokenizer
+
     from isoscope.engine.load import models
     from isoscope.engine.load.source import parse_source
-    from transformers import AutoConfig, AutoTokenizer
 
     parsed = parse_source(source).origin  # a random-like copy plans like what it copies
     if parsed.family is not None:

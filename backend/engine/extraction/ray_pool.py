@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 import numpy as np
+
 from isoscope.engine.budget.progress import Progress
 from isoscope.engine.errors import IsoscopeError
 from isoscope.engine.extraction.ray_cluster import ModelSpec, RayEngineError, RayOptions
@@ -33,6 +34,7 @@ class ExtractWorker:
         batch_delay_s: float = 0.0,
     ) -> None:
         import torch
+
         from isoscope.engine.environment import quiet_libraries, use_offline_environment
         from isoscope.engine.load.models import load_model
 

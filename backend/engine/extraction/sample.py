@@ -9,6 +9,7 @@ import mmap
 
 import numpy as np
 import torch
+
 from isoscope.engine.device import to_numpy
 from isoscope.engine.errors import InputError
 from isoscope.engine.extraction.kernel import MOMENTS

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
 from isoscope.engine.budget.batching import batch_count, length_order
 from isoscope.engine.budget.progress import Progress, report
 from isoscope.engine.device import to_numpy

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
+
 from isoscope.engine.device import to_numpy
 from isoscope.engine.extraction.kernel import MOMENTS, extreme_counts, state_extreme_counts
 

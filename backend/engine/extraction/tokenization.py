@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
+
 from isoscope.engine.errors import InputError
 from isoscope.engine.load.models import LoadedModel
 

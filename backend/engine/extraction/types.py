@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
+
 from isoscope.engine.errors import InputError
 from isoscope.engine.naming import hidden_state_names
 from isoscope.engine.params import BATCH_SIZE, MAX_LENGTH, SAMPLE_SIZE, SEED, TOKEN_BUDGET

@@ -31,6 +31,7 @@ from functools import cached_property
 from pathlib import Path
 
 import numpy as np
+
 from isoscope.engine.errors import InputError
 from isoscope.engine.params import MAX_FILE_BYTES
 

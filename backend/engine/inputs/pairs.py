@@ -1,4 +1,4 @@
-"""The labelled CSV inputs of the similarity views (:mod:`isoscope.analysis.geometry.similarity`):
+"""The labelled CSV inputs of the similarity views (:mod:`isoscope.analysis.similarity`):
 sentence pairs with gold scores (STS) and word-sense rows (WiC), read with the checks every user
 file gets (:mod:`isoscope.engine.inputs.files`), and the bundled samples.
 
@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
 from isoscope.engine.environment import assets_dir
 from isoscope.engine.errors import InputError
 from isoscope.engine.inputs.files import decode_text, read_file

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
 from isoscope.engine.arch.layout import modality_of
 from isoscope.engine.errors import ModelLoadError
 from isoscope.engine.load.model_parts import ModelParts, short_error

@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
 from isoscope.engine import arch
 from isoscope.engine.allocator import BIG_WEIGHTS_BYTES, give_back_large_frees
 from isoscope.engine.arch.layout import InputLayout, read_layout

@@ -8,6 +8,7 @@ import hashlib
 from typing import Any
 
 import torch
+
 from isoscope.engine import arch
 from isoscope.engine.errors import ModelLoadError
 from isoscope.engine.load.checkpoints import bundled_tokenizer, default_model_dir

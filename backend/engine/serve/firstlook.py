@@ -22,6 +22,7 @@ import time
 from collections.abc import Sequence
 
 import numpy as np
+
 from isoscope.engine.budget import page_budget, throughput
 from isoscope.engine.budget.batching import Batching, padded_tokens
 from isoscope.engine.budget.progress import Progress, report

@@ -46,6 +46,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+
 from isoscope.engine.budget import page_budget, throughput
 from isoscope.engine.environment import default_cache_dir
 from isoscope.engine.errors import InputError

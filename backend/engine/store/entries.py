@@ -8,6 +8,7 @@ import hashlib
 import json
 
 import numpy as np
+
 from isoscope.engine.extraction import (
     EXTRACT_VERSION,
     ExtractionResult,

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
+
 from isoscope.engine.errors import InputError
 
 GIB = 1024**3

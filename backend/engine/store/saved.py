@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from isoscope import __version__
 from isoscope.engine.errors import InputError, IsoscopeError
 from isoscope.engine.extraction import ExtractionResult, ExtractionSettings, TokenTable

@@ -4,15 +4,15 @@ file (plotly.js inlined once).
 
 Every number comes from an existing analysis (never re-derived here):
 
-- outlier dims: :mod:`isoscope.analysis.geometry.outliers` (Luo et al. 2021, arXiv 2011.04393; Timkey & van Schijndel
+- outlier dims: :mod:`isoscope.analysis.outliers` (Luo et al. 2021, arXiv 2011.04393; Timkey & van Schijndel
   2021, arXiv 2109.04404) and :func:`isoscope.plots.outliers.headline_outlier`;
-- anisotropy and clipping: :mod:`isoscope.analysis.geometry.isotropy` (Ethayarajh 2019, arXiv 1909.00512; Timkey's
-  per-dimension split; IsoScore, Rudman et al. 2022) and :func:`isoscope.analysis.geometry.projections.before_after`;
+- anisotropy and clipping: :mod:`isoscope.analysis.anisotropy` (Ethayarajh 2019, arXiv 1909.00512; Timkey's
+  per-dimension split; IsoScore, Rudman et al. 2022) and :func:`isoscope.analysis.projections.methods.before_after`;
 - LayerNorm outliers and their ablation against random controls: :mod:`isoscope.analysis.layernorm.params`,
   :func:`isoscope.analysis.layernorm.ablation.run_ablation` (Kovaleva et al. 2021, BERT Busters, arXiv 2105.06990);
 - positional information: :mod:`isoscope.analysis.positional.table` (Luo et al. section 4);
-- sentence similarity (with ``pairs``): :mod:`isoscope.analysis.geometry.similarity`;
-- massive activations and attention sinks, for decoders: ``isoscope.analysis.activations.scan``
+- sentence similarity (with ``pairs``): :mod:`isoscope.analysis.similarity`;
+- massive activations and attention sinks, for decoders: ``isoscope.analysis.massive.scan``
   (``massive`` / ``sinks``);
 - quantization readiness (optional, :mod:`isoscope.share.report.quant`):
   :mod:`isoscope.analysis.quant.readiness`.

@@ -75,7 +75,7 @@ def build_report(
     (``MediaCorpus.items``), which the LayerNorm ablation reruns the model on. ``quant``: a
     finished :class:`~isoscope.analysis.quant.readiness.QuantReport` for the optional "quant"
     section (otherwise that section runs the analysis). ``criteria``: what
-    :func:`~isoscope.analysis.geometry.outliers.criteria_by_state` returned for ``result`` with the
+    :func:`~isoscope.analysis.outliers.criteria_by_state` returned for ``result`` with the
     default thresholds, when the caller has it (the Overview's page does), so it is not computed
     again.
     """

@@ -6,40 +6,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from isoscope.analysis.geometry.isotropy import N_PAIRS, PAIR_SEED
+from isoscope.analysis import ANALYSES
+from isoscope.analysis.anisotropy import N_PAIRS, PAIR_SEED
 from isoscope.analysis.layernorm.thresholds import RANDOM_CONTROLS
 from isoscope.analysis.positional.params import MAX_POSITION, PROBE_ITER
 from isoscope.engine.errors import InputError
 from isoscope.share.report.render import render_html
 
-SECTION_TITLES = {
-    "outliers": "Outlier dimensions",
-    "anisotropy": "Anisotropy and what clipping does",
-    "layernorm": "LayerNorm outliers and their ablation",
-    "positional": "Positional information",
-    "similarity": "Sentence similarity",
-    "massive": "Massive activations and attention sinks",
-    "quant": "Quantization readiness",
-}
+SECTION_TITLES = {a.name: a.report_title for a in ANALYSES if a.report_title}
 # Built only when asked for (`isoscope report --quant`; the app once its page has run): the
 # quantization analysis costs several passes of the model.
-OPTIONAL_SECTIONS = ("quant",)
+OPTIONAL_SECTIONS = tuple(a.name for a in ANALYSES if a.report_title and a.report_optional)
 SECTIONS = tuple(k for k in SECTION_TITLES if k not in OPTIONAL_SECTIONS)
 QUICK_SECTIONS = ("outliers", "anisotropy")  # no forward pass: the Overview shows them at once
 
-SOURCES = {
-    "outliers": "Luo, Kulmizev & Mao 2021, arXiv 2011.04393; Timkey & van Schijndel 2021, arXiv 2109.04404",
-    "anisotropy": "Ethayarajh 2019, arXiv 1909.00512; Timkey & van Schijndel 2021, arXiv 2109.04404; "
-    "Rudman et al. 2022, arXiv 2108.07344; Luo et al. 2021, arXiv 2011.04393",
-    "layernorm": "Kovaleva, Kulshreshtha, Rogers & Rumshisky 2021 (BERT Busters), arXiv 2105.06990",
-    "positional": "Luo, Kulmizev & Mao 2021, arXiv 2011.04393 (section 4)",
-    "similarity": "Luo et al. 2021, Table 2; Timkey & van Schijndel 2021",
-    "massive": "Sun, Chen, Kolter & Liu 2024, Massive Activations, arXiv 2402.17762; "
-    "Xiao et al. 2023, attention sinks, arXiv 2309.17453",
-    "quant": "Dettmers et al. 2022, LLM.int8(), arXiv 2208.07339; Xiao et al. 2023, SmoothQuant, "
-    "arXiv 2211.10438; Ashkboos et al. 2024, QuaRot, arXiv 2404.00456; Bondarenko et al. 2023, "
-    "arXiv 2306.12929",
-}
+SOURCES = {a.name: a.sources for a in ANALYSES if a.report_title}
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
 from isoscope.engine.errors import InputError, IsoscopeError
 from isoscope.engine.inputs.media import KIND_NOUNS
 from isoscope.engine.params import MASSIVE_ABS_THRESHOLD, MASSIVE_MEDIAN_RATIO
@@ -83,20 +84,20 @@ class Context:
 
     @property
     def outliers_by_state(self) -> list[list[int]]:
-        from isoscope.analysis.geometry.outliers import outlier_dims_by_state
+        from isoscope.analysis.outliers import outlier_dims_by_state
 
         criteria = self.criteria_by_state
         return self.once("dims", lambda: outlier_dims_by_state(self.result, criteria=criteria))
 
     @property
     def criteria_by_state(self) -> list[dict[str, list[int]]]:
-        from isoscope.analysis.geometry.outliers import criteria_by_state
+        from isoscope.analysis.outliers import criteria_by_state
 
         return self.once("criteria", lambda: criteria_by_state(self.result))
 
     @property
     def isotropy(self):
-        from isoscope.analysis.geometry.isotropy import by_state
+        from isoscope.analysis.anisotropy import by_state
 
         s = self.settings
         return self.once(
@@ -104,7 +105,7 @@ class Context:
         )
 
     def clipped(self, dims_by_state: list[list[int]]) -> np.ndarray:
-        from isoscope.analysis.geometry.isotropy import clipped_anisotropy_by_state
+        from isoscope.analysis.anisotropy import clipped_anisotropy_by_state
 
         key = "clipped" + repr(dims_by_state)
         s = self.settings
@@ -246,7 +247,7 @@ def _anisotropy(ctx: Context) -> Section:
 
 def _clip_projection(ctx: Context, state: int, dims: list[int]):
     """PCA of the token sample at ``state``, raw and with ``dims`` zeroed (the projections page)."""
-    from isoscope.analysis.geometry.projections import (
+    from isoscope.analysis.projections.methods import (
         before_after,
         hover_contexts,
         projection_sample,
@@ -436,7 +437,7 @@ def _positional(ctx: Context) -> Section:
 
 
 def _similarity(ctx: Context) -> Section:
-    from isoscope.analysis.geometry.similarity import clip_dims_by_state, pool_pairs, sts_by_state
+    from isoscope.analysis.similarity import clip_dims_by_state, pool_pairs, sts_by_state
     from isoscope.engine.inputs.pairs import SentencePairs
     from isoscope.plots.similarity import sts_figure
 
@@ -479,7 +480,7 @@ def _similarity(ctx: Context) -> Section:
 
 def _massive(ctx: Context) -> Section:
     """Massive activations (Sun et al. 2024) and attention sinks (Xiao et al. 2023; Gu et al. 2024's
-    alpha) from :func:`isoscope.analysis.activations.scan.scan_massive`, when this build has it."""
+    alpha) from :func:`isoscope.analysis.massive.scan.scan_massive`, when this build has it."""
     sec = Section("massive", SECTION_TITLES["massive"], source=SOURCES["massive"])
     loaded = ctx.loaded
     if not loaded.info.is_causal:
@@ -489,13 +490,13 @@ def _massive(ctx: Context) -> Section:
         )
         return sec
     try:
-        from isoscope.analysis.activations.massive import peak_state
-        from isoscope.analysis.activations.scan import scan_massive
+        from isoscope.analysis.massive.massive import peak_state
+        from isoscope.analysis.massive.scan import scan_massive
     except ImportError as exc:
         if getattr(exc, "name", "") not in (
-            "isoscope.analysis.activations.massive",
-            "isoscope.analysis.activations.scan",
-            "isoscope.analysis.activations.sinks",
+            "isoscope.analysis.massive.massive",
+            "isoscope.analysis.massive.scan",
+            "isoscope.analysis.massive.sinks",
         ):
             raise
         sec.skipped = "this isoscope build has no massive-activation or attention-sink analysis"

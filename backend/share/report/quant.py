@@ -13,6 +13,7 @@ private copy of the model unless the caller owns it (``in_place``).
 from __future__ import annotations
 
 import numpy as np
+
 from isoscope.share.report.model import SECTION_TITLES, SOURCES, Section
 
 KEY = "quant"

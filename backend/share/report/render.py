@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 
 import plotly.graph_objects as go
+
 from isoscope.engine.jsonio import strict_json
 
 _CSS = """
@@ -76,8 +77,9 @@ def _section_html(section) -> str:
 
 def render_html(report) -> str:
     """One self-contained HTML page: plotly.js inlined once, no network access needed."""
-    from isoscope.plots.overview import model_card_rows
     from plotly.offline import get_plotlyjs
+
+    from isoscope.plots.overview import model_card_rows
 
     model = report.model
     name = str(model.get("display_name") or model.get("source"))

@@ -106,7 +106,6 @@ def test_image_analysis_with_the_random_init_contrast(tmp_path_factory):
     """Godey et al.'s trained vs random-init contrast on a tiny random ViT over an image folder."""
     from isoscope.engine.extraction import ExtractionSettings
     from isoscope.ui.frame.selection import Selection
-
     from tests.media_models import image_folder, save_image_model
 
     root = tmp_path_factory.mktemp("aniso-images")

@@ -58,7 +58,7 @@ def test_colour_threshold_state_and_text_changes(monkeypatch):
         raise AssertionError("recomputed on a colour change")
 
     with monkeypatch.context() as patched:
-        patched.setattr("isoscope.analysis.geometry.outliers.criteria_by_state", boom)
+        patched.setattr("isoscope.analysis.outliers.criteria_by_state", boom)
         patched.setattr("isoscope.engine.extraction.encode_text", boom)
         patched.setattr("isoscope.engine.extraction.extract", boom)
         for stat in ("|mean|", "variance", "argmin share", "argmax share"):

@@ -6,8 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-from isoscope.ui.frame.sidebar import MODEL_PRESETS
 from streamlit.testing.v1 import AppTest
+
+from isoscope.ui.frame.sidebar import MODEL_PRESETS
 
 APP = str(Path(__file__).resolve().parents[3] / "app.py")
 TIMEOUT = 240  # the first run extracts the bundled MiniLM on the bundled corpus (~10-30 s)

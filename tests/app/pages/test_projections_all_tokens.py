@@ -6,9 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from streamlit.testing.v1 import AppTest
+
 from isoscope.ui.widgets.atlas import point_store
 from isoscope.ui.widgets.ranges import PROJ_ALL_TOKENS as ALL_TOKENS
-from streamlit.testing.v1 import AppTest
 
 APP = str(Path(__file__).resolve().parents[3] / "app.py")
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from isoscope.engine.extraction import ExtractionSettings
-from isoscope.ui.frame.selection import Selection
 from streamlit.testing.v1 import AppTest
 
+from isoscope.engine.extraction import ExtractionSettings
+from isoscope.ui.frame.selection import Selection
 from tests import zoo_recent
 
 APP = str(Path(__file__).resolve().parents[3] / "app.py")

@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from isoscope.engine.extraction import ExtractionSettings
-from isoscope.ui.frame.selection import Selection
 from streamlit.testing.v1 import AppTest
 
+from isoscope.engine.extraction import ExtractionSettings
+from isoscope.ui.frame.selection import Selection
 from tests.media_models import audio_folder, save_whisper
 
 APP = str(Path(__file__).resolve().parents[3] / "app.py")

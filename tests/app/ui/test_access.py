@@ -7,9 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from streamlit.testing.v1 import AppTest
+
 from isoscope.engine.serve.access import SOURCE_REFUSED
 from isoscope.ui.server import access
-from streamlit.testing.v1 import AppTest
 
 APP = str(Path(__file__).resolve().parents[3] / "app.py")
 TINY = "random:bert:layers=2,width=32,heads=2,seed=5"

@@ -6,11 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from streamlit.testing.v1 import AppTest
+
 from isoscope.engine.extraction import ExtractionSettings
 from isoscope.engine.store.limit import set_process_limit
 from isoscope.ui.frame.selection import Selection
 from isoscope.ui.frame.session import SELECTION_KEY
-from streamlit.testing.v1 import AppTest
 
 APP = str(Path(__file__).resolve().parents[3] / "app.py")
 TINY = "random:bert:layers=2,width=32,heads=2,seed=3"

@@ -5,6 +5,7 @@ are not at hand."""
 from __future__ import annotations
 
 import pytest
+
 from isoscope.engine.errors import IsoscopeError
 from isoscope.ui.frame.selection import Selection
 from isoscope.ui.work.corpora import get_corpus, media_corpus_for, media_corpus_of, remember_upload

@@ -12,11 +12,11 @@ import fnmatch
 from pathlib import Path
 
 import pytest
+from streamlit.testing.v1 import AppTest
+
 from isoscope.engine.extraction import ExtractionSettings
 from isoscope.ui.frame.selection import Selection
 from isoscope.ui.frame.session import SELECTION_KEY
-from streamlit.testing.v1 import AppTest
-
 from tests.app.conftest import JSON_DOWNLOADS, parse_strict
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -46,6 +46,7 @@ def test_parse_strict_refuses_nan():
 
 def _nan_download() -> None:
     import numpy as np
+
     from isoscope.ui.sharing.downloads import download_buttons
 
     download_buttons(

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from streamlit.testing.v1 import AppTest
+
 from isoscope.engine.extraction import ExtractionSettings
 from isoscope.ui.frame.failure import failure_line
 from isoscope.ui.frame.selection import Selection
-from streamlit.testing.v1 import AppTest
-
 from tests import zoo
 
 APP = str(Path(__file__).resolve().parents[3] / "app.py")

@@ -49,6 +49,7 @@ def test_the_load_after_a_download_says_the_downloads_estimate_again(
     """The bar's first-page estimate (computed once, before the weights come) is what the
     loading spinner then says: the load does not read the tokenizer again for it."""
     import streamlit
+
     from isoscope.engine.budget import time_estimate
     from isoscope.ui.frame.selection import Selection
     from isoscope.ui.frame.session import SELECTION_KEY

@@ -127,6 +127,7 @@ def _list_former_pages(folder: str) -> None:
     from pathlib import Path
 
     import streamlit as st
+
     from isoscope.ui.sharing.links import former_pages
 
     for page in former_pages(Path(folder)):
@@ -246,8 +247,8 @@ def test_the_quantization_pages_controls_travel_in_the_link():
 
 def test_the_outlier_thresholds_travel_in_the_link():
     """The four criteria's sliders are built from their backend declarations
-    (isoscope.analysis.geometry.outliers), which is also what a link's values are checked against."""
-    from isoscope.analysis.geometry import outliers
+    (isoscope.analysis.outliers), which is also what a link's values are checked against."""
+    from isoscope.analysis import outliers
 
     link = {
         "page": "outliers",

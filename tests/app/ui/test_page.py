@@ -8,6 +8,7 @@ from streamlit.testing.v1 import AppTest
 
 def _bad_model():
     import streamlit as st
+
     from isoscope.ui.frame.page import load_or_stop
     from isoscope.ui.frame.selection import Selection
     from isoscope.ui.frame.session import SELECTION_KEY

@@ -6,9 +6,10 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from streamlit.testing.v1 import AppTest
+
 from isoscope.ui.frame.session import SELECTION_KEY
 from isoscope.ui.server import prewarm
-from streamlit.testing.v1 import AppTest
 
 APP = str(Path(__file__).resolve().parents[3] / "app.py")
 SOURCE = "random:bert:layers=2,width=32,heads=2,seed=21"

@@ -8,12 +8,13 @@ import threading
 import time
 from pathlib import Path
 
-import isoscope.engine.extraction as extraction
 import pytest
+from streamlit.testing.v1 import AppTest
+
+import isoscope.engine.extraction as extraction
 from isoscope.engine.errors import InputError
 from isoscope.ui.frame.selection import Selection
 from isoscope.ui.frame.session import SELECTION_KEY
-from streamlit.testing.v1 import AppTest
 
 APP = str(Path(__file__).resolve().parents[3] / "app.py")
 
@@ -93,6 +94,7 @@ def _recorded(monkeypatch) -> tuple[list[str], list[tuple]]:
     """``(events, estimates)``: every spinner text and ``"weights read"`` (the checkpoint's load
     begins) in order, and every first-page estimate computed."""
     import streamlit
+
     from isoscope.engine.budget import time_estimate
     from isoscope.engine.load import models
 
@@ -130,11 +132,12 @@ def test_a_local_folders_spinner_says_the_first_pages_time_before_the_load(
     session) computes no estimate again and shows no loading spinner."""
     import shutil
 
+    from transformers import AutoTokenizer
+
     from isoscope.engine.budget import throughput
     from isoscope.engine.budget.batching import Batching, padded_tokens
     from isoscope.engine.budget.estimates import describe_seconds
     from isoscope.engine.load import preflight
-    from transformers import AutoTokenizer
 
     folder = tmp_path / "tiny-bert"  # a path of its own: no earlier test has it cached
     shutil.copytree(tiny_bert_dir, folder)

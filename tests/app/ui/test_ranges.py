@@ -5,15 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from isoscope.analysis.activations.params import MASSIVE_MAX_LENGTH
+from streamlit.testing.v1 import AppTest
+
 from isoscope.analysis.layernorm.thresholds import LN_K, LN_SHARE
+from isoscope.analysis.massive.params import MASSIVE_MAX_LENGTH
 from isoscope.engine.extraction import ExtractionSettings
 from isoscope.engine.params import SEED
 from isoscope.share import tour
 from isoscope.ui.frame.selection import Selection
 from isoscope.ui.frame.session import SELECTION_KEY
 from isoscope.ui.widgets import ranges
-from streamlit.testing.v1 import AppTest
 
 APP = str(Path(__file__).resolve().parents[3] / "app.py")
 TINY_BERT = "random:bert:layers=2,width=32,heads=2,seed=0"

@@ -12,12 +12,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+from streamlit.testing.v1 import AppTest
+
 from isoscope.engine.extraction import ExtractionSettings, extract
 from isoscope.engine.inputs.corpus import Corpus, bundled_corpus
 from isoscope.engine.load.models import load_model
 from isoscope.engine.store.saved import save_analysis
-from streamlit.testing.v1 import AppTest
-
 from tests.app.charts import charts
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -119,7 +119,6 @@ def test_a_saved_image_analysis_on_compare_asks_for_its_folder(tmp_path):
     """A saved image analysis names its images by path only: Compare's model B says to choose
     their folder (the sidebar's corpus is text here), instead of reading the paths as text."""
     from isoscope.engine.inputs.media import load_media_folder
-
     from tests.media_models import image_folder, save_image_model
 
     checkpoint = save_image_model("vit", tmp_path / "vit")

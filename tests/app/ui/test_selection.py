@@ -3,8 +3,9 @@ session slot, and the page-visit counter that tells a page's arrival from its re
 
 from __future__ import annotations
 
-from isoscope.ui.frame.selection import Selection
 from streamlit.testing.v1 import AppTest
+
+from isoscope.ui.frame.selection import Selection
 
 
 def test_a_selection_is_hashable_and_equal_by_value():
@@ -17,6 +18,7 @@ def test_a_selection_is_hashable_and_equal_by_value():
 
 def _visits():
     import streamlit as st
+
     from isoscope.ui.frame.selection import note_page_visit, page_visit
 
     path = st.session_state.get("path", "pages/outliers.py")
@@ -37,6 +39,7 @@ def test_a_visit_counts_arrivals_not_reruns():
 
 def _selection():
     import streamlit as st
+
     from isoscope.ui.frame.selection import (
         Selection,
         get_selection,

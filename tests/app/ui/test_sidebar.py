@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from streamlit.testing.v1 import AppTest
+
 from isoscope.ui.frame.selection import Selection
 from isoscope.ui.frame.session import SELECTION_KEY
 from isoscope.ui.frame.sidebar import MODEL_PRESETS
-from streamlit.testing.v1 import AppTest
 
 APP = str(Path(__file__).resolve().parents[3] / "app.py")
 TIMEOUT = 240

@@ -7,6 +7,7 @@ from streamlit.testing.v1 import AppTest
 
 def _script():
     import streamlit as st
+
     from isoscope.ui.frame.tabs import lazy_tabs
 
     def view(name):

@@ -153,7 +153,7 @@ def test_pure_recurrent_models_are_refused_by_kind(recent_zoo, texts_file, tmp_p
 
 @pytest.fixture(scope="module")
 def scans(recent_zoo):
-    from isoscope.analysis.activations.scan import scan_massive
+    from isoscope.analysis.massive.scan import scan_massive
 
     out = {}
     for family in ("qwen3_next", "qwen3_5_text", "kimi_linear", "deepseek_v3", "mamba", "jamba"):
@@ -164,7 +164,7 @@ def scans(recent_zoo):
 
 
 def test_gated_and_mixer_norms_are_sites(scans):
-    from isoscope.analysis.activations.inner import NORM_OUTPUT
+    from isoscope.analysis.massive.inner import NORM_OUTPUT
 
     def norm_sites(family):
         inner = scans[family].inner
@@ -188,7 +188,7 @@ def test_gated_and_mixer_norms_are_sites(scans):
 
 
 def test_state_space_mixers_have_their_inner_readings(scans):
-    from isoscope.analysis.activations.inner import OUT_PROJ_INPUT, SSM_INPUT
+    from isoscope.analysis.massive.inner import OUT_PROJ_INPUT, SSM_INPUT
 
     for family, layers, kind in [("mamba", [1, 2, 3, 4], "Mamba"), ("jamba", [1, 3], "Mamba")] + [
         (f, None, "Mamba-2") for f in MAMBA2_FAMILIES
@@ -224,7 +224,7 @@ def test_sinks_cover_exactly_the_attention_layers(scans, recent_zoo):
 def test_rebuilt_ssm_input_is_what_the_scan_receives(family, recent_zoo):
     """The SSM input rebuilt from in_proj's output equals the first argument of the modeling
     file's own mamba2_chunk_scan (wrapped here, in the test only)."""
-    from isoscope.analysis.activations.inner import ssm_input_from_in_proj
+    from isoscope.analysis.massive.inner import ssm_input_from_in_proj
     from isoscope.engine.arch import layer_pattern
     from isoscope.engine.arch.hooks import forward_hooks
 

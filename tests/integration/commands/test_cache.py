@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from isoscope.engine.extraction import ExtractionSettings
 from isoscope.engine.inputs.corpus import corpus_from_text
 from isoscope.engine.store.cache import ResultCache

@@ -7,8 +7,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from isoscope.analysis.activations.params import HIGH_NORM_FACTOR
 
+from isoscope.analysis.massive.params import HIGH_NORM_FACTOR
 from tests.clirun import argv_over, one_line_error, run_backend
 
 

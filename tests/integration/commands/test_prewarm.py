@@ -4,6 +4,7 @@ visitor's extraction is a disk read."""
 from __future__ import annotations
 
 import pytest
+
 from isoscope.cli import main
 from isoscope.engine.extraction import ExtractionSettings
 from isoscope.engine.inputs.corpus import bundled_corpus

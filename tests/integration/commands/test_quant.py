@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from isoscope.analysis.quant.params import ALPHA_GRID
 from safetensors.torch import load_file
 
+from isoscope.analysis.quant.params import ALPHA_GRID
 from tests.clirun import run_backend
 
 SITE_KEYS = {
@@ -95,7 +95,7 @@ def test_quant_json_and_act_scales(tiny_llama_dir, texts, tmp_path):
     # the overlap with the hidden-state outlier dims is filled in, by the page's rule: the
     # headline outlier dims of the extraction (first position left out on a decoder) of the
     # state each block reads
-    from isoscope.analysis.geometry.outliers import outlier_dims_by_state
+    from isoscope.analysis.outliers import outlier_dims_by_state
     from isoscope.engine.extraction import ExtractionSettings, extract
     from isoscope.engine.inputs.corpus import load_corpus_file
     from isoscope.engine.load.models import load_model

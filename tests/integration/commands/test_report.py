@@ -9,8 +9,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from isoscope.share.report import ReportSettings, build_report
 
+from isoscope.share.report import ReportSettings, build_report
 from tests.clirun import run_backend
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -125,7 +125,7 @@ def test_report_on_a_tiny_llama_decoder(tiny_llama_dir):
     assert rep.section("layernorm").skipped.startswith("no LayerNorm outlier dims")
     massive = rep.section("massive")
     try:
-        import isoscope.analysis.activations.scan  # noqa: F401
+        import isoscope.analysis.massive.scan  # noqa: F401
     except ImportError:
         assert (
             massive.skipped

@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from isoscope.analysis.geometry.outliers import outlier_dims, strongest_dims
+
+from isoscope.analysis.outliers import outlier_dims, strongest_dims
 from isoscope.engine.extraction import (
     ExtractionSettings,
     TokenTable,
@@ -18,7 +19,6 @@ from isoscope.engine.load.models import load_model
 from isoscope.engine.store.cache import ResultCache
 from isoscope.engine.store.cached_extract import cached_extract
 from isoscope.engine.store.entries import cache_key
-
 from tests.extraction_checks import TEXTS
 from tests.extraction_checks import assert_same_result as _assert_same_result
 

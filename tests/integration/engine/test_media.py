@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+
 from isoscope.engine.errors import InputError
 from isoscope.engine.extraction import ExtractionSettings, extract
 from isoscope.engine.inputs.media import load_media_folder
 from isoscope.engine.load.models import load_model
-
 from tests.media_models import audio_folder, image_folder, save_audio_model, save_image_model
 
 SETTINGS = ExtractionSettings(sample_size=40, batch_size=2)
@@ -289,8 +289,8 @@ def test_dinov2_table_of_a_larger_resolution_is_interpolated_not_missed(images, 
     """A DINOv2 trained at 35 px (5x5 patches) reads 28 px images (4x4): its table is shown on
     its own 5x5 grid."""
     import transformers as tf
-    from isoscope.engine.arch.layout import patch_position_table
 
+    from isoscope.engine.arch.layout import patch_position_table
     from tests.media_models import TINY, _image_processor
 
     torch.manual_seed(0)

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import soundfile
 import torch
+
 from isoscope.engine.extraction import ExtractionSettings, extract
 from isoscope.engine.inputs.media import load_media_folder
 from isoscope.engine.load.models import load_model
-
 from tests.media_models import WHISPER_WINDOW_SECONDS, audio_folder, save_whisper
 
 RATE = 16000
@@ -133,8 +133,9 @@ def test_the_model_card_says_it_is_the_encoder_of_an_encoder_decoder(whisper):
 
 
 def test_a_feature_extractor_of_another_window_is_one_clear_error(tmp_path):
-    from isoscope.engine.errors import ModelLoadError
     from transformers import WhisperFeatureExtractor
+
+    from isoscope.engine.errors import ModelLoadError
 
     folder = save_whisper(tmp_path / "w")
     WhisperFeatureExtractor(feature_size=16, chunk_length=3).save_pretrained(folder)  # not 2 s

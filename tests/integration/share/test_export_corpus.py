@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from isoscope.analysis.geometry.corpus_projection import corpus_before_after
+
+from isoscope.analysis.projections.all_tokens import corpus_before_after
 from isoscope.engine.extraction.spill import spill_state
 from isoscope.share.export import (
     atlas_corpus_file,

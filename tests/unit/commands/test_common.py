@@ -7,6 +7,7 @@ import argparse
 import json
 
 import pytest
+
 from isoscope.analysis.positional.params import QK_MAX_LENGTH
 from isoscope.cli import build_parser
 from isoscope.commands.common import add_model_args, check_out_path, write_json

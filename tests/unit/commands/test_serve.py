@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from isoscope.commands.serve import config_options, streamlit_command
 from isoscope.engine.environment import app_dir
 from isoscope.engine.errors import InputError

@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import pytest
+
 from isoscope.engine.environment import app_dir
 
 PROBE = """

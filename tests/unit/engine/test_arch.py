@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 import transformers as tf
+
 from isoscope.analysis.layernorm.params import find_norms, ln_params
 from isoscope.engine.arch import (
     POSITION_KINDS,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from isoscope.engine.device import describe_device, resolve_device, resolve_dtype
 from isoscope.engine.errors import InputError
 

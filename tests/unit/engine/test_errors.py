@@ -3,8 +3,9 @@ on stderr with exit status 2 (anything else is a bug, exit 1)."""
 
 from __future__ import annotations
 
-import isoscope.commands.cache as cache_command
 import pytest
+
+import isoscope.commands.cache as cache_command
 from isoscope import cli
 from isoscope.engine import errors
 from isoscope.engine.errors import InputError, IsoscopeError, ModelLoadError, UnsupportedModelError

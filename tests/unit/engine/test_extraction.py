@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import importlib
 
-import isoscope.engine.extraction as extraction
 import pytest
+
+import isoscope.engine.extraction as extraction
 
 STAGES = ("types", "tokenization", "sample", "partial", "forward", "batches")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from isoscope.engine.naming import hidden_state_label, hidden_state_names, parse_hidden_state
 
 

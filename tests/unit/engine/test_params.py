@@ -8,8 +8,9 @@ import json
 import pickle
 
 import pytest
+
 from isoscope import cli
-from isoscope.analysis.geometry import outliers
+from isoscope.analysis import outliers
 from isoscope.analysis.quant.params import ALPHA_GRID, KEEP_K, SMOOTHQUANT_ALPHA
 from isoscope.engine.errors import InputError
 from isoscope.engine.extraction import ExtractionSettings

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from isoscope.analysis.geometry.isotropy import by_state
-from isoscope.analysis.geometry.postprocess import make_postprocessor
+
+from isoscope.analysis.anisotropy import by_state
+from isoscope.analysis.projections.postprocess import make_postprocessor
 from isoscope.plots.anisotropy import (
     METRICS,
     SERIES_COLOURS,
@@ -21,7 +22,6 @@ from isoscope.plots.anisotropy import (
     metrics_by_layer_figure,
     metrics_frame,
 )
-
 from tests.report_inputs import planted_result
 
 PLANTED_STATE, PLANTED_DIM = 2, 7

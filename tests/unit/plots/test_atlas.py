@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from isoscope.analysis.geometry.projections import Colouring, Projection
+
+from isoscope.analysis.projections.methods import Colouring, Projection
 from isoscope.engine.extraction import TokenTable
 from isoscope.plots.atlas import decode_points, encode_points
 

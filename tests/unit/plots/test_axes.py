@@ -10,14 +10,14 @@ from pathlib import Path
 import numpy as np
 import plotly.graph_objects as go
 import pytest
+
 from isoscope.analysis.positional.nope import VarianceCurves
 from isoscope.plots.axes import LOG_AXIS, log_axis
 from isoscope.plots.highnorm import norm_histogram
 from isoscope.plots.massive import magnitudes_by_layer_figure, massive_summary_figure
 from isoscope.plots.positional import variance_plot
 from isoscope.plots.quant import scheme_figure
-
-from tests.unit.analysis.activations.test_highnorm import planted_scan
+from tests.unit.analysis.massive.test_highnorm import planted_scan
 from tests.unit.plots.test_quant import _report
 
 ROOT = Path(__file__).resolve().parents[3]

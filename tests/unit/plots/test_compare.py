@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from isoscope.analysis.compare.comparison import compare
 from isoscope.analysis.compare.records import LNDifference
 from isoscope.analysis.compare.trajectory import CheckpointPoint, Trajectory
@@ -27,7 +28,6 @@ from isoscope.plots.compare import (
     trajectory_figure,
     trajectory_frame,
 )
-
 from tests.comparison_inputs import planted_pair
 
 

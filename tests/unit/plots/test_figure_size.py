@@ -12,7 +12,8 @@ import json
 
 import numpy as np
 import pytest
-from isoscope.analysis.geometry.projections import Colouring, Projection
+
+from isoscope.analysis.projections.methods import Colouring, Projection
 from isoscope.plots.outliers import layer_dim_heatmap, token_dim_heatmap
 from isoscope.plots.projections import before_after_figure
 

@@ -5,6 +5,7 @@ and circles, and the massive frame's carrier columns for image models."""
 from __future__ import annotations
 
 import numpy as np
+
 from isoscope.plots.highnorm import (
     high_norm_frame,
     image_norm_overlay,
@@ -12,8 +13,7 @@ from isoscope.plots.highnorm import (
     norm_histogram,
 )
 from isoscope.plots.massive import massive_frame
-
-from tests.unit.analysis.activations.test_highnorm import planted_scan
+from tests.unit.analysis.massive.test_highnorm import planted_scan
 
 
 def test_figures_and_frames():

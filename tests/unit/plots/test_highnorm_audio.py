@@ -4,9 +4,9 @@ axis, only a clip's own frames are drawn, high-norm frames are marked; the per-s
 from __future__ import annotations
 
 import numpy as np
-from isoscope.plots.highnorm import WAVEFORM_POINTS, audio_high_norm_frame, clip_norm_figure
 
-from tests.unit.analysis.activations.test_highnorm_audio import planted_audio_scan
+from isoscope.plots.highnorm import WAVEFORM_POINTS, audio_high_norm_frame, clip_norm_figure
+from tests.unit.analysis.massive.test_highnorm_audio import planted_audio_scan
 
 
 def test_clip_figure_draws_own_frames_under_the_waveform():

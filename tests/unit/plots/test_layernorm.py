@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from isoscope.analysis.layernorm.ablation import AblationReport, Effect, SweepResult
 from isoscope.analysis.layernorm.params import LNOutliers, LNParams
 from isoscope.plots.layernorm import (

@@ -9,9 +9,10 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from isoscope.analysis.activations.int8 import SITE_SHARE, Int8Stats
-from isoscope.analysis.activations.magnitudes import TextMagnitudes
-from isoscope.analysis.activations.sinks import SINK_THRESHOLD, SinkStats, sink_share
+
+from isoscope.analysis.massive.int8 import SITE_SHARE, Int8Stats
+from isoscope.analysis.massive.magnitudes import TextMagnitudes
+from isoscope.analysis.massive.sinks import SINK_THRESHOLD, SinkStats, sink_share
 from isoscope.plots.massive import (
     MASSIVE_LINE,
     feature_token_figure,
@@ -128,7 +129,7 @@ def test_first_position_contrast():
 
 
 def test_a_hybrid_s_sink_rows_and_the_mixer_sites_table():
-    from isoscope.analysis.activations.inner import SSM_INPUT, InnerReading, InnerSite
+    from isoscope.analysis.massive.inner import SSM_INPUT, InnerReading, InnerSite
     from isoscope.plots.massive import inner_frame
 
     alpha = np.array([[0.9, 0.1], [0.2, 0.4]])

@@ -7,7 +7,8 @@ import json
 
 import numpy as np
 import pytest
-from isoscope.analysis.geometry.outliers import (
+
+from isoscope.analysis.outliers import (
     CRITERIA,
     OutlierThresholds,
     criteria_by_state,
@@ -26,7 +27,6 @@ from isoscope.plots.outliers import (
     state_outlier_frame,
     token_dim_heatmap,
 )
-
 from tests.report_inputs import planted_result
 
 PLANTED_STATE, PLANTED_DIM = 2, 7

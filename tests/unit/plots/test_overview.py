@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+
 from isoscope.plots.overview import anisotropy_line, model_card_rows
 
 CARD = {

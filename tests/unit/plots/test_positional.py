@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+
 from isoscope.analysis.positional.tupe import TERM_LABELS, TERMS
 from isoscope.plots.positional import (
     contribution_bars,
@@ -26,7 +27,6 @@ from isoscope.plots.positional import (
     tupe_share_bars,
     variance_plot,
 )
-
 from tests.unit.plots.test_axes import _curves
 
 

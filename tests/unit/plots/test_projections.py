@@ -8,9 +8,10 @@ import base64
 import io
 
 import numpy as np
-from isoscope.analysis.geometry.projections import Colouring, before_after
-from isoscope.plots.projections import before_after_figure, patch_thumbnails, png_data_uri
 from PIL import Image
+
+from isoscope.analysis.projections.methods import Colouring, before_after
+from isoscope.plots.projections import before_after_figure, patch_thumbnails, png_data_uri
 
 GRID = (2, 3)
 

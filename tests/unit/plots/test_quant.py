@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+
 from isoscope.analysis.quant.readiness import MagnitudeTiles, QuantReport, QuantScan, SiteScan
 from isoscope.analysis.quant.schemes import SCHEMES
 from isoscope.analysis.quant.sites import ROLES, Site, SiteMap

@@ -6,6 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import numpy as np
+
 from isoscope.plots.massive import massive_summary_figure
 from isoscope.plots.overview import anisotropy_with_lines, trained_vs_random_figure
 

@@ -5,7 +5,8 @@ cosines that separate the senses perfectly above 0.5."""
 from __future__ import annotations
 
 import numpy as np
-from isoscope.analysis.geometry.similarity import threshold_sweep
+
+from isoscope.analysis.similarity import threshold_sweep
 from isoscope.plots.similarity import (
     SERIES,
     sts_figure,

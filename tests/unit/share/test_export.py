@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+
 from isoscope.engine.errors import InputError
 from isoscope.engine.extraction import ExtractionResult, TokenTable
 from isoscope.share.export import (
@@ -22,7 +23,6 @@ from isoscope.share.export import (
     resolve_clip,
     write_export,
 )
-
 from tests.synthetic import result_from_vectors
 
 

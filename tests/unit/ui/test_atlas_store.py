@@ -4,6 +4,7 @@ session sees only its newest file, and the folder holds at most ``keep`` files."
 from __future__ import annotations
 
 import pytest
+
 from isoscope.ui.widgets.atlas import PointStore
 
 pytestmark = pytest.mark.unit

@@ -6,10 +6,10 @@ import dataclasses
 
 import numpy as np
 import pytest
+
 from isoscope.engine.extraction import TokenTable
 from isoscope.ui.work.cached import _key_of
 from isoscope.ui.work.extraction import result_key
-
 from tests.synthetic import result_from_vectors
 
 

@@ -6,9 +6,10 @@ import json
 import re
 import shutil
 
-import isoscope.ui.widgets.charts as charts
 import pytest
 from streamlit.testing.v1 import AppTest
+
+import isoscope.ui.widgets.charts as charts
 
 
 @pytest.fixture
@@ -55,6 +56,7 @@ def test_the_frame_updates_in_place_with_the_served_plotly():
 def test_live_chart_sends_the_figure_and_its_height(cache_dir):
     def app():
         import plotly.graph_objects as go
+
         from isoscope.ui.widgets.charts import live_chart
 
         live_chart(go.Figure(go.Scatter(x=[1, 2], y=[3, 4]), layout={"height": 321}), key="k1")
@@ -90,6 +92,7 @@ def test_without_a_writable_folder_the_chart_is_streamlits_own(monkeypatch):
 
     def app():
         import plotly.graph_objects as go
+
         from isoscope.ui.widgets.charts import live_chart
 
         live_chart(go.Figure(go.Bar(x=[1], y=[2])), key="k")
@@ -103,6 +106,7 @@ def test_chart_with_downloads_draws_the_chart_then_its_downloads(cache_dir):
     def app():
         import pandas as pd
         import plotly.graph_objects as go
+
         from isoscope.ui.widgets.charts import chart_with_downloads
 
         fig = go.Figure(go.Bar(x=[1], y=[2]))

@@ -4,6 +4,7 @@ all-but-the-top's D."""
 from __future__ import annotations
 
 import pytest
+
 from isoscope.ui.widgets.controls import AUTO, PostChoice, abtt_range
 
 
@@ -16,7 +17,7 @@ def test_post_choice_options_labels_and_hashing():
     )
     assert hash(clip) == hash(PostChoice("clip", (("dims", (3, 7)),)))  # a cache key
     assert clip != PostChoice("clip", (("dims", (7, 3)),))
-    from isoscope.analysis.geometry.postprocess import POSTPROCESSORS
+    from isoscope.analysis.projections.postprocess import POSTPROCESSORS
 
     assert PostChoice("abtt", (("n_components", 3),)).label == POSTPROCESSORS["abtt"].label
 

@@ -9,8 +9,9 @@ from isoscope.ui.server import process
 
 
 def test_run_server_loads_options_preloads_starts_prewarm_then_serves(monkeypatch):
-    from isoscope.ui.server import prewarm
     from streamlit.web import bootstrap
+
+    from isoscope.ui.server import prewarm
 
     calls: list[tuple] = []
     monkeypatch.setattr(
@@ -48,14 +49,22 @@ def test_app_imports_reads_the_app_and_every_page(tmp_path):
 
 
 def test_app_imports_names_a_page_view_module(tmp_path):
-    """``from isoscope.ui.views import a`` imports the module ui/views/a.py, which preload must import too
-    (importing the package ``isoscope.ui.views`` alone would load none of the page's code)."""
+    """``from isoscope.ui.views import overview`` imports the module ui/views/overview.py, which
+    preload must import too (importing the package ``isoscope.ui.views`` alone would load none of
+    the page's code); so does a package of the app's own folder (``from mine import a``)."""
     (tmp_path / "pages").mkdir()
-    (tmp_path / "ui" / "views").mkdir(parents=True)
-    (tmp_path / "ui" / "views" / "a.py").write_text("")
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "a.py").write_text("")
     (tmp_path / "app.py").write_text("")
-    (tmp_path / "pages" / "p.py").write_text("from isoscope.ui.views import a, not_a_module\n")
-    assert process.app_imports(str(tmp_path / "app.py")) == ["isoscope.ui.views", "isoscope.ui.views.a"]
+    (tmp_path / "pages" / "p.py").write_text(
+        "from isoscope.ui.views import overview, not_a_module\nfrom mine import a, b\n"
+    )
+    assert process.app_imports(str(tmp_path / "app.py")) == [
+        "isoscope.ui.views",
+        "isoscope.ui.views.overview",
+        "mine",
+        "mine.a",
+    ]
 
 
 def test_the_real_app_imports_the_ui_and_every_view():

@@ -18,9 +18,9 @@ def test_links_read_the_page_declarations():
 def test_the_backend_declarations_are_the_widgets_and_travel_in_links():
     """A parameter the backend reads is declared there once: the page's widget and the link use
     that declaration itself, not a copy with its own range."""
-    from isoscope.analysis.activations.params import MASSIVE_MAX_LENGTH
-    from isoscope.analysis.geometry import outliers
+    from isoscope.analysis import outliers
     from isoscope.analysis.layernorm.thresholds import LN_K, LN_SHARE
+    from isoscope.analysis.massive.params import MASSIVE_MAX_LENGTH
     from isoscope.analysis.quant import params as quant
 
     q = ranges.LINK_CONTROLS["quant"]

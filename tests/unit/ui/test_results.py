@@ -5,8 +5,8 @@ second page asking again share one computation."""
 from __future__ import annotations
 
 import numpy as np
-from isoscope.ui.work import results
 
+from isoscope.ui.work import results
 from tests.comparison_inputs import token_result
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import time
 
-import isoscope.ui.server.warmup as warmup
 import pytest
+
+import isoscope.ui.server.warmup as warmup
 from isoscope.ui.server.warmup import EXPECTED_SECONDS, WarmupState
 
 

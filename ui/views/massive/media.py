@@ -2,7 +2,7 @@
 for a vision or speech encoder): Sun et al.'s massive activations with the tokens that carry them,
 Darcet et al.'s high-norm tokens, and the patch norms over the image; for audio the same over each
 clip's own frames, drawn on a time axis under the waveform. The arithmetic is in
-isoscope.analysis.activations.highnorm."""
+isoscope.analysis.massive.highnorm."""
 
 from __future__ import annotations
 
@@ -12,14 +12,15 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
-from isoscope.analysis.activations.highnorm import (
+
+from isoscope.analysis.massive.highnorm import (
     AudioScan,
     ImageScan,
     scan_audio,
     scan_images,
 )
-from isoscope.analysis.activations.massive import peak_state
-from isoscope.analysis.activations.params import HIGH_NORM_FACTOR
+from isoscope.analysis.massive.massive import peak_state
+from isoscope.analysis.massive.params import HIGH_NORM_FACTOR
 from isoscope.engine.errors import IsoscopeError
 from isoscope.engine.extraction.media import model_view
 from isoscope.engine.load.models import LoadedModel

@@ -6,12 +6,13 @@ models get ui/views/massive/media.py."""
 from __future__ import annotations
 
 import streamlit as st
-from isoscope.analysis.activations.int8 import SITE_SHARE, TOKEN_SHARE
-from isoscope.analysis.activations.magnitudes import TextMagnitudes, text_magnitudes
-from isoscope.analysis.activations.massive import peak_state
-from isoscope.analysis.activations.params import MASSIVE_MAX_LENGTH
-from isoscope.analysis.activations.scan import MassiveScan, scan_massive
-from isoscope.analysis.activations.sinks import SINK_THRESHOLD
+
+from isoscope.analysis.massive.int8 import SITE_SHARE, TOKEN_SHARE
+from isoscope.analysis.massive.magnitudes import TextMagnitudes, text_magnitudes
+from isoscope.analysis.massive.massive import peak_state
+from isoscope.analysis.massive.params import MASSIVE_MAX_LENGTH
+from isoscope.analysis.massive.scan import MassiveScan, scan_massive
+from isoscope.analysis.massive.sinks import SINK_THRESHOLD
 from isoscope.engine.errors import IsoscopeError
 from isoscope.engine.inputs.corpus import Corpus
 from isoscope.engine.load.models import LoadedModel

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import streamlit as st
+
 from isoscope.analysis.positional import grid as positional_grid
 from isoscope.analysis.positional.grid import GridProbe, patch_cosines
 from isoscope.analysis.positional.params import PROBE_ITER, TEST_FRACTION

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
+
 from isoscope.analysis.positional import table as positional_table
 from isoscope.analysis.positional.params import MAX_POSITION, PROBE_ITER, TEST_FRACTION
 from isoscope.analysis.positional.table import (

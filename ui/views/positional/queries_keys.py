@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
+
 from isoscope.analysis.positional.params import QK_MAX_LENGTH
 from isoscope.analysis.positional.qk import METRICS, ROTATIONS, QKStats, qk_stats
 from isoscope.engine.errors import IsoscopeError

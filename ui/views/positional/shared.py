@@ -4,6 +4,7 @@ for rotary models, the outlier dims by state and the text-only guard."""
 from __future__ import annotations
 
 import streamlit as st
+
 from isoscope.engine.extraction import ExtractionResult
 from isoscope.engine.load.models import LoadedModel
 from isoscope.ui.frame.page import load_or_stop

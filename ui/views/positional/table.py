@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import streamlit as st
+
 from isoscope.analysis.positional import table as positional_table
 from isoscope.analysis.positional.table import (
     PositionTableReport,

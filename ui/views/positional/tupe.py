@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
+
 from isoscope.analysis.positional import tupe as positional_tupe
 from isoscope.analysis.positional.params import TUPE_TEXTS
 from isoscope.analysis.positional.tupe import (

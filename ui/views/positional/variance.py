@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
+
 from isoscope.analysis.positional import nope
 from isoscope.analysis.positional.nope import NopeSettings, VarianceCurves, variance_on_model
 from isoscope.analysis.positional.params import (

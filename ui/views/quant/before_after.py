@@ -4,6 +4,7 @@ the rotation, and one site's channels before and after."""
 from __future__ import annotations
 
 import streamlit as st
+
 from isoscope.analysis.quant.before_after import ChannelProfile, before_after, channel_profile
 from isoscope.analysis.quant.readiness import QuantReport, QuantScan
 from isoscope.analysis.quant.schemes import SCHEME_LABELS

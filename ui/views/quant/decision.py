@@ -4,6 +4,7 @@ with its predicted end metric, under the ignore-list share the user chooses."""
 from __future__ import annotations
 
 import streamlit as st
+
 from isoscope.analysis.quant.params import IGNORE_SHARE
 from isoscope.analysis.quant.readiness import QuantReport
 from isoscope.analysis.quant.recipe import Recipe, build_recipe, predict

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import streamlit as st
+
 from isoscope.analysis.quant.params import ALPHA_GRID, KEEP_K, QUANT_MAX_LENGTH, SMOOTHQUANT_ALPHA
 from isoscope.analysis.quant.readiness import (
     QuantReport,

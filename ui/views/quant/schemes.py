@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import streamlit as st
+
 from isoscope.analysis.quant.readiness import QuantReport
 from isoscope.plots.quant import scheme_figure, scheme_frame
 from isoscope.ui.frame.page import explainer

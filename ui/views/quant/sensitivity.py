@@ -4,6 +4,7 @@ curve with blocks 1..k quantized."""
 from __future__ import annotations
 
 import streamlit as st
+
 from isoscope.analysis.quant.readiness import QuantReport, QuantScan, prefix_curve
 from isoscope.engine.inputs.corpus import Corpus
 from isoscope.engine.load.models import LoadedModel, private_copy

@@ -4,6 +4,7 @@ massive-activation dims, and its downloads."""
 from __future__ import annotations
 
 import streamlit as st
+
 from isoscope.analysis.quant.readiness import QuantReport
 from isoscope.analysis.quant.schemes import SCHEME_LABELS
 from isoscope.engine.errors import IsoscopeError

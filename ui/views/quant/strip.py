@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import streamlit as st
+
 from isoscope.analysis.quant.readiness import QuantReport
 from isoscope.plots.quant import STRIP_QUANTITIES, heat_strip_figure
 from isoscope.ui.frame.page import explainer

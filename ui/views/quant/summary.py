@@ -4,6 +4,7 @@ and its recipe), the end metric of each scheme with its interval, and what the p
 from __future__ import annotations
 
 import streamlit as st
+
 from isoscope.analysis.quant.readiness import QuantReport
 from isoscope.analysis.quant.readiness.report import MIN_BOOTSTRAP_TEXTS
 from isoscope.analysis.quant.schemes import SCHEME_LABELS

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import streamlit as st
+
 from isoscope.analysis.quant.readiness import MagnitudeTiles, QuantReport, site_magnitudes
 from isoscope.analysis.quant.sites import Site
 from isoscope.engine.errors import IsoscopeError

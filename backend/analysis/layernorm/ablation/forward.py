@@ -8,7 +8,8 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
-from isoscope.analysis.geometry.isotropy import cosine_rows
+
+from isoscope.analysis.anisotropy import cosine_rows
 from isoscope.engine.budget.batching import plan_batches
 from isoscope.engine.device import to_numpy
 from isoscope.engine.extraction import TokenizedCorpus, pad_rows, residual_states
@@ -49,5 +50,5 @@ def ablation_batches(tokenized: TokenizedCorpus, batch_size: int) -> list[np.nda
 
 
 def cosines(a: torch.Tensor, b: torch.Tensor) -> np.ndarray:
-    """Cosine along the last axis (isoscope.analysis.geometry.isotropy.cosine_rows); zero vectors give 0."""
+    """Cosine along the last axis (isoscope.analysis.anisotropy.cosine_rows); zero vectors give 0."""
     return cosine_rows(to_numpy(a), to_numpy(b))

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+
 from isoscope.engine.errors import InputError
 from isoscope.engine.extraction import TokenizedCorpus
 from isoscope.engine.load.models import LoadedModel

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from isoscope.analysis.geometry.isotropy import N_PAIRS, different_text_pairs, mean_pair_cosine
-from isoscope.analysis.geometry.similarity import spearman100
+
+from isoscope.analysis.anisotropy import N_PAIRS, different_text_pairs, mean_pair_cosine
 from isoscope.analysis.layernorm.ablation.effects import AblationReport, Effect
 from isoscope.analysis.layernorm.ablation.forward import (
     ablation_batches,
@@ -35,6 +35,7 @@ from isoscope.analysis.layernorm.ablation.surgery import (
 )
 from isoscope.analysis.layernorm.params import NormSite, norms_of, select_norms
 from isoscope.analysis.layernorm.thresholds import RANDOM_CONTROLS
+from isoscope.analysis.similarity import spearman100
 from isoscope.engine.budget.progress import Progress, counter
 from isoscope.engine.device import to_numpy
 from isoscope.engine.errors import InputError
@@ -76,7 +77,7 @@ class _PairSet:
 
     def spearman(self, run: _Run) -> np.ndarray:
         """Spearman x 100 of one run's pair cosines vs gold per hidden state (as
-        isoscope.analysis.geometry.similarity reports STS)."""
+        isoscope.analysis.similarity reports STS)."""
         pair_cos = cosines(run.pooled[:, self.left], run.pooled[:, self.right])  # (S, n_pairs)
         return np.array([spearman100(row, self.gold) for row in pair_cos], dtype=np.float64)
 

@@ -10,8 +10,9 @@ from contextlib import contextmanager
 
 import numpy as np
 import torch
-from isoscope.analysis.geometry.postprocess import parse_dims as parse_typed_dims
+
 from isoscope.analysis.layernorm.params import NormSite, find_norms, norms_of, select_norms
+from isoscope.analysis.projections.postprocess import parse_dims as parse_typed_dims
 from isoscope.engine.arch.hooks import forward_hooks
 from isoscope.engine.errors import InputError
 from isoscope.engine.load.models import (

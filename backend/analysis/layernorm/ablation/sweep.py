@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+
 from isoscope.analysis.layernorm.ablation.forward import (
     cosines,
     hidden_states_cpu,

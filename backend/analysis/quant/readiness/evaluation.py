@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 import torch.nn.functional as F
+
 from isoscope.analysis.quant.params import ALPHA_GRID, KEEP_K, SMOOTHQUANT_ALPHA, check_keep_alpha
 from isoscope.analysis.quant.readiness.scan import QuantScan, last_state
 from isoscope.analysis.quant.schemes import SCHEMES, quant_per_row, relative_error, transforms
@@ -138,7 +139,7 @@ def pairs_spearman(
     """STS Spearman x 100 of the mean-pooled final state on ``pairs``, with whatever hooks and
     weights the model has now: ``isoscope sts``'s pooling and scoring (its raw score at the last
     state), so the full-precision value matches that command's."""
-    from isoscope.analysis.geometry.similarity import pool_pairs, sts_by_state
+    from isoscope.analysis.similarity import pool_pairs, sts_by_state
 
     first, second = pool_pairs(loaded, pairs, max_length, batch_size)
     return sts_by_state(first[-1:], second[-1:], pairs.scores, [[]], state_names=("final",))[0][

@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
+
 from isoscope.analysis.quant.params import (
     END_TOKENS,
     ERROR_TOKENS,
@@ -358,10 +359,10 @@ def role_label(role: str) -> str:
 def outlier_dims_per_block(
     result, by_state: list[list[int]] | None = None
 ) -> dict[int, tuple[int, ...]]:
-    """Hidden-state outlier dims (``isoscope.analysis.geometry.outliers.outlier_dims_by_state``,
+    """Hidden-state outlier dims (``isoscope.analysis.outliers.outlier_dims_by_state``,
     the headline rule) per block index: block ``i`` reads the hidden state ``i`` (0 = the
     embeddings). ``by_state``: that function's answer for ``result``, when already computed."""
-    from isoscope.analysis.geometry.outliers import outlier_dims_by_state as headline_by_state
+    from isoscope.analysis.outliers import outlier_dims_by_state as headline_by_state
 
     dims = by_state if by_state is not None else headline_by_state(result)
     return {i: tuple(int(j) for j in dims[i]) for i in range(result.num_states - 1)}

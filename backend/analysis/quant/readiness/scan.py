@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+
 from isoscope.analysis.quant.params import (
     END_TOKENS,
     ERROR_TOKENS,

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 import torch.nn.functional as F
+
 from isoscope.analysis.quant.params import QUANT_BATCH_SIZE, QUANT_MAX_LENGTH
 from isoscope.analysis.quant.readiness.evaluation import run_model
 from isoscope.analysis.quant.readiness.scan import padded, select_rows

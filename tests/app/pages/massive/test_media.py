@@ -8,9 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from isoscope.ui.frame.selection import Selection
 from streamlit.testing.v1 import AppTest
 
+from isoscope.ui.frame.selection import Selection
 from tests.media_models import audio_folder, image_folder, save_audio_model, save_image_model
 
 APP = str(Path(__file__).resolve().parents[4] / "app.py")

@@ -7,9 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from streamlit.testing.v1 import AppTest
+
 from isoscope.engine.extraction import ExtractionSettings
 from isoscope.ui.frame.selection import Selection
-from streamlit.testing.v1 import AppTest
 
 APP = str(Path(__file__).resolve().parents[4] / "app.py")
 TIMEOUT = 600

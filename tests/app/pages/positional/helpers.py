@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from streamlit.testing.v1 import AppTest
+
 from isoscope.engine.extraction import ExtractionSettings
 from isoscope.ui.frame.selection import Selection
-from streamlit.testing.v1 import AppTest
 
 APP = str(Path(__file__).resolve().parents[4] / "app.py")
 TIMEOUT = 300

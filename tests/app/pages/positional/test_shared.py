@@ -5,9 +5,9 @@ text-only tabs, get an explanation instead of a crash."""
 from __future__ import annotations
 
 import pytest
+
 from isoscope.ui.frame.selection import Selection
 from isoscope.ui.views.positional import TABS
-
 from tests.app.pages.positional.helpers import media_page, open_tab, page, titles
 
 

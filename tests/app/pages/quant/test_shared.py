@@ -5,7 +5,6 @@ opened, and the site pickers name each site by block, role and module."""
 from __future__ import annotations
 
 from isoscope.ui.views.quant import TABS
-
 from tests.app.pages.quant.helpers import open_tab, ran, subheaders
 
 SUBHEADERS = {

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from isoscope.analysis.quant.params import KEEP_K
 from isoscope.ui.views.quant.shared import RECIPE_ANCHOR
-
 from tests.app.pages.quant.helpers import TINY_BERT, page, ran, rerun, run_analysis, verdict
 
 

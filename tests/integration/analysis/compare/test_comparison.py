@@ -11,12 +11,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from isoscope.analysis.compare.comparison import compare, comparison_report
 from isoscope.engine.extraction import ExtractionSettings, extract
 from isoscope.engine.inputs.corpus import corpus_from_text
 from isoscope.engine.inputs.pairs import sts_sample
 from isoscope.engine.load.models import load_model
-
 from tests.clirun import run_backend
 from tests.comparison_inputs import assert_same_comparison as _assert_same_comparison
 

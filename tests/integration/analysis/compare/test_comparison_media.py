@@ -8,13 +8,13 @@ import json
 
 import numpy as np
 import pytest
+
 from isoscope.analysis.compare.comparison import compare, comparison_report
 from isoscope.engine.errors import InputError
 from isoscope.engine.extraction import ExtractionSettings, extract
 from isoscope.engine.inputs.media import load_media_folder
 from isoscope.engine.inputs.pairs import sts_sample
 from isoscope.engine.load.models import load_model
-
 from tests.clirun import run_backend
 from tests.media_models import audio_folder, image_folder, save_audio_model, save_image_model
 

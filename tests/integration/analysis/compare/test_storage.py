@@ -5,12 +5,12 @@ LayerNorm) round-tripping."""
 from __future__ import annotations
 
 import pytest
+
 from isoscope.analysis.compare.comparison import compare
 from isoscope.engine.extraction import ExtractionSettings, extract
 from isoscope.engine.inputs.corpus import corpus_from_text
 from isoscope.engine.inputs.pairs import sts_sample
 from isoscope.engine.load.models import load_model
-
 from tests.comparison_inputs import assert_same_comparison as _assert_same_comparison
 
 SMALL = ExtractionSettings(max_length=32, sample_size=2000)

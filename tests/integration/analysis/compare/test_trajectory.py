@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+
 from isoscope.analysis.compare.trajectory import (
     find_checkpoints,
     resolve_checkpoints,
@@ -23,7 +24,6 @@ from isoscope.engine.errors import InputError
 from isoscope.engine.extraction import ExtractionSettings
 from isoscope.engine.inputs.corpus import bundled_corpus, corpus_from_text
 from isoscope.engine.store.cache import ResultCache
-
 from tests.clirun import run_backend
 
 ROOT = Path(__file__).resolve().parents[4]

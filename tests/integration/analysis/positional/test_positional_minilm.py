@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from isoscope.analysis.geometry.outliers import outlier_dims
+
+from isoscope.analysis.outliers import outlier_dims
 from isoscope.analysis.positional.nope import variance_on_model
 from isoscope.analysis.positional.table import (
     ProbeSettings,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+
 from isoscope.analysis.positional.qk import qk_stats
 from isoscope.engine.load.models import random_like
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 import math
 
 import pytest
+
 from isoscope.analysis.quant.before_after import before_after, channel_profile
 from isoscope.analysis.quant.readiness import scan_sites
 from isoscope.engine.load.models import load_model
-
 from tests.quant_checks import TEXTS, no_hooks
 
 
@@ -39,6 +39,7 @@ def test_channel_profile_moves_the_outlier_channels_range_into_the_weight_column
     every token row keeps its norm (the per-channel max can only be spread, never exceed it)."""
     import numpy as np
     import torch
+
     from isoscope.analysis.quant.schemes import smooth_scales
 
     loaded, scan = scanned

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from isoscope.analysis.quant.readiness import analyse, quantized_state, scan_sites
 from isoscope.engine.load.models import load_model
-
 from tests.quant_checks import TEXTS, no_hooks, snapshot
 
 

@@ -8,11 +8,11 @@ import math
 
 import pytest
 import torch
+
 from isoscope.analysis.quant.params import ALPHA_GRID
 from isoscope.analysis.quant.readiness import analyse, report_from
 from isoscope.analysis.quant.schemes import SCHEMES
 from isoscope.engine.load.models import load_model
-
 from tests.quant_checks import TEXTS, hook_counts, no_hooks, snapshot
 
 
@@ -117,7 +117,7 @@ def test_tiny_bert_sts_change_per_scheme(tiny_bert_dir, tmp_path):
     """With pairs, the encoder's end block holds STS Spearman in full precision (the score
     `isoscope sts` gives at the last state, from the same reader, pooling and scoring) and per
     scheme, and the change; the model is left as it was."""
-    from isoscope.analysis.geometry.similarity import pool_pairs, sts_by_state
+    from isoscope.analysis.similarity import pool_pairs, sts_by_state
     from isoscope.engine.inputs.pairs import read_pairs_csv
 
     path = tmp_path / "pairs.csv"

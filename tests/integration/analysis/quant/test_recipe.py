@@ -8,12 +8,12 @@ from __future__ import annotations
 import pytest
 import torch
 import yaml
+
 from isoscope.analysis.quant.readiness import analyse
 from isoscope.analysis.quant.recipe import build_recipe, predict, site_schemes
 from isoscope.analysis.quant.sites import public_names
 from isoscope.engine.arch import wiring
 from isoscope.engine.load.models import load_model
-
 from tests import zoo
 from tests.quant_checks import TEXTS, no_hooks, snapshot
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+
 from isoscope.analysis.quant.readiness import scan_sites
 from isoscope.engine.load.models import load_model
-
 from tests.quant_checks import TEXTS, no_hooks
 
 

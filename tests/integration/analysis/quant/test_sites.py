@@ -4,6 +4,7 @@ norms): every projection of every block, shared inputs grouped, roles in block o
 from __future__ import annotations
 
 import pytest
+
 from isoscope.analysis.quant.sites import discover_sites
 from isoscope.engine.arch import is_norm
 from isoscope.engine.load.models import load_model

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+
 from isoscope.analysis.quant.readiness import scan_sites, site_magnitudes
 from isoscope.engine.load.models import load_model
-
 from tests.quant_checks import TEXTS, no_hooks
 
 

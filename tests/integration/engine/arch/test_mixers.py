@@ -6,8 +6,8 @@ an encoder-decoder's encoder, modeling files with their own attention code)."""
 from __future__ import annotations
 
 import pytest
-from isoscope.engine.arch import layer_pattern, pattern_sentence
 
+from isoscope.engine.arch import layer_pattern, pattern_sentence
 from tests import zoo, zoo_recent
 
 # each config's own name for a layer kind -> isoscope's label

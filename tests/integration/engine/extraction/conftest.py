@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
+
 from isoscope.engine.inputs.corpus import Corpus, bundled_corpus
 from isoscope.engine.load.models import load_model
-
 from tests.extraction_checks import TEXTS
 
 

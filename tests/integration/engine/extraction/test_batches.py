@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+
 from isoscope.engine.extraction import (
     encode_text,
     mean_pooled,
 )
-
 from tests.extraction_checks import TEXTS
 
 

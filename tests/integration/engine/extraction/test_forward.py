@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+
 from isoscope.engine.errors import InputError
 from isoscope.engine.extraction import (
     ExtractionSettings,
@@ -16,7 +17,6 @@ from isoscope.engine.extraction import (
 )
 from isoscope.engine.inputs.corpus import Corpus
 from isoscope.engine.load.models import load_model
-
 from tests.extraction_checks import TEXTS
 from tests.extraction_checks import assert_same_result as _assert_same_result
 from tests.extraction_checks import direct as _direct

@@ -6,6 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+
 from isoscope.engine.errors import InputError
 from isoscope.engine.extraction.ray_cluster import (
     RayEngineError,
@@ -56,3 +57,15 @@ def test_the_pool_fits_the_clusters_cpus_and_gpus():
         pool_size(_cluster(4), RayOptions(workers=5))
     with pytest.raises(RayEngineError, match="fewer than --gpus-per-worker"):
         pool_size(_cluster(4, 0), RayOptions(gpus_per_worker=1))
+
+
+def test_without_the_ray_extra_the_engine_says_how_to_install_it(monkeypatch):
+    """Ray is an optional extra: without it, ``--engine ray`` names the extra in one line."""
+    import sys
+
+    from isoscope.engine.extraction.ray_cluster import ray_session
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # what an environment without Ray imports
+    with pytest.raises(RayEngineError, match=r"pip install 'isoscope\[ray\]'"):
+        with ray_session(RayOptions()):
+            pass

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from isoscope.analysis.geometry.isotropy import by_state
+
+from isoscope.analysis.anisotropy import by_state
 from isoscope.engine.extraction import ExtractionResult, ExtractionSettings, extract
 from isoscope.engine.extraction.ray_cluster import ModelSpec, RayEngineError, RayOptions
 from isoscope.engine.extraction.ray_engine import run_ray_extraction
@@ -139,6 +140,7 @@ def test_cli_on_sharded_parquet_with_minilm_saves_the_single_process_result(
 ):
     import pyarrow as pa
     import pyarrow.parquet as pq
+
     from isoscope.engine.store.saved import load_saved
 
     texts = bundled_corpus().texts[:24]

@@ -4,13 +4,13 @@ priority cut-off, merged in any order, give the single-process result; no Ray ne
 from __future__ import annotations
 
 import numpy as np
+
 from isoscope.engine.extraction import extract, extract_partial, finish
 from isoscope.engine.extraction.ray_cluster import ModelSpec
 from isoscope.engine.extraction.ray_plan import plan_chunks
 from isoscope.engine.extraction.ray_pool import below_threshold, sample_is_complete
 from isoscope.engine.inputs.corpus import load_corpus_file
 from isoscope.engine.load.models import load_model
-
 from tests.integration.engine.extraction.test_ray_engine import SETTINGS, assert_same_result
 
 

@@ -4,6 +4,7 @@ k-th priority never changes the merged sample, and a cut too tight is detected; 
 from __future__ import annotations
 
 import numpy as np
+
 from isoscope.engine.extraction import SampleCandidates, token_priority
 from isoscope.engine.extraction.ray_pool import below_threshold, sample_is_complete
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from isoscope.engine.extraction.spill import Cancelled, spill_state
 
 pytestmark = pytest.mark.integration

@@ -7,13 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import soundfile
+from PIL import Image
+
 from isoscope.engine.errors import InputError
 from isoscope.engine.extraction import ExtractionSettings, extract
 from isoscope.engine.extraction.media import model_view
 from isoscope.engine.inputs.media import load_media_folder
 from isoscope.engine.load.models import load_model
-from PIL import Image
-
 from tests.media_models import save_audio_model, save_image_model
 
 SETTINGS = ExtractionSettings(sample_size=20)

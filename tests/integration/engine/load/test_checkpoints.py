@@ -7,6 +7,7 @@ import shutil
 
 import pytest
 import torch
+
 from isoscope.engine.load.checkpoints import fingerprint_folder, opened_path, read_folder
 
 

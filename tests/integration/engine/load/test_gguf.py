@@ -83,8 +83,9 @@ def test_gguf_file_loads_like_smollm2(case, tmp_path, _isolated_cache):
 def test_the_conversion_writes_from_the_models_own_memory():
     """A GGUF conversion holds one copy of the weights: the state dict it writes shares the
     model's storage (no clone), and a tied tensor is written once."""
-    from isoscope.engine.load.gguf import _untied_state_dict
     from transformers import GPT2Config, GPT2LMHeadModel
+
+    from isoscope.engine.load.gguf import _untied_state_dict
 
     model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=50))
     state = _untied_state_dict(model)

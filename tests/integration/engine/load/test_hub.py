@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from isoscope.engine.errors import InputError, ModelLoadError
 from isoscope.engine.load import hub as hubmod
 from isoscope.engine.load.models import load_model

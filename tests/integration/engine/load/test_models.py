@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from isoscope.engine.errors import ModelLoadError
 from isoscope.engine.load.models import load_model, position_table, random_like
 
@@ -117,7 +118,6 @@ def test_random_like_keeps_architecture_and_changes_weights(tiny_bert_dir):
 def test_canine_loads_with_its_molecule_states_at_character_positions(tmp_path):
     from isoscope.engine.extraction import ExtractionSettings, extract
     from isoscope.engine.inputs.corpus import corpus_from_text
-
     from tests.media_models import save_canine
 
     loaded = load_model(str(save_canine(tmp_path / "canine")), device="cpu")
@@ -132,7 +132,6 @@ def test_canine_loads_with_its_molecule_states_at_character_positions(tmp_path):
 def test_byt5_loads_its_encoder(tmp_path):
     from isoscope.engine.extraction import ExtractionSettings, extract
     from isoscope.engine.inputs.corpus import corpus_from_text
-
     from tests.media_models import save_byt5
 
     loaded = load_model(str(save_byt5(tmp_path / "byt5")), device="cpu")

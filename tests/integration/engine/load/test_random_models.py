@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from isoscope.engine.errors import ModelLoadError
 from isoscope.engine.load.models import load_model, position_table
 

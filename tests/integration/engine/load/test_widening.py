@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from isoscope.engine.load import widening
-from isoscope.engine.load.models import load_model
 from safetensors.torch import load_file, save_file
 
+from isoscope.engine.load import widening
+from isoscope.engine.load.models import load_model
 from tests import media_models, zoo
 
 pytestmark = pytest.mark.integration

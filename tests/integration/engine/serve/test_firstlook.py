@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from isoscope.engine.budget import page_budget, throughput
 from isoscope.engine.extraction import ExtractionSettings, extract
 from isoscope.engine.inputs.corpus import Corpus

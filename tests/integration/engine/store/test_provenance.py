@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 
 import pytest
+
 from isoscope.engine.extraction import ExtractionSettings
 from isoscope.engine.inputs.corpus import corpus_from_text
 from isoscope.engine.load.models import load_model

@@ -7,6 +7,7 @@ import dataclasses
 import json
 
 import numpy as np
+
 from isoscope.commands.analyze import build_report
 from isoscope.engine.extraction import ExtractionResult, ExtractionSettings, TokenTable, extract
 from isoscope.engine.inputs.corpus import load_corpus_file

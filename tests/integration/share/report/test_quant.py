@@ -5,6 +5,7 @@ page), with the encoder's STS change when the report has pairs (random BERT)."""
 from __future__ import annotations
 
 import pytest
+
 from isoscope.analysis.quant import readiness
 from isoscope.engine.extraction import ExtractionSettings, extract
 from isoscope.engine.inputs.corpus import corpus_from_text

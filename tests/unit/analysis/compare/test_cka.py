@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from isoscope.analysis.compare.cka import (
     cka_matrix,
     linear_cka,
     same_tokens,
 )
 from isoscope.engine.errors import InputError
-
 from tests.comparison_inputs import planted_pair, token_result
 
 

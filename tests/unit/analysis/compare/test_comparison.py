@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from isoscope.analysis.compare.comparison import (
     abs_mean_difference,
     state_rows,
     summarize,
 )
-
 from tests.comparison_inputs import planted_pair, token_result
 
 # ----------------------------------------------------------------------------- per-state rows

@@ -4,6 +4,7 @@ and the long table of LayerNorm differences."""
 from __future__ import annotations
 
 import numpy as np
+
 from isoscope.analysis.compare.records import LNDifference, SideSummary
 
 

@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 import pytest
+
 from isoscope.analysis.compare.cka import CKAResult
 from isoscope.analysis.compare.records import Comparison, LNDifference, SideSummary
 from isoscope.analysis.compare.storage import (

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+
 from isoscope.analysis.layernorm.params import (
     detect_outliers,
     find_norms,
@@ -244,7 +245,7 @@ def test_layernorm_thresholds_are_declared_once():
 
     from isoscope.analysis.compare.trajectory import layernorm_figures
     from isoscope.analysis.layernorm import params
-    from isoscope.commands import ablate
+    from isoscope.commands import layernorm as layernorm_command
 
     t = params.LayerNormThresholds()
     assert (t.k, t.share) == (3.0, 0.5) and params.LN_THRESHOLDS == t
@@ -252,7 +253,7 @@ def test_layernorm_thresholds_are_declared_once():
         sig = inspect.signature(fn).parameters
         assert (sig["k"].default, sig["share"].default) == (t.k, t.share), fn.__name__
     sub = argparse.ArgumentParser().add_subparsers()
-    ablate.add_parser(sub)
+    layernorm_command.add_parser(sub)
     parsed = sub.choices["ablate"].parse_args(["--texts", "x", "--out", "y"])
     assert (parsed.k, parsed.share) == (t.k, t.share)
     with pytest.raises(InputError):

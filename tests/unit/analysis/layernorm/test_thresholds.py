@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+
 from isoscope.analysis.layernorm.thresholds import (
     LN_K,
     LN_SHARE,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from isoscope.analysis.positional.grid import grid_probe, patch_cosines, patch_grid_coordinates
 from isoscope.analysis.positional.table import ProbeSettings
 from isoscope.engine.arch.layout import PatchPositionTable
@@ -15,7 +16,6 @@ from isoscope.plots.positional import (
     patch_similarity_map,
     patch_similarity_multiples,
 )
-
 from tests.synthetic import result_from_vectors
 
 GRID = (3, 4)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from isoscope.analysis.positional.nope import (
     NopeSettings,
     loglog_slope,

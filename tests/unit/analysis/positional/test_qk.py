@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import torch
+
 from isoscope.analysis.positional.qk import _finish, _Sums
 from isoscope.plots.positional import qk_heatmaps
 

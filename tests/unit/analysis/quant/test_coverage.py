@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import pytest
+
 from isoscope.analysis.quant.coverage import NO_NORM, UNTRACED, site_coverage
 from isoscope.analysis.quant.mappings import Mapping, Skipped
 from isoscope.analysis.quant.sites import Site, SiteMap

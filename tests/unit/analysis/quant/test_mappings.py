@@ -4,7 +4,6 @@ repeat in every block and the regex matches exactly those modules."""
 from __future__ import annotations
 
 from isoscope.analysis.quant.mappings import regex_mappings
-
 from tests.unit.analysis.quant.helpers import llama_like
 
 

@@ -4,10 +4,10 @@ ignored module's reason; a rotation worth it replaces SmoothQuant and says why."
 from __future__ import annotations
 
 import yaml
+
 from isoscope.analysis.quant.ignore_list import Ignored
 from isoscope.analysis.quant.mappings import regex_mappings
 from isoscope.analysis.quant.recipe import Recipe
-
 from tests.unit.analysis.quant.helpers import llama_like
 
 

@@ -9,6 +9,8 @@ import math
 import numpy as np
 import pytest
 import torch
+from scipy.stats import kurtosis as scipy_kurtosis
+
 from isoscope.analysis.quant.readiness import (
     SiteAccumulator,
     sample_positions,
@@ -28,7 +30,6 @@ from isoscope.analysis.quant.schemes import (
     smooth_scales,
     transforms,
 )
-from scipy.stats import kurtosis as scipy_kurtosis
 
 D, N, C, CHANNEL = 64, 4096, 100.0, 3
 

@@ -4,6 +4,7 @@ roles of a block read from its mixers."""
 from __future__ import annotations
 
 import torch
+
 from isoscope.analysis.quant.sites import _mixer_roles, _routed
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from isoscope.engine.arch import memo
 from isoscope.engine.arch.causality import causal_by_definition, config_is_causal, is_causal
-
 from tests.arch_models import tiny, tiny_config
 
 

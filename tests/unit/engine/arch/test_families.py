@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import torch
-from isoscope.engine.arch.families import FAMILIES, family_of, supported_families
 
+from isoscope.engine.arch.families import FAMILIES, family_of, supported_families
 from tests.arch_models import tiny
 
 

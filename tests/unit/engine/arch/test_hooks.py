@@ -4,9 +4,10 @@ would corrupt every later analysis in the process."""
 
 from __future__ import annotations
 
-import isoscope.analysis.positional.qk as qk
 import pytest
 import torch
+
+import isoscope.analysis.positional.qk as qk
 from isoscope.engine.arch.hooks import forward_hooks
 from isoscope.engine.load.models import load_model
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+
 from isoscope.engine.arch.layout import InputLayout, frames_for, modality_of
 
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from isoscope.engine.arch.lookup import base_of, blocks_of, describe, get_path, module_of, path_in
 
+from isoscope.engine.arch.lookup import base_of, blocks_of, describe, get_path, module_of, path_in
 from tests.arch_models import tiny
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 
 import torch
+
 from isoscope.engine.arch.memo import MODELS_KEPT, TRACED, ModelFacts, forget_all
 
 

@@ -55,6 +55,7 @@ def test_offloaded_weights_are_not_taken_for_a_shared_block():
     from collections import Counter
 
     import torch
+
     from isoscope.engine.arch.mixers import _shared, _storage
 
     blocks = [torch.nn.Linear(4, 4, device="meta") for _ in range(2)]

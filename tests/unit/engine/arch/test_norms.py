@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+
 from isoscope.engine.arch.norms import (
     is_norm,
     is_projection,

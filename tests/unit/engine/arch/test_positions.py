@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import torch
+
 from isoscope.engine.arch.positions import (
     absolute_position_table,
     is_sinusoidal_table,
@@ -12,7 +13,6 @@ from isoscope.engine.arch.positions import (
     position_offset,
     position_table_of,
 )
-
 from tests.arch_models import tiny
 
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import torch
-from isoscope.engine.arch.probe import TRACE_TOKENS, trace_forward, trace_ids
 
+from isoscope.engine.arch.probe import TRACE_TOKENS, trace_forward, trace_ids
 from tests.arch_models import tiny
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from isoscope.engine.arch.qk_capture import (
     QKLayout,
     allowed_keys,

@@ -4,10 +4,10 @@ tests/unit/engine/test_arch.py."""
 from __future__ import annotations
 
 import pytest
+
 from isoscope.engine.arch.resolve import architecture
 from isoscope.engine.arch.tracing import wiring
 from isoscope.engine.errors import UnsupportedModelError
-
 from tests.arch_models import tiny
 
 

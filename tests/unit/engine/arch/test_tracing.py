@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from isoscope.engine.arch import memo
 from isoscope.engine.arch.tracing import projection_inputs, wiring
 from isoscope.engine.errors import UnsupportedModelError
-
 from tests.arch_models import tiny
 
 

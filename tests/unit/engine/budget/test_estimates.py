@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
+
 from isoscope.engine.budget import estimates
 from isoscope.engine.budget.estimates import rate_for
 

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+
 from isoscope.engine.budget import page_budget, throughput
 from isoscope.engine.budget.batching import Batching
 from isoscope.engine.inputs.corpus import Corpus

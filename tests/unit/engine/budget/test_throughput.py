@@ -6,6 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+
 from isoscope.engine.budget import estimates, throughput
 from isoscope.engine.budget.estimates import PRIOR_BASIS
 

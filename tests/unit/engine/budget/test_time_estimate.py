@@ -6,6 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+
 from isoscope.engine.budget import throughput, time_estimate
 from isoscope.engine.budget.estimates import PRIOR_BASIS
 from isoscope.engine.inputs.corpus import Corpus

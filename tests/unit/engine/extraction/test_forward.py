@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from isoscope.engine.extraction.forward import pad_batch
 from isoscope.engine.extraction.tokenization import TokenizedCorpus
 

@@ -6,13 +6,14 @@ compiles on a call, and a failed compile leaves extraction eager."""
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
+import torch
+
 import isoscope.engine.extraction.forward as extract_module
 import isoscope.engine.extraction.kernel as kernel_module
 import isoscope.engine.extraction.sample as sample_module
 import isoscope.engine.extraction.stats as stats_module
-import numpy as np
-import pytest
-import torch
 from isoscope.engine.extraction import ExtractionSettings, extract
 from isoscope.engine.extraction.forward import _Batch, _BatchPlan, _reduce_batch
 from isoscope.engine.extraction.kernel import MomentsKernel

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from isoscope.engine.extraction import kernel_jit
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+
 from isoscope.engine.extraction.pooling import masked_mean
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from isoscope.engine.extraction.stats import RunningStats
 
 
@@ -127,6 +128,7 @@ def test_merge_of_partial_stats_equals_one_pass():
 
 def test_accumulators_are_float64_on_the_batch_device():
     import torch
+
     from isoscope.engine.extraction.stats import accumulation_device
 
     stats = RunningStats.from_batch([torch.ones(4, 3, dtype=torch.float32)] * 2)
@@ -140,6 +142,7 @@ def test_states_reduced_together_equal_the_reference_however_grouped(groups):
     """The extraction reduces consecutive states of a batch together ((g, n, d) at once), reusing
     scratch buffers across calls; every grouping equals the per-state reference, ties included."""
     import torch
+
     from isoscope.engine.extraction.stats import WorkBuffers
 
     rng = np.random.default_rng(6)
@@ -174,6 +177,7 @@ def test_eager_moments_are_centred_in_float64_and_propagate_like_torch(g):
     about the mean is exactly zero), a massive activation; NaN and infinity propagate as in the
     generic torch formulas (an infinite dimension has an infinite mean and an undefined spread)."""
     import torch
+
     from isoscope.engine.extraction.kernel import MOMENTS
     from isoscope.engine.extraction.stats import moments
 
@@ -211,6 +215,7 @@ def test_eager_cpu_batches_write_the_full_batch_statistics_into_their_rows(dtype
     accumulators' rows (numpy for the counts where numpy holds the dtype, torch copies for
     bfloat16, whose min and max are converted to float64): the result is the full-batch one."""
     import torch
+
     from isoscope.engine.extraction.kernel import MOMENTS
     from isoscope.engine.extraction.stats import WorkBuffers
 
@@ -238,6 +243,7 @@ def test_eager_state_rows_equal_a_batch_through_add_states(dtype):
     exactly what add_states computes for the whole batch with the kernel off, a NaN and an
     infinity included (torch's propagation), and the merged result is the full-batch one."""
     import torch
+
     from isoscope.engine.extraction.kernel import MOMENTS
     from isoscope.engine.extraction.stats import EagerStates, WorkBuffers
 

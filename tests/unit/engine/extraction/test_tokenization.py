@@ -8,6 +8,7 @@ import threading
 
 import numpy as np
 import pytest
+
 from isoscope.engine.budget.batching import batch_count, length_order, plan_batches
 from isoscope.engine.extraction.tokenization import TokenizedCorpus, collector_paused, is_punct
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from isoscope.engine.errors import InputError
 from isoscope.engine.extraction.types import ExtractionSettings, TokenTable
 

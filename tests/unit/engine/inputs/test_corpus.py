@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from isoscope.engine.errors import InputError
 from isoscope.engine.inputs import corpus as corpus_mod
 from isoscope.engine.inputs.corpus import (

@@ -6,6 +6,8 @@ import shutil
 
 import numpy as np
 import pytest
+from PIL import Image
+
 from isoscope.engine.errors import InputError
 from isoscope.engine.inputs.media import (
     MediaCorpus,
@@ -14,7 +16,6 @@ from isoscope.engine.inputs.media import (
     load_media_folder,
     resample,
 )
-from PIL import Image
 
 
 def _png(path, size=(20, 16), colour=(200, 10, 10)):

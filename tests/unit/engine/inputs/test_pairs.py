@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from isoscope.analysis.geometry.similarity import find_word_span
+
+from isoscope.analysis.similarity import find_word_span
 from isoscope.engine.errors import InputError
 from isoscope.engine.inputs import files
 from isoscope.engine.inputs.pairs import (

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from isoscope.engine.errors import ModelLoadError
 from isoscope.engine.load.hub import DownloadMeter, files_to_fetch, snapshot_complete
 

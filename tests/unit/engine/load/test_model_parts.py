@@ -6,6 +6,7 @@ import dataclasses
 
 import pytest
 import torch
+
 from isoscope.engine.load.model_parts import ModelParts, short_error
 
 

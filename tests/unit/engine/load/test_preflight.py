@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from safetensors.torch import save_file
+
 from isoscope.engine.errors import ModelLoadError
 from isoscope.engine.load.preflight import GIB, Preflight, folder_census, free_memory, preflight
-from safetensors.torch import save_file
 
 pytestmark = pytest.mark.unit
 
@@ -50,9 +51,9 @@ def test_the_gguf_census_reads_the_tensor_table(tmp_path):
     """The same counts per stored type as the ``gguf`` package's full reader; {} for a file that
     is not a GGUF (the conversion then says why)."""
     from gguf import GGUFReader
-    from isoscope.engine.load.preflight import gguf_census
     from transformers import GPT2Config, GPT2LMHeadModel
 
+    from isoscope.engine.load.preflight import gguf_census
     from tests.gguf_files import gpt2_vocabulary, write_gguf
 
     vocab = gpt2_vocabulary()

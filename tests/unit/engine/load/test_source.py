@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from isoscope.engine.errors import ModelLoadError
 from isoscope.engine.load.source import (
     PRESETS,

@@ -8,8 +8,9 @@ import threading
 
 import pytest
 import torch
-from isoscope.engine.load.widening import made_in_half, pread_reads, widen_in_place, widens
 from safetensors.torch import save_file
+
+from isoscope.engine.load.widening import made_in_half, pread_reads, widen_in_place, widens
 
 pytestmark = pytest.mark.unit
 WEIGHTS = torch.arange(4096.0) % 256

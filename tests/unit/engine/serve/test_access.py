@@ -4,6 +4,7 @@ refusal text whatever exists), per-session limits, the rate limit and the passph
 from __future__ import annotations
 
 import pytest
+
 from isoscope.engine.errors import InputError
 from isoscope.engine.serve.access import (
     SOURCE_REFUSED,

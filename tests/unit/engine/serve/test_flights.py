@@ -7,6 +7,7 @@ import threading
 import time
 
 import pytest
+
 from isoscope.engine.serve.flights import WorkQueue
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from isoscope.engine.store.limit import set_process_limit
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from isoscope.engine.extraction import ExtractionResult, ExtractionSettings, TokenTable
 from isoscope.engine.store import cache as cache_mod
 from isoscope.engine.store.cache import ResultCache, touch

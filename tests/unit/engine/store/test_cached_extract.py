@@ -7,11 +7,11 @@ import time
 
 import numpy as np
 import pytest
+
 from isoscope.engine.extraction import ExtractionResult, ExtractionSettings
 from isoscope.engine.store.cache import ResultCache
 from isoscope.engine.store.cached_extract import cached_extract
 from isoscope.engine.store.entries import cache_key
-
 from tests.unit.engine.store.test_cache import fake_result
 
 pytestmark = pytest.mark.usefixtures("no_process_limit")

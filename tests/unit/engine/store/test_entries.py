@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+
 from isoscope.engine.extraction import ExtractionSettings
 from isoscope.engine.store.entries import cache_key, result_arrays, result_from_arrays
-
 from tests.unit.engine.store.test_cache import fake_result
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import pytest
+
 from isoscope.engine.errors import InputError
 from isoscope.engine.store.cache import ResultCache
 from isoscope.engine.store.limit import (

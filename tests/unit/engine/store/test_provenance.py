@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
-from isoscope.engine.store.provenance import REUSED_KEY, attribute, relabel_card, reuse_line
 
+from isoscope.engine.store.provenance import REUSED_KEY, attribute, relabel_card, reuse_line
 from tests.report_inputs import report_result
 
 FIRST = {"source": "/a", "display_name": "/a", "path": "/abs/a", "num_layers": 2}

@@ -10,6 +10,7 @@ import zipfile
 
 import numpy as np
 import pytest
+
 from isoscope.engine.errors import IsoscopeError
 from isoscope.engine.extraction import ExtractionResult, ExtractionSettings, TokenTable
 from isoscope.engine.inputs.corpus import Corpus

@@ -4,9 +4,9 @@ and an unknown section is an input error."""
 from __future__ import annotations
 
 import pytest
+
 from isoscope.share.report import ReportSettings, build_report, render_html
 from isoscope.share.report import build as report_module
-
 from tests.report_inputs import QUICK
 
 
@@ -45,7 +45,7 @@ def test_unknown_section_is_an_input_error(planted):
 
 
 def test_criteria_the_caller_has_are_not_computed_again(planted, monkeypatch):
-    from isoscope.analysis.geometry import outliers
+    from isoscope.analysis import outliers
 
     known = outliers.criteria_by_state(planted)
     baseline = build_report(None, planted, sections=QUICK, settings=ReportSettings(pairs=500))

@@ -4,6 +4,7 @@ findings and JSON."""
 from __future__ import annotations
 
 import pytest
+
 from isoscope.engine.errors import InputError
 from isoscope.share.report.model import SECTIONS, Report, ReportSettings, Section
 

@@ -7,9 +7,9 @@ import re
 
 import numpy as np
 import pytest
-from isoscope.analysis.geometry.isotropy import clipped_anisotropy_by_state
-from isoscope.share.report import ReportSettings, build_report
 
+from isoscope.analysis.anisotropy import clipped_anisotropy_by_state
+from isoscope.share.report import ReportSettings, build_report
 from tests.report_inputs import QUICK
 from tests.report_inputs import report_result as _result
 

@@ -6,7 +6,6 @@ import html
 import re
 
 from isoscope.share.report import ReportSettings, build_report
-
 from tests.report_inputs import QUICK
 
 

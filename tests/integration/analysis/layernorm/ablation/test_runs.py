@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+
 from isoscope.analysis.layernorm.ablation import ablated, mask_tokens, run_ablation
 from isoscope.analysis.layernorm.params import ln_outliers, norms_of
 from isoscope.engine.extraction import tokenize
@@ -71,7 +72,7 @@ def test_minilm_outlier_dims_move_embeddings_more_than_random_dims(minilm, bundl
 
 
 def test_sts_spearman_matches_direct_computation(tiny_bert_dir):
-    from isoscope.analysis.geometry.similarity import cosine_rows, spearman100
+    from isoscope.analysis.similarity import cosine_rows, spearman100
     from isoscope.engine.extraction import mean_pooled
     from isoscope.engine.inputs.pairs import sts_sample
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from isoscope.analysis.layernorm.ablation.effects import AblationReport, Effect
 
 

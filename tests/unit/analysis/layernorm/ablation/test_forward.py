@@ -15,6 +15,7 @@ def test_labels_pad_with_minus_100_and_a_zero_mask():
 
 def test_cosines_along_the_last_axis_and_zero_vectors_give_zero():
     import torch
+
     from isoscope.analysis.layernorm.ablation.forward import cosines
 
     a = torch.tensor([[1.0, 0.0], [1.0, 1.0], [0.0, 0.0]], dtype=torch.float64)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+
 from isoscope.analysis.layernorm.ablation.masking import mask_tokens
 from isoscope.engine.extraction import TokenizedCorpus
 
@@ -30,6 +31,7 @@ def test_a_tokenizer_without_a_mask_token_is_an_input_error():
     from types import SimpleNamespace
 
     import pytest
+
     from isoscope.analysis.layernorm.ablation.masking import mask_token_id
     from isoscope.engine.errors import InputError
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from isoscope.analysis.layernorm.ablation.runs import run_ablation
 
+from isoscope.analysis.layernorm.ablation.runs import run_ablation
 from tests.ablation_models import TEXTS, same, snapshot
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from isoscope.analysis.layernorm.ablation.surgery import (
     ablated,
     masked_norms,
@@ -13,7 +14,6 @@ from isoscope.analysis.layernorm.ablation.surgery import (
 )
 from isoscope.analysis.layernorm.params import find_norms, select_norms
 from isoscope.engine.errors import InputError
-
 from tests.ablation_models import same, snapshot, tiny_model
 
 

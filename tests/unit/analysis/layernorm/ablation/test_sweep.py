@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 
 import numpy as np
-from isoscope.analysis.layernorm.ablation.sweep import sweep
 
+from isoscope.analysis.layernorm.ablation.sweep import sweep
 from tests.ablation_models import TEXTS, same, snapshot
 
 

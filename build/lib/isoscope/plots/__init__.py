@@ -1,0 +1,1 @@
+"""Plotly figure builders. Each returns a ``plotly.graph_objects.Figure``; no Streamlit here."""
