@@ -3,6 +3,9 @@ stderr with a non-zero exit (2 for a user error), never a traceback."""
 
 from __future__ import annotations
 
+import argparse
+import re
+
 import pytest
 
 from isoscope import cli
@@ -54,3 +57,49 @@ class _FixedParser:
 
     def parse_args(self, argv):
         return self.args
+
+
+def _subcommands() -> dict[str, argparse.ArgumentParser]:
+    parser = cli.build_parser()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(sub.choices)
+
+
+@pytest.mark.parametrize("command", sorted(_subcommands()))
+def test_every_option_of_every_command_states_its_default(command):
+    """``isoscope COMMAND --help`` gives each option's default (or says it is required)."""
+    parser = _subcommands()[command]
+    formatter = parser._get_formatter()
+    missing = []
+    for action in parser._actions:
+        if not action.option_strings or action.help is argparse.SUPPRESS:
+            continue
+        if isinstance(action, argparse._HelpAction):
+            continue
+        text = formatter._expand_help(action) if action.help else ""
+        if not re.search(r"default|\(required\)", text, re.IGNORECASE):
+            missing.append(action.option_strings[0])
+    assert missing == [], f"isoscope {command}: options whose --help gives no default: {missing}"
+
+
+@pytest.mark.parametrize(
+    ("default", "kind", "shown"),
+    [
+        (None, "store", "(default: none)"),
+        (3, "store", "(default: 3)"),
+        ("auto", "store", "(default: auto)"),
+        (False, "store_true", "(default: off)"),
+    ],
+)
+def test_the_help_formatter_writes_the_default(default, kind, shown):
+    parser = argparse.ArgumentParser(formatter_class=cli.DefaultsHelpFormatter)
+    parser.add_argument("--x", action=kind, default=default, help="an option")
+    assert shown in parser.format_help()
+
+
+def test_the_help_formatter_leaves_a_help_that_states_its_default():
+    parser = argparse.ArgumentParser(formatter_class=cli.DefaultsHelpFormatter)
+    parser.add_argument("--x", default=1, help="an option (default: one)")
+    parser.add_argument("--y", required=True, help="needed")
+    text = " ".join(parser.format_help().split())
+    assert "(default: one) (default" not in text and "needed (required)" in text
