@@ -11,9 +11,9 @@ PYTEST := $(PY) -m pytest
 export TOKENIZERS_PARALLELISM := false
 # The tests never reach the internet (a stand-in Hub on 127.0.0.1 serves the download tests);
 # `make run` downloads Hub ids on demand: HF_HUB_OFFLINE=1 make run keeps it to the cache.
-test test-unit test-integration test-app test-browser bench: export HF_HUB_OFFLINE := 1
+test test-fast test-unit test-integration test-app test-browser test-hostile bench: export HF_HUB_OFFLINE := 1
 
-.PHONY: run test test-unit test-integration test-app test-browser lint bench venv clean
+.PHONY: run test test-fast test-unit test-integration test-app test-browser test-hostile lint bench venv clean
 
 venv: $(STAMP)
 
@@ -37,6 +37,10 @@ run: $(STAMP)
 test: $(STAMP) lint
 	$(PYTEST) --durations=30 tests
 
+# the edit-test loop: the unit tier without its slow tests, on both cores (pytest-xdist)
+test-fast: $(STAMP)
+	$(PYTEST) -n 2 -m "unit and not slow" tests
+
 test-unit: $(STAMP)
 	$(PYTEST) -m unit tests
 
@@ -48,6 +52,10 @@ test-app: $(STAMP)
 
 test-browser: $(STAMP)
 	$(PYTEST) -m browser tests
+
+# a hostile visitor and a clumsy user: bad input of every kind, a shared server under attack
+test-hostile: $(STAMP)
+	$(PYTEST) -m hostile tests
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
