@@ -27,7 +27,7 @@ def test_read_file_names_uploads_and_paths(tmp_path):
     assert files.read_file(path, None, "a CSV file") == (b"a,b", "rows.csv")
     assert files.read_file(b"a,b", None, "a CSV file") == (b"a,b", "uploaded file")
     assert files.read_file(bytearray(b"a"), "up.csv", "a CSV file") == (b"a", "up.csv")
-    with pytest.raises(InputError, match="does not exist or is not a file; give the path of a CSV"):
+    with pytest.raises(InputError, match="is a folder, not a file; give the path of a CSV"):
         files.read_file(tmp_path, None, "a CSV file")
 
 
