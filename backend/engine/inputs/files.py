@@ -142,8 +142,13 @@ def check_size(path: Path) -> None:
 
 def check_bytes(raw: bytes, name: str) -> None:
     """Refuse uploaded bytes over ``MAX_FILE_BYTES``."""
-    if len(raw) > MAX_FILE_BYTES:
-        raise _too_large(name, len(raw))
+    check_bytes_count(len(raw), name)
+
+
+def check_bytes_count(size: int, name: str) -> None:
+    """Refuse ``size`` bytes (an upload's) over ``MAX_FILE_BYTES``."""
+    if size > MAX_FILE_BYTES:
+        raise _too_large(name, size)
 
 
 def read_file(source: bytes | str | Path, name: str | None, what: str) -> tuple[bytes, str]:
