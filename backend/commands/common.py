@@ -19,6 +19,19 @@ MODEL_SOURCES = (
 )
 
 
+def model_source(text: str) -> str:
+    """``--model``'s type: the source as given once :func:`backend.engine.load.source.parse_source`
+    accepts it, so a malformed source (a revision that is a path, ``random:`` numbers out of
+    range) is refused in one line before the corpus is read or anything is loaded."""
+    from backend.engine.load.source import parse_source
+
+    try:
+        parse_source(text)
+    except IsoscopeError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def add_model_args(
     parser: argparse.ArgumentParser,
     *,
@@ -32,7 +45,7 @@ def add_model_args(
     declarations (the extraction's, or an analysis's own: the same one its page reads)."""
     group = parser.add_argument_group("model")
     if source:
-        group.add_argument("--model", default="default", help=MODEL_SOURCES)
+        group.add_argument("--model", default="default", type=model_source, help=MODEL_SOURCES)
     group.add_argument(
         "--device", default="auto", help="auto (CUDA, then MPS, then CPU) | cpu | cuda | mps"
     )

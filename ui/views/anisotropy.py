@@ -13,6 +13,7 @@ from backend.analysis.geometry.isotropy import (
     PAIR_SEED,
     StateIsotropy,
     by_state,
+    why_no_anisotropy,
 )
 from backend.analysis.geometry.postprocess import make_postprocessor
 from backend.analysis.geometry.summaries import mean_shift_peak
@@ -161,6 +162,9 @@ def series_or_stop(result: ExtractionResult, choice: PostChoice | None) -> dict[
         f"processed = {choice.label}"
     )
 
+    blank = why_no_anisotropy(result)
+    if blank:
+        st.info(blank[0].upper() + blank[1:] + ".", icon=":material/info:")
     if any(iso.isoscore.size and all(v != v for v in iso.isoscore) for iso in series.values()):
         st.caption(
             f"IsoScore is blank where the token sample ({len(result.sample_index):,}) has fewer points than "
