@@ -75,6 +75,12 @@ def isotropy(
     )
 
 
+@cached
+def anisotropy_note(result: ExtractionResult) -> str | None:
+    """Why anisotropy is blank for ``result`` (one text in its token sample), or None."""
+    return why_no_anisotropy(result)
+
+
 BINS = 100  # 0.02 wide over [-1, 1]
 
 
@@ -162,7 +168,7 @@ def series_or_stop(result: ExtractionResult, choice: PostChoice | None) -> dict[
         f"processed = {choice.label}"
     )
 
-    blank = why_no_anisotropy(result)
+    blank = anisotropy_note(result)
     if blank:
         st.info(blank[0].upper() + blank[1:] + ".", icon=":material/info:")
     if any(iso.isoscore.size and all(v != v for v in iso.isoscore) for iso in series.values()):
