@@ -256,7 +256,7 @@ def read_pairs(path: str) -> tuple[list[str], list[str], list[float]]:
     from backend.engine.errors import InputError
     from backend.engine.inputs.pairs import read_pairs_csv
 
-    if not Path(path).is_file():
+    if not os.path.lexists(path):
         raise InputError(
             f"--pairs file {path!r} does not exist; give a CSV with sentence1,sentence2,score"
         )

@@ -202,3 +202,22 @@ def test_a_one_text_corpus_says_why_anisotropy_is_blank(tmp_path):
     assert "at least two texts" in note and "1 text" in note
     assert all(layer["anisotropy"] is None for layer in report["layers"])
     assert f"note: {note}" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "path", "phrase"),
+    [
+        (("sts", "--model", "default", "--pairs"), "dev_zero", "is a device"),
+        (("report", "--model", "default", "--texts", "{good}", "--pairs"), "fifo", "is a pipe"),
+        (
+            ("compare", "--model-a", "default", "--texts", "{good}", "--texts-b"),
+            "fifo",
+            "is a pipe",
+        ),
+    ],
+    ids=["sts-pairs-dev-zero", "report-pairs-fifo", "compare-texts-b-fifo"],
+)
+def test_other_file_arguments_use_the_same_reader(hostile_files, tmp_path, argv, path, phrase):
+    args = [a.format(good=hostile_files["good"]) for a in argv]
+    proc = run_cli(*args, hostile_files[path], "--out", hostile_files["out"], cache_dir=tmp_path)
+    assert_one_line(proc, phrase)
