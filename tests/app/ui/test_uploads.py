@@ -74,3 +74,11 @@ def test_pairs_csv_uploads_are_refused_over_the_limit(shared_env, page, key):
         at.radio(key="cmp_sts").set_value("upload a CSV").run()
     at.file_uploader(key=key).set_value(("pairs.csv", BIG_PAIRS, "text/csv")).run()
     assert not at.exception and _refused(at)
+
+
+def test_a_saved_analysis_upload_is_refused_over_the_limit(shared_env):
+    at = _app()
+    at.file_uploader(key="saved_upload").set_value(
+        ("run.isoscope", BIG_TEXTS, "application/zip")
+    ).run()
+    assert not at.exception and _refused(at)
