@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from backend.engine.environment import offline_env
-from backend.engine.params import MAX_FILE_BYTES
+from isoscope.engine.environment import offline_env
+from isoscope.engine.params import MAX_FILE_BYTES
 from tests.clirun import ROOT
 
 TIMEOUT_S = 180  # a generous bound for a loaded machine; a hang is caught, never waited out
@@ -33,9 +33,9 @@ def _limit_memory() -> None:
 
 
 def run_cli(*args: str, cache_dir: Path) -> subprocess.CompletedProcess:
-    """``python -m backend ARGS`` offline, with a bounded data segment and a wall-clock limit."""
+    """``python -m isoscope ARGS`` offline, with a bounded data segment and a wall-clock limit."""
     return subprocess.run(
-        [sys.executable, "-m", "backend", *args],
+        [sys.executable, "-m", "isoscope", *args],
         cwd=ROOT,
         env=offline_env(ISOSCOPE_CACHE_DIR=str(cache_dir)),
         capture_output=True,

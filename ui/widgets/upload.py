@@ -1,6 +1,6 @@
 """The one file uploader of every page: :func:`file_upload` builds Streamlit's widget and lets
 nothing through that the server's upload limit refuses
-(:meth:`backend.engine.serve.access.AccessPolicy.check_upload`: the file limit every user file
+(:meth:`isoscope.engine.serve.access.AccessPolicy.check_upload`: the file limit every user file
 has, and on a shared server the per-visitor limit). A page never calls ``st.file_uploader``
 itself (a test holds every page to this), so no uploader can skip the check."""
 
@@ -11,8 +11,8 @@ from typing import Any
 
 import streamlit as st
 
-from backend.engine.errors import InputError
-from ui.server import access
+from isoscope.engine.errors import InputError
+from isoscope.ui.server import access
 
 
 @dataclass(frozen=True)

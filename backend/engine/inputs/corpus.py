@@ -17,9 +17,9 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from backend.engine.environment import assets_dir
-from backend.engine.errors import InputError
-from backend.engine.inputs.files import (
+from isoscope.engine.environment import assets_dir
+from isoscope.engine.errors import InputError
+from isoscope.engine.inputs.files import (
     check_bytes,
     decode_text,
     files_under,
@@ -55,7 +55,7 @@ class Corpus:
 
     @property
     def kind(self) -> str:
-        """The modality; images and audio are :class:`backend.engine.inputs.media.MediaCorpus`."""
+        """The modality; images and audio are :class:`isoscope.engine.inputs.media.MediaCorpus`."""
         return "text"
 
     @functools.cached_property  # asked on every page run; the texts never change
@@ -233,7 +233,7 @@ def corpus_from_shards(
 
 def load_corpus_file(path: str | Path, max_texts: int = MAX_TEXTS) -> Corpus:
     """Read a corpus file, or a folder of shards, from disk (the CLI's ``--texts``); every file
-    through :func:`backend.engine.inputs.files.read_capped` (regular files only, bounded)."""
+    through :func:`isoscope.engine.inputs.files.read_capped` (regular files only, bounded)."""
     path = Path(path)
     files = corpus_files(path)
     if path.is_dir():

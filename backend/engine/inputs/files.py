@@ -1,5 +1,5 @@
 """The checks every file a user gives goes through, whatever it holds (a corpus, sentence pairs,
-word-sense rows, an image or a clip): one size limit, :data:`backend.engine.params.MAX_FILE_BYTES`,
+word-sense rows, an image or a clip): one size limit, :data:`isoscope.engine.params.MAX_FILE_BYTES`,
 and one wording for a file that is too large, missing, not a regular file, unreadable, binary or
 not UTF-8.
 
@@ -16,8 +16,8 @@ import os
 import stat
 from pathlib import Path
 
-from backend.engine.errors import InputError
-from backend.engine.params import MAX_FILE_BYTES
+from isoscope.engine.errors import InputError
+from isoscope.engine.params import MAX_FILE_BYTES
 
 
 def _too_large(name: str, size: int) -> InputError:

@@ -29,8 +29,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from backend.engine.errors import ModelLoadError
-from backend.engine.params import Interval
+from isoscope.engine.errors import ModelLoadError
+from isoscope.engine.params import Interval
 
 DEFAULT_SOURCE = "default"
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
@@ -108,7 +108,7 @@ RANDOM_FAMILIES: dict[str, RandomFamily] = {
 }
 # The options of a random:FAMILY model and the values each accepts (its default where a family
 # does not set its own): what a visitor may type is bounded here, before the memory preflight
-# (backend.engine.load.preflight) weighs the model the options describe.
+# (isoscope.engine.load.preflight) weighs the model the options describe.
 RANDOM_OPTIONS: dict[str, Interval] = {
     o.name: o
     for o in (

@@ -34,8 +34,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from backend.engine.errors import InputError, ModelLoadError
-from backend.engine.load.source import ModelSource, parse_source
+from isoscope.engine.errors import InputError, ModelLoadError
+from isoscope.engine.load.source import ModelSource, parse_source
 
 TRUE = ("1", "true", "yes", "on")
 FALSE = ("0", "false", "no", "off")
@@ -194,7 +194,7 @@ class AccessPolicy:
         """The most bytes one uploaded file may hold: the limit of every user file, and on a
         shared server the per-visitor upload limit when that is lower. A saved analysis that
         arrives by upload may decompress to no more than this either."""
-        from backend.engine.params import MAX_FILE_BYTES
+        from isoscope.engine.params import MAX_FILE_BYTES
 
         if not self.shared:
             return MAX_FILE_BYTES
@@ -203,7 +203,7 @@ class AccessPolicy:
     def check_upload(self, name: str, size: int) -> None:
         """The one check of every upload on every page: :class:`InputError` naming the size and
         the limit that refuses it (the shared server's own, or the file limit)."""
-        from backend.engine.inputs.files import check_bytes_count
+        from isoscope.engine.inputs.files import check_bytes_count
 
         if self.shared:
             self.limits.check_upload(name, size)
@@ -234,7 +234,7 @@ class AccessPolicy:
 def _cached_hub_id(source: ModelSource) -> bool:
     """A Hub id that the server's Hugging Face cache holds completely (a Hub id is never a path
     that exists relative to the server's folder: :func:`parse_source` reads that as a folder)."""
-    from backend.engine.load.models import local_hub_snapshot
+    from isoscope.engine.load.models import local_hub_snapshot
 
     return local_hub_snapshot(source.text) is not None
 

@@ -35,11 +35,11 @@ from typing import Any
 
 import numpy as np
 
-from backend import __version__
-from backend.engine.errors import InputError, IsoscopeError
-from backend.engine.extraction import ExtractionResult, ExtractionSettings, TokenTable
-from backend.engine.jsonio import strict_json, to_jsonable
-from backend.engine.load.models import LoadedModel, ModelInfo
+from isoscope import __version__
+from isoscope.engine.errors import InputError, IsoscopeError
+from isoscope.engine.extraction import ExtractionResult, ExtractionSettings, TokenTable
+from isoscope.engine.jsonio import strict_json, to_jsonable
+from isoscope.engine.load.models import LoadedModel, ModelInfo
 
 FORMAT_NAME = "isoscope-saved-analysis"
 FORMAT_VERSION = 1
@@ -168,7 +168,7 @@ def _atomic_write(path: Path, data: bytes) -> None:
 def load_saved(path: str | Path, max_bytes: int = MAX_SAVED_BYTES) -> ExtractionResult:
     """Open a saved analysis (zip or folder) written by :func:`save_analysis`; its files hold at
     most ``max_bytes`` in all, counted as they are read."""
-    from backend.engine.inputs.files import read_capped, regular_file_stat
+    from isoscope.engine.inputs.files import read_capped, regular_file_stat
 
     path = Path(path).expanduser()
     name = path.name
@@ -194,7 +194,7 @@ def load_saved(path: str | Path, max_bytes: int = MAX_SAVED_BYTES) -> Extraction
         with path.open("rb") as fh:
             return _from_zip(fh, name, max_bytes)
     except OSError as exc:
-        from backend.engine.inputs.files import unreadable
+        from isoscope.engine.inputs.files import unreadable
 
         raise unreadable(path, exc, what) from None
 
@@ -342,7 +342,7 @@ def _assemble(
 
 def _check_consistent(result: ExtractionResult, name: str) -> None:
     """Shapes agree with each other and the corpus hash with the texts: else the file is damaged."""
-    from backend.engine.inputs.corpus import Corpus
+    from isoscope.engine.inputs.corpus import Corpus
 
     shape = np.shape(result.mean)
     if len(shape) != 2 or shape[0] < 1:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ui.server import access
+from isoscope.ui.server import access
 
 APP = str(Path(__file__).resolve().parents[3] / "app.py")
 TINY = "random:bert:layers=2,width=32,heads=2,seed=5"
@@ -31,8 +31,8 @@ def shared_env(monkeypatch, tmp_path):
 
 
 def _app(page: str | None = None) -> AppTest:
-    from ui.frame.selection import Selection
-    from ui.frame.session import SELECTION_KEY
+    from isoscope.ui.frame.selection import Selection
+    from isoscope.ui.frame.session import SELECTION_KEY
 
     at = AppTest.from_file(APP, default_timeout=300)
     at.session_state[SELECTION_KEY] = Selection(model_source=TINY, device="cpu")

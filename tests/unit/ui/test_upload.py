@@ -1,4 +1,4 @@
-"""Every uploader on every page goes through the one checked uploader (ui.widgets.upload), so no
+"""Every uploader on every page goes through the one checked uploader (isoscope.ui.widgets.upload), so no
 page can accept a file that the upload limit refuses."""
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ import errno
 import numpy as np
 import pytest
 
-from backend.engine.extraction.spill import Cancelled, spill_state
+from isoscope.engine.extraction.spill import Cancelled, spill_state
 
 pytestmark = pytest.mark.integration
 
@@ -48,7 +48,7 @@ def test_a_full_or_read_only_cache_is_one_clear_line(
     import os
     from pathlib import Path
 
-    from backend.engine.errors import InputError
+    from isoscope.engine.errors import InputError
 
     def fail(*_args, **_kwargs):
         raise OSError(code, os.strerror(code))

@@ -1,4 +1,4 @@
-"""The random: factory (backend.engine.load.random_models) through the loader: families with and
+"""The random: factory (isoscope.engine.load.random_models) through the loader: families with and
 without position tables, seeds, sizes and the errors of a bad option."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from backend.engine.errors import ModelLoadError
-from backend.engine.load.models import load_model, position_table
+from isoscope.engine.errors import ModelLoadError
+from isoscope.engine.load.models import load_model, position_table
 
 SMALL = "layers=1,width=16,heads=2"
 
@@ -67,8 +67,8 @@ def test_random_source_errors(source, message):
 
 
 def test_read_random_fingerprints_the_canonical_source_and_head():
-    from backend.engine.load.random_models import read_random
-    from backend.engine.load.source import parse_source
+    from isoscope.engine.load.random_models import read_random
+    from isoscope.engine.load.source import parse_source
 
     a = read_random(parse_source(f"random:bert:{SMALL}"), head="base")
     again = read_random(parse_source("random:bert:heads=2,width=16,layers=1"), head="base")
@@ -91,8 +91,8 @@ def test_read_random_fingerprints_the_canonical_source_and_head():
 def test_the_census_counts_what_is_built(source):
     """The preflight weighs a random: model by the parameters of the model the spec builds
     (position tables included), counted on the meta device, before anything is allocated."""
-    from backend.engine.load.random_models import random_census
-    from backend.engine.load.source import parse_source
+    from isoscope.engine.load.random_models import random_census
+    from isoscope.engine.load.source import parse_source
 
     loaded = load_model(source, device="cpu")
     parsed = parse_source(source)
@@ -111,7 +111,7 @@ def test_the_census_counts_what_is_built(source):
     ],
 )
 def test_a_random_model_over_the_memory_is_refused_before_it_is_built(monkeypatch, source):
-    from backend.engine.load import preflight, random_models
+    from isoscope.engine.load import preflight, random_models
 
     monkeypatch.setattr(preflight, "free_memory", lambda device: 64 * 1024)
 

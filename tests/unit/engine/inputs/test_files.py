@@ -1,4 +1,4 @@
-"""The checks every user file goes through (backend.engine.inputs.files)."""
+"""The checks every user file goes through (isoscope.engine.inputs.files)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from backend.engine.errors import InputError
-from backend.engine.inputs import files
+from isoscope.engine.errors import InputError
+from isoscope.engine.inputs import files
 
 
 def test_size_limit_for_bytes_and_paths(tmp_path, monkeypatch):
@@ -66,8 +66,8 @@ def test_the_capped_reader_refuses_what_is_not_a_regular_file(not_files, kind):
 
 @pytest.mark.parametrize("kind", ["fifo", "device", "folder", "link"])
 def test_every_reader_of_user_files_refuses_them(not_files, kind):
-    from backend.engine.inputs.corpus import load_corpus_file
-    from backend.engine.inputs.pairs import read_pairs_csv
+    from isoscope.engine.inputs.corpus import load_corpus_file
+    from isoscope.engine.inputs.pairs import read_pairs_csv
 
     path, said = not_files[kind]
     if kind != "folder":  # a folder is a corpus of shards: tested below

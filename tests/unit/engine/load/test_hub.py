@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from backend.engine.errors import ModelLoadError
-from backend.engine.load.hub import DownloadMeter, files_to_fetch, snapshot_complete
+from isoscope.engine.errors import ModelLoadError
+from isoscope.engine.load.hub import DownloadMeter, files_to_fetch, snapshot_complete
 
 pytestmark = pytest.mark.unit
 
@@ -80,8 +80,8 @@ def _snapshot(folder):
 )
 def test_a_planted_ref_file_never_leads_outside_the_cache(tmp_path, monkeypatch, planted):
     """A ref file must hold a commit sha; anything else is no cached snapshot, not a path."""
-    from backend.engine.load import hub
-    from backend.engine.load.source import parse_source
+    from isoscope.engine.load import hub
+    from isoscope.engine.load.source import parse_source
 
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     _snapshot(tmp_path / "outside")
@@ -93,9 +93,9 @@ def test_a_planted_ref_file_never_leads_outside_the_cache(tmp_path, monkeypatch,
 
 
 def test_a_snapshot_symlinked_outside_the_cache_is_refused(tmp_path, monkeypatch):
-    from backend.engine.errors import ModelLoadError
-    from backend.engine.load import hub
-    from backend.engine.load.source import parse_source
+    from isoscope.engine.errors import ModelLoadError
+    from isoscope.engine.load import hub
+    from isoscope.engine.load.source import parse_source
 
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     sha = "a" * 40
@@ -114,9 +114,9 @@ def test_the_cache_lookup_refuses_a_revision_that_is_a_path_even_if_built_by_han
     tmp_path, monkeypatch, revision
 ):
     """A ModelSource made without the parse still cannot point the lookup at a folder."""
-    from backend.engine.errors import ModelLoadError
-    from backend.engine.load import hub
-    from backend.engine.load.source import ModelSource
+    from isoscope.engine.errors import ModelLoadError
+    from isoscope.engine.load import hub
+    from isoscope.engine.load.source import ModelSource
 
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     source = ModelSource("hub", f"org/name@{revision}", repo_id="org/name", revision=revision)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from backend.engine.errors import ModelLoadError
-from backend.engine.load.source import (
+from isoscope.engine.errors import ModelLoadError
+from isoscope.engine.load.source import (
     PRESETS,
     RANDOM_FAMILIES,
     parse_source,
@@ -158,7 +158,7 @@ def test_random_numbers_are_finite_integers_in_their_declared_range(option, valu
 
 
 def test_every_random_option_has_one_declared_range_and_its_bounds_parse():
-    from backend.engine.load.source import RANDOM_KEYS, RANDOM_OPTIONS
+    from isoscope.engine.load.source import RANDOM_KEYS, RANDOM_OPTIONS
 
     assert RANDOM_KEYS == tuple(RANDOM_OPTIONS)
     for name, declared in RANDOM_OPTIONS.items():
