@@ -115,6 +115,24 @@ def anisotropy(
     return mean_pair_cosine(vectors, different_text_pairs(text_id, n_pairs, seed))
 
 
+def why_no_anisotropy(result: ExtractionResult) -> str | None:
+    """Why ``result`` has no anisotropy (its token sample holds no pair of tokens from different
+    texts, so the mean cosine of such pairs is undefined), in one line saying what to do; None
+    when it has one."""
+    texts_sampled = len(np.unique(result.tokens.text_id[result.sample_index]))
+    if texts_sampled >= 2:
+        return None
+    if result.num_texts < 2:
+        return (
+            "anisotropy is blank: it is the mean cosine of token pairs from different texts, and "
+            f"this corpus has {result.num_texts} text; give at least two texts (one per line)"
+        )
+    return (
+        "anisotropy is blank: it is the mean cosine of token pairs from different texts, and the "
+        "token sample holds tokens of one text only; raise the token sample"
+    )
+
+
 def anisotropy_by_state(
     result: ExtractionResult, n_pairs: int = N_PAIRS, seed: int = PAIR_SEED
 ) -> np.ndarray:

@@ -19,6 +19,19 @@ MODEL_SOURCES = (
 )
 
 
+def model_source(text: str) -> str:
+    """``--model``'s type: the source as given once :func:`isoscope.engine.load.source.parse_source`
+    accepts it, so a malformed source (a revision that is a path, ``random:`` numbers out of
+    range) is refused in one line before the corpus is read or anything is loaded."""
+    from isoscope.engine.load.source import parse_source
+
+    try:
+        parse_source(text)
+    except IsoscopeError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def add_model_args(
     parser: argparse.ArgumentParser,
     *,
@@ -32,7 +45,7 @@ def add_model_args(
     declarations (the extraction's, or an analysis's own: the same one its page reads)."""
     group = parser.add_argument_group("model")
     if source:
-        group.add_argument("--model", default="default", help=MODEL_SOURCES)
+        group.add_argument("--model", default="default", type=model_source, help=MODEL_SOURCES)
     group.add_argument(
         "--device", default="auto", help="auto (CUDA, then MPS, then CPU) | cpu | cuda | mps"
     )
@@ -243,7 +256,7 @@ def read_pairs(path: str) -> tuple[list[str], list[str], list[float]]:
     from isoscope.engine.errors import InputError
     from isoscope.engine.inputs.pairs import read_pairs_csv
 
-    if not Path(path).is_file():
+    if not os.path.lexists(path):
         raise InputError(
             f"--pairs file {path!r} does not exist; give a CSV with sentence1,sentence2,score"
         )

@@ -38,6 +38,7 @@ from isoscope.ui.frame.selection import Selection, get_selection
 from isoscope.ui.frame.session import SELECTION_KEY
 from isoscope.ui.server import access
 from isoscope.ui.sharing.saved import saved_panel
+from isoscope.ui.widgets.upload import file_upload
 from isoscope.ui.work.corpora import remember_upload
 from isoscope.ui.work.media import folder_input
 
@@ -170,7 +171,7 @@ def corpus_inputs(current: Selection) -> CorpusChoice:
             "Texts (one per line)", value=current.corpus_text, key="sb_corpus_text", height=100
         )
     elif kind == "upload":
-        upload = st.file_uploader(
+        upload = file_upload(
             "File (.txt one text per line; .csv/.jsonl with a text column)",
             type=["txt", "csv", "jsonl"],
             key="sb_corpus_file",
@@ -282,8 +283,6 @@ def pending_selection(
     rules.check_model_source(model.source)  # a shared server's one refusal text
     if corpus.kind == "upload" and corpus.upload is None:
         raise IsoscopeError("Choose a file to upload first (or pick another corpus).")
-    if corpus.kind == "upload" and rules.shared:
-        rules.limits.check_upload(corpus.upload.name, corpus.upload.size)
     file_name, file_sha = _upload_identity(corpus.upload)
     allow_pickle, device, dtype = runtime
     return Selection(

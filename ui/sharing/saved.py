@@ -28,6 +28,7 @@ from isoscope.engine.lru import LRU
 from isoscope.engine.store.saved import SavedModel, load_saved, read_saved_bytes
 from isoscope.ui.frame.session import SELECTION_KEY
 from isoscope.ui.server import access
+from isoscope.ui.widgets.upload import file_upload
 
 SAVED_KEY = "isoscope_saved"  # session_state slot of the open saved analysis (an OpenSaved)
 STORE_SIZE = 2
@@ -67,7 +68,8 @@ def open_path(path: str) -> OpenSaved:
 def open_upload(name: str, raw: bytes) -> OpenSaved:
     """Open an uploaded saved analysis (the bytes of its zip) for this session."""
     key = "upload:" + hashlib.sha256(raw).hexdigest()
-    result = _store().get(key) or read_saved_bytes(raw, name)
+    limit = access.policy().upload_limit_bytes  # its members decompress within the upload limit
+    result = _store().get(key) or read_saved_bytes(raw, name, max_bytes=limit)
     _store().put(key, result)
     return _remember(OpenSaved(key, name, "", _selection_id()))
 
@@ -161,7 +163,7 @@ def saved_panel() -> None:
             if st.button("Close saved analysis", key="saved_close", width="stretch"):
                 close_saved()
                 st.rerun()
-        upload = st.file_uploader(
+        upload = file_upload(
             "Saved analysis (.isoscope)",
             type=["isoscope", "zip"],
             key="saved_upload",
@@ -178,8 +180,6 @@ def saved_panel() -> None:
         if st.button("Open", key="saved_open", width="stretch"):
             try:
                 if upload is not None:
-                    if rules.shared:
-                        rules.limits.check_upload(upload.name, upload.size)
                     open_upload(upload.name, upload.getvalue())
                 elif path.strip():
                     open_path(path)

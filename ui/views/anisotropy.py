@@ -13,6 +13,7 @@ from isoscope.analysis.anisotropy import (
     PAIR_SEED,
     StateIsotropy,
     by_state,
+    why_no_anisotropy,
 )
 from isoscope.analysis.projections.postprocess import make_postprocessor
 from isoscope.analysis.summaries import mean_shift_peak
@@ -72,6 +73,12 @@ def isotropy(
         similarity=similarity,
         name=name or post,
     )
+
+
+@cached
+def anisotropy_note(result: ExtractionResult) -> str | None:
+    """Why anisotropy is blank for ``result`` (one text in its token sample), or None."""
+    return why_no_anisotropy(result)
 
 
 BINS = 100  # 0.02 wide over [-1, 1]
@@ -161,6 +168,9 @@ def series_or_stop(result: ExtractionResult, choice: PostChoice | None) -> dict[
         f"processed = {choice.label}"
     )
 
+    blank = anisotropy_note(result)
+    if blank:
+        st.info(blank[0].upper() + blank[1:] + ".", icon=":material/info:")
     if any(iso.isoscore.size and all(v != v for v in iso.isoscore) for iso in series.values()):
         st.caption(
             f"IsoScore is blank where the token sample ({len(result.sample_index):,}) has fewer points than "

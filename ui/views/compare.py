@@ -44,6 +44,7 @@ from isoscope.ui.server import access
 from isoscope.ui.sharing.downloads import download_buttons
 from isoscope.ui.widgets.charts import chart_with_downloads
 from isoscope.ui.widgets.ranges import CMP_ESTIMATOR, CMP_MODE, CMP_TRAJ_METRIC, ESTIMATORS, MODES
+from isoscope.ui.widgets.upload import file_upload
 from isoscope.ui.work.cached import heavy
 from isoscope.ui.work.corpora import get_corpus, media_items, remember_upload
 from isoscope.ui.work.extraction import get_extraction
@@ -223,10 +224,11 @@ def _choose_b(kind_a: str, selection: Selection, corpus_a: str):
         sel_b = corpus_b_selection("paste", text=text)
         corpus_b = corpus_label("paste")
     elif kind == "upload a file":
-        upload = c2.file_uploader(
+        upload = file_upload(
             "Corpus B (.txt one text per line; .csv/.jsonl with a text column)",
             type=["txt", "csv", "jsonl"],
             key="cmp_corpus_b_file",
+            where=c2,
         )
         if upload is None:
             st.info("Upload corpus B to compare it with the sidebar's corpus.")
@@ -257,7 +259,7 @@ def _pairs(kind_a: str) -> SentencePairs | None:
     if choice == "bundled sample pairs":
         return sts_sample()
     if choice == "upload a CSV":
-        upload = st.file_uploader("Pairs CSV", type=["csv"], key="cmp_sts_file")
+        upload = file_upload("Pairs CSV", type=["csv"], key="cmp_sts_file")
         return read_pairs_csv(upload.getvalue(), upload.name) if upload is not None else None
     return None
 

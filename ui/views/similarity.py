@@ -44,6 +44,7 @@ from isoscope.plots.similarity import (
 from isoscope.ui.frame.page import explainer
 from isoscope.ui.sharing.downloads import download_buttons
 from isoscope.ui.widgets.ranges import SIM_CLIP, SIM_POST, SIMILARITY_CLIP_MODES
+from isoscope.ui.widgets.upload import file_upload
 from isoscope.ui.work.cached import cached, heavy
 from isoscope.ui.work.results import outlier_dims_by_state
 
@@ -218,7 +219,7 @@ def post_label(name: str | None) -> str | None:
 def read_upload(label: str, key: str, read: Callable, bundled: Callable, what: str):
     """The rows of the uploaded CSV (``read(data, file_name)``), or the ``bundled()`` ones when
     none is uploaded; None (the reason shown) when the file cannot be read."""
-    upload = st.file_uploader(label, type=["csv", "tsv", "txt"], key=key)
+    upload = file_upload(label, type=["csv", "tsv", "txt"], key=key)
     try:
         return read(upload.getvalue(), upload.name) if upload is not None else bundled()
     except IsoscopeError as exc:

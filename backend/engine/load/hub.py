@@ -32,6 +32,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable
@@ -39,7 +40,7 @@ from pathlib import Path
 
 from isoscope.engine.budget.progress import Progress, eta_seconds, report
 from isoscope.engine.errors import ModelLoadError
-from isoscope.engine.load.source import ModelSource
+from isoscope.engine.load.source import ModelSource, check_revision
 
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 PICKLE_INDEX = "pytorch_model.bin.index.json"
@@ -69,6 +70,7 @@ QUOTA_REFUSED = (
 PART_SUFFIX = ".part"  # a weight file being downloaded: kept on a cancel, resumed with Range
 DISK_MARGIN = 1.05  # 5 % above the bytes to fetch, for the file system's own use
 TRUE = ("1", "true", "yes", "on")
+COMMIT_SHA = re.compile(r"[0-9a-f]{40}")  # what a ref file holds and a snapshot folder is named
 
 
 class DownloadCancelled(ModelLoadError):
@@ -126,13 +128,34 @@ def _repo_folder(repo_id: str) -> Path:
 
 def cached_snapshot(source: ModelSource) -> Path | None:
     """The complete snapshot of ``source`` (a Hub id) in the local cache, or None. A snapshot
-    holding only some files (an interrupted download) does not count."""
+    holding only some files (an interrupted download) does not count, nor a revision or a ref
+    file that would lead outside the repo's cache folder (:func:`inside_cache`)."""
     folder = _repo_folder(source.repo_id)
-    revision = source.revision or "main"
-    ref = folder / "refs" / revision
-    sha = ref.read_text().strip() if ref.is_file() else revision
-    snapshot = folder / "snapshots" / sha
+    revision = check_revision(source.revision or "main", source.repo_id)
+    ref = inside_cache(folder / "refs" / revision, folder)
+    sha = revision
+    if ref.is_file():
+        try:
+            sha = ref.read_text(errors="replace")[:100].strip()
+        except OSError:
+            return None
+        if not COMMIT_SHA.fullmatch(sha):
+            return None  # a damaged or planted ref names no commit: not a cached snapshot
+    snapshot = inside_cache(folder / "snapshots" / sha, folder)
     return snapshot if snapshot_complete(snapshot) else None
+
+
+def inside_cache(path: Path, folder: Path) -> Path:
+    """``path`` when it resolves (symlinks followed) inside the repo's cache ``folder``, else
+    :class:`ModelLoadError`: a Hub lookup never reads or writes anything outside the cache."""
+    root = folder.resolve()
+    real = path.resolve()
+    if real != root and root not in real.parents:
+        raise ModelLoadError(
+            f"the Hugging Face cache entry {path.name!r} of {folder.name!r} leads outside the "
+            "cache; give a branch, tag or commit sha as the revision (or drop @revision)"
+        )
+    return path
 
 
 def to_download(source: str) -> ModelSource | None:
@@ -263,8 +286,14 @@ def fetch(
     if isinstance(info, Path):
         return info  # the Hub could not be reached: the cached copy
     sha, files = info
+    if not COMMIT_SHA.fullmatch(sha):
+        raise ModelLoadError(
+            f"the Hub named commit {sha[:60]!r} for {source.repo_id!r}, which is not a commit sha; "
+            "check HF_ENDPOINT"
+        )
     names = files_to_fetch(files, source.repo_id, allow_pickle=allow_pickle)
-    snapshot = _repo_folder(source.repo_id) / "snapshots" / sha
+    repo_folder = _repo_folder(source.repo_id)
+    snapshot = inside_cache(repo_folder / "snapshots" / sha, repo_folder)
     missing = [n for n in names if not (snapshot / n).is_file()]
     download = _Downloader(source, sha, files, progress)
     if "config.json" in missing:
@@ -304,10 +333,11 @@ def fetch(
 def _record_ref(source: ModelSource, sha: str) -> None:
     """Name the commit under its branch or tag (``refs/main``), as ``snapshot_download`` does,
     once the snapshot is complete: offline runs then find it by that name."""
-    revision = source.revision or "main"
-    if revision == sha:
+    revision = check_revision(source.revision or "main", source.repo_id)
+    if revision == sha or not COMMIT_SHA.fullmatch(sha):
         return
-    ref = _repo_folder(source.repo_id) / "refs" / revision
+    folder = _repo_folder(source.repo_id)
+    ref = inside_cache(folder / "refs" / revision, folder)
     ref.parent.mkdir(parents=True, exist_ok=True)
     ref.write_text(sha)
 
@@ -467,8 +497,8 @@ class _Downloader:
         url = hf_hub_url(self.source.repo_id, name, revision=self.sha, endpoint=_endpoint())
         meta = get_hf_file_metadata(url, endpoint=_endpoint())
         folder = _repo_folder(self.source.repo_id)
-        blob = folder / "blobs" / str(meta.etag)
-        pointer = folder / "snapshots" / self.sha / name
+        blob = inside_cache(folder / "blobs" / str(meta.etag), folder)
+        pointer = inside_cache(folder / "snapshots" / self.sha / name, folder)
         blob.parent.mkdir(parents=True, exist_ok=True)
         part = blob.with_name(blob.name + PART_SUFFIX)
         with FileLock(str(part) + ".lock"):  # one writer per part, across processes

@@ -226,11 +226,11 @@ def load_model(
     phases: list[tuple[str, int, float]] = []  # what this load measured (LoadedModel.phases)
     if parsed.kind == "random-like":
         return _load_random_like(parsed, device, dtype, allow_pickle, head)
+    placement = "auto-map" if device_map == "auto" else torch_device.type
+    check = _memory_check(parsed.text, str(torch_dtype).removeprefix("torch."), placement)
     if parsed.kind == "random":
-        loaded = read_random(parsed, head=head)
+        loaded = read_random(parsed, head=head, check=check)
     else:
-        placement = "auto-map" if device_map == "auto" else torch_device.type
-        check = _memory_check(parsed.text, str(torch_dtype).removeprefix("torch."), placement)
         announce = preflight.once(on_preflight)
         gguf_file = _gguf_file(parsed)
         if gguf_file is not None:  # before the conversion, which reads every tensor

@@ -5,6 +5,7 @@ image / audio processor."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -113,8 +114,26 @@ def random_processor(family: str) -> Any:
     return Wav2Vec2FeatureExtractor(return_attention_mask=True)
 
 
-def read_random(source: ModelSource, *, head: str) -> ModelParts:
-    """A ``random:FAMILY:opts`` source as :class:`ModelParts`, fingerprinted by its canonical text."""
+def random_census(
+    family: str, options: dict[str, float], vocab_size: int, *, head: str = "base"
+) -> dict[str, int]:
+    """Parameters of the model :func:`build_random_model` would build (position tables, heads and
+    embeddings included), counted on the meta device: the model's own modules, no memory. The
+    memory preflight weighs a ``random:`` model with this before it is built."""
+    with torch.device("meta"):
+        model = build_random_model(family, options, vocab_size, head=head)
+    return {"F32": sum(p.numel() for p in model.parameters())}
+
+
+def read_random(
+    source: ModelSource,
+    *,
+    head: str,
+    check: Callable[[dict[str, int]], None] | None = None,
+) -> ModelParts:
+    """A ``random:FAMILY:opts`` source as :class:`ModelParts`, fingerprinted by its canonical text.
+    ``check`` gets the parameter census (:func:`random_census`) before the model is built and may
+    refuse it (the memory preflight)."""
     assert source.family is not None
     family, options, canonical = source.family.name, source.option_dict, source.text
     media = source.family.modality != "text"
@@ -122,7 +141,10 @@ def read_random(source: ModelSource, *, head: str) -> ModelParts:
         raise ModelLoadError(f"random {family} models have no masked-LM head; use head 'base'")
     tokenizer = None if media else bundled_tokenizer()
     processor = random_processor(family) if media else None
-    model = build_random_model(family, options, 0 if media else len(tokenizer), head=head)
+    vocab_size = 0 if media else len(tokenizer)
+    if check is not None:
+        check(random_census(family, options, vocab_size, head=head))
+    model = build_random_model(family, options, vocab_size, head=head)
     fingerprint = hashlib.sha256(f"{canonical}|{head}".encode()).hexdigest()[:20]
     config = model.config
     return ModelParts(

@@ -190,6 +190,26 @@ class AccessPolicy:
         return any(fnmatch.fnmatchcase(repo_id.lower(), p.lower()) for p in self.hub_allow)
 
     @property
+    def upload_limit_bytes(self) -> int:
+        """The most bytes one uploaded file may hold: the limit of every user file, and on a
+        shared server the per-visitor upload limit when that is lower. A saved analysis that
+        arrives by upload may decompress to no more than this either."""
+        from isoscope.engine.params import MAX_FILE_BYTES
+
+        if not self.shared:
+            return MAX_FILE_BYTES
+        return min(MAX_FILE_BYTES, int(self.limits.max_upload_mb * 1024 * 1024))
+
+    def check_upload(self, name: str, size: int) -> None:
+        """The one check of every upload on every page: :class:`InputError` naming the size and
+        the limit that refuses it (the shared server's own, or the file limit)."""
+        from isoscope.engine.inputs.files import check_bytes_count
+
+        if self.shared:
+            self.limits.check_upload(name, size)
+        check_bytes_count(size, name)
+
+    @property
     def quota_bytes(self) -> int | None:
         """The cap on the Hugging Face cache for downloads (shared servers only)."""
         return int(self.quota_gb * 1e9) if self.shared else None

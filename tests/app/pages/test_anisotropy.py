@@ -125,3 +125,21 @@ def test_image_analysis_with_the_random_init_contrast(tmp_path_factory):
     at.toggle(key="aniso_random").set_value(True).run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert "random init" in _trace_names(list(_charts(at).values())[1])
+
+
+def test_a_one_text_corpus_says_why_anisotropy_is_blank():
+    from isoscope.ui.frame.selection import Selection
+    from isoscope.ui.frame.session import SELECTION_KEY
+
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.session_state[SELECTION_KEY] = Selection(
+        model_source="random:bert:layers=1,width=16,heads=2",
+        device="cpu",
+        corpus_kind="paste",
+        corpus_text="Only one text in this corpus.",
+    )
+    at.run()
+    at.switch_page("pages/anisotropy.py").run()
+    assert not at.exception
+    notes = [i.value for i in at.info if "different texts" in i.value]
+    assert notes and "1 text" in notes[0] and "at least two texts" in notes[0]

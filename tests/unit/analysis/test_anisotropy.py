@@ -363,3 +363,39 @@ def test_one_cosine_for_every_shape_and_empty_pairs():
     assert np.isnan(mean_pair_cosine(a[0], np.zeros((0, 2), dtype=np.int64)))
     pairs = np.array([[0, 1], [2, 3]])
     assert mean_pair_cosine(a[0], pairs) == pytest.approx(pair_cosines(a[0], pairs).mean())
+
+
+@pytest.mark.parametrize(
+    ("text_id", "sampled", "said"),
+    [
+        ([0, 0, 0], None, "this corpus has 1 text"),
+        ([0, 0], None, "this corpus has 1 text"),
+        ([0, 0, 1, 1], [0, 1], "token sample holds tokens of one text only"),
+        ([0, 1, 1, 2], [1, 2], "token sample holds tokens of one text only"),
+        ([0, 0, 1], None, None),
+        ([0, 1, 2, 2], [0, 3], None),
+    ],
+)
+def test_a_blank_anisotropy_says_why(text_id, sampled, said):
+    from dataclasses import replace
+
+    from isoscope.analysis.anisotropy import anisotropy_by_state, why_no_anisotropy
+    from tests.synthetic import result_from_vectors
+
+    n = len(text_id)
+    vectors = np.random.default_rng(0).normal(size=(2, n, 4))
+    tokens = _table(text_id, ["t"] * n, list(range(n)))
+    result = result_from_vectors(vectors, tokens)
+    if sampled is not None:
+        result = replace(
+            result,
+            sample_index=np.asarray(sampled, dtype=np.int64),
+            sample_vectors=vectors[:, sampled].astype(np.float32),
+        )
+    note = why_no_anisotropy(result)
+    blank = np.isnan(anisotropy_by_state(result)).all()
+    assert blank == (said is not None)  # a note exactly when the number is blank
+    if said is None:
+        assert note is None
+    else:
+        assert said in note and "different texts" in note and "\n" not in note

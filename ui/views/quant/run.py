@@ -25,6 +25,7 @@ from isoscope.ui.frame.page import explainer
 from isoscope.ui.sharing.exports import remember_quant
 from isoscope.ui.widgets.controls import choice_slider, interval_number, interval_slider
 from isoscope.ui.widgets.ranges import QUANT_ALPHA_AUTO, QUANT_PAIRS
+from isoscope.ui.widgets.upload import file_upload
 from isoscope.ui.work.cached import heavy
 
 RAN_KEY = "quant_ran"
@@ -93,7 +94,7 @@ def choose_pairs() -> SentencePairs | None:
     if choice == QUANT_PAIRS.options[1]:
         return sts_sample()
     if choice == QUANT_PAIRS.options[2]:
-        upload = st.file_uploader(
+        upload = file_upload(
             "Pairs CSV: sentence1,sentence2,score",
             type=["csv", "tsv", "txt"],
             key="quant_pairs_csv",

@@ -3,6 +3,8 @@ the whole file, and a cancelled pass leaves no file."""
 
 from __future__ import annotations
 
+import errno
+
 import numpy as np
 import pytest
 
@@ -25,4 +27,40 @@ def test_a_second_pass_stops_when_asked_and_leaves_no_file(tiny_all, tmp_path):
     loaded, result = tiny_all
     with pytest.raises(Cancelled):
         spill_state(loaded, result, 1, tmp_path / "s.f32", progress=lambda done, total: False)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("code", "why"),
+    [
+        (errno.ENOSPC, "is full"),
+        (errno.EDQUOT, "quota"),
+        (errno.EROFS, "read-only"),
+        (errno.EACCES, "permission denied"),
+    ],
+)
+@pytest.mark.parametrize("where", ["mkdir", "open", "pwrite"])
+def test_a_full_or_read_only_cache_is_one_clear_line(
+    tiny_all, tmp_path, monkeypatch, code, why, where
+):
+    """ENOSPC, EDQUOT, EROFS and EACCES wherever the write fails: an InputError naming the folder,
+    the reason and the way out (not an OSError), and no part file left."""
+    import os
+    from pathlib import Path
+
+    from isoscope.engine.errors import InputError
+
+    def fail(*_args, **_kwargs):
+        raise OSError(code, os.strerror(code))
+
+    if where == "mkdir":
+        monkeypatch.setattr(Path, "mkdir", fail)
+    else:
+        monkeypatch.setattr(os, where, fail)
+    loaded, result = tiny_all
+    with pytest.raises(InputError, match=why) as caught:
+        spill_state(loaded, result, 1, tmp_path / "s.f32")
+    message = str(caught.value)
+    assert "ISOSCOPE_CACHE_DIR" in message and str(tmp_path) in message and "\n" not in message
+    monkeypatch.undo()
     assert list(tmp_path.iterdir()) == []

@@ -76,3 +76,55 @@ def test_read_random_fingerprints_the_canonical_source_and_head():
     assert a.random and a.weights_dir is None and a.spec == {"source": a.source, "head": "base"}
     assert a.fingerprint == again.fingerprint != mlm.fingerprint
     assert type(mlm.model).__name__ == "BertForMaskedLM"
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        f"random:bert:{SMALL}",
+        f"random:gpt2-nope:{SMALL},max_positions=300",
+        "random:bert:layers=2,width=32,heads=2,max_positions=4096",
+        f"random:vit:{SMALL}",
+        "random:default",
+    ],
+)
+def test_the_census_counts_what_is_built(source):
+    """The preflight weighs a random: model by the parameters of the model the spec builds
+    (position tables included), counted on the meta device, before anything is allocated."""
+    from isoscope.engine.load.random_models import random_census
+    from isoscope.engine.load.source import parse_source
+
+    loaded = load_model(source, device="cpu")
+    parsed = parse_source(source)
+    vocab = 0 if parsed.family.modality != "text" else len(loaded.tokenizer)
+    census = random_census(parsed.family.name, parsed.option_dict, vocab)
+    assert sum(census.values()) == sum(p.numel() for p in loaded.model.parameters())
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "random:bert:layers=40,width=4096,heads=16",
+        "random:gpt2:max_positions=65536,width=8192,heads=8,layers=1",
+        "random:bert:layers=2,width=64,heads=2",  # small, but more than the memory said free
+        "random-like:random:bert:layers=2,width=64,heads=2",
+    ],
+)
+def test_a_random_model_over_the_memory_is_refused_before_it_is_built(monkeypatch, source):
+    from isoscope.engine.load import preflight, random_models
+
+    monkeypatch.setattr(preflight, "free_memory", lambda device: 64 * 1024)
+
+    def never(*_args, **_kwargs):
+        raise AssertionError("built although it does not fit")
+
+    real_build = random_models.build_random_model
+
+    def build(*args, **kwargs):  # the meta-device census may build; real memory may not
+        if torch.empty(0).device.type != "meta":
+            never()
+        return real_build(*args, **kwargs)
+
+    monkeypatch.setattr(random_models, "build_random_model", build)
+    with pytest.raises(ModelLoadError, match="does not fit: .* GiB free. Nothing was"):
+        load_model(source, device="cpu")

@@ -67,3 +67,58 @@ def test_the_meter_reports_an_eta_from_the_mean_rate():
     assert meter.describe(25_000_000, 100_000_000) == (
         "25.0 of 100.0 MB, 5.0 MB/s, about 15 s left"
     )
+
+
+def _snapshot(folder):
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text("{}")
+    (folder / "model.safetensors").write_bytes(b"x")
+
+
+@pytest.mark.parametrize(
+    "planted", ["../../../outside", "/abs/outside", "not-a-sha", "main\n../x", ""]
+)
+def test_a_planted_ref_file_never_leads_outside_the_cache(tmp_path, monkeypatch, planted):
+    """A ref file must hold a commit sha; anything else is no cached snapshot, not a path."""
+    from isoscope.engine.load import hub
+    from isoscope.engine.load.source import parse_source
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    _snapshot(tmp_path / "outside")
+    _snapshot(tmp_path / "abs" / "outside")
+    refs = tmp_path / "hub" / "models--org--name" / "refs"
+    refs.mkdir(parents=True)
+    (refs / "main").write_text(planted)
+    assert hub.cached_snapshot(parse_source("org/name")) is None
+
+
+def test_a_snapshot_symlinked_outside_the_cache_is_refused(tmp_path, monkeypatch):
+    from isoscope.engine.errors import ModelLoadError
+    from isoscope.engine.load import hub
+    from isoscope.engine.load.source import parse_source
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    sha = "a" * 40
+    _snapshot(tmp_path / "elsewhere")
+    snapshots = tmp_path / "hub" / "models--org--name" / "snapshots"
+    snapshots.mkdir(parents=True)
+    (snapshots / sha).symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(ModelLoadError, match="leads outside the cache"):
+        hub.cached_snapshot(parse_source(f"org/name@{sha}"))
+    _snapshot(snapshots / ("b" * 40))  # a real snapshot inside the cache is found
+    assert hub.cached_snapshot(parse_source(f"org/name@{'b' * 40}")) == snapshots / ("b" * 40)
+
+
+@pytest.mark.parametrize("revision", ["/etc", "../../x", ".."])
+def test_the_cache_lookup_refuses_a_revision_that_is_a_path_even_if_built_by_hand(
+    tmp_path, monkeypatch, revision
+):
+    """A ModelSource made without the parse still cannot point the lookup at a folder."""
+    from isoscope.engine.errors import ModelLoadError
+    from isoscope.engine.load import hub
+    from isoscope.engine.load.source import ModelSource
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    source = ModelSource("hub", f"org/name@{revision}", repo_id="org/name", revision=revision)
+    with pytest.raises(ModelLoadError, match="is not a branch, tag or commit"):
+        hub.cached_snapshot(source)

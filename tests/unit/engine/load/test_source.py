@@ -89,3 +89,79 @@ def test_the_menu_labels_come_from_the_tables():
     assert source_label("default") == PRESETS["default"].label
     assert source_label(random_source("vit")) == RANDOM_FAMILIES["vit"].label
     assert source_label("random-like:default") == "random-init copy of the default model"
+
+
+@pytest.mark.parametrize(
+    "revision",
+    ["main", "v1.0", "refs/pr/1", "release/2024-01", "a" * 40, "0123456789abcdef" * 2 + "01234567"],
+)
+def test_branches_tags_and_commits_are_revisions(revision):
+    parsed = parse_source(f"org/name@{revision}")
+    assert (parsed.kind, parsed.revision) == ("hub", revision)
+
+
+@pytest.mark.parametrize(
+    "revision",
+    [
+        "/etc",
+        "/some/folder",
+        "../../x",
+        "..",
+        "a/../b",
+        "a b",
+        "main\x01",
+        "tab\there",
+        "back\\slash",
+        "trailing/",
+        "a//b",
+        ".hidden",
+        "x.lock",
+        "ends.",
+        "what?",
+        "star*",
+        "col:on",
+        "br@{1}",
+        "a" * 256,
+    ],
+)
+@pytest.mark.parametrize("wrap", ["{}", "random-like:{}"])
+def test_revisions_that_are_paths_or_not_ref_names_are_refused_before_any_lookup(revision, wrap):
+    """Typed or as random-like: (Model B and links parse the same way): one line naming the rules."""
+    with pytest.raises(ModelLoadError, match="is not a branch, tag or commit") as caught:
+        parse_source(wrap.format(f"org/name@{revision}"))
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "accepted"),
+    [
+        ("layers", "nan", "an integer from 1 to 64"),
+        ("layers", "inf", "an integer from 1 to 64"),
+        ("layers", "-inf", "an integer from 1 to 64"),
+        ("layers", "-1", "an integer from 1 to 64"),
+        ("layers", "0", "an integer from 1 to 64"),
+        ("layers", "2.5", "an integer from 1 to 64"),
+        ("layers", "65", "an integer from 1 to 64"),
+        ("width", "1e9", "an integer from 1 to 8,192"),
+        ("heads", "1e400", "an integer from 1 to 128"),
+        ("seed", "1e400", "an integer from 0 to 4,294,967,295"),
+        ("seed", "99999999999999999999999999", "an integer from 0 to 4,294,967,295"),
+        ("max_positions", "2000000000", "an integer from 1 to 65,536"),
+        ("init_std", "nan", "a finite number from 0 to 1"),
+        ("init_std", "inf", "a finite number from 0 to 1"),
+        ("init_std", "-0.1", "a finite number from 0 to 1"),
+    ],
+)
+def test_random_numbers_are_finite_integers_in_their_declared_range(option, value, accepted):
+    with pytest.raises(ModelLoadError, match=f"option {option} needs a number: {accepted}"):
+        parse_source(f"random:bert:{option}={value}")
+
+
+def test_every_random_option_has_one_declared_range_and_its_bounds_parse():
+    from isoscope.engine.load.source import RANDOM_KEYS, RANDOM_OPTIONS
+
+    assert RANDOM_KEYS == tuple(RANDOM_OPTIONS)
+    for name, declared in RANDOM_OPTIONS.items():
+        for bound in (declared.low, declared.high):
+            text = str(int(bound)) if declared.integer else str(bound)
+            assert parse_source(f"random:bert:{name}={text}").option_dict[name] == bound

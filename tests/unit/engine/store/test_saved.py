@@ -189,3 +189,66 @@ def test_errors_are_isoscope_errors_and_save_refuses_bad_targets(tmp_path):
     with pytest.raises(IsoscopeError, match="not empty"):
         save_analysis(synthetic_result(), busy)
     assert (busy / "keep.txt").read_text() == "user data"
+
+
+def _bomb(path, member: str, size: int) -> bytes:
+    """``path`` (a saved zip) with ``member`` replaced by ``size`` zero bytes, deflated: a small
+    file that decompresses to far more than it weighs."""
+    with zipfile.ZipFile(path) as zf:
+        files = {n: zf.read(n) for n in zf.namelist()}
+    files[member] = bytes(size)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
+        for n, content in files.items():
+            zf.writestr(n, content)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("member", ["manifest.json", "texts.json", "arrays.npz"])
+@pytest.mark.parametrize("limit", [1 << 20, 4 << 20])
+def test_members_decompress_within_the_upload_limit(tmp_path, member, limit):
+    """A zip far under the limit whose member expands past it is refused, whichever member."""
+    path = save_analysis(synthetic_result(), tmp_path / "run.isoscope")
+    raw = _bomb(path, member, 2 * limit)
+    assert len(raw) < limit // 50
+    with pytest.raises(CorruptSavedAnalysisError, match="more than .* MiB decompressed"):
+        read_saved_bytes(raw, "bomb.isoscope", max_bytes=limit)
+    bomb = tmp_path / "bomb.isoscope"
+    bomb.write_bytes(raw)
+    with pytest.raises(CorruptSavedAnalysisError, match="more than .* MiB decompressed"):
+        load_saved(bomb, max_bytes=limit)
+
+
+def _patch_sizes(raw: bytes, member: bytes, declared: int) -> bytes:
+    """``raw`` with the uncompressed size of ``member`` in its local and central headers set to
+    ``declared`` (a header that lies about what the member expands to)."""
+    data = bytearray(raw)
+    for signature, size_at, name_at in ((b"PK\x03\x04", 22, 30), (b"PK\x01\x02", 24, 46)):
+        start = 0
+        while (at := data.find(signature, start)) >= 0:
+            if data[at + name_at : at + name_at + len(member)] == member:
+                data[at + size_at : at + size_at + 4] = declared.to_bytes(4, "little")
+            start = at + 4
+    return bytes(data)
+
+
+def test_a_header_that_understates_a_member_is_not_trusted(tmp_path):
+    path = save_analysis(synthetic_result(), tmp_path / "run.isoscope")
+    raw = _patch_sizes(_bomb(path, "texts.json", 8 << 20), b"texts.json", 100)
+    with zipfile.ZipFile(io.BytesIO(raw)) as zf:
+        assert zf.getinfo("texts.json").file_size == 100  # what the header claims
+    with pytest.raises(CorruptSavedAnalysisError):
+        read_saved_bytes(raw, "liar.isoscope", max_bytes=1 << 20)
+
+
+def test_a_saved_folder_is_read_within_the_limit_and_refuses_a_fifo(tmp_path):
+    import os
+
+    folder = save_analysis(synthetic_result(), tmp_path / "run", folder=True)
+    assert_same_result(synthetic_result(), load_saved(folder, max_bytes=1 << 20))
+    with pytest.raises(IsoscopeError, match="over the limit"):
+        load_saved(folder, max_bytes=100)
+    (folder / "texts.json").unlink()
+    os.mkfifo(folder / "texts.json")
+    with pytest.raises(IsoscopeError, match="is a pipe"):
+        load_saved(folder)
