@@ -12,7 +12,7 @@ from typing import TypeVar
 
 import streamlit as st
 
-from backend.engine.budget.progress import eta_text
+from backend.engine.budget.progress import LiveCorrection, eta_text
 from backend.engine.serve.flights import WaitState, WorkQueue
 from ui.server import access
 
@@ -62,22 +62,31 @@ def shared_run(
     heavy: bool = True,
     unit: str = "",
     estimate_s: float | None = None,
+    shares: tuple[float, ...] = (),
 ) -> T:
     """``compute(progress)`` once per ``key`` across every session of this server (see
     :mod:`backend.engine.serve.flights`): a heavy one in the fair queue's worker threads (it must not
     call Streamlit), a light one in the first caller's thread. A session that waits sees a bar
     with its place in the queue, then the shared progress; closing the tab or changing a control
-    leaves the queue without cancelling what others wait for."""
+    leaves the queue without cancelling what others wait for. With ``estimate_s`` (the
+    estimate the label announced; ``shares``: the work done after each count of units), a
+    rate that puts the run outside the announced band adds the new estimate to the bar, once
+    (:class:`backend.engine.budget.progress.LiveCorrection`)."""
+    correction = None if estimate_s is None else LiveCorrection(estimate_s, 0.0, shares)
+    said = ""
     bar = None
     shown: tuple[float, str] | None = None
     running_since: float | None = None
 
     def on_wait(state: WaitState) -> None:
-        nonlocal bar, shown, running_since
+        nonlocal bar, shown, running_since, said
         if state.running and running_since is None:
             running_since = time.monotonic()
         running_s = time.monotonic() - running_since if running_since is not None else 0.0
+        if correction is not None and state.running:
+            said = correction.check(state.done, state.total, running_s) or said
         text = _wait_text(state, label, unit, running_s, estimate_s)
+        text += f" · {said}" if said else ""  # said once, kept on the bar to the end
         fraction = min(state.done / state.total, 1.0) if state.running and state.total else 0.0
         if (fraction, text) == shown:  # 30 waiters re-sending an unchanged bar cost the server
             return

@@ -1,0 +1,165 @@
+"""A short timed run of a few of a model's layers, before its load: how fast this device runs
+that model's width, when its records do not say (:mod:`backend.engine.budget.estimates`).
+
+A CPU's rate per padded token x parameter grows with size at its own pace (its caches, its
+vector units, its memory), so extrapolating a device's records of small models with another
+machine's growth can be off by half. When the records do not span enough sizes, the estimate
+measures instead: a random-init copy of the target's architecture (its config, read from the
+checkpoint's ``config.json`` or a GGUF's metadata) cut to :data:`CALIBRATION_LAYERS` layers and a
+small vocabulary (the embedding lookup costs nothing per parameter) runs one warm-up pass and
+one timed batch at the corpus's padded length, sized to about :data:`CALIBRATION_SECONDS`. Its
+seconds per padded token x the target's depth / the layers run is the whole model's seconds
+per padded token (every layer of a decoder or encoder stack has the same shape).
+
+The result is kept in the speed records under the device and the shape (:func:`shape_key`), so
+a shape is measured once per device; the estimate then reads it as it reads any record
+(:func:`backend.engine.budget.throughput.extraction_rate`).
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+CALIBRATION_LAYERS = 2  # layers run: two, so the second reads the first's output as in the model
+CALIBRATION_SECONDS = 1.0  # the timed batch aims at this; the warm-up pass comes on top
+CALIBRATION_VOCAB = 512  # the slice's vocabulary: the embedding's size does not change the rate
+MAX_CALIBRATION_TEXTS = 32  # the timed batch's texts at most (the default batch size)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What a calibration needs of a model: its config (``transformers.PretrainedConfig``), its
+    depth and its width, read from the checkpoint before the weights."""
+
+    config: object
+    layers: int
+    width: int
+
+    @property
+    def key(self) -> str:
+        """What a calibration is kept under (:func:`shape_key`)."""
+        return shape_key(self.config)
+
+    @property
+    def run_layers(self) -> int:
+        return min(CALIBRATION_LAYERS, self.layers)
+
+    @property
+    def basis(self) -> str:
+        """The estimate's wording of a rate taken from this shape's calibration."""
+        return f"from a {self.run_layers}-layer calibration at the model's width"
+
+
+def shape_key(config) -> str:
+    """``qwen2 · width 896 · depth 24 · ffn 4864 · heads 14/2``: the facts of a config that set
+    the cost per token (the same for a checkpoint's ``config.json``, a GGUF's metadata and the
+    loaded model's config, so a calibration before a load is found after it)."""
+    facts = [
+        getattr(config, "model_type", "") or "model",
+        f"width {getattr(config, 'hidden_size', 0)}",
+        f"depth {getattr(config, 'num_hidden_layers', 0)}",
+        f"ffn {getattr(config, 'intermediate_size', 0)}",
+        f"heads {getattr(config, 'num_attention_heads', 0)}/"
+        f"{getattr(config, 'num_key_value_heads', None) or getattr(config, 'num_attention_heads', 0)}",
+    ]
+    return " · ".join(facts)
+
+
+def shape_of_config(config) -> Shape | None:
+    """The :class:`Shape` of a config with a layer count and a width; None otherwise."""
+    layers = getattr(config, "num_hidden_layers", None)
+    width = getattr(config, "hidden_size", None)
+    if not isinstance(layers, int) or not isinstance(width, int) or layers <= 0 or width <= 0:
+        return None
+    return Shape(config, layers, width)
+
+
+def folder_shape(folder: Path) -> Shape | None:
+    """The :class:`Shape` of a checkpoint folder (its ``config.json``, never remote code) or of a
+    ``.gguf`` file (its metadata, without reading a tensor or the vocabulary); None when neither
+    says (the estimate then keeps to the records)."""
+    folder = Path(folder)
+    try:
+        if folder.suffix.lower() == ".gguf" and folder.is_file():
+            return shape_of_config(gguf_config(folder))
+        if (folder / "config.json").is_file():
+            from transformers import AutoConfig
+
+            return shape_of_config(AutoConfig.from_pretrained(str(folder)))
+    except Exception:
+        return None
+    return None
+
+
+def gguf_config(path: Path):
+    """A GGUF file's config from its metadata keys (transformers' GGUF key mapping), or None
+    for an architecture transformers does not map."""
+    from transformers import AutoConfig
+    from transformers.integrations.gguf.reader import read_gguf_metadata
+    from transformers.modeling_gguf_pytorch_utils import GGUF_CONFIG_MAPPING
+
+    metadata, _ = read_gguf_metadata(str(path))
+    architecture = str(metadata.get("general.architecture", ""))
+    mapping = GGUF_CONFIG_MAPPING.get(architecture)
+    if not mapping:
+        return None
+    prefix = architecture + "."
+    fields = {}
+    for key, value in metadata.items():
+        name = mapping.get(key.removeprefix(prefix)) if key.startswith(prefix) else None
+        if name:
+            fields[name] = value
+    return AutoConfig.for_model(architecture, **fields)
+
+
+def slice_config(shape: Shape):
+    """The config of the calibration's model: ``shape``'s, cut to :attr:`Shape.run_layers`
+    layers (per-layer lists cut with it) and :data:`CALIBRATION_VOCAB` tokens."""
+    config = copy.deepcopy(shape.config)
+    layers = shape.run_layers
+    for name, value in list(vars(config).items()):
+        if isinstance(value, list) and len(value) == shape.layers:  # one entry per layer
+            setattr(config, name, value[:layers])
+    config.num_hidden_layers = layers
+    config.vocab_size = CALIBRATION_VOCAB
+    for name in ("pad_token_id", "bos_token_id", "eos_token_id"):
+        value = getattr(config, name, None)
+        if isinstance(value, int) and value >= CALIBRATION_VOCAB:
+            setattr(config, name, 0)
+    return config
+
+
+def calibrate(shape: Shape, device: str, length: int, budget_s: float = CALIBRATION_SECONDS):
+    """Seconds per padded token of the whole model of ``shape`` on ``device`` at ``length``
+    tokens a text, from a random-init slice (module doc); None when the slice cannot be built
+    or run (the estimate then keeps to the records)."""
+    try:
+        import torch
+        from transformers import AutoModel
+
+        torch.manual_seed(0)
+        model = AutoModel.from_config(slice_config(shape), torch_dtype=torch.float32)
+        model = model.to(device).eval()
+        length = max(1, int(length))
+
+        def run(texts: int) -> float:
+            ids = torch.randint(1, CALIBRATION_VOCAB, (texts, length), device=device)
+            mask = torch.ones_like(ids)
+            started = time.perf_counter()
+            with torch.inference_mode():
+                model(input_ids=ids, attention_mask=mask, output_hidden_states=True)
+            if str(device).startswith("cuda"):
+                torch.cuda.synchronize()
+            return time.perf_counter() - started
+
+        run(1)  # the first pass allocates and picks kernels: not timed
+        one = run(1)  # one text's seconds size the timed batch
+        texts = max(1, min(MAX_CALIBRATION_TEXTS, int(budget_s / max(one, 1e-6))))
+        seconds = run(texts)
+    except Exception:
+        return None
+    per_token = seconds / (texts * length)
+    return per_token * shape.layers / shape.run_layers
