@@ -42,7 +42,11 @@ def _wait_text(
     unit: str,
     running_s: float = 0.0,
     estimate_s: float | None = None,
+    correction: LiveCorrection | None = None,
 ) -> str:
+    """The bar's text: the place in the queue, then the progress with its ETA; with
+    ``correction``, the new estimate once the run is outside the announced band (said once,
+    then kept on the bar to the end)."""
     if not state.running:
         ahead = state.ahead + state.busy
         noun = "analysis" if ahead == 1 else "analyses"
@@ -50,7 +54,10 @@ def _wait_text(
     if state.total:
         suffix = f" {unit}" if unit else ""
         eta = eta_text(state.done, state.total, running_s, estimate_s)  # measured throughput
-        return f"{label} {state.done:,} / {state.total:,}{suffix}{eta}"
+        if correction is not None:
+            correction.check(state.done, state.total, running_s)
+        said = "" if correction is None or correction.said is None else f" · {correction.said}"
+        return f"{label} {state.done:,} / {state.total:,}{suffix}{eta}{said}"
     return f"{label} …"
 
 
@@ -73,20 +80,16 @@ def shared_run(
     rate that puts the run outside the announced band adds the new estimate to the bar, once
     (:class:`backend.engine.budget.progress.LiveCorrection`)."""
     correction = None if estimate_s is None else LiveCorrection(estimate_s, 0.0, shares)
-    said = ""
     bar = None
     shown: tuple[float, str] | None = None
     running_since: float | None = None
 
     def on_wait(state: WaitState) -> None:
-        nonlocal bar, shown, running_since, said
+        nonlocal bar, shown, running_since
         if state.running and running_since is None:
             running_since = time.monotonic()
         running_s = time.monotonic() - running_since if running_since is not None else 0.0
-        if correction is not None and state.running:
-            said = correction.check(state.done, state.total, running_s) or said
-        text = _wait_text(state, label, unit, running_s, estimate_s)
-        text += f" · {said}" if said else ""  # said once, kept on the bar to the end
+        text = _wait_text(state, label, unit, running_s, estimate_s, correction)
         fraction = min(state.done / state.total, 1.0) if state.running and state.total else 0.0
         if (fraction, text) == shown:  # 30 waiters re-sending an unchanged bar cost the server
             return

@@ -24,6 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CALIBRATION_LAYERS = 2  # layers run: two, so the second reads the first's output as in the model
+# A slice's parameters (a layer holds about 12 x width^2: attention 4, feed-forward 8): two
+# layers up to the first, one up to the second; a model whose one layer is bigger is not
+# calibrated (its random init alone would cost more than the estimate is worth)
+TWO_LAYER_PARAMETERS = 10**8
+MAX_SLICE_PARAMETERS = 4 * 10**8
+LAYER_PARAMETERS_PER_WIDTH2 = 12
 CALIBRATION_SECONDS = 1.0  # the timed batch aims at this; the warm-up pass comes on top
 CALIBRATION_VOCAB = 512  # the slice's vocabulary: the embedding's size does not change the rate
 MAX_CALIBRATION_TEXTS = 32  # the timed batch's texts at most (the default batch size)
@@ -45,7 +51,13 @@ class Shape:
 
     @property
     def run_layers(self) -> int:
-        return min(CALIBRATION_LAYERS, self.layers)
+        """Layers the calibration runs: :data:`CALIBRATION_LAYERS` up to
+        :data:`TWO_LAYER_PARAMETERS`, one up to :data:`MAX_SLICE_PARAMETERS`, else 0 (too wide
+        to calibrate); never more than the model has."""
+        per_layer = LAYER_PARAMETERS_PER_WIDTH2 * self.width**2
+        if CALIBRATION_LAYERS * per_layer <= TWO_LAYER_PARAMETERS:
+            return min(CALIBRATION_LAYERS, self.layers)
+        return min(1, self.layers) if per_layer <= MAX_SLICE_PARAMETERS else 0
 
     @property
     def basis(self) -> str:
@@ -136,12 +148,14 @@ def calibrate(shape: Shape, device: str, length: int, budget_s: float = CALIBRAT
     """Seconds per padded token of the whole model of ``shape`` on ``device`` at ``length``
     tokens a text, from a random-init slice (module doc); None when the slice cannot be built
     or run (the estimate then keeps to the records)."""
+    if shape.run_layers < 1:
+        return None
     try:
         import torch
         from transformers import AutoModel
 
         torch.manual_seed(0)
-        model = AutoModel.from_config(slice_config(shape), torch_dtype=torch.float32)
+        model = AutoModel.from_config(slice_config(shape), dtype=torch.float32)
         model = model.to(device).eval()
         length = max(1, int(length))
 

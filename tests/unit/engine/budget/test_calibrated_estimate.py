@@ -179,3 +179,22 @@ def test_the_calibrations_model_is_the_shape_cut_to_two_layers_and_a_small_vocab
     assert cut.vocab_size == 512 and cut.bos_token_id == 0 and cut.hidden_size == 64
     assert config.num_hidden_layers == 6  # the model's own config is left as it is
     assert shape_key(config) == "qwen2 · width 64 · depth 6 · ffn 128 · heads 4/2"
+
+
+@pytest.mark.parametrize(
+    ("width", "layers", "runs"),
+    [
+        (384, 6, 2),
+        (896, 24, 2),
+        (1536, 28, 2),
+        (2048, 16, 1),
+        (3584, 28, 1),
+        (5120, 40, 1),
+        (8192, 80, 0),
+    ],
+)
+def test_a_wide_model_runs_fewer_layers_and_the_widest_none(width, layers, runs):
+    measured = shape(width, layers)
+    assert measured.run_layers == runs
+    if runs:
+        assert measured.basis == f"from a {runs}-layer calibration at the model's width"

@@ -90,3 +90,24 @@ def test_the_longest_texts_first_are_weighed_as_their_work(counts):
         naive_said.append(naive.check(done, total, elapsed))
     assert said == [None] * len(said)
     assert any(s is not None for s in naive_said)  # the rule that counts texts would mislead
+
+
+def test_the_clis_progress_line_says_the_new_estimate_once(capsys, monkeypatch):
+    import argparse
+
+    from backend.commands import common
+    from backend.engine.budget.time_estimate import TimeEstimate
+
+    clock = [100.0]
+    monkeypatch.setattr(common.time, "monotonic", lambda: clock[0])
+    args = argparse.Namespace()
+    estimate = TimeEstimate(10**9, 1000, "cpu", 50.0, "from 2 smaller models")  # 50 s in all
+    args.first_page = (estimate, 98.0)  # announced 2 s before the extraction starts
+    printer = common.ProgressPrinter("extracting 10 texts", common._live_correction(args))
+    for done in range(1, 11):
+        clock[0] += 9.3  # 93 s for the 10 texts: 95 s in all
+        printer(done, 10)
+    lines = capsys.readouterr().err.replace("\r", "\n").splitlines()
+    said = [line for line in lines if "announced" in line]
+    assert said == ["taking longer than announced: about 95 s in all, not 50 s"]
+    assert common._live_correction(args) is None  # one first page, read once
