@@ -97,16 +97,14 @@ def rate_for(
     calibrated: Callable[[], Rate | None] | None = None,
 ) -> Rate | None:
     """The rate at ``size`` from ``records`` (size -> seconds per unit) by the module's rule;
-    None without a record. ``calibrated()`` (a rate measured on this device at this size's
-    shape, :mod:`backend.engine.budget.calibration`) replaces the prior's growth: it is called
-    only when ``size`` is above every record and the records do not span
-    :data:`MIN_FIT_SPAN`, or when there is no record; the prior stands only when it gives
-    None."""
+    None without a record (a device's first run measures its first batch, and the default
+    model's first page waits for no calibration). ``calibrated()`` (a rate measured on this
+    device at this size's shape, :mod:`backend.engine.budget.calibration`) replaces the prior's
+    growth: it is called only when ``size`` is above every record and the records do not span
+    :data:`MIN_FIT_SPAN`; the prior stands only when it gives None."""
     points = sorted((int(n), float(r)) for n, r in records.items() if n > 0 and r > 0)
-    if size <= 0:
+    if not points or size <= 0:
         return None
-    if not points:
-        return None if calibrated is None else calibrated()
     nearest = min(points, key=lambda p: abs(math.log(p[0] / size)))
     if abs(math.log(nearest[0] / size)) <= math.log(SAME_SIZE):
         return Rate(nearest[1], "measured at this size")
