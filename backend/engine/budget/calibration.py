@@ -6,9 +6,10 @@ vector units, its memory), so extrapolating a device's records of small models w
 machine's growth can be off by half. When the records do not span enough sizes, the estimate
 measures instead: a random-init copy of the target's architecture (its config, read from the
 checkpoint's ``config.json`` or a GGUF's metadata) cut to :data:`CALIBRATION_LAYERS` layers and a
-small vocabulary (the embedding lookup costs nothing per parameter) runs one warm-up pass and
-one timed batch at the corpus's padded length, sized to about :data:`CALIBRATION_SECONDS`. Its
-seconds per padded token x the target's depth / the layers run is the whole model's seconds
+small vocabulary (the embedding lookup costs nothing per parameter) runs a batch shaped as the
+extraction's (its texts, the corpus's mean padded width), timed, within about
+:data:`CALIBRATION_SECONDS` (:func:`calibrate`). The layers' seconds per padded token x the
+target's depth / the layers run, plus the rest of the pass once, is the whole model's seconds
 per padded token (every layer of a decoder or encoder stack has the same shape).
 
 The result is kept in the speed records under the device and the shape (:func:`shape_key`), so
@@ -30,9 +31,10 @@ CALIBRATION_LAYERS = 2  # layers run: two, so the second reads the first's outpu
 TWO_LAYER_PARAMETERS = 10**8
 MAX_SLICE_PARAMETERS = 4 * 10**8
 LAYER_PARAMETERS_PER_WIDTH2 = 12
-CALIBRATION_SECONDS = 1.0  # the timed batch aims at this; the warm-up pass comes on top
+CALIBRATION_SECONDS = 1.5  # the timed batch at most; two small passes come before it
 CALIBRATION_VOCAB = 512  # the slice's vocabulary: the embedding's size does not change the rate
-MAX_CALIBRATION_TEXTS = 32  # the timed batch's texts at most (the default batch size)
+MAX_CALIBRATION_TEXTS = 32  # the timed batch's texts when not told (the default batch size)
+WARM_UP_TEXTS = 4  # the texts of the passes before the timed batch
 
 
 @dataclass(frozen=True)
@@ -144,10 +146,36 @@ def slice_config(shape: Shape):
     return config
 
 
-def calibrate(shape: Shape, device: str, length: int, budget_s: float = CALIBRATION_SECONDS):
-    """Seconds per padded token of the whole model of ``shape`` on ``device`` at ``length``
-    tokens a text, from a random-init slice (module doc); None when the slice cannot be built
-    or run (the estimate then keeps to the records)."""
+def layer_list(model, layers: int):
+    """The slice's stack of layers: the first module list of ``layers`` modules of one class
+    (``model.layers``, ``encoder.layer``, ``h``...), found in the module tree, not by name; None
+    when there is none."""
+    import torch
+
+    for module in model.modules():
+        if isinstance(module, torch.nn.ModuleList) and len(module) == layers:
+            if len({type(child) for child in module}) == 1:
+                return module
+    return None
+
+
+def calibrate(
+    shape: Shape,
+    device: str,
+    length: int,
+    texts: int = MAX_CALIBRATION_TEXTS,
+    budget_s: float = CALIBRATION_SECONDS,
+):
+    """Seconds per padded token of the whole model of ``shape`` on ``device`` in batches of
+    ``texts`` texts of ``length`` tokens (the extraction's), from a random-init slice (module
+    doc); None when the slice cannot be built or run (the estimate then keeps to the records).
+
+    A batch's rows share each matrix product, so a batch of one text runs several times slower
+    per token than the extraction's: the timed batch has the extraction's ``texts`` rows, fewer
+    only where that would exceed ``budget_s`` (sized by a pass of :data:`WARM_UP_TEXTS` after an
+    untimed one; a model too wide for more is timed on that pass). The layers are timed apart
+    (hooks on the stack of layers) and only their seconds are scaled to the model's depth: the
+    embedding, the attention mask and the outputs cost once a batch, whatever the depth."""
     if shape.run_layers < 1:
         return None
     try:
@@ -157,23 +185,40 @@ def calibrate(shape: Shape, device: str, length: int, budget_s: float = CALIBRAT
         torch.manual_seed(0)
         model = AutoModel.from_config(slice_config(shape), dtype=torch.float32)
         model = model.to(device).eval()
-        length = max(1, int(length))
+        length, texts = max(1, int(length)), max(1, int(texts))
+        in_layers = [0.0, 0.0]  # seconds inside the layers, the current layer's start
 
-        def run(texts: int) -> float:
-            ids = torch.randint(1, CALIBRATION_VOCAB, (texts, length), device=device)
+        def start(module, args) -> None:
+            in_layers[1] = time.perf_counter()
+
+        def stop(module, args, output) -> None:
+            in_layers[0] += time.perf_counter() - in_layers[1]
+
+        stack = layer_list(model, shape.run_layers)
+        for layer in () if stack is None else stack:
+            layer.register_forward_pre_hook(start)
+            layer.register_forward_hook(stop)
+
+        def run(rows: int) -> tuple[float, float]:
+            ids = torch.randint(1, CALIBRATION_VOCAB, (rows, length), device=device)
             mask = torch.ones_like(ids)
+            in_layers[0] = 0.0
             started = time.perf_counter()
             with torch.inference_mode():
                 model(input_ids=ids, attention_mask=mask, output_hidden_states=True)
             if str(device).startswith("cuda"):
                 torch.cuda.synchronize()
-            return time.perf_counter() - started
+            total = time.perf_counter() - started
+            return total, (in_layers[0] if stack is not None else total)
 
-        run(1)  # the first pass allocates and picks kernels: not timed
-        one = run(1)  # one text's seconds size the timed batch
-        texts = max(1, min(MAX_CALIBRATION_TEXTS, int(budget_s / max(one, 1e-6))))
-        seconds = run(texts)
+        warm = min(WARM_UP_TEXTS, texts)
+        run(warm)  # the first pass allocates and picks kernels: not timed
+        total, layers_s = run(warm)  # sizes the timed batch: a row costs less in a larger one
+        rows = texts if total * texts / warm <= budget_s else int(texts * budget_s * warm / total)
+        rows = max(warm, min(texts, rows))
+        if rows > warm:
+            total, layers_s = run(rows)
     except Exception:
         return None
-    per_token = seconds / (texts * length)
-    return per_token * shape.layers / shape.run_layers
+    tokens = rows * length
+    return (total - layers_s) / tokens + layers_s / tokens * shape.layers / shape.run_layers

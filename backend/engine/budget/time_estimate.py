@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from backend.engine.budget.batching import Batching, padded_tokens, work_shares
+from backend.engine.budget.batching import Batching, batch_count, padded_tokens, work_shares
 from backend.engine.budget.estimates import PRIOR_BASIS, describe_seconds
 from backend.engine.budget.throughput import (
     CONVERSION,
@@ -135,12 +135,13 @@ def estimate_first_page(
     batching: Batching | None = None,
     before: tuple[Phase, ...] = (),
     shape=None,
-    calibrate: Callable[[object, int], float | None] | None = None,
+    calibrate: Callable[[object, int, int], float | None] | None = None,
 ) -> TimeEstimate | None:
     """The :class:`TimeEstimate` of ``corpus`` in ``batching`` (None: the default settings')
     after the phases ``before``; None for images and audio, or no tokenizer. ``shape`` (the
-    model's :class:`backend.engine.budget.calibration.Shape`) and ``calibrate(shape, length)``
-    (seconds per padded token at ``length`` tokens a text) measure the rate where the device's
+    model's :class:`backend.engine.budget.calibration.Shape`) and ``calibrate(shape, length,
+    texts)`` (seconds per padded token in batches of ``texts`` texts of ``length`` tokens, the
+    extraction's at the corpus's mean padded width) measure the rate where the device's
     records do not give it (:func:`backend.engine.budget.throughput.extraction_rate`)."""
     if tokenizer is None or getattr(corpus, "kind", "text") != "text":
         return None
@@ -148,7 +149,8 @@ def estimate_first_page(
     batching = batching or Batching.of()
     padded = padded_tokens(counts, batching)
     length = round(padded / max(1, sum(1 for c in counts if c > 0)))  # a batch's mean width
-    measure = None if calibrate is None else (lambda s: calibrate(s, length))
+    texts = batch_count(length, len(counts), batching.batch_size, batching.token_budget)
+    measure = None if calibrate is None else (lambda s: calibrate(s, length, texts))
     rate = extraction_rate(root, device, parameters, shape, measure)
     seconds = None if rate is None else extraction_seconds(rate.per_unit, parameters, padded)
     basis = "" if rate is None else rate.basis
@@ -163,12 +165,12 @@ def time_preflight(
     max_length: int,
     show: Callable[[TimeEstimate], None],
     batching: Batching | None = None,
-    calibrate: Callable[[object, str, int], float | None] | None = None,
+    calibrate: Callable[[object, str, int, int], float | None] | None = None,
 ) -> Callable[[int, Path], None]:
     """The ``on_preflight(parameters, folder)`` of :func:`backend.engine.load.models.load_model` that
     passes the :class:`TimeEstimate` of ``corpus`` on ``device`` (a torch device or its name) to
     ``show`` before the weights are downloaded or loaded (a GGUF's ``folder`` is the ``.gguf``
-    file, before its conversion). ``calibrate(shape, device, length)``: the short timed run
+    file, before its conversion). ``calibrate(shape, device, length, texts)``: the short timed run
     that measures the model's width where the records do not
     (:func:`backend.engine.budget.calibration.calibrate`, the default)."""
     from backend.engine.budget import calibration
@@ -191,7 +193,7 @@ def time_preflight(
             batching,
             before,
             calibration.folder_shape(folder),
-            lambda shape, length: calibrate(shape, torch_device, length),
+            lambda shape, length, texts: calibrate(shape, torch_device, length, texts),
         )
         if estimate is not None:
             show(estimate)

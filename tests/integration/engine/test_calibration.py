@@ -68,3 +68,16 @@ def test_a_folder_without_a_config_has_no_shape(tmp_path):
     assert calibration.folder_shape(tmp_path) is None
     (tmp_path / "x.gguf").write_bytes(b"not a gguf")
     assert calibration.folder_shape(tmp_path / "x.gguf") is None
+
+
+@pytest.mark.parametrize("fixture", ["tiny_llama_dir", "tiny_gpt2_dir", "tiny_bert_dir"])
+def test_the_slices_layers_are_found_in_the_module_tree(fixture, request):
+    """The layers are timed apart from the embedding and the outputs, whatever the stack is
+    called (``layers``, ``h``, ``encoder.layer``)."""
+    from transformers import AutoModel
+
+    shape = calibration.folder_shape(request.getfixturevalue(fixture))
+    model = AutoModel.from_config(calibration.slice_config(shape))
+    stack = calibration.layer_list(model, shape.run_layers)
+    assert stack is not None and len(stack) == shape.run_layers
+    assert calibration.calibrate(shape, "cpu", 8, texts=4, budget_s=0.05) is not None

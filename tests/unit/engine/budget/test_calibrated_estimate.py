@@ -147,17 +147,17 @@ class Tokenizer:  # one token per word
 def test_the_announcement_says_where_the_extraction_speed_came_from(tmp_path, records, says):
     keep(tmp_path, "cpu", records)
     corpus = Corpus(("a b c", "d e f g h", "i j"), "three")
-    lengths: list[int] = []
+    lengths: list[tuple[int, int]] = []
 
-    def calibrate(measured: Shape, length: int) -> float:
-        lengths.append(length)
+    def calibrate(measured: Shape, length: int, texts: int) -> float:
+        lengths.append((length, texts))
         return 1e-3
 
     estimate = time_estimate.estimate_first_page(
         tmp_path, "cpu", 8 * 10**9, Tokenizer(), corpus, 8, None, (), shape(), calibrate
     )
     assert says in estimate.describe()
-    assert lengths in ([], [5])  # the corpus's padded width: one batch of 3 x 5 tokens
+    assert lengths in ([], [(5, 3)])  # the corpus's batch: 3 texts padded to 5 tokens
     assert estimate.shares[0] == 0.0 and estimate.shares[-1] == pytest.approx(1.0)
 
 
