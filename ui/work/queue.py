@@ -85,9 +85,11 @@ def shared_run(
     running_since: float | None = None
 
     def on_wait(state: WaitState) -> None:
-        nonlocal bar, shown, running_since
+        nonlocal bar, shown, running_since, correction
         if state.running and running_since is None:
             running_since = time.monotonic()
+            if state.done > 0:  # joined a run under way: its start, and so its rate, is unknown
+                correction = None
         running_s = time.monotonic() - running_since if running_since is not None else 0.0
         text = _wait_text(state, label, unit, running_s, estimate_s, correction)
         fraction = min(state.done / state.total, 1.0) if state.running and state.total else 0.0

@@ -6,7 +6,7 @@ are downloaded or loaded (:func:`time_preflight`)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from backend.engine.budget.batching import Batching, batch_count, padded_tokens, work_shares
@@ -71,7 +71,7 @@ class TimeEstimate:
     before: tuple[Phase, ...] = ()
     # the extraction's share done after each count of texts (:func:`work_shares`), so that its
     # first batches (the longest texts) can be read against the estimate
-    shares: tuple[float, ...] = ()
+    shares: tuple[float, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def total_seconds(self) -> float | None:
