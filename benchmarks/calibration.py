@@ -3,7 +3,7 @@
 For each ``--shapes`` entry (width x depth x feed-forward width x heads/KV heads, a Qwen2-shaped
 decoder with a small vocabulary: the embedding costs nothing per token), builds the whole random
 model once, then alternates ``--repeats`` times: the calibration
-(:func:`backend.engine.budget.calibration.calibrate`: a 2-layer slice, its own build included)
+(:func:`isoscope.engine.budget.calibration.calibrate`: a 2-layer slice, its own build included)
 and one forward pass of the whole model on a batch of ``--texts`` x ``--length`` tokens, as the
 extraction runs them. Prints one JSON object: the CPU (:func:`benchmarks.estimates.cpu_info`),
 the load average before and after, and per shape the calibration's and the forward pass's
@@ -26,7 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from backend.engine.environment import use_offline_environment  # noqa: E402 (after the path insert)
+from isoscope.engine.environment import use_offline_environment  # noqa: E402 (after the path insert)
 
 use_offline_environment()
 
@@ -48,7 +48,7 @@ def measure(shape_text: str, lengths: list[int], args: argparse.Namespace) -> di
     import torch
     from transformers import AutoModel, Qwen2Config
 
-    from backend.engine.budget import calibration
+    from isoscope.engine.budget import calibration
 
     config = Qwen2Config(vocab_size=512, **parse_shape(shape_text))
     shape = calibration.shape_of_config(config)

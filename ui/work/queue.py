@@ -1,5 +1,5 @@
 """Shared work on one server in the UI: identical work runs once across every session, heavy
-work waits in the process's fair queue (:mod:`backend.engine.serve.flights`) behind a bar that
+work waits in the process's fair queue (:mod:`isoscope.engine.serve.flights`) behind a bar that
 says its place, then the shared progress.
 """
 
@@ -12,9 +12,9 @@ from typing import TypeVar
 
 import streamlit as st
 
-from backend.engine.budget.progress import LiveCorrection, eta_text
-from backend.engine.serve.flights import WaitState, WorkQueue
-from ui.server import access
+from isoscope.engine.budget.progress import LiveCorrection, eta_text
+from isoscope.engine.serve.flights import WaitState, WorkQueue
+from isoscope.ui.server import access
 
 T = TypeVar("T")
 
@@ -72,13 +72,13 @@ def shared_run(
     shares: tuple[float, ...] = (),
 ) -> T:
     """``compute(progress)`` once per ``key`` across every session of this server (see
-    :mod:`backend.engine.serve.flights`): a heavy one in the fair queue's worker threads (it must not
+    :mod:`isoscope.engine.serve.flights`): a heavy one in the fair queue's worker threads (it must not
     call Streamlit), a light one in the first caller's thread. A session that waits sees a bar
     with its place in the queue, then the shared progress; closing the tab or changing a control
     leaves the queue without cancelling what others wait for. With ``estimate_s`` (the
     estimate the label announced; ``shares``: the work done after each count of units), a
     rate that puts the run outside the announced band adds the new estimate to the bar, once
-    (:class:`backend.engine.budget.progress.LiveCorrection`)."""
+    (:class:`isoscope.engine.budget.progress.LiveCorrection`)."""
     correction = None if estimate_s is None else LiveCorrection(estimate_s, 0.0, shares)
     bar = None
     shown: tuple[float, str] | None = None

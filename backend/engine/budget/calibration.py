@@ -1,5 +1,5 @@
 """A short timed run of a few of a model's layers, before its load: how fast this device runs
-that model's width, when its records do not say (:mod:`backend.engine.budget.estimates`).
+that model's width, when its records do not say (:mod:`isoscope.engine.budget.estimates`).
 
 A CPU's rate per padded token x parameter grows with size at its own pace (its caches, its
 vector units, its memory), so extrapolating a device's records of small models with another
@@ -14,7 +14,7 @@ per padded token (every layer of a decoder or encoder stack has the same shape).
 
 The result is kept in the speed records under the device and the shape (:func:`shape_key`), so
 a shape is measured once per device; the estimate then reads it as it reads any record
-(:func:`backend.engine.budget.throughput.extraction_rate`).
+(:func:`isoscope.engine.budget.throughput.extraction_rate`).
 """
 
 from __future__ import annotations

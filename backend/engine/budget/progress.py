@@ -4,8 +4,8 @@ Every long computation (extraction, scans, ablations, comparisons, reports, expo
 optional ``progress`` callable and calls it with the units done so far and the total units of the
 current step. A callable may return ``False`` to ask the computation to stop after the current
 unit; computations that cannot stop early ignore the return value. The Streamlit bar of the
-server's shared work (``ui.work.queue.shared_run``) and the CLI's stderr line
-(``backend.commands.common.ProgressPrinter``) are the two implementations.
+server's shared work (``isoscope.ui.work.queue.shared_run``) and the CLI's stderr line
+(``isoscope.commands.common.ProgressPrinter``) are the two implementations.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from backend.engine.budget.estimates import describe_seconds
+from isoscope.engine.budget.estimates import describe_seconds
 
 
 class Progress(Protocol):
@@ -83,7 +83,7 @@ class LiveCorrection:
     ``announced_s``: the announced seconds of the whole wait; ``before_s``: the seconds of it
     already spent when the run started (the load, for a first page); ``shares``: the run's
     share of work done after each count of units (the extraction's padded tokens,
-    :func:`backend.engine.budget.batching.work_shares`; empty: the units are equal). From the
+    :func:`isoscope.engine.budget.batching.work_shares`; empty: the units are equal). From the
     :data:`MIN_CORRECTION_REPORTS`-th report on, the projected total is ``before_s`` + the
     seconds so far / the share done; :meth:`check` returns :func:`correction_text` the first
     time it is outside the band, then None for good."""

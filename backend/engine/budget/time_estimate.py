@@ -1,6 +1,6 @@
 """The first page's time, estimated before the load (:class:`TimeEstimate`): the phases before
 the extraction (the download, a GGUF's conversion, the load) and the extraction itself, each from
-this cache's recorded speeds (:mod:`backend.engine.budget.throughput`), shown while the weights
+this cache's recorded speeds (:mod:`isoscope.engine.budget.throughput`), shown while the weights
 are downloaded or loaded (:func:`time_preflight`)."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from backend.engine.budget.batching import Batching, batch_count, padded_tokens, work_shares
-from backend.engine.budget.estimates import PRIOR_BASIS, describe_seconds
-from backend.engine.budget.throughput import (
+from isoscope.engine.budget.batching import Batching, batch_count, padded_tokens, work_shares
+from isoscope.engine.budget.estimates import PRIOR_BASIS, describe_seconds
+from isoscope.engine.budget.throughput import (
     CONVERSION,
     DOWNLOAD,
     Phase,
@@ -22,7 +22,7 @@ from backend.engine.budget.throughput import (
     phase_estimate,
     token_counts,
 )
-from backend.engine.load.preflight import stored_bytes_per_parameter
+from isoscope.engine.load.preflight import stored_bytes_per_parameter
 
 
 def phases_before(root: Path, device: str, parameters: int, folder: Path) -> tuple[Phase, ...]:
@@ -33,7 +33,7 @@ def phases_before(root: Path, device: str, parameters: int, folder: Path) -> tup
     folder = Path(folder)
     phases = []
     if folder.suffix.lower() == ".gguf" and folder.is_file():
-        from backend.engine.load.gguf import is_converted
+        from isoscope.engine.load.gguf import is_converted
 
         if not is_converted(folder):
             phases.append(phase_estimate(root, CONVERSION, device, parameters))
@@ -46,7 +46,7 @@ def phases_before(root: Path, device: str, parameters: int, folder: Path) -> tup
 
 def _download_pending(folder: Path) -> bool:
     """Whether ``folder`` is a Hub snapshot whose weights have not been downloaded yet."""
-    from backend.engine.load.hub import hub_cache_dir, snapshot_complete
+    from isoscope.engine.load.hub import hub_cache_dir, snapshot_complete
 
     try:
         in_hub = folder.resolve().is_relative_to(hub_cache_dir().resolve())
@@ -139,10 +139,10 @@ def estimate_first_page(
 ) -> TimeEstimate | None:
     """The :class:`TimeEstimate` of ``corpus`` in ``batching`` (None: the default settings')
     after the phases ``before``; None for images and audio, or no tokenizer. ``shape`` (the
-    model's :class:`backend.engine.budget.calibration.Shape`) and ``calibrate(shape, length,
+    model's :class:`isoscope.engine.budget.calibration.Shape`) and ``calibrate(shape, length,
     texts)`` (seconds per padded token in batches of ``texts`` texts of ``length`` tokens, the
     extraction's at the corpus's mean padded width) measure the rate where the device's
-    records do not give it (:func:`backend.engine.budget.throughput.extraction_rate`)."""
+    records do not give it (:func:`isoscope.engine.budget.throughput.extraction_rate`)."""
     if tokenizer is None or getattr(corpus, "kind", "text") != "text":
         return None
     counts = token_counts(tokenizer, corpus.texts, max_length)
@@ -167,14 +167,14 @@ def time_preflight(
     batching: Batching | None = None,
     calibrate: Callable[[object, str, int, int], float | None] | None = None,
 ) -> Callable[[int, Path], None]:
-    """The ``on_preflight(parameters, folder)`` of :func:`backend.engine.load.models.load_model` that
+    """The ``on_preflight(parameters, folder)`` of :func:`isoscope.engine.load.models.load_model` that
     passes the :class:`TimeEstimate` of ``corpus`` on ``device`` (a torch device or its name) to
     ``show`` before the weights are downloaded or loaded (a GGUF's ``folder`` is the ``.gguf``
     file, before its conversion). ``calibrate(shape, device, length, texts)``: the short timed run
     that measures the model's width where the records do not
-    (:func:`backend.engine.budget.calibration.calibrate`, the default)."""
-    from backend.engine.budget import calibration
-    from backend.engine.device import resolve_device
+    (:func:`isoscope.engine.budget.calibration.calibrate`, the default)."""
+    from isoscope.engine.budget import calibration
+    from isoscope.engine.device import resolve_device
 
     torch_device = str(resolve_device(str(device)))
     key = device_key(torch_device)

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from backend.engine.budget import calibration, throughput, time_estimate
-from backend.engine.inputs.corpus import Corpus
+from isoscope.engine.budget import calibration, throughput, time_estimate
+from isoscope.engine.inputs.corpus import Corpus
 
 TEXTS = Corpus(tuple(f"text number {i} with a few words in it" for i in range(12)), "twelve")
 
@@ -17,7 +17,7 @@ TEXTS = Corpus(tuple(f"text number {i} with a few words in it" for i in range(12
 def test_the_first_page_of_a_larger_model_is_announced_from_a_real_calibration(
     tiny_llama_dir, tmp_path, monkeypatch
 ):
-    from backend.engine.load.models import load_model
+    from isoscope.engine.load.models import load_model
 
     monkeypatch.setattr(throughput, "cache_knee", lambda device: 0)
     # two small models' records, as a fresh cache holding the bundled models' has

@@ -3,12 +3,12 @@ and keeps it (ui/work/queue.py)."""
 
 from __future__ import annotations
 
-from backend.engine.budget.progress import LiveCorrection
+from isoscope.engine.budget.progress import LiveCorrection
 
 
 def test_the_bar_on_the_page_keeps_the_new_estimate_once_said():
-    from backend.engine.serve.flights import WaitState
-    from ui.work.queue import _wait_text
+    from isoscope.engine.serve.flights import WaitState
+    from isoscope.ui.work.queue import _wait_text
 
     correction = LiveCorrection(announced_s=10.0)
     texts = []

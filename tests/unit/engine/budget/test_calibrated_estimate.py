@@ -10,9 +10,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from backend.engine.budget import throughput, time_estimate
-from backend.engine.budget.calibration import Shape, shape_key, slice_config
-from backend.engine.inputs.corpus import Corpus
+from isoscope.engine.budget import throughput, time_estimate
+from isoscope.engine.budget.calibration import Shape, shape_key, slice_config
+from isoscope.engine.inputs.corpus import Corpus
 
 
 @pytest.fixture(autouse=True)

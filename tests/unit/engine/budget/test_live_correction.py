@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from backend.engine.budget.batching import Batching, work_shares
-from backend.engine.budget.progress import CORRECTION_BAND, LiveCorrection, correction_text
+from isoscope.engine.budget.batching import Batching, work_shares
+from isoscope.engine.budget.progress import CORRECTION_BAND, LiveCorrection, correction_text
 
 
 @pytest.mark.parametrize(
@@ -95,8 +95,8 @@ def test_the_longest_texts_first_are_weighed_as_their_work(counts):
 def test_the_clis_progress_line_says_the_new_estimate_once(capsys, monkeypatch):
     import argparse
 
-    from backend.commands import common
-    from backend.engine.budget.time_estimate import TimeEstimate
+    from isoscope.commands import common
+    from isoscope.engine.budget.time_estimate import TimeEstimate
 
     clock = [100.0]
     monkeypatch.setattr(common.time, "monotonic", lambda: clock[0])
