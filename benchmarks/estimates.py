@@ -19,9 +19,22 @@ of log rate over log size of the runs beyond the cache knee (the measurement beh
 ``CPU_GROWTH_PRIOR``); the CPU model and the load average before and after. The very first run
 has no extraction estimate (nothing is recorded yet: the first batch measures it).
 
+``--bundled-first`` starts the record as a new user's cache holds it: the bundled encoder
+(``default``) and decoder (``smollm2``) each run once on the bundled corpus first (their runs are
+listed under ``seed_runs``), then the ladder; ``--sizes 600M --gguf 0 --bundled-first`` is the
+first run of a model 4-5x larger than either (the target: announced within 0.7-1.4x of its wall
+time). Each run's announcement says where its extraction speed came from (the device's records,
+or a calibration of the model's width run before its load, which counts in the measured load).
+
+The JSON names the CPU it ran on (``cpu``: model name, vendor, family / model / stepping, the
+vector extensions that set a matrix product's speed, the last-level cache, the cores), so ladders
+from several machines can be told apart; ``--threads`` caps torch's threads (a 2-core machine's
+figures on a bigger one).
+
 Usage: ``python benchmarks/estimates.py [--sizes 30M,120M,400M,1.5B] [--gguf 200M] [--texts 96]
-[--max-length 64] [--device cpu]``; ``--gguf 0`` leaves the GGUF out. A full ladder takes about
-10 minutes on an idle 2-core machine; timings on a shared machine are indicative only.
+[--max-length 64] [--device cpu] [--bundled-first] [--threads N]``; ``--gguf 0`` leaves the GGUF
+out. A full ladder takes about 10 minutes on an idle 2-core machine; timings on a shared machine
+are indicative only.
 """
 
 from __future__ import annotations
@@ -77,7 +90,16 @@ def run_one(model: str, args: argparse.Namespace) -> dict:
     from isoscope.engine.store.cache import ResultCache
     from isoscope.engine.store.cached_extract import cached_extract
 
-    corpus = corpus_from_text("\n".join(texts(args.texts)))
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    if args.bundled_corpus:
+        from isoscope.engine.inputs.corpus import bundled_corpus
+
+        corpus = bundled_corpus()
+    else:
+        corpus = corpus_from_text("\n".join(texts(args.texts)))
     cache = ResultCache()
     announced: list = []
     on_preflight = time_estimate.time_preflight(
@@ -147,14 +169,53 @@ def parse_params(text: str) -> float:
     return float(text.rstrip("BM")) * factor
 
 
-def cpu_model() -> str:
+VECTOR_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile", "asimd", "sve")
+
+
+def cpu_info() -> dict:
+    """The CPU this ran on: model name, vendor, family / model / stepping (``/proc/cpuinfo``;
+    ``platform`` where there is none), the vector extensions present, the last-level cache and
+    the cores."""
+    from isoscope.engine.budget.estimates import _cpu_cache_bytes
+
+    fields: dict[str, str] = {}
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+            key, _, value = line.partition(":")
+            key = key.strip()
+            if key and key not in fields:  # the first processor's
+                fields[key] = value.strip()
+            elif not key and fields:
+                break
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    flags = set((fields.get("flags") or fields.get("Features") or "").split())
+    return {
+        "model_name": fields.get("model name") or platform.processor() or platform.machine(),
+        "vendor": fields.get("vendor_id") or fields.get("CPU implementer"),
+        "family": fields.get("cpu family") or fields.get("CPU architecture"),
+        "model": fields.get("model") or fields.get("CPU part"),
+        "stepping": fields.get("stepping") or fields.get("CPU revision"),
+        "machine": platform.machine(),
+        "vector_extensions": [f for f in VECTOR_FLAGS if f in flags],
+        "last_level_cache_bytes": _cpu_cache_bytes(),
+        "cores": os.cpu_count(),
+    }
+
+
+def run_in_process(model: str, args: argparse.Namespace, env: dict, bundled: bool = False) -> dict:
+    """:func:`run_one` of ``model`` in a fresh process (a cold import, as a user's run)."""
+    argv = [sys.executable, __file__, "--run", str(model)]
+    for key in ("texts", "max_length", "device", "threads"):
+        argv += [f"--{key.replace('_', '-')}", str(getattr(args, key))]
+    if bundled:
+        argv.append("--bundled-corpus")
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False, env=env)
+    if proc.returncode:
+        raise SystemExit(f"{Path(model).name} failed: {proc.stderr.strip().splitlines()[-1]}")
+    run = json.loads(proc.stdout.strip().splitlines()[-1])
+    print(json.dumps(run), file=sys.stderr, flush=True)
+    return run
 
 
 def main() -> None:
@@ -164,7 +225,14 @@ def main() -> None:
     parser.add_argument("--texts", type=int, default=96)
     parser.add_argument("--max-length", type=int, default=64)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument(
+        "--bundled-first",
+        action="store_true",
+        help="first run the bundled encoder and decoder on the bundled corpus (a new user's record)",
+    )
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--run", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--bundled-corpus", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.run:
         print(json.dumps(run_one(args.run, args)))
@@ -175,11 +243,17 @@ def main() -> None:
     if parse_params(args.gguf) > 0:
         ladder.append((parse_params(args.gguf), "gguf"))
     ladder.sort()
-    result: dict = {"cpu": cpu_model(), "cores": os.cpu_count(), "args": vars(args)}
+    result: dict = {"cpu": cpu_info(), "args": vars(args)}
     result["load_average_before"] = os.getloadavg()
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="isoscope-estimates-") as tmp:
         env = {**os.environ, "ISOSCOPE_CACHE_DIR": str(Path(tmp) / "cache")}
+        if args.threads:
+            env |= {"OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads)}
+        if args.bundled_first:
+            result["seed_runs"] = [
+                run_in_process(source, args, env, bundled=True) for source in ("default", "smollm2")
+            ]
         runs = []
         for params, kind in ladder:
             t0 = time.perf_counter()
@@ -190,16 +264,9 @@ def main() -> None:
                 model = Path(tmp) / f"qwen2-{params / 1e6:.0f}M"
                 write_checkpoint(model, params)
             written_s = time.perf_counter() - t0
-            argv = [sys.executable, __file__, "--run", str(model)]
-            for key in ("texts", "max_length", "device"):
-                argv += [f"--{key.replace('_', '-')}", str(getattr(args, key))]
-            proc = subprocess.run(argv, capture_output=True, text=True, check=False, env=env)
-            if proc.returncode:
-                raise SystemExit(f"{model.name} failed: {proc.stderr.strip().splitlines()[-1]}")
-            run = json.loads(proc.stdout.strip().splitlines()[-1])
+            run = run_in_process(str(model), args, env)
             run["written_s"] = written_s
             runs.append(run)
-            print(json.dumps(run), file=sys.stderr, flush=True)
             if kind == "safetensors":
                 import shutil
 

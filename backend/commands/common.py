@@ -109,9 +109,27 @@ def _time_preflight(args: argparse.Namespace, corpus, max_length: int):
         getattr(args, "batch_size", None) or defaults.batch_size,
         getattr(args, "token_budget", None) or defaults.token_budget,
     )
-    return time_estimate.time_preflight(
-        root, args.device, corpus, max_length, lambda e: progress_line(e.describe()), batching
-    )
+
+    def show(estimate) -> None:
+        progress_line(estimate.describe())
+        # what the extraction's progress line reads its first batches against
+        args.first_page = (estimate, time.monotonic())
+
+    return time_estimate.time_preflight(root, args.device, corpus, max_length, show, batching)
+
+
+def _live_correction(args: argparse.Namespace):
+    """The :class:`isoscope.engine.budget.progress.LiveCorrection` of the first page announced
+    by this command's last load (None when none was announced, or without an extraction
+    estimate); used once: a second extraction after the same load is not that first page."""
+    from isoscope.engine.budget.progress import LiveCorrection
+
+    announced = getattr(args, "first_page", None)
+    args.first_page = None
+    if announced is None or announced[0].total_seconds is None:
+        return None
+    estimate, at = announced
+    return LiveCorrection(estimate.total_seconds, time.monotonic() - at, estimate.shares)
 
 
 class DownloadPrinter:
@@ -174,7 +192,9 @@ def extract_with_cache(loaded, corpus, settings, args: argparse.Namespace, label
     from isoscope.engine.store.cached_extract import cached_extract
 
     unit = {"text": "texts", "image": "images", "audio": "clips"}[corpus.kind]
-    progress = ProgressPrinter(f"{label + ': ' if label else ''}extracting {len(corpus)} {unit}")
+    progress = ProgressPrinter(
+        f"{label + ': ' if label else ''}extracting {len(corpus)} {unit}", _live_correction(args)
+    )
     if getattr(args, "no_cache", False):
         return extract(loaded, corpus, settings, progress)
     cache = ResultCache(getattr(args, "cache_dir", None), getattr(args, "cache_limit", None))
@@ -292,14 +312,27 @@ def progress_line(message: str) -> None:
 
 
 class ProgressPrinter:
-    """A ``progress(done, total)`` callback that prints at most every half second to stderr."""
+    """A ``progress(done, total)`` callback that prints at most every half second to stderr.
+    With ``correction`` (:class:`isoscope.engine.budget.progress.LiveCorrection`), the first
+    batches are read against the announced first page, and a new estimate outside its band is
+    said once, on a line of its own."""
 
-    def __init__(self, label: str) -> None:
+    def __init__(self, label: str, correction=None) -> None:
         self.label = label
         self.last = 0.0
+        self.correction = correction
+        self.started = time.monotonic()
 
     def __call__(self, done: int, total: int) -> None:
         now = time.monotonic()
+        said = (
+            None
+            if self.correction is None
+            else self.correction.check(done, total, now - self.started)
+        )
+        if said is not None:
+            sys.stderr.write(f"\r{self.label}: {done}/{total}\n{said}\n")
+            sys.stderr.flush()
         if done >= total or now - self.last > 0.5:
             self.last = now
             sys.stderr.write(f"\r{self.label}: {done}/{total}")

@@ -36,7 +36,7 @@ Every estimate says how it was obtained ("measured at this size", "from 3 smalle
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -89,10 +89,19 @@ def slope(points: list[tuple[int, float]]) -> float:
 
 
 def rate_for(
-    records: Mapping[int, float], size: int, *, knee: int = 0, prior_growth: float = 0.0
+    records: Mapping[int, float],
+    size: int,
+    *,
+    knee: int = 0,
+    prior_growth: float = 0.0,
+    calibrated: Callable[[], Rate | None] | None = None,
 ) -> Rate | None:
     """The rate at ``size`` from ``records`` (size -> seconds per unit) by the module's rule;
-    None without a record."""
+    None without a record (a device's first run measures its first batch, and the default
+    model's first page waits for no calibration). ``calibrated()`` (a rate measured on this
+    device at this size's shape, :mod:`isoscope.engine.budget.calibration`) replaces the prior's
+    growth: it is called only when ``size`` is above every record and the records do not span
+    :data:`MIN_FIT_SPAN`; the prior stands only when it gives None."""
     points = sorted((int(n), float(r)) for n, r in records.items() if n > 0 and r > 0)
     if not points or size <= 0:
         return None
@@ -111,6 +120,10 @@ def rate_for(
         return Rate(larger[0][1], f"from a larger model ({size_label(larger[0][0])})")
     above = [p for p in smaller if p[0] >= knee] or smaller[-1:]
     spans = len(above) >= 2 and above[-1][0] >= MIN_FIT_SPAN * above[0][0]
+    if not spans and calibrated is not None:
+        measured = calibrated()
+        if measured is not None:
+            return measured
     growth = slope(above) if spans else prior_growth
     growth = min(max(growth, 0.0), MAX_GROWTH)
     # log rate = c + growth x log size, c the mean over the records (one slow run moves it by
@@ -119,7 +132,8 @@ def rate_for(
     per_unit = math.exp(sum(logs) / len(logs) + growth * math.log(max(size, knee)))
     factor = per_unit / above[-1][1]
     models = "1 smaller model" if len(smaller) == 1 else f"{len(smaller)} smaller models"
-    basis = f"from {models}"
+    # the growth is this device's own when its records span the sizes, else the prior's
+    basis = f"from this machine's records of {len(smaller)} models" if spans else f"from {models}"
     if abs(factor - 1.0) >= 0.05:
         basis += f", x{factor:.1f} of the largest's rate for the size"
     return Rate(per_unit, basis)

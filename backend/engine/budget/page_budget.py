@@ -46,7 +46,10 @@ def page_cost(loaded, root: Path, batching: Batching) -> PageCost | None:
     extraction's first measurement."""
     parameters = throughput.parameter_count(loaded.model)
     rate = throughput.seconds_per_token_parameter(
-        root, throughput.device_key(loaded.device), parameters
+        root,
+        throughput.device_key(loaded.device),
+        parameters,
+        throughput.model_shape(loaded.model),  # its calibration before the load, if one ran
     )
     if rate is None:
         return None

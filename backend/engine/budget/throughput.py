@@ -36,7 +36,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,6 +59,7 @@ MAX_MODELS_PER_DEVICE = 32  # measurements kept per device (the newest)
 # machine; benchmarks/big_model.py measures a page against its estimate.
 STATISTICS_PRIOR = 1.6e-7
 STATISTICS_KIND = "Overview statistics"  # what the statistics' rates are kept under, per device
+CALIBRATION_KIND = "extraction calibration"  # shape -> seconds per padded token, per device
 # Seconds an extraction costs whatever its size (the statistics' kernels, the token sample's
 # buffer, the first batch's warm-up). On the idle 2-core reference machine it is below what the
 # ladder resolves: a 30 M parameter decoder's 96 texts took 1.2 s at a per-token rate lower than
@@ -188,22 +189,78 @@ def _records(root: Path, key: str) -> dict[int, float]:
     return {int(n): r for n, r in _read(root).get(key, {}).items() if n.isdigit()}
 
 
-def extraction_rate(root: Path, device: str, parameters: int) -> Rate | None:
+def calibration_key(device: str) -> str:
+    """What a device's calibrations are kept under (shape -> seconds per padded token)."""
+    return f"{device} · {CALIBRATION_KIND}"
+
+
+def calibrated_seconds(root: Path, device: str, shape_key: str) -> float | None:
+    """The kept calibration of ``shape_key`` on ``device``: the whole model's seconds per
+    padded token (:mod:`isoscope.engine.budget.calibration`), or None."""
+    return _read(root).get(calibration_key(device), {}).get(shape_key)
+
+
+def record_calibration(root: Path, device: str, shape_key: str, seconds_per_token: float) -> None:
+    """Keep a calibration (best effort, as :func:`record` keeps a run), the newest
+    :data:`MAX_MODELS_PER_DEVICE` shapes per device."""
+    if not seconds_per_token > 0:
+        return
+    data = _read(root)
+    kept = data.setdefault(calibration_key(device), {})
+    kept.pop(shape_key, None)
+    kept[shape_key] = float(seconds_per_token)
+    data[calibration_key(device)] = dict(list(kept.items())[-MAX_MODELS_PER_DEVICE:])
+    write_records(_path(root), data)
+
+
+def extraction_rate(
+    root: Path,
+    device: str,
+    parameters: int,
+    shape=None,
+    calibrate: Callable[[object], float | None] | None = None,
+) -> Rate | None:
     """The extraction's seconds per padded token x parameter on ``device`` at ``parameters``,
     from the device's records by :func:`isoscope.engine.budget.estimates.rate_for` (its cache knee and
-    growth); None before the device's first measurement."""
+    growth); None before the device's first measurement. With ``shape`` (a
+    :class:`isoscope.engine.budget.calibration.Shape`), where the records do not give the growth
+    the rate is the shape's calibration on this device: the kept one, else ``calibrate(shape)``
+    (seconds per padded token, then kept; None: not measured), so a shape is measured once."""
+
+    def calibrated() -> Rate | None:
+        if shape is None:
+            return None
+        seconds = calibrated_seconds(root, device, shape.key)
+        if seconds is None and calibrate is not None:
+            seconds = calibrate(shape)
+            if seconds is not None:
+                record_calibration(root, device, shape.key, seconds)
+        return None if seconds is None else Rate(seconds / parameters, shape.basis)
+
     return rate_for(
         _records(root, device),
         parameters,
         knee=cache_knee(device),
         prior_growth=growth_prior(device),
+        calibrated=calibrated,
     )
 
 
-def seconds_per_token_parameter(root: Path, device: str, parameters: int) -> float | None:
-    """The rate of :func:`extraction_rate` alone; None before the first measurement."""
-    rate = extraction_rate(root, device, parameters)
+def seconds_per_token_parameter(
+    root: Path, device: str, parameters: int, shape=None
+) -> float | None:
+    """The rate of :func:`extraction_rate` alone (a kept calibration of ``shape`` counts, none
+    is run); None before the first measurement."""
+    rate = extraction_rate(root, device, parameters, shape)
     return None if rate is None else rate.per_unit
+
+
+def model_shape(model):
+    """The :class:`isoscope.engine.budget.calibration.Shape` of a loaded model (its config), or
+    None: what its kept calibration is found under."""
+    from isoscope.engine.budget.calibration import shape_of_config
+
+    return shape_of_config(getattr(model, "config", None))
 
 
 def speed_measured(loaded, root: Path) -> bool:
@@ -286,9 +343,12 @@ def record_download(root: Path, fetched_bytes: int, seconds: float) -> None:
     record(root, phase_key(DOWNLOAD, ""), fetched_bytes, 1, seconds, MIN_PHASE_SECONDS)
 
 
-def estimate_seconds(root: Path, device: str, parameters: int, tokens: int) -> float | None:
-    """Estimated extraction time of ``tokens`` through ``parameters`` on ``device``."""
-    rate = seconds_per_token_parameter(root, device, parameters)
+def estimate_seconds(
+    root: Path, device: str, parameters: int, tokens: int, shape=None
+) -> float | None:
+    """Estimated extraction time of ``tokens`` through ``parameters`` on ``device`` (with
+    ``shape``, its kept calibration where the records do not give the growth)."""
+    rate = seconds_per_token_parameter(root, device, parameters, shape)
     return None if rate is None else extraction_seconds(rate, parameters, tokens)
 
 

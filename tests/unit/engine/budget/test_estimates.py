@@ -50,7 +50,7 @@ def test_records_above_the_knee_give_the_devices_own_growth():
     records = {n: kneed_rate(n, growth=0.3) for n in sizes}
     rate = rate_for(records, 10**10, knee=KNEE, prior_growth=0.9)
     assert rate.per_unit == pytest.approx(kneed_rate(10**10, growth=0.3))  # not the prior
-    assert rate.basis.startswith("from 4 smaller models")
+    assert rate.basis.startswith("from this machine's records of 4 models")
 
 
 @pytest.mark.parametrize(
