@@ -4,8 +4,8 @@ A device keeps one rate per size it has run (seconds per padded token x paramete
 extraction, per parameter for a load or a GGUF conversion, per byte for a download;
 :mod:`isoscope.engine.budget.throughput`). The rate is not constant in size: on a CPU a small model's
 rate is inflated by fixed per-batch costs, and once the weights no longer fit the last-level
-cache every batch streams them from memory, so the rate grows with size (a 2-core machine
-recorded 7.7e-12 s at 23 M, 5.1e-12 s at 268 M and 1.04e-11 s at 1.54 B parameters). So
+cache every batch streams them from memory, so the rate falls and then grows with size
+(docs/performance.md, "Estimates at a size the device has not run"). So
 :func:`rate_for` reads the records as a curve of log rate over log size:
 
 - a record within :data:`SAME_SIZE` of the size is used as it is ("measured at this size");
@@ -43,11 +43,9 @@ from pathlib import Path
 
 SAME_SIZE = 1.15  # sizes within 15% of a record count as that record's size
 # The slope of log rate over log size beyond the cache knee on a CPU before a device's records
-# there span a decade. Measured on the idle 2-core reference machine (benchmarks/estimates.py,
-# Qwen2-shaped decoders): 0.23 from 120 M to 400 M parameters, then the 1.5 B model ran at a
-# lower rate than the 400 M one; an earlier 1.54 B GGUF record against a 268 M one gave 0.41.
-# 0.1 keeps the extrapolation upward (conservative) without announcing a 1.5 B model at twice
-# its time from records of 400 M and below.
+# there span a decade (benchmarks/estimates.py fits it; docs/performance.md). A small positive
+# slope keeps the extrapolation upward (conservative) without announcing a model several times
+# larger than the device has run at twice its time.
 CPU_GROWTH_PRIOR = 0.1
 MAX_GROWTH = 1.0  # a rate growing faster than the size itself would be a measurement gone wrong
 MIN_FIT_SPAN = 10.0  # the records above the knee fit the device's own growth over a decade

@@ -54,27 +54,26 @@ FILE_NAME = "speeds.json"  # per padded token (throughput.json held rates per re
 MIN_RECORD_SECONDS = 5.0  # shorter runs are not kept: fixed per-run costs would dominate them
 MAX_MODELS_PER_DEVICE = 32  # measurements kept per device (the newest)
 # Seconds per (sampled token x hidden state x dim) of the Overview's statistics before this
-# machine has measured its own: a 0.5B Qwen2-shaped decoder's first look (2,536 and 2,862 tokens
-# of 24 states x 1,024 dims: 10.0 and 10.8 s, 1.60e-7 and 1.54e-7) on the idle 2-core reference
-# machine; benchmarks/big_model.py measures a page against its estimate.
+# machine has measured its own: a 0.5B Qwen2-shaped decoder's first look on the reference
+# machine (docs/performance.md); benchmarks/big_model.py measures a page against its estimate.
 STATISTICS_PRIOR = 1.6e-7
 STATISTICS_KIND = "Overview statistics"  # what the statistics' rates are kept under, per device
 CALIBRATION_KIND = "extraction calibration"  # shape -> seconds per padded token, per device
 # Seconds an extraction costs whatever its size (the statistics' kernels, the token sample's
-# buffer, the first batch's warm-up). On the idle 2-core reference machine it is below what the
-# ladder resolves: a 30 M parameter decoder's 96 texts took 1.2 s at a per-token rate lower than
-# every larger model's (benchmarks/estimates.py), so no fixed part is taken out or added back. The
-# rule keeps the term so that a device where it matters can be given one.
+# buffer, the first batch's warm-up). On the reference machine it is below what the ladder of
+# benchmarks/estimates.py resolves (its smallest model runs at a per-token rate lower than every
+# larger model's), so no fixed part is taken out or added back. The rule keeps the term so that a
+# device where it matters can be given one.
 EXTRACTION_FIXED_S = 0.0
 # A run shorter than MIN_RECORD_SECONDS is still kept when it did this much per-token work
-# (parameters x padded tokens; about a second at the reference machine's ~1e-11 s): the smallest
-# model of a ladder (a 30 M decoder's 96 texts: 1.6e11 in 1.2 s) is what the first run at a larger
+# (parameters x padded tokens; about a second's work on a CPU): the smallest
+# model of a ladder (a 30 M decoder's 96 texts of 64 tokens) is what the first run at a larger
 # size extrapolates from, while a tiny model's run, mostly per-run overhead, is not kept (its rate
 # would announce a big model many times too slow).
 MIN_RECORD_WORK = 1e11
 MIN_EXTRACTION_RECORD_S = 1.0
-FIXED_LOAD_S = 2.0  # a 2 M parameter model's load in a fresh process (same machine)
-FIXED_CONVERSION_S = 3.5  # a 2 M parameter GGUF's conversion (same machine)
+FIXED_LOAD_S = 2.0  # a 2 M parameter model's load in a fresh process (the reference machine)
+FIXED_CONVERSION_S = 3.5  # a 2 M parameter GGUF's conversion (the reference machine)
 # The phases before the extraction: (seconds per unit, fixed seconds) before the first record of
 # this cache (:func:`isoscope.engine.budget.estimates.phase_seconds`).
 DOWNLOAD, CONVERSION, LOAD = "download", "conversion", "load"
@@ -82,16 +81,17 @@ LOAD_16 = "load from 16-bit"  # a load that widens bf16/fp16 weights: its own re
 PHASE_PRIORS = {
     # per byte: an assumed 10 MB/s (the Hub serves faster; a shared link often does not)
     DOWNLOAD: (1 / 10e6, 0.0),
-    # per parameter: a 1.54 B Qwen2.5-Coder GGUF took about 25 s on the 2-core reference
-    # machine; fixed: reading a small GGUF's vocabulary and config, writing its tokenizer
+    # per parameter: a 1.54 B Qwen2.5-Coder GGUF's conversion on the reference machine
+    # (docs/performance.md); fixed: reading a small GGUF's vocabulary and config, writing its
+    # tokenizer
     CONVERSION: (1.6e-8, FIXED_CONVERSION_S),
-    # per parameter: 1,497.6 M bf16 parameters loaded as float32 in 4.1 s on the idle 2-core
-    # reference machine (benchmarks/big_model.py, 2026-12-02); fixed: a small model's load in a
-    # fresh process (the model classes' imports, the tokenizer)
+    # per parameter: a 1.5 B bf16 checkpoint loaded as float32 on the reference machine
+    # (benchmarks/big_model.py; docs/performance.md); fixed: a small model's load in a fresh
+    # process (the model classes' imports, the tokenizer)
     LOAD_16: (2.7e-9, FIXED_LOAD_S),
     # weights loaded in the dtype they are stored in are mapped, not copied: an assumed third of
-    # the widening's cost per parameter (a 199 M float32 checkpoint loaded in 2.4 s, all but
-    # fixed costs, benchmarks/estimates.py)
+    # the widening's cost per parameter (a float32 checkpoint's load is mostly fixed costs,
+    # benchmarks/estimates.py)
     LOAD: (0.9e-9, FIXED_LOAD_S),
 }
 MIN_PHASE_SECONDS = 0.5  # shorter phases are not kept: timer noise

@@ -109,9 +109,9 @@ class TimeEstimate:
 def folder_tokenizer(folder: Path):
     """The tokenizer of a checkpoint folder or of a ``.gguf`` file (before its conversion), or
     None when it has none (images, audio): loading it costs milliseconds, unlike the weights. A
-    GGUF's is built from its own vocabulary by the fast tokenizer class directly (0.4-0.6 s on
-    the bundled SmolLM2): ``AutoTokenizer`` would first parse the whole file for its config to
-    pick a class (4-9 s), and the class does not change the token count."""
+    GGUF's is built from its own vocabulary by the fast tokenizer class directly:
+    ``AutoTokenizer`` would first parse the whole file for its config to pick a class, several
+    times slower, and the class does not change the token count."""
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
     folder = Path(folder)

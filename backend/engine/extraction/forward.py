@@ -325,10 +325,9 @@ def _forward_batch(
 
 
 # Activations (tokens x states x width) from which an extraction on the CPU compiles the moments
-# kernel itself when the app's warm-up has not: the kernel saves ~2 ns per element against
-# eager torch (2-vCPU Xeon: MiniLM's 2,000 texts, 1.25e8 elements, reduced in 0.47-0.52 s eagerly
-# against 0.25 s), and compiling costs ~0.5 s with numba's disk cache warm (numba's import
-# included), ~1.3 s into an empty one: 5e8 repays the first twice over and nearly the second.
+# kernel itself when the app's warm-up has not: the kernel's saving per element against eager
+# torch, times this many elements, repays a compile from numba's disk cache about twice over and
+# one into an empty cache about once (the figures are in docs/performance.md).
 COMPILE_MIN_ELEMENTS = 500_000_000
 
 # Float64 bytes of hidden states reduced together by eager torch where a batch does not go state

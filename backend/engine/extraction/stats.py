@@ -37,7 +37,7 @@ class WorkBuffers:
 
     A fresh (tokens, d) temporary per hidden state and batch costs more than the arithmetic on
     the CPU: glibc hands blocks this large back to the OS when they are freed, so the next batch
-    faults their pages in again (measured: 2.9 ms against 0.7 ms per 736 x 384 state). Views of
+    faults their pages in again, several times the cost of the reduction itself. Views of
     these buffers are valid until the next :meth:`take` of the same name.
     """
 
@@ -57,9 +57,8 @@ class WorkBuffers:
         return buf[:numel].view(shape)
 
     def ones(self, n: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-        """A (1, n) row of ones, kept across batches (read it, never write it). With a fresh
-        one per state, MiniLM's 2,000-text extraction spent 0.392-0.393 s in eager reduction
-        against 0.378-0.384 s (medians of 6 extractions in one process, alternating)."""
+        """A (1, n) row of ones, kept across batches (read it, never write it), so that no state
+        pays for a fresh one."""
         key = ("ones", dtype, torch.device(device))
         buf = self._store.get(key)
         if buf is None or buf.numel() < n:
@@ -125,9 +124,8 @@ def _float64_moments(
 
     torch's batch-norm statistics (``batch_norm_update_stats``: a vectorised pass for the mean,
     then one for the sum of squared deviations from it, in float64) and a (1, n) @ (n, D)
-    product for sum |x|. Measured on a 2-vCPU Xeon: 0.39 ms against 0.45 ms for the generic
-    formulas on a 750 x 384 state, 0.81 against 1.14 ms for 1,364 x 384, and 0.22 s against
-    0.29 s in the eager moments of MiniLM's 2,000-text extraction.
+    product for sum |x|: one copy and four passes, where the generic formulas take two copies and
+    six (docs/performance.md compares them).
     """
     mean, var = torch.batch_norm_update_stats(x64, None, None, 1.0)  # var: m2 / n
     abs_sum = ones @ x64.abs_()

@@ -70,8 +70,8 @@ def collector_paused() -> Iterator[None]:
 
     Tokenizing a corpus builds a few Python objects per token (ids, masks, offsets), each freed by
     reference counting, and no cycles; but their number triggers full collections that traverse
-    every object of the process (a few hundred thousand with a model loaded): 0.15 s each, one
-    in three tokenizations of 2,000 texts, which took 0.11 s otherwise.
+    every object of the process (a few hundred thousand with a model loaded), each costing more
+    than the tokenization itself.
     """
     global _paused, _was_enabled
     with _paused_lock:

@@ -3,9 +3,9 @@
 
 transformers memory-maps each safetensors file for the whole load and converts every tensor from
 the mapping; the file's pages it touches count in the process's RSS until the load ends, so the
-peak is the file (the half-precision weights) plus the float32 copy: 3.37 GB for a 0.5B bf16
-checkpoint whose float32 weights take 2.4, 9.17 GB at 1.5B. :func:`load_widened` avoids that
-two ways (peaks 2.39 and 6.27 GB; benchmarks/widen_rss.py):
+peak is the file (the half-precision weights) plus the float32 copy, about 1.5 times the float32
+weights. :func:`load_widened` avoids that two ways, each peaking at about the float32 weights
+(benchmarks/widen_rss.py measures them; docs/performance.md):
 
 - released (Linux, one stored dtype): load in the stored dtype, which transformers keeps as
   zero-copy views of the mapping, then widen tensor by tensor, handing each source's pages back
@@ -17,7 +17,7 @@ two ways (peaks 2.39 and 6.27 GB; benchmarks/widen_rss.py):
 - pread (otherwise): transformers' own float32 load, with the files read by safetensors' pread
   backend (which transformers takes on Windows and MPS) instead of mmap: each tensor's bytes go
   to a buffer that dies once it is converted. The plain float32 load to the bit, at more CPU
-  time (a fresh buffer per tensor: +15% at 0.5B, +45% at 1.5B).
+  time (a fresh buffer per tensor).
 
 Both leave nothing mapped to fault in on the first forward pass. A float32 checkpoint loaded as
 float32 stays zero-copy mmapped, a bf16 one loaded as bf16 too, and a GPU or ``device_map`` load
