@@ -219,7 +219,7 @@ def _int8_hooks(loaded: LoadedModel, notes: list[str]) -> tuple[Int8Accumulator 
 
 def _layer_pattern(loaded: LoadedModel):
     """The model's layer pattern (``isoscope.engine.arch.layer_pattern``), or None when it cannot
-    be read (the views then treat every layer as attention, as before the pattern existed)."""
+    be read (the views then treat every layer as attention)."""
     from isoscope.engine.arch import layer_pattern
 
     try:

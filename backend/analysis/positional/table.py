@@ -19,7 +19,7 @@ Probe details (documented choices):
 - Special tokens ([CLS] is always at position 0, [SEP] marks the end) are left out by default:
   their identity, not a position code, would give their position away.
 - Multinomial logistic loss with a small L2 penalty, full-batch L-BFGS in float32 (capped
-  iterations; scikit-learn's solver took ~20 s per state here), statistics in float64.
+  iterations; scikit-learn's solver is far slower per state), statistics in float64.
 """
 
 from __future__ import annotations
