@@ -44,7 +44,7 @@ except IsoscopeError as exc:  # anything a view did not handle itself: a message
     st.error(f"**This view cannot be shown.** {exc}")
 except Exception as exc:  # a bug: one line and how to report it, the details folded away
     show_unexpected(exc, navigation.title)
-# numba compiles UMAP (~1 min) in a low-priority background thread; started once the first page
+# numba compiles UMAP in a low-priority background thread; started once the first page
 # has rendered, so it never delays it (the projections page starts it itself if opened first).
 start_umap_warmup()
 sync_link(navigation)

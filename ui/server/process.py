@@ -57,8 +57,8 @@ def _package_folders(module: str, app_folder: Path) -> list[Path]:
 def preload(app: str) -> float:
     """Import what the pages import (torch and transformers with them) and the default model's
     modelling code, before the server listens; no analysis runs (that is the prewarm's job).
-    Without it the first visitors of a fresh server wait ~5-10 s for imports on 2 cores. Returns
-    the seconds taken."""
+    Without it the first visitors of a fresh server wait for those imports. Returns the seconds
+    taken."""
     started = time.perf_counter()
     for name in app_imports(app):
         try:
@@ -73,9 +73,8 @@ def preload(app: str) -> float:
 
 def one_blas_thread() -> None:
     """numpy's BLAS at one thread in the server: many sessions' threads share the cores, and a
-    multi-threaded OpenBLAS call then spins against them (a 384 x 384 ``eigh`` took 0.7-1.3 s
-    with 2 threads on a loaded 2-core machine against 0.03 s with one). Torch keeps its own
-    threads for the extraction."""
+    multi-threaded OpenBLAS call then spins against them, many times slower than on one thread
+    (docs/performance.md). Torch keeps its own threads for the extraction."""
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(limits=1, user_api="blas")

@@ -4,8 +4,8 @@ Embedding Projector / embedding-atlas downloads (Clipping & projections).
 The report is :func:`isoscope.share.report.build_report` on the page's own model and extraction, so the
 downloaded file is the one ``isoscope report`` writes for the same model, corpus and
 settings. The quick sections (outlier dims, anisotropy: no forward pass) open the Overview at once;
-the full report (LayerNorm ablation, position probe, massive-activation scan: ~20 s on the bundled model on 2
-CPU cores) is built only on request (a button at the end of the page, or the download), so the
+the full report (LayerNorm ablation, position probe, massive-activation scan: each runs the model
+again) is built only on request (a button at the end of the page, or the download), so the
 first page stays fast; it is cached per extraction, and its findings then replace the quick ones.
 Once the Quantization page has run on the same model and corpus in this session, its analysis is
 added as the report's optional "Quantization readiness" section (never recomputed here).

@@ -323,7 +323,7 @@ def points_caption(result: ExtractionResult, points: Points) -> None:
 
 
 def shown_method(method: str, warmup) -> str:
-    """UMAP's first fit in a process compiles numba kernels (~1 min): PCA until the warm-up is done."""
+    """UMAP's first fit in a process compiles numba kernels: PCA until the warm-up is done."""
     shown_method = method
     if method == "umap" and not warmup.ready:
         shown_method = "pca"

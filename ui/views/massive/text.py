@@ -306,8 +306,8 @@ outputs of each layer's two norms; a dim *counts* at a site when |x| ≥ {LLM_IN
 
 # ----------------------------------------------------------------------------- the tabs
 def tabs(corpus: Corpus, scan: MassiveScan, max_length: int) -> None:
-    """Lazy tabs (ui/frame/tabs.py): arriving on the page draws one section's charts, not all six
-    (the whole page took 1.1 s to draw on arrival)."""
+    """Lazy tabs (ui/frame/tabs.py): arriving on the page draws one section's charts, not all
+    six."""
     lazy_tabs(
         ["Massive activations", "One text", "Attention sinks", "int8 outlier features"],
         (
