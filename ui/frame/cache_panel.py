@@ -38,9 +38,9 @@ SAMPLE_BUDGETS = {
 
 @st.cache_data(ttl=5, max_entries=4, show_spinner=False)
 def _usage(root: str) -> CacheUsage:
-    """The cache's use, walked at most once per ``ttl``: the walk (every file of every cached analysis and
-    converted model) would otherwise slow each rerun of every page. Cleared on a clear or a new
-    limit."""
+    """The cache's use, walked at most once per ``ttl``: the walk (every file of every cached
+    analysis and converted model) would otherwise slow each rerun of every page. Cleared on a
+    clear or a new limit."""
     return ResultCache(root).usage()
 
 

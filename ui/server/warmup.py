@@ -1,6 +1,6 @@
 """Warm up compiled kernels off the request path: first the statistics kernel that later
 extractions use on the CPU (:class:`isoscope.engine.extraction.kernel.MomentsKernel`, seconds), then UMAP,
-whose numba kernels compile on the first fit in a process (the longest of the two).
+whose numba kernels compile on the first fit in a process (the longer of the two).
 :func:`start_umap_warmup` starts one daemon thread per process that runs both; pages read its
 state and offer PCA meanwhile. The extraction that shows the first page runs eagerly.
 
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import streamlit as st
 
 # The compile time the progress bar assumes: between what an idle and a busy small CPU take
-# (docs/performance.md, "The first page").
+# (docs/performance.md, "Projections").
 EXPECTED_SECONDS = 90.0
 
 
