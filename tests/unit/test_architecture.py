@@ -293,6 +293,7 @@ def _names_imported_from_the_idiom_module() -> set[str]:
     return names - IDIOM_DECORATORS
 
 
+@pytest.mark.slow
 def test_only_the_idiom_is_imported_from_the_idiom_module():
     """Modules import the decorators from isoscope.ui.work.cached and cached analyses from where they live."""
     assert _names_imported_from_the_idiom_module() == set()
@@ -483,6 +484,7 @@ def private_crossings(source: str, own: str) -> list[str]:
     return sorted(set(found))
 
 
+@pytest.mark.slow
 def test_no_private_name_crosses_a_module_boundary():
     """A name another module needs is public; ``_x`` stays inside the module that defines it."""
     crossings = {

@@ -231,6 +231,7 @@ def _copies_a_default(value: ast.expr, names: set[str]) -> bool:
     )
 
 
+@pytest.mark.slow
 def test_a_declaration_has_one_name():
     """No ``OTHER = DECLARATION`` (nor ``OTHER = ALIAS`` of one), no module constant copying a
     declaration's default and no ``import DECLARATION as OTHER`` in backend/, ui/ or pages/."""

@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 BACKEND = Path(__file__).resolve().parents[2] / "backend"
 ALLOWED = {("device.py", "to_numpy")}  # (file, enclosing function)
 
@@ -36,6 +38,7 @@ def _bare_numpy_calls(path: Path) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_no_bare_numpy_in_backend():
     calls = [hit for path in sorted(BACKEND.rglob("*.py")) for hit in _bare_numpy_calls(path)]
     assert not calls, "use isoscope.engine.device.to_numpy instead of .numpy() at " + ", ".join(

@@ -35,6 +35,7 @@ RNG = np.random.default_rng(0)
 # ----------------------------------------------------------------------------- IsoScore
 
 
+@pytest.mark.slow
 def test_isoscore_isotropic_gaussian_is_near_one():
     points = np.random.default_rng(1).normal(size=(20_000, 384))
     assert 0.97 < isoscore(points) <= 1.0

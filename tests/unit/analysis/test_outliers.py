@@ -221,6 +221,7 @@ def _calls_in_loops(tree, names: set[str]) -> list[int]:
     return found
 
 
+@pytest.mark.slow
 def test_no_module_but_outliers_loops_the_outlier_rule_over_states():
     """The "outlier dims of every state" loop is written once (report, compare, tour, trajectory,
     analyze, the UI cache and the figures call criteria_by_state / outlier_dims_by_state)."""

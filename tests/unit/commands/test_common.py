@@ -56,6 +56,7 @@ def test_compare_and_trajectory_accept_device_map(name):
     assert parsed.device_map == "auto" and parsed.device == "auto"
 
 
+@pytest.mark.slow
 def test_no_module_imports_another_modules_private_name():
     """Names shared across modules are public (``files.check_size``, ``common.read_pairs``,
     ``models.resolve_folder``, ``models.bundled_tokenizer``)."""

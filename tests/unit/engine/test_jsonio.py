@@ -42,6 +42,7 @@ def test_nan_and_inf_become_null_and_numpy_becomes_python():
     assert parse(text) == {"a": None, "b": [1.5, None], "c": [0, 1]}
 
 
+@pytest.mark.slow
 def test_only_strict_json_writes_json_for_users():
     offenders = []
     for path in (ROOT / "backend").rglob("*.py"):

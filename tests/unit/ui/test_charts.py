@@ -53,6 +53,7 @@ def test_the_frame_updates_in_place_with_the_served_plotly():
     assert 'data-state", "drawn"' in page  # what browser tests and benchmarks wait for
 
 
+@pytest.mark.slow
 def test_live_chart_sends_the_figure_and_its_height(cache_dir):
     def app():
         import plotly.graph_objects as go

@@ -86,6 +86,7 @@ def _image_result(n_images: int = 40, seed: int = 0):
     return result_from_vectors(vectors, tokens, model=model)
 
 
+@pytest.mark.slow
 def test_grid_probe_finds_the_planted_row_and_not_the_column():
     probe = grid_probe(_image_result(), ProbeSettings(max_iter=30))
     assert probe.grid == GRID

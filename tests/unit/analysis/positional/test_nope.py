@@ -40,6 +40,7 @@ def test_theory_line_formula():
     assert np.allclose(flat, causal[0] / 10)
 
 
+@pytest.mark.slow
 def test_first_layer_matches_the_theory_with_near_uniform_attention(pair):
     causal, _ = pair
     assert causal.causal

@@ -24,6 +24,7 @@ def _tokens(n_texts: int = 120, length: int = 12, seed: int = 0):
     return rng, text_id, position
 
 
+@pytest.mark.slow
 def test_planted_position_code_is_found_and_noise_is_not():
     rng, text_id, position = _tokens()
     d = 32

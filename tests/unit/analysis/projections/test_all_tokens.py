@@ -26,6 +26,7 @@ def spilled_clusters(
     return SpilledState(path, len(vectors), dim, 0), np.concatenate([labels, labels])
 
 
+@pytest.mark.slow
 def test_transformed_copies_of_landmarks_land_on_their_fit_embedding(tmp_path):
     spilled, labels = spilled_clusters(tmp_path)
     half = spilled.rows // 2
@@ -90,6 +91,7 @@ def test_affine_and_other_transforms_both_give_the_in_memory_pca(tmp_path):
         np.testing.assert_allclose(projection.coords, reference.transform(y), atol=1e-4)
 
 
+@pytest.mark.slow
 def test_knn_placement_is_umaps_own_transform_initialisation():
     """The placement equals umap-learn's: its kNN (brute force), smooth_knn_dist with
     local_connectivity 0, compute_membership_strengths (bipartite) and init_graph_transform."""

@@ -61,6 +61,7 @@ def test_pca_first_axis_follows_a_planted_dominant_dimension():
     assert project(x, "pca").explained_variance_ratio[0] > 0.9
 
 
+@pytest.mark.slow
 def test_tsne_is_seeded_and_trustworthy():
     x, labels = planted_clusters(n_per=40)
     with threadpool_limits(1):  # OpenMP threads only fight each other on a small shared CPU
@@ -72,6 +73,7 @@ def test_tsne_is_seeded_and_trustworthy():
     assert _same_cluster_neighbours(a.coords, labels) > 0.95
 
 
+@pytest.mark.slow
 def test_umap_is_seeded_and_trustworthy():
     """The only UMAP test (its first fit compiles numba kernels: ~1 min on 2 cores)."""
     x, labels = planted_clusters(n_per=50)

@@ -83,6 +83,7 @@ def test_per_token_and_static_errors_follow_the_rounding_formula():
     assert errors["w4_g128"] == pytest.approx(0.0, abs=1e-12)  # W only, and W is exact
 
 
+@pytest.mark.slow
 def test_keep_k_with_the_planted_channel_has_near_zero_error():
     x = _planted()
     w = torch.eye(D, dtype=torch.float64)
@@ -94,6 +95,7 @@ def test_keep_k_with_the_planted_channel_has_near_zero_error():
     assert kept_other["keep_k"] == pytest.approx(errors["per_token"], rel=0.05)
 
 
+@pytest.mark.slow
 def test_rotation_is_exact_in_full_precision_and_spreads_the_outlier():
     x = _planted()
     g = torch.Generator().manual_seed(2)
@@ -107,6 +109,7 @@ def test_rotation_is_exact_in_full_precision_and_spreads_the_outlier():
     assert errors["rotation"] < errors["per_token"] / 3
 
 
+@pytest.mark.slow
 def test_smoothquant_transform_is_exact_in_full_precision():
     x = _planted()
     g = torch.Generator().manual_seed(3)

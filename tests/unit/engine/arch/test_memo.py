@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 
+import pytest
 import torch
 
 from isoscope.engine.arch.memo import MODELS_KEPT, TRACED, ModelFacts, forget_all
@@ -27,6 +28,7 @@ def test_a_fact_is_computed_once_per_fingerprint_and_the_oldest_is_dropped():
     assert facts.get_or_compute(first, lambda: "new") == "new"
 
 
+@pytest.mark.slow
 def test_a_bare_module_is_remembered_while_it_lives():
     facts = ModelFacts(per_module=True)
     module = torch.nn.Linear(1, 1)

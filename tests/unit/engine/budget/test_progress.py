@@ -6,11 +6,14 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from isoscope.engine.budget.progress import report
 
 ROOT = Path(__file__).resolve().parents[4]
 
 
+@pytest.mark.slow
 def test_no_backend_module_defines_its_own_progress_type():
     home = ROOT / "backend/engine/budget/progress.py"
     local = []

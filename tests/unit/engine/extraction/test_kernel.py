@@ -184,6 +184,7 @@ def _use(kernel: MomentsKernel, monkeypatch) -> list[int]:
     return calls
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sample_size", [100, 100_000])  # part of the tokens sampled, or all
 def test_extraction_with_the_kernel_equals_eager(kernel, tiny_bert_dir, monkeypatch, sample_size):
     loaded = load_model(str(tiny_bert_dir))
@@ -266,6 +267,7 @@ def test_the_row_copy_leaves_what_it_does_not_cover_to_numpy(kernel):
         assert not kernel.copy_rows(src, idx, idx, dst)
 
 
+@pytest.mark.slow
 def test_a_big_corpus_compiles_the_kernel_itself(tiny_bert_dir, monkeypatch):
     """Above COMPILE_MIN_ELEMENTS an extraction on the CPU warms the kernel before its batches."""
     fresh = MomentsKernel()

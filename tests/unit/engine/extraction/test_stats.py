@@ -24,6 +24,7 @@ def _full_batch(x: np.ndarray) -> dict[str, np.ndarray]:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_streaming_equals_full_batch_for_random_splits(seed):
     rng = np.random.default_rng(seed)
@@ -46,6 +47,7 @@ def test_streaming_equals_full_batch_for_random_splits(seed):
     assert stats.argmin_count[:, 7].min() == n  # the planted dim holds every token's minimum
 
 
+@pytest.mark.slow
 def test_float32_batches_accumulate_in_float64():
     """A large common offset would lose precision in float32 running sums; float64 keeps it."""
     rng = np.random.default_rng(0)

@@ -176,6 +176,7 @@ def _writer(root: str, worker: int, limit: int) -> None:
         cache.load(f"w{1 - worker}_{i}")
 
 
+@pytest.mark.slow
 def test_two_processes_share_a_folder_without_corruption(tmp_path):
     size = ResultCache(tmp_path).save("probe", fake_result(0)).stat().st_size
     (tmp_path / "probe.npz").unlink()

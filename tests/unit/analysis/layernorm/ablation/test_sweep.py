@@ -5,11 +5,13 @@ from __future__ import annotations
 import threading
 
 import numpy as np
+import pytest
 
 from isoscope.analysis.layernorm.ablation.sweep import sweep
 from tests.ablation_models import TEXTS, same, snapshot
 
 
+@pytest.mark.slow
 def test_batched_sweep_matches_naive_loop(tiny_loaded):
     before = snapshot(tiny_loaded.model)
     batched = sweep(tiny_loaded, TEXTS, dims=range(10), copies=4, max_length=16)
@@ -21,6 +23,7 @@ def test_batched_sweep_matches_naive_loop(tiny_loaded):
     assert same(before, snapshot(tiny_loaded.model))
 
 
+@pytest.mark.slow
 def test_sweep_can_be_stopped(tiny_loaded):
     stopped = sweep(
         tiny_loaded,
