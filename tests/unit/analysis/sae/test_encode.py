@@ -17,10 +17,9 @@ from backend.analysis.sae.encode import (
     reconstruct,
 )
 from backend.analysis.sae.encode import normalise as normalise_fn
-from backend.analysis.sae.formats import SparseAutoencoder, hook_state
-from backend.analysis.sae.neuronpedia import feature_url
+from backend.analysis.sae.formats import SparseAutoencoder
 from backend.analysis.sae.params import SaeSettings
-from backend.engine.errors import InputError, ModelLoadError
+from backend.engine.errors import InputError
 
 D, M = 6, 10
 
@@ -113,56 +112,6 @@ def test_loadings_are_the_decoder_rows_normalised():
     rows = sae.w_dec / sae.w_dec.norm(dim=1, keepdim=True)
     for d in range(D):
         assert torch.allclose(loadings(sae, d), rows[:, d])
-
-
-@pytest.mark.parametrize(
-    "hook,state",
-    [
-        ("blocks.12.hook_resid_post", 13),
-        ("blocks.0.hook_resid_post", 1),
-        ("blocks.5.hook_resid_pre", 5),
-        ("blocks.0.hook_resid_pre", 0),
-        ("model.layers.12.output", 13),
-        ("layers.3", 4),
-        ("layers_3", 4),
-        ("model.layers.2.input", 2),
-        ("hook_embed", 0),
-        ("embed_tokens", 0),
-        ("", None),
-    ],
-)
-def test_hooks_map_onto_isoscope_states(hook, state):
-    assert hook_state(hook) == state
-
-
-@pytest.mark.parametrize(
-    "hook", ["blocks.3.hook_mlp_out", "blocks.3.attn.hook_z", "blocks.3.hook_resid_mid",
-             "mlp_out of layer 4", "layers.3.mlp"],
-)  # fmt: skip
-def test_other_sites_are_refused_in_one_line(hook):
-    with pytest.raises(ModelLoadError, match="not a residual-stream hidden state") as caught:
-        hook_state(hook)
-    assert "\n" not in str(caught.value)
-
-
-@pytest.mark.parametrize(
-    "source,expected",
-    [
-        ("google/gemma-scope-2-270m-pt/resid_post/layer_12_width_16k_l0_medium",
-         "https://www.neuronpedia.org/gemma-3-270m/12-gemmascope-2-res-16k/5"),
-        ("google/gemma-scope-2-1b-it/resid_post/layer_13_width_262k_l0_medium",
-         "https://www.neuronpedia.org/gemma-3-1b-it/13-gemmascope-2-res-262k/5"),
-        ("google/gemma-scope-2b-pt-res/layer_20/width_16k/average_l0_71",
-         "https://www.neuronpedia.org/gemma-2-2b/20-gemmascope-res-16k/5"),
-        ("google/gemma-scope-2-270m-pt@main/resid_post/layer_12_width_16k_l0_medium",
-         "https://www.neuronpedia.org/gemma-3-270m/12-gemmascope-2-res-16k/5"),
-        ("google/gemma-scope-2-270m-pt/resid_post/layer_12_width_16k_l0_small", None),
-        ("google/gemma-scope-2-270m-pt/mlp_out/layer_12_width_16k_l0_medium", None),
-        ("/local/folder", None),
-    ],
-)  # fmt: skip
-def test_neuronpedia_links_for_known_releases_only(source, expected):
-    assert feature_url(source, 5) == expected
 
 
 @pytest.mark.parametrize(
