@@ -28,6 +28,7 @@ PAGES = [
     ("positional.py", "Positional information", ":material/timeline:"),
     ("massive.py", "Massive activations & sinks", ":material/bolt:"),
     ("quant.py", "Quantization readiness", ":material/compress:"),
+    ("sae.py", "SAE features", ":material/category:"),
     ("compare.py", "Compare", ":material/difference:"),
     ("tour.py", "Guided tour", ":material/school:"),
 ]
