@@ -4,12 +4,19 @@ of each outlier and massive dimension, dense and dead features, and one feature'
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
 from backend.analysis.sae.encode import decoder_norms, feature_direction
 from backend.analysis.sae.formats import SparseAutoencoder
-from backend.analysis.sae.load import SAE_SOURCES, load_sae, on_model, parse_sae_source
+from backend.analysis.sae.load import (
+    SAE_SOURCES,
+    SaeSource,
+    load_sae,
+    on_model,
+    parse_sae_source,
+)
 from backend.analysis.sae.neuronpedia import feature_url
 from backend.analysis.sae.params import (
     DENSE_PAPER,
@@ -19,6 +26,7 @@ from backend.analysis.sae.params import (
     SaeSettings,
 )
 from backend.analysis.sae.scan import SaeReading, run_sae
+from backend.engine.device import to_numpy
 from backend.engine.errors import InputError, IsoscopeError
 from backend.engine.inputs.corpus import Corpus
 from backend.engine.load.models import LoadedModel
@@ -44,6 +52,29 @@ TABS = ("Fidelity", "Dimensions", "Dense & dead", "Feature card")
 def sae_weights(source: str) -> SparseAutoencoder:
     """The SAE ``source`` names, on the CPU (downloaded once, with the models' rules)."""
     return load_sae(source)
+
+
+@cached
+def sae_source(text: str) -> SaeSource:
+    """The SAE source ``text`` parsed (its canonical text is what the cache keys on)."""
+    return parse_sae_source(text)
+
+
+@cached
+def feature_facts(source: str, feature: int, top: int = 8) -> dict:
+    """One feature's pre-activation (u, offset), the ``top`` dims its decoder row loads on most
+    and its Neuronpedia page (None when the release is not known)."""
+    sae = sae_weights(source)
+    u, offset = feature_direction(sae, feature)
+    row = to_numpy(sae.w_dec[feature] / decoder_norms(sae)[feature])
+    order = np.argsort(-np.abs(row), kind="stable")[:top]
+    return {
+        "u": u,
+        "offset": offset,
+        "dims": order,
+        "loadings": row[order],
+        "url": feature_url(source, feature),
+    }
 
 
 @heavy(lambda loaded, *_a, **_k: f"Encoding with the SAE on {loaded.info.display_name}:", "texts")
@@ -131,7 +162,7 @@ def controls(loaded: LoadedModel, corpus: Corpus) -> tuple[str, int, SaeSettings
         st.info("Give an SAE trained on this model's residual stream to start.")
         return None
     try:
-        parsed = parse_sae_source(source)
+        parsed = sae_source(source)
         if parsed.kind == "folder" and access.shared():
             raise InputError("a shared server opens SAEs by Hub id only, not server folders")
         settings = SaeSettings(
@@ -247,14 +278,18 @@ def feature_tab(reading: SaeReading, sae: SparseAutoencoder) -> None:
     pre-activation as a direction and offset, and its Neuronpedia page for a known release."""
     default = _default_feature(reading)
     feature = int(st.number_input("Feature", 0, sae.width - 1, default, step=1, key="sae_feature"))
-    u, offset = feature_direction(sae, feature)
+    facts = feature_facts(reading.sae["source"], feature)
     c1, c2, c3 = st.columns(3)
     c1.metric("Fires on", f"{reading.frequency[feature]:.2%}")
     c2.metric("Mean activation when on", f"{reading.mean_activation[feature]:.3g}")
-    c3.metric("Pre-activation offset", f"{offset:.3g}", help="u·x + offset, u = W_enc[:, f]")
-    url = feature_url(reading.sae["source"], feature)
-    if url:
-        st.markdown(f"[Open feature {feature} on Neuronpedia]({url})")
+    c3.metric(
+        "Pre-activation offset",
+        f"{facts['offset']:.3g}",
+        help=f"the pre-activation is u·x + offset, u = W_enc[:, f] (‖u‖ = "
+        f"{float(np.linalg.norm(facts['u'])):.3g})",
+    )
+    if facts["url"]:
+        st.markdown(f"[Open feature {feature} on Neuronpedia]({facts['url']})")
     tops = reading.top_tokens.get(feature, [])
     if tops:
         st.markdown("**Top-activating tokens**")
@@ -265,11 +300,11 @@ def feature_tab(reading: SaeReading, sae: SparseAutoencoder) -> None:
         )
     else:
         st.info("This feature never fires on these texts.")
-    row = (sae.w_dec[feature] / decoder_norms(sae)[feature]).cpu().numpy()
-    order = abs(row).argsort()[::-1][:8]
     st.markdown("**Dimensions its decoder row writes** (loading, largest |loading| first)")
     st.dataframe(
-        pd.DataFrame({"dim": order, "loading": row[order]}), hide_index=True, width="stretch"
+        pd.DataFrame({"dim": facts["dims"], "loading": facts["loadings"]}),
+        hide_index=True,
+        width="stretch",
     )
 
 

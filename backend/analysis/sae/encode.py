@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from backend.analysis.sae.formats import SparseAutoencoder
+from backend.engine.device import to_numpy
 
 LAYER_NORM_EPS = 1e-5  # SAELens's layer_norm input normalisation
 
@@ -90,7 +91,7 @@ def feature_direction(sae: SparseAutoencoder, feature: int) -> tuple[np.ndarray,
     if sae.subtract_b_dec:
         offset -= float(column @ sae.b_dec.detach().to("cpu", torch.float64))
     scale = sae.input_scale if sae.normalise == "scale" else 1.0
-    return (column * scale).numpy(), offset
+    return to_numpy(column * scale), offset
 
 
 def decoder_norms(sae: SparseAutoencoder) -> torch.Tensor:

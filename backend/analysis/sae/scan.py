@@ -37,6 +37,7 @@ from backend.analysis.sae.encode import decoder_norms, loadings, reconstruct
 from backend.analysis.sae.load import SaeOnModel
 from backend.analysis.sae.params import TOKEN_KINDS, SaeSettings
 from backend.engine.budget.progress import Progress
+from backend.engine.device import to_numpy
 from backend.engine.errors import InputError
 from backend.engine.extraction import BatchStates, ExtractionResult, ExtractionSettings, extract
 from backend.engine.params import MASSIVE_ABS_THRESHOLD, MASSIVE_MEDIAN_RATIO
@@ -134,20 +135,20 @@ class SaeAccumulator:
             {
                 "rows": batch.rows.astype(np.int64),
                 "kind3": kind3,
-                "err2": torch.cat(per_token["err2"]).cpu().numpy(),
-                "norm2": torch.cat(per_token["norm2"]).cpu().numpy(),
-                "l0": torch.cat(per_token["l0"]).cpu().numpy(),
-                "max_abs": max_abs.double().cpu().numpy(),
-                "max_dim": max_dim.cpu().numpy(),
+                "err2": to_numpy(torch.cat(per_token["err2"]), dtype=None),
+                "norm2": to_numpy(torch.cat(per_token["norm2"]), dtype=None),
+                "l0": to_numpy(torch.cat(per_token["l0"]), dtype=None),
+                "max_abs": to_numpy(max_abs),
+                "max_dim": to_numpy(max_dim, dtype=None),
             }
         )
         if len(found) and self.n_candidates < MAX_CANDIDATES:
             found = found[: MAX_CANDIDATES - self.n_candidates]
             self.candidates.append(
                 (
-                    batch.rows[found.cpu().numpy()].astype(np.int64),
-                    kind3[found.cpu().numpy()],
-                    x_all[found].double().cpu().numpy(),
+                    batch.rows[to_numpy(found, dtype=None)].astype(np.int64),
+                    kind3[to_numpy(found, dtype=None)],
+                    to_numpy(x_all[found]),
                 )
             )
             self.n_candidates += len(found)
@@ -224,12 +225,12 @@ def _finish(acc: SaeAccumulator, result: ExtractionResult) -> SaeReading:
     order = np.argsort(cols["rows"], kind="stable")
     cols = {k: v[order] for k, v in cols.items()}
     n = len(order)
-    median = float(median_from_histogram(acc.hist.cpu().numpy())[0])
+    median = float(median_from_histogram(to_numpy(acc.hist, dtype=None))[0])
     threshold = max(float(MASSIVE_ABS_THRESHOLD), float(MASSIVE_MEDIAN_RATIO) * median)
     massive = (cols["max_abs"] > threshold) & (cols["kind3"] != 0)
     kind = np.array(STREAMED_KINDS, dtype=object)[cols["kind3"]]
     kind[massive] = "massive"
-    sums = acc.kind_sum.cpu().numpy()
+    sums = to_numpy(acc.kind_sum, dtype=None)
     mean = sums.sum(axis=0) / n
     kind_sum = {name: sums[i].copy() for i, name in enumerate(STREAMED_KINDS)}
     kind_sum["massive"] = np.zeros_like(mean)
@@ -272,9 +273,11 @@ def _finish(acc: SaeAccumulator, result: ExtractionResult) -> SaeReading:
         }
         for t in worst
     ]
-    fired = acc.fired.cpu().numpy()
+    fired = to_numpy(acc.fired, dtype=None)
     frequency = fired / n
-    mean_activation = np.where(fired > 0, acc.act_sum.cpu().numpy() / np.maximum(fired, 1), 0.0)
+    mean_activation = np.where(
+        fired > 0, to_numpy(acc.act_sum, dtype=None) / np.maximum(fired, 1), 0.0
+    )
     massive_dims = _massive_dims(cols["max_dim"][massive])
     dims = _dimensions(acc, result, massive_dims, frequency)
     dense = _dense(sae, result, state, mean, frequency, settings.dense_share)
@@ -335,13 +338,15 @@ def _dimensions(
     outliers = outlier_dims(result, state)
     dims = list(dict.fromkeys([*outliers, *massive_dims]))
     norms = decoder_norms(sae)
-    x = acc.dim_x.double().cpu().numpy()
-    x_hat = acc.dim_xhat.double().cpu().numpy()
+    x = to_numpy(acc.dim_x)
+    x_hat = to_numpy(acc.dim_xhat)
     out = []
     for d in dims:
         load = loadings(sae, d, norms)
-        top = load.abs().topk(min(settings.features_per_dim, sae.width)).indices.cpu().numpy()
-        load = load.cpu().numpy()
+        top = to_numpy(
+            load.abs().topk(min(settings.features_per_dim, sae.width)).indices, dtype=None
+        )
+        load = to_numpy(load)
         energy = float(x[:, d] @ x[:, d])
         out.append(
             {
@@ -385,7 +390,7 @@ def _dense(sae, result, state, mean, frequency, dense_share) -> list[dict[str, A
     ids = ids[np.argsort(-frequency[ids], kind="stable")]
     if not len(ids):
         return []
-    rows = sae.w_dec[torch.from_numpy(ids).to(sae.device)].double().cpu().numpy()
+    rows = to_numpy(sae.w_dec[torch.from_numpy(ids).to(sae.device)])
     rows /= np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-30)
     mu = mean / max(np.linalg.norm(mean), 1e-30)
     pcs = principal_directions(result, state)
@@ -402,8 +407,8 @@ def _dense(sae, result, state, mean, frequency, dense_share) -> list[dict[str, A
 
 def _top_tokens(acc: SaeAccumulator, tokens) -> dict[int, list[dict[str, Any]]]:
     """Per feature that fired, its top-activating tokens (largest activation first)."""
-    values = acc.top_acts.cpu().numpy()
-    rows = acc.top_rows.cpu().numpy()
+    values = to_numpy(acc.top_acts, dtype=None)
+    rows = to_numpy(acc.top_rows, dtype=None)
     out: dict[int, list[dict[str, Any]]] = {}
     for f in np.flatnonzero(values.max(axis=0) > 0):
         out[int(f)] = [
