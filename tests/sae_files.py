@@ -12,6 +12,8 @@ import numpy as np
 
 OUTLIER_DIM = 7  # the tiny model's planted outlier dimension (state 1)
 OUTLIER_BIAS = 20.0
+MASSIVE_DIM = 3  # with ``massive=True``: a dimension whose values reach far past 700
+MASSIVE_GAMMA = 1000.0
 OUTLIER_FEATURE, DENSE_FEATURE, DEAD_FEATURE = 0, 1, 2
 WIDTH = 24  # SAE features
 THRESHOLD = 0.5
@@ -131,9 +133,11 @@ def save_sparsify(sae: PlantedSae, root: Path, *, layer: int = 0, k: int = 4) ->
     return folder
 
 
-def save_outlier_bert(folder: Path) -> Path:
+def save_outlier_bert(folder: Path, *, massive: bool = False) -> Path:
     """A 2-layer width-32 random BERT whose first layer's output LayerNorm has bias
-    ``OUTLIER_BIAS`` in ``OUTLIER_DIM``: state 1 carries a planted outlier dimension."""
+    ``OUTLIER_BIAS`` in ``OUTLIER_DIM``: state 1 carries a planted outlier dimension. With
+    ``massive``, its gain in ``MASSIVE_DIM`` is ``MASSIVE_GAMMA`` instead: |h[t, 3]| passes
+    Sun et al.'s threshold (> 100 and > 1000 x the median |h|) on some tokens and not others."""
     import torch
 
     from backend.engine.load.models import build_random_model, bundled_tokenizer
@@ -143,7 +147,11 @@ def save_outlier_bert(folder: Path) -> Path:
         "bert", {"layers": 2, "width": 32, "heads": 2, "seed": 0}, len(tokenizer)
     )
     with torch.no_grad():
-        model.encoder.layer[0].output.LayerNorm.bias[OUTLIER_DIM] = OUTLIER_BIAS
+        norm = model.encoder.layer[0].output.LayerNorm
+        if massive:
+            norm.weight[MASSIVE_DIM] = MASSIVE_GAMMA
+        else:
+            norm.bias[OUTLIER_DIM] = OUTLIER_BIAS
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)

@@ -17,6 +17,7 @@ from tests.extraction_checks import TEXTS, direct
 from tests.sae_files import (
     DEAD_FEATURE,
     DENSE_FEATURE,
+    MASSIVE_DIM,
     OUTLIER_DIM,
     OUTLIER_FEATURE,
     planted_sae,
@@ -132,3 +133,33 @@ def test_to_dict_has_the_documented_keys(readings):
     assert {"dim", "features", "kept"} <= set(payload["dimensions"][0])
     assert {"feature", "loading"} <= set(payload["dimensions"][0]["features"][0])
     assert {"feature", "frequency"} <= set(payload["features"][0])
+
+
+def test_massive_tokens_form_their_own_kind(tmp_path_factory):
+    """A model whose dim 3 reaches past Sun et al.'s threshold on some tokens: those tokens
+    (first positions aside) are the massive kind, its FVU is the direct computation's, and dim 3
+    is listed as a massive dimension."""
+    from backend.engine.load.models import load_model
+
+    model = load_model(
+        str(save_outlier_bert(tmp_path_factory.mktemp("massive-bert"), massive=True)),
+        device="cpu",
+    )
+    vectors, _ = direct(model, CORPUS.texts)
+    x = vectors[1]
+    folder = save_gemma_scope(planted_sae(x.mean(axis=0)), tmp_path_factory.mktemp("g") / "s")
+    on = on_model(load_sae(str(folder)), model)
+    reading, result = run_sae(model, CORPUS, on, SaeSettings(max_length=32))
+    median = np.median(np.abs(x))
+    threshold = max(100.0, 1000.0 * median)
+    assert reading.massive_threshold == pytest.approx(threshold, rel=0.02)
+    expected = (np.abs(x).max(axis=1) > threshold) & (result.tokens.position != 0)
+    assert 0 < expected.sum() < len(x)
+    np.testing.assert_array_equal(reading.kind == "massive", expected)
+    _, x_hat = reconstruct(on.sae, torch.from_numpy(x).float())
+    err = ((x - x_hat.double().numpy()) ** 2).sum(axis=1)
+    spread = ((x - x.mean(axis=0)) ** 2).sum(axis=1)
+    fvu = err[expected].sum() / spread[expected].sum()
+    assert reading.fidelity["massive"]["fvu"] == pytest.approx(fvu, rel=1e-4)
+    dims = {d["dim"]: d for d in reading.dimensions}
+    assert "massive" in dims[MASSIVE_DIM]["kinds"]
