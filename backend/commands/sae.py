@@ -119,7 +119,7 @@ def run_sae_command(args: argparse.Namespace) -> int:
             },
             **reading.to_dict(),
             "top_tokens": {
-                str(f): reading.top_tokens[f] for f in sorted(shown) if f in reading.top_tokens
+                str(f): reading.top_tokens(f) for f in sorted(shown) if reading.frequency[f] > 0
             },
             "notes": [*result.notices, *reading.notes],
         },

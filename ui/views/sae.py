@@ -290,7 +290,7 @@ def feature_tab(reading: SaeReading, sae: SparseAutoencoder) -> None:
     )
     if facts["url"]:
         st.markdown(f"[Open feature {feature} on Neuronpedia]({facts['url']})")
-    tops = reading.top_tokens.get(feature, [])
+    tops = reading.top_tokens(feature)
     if tops:
         st.markdown("**Top-activating tokens**")
         st.dataframe(

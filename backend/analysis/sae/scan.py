@@ -20,7 +20,7 @@ docs/methods.md section 16):
 - **features**: each feature's firing frequency; dense ones (firing on more than
   ``dense_share`` of tokens; Sun et al. 2025, arXiv 2506.15679) with the cosine of their decoder
   row with the mean direction and the top principal components of the state; dead ones (never
-  fire on the corpus); each feature's top-activating tokens.
+  fire on the corpus); each feature's top-activating tokens (:meth:`SaeReading.top_tokens`).
 """
 
 from __future__ import annotations
@@ -39,7 +39,13 @@ from backend.analysis.sae.params import TOKEN_KINDS, SaeSettings
 from backend.engine.budget.progress import Progress
 from backend.engine.device import to_numpy
 from backend.engine.errors import InputError
-from backend.engine.extraction import BatchStates, ExtractionResult, ExtractionSettings, extract
+from backend.engine.extraction import (
+    BatchStates,
+    ExtractionResult,
+    ExtractionSettings,
+    TokenTable,
+    extract,
+)
 from backend.engine.params import MASSIVE_ABS_THRESHOLD, MASSIVE_MEDIAN_RATIO
 
 CHUNK_BYTES_CPU = 64 << 20  # float32 feature activations of one chunk of tokens
@@ -178,11 +184,23 @@ class SaeReading:
     mean_activation: np.ndarray  # (m,) mean activation where it fires (0 when dead)
     dense: list[dict[str, Any]]
     dead: np.ndarray  # feature ids that never fired
-    top_tokens: dict[int, list[dict[str, Any]]]  # feature -> top-activating tokens
+    top_values: np.ndarray  # (k, m) each feature's largest activations, descending
+    top_rows: np.ndarray  # (k, m) their rows in ``tokens``
+    tokens: TokenTable  # the extraction's token table (every token)
     kind: np.ndarray  # (n,) token kind per token (TOKEN_KINDS)
     relative_error: np.ndarray  # (n,) ||x - x_hat||^2 / ||x||^2
     l0: np.ndarray  # (n,)
     notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def top_tokens(self, feature: int) -> list[dict[str, Any]]:
+        """Feature ``feature``'s top-activating tokens (largest activation first, with a few
+        tokens of context); empty for a feature that never fired."""
+        values, rows = self.top_values[:, feature], self.top_rows[:, feature]
+        return [
+            {**_token(self.tokens, int(rows[j])), "activation": float(values[j])}
+            for j in range(len(values))
+            if values[j] > 0
+        ]
 
     @property
     def fired(self) -> np.ndarray:
@@ -281,7 +299,6 @@ def _finish(acc: SaeAccumulator, result: ExtractionResult) -> SaeReading:
     massive_dims = _massive_dims(cols["max_dim"][massive])
     dims = _dimensions(acc, result, massive_dims, frequency)
     dense = _dense(sae, result, state, mean, frequency, settings.dense_share)
-    top_tokens = _top_tokens(acc, tokens)
     return SaeReading(
         state=state,
         state_name=acc.on.state_name,
@@ -296,7 +313,9 @@ def _finish(acc: SaeAccumulator, result: ExtractionResult) -> SaeReading:
         mean_activation=mean_activation,
         dense=dense,
         dead=np.flatnonzero(fired == 0),
-        top_tokens=top_tokens,
+        top_values=to_numpy(acc.top_acts, dtype=None),
+        top_rows=to_numpy(acc.top_rows, dtype=None),
+        tokens=tokens,
         kind=kind.astype(str),
         relative_error=relative,
         l0=cols["l0"],
@@ -403,20 +422,6 @@ def _dense(sae, result, state, mean, frequency, dense_share) -> list[dict[str, A
         }
         for i, f in enumerate(ids)
     ]
-
-
-def _top_tokens(acc: SaeAccumulator, tokens) -> dict[int, list[dict[str, Any]]]:
-    """Per feature that fired, its top-activating tokens (largest activation first)."""
-    values = to_numpy(acc.top_acts, dtype=None)
-    rows = to_numpy(acc.top_rows, dtype=None)
-    out: dict[int, list[dict[str, Any]]] = {}
-    for f in np.flatnonzero(values.max(axis=0) > 0):
-        out[int(f)] = [
-            {**_token(tokens, int(rows[j, f])), "activation": float(values[j, f])}
-            for j in range(values.shape[0])
-            if values[j, f] > 0
-        ]
-    return out
 
 
 def run_sae(

@@ -119,10 +119,10 @@ def test_the_dimension_keeps_what_the_reconstruction_keeps(readings, outlier_mod
 
 def test_top_tokens_of_a_feature_are_its_largest_activations(readings):
     reading, _, _ = readings["saelens"]
-    tops = reading.top_tokens[OUTLIER_FEATURE]
+    tops = reading.top_tokens(OUTLIER_FEATURE)
     values = [t["activation"] for t in tops]
     assert values == sorted(values, reverse=True) and len(values) == SaeSettings().top_tokens
-    assert DEAD_FEATURE not in reading.top_tokens
+    assert reading.top_tokens(DEAD_FEATURE) == []
 
 
 def test_to_dict_has_the_documented_keys(readings):
