@@ -44,7 +44,7 @@ def add_parser(sub) -> None:
         formatter_class=_DefaultsHelp,
         description="Writes {model, corpus, state (the isoscope state the SAE reads: emb, 1..L), "
         "state_index, sae: {source, format, activation, k, width, d_in, hook, normalise, "
-        "input_scale, subtract_b_dec, model_name}, tokens, median_abs, massive_threshold, "
+        "input_scale, subtract_b_dec, model_name, neuronpedia_id}, tokens, median_abs, massive_threshold, "
         "fidelity: {first_position, massive, special, ordinary, all: {fvu, l0, tokens}}, "
         "worst_tokens: [{row, text, position, token, context, kind, relative_error, norm, l0}], "
         "dimensions: [{dim, kinds (outlier / massive), features: [{feature, loading, "
@@ -59,8 +59,9 @@ def add_parser(sub) -> None:
         "--sae",
         required=True,
         help="a local folder holding one SAE (Gemma Scope params.safetensors, SAELens cfg.json + "
-        "sae_weights.safetensors, sparsify cfg.json + sae.safetensors), or a Hub id plus the "
-        "SAE's path in the repo: org/name[@revision]/path/in/repo",
+        "sae_weights.safetensors, sparsify cfg.json + sae.safetensors), a Hub id plus the "
+        "SAE's path in the repo: org/name[@revision]/path/in/repo, or saelens:RELEASE:SAE_ID "
+        "(SAELens's release directory, where SAELens is installed)",
     )
     p.add_argument(
         "--state",

@@ -73,7 +73,7 @@ def feature_facts(source: str, feature: int, top: int = 8) -> dict:
         "offset": offset,
         "dims": order,
         "loadings": row[order],
-        "url": feature_url(source, feature),
+        "url": feature_url(source, feature, sae.neuronpedia_id or None),
     }
 
 

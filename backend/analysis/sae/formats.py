@@ -81,6 +81,7 @@ class SparseAutoencoder:
     state: int | None = None
     source: str = ""
     model_name: str = ""
+    neuronpedia_id: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property
@@ -119,6 +120,7 @@ class SparseAutoencoder:
             "input_scale": self.input_scale,
             "subtract_b_dec": self.subtract_b_dec,
             "model_name": self.model_name,
+            "neuronpedia_id": self.neuronpedia_id or None,
         }
 
 

@@ -2,7 +2,8 @@
 
 A source is a local folder (or a file in it) holding one SAE, or a Hub id plus the SAE's path in
 the repo: ``org/name[@revision]/path/in/repo`` (or ``org/name[@revision]:path/in/repo``), e.g.
-``google/gemma-scope-2-270m-pt/resid_post/layer_12_width_16k_l0_medium``. Hub files come through
+``google/gemma-scope-2-270m-pt/resid_post/layer_12_width_16k_l0_medium``, or SAELens's name for it
+(``saelens:RELEASE:SAE_ID``, :mod:`backend.analysis.sae.directory`). Hub files come through
 :func:`backend.engine.load.hub.fetch_files`, with the models' rules: ``HF_HUB_OFFLINE`` reads the
 cache only, gated repos say how to get access, downloads resume, and only the SAE's own
 safetensors and JSON files are fetched (never pickle).
@@ -11,23 +12,25 @@ safetensors and JSON files are fetched (never pickle).
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from backend.analysis.sae.directory import PREFIX, resolve_release
 from backend.analysis.sae.formats import (
     GEMMA_SCOPE_FILE,
     REFUSED_SUFFIXES,
     SparseAutoencoder,
     read_folder,
 )
+from backend.analysis.sae.neuronpedia import neuronpedia_id
 from backend.engine.budget.progress import Progress
 from backend.engine.errors import InputError, ModelLoadError
 from backend.engine.load.source import ModelSource, parse_source
 
 WEIGHT_FILES = (GEMMA_SCOPE_FILE, "sae_weights.safetensors", "sae.safetensors")
 SAE_SOURCES = (
-    "a local folder holding one SAE, or a Hub id plus the SAE's path in the repo: "
-    "org/name[@revision]/path/in/repo"
+    "a local folder holding one SAE, a Hub id plus the SAE's path in the repo "
+    "(org/name[@revision]/path/in/repo), or saelens:RELEASE:SAE_ID where SAELens is installed"
 )
 
 
@@ -40,6 +43,7 @@ class SaeSource:
     path: Path | None = None  # folder
     repo: ModelSource | None = None  # hub: the repo (and revision)
     inside: str = ""  # hub: the SAE's path in the repo
+    neuronpedia: str | None = None  # Neuronpedia's id, when SAELens's directory names it
 
 
 def parse_sae_source(text: str) -> SaeSource:
@@ -47,6 +51,15 @@ def parse_sae_source(text: str) -> SaeSource:
     text = (text or "").strip()
     if not text:
         raise InputError(f"no SAE given; give {SAE_SOURCES}")
+    if text.startswith(PREFIX):
+        release = resolve_release(text)
+        return SaeSource(
+            "hub",
+            f"{release.repo_id}/{release.path}",
+            repo=parse_source(release.repo_id),
+            inside=release.path.strip("/"),
+            neuronpedia=release.neuronpedia,
+        )
     path = Path(text).expanduser()
     if path.exists() or text.startswith((".", "/", "~")):
         return SaeSource("folder", text, path=path)
@@ -88,11 +101,12 @@ def load_sae(
         progress=progress,
         quota_bytes=quota_bytes,
     )
-    return read_folder(
+    sae = read_folder(
         snapshot / parsed.inside,
         path_hint=f"{parsed.repo.repo_id}/{parsed.inside}",
         source=parsed.text,
     )
+    return replace(sae, neuronpedia_id=parsed.neuronpedia or neuronpedia_id(parsed.text) or "")
 
 
 def sae_files(files: dict[str, int], source: SaeSource) -> list[str]:

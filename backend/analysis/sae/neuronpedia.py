@@ -42,7 +42,8 @@ def neuronpedia_id(source: str) -> str | None:
     return None
 
 
-def feature_url(source: str, feature: int) -> str | None:
-    """The Neuronpedia page of ``feature`` of the SAE ``source``, or None when not known."""
-    found = neuronpedia_id(source)
+def feature_url(source: str, feature: int, known: str | None = None) -> str | None:
+    """The Neuronpedia page of ``feature`` of the SAE ``source`` (``known``: its Neuronpedia id
+    when SAELens's directory gave it), or None when not known."""
+    found = known or neuronpedia_id(source)
     return f"{NEURONPEDIA}/{found}/{int(feature)}" if found else None

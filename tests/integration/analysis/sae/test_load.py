@@ -147,3 +147,27 @@ def test_sources_parse_to_one_canonical_text():
     assert parse_sae_source("org/r@v1:a/b").text == "org/r@v1/a/b"
     assert parse_sae_source("org/r/a/b/").text == "org/r/a/b"
     assert parse_sae_source("org/r@v1/a").repo.revision == "v1"
+
+
+def test_a_saelens_name_opens_through_the_hub_with_its_neuronpedia_id(
+    standin_hub, planted, tmp_path, monkeypatch
+):
+    from backend.analysis.sae import directory
+
+    folder = save_gemma_scope(planted, tmp_path / "g")
+    _publish(standin_hub, "org/scope", folder, "resid_post/layer_0_w")
+    package = tmp_path / "pkg" / "sae_lens"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "pretrained_saes.yaml").write_text(
+        "rel:\n  repo_id: org/scope\n  model: m\n  saes:\n  - id: l0\n"
+        "    path: resid_post/layer_0_w\n    neuronpedia: m/0-res\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path / "pkg"))
+    directory._directory_file.cache_clear()
+    try:
+        sae = load_sae("saelens:rel:l0")
+    finally:
+        directory._directory_file.cache_clear()
+    assert sae.source == "org/scope/resid_post/layer_0_w" and sae.state == 1
+    assert sae.neuronpedia_id == "m/0-res"
