@@ -49,9 +49,10 @@ TABS = ("Fidelity", "Dimensions", "Dense & dead", "Feature card")
 
 
 @cached
-def sae_weights(source: str) -> SparseAutoencoder:
-    """The SAE ``source`` names, on the CPU (downloaded once, with the models' rules)."""
-    return load_sae(source)
+def sae_weights(source: str, quota: int | None = None) -> SparseAutoencoder:
+    """The SAE ``source`` names, on the CPU (downloaded once, with the models' rules; ``quota``:
+    a shared server's download quota in bytes)."""
+    return load_sae(source, quota_bytes=quota)
 
 
 @cached
@@ -165,6 +166,8 @@ def controls(loaded: LoadedModel, corpus: Corpus) -> tuple[str, int, SaeSettings
         parsed = sae_source(source)
         if parsed.kind == "folder" and access.shared():
             raise InputError("a shared server opens SAEs by Hub id only, not server folders")
+        if parsed.kind == "hub":  # a shared server's Hub allow-list holds for SAEs too
+            access.policy().check_model_source(parsed.repo.text)
         settings = SaeSettings(
             max_length=int(max_length),
             dense_share=float(dense_share),
@@ -180,7 +183,8 @@ def reading_or_stop(
     loaded: LoadedModel, corpus: Corpus, source: str, n_texts: int, settings: SaeSettings
 ) -> tuple[SaeReading, SparseAutoencoder]:
     try:
-        return sae_reading(loaded, corpus, source, n_texts, settings), sae_weights(source)
+        sae = sae_weights(source, access.policy().quota_bytes)  # downloaded here, once
+        return sae_reading(loaded, corpus, source, n_texts, settings), sae
     except IsoscopeError as exc:
         st.error(f"**Cannot run this SAE.** {exc}")
         st.stop()

@@ -23,6 +23,9 @@ through ``hf_hub_download`` (a temporary name, renamed when complete). A connect
 mid-file is resumed with a range request within the run, and a run after a cancel fetches only
 what is still missing. The commit sha is the snapshot folder's name, which the model card records.
 
+:func:`fetch_files` fetches chosen files of a repo that is not a Transformers checkpoint (a
+released sparse autoencoder in a repo of many) under the same rules.
+
 ``HF_TOKEN`` (or ``hf auth login``) is honoured by huggingface_hub; ``HF_ENDPOINT`` is read at
 call time (the tests' stand-in Hub).
 """

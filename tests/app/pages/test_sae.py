@@ -82,3 +82,31 @@ def test_every_tab_renders_and_the_planted_feature_leads(files):
 def test_a_bad_sae_is_one_message(files, source, needle):
     at = _page(files["model"], sae_source=files.get(source, source))
     assert any(needle in e.value for e in at.error), [e.value for e in at.error]
+
+
+@pytest.fixture
+def shared(monkeypatch, tmp_path):
+    from ui.server import access
+
+    monkeypatch.setenv("ISOSCOPE_SHARED", "1")
+    monkeypatch.setenv("ISOSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("ISOSCOPE_PASSPHRASE", raising=False)
+    monkeypatch.delenv("ISOSCOPE_HUB_ALLOW", raising=False)
+    access.reset_policy()
+    yield
+    access.reset_policy()
+
+
+@pytest.mark.parametrize(
+    "source,needle",
+    [("folder", "Hub id only"), ("org/not-allowed/layer_3", "")],
+)
+def test_a_shared_server_opens_no_server_folder_and_no_unlisted_repo(shared, files, source, needle):
+    """A visitor may not read the server's folders through the SAE box, nor download from a repo
+    outside the operator's allow-list (the models' rule)."""
+    from backend.engine.serve.access import SOURCE_REFUSED
+
+    at = _page("random:bert:layers=2,width=32,heads=2,seed=5", sae_source=files["sae"]
+               if source == "folder" else source)  # fmt: skip
+    errors = [e.value for e in at.error]
+    assert any((needle or SOURCE_REFUSED) in e for e in errors), errors

@@ -1,6 +1,6 @@
-"""Loading: released-SAE formats read through the real loader (folders and the stand-in Hub) and the SAE
-analysis on a tiny BERT with a planted outlier dimension: planted features are found with the
-numbers planted, fidelity matches a direct computation, and bad SAEs are refused in one line."""
+"""Loading released SAEs through the real loader: each format by folder and by Hub id against the
+stand-in Hub (only the SAE's own files fetched), the Hub's rules (gated, offline, pickle), SAELens
+names, and bad SAEs refused in one line (width, pickle, site, state, malformed sources)."""
 
 from __future__ import annotations
 
