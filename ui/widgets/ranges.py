@@ -57,12 +57,13 @@ class HubSaeSource:
 
     def parse(self, text: str) -> Any:
         from backend.analysis.sae.load import parse_sae_source
+        from backend.engine.errors import IsoscopeError
 
         if len(text) > 300:
             raise ValueError(text)
         try:
             parsed = parse_sae_source(text)
-        except Exception as exc:  # an IsoscopeError: the link's value is simply invalid
+        except IsoscopeError as exc:  # the link's value is simply invalid
             raise ValueError(text) from exc
         if parsed.kind != "hub":
             raise ValueError(text)
