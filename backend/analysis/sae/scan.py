@@ -129,7 +129,18 @@ class SaeAccumulator:
         hist = log_histogram(magnitude.reshape(-1))
         kind_sum = torch.zeros_like(self.kind_sum).index_add_(0, kinds_t, x_all.double())
         candidate = (max_abs > float(MASSIVE_ABS_THRESHOLD)) & (kinds_t != 0)
-        found = candidate.nonzero().flatten()
+        found = to_numpy(candidate.nonzero().flatten(), dtype=None)
+        found = found[: max(0, MAX_CANDIDATES - self.n_candidates)]
+        arrays = {
+            "rows": batch.rows.astype(np.int64),
+            "kind3": kind3,
+            "err2": to_numpy(torch.cat(per_token["err2"]), dtype=None),
+            "norm2": to_numpy(torch.cat(per_token["norm2"]), dtype=None),
+            "l0": to_numpy(torch.cat(per_token["l0"]), dtype=None),
+            "max_abs": to_numpy(max_abs),
+            "max_dim": to_numpy(max_dim, dtype=None),
+        }
+        vectors = to_numpy(x_all[torch.from_numpy(found).to(device)]) if len(found) else None
         # Everything computed: commit.
         self.fired += fired
         self.act_sum += act_sum
@@ -137,26 +148,9 @@ class SaeAccumulator:
         self.kind_sum += kind_sum
         self.top_acts, self.top_rows = top_acts, top_rows
         self.dim_abs, self.dim_x, self.dim_xhat, self.dim_rows = dim
-        self.tokens.append(
-            {
-                "rows": batch.rows.astype(np.int64),
-                "kind3": kind3,
-                "err2": to_numpy(torch.cat(per_token["err2"]), dtype=None),
-                "norm2": to_numpy(torch.cat(per_token["norm2"]), dtype=None),
-                "l0": to_numpy(torch.cat(per_token["l0"]), dtype=None),
-                "max_abs": to_numpy(max_abs),
-                "max_dim": to_numpy(max_dim, dtype=None),
-            }
-        )
-        if len(found) and self.n_candidates < MAX_CANDIDATES:
-            found = found[: MAX_CANDIDATES - self.n_candidates]
-            self.candidates.append(
-                (
-                    batch.rows[to_numpy(found, dtype=None)].astype(np.int64),
-                    kind3[to_numpy(found, dtype=None)],
-                    to_numpy(x_all[found]),
-                )
-            )
+        self.tokens.append(arrays)
+        if vectors is not None:
+            self.candidates.append((arrays["rows"][found], kind3[found], vectors))
             self.n_candidates += len(found)
 
     def finish(self, result: ExtractionResult) -> SaeReading:
