@@ -4,7 +4,7 @@ files read through the real loader) on its middle state, the bundled corpus's fi
 
 Both runs are the same extraction (every token, first position included); the SAE run adds the
 observer that encodes, decodes and reduces each batch on the model's device
-(:func:`backend.analysis.sae.scan.run_sae`). Prints JSON: per variant the median, min and max of
+(:func:`isoscope.analysis.sae.scan.run_sae`). Prints JSON: per variant the median, min and max of
 the runs, the SAE's overhead over the plain pass, tokens per second, the device and the load
 average before the runs. Usage: ``python benchmarks/sae.py [--runs 3] [--texts 64]
 [--max-length 128] [--width 16384] [--activation relu|topk] [--device auto]``.
@@ -23,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from backend.engine.environment import use_offline_environment  # noqa: E402
+from isoscope.engine.environment import use_offline_environment  # noqa: E402
 
 use_offline_environment()
 
@@ -71,12 +71,12 @@ def main() -> None:
 
     import torch
 
-    from backend.analysis.sae.load import load_sae, on_model
-    from backend.analysis.sae.params import SaeSettings
-    from backend.analysis.sae.scan import run_sae
-    from backend.engine.extraction import ExtractionSettings, extract
-    from backend.engine.inputs.corpus import Corpus, bundled_corpus
-    from backend.engine.load.models import load_model
+    from isoscope.analysis.sae.load import load_sae, on_model
+    from isoscope.analysis.sae.params import SaeSettings
+    from isoscope.analysis.sae.scan import run_sae
+    from isoscope.engine.extraction import ExtractionSettings, extract
+    from isoscope.engine.inputs.corpus import Corpus, bundled_corpus
+    from isoscope.engine.load.models import load_model
 
     loaded = load_model("smollm2", device=args.device)
     corpus = Corpus(bundled_corpus().texts[: args.texts], "bundled (first texts)")

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui.frame.page import model_and_corpus_or_stop
-from ui.views import sae as view
+from isoscope.ui.frame.page import model_and_corpus_or_stop
+from isoscope.ui.views import sae as view
 
 st.title("SAE features")
 loaded, corpus = model_and_corpus_or_stop()

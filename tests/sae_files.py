@@ -140,7 +140,7 @@ def save_outlier_bert(folder: Path, *, massive: bool = False) -> Path:
     Sun et al.'s threshold (> 100 and > 1000 x the median |h|) on some tokens and not others."""
     import torch
 
-    from backend.engine.load.models import build_random_model, bundled_tokenizer
+    from isoscope.engine.load.models import build_random_model, bundled_tokenizer
 
     tokenizer = bundled_tokenizer()
     model = build_random_model(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from backend.analysis.sae.params import (
+from isoscope.analysis.sae.params import (
     DENSE_SHARE,
     DIM_TOKENS,
     FEATURES_PER_DIM,
@@ -16,7 +16,7 @@ from backend.analysis.sae.params import (
     TOP_TOKENS,
     WORST_TOKENS,
 )
-from backend.commands.common import (
+from isoscope.commands.common import (
     DownloadPrinter,
     ProgressPrinter,
     add_model_args,
@@ -79,10 +79,10 @@ def add_parser(sub) -> None:
 
 
 def run_sae_command(args: argparse.Namespace) -> int:
-    from backend.analysis.sae.load import load_sae, on_model
-    from backend.analysis.sae.params import SaeSettings
-    from backend.analysis.sae.scan import run_sae
-    from backend.engine.inputs.corpus import load_corpus_file
+    from isoscope.analysis.sae.load import load_sae, on_model
+    from isoscope.analysis.sae.params import SaeSettings
+    from isoscope.analysis.sae.scan import run_sae
+    from isoscope.engine.inputs.corpus import load_corpus_file
 
     out = check_out_path(args.out)
     settings = SaeSettings.from_args(args)  # before any model loads

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
-from backend.analysis.sae.params import TOKEN_KINDS
+from isoscope.analysis.sae.params import TOKEN_KINDS
 
 KIND_LABELS = {
     "first_position": "first position",

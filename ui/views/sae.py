@@ -8,41 +8,41 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from backend.analysis.sae.encode import decoder_norms, feature_direction
-from backend.analysis.sae.formats import SparseAutoencoder
-from backend.analysis.sae.load import (
+from isoscope.analysis.sae.encode import decoder_norms, feature_direction
+from isoscope.analysis.sae.formats import SparseAutoencoder
+from isoscope.analysis.sae.load import (
     SAE_SOURCES,
     SaeSource,
     load_sae,
     on_model,
     parse_sae_source,
 )
-from backend.analysis.sae.neuronpedia import feature_url
-from backend.analysis.sae.params import (
+from isoscope.analysis.sae.neuronpedia import feature_url
+from isoscope.analysis.sae.params import (
     DENSE_PAPER,
     DENSE_SHARE,
     SAE_MAX_LENGTH,
     TOKEN_KINDS,
     SaeSettings,
 )
-from backend.analysis.sae.scan import SaeReading, run_sae
-from backend.engine.device import to_numpy
-from backend.engine.errors import InputError, IsoscopeError
-from backend.engine.inputs.corpus import Corpus
-from backend.engine.load.models import LoadedModel
-from backend.engine.naming import hidden_state_names
-from backend.plots.sae import (
+from isoscope.analysis.sae.scan import SaeReading, run_sae
+from isoscope.engine.device import to_numpy
+from isoscope.engine.errors import InputError, IsoscopeError
+from isoscope.engine.inputs.corpus import Corpus
+from isoscope.engine.load.models import LoadedModel
+from isoscope.engine.naming import hidden_state_names
+from isoscope.plots.sae import (
     KIND_LABELS,
     dense_figure,
     fidelity_figure,
     frequency_figure,
     loadings_figure,
 )
-from ui.frame.page import explainer
-from ui.frame.tabs import lazy_tabs
-from ui.server import access
-from ui.widgets.controls import choice_slider
-from ui.work.cached import cached, heavy
+from isoscope.ui.frame.page import explainer
+from isoscope.ui.frame.tabs import lazy_tabs
+from isoscope.ui.server import access
+from isoscope.ui.widgets.controls import choice_slider
+from isoscope.ui.work.cached import cached, heavy
 
 FROM_FILES = "from the SAE's files"
 TABS = ("Fidelity", "Dimensions", "Dense & dead", "Feature card")

@@ -15,7 +15,7 @@ import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
-from backend.engine.errors import InputError
+from isoscope.engine.errors import InputError
 
 PREFIX = "saelens:"
 DIRECTORY_FILE = "pretrained_saes.yaml"

@@ -2,7 +2,7 @@
 
 f = sigma(W_enc^T (n(x) - s b_dec) + b_enc) and x_hat = n^-1(W_dec^T f + b_dec), with n the
 input normalisation the SAE's config declares (none, a fixed factor, per-token norm sqrt(d) or
-per-token layer norm; :data:`backend.analysis.sae.formats.NORMALISATIONS`), s = 1 when the SAE
+per-token layer norm; :data:`isoscope.analysis.sae.formats.NORMALISATIONS`), s = 1 when the SAE
 subtracts ``b_dec`` from its input, and sigma ReLU (Bricken et al. 2023), TopK (Gao et al.
 2024, arXiv 2406.04093: ReLU of the k largest pre-activations) or JumpReLU (Rajamanoharan et al.
 2024, arXiv 2407.14435: z * [z > theta_f]).
@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from backend.analysis.sae.formats import SparseAutoencoder
-from backend.engine.device import to_numpy
+from isoscope.analysis.sae.formats import SparseAutoencoder
+from isoscope.engine.device import to_numpy
 
 LAYER_NORM_EPS = 1e-5  # SAELens's layer_norm input normalisation
 

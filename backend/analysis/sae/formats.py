@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from backend.engine.errors import ModelLoadError
+from isoscope.engine.errors import ModelLoadError
 
 GEMMA_SCOPE_FILE = "params.safetensors"
 SAELENS_FILES = ("cfg.json", "sae_weights.safetensors")

@@ -3,8 +3,8 @@
 A source is a local folder (or a file in it) holding one SAE, or a Hub id plus the SAE's path in
 the repo: ``org/name[@revision]/path/in/repo`` (or ``org/name[@revision]:path/in/repo``), e.g.
 ``google/gemma-scope-2-270m-pt/resid_post/layer_12_width_16k_l0_medium``, or SAELens's name for it
-(``saelens:RELEASE:SAE_ID``, :mod:`backend.analysis.sae.directory`). Hub files come through
-:func:`backend.engine.load.hub.fetch_files`, with the models' rules: ``HF_HUB_OFFLINE`` reads the
+(``saelens:RELEASE:SAE_ID``, :mod:`isoscope.analysis.sae.directory`). Hub files come through
+:func:`isoscope.engine.load.hub.fetch_files`, with the models' rules: ``HF_HUB_OFFLINE`` reads the
 cache only, gated repos say how to get access, downloads resume, and only the SAE's own
 safetensors and JSON files are fetched (never pickle).
 """
@@ -15,17 +15,17 @@ import fnmatch
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from backend.analysis.sae.directory import PREFIX, resolve_release
-from backend.analysis.sae.formats import (
+from isoscope.analysis.sae.directory import PREFIX, resolve_release
+from isoscope.analysis.sae.formats import (
     GEMMA_SCOPE_FILE,
     REFUSED_SUFFIXES,
     SparseAutoencoder,
     read_folder,
 )
-from backend.analysis.sae.neuronpedia import neuronpedia_id
-from backend.engine.budget.progress import Progress
-from backend.engine.errors import InputError, ModelLoadError
-from backend.engine.load.source import ModelSource, parse_source
+from isoscope.analysis.sae.neuronpedia import neuronpedia_id
+from isoscope.engine.budget.progress import Progress
+from isoscope.engine.errors import InputError, ModelLoadError
+from isoscope.engine.load.source import ModelSource, parse_source
 
 WEIGHT_FILES = (GEMMA_SCOPE_FILE, "sae_weights.safetensors", "sae.safetensors")
 SAE_SOURCES = (
@@ -92,7 +92,7 @@ def load_sae(
         if not parsed.path.exists():
             raise InputError(f"no SAE at {parsed.text!r}: the folder does not exist")
         return read_folder(parsed.path, source=parsed.text)
-    from backend.engine.load import hub
+    from isoscope.engine.load import hub
 
     snapshot = hub.fetch_files(
         parsed.repo,
@@ -157,7 +157,7 @@ def on_model(sae: SparseAutoencoder, loaded, state: int | None = None) -> SaeOnM
     """``sae`` checked against the loaded model: its width must be the model's hidden size and
     its state (``state`` when given, else what its files say) one of the model's; the SAE is
     moved to the model's device. :class:`InputError` in one line otherwise."""
-    from backend.engine.naming import hidden_state_names
+    from isoscope.engine.naming import hidden_state_names
 
     width = loaded.info.hidden_size
     if sae.d_in != width:

@@ -1,4 +1,4 @@
-"""The SAE analysis's parameters, declared once (:class:`backend.engine.params.Interval`) and
+"""The SAE analysis's parameters, declared once (:class:`isoscope.engine.params.Interval`) and
 gathered in :class:`SaeSettings`: read by ``isoscope sae``'s options, the SAE page's widgets and
 the links that carry them. A module without torch, so that the CLI's option defaults load
 nothing heavy."""
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from backend.engine.errors import InputError
-from backend.engine.params import MAX_LENGTH, PAGE_LENGTHS, Interval
+from isoscope.engine.errors import InputError
+from isoscope.engine.params import MAX_LENGTH, PAGE_LENGTHS, Interval
 
 SAE_PAPERS = (
     "Bricken et al. 2023, Towards Monosemanticity (transformer-circuits.pub); Gao et al. 2024, "

@@ -1,7 +1,7 @@
 """One model, one SAE, one corpus: the SAE's encoder on the states the extraction streams.
 
 :func:`run_sae` runs the extraction (first position and special tokens included) with a
-:class:`SaeAccumulator` observing each batch (:class:`backend.engine.extraction.BatchStates`):
+:class:`SaeAccumulator` observing each batch (:class:`isoscope.engine.extraction.BatchStates`):
 the SAE's state is encoded and decoded on the model's device, in chunks of tokens, and only
 reductions leave it. No second forward pass: the outlier dimensions, the mean direction and the
 principal components come from the same extraction. What comes back (:class:`SaeReading`,
@@ -31,22 +31,22 @@ from typing import Any
 import numpy as np
 import torch
 
-from backend.analysis.activations.loghist import N_BINS, log_histogram, median_from_histogram
-from backend.analysis.geometry.outliers import outlier_dims
-from backend.analysis.sae.encode import decoder_norms, loadings, reconstruct
-from backend.analysis.sae.load import SaeOnModel
-from backend.analysis.sae.params import TOKEN_KINDS, SaeSettings
-from backend.engine.budget.progress import Progress
-from backend.engine.device import to_numpy
-from backend.engine.errors import InputError
-from backend.engine.extraction import (
+from isoscope.analysis.massive.loghist import N_BINS, log_histogram, median_from_histogram
+from isoscope.analysis.outliers import outlier_dims
+from isoscope.analysis.sae.encode import decoder_norms, loadings, reconstruct
+from isoscope.analysis.sae.load import SaeOnModel
+from isoscope.analysis.sae.params import TOKEN_KINDS, SaeSettings
+from isoscope.engine.budget.progress import Progress
+from isoscope.engine.device import to_numpy
+from isoscope.engine.errors import InputError
+from isoscope.engine.extraction import (
     BatchStates,
     ExtractionResult,
     ExtractionSettings,
     TokenTable,
     extract,
 )
-from backend.engine.params import MASSIVE_ABS_THRESHOLD, MASSIVE_MEDIAN_RATIO
+from isoscope.engine.params import MASSIVE_ABS_THRESHOLD, MASSIVE_MEDIAN_RATIO
 
 CHUNK_BYTES_CPU = 64 << 20  # float32 feature activations of one chunk of tokens
 CHUNK_BYTES = 256 << 20
@@ -66,7 +66,7 @@ def _merge_top(
 
 
 class SaeAccumulator:
-    """Observes an extraction's batches (``observe=`` of :func:`backend.engine.extraction.extract`)
+    """Observes an extraction's batches (``observe=`` of :func:`isoscope.engine.extraction.extract`)
     and keeps what :class:`SaeReading` needs; every table on the SAE's device until the end."""
 
     def __init__(self, on: SaeOnModel, settings: SaeSettings) -> None:

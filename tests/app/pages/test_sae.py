@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from backend.engine.extraction import ExtractionSettings
+from isoscope.engine.extraction import ExtractionSettings
+from isoscope.ui.frame.selection import Selection
 from tests.app.charts import charts
 from tests.sae_files import (
     OUTLIER_DIM,
@@ -19,7 +20,6 @@ from tests.sae_files import (
     save_gemma_scope,
     save_outlier_bert,
 )
-from ui.frame.selection import Selection
 
 APP = str(Path(__file__).resolve().parents[3] / "app.py")
 TIMEOUT = 600
@@ -86,7 +86,7 @@ def test_a_bad_sae_is_one_message(files, source, needle):
 
 @pytest.fixture
 def shared(monkeypatch, tmp_path):
-    from ui.server import access
+    from isoscope.ui.server import access
 
     monkeypatch.setenv("ISOSCOPE_SHARED", "1")
     monkeypatch.setenv("ISOSCOPE_CACHE_DIR", str(tmp_path / "cache"))
@@ -104,7 +104,7 @@ def shared(monkeypatch, tmp_path):
 def test_a_shared_server_opens_no_server_folder_and_no_unlisted_repo(shared, files, source, needle):
     """A visitor may not read the server's folders through the SAE box, nor download from a repo
     outside the operator's allow-list (the models' rule)."""
-    from backend.engine.serve.access import SOURCE_REFUSED
+    from isoscope.engine.serve.access import SOURCE_REFUSED
 
     at = _page("random:bert:layers=2,width=32,heads=2,seed=5", sae_source=files["sae"]
                if source == "folder" else source)  # fmt: skip

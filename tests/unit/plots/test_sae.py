@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from backend.plots.sae import dense_figure, fidelity_figure, frequency_figure, loadings_figure
+from isoscope.plots.sae import dense_figure, fidelity_figure, frequency_figure, loadings_figure
 
 FIDELITY = {
     "first_position": {"fvu": 3.0, "l0": 4.0, "tokens": 5},

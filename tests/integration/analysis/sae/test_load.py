@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from backend.analysis.sae.load import load_sae, on_model, parse_sae_source
-from backend.engine.errors import InputError, ModelLoadError
-from backend.engine.inputs.corpus import Corpus
+from isoscope.analysis.sae.load import load_sae, on_model, parse_sae_source
+from isoscope.engine.errors import InputError, ModelLoadError
+from isoscope.engine.inputs.corpus import Corpus
 from tests.extraction_checks import TEXTS, direct
 from tests.sae_files import (
     planted_sae,
@@ -30,7 +30,7 @@ SAVERS = {
 
 @pytest.fixture(scope="module")
 def outlier_model(tmp_path_factory):
-    from backend.engine.load.models import load_model
+    from isoscope.engine.load.models import load_model
 
     folder = save_outlier_bert(tmp_path_factory.mktemp("outlier-bert"))
     return load_model(str(folder), device="cpu")
@@ -152,7 +152,7 @@ def test_sources_parse_to_one_canonical_text():
 def test_a_saelens_name_opens_through_the_hub_with_its_neuronpedia_id(
     standin_hub, planted, tmp_path, monkeypatch
 ):
-    from backend.analysis.sae import directory
+    from isoscope.analysis.sae import directory
 
     folder = save_gemma_scope(planted, tmp_path / "g")
     _publish(standin_hub, "org/scope", folder, "resid_post/layer_0_w")

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from backend.analysis.sae.encode import reconstruct
-from backend.analysis.sae.load import load_sae, on_model
-from backend.analysis.sae.params import TOKEN_KINDS, SaeSettings
-from backend.analysis.sae.scan import run_sae
-from backend.engine.inputs.corpus import Corpus
+from isoscope.analysis.sae.encode import reconstruct
+from isoscope.analysis.sae.load import load_sae, on_model
+from isoscope.analysis.sae.params import TOKEN_KINDS, SaeSettings
+from isoscope.analysis.sae.scan import run_sae
+from isoscope.engine.inputs.corpus import Corpus
 from tests.extraction_checks import TEXTS, direct
 from tests.sae_files import (
     DEAD_FEATURE,
@@ -37,7 +37,7 @@ SAVERS = {
 
 @pytest.fixture(scope="module")
 def outlier_model(tmp_path_factory):
-    from backend.engine.load.models import load_model
+    from isoscope.engine.load.models import load_model
 
     folder = save_outlier_bert(tmp_path_factory.mktemp("outlier-bert"))
     return load_model(str(folder), device="cpu")
@@ -139,7 +139,7 @@ def test_massive_tokens_form_their_own_kind(tmp_path_factory):
     """A model whose dim 3 reaches past Sun et al.'s threshold on some tokens: those tokens
     (first positions aside) are the massive kind, its FVU is the direct computation's, and dim 3
     is listed as a massive dimension."""
-    from backend.engine.load.models import load_model
+    from isoscope.engine.load.models import load_model
 
     model = load_model(
         str(save_outlier_bert(tmp_path_factory.mktemp("massive-bert"), massive=True)),

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from backend.analysis.sae import directory
-from backend.analysis.sae.load import parse_sae_source
-from backend.engine.errors import InputError
+from isoscope.analysis.sae import directory
+from isoscope.analysis.sae.load import parse_sae_source
+from isoscope.engine.errors import InputError
 
 YAML = """
 gemma-scope-2-270m-pt-res:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from backend.analysis.sae.encode import (
+from isoscope.analysis.sae.encode import (
     activate,
     denormalise,
     encode,
@@ -16,10 +16,10 @@ from backend.analysis.sae.encode import (
     pre_activations,
     reconstruct,
 )
-from backend.analysis.sae.encode import normalise as normalise_fn
-from backend.analysis.sae.formats import SparseAutoencoder
-from backend.analysis.sae.params import SaeSettings
-from backend.engine.errors import InputError
+from isoscope.analysis.sae.encode import normalise as normalise_fn
+from isoscope.analysis.sae.formats import SparseAutoencoder
+from isoscope.analysis.sae.params import SaeSettings
+from isoscope.engine.errors import InputError
 
 D, M = 6, 10
 

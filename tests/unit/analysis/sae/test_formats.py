@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from backend.analysis.sae.formats import hook_state
-from backend.engine.errors import ModelLoadError
+from isoscope.analysis.sae.formats import hook_state
+from isoscope.engine.errors import ModelLoadError
 
 
 @pytest.mark.parametrize(

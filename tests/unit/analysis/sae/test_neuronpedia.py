@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from backend.analysis.sae.neuronpedia import feature_url
+from isoscope.analysis.sae.neuronpedia import feature_url
 
 
 @pytest.mark.parametrize(
