@@ -104,6 +104,14 @@ ANALYSES: tuple[Analysis, ...] = (
         "SmoothQuant, arXiv 2211.10438; Ashkboos et al. 2024, QuaRot, arXiv 2404.00456; "
         "Bondarenko et al. 2023, arXiv 2306.12929",
     ),
+    Analysis(
+        "sae",
+        "SAE features",
+        ":material/category:",
+        commands=("sae",),
+        sources="Bricken et al. 2023, Towards Monosemanticity; Gao et al. 2024, arXiv 2406.04093; "
+        "Rajamanoharan et al. 2024, arXiv 2407.14435; Lieberum et al. 2024, arXiv 2408.05147",
+    ),
     Analysis("compare", "Compare", ":material/difference:", commands=("compare", "trajectory")),
     Analysis("tour", "Guided tour", ":material/school:"),
 )

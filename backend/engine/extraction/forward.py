@@ -23,11 +23,37 @@ from isoscope.engine.extraction.partial import PartialExtraction, finish, token_
 from isoscope.engine.extraction.sample import SampleCandidates, sample_limit, token_priority
 from isoscope.engine.extraction.stats import EagerStates, RunningStats, WorkBuffers
 from isoscope.engine.extraction.tokenization import TokenizedCorpus
-from isoscope.engine.extraction.types import ExtractionResult, ExtractionSettings
+from isoscope.engine.extraction.types import ExtractionResult, ExtractionSettings, TokenTable
 from isoscope.engine.inputs.corpus import Corpus
 from isoscope.engine.load.models import LoadedModel, weight_bytes
 
 Notice = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class BatchStates:
+    """What an observer of an extraction (:func:`extract_partial`'s ``observe``) sees of one
+    batch, once its statistics are reduced: the S hidden states of the padded batch as the
+    forward pass left them (each (B, T, d), on the model's device, in its dtype), ``flat`` the
+    analysed tokens' rows in the flattened (B * T) batch, ``rows`` the same tokens' rows in the
+    part's token table (text order, then position), and ``tokens`` their :class:`TokenTable`
+    rows. An observer reads the states and keeps reductions; an out-of-memory error it raises
+    makes the extraction halve the batch and run it again, so it must keep nothing of a batch
+    until its own work on it is done."""
+
+    hidden_states: tuple[torch.Tensor, ...]
+    flat: np.ndarray
+    rows: np.ndarray
+    tokens: TokenTable
+
+    def state(self, index: int) -> torch.Tensor:
+        """(n, d): hidden state ``index`` at the analysed tokens, on its device and dtype."""
+        h = self.hidden_states[index]
+        flat = torch.from_numpy(self.flat).to(h.device)
+        return h.reshape(-1, h.shape[-1]).index_select(0, flat)
+
+
+Observer = Callable[[BatchStates], None]
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
@@ -148,9 +174,13 @@ def extract_partial(
     text_ids: np.ndarray | list[int] | None = None,
     progress: Progress | None = None,
     on_notice: Notice | None = None,
+    observe: Observer | None = None,
 ) -> PartialExtraction:
     """Statistics, sample candidates and token rows of ``items`` (package doc: Partial API):
-    texts, or images or clips (:class:`isoscope.engine.inputs.media.MediaItem`)."""
+    texts, or images or clips (:class:`isoscope.engine.inputs.media.MediaItem`). ``observe``
+    is called with each batch's :class:`BatchStates` after its reduction: an analysis that
+    needs every token's vector at some state (a sparse autoencoder's encoder) reads them
+    there, in the same forward pass."""
     settings = settings or ExtractionSettings()
     started = time.perf_counter()
     items = list(items)
@@ -169,7 +199,7 @@ def extract_partial(
     sample, slot = SampleCandidates.planned(
         limit, num_states, d, token_priority(settings.seed, tok_text, tok_pos), tok_text, tok_pos
     )
-    plan = _BatchPlan(tokenized, offset, tok_pos, slot, WorkBuffers())
+    plan = _BatchPlan(tokenized, offset, tok_pos, slot, WorkBuffers(), tokens)
     stats = RunningStats(num_states, d, loaded.device)
     if loaded.device.type == "cpu":
         for_extraction(weight_bytes(loaded.model))  # reuse freed memory, or give it back
@@ -195,7 +225,7 @@ def extract_partial(
                     # No reference to the batch's hidden states outlives this line: after an
                     # out-of-memory error the retry starts with them released.
                     b_stats = _reduce_batch(
-                        plan, _forward_batch(loaded, plan, rows, pad_id, sample), sample
+                        plan, _forward_batch(loaded, plan, rows, pad_id, sample), sample, observe
                     )
                 except Exception as exc:
                     cap, budget = _halved_after(exc, loaded, count, width, notices, on_notice)
@@ -285,6 +315,7 @@ class _BatchPlan:
     position: np.ndarray
     slot: np.ndarray
     buffers: WorkBuffers
+    tokens: TokenTable | None = None  # the part's token table (what an observer is shown)
 
 
 @dataclass
@@ -295,6 +326,7 @@ class _Batch:
     flat: np.ndarray  # analysed tokens' rows in the flattened (B * T) batch, (text, position) order
     pick: np.ndarray  # which of those are sampled
     slots: np.ndarray  # and their sample slots
+    rows: np.ndarray | None = None  # the analysed tokens' rows in the part's token table
 
 
 def _forward_batch(
@@ -321,7 +353,7 @@ def _forward_batch(
             f"{hidden_states[0].shape[-1]}, expected {sample.num_states} of width "
             f"{sample.hidden_size}"
         )
-    return _Batch(hidden_states, flat, pick, plan.slot[tok][pick])
+    return _Batch(hidden_states, flat, pick, plan.slot[tok][pick], tok)
 
 
 # Activations (tokens x states x width) from which an extraction on the CPU compiles the moments
@@ -348,8 +380,11 @@ def _by_state(hidden_states: Sequence[torch.Tensor]) -> bool:
     )
 
 
-def _reduce_batch(plan: _BatchPlan, batch: _Batch, sample: SampleCandidates) -> RunningStats:
-    """Reduce one batch's hidden states where they live; returns the batch's statistics.
+def _reduce_batch(
+    plan: _BatchPlan, batch: _Batch, sample: SampleCandidates, observe: Observer | None = None
+) -> RunningStats:
+    """Reduce one batch's hidden states where they live, then show them to ``observe``; returns
+    the batch's statistics.
 
     On the CPU, state by state (:func:`_reduce_by_state`), with the compiled kernel where it is
     warm. Otherwise consecutive states on one device are gathered (analysed tokens only) into
@@ -357,6 +392,15 @@ def _reduce_batch(plan: _BatchPlan, batch: _Batch, sample: SampleCandidates) -> 
     to their planned slots (a redone batch writes the same slots again), so an out-of-memory
     error loses nothing: the caller merges the statistics only when the reduction succeeded.
     """
+    stats = _reduce_states(plan, batch, sample)
+    if observe is not None and len(batch.flat) and plan.tokens is not None:
+        rows = batch.rows if batch.rows is not None else np.arange(len(batch.flat))
+        observe(BatchStates(batch.hidden_states, batch.flat, rows, plan.tokens.take(rows)))
+    return stats
+
+
+def _reduce_states(plan: _BatchPlan, batch: _Batch, sample: SampleCandidates) -> RunningStats:
+    """:func:`_reduce_batch`'s reduction."""
     num_states, d = sample.num_states, sample.hidden_size
     hidden_states, n = batch.hidden_states, len(batch.flat)
     if n and _by_state(hidden_states):
@@ -437,11 +481,15 @@ def extract(
     settings: ExtractionSettings | None = None,
     progress: Progress | None = None,
     on_notice: Notice | None = None,
+    observe: Observer | None = None,
 ) -> ExtractionResult:
-    """Hidden-state statistics and a token sample of ``loaded`` on ``corpus`` (see the package doc)."""
+    """Hidden-state statistics and a token sample of ``loaded`` on ``corpus`` (see the package
+    doc); ``observe``: see :func:`extract_partial`."""
     settings = settings or ExtractionSettings()
     started = time.perf_counter()
     items = corpus.texts if corpus.kind == "text" else corpus.items
-    partial = extract_partial(loaded, items, settings, progress=progress, on_notice=on_notice)
+    partial = extract_partial(
+        loaded, items, settings, progress=progress, on_notice=on_notice, observe=observe
+    )
     partial.notices[:0] = list(loaded.layout.notes)
     return finish(partial, corpus, seconds=time.perf_counter() - started)

@@ -23,6 +23,9 @@ through ``hf_hub_download`` (a temporary name, renamed when complete). A connect
 mid-file is resumed with a range request within the run, and a run after a cancel fetches only
 what is still missing. The commit sha is the snapshot folder's name, which the model card records.
 
+:func:`fetch_files` fetches chosen files of a repo that is not a Transformers checkpoint (a
+released sparse autoencoder in a repo of many) under the same rules.
+
 ``HF_TOKEN`` (or ``hf auth login``) is honoured by huggingface_hub; ``HF_ENDPOINT`` is read at
 call time (the tests' stand-in Hub).
 """
@@ -126,10 +129,13 @@ def _repo_folder(repo_id: str) -> Path:
     return hub_cache_dir() / ("models--" + repo_id.replace("/", "--"))
 
 
-def cached_snapshot(source: ModelSource) -> Path | None:
+def cached_snapshot(
+    source: ModelSource, complete: Callable[[Path], bool] | None = None
+) -> Path | None:
     """The complete snapshot of ``source`` (a Hub id) in the local cache, or None. A snapshot
     holding only some files (an interrupted download) does not count, nor a revision or a ref
-    file that would lead outside the repo's cache folder (:func:`inside_cache`)."""
+    file that would lead outside the repo's cache folder (:func:`inside_cache`); ``complete`` says
+    what complete means (default: a model's, :func:`snapshot_complete`)."""
     folder = _repo_folder(source.repo_id)
     revision = check_revision(source.revision or "main", source.repo_id)
     ref = inside_cache(folder / "refs" / revision, folder)
@@ -142,7 +148,7 @@ def cached_snapshot(source: ModelSource) -> Path | None:
         if not COMMIT_SHA.fullmatch(sha):
             return None  # a damaged or planted ref names no commit: not a cached snapshot
     snapshot = inside_cache(folder / "snapshots" / sha, folder)
-    return snapshot if snapshot_complete(snapshot) else None
+    return snapshot if (complete or snapshot_complete)(snapshot) else None
 
 
 def inside_cache(path: Path, folder: Path) -> Path:
@@ -326,6 +332,49 @@ def fetch(
             f"the download of {source.text!r} is incomplete (the weight index names files the "
             "repo does not list); check the repo's files on the Hub"
         )
+    _record_ref(source, sha)
+    return snapshot
+
+
+def fetch_files(
+    source: ModelSource,
+    choose: Callable[[dict[str, int]], list[str]],
+    complete: Callable[[Path], bool],
+    *,
+    progress: Progress | None = None,
+    quota_bytes: int | None = None,
+) -> Path:
+    """The snapshot folder of the Hub id ``source`` holding the files ``choose`` picks from the
+    repo's list (name -> size; names may lie in sub-folders), under :func:`fetch`'s rules:
+    ``HF_HUB_OFFLINE`` reads the cache only, a pinned commit already cached needs no network, an
+    unreachable Hub falls back to the cache, a gated or unknown repo, an unknown revision and a
+    full disk (or quota) each give one :class:`ModelLoadError`, and weight files resume from
+    their part. ``complete`` says whether a cached snapshot already holds what is needed. For
+    files that are not a Transformers checkpoint: a released sparse autoencoder inside a repo
+    of many (:mod:`isoscope.analysis.sae.load`); ``choose`` refuses what must not be fetched."""
+    cached = cached_snapshot(source, complete)
+    if offline():
+        if cached is not None:
+            return cached
+        raise ModelLoadError(
+            f"{source.text!r} is not in the local Hugging Face cache and HF_HUB_OFFLINE=1 "
+            "forbids downloads: unset HF_HUB_OFFLINE to download it, or pass a local folder"
+        )
+    if cached is not None and cached.name == source.revision:
+        return cached
+    info = _repo_info(source, cached)
+    if isinstance(info, Path):
+        return info
+    sha, files = info
+    names = choose(files)
+    snapshot = _repo_folder(source.repo_id) / "snapshots" / sha
+    missing = [n for n in names if not (snapshot / n).is_file()]
+    download = _Downloader(source, sha, files, progress)
+    needed = sum(files.get(n, 0) for n in missing)
+    _check_space(needed, source, quota_bytes)
+    download.total = needed
+    for name in sorted(missing, key=_is_weights):  # the small files first
+        download.file(name)
     _record_ref(source, sha)
     return snapshot
 

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from isoscope.ui.sharing import links
 from isoscope.ui.widgets import ranges
 
@@ -35,3 +37,21 @@ def test_the_backend_declarations_are_the_widgets_and_travel_in_links():
     assert out["out_thr_z"] is outliers.ZSCORE_K
     assert out["out_thr_q"] is outliers.QUANTILE
     assert out["out_thr_var"] is outliers.VARIANCE_FACTOR
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("google/gemma-scope-2-270m-pt/resid_post/layer_12_width_16k_l0_medium",
+         "google/gemma-scope-2-270m-pt/resid_post/layer_12_width_16k_l0_medium"),
+        ("org/saes@v1:layers.3", "org/saes@v1/layers.3"),
+    ],
+)  # fmt: skip
+def test_a_link_carries_hub_sae_sources_in_their_canonical_form(text, expected):
+    assert ranges.LINK_CONTROLS["sae"]["sae_source"].parse(text) == expected
+
+
+@pytest.mark.parametrize("text", ["/etc", "./local/sae", "org", "org/name", "x" * 400, ""])
+def test_a_link_never_carries_a_server_folder_or_a_malformed_sae(text):
+    with pytest.raises(ValueError):
+        ranges.LINK_CONTROLS["sae"]["sae_source"].parse(text)

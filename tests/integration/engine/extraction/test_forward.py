@@ -215,3 +215,38 @@ def test_plan_batches_are_the_batches_extraction_runs(
     assert [b.tolist() for b in planned] == seen
     assert len(seen) > 1 and all(len(b) <= batch_size for b in seen)
     assert all(len(b) == 1 or len(b) * lengths[b].max() <= budget for b in planned)
+
+
+class _Recorder:
+    """An observer that keeps each batch's rows and one state's vectors, and runs out of memory
+    on its first ``fail`` calls (as an SAE's encoder may)."""
+
+    def __init__(self, state: int, fail: int = 0) -> None:
+        self.state, self.fail = state, fail
+        self.rows: list[np.ndarray] = []
+        self.vectors: list[np.ndarray] = []
+        self.positions: list[np.ndarray] = []
+
+    def __call__(self, batch) -> None:
+        if self.fail:
+            self.fail -= 1
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        self.rows.append(batch.rows)
+        self.vectors.append(batch.state(self.state).double().numpy())
+        self.positions.append(batch.tokens.position)
+
+
+@pytest.mark.parametrize("fail", [0, 1])
+def test_an_observer_sees_every_token_once_at_its_state(tiny, corpus, fail):
+    """The extraction shows each batch's states to ``observe`` (after its reduction): every
+    analysed token once, in its token-table row, with the vector a direct run gives; an
+    observer's out-of-memory error halves the batch like the model's own, losing nothing."""
+    seen = _Recorder(state=1, fail=fail)
+    result = extract(tiny, corpus, ExtractionSettings(batch_size=4), observe=seen)
+    rows = np.concatenate(seen.rows)
+    assert sorted(rows.tolist()) == list(range(result.num_tokens))
+    order = np.argsort(rows)
+    vectors, _ = _direct(tiny, corpus.texts)
+    np.testing.assert_allclose(np.concatenate(seen.vectors)[order], vectors[1], atol=1e-4)
+    np.testing.assert_array_equal(np.concatenate(seen.positions)[order], result.tokens.position)
+    assert sum("out of memory" in n for n in result.notices) == fail
