@@ -29,7 +29,7 @@ Size limit (default 5 GiB; ``ResultCache(limit=)``, the CLI's ``--cache-limit``,
   key hashes (model fingerprint, corpus hash, every setting, the code version;
   :mod:`backend.engine.store.entries`), the record must hash to the key, and an extraction's own
   fields and texts must agree with it. Anything else (a file copied over another key's, a record
-  edited or cut short) is refused: a miss, recomputed and replaced, logged, and counted in
+  edited or cut short) is refused: removed, a miss, recomputed and replaced, logged, and counted in
   :data:`REFUSED_FILE` beside the results (``cache --info`` and the sidebar show the count). An
   entry from before entries carried a record is a plain miss.
 
@@ -181,9 +181,11 @@ class ResultCache:
         return result
 
     def _refuse(self, key: str, why: str) -> None:
-        """Log and count an entry that is not the entry of ``key`` (the caller then recomputes it)."""
+        """Log, count and remove an entry that is not the entry of ``key`` (the caller then
+        recomputes it and writes the right one; until then a read is a plain miss)."""
         line = f"cache entry {key[:12]} refused and recomputed: {why}"
         log.warning("isoscope: %s", line)
+        _unlink(self.path(key))
         from filelock import FileLock, Timeout
 
         try:

@@ -104,12 +104,13 @@ def test_an_entry_that_is_not_its_keys_is_refused_logged_and_counted(swap, tmp_p
     assert cache.path(key(0)).exists()
     with caplog.at_level(logging.WARNING):
         assert cache.load(key(0)) is None
-        assert cache.load_arrays(key(0)) is None or cache.load(key(0)) is None
+    assert not cache.path(key(0)).exists()  # removed: the next read is a plain miss
+    assert cache.load(key(0)) is None
     assert any(
         "refused" in r.getMessage() and key(0)[:12] in r.getMessage() for r in caplog.records
     )
     count, last = refused_entries(tmp_path)
-    assert count >= 1 and key(0)[:12] in last
+    assert count == 1 and key(0)[:12] in last
     usage = cache.usage()
     assert (
         usage.refused_count == count and "refused as not the result of their key" in usage.summary()
