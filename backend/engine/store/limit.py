@@ -124,8 +124,9 @@ class CacheUsage:
 
     def refused_line(self) -> str:
         """``entries refused ...`` after the count: what the cache did with them."""
-        entries = "entry" if self.refused_count == 1 else "entries"
-        return f"{entries} refused as not the result of their key, and recomputed"
+        if self.refused_count == 1:
+            return "entry refused as not the result of its key, and recomputed"
+        return "entries refused as not the results of their keys, and recomputed"
 
     def to_dict(self) -> dict:
         return {

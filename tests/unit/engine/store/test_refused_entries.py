@@ -113,7 +113,8 @@ def test_an_entry_that_is_not_its_keys_is_refused_logged_and_counted(swap, tmp_p
     assert count == 1 and key(0)[:12] in last
     usage = cache.usage()
     assert (
-        usage.refused_count == count and "refused as not the result of their key" in usage.summary()
+        usage.refused_count == count
+        and "1 entry refused as not the result of its key" in usage.summary()
     )
     assert usage.to_dict()["refused_count"] == count
     # what replaces it is served again
