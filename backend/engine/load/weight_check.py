@@ -64,7 +64,9 @@ class WeightsCheck:
         if not self.unread:
             line = f"trained (all {self.total} tensors from the checkpoint"
         else:
-            names = ", ".join(self.unread[:EXAMPLES]) + (", ..." if len(self.unread) > 2 else "")
+            names = ", ".join(self.unread[:EXAMPLES]) + (
+                ", ..." if len(self.unread) > EXAMPLES else ""
+            )
             line = (
                 f"trained ({loaded} of {self.total} tensors from the checkpoint; "
                 f"{len(self.unread)} that no hidden state depends on are not in it and stay "
