@@ -68,6 +68,7 @@ from backend.engine.store.entries import (
     result_from_arrays,
     result_mismatch,
     result_source,
+    source_array,
     stored_source,
 )
 from backend.engine.store.limit import (
@@ -213,7 +214,7 @@ class ResultCache:
         (:func:`backend.engine.store.entries.entry_key`), kept in the entry for its readers."""
         if entry_key(computed_from) != key:
             raise ValueError(f"cache key {key} is not the key of the record given with it")
-        arrays = {**arrays, SOURCE_MEMBER: np.array(json.dumps(computed_from, sort_keys=True))}
+        arrays = {**arrays, SOURCE_MEMBER: source_array(computed_from)}
         self.notice = None
         limit = self.limit
         estimate = sum(a.nbytes for a in arrays.values())

@@ -71,6 +71,11 @@ def result_source(result: ExtractionResult) -> dict[str, Any]:
     return key_source(result.model_fingerprint, result.corpus_sha, result.settings)
 
 
+def source_array(computed_from: Mapping[str, Any]) -> np.ndarray:
+    """``computed_from`` as the entry's :data:`SOURCE_MEMBER` array (one JSON string)."""
+    return np.array(json.dumps(computed_from, sort_keys=True))
+
+
 def stored_source(arrays: Mapping[str, np.ndarray]) -> dict[str, Any] | None:
     """The record an entry carries; None when it has none (written before entries carried one)."""
     if SOURCE_MEMBER not in arrays:
