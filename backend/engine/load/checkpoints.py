@@ -1,6 +1,7 @@
 """Checkpoint folders: where a preset, GGUF file, folder or Hub id lives on disk
 (:func:`resolve_folder`), its fingerprint, and reading one into :class:`ModelParts`
-(:func:`read_folder`: safetensors only unless pickle is opted in; ``trust_remote_code`` never set).
+(:func:`read_folder`: safetensors only unless pickle is opted in; ``trust_remote_code`` never set;
+the weights checked against the model's names, :mod:`backend.engine.load.weight_check`).
 """
 
 from __future__ import annotations
@@ -153,7 +154,9 @@ def read_folder(
     ``allow_pickle``) with ``AutoModel`` (``head="mlm"``: ``AutoModelForMaskedLM``) straight into
     ``dtype``; an encoder-decoder keeps its encoder. When ``census`` (the folder's parameters per
     stored dtype) says that every tensor is widened, :mod:`backend.engine.load.widening` loads it: the
-    peak memory is the widened weights, not the file too."""
+    peak memory is the widened weights, not the file too. Every tensor the analysed outputs read
+    comes from the checkpoint, or the load is refused (:func:`checked_load`); the parts' ``weights``
+    says what the load measured."""
     from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM
 
     if not (folder / "config.json").exists():
