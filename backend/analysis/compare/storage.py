@@ -1,5 +1,5 @@
 """A comparison on disk: named arrays plus one JSON ``meta`` string (no pickle), entries of the
-extraction cache (:class:`backend.engine.store.cache.ResultCache`) under a key of what determines them."""
+extraction cache (:class:`isoscope.engine.store.cache.ResultCache`) under a key of what determines them."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 
 import numpy as np
 
-from backend.analysis.compare.cka import CKAResult
-from backend.analysis.compare.records import Comparison, LNDifference, SideSummary
+from isoscope.analysis.compare.cka import CKAResult
+from isoscope.analysis.compare.records import Comparison, LNDifference, SideSummary
 
 COMPARISON_LAYOUT = 1  # bump when Comparison or compare() changes what it stores
 _SIDE_ARRAYS = ("anisotropy", "isoscore", "mean", "top_share")
@@ -95,18 +95,18 @@ def comparison_source(*parts: object) -> dict:
 
 def comparison_key(*parts: object) -> str:
     """The cache key of a comparison: the hash of :func:`comparison_source`."""
-    from backend.engine.store.entries import entry_key
+    from isoscope.engine.store.entries import entry_key
 
     return entry_key(comparison_source(*parts))
 
 
 def cached_compare(cache, computed_from: dict, run) -> Comparison:
     """``run()`` (a :func:`compare` call) through the disk cache ``cache``
-    (:class:`backend.engine.store.cache.ResultCache`) under the key of ``computed_from``
+    (:class:`isoscope.engine.store.cache.ResultCache`) under the key of ``computed_from``
     (:func:`comparison_source`), which the entry carries: an entry of another key is refused by
     the cache. An unreadable or other-layout entry is a miss; a comparison that cannot be kept
     is still returned."""
-    from backend.engine.store.entries import entry_key
+    from isoscope.engine.store.entries import entry_key
 
     key = entry_key(computed_from)
     arrays = cache.load_arrays(key)

@@ -1,7 +1,7 @@
 """Checkpoint folders: where a preset, GGUF file, folder or Hub id lives on disk
 (:func:`resolve_folder`), its fingerprint, and reading one into :class:`ModelParts`
 (:func:`read_folder`: safetensors only unless pickle is opted in; ``trust_remote_code`` never set;
-the weights checked against the model's names, :mod:`backend.engine.load.weight_check`).
+the weights checked against the model's names, :mod:`isoscope.engine.load.weight_check`).
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from typing import Any
 
 import torch
 
-from backend.engine.arch.layout import modality_of
-from backend.engine.errors import ModelLoadError
-from backend.engine.load.model_parts import ModelParts, short_error
-from backend.engine.load.source import DEFAULT_MODEL_NAME, ModelSource, parse_source
-from backend.engine.load.weight_check import (
+from isoscope.engine.arch.layout import modality_of
+from isoscope.engine.errors import ModelLoadError
+from isoscope.engine.load.model_parts import ModelParts, short_error
+from isoscope.engine.load.source import DEFAULT_MODEL_NAME, ModelSource, parse_source
+from isoscope.engine.load.weight_check import (
     WeightsCheck,
     WeightsMismatchError,
     key_mapping,
@@ -31,7 +31,7 @@ from backend.engine.load.weight_check import (
     weights_read,
     wrapper_prefix,
 )
-from backend.engine.load.widening import load_widened, widens
+from isoscope.engine.load.widening import load_widened, widens
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 
@@ -77,18 +77,18 @@ def resolve_folder(
 ) -> tuple[Path, str]:
     """``(checkpoint folder, display name)`` of a preset, GGUF file, folder or Hub id. A Hub id
     comes from the local cache, or is downloaded when ``download`` (the keyword arguments of
-    :func:`backend.engine.load.hub.fetch`) is given; the snapshot folder is named by its commit sha."""
+    :func:`isoscope.engine.load.hub.fetch`) is given; the snapshot folder is named by its commit sha."""
     parsed = source if isinstance(source, ModelSource) else parse_source(source)
     if parsed.is_random:
         raise ModelLoadError(f"{parsed.text!r} is built at random and has no checkpoint folder")
     if parsed.kind == "preset" and not parsed.is_gguf:
         return default_model_dir(), DEFAULT_MODEL_NAME
     if parsed.is_gguf:  # `smollm2` or a .gguf file: a safetensors copy in the cache
-        from backend.engine.load.gguf import gguf_checkpoint
+        from isoscope.engine.load.gguf import gguf_checkpoint
 
         return gguf_checkpoint(parsed.text)
     if parsed.kind == "hub":
-        from backend.engine.load import hub
+        from isoscope.engine.load import hub
 
         if download is not None:
             return hub.fetch(parsed, allow_pickle=allow_pickle, **download), parsed.repo_id
@@ -123,7 +123,7 @@ def opened_path(source: str | ModelSource) -> str | None:
 def local_hub_snapshot(source: str) -> Path | None:
     """The complete snapshot of the Hub id ``source`` in the local Hugging Face cache, or None
     (not a Hub id, or not downloaded; nothing is fetched)."""
-    from backend.engine.load import hub
+    from isoscope.engine.load import hub
 
     try:
         parsed = parse_source(source)
@@ -153,7 +153,7 @@ def read_folder(
     """Read a checkpoint folder (``config.json`` and safetensors weights; pickle only with
     ``allow_pickle``) with ``AutoModel`` (``head="mlm"``: ``AutoModelForMaskedLM``) straight into
     ``dtype``; an encoder-decoder keeps its encoder. When ``census`` (the folder's parameters per
-    stored dtype) says that every tensor is widened, :mod:`backend.engine.load.widening` loads it: the
+    stored dtype) says that every tensor is widened, :mod:`isoscope.engine.load.widening` loads it: the
     peak memory is the widened weights, not the file too. Every tensor the analysed outputs read
     comes from the checkpoint, or the load is refused (:func:`checked_load`); the parts' ``weights``
     says what the load measured."""
@@ -239,7 +239,7 @@ def _analysed(model: Any) -> Any:
 def _stored_names(files: list[Path]) -> set[str] | None:
     """The tensor names in the safetensors ``files`` (their headers only); None when there are
     none (pickle weights) or a header cannot be read (the load then says why)."""
-    from backend.engine.load.preflight import safetensors_header
+    from isoscope.engine.load.preflight import safetensors_header
 
     try:
         return {
@@ -259,9 +259,9 @@ def checked_load(
     stored: set[str] | None = None,
 ) -> tuple[Any, WeightsCheck]:
     """``(model, what its load measured)`` once every tensor the analysed outputs depend on came
-    from the checkpoint (:mod:`backend.engine.load.weight_check`): as read, or read again by
+    from the checkpoint (:mod:`isoscope.engine.load.weight_check`): as read, or read again by
     ``read(key_mapping=...)`` with a wrapper prefix stripped from the checkpoint's keys; else
-    :class:`~backend.engine.load.weight_check.WeightsMismatchError`. ``stored``: the checkpoint's
+    :class:`~isoscope.engine.load.weight_check.WeightsMismatchError`. ``stored``: the checkpoint's
     tensor names, when known: a name held both with and without the prefix is not mapped."""
     report = report_of(info)
     if report["error_msgs"]:

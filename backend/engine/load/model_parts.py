@@ -1,4 +1,4 @@
-"""What a loader hands to :func:`backend.engine.load.models.make_loaded`: a model built or read, before it
+"""What a loader hands to :func:`isoscope.engine.load.models.make_loaded`: a model built or read, before it
 is put on its device and given its model card."""
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ class ModelParts:
     cache key before the dtype is appended; ``weights_dir`` the checkpoint folder (None when built
     at random); ``random`` whether the weights are a random initialisation; ``spec`` how to build
     the model again (Ray workers); ``path`` / ``revision`` the provenance of what the user opened
-    (:class:`backend.engine.load.models.ModelInfo`); ``weights`` the card's line on where the
+    (:class:`isoscope.engine.load.models.ModelInfo`); ``weights`` the card's line on where the
     weights came from, as the checkpoint load measured it
-    (:mod:`backend.engine.load.weight_check`; "" for a model built at random)."""
+    (:mod:`isoscope.engine.load.weight_check`; "" for a model built at random)."""
 
     model: torch.nn.Module
     tokenizer: Any

@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from backend.engine.errors import ModelLoadError
+from isoscope.engine.errors import ModelLoadError
 
 # Prefixes a training wrapper puts before every key of the model it wraps: DistributedDataParallel
 # and DataParallel (``module.``), a Lightning module's attribute (``model.``), torch.compile
@@ -129,12 +129,12 @@ def weights_read(
     """The names (tensors of ``full``, the model ``from_pretrained`` built) that the hidden states
     of ``analysed`` (``full`` or its encoder), and its ``logits`` when asked, depend on.
 
-    Measured by one traced forward pass (:func:`backend.engine.arch.probe.trace_forward`) in
+    Measured by one traced forward pass (:func:`isoscope.engine.arch.probe.trace_forward`) in
     which only these tensors require gradients. A tensor of ``full`` that ``analysed`` does not
     hold (the decoder of an encoder-decoder) is not read; an integer buffer (an index table or
     mask built from the config) neither. A name that cannot be resolved, or a forward pass that
     fails, counts every floating tensor as read: the check never passes what it could not see."""
-    from backend.engine.arch.probe import trace_forward
+    from isoscope.engine.arch.probe import trace_forward
 
     names = sorted(set(names))
     held = {id(t) for t in analysed.parameters()} | {id(t) for t in analysed.buffers()}

@@ -1,6 +1,6 @@
 """What an extraction's cache entry is: its key (:func:`cache_key`: what determines the result)
 and the result as named arrays, both ways (:func:`result_arrays`, :func:`result_from_arrays`),
-read without pickle. The folder that keeps the entries: :mod:`backend.engine.store.cache`.
+read without pickle. The folder that keeps the entries: :mod:`isoscope.engine.store.cache`.
 
 Every entry carries the record its key is the hash of (:data:`SOURCE_MEMBER`: for an extraction
 the model fingerprint, the corpus hash, every setting and the extraction code's version), so a
@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from backend.engine.extraction import (
+from isoscope.engine.extraction import (
     EXTRACT_VERSION,
     ExtractionResult,
     ExtractionSettings,
@@ -118,7 +118,7 @@ def result_mismatch(result: ExtractionResult, record: Mapping[str, Any]) -> str 
             return f"its result has another {what} than its record"
     media = isinstance(result.extra, dict) and "inputs" in result.extra  # hashed pixels/samples
     if not media and result.texts:
-        from backend.engine.inputs.corpus import Corpus
+        from isoscope.engine.inputs.corpus import Corpus
 
         if Corpus(result.texts, "cached").sha != result.corpus_sha:
             return "its texts do not hash to its corpus"

@@ -1,4 +1,4 @@
-"""A checkpoint's weights are its own, or the load says so (backend.engine.load.weight_check).
+"""A checkpoint's weights are its own, or the load says so (isoscope.engine.load.weight_check).
 
 Tiny random checkpoints of several families are saved, their state-dict keys renamed the ways
 real checkpoints are (a DDP ``module.``, a Lightning ``model.``, torch.compile's ``_orig_mod.``,
@@ -18,8 +18,8 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from backend.engine.load.models import load_model
-from backend.engine.load.weight_check import WeightsMismatchError
+from isoscope.engine.load.models import load_model
+from isoscope.engine.load.weight_check import WeightsMismatchError
 from tests import zoo
 
 pytestmark = pytest.mark.integration

@@ -1,6 +1,6 @@
 """Through the real loader and extraction: a valid cache entry of another model, corpus or
 setting copied over a tiny BERT's file is not served; the BERT's own result is computed again and
-the refusal counted (backend.engine.store.cache). A comparison entry of other parts likewise."""
+the refusal counted (isoscope.engine.store.cache). A comparison entry of other parts likewise."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import shutil
 import numpy as np
 import pytest
 
-from backend.engine.extraction import ExtractionSettings
-from backend.engine.inputs.corpus import corpus_from_text
-from backend.engine.load.models import load_model
-from backend.engine.store.cache import ResultCache, refused_entries
-from backend.engine.store.cached_extract import cached_extract
-from backend.engine.store.entries import cache_key
+from isoscope.engine.extraction import ExtractionSettings
+from isoscope.engine.inputs.corpus import corpus_from_text
+from isoscope.engine.load.models import load_model
+from isoscope.engine.store.cache import ResultCache, refused_entries
+from isoscope.engine.store.cached_extract import cached_extract
+from isoscope.engine.store.entries import cache_key
 
 pytestmark = pytest.mark.integration
 
@@ -71,13 +71,13 @@ def test_a_valid_entry_of_something_else_is_not_served(swap, models, tmp_path):
 
 
 def test_a_comparison_entry_of_other_parts_is_not_served(models, tmp_path):
-    from backend.analysis.compare.storage import cached_compare, comparison_key, comparison_source
-    from backend.engine.extraction import extract
+    from isoscope.analysis.compare.storage import cached_compare, comparison_key, comparison_source
+    from isoscope.engine.extraction import extract
 
     corpus = corpus_from_text(TEXTS)
     ra = extract(models["bert"], corpus, SETTINGS)
     rb = extract(models["gpt2"], corpus, SETTINGS)
-    from backend.analysis.compare.comparison import compare
+    from isoscope.analysis.compare.comparison import compare
 
     cache, calls = ResultCache(tmp_path), []
 

@@ -1,4 +1,4 @@
-"""backend.engine.load.weight_check on names alone: which wrapper prefix is stripped, the card's
+"""isoscope.engine.load.weight_check on names alone: which wrapper prefix is stripped, the card's
 line, and the one-line refusal."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import re
 import pytest
 import torch
 
-from backend.engine.load.weight_check import (
+from isoscope.engine.load.weight_check import (
     WeightsCheck,
     key_mapping,
     not_loaded,

@@ -1,4 +1,4 @@
-"""backend.engine.store.cache: LRU eviction under a limit, temp files and model folders left alone,
+"""isoscope.engine.store.cache: LRU eviction under a limit, temp files and model folders left alone,
 one notice when nothing is kept, two processes sharing a folder."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from backend.engine.extraction import ExtractionResult, ExtractionSettings, TokenTable
-from backend.engine.store import cache as cache_mod
-from backend.engine.store.cache import ResultCache, touch
-from backend.engine.store.entries import cache_key
+from isoscope.engine.extraction import ExtractionResult, ExtractionSettings, TokenTable
+from isoscope.engine.store import cache as cache_mod
+from isoscope.engine.store.cache import ResultCache, touch
+from isoscope.engine.store.entries import cache_key
 
 MIB = 1024**2
 
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.usefixtures("no_process_limit")
 
 def key(seed: int, k: int = 64) -> str:
     """The cache key of ``fake_result(seed, k=k)``: the key of what it says it was computed from."""
-    from backend.engine.inputs.corpus import Corpus
+    from isoscope.engine.inputs.corpus import Corpus
 
     corpus = Corpus((f"text {seed}",), "c")
     return cache_key(f"fp{seed}", corpus.sha, ExtractionSettings(sample_size=k, seed=seed))
@@ -34,7 +34,7 @@ def key(seed: int, k: int = 64) -> str:
 def fake_result(seed: int, states: int = 3, k: int = 64, d: int = 1024) -> ExtractionResult:
     """A result whose sample is states*k*d*4 bytes (3*64*1024*4 = 768 KiB by default), whose
     corpus hash is its text's."""
-    from backend.engine.inputs.corpus import Corpus
+    from isoscope.engine.inputs.corpus import Corpus
 
     rng = np.random.default_rng(seed)
     n = k + 3

@@ -1,4 +1,4 @@
-"""An entry is served only as the entry of its key (backend.engine.store.cache, .entries): a
+"""An entry is served only as the entry of its key (isoscope.engine.store.cache, .entries): a
 valid entry of another model, corpus or setting put under a key, a record edited or cut short,
 a result that disagrees with its record: each is refused (a miss), logged and counted; an entry
 from before entries carried a record is a plain miss."""
@@ -13,8 +13,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from backend.engine.store.cache import REFUSED_FILE, ResultCache, refused_entries
-from backend.engine.store.entries import (
+from isoscope.engine.store.cache import REFUSED_FILE, ResultCache, refused_entries
+from isoscope.engine.store.entries import (
     SOURCE_MEMBER,
     cache_key,
     entry_mismatch,
