@@ -92,6 +92,8 @@ def cache_panel() -> None:
             parts.append(f"being written {format_size(usage.temp_bytes)}")
         if usage.other_bytes:
             parts.append(f"other files {format_size(usage.other_bytes)}")
+        if usage.refused_count:  # entries that were not their key's (isoscope.engine.store.cache)
+            parts.append(f"{usage.refused_count} {usage.refused_line()}")
         st.caption(" · ".join(parts) + f"  \nFolder: `{usage.root}`")
         st.number_input(
             "Limit (GiB)",

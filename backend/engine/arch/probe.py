@@ -33,29 +33,29 @@ def forward_ids(model: torch.nn.Module, ids: torch.Tensor, **extra: Any) -> Any:
     return model(input_ids=ids, attention_mask=torch.ones_like(ids), **kwargs, **extra)
 
 
-def trace_forward(model: torch.nn.Module, seed: int = 0) -> Any:
+def trace_forward(model: torch.nn.Module, seed: int = 0, **extra: Any) -> Any:
     """One forward pass on a random input of the kind the model reads (its forward's argument
     names say which: token ids, ``pixel_values`` of its configured image size, a clip of
-    ``input_values``, or a window of ``input_features`` mel frames)."""
+    ``input_values``, or a window of ``input_features`` mel frames); ``extra`` goes to the
+    forward as it is (e.g. ``output_hidden_states=True``)."""
     modality = modality_of(model)
     if modality == "text":
-        return forward_ids(model, trace_ids(model, seed=seed))
+        return forward_ids(model, trace_ids(model, seed=seed), **extra)
     gen = torch.Generator().manual_seed(seed)
     device = input_device(model)
     dtype = next(model.parameters()).dtype
     if reads_spectrogram(model):
         bins = int(getattr(model.config, "num_mel_bins", 80) or 80)
         features = torch.randn((1, bins, feature_window(model)), generator=gen)
-        return model(input_features=features.to(device, dtype))
+        return model(input_features=features.to(device, dtype), **extra)
     if modality == "audio":
         values = torch.randn((1, TRACE_SAMPLES), generator=gen).to(device, dtype)
-        return model(input_values=values)
+        return model(input_values=values, **extra)
     config = getattr(model, "config", None)
     size = getattr(config, "image_size", 224)
     height, width = (size, size) if isinstance(size, int) else tuple(size)[:2]
     channels = int(getattr(config, "num_channels", 3) or 3)
     pixels = torch.randn((1, channels, height, width), generator=gen).to(device, dtype)
-    extra = {}
     if "noise" in forward_parameters(model):  # ViTMAE: every patch, in order
         extra["noise"] = ascending_noise(model, 1, height, width)
     return model(pixel_values=pixels, **extra)

@@ -137,6 +137,10 @@ class ModelInfo:
     # path: the absolute folder or .gguf file the user named (None for default, a Hub id, random:)
     path: str | None = None
     revision: str | None = None  # the Hub commit sha loaded (Hub ids only): reproducible results
+    # where the weights came from, measured at load (isoscope.engine.load.weight_check): "trained
+    # (all 39 tensors from the checkpoint)", with any prefix mapped; "random init (...)" for a
+    # model built at random. "" only on cards saved before the check existed.
+    weights: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         # tuples as lists: the dict equals itself after a JSON round trip (caches, saved analyses)
@@ -485,7 +489,21 @@ def _model_info(
         layer_pattern=_pattern_line(model),
         path=parts.path,
         revision=parts.revision,
+        weights=_weights_line(parts),
     )
+
+
+def _weights_line(parts: ModelParts) -> str:
+    """The card's ``weights`` line: what the checkpoint load measured, or a random
+    initialisation's. A checkpoint model without a measurement is a loader's bug."""
+    if parts.random:
+        return "random init (no checkpoint: built from a config with random weights)"
+    if not parts.weights:
+        raise ModelLoadError(
+            f"{parts.source!r}: its weights were not checked against the checkpoint; this is a bug "
+            "in isoscope's loader, please report it"
+        )
+    return parts.weights
 
 
 def _pattern_line(model: torch.nn.Module) -> str:

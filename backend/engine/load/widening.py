@@ -60,16 +60,16 @@ def widens(census: dict[str, int], dtype: torch.dtype, device_map: str | None) -
 
 def load_widened(
     load: Callable[..., Any], census: dict[str, int], dtype: torch.dtype
-) -> torch.nn.Module:
-    """The model ``load(dtype)`` makes (``load``: ``from_pretrained`` of a checkpoint on the CPU,
-    ``load(dtype, output_loading_info=True)`` giving ``(model, info)`` too), for a checkpoint that
+) -> tuple[torch.nn.Module, Any]:
+    """``(model, loading info)`` as ``load(dtype)`` makes them (``load``: ``from_pretrained`` of a
+    checkpoint on the CPU with ``output_loading_info=True``), for a checkpoint that
     :func:`widens`, without holding the file and the widened copy at once (module docstring)."""
     stored = [HALF[d] for d in census if d in HALF]
     if RELEASES and len(stored) == 1:
         with torch.random.fork_rng(devices=[]):  # a refused try leaves the draws to the reload
-            model, info = load(stored[0], output_loading_info=True)
+            model, info = load(stored[0])
         if widen_in_place(model, dtype, info):
-            return model
+            return model, info
         del model, info  # zero-copy views of the mapping: dropping them costs nothing
     with pread_reads():
         return load(dtype)
@@ -79,6 +79,7 @@ def widen_in_place(model: torch.nn.Module, dtype: torch.dtype, info: dict) -> bo
     """Widen a half-precision load's floating parameters and buffers to ``dtype`` one by one,
     releasing each source's pages of a clean checkpoint mapping; False, with nothing changed,
     when the result would not be the ``dtype`` load (``info``: from_pretrained's loading info)."""
+    info = info.to_dict() if hasattr(info, "to_dict") else info
     if info.get("missing_keys") or info.get("mismatched_keys"):
         return False  # drawn at load time in half precision; a float32 load draws other values
     if made_in_half(model, dtype):

@@ -20,6 +20,7 @@ CARD = {
     "is_causal": False,
     "random_init": False,
     "device": "cpu · float32",
+    "weights": "trained (all 39 tensors from the checkpoint; keys mapped: stripped prefix 'module.')",
 }
 
 
@@ -35,12 +36,13 @@ def test_the_card_names_the_opened_path_and_reads_its_fields():
     assert rows["path"] == "/abs/ckpt/copy"
     assert rows["architecture"] == "BertModel (bert)"
     assert rows["parameters"] == "2.5 M"
-    assert rows["attention"] == "bidirectional (encoder)" and rows["weights"] == "trained"
+    assert rows["attention"] == "bidirectional (encoder)"
+    assert rows["weights"] == CARD["weights"]  # what the load measured, word for word
     assert "statistics" not in rows and "Hub revision" not in rows and "layers placed" not in rows
 
 
 def test_revision_reuse_and_placement_rows_appear_only_when_the_card_has_them():
-    card = CARD | {
+    card = {k: v for k, v in CARD.items() if k != "weights"} | {
         "revision": "0" * 40,
         "is_causal": True,
         "random_init": True,
@@ -80,3 +82,10 @@ def test_the_layer_pattern_follows_the_layer_count_when_the_card_has_one():
     assert "layer pattern" not in _rows(
         CARD
     )  # older cards, and models whose layers share one module
+
+
+def test_a_card_saved_before_the_weights_were_checked_says_they_were_not():
+    old = {k: v for k, v in CARD.items() if k != "weights"}
+    for card in (old, old | {"weights": ""}, old | {"weights": None}):
+        value = _rows(card)["weights"]
+        assert value.startswith("trained, not checked") and value != "trained"

@@ -24,7 +24,7 @@ def small_corpus(bundled):
 def test_a_comparison_is_cached_on_disk_and_a_corrupt_entry_is_recomputed(
     tiny_bert_dir, small_corpus, tmp_path
 ):
-    from isoscope.analysis.compare.storage import cached_compare, comparison_key
+    from isoscope.analysis.compare.storage import cached_compare, comparison_key, comparison_source
     from isoscope.engine.store.cache import ResultCache
 
     a = load_model(str(tiny_bert_dir), device="cpu")
@@ -37,33 +37,34 @@ def test_a_comparison_is_cached_on_disk_and_a_corrupt_entry_is_recomputed(
         return compare(ra, rb, loaded_a=a, loaded_b=b, pairs=sts_sample())
 
     cache = ResultCache(tmp_path)
+    source = comparison_source("a", "b", a.fingerprint, b.fingerprint)
     key = comparison_key("a", "b", a.fingerprint, b.fingerprint)
-    ref = cached_compare(cache, key, run)
+    ref = cached_compare(cache, source, run)
     assert ref.cka is not None and ref.ln is not None and ref.sts_a is not None
     assert cache.usage().results_count == 1
 
-    got = cached_compare(ResultCache(tmp_path), key, run)  # a new process: from the disk
+    got = cached_compare(ResultCache(tmp_path), source, run)  # a new process: from the disk
     assert len(calls) == 1
     _assert_same_comparison(got, ref)
 
     cache.path(key).write_bytes(b"not an npz")  # corrupt: a miss, recomputed and replaced
-    again = cached_compare(ResultCache(tmp_path), key, run)
+    again = cached_compare(ResultCache(tmp_path), source, run)
     assert len(calls) == 2
     _assert_same_comparison(again, ref)
-    assert cached_compare(ResultCache(tmp_path), key, run) is not None and len(calls) == 2
+    assert cached_compare(ResultCache(tmp_path), source, run) is not None and len(calls) == 2
 
 
 def test_two_corpora_comparison_round_trips_through_the_cache(
     tiny_bert_dir, small_corpus, tmp_path
 ):
-    from isoscope.analysis.compare.storage import cached_compare, comparison_key
+    from isoscope.analysis.compare.storage import cached_compare, comparison_source
     from isoscope.engine.store.cache import ResultCache
 
     a = load_model(str(tiny_bert_dir), device="cpu")
     other = corpus_from_text("def main():\n    return 0\nSELECT * FROM users;\n")
     ref = compare(extract(a, small_corpus, SMALL), extract(a, other, SMALL), loaded_a=a, loaded_b=a)
     assert ref.cka is None and ref.ln is None
-    key = comparison_key("two corpora")
-    cached_compare(ResultCache(tmp_path), key, lambda: ref)
-    got = cached_compare(ResultCache(tmp_path), key, lambda: pytest.fail("recomputed"))
+    source = comparison_source("two corpora")
+    cached_compare(ResultCache(tmp_path), source, lambda: ref)
+    got = cached_compare(ResultCache(tmp_path), source, lambda: pytest.fail("recomputed"))
     _assert_same_comparison(got, ref)

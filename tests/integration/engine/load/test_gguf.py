@@ -64,6 +64,8 @@ def test_gguf_file_loads_like_smollm2(case, tmp_path, _isolated_cache):
     assert loaded.weights_dir == converted_folder(path, _isolated_cache)
     assert (loaded.weights_dir / "model.safetensors").is_file()
     assert loaded.info.is_causal
+    # every tensor came from the converted file (a tied head is no missing weight)
+    assert loaded.info.weights.startswith("trained (all "), loaded.info.weights
     ids = torch.randint(
         0, len(vocab["tokens"]), (2, 12), generator=torch.Generator().manual_seed(3)
     )

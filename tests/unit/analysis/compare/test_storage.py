@@ -17,6 +17,7 @@ from isoscope.analysis.compare.storage import (
     comparison_arrays,
     comparison_from_arrays,
     comparison_key,
+    comparison_source,
 )
 
 
@@ -118,7 +119,8 @@ class _MemoryCache:
     def load_arrays(self, key):
         return self.stored.get(key)
 
-    def save_arrays(self, key, arrays):
+    def save_arrays(self, key, arrays, *, computed_from):
+        assert key == comparison_key(*computed_from["parts"])  # the record the key hashes
         self.stored[key] = dict(arrays)
 
 
@@ -129,23 +131,24 @@ def test_cached_compare_answers_from_the_cache_and_recomputes_a_corrupt_entry():
         calls.append(1)
         return _comparison()
 
-    first = cached_compare(cache, "k", run)
-    assert len(calls) == 1 and set(cache.stored) == {"k"}
-    _assert_equal(cached_compare(cache, "k", run), first)
+    source, k = comparison_source("a", "b"), comparison_key("a", "b")
+    first = cached_compare(cache, source, run)
+    assert len(calls) == 1 and set(cache.stored) == {k}
+    _assert_equal(cached_compare(cache, source, run), first)
     assert len(calls) == 1
-    cache.stored["k"] = {"meta": np.array("{not json")}  # corrupt: a miss, recomputed, replaced
-    _assert_equal(cached_compare(cache, "k", run), first)
-    assert len(calls) == 2 and comparison_from_arrays(cache.stored["k"]) is not None
-    cache.stored["k"] = {"meta": np.array(json.dumps({"layout": -1}))}  # an older layout: a miss
-    _assert_equal(cached_compare(cache, "k", run), first)
+    cache.stored[k] = {"meta": np.array("{not json")}  # corrupt: a miss, recomputed, replaced
+    _assert_equal(cached_compare(cache, source, run), first)
+    assert len(calls) == 2 and comparison_from_arrays(cache.stored[k]) is not None
+    cache.stored[k] = {"meta": np.array(json.dumps({"layout": -1}))}  # an older layout: a miss
+    _assert_equal(cached_compare(cache, source, run), first)
     assert len(calls) == 3
-    cache.stored["k"] = {"cka_matrix": np.eye(2)}  # no meta at all: a miss too
-    _assert_equal(cached_compare(cache, "k", run), first)
+    cache.stored[k] = {"cka_matrix": np.eye(2)}  # no meta at all: a miss too
+    _assert_equal(cached_compare(cache, source, run), first)
     assert len(calls) == 4
 
 
 def test_a_comparison_that_cannot_be_stored_is_still_returned():
     cache = _MemoryCache()
     odd = Comparison(**{**_comparison().__dict__, "extra": {"fn": object()}})
-    assert cached_compare(cache, "k", lambda: odd) is odd
+    assert cached_compare(cache, comparison_source("k"), lambda: odd) is odd
     assert cache.stored == {}

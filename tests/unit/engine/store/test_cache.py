@@ -16,14 +16,26 @@ import pytest
 from isoscope.engine.extraction import ExtractionResult, ExtractionSettings, TokenTable
 from isoscope.engine.store import cache as cache_mod
 from isoscope.engine.store.cache import ResultCache, touch
+from isoscope.engine.store.entries import cache_key
 
 MIB = 1024**2
 
 pytestmark = pytest.mark.usefixtures("no_process_limit")
 
 
+def key(seed: int, k: int = 64) -> str:
+    """The cache key of ``fake_result(seed, k=k)``: the key of what it says it was computed from."""
+    from isoscope.engine.inputs.corpus import Corpus
+
+    corpus = Corpus((f"text {seed}",), "c")
+    return cache_key(f"fp{seed}", corpus.sha, ExtractionSettings(sample_size=k, seed=seed))
+
+
 def fake_result(seed: int, states: int = 3, k: int = 64, d: int = 1024) -> ExtractionResult:
-    """A result whose sample is states*k*d*4 bytes (3*64*1024*4 = 768 KiB by default)."""
+    """A result whose sample is states*k*d*4 bytes (3*64*1024*4 = 768 KiB by default), whose
+    corpus hash is its text's."""
+    from isoscope.engine.inputs.corpus import Corpus
+
     rng = np.random.default_rng(seed)
     n = k + 3
     tokens = TokenTable(
@@ -39,7 +51,7 @@ def fake_result(seed: int, states: int = 3, k: int = 64, d: int = 1024) -> Extra
         model={"source": "fake"},
         model_fingerprint=f"fp{seed}",
         corpus_name="c",
-        corpus_sha=f"sha{seed}",
+        corpus_sha=Corpus((f"text {seed}",), "c").sha,
         texts=(f"text {seed}",),
         notices=(),
         settings=ExtractionSettings(sample_size=k, seed=seed),
@@ -65,19 +77,19 @@ def _age(path: Path, seconds_ago: float) -> None:
 
 
 def test_round_trip_and_lru_eviction(tmp_path):
-    one = ResultCache(tmp_path).save("probe", fake_result(99))
+    one = ResultCache(tmp_path).save(key(99), fake_result(99))
     size = one.stat().st_size
     one.unlink()
     cache = ResultCache(tmp_path, limit=int(3.5 * size))  # room for three entries
     for i in range(3):
-        assert cache.save(f"k{i}", fake_result(i)) is not None
-        _age(cache.path(f"k{i}"), 100 - i)  # k0 oldest
-    assert cache.load("k0") is not None  # a hit is a use: k0 is now the most recent
-    assert cache.save("k3", fake_result(3)) is not None
+        assert cache.save(key(i), fake_result(i)) is not None
+        _age(cache.path(key(i)), 100 - i)  # k0 oldest
+    assert cache.load(key(0)) is not None  # a hit is a use: k0 is now the most recent
+    assert cache.save(key(3), fake_result(3)) is not None
     kept = {p.stem for p in tmp_path.glob("*.npz")}
-    assert kept == {"k0", "k2", "k3"}  # k1 was the least recently used
+    assert kept == {key(0), key(2), key(3)}  # key(1) was the least recently used
     assert cache.usage().total <= cache.limit
-    loaded = cache.load("k3")
+    loaded = cache.load(key(3))
     np.testing.assert_array_equal(loaded.sample_vectors, fake_result(3).sample_vectors)
     np.testing.assert_array_equal(loaded.mean, fake_result(3).mean)
     assert loaded.settings == fake_result(3).settings
@@ -86,12 +98,12 @@ def test_round_trip_and_lru_eviction(tmp_path):
 def test_lowered_limit_applies_on_enforce(tmp_path):
     cache = ResultCache(tmp_path)
     for i in range(4):
-        cache.save(f"k{i}", fake_result(i))
-        _age(cache.path(f"k{i}"), 100 - i)
-    size = cache.path("k0").stat().st_size
+        cache.save(key(i), fake_result(i))
+        _age(cache.path(key(i)), 100 - i)
+    size = cache.path(key(0)).stat().st_size
     removed = ResultCache(tmp_path, limit=int(1.5 * size)).enforce_limit()
-    assert sorted(p.stem for p in removed) == ["k0", "k1", "k2"]
-    assert [p.stem for p in tmp_path.glob("*.npz")] == ["k3"]
+    assert sorted(p.stem for p in removed) == sorted([key(0), key(1), key(2)])
+    assert [p.stem for p in tmp_path.glob("*.npz")] == [key(3)]
 
 
 def test_temp_files_and_model_folders_are_counted_but_not_evicted(tmp_path):
@@ -107,7 +119,7 @@ def test_temp_files_and_model_folders_are_counted_but_not_evicted(tmp_path):
     usage = cache.usage()
     assert (usage.models_bytes, usage.temp_bytes) == (2 * MIB, 2 * MIB)
     for i in range(4):
-        cache.save(f"k{i}", fake_result(i))
+        cache.save(key(i), fake_result(i))
     assert writing.exists() and (models / "model.safetensors").exists()
     assert not stale.exists()
     usage = cache.usage()
@@ -122,7 +134,7 @@ def test_temp_files_and_model_folders_are_counted_but_not_evicted(tmp_path):
 def test_limit_below_one_result_keeps_nothing_with_one_notice(tmp_path):
     cache = ResultCache(tmp_path, limit="100K")
     result = fake_result(0)
-    out = cache.put("k", result)
+    out = cache.put(key(0), result)
     assert out.sample_vectors is result.sample_vectors  # computed result returned as is
     assert len(out.notices) == 1 and out.notices[0].startswith("nothing was cached")
     assert "100 KiB" in out.notices[0]
@@ -133,7 +145,7 @@ def test_models_leave_no_room_keeps_nothing(tmp_path):
     (tmp_path / "models").mkdir()
     (tmp_path / "models" / "w.safetensors").write_bytes(b"\0" * (3 * MIB))
     cache = ResultCache(tmp_path, limit=3 * MIB + 100 * 1024)
-    out = cache.put("k", fake_result(0))
+    out = cache.put(key(0), fake_result(0))
     assert "converted models" in out.notices[-1]
     assert not list(tmp_path.glob("*.npz"))
 
@@ -143,7 +155,7 @@ def test_full_disk_keeps_nothing_and_leaves_no_temp(tmp_path, monkeypatch):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(cache_mod.np, "savez", full)
-    out = ResultCache(tmp_path).put("k", fake_result(0))
+    out = ResultCache(tmp_path).put(key(0), fake_result(0))
     assert "disk holding it is full" in out.notices[-1]
     assert not list(tmp_path.iterdir())
 
@@ -154,7 +166,7 @@ def test_full_disk_keeps_nothing_and_leaves_no_temp(tmp_path, monkeypatch):
 def test_clear_leaves_files_being_written_and_models_unless_asked(tmp_path):
     cache = ResultCache(tmp_path)
     for i in range(3):
-        cache.save(f"k{i}", fake_result(i))
+        cache.save(key(i), fake_result(i))
     (tmp_path / "models").mkdir()
     (tmp_path / "models" / "w.bin").write_bytes(b"\0" * 1000)
     writing = tmp_path / ".kz.1.tmp"
@@ -170,16 +182,16 @@ def test_clear_leaves_files_being_written_and_models_unless_asked(tmp_path):
 def _writer(root: str, worker: int, limit: int) -> None:
     cache = ResultCache(root, limit=limit)
     for i in range(8):
-        key = f"w{worker}_{i}"
-        cache.save(key, fake_result(10 * worker + i))
-        cache.save("shared", fake_result(1000 + worker))  # both write one key too
-        cache.load(f"w{1 - worker}_{i}")
+        cache.save(key(10 * worker + i), fake_result(10 * worker + i))
+        cache.save(key(1000), fake_result(1000))  # both write one key too
+        cache.load(key(10 * (1 - worker) + i))
 
 
 @pytest.mark.slow
 def test_two_processes_share_a_folder_without_corruption(tmp_path):
-    size = ResultCache(tmp_path).save("probe", fake_result(0)).stat().st_size
-    (tmp_path / "probe.npz").unlink()
+    probe = ResultCache(tmp_path).save(key(0), fake_result(0))
+    size = probe.stat().st_size
+    probe.unlink()
     limit = int(4.5 * size)
     ctx = multiprocessing.get_context("spawn")
     procs = [ctx.Process(target=_writer, args=(str(tmp_path), w, limit)) for w in (0, 1)]
@@ -193,20 +205,17 @@ def test_two_processes_share_a_folder_without_corruption(tmp_path):
     assert 1 <= len(files) <= 4
     assert not list(tmp_path.glob("*.tmp"))
     assert cache.usage().total <= limit
+    seeds = {key(s): s for s in [*range(8), *range(10, 18), 1000]}
     for path in files:  # every survivor is whole and holds what its key says
         loaded = cache.load(path.stem)
         assert loaded is not None, path
-        if path.stem == "shared":
-            assert loaded.settings.seed in (1000, 1001)
-        else:
-            w, i = map(int, path.stem[1:].split("_"))
-            expected = fake_result(10 * w + i)
-            np.testing.assert_array_equal(loaded.sample_vectors, expected.sample_vectors)
+        expected = fake_result(seeds[path.stem])
+        np.testing.assert_array_equal(loaded.sample_vectors, expected.sample_vectors)
 
 
 def test_put_keeps_existing_notices(tmp_path):
     result = replace(fake_result(0), notices=("a sample of 64 of 67 tokens",))
-    out = ResultCache(tmp_path, limit=0).put("k", result)
+    out = ResultCache(tmp_path, limit=0).put(key(0), result)
     assert out.notices[0] == "a sample of 64 of 67 tokens" and len(out.notices) == 2
 
 
@@ -243,14 +252,14 @@ def test_key_lock_does_not_block_without_a_writable_folder(tmp_path):
 
 def test_spilled_states_are_evicted_with_the_results_least_recently_used_first(tmp_path):
     cache = ResultCache(tmp_path)
-    cache.save("k0", fake_result(0))
-    size = cache.path("k0").stat().st_size
+    cache.save(key(0), fake_result(0))
+    size = cache.path(key(0)).stat().st_size
     spills = [cache.spill_path(f"r-state{i}") for i in range(3)]
     spills[0].parent.mkdir()
     for i, path in enumerate(spills):
         path.write_bytes(b"\0" * size)
         _age(path, 50 - i)  # state0 oldest
-    _age(cache.path("k0"), 48.5)  # older than state2, newer than state0 and state1
+    _age(cache.path(key(0)), 48.5)  # older than state2, newer than state0 and state1
     writing = spills[0].with_name("r-state9.f32.part123")  # a second pass writing right now
     writing.write_bytes(b"\0" * size)
     touch(spills[0])  # read again: now the newest
@@ -258,7 +267,7 @@ def test_spilled_states_are_evicted_with_the_results_least_recently_used_first(t
     assert (usage.spill_count, usage.spill_bytes, usage.temp_bytes) == (3, 3 * size, size)
     assert "3 spilled states" in usage.summary()
     removed = ResultCache(tmp_path, limit=int(2.5 * size)).enforce_limit()
-    assert sorted(p.name for p in removed) == ["k0.npz", "r-state1.f32"]
+    assert sorted(p.name for p in removed) == sorted([f"{key(0)}.npz", "r-state1.f32"])
     assert spills[0].exists() and spills[2].exists() and writing.exists()
     count, _ = cache.clear()
     assert count == 2 and not spills[0].exists() and writing.exists()

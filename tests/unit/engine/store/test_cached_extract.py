@@ -8,13 +8,22 @@ import time
 import numpy as np
 import pytest
 
-from isoscope.engine.extraction import ExtractionResult, ExtractionSettings
+from isoscope.engine.extraction import ExtractionResult
 from isoscope.engine.store.cache import ResultCache
 from isoscope.engine.store.cached_extract import cached_extract
 from isoscope.engine.store.entries import cache_key
 from tests.unit.engine.store.test_cache import fake_result
 
 pytestmark = pytest.mark.usefixtures("no_process_limit")
+
+
+def model_and_corpus(result: ExtractionResult, card: dict | None = None):
+    """Stand-ins for the model and corpus that ``result`` says it was computed from."""
+    card = card or {"source": "fake"}
+    info = type("I", (), {"to_dict": card.copy})
+    loaded = type("L", (), {"fingerprint": result.model_fingerprint, "info": info})()
+    corpus = type("C", (), {"sha": result.corpus_sha, "__len__": lambda self: 1})()
+    return loaded, corpus
 
 
 def test_unwritable_folder_runs_with_one_notice(tmp_path, monkeypatch):
@@ -27,12 +36,11 @@ def test_unwritable_folder_runs_with_one_notice(tmp_path, monkeypatch):
         calls.append(1)
         return fake_result(0)
 
-    loaded = type("L", (), {"fingerprint": "fp"})()
-    corpus = type("C", (), {"sha": "s", "__len__": lambda self: 1})()
+    loaded, corpus = model_and_corpus(fake_result(0))
     import isoscope.engine.extraction
 
     monkeypatch.setattr(isoscope.engine.extraction, "extract", fake_extract)
-    out = cached_extract(loaded, corpus, ExtractionSettings(), cache=cache)
+    out = cached_extract(loaded, corpus, fake_result(0).settings, cache=cache)
     assert calls == [1]
     assert [n for n in out.notices if "nothing was cached" in n] == [out.notices[-1]]
     assert "cannot be written" in out.notices[-1] or "not writable" in out.notices[-1]
@@ -43,10 +51,9 @@ def test_corrupted_entry_is_recomputed_and_replaced(tmp_path, monkeypatch):
     import isoscope.engine.extraction
 
     cache = ResultCache(tmp_path)
-    loaded = type("L", (), {"fingerprint": "fp"})()
-    corpus = type("C", (), {"sha": "s", "__len__": lambda self: 1})()
-    settings = ExtractionSettings()
-    key = cache_key("fp", "s", settings)
+    loaded, corpus = model_and_corpus(fake_result(5))
+    settings = fake_result(5).settings
+    key = cache_key(loaded.fingerprint, corpus.sha, settings)
     cache.path(key).write_bytes(b"PK\x03\x04 truncated garbage")
     monkeypatch.setattr(isoscope.engine.extraction, "extract", lambda *a: fake_result(5))
     out = cached_extract(loaded, corpus, settings, cache=cache)
@@ -74,17 +81,17 @@ def test_a_second_process_computing_the_same_key_waits_and_reads_the_first_resul
 
     monkeypatch.setattr(isoscope.engine.extraction, "extract", slow_extract)
     card = {"source": "fake"}  # the card fake_result carries: the same path, so no reuse line
-    loaded = type("L", (), {"fingerprint": "fp", "info": type("I", (), {"to_dict": card.copy})})()
-    corpus = type("C", (), {"sha": "s", "__len__": lambda self: 1})()
+    loaded, corpus = model_and_corpus(fake_result(7), card)
+    settings = fake_result(7).settings
     out: dict[str, ExtractionResult] = {}
     first = threading.Thread(
         target=lambda: out.__setitem__(
-            "a", cached_extract(loaded, corpus, cache=ResultCache(tmp_path))
+            "a", cached_extract(loaded, corpus, settings, cache=ResultCache(tmp_path))
         )
     )
     first.start()
     assert started.wait(10)
-    out["b"] = cached_extract(loaded, corpus, cache=ResultCache(tmp_path))
+    out["b"] = cached_extract(loaded, corpus, settings, cache=ResultCache(tmp_path))
     first.join(10)
     assert len(calls) == 1
     np.testing.assert_array_equal(out["a"].sample_vectors, out["b"].sample_vectors)
