@@ -394,19 +394,29 @@ def _finish(
     """The statistics of the attention ``layers`` (1..L; every layer when None)."""
     rows = [i - 1 for i in layers] if layers is not None else list(range(len(sums.q)))
     n = max(sums.tokens[rows[0]], 1)
-    mean_q = np.stack([sums.q[i] for i in rows]) / n  # (L', H, d_h)
-    mean_k = np.stack([sums.k[i] for i in rows]) / n  # (L', G, d_h)
-    heads, groups = mean_q.shape[1], mean_k.shape[1]
+    # per layer, as the head size may differ by layer: mean q (H, d_l), mean k (G, d_l)
+    shapes = {(sums.q[i].shape[0], sums.k[i].shape[0]) for i in rows}
+    if len(shapes) > 1:
+        raise UnsupportedModelError(
+            f"{loaded.info.architecture}'s layers have different numbers of query/key heads "
+            f"({', '.join(f'{h}/{g}' for h, g in sorted(shapes))}); the queries/keys view "
+            "compares one set of heads across layers"
+        )
+    ((heads, groups),) = shapes
     if groups == 0 or heads % groups:
         raise UnsupportedModelError(
             f"{heads} query heads cannot share {groups} key heads evenly in "
             f"{loaded.info.architecture}"
         )
     kv_head = np.arange(heads) // (heads // groups)  # GQA: query head h uses key head h // (H/G)
-    mean_k = mean_k[:, kv_head]  # (L, H, d_h): each query head's own key head
-    q_norm = np.linalg.norm(mean_q, axis=-1)
-    k_norm = np.linalg.norm(mean_k, axis=-1)
-    cos = (mean_q * mean_k).sum(-1) / np.maximum(q_norm * k_norm, 1e-300)
+    q_norm, k_norm, cos = [], [], []
+    for i in rows:
+        mean_q = sums.q[i] / n  # (H, d_l)
+        mean_k = sums.k[i][kv_head] / n  # (H, d_l): each query head's own key head
+        q_norm.append(np.linalg.norm(mean_q, axis=-1))
+        k_norm.append(np.linalg.norm(mean_k, axis=-1))
+        cos.append((mean_q * mean_k).sum(-1) / np.maximum(q_norm[-1] * k_norm[-1], 1e-300))
+    q_norm, k_norm, cos = np.stack(q_norm), np.stack(k_norm), np.stack(cos)  # (L', H)
     return QKStats(
         mean_q_norm=q_norm,
         mean_k_norm=k_norm,
