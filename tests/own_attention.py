@@ -82,10 +82,14 @@ ROTARY = ("gptj", "codegen", "falcon")
 
 def build(family: str, folder: Path, seed: int = 0) -> Path:
     """Save a seeded random ``family`` base model (safetensors) and the tokenizer to ``folder``."""
+    return build_config(*FAMILIES[family], folder, seed)
+
+
+def build_config(cls_name: str, kwargs: dict, folder: Path, seed: int = 0) -> Path:
+    """Save a seeded random base model of ``transformers.<cls_name>(**kwargs)`` and the tokenizer."""
     import torch
     import transformers
 
-    cls_name, kwargs = FAMILIES[family]
     torch.manual_seed(seed)
     model = transformers.AutoModel.from_config(getattr(transformers, cls_name)(**kwargs))
     folder.mkdir(parents=True, exist_ok=True)
