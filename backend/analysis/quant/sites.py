@@ -4,11 +4,16 @@ The rule (docs/methods.md section 10):
 
 1. **Blocks**: the ``nn.ModuleList`` of ``num_hidden_layers`` blocks, as
    :func:`backend.engine.arch.blocks_of` finds it for every view.
-2. **Projections**: every ``nn.Linear`` (and GPT-2's ``transformers.pytorch_utils.Conv1D``) inside
-   a block, named by its full module name in the loaded model (as SmoothQuant's ``act_scales`` keys
-   them, e.g. ``model.layers.3.self_attn.q_proj`` for a causal LM, ``layers.3.self_attn.q_proj``
-   for the bare ``LlamaModel`` isoscope loads). Linears inside a ``ModuleList`` of two or more
-   same-class modules within a block are routed MoE experts: skipped, with a note.
+2. **Projections**: every ``nn.Linear`` (and GPT-2's ``transformers.pytorch_utils.Conv1D``) of a
+   layer: inside its block, or the i-th member of a list kept beside the blocks (XLM's
+   ``attentions[i]`` / ``ffns[i]``), named by its full module name in the loaded model (as
+   SmoothQuant's ``act_scales`` keys them, e.g. ``model.layers.3.self_attn.q_proj`` for a causal
+   LM, ``layers.3.self_attn.q_proj`` for the bare ``LlamaModel`` isoscope loads). Linears inside a
+   ``ModuleList`` of two or more same-class modules of which one pass runs several, some on fewer
+   rows than the layer's tokens, are routed MoE experts: skipped, with a note (stacked blocks that
+   every token runs are sites). Named in notes and not sites: a module that returns a tuple (a
+   router's weights and chosen experts), 1-D convolutions of kernel one (channels first), and
+   projections the pass calls outside the layers.
 3. **Sites**: one traced forward pass (:func:`backend.engine.arch.projection_inputs`, the same
    pass and rule as the norms' :func:`~backend.engine.arch.wiring`) records the input tensor of
    every projection; projections whose input is the very same tensor (object identity: q/k/v,

@@ -37,7 +37,8 @@ Canonical norm roles (the names used in the UI, CLI and JSON; see
 What cannot be discovered is one :class:`Family` entry in :data:`FAMILIES`: where the query, key
 and value projections (or GPT-2's fused one) live, for the views that take them apart (TUPE). The
 queries/keys view needs no entry: it reads q and k at the attention call
-(:mod:`backend.engine.arch.qk_capture`).
+(:mod:`backend.engine.arch.qk_capture`) or, for attention in a modeling file's own code, as the
+operands of the product whose softmax is the attention (:mod:`backend.engine.arch.scores`).
 A family matches by layout (its paths resolve on the model), not by name. A model no
 entry matches still gets every view that needs none (hidden states, norms, int8, massive
 activations); :func:`architecture` refuses the rest in one line naming the model and what is missing.
@@ -46,7 +47,8 @@ The package, one module per seam: :mod:`~backend.engine.arch.families` (the tabl
 :mod:`~backend.engine.arch.lookup` (paths, blocks), :mod:`~backend.engine.arch.probe` (a random
 input and one forward pass), :mod:`~backend.engine.arch.causality`,
 :mod:`~backend.engine.arch.norms` (the records and the per-module tests),
-:mod:`~backend.engine.arch.tracing` (the traced pass), :mod:`~backend.engine.arch.positions`,
+:mod:`~backend.engine.arch.tracing` (the traced pass), :mod:`~backend.engine.arch.scores`
+(softmax attention read from the computation), :mod:`~backend.engine.arch.positions`,
 :mod:`~backend.engine.arch.resolve` (:func:`architecture`) and
 :mod:`~backend.engine.arch.memo`, the one memo of these facts and its lifetime.
 """
