@@ -128,12 +128,8 @@ def _trace(model: torch.nn.Module) -> _Traced:
     for m in projections:
         hooks.setdefault(m, []).append(on_proj_output)
     pre_hooks: dict = {m: on_proj for m in projections}
-    for b in [*blocks, *part_index]:
-        pre_hooks.setdefault(b, [])
-        pre_hooks[b] = [
-            *([pre_hooks[b]] if callable(pre_hooks[b]) else pre_hooks[b]),
-            on_block_start,
-        ]
+    for b in [*blocks, *part_index]:  # a part may itself be a projection: both hooks then
+        pre_hooks[b] = [pre_hooks[b], on_block_start] if b in pre_hooks else on_block_start
     ends = {b: on_block_end for b in blocks} | {m: on_part_end for m in part_index}
     with (
         forward_hooks(hooks),
