@@ -12,7 +12,7 @@ Two ways, decided from the model itself:
 - **The scores** (modeling files with their own attention code: GPT-J, GPT-Neo, CodeGen, BLOOM,
   Falcon, MPT, XLM, XLNet, DeBERTa, ...): the queries and keys are the operands of the product
   whose softmax is the attention, read from the computation itself
-  (:func:`backend.engine.arch.scores.score_calls`), with the weights the module computed.
+  (:func:`isoscope.engine.arch.scores.score_calls`), with the weights the module computed.
 - **The projections**, for one case the scores cannot serve: queries and keys *before* a rotary
   embedding that the module applies in its own code (Falcon, RoFormer). Where q and k sit in the
   projection outputs cannot be discovered, so one :data:`QK_LAYOUTS` entry says it.
@@ -36,8 +36,8 @@ from typing import Any
 
 import torch
 
-from backend.engine.arch.hooks import forward_hooks
-from backend.engine.errors import UnsupportedModelError
+from isoscope.engine.arch.hooks import forward_hooks
+from isoscope.engine.errors import UnsupportedModelError
 
 IMPLEMENTATION = "isoscope_qk_capture"
 # One lock for every switch of a model's attention implementation (this capture, and the eager
@@ -163,7 +163,7 @@ def allowed_keys(
 
 def block_index(model: torch.nn.Module) -> dict[torch.nn.Module, int]:
     """Every module inside the per-layer blocks -> its block's index (0-based)."""
-    from backend.engine.arch.lookup import blocks_of
+    from isoscope.engine.arch.lookup import blocks_of
 
     found = blocks_of(model)
     if found is None:

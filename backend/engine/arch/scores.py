@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import torch
 from torch.overrides import TorchFunctionMode
 
-from backend.engine.arch.hooks import forward_hooks
+from isoscope.engine.arch.hooks import forward_hooks
 
 F = torch.nn.functional
 

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import torch
 
-from backend.analysis.positional.qk import qk_stats
-from backend.engine.errors import UnsupportedModelError
-from backend.engine.load.models import load_model
+from isoscope.analysis.positional.qk import qk_stats
+from isoscope.engine.errors import UnsupportedModelError
+from isoscope.engine.load.models import load_model
 from tests import own_attention
 
 TEXTS = ["the cat sat on the w3 . w7 w9", "a dog , the w1 w2", "w11 w12 w13 the cat on a dog ; w20"]
@@ -109,7 +109,7 @@ def test_before_rotation_is_refused_in_one_line_where_the_module_rotates_itself(
     loaded = load_model(str(family_dirs[family]), device="cpu")
     with pytest.raises(UnsupportedModelError, match="rotation 'applied'"):
         qk_stats(loaded, TEXTS, rotation="before")
-    from backend.cli import main
+    from isoscope.cli import main
 
     texts = tmp_path / "texts.txt"
     texts.write_text("\n".join(TEXTS) + "\n")

@@ -15,9 +15,9 @@ from contextlib import redirect_stderr
 import pytest
 import torch
 
-from backend.analysis.quant.sites import discover_sites, is_projection
-from backend.engine.errors import UnsupportedModelError
-from backend.engine.load.models import load_model
+from isoscope.analysis.quant.sites import discover_sites, is_projection
+from isoscope.engine.errors import UnsupportedModelError
+from isoscope.engine.load.models import load_model
 from tests import own_attention
 from tests.zoo import H, L, V, W
 
@@ -97,7 +97,7 @@ def test_a_router_returning_a_tuple_is_a_named_exclusion(dirs, tmp_path):
     site_map = discover_sites(loaded)
     assert not any("router" in p for p in _site_modules(site_map))
     assert any("return a tuple" in n and "mlp.router" in n for n in site_map.notes)
-    from backend.cli import main
+    from isoscope.cli import main
 
     texts = tmp_path / "texts.txt"
     texts.write_text("\n".join(TEXTS) + "\n")

@@ -15,11 +15,11 @@ import pytest
 import torch
 from torch import nn
 
-from backend.analysis.activations.sinks import eager_attention
-from backend.engine.arch import layer_pattern, pattern_sentence
-from backend.engine.arch.qk_capture import block_index
-from backend.engine.arch.scores import score_calls
-from backend.engine.load.models import load_model
+from isoscope.analysis.massive.sinks import eager_attention
+from isoscope.engine.arch import layer_pattern, pattern_sentence
+from isoscope.engine.arch.qk_capture import block_index
+from isoscope.engine.arch.scores import score_calls
+from isoscope.engine.load.models import load_model
 from tests import own_attention
 
 TEXTS = ["the cat sat on the w3 . w7 w9", "a dog , the w1 w2"]

@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch import nn
 
-from backend.engine.arch.tracing import projection_inputs, projections_outside
+from isoscope.engine.arch.tracing import projection_inputs, projections_outside
 
 W, V, T = 16, 40, 8
 
@@ -179,7 +179,7 @@ class FourDBlock(Block):
 
 
 def test_a_norm_that_takes_only_four_dimensional_input_is_read():
-    from backend.engine.arch import wiring
+    from isoscope.engine.arch import wiring
 
     torch.manual_seed(0)
     model = Blocks(FFN)

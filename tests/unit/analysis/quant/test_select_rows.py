@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from backend.analysis.activations.inner import per_token
-from backend.analysis.quant.readiness.scan import select_rows
+from isoscope.analysis.massive.inner import per_token
+from isoscope.analysis.quant.readiness.scan import select_rows
 
 B, T, C = 3, 5, 4
 MASK = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 0, 0, 0, 0]], dtype=torch.bool)
