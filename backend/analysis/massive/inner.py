@@ -90,11 +90,15 @@ class InnerReading:
 def per_token(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor | None:
     """(N, c): the channels of each of the batch's N non-padding tokens, from a (B, T, ...)
     activation or one flattened over tokens (and heads: Gated DeltaNet's norm runs on
-    (B * T * heads, d_head)). None when ``x`` is not laid out by token."""
+    (B * T * heads, d_head)), or with extra axes of size one around the tokens ((B, 1, T, c)).
+    None when ``x`` is not laid out by token."""
     b, t = mask.shape
     if x.ndim >= 2 and tuple(x.shape[:2]) == (b, t):
         return x.reshape(b, t, -1)[mask]
     if x.numel() % (b * t) == 0 and x.shape[0] % (b * t) == 0:
+        return x.reshape(b, t, -1)[mask]
+    lead = [n for n in x.shape[:-1] if n != 1]
+    if x.ndim > 3 and lead == [n for n in (b, t) if n != 1]:  # (B, 1, T, c): an extra axis
         return x.reshape(b, t, -1)[mask]
     return None
 

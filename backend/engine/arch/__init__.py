@@ -37,7 +37,8 @@ Canonical norm roles (the names used in the UI, CLI and JSON; see
 What cannot be discovered is one :class:`Family` entry in :data:`FAMILIES`: where the query, key
 and value projections (or GPT-2's fused one) live, for the views that take them apart (TUPE). The
 queries/keys view needs no entry: it reads q and k at the attention call
-(:mod:`isoscope.engine.arch.qk_capture`).
+(:mod:`isoscope.engine.arch.qk_capture`) or, for attention in a modeling file's own code, as the
+operands of the product whose softmax is the attention (:mod:`isoscope.engine.arch.scores`).
 A family matches by layout (its paths resolve on the model), not by name. A model no
 entry matches still gets every view that needs none (hidden states, norms, int8, massive
 activations); :func:`architecture` refuses the rest in one line naming the model and what is missing.
@@ -46,7 +47,8 @@ The package, one module per seam: :mod:`~isoscope.engine.arch.families` (the tab
 :mod:`~isoscope.engine.arch.lookup` (paths, blocks), :mod:`~isoscope.engine.arch.probe` (a random
 input and one forward pass), :mod:`~isoscope.engine.arch.causality`,
 :mod:`~isoscope.engine.arch.norms` (the records and the per-module tests),
-:mod:`~isoscope.engine.arch.tracing` (the traced pass), :mod:`~isoscope.engine.arch.positions`,
+:mod:`~isoscope.engine.arch.tracing` (the traced pass), :mod:`~isoscope.engine.arch.scores`
+(softmax attention read from the computation), :mod:`~isoscope.engine.arch.positions`,
 :mod:`~isoscope.engine.arch.resolve` (:func:`architecture`) and
 :mod:`~isoscope.engine.arch.memo`, the one memo of these facts and its lifetime.
 """

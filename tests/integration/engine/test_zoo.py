@@ -26,7 +26,7 @@ NORMS_REFUSED = {"albert": "share one module", "olmo": "no parameters"}
 NO_MLP_OUTPUT_SITE = {"mixtral", "qwen3_moe", "gpt_oss"}
 # Families whose queries/keys are refused (rotation applied, the default / before), and what the
 # one line must say could not be found. Every other family with attention gets the view.
-QK_REFUSED = {"albert": "shares one layer module", "roformer": "no rotary (cos, sin)"}
+QK_REFUSED = {"albert": "shares one layer module"}
 QK_BEFORE_REFUSED = {"albert": "shares one layer module", "llama4_text": "no rotary (cos, sin)"}
 
 

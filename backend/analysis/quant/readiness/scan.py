@@ -150,11 +150,16 @@ class QuantScan:
 
 
 def select_rows(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor | None:
-    """The non-padding rows of a projection input: (B, T, in) or a flattened (B*T, in)."""
+    """The non-padding rows of a projection input: (B, T, in), a flattened (B*T, in), or one
+    with extra axes of size one around the tokens ((B, 1, T, in): a latent attention's
+    up-projection fed one latent "head")."""
     if x.dim() == 3 and tuple(x.shape[:2]) == tuple(mask.shape):
         return x[mask]
     if x.dim() == 2 and x.shape[0] == mask.numel():
         return x[mask.reshape(-1)]
+    lead = [n for n in x.shape[:-1] if n != 1]
+    if x.dim() > 3 and lead == [n for n in mask.shape if n != 1]:
+        return x.reshape(*mask.shape, x.shape[-1])[mask]
     return None
 
 

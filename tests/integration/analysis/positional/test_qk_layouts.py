@@ -153,8 +153,12 @@ def test_falcon_fused_grouped_keys_are_paired_per_group(tmp_path_factory):
     )
     stats = qk_stats(loaded, TEXTS, rotation="applied")
     assert stats.kv_head.tolist() == [0, 0, 1, 1]
-    assert stats.rotation == "applied" and "_split_heads" in stats.capture
+    assert stats.rotation == "applied" and "scores" in stats.capture
     assert np.all(stats.entropy_norm > 0) and np.all(stats.entropy_norm <= 1 + 1e-9)
+    # before rotation, q and k come from the fused projection; the weights are the same attention
+    before = qk_stats(loaded, TEXTS, rotation="before")
+    assert before.kv_head.tolist() == [0, 0, 1, 1] and "_split_heads" in before.capture
+    np.testing.assert_allclose(before.entropy, stats.entropy, rtol=1e-5)
 
 
 def test_opt_queries_are_the_projections_although_opt_prescales_them(tmp_path):
