@@ -24,18 +24,20 @@ def _replace_along(h: torch.Tensor, u: torch.Tensor, target: float) -> torch.Ten
     return (h.float() + (target / (u @ u) - coef)[..., None] * u).to(h.dtype)
 
 
-def _site(loaded, state: int, final_applied: bool):
-    """(module, pre) whose input (pre) or output is hidden state ``state``."""
+def _site(loaded, source: tuple[int, bool]):
+    """(module, pre) whose input (pre) or output is the hidden state (``source``:
+    :func:`~backend.analysis.dimension.card.state_source`)."""
     found = blocks_of(loaded.model)
     if found is None:
         raise UnsupportedModelError("the model has no list of per-layer blocks to ablate at")
     blocks = found[1]
-    if state < len(blocks):
-        return blocks[state], True
-    if final_applied:
-        final = next(n for n in wiring(loaded).norms if n.role == "final")
-        return dict(loaded.model.named_modules())[final.path], False
-    return blocks[-1], False
+    count, final = source
+    if final:
+        norm = next(n for n in wiring(loaded).norms if n.role == "final")
+        return dict(loaded.model.named_modules())[norm.path], False
+    if count == 0:
+        return blocks[0], True
+    return blocks[count - 1], False
 
 
 def _hook(pre: bool, u: torch.Tensor, target: float):
@@ -107,11 +109,11 @@ def _effect(base_finals, base_losses, finals, losses) -> dict:
     return effect
 
 
-def ablation_effects(loaded, tokenized: TokenizedCorpus, u, settings, raw_value, result) -> dict:
+def ablation_effects(
+    loaded, tokenized: TokenizedCorpus, u, settings, raw_value, result, source
+) -> dict:
     """Zero / mean ablation of u at ``settings.state`` and of ``settings.controls`` random basis
     dimensions, over the first ``settings.ablation_texts`` texts (module doc)."""
-    from backend.analysis.dimension.card import _state_after_final_norm
-
     n_texts = min(settings.ablation_texts, len(tokenized.input_ids))
     rows_list = plan_batches(tokenized.lengths[:n_texts], settings.batch_size)
     device = loaded.device
@@ -122,8 +124,7 @@ def ablation_effects(loaded, tokenized: TokenizedCorpus, u, settings, raw_value,
         if w_np is not None and w_np.shape[1] == len(u)
         else None
     )
-    final_applied = _state_after_final_norm(loaded, tokenized)
-    module, pre = _site(loaded, settings.state, final_applied)
+    module, pre = _site(loaded, source)
     base_finals, base_losses = _run(loaded, tokenized, rows_list, w_u)
     n = max(len(raw_value), 1)
     state_mean = result.state_sum / n

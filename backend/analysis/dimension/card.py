@@ -106,8 +106,8 @@ def build_card(loaded, texts, settings: DimensionSettings, progress=None) -> Dim
     final = next((n for n in wired.norms if n.role == "final"), None)
     named = dict(loaded.model.named_modules())
     final_params = norm_parameters(named[final.path], final, final.width) if final else None
-    final_applied = final is not None and _state_after_final_norm(loaded, tokenized)
-    plan = build_plan(loaded, u, settings.state, final_applied)
+    blocks_in, final_applied = state_source(loaded, tokenized, settings.state)
+    plan = build_plan(loaded, u, blocks_in, final_applied)
     lens = (final.kind, final_params[2]) if final is not None else None
     result = run_pass(
         loaded,
@@ -176,7 +176,10 @@ def build_card(loaded, texts, settings: DimensionSettings, progress=None) -> Dim
     if settings.ablation_texts:
         from backend.analysis.dimension.ablation import ablation_effects
 
-        ablation = ablation_effects(loaded, tokenized, u, settings, value - settings.offset, result)
+        source = (blocks_in, final_applied)
+        ablation = ablation_effects(
+            loaded, tokenized, u, settings, value - settings.offset, result, source
+        )
         card = _replace(card, ablation=ablation)
     return _replace(card, seconds=time.perf_counter() - started)
 
@@ -187,30 +190,52 @@ def _replace(card: DimensionCard, **changes) -> DimensionCard:
     return replace(card, **changes)
 
 
-def _state_after_final_norm(loaded, tokenized) -> bool:
-    """Whether state L (``last_hidden_state``) is the final norm's output rather than the last
-    block's: one short forward pass of the first text, both read by hooks."""
+def state_source(loaded, tokenized, state: int) -> tuple[int, bool]:
+    """What hidden state ``state`` is, read from one short forward pass of the first text with
+    hooks: ``(blocks, final)``, the output of the first ``blocks`` blocks (0: the first block's
+    input, the embeddings), passed through the final norm when ``final``. Most models number
+    their states so that state s is block s's output; some return the blocks' outputs from the
+    first block on (Mamba), and state L is often the final norm's output."""
     from backend.engine.arch import blocks_of
     from backend.engine.arch.hooks import forward_hooks
     from backend.engine.extraction import residual_states
 
     found = blocks_of(loaded.model)
     if found is None:
-        return False
-    last_block = found[1][-1]
-    seen: dict[str, torch.Tensor] = {}
+        raise UnsupportedModelError("the model has no list of per-layer blocks to decompose")
+    blocks = found[1]
+    final = next((n for n in wiring(loaded).norms if n.role == "final"), None)
+    seen: dict[tuple[int, bool], torch.Tensor] = {}
 
-    def hook(module, args, output):
-        x = output[0] if isinstance(output, tuple | list) else output
-        seen["block"] = x
+    def keep(key):
+        def hook(module, args, output):
+            x = output[0] if isinstance(output, tuple | list) else output
+            seen.setdefault(key, x)
 
+        return hook
+
+    def keep_input(module, args):
+        if args and isinstance(args[0], torch.Tensor):
+            seen.setdefault((0, False), args[0])
+
+    hooks = {b: keep((i + 1, False)) for i, b in enumerate(blocks)}
+    if final is not None:
+        hooks[dict(loaded.model.named_modules())[final.path]] = keep((len(blocks), True))
     ids = torch.as_tensor(tokenized.input_ids[0][:16], device=loaded.device)[None]
-    with forward_hooks({last_block: hook}), torch.inference_mode():
+    with (
+        forward_hooks(hooks),
+        forward_hooks({blocks[0]: keep_input}, pre=True),
+        torch.inference_mode(),
+    ):
         out = loaded.encoder(input_ids=ids, output_hidden_states=True)
-        last = residual_states(out, loaded.encoder)[-1]
-    block = seen.get("block")
-    return not (
-        isinstance(block, torch.Tensor) and block.shape == last.shape and torch.equal(block, last)
+        target = residual_states(out, loaded.encoder)[state]
+    for key in sorted(seen, key=lambda k: (abs(k[0] - state), k[1])):
+        x = seen[key]
+        if isinstance(x, torch.Tensor) and x.shape == target.shape and torch.equal(x, target):
+            return key
+    raise UnsupportedModelError(
+        f"hidden state {state} of this model is neither a block's output nor its final norm's, "
+        "so it cannot be decomposed into the blocks' contributions"
     )
 
 

@@ -142,8 +142,9 @@ class _Builder:
 
 
 def build_plan(loaded, u: np.ndarray, state: int, final_norm: bool) -> Plan:
-    """The rows and probes of h_state . u (module doc). ``final_norm``: state L is the output of
-    the model's final norm (a pre-norm decoder's ``last_hidden_state``)."""
+    """The rows and probes of h . u for h the output of the first ``state`` blocks (0: the
+    embeddings), passed through the final norm when ``final_norm`` (a pre-norm decoder's
+    ``last_hidden_state``) (module doc)."""
     model = loaded.model
     wired = _wiring(loaded)
     found = blocks_of(model)
@@ -159,7 +160,7 @@ def build_plan(loaded, u: np.ndarray, state: int, final_norm: bool) -> Plan:
     experts = _expert_modules(blocks)
     v, scales = np.asarray(u, dtype=np.float64), ()
     L = len(blocks)
-    if final_norm and state == L:
+    if final_norm:
         final = next(n for n in wired.norms if n.role == "final")
         v, scales = b.pass_norm(final, v, scales, L)
         b.plan.final_norm = True

@@ -134,12 +134,9 @@ class _Recorder:
             for name, v, count in entries:
                 vt = torch.as_tensor(v, dtype=torch.float32, device=x.device)
                 total = output[flat].float() @ vt
-                parts = []
-                for e in range(count):
-                    routed = torch.where(index == e, index, torch.full_like(index, count))
-                    part = module.forward(x, routed, weights)  # expert e on its own tokens
-                    parts.append(part[flat].float() @ vt)
-                    self._put(f"{name}:{e}", parts[-1])
+                parts = _expert_parts(module, x, index, weights, count, flat, vt)
+                for e, part in enumerate(parts):
+                    self._put(f"{name}:{e}", part)
                 self._put(f"{name}:total", total)
 
         return hook
@@ -156,6 +153,25 @@ class _Recorder:
             taken[name] = parts[0]
         self.batch = {}
         return taken
+
+
+def _expert_parts(module, x, index, weights, count, flat, vt) -> list[torch.Tensor]:
+    """Each expert's output along ``vt`` for the batch's real tokens. First each expert alone, the
+    other routes sent to the skip slot ``count`` (one more run of the experts in all); where the
+    implementation does not skip that slot (the parts do not sum to the whole), every route but
+    the expert's own gets weight 0 instead (a run of all routed experts per expert)."""
+    whole = module.forward(x, index, weights)[flat].float() @ vt
+    parts = []
+    for e in range(count):
+        routed = torch.where(index == e, index, torch.full_like(index, count))
+        parts.append(module.forward(x, routed, weights)[flat].float() @ vt)
+    scale = float(whole.abs().max()) + 1e-6
+    if float((sum(parts) - whole).abs().max()) <= 1e-4 * scale:
+        return parts
+    return [
+        module.forward(x, index, weights * (index == e).to(weights.dtype))[flat].float() @ vt
+        for e in range(count)
+    ]
 
 
 def run_pass(
