@@ -27,6 +27,7 @@ PAGES = [
     ("layernorm.py", "LayerNorm", ":material/tune:"),
     ("positional.py", "Positional information", ":material/timeline:"),
     ("massive.py", "Massive activations & sinks", ":material/bolt:"),
+    ("dimension.py", "What is this dimension?", ":material/search:"),
     ("quant.py", "Quantization readiness", ":material/compress:"),
     ("compare.py", "Compare", ":material/difference:"),
     ("tour.py", "Guided tour", ":material/school:"),

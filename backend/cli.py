@@ -29,6 +29,7 @@ COMMAND_MODULES = (
     "trajectory",
     "quant",
     "qk",
+    "dimension",
 )
 
 

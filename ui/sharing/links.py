@@ -59,7 +59,12 @@ def _controls(page: str) -> dict[str, Options | Interval | Tab]:
 
 # Pages whose hidden-state widget sits under this key: an index (0 = emb) in a selectbox, or the
 # state's name ("emb", "1" ...) in a select_slider.
-STATE_WIDGETS = {"projections": "proj_state", "outliers": "out_state", "anisotropy": "aniso_layer"}
+STATE_WIDGETS = {
+    "projections": "proj_state",
+    "outliers": "out_state",
+    "anisotropy": "aniso_layer",
+    "dimension": "dim_state",
+}
 
 
 def known_model(source: str) -> bool:

@@ -125,4 +125,5 @@ LINK_CONTROLS: dict[str, dict[str, Options | Interval | Tab]] = {
         "cmp_traj_metric": CMP_TRAJ_METRIC,
     },
     "tour": {"tour_step": TOUR_STEP},
+    "dimension": {"dim_dim": Interval(0, 1 << 20, 0, integer=True, name="dim")},
 }

@@ -61,7 +61,7 @@ class _Recorder:
     def _project(self, key, x: torch.Tensor) -> None:
         names, matrix = self.matrices[key]
         matrix = matrix.to(x.device)
-        picked = x[self.mask].float() @ matrix  # (N, k)
+        picked = (x.float() @ matrix)[self.mask]  # (N, k): project first, then gather
         for j, name in enumerate(names):
             self._put(name, picked[:, j])
 
