@@ -54,15 +54,21 @@ def card_of(
     *,
     progress,
 ) -> DimensionCard:
-    """The card of ``dim`` (or of the direction ``kind`` names) at ``state`` on the extraction's
-    texts."""
+    """The card of ``dim`` (or of the direction ``kind`` names: the state's mean direction, its
+    ``component``-th principal component of the token sample, or the uploaded ``_direction``,
+    keyed by its sha) at ``state`` on the extraction's texts."""
     label = (
         "" if kind == "dimension" else kind if kind != "principal component" else f"PC {component}"
     )
+    direction = _direction
+    if kind == "mean direction":
+        direction = mean_direction(result.mean[state])
+    elif kind == "principal component":
+        direction = principal_direction(result.sample_vectors[state], component)
     settings = DimensionSettings(
         state=state,
         dim=dim if kind == "dimension" else None,
-        direction=None if kind == "dimension" else _direction,
+        direction=None if kind == "dimension" else direction,
         label=label,
         top_k=top_k,
         ablation_texts=ablation_texts,
@@ -129,12 +135,9 @@ def controls(result: ExtractionResult):
     if kind == "dimension":
         if "dim_dim" not in st.session_state:
             st.session_state["dim_dim"] = strongest_dims(result.mean[state], 1)[0]
-        dim = int(c3.number_input("Dimension", 0, width - 1, step=1, key="dim_dim"))
-    elif kind == "mean direction":
-        direction = mean_direction(result.mean[state])
+        dim = int(c3.number_input("Dimension", 0, width - 1, None, step=1, key="dim_dim"))
     elif kind == "principal component":
         component = int(c3.number_input("Component", 1, 20, 1, key="dim_pc"))
-        direction = principal_direction(result.sample_vectors[state], component)
     else:
         upload = c3.file_uploader("u (.npy)", type=["npy"], key="dim_upload")
         if upload is None:

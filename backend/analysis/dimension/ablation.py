@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from backend.analysis.dimension.card import unembedding
+from backend.analysis.dimension.logits import unembedding
 from backend.engine.arch import blocks_of, is_causal, wiring
 from backend.engine.arch.hooks import forward_hooks
 from backend.engine.budget.batching import plan_batches

@@ -10,8 +10,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from backend.analysis.dimension.ablation import ablation_effects
 from backend.analysis.dimension.chain import SPLIT_TOLERANCE, Plan, Row, build_plan, norm_parameters
 from backend.analysis.dimension.forward import PassResult, run_pass
+from backend.analysis.dimension.logits import logit_effect
 from backend.analysis.dimension.params import HISTOGRAM_BINS, POSITION_BINS
 from backend.analysis.dimension.settings import DimensionSettings
 from backend.analysis.geometry.isotropy import pair_terms, unit_rows
@@ -153,7 +155,7 @@ def build_card(loaded, texts, settings: DimensionSettings, progress=None) -> Dim
         value_scale=float(np.abs(value).max(initial=0.0)),
         readers=readers(loaded, u, settings.dim),
         logit_effect=(
-            _logit_effect(
+            logit_effect(
                 loaded,
                 u,
                 value - settings.offset,
@@ -174,8 +176,6 @@ def build_card(loaded, texts, settings: DimensionSettings, progress=None) -> Dim
         values=value,
     )
     if settings.ablation_texts:
-        from backend.analysis.dimension.ablation import ablation_effects
-
         source = (blocks_in, final_applied)
         ablation = ablation_effects(
             loaded, tokenized, u, settings, value - settings.offset, result, source
@@ -502,60 +502,6 @@ def readers(loaded, u: np.ndarray, dim: int | None) -> list[dict]:
             )
         out.append(entry)
     return out
-
-
-def unembedding(loaded) -> np.ndarray | None:
-    """The (V, d) unembedding: the output embeddings, else the input table when the config ties
-    them; None when the model has neither."""
-    model = loaded.model
-    out = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    if out is None and getattr(model.config, "tie_word_embeddings", False):
-        out = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
-    weight = getattr(out, "weight", None)
-    if not isinstance(weight, torch.Tensor) or weight.ndim != 2:
-        return None
-    return weight.detach().float().cpu().numpy()
-
-
-def _logit_effect(
-    loaded, u, raw_value, result, top, final_params, after_final, k, final
-) -> dict | None:
-    """The direct effect on the logits (the logit lens): the value written along u, through the
-    final norm with its scale frozen (unless the state is already its output) and the
-    unembedding."""
-    w_u = unembedding(loaded)
-    if w_u is None or w_u.shape[1] != len(u):
-        return None
-    if after_final or final_params is None:
-        coef, direction = raw_value, u
-    else:
-        gamma = final_params[0]
-        centred = u - u.mean() if final.kind == "layernorm" else u
-        coef, direction = raw_value / result.lens_scale, gamma * centred
-    per_token = w_u @ direction  # (V,) logit change per unit of coef
-    mean_coef = float(coef.mean())
-    top_coef = float(coef[top].mean()) if len(top) else 0.0
-    effect = mean_coef * per_token
-    order = np.argsort(-effect, kind="stable")
-    tok = loaded.tokenizer
-
-    def listed(ids) -> list[dict]:
-        names = _token_text(tok, ids)
-        return [
-            {
-                "token": n,
-                "id": int(i),
-                "mean": float(effect[i]),
-                "at_top": float(top_coef * per_token[i]),
-            }
-            for n, i in zip(names, ids, strict=True)
-        ]
-
-    return {
-        "promotes": listed(order[:k]),
-        "suppresses": listed(order[::-1][:k]),
-        "through_final_norm": not (after_final or final_params is None),
-    }
 
 
 def _geometry(u, dim, result: PassResult, raw_value: np.ndarray) -> dict:

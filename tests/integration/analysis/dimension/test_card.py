@@ -11,29 +11,9 @@ import pytest
 import torch
 
 from backend.analysis.dimension import DimensionSettings, dimension_card
-from backend.engine.load.models import load_model
 from tests import zoo, zoo_recent
-
-TEXTS = [
-    "the cat sat on the dog .",
-    "a dog sat , the cat w1 w2 w3 !",
-    "w5 w6 the cat ; w7 w8 w9 w10",
-    "the dog",
-]
-D = 5
-
-
-def _load(tmp_path, module, family: str, **overrides):
-    from transformers import AutoModel
-
-    config = module.config_of(family)
-    for key, value in overrides.items():
-        setattr(config, key, value)
-    torch.manual_seed(0)
-    model = AutoModel.from_config(config)
-    model.save_pretrained(tmp_path, safe_serialization=True)
-    zoo.tokenizer().save_pretrained(tmp_path)
-    return load_model(str(tmp_path), device="cpu")
+from tests.dimension_models import TEXTS, D
+from tests.dimension_models import load_tiny as _load
 
 
 def _card(loaded, state: int, **kw):
@@ -174,14 +154,3 @@ def test_where_it_shows_and_ablation(tmp_path):
     assert card.ablation["texts"] == 2 and len(card.ablation["controls"]) == 2
     assert card.ablation["metric"] == "next-token loss"
     assert card.logit_effect is not None and len(card.logit_effect["promotes"]) == 3
-
-
-def test_bad_settings_are_refused():
-    from backend.engine.errors import InputError
-
-    with pytest.raises(InputError):
-        DimensionSettings(state=1)
-    with pytest.raises(InputError):
-        DimensionSettings(state=1, dim=3, direction=np.ones(4))
-    with pytest.raises(InputError):
-        DimensionSettings(state=1, dim=3, top_k=0)
