@@ -318,6 +318,22 @@ def link_params(page_path: str, selection: Selection) -> dict[str, str]:
     return params
 
 
+def dimension_links(state: int, dims: Sequence[int], limit: int = 8) -> str:
+    """Markdown links that open the dimension card of each of ``dims`` at hidden state ``state``
+    with the current model and corpus (in a new tab, whose session applies the link), or ""."""
+    from urllib.parse import urlencode
+
+    from backend.engine.naming import hidden_state_label
+
+    params = link_params("dimension", get_selection())
+    label = hidden_state_label(int(state))
+    links = [
+        f"[{int(d)}](dimension?{urlencode(params | {'state': label, 'dim_dim': str(int(d))})})"
+        for d in list(dims)[:limit]
+    ]
+    return f"Open the card of dim {', '.join(links)} at state {label}" if links else ""
+
+
 def sync_link(current: Any) -> None:
     """Write the current view into the URL (only what changed, so no needless browser updates)."""
     params = link_params(current.url_path or "overview", get_selection())

@@ -118,12 +118,8 @@ def ablation_effects(
     rows_list = plan_batches(tokenized.lengths[:n_texts], settings.batch_size)
     device = loaded.device
     decoder = bool(is_causal(loaded))
-    w_np = unembedding(loaded) if decoder else None
-    w_u = (
-        torch.as_tensor(w_np, device=device)
-        if w_np is not None and w_np.shape[1] == len(u)
-        else None
-    )
+    w_u = unembedding(loaded) if decoder else None
+    w_u = w_u.float() if w_u is not None and w_u.shape[1] == len(u) else None
     module, pre = _site(loaded, source)
     base_finals, base_losses = _run(loaded, tokenized, rows_list, w_u)
     n = max(len(raw_value), 1)

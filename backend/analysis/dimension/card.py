@@ -19,6 +19,7 @@ from backend.analysis.dimension.settings import DimensionSettings
 from backend.analysis.geometry.isotropy import pair_terms, unit_rows
 from backend.analysis.quant.sites import weight_matrix
 from backend.engine.arch import is_causal, wiring
+from backend.engine.arch.memo import ModelFacts
 from backend.engine.errors import InputError, UnsupportedModelError
 from backend.engine.extraction import tokenize
 from backend.engine.extraction.tokenization import is_punct
@@ -190,7 +191,18 @@ def _replace(card: DimensionCard, **changes) -> DimensionCard:
     return replace(card, **changes)
 
 
+_SOURCES = ModelFacts(per_module=False)  # per model: {state: (blocks, final)}
+
+
 def state_source(loaded, tokenized, state: int) -> tuple[int, bool]:
+    """:func:`read_state_source`, remembered per model and state (a fact of the model)."""
+    known = _SOURCES.get_or_compute(loaded, dict)
+    if state not in known:
+        known[state] = read_state_source(loaded, tokenized, state)
+    return known[state]
+
+
+def read_state_source(loaded, tokenized, state: int) -> tuple[int, bool]:
     """What hidden state ``state`` is, read from one short forward pass of the first text with
     hooks: ``(blocks, final)``, the output of the first ``blocks`` blocks (0: the first block's
     input, the embeddings), passed through the final norm when ``final``. Most models number
@@ -480,17 +492,19 @@ def readers(loaded, u: np.ndarray, dim: int | None) -> list[dict]:
         for path in norm.feeds:
             proj = named.get(path)
             try:
-                w = weight_matrix(proj).detach().double().cpu().numpy()  # (out, in)
+                w = weight_matrix(proj).detach()  # (out, in), on the model's device
             except (AttributeError, TypeError):
                 continue
             if w.ndim != 2 or w.shape[1] != len(u):
                 continue
-            columns = np.linalg.norm(w, axis=0) * np.abs(gamma)  # (in,)
-            reads = (
-                float(columns[dim])
-                if dim is not None
-                else float(np.linalg.norm(w @ (gamma * unit)))
-            )
+            g = torch.as_tensor(gamma, dtype=torch.float32, device=w.device)
+            norms = torch.linalg.vector_norm(w.float(), dim=0) * g.abs()
+            columns = norms.double().cpu().numpy()  # (in,)
+            if dim is not None:
+                reads = float(columns[dim])
+            else:
+                along = torch.as_tensor(gamma * unit, dtype=torch.float32, device=w.device)
+                reads = float(torch.linalg.vector_norm(w.float() @ along))
             median = float(np.median(columns))
             entry["projections"].append(
                 {

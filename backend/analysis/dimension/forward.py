@@ -222,11 +222,14 @@ def run_pass(
                 **extra,
             )
             states = residual_states(out, encoder)
-            for name, value in recorder.take().items():
-                measured.setdefault(name, []).append(value.double().cpu().numpy())
+            taken = recorder.take()
+            if taken:  # one transfer per batch: every probe's (N,) values stacked
+                stacked = torch.stack(list(taken.values())).double().cpu().numpy()
+                for name, row in zip(taken, stacked, strict=True):
+                    measured.setdefault(name, []).append(row)
             chosen = states[state][mask_t].float()  # (N, d)
             values.append(
-                torch.stack([s[mask_t].float() @ ut for s in states]).double().cpu().numpy()
+                torch.stack([(s.float() @ ut)[mask_t] for s in states]).double().cpu().numpy()
             )
             if lens is not None:
                 lens_scales.append(norm_scale(chosen, *lens).double().cpu().numpy())

@@ -12,7 +12,7 @@ def _token_text(tok, ids) -> list[str]:
     return [str(t) for t in tok.convert_ids_to_tokens([int(i) for i in ids])]
 
 
-def unembedding(loaded) -> np.ndarray | None:
+def unembedding(loaded) -> torch.Tensor | None:
     """The (V, d) unembedding: the output embeddings, else the input table when the config ties
     them; None when the model has neither."""
     model = loaded.model
@@ -22,7 +22,7 @@ def unembedding(loaded) -> np.ndarray | None:
     weight = getattr(out, "weight", None)
     if not isinstance(weight, torch.Tensor) or weight.ndim != 2:
         return None
-    return weight.detach().float().cpu().numpy()
+    return weight.detach()
 
 
 def logit_effect(
@@ -40,7 +40,8 @@ def logit_effect(
         gamma = final_params[0]
         centred = u - u.mean() if final.kind == "layernorm" else u
         coef, direction = raw_value / result.lens_scale, gamma * centred
-    per_token = w_u @ direction  # (V,) logit change per unit of coef
+    along = torch.as_tensor(direction, dtype=torch.float32, device=w_u.device)
+    per_token = (w_u.float() @ along).double().cpu().numpy()  # (V,) logit change per unit of coef
     mean_coef = float(coef.mean())
     top_coef = float(coef[top].mean()) if len(top) else 0.0
     effect = mean_coef * per_token

@@ -48,3 +48,26 @@ def test_state_change(app):
     app.session_state["dim_state"] = "emb"
     app.run()
     assert not app.exception, app.exception
+
+
+def test_other_pages_link_to_the_card_and_the_link_opens_it(monkeypatch):
+    from urllib.parse import parse_qsl, urlsplit
+
+    monkeypatch.setenv("ISOSCOPE_UMAP_WARMUP", "0")
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.run()
+    at.switch_page("pages/outliers.py").run()
+    assert not at.exception, at.exception
+    links = [m.value for m in at.markdown if "Open the card of dim" in m.value]
+    assert links, "the Outlier page names its dims with a link to the card"
+    url = links[0][links[0].index("(dimension?") + 1 : links[0].index(")")]
+    params = dict(parse_qsl(urlsplit(url).query))
+    assert params["page"] == "dimension" and "dim_dim" in params and "state" in params
+    opened = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    for key, value in params.items():
+        opened.query_params[key] = value
+    opened.run()
+    assert not opened.exception, opened.exception
+    assert opened.session_state["dim_dim"] == int(params["dim_dim"])
+    assert opened.session_state["dim_state"] == params["state"]
+    assert any(h.value == "What writes it" for h in opened.subheader)
