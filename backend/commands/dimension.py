@@ -35,7 +35,8 @@ def add_parser(sub) -> None:
         "by_kind, by_position, by_state, contributions: [{layer, component, head | expert | norm, "
         "mean, first_position, other_positions, at_top}], sum_check, value_scale, readers: "
         "[{norm, role, layer, gamma, beta, projections: [{projection, column_norm, "
-        "median_column, ratio}]}], logit_effect: {promotes, suppresses} (decoders; null "
+        "median_column, ratio}]}], qk_share: [{layer, head, share}], logit_effect: {promotes, "
+        "suppresses} (decoders; null "
         "otherwise), ablation: {texts, metric, zero, mean, controls, controls_mean} (null with "
         "--ablation-texts 0), geometry, notes}. Layer 0 is the embeddings; text and position "
         "count from 0.",

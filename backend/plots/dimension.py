@@ -161,6 +161,22 @@ def readers_frame(card: DimensionCard) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def qk_share_figure(card: DimensionCard) -> go.Figure | None:
+    """Heatmap of the share of each head's query-key logit the dimension carries (layer x head)."""
+    if not card.qk_share:
+        return None
+    frame = pd.DataFrame(card.qk_share).pivot(index="layer", columns="head", values="share")
+    fig = go.Figure(
+        go.Heatmap(
+            z=frame.to_numpy(), x=[str(h) for h in frame.columns], y=[str(i) for i in frame.index],
+            colorscale="Viridis", zmin=0, colorbar=dict(title="share"),
+            hovertemplate="layer %{y}, head %{x}<br>share %{z:.3f}<extra></extra>",
+        )
+    )  # fmt: skip
+    fig.update_layout(xaxis_title="head", yaxis_title="layer", height=320, margin=dict(t=20, b=40))
+    return fig
+
+
 def logit_frame(card: DimensionCard) -> pd.DataFrame | None:
     if card.logit_effect is None:
         return None

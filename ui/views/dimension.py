@@ -28,6 +28,7 @@ from backend.plots.dimension import (
     contributions_frame,
     histogram_figure,
     logit_frame,
+    qk_share_figure,
     readers_frame,
     top_tokens_frame,
 )
@@ -98,6 +99,7 @@ all from one extra forward pass over the corpus:
   difference. Massive activations are written at once by one early MLP (Sun et al.).
 - **What reads it**: each norm's gamma and beta at d, and for each projection fed by that norm the
   weight column's norm times |gamma_d| against the median column (BERT Busters read the norms).
+  For attention, the share of each head's query-key logit that it carries (Bondarenko et al.).
 - **What it does**: for decoders, the tokens it promotes and suppresses through the final norm
   and the unembedding (the logit lens); for every model, the change in next-token loss (or the
   final state) when it is zeroed or replaced by its mean, beside random dimensions.
@@ -237,6 +239,10 @@ def what_writes_it(card: DimensionCard) -> None:
 def what_reads_it(card: DimensionCard) -> None:
     st.subheader("What reads it")
     st.dataframe(readers_frame(card), hide_index=True)
+    qk = qk_share_figure(card)
+    if qk is not None:
+        st.markdown("**Share of each head's query-key logit it carries** (before rotary positions)")
+        st.plotly_chart(qk, key="dim_qk")
 
 
 def what_it_does(card: DimensionCard) -> None:

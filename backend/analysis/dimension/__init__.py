@@ -22,7 +22,8 @@ is ``direction=W_enc[f], offset=b_enc - W_enc[f] . b_dec``). The card holds
   position, at the other positions and at the top tokens; they sum to the value on every token,
   ``sum_check`` the largest difference;
 - what reads it: each norm's gamma and beta at d, and each projection it feeds: the weight
-  column's norm times |gamma_d| against the median column (:func:`.card.readers`);
+  column's norm times |gamma_d| against the median column (:func:`.card.readers`), and per
+  attention head the share of its query-key logit the value carries (:mod:`.qk`);
 - what it does: for decoders the tokens it promotes and suppresses through the final norm and
   the unembedding; the total effect of zeroing or mean-replacing it at the chosen state on a
   capped part of the corpus, beside random dimensions (:mod:`.ablation`);

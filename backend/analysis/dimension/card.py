@@ -15,6 +15,7 @@ from backend.analysis.dimension.chain import SPLIT_TOLERANCE, Plan, Row, build_p
 from backend.analysis.dimension.forward import PassResult, run_pass
 from backend.analysis.dimension.logits import logit_effect
 from backend.analysis.dimension.params import HISTOGRAM_BINS, POSITION_BINS
+from backend.analysis.dimension.qk import QKShare, qk_readers
 from backend.analysis.dimension.settings import DimensionSettings
 from backend.analysis.geometry.isotropy import pair_terms, unit_rows
 from backend.analysis.quant.sites import weight_matrix
@@ -59,6 +60,7 @@ class DimensionCard:
     sum_check: float
     value_scale: float
     readers: list[dict]
+    qk_share: list[dict]
     logit_effect: dict | None
     ablation: dict | None
     geometry: dict
@@ -85,6 +87,7 @@ class DimensionCard:
             "sum_check": self.sum_check,
             "value_scale": self.value_scale,
             "readers": self.readers,
+            "qk_share": self.qk_share,
             "logit_effect": self.logit_effect,
             "ablation": self.ablation,
             "geometry": self.geometry,
@@ -112,6 +115,9 @@ def build_card(loaded, texts, settings: DimensionSettings, progress=None) -> Dim
     blocks_in, final_applied = state_source(loaded, tokenized, settings.state)
     plan = build_plan(loaded, u, blocks_in, final_applied)
     lens = (final.kind, final_params[2]) if final is not None else None
+    decoder = bool(is_causal(loaded))
+    qk_readers_found = qk_readers(loaded, width)
+    qk = QKShare(qk_readers_found, u, decoder, settings.seed) if qk_readers_found else None
     result = run_pass(
         loaded,
         tokenized,
@@ -122,6 +128,7 @@ def build_card(loaded, texts, settings: DimensionSettings, progress=None) -> Dim
         lens=lens,
         seed=settings.seed,
         progress=progress,
+        qk=qk,
     )
     notes = list(plan.notes)
     value = result.values[settings.state] + settings.offset
@@ -133,7 +140,6 @@ def build_card(loaded, texts, settings: DimensionSettings, progress=None) -> Dim
     sum_check = float(np.abs(parts_arr.sum(0) - value).max()) if len(value) else 0.0
     top = _top_indices(value, settings.top_k)
     contributions = _contribution_table(rows, parts_arr, result.position, top)
-    decoder = bool(is_causal(loaded))
     tok = loaded.tokenizer
     card = DimensionCard(
         title=settings.title,
@@ -155,6 +161,7 @@ def build_card(loaded, texts, settings: DimensionSettings, progress=None) -> Dim
         sum_check=sum_check,
         value_scale=float(np.abs(value).max(initial=0.0)),
         readers=readers(loaded, u, settings.dim),
+        qk_share=qk.rows() if qk is not None else [],
         logit_effect=(
             logit_effect(
                 loaded,

@@ -185,14 +185,18 @@ def run_pass(
     lens=None,
     seed: int = 0,
     progress=None,
+    qk=None,
 ) -> PassResult:
     """One forward pass over ``tokenized`` with the plan's hooks (module doc). ``lens``:
     (kind, eps) of the final norm, whose per-token scale of the chosen state the logit lens
-    divides by."""
+    divides by. ``qk``: a :class:`~backend.analysis.dimension.qk.QKShare` whose hooks ride
+    along."""
     encoder = loaded.encoder
     device = loaded.device
     recorder = _Recorder(plan, device)
     post, pre = recorder.hooks()
+    for module, fn in (qk.hooks() if qk is not None else {}).items():
+        pre.setdefault(module, []).append(fn)
     ut = torch.as_tensor(u, dtype=torch.float32, device=device)
     extra = {"use_cache": False} if getattr(encoder.config, "use_cache", None) is not None else {}
     pad_id = pad_token_id(loaded)
@@ -215,6 +219,8 @@ def run_pass(
             ids, mask = pad_batch(tokenized, rows, pad_id)
             mask_t = torch.from_numpy(mask.astype(bool)).to(device)
             recorder.mask = mask_t
+            if qk is not None:
+                qk.mask = mask_t
             out = encoder(
                 input_ids=torch.from_numpy(ids).to(device),
                 attention_mask=torch.from_numpy(mask).to(device),

@@ -28,7 +28,9 @@ def test_schema(request, fixture, three_texts, tmp_path):
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     data = json.loads(out.read_text())
-    assert {"top_tokens", "contributions", "sum_check", "readers", "ablation"} <= set(data)
+    assert {"top_tokens", "contributions", "sum_check", "readers", "ablation", "qk_share"} <= set(
+        data
+    )
     assert {"text", "position", "token", "value"} <= set(data["top_tokens"][0])
     for row in data["contributions"]:
         assert {"layer", "component", "mean", "first_position", "other_positions"} <= set(row)
