@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from backend.engine.environment import use_offline_environment  # noqa: E402 (after the path insert)
+from isoscope.engine.environment import use_offline_environment  # noqa: E402 (after the path insert)
 
 use_offline_environment()
 
@@ -25,12 +25,12 @@ use_offline_environment()
 def main() -> None:
     import torch
 
-    from backend.analysis.dimension import DimensionSettings, dimension_card
-    from backend.engine.budget.batching import plan_batches
-    from backend.engine.environment import quiet_libraries
-    from backend.engine.extraction import forward_hidden_states, pad_batch, pad_token_id, tokenize
-    from backend.engine.inputs.corpus import bundled_corpus
-    from backend.engine.load.models import load_model
+    from isoscope.analysis.dimension import DimensionSettings, dimension_card
+    from isoscope.engine.budget.batching import plan_batches
+    from isoscope.engine.environment import quiet_libraries
+    from isoscope.engine.extraction import forward_hidden_states, pad_batch, pad_token_id, tokenize
+    from isoscope.engine.inputs.corpus import bundled_corpus
+    from isoscope.engine.load.models import load_model
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", default="smollm2")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui.frame.page import load_or_stop
-from ui.views import dimension as view
+from isoscope.ui.frame.page import load_or_stop
+from isoscope.ui.views import dimension as view
 
 st.title("What is this dimension?")
 loaded, result = load_or_stop()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from backend.engine.load.models import load_model
+from isoscope.engine.load.models import load_model
 from tests import zoo
 
 TEXTS = [

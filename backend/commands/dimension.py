@@ -1,12 +1,12 @@
 """``isoscope dimension``: the card of one dimension (or a direction) at one hidden state: where it
 shows, what writes it, what reads it, what it does (docs/methods.md, "One dimension, explained";
-:mod:`backend.analysis.dimension`)."""
+:mod:`isoscope.analysis.dimension`)."""
 
 from __future__ import annotations
 
 import argparse
 
-from backend.analysis.dimension.params import (
+from isoscope.analysis.dimension.params import (
     ABLATION_TEXTS,
     BATCH_SIZE,
     CONTEXT,
@@ -14,7 +14,7 @@ from backend.analysis.dimension.params import (
     MAX_LENGTH,
     TOP_K,
 )
-from backend.commands.common import (
+from isoscope.commands.common import (
     ProgressPrinter,
     add_model_args,
     check_out_path,
@@ -22,7 +22,7 @@ from backend.commands.common import (
     progress_line,
     write_json,
 )
-from backend.engine.params import SEED
+from isoscope.engine.params import SEED
 
 
 def add_parser(sub) -> None:
@@ -65,10 +65,10 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from backend.analysis.dimension import DimensionSettings, dimension_card, read_direction
-    from backend.engine.errors import InputError
-    from backend.engine.inputs.corpus import load_corpus_file
-    from backend.engine.naming import parse_hidden_state
+    from isoscope.analysis.dimension import DimensionSettings, dimension_card, read_direction
+    from isoscope.engine.errors import InputError
+    from isoscope.engine.inputs.corpus import load_corpus_file
+    from isoscope.engine.naming import parse_hidden_state
 
     out = check_out_path(args.out)
     direction = read_direction(args.direction) if args.direction else None

@@ -1,6 +1,6 @@
 """Figures and tables of the dimension card (docs/methods.md, "One dimension, explained").
 
-Builders take a :class:`backend.analysis.dimension.DimensionCard` and return Plotly figures or
+Builders take a :class:`isoscope.analysis.dimension.DimensionCard` and return Plotly figures or
 pandas frames; nothing here runs a model."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from backend.analysis.dimension import DimensionCard
+from isoscope.analysis.dimension import DimensionCard
 
 STATISTICS = {  # the contribution columns a figure can show: key -> label
     "mean": "mean over tokens",

@@ -1,6 +1,6 @@
 """The "What is this dimension?" page's body (pages/dimension.py): the card of one dimension or
 direction at one hidden state (docs/methods.md, "One dimension, explained"). The arithmetic lives
-in backend.analysis.dimension, the figures in backend.plots.dimension."""
+in isoscope.analysis.dimension, the figures in isoscope.plots.dimension."""
 
 from __future__ import annotations
 
@@ -10,15 +10,15 @@ import json
 import numpy as np
 import streamlit as st
 
-from backend.analysis.dimension import DimensionCard, DimensionSettings, dimension_card
-from backend.analysis.dimension.directions import mean_direction, principal_direction
-from backend.analysis.dimension.params import ABLATION_TEXTS, CONTROLS, TOP_K
-from backend.analysis.geometry.outliers import strongest_dims
-from backend.engine.errors import IsoscopeError
-from backend.engine.extraction import ExtractionResult
-from backend.engine.jsonio import strict_json
-from backend.engine.load.models import LoadedModel
-from backend.plots.dimension import (
+from isoscope.analysis.dimension import DimensionCard, DimensionSettings, dimension_card
+from isoscope.analysis.dimension.directions import mean_direction, principal_direction
+from isoscope.analysis.dimension.params import ABLATION_TEXTS, CONTROLS, TOP_K
+from isoscope.analysis.outliers import strongest_dims
+from isoscope.engine.errors import IsoscopeError
+from isoscope.engine.extraction import ExtractionResult
+from isoscope.engine.jsonio import strict_json
+from isoscope.engine.load.models import LoadedModel
+from isoscope.plots.dimension import (
     STATISTICS,
     ablation_frame,
     by_kind_frame,
@@ -32,9 +32,9 @@ from backend.plots.dimension import (
     readers_frame,
     top_tokens_frame,
 )
-from ui.frame.page import explainer
-from ui.sharing.links import state_index
-from ui.work.cached import heavy
+from isoscope.ui.frame.page import explainer
+from isoscope.ui.sharing.links import state_index
+from isoscope.ui.work.cached import heavy
 
 KINDS = ("dimension", "mean direction", "principal component", "a vector (.npy)")
 

@@ -3,13 +3,13 @@
 
 Public API (the SAE helper and every page call this)::
 
-    from backend.analysis.dimension import DimensionSettings, dimension_card
+    from isoscope.analysis.dimension import DimensionSettings, dimension_card
     card = dimension_card(loaded, texts, DimensionSettings(state=5, dim=223))
     card = dimension_card(loaded, texts, DimensionSettings(state=12, direction=u, offset=b,
                                                            label="feature 17"))
 
 ``dimension_card(loaded, texts, settings) -> DimensionCard``: ``loaded`` a text
-:class:`~backend.engine.load.models.LoadedModel`, ``texts`` a sequence of strings, ``settings`` a
+:class:`~isoscope.engine.load.models.LoadedModel`, ``texts`` a sequence of strings, ``settings`` a
 :class:`DimensionSettings` (the state 0..L; ``dim`` or ``direction``; an optional scalar
 ``offset`` added to h . u, so an SAE feature's pre-activation ``W_enc[f] . (x - b_dec) + b_enc``
 is ``direction=W_enc[f], offset=b_enc - W_enc[f] . b_dec``). The card holds
@@ -35,8 +35,8 @@ runs ``2 * (1 + controls) + 1`` passes over at most ``ablation_texts`` texts.
 
 from __future__ import annotations
 
-from backend.analysis.dimension.card import DimensionCard, build_card
-from backend.analysis.dimension.settings import DimensionSettings, read_direction
+from isoscope.analysis.dimension.card import DimensionCard, build_card
+from isoscope.analysis.dimension.settings import DimensionSettings, read_direction
 
 
 def dimension_card(loaded, texts, settings: DimensionSettings, progress=None) -> DimensionCard:

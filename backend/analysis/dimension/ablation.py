@@ -10,12 +10,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from backend.analysis.dimension.logits import unembedding
-from backend.engine.arch import blocks_of, is_causal, wiring
-from backend.engine.arch.hooks import forward_hooks
-from backend.engine.budget.batching import plan_batches
-from backend.engine.errors import UnsupportedModelError
-from backend.engine.extraction import TokenizedCorpus, pad_batch, pad_token_id, residual_states
+from isoscope.analysis.dimension.logits import unembedding
+from isoscope.engine.arch import blocks_of, is_causal, wiring
+from isoscope.engine.arch.hooks import forward_hooks
+from isoscope.engine.budget.batching import plan_batches
+from isoscope.engine.errors import UnsupportedModelError
+from isoscope.engine.extraction import TokenizedCorpus, pad_batch, pad_token_id, residual_states
 
 
 def _replace_along(h: torch.Tensor, u: torch.Tensor, target: float) -> torch.Tensor:
@@ -26,7 +26,7 @@ def _replace_along(h: torch.Tensor, u: torch.Tensor, target: float) -> torch.Ten
 
 def _site(loaded, source: tuple[int, bool]):
     """(module, pre) whose input (pre) or output is the hidden state (``source``:
-    :func:`~backend.analysis.dimension.card.state_source`)."""
+    :func:`~isoscope.analysis.dimension.card.state_source`)."""
     found = blocks_of(loaded.model)
     if found is None:
         raise UnsupportedModelError("the model has no list of per-layer blocks to ablate at")

@@ -10,22 +10,28 @@ from typing import Any
 import numpy as np
 import torch
 
-from backend.analysis.dimension.ablation import ablation_effects
-from backend.analysis.dimension.chain import SPLIT_TOLERANCE, Plan, Row, build_plan, norm_parameters
-from backend.analysis.dimension.forward import PassResult, run_pass
-from backend.analysis.dimension.logits import logit_effect
-from backend.analysis.dimension.params import HISTOGRAM_BINS, POSITION_BINS
-from backend.analysis.dimension.qk import QKShare, qk_readers
-from backend.analysis.dimension.settings import DimensionSettings
-from backend.analysis.geometry.isotropy import pair_terms, unit_rows
-from backend.analysis.quant.sites import weight_matrix
-from backend.engine.arch import is_causal, wiring
-from backend.engine.arch.memo import ModelFacts
-from backend.engine.errors import InputError, UnsupportedModelError
-from backend.engine.extraction import tokenize
-from backend.engine.extraction.tokenization import is_punct
-from backend.engine.naming import hidden_state_names
-from backend.engine.params import LLM_INT8_THRESHOLD, MASSIVE_ABS_THRESHOLD, MASSIVE_MEDIAN_RATIO
+from isoscope.analysis.anisotropy import pair_terms, unit_rows
+from isoscope.analysis.dimension.ablation import ablation_effects
+from isoscope.analysis.dimension.chain import (
+    SPLIT_TOLERANCE,
+    Plan,
+    Row,
+    build_plan,
+    norm_parameters,
+)
+from isoscope.analysis.dimension.forward import PassResult, run_pass
+from isoscope.analysis.dimension.logits import logit_effect
+from isoscope.analysis.dimension.params import HISTOGRAM_BINS, POSITION_BINS
+from isoscope.analysis.dimension.qk import QKShare, qk_readers
+from isoscope.analysis.dimension.settings import DimensionSettings
+from isoscope.analysis.quant.sites import weight_matrix
+from isoscope.engine.arch import is_causal, wiring
+from isoscope.engine.arch.memo import ModelFacts
+from isoscope.engine.errors import InputError, UnsupportedModelError
+from isoscope.engine.extraction import tokenize
+from isoscope.engine.extraction.tokenization import is_punct
+from isoscope.engine.naming import hidden_state_names
+from isoscope.engine.params import LLM_INT8_THRESHOLD, MASSIVE_ABS_THRESHOLD, MASSIVE_MEDIAN_RATIO
 
 DELIMITERS = frozenset(".,;:!?") | frozenset({"\n", "Ċ", "ĊĊ", "<0x0A>", "\\n"})
 TOKEN_KINDS = ("first position", "special", "delimiter", "punctuation", "frequent", "rare")
@@ -33,7 +39,7 @@ TOKEN_KINDS = ("first position", "special", "delimiter", "punctuation", "frequen
 
 @dataclass(frozen=True)
 class DimensionCard:
-    """Everything the card shows (see :func:`backend.analysis.dimension.dimension_card`).
+    """Everything the card shows (see :func:`isoscope.analysis.dimension.dimension_card`).
 
     ``contributions``: one dict per component (``layer`` 0 = embeddings .. L, ``component``,
     ``head`` / ``expert`` when split, ``norm`` for a norm's bias term, ``mean``,
@@ -215,9 +221,9 @@ def read_state_source(loaded, tokenized, state: int) -> tuple[int, bool]:
     input, the embeddings), passed through the final norm when ``final``. Most models number
     their states so that state s is block s's output; some return the blocks' outputs from the
     first block on (Mamba), and state L is often the final norm's output."""
-    from backend.engine.arch import blocks_of
-    from backend.engine.arch.hooks import forward_hooks
-    from backend.engine.extraction import residual_states
+    from isoscope.engine.arch import blocks_of
+    from isoscope.engine.arch.hooks import forward_hooks
+    from isoscope.engine.extraction import residual_states
 
     found = blocks_of(loaded.model)
     if found is None:

@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from backend.analysis.quant.sites import weight_matrix
-from backend.engine.arch import Norm, Wiring, architecture, blocks_of, projection_inputs
-from backend.engine.errors import UnsupportedModelError
+from isoscope.analysis.quant.sites import weight_matrix
+from isoscope.engine.arch import Norm, Wiring, architecture, blocks_of, projection_inputs
+from isoscope.engine.errors import UnsupportedModelError
 
 SPLIT_TOLERANCE = 1e-4  # relative: a head / expert split is kept when it sums to its row to this
 
@@ -213,7 +213,7 @@ def build_plan(loaded, u: np.ndarray, state: int, final_norm: bool) -> Plan:
 
 
 def _wiring(loaded) -> Wiring:
-    from backend.engine.arch import wiring
+    from isoscope.engine.arch import wiring
 
     return wiring(loaded)
 

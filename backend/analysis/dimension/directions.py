@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from backend.engine.errors import InputError
+from isoscope.engine.errors import InputError
 
 
 def mean_direction(mean: np.ndarray) -> np.ndarray:

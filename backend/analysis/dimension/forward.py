@@ -1,5 +1,5 @@
 """The card's one forward pass over the corpus: every probe of a :class:`~.chain.Plan` measured by
-hooks (attached through :func:`backend.engine.arch.hooks.forward_hooks`), and h_s . u on every
+hooks (attached through :func:`isoscope.engine.arch.hooks.forward_hooks`), and h_s . u on every
 state, for the real (non-padding) tokens, in (text, position) order within each batch."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from backend.analysis.dimension.chain import Plan, norm_scale
-from backend.engine.arch.hooks import forward_hooks
-from backend.engine.arch.norms import first_tensor
-from backend.engine.budget.batching import plan_batches
-from backend.engine.errors import UnsupportedModelError
-from backend.engine.extraction import TokenizedCorpus, pad_batch, pad_token_id, residual_states
+from isoscope.analysis.dimension.chain import Plan, norm_scale
+from isoscope.engine.arch.hooks import forward_hooks
+from isoscope.engine.arch.norms import first_tensor
+from isoscope.engine.budget.batching import plan_batches
+from isoscope.engine.errors import UnsupportedModelError
+from isoscope.engine.extraction import TokenizedCorpus, pad_batch, pad_token_id, residual_states
 
 SAMPLE_TOKENS = 2000  # full vectors of the chosen state kept for the geometry shares
 
@@ -189,7 +189,7 @@ def run_pass(
 ) -> PassResult:
     """One forward pass over ``tokenized`` with the plan's hooks (module doc). ``lens``:
     (kind, eps) of the final norm, whose per-token scale of the chosen state the logit lens
-    divides by. ``qk``: a :class:`~backend.analysis.dimension.qk.QKShare` whose hooks ride
+    divides by. ``qk``: a :class:`~isoscope.analysis.dimension.qk.QKShare` whose hooks ride
     along."""
     encoder = loaded.encoder
     device = loaded.device

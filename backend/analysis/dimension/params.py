@@ -1,10 +1,10 @@
-"""The dimension card's parameters, declared once (:class:`backend.engine.params.Interval`): read
-by :class:`~backend.analysis.dimension.settings.DimensionSettings`, the command's options and the
+"""The dimension card's parameters, declared once (:class:`isoscope.engine.params.Interval`): read
+by :class:`~isoscope.analysis.dimension.settings.DimensionSettings`, the command's options and the
 page's widgets and links."""
 
 from __future__ import annotations
 
-from backend.engine.params import Interval
+from isoscope.engine.params import Interval
 
 TOP_K = Interval(
     1, 100, 10, integer=True, name="top_k", help="tokens listed at each end of the dimension"

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from backend.engine.arch import architecture
-from backend.engine.arch.norms import first_tensor
-from backend.engine.errors import UnsupportedModelError
+from isoscope.engine.arch import architecture
+from isoscope.engine.arch.norms import first_tensor
+from isoscope.engine.errors import UnsupportedModelError
 
 
 @dataclass(frozen=True)

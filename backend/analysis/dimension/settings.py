@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from backend.analysis.dimension.params import (
+from isoscope.analysis.dimension.params import (
     ABLATION_TEXTS,
     BATCH_SIZE,
     CONTEXT,
@@ -15,8 +15,8 @@ from backend.analysis.dimension.params import (
     MAX_LENGTH,
     TOP_K,
 )
-from backend.engine.errors import InputError
-from backend.engine.params import SEED
+from isoscope.engine.errors import InputError
+from isoscope.engine.params import SEED
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from backend.analysis.dimension import DimensionSettings, dimension_card
+from isoscope.analysis.dimension import DimensionSettings, dimension_card
 from tests import zoo
 from tests.dimension_models import TEXTS, D
 from tests.dimension_models import load_tiny as _load

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from backend.analysis.dimension import DimensionSettings, dimension_card
+from isoscope.analysis.dimension import DimensionSettings, dimension_card
 from tests import zoo, zoo_recent
 from tests.dimension_models import TEXTS, D
 from tests.dimension_models import load_tiny as _load
@@ -81,7 +81,7 @@ def test_postnorm_encoder_names_the_norm_bias(tmp_path, layer, value):
 @pytest.mark.parametrize("family", ["llama", "bert"])
 def test_readers_report_a_planted_norm_weight(tmp_path, family):
     loaded = _load(tmp_path, zoo, family)
-    from backend.engine.arch import wiring
+    from isoscope.engine.arch import wiring
 
     norm = next(n for n in wiring(loaded).norms if n.layer == 1)
     module = dict(loaded.model.named_modules())[norm.path]

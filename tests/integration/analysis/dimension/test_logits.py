@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from backend.analysis.dimension import DimensionSettings, dimension_card
+from isoscope.analysis.dimension import DimensionSettings, dimension_card
 from tests import zoo
 from tests.dimension_models import TEXTS
 from tests.dimension_models import load_tiny as _load

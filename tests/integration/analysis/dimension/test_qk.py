@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from backend.analysis.dimension import DimensionSettings, dimension_card
-from backend.engine.arch import architecture
+from isoscope.analysis.dimension import DimensionSettings, dimension_card
+from isoscope.engine.arch import architecture
 from tests import zoo
 from tests.dimension_models import TEXTS, D, load_tiny
 

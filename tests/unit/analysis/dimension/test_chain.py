@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from backend.analysis.dimension.chain import norm_scale, through_norm
+from isoscope.analysis.dimension.chain import norm_scale, through_norm
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from backend.analysis.dimension.directions import mean_direction, principal_direction
-from backend.engine.errors import InputError
+from isoscope.analysis.dimension.directions import mean_direction, principal_direction
+from isoscope.engine.errors import InputError
 
 
 def test_mean_direction_is_the_unit_mean():

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from backend.analysis.dimension.settings import DimensionSettings, read_direction
-from backend.engine.errors import InputError
+from isoscope.analysis.dimension.settings import DimensionSettings, read_direction
+from isoscope.engine.errors import InputError
 
 
 @pytest.mark.parametrize(
