@@ -105,6 +105,15 @@ ANALYSES: tuple[Analysis, ...] = (
         "Bondarenko et al. 2023, arXiv 2306.12929",
     ),
     Analysis(
+        "dimension",
+        "What is this dimension?",
+        ":material/search:",
+        commands=("dimension",),
+        sources="Elhage et al. 2021, A Mathematical Framework for Transformer Circuits; "
+        "Kobayashi et al. 2021, arXiv 2109.07152; Sun et al. 2024, arXiv 2402.17762; "
+        "Bondarenko et al. 2023, arXiv 2306.12929",
+    ),
+    Analysis(
         "sae",
         "SAE features",
         ":material/category:",

@@ -59,7 +59,12 @@ def _controls(page: str) -> dict[str, Options | Interval | Tab]:
 
 # Pages whose hidden-state widget sits under this key: an index (0 = emb) in a selectbox, or the
 # state's name ("emb", "1" ...) in a select_slider.
-STATE_WIDGETS = {"projections": "proj_state", "outliers": "out_state", "anisotropy": "aniso_layer"}
+STATE_WIDGETS = {
+    "projections": "proj_state",
+    "outliers": "out_state",
+    "anisotropy": "aniso_layer",
+    "dimension": "dim_state",
+}
 
 
 def known_model(source: str) -> bool:
@@ -311,6 +316,22 @@ def link_params(page_path: str, selection: Selection) -> dict[str, str]:
         value = st.session_state[widget]
         params["state"] = value if isinstance(value, str) else hidden_state_label(int(value))
     return params
+
+
+def dimension_links(state: int, dims: Sequence[int], limit: int = 8) -> str:
+    """Markdown links that open the dimension card of each of ``dims`` at hidden state ``state``
+    with the current model and corpus (in a new tab, whose session applies the link), or ""."""
+    from urllib.parse import urlencode
+
+    from isoscope.engine.naming import hidden_state_label
+
+    params = link_params("dimension", get_selection())
+    label = hidden_state_label(int(state))
+    links = [
+        f"[{int(d)}](dimension?{urlencode(params | {'state': label, 'dim_dim': str(int(d))})})"
+        for d in list(dims)[:limit]
+    ]
+    return f"Open the card of dim {', '.join(links)} at state {label}" if links else ""
 
 
 def sync_link(current: Any) -> None:

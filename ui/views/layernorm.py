@@ -49,6 +49,7 @@ from isoscope.ui.frame.page import explainer
 from isoscope.ui.frame.selection import get_selection
 from isoscope.ui.frame.tabs import lazy_tabs
 from isoscope.ui.sharing.downloads import download_buttons
+from isoscope.ui.sharing.links import dimension_links
 from isoscope.ui.widgets.charts import chart_with_downloads
 from isoscope.ui.widgets.controls import interval_slider
 from isoscope.ui.work.cached import cached, heavy
@@ -201,6 +202,7 @@ def detection(
     m2.metric("LayerNorms used", f"{len(chosen)} ({', '.join(detect_roles)})")
     m3.metric("must flag a dim in", f"≥ {found.needed} of {len(chosen)}")
     st.markdown(f"**Outlier dims:** {', '.join(map(str, found.dims)) or 'none'}")
+    st.markdown(dimension_links(model.info.num_layers // 2, found.dims))
     if model.info.random_init:
         st.info(
             "Random-init weights: every LayerNorm has γ = 1 and β = 0 (zero spread), so no dimension is flagged."

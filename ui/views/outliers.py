@@ -39,7 +39,7 @@ from isoscope.plots.outliers import outlier_heatmap as plot_outlier_heatmap
 from isoscope.ui.frame.page import explainer
 from isoscope.ui.frame.tabs import lazy_tabs
 from isoscope.ui.sharing.downloads import download_buttons
-from isoscope.ui.sharing.links import state_index
+from isoscope.ui.sharing.links import dimension_links, state_index
 from isoscope.ui.widgets.charts import chart_with_downloads
 from isoscope.ui.widgets.controls import interval_slider
 from isoscope.ui.widgets.ranges import OUT_STAT
@@ -213,6 +213,7 @@ def state_section(
         col.caption(
             ", ".join(map(str, dims[:20])) + (" …" if len(dims) > 20 else "") if dims else "none"
         )
+    st.markdown(dimension_links(state, headline_dims(found, result.mean[state])))
     frame = state_outlier_frame(result, state, found)
     if frame.empty:
         st.caption("No dimension is flagged by any criterion at this hidden state.")
@@ -293,6 +294,7 @@ def category_view(
             key=f"out_dim_{state}",
         )
     )
+    st.markdown(dimension_links(state, [dim]))
     values = result.sample_vectors[state][:, dim]
     left, right = st.columns([2, 1])
     with left:

@@ -152,4 +152,5 @@ LINK_CONTROLS: dict[str, dict[str, Options | Interval | Tab]] = {
         "sae_dense_share": DENSE_SHARE,
         "sae_tab": TAB,
     },
+    "dimension": {"dim_dim": Interval(0, 1 << 20, 0, integer=True, name="dim")},
 }

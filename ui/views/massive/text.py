@@ -38,6 +38,7 @@ from isoscope.plots.massive import (
 from isoscope.ui.frame.page import explainer
 from isoscope.ui.frame.tabs import lazy_tabs
 from isoscope.ui.sharing.downloads import download_buttons
+from isoscope.ui.sharing.links import dimension_links
 from isoscope.ui.widgets.charts import chart_with_downloads
 from isoscope.ui.widgets.controls import choice_slider
 from isoscope.ui.work.cached import cached, heavy
@@ -154,6 +155,7 @@ def layers_tab(scan: MassiveScan) -> None:
     st.plotly_chart(fig_layers, width="stretch", key="massive_layers_chart")
     frame = massive_frame(massive)
     st.dataframe(frame, hide_index=True, width="stretch")
+    st.markdown(dimension_links(peak, dict.fromkeys(int(d) for d in massive.top_dim[peak])))
     download_buttons(
         "massive_layers",
         fig=fig_layers,
@@ -275,6 +277,7 @@ def int8_tab(scan: MassiveScan) -> None:
     else:
         int8 = scan.int8
         st.markdown(f"**Verdict:** {int8.verdict()}")
+        st.markdown(dimension_links(peak_state(scan.massive), int8.outlier_features))
         fig_int8 = int8_figure(int8)
         chart_with_downloads(
             fig_int8,

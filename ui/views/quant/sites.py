@@ -13,6 +13,7 @@ from isoscope.engine.load.models import LoadedModel
 from isoscope.engine.params import massive_rule
 from isoscope.plots.quant import sites_frame
 from isoscope.ui.sharing.downloads import download_buttons
+from isoscope.ui.sharing.links import dimension_links
 from isoscope.ui.work.extraction import get_extraction
 
 
@@ -50,6 +51,7 @@ def sites_tab(loaded: LoadedModel, corpus: Corpus, report: QuantReport) -> None:
         + (", ".join(map(str, scan.massive_dims)) or "none")
         + f". Scheme columns: {', '.join(SCHEME_LABELS.values())}."
     )
+    st.markdown(dimension_links(loaded.info.num_layers // 2, scan.massive_dims))
     payload = shown.to_dict(
         model=loaded.info.to_dict(), corpus={"name": corpus.name, "sha": corpus.sha}
     )

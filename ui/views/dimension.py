@@ -1,0 +1,276 @@
+"""The "What is this dimension?" page's body (pages/dimension.py): the card of one dimension or
+direction at one hidden state (docs/methods.md, "One dimension, explained"). The arithmetic lives
+in isoscope.analysis.dimension, the figures in isoscope.plots.dimension."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import numpy as np
+import streamlit as st
+
+from isoscope.analysis.dimension import DimensionCard, DimensionSettings, dimension_card
+from isoscope.analysis.dimension.directions import mean_direction, principal_direction
+from isoscope.analysis.dimension.params import ABLATION_TEXTS, CONTROLS, TOP_K
+from isoscope.analysis.outliers import strongest_dims
+from isoscope.engine.errors import IsoscopeError
+from isoscope.engine.extraction import ExtractionResult
+from isoscope.engine.jsonio import strict_json
+from isoscope.engine.load.models import LoadedModel
+from isoscope.plots.dimension import (
+    STATISTICS,
+    ablation_frame,
+    by_kind_frame,
+    by_position_frame,
+    by_state_figure,
+    contributions_figure,
+    contributions_frame,
+    histogram_figure,
+    logit_frame,
+    qk_share_figure,
+    readers_frame,
+    top_tokens_frame,
+)
+from isoscope.ui.frame.page import explainer
+from isoscope.ui.sharing.links import state_index
+from isoscope.ui.work.cached import heavy
+
+KINDS = ("dimension", "mean direction", "principal component", "a vector (.npy)")
+
+
+@heavy(lambda loaded, *_, **__: f"Reading {loaded.info.display_name}:", "batches")
+def card_of(
+    loaded: LoadedModel,
+    result: ExtractionResult,
+    state: int,
+    dim: int | None,
+    kind: str,
+    component: int,
+    upload_sha: str,
+    top_k: int,
+    ablation_texts: int,
+    controls: int,
+    _direction: np.ndarray | None = None,
+    *,
+    progress,
+) -> DimensionCard:
+    """The card of ``dim`` (or of the direction ``kind`` names: the state's mean direction, its
+    ``component``-th principal component of the token sample, or the uploaded ``_direction``,
+    keyed by its sha) at ``state`` on the extraction's texts."""
+    label = (
+        "" if kind == "dimension" else kind if kind != "principal component" else f"PC {component}"
+    )
+    direction = _direction
+    if kind == "mean direction":
+        direction = mean_direction(result.mean[state])
+    elif kind == "principal component":
+        direction = principal_direction(result.sample_vectors[state], component)
+    settings = DimensionSettings(
+        state=state,
+        dim=dim if kind == "dimension" else None,
+        direction=None if kind == "dimension" else direction,
+        label=label,
+        top_k=top_k,
+        ablation_texts=ablation_texts,
+        controls=controls,
+        max_length=result.settings.max_length,
+    )
+    return dimension_card(loaded, result.texts, settings, progress=progress)
+
+
+def explain() -> None:
+    explainer(
+        "What is this / references",
+        """
+After "dimension d is an outlier at state l" comes "what is d?". This card reads one dimension
+(or a direction u, with h . u in place of h[:, d]) of one hidden state and answers four questions,
+all from one extra forward pass over the corpus:
+
+- **Where it shows**: the tokens with the largest and smallest values, its histogram, its mean by
+  token kind and position, and its value on every state (outlier dims follow token frequency,
+  Puccetti et al.).
+- **What writes it**: the direct contribution of every component. In a pre-norm stack the residual
+  stream is a sum, h_l = h_0 + sum (a_i + m_i), so each token mixer (split by attention head) and
+  each MLP (split by expert) adds its own part (Elhage et al.). In a post-norm stack (BERT, MiniLM)
+  each norm's mean and scale are frozen at their values for the token, which makes the norm linear:
+  a component c adds gamma_d (c_d - mean(c)) / s, and each norm's beta is a part of its own
+  (Kobayashi et al.). The parts sum to the value on every token; the card shows the largest
+  difference. Massive activations are written at once by one early MLP (Sun et al.).
+- **What reads it**: each norm's gamma and beta at d, and for each projection fed by that norm the
+  weight column's norm times |gamma_d| against the median column (BERT Busters read the norms).
+  For attention, the share of each head's query-key logit that it carries (Bondarenko et al.).
+- **What it does**: for decoders, the tokens it promotes and suppresses through the final norm
+  and the unembedding (the logit lens); for every model, the change in next-token loss (or the
+  final state) when it is zeroed or replaced by its mean, beside random dimensions.
+
+**Sources**
+- Elhage et al. 2021, *A Mathematical Framework for Transformer Circuits*, [transformer-circuits.pub](https://transformer-circuits.pub/2021/framework/index.html)
+- Kobayashi, Kuribayashi, Yokoi & Inui 2021, *Incorporating Residual and Normalization Layers into
+  Analysis of Masked Language Models*, [arXiv 2109.07152](https://arxiv.org/abs/2109.07152)
+- Kovaleva, Kulshreshtha, Rogers & Rumshisky 2021, *BERT Busters: Outlier Dimensions that Disrupt Transformers*, [arXiv 2105.06990](https://arxiv.org/abs/2105.06990)
+- Sun, Chen, Kolter & Liu 2024, *Massive Activations in Large Language Models*, [arXiv 2402.17762](https://arxiv.org/abs/2402.17762)
+- Bondarenko, Nagel & Blankevoort 2023, *Quantizable Transformers*, [arXiv 2306.12929](https://arxiv.org/abs/2306.12929)
+- Puccetti, Rogers, Drozd & Dell'Orletta 2022, *Outlier Dimensions that Disrupt Transformers are
+  Driven by Frequency*, [arXiv 2205.11380](https://arxiv.org/abs/2205.11380)
+- Timkey & van Schijndel 2021, *All Bark and No Bite*, [arXiv 2109.04404](https://arxiv.org/abs/2109.04404)
+- nostalgebraist 2020, *interpreting GPT: the logit lens*, [LessWrong](https://www.lesswrong.com/posts/AcKRB8wDpdaN6v6ru/interpreting-gpt-the-logit-lens)
+""",
+    )
+
+
+def controls(result: ExtractionResult):
+    """(state, dim, kind, component, upload sha, direction, top_k, ablation texts, controls)."""
+    names = list(result.state_names)
+    default_state = max(1, result.num_layers // 2) if result.num_layers >= 1 else 0
+    c1, c2, c3 = st.columns([2, 1, 1])
+    state_name = c1.select_slider(
+        "Hidden state",
+        names,
+        value=names[state_index(names, default_state, "dim_state", by_name=True)],
+        key="dim_state",
+    )
+    state = names.index(state_name)
+    kind = c2.selectbox("Read", KINDS, key="dim_kind")
+    width = int(result.mean.shape[-1])
+    dim, component, sha, direction = None, 1, "", None
+    if kind == "dimension":
+        if "dim_dim" not in st.session_state:
+            st.session_state["dim_dim"] = strongest_dims(result.mean[state], 1)[0]
+        dim = int(c3.number_input("Dimension", 0, width - 1, None, step=1, key="dim_dim"))
+    elif kind == "principal component":
+        component = int(c3.number_input("Component", 1, 20, 1, key="dim_pc"))
+    else:
+        upload = c3.file_uploader("u (.npy)", type=["npy"], key="dim_upload")
+        if upload is None:
+            st.info(f"Upload a .npy file holding one vector of {width} values.")
+            st.stop()
+        data = upload.getvalue()
+        sha = hashlib.sha256(data).hexdigest()
+        direction = _read_upload(data)
+    d1, d2, d3 = st.columns(3)
+    top_k = int(d1.number_input("Top tokens per end", int(TOP_K.low), int(TOP_K.high),
+                                int(TOP_K.default), key="dim_top_k"))  # fmt: skip
+    ablation_texts = int(
+        d2.number_input(
+            "Texts for the ablation", int(ABLATION_TEXTS.low), len(result.texts),
+            min(int(ABLATION_TEXTS.default), len(result.texts)), key="dim_ablation_texts",
+            help="Each ablation is a forward pass over this many texts (0: no ablation).",
+        )
+    )  # fmt: skip
+    n_controls = int(d3.number_input("Random control dims", int(CONTROLS.low), int(CONTROLS.high),
+                                     int(CONTROLS.default), key="dim_controls"))  # fmt: skip
+    return state, dim, kind, component, sha, direction, top_k, ablation_texts, n_controls
+
+
+def _read_upload(data: bytes) -> np.ndarray:
+    import io
+
+    try:
+        u = np.squeeze(np.load(io.BytesIO(data), allow_pickle=False))
+    except (ValueError, OSError) as exc:
+        st.error(f"**Not a readable .npy array.** {exc}")
+        st.stop()
+        raise
+    return np.asarray(u, dtype=np.float64)
+
+
+def card_or_stop(loaded, result, choice) -> DimensionCard:
+    state, dim, kind, component, sha, direction, top_k, ablation_texts, n_controls = choice
+    try:
+        return card_of(loaded, result, state, dim, kind, component, sha, top_k, ablation_texts,
+                       n_controls, _direction=direction)  # fmt: skip
+    except IsoscopeError as exc:
+        st.error(f"**Cannot read this dimension.** {exc}")
+        st.stop()
+        raise
+
+
+def headline(card: DimensionCard) -> None:
+    for note in card.notes:
+        st.caption(f"ℹ️ {note}")
+    state = card.state_names[card.state]
+    writer = max(card.contributions, key=lambda r: abs(r["mean"]), default=None)
+    m1, m2, m3, m4 = st.columns(4)
+    m1.metric(f"Mean of {card.title} at state {state}", f"{float(card.values.mean()):.4g}")
+    m2.metric("Largest |value|", f"{card.value_scale:.4g}")
+    if writer is not None:
+        m3.metric("Largest writer (mean)", f"layer {writer['layer']} {writer['component']}")
+    m4.metric(
+        "Sum check", f"{card.sum_check:.1e}",
+        help="The largest difference, over every token, between the sum of the parts and the value.",
+    )  # fmt: skip
+    st.caption(
+        f"{card.model} · {card.n_texts:,} texts · {card.n_tokens:,} tokens · {card.seconds:.1f} s"
+    )
+    st.download_button(
+        "Download the card (JSON)",
+        strict_json(card.to_dict(), indent=1),
+        file_name="dimension_card.json",
+        mime="application/json",
+        key="dim_json",
+    )
+
+
+def where_it_shows(card: DimensionCard) -> None:
+    st.subheader("Where it shows")
+    st.plotly_chart(by_state_figure(card), key="dim_by_state")
+    c1, c2 = st.columns(2)
+    c1.plotly_chart(histogram_figure(card), key="dim_hist")
+    c2.dataframe(by_kind_frame(card), hide_index=True)
+    c2.dataframe(by_position_frame(card), hide_index=True)
+    st.dataframe(top_tokens_frame(card), hide_index=True)
+
+
+def what_writes_it(card: DimensionCard) -> None:
+    st.subheader("What writes it")
+    statistic = st.radio(
+        "Contribution", list(STATISTICS), format_func=STATISTICS.get, horizontal=True,
+        key="dim_statistic",
+    )  # fmt: skip
+    st.plotly_chart(contributions_figure(card, statistic), key="dim_contributions")
+    st.caption(
+        f"The parts sum to the value on every token: largest difference {card.sum_check:.1e} "
+        f"(values up to {card.value_scale:.3g})."
+    )
+    st.dataframe(contributions_frame(card), hide_index=True)
+
+
+def what_reads_it(card: DimensionCard) -> None:
+    st.subheader("What reads it")
+    st.dataframe(readers_frame(card), hide_index=True)
+    qk = qk_share_figure(card)
+    if qk is not None:
+        st.markdown("**Share of each head's query-key logit it carries** (before rotary positions)")
+        st.plotly_chart(qk, key="dim_qk")
+
+
+def what_it_does(card: DimensionCard) -> None:
+    st.subheader("What it does")
+    logits = logit_frame(card)
+    if logits is not None:
+        st.markdown("**Direct effect on the logits** (through the final norm and the unembedding)")
+        st.dataframe(logits, hide_index=True)
+    ablation = ablation_frame(card)
+    if ablation is None:
+        st.caption("No ablation (texts for the ablation: 0).")
+    else:
+        st.markdown(
+            f"**Ablation** at state {card.state_names[card.state]} over the first "
+            f"{card.ablation['texts']} texts ({card.ablation['tokens']:,} tokens; "
+            f"{card.ablation['metric']})"
+        )
+        st.dataframe(ablation, hide_index=True)
+
+
+def geometry(card: DimensionCard) -> None:
+    st.subheader("Its share of the geometry")
+    g = card.geometry
+    c1, c2, c3, c4 = st.columns(4)
+    share = g["cosine_share"]
+    c1.metric("Share of the mean cosine", "—" if share is None else f"{share:.1%}")
+    var = g["variance_share"]
+    c2.metric("Share of the variance", "—" if var is None else f"{var:.1%}")
+    c3.metric("Massive activation", "yes" if g["massive"] else "no")
+    c4.metric("Tokens with |value| ≥ 6 (int8 rule)", f"{g['int8_token_share']:.1%}")
+    st.caption(json.dumps({k: g[k] for k in ("mean_cosine", "max_abs", "median_abs_of_state")}))
