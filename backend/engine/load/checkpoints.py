@@ -176,6 +176,7 @@ def read_folder(
             **extra,
         )
 
+    model: Any  # a transformers model, read by attribute (its encoder below)
     try:
         if dtype is not None and widens(census or {}, dtype, device_map):
             model = load_widened(load, census or {}, dtype)
