@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -258,7 +258,7 @@ def qk_stats(
             f"{', '.join(sorted(set(other_layers.values())))} layers and has its own attention "
             "code; the queries/keys view reads a hybrid's attention calls only"
         )
-    projected: dict[int, tuple] = {}
+    projected: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
     position_embeddings: dict[torch.nn.Module, Any] = {}
 
     def on_layer(i, q, k, attention) -> None:
@@ -363,9 +363,13 @@ def _finish(
 ) -> QKStats:
     """The statistics of the attention ``layers`` (1..L; every layer when None)."""
     rows = [i - 1 for i in layers] if layers is not None else list(range(len(sums.q)))
+
+    def stacked(parts: list[np.ndarray | None]) -> np.ndarray:  # every analysed layer has its sums
+        return np.stack(cast(list[np.ndarray], [parts[i] for i in rows]))
+
     n = max(sums.tokens[rows[0]], 1)
-    mean_q = np.stack([sums.q[i] for i in rows]) / n  # (L', H, d_h)
-    mean_k = np.stack([sums.k[i] for i in rows]) / n  # (L', G, d_h)
+    mean_q = stacked(sums.q) / n  # (L', H, d_h)
+    mean_k = stacked(sums.k) / n  # (L', G, d_h)
     heads, groups = mean_q.shape[1], mean_k.shape[1]
     if groups == 0 or heads % groups:
         raise UnsupportedModelError(
@@ -381,9 +385,8 @@ def _finish(
         mean_q_norm=q_norm,
         mean_k_norm=k_norm,
         cos_qk=cos,
-        entropy=np.stack([sums.entropy[i] for i in rows]) / n,
-        entropy_norm=np.stack([sums.entropy_norm[i] for i in rows])
-        / np.maximum(np.stack([sums.n_norm[i] for i in rows]), 1),
+        entropy=stacked(sums.entropy) / n,
+        entropy_norm=stacked(sums.entropy_norm) / np.maximum(stacked(sums.n_norm), 1),
         kv_head=kv_head,
         num_tokens=sums.tokens[rows[0]],
         label=label or loaded.info.display_name,
