@@ -13,7 +13,7 @@ export TOKENIZERS_PARALLELISM := false
 # `make run` downloads Hub ids on demand: HF_HUB_OFFLINE=1 make run keeps it to the cache.
 test test-fast test-unit test-integration test-app test-browser test-hostile bench: export HF_HUB_OFFLINE := 1
 
-.PHONY: run test test-fast test-unit test-integration test-app test-browser test-hostile lint bench venv clean
+.PHONY: run test test-fast test-unit test-integration test-app test-browser test-hostile lint typecheck bench venv clean
 
 venv: $(STAMP)
 
@@ -59,6 +59,14 @@ test-hostile: $(STAMP)
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
+	$(MAKE) --no-print-directory typecheck
+
+# mypy on the backend as the installed package `isoscope`: the folder backend/ is that package, which
+# mypy cannot find through setuptools' editable finder, so it reads it through a link under .venv/
+typecheck: $(STAMP)
+	mkdir -p .venv/typecheck
+	ln -sfn $(CURDIR)/backend .venv/typecheck/isoscope
+	cd .venv/typecheck && $(abspath $(PY)) -m mypy --config-file $(CURDIR)/pyproject.toml -p isoscope
 
 bench: $(STAMP)
 	@for script in benchmarks/*.py; do echo "== $$script"; $(PY) $$script || exit 1; done

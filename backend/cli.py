@@ -12,6 +12,7 @@ import argparse
 import importlib
 import re
 import sys
+from typing import NoReturn
 
 from isoscope.analysis import ANALYSES, SERVICE_COMMANDS
 from isoscope.engine.environment import quiet_libraries, use_runtime_environment
@@ -50,7 +51,7 @@ class _Parser(argparse.ArgumentParser):
         kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
         super().__init__(*args, **kwargs)
 
-    def error(self, message: str) -> None:  # one line, exit 2 (argparse's own convention)
+    def error(self, message: str) -> NoReturn:  # one line, exit 2 (argparse's own convention)
         sys.stderr.write(f"error: {message} (see --help)\n")
         raise SystemExit(2)
 

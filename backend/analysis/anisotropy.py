@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -293,7 +293,9 @@ def recurring_words(tokens, max_occurrences: int = 32, seed: int = 0) -> Recurri
     rows = np.flatnonzero(whole)
     keys = np.array([_word_key(t) for t in np.asarray(tokens.token)[rows]], dtype=object)
     rng = np.random.default_rng(seed)
-    words, pair_chunks, word_chunks = [], [], []
+    words: list[str] = []
+    pair_chunks: list[np.ndarray] = []
+    word_chunks: list[np.ndarray] = []
     order = np.argsort(keys, kind="stable") if len(keys) else np.zeros(0, dtype=np.int64)
     sorted_keys = keys[order]
     boundaries = (
@@ -418,7 +420,7 @@ def _estimator_for(postprocessor: Postprocessor, state: int):
         from sklearn.base import clone
 
         return clone(postprocessor)
-    return postprocessor(state)
+    return cast(Callable[[int], object], postprocessor)(state)  # not an estimator: a factory
 
 
 def by_state(
@@ -468,7 +470,7 @@ def by_state(
         tops.append(tuple(top_cosine_dims(mean_terms, top_k)) if len(pairs) else ())
         if vectors.shape[0] >= vectors.shape[1] >= 2:
             iso[s] = isoscore(vectors)
-        if similarity:
+        if recurring is not None:  # with similarity
             selfsim[s] = self_similarity(unit, recurring)
             intra[s] = intra_text_similarity(unit, text_id)
     return StateIsotropy(

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from isoscope.engine.errors import InputError
 
@@ -113,7 +113,7 @@ class Interval(Generic[N]):
             help=help or self.help or None,
             **kwargs,
         )
-        action.declaration = self
+        cast(Any, action).declaration = self  # argparse's Action has no such field: ours
 
 
 @dataclass(frozen=True)

@@ -90,7 +90,7 @@ def anisotropy_line(
 def anisotropy_with_lines(
     state_names: Sequence[str],
     anisotropy: np.ndarray,
-    lines: Sequence[tuple[Sequence[float], str, str]],
+    lines: Sequence[tuple[Sequence[float] | np.ndarray, str, str]],
     name: str = "raw",
 ) -> go.Figure:
     """:func:`anisotropy_line` with one more line per (values, label, dash): the report's and the
@@ -111,7 +111,9 @@ def anisotropy_with_lines(
 
 
 def trained_vs_random_figure(
-    state_names: Sequence[str], trained: Sequence[float], random: Sequence[float]
+    state_names: Sequence[str],
+    trained: Sequence[float] | np.ndarray,
+    random: Sequence[float] | np.ndarray,
 ) -> go.Figure:
     """Anisotropy per hidden state of a model and of its random-init copy (the tour's step 3)."""
     fig = go.Figure(

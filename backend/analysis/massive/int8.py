@@ -141,6 +141,7 @@ class Int8Stats:
                 )
             line += " (expected below the ~6.7B-parameter phase shift)." if not off.any() else "."
         if off.any():
+            assert self.median_abs is not None  # off_scale is all False without it
             worst = float(np.max(self.median_abs[off]))
             line += (
                 f" At {int(off.sum())} of {n_sites} sites the median |x| (up to {worst:.3g}) is far "

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -260,7 +260,7 @@ def qk_stats(
             "only as the attention multiplies them: choose rotation 'applied'"
         )
     # the projections' q and k (before rotation) and the scores' weights, per layer of one pass
-    projected: dict[int, tuple] = {}
+    projected: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
     scored: dict[int, torch.Tensor] = {}
     position_embeddings: dict[torch.nn.Module, Any] = {}
     index = block_index(model) if how != "call" else {}
@@ -393,6 +393,10 @@ def _finish(
 ) -> QKStats:
     """The statistics of the attention ``layers`` (1..L; every layer when None)."""
     rows = [i - 1 for i in layers] if layers is not None else list(range(len(sums.q)))
+
+    def stacked(parts: list[np.ndarray | None]) -> np.ndarray:  # every analysed layer has its sums
+        return np.stack(cast(list[np.ndarray], [parts[i] for i in rows]))
+
     n = max(sums.tokens[rows[0]], 1)
     # per layer, as the head size may differ by layer: mean q (H, d_l), mean k (G, d_l)
     shapes = {(sums.q[i].shape[0], sums.k[i].shape[0]) for i in rows}
@@ -421,9 +425,8 @@ def _finish(
         mean_q_norm=q_norm,
         mean_k_norm=k_norm,
         cos_qk=cos,
-        entropy=np.stack([sums.entropy[i] for i in rows]) / n,
-        entropy_norm=np.stack([sums.entropy_norm[i] for i in rows])
-        / np.maximum(np.stack([sums.n_norm[i] for i in rows]), 1),
+        entropy=stacked(sums.entropy) / n,
+        entropy_norm=stacked(sums.entropy_norm) / np.maximum(stacked(sums.n_norm), 1),
         kv_head=kv_head,
         num_tokens=sums.tokens[rows[0]],
         label=label or loaded.info.display_name,

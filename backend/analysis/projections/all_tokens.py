@@ -149,22 +149,28 @@ def streaming_pca(
                 m.add(transform(x))
         _tick(progress, start + len(block), total)
     mean, cov = raw.mean_cov()
-    fitted = []  # (affine map of raw rows or None, mean, components, ratio)
+    # (affine map of raw rows or None, mean, components or None, ratio)
+    fitted: list[tuple[np.ndarray | None, np.ndarray, np.ndarray | None, np.ndarray]] = []
     for form, m in zip(forms, own, strict=True):
         if form is not None:
             a, b = form
             components, ratio = top_components(a.T @ cov @ a)
             fitted.append((a @ components.T, mean, None, ratio))  # coords = (x - mean) a c^T
         else:
+            assert m is not None  # a transform without an affine form has its own moments
             t_mean, t_cov = m.mean_cov()
             components, ratio = top_components(t_cov)
             fitted.append((None, t_mean, components, ratio))
     coords = [np.empty((spilled.rows, 2), dtype=np.float32) for _ in transforms]
     for start, block in spilled.chunks(chunk_rows):
         x = block.astype(np.float64)
-        for out, (w, m_t, components, _), transform in zip(coords, fitted, transforms, strict=True):
+        for out, (w, m_t, comps, _), transform in zip(coords, fitted, transforms, strict=True):
             rows = slice(start, start + len(block))
-            out[rows] = (x - m_t) @ w if w is not None else (transform(x) - m_t) @ components.T
+            if w is not None:
+                out[rows] = (x - m_t) @ w
+            else:
+                assert comps is not None  # fitted on the transform's own moments
+                out[rows] = (transform(x) - m_t) @ comps.T
         _tick(progress, spilled.rows + start + len(block), total)
     seconds = time.perf_counter() - started
     return [

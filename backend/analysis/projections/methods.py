@@ -213,7 +213,7 @@ def project(
     if method == "pca":
         from sklearn.decomposition import PCA
 
-        pca = PCA(n_components=2, random_state=seed, svd_solver=_pca_solver(*x.shape, 2))
+        pca = PCA(n_components=2, random_state=seed, svd_solver=_pca_solver(n, x.shape[1], 2))
         coords = pca.fit_transform(x)
         return Projection(
             coords,

@@ -33,7 +33,9 @@ The rule (docs/methods.md section 10):
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import cast
 
 import torch
 
@@ -65,7 +67,7 @@ def is_projection(module: torch.nn.Module) -> bool:
 
 def weight_matrix(module: torch.nn.Module) -> torch.Tensor:
     """The weight as (out, in), whatever the class (Conv1D keeps it as (in, out))."""
-    w = module.weight
+    w = cast(torch.Tensor, module.weight)
     return w if isinstance(module, torch.nn.Linear) else w.T
 
 
@@ -404,7 +406,7 @@ def _mixer_roles(
     return roles
 
 
-def _fused_experts(blocks: list[torch.nn.Module], prefix: str) -> list[str]:
+def _fused_experts(blocks: Iterable[torch.nn.Module], prefix: str) -> list[str]:
     """The modules of the blocks holding 3-D weights other than convolutions: every expert's
     projection in one tensor (transformers' fused MoE experts)."""
     return [

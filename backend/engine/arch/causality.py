@@ -16,7 +16,7 @@ def _flags(model: torch.nn.Module) -> list[bool]:
     found = blocks_of(model)
     root = found[1] if found is not None else model
     return [
-        m.is_causal
+        bool(m.is_causal)
         for m in root.modules()
         if isinstance(getattr(m, "is_causal", None), bool) and m is not model
     ]

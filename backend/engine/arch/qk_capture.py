@@ -217,6 +217,7 @@ def attention_calls(model: torch.nn.Module, on_call: Callable[[Call], None]) -> 
         )
         on_call(call)
 
+    hf: Any = model  # a transformers model: its config and set_attn_implementation
     with ATTENTION_SWITCH:
         before = getattr(model.config, "_attn_implementation", None)
         modules = [m for m in model.modules() if m in index]
@@ -225,7 +226,7 @@ def attention_calls(model: torch.nn.Module, on_call: Callable[[Call], None]) -> 
                 _RECORDERS[m] = record
             with forward_hooks(_position_embedding_hooks(model, pe), pre=True, with_kwargs=True):
                 try:
-                    model.set_attn_implementation(IMPLEMENTATION)
+                    hf.set_attn_implementation(IMPLEMENTATION)
                 except (ValueError, KeyError, NotImplementedError) as exc:
                     raise UnsupportedModelError(
                         f"{type(model).__name__} does not let isoscope record its attention "
@@ -234,8 +235,8 @@ def attention_calls(model: torch.nn.Module, on_call: Callable[[Call], None]) -> 
                 try:
                     yield
                 finally:
-                    if before is not None and model.config._attn_implementation != before:
-                        model.set_attn_implementation(before)
+                    if before is not None and hf.config._attn_implementation != before:
+                        hf.set_attn_implementation(before)
         finally:
             for m in modules:
                 _RECORDERS.pop(m, None)
@@ -268,6 +269,7 @@ def split_projection(
     if layout.split == "per_head":
         q, k, _ = out.reshape(*out.shape[:2], -1, 3 * head_dim).chunk(3, dim=-1)
         return q.transpose(1, 2), k.transpose(1, 2)
+    assert layout.split is not None  # a fused layout names how its output splits
     q, k, _ = getattr(attention, layout.split)(out)
     if layout.heads_axis == 2:  # (B, T, n, d_h)
         q, k = q.transpose(1, 2), k.transpose(1, 2)
@@ -311,6 +313,7 @@ def projection_calls(
         if layout.fused:
             hooks[getattr(attention, layout.fused)] = on_output(i, "qkv", layout, attention)
         else:
+            assert layout.query is not None and layout.key is not None  # an unfused layout
             hooks[getattr(attention, layout.query)] = on_output(i, "q", layout, attention)
             hooks[getattr(attention, layout.key)] = on_output(i, "k", layout, attention)
     with (

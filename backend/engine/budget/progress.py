@@ -17,7 +17,7 @@ from isoscope.engine.budget.estimates import describe_seconds
 
 
 class Progress(Protocol):
-    def __call__(self, done: int, total: int) -> bool | None: ...
+    def __call__(self, done: int, total: int, /) -> bool | None: ...
 
 
 def report(progress: Progress | None, done: int, total: int) -> bool:

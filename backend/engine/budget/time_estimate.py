@@ -89,7 +89,7 @@ class TimeEstimate:
         priors = [p.name for p in self.before if p.basis == PRIOR_BASIS]
         at_prior = f"; {' and '.join(priors)} at {PRIOR_BASIS}" if priors else ""
         total = self.total_seconds
-        if total is None:
+        if total is None or self.seconds is None:  # the second follows from the first
             first = f"first page: {phases}, then " if phases else "first page: "
             return (
                 f"{first}no extraction speed measured on {self.device} yet ({sizes}{at_prior}); "

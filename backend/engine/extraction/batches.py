@@ -45,12 +45,12 @@ def forward_batches(
     with torch.inference_mode():
         while start < len(order):
             count = batch_size
-            if media and tokenized.group is not None:
+            if isinstance(tokenized, MediaTokens) and tokenized.group is not None:
                 count = equal_run(tokenized.group, order, start, batch_size)
             batch_ids = order[start : start + count]
             start += len(batch_ids)
             ids, mask = pad_batch(tokenized, batch_ids, pad_id)
-            if media:
+            if isinstance(tokenized, MediaTokens):
                 hidden_states = media_forward(loaded, tokenized, batch_ids)
             else:
                 hidden_states = forward_hidden_states(loaded, ids, mask)
@@ -74,6 +74,7 @@ def mean_pooled(
     (its Pooling module clamps the mask sum; so do we). ``texts`` may be images or clips
     (:class:`isoscope.engine.inputs.media.MediaItem`): one vector per item, over all its output tokens.
     """
+    tokenized: TokenizedCorpus
     if is_media(texts):
         tokenized = prepare_media(loaded, list(texts))
     else:

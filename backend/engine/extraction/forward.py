@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -26,6 +26,10 @@ from isoscope.engine.extraction.tokenization import TokenizedCorpus
 from isoscope.engine.extraction.types import ExtractionResult, ExtractionSettings, TokenTable
 from isoscope.engine.inputs.corpus import Corpus
 from isoscope.engine.load.models import LoadedModel, weight_bytes
+
+if TYPE_CHECKING:
+    from isoscope.engine.inputs.media import MediaCorpus
+
 
 Notice = Callable[[str], None]
 
@@ -407,6 +411,7 @@ def _reduce_states(plan: _BatchPlan, batch: _Batch, sample: SampleCandidates) ->
         stats = _reduce_by_state(plan, batch, sample, MOMENTS.applies(hidden_states))
         if stats is None:  # a NaN or an infinity: torch's propagation defines the result
             stats = _reduce_by_state(plan, batch, sample, kernel=False)
+            assert stats is not None  # only the kernel's reduction returns None
         return stats
     stats = RunningStats(num_states, d, hidden_states[0].device)
     cpu = hidden_states[0].device.type == "cpu"
@@ -487,7 +492,8 @@ def extract(
     doc); ``observe``: see :func:`extract_partial`."""
     settings = settings or ExtractionSettings()
     started = time.perf_counter()
-    items = corpus.texts if corpus.kind == "text" else corpus.items
+    # a MediaCorpus (images or clips) stands in for a Corpus: its items are what the model reads
+    items = corpus.texts if corpus.kind == "text" else cast("MediaCorpus", corpus).items
     partial = extract_partial(
         loaded, items, settings, progress=progress, on_notice=on_notice, observe=observe
     )

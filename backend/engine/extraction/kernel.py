@@ -27,13 +27,17 @@ import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
 from isoscope.engine.device import to_numpy
 
-_DTYPES = {torch.float32: np.float32, torch.float64: np.float64}
+_DTYPES: dict[torch.dtype, type[np.floating]] = {
+    torch.float32: np.float32,
+    torch.float64: np.float64,
+}
 
 
 def extreme_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -73,7 +77,7 @@ class MomentsKernel:
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
-        self._jit = None
+        self._jit: Any = None  # the compiled module (kernel_jit), imported by compile()
         self.dtypes: set[torch.dtype] = set()
         self.seconds: dict[torch.dtype, float] = {}
         self.error: str | None = None
@@ -154,7 +158,7 @@ class MomentsKernel:
         not apply (the caller copies with numpy)."""
         if (
             self._suspended
-            or src.dtype not in (_DTYPES[t] for t in self.dtypes)
+            or src.dtype not in [_DTYPES[t] for t in self.dtypes]
             or dst.dtype != np.float32
             or not (src.flags.c_contiguous and dst.flags.c_contiguous)
             or pick.dtype != np.int64

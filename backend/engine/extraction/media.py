@@ -16,7 +16,9 @@ every model. Checkpoints whose batches must not be padded (group-norm wav2vec2 /
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeGuard
 
 import numpy as np
 import torch
@@ -41,11 +43,11 @@ class MediaTokens(TokenizedCorpus):
     notes: tuple[str, ...] = ()  # clips skipped for this model, by name
 
 
-def is_media(items: list | tuple) -> bool:
+def is_media(items: Sequence[object]) -> TypeGuard[Sequence[MediaItem]]:
     return bool(items) and isinstance(items[0], MediaItem)
 
 
-def prepare_media(loaded: LoadedModel, items: list[MediaItem]) -> MediaTokens:
+def prepare_media(loaded: LoadedModel, items: Sequence[MediaItem]) -> MediaTokens:
     """Per item: output-token indices, special mask, patch/frame index and names (module doc)."""
     layout = loaded.layout
     kind = "audio" if items[0].rate else "image"
@@ -53,13 +55,19 @@ def prepare_media(loaded: LoadedModel, items: list[MediaItem]) -> MediaTokens:
     if kind == "image":
         count = int(layout.num_tokens or 0)
         prefix = len(layout.prefix)
-        names = np.array(layout.token_names(), dtype=str)
-        special = np.arange(count) < prefix
-        word = np.where(special, -1, np.arange(count) - prefix).astype(np.int32)
+        patch_names = np.array(layout.token_names(), dtype=str)
+        is_special = np.arange(count) < prefix
+        word = np.where(is_special, -1, np.arange(count) - prefix).astype(np.int32)
         data = tuple(item.data for item in items)
-        ids = [np.arange(count, dtype=np.int64) for _ in items]
+        patch_ids = [np.arange(count, dtype=np.int64) for _ in items]
         return MediaTokens(
-            ids, [special] * len(items), [word] * len(items), 0, count, data, (names,) * len(items)
+            patch_ids,
+            [is_special] * len(items),
+            [word] * len(items),
+            0,
+            count,
+            data,
+            (patch_names,) * len(items),
         )
     rate = int(layout.sampling_rate or 0)
     data = tuple(resample(item.data, item.rate, rate) for item in items)
@@ -76,7 +84,10 @@ def prepare_media(loaded: LoadedModel, items: list[MediaItem]) -> MediaTokens:
     samples = np.array([len(d) for d in data], dtype=np.int64)
     frames = frames_for(loaded.encoder, samples, layout)
     stride = layout.frame_stride or max(1, int(samples.max() // max(1, frames.max())))
-    ids, special, words, names = [], [], [], []
+    ids: list[np.ndarray] = []
+    special: list[np.ndarray] = []
+    words: list[np.ndarray] = []
+    names: list[np.ndarray] = []
     for n in frames:
         index = np.arange(int(n), dtype=np.int64)
         ids.append(index)

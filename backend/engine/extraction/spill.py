@@ -54,7 +54,7 @@ class SpilledState:
             while start < self.rows:
                 count = min(chunk_rows, self.rows - start)
                 view = buffer[:count]
-                got = handle.readinto(memoryview(view).cast("B"))
+                got = handle.readinto(view.data.cast("B"))
                 if got != view.nbytes:
                     raise OSError(f"{self.path} is shorter than {self.rows} rows")
                 yield start, view

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -138,8 +139,8 @@ def _extreme_counts(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     :func:`isoscope.engine.extraction.kernel.extreme_counts`)."""
     g, _, d = x.shape
     if x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64):
-        low, high = extreme_counts(to_numpy(x, dtype=None))
-        return torch.from_numpy(low), torch.from_numpy(high)
+        low_np, high_np = extreme_counts(to_numpy(x, dtype=None))
+        return torch.from_numpy(low_np), torch.from_numpy(high_np)
     offsets = torch.arange(g, device=x.device).unsqueeze(1) * d
     low = torch.bincount((x.argmin(dim=2) + offsets).ravel(), minlength=g * d)
     high = torch.bincount((x.argmax(dim=2) + offsets).ravel(), minlength=g * d)
@@ -199,7 +200,7 @@ class RunningStats:
         self.hidden_size = int(hidden_size)
         self.device = accumulation_device(device)
         shape = (self.num_states, self.hidden_size)
-        kw = {"dtype": _F64, "device": self.device}
+        kw: dict[str, Any] = {"dtype": _F64, "device": self.device}
         self.count = 0
         self._mean = torch.zeros(shape, **kw)
         self._m2 = torch.zeros(shape, **kw)
@@ -219,11 +220,12 @@ class RunningStats:
     ) -> RunningStats:
         """Statistics of one batch (see class doc for the accepted shapes), accumulated on
         ``device`` (default: the batch's device)."""
-        states = [torch.as_tensor(x) for x in batch] if not isinstance(batch, np.ndarray) else None
-        if states is None:
+        if isinstance(batch, np.ndarray):
             if batch.ndim != 3:
                 raise ValueError(f"batch shape {batch.shape} is not (states, tokens, hidden_size)")
             states = [torch.from_numpy(np.ascontiguousarray(x)) for x in batch]
+        else:
+            states = [torch.as_tensor(x) for x in batch]
         if not states:
             raise ValueError("a batch needs at least one hidden state")
         n, d = (states[0].shape[0], states[0].shape[1]) if states[0].ndim == 2 else (-1, -1)
@@ -275,7 +277,13 @@ class RunningStats:
         if self.device.type == "cpu" and MOMENTS.reduce_into(x, self._rows(s0, s1)):
             return  # the compiled kernel wrote this batch's rows in place
         reduced = moments(x, buffers.take("x64", (g, n, d), _F64, x.device))
-        targets = (self._mean, self._abs_sum, self._m2, self._min, self._max)
+        targets: tuple[torch.Tensor, ...] = (
+            self._mean,
+            self._abs_sum,
+            self._m2,
+            self._min,
+            self._max,
+        )
         targets += (self._argmin, self._argmax)
         for target, value in zip(targets, reduced + _extreme_counts(x), strict=True):
             target[s0:s1].copy_(value)  # converts dtype and device (MPS: reduced on the CPU)

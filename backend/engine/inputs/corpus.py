@@ -159,13 +159,14 @@ def _read_parquet_texts(raw: bytes, filename: str, notices: list[str]) -> list[s
 def _read_csv_texts(content: str, filename: str) -> list[str]:
     try:
         reader = csv.DictReader(io.StringIO(content))
-        fields = [f.strip().lower() for f in (reader.fieldnames or [])]
+        names = list(reader.fieldnames or [])
+        fields = [f.strip().lower() for f in names]
         if "text" not in fields:
             raise InputError(
                 f"{filename}: no 'text' column (found: {', '.join(fields) or 'none'}); "
                 "add a header row with a column named text"
             )
-        key = reader.fieldnames[fields.index("text")]
+        key = names[fields.index("text")]
         return [row.get(key) or "" for row in reader]
     except csv.Error as exc:
         raise InputError(

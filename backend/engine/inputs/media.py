@@ -224,8 +224,9 @@ def read_image(
     from PIL import Image, ImageOps
 
     changes: list[str] = []
-    with Image.open(path) as image:
-        image.load()
+    with Image.open(path) as opened:
+        opened.load()
+        image: Image.Image = opened
         if image.getexif().get(0x0112, 1) != 1:  # the EXIF Orientation tag: a phone's rotation
             image = ImageOps.exif_transpose(image)
             changes.append("were turned upright (EXIF orientation)")

@@ -511,7 +511,7 @@ class _Downloader:
             if _is_weights(name):
                 self._resumable(name)
             else:
-                hf_hub_download(
+                hf_hub_download(  # type: ignore[call-overload]  # tqdm_class: any bar factory works
                     self.source.repo_id,
                     name,
                     revision=self.sha,
@@ -563,7 +563,7 @@ class _Downloader:
                             resume_size=resume,
                             headers=build_hf_headers(),
                             expected_size=meta.size,
-                            tqdm_class=self._bar,
+                            tqdm_class=self._bar,  # type: ignore[arg-type]  # any bar factory works
                         )
                 _complete(part, blob, meta.size, str(meta.etag), name)
             _link(blob, pointer)

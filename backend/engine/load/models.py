@@ -44,7 +44,7 @@ import functools
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -421,7 +421,7 @@ def _place(
         if placement is None:
             model.to(device=device, dtype=dtype)
             return device
-        return model.get_input_embeddings().weight.device
+        return cast(Any, model).get_input_embeddings().weight.device
     except Exception as exc:  # e.g. out of GPU memory
         raise ModelLoadError(
             f"cannot move the model to {device} as {dtype}: {short_error(exc)}"
@@ -445,7 +445,7 @@ def _model_info(
 ) -> ModelInfo:
     """The model card of a placed model."""
     model = parts.model
-    config = model.config
+    config: Any = model.config
     num_layers = getattr(config, "num_hidden_layers", None)
     hidden_size = getattr(config, "hidden_size", None)
     if not num_layers or not hidden_size:
@@ -530,14 +530,15 @@ def _position_line(model: torch.nn.Module, layout: InputLayout) -> str:
 def _role(model: torch.nn.Module, architecture: str, layout: InputLayout) -> str:
     """The model card's role line for the encoder of an encoder-decoder (else ""): the decoder
     side is out of scope."""
-    if not getattr(model.config, "is_encoder_decoder", False):
+    config: Any = model.config
+    if not getattr(config, "is_encoder_decoder", False):
         return ""
     name = architecture
     for suffix in ("ForConditionalGeneration", "ForAudioClassification", "Model"):
         name = name.removesuffix(suffix)
     kind = "speech encoder" if layout.modality == "audio" else f"{layout.modality} encoder"
     return (
-        f"{kind} ({name or model.config.model_type}), encoder of an encoder-decoder; its decoder "
+        f"{kind} ({name or config.model_type}), encoder of an encoder-decoder; its decoder "
         "is not analysed"
     )
 

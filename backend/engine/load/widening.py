@@ -33,7 +33,7 @@ import mmap
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -100,7 +100,7 @@ def widen_in_place(model: torch.nn.Module, dtype: torch.dtype, info: dict) -> bo
                 setattr(module, name, widened[id(buffer)])
     for module in model.modules():  # as the dtype load writes it (T5's stacks hold copies)
         config = getattr(module, "config", None)
-        if hasattr(config, "dtype"):
+        if config is not None and hasattr(config, "dtype"):
             config.dtype = dtype
     return True
 
@@ -194,5 +194,5 @@ def _install() -> bool:
             return original(filename, framework, device=device, backend=backend, **kwargs)
 
         safe_open.isoscope_pread = True  # type: ignore[attr-defined]
-        modeling_utils.safe_open = safe_open
+        cast(Any, modeling_utils).safe_open = safe_open  # a function where it holds a class
         return True

@@ -53,6 +53,7 @@ import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 
@@ -228,7 +229,7 @@ class ResultCache:
             self.root.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.root, prefix=f".{key}.", suffix=TEMP_SUFFIX)
             with os.fdopen(fd, "wb") as fh:
-                np.savez(fh, **arrays)
+                np.savez(fh, **cast(dict[str, Any], arrays))  # else mypy matches allow_pickle
             final = self.path(key)
             final_size = os.path.getsize(tmp)
             os.replace(tmp, final)

@@ -31,7 +31,7 @@ import time
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -90,7 +90,7 @@ def _payload(result: ExtractionResult) -> dict[str, bytes]:
             column = column.astype(str)
         arrays[f"tok_{f.name}"] = column
     buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
+    np.savez(buffer, **cast(dict[str, Any], arrays))  # else mypy matches them to allow_pickle
     array_bytes = buffer.getvalue()
     text_bytes = strict_json(list(result.texts), ensure_ascii=False).encode("utf-8")
     manifest = {
@@ -403,7 +403,8 @@ def model_info_from_card(card: dict) -> ModelInfo:
         "dtype": "float32",
     }
     names = [f.name for f in dataclasses.fields(ModelInfo)]
-    return ModelInfo(**{n: card.get(n, defaults.get(n)) for n in names})
+    values: dict[str, Any] = {n: card.get(n, defaults.get(n)) for n in names}
+    return ModelInfo(**values)
 
 
 class SavedModel(LoadedModel):
@@ -422,6 +423,10 @@ class SavedModel(LoadedModel):
     @property
     def weights_dir(self) -> Path | None:  # a class attribute on LoadedModel: resolve lazily too
         return self.load().weights_dir
+
+    @weights_dir.setter
+    def weights_dir(self, value: Path | None) -> None:
+        raise AttributeError("a saved analysis's weights_dir is its real model's")
 
     def __repr__(self) -> str:
         return f"SavedModel({self.info.source!r}, fingerprint={self.fingerprint!r})"

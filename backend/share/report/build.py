@@ -91,7 +91,7 @@ def build_report(
         loaded,
         result,
         settings,
-        None if pairs is None else tuple(list(x) for x in pairs),
+        None if pairs is None else (list(pairs[0]), list(pairs[1]), list(pairs[2])),
         in_place,
         inputs=None if inputs is None else tuple(inputs),
     )
@@ -115,7 +115,7 @@ def build_report(
             "num_texts": result.num_texts,
             "num_tokens": result.num_tokens,
             "token_sample": len(result.sample_index),
-            "sentence_pairs": 0 if pairs is None else len(ctx.pairs[0]),
+            "sentence_pairs": 0 if ctx.pairs is None else len(ctx.pairs[0]),
             "notices": notices,
             "kind": ctx.kind,
         },

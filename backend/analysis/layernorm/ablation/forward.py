@@ -36,7 +36,7 @@ def hidden_states_cpu(loaded: LoadedModel, ids: torch.Tensor, mask: torch.Tensor
 
 
 def media_hidden_states_cpu(
-    loaded: LoadedModel, tokens: MediaTokens, rows: Sequence[int]
+    loaded: LoadedModel, tokens: MediaTokens, rows: Sequence[int] | np.ndarray
 ) -> torch.Tensor:
     """:func:`hidden_states_cpu` of images or clips (``rows`` of ``tokens``; a row may repeat)."""
     hidden_states = media_forward(loaded, tokens, np.asarray(rows, dtype=np.int64))

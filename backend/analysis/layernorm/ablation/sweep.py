@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -129,7 +130,8 @@ def _batched_mlm_losses(
     logits are (rows, T, vocab), kept under ~256 MB."""
     B = mids.shape[0]
     m = dim_mask.shape[0] // B
-    vocab = int(target.model.config.vocab_size)
+    config: Any = target.model.config
+    vocab = int(config.vocab_size)
     per_pass = max(1, min(m, (256 << 20) // max(1, B * mids.shape[1] * vocab * 4)))
     parts = []
     for a in range(0, m, per_pass):
@@ -193,7 +195,7 @@ def sweep(
     rows = np.arange(B)
 
     def forward(copies: int) -> torch.Tensor:
-        if media:
+        if isinstance(tokenized, MediaTokens):  # media
             return media_hidden_states_cpu(target, tokenized, np.tile(rows, copies))
         return hidden_states_cpu(target, ids.repeat(copies, 1), mask.repeat(copies, 1))
 
@@ -237,6 +239,7 @@ def sweep(
                 emb_cos[row] = cosines(masked_mean(h, mask), pooled_original).mean(axis=1)
                 tok_cos[row] = cosines(h[:, keep], original[:, keep]).mean(axis=1)
                 if use_mlm:
+                    assert losses is not None  # made for use_mlm
                     losses[row] = float(per_row[c * B : (c + 1) * B].sum()) / n_masked
             done_dims += m
             if progress is not None and progress(done_dims, len(all_dims)) is False:

@@ -222,7 +222,8 @@ def _end_texts(
     ``end_tokens`` instead: a causal model's states on a prefix are its states on the whole text,
     and the bootstrap over texts needs texts (2 texts of 128 tokens give no interval worth the
     name). A bidirectional model keeps whole texts, whose states a cut would change."""
-    used, rows = 0, []
+    used = 0
+    rows: list[int] = []
     for t, n in enumerate(lengths):
         if n == 0:
             continue
@@ -244,7 +245,7 @@ class _Recorder:
     pre-hook on the site's first projection), per block its output's per-dim max |h| and the
     sampled |h| (a forward hook), for the batch whose ``mask`` / ``sample`` are set."""
 
-    def __init__(self, site_map: SiteMap, blocks: list, d: int) -> None:
+    def __init__(self, site_map: SiteMap, blocks: list | torch.nn.ModuleList, d: int) -> None:
         self.site_map, self.d = site_map, d
         self.accs = [SiteAccumulator(s.width) for s in site_map.sites]
         self.block_max = torch.zeros(len(blocks), d, dtype=torch.float32)
