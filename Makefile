@@ -11,9 +11,9 @@ PYTEST := $(PY) -m pytest
 export TOKENIZERS_PARALLELISM := false
 # The tests never reach the internet (a stand-in Hub on 127.0.0.1 serves the download tests);
 # `make run` downloads Hub ids on demand: HF_HUB_OFFLINE=1 make run keeps it to the cache.
-test test-unit test-integration test-app test-browser bench: export HF_HUB_OFFLINE := 1
+test test-unit test-integration test-app test-browser test-hostile bench: export HF_HUB_OFFLINE := 1
 
-.PHONY: run test test-unit test-integration test-app test-browser lint bench venv clean
+.PHONY: run test test-unit test-integration test-app test-browser test-hostile lint bench venv clean
 
 venv: $(STAMP)
 
@@ -47,6 +47,11 @@ test-app: $(STAMP)
 
 test-browser: $(STAMP)
 	$(PYTEST) -m browser tests
+
+# A shared server tried as a hostile visitor would: links, inputs, uploads, tabs, planted errors
+# (AppTest), and a crafted link in Chromium (skipped where /usr/bin/chromium is missing).
+test-hostile: $(STAMP)
+	$(PYTEST) -m hostile tests
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

@@ -24,6 +24,8 @@ from backend.engine.store.limit import (
     format_usage,
     set_process_limit,
 )
+from ui.frame.failure import fragment
+from ui.frame.literal import code, message
 from ui.server import access
 
 # Token-sample memory budgets offered in the sidebar (bytes), and their labels.
@@ -60,7 +62,7 @@ def _clear() -> None:
     _usage.clear()
 
 
-@st.fragment
+@fragment
 def cache_panel() -> None:
     """The 'Disk cache' sidebar section: use against the limit, the limit, a clear button.
 
@@ -68,7 +70,7 @@ def cache_panel() -> None:
     try:
         limit = default_cache_limit()
     except IsoscopeError as exc:  # a malformed $ISOSCOPE_CACHE_LIMIT
-        st.error(str(exc))
+        st.error(message(exc))
         return
     usage = _usage(str(default_cache_dir()))
     st.progress(
@@ -91,7 +93,7 @@ def cache_panel() -> None:
             parts.append(f"being written {format_size(usage.temp_bytes)}")
         if usage.other_bytes:
             parts.append(f"other files {format_size(usage.other_bytes)}")
-        st.caption(" · ".join(parts) + f"  \nFolder: `{usage.root}`")
+        st.caption(" · ".join(parts) + f"  \nFolder: {code(usage.root)}")
         st.number_input(
             "Limit (GiB)",
             min_value=0.0,
@@ -117,7 +119,7 @@ def cache_panel() -> None:
         )
         cleared = st.session_state.pop("sb_cache_cleared", None)
         if isinstance(cleared, str):
-            st.error(cleared)
+            st.error(message(cleared))
         elif cleared is not None:
             st.success(f"Cleared {cleared[0]} cached analyses ({format_size(cleared[1])}).")
 

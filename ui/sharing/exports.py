@@ -22,6 +22,7 @@ from backend.engine.extraction import ExtractionResult
 from backend.engine.load.models import LoadedModel
 from backend.engine.lru import LRU
 from backend.share.report import QUICK_SECTIONS, SECTIONS, Report, build_report
+from ui.frame.literal import literal
 from ui.work.cached import cached
 from ui.work.corpora import media_items
 from ui.work.extraction import result_key
@@ -118,11 +119,12 @@ def _show_findings(report: Report) -> None:
     for section in report.sections:
         if section.skipped is None and section.findings:
             st.markdown(
-                f"**{section.title}**\n" + "\n".join(f"- {text}" for text in section.findings)
+                f"**{section.title}**\n"
+                + "\n".join(f"- {literal(text)}" for text in section.findings)
             )
     for section in report.sections:
         if section.skipped is not None:
-            st.caption(f"{section.title}: left out, {section.skipped}.")
+            st.caption(f"{section.title}: left out, {literal(section.skipped)}.")
 
 
 def findings_panel(loaded: LoadedModel, result: ExtractionResult) -> Callable[[], None]:

@@ -34,6 +34,7 @@ from backend.engine.extraction.spill import SpilledState, spill_state
 from backend.engine.load.models import LoadedModel
 from backend.engine.store.cache import ResultCache, touch
 from backend.plots.atlas import encode_points
+from ui.frame.literal import message
 from ui.frame.page import explainer
 from ui.widgets.controls import PostChoice
 from ui.work.cached import heavy
@@ -305,7 +306,7 @@ def every_token_run(
         st.info("Stopped.")
         return
     except IsoscopeError as exc:
-        st.error(f"**Cannot project every token.** {exc}")
+        st.error(f"**Cannot project every token.** {message(exc)}")
         return
     control.button("Close", key="proj_every_token_close", on_click=forget)
     atlas_chart(payload, key="proj_atlas")

@@ -25,6 +25,7 @@ from backend.engine.store.cache import ResultCache
 from backend.engine.store.cached_extract import cached_extract
 from backend.engine.store.entries import cache_key
 from backend.engine.store.provenance import attribute
+from ui.frame.literal import literal
 from ui.frame.selection import Selection, get_selection
 from ui.sharing.saved import open_saved, saved_corpus, saved_model
 from ui.work.corpora import get_corpus, media_corpus_for
@@ -100,7 +101,7 @@ def get_extraction(
         about = (
             "" if estimate is None else f" ({describe_seconds(estimate)} estimated on this device)"
         )
-        label = f"Extracting hidden states of {loaded.info.display_name}{about}:"
+        label = f"Extracting hidden states of {literal(loaded.info.display_name)}{about}:"
         result = shared_run(
             "extract:" + key, label, compute, heavy=not on_disk, unit="texts", estimate_s=estimate
         )

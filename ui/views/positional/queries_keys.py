@@ -13,6 +13,7 @@ from backend.engine.extraction import ExtractionResult
 from backend.engine.load import models as engine_models
 from backend.engine.load.models import LoadedModel
 from backend.plots import positional as plots
+from ui.frame.literal import message
 from ui.frame.page import explainer
 from ui.views.positional.shared import SOURCES, text_extraction
 from ui.widgets.charts import chart_with_downloads
@@ -82,7 +83,7 @@ def queries_keys_tab() -> None:
         if with_random:
             stats.append(queries_keys(loaded, result, n_texts, max_length, True, rotation))
     except IsoscopeError as exc:
-        st.error(str(exc))
+        st.error(message(exc))
     else:
         queries_keys_view(stats, metric, rotary, len(texts), max_length)
 

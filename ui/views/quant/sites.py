@@ -12,6 +12,7 @@ from backend.engine.inputs.corpus import Corpus
 from backend.engine.load.models import LoadedModel
 from backend.engine.params import massive_rule
 from backend.plots.quant import sites_frame
+from ui.frame.literal import message
 from ui.sharing.downloads import download_buttons
 from ui.work.extraction import get_extraction
 
@@ -33,7 +34,7 @@ def sites_tab(loaded: LoadedModel, corpus: Corpus, report: QuantReport) -> None:
         try:
             shown = with_outlier_dims(report)
         except IsoscopeError as exc:
-            st.error(str(exc))
+            st.error(message(exc))
     frame = sites_frame(shown)
     rows = shown.site_rows()
     frame["outlier overlap"] = [

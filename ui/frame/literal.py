@@ -1,0 +1,58 @@
+"""Text from a visitor shown as the visitor typed it, never as markup.
+
+Every Streamlit element that shows text (``st.markdown``, the notices ``st.info`` / ``st.warning`` /
+``st.error`` / ``st.success`` / ``st.toast``, captions, titles, headers, widget, tab and expander
+labels, metric labels) reads its string as Markdown, with Streamlit's own additions: ``:color[...]``
+and other text directives, ``:material/icon:`` icons, ``$...$`` maths, and links and images. A
+model source from a link, an uploaded file's name, a corpus line or an exception that quotes any of
+them would otherwise be rendered: a link could put a clickable "sign in again" link or a tracking
+image inside isoscope's own warning box.
+
+:func:`literal` is the one escape for all of them; every site that puts such a text into one of
+those elements passes it through here (the hostile-visitor tests in ``tests/hostile/`` plant
+markup in each input and read the page back).
+"""
+
+from __future__ import annotations
+
+import re
+
+# CommonMark lets a backslash escape any ASCII punctuation character, and an escaped character is
+# always shown as itself. Escaping all of them turns off every construct that starts with one:
+# emphasis, code, links and images (``[`` ``!``), autolinks (``<``, and the ``:`` / ``.`` of a bare
+# URL), raw HTML (``<`` ``&``), headings, lists, quotes, tables, maths (``$``) and Streamlit's
+# directives and icons (``:``).
+_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")
+# Line breaks would start a new block (a heading, a list, a code block) inside a one-line notice.
+_BREAKS = re.compile(r"[\r\n\t\v\f\u2028\u2029]+")
+
+
+def literal(value: object) -> str:
+    """``value`` as text that Streamlit's Markdown shows character for character (line breaks become
+    spaces). ``literal("[sign in](http://x)")`` -> ``"\\[sign in\\]\\(http\\:\\/\\/x\\)"``."""
+    return _PUNCTUATION.sub(r"\\\1", _BREAKS.sub(" ", str(value)))
+
+
+def message(value: object) -> str:
+    """A message from the backend (an exception, a notice) as a visitor reads it: literal, and on
+    a shared server with the advice only its operator can follow replaced by what the visitor can
+    do (:func:`ui.server.access.for_visitor`)."""
+    from ui.server.access import for_visitor
+
+    return literal(for_visitor(str(value)))
+
+
+def quoted(value: object) -> str:
+    """``repr(value)`` made literal: how a notice names a value it could not use."""
+    return literal(repr(value))
+
+
+def code(value: object) -> str:
+    """``value`` as an inline code span that no character of it can close: the fence is one
+    backtick longer than the longest run of backticks inside (CommonMark), line breaks become
+    spaces. For tokens and module names, shown in a monospace font."""
+    text = _BREAKS.sub(" ", str(value))
+    runs = [len(run) for run in re.findall(r"`+", text)]
+    fence = "`" * (max(runs, default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or not text.strip() else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
