@@ -124,15 +124,14 @@ def test_an_error_in_a_pages_fragment_stays_in_the_log(shared_env, monkeypatch, 
 
 def test_an_error_no_part_of_isoscope_catches_shows_no_details(shared_env, monkeypatch):
     """Streamlit's own error box, the last resort, names nothing on a shared server."""
+    from backend.engine.errors import InputError
     from ui.frame import page
     from ui.server import warmup
 
-    def stop(*args, **kwargs):
-        import streamlit as st
+    def refuse(*args, **kwargs):  # the frame shows this one; the script goes on after it
+        raise InputError("no model in this test")
 
-        st.stop()
-
-    monkeypatch.setattr(page, "load_or_stop", stop)
+    monkeypatch.setattr(page, "load_or_stop", refuse)
     monkeypatch.setattr(warmup, "start_umap_warmup", _planted)  # after the frame's try
     at = shared_app()
     at.query_params["page"] = "outliers"

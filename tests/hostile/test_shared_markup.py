@@ -11,66 +11,12 @@ notices out of Chromium's DOM."""
 
 from __future__ import annotations
 
-import html
-
 import pytest
-from markdown_it import MarkdownIt
 
 from backend.engine.errors import InputError
 from tests.hostile.conftest import shared_app
-from ui.frame.literal import code, literal
+from tests.markup_checks import PAYLOADS, markup_in
 from ui.server import access
-
-# Each carries "evil.example", so the test can find where it landed on the page.
-PAYLOADS = [
-    "[your session expired: sign in again](http://evil.example/login)",
-    "![](http://evil.example/pixel.png)",
-    "<img src=http://evil.example/p.png>",
-    "<a href='http://evil.example'>sign in</a>",
-    "<http://evil.example/auto>",
-    "www.evil.example/login and https://evil.example/bare",
-    ":red[**ALERT**] :material/lock: sign in at evil.example",
-    "$\\href{http://evil.example}{x}$",
-    "# evil.example\n- a list\n> a quote\n\n    indented code",
-    "[ref link][r] evil.example\n\n[r]: http://evil.example",
-    "`code` **bold** _em_ ~~strike~~ | a | b | evil.example",
-    "&lt;img src=x&gt; &#x3C;b&#x3E; evil.example",
-    "back\\slash \\[not a link\\](http://evil.example)",
-]
-RENDERER = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
-MARKUP = {"link_open", "image", "html_inline", "html_block", "heading_open", "bullet_list_open",
-          "blockquote_open", "code_block", "code_inline", "strong_open", "em_open", "s_open",
-          "table_open", "fence", "hr"}  # fmt: skip
-
-
-def markup_in(markdown: str) -> set[str]:
-    """The kinds of markup CommonMark finds in ``markdown``, and Streamlit's own directives."""
-    found = set()
-    for token in RENDERER.parse(markdown):
-        found |= {token.type} & MARKUP
-        found |= {child.type for child in token.children or ()} & MARKUP
-    bare = markdown.replace("\\\\", "")  # an escaped backslash, then what follows is live again
-    for directive in (":red[", ":material/", "$\\href", "www.", "http:", "https:"):
-        if directive in bare:
-            found.add(directive)
-    return found
-
-
-@pytest.mark.parametrize("payload", PAYLOADS)
-def test_literal_text_renders_as_the_characters_typed(payload):
-    escaped = literal(payload)
-    assert markup_in(escaped) == set()
-    flat = html.escape(" ".join(payload.split("\n")), quote=False).replace('"', "&quot;")
-    assert RENDERER.render(escaped) == f"<p>{flat}</p>\n"
-
-
-@pytest.mark.parametrize("payload", PAYLOADS)
-def test_a_code_span_cannot_be_closed_from_inside(payload):
-    token = f"``{payload}`"  # backtick runs of every length inside
-    rendered = RENDERER.parse(code(token))
-    inline = [c for t in rendered for c in (t.children or ())]
-    assert [c.type for c in inline] == ["code_inline"]
-    assert inline[0].content == " ".join(token.split("\n"))
 
 
 def _texts(at) -> list[str]:
