@@ -9,8 +9,10 @@ them would otherwise be rendered: a link could put a clickable "sign in again" l
 image inside isoscope's own warning box.
 
 :func:`literal` is the one escape for all of them; every site that puts such a text into one of
-those elements passes it through here (the hostile-visitor tests in ``tests/hostile/`` plant
-markup in each input and read the page back).
+those elements passes it through here: :func:`message` for the backend's messages (exceptions,
+notices), :func:`quoted` for a value a notice names, :func:`code` for a token or module name in a
+code span. The hostile-visitor tests (``tests/hostile/``) plant markup in each input and read the
+page back.
 """
 
 from __future__ import annotations

@@ -64,7 +64,7 @@ def shared() -> bool:
 def hide_error_details() -> None:
     """On a shared server, Streamlit's own error box (for an error nothing in isoscope caught)
     shows no type, message or traceback: those go to the server's log only."""
-    if shared():
+    if shared() and st.get_option("client.showErrorDetails") != "none":
         st.set_option("client.showErrorDetails", "none")
 
 
