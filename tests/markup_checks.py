@@ -4,6 +4,8 @@ plus the Streamlit extensions that CommonMark does not know."""
 
 from __future__ import annotations
 
+import re
+
 from markdown_it import MarkdownIt
 
 # Each carries "evil.example", so the test can find where it landed on the page.
@@ -21,6 +23,7 @@ PAYLOADS = [
     "`code` **bold** _em_ ~~strike~~ | a | b | evil.example",
     "&lt;img src=x&gt; &#x3C;b&#x3E; evil.example",
     "back\\slash \\[not a link\\](http://evil.example)",
+    "mail me: admin@evil.example, or WWW.EVIL.EXAMPLE",
 ]
 RENDERER = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
 MARKUP = {"link_open", "image", "html_inline", "html_block", "heading_open", "bullet_list_open",
@@ -28,14 +31,24 @@ MARKUP = {"link_open", "image", "html_inline", "html_block", "heading_open", "bu
           "table_open", "fence", "hr"}  # fmt: skip
 
 
+# GitHub-flavoured Markdown's bare links (remark-gfm, as Streamlit renders them), found in the text
+# after the escapes are resolved: an escape does not stop them.
+BARE_LINK = re.compile(r"https?://|www\.|[-.+\w]+@[-\w]+(\.[-\w]+)+", re.IGNORECASE)
+
+
 def markup_in(markdown: str) -> set[str]:
-    """The kinds of markup CommonMark finds in ``markdown``, and Streamlit's own directives."""
+    """The kinds of markup CommonMark finds in ``markdown``, Streamlit's own directives, and a
+    bare link GitHub-flavoured Markdown would make of the text."""
     found = set()
     for token in RENDERER.parse(markdown):
         found |= {token.type} & MARKUP
-        found |= {child.type for child in token.children or ()} & MARKUP
+        children = token.children or ()
+        found |= {child.type for child in children} & MARKUP
+        text = "".join(child.content for child in children if child.type == "text")
+        if BARE_LINK.search(text):
+            found.add("bare link")
     bare = markdown.replace("\\\\", "")  # an escaped backslash, then what follows is live again
-    for directive in (":red[", ":material/", "$\\href", "www.", "http:", "https:"):
+    for directive in (":red[", ":material/", "$\\href"):
         if directive in bare:
             found.add(directive)
     return found

@@ -27,12 +27,21 @@ import re
 _PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")
 # Line breaks would start a new block (a heading, a list, a code block) inside a one-line notice.
 _BREAKS = re.compile(r"[\r\n\t\v\f\u2028\u2029]+")
+# Bare links are another matter: GitHub-flavoured Markdown (Streamlit's) finds ``http://...``,
+# ``www.`` and ``name@host.tld`` in the text after the escapes are resolved, so an escape does not
+# stop them. A zero-width space inside ``://``, after ``@`` and inside ``www.`` does: the text reads
+# the same, but no link pattern matches it (a model source such as ``random:bert`` keeps its ``:``
+# as typed, so it can be copied back into the sidebar).
+_ZERO_WIDTH = "\u200b"
+_LINK_STARTS = re.compile(r"(\\:(?=\\/\\/)|\\@|(?i:www)(?=\\\.))")
 
 
 def literal(value: object) -> str:
     """``value`` as text that Streamlit's Markdown shows character for character (line breaks become
-    spaces). ``literal("[sign in](http://x)")`` -> ``"\\[sign in\\]\\(http\\:\\/\\/x\\)"``."""
-    return _PUNCTUATION.sub(r"\\\1", _BREAKS.sub(" ", str(value)))
+    spaces; a zero-width space inside ``://``, after ``@`` and inside ``www.``, which keeps bare
+    links from being linked). ``literal("[a](b)")`` -> ``"\\[a\\]\\(b\\)"``."""
+    escaped = _PUNCTUATION.sub(r"\\\1", _BREAKS.sub(" ", str(value)))
+    return _LINK_STARTS.sub(lambda m: m.group(1) + _ZERO_WIDTH, escaped)
 
 
 def message(value: object) -> str:
