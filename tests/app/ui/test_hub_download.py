@@ -39,7 +39,7 @@ def test_a_gated_repo_says_licence_and_token(standin_hub, tiny_bert_dir):
     at = AppTest.from_file(APP, default_timeout=240)
     at.run()
     _analyse(at, "org/gated")
-    (error,) = [shown(e.value) for e in at.error if "org/gated" in e.value]
+    (error,) = [shown(e.value) for e in at.error if "org/gated" in shown(e.value)]
     assert "licence" in error and "HF_TOKEN" in error
     assert "again to resume" not in error
     assert not standin_hub.downloads("model.safetensors")
