@@ -6,12 +6,12 @@ from pathlib import Path
 
 import streamlit as st
 
-from ui.frame.failure import PAGE_KEY, show_failure
-from ui.frame.selection import note_page_visit
-from ui.frame.sidebar import sidebar
-from ui.server.access import hide_error_details, passphrase_gate
-from ui.server.warmup import start_umap_warmup
-from ui.sharing.links import apply_link, former_pages, show_link_notice, sync_link
+from isoscope.ui.frame.failure import PAGE_KEY, show_failure
+from isoscope.ui.frame.selection import note_page_visit
+from isoscope.ui.frame.sidebar import sidebar
+from isoscope.ui.server.access import hide_error_details, passphrase_gate
+from isoscope.ui.server.warmup import start_umap_warmup
+from isoscope.ui.sharing.links import apply_link, former_pages, show_link_notice, sync_link
 
 HERE = Path(__file__).resolve().parent
 # The browser tab's icon, served by this server (a ":material/...:" icon would make every visitor's

@@ -1,4 +1,4 @@
-"""Hostile text for the escape of visitor text (``ui.frame.literal``), and the oracle that says
+"""Hostile text for the escape of visitor text (``isoscope.ui.frame.literal``), and the oracle that says
 whether a Markdown string holds markup: a CommonMark renderer with raw HTML on (markdown-it-py),
 plus the Streamlit extensions that CommonMark does not know."""
 

@@ -71,7 +71,7 @@ def _restore_main_module():
 
 def shown(markdown: str) -> str:
     """What a reader sees of a Markdown string whose visitor text was made literal
-    (``ui.frame.literal.literal`` backslash-escapes punctuation): the escapes dropped."""
+    (``isoscope.ui.frame.literal.literal`` backslash-escapes punctuation): the escapes dropped."""
     import re
 
     return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", str(markdown))

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from isoscope.ui.server import access
 from tests.app.conftest import (  # noqa: F401  (fixtures: registered by being imported here)
     _navigation_frame_runs_every_time,
     _restore_main_module,
 )
-from ui.server import access
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 TINY = "random:bert:layers=2,width=32,heads=2,seed=5"
@@ -40,8 +40,8 @@ def shared_app(model: str = TINY, **selection):
     """An AppTest of the frame whose session starts on ``model`` (on the CPU)."""
     from streamlit.testing.v1 import AppTest
 
-    from ui.frame.selection import Selection
-    from ui.frame.session import SELECTION_KEY
+    from isoscope.ui.frame.selection import Selection
+    from isoscope.ui.frame.session import SELECTION_KEY
 
     at = AppTest.from_file(APP, default_timeout=240)
     at.session_state[SELECTION_KEY] = Selection(model_source=model, device="cpu", **selection)

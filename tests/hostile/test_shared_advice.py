@@ -1,7 +1,7 @@
 """A shared server's messages name only what its visitor can do: no command-line flag, no
 environment variable, no package to install, no checkbox shared mode hides and no folder on the
 server. Each message is produced by the code that writes it (a reworded message fails here, not
-silently in the rewrite, :data:`ui.server.access.OPERATOR_ADVICE`)."""
+silently in the rewrite, :data:`isoscope.ui.server.access.OPERATOR_ADVICE`)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from backend.engine.errors import IsoscopeError
+from isoscope.engine.errors import IsoscopeError
+from isoscope.ui.server import access
 from tests.app.conftest import shown
 from tests.hostile.conftest import shared_app
-from ui.server import access
 
 # What only the operator can act on.
 OPERATOR_ONLY = ("--", "ISOSCOPE_", "$", "Allow pickle", "apt-get", "brew", "pip install",
@@ -29,7 +29,7 @@ def _message(call) -> str:
 
 
 def _pickle_folder(tmp_path: Path, monkeypatch) -> str:
-    from backend.engine.load.checkpoints import read_folder
+    from isoscope.engine.load.checkpoints import read_folder
 
     folder = tmp_path / "pickled"
     folder.mkdir()
@@ -41,35 +41,35 @@ def _pickle_folder(tmp_path: Path, monkeypatch) -> str:
 
 
 def _pickle_hub_repo(tmp_path: Path, monkeypatch) -> str:
-    from backend.engine.load.hub import files_to_fetch
+    from isoscope.engine.load.hub import files_to_fetch
 
     files = {"config.json": 10, "pytorch_model.bin": 100, "tokenizer.json": 10}
     return _message(lambda: files_to_fetch(files, "org/pickled", allow_pickle=False))
 
 
 def _cache_not_writable(tmp_path: Path, monkeypatch) -> str:
-    from backend.engine.store.cache import ResultCache
+    from isoscope.engine.store.cache import ResultCache
 
     cache = ResultCache(tmp_path / "server-cache", limit="1G")
     return cache._not_writable(OSError(errno.EROFS, "Read-only file system"))
 
 
 def _cache_too_small(tmp_path: Path, monkeypatch) -> str:
-    from backend.engine.store.cache import ResultCache
+    from isoscope.engine.store.cache import ResultCache
 
     cache = ResultCache(tmp_path / "server-cache", limit="1G")
     return cache._too_large(2 * 1024**3, 1024**3)
 
 
 def _no_espeak(tmp_path: Path, monkeypatch) -> str:
-    from backend.engine.inputs import media
+    from isoscope.engine.inputs import media
 
     monkeypatch.setattr(shutil, "which", lambda name: None)
     return _message(lambda: media.demo_speech(tmp_path / "no-speech"))
 
 
 def _no_bundled_decoder(tmp_path: Path, monkeypatch) -> str:
-    from backend.engine.load import gguf
+    from isoscope.engine.load import gguf
 
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
     return _message(gguf.bundled_gguf_path)

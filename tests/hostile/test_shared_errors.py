@@ -63,7 +63,7 @@ def _assert_kept_in_the_log(at, capsys, *, isoscope_line: bool = True) -> None:
 def test_an_error_behind_each_page_stays_in_the_log(shared_env, stem, monkeypatch, capsys):
     """Every page starts from the frame's loaders (ui/frame/page.py); an error planted there
     reaches the frame around ``navigation.run()``."""
-    from ui.frame import page
+    from isoscope.ui.frame import page
 
     monkeypatch.setattr(page, "load_or_stop", _planted)
     monkeypatch.setattr(page, "model_and_corpus_or_stop", _planted)
@@ -75,11 +75,11 @@ def test_an_error_behind_each_page_stays_in_the_log(shared_env, stem, monkeypatc
 
 FRAME_PARTS = {
     # what is planted, and what the visitor does to reach it
-    "link": ("ui.sharing.links", "known_model", {"model": "default"}),
-    "sidebar fragment": ("ui.frame.sidebar", "source_is_causal", {}),
-    "sidebar": ("ui.frame.sidebar", "saved_panel", {}),
-    "cache panel fragment": ("ui.frame.cache_panel", "default_cache_limit", {}),
-    "link notice": ("ui.sharing.links", "show_link_notice", {}),
+    "link": ("isoscope.ui.sharing.links", "known_model", {"model": "default"}),
+    "sidebar fragment": ("isoscope.ui.frame.sidebar", "source_is_causal", {}),
+    "sidebar": ("isoscope.ui.frame.sidebar", "saved_panel", {}),
+    "cache panel fragment": ("isoscope.ui.frame.cache_panel", "default_cache_limit", {}),
+    "link notice": ("isoscope.ui.sharing.links", "show_link_notice", {}),
 }
 
 
@@ -89,7 +89,7 @@ def test_an_error_in_the_frame_stays_in_the_log(shared_env, part, monkeypatch, c
 
     module, name, params = FRAME_PARTS[part]
     monkeypatch.setattr(importlib.import_module(module), name, _planted)
-    from ui.frame import page
+    from isoscope.ui.frame import page
 
     def stop(*args, **kwargs):  # the page itself needs no model here
         import streamlit as st
@@ -106,9 +106,9 @@ def test_an_error_in_the_frame_stays_in_the_log(shared_env, part, monkeypatch, c
 
 
 def test_an_error_in_a_pages_fragment_stays_in_the_log(shared_env, monkeypatch, capsys):
-    """A fragment's error is shown by the fragment (ui.frame.failure.fragment), not by Streamlit."""
-    from backend.engine.extraction import ExtractionSettings
-    from ui.views import outliers
+    """A fragment's error is shown by the fragment (isoscope.ui.frame.failure.fragment), not by Streamlit."""
+    from isoscope.engine.extraction import ExtractionSettings
+    from isoscope.ui.views import outliers
 
     monkeypatch.setattr(outliers, "plot_outlier_heatmap", _planted)
     at = shared_app(
@@ -124,9 +124,9 @@ def test_an_error_in_a_pages_fragment_stays_in_the_log(shared_env, monkeypatch, 
 
 def test_an_error_no_part_of_isoscope_catches_shows_no_details(shared_env, monkeypatch):
     """Streamlit's own error box, the last resort, names nothing on a shared server."""
-    from backend.engine.errors import InputError
-    from ui.frame import page
-    from ui.server import warmup
+    from isoscope.engine.errors import InputError
+    from isoscope.ui.frame import page
+    from isoscope.ui.server import warmup
 
     def refuse(*args, **kwargs):  # the frame shows this one; the script goes on after it
         raise InputError("no model in this test")
@@ -144,8 +144,8 @@ def test_an_error_no_part_of_isoscope_catches_shows_no_details(shared_env, monke
 def test_on_a_local_server_the_details_are_folded_on_the_page(monkeypatch, tmp_path):
     """The same planted error on localhost: the line and the details for a report (the person
     reading them runs the server)."""
-    from ui.frame import page
-    from ui.server import access
+    from isoscope.ui.frame import page
+    from isoscope.ui.server import access
 
     monkeypatch.setenv("ISOSCOPE_SHARED", "0")
     monkeypatch.setenv("ISOSCOPE_CACHE_DIR", str(tmp_path / "cache"))

@@ -6,10 +6,10 @@ tests/unit/engine/serve/test_visitors.py.)"""
 
 from __future__ import annotations
 
-from backend.engine.extraction import ExtractionSettings
+from isoscope.engine.extraction import ExtractionSettings
+from isoscope.ui.server import access
 from tests.app.conftest import shown
 from tests.hostile.conftest import shared_app
-from ui.server import access
 
 # ----------------------------------------------------------------------------- the passphrase
 

@@ -6,17 +6,17 @@ The oracle is a CommonMark renderer with raw HTML on (markdown-it-py): a string 
 with no link, image, HTML, heading, list or emphasis is shown by Streamlit as text too, since
 Streamlit's Markdown is CommonMark plus extensions that start with the same punctuation
 (``:color[...]``, ``:material/...:``, ``$...$``, bare ``www.`` / ``http://`` links), all escaped
-by :func:`ui.frame.literal.literal`. The browser test in test_shared_offline.py reads the same
+by :func:`isoscope.ui.frame.literal.literal`. The browser test in test_shared_offline.py reads the same
 notices out of Chromium's DOM."""
 
 from __future__ import annotations
 
 import pytest
 
-from backend.engine.errors import InputError
+from isoscope.engine.errors import InputError
+from isoscope.ui.server import access
 from tests.hostile.conftest import shared_app
 from tests.markup_checks import PAYLOADS, markup_in
-from ui.server import access
 
 
 def _texts(at) -> list[str]:
@@ -45,7 +45,7 @@ def _assert_no_markup(at, min_hits: int = 1) -> None:
 def no_analysis(monkeypatch):
     """Pages stop at their first step with an IsoscopeError (no model is loaded): the link's
     notices, the sidebar and the error path are what these tests read."""
-    from ui.frame import page
+    from isoscope.ui.frame import page
 
     def no_model(*args, **kwargs):
         raise InputError("planted: no model in this test")
@@ -101,7 +101,7 @@ def test_a_typed_model_source_is_literal_in_the_sidebar(shared_env, no_analysis,
 def test_an_error_quoting_the_visitor_is_literal(shared_env, no_analysis, payload, monkeypatch):
     """An IsoscopeError's message quotes what the visitor gave (a path, a model id, a file name):
     each view shows it through the same escape."""
-    from ui.frame import page
+    from isoscope.ui.frame import page
 
     def refuse(*args, **kwargs):
         raise InputError(f"cannot read {payload!r}: planted")

@@ -7,7 +7,7 @@ error itself, with its traceback, unless the fragment catches it).
 On a shared server a visitor sees the error's type only: its message and frames can name the
 machine's files, so they go to the server's log (stderr) for the operator instead. Streamlit's own
 error box, for anything that escapes all of these, is set to show no details there either
-(:func:`ui.server.access.hide_error_details`)."""
+(:func:`isoscope.ui.server.access.hide_error_details`)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from typing import Any
 
 import streamlit as st
 
-from backend.engine.errors import IsoscopeError
-from ui.frame.literal import literal, message
+from isoscope.engine.errors import IsoscopeError
+from isoscope.ui.frame.literal import literal, message
 
 PAGE_KEY = "isoscope_page_title"  # the page being shown, for errors met in its fragments
 
@@ -61,7 +61,7 @@ def shared_failure_line(exc: BaseException, page: str) -> str:
 def show_unexpected(exc: BaseException, page: str) -> None:
     """One error line, and the details in a closed expander (to copy into a report); on a shared
     server, the details in the server's log only."""
-    from ui.server.access import shared
+    from isoscope.ui.server.access import shared
 
     if shared():
         sys.stderr.write(f"isoscope: unexpected error on the {page} page\n{failure_details(exc)}")
@@ -76,7 +76,7 @@ def show_failure(exc: Exception, page: str | None = None) -> None:
     """What a view shows for an error it did not handle itself: an :class:`IsoscopeError`'s message
     (it says what to do), a saved analysis's "this view needs the model", else
     :func:`show_unexpected`. ``page``: the page's title (default: the page being shown)."""
-    from backend.engine.store.saved import ModelUnavailableError
+    from isoscope.engine.store.saved import ModelUnavailableError
 
     if isinstance(exc, ModelUnavailableError):  # a saved analysis is open, without its model
         st.info(f"**This view needs the model.** {message(exc)}", icon=":material/memory:")

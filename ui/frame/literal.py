@@ -47,8 +47,8 @@ def literal(value: object) -> str:
 def message(value: object) -> str:
     """A message from the backend (an exception, a notice) as a visitor reads it: literal, and on
     a shared server with the advice only its operator can follow replaced by what the visitor can
-    do (:func:`ui.server.access.for_visitor`)."""
-    from ui.server.access import for_visitor
+    do (:func:`isoscope.ui.server.access.for_visitor`)."""
+    from isoscope.ui.server.access import for_visitor
 
     return literal(for_visitor(str(value)))
 

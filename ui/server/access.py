@@ -1,4 +1,4 @@
-"""The server's access rules in the UI (see :mod:`backend.engine.serve.access`): read once per server
+"""The server's access rules in the UI (see :mod:`isoscope.engine.serve.access`): read once per server
 process, the passphrase gate, and the per-visitor run limit.
 
 On a local server (the default: localhost) nothing here changes anything. In shared mode the
@@ -6,7 +6,7 @@ sidebar offers no pickle opt-in, a typed model path outside ``ISOSCOPE_MODEL_DIR
 with one text, saved analyses open by upload only, the disk-cache controls are the operator's,
 uploads, corpora and heavy runs have per-visitor limits, and an optional passphrase is asked once
 per session, with a growing wait after wrong guesses. The limits are per visitor (the address
-the browser connects from, :mod:`backend.engine.serve.visitors`), not per tab.
+the browser connects from, :mod:`isoscope.engine.serve.visitors`), not per tab.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from backend.engine.errors import InputError
-from backend.engine.serve.access import AccessPolicy, RateLimit, passphrase_matches
-from backend.engine.serve.visitors import PassphraseThrottle, trust_proxy, visitor_key
+from isoscope.engine.errors import InputError
+from isoscope.engine.serve.access import AccessPolicy, RateLimit, passphrase_matches
+from isoscope.engine.serve.visitors import PassphraseThrottle, trust_proxy, visitor_key
 
 PASSED_KEY = "isoscope_passphrase_ok"
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import torch
 
-from backend.engine.arch.lookup import base_of, blocks_of, module_of
-from backend.engine.arch.memo import CAUSAL
-from backend.engine.arch.probe import TRACE_TOKENS, forward_ids, trace_ids
+from isoscope.engine.arch.lookup import base_of, blocks_of, module_of
+from isoscope.engine.arch.memo import CAUSAL
+from isoscope.engine.arch.probe import TRACE_TOKENS, forward_ids, trace_ids
 
 
 def _flags(model: torch.nn.Module) -> list[bool]:

@@ -21,7 +21,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from backend.engine.errors import InputError
+from isoscope.engine.errors import InputError
 
 TRUE = ("1", "true", "yes", "on")
 LOCAL = "local"  # the visitor key of a browser on the server's own machine

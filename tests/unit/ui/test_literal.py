@@ -9,8 +9,8 @@ import re
 
 import pytest
 
+from isoscope.ui.frame.literal import code, literal
 from tests.markup_checks import PAYLOADS, RENDERER, markup_in
-from ui.frame.literal import code, literal
 
 
 @pytest.mark.parametrize("payload", PAYLOADS)

@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from backend.engine.errors import InputError
-from backend.engine.serve.visitors import LOCAL, PassphraseThrottle, trust_proxy, visitor_key
+from isoscope.engine.errors import InputError
+from isoscope.engine.serve.visitors import LOCAL, PassphraseThrottle, trust_proxy, visitor_key
 
 # ----------------------------------------------------------------------------- who a visitor is
 
