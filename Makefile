@@ -53,7 +53,8 @@ test-app: $(STAMP)
 test-browser: $(STAMP)
 	$(PYTEST) -m browser tests
 
-# a hostile visitor and a clumsy user: bad input of every kind, a shared server under attack
+# A shared server tried as a hostile visitor would: links, inputs, uploads, tabs, planted errors
+# (AppTest), and a crafted link in Chromium (skipped where /usr/bin/chromium is missing).
 test-hostile: $(STAMP)
 	$(PYTEST) -m hostile tests
 

@@ -26,7 +26,7 @@ def pytest_collection_modifyitems(config, items):
     tests = Path(__file__).resolve().parent
     for item in items:
         parts = Path(str(item.fspath)).resolve().relative_to(tests).parts
-        if len(parts) > 1 and parts[0] in ("unit", "integration", "app", "browser"):
+        if len(parts) > 1 and parts[0] in ("unit", "integration", "app", "browser", "hostile"):
             item.add_marker(getattr(pytest.mark, parts[0]))
 
 

@@ -67,3 +67,11 @@ def _restore_main_module():
     yield
     if main is not None:
         sys.modules["__main__"] = main
+
+
+def shown(markdown: str) -> str:
+    """What a reader sees of a Markdown string whose visitor text was made literal
+    (``isoscope.ui.frame.literal.literal`` backslash-escapes punctuation): the escapes dropped."""
+    import re
+
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", str(markdown))

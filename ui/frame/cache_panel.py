@@ -24,6 +24,8 @@ from isoscope.engine.store.limit import (
     format_usage,
     set_process_limit,
 )
+from isoscope.ui.frame.failure import fragment
+from isoscope.ui.frame.literal import code, message
 from isoscope.ui.server import access
 
 # Token-sample memory budgets offered in the sidebar (bytes), and their labels.
@@ -61,7 +63,7 @@ def _clear() -> None:
     _usage.clear()
 
 
-@st.fragment
+@fragment
 def cache_panel() -> None:
     """The 'Disk cache' sidebar section: use against the limit, the limit, a clear button.
 
@@ -69,7 +71,7 @@ def cache_panel() -> None:
     try:
         limit = default_cache_limit()
     except IsoscopeError as exc:  # a malformed $ISOSCOPE_CACHE_LIMIT
-        st.error(str(exc))
+        st.error(message(exc))
         return
     usage = _usage(str(default_cache_dir()))
     st.progress(
@@ -94,7 +96,7 @@ def cache_panel() -> None:
             parts.append(f"other files {format_size(usage.other_bytes)}")
         if usage.refused_count:  # entries that were not their key's (isoscope.engine.store.cache)
             parts.append(f"{usage.refused_count} {usage.refused_line()}")
-        st.caption(" · ".join(parts) + f"  \nFolder: `{usage.root}`")
+        st.caption(" · ".join(parts) + f"  \nFolder: {code(usage.root)}")
         st.number_input(
             "Limit (GiB)",
             min_value=0.0,
@@ -120,7 +122,7 @@ def cache_panel() -> None:
         )
         cleared = st.session_state.pop("sb_cache_cleared", None)
         if isinstance(cleared, str):
-            st.error(cleared)
+            st.error(message(cleared))
         elif cleared is not None:
             st.success(f"Cleared {cleared[0]} cached analyses ({format_size(cleared[1])}).")
 

@@ -34,6 +34,8 @@ from isoscope.engine.load.source import (
 )
 from isoscope.engine.params import SAMPLE_SIZE
 from isoscope.ui.frame.cache_panel import budget_label, cache_panel, sample_budget_input
+from isoscope.ui.frame.failure import fragment
+from isoscope.ui.frame.literal import literal, message
 from isoscope.ui.frame.selection import Selection, get_selection
 from isoscope.ui.frame.session import SELECTION_KEY
 from isoscope.ui.server import access
@@ -239,11 +241,12 @@ def corpus_label(kind: str, file_name: str = "", folder: str = "") -> str:
 
 
 def describe(sel: Selection) -> str:
-    """One line naming the model, corpus and the settings that change the numbers."""
+    """One line naming the model, corpus and the settings that change the numbers (Markdown; the
+    model, file and folder names shown literally)."""
     s = sel.settings
     return (
-        f"**{sel.model_source}** on the "
-        f"**{corpus_label(sel.corpus_kind, sel.corpus_file_name, sel.corpus_text)}** "
+        f"**{literal(sel.model_source)}** on the "
+        f"**{literal(corpus_label(sel.corpus_kind, sel.corpus_file_name, sel.corpus_text))}** "
         f"· {s.max_length} tokens per text · {s.sample_size:,}-token sample"
         + (" · special tokens excluded" if s.exclude_special else "")
         + (" · first position excluded" if s.exclude_first else "")
@@ -298,7 +301,7 @@ def pending_selection(
     )
 
 
-@st.fragment
+@fragment
 def _selection_panel() -> None:
     """Inputs, the line saying what will run, and the button (a fragment: see the module doc)."""
     current = get_selection()
@@ -316,7 +319,7 @@ def _selection_panel() -> None:
     except IsoscopeError as exc:
         pending, problem = None, str(exc)
     if pending is None:
-        st.warning(problem)
+        st.warning(message(problem))
     elif pending != current:
         st.info(f"**Run analysis** will analyse {describe(pending)}.", icon=":material/play_arrow:")
     clicked = st.button(

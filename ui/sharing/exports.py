@@ -22,6 +22,7 @@ from isoscope.engine.extraction import ExtractionResult
 from isoscope.engine.load.models import LoadedModel
 from isoscope.engine.lru import LRU
 from isoscope.share.report import QUICK_SECTIONS, SECTIONS, Report, build_report
+from isoscope.ui.frame.literal import literal
 from isoscope.ui.work.cached import cached
 from isoscope.ui.work.corpora import media_items
 from isoscope.ui.work.extraction import result_key
@@ -118,11 +119,12 @@ def _show_findings(report: Report) -> None:
     for section in report.sections:
         if section.skipped is None and section.findings:
             st.markdown(
-                f"**{section.title}**\n" + "\n".join(f"- {text}" for text in section.findings)
+                f"**{section.title}**\n"
+                + "\n".join(f"- {literal(text)}" for text in section.findings)
             )
     for section in report.sections:
         if section.skipped is not None:
-            st.caption(f"{section.title}: left out, {section.skipped}.")
+            st.caption(f"{section.title}: left out, {literal(section.skipped)}.")
 
 
 def findings_panel(loaded: LoadedModel, result: ExtractionResult) -> Callable[[], None]:

@@ -26,6 +26,7 @@ from isoscope.engine.extraction import ExtractionResult
 from isoscope.engine.inputs.corpus import Corpus
 from isoscope.engine.lru import LRU
 from isoscope.engine.store.saved import SavedModel, load_saved, read_saved_bytes
+from isoscope.ui.frame.literal import literal, message
 from isoscope.ui.frame.session import SELECTION_KEY
 from isoscope.ui.server import access
 from isoscope.ui.widgets.upload import file_upload
@@ -105,7 +106,9 @@ def open_saved() -> ExtractionResult | None:
             _store().put(opened.key, result)
     if result is None:
         close_saved()
-        st.warning(f"The saved analysis {opened.name} is no longer in memory; open it again.")
+        st.warning(
+            f"The saved analysis {literal(opened.name)} is no longer in memory; open it again."
+        )
     return result
 
 
@@ -137,7 +140,7 @@ def _load_real_model(result: ExtractionResult, load_model: Callable[[str], Any])
     source = str(result.model.get("source") or "")
     st.info(
         f"This view needs the model itself, which a saved analysis does not hold: loading "
-        f"**{source}** on this machine.",
+        f"**{literal(source)}** on this machine.",
         icon=":material/memory:",
     )
     return load_model(source)
@@ -155,8 +158,8 @@ def saved_panel() -> None:
     ):
         if result is not None and opened is not None:
             st.success(
-                f"Showing **{opened.name}**: {result.model.get('display_name', '?')} on "
-                f"{result.corpus_name} ({result.num_texts:,} texts, {result.num_tokens:,} tokens), "
+                f"Showing **{literal(opened.name)}**: {literal(result.model.get('display_name', '?'))} on "
+                f"{literal(result.corpus_name)} ({result.num_texts:,} texts, {result.num_tokens:,} tokens), "
                 f"saved settings. Views that need the model load it if it is available here.",
                 icon=":material/inventory_2:",
             )
@@ -191,6 +194,6 @@ def saved_panel() -> None:
                     )
                     return
             except IsoscopeError as exc:
-                st.error(f"**Cannot open this saved analysis.** {exc}")
+                st.error(f"**Cannot open this saved analysis.** {message(exc)}")
                 return
             st.rerun()

@@ -31,6 +31,8 @@ from isoscope.plots.anisotropy import (
     metrics_by_layer_figure,
     metrics_frame,
 )
+from isoscope.ui.frame.failure import fragment
+from isoscope.ui.frame.literal import message
 from isoscope.ui.frame.page import explainer
 from isoscope.ui.frame.selection import get_selection
 from isoscope.ui.sharing.downloads import download_buttons
@@ -158,7 +160,7 @@ def series_or_stop(result: ExtractionResult, choice: PostChoice | None) -> dict[
             else isotropy(result, choice.name, choice.params, bins=BINS, name=choice.name)
         )
     except IsoscopeError as exc:
-        st.error(f"**Cannot apply this post-processing.** {exc}")
+        st.error(f"**Cannot apply this post-processing.** {message(exc)}")
         st.stop()
 
     series = {"raw": raw} | ({"processed": processed} if processed is not None else {})
@@ -188,7 +190,7 @@ def random_init_series(result: ExtractionResult, compare_random: bool) -> dict[s
             _, random_result = get_extraction(source=random_like_source(source))
             random_series["random init"] = isotropy(random_result, bins=BINS, name="random init")
         except IsoscopeError as exc:
-            st.error(f"**Cannot build the random-init comparison.** {exc}")
+            st.error(f"**Cannot build the random-init comparison.** {message(exc)}")
         if result.model.get("random_init"):
             st.info(
                 "The selected model already has random weights; the comparison uses another random initialisation."
@@ -196,7 +198,7 @@ def random_init_series(result: ExtractionResult, compare_random: bool) -> dict[s
     return random_series
 
 
-@st.fragment
+@fragment
 def histogram_section(result: ExtractionResult, hist_series: dict[str, StateIsotropy]) -> None:
     """Cosine histograms of one hidden state, or small multiples of all of them."""
     names = result.state_names
@@ -250,7 +252,7 @@ def metrics_section(
         )
 
 
-@st.fragment
+@fragment
 def contribution_section(series: dict[str, StateIsotropy]) -> None:
     """Timkey & van Schijndel's per-dimension split of the mean cosine."""
     st.subheader("Which dimensions carry the cosine")

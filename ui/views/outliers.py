@@ -36,6 +36,8 @@ from isoscope.plots.outliers import (
     token_dim_heatmap,
 )
 from isoscope.plots.outliers import outlier_heatmap as plot_outlier_heatmap
+from isoscope.ui.frame.failure import fragment
+from isoscope.ui.frame.literal import literal, message
 from isoscope.ui.frame.page import explainer
 from isoscope.ui.frame.tabs import lazy_tabs
 from isoscope.ui.sharing.downloads import download_buttons
@@ -167,7 +169,7 @@ def headline(result: ExtractionResult, by_state: list[dict[str, list[int]]]) -> 
         st.info("No dimension passes the z-score or extreme-index criterion at these thresholds.")
 
 
-@st.fragment
+@fragment
 def heatmap_section(result: ExtractionResult, thresholds: OutlierThresholds) -> None:
     """Layers x dimensions heatmap coloured by one statistic, with the criteria's markers."""
     st.subheader("Every hidden state, every dimension")
@@ -185,7 +187,7 @@ def heatmap_section(result: ExtractionResult, thresholds: OutlierThresholds) -> 
 
 
 # ----------------------------------------------------------------------------- one hidden state
-@st.fragment
+@fragment
 def state_section(
     loaded: LoadedModel,
     result: ExtractionResult,
@@ -237,7 +239,7 @@ def state_section(
     )
 
 
-@st.fragment
+@fragment
 def text_view(
     loaded: LoadedModel,
     result: ExtractionResult,
@@ -264,11 +266,11 @@ def text_view(
         )
     )
     text = result.texts[text_index]
-    st.markdown(f"> {text[:500]}{'…' if len(text) > 500 else ''}")
+    st.markdown(f"> {literal(text[:500])}{'…' if len(text) > 500 else ''}")
     try:
         text_fig = token_heatmap(loaded, result, text_index, state, thresholds)
     except IsoscopeError as exc:
-        st.error(f"Cannot encode this text: {exc}")
+        st.error(f"Cannot encode this text: {message(exc)}")
         return
     st.plotly_chart(text_fig, width="stretch", key="out_text_heatmap")
     st.caption(
@@ -276,7 +278,7 @@ def text_view(
     )
 
 
-@st.fragment
+@fragment
 def category_view(
     result: ExtractionResult, state: int, state_name: str, found: dict[str, list[int]]
 ) -> None:

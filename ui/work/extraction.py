@@ -25,6 +25,7 @@ from isoscope.engine.store.cache import ResultCache
 from isoscope.engine.store.cached_extract import cached_extract
 from isoscope.engine.store.entries import cache_key
 from isoscope.engine.store.provenance import attribute
+from isoscope.ui.frame.literal import literal
 from isoscope.ui.frame.selection import Selection, get_selection
 from isoscope.ui.sharing.saved import open_saved, saved_corpus, saved_model
 from isoscope.ui.work.corpora import get_corpus, media_corpus_for
@@ -100,7 +101,7 @@ def get_extraction(
         about = (
             "" if estimate is None else f" ({describe_seconds(estimate)} estimated on this device)"
         )
-        label = f"Extracting hidden states of {loaded.info.display_name}{about}:"
+        label = f"Extracting hidden states of {literal(loaded.info.display_name)}{about}:"
         result = shared_run(
             "extract:" + key,
             label,

@@ -103,7 +103,7 @@ def shared_run(
 
     owner = session_id()
     if heavy and not WORK.in_flight(key):
-        access.check_run_allowed(owner)  # a shared server's runs-per-minute limit (joining is free)
+        access.check_run_allowed()  # a shared server's runs-per-minute limit per visitor (joining is free)
     try:
         return WORK.run(key, compute, owner=owner, heavy=heavy, label=label, on_wait=on_wait)
     finally:

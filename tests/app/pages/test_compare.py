@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from tests.app.conftest import shown
+
 APP = str(Path(__file__).resolve().parents[3] / "app.py")
 TIMEOUT = 300  # the first run extracts the bundled MiniLM and its random-init copy
 
@@ -138,7 +140,9 @@ def test_trajectory_tab(checkpoints, tmp_path):
     at.text_area(key="cmp_traj_paths").input(str(damaged)).run()
     at.button(key="cmp_traj_run").click().run()
     assert not at.exception
-    assert any("checkpoint-20" in e.value and "failed to load" in e.value for e in at.error)
+    assert any(
+        "checkpoint-20" in shown(e.value) and "failed to load" in shown(e.value) for e in at.error
+    )
     assert _values(_chart(at, "cmp_traj_lines")["data"][0]["x"]).tolist() == [
         10,
         30,

@@ -9,6 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from isoscope.ui.frame.sidebar import MODEL_PRESETS
+from tests.app.conftest import shown
 
 APP = str(Path(__file__).resolve().parents[3] / "app.py")
 TIMEOUT = 240  # the first run extracts the bundled MiniLM on the bundled corpus (~10-30 s)
@@ -96,7 +97,8 @@ def test_a_slow_model_gets_a_first_look_and_one_click_runs_the_whole_corpus(monk
     notes = [i.value for i in at.info if "first look" in i.value]
     assert notes and "first look: 8 of 30 texts" in notes[0]
     assert _metrics(at)["Texts"] == "8"
-    assert any("first look, 8 of 30 texts" in c.value for c in at.caption)  # under the figures
+    captions = [shown(c.value) for c in at.caption]  # under the figures
+    assert any("first look, 8 of 30 texts" in c for c in captions)
 
     next(b for b in at.button if b.label == "Run the whole corpus").click().run()
     assert not at.exception and not at.error

@@ -6,6 +6,8 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
+from tests.app.conftest import shown
+
 APP = str(Path(__file__).resolve().parents[3] / "app.py")
 
 
@@ -45,7 +47,7 @@ def test_widget_changes():
     )
     at.file_uploader(key="sim_sts_file").set_value(("mine.csv", upload, "text/csv")).run()
     assert not at.exception and not at.error
-    assert any("4 pairs from mine.csv" in c.value for c in at.caption)
+    assert any("4 pairs from mine.csv" in shown(c.value) for c in at.caption)
 
 
 def test_bad_uploads_show_errors():

@@ -11,6 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from isoscope.engine.serve.access import SOURCE_REFUSED
 from isoscope.ui.server import access
+from tests.app.conftest import shown
 
 APP = str(Path(__file__).resolve().parents[3] / "app.py")
 TINY = "random:bert:layers=2,width=32,heads=2,seed=5"
@@ -58,7 +59,7 @@ def test_a_typed_server_path_is_refused_with_one_text(shared_env, tmp_path):
     for typed in (str(existing), str(a_file), str(tmp_path / "missing"), "/etc", "/etc/passwd"):
         at.text_input(key="sb_model_custom").set_value(typed).run()
         assert not at.exception
-        warnings = [w.value for w in at.sidebar.warning]
+        warnings = [shown(w.value) for w in at.sidebar.warning]
         assert warnings, typed
         messages.append(warnings[0])
         assert at.button(key="sb_run").disabled
@@ -84,7 +85,7 @@ def test_a_link_to_a_server_path_is_refused(shared_env, tmp_path):
     at.query_params["model"] = str(folder)
     at.run()
     assert not at.exception
-    notices = [str(w.value) for w in at.warning]
+    notices = [shown(w.value) for w in at.warning]
     assert any(f"model {str(folder)!r}" in n for n in notices), notices
     from isoscope.ui.frame.session import SELECTION_KEY
 

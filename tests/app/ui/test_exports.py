@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from tests.app.conftest import shown
+
 APP = str(Path(__file__).resolve().parents[3] / "app.py")
 
 
@@ -24,13 +26,13 @@ def test_overview_shows_the_report_findings_and_the_download():
     at = AppTest.from_file(APP, default_timeout=600)
     at.run()
     assert not at.exception, [e.value for e in at.exception]
-    text = " ".join(m.value for m in at.markdown)
+    text = " ".join(shown(m.value) for m in at.markdown)
     assert "Dimension 223 holds the minimum of" in text
     assert "LayerNorm outlier dims" not in text  # the slow sections wait for the button
     assert "Download report" in _labels(at)
     at.button(key="overview_full_findings").click().run()
     assert not at.exception, [e.value for e in at.exception]
-    text = " ".join(m.value for m in at.markdown)
+    text = " ".join(shown(m.value) for m in at.markdown)
     assert "LayerNorm outlier dims: 127, 223" in text  # the full report's findings
     assert "A bias-free linear probe recovers absolute position" in text
     assert any("left out, the model is an encoder" in c.value for c in at.caption)

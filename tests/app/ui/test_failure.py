@@ -12,6 +12,7 @@ from isoscope.engine.extraction import ExtractionSettings
 from isoscope.ui.frame.failure import failure_line
 from isoscope.ui.frame.selection import Selection
 from tests import zoo
+from tests.app.conftest import shown
 
 APP = str(Path(__file__).resolve().parents[3] / "app.py")
 
@@ -41,7 +42,7 @@ def test_a_planted_error_shows_one_line_and_folded_details(tmp_path, monkeypatch
     )
     at.run()
     assert not at.exception, [e.value for e in at.exception]
-    errors = [e.value for e in at.error]
+    errors = [shown(e.value) for e in at.error]
     assert len(errors) == 1
     assert errors[0].startswith("The Overview page stopped on an unexpected error (RuntimeError")
     assert "planted in the model card" in errors[0]

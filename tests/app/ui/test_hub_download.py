@@ -7,6 +7,8 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
+from tests.app.conftest import shown
+
 APP = str(Path(__file__).resolve().parents[3] / "app.py")
 
 
@@ -21,7 +23,7 @@ def test_a_typed_hub_id_downloads_then_shows_the_overview(standin_hub, tiny_bert
     at = AppTest.from_file(APP, default_timeout=240)
     at.run()
     _analyse(at, "org/missing")
-    assert any("no Hub repo 'org/missing'" in e.value for e in at.error)
+    assert any("no Hub repo 'org/missing'" in shown(e.value) for e in at.error)
     _analyse(at, "org/tiny-bert")
     assert not at.error
     assert len(standin_hub.downloads("model.safetensors")) == 1
@@ -37,7 +39,7 @@ def test_a_gated_repo_says_licence_and_token(standin_hub, tiny_bert_dir):
     at = AppTest.from_file(APP, default_timeout=240)
     at.run()
     _analyse(at, "org/gated")
-    (error,) = [e.value for e in at.error if "org/gated" in e.value]
+    (error,) = [shown(e.value) for e in at.error if "org/gated" in shown(e.value)]
     assert "licence" in error and "HF_TOKEN" in error
     assert "again to resume" not in error
     assert not standin_hub.downloads("model.safetensors")

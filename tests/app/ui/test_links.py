@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from tests.app.conftest import shown
+
 APP = str(Path(__file__).resolve().parents[3] / "app.py")
 
 
@@ -64,7 +66,7 @@ def test_a_link_with_pasted_text_and_the_tour_step():
 def test_invalid_values_open_the_defaults_with_one_notice():
     at = open_link(page="projections", model="no/such/model/here", proj_method="bogus", state="99")
     assert [t.value for t in at.title] == ["Clipping & projections"]
-    notices = [w.value for w in at.warning if "invalid or unknown" in w.value]
+    notices = [shown(w.value) for w in at.warning if "invalid or unknown" in w.value]
     assert len(notices) >= 1
     assert "model 'no/such/model/here'" in notices[0] and "proj_method 'bogus'" in notices[0]
     assert at.selectbox(key="proj_method").value == "pca"
@@ -92,7 +94,7 @@ def test_a_hub_model_in_the_local_cache_opens_from_a_link(tiny_bert_dir, tmp_pat
     assert cmp.text_input(key="cmp_model_b_custom").value == "someorg/tiny-bert"
 
     missing = open_link(page="outliers", model="someorg/not-downloaded")
-    notices = [w.value for w in missing.warning if "invalid or unknown" in w.value]
+    notices = [shown(w.value) for w in missing.warning if "invalid or unknown" in w.value]
     assert notices and "someorg/not-downloaded" in notices[0]
     assert _params(missing)["model"] == "default"
 
@@ -100,7 +102,7 @@ def test_a_hub_model_in_the_local_cache_opens_from_a_link(tiny_bert_dir, tmp_pat
 def test_an_unknown_page_opens_the_overview():
     at = open_link(page="nowhere")
     assert [t.value for t in at.title] == ["Overview"]
-    assert any("page 'nowhere'" in w.value for w in at.warning)
+    assert any("page 'nowhere'" in shown(w.value) for w in at.warning)
 
 
 def test_a_link_to_a_former_page_path_opens_the_page_under_its_path_now(tiny_llama_dir):
@@ -180,7 +182,7 @@ def test_a_lazy_tab_in_a_link_opens_that_tab_and_an_unknown_one_the_first():
     assert not [w for w in at.warning if "link" in w.value]
 
     bad = open_link(page="layernorm", model="default", corpus="bundled", ln_tab="no such tab")
-    assert any("unknown tab 'no such tab'" in w.value for w in bad.warning)
+    assert any("unknown tab 'no such tab'" in shown(w.value) for w in bad.warning)
     assert not bad.exception
     assert _params(bad).get("ln_tab") in (None, "γ (gamma)")
 
@@ -196,7 +198,7 @@ def test_the_compare_pages_model_b_travels_in_the_link():
     assert _params(typed)["model_b"] == "random:gpt2:layers=2"
 
     bad = open_link(page="compare", model="default", model_b="no/such/checkpoint")
-    assert any("model B 'no/such/checkpoint'" in w.value for w in bad.warning)
+    assert any("model B 'no/such/checkpoint'" in shown(w.value) for w in bad.warning)
     assert _params(bad)["model_b"].startswith("random-like:")
 
 
@@ -237,9 +239,9 @@ def test_the_quantization_pages_controls_travel_in_the_link():
     assert at.slider(key="quant_ignore_share").value == pytest.approx(0.3)
     assert _params(at)["quant_ignore_share"] == "0.3"
     bad = open_link(page="quant", model="random:bert", quant_keep="9999")
-    assert any("quant_keep" in w.value for w in bad.warning)
+    assert any("quant_keep" in shown(w.value) for w in bad.warning)
     bad_share = open_link(page="quant", model="random:bert", quant_ignore_share="1.5")
-    assert any("quant_ignore_share" in w.value for w in bad_share.warning)
+    assert any("quant_ignore_share" in shown(w.value) for w in bad_share.warning)
     encoder = open_link(page="quant", model="random:bert", quant_pairs="bundled sample pairs")
     assert encoder.selectbox(key="quant_pairs").value == "bundled sample pairs"
     assert _params(encoder)["quant_pairs"] == "bundled sample pairs"
@@ -277,7 +279,7 @@ def test_the_outlier_thresholds_travel_in_the_link():
         k: v for k, v in link.items() if k.startswith("out_thr")
     }
     bad = open_link(**(link | {"out_thr_z": "50"}))
-    assert any("out_thr_z" in w.value for w in bad.warning)
+    assert any("out_thr_z" in shown(w.value) for w in bad.warning)
     assert bad.slider(key="out_thr_z").value == outliers.ZSCORE_K.default
 
 
@@ -299,7 +301,7 @@ def test_an_image_folder_travels_where_the_server_reads_folders(tmp_path):
     assert not at.warning, [w.value for w in at.warning]
     assert _params(at)["folder"] == folder
     missing = open_link(page="overview", model=TINY_VIT, corpus="audio", folder="/no/such/dir")
-    assert any("folder '/no/such/dir'" in w.value for w in missing.warning)
+    assert any("folder '/no/such/dir'" in shown(w.value) for w in missing.warning)
 
 
 def test_a_link_to_an_uncached_hub_id_downloads_it(standin_hub, tiny_bert_dir, monkeypatch):
@@ -325,7 +327,7 @@ def test_a_link_to_an_uncached_hub_id_downloads_it(standin_hub, tiny_bert_dir, m
     finally:
         monkeypatch.undo()
         access.reset_policy()
-    notices = [w.value for w in refused.warning if "invalid or unknown" in w.value]
+    notices = [shown(w.value) for w in refused.warning if "invalid or unknown" in w.value]
     assert notices and "org/other" in notices[0] and _params(refused)["model"] == "default"
     assert [r for r in standin_hub.requests if "org/other" in r[1]] == []  # not one request
 

@@ -35,6 +35,7 @@ from isoscope.plots.massive import (
     sink_share_figure,
     top_dims_frame,
 )
+from isoscope.ui.frame.literal import code, literal, message
 from isoscope.ui.frame.page import explainer
 from isoscope.ui.frame.tabs import lazy_tabs
 from isoscope.ui.sharing.downloads import download_buttons
@@ -45,7 +46,7 @@ from isoscope.ui.work.cached import cached, heavy
 from isoscope.ui.work.models import get_model
 
 
-@heavy(lambda loaded, *_: f"Scanning {loaded.info.display_name}:", "texts")
+@heavy(lambda loaded, *_: f"Scanning {literal(loaded.info.display_name)}:", "texts")
 def massive_scan(
     loaded: LoadedModel, corpus: Corpus, n_texts: int, max_length: int, *, progress
 ) -> MassiveScan:
@@ -109,7 +110,7 @@ def scan_or_stop(loaded: LoadedModel, corpus: Corpus, n_texts: int, max_length: 
     try:
         return massive_scan(loaded, corpus, n_texts, max_length)
     except IsoscopeError as exc:
-        st.error(f"**Cannot scan this model.** {exc}")
+        st.error(f"**Cannot scan this model.** {message(exc)}")
         st.stop()
         raise  # st.stop() raises
 
@@ -117,7 +118,7 @@ def scan_or_stop(loaded: LoadedModel, corpus: Corpus, n_texts: int, max_length: 
 def headline(loaded: LoadedModel, scan: MassiveScan) -> None:
     """The scan's notes, its four numbers and what it ran on."""
     for note in scan.notes:
-        st.caption(f"ℹ️ {note}")
+        st.caption(f"ℹ️ {message(note)}")
     massive = scan.massive
     peak = peak_state(massive)
 
@@ -134,7 +135,7 @@ def headline(loaded: LoadedModel, scan: MassiveScan) -> None:
     )
     m4.metric("int8 outlier features", str(len(scan.int8.outlier_features)) if scan.int8 else "—")
     st.caption(
-        f"{loaded.info.display_name} · {scan.n_texts:,} texts · {scan.n_tokens:,} tokens (first position "
+        f"{literal(loaded.info.display_name)} · {scan.n_texts:,} texts · {scan.n_tokens:,} tokens (first position "
         f"included) · max {scan.max_length} tokens per text · {scan.seconds:.1f} s"
     )
 
@@ -148,7 +149,7 @@ def layers_tab(scan: MassiveScan) -> None:
     st.markdown(
         f"The largest |h| is **{massive.top_value[peak, 0]:,.1f}** at hidden state "
         f"**{massive.state_names[peak]}**, dim **{massive.top_dim[peak, 0]}**, position "
-        f"**{massive.top_position[peak, 0]}** (token `{massive.top_token[peak, 0]}`): "
+        f"**{massive.top_position[peak, 0]}** (token {code(massive.top_token[peak, 0])}): "
         f"**{massive.ratio[peak]:,.0f} ×** the median |h| of that state."
     )
     fig_layers = magnitudes_by_layer_figure(massive)
@@ -186,7 +187,7 @@ def text_tab(corpus: Corpus, max_length: int) -> None:
     try:
         view = text_view(get_model(), text, int(max_length))
     except IsoscopeError as exc:
-        st.error(str(exc))
+        st.error(message(exc))
         return
     fig_pos = layer_position_figure(view)
     chart_with_downloads(
@@ -226,7 +227,7 @@ def sinks_tab(scan: MassiveScan) -> None:
     if scan.sinks is None:
         why = [n for n in scan.notes if n.startswith("attention sinks skipped")]
         st.info(
-            why[0]
+            message(why[0])
             if why
             else "This model returned no attention weights, so there is no sink analysis."
         )
@@ -235,7 +236,7 @@ def sinks_tab(scan: MassiveScan) -> None:
         if sinks.other_layers:
             st.caption(
                 "Softmax-attention layers only; the others: "
-                + ", ".join(f"{k} ({v})" for k, v in sinks.other_layers.items())
+                + ", ".join(f"{literal(k)} ({literal(v)})" for k, v in sinks.other_layers.items())
             )
         st.markdown(
             f"**{sinks.share:.0%}** of the {sinks.alpha.size} (layer, head) pairs put more than "

@@ -11,6 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from isoscope.ui.frame.selection import Selection
+from tests.app.conftest import shown
 from tests.media_models import audio_folder, image_folder, save_audio_model, save_image_model
 
 APP = str(Path(__file__).resolve().parents[4] / "app.py")
@@ -63,7 +64,9 @@ def test_image_model_gets_carriers_norms_and_the_image(image_run, tab, chart):
     if tab == "Massive activations":
         assert "at register" in at.dataframe[0].value.columns
     if tab == "On the image":
-        assert any("Prefix tokens" in c.value and "[REG4]" in c.value for c in at.caption)
+        assert any(
+            "Prefix tokens" in shown(c.value) and "[REG4]" in shown(c.value) for c in at.caption
+        )
         at.selectbox(key="massive_img_index").set_value(1).run()
         at.number_input(key="massive_img_factor").set_value(1.2).run()
         assert not at.exception and not at.error

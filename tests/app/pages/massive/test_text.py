@@ -11,6 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from isoscope.engine.extraction import ExtractionSettings
 from isoscope.ui.frame.selection import Selection
+from tests.app.conftest import shown
 
 APP = str(Path(__file__).resolve().parents[4] / "app.py")
 TIMEOUT = 600
@@ -169,4 +170,4 @@ def test_positional_page_explains_rotary_models_and_offers_the_probe(tiny_llama)
         assert not at.exception, [e.value for e in at.exception]
     at.session_state["pos_tab"] = "TUPE decomposition"
     at.run()
-    assert any("TUPE's split needs an additive" in i.value for i in at.info)
+    assert any("TUPE's split needs an additive" in shown(i.value) for i in at.info)
