@@ -116,7 +116,7 @@ def scan_massive(
     pad_id = pad_token_id(loaded)
     encoder = loaded.encoder
     extra = {"use_cache": False} if getattr(encoder.config, "use_cache", None) is not None else {}
-    batches = plan_batches(tokenized.lengths, batch_size)  # the one batching rule
+    batches = plan_batches(tokenized.lengths, batch_size, group=tokenized.group)
     advance = counter(progress, 2 * len(tokenized.input_ids))  # two passes over the texts
     attention_missing = False
     with (

@@ -27,10 +27,14 @@ def trace_ids(model: torch.nn.Module, n: int = TRACE_TOKENS, seed: int = 0) -> t
     return torch.randint(low, max(vocab, low + 1), (1, n), generator=gen)
 
 
-def forward_ids(model: torch.nn.Module, ids: torch.Tensor, **extra: Any) -> Any:
+def forward_ids(
+    model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor | None = None, **extra: Any
+) -> Any:
+    """``model`` on the token ids ``ids`` (1, T) with ``mask`` (default: every position real)."""
     ids = ids.to(input_device(model))
+    mask = torch.ones_like(ids) if mask is None else mask.to(ids.device)
     kwargs = {"use_cache": False} if getattr(model.config, "use_cache", None) is not None else {}
-    return model(input_ids=ids, attention_mask=torch.ones_like(ids), **kwargs, **extra)
+    return model(input_ids=ids, attention_mask=mask, **kwargs, **extra)
 
 
 def trace_forward(model: torch.nn.Module, seed: int = 0) -> Any:

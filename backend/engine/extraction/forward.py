@@ -178,7 +178,7 @@ def extract_partial(
     notices: list[str] = list(tokenized.notes) if isinstance(tokenized, MediaTokens) else []
 
     lengths = tokenized.lengths
-    group = tokenized.group if isinstance(tokenized, MediaTokens) else None
+    group = tokenized.group  # a model that must not be padded: one length per batch
     order = length_order(lengths, group)
     pad_id = pad_token_id(loaded)
     budget, cap = settings.token_budget, settings.batch_size
@@ -188,7 +188,7 @@ def extract_partial(
             while start < len(order):
                 width = int(lengths[order[start]])
                 count = batch_count(width, len(order) - start, cap, budget)
-                if group is not None:  # clips that must not be padded: one length per batch
+                if group is not None:  # texts or clips that must not be padded
                     count = equal_run(group, order, start, count)
                 rows = order[start : start + count]
                 try:

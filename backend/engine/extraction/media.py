@@ -33,11 +33,10 @@ class MediaTokens(TokenizedCorpus):
     """A tokenized corpus of images or clips. ``input_ids`` hold the output-token indices (they set
     the lengths and padding of the batch plan); ``data`` the model's raw input per item (RGB
     pixels, or samples at the model's rate); ``names`` each item's token names; ``group`` (or
-    None) the sample count a batch's clips must share."""
+    None) the sample count a batch's clips must share (a model that must not pad them)."""
 
     data: tuple[np.ndarray, ...] = ()
     names: tuple[np.ndarray, ...] = ()
-    group: np.ndarray | None = None
     notes: tuple[str, ...] = ()  # clips skipped for this model, by name
 
 
@@ -59,7 +58,13 @@ def prepare_media(loaded: LoadedModel, items: list[MediaItem]) -> MediaTokens:
         data = tuple(item.data for item in items)
         ids = [np.arange(count, dtype=np.int64) for _ in items]
         return MediaTokens(
-            ids, [special] * len(items), [word] * len(items), 0, count, data, (names,) * len(items)
+            ids,
+            [special] * len(items),
+            [word] * len(items),
+            0,
+            count,
+            data=data,
+            names=(names,) * len(items),
         )
     rate = int(layout.sampling_rate or 0)
     data = tuple(resample(item.data, item.rate, rate) for item in items)
@@ -97,7 +102,15 @@ def prepare_media(loaded: LoadedModel, items: list[MediaItem]) -> MediaTokens:
         )
     group = None if layout.pad_with_mask else samples
     return MediaTokens(
-        ids, special, words, 0, int(frames.max()), data, tuple(names), group, tuple(notes)
+        ids,
+        special,
+        words,
+        0,
+        int(frames.max()),
+        group=group,
+        data=data,
+        names=tuple(names),
+        notes=tuple(notes),
     )
 
 

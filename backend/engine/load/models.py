@@ -394,6 +394,8 @@ def make_loaded(parts: ModelParts, device: torch.device, dtype: torch.dtype) -> 
     except IsoscopeError as exc:
         raise ModelLoadError(f"{parts.source!r}: {exc}") from None
     _ensure_pad_token(parts.tokenizer)
+    if layout.modality == "text":
+        layout = _text_padding(model, parts.tokenizer, layout)
     return LoadedModel(
         model=model,
         tokenizer=parts.tokenizer,
@@ -406,6 +408,20 @@ def make_loaded(parts: ModelParts, device: torch.device, dtype: torch.dtype) -> 
         processor=parts.processor,
         layout=layout,
     )
+
+
+def _text_padding(model: torch.nn.Module, tokenizer: Any, layout: InputLayout) -> InputLayout:
+    """``layout`` with ``pad_with_mask`` as measured on the model: whether adding masked pads
+    after a text moves its real tokens (:func:`backend.engine.arch.behaviour.behaviour`). A
+    model they move runs unpadded, and its extractions say so."""
+    found = arch.behaviour(model, getattr(tokenizer, "pad_token_id", None))
+    if not found.pads_move_tokens:
+        return layout
+    note = (
+        "padding moves this model's real tokens "
+        f"({found.why or 'measured at load'}): every batch holds texts of one length, unpadded"
+    )
+    return dataclasses.replace(layout, pad_with_mask=False, notes=(*layout.notes, note))
 
 
 def _place(

@@ -1,0 +1,165 @@
+"""What a text model does, measured on one probe, never assumed from its modules: whether it is
+causal and whether padding moves its real tokens (:func:`behaviour`).
+
+Three forward passes of one random text of :data:`PROBE_TOKENS` tokens:
+
+- as it is;
+- with its last token changed: a model is causal when no earlier position of any state moves
+  (the definition; a causal text tower whose modules carry no ``is_causal`` flag, because the
+  mask is passed per call, is read right);
+- right-padded with :data:`PROBE_PADS` masked pad tokens: padding is harmless when no real
+  position of any state moves beyond float noise. Token mixers that mix across the whole padded
+  length whatever the mask says (Fourier mixing as in FNet, convolutions as in ConvBERT,
+  Nyström or hashing approximations of attention) fail it; such a model runs unpadded
+  (batches of texts of one length, :attr:`backend.engine.arch.layout.InputLayout.pad_with_mask`).
+
+The same passes give each state's sequence axis (the axis whose size follows the text's length:
+1 for (B, T, d) states, 2 for several residual streams (streams, B, T, d)); a state whose
+sequence no axis follows (a pooled state that shortens the sequence differently) cannot be
+compared position by position, and counts as moved by padding: unpadded runs are always right.
+
+Cached per model (:data:`backend.engine.arch.memo.BEHAVIOUR`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from backend.engine.arch.lookup import base_of, module_of
+from backend.engine.arch.memo import BEHAVIOUR
+from backend.engine.arch.probe import forward_ids, trace_ids
+
+PROBE_TOKENS = 8  # real tokens of the probe text
+PROBE_PADS = 8  # pads added after them: a pooled state's length then differs too
+# Largest movement of a real position (|difference| / |state| at that position) still counted
+# as float noise: padded and unpadded passes run kernels of other shapes, whose sums round
+# differently; half precision rounds far more coarsely than float32.
+NOISE_FLOAT32 = 1e-4
+NOISE_HALF = 3e-2
+
+
+@dataclass(frozen=True)
+class Behaviour:
+    """What the probe measured. ``causal``: None when the probe could not tell (no state with a
+    sequence axis, or the forward failed): the attention modules' flags decide then.
+    ``pads_move_tokens``: padding moves a real token's state, or could not be shown not to;
+    ``why`` says which state moved and by how much, or what stopped the probe.
+    ``sequence_axes``: per state (``hidden_states``, then ``last_hidden_state``), its
+    sequence axis, None where none follows the text length."""
+
+    causal: bool | None
+    pads_move_tokens: bool
+    why: str = ""
+    sequence_axes: tuple[int | None, ...] = ()
+
+
+def behaviour(model_or_loaded: Any, pad_id: int | None = None) -> Behaviour:
+    """The :class:`Behaviour` of a text model, measured once per model (module doc). ``pad_id``:
+    the token the pads hold (default: the loaded tokenizer's, else the config's, else 0)."""
+    model = module_of(model_or_loaded)
+    if pad_id is None:
+        pad_id = getattr(getattr(model_or_loaded, "tokenizer", None), "pad_token_id", None)
+    return BEHAVIOUR.get_or_compute(model_or_loaded, lambda: measure(model, pad_id))
+
+
+def measure(model: torch.nn.Module, pad_id: int | None = None) -> Behaviour:
+    """The three probe passes of the module doc on ``model``'s base model (uncached)."""
+    base = base_of(model)
+    n, k = PROBE_TOKENS, PROBE_PADS
+    if pad_id is None:
+        pad_id = getattr(model.config, "pad_token_id", None)
+    pad_id = int(pad_id or 0)
+    ids = trace_ids(model, n)
+    other = ids.clone()
+    vocab = int(getattr(model.config, "vocab_size", 0) or 0)
+    low = min(5, max(vocab - 2, 0))
+    other[0, -1] = low + (int(ids[0, -1]) - low + 1) % max(vocab - low, 1)
+    padded = torch.cat([ids, torch.full((1, k), pad_id, dtype=ids.dtype)], dim=1)
+    mask = torch.cat([torch.ones_like(ids), torch.zeros((1, k), dtype=ids.dtype)], dim=1)
+    failure = ""
+    with torch.inference_mode():
+        try:
+            plain = _states(forward_ids(base, ids, output_hidden_states=True))
+            changed = _states(forward_ids(base, other, output_hidden_states=True))
+        except Exception as exc:  # the model's own failure: every other forward shows it too
+            return Behaviour(None, True, f"the probe's forward pass failed: {type(exc).__name__}")
+        try:
+            with_pads = _states(forward_ids(base, padded, mask, output_hidden_states=True))
+        except Exception as exc:
+            with_pads = None
+            failure = f"a padded forward pass failed: {type(exc).__name__}"
+    axes = tuple(
+        _sequence_axis(a, None if with_pads is None else with_pads[i], n, n + k)
+        for i, a in enumerate(plain)
+    )
+    causal = _causal(plain, changed, axes, n)
+    if with_pads is None:
+        return Behaviour(causal, True, failure, axes)
+    moved, why = _pads_move(plain, with_pads, axes, n)
+    return Behaviour(causal, moved, why, axes)
+
+
+def _states(out: Any) -> list[torch.Tensor]:
+    """Every state of a forward pass: ``hidden_states``, then ``last_hidden_state``."""
+    states = [h for h in (getattr(out, "hidden_states", None) or ()) if isinstance(h, torch.Tensor)]
+    last = getattr(out, "last_hidden_state", None)
+    if isinstance(last, torch.Tensor):
+        states.append(last)
+    return states
+
+
+def _sequence_axis(a: torch.Tensor, padded: torch.Tensor | None, n: int, m: int) -> int | None:
+    """The axis of ``a`` (a pass over n tokens) that holds m positions in ``padded`` (a pass over
+    m tokens) while every other axis keeps its size; without a padded pass, the one axis of size
+    n that is neither the first nor the last."""
+    if padded is not None:
+        if padded.dim() != a.dim():
+            return None
+        found = [
+            ax
+            for ax in range(a.dim())
+            if a.shape[ax] == n
+            and padded.shape[ax] == m
+            and all(a.shape[o] == padded.shape[o] for o in range(a.dim()) if o != ax)
+        ]
+    else:
+        found = [ax for ax in range(1, a.dim() - 1) if a.shape[ax] == n]
+    return found[0] if len(found) == 1 else None
+
+
+def _causal(
+    plain: list[torch.Tensor], changed: list[torch.Tensor], axes: tuple, n: int
+) -> bool | None:
+    """Every earlier position of every state with a sequence axis unchanged (None: no such state)."""
+    pairs = [
+        (a.narrow(ax, 0, n - 1), b.narrow(ax, 0, n - 1))
+        for a, b, ax in zip(plain, changed, axes, strict=False)
+        if ax is not None and a.shape == b.shape
+    ]
+    if not pairs:
+        return None
+    return all(torch.allclose(a.float(), b.float(), rtol=1e-4, atol=1e-5) for a, b in pairs)
+
+
+def _pads_move(
+    plain: list[torch.Tensor], with_pads: list[torch.Tensor], axes: tuple, n: int
+) -> tuple[bool, str]:
+    """Whether a real position of some state moves when the pads are added, and which."""
+    if len(plain) != len(with_pads):
+        return True, f"{len(plain)} states unpadded, {len(with_pads)} padded"
+    worst, where = 0.0, ""
+    for i, (a, b, ax) in enumerate(zip(plain, with_pads, axes, strict=True)):
+        if ax is None:
+            return True, f"state {i} {tuple(a.shape)} has no axis that follows the text length"
+        a = a.float().movedim(ax, 0).reshape(n, -1)
+        b = b.float().movedim(ax, 0)[:n].reshape(n, -1)
+        if not (torch.isfinite(a).all() and torch.isfinite(b).all()):
+            continue  # a state that is not finite unpadded says nothing about padding
+        moved = float(((a - b).norm(dim=1) / a.norm(dim=1).clamp_min(1e-12)).max())
+        if moved > worst:
+            worst, where = moved, f"state {i} moves by {moved:.2g} of its norm"
+    noise = NOISE_FLOAT32 if plain[0].dtype in (torch.float32, torch.float64) else NOISE_HALF
+    return worst > noise, where if worst > noise else ""
