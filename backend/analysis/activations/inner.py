@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from backend.analysis.activations.int8 import RELATIVE, TOKEN_SHARE, far_from_unit
+from backend.analysis.activations.int8 import RELATIVE, TOKEN_SHARE, batch_first, far_from_unit
 from backend.analysis.activations.loghist import N_BINS, log_histogram, median_from_histogram
 from backend.engine.arch.mixers import STATE_SPACE_KINDS
 from backend.engine.device import to_numpy
@@ -92,6 +92,7 @@ def per_token(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor | None:
     activation or one flattened over tokens (and heads: Gated DeltaNet's norm runs on
     (B * T * heads, d_head)). None when ``x`` is not laid out by token."""
     b, t = mask.shape
+    x = batch_first(x, mask)  # sequence-first, or padded inside the model
     if x.ndim >= 2 and tuple(x.shape[:2]) == (b, t):
         return x.reshape(b, t, -1)[mask]
     if x.numel() % (b * t) == 0 and x.shape[0] % (b * t) == 0:

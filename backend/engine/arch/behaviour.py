@@ -1,9 +1,12 @@
 """What a text model does, measured on one probe, never assumed from its modules: whether it is
 causal and whether padding moves its real tokens (:func:`behaviour`).
 
-Three forward passes of one random text of :data:`PROBE_TOKENS` tokens:
+Forward passes of one random text of :data:`PROBE_TOKENS` tokens:
 
-- as it is;
+- as it is, twice: a model whose two passes differ is not deterministic (Reformer's random
+  hashing draws new rotations every pass), so its states are not a function of the text;
+- with its first token changed: a model where no later position moves mixes no tokens at all
+  (MRA's attention without its CUDA kernel returns zeros), so it is no sequence model here;
 - with its last token changed: a model is causal when no earlier position of any state moves
   (the definition; a causal text tower whose modules carry no ``is_causal`` flag, because the
   mask is passed per call, is read right);
@@ -54,6 +57,25 @@ class Behaviour:
     pads_move_tokens: bool
     why: str = ""
     sequence_axes: tuple[int | None, ...] = ()
+    deterministic: bool = True
+    mixes_tokens: bool = True
+    last_state: str = ""  # where last_hidden_state is not hidden_states[-1]: what is read instead
+
+    def refusal(self) -> str:
+        """Why no analysis can read this model's states (empty when they can)."""
+        if not self.deterministic:
+            return (
+                "its forward pass is not deterministic: the same text gives other hidden states "
+                "on a second pass (random hashing or sampling at inference), so its states are "
+                "not a function of the text"
+            )
+        if not self.mixes_tokens:
+            return (
+                "it mixes no tokens here: changing one token of a text moves no other position "
+                "(its token mixer returned nothing; a kernel it needs may be missing on this "
+                "device)"
+            )
+        return ""
 
 
 def behaviour(model_or_loaded: Any, pad_id: int | None = None) -> Behaviour:
@@ -77,13 +99,18 @@ def measure(model: torch.nn.Module, pad_id: int | None = None) -> Behaviour:
     vocab = int(getattr(model.config, "vocab_size", 0) or 0)
     low = min(5, max(vocab - 2, 0))
     other[0, -1] = low + (int(ids[0, -1]) - low + 1) % max(vocab - low, 1)
+    first = ids.clone()
+    first[0, 0] = low + (int(ids[0, 0]) - low + 1) % max(vocab - low, 1)
     padded = torch.cat([ids, torch.full((1, k), pad_id, dtype=ids.dtype)], dim=1)
     mask = torch.cat([torch.ones_like(ids), torch.zeros((1, k), dtype=ids.dtype)], dim=1)
     failure = ""
     with torch.inference_mode():
         try:
-            plain = _states(forward_ids(base, ids, output_hidden_states=True))
+            out = forward_ids(base, ids, output_hidden_states=True)
+            plain, last = _states(out), _last_note(out)
+            again = _states(forward_ids(base, ids, output_hidden_states=True))
             changed = _states(forward_ids(base, other, output_hidden_states=True))
+            changed_first = _states(forward_ids(base, first, output_hidden_states=True))
         except Exception as exc:  # the model's own failure: every other forward shows it too
             return Behaviour(None, True, f"the probe's forward pass failed: {type(exc).__name__}")
         try:
@@ -95,11 +122,66 @@ def measure(model: torch.nn.Module, pad_id: int | None = None) -> Behaviour:
         _sequence_axis(a, None if with_pads is None else with_pads[i], n, n + k)
         for i, a in enumerate(plain)
     )
+    deterministic = _same(plain, again)
+    mixes = _moves_after_first(plain, changed_first, axes, n)
     causal = _causal(plain, changed, axes, n)
     if with_pads is None:
-        return Behaviour(causal, True, failure, axes)
+        return Behaviour(causal, True, failure, axes, deterministic, mixes, last)
     moved, why = _pads_move(plain, with_pads, axes, n)
-    return Behaviour(causal, moved, why, axes)
+    return Behaviour(causal, moved, why, axes, deterministic, mixes, last)
+
+
+def _last_note(out: Any) -> str:
+    """What the card says where ``last_hidden_state`` is not ``hidden_states[-1]``'s shape
+    (Reformer's concatenates its two reversible streams, twice the width): the last state is
+    then ``hidden_states[-1]``, like every other state."""
+    hidden = getattr(out, "hidden_states", None) or ()
+    last = getattr(out, "last_hidden_state", None)
+    if not hidden or not isinstance(last, torch.Tensor) or last.shape == hidden[-1].shape:
+        return ""
+    return (
+        f"the model's last_hidden_state {tuple(last.shape)[1:]} has another shape than its "
+        f"hidden states {tuple(hidden[-1].shape)[1:]}: the last state read is hidden_states[-1]"
+    )
+
+
+def _noise(states: list[torch.Tensor]) -> float:
+    return NOISE_FLOAT32 if states[0].dtype in (torch.float32, torch.float64) else NOISE_HALF
+
+
+def _movement(a: torch.Tensor, b: torch.Tensor) -> float:
+    """The largest |a - b| at one position over |a| there (positions along axis 0); 0 where a
+    state is not finite (it says nothing then)."""
+    a, b = a.float().reshape(a.shape[0], -1), b.float().reshape(b.shape[0], -1)
+    if not (torch.isfinite(a).all() and torch.isfinite(b).all()):
+        return 0.0
+    if not a.numel():
+        return 0.0
+    return float(((a - b).norm(dim=1) / a.norm(dim=1).clamp_min(1e-12)).max())
+
+
+def _same(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
+    """Two passes of one text give the same states, up to float noise."""
+    return len(a) == len(b) and all(
+        x.shape == y.shape
+        and _movement(x.reshape(-1, x.shape[-1]), y.reshape(-1, y.shape[-1])) <= _noise(a)
+        for x, y in zip(a, b, strict=True)
+    )
+
+
+def _moves_after_first(
+    plain: list[torch.Tensor], changed: list[torch.Tensor], axes: tuple, n: int
+) -> bool:
+    """Whether changing the first token moves some later position of some state (True where no
+    state has a sequence axis: nothing shows that it does not)."""
+    pairs = [
+        (a.movedim(ax, 0)[1:], b.movedim(ax, 0)[1:])
+        for a, b, ax in zip(plain, changed, axes, strict=False)
+        if ax is not None and a.shape == b.shape
+    ]
+    if not pairs:
+        return True
+    return any(_movement(a, b) > _noise(plain) for a, b in pairs)
 
 
 def _states(out: Any) -> list[torch.Tensor]:
@@ -154,12 +236,8 @@ def _pads_move(
     for i, (a, b, ax) in enumerate(zip(plain, with_pads, axes, strict=True)):
         if ax is None:
             return True, f"state {i} {tuple(a.shape)} has no axis that follows the text length"
-        a = a.float().movedim(ax, 0).reshape(n, -1)
-        b = b.float().movedim(ax, 0)[:n].reshape(n, -1)
-        if not (torch.isfinite(a).all() and torch.isfinite(b).all()):
-            continue  # a state that is not finite unpadded says nothing about padding
-        moved = float(((a - b).norm(dim=1) / a.norm(dim=1).clamp_min(1e-12)).max())
+        moved = _movement(a.movedim(ax, 0), b.movedim(ax, 0)[:n])
         if moved > worst:
             worst, where = moved, f"state {i} moves by {moved:.2g} of its norm"
-    noise = NOISE_FLOAT32 if plain[0].dtype in (torch.float32, torch.float64) else NOISE_HALF
+    noise = _noise(plain)
     return worst > noise, where if worst > noise else ""

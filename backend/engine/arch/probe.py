@@ -33,8 +33,18 @@ def forward_ids(
     """``model`` on the token ids ``ids`` (1, T) with ``mask`` (default: every position real)."""
     ids = ids.to(input_device(model))
     mask = torch.ones_like(ids) if mask is None else mask.to(ids.device)
-    kwargs = {"use_cache": False} if getattr(model.config, "use_cache", None) is not None else {}
-    return model(input_ids=ids, attention_mask=mask, **kwargs, **extra)
+    return model(input_ids=ids, attention_mask=mask, **no_cache(model), **extra)
+
+
+def no_cache(model: torch.nn.Module) -> dict[str, Any]:
+    """``{"use_cache": False}`` where the model's forward takes it (no key/value cache is built
+    for a pass whose states are all that is read), else nothing."""
+    takes = "use_cache" in forward_parameters(model)
+    return (
+        {"use_cache": False}
+        if takes and getattr(model.config, "use_cache", None) is not None
+        else {}
+    )
 
 
 def trace_forward(model: torch.nn.Module, seed: int = 0) -> Any:

@@ -60,6 +60,7 @@ from backend.engine.extraction.forward import (
     pad_rows,
     pad_token_id,
     residual_states,
+    run_encoder,
 )
 from backend.engine.extraction.partial import PartialExtraction, finish
 from backend.engine.extraction.sample import SampleCandidates, sample_limit, token_priority
@@ -95,6 +96,7 @@ __all__ = [
     "pad_rows",
     "pad_token_id",
     "residual_states",
+    "run_encoder",
     "sample_limit",
     "token_priority",
     "tokenize",

@@ -100,7 +100,7 @@ def tokenize(
     if not texts:
         raise InputError("no texts to analyse; give at least one non-empty text")
     check_modality(loaded, "text")  # every text view on an image or audio model: one line
-    model_max = loaded.info.max_positions
+    model_max = loaded.info.max_positions  # None: no limit (a config's -1 too)
     if model_max and max_length > model_max:
         max_length = int(model_max)
     with collector_paused():

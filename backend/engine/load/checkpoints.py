@@ -126,6 +126,21 @@ def _weight_files(folder: Path) -> tuple[list[Path], list[Path]]:
     return safe, pickled
 
 
+def encoder_of(model: torch.nn.Module, config: Any = None) -> torch.nn.Module:
+    """The encoder of an encoder-decoder (ByT5 / T5: the encoder's hidden states), else
+    ``model``. An encoder module that carries no config of its own (FSMT's) is given the whole
+    model's, which names its layer count and width."""
+    config = config if config is not None else model.config
+    if not getattr(config, "is_encoder_decoder", False) or not callable(
+        getattr(model, "get_encoder", None)
+    ):
+        return model
+    encoder = model.get_encoder()
+    if getattr(encoder, "config", None) is None:
+        encoder.config = config
+    return encoder
+
+
 def read_folder(
     folder: Path,
     source: str,
@@ -184,10 +199,7 @@ def read_folder(
     except Exception as exc:
         what = "a masked-LM head" if head == "mlm" else "AutoModel"
         raise ModelLoadError(f"cannot load {source!r} with {what}: {short_error(exc)}") from None
-    if getattr(config, "is_encoder_decoder", False) and callable(
-        getattr(model, "get_encoder", None)
-    ):
-        model = model.get_encoder()  # ByT5 / T5: the encoder's hidden states
+    model = encoder_of(model, config)
     tokenizer, processor = _load_processor(model, folder, source)
     fingerprint = fingerprint_folder(folder) + f"-{head}"
     return ModelParts(

@@ -58,6 +58,7 @@ from backend.engine.load import preflight
 from backend.engine.load.checkpoints import (
     bundled_tokenizer,
     default_model_dir,
+    encoder_of,
     fingerprint_folder,
     local_hub_snapshot,
     opened_path,
@@ -395,7 +396,7 @@ def make_loaded(parts: ModelParts, device: torch.device, dtype: torch.dtype) -> 
         raise ModelLoadError(f"{parts.source!r}: {exc}") from None
     _ensure_pad_token(parts.tokenizer)
     if layout.modality == "text":
-        layout = _text_padding(model, parts.tokenizer, layout)
+        layout = _text_behaviour(parts.source, model, parts.tokenizer, layout)
     return LoadedModel(
         model=model,
         tokenizer=parts.tokenizer,
@@ -410,11 +411,18 @@ def make_loaded(parts: ModelParts, device: torch.device, dtype: torch.dtype) -> 
     )
 
 
-def _text_padding(model: torch.nn.Module, tokenizer: Any, layout: InputLayout) -> InputLayout:
+def _text_behaviour(
+    source: str, model: torch.nn.Module, tokenizer: Any, layout: InputLayout
+) -> InputLayout:
     """``layout`` with ``pad_with_mask`` as measured on the model: whether adding masked pads
     after a text moves its real tokens (:func:`backend.engine.arch.behaviour.behaviour`). A
-    model they move runs unpadded, and its extractions say so."""
+    model they move runs unpadded, and its extractions say so. A model whose states are no
+    function of its text (not deterministic, or mixing no tokens) is refused in one line."""
     found = arch.behaviour(model, getattr(tokenizer, "pad_token_id", None))
+    if found.refusal():
+        raise ModelLoadError(f"{source!r} ({type(model).__name__}): {found.refusal()}")
+    if found.last_state:
+        layout = dataclasses.replace(layout, notes=(*layout.notes, found.last_state))
     if not found.pads_move_tokens:
         return layout
     note = (
@@ -485,7 +493,7 @@ def _model_info(
         num_parameters=sum(p.numel() for p in model.parameters()),
         position_embedding=_position_line(model, layout),
         is_causal=arch.is_causal(model) if text else False,
-        max_positions=getattr(config, "max_position_embeddings", None) if text else None,
+        max_positions=_position_limit(config) if text else None,
         has_mlm_head=type(model).__name__.endswith("ForMaskedLM"),
         random_init=parts.random,
         device=describe_device(device, dtype) + (" · device_map=auto" if placement else ""),
@@ -502,6 +510,13 @@ def _model_info(
         path=parts.path,
         revision=parts.revision,
     )
+
+
+def _position_limit(config: Any) -> int | None:
+    """The most tokens the model reads, None for no limit: a missing ``max_position_embeddings``,
+    or one of -1 or 0 (XLNet's relative positions have none)."""
+    limit = getattr(config, "max_position_embeddings", None)
+    return int(limit) if isinstance(limit, int) and limit > 0 else None
 
 
 def _pattern_line(model: torch.nn.Module) -> str:
@@ -581,10 +596,7 @@ def random_like(loaded: LoadedModel, seed: int = 0) -> LoadedModel:
         raise ModelLoadError(
             f"cannot build a random-init copy of {loaded.info.source!r}: {short_error(exc)}"
         ) from None
-    if getattr(model.config, "is_encoder_decoder", False) and callable(
-        getattr(model, "get_encoder", None)
-    ):
-        model = model.get_encoder()  # as loaded: the encoder of an encoder-decoder
+    model = encoder_of(model)  # as loaded: the encoder of an encoder-decoder
     parts = ModelParts(
         model=model,
         tokenizer=loaded.tokenizer,

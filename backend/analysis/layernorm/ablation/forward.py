@@ -30,7 +30,7 @@ def hidden_states_cpu(loaded: LoadedModel, ids: torch.Tensor, mask: torch.Tensor
         attention_mask=mask.to(loaded.device),
         output_hidden_states=True,
     )
-    return torch.stack(residual_states(out, loaded.encoder)).to(
+    return torch.stack(residual_states(out, loaded.encoder, ids.shape[1])).to(
         "cpu", torch.float64
     )  # (S, B, T, d)
 
