@@ -55,7 +55,7 @@ input and one forward pass), :mod:`~backend.engine.arch.causality`,
 
 from __future__ import annotations
 
-from backend.engine.arch.behaviour import Behaviour, behaviour
+from backend.engine.arch.behaviour import PROBE_TOKENS, Behaviour, behaviour
 from backend.engine.arch.causality import causal_by_definition, config_is_causal, is_causal
 from backend.engine.arch.families import FAMILIES, Family, family_of, supported_families
 from backend.engine.arch.lookup import blocks_of
@@ -95,6 +95,7 @@ __all__ = [
     "pattern_sentence",
     "NORM_ROLES",
     "POSITION_KINDS",
+    "PROBE_TOKENS",
     "TRACE_SAMPLES",
     "TRACE_TOKENS",
     "Architecture",

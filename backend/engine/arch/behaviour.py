@@ -33,7 +33,7 @@ import torch
 
 from backend.engine.arch.lookup import base_of, module_of
 from backend.engine.arch.memo import BEHAVIOUR
-from backend.engine.arch.probe import forward_ids, trace_ids
+from backend.engine.arch.probe import forward_ids, probe_vocab, trace_ids
 
 PROBE_TOKENS = 8  # real tokens of the probe text
 PROBE_PADS = 8  # pads added after them: a pooled state's length then differs too
@@ -60,6 +60,10 @@ class Behaviour:
     deterministic: bool = True
     mixes_tokens: bool = True
     last_state: str = ""  # where last_hidden_state is not hidden_states[-1]: what is read instead
+    num_states: int = 0  # hidden_states the forward returns (0: unknown)
+    # states with fewer positions than the text has tokens, (index, positions): pooled states
+    # (Funnel) or downsampled ones (CANINE's molecules)
+    shortened: tuple[tuple[int, int], ...] = ()
 
     def refusal(self) -> str:
         """Why no analysis can read this model's states (empty when they can)."""
@@ -96,7 +100,7 @@ def measure(model: torch.nn.Module, pad_id: int | None = None) -> Behaviour:
     pad_id = int(pad_id or 0)
     ids = trace_ids(model, n)
     other = ids.clone()
-    vocab = int(getattr(model.config, "vocab_size", 0) or 0)
+    vocab = probe_vocab(model)
     low = min(5, max(vocab - 2, 0))
     other[0, -1] = low + (int(ids[0, -1]) - low + 1) % max(vocab - low, 1)
     first = ids.clone()
@@ -108,6 +112,12 @@ def measure(model: torch.nn.Module, pad_id: int | None = None) -> Behaviour:
         try:
             out = forward_ids(base, ids, output_hidden_states=True)
             plain, last = _states(out), _last_note(out)
+            count = len(getattr(out, "hidden_states", None) or ())
+            short = tuple(
+                (i, int(a.shape[-2]))
+                for i, a in enumerate(plain)
+                if a.dim() >= 3 and a.shape[-2] < n
+            )
             again = _states(forward_ids(base, ids, output_hidden_states=True))
             changed = _states(forward_ids(base, other, output_hidden_states=True))
             changed_first = _states(forward_ids(base, first, output_hidden_states=True))
@@ -123,12 +133,14 @@ def measure(model: torch.nn.Module, pad_id: int | None = None) -> Behaviour:
         for i, a in enumerate(plain)
     )
     deterministic = _same(plain, again)
-    mixes = _moves_after_first(plain, changed_first, axes, n)
     causal = _causal(plain, changed, axes, n)
+    # no token mixing: neither changing the first token moves a later position nor changing the
+    # last an earlier one
+    mixes = causal is False or _moves_after_first(plain, changed_first, axes, n)
     if with_pads is None:
-        return Behaviour(causal, True, failure, axes, deterministic, mixes, last)
+        return Behaviour(causal, True, failure, axes, deterministic, mixes, last, count, short)
     moved, why = _pads_move(plain, with_pads, axes, n)
-    return Behaviour(causal, moved, why, axes, deterministic, mixes, last)
+    return Behaviour(causal, moved, why, axes, deterministic, mixes, last, count, short)
 
 
 def _last_note(out: Any) -> str:

@@ -20,8 +20,20 @@ TRACE_TOKENS = 8  # length of the traced text
 TRACE_SAMPLES = 16000  # samples of the traced audio clip: 1 s at wav2vec2's 16 kHz
 
 
-def trace_ids(model: torch.nn.Module, n: int = TRACE_TOKENS, seed: int = 0) -> torch.Tensor:
+def probe_vocab(model: torch.nn.Module) -> int:
+    """Token ids a probe may draw from: the config's ``vocab_size``, else the input embedding's
+    rows, else the 256 byte values (CANINE hashes code points and has neither)."""
     vocab = int(getattr(model.config, "vocab_size", 0) or 0)
+    if vocab <= 0:
+        try:
+            vocab = int(model.get_input_embeddings().num_embeddings)
+        except Exception:
+            vocab = 256
+    return vocab
+
+
+def trace_ids(model: torch.nn.Module, n: int = TRACE_TOKENS, seed: int = 0) -> torch.Tensor:
+    vocab = probe_vocab(model)
     low = min(5, max(vocab - 2, 0))
     gen = torch.Generator().manual_seed(seed)
     return torch.randint(low, max(vocab, low + 1), (1, n), generator=gen)

@@ -421,6 +421,13 @@ def _text_behaviour(
     found = arch.behaviour(model, getattr(tokenizer, "pad_token_id", None))
     if found.refusal():
         raise ModelLoadError(f"{source!r} ({type(model).__name__}): {found.refusal()}")
+    if found.shortened and not getattr(model.config, "downsampling_rate", None):
+        state, positions = found.shortened[0]
+        raise ModelLoadError(
+            f"{source!r} ({type(model).__name__}): its state {state} holds {positions} positions "
+            f"for a text of {arch.PROBE_TOKENS} tokens (pooled states that shorten the sequence); "
+            "isoscope reads models whose every state has one vector per token"
+        )
     if found.last_state:
         layout = dataclasses.replace(layout, notes=(*layout.notes, found.last_state))
     if not found.pads_move_tokens:
@@ -482,6 +489,9 @@ def _model_info(
         )
     archs = getattr(config, "architectures", None) or [type(model).__name__]
     text = layout.modality == "text"
+    counted = arch.behaviour(model).num_states if text else 0
+    if counted > 1 and counted - 1 != int(num_layers):
+        num_layers = counted - 1  # the states the forward returns, not what the config counts
     return ModelInfo(
         source=parts.source,
         display_name=parts.display,
