@@ -35,7 +35,9 @@ from backend.engine.arch.lookup import base_of, module_of
 from backend.engine.arch.memo import BEHAVIOUR
 from backend.engine.arch.probe import forward_ids, probe_vocab, trace_ids
 
-PROBE_TOKENS = 8  # real tokens of the probe text
+# real tokens of the probe text: not a power of two, so that a model that cuts the sequence into
+# blocks (Reformer's hashed chunks, LED's windows) is probed across a block boundary
+PROBE_TOKENS = 9
 PROBE_PADS = 8  # pads added after them: a pooled state's length then differs too
 # Largest movement of a real position (|difference| / |state| at that position) still counted
 # as float noise: padded and unpadded passes run kernels of other shapes, whose sums round
