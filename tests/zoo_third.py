@@ -328,6 +328,10 @@ XFAIL: dict[tuple[str, str], str] = {
     for family in ("yoso", "squeezebert", "ibert", "xlnet", "switch_transformers", "led")
     for check in ("queries/keys", "q/k before RoPE")
 }
+# Families whose softmax attention the queries/keys view refuses in one line today (attention
+# computed in the modeling file's own code, or misread as none): the same other half of issue 61.
+QK_REFUSED_FOR_NOW = {"gptj", "gpt_neo", "codegen", "openai-gpt", "xglm", "fsmt", "reformer",
+                      "xlm", "longt5"}  # fmt: skip
 
 # mixed lengths, 1 to 13 tokens with the zoo's word-level tokenizer
 TEXTS = [
@@ -360,6 +364,29 @@ def text_by_text(loaded):
     return (total / count).numpy()
 
 
+def causal_by_definition(loaded) -> bool:
+    """The definition, on the states at the text's own positions (a model that pads the sequence
+    itself, as Reformer does, has more): changing the last of 9 tokens moves no earlier one."""
+    import torch
+
+    from backend.engine.extraction import residual_states, run_encoder
+
+    gen = torch.Generator().manual_seed(1)
+    ids = torch.randint(5, 100, (1, 9), generator=gen)
+    other = ids.clone()
+    other[0, -1] = 5 if int(ids[0, -1]) != 5 else 6
+    with torch.inference_mode():
+        a, b = (
+            residual_states(
+                run_encoder(loaded, x, torch.ones_like(x), output_hidden_states=True),
+                loaded.encoder,
+                9,
+            )
+            for x in (ids, other)
+        )
+    return all(torch.allclose(x[:, :-1], y[:, :-1], atol=1e-5) for x, y in zip(a, b, strict=True))
+
+
 def outcomes(family: str, folder: Path, tmp: Path) -> dict[str, str]:
     """Every check of one family: ``works``, ``refused: <the one line>``, ``wrong: <what>`` (a
     silently wrong number) or ``bug: <Type>: <line>`` (anything but a one-line refusal), plus
@@ -370,7 +397,7 @@ def outcomes(family: str, folder: Path, tmp: Path) -> dict[str, str]:
     from backend.engine.extraction import ExtractionSettings, extract
     from backend.engine.inputs.corpus import corpus_from_text
     from backend.engine.load.models import load_model
-    from tests.zoo_checks import cli_smoke, empirical_causal, run_analyses
+    from tests.zoo_checks import cli_smoke, run_analyses
 
     try:
         loaded = load_model(str(folder), device="cpu")
@@ -379,7 +406,7 @@ def outcomes(family: str, folder: Path, tmp: Path) -> dict[str, str]:
     out = {"load": "works"}
     causal = loaded.info.is_causal
     try:
-        agrees = causal == empirical_causal(loaded.model)
+        agrees = causal == causal_by_definition(loaded)
     except Exception:  # the model's forward fails on the definition's 9 tokens
         agrees = None
     out["causal"] = ("yes" if causal else "no") + (

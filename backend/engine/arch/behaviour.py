@@ -189,7 +189,7 @@ def _moves_after_first(
     """Whether changing the first token moves some later position of some state (True where no
     state has a sequence axis: nothing shows that it does not)."""
     pairs = [
-        (a.movedim(ax, 0)[1:], b.movedim(ax, 0)[1:])
+        (a.movedim(ax, 0)[1:n], b.movedim(ax, 0)[1:n])
         for a, b, ax in zip(plain, changed, axes, strict=False)
         if ax is not None and a.shape == b.shape
     ]
@@ -208,17 +208,19 @@ def _states(out: Any) -> list[torch.Tensor]:
 
 
 def _sequence_axis(a: torch.Tensor, padded: torch.Tensor | None, n: int, m: int) -> int | None:
-    """The axis of ``a`` (a pass over n tokens) that holds m positions in ``padded`` (a pass over
-    m tokens) while every other axis keeps its size; without a padded pass, the one axis of size
-    n that is neither the first nor the last."""
+    """The axis of ``a`` (a pass over n tokens) that grows with the text in ``padded`` (a pass
+    over m tokens) while every other axis keeps its size: n and m positions, or at least that
+    many for a model that pads the sequence itself to its block size (Reformer, LED: the first
+    n are the text's); without a padded pass, the one axis of size n that is neither the first
+    nor the last."""
     if padded is not None:
         if padded.dim() != a.dim():
             return None
         found = [
             ax
             for ax in range(a.dim())
-            if a.shape[ax] == n
-            and padded.shape[ax] == m
+            if n <= a.shape[ax] < padded.shape[ax]
+            and padded.shape[ax] >= m
             and all(a.shape[o] == padded.shape[o] for o in range(a.dim()) if o != ax)
         ]
     else:
@@ -250,7 +252,7 @@ def _pads_move(
     for i, (a, b, ax) in enumerate(zip(plain, with_pads, axes, strict=True)):
         if ax is None:
             return True, f"state {i} {tuple(a.shape)} has no axis that follows the text length"
-        moved = _movement(a.movedim(ax, 0), b.movedim(ax, 0)[:n])
+        moved = _movement(a.movedim(ax, 0)[:n], b.movedim(ax, 0)[:n])
         if moved > worst:
             worst, where = moved, f"state {i} moves by {moved:.2g} of its norm"
     noise = _noise(plain)
