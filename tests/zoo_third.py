@@ -314,7 +314,7 @@ def build(family: str, folder: Path, seed: int = 0) -> Path:
 
 # What each family is expected to do beyond "read right": families whose real tokens move when a
 # batch is padded (they run unpadded), and families refused at load, with the reason's words.
-PAD_SENSITIVE = {"fnet", "convbert", "yoso", "nystromformer"}
+PAD_SENSITIVE = {"fnet", "convbert", "yoso", "nystromformer", "reformer"}
 LOAD_REFUSED = {
     "mra": "mixes no tokens",  # its attention is zeros without its CUDA kernel
     "funnel": "pooled states that shorten the sequence",
