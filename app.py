@@ -6,14 +6,14 @@ from pathlib import Path
 
 import streamlit as st
 
-from backend.engine.errors import IsoscopeError
-from backend.engine.store.saved import ModelUnavailableError
-from ui.frame.failure import show_unexpected
-from ui.frame.selection import note_page_visit
-from ui.frame.sidebar import sidebar
-from ui.server.access import passphrase_gate
-from ui.server.warmup import start_umap_warmup
-from ui.sharing.links import apply_link, former_pages, show_link_notice, sync_link
+from isoscope.engine.errors import IsoscopeError
+from isoscope.engine.store.saved import ModelUnavailableError
+from isoscope.ui.frame.failure import show_unexpected
+from isoscope.ui.frame.selection import note_page_visit
+from isoscope.ui.frame.sidebar import sidebar
+from isoscope.ui.server.access import passphrase_gate
+from isoscope.ui.server.warmup import start_umap_warmup
+from isoscope.ui.sharing.links import apply_link, former_pages, show_link_notice, sync_link
 
 HERE = Path(__file__).resolve().parent
 

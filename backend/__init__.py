@@ -1,6 +1,6 @@
 """isoscope's Python API, for notebooks and scripts. Plain Python; never imports streamlit.
 
-    import backend as iso
+    import isoscope as iso
 
     model = iso.load_model("default")       # "smollm2", a folder, a .gguf, "random:gpt2", ...
     corpus = iso.bundled_corpus()           # or iso.corpus_from_text("one text\\nanother")
@@ -8,12 +8,12 @@
     iso.outlier_dims_by_state(result)[-1]   # the last hidden state's outlier dimensions
     iso.outlier_heatmap(result, "mean")     # the Outlier dimensions page's heatmap (plotly Figure)
 
-The names below are loaded on first use (``import backend`` itself is cheap). Everything else
-lives in its layer, imported as usual: ``backend.engine`` (load, run, cache, save),
-``backend.analysis.<topic>`` (one topic per package: geometry, layernorm, positional, activations,
-compare, quant), ``backend.plots.<page>`` (the figure builders each page draws: they take an analysis's
-result and return the same ``plotly.graph_objects.Figure`` the page shows) and ``backend.share``
-(report, export, tour). The CLI is ``isoscope`` (:mod:`backend.cli`).
+The names below are loaded on first use (``import isoscope`` itself is cheap). Everything else
+lives in its layer, imported as usual: ``isoscope.engine`` (load, run, cache, save),
+``isoscope.analysis.<topic>`` (one topic per package: geometry, layernorm, positional, activations,
+compare, quant), ``isoscope.plots.<page>`` (the figure builders each page draws: they take an analysis's
+result and return the same ``plotly.graph_objects.Figure`` the page shows) and ``isoscope.share``
+(report, export, tour). The CLI is ``isoscope`` (:mod:`isoscope.cli`).
 """
 
 from __future__ import annotations
@@ -26,32 +26,32 @@ __version__ = "0.1.0"
 # public name -> the module that defines it
 API = {
     # engine: load a model and a corpus, run the model once
-    "load_model": "backend.engine.load.models",
-    "random_like": "backend.engine.load.models",
-    "bundled_corpus": "backend.engine.inputs.corpus",
-    "corpus_from_text": "backend.engine.inputs.corpus",
-    "load_corpus_file": "backend.engine.inputs.corpus",
-    "ExtractionSettings": "backend.engine.extraction",
-    "extract": "backend.engine.extraction",
-    "cached_extract": "backend.engine.store.cached_extract",
-    "save_analysis": "backend.engine.store.saved",
-    "load_saved": "backend.engine.store.saved",
+    "load_model": "isoscope.engine.load.models",
+    "random_like": "isoscope.engine.load.models",
+    "bundled_corpus": "isoscope.engine.inputs.corpus",
+    "corpus_from_text": "isoscope.engine.inputs.corpus",
+    "load_corpus_file": "isoscope.engine.inputs.corpus",
+    "ExtractionSettings": "isoscope.engine.extraction",
+    "extract": "isoscope.engine.extraction",
+    "cached_extract": "isoscope.engine.store.cached_extract",
+    "save_analysis": "isoscope.engine.store.saved",
+    "load_saved": "isoscope.engine.store.saved",
     # analyses
-    "outlier_dims_by_state": "backend.analysis.geometry.outliers",
-    "criteria_by_state": "backend.analysis.geometry.outliers",
-    "anisotropy_by_state": "backend.analysis.geometry.isotropy",
-    "isotropy_by_state": "backend.analysis.geometry.isotropy:by_state",
-    "make_postprocessor": "backend.analysis.geometry.postprocess",
-    "ln_outliers": "backend.analysis.layernorm.params",
-    "run_ablation": "backend.analysis.layernorm.ablation",
-    "probe_positions": "backend.analysis.positional.table",
-    "scan_massive": "backend.analysis.activations.scan",
-    "compare": "backend.analysis.compare.comparison",
+    "outlier_dims_by_state": "isoscope.analysis.outliers",
+    "criteria_by_state": "isoscope.analysis.outliers",
+    "anisotropy_by_state": "isoscope.analysis.anisotropy",
+    "isotropy_by_state": "isoscope.analysis.anisotropy:by_state",
+    "make_postprocessor": "isoscope.analysis.projections.postprocess",
+    "ln_outliers": "isoscope.analysis.layernorm.params",
+    "run_ablation": "isoscope.analysis.layernorm.ablation",
+    "probe_positions": "isoscope.analysis.positional.table",
+    "scan_massive": "isoscope.analysis.massive.scan",
+    "compare": "isoscope.analysis.compare.comparison",
     # figures, as the pages draw them
-    "outlier_heatmap": "backend.plots.outliers",
-    "metrics_by_layer_figure": "backend.plots.anisotropy",
+    "outlier_heatmap": "isoscope.plots.outliers",
+    "metrics_by_layer_figure": "isoscope.plots.anisotropy",
     # sharing
-    "build_report": "backend.share.report",
+    "build_report": "isoscope.share.report",
 }
 
 

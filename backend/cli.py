@@ -1,4 +1,4 @@
-"""Command-line interface: ``isoscope COMMAND ...`` (also ``python -m backend COMMAND ...``).
+"""Command-line interface: ``isoscope COMMAND ...`` (also ``python -m isoscope COMMAND ...``).
 
 Every command writes JSON to ``--out`` and progress to stderr. Any user error prints one line,
 ``error: <what is wrong and what to do>``, and exits with status 2; never a traceback.
@@ -11,8 +11,8 @@ import argparse
 import importlib
 import sys
 
-from backend.engine.environment import quiet_libraries, use_runtime_environment
-from backend.engine.errors import IsoscopeError
+from isoscope.engine.environment import quiet_libraries, use_runtime_environment
+from isoscope.engine.errors import IsoscopeError
 
 COMMAND_MODULES = (
     "serve",
@@ -46,9 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     for name in COMMAND_MODULES:
         try:
-            module = importlib.import_module(f"backend.commands.{name}")
+            module = importlib.import_module(f"isoscope.commands.{name}")
         except ModuleNotFoundError as exc:
-            if exc.name == f"backend.commands.{name}":
+            if exc.name == f"isoscope.commands.{name}":
                 continue
             raise
         module.add_parser(sub)

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from backend.engine.environment import use_offline_environment  # noqa: E402 (after the path insert)
+from isoscope.engine.environment import use_offline_environment  # noqa: E402 (after the path insert)
 
 use_offline_environment()
 
@@ -24,11 +24,11 @@ def main() -> None:
     import numpy as np
     import torch
 
-    from backend.analysis.layernorm.ablation import sweep
-    from backend.engine.environment import quiet_libraries
-    from backend.engine.extraction import tokenize
-    from backend.engine.inputs.corpus import bundled_corpus
-    from backend.engine.load.models import load_model
+    from isoscope.analysis.layernorm.ablation import sweep
+    from isoscope.engine.environment import quiet_libraries
+    from isoscope.engine.extraction import tokenize
+    from isoscope.engine.inputs.corpus import bundled_corpus
+    from isoscope.engine.load.models import load_model
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--texts", type=int, default=8)

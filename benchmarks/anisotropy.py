@@ -1,10 +1,10 @@
 """Time the isotropy metrics on the bundled MiniLM and the bundled corpus.
 
 Prints one JSON object:
-- ``analyze_report_s``: :func:`backend.commands.analyze.build_report` now (with IsoScore, clipped
+- ``analyze_report_s``: :func:`isoscope.commands.analyze.build_report` now (with IsoScore, clipped
   anisotropy, histograms and Timkey's top dims) and ``analyze_report_before_s``: the same report's
   former content only (anisotropy + outlier criteria), so ``added_s`` is what the other metrics add.
-- ``by_state_s``: :func:`backend.analysis.geometry.isotropy.by_state` raw (with self-/intra-text similarity) and
+- ``by_state_s``: :func:`isoscope.analysis.anisotropy.by_state` raw (with self-/intra-text similarity) and
   with each post-processing of the registry (what the Anisotropy page computes once, then memoises).
 - ``minilm``: the measured per-state numbers (anisotropy raw vs clipped, IsoScore).
 
@@ -23,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from backend.engine.environment import use_offline_environment  # noqa: E402 (after the path insert)
+from isoscope.engine.environment import use_offline_environment  # noqa: E402 (after the path insert)
 
 use_offline_environment()
 
@@ -43,13 +43,13 @@ def main() -> None:
     parser.add_argument("--sample-size", type=int, default=8000)
     args = parser.parse_args()
 
-    from backend.analysis.geometry.isotropy import anisotropy_by_state, by_state
-    from backend.analysis.geometry.outliers import outlier_dims, outliers_by_criterion
-    from backend.analysis.geometry.postprocess import POSTPROCESSORS, make_postprocessor
-    from backend.commands.analyze import build_report
-    from backend.engine.extraction import ExtractionSettings, extract
-    from backend.engine.inputs.corpus import bundled_corpus
-    from backend.engine.load.models import load_model
+    from isoscope.analysis.anisotropy import anisotropy_by_state, by_state
+    from isoscope.analysis.outliers import outlier_dims, outliers_by_criterion
+    from isoscope.analysis.projections.postprocess import POSTPROCESSORS, make_postprocessor
+    from isoscope.commands.analyze import build_report
+    from isoscope.engine.extraction import ExtractionSettings, extract
+    from isoscope.engine.inputs.corpus import bundled_corpus
+    from isoscope.engine.load.models import load_model
 
     result = extract(
         load_model("default", device="cpu"),

@@ -10,7 +10,7 @@ RSS is its own:
 - ``preflight`` (once): the parameters and the bytes the load needs in ``--dtype`` (headers);
 - ``load``: ``load_model`` of the folder (seconds, peak RSS);
 - ``full``: load + extraction of ``--ratio-texts`` texts (default: all ``--texts``); its speed is
-  recorded as the app records it (:mod:`backend.engine.budget.throughput`, in a temporary cache folder);
+  recorded as the app records it (:mod:`isoscope.engine.budget.throughput`, in a temporary cache folder);
 - ``first_look``: the real Overview page (Streamlit's AppTest, the app's default corpus and
   settings, the model opened by a link ``?model=<folder>``) on a device whose extraction speed
   the ``full`` phase recorded and whose Overview statistics have not been measured yet (each run
@@ -48,7 +48,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from backend.engine.environment import use_offline_environment  # noqa: E402 (after the path insert)
+from isoscope.engine.environment import use_offline_environment  # noqa: E402 (after the path insert)
 
 use_offline_environment()
 
@@ -109,7 +109,7 @@ def write_checkpoint(folder: Path, params: float) -> dict[str, int]:
     import torch
     from transformers import Qwen2Model
 
-    from backend.engine.load.models import bundled_tokenizer
+    from isoscope.engine.load.models import bundled_tokenizer
 
     tokenizer = bundled_tokenizer()
     shape = shape_for(params, len(tokenizer))
@@ -123,7 +123,7 @@ def write_checkpoint(folder: Path, params: float) -> dict[str, int]:
 
 
 def texts(n: int) -> list[str]:
-    from backend.engine.inputs.corpus import bundled_corpus
+    from isoscope.engine.inputs.corpus import bundled_corpus
 
     base = list(bundled_corpus().texts)
     return [base[i % len(base)] for i in range(n)]
@@ -147,14 +147,14 @@ def phase(name: str, folder: Path, args: argparse.Namespace) -> dict:
     """One phase in this process (see the module docstring)."""
     import torch
 
-    from backend.engine.budget import throughput
-    from backend.engine.extraction import ExtractionSettings, extract
-    from backend.engine.inputs.corpus import corpus_from_text
-    from backend.engine.load.models import load_model
+    from isoscope.engine.budget import throughput
+    from isoscope.engine.extraction import ExtractionSettings, extract
+    from isoscope.engine.inputs.corpus import corpus_from_text
+    from isoscope.engine.load.models import load_model
 
     started = time.perf_counter()
     if name == "preflight":
-        from backend.engine.load.preflight import folder_census, preflight
+        from isoscope.engine.load.preflight import folder_census, preflight
 
         plan = preflight(folder_census(folder), args.dtype, args.device)
         return {"parameters": plan.parameters, "estimate_mib": plan.needed_bytes / 2**20}
@@ -213,8 +213,8 @@ def first_look_page(folder: Path, args: argparse.Namespace) -> dict:
     import os
     import shutil
 
-    from backend.engine.budget import page_budget, throughput
-    from backend.engine.params import BATCH_SIZE, MAX_LENGTH
+    from isoscope.engine.budget import page_budget, throughput
+    from isoscope.engine.params import BATCH_SIZE, MAX_LENGTH
 
     if (args.max_length, args.batch_size) != (MAX_LENGTH.default, BATCH_SIZE.default):
         raise SystemExit(
@@ -236,7 +236,7 @@ def first_look_page(folder: Path, args: argparse.Namespace) -> dict:
             PagesManager.uses_pages_directory = False
 
     app_test.PagesManager = Navigation
-    import ui.views.overview as overview
+    import isoscope.ui.views.overview as overview
 
     plans: list = []
     plan_first_look = overview.first_look_plan

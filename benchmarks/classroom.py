@@ -20,7 +20,7 @@ Then N sessions open the app at the same moment, and each, once its Overview is 
 
 Reported per mode: first page, page switch and control change (median, p95, max over sessions),
 exceptions shown in any page, the number of extractions the server ran (its log's
-:data:`ui.work.extraction.EXTRACTION_LOG` lines: the page's, the first look's on a device with no recorded
+:data:`isoscope.ui.work.extraction.EXTRACTION_LOG` lines: the page's, the first look's on a device with no recorded
 speed, the prewarm's), and the server's peak RSS (sampled every 0.2 s, the server process and its
 children). Targets (2 cores, N = 30): cold first page <= 30 s, prewarmed <= 10 s, page switch p95
 <= 3 s, one extraction in all, 0 exceptions, peak RSS <= 3 GiB.
@@ -43,8 +43,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from ui.widgets.charts import CHARTS_DRAWN_JS  # noqa: E402
-from ui.work.extraction import EXTRACTION_LOG  # noqa: E402
+from isoscope.ui.widgets.charts import CHARTS_DRAWN_JS  # noqa: E402
+from isoscope.ui.work.extraction import EXTRACTION_LOG  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [
@@ -264,7 +264,7 @@ def one_mode(
             "TOKENIZERS_PARALLELISM": "false",
         }
         log_path = Path(tmp) / "server.log"
-        command = [sys.executable, "-m", "backend", "serve", "--port", str(port)]
+        command = [sys.executable, "-m", "isoscope", "serve", "--port", str(port)]
         command += ["--prewarm", "off" if mode == "cold" else "default"]
         if workers:
             command += ["--workers", str(workers)]

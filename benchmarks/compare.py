@@ -3,7 +3,7 @@
 
 Each repeat runs in a fresh subprocess with an empty extraction cache and ``--threads`` threads:
 - ``cold_s``: load both models, extract both (written to the disk cache), and
-  :func:`backend.analysis.compare.comparison.compare` (CKA on every pair of hidden states, per-state figures, LayerNorm
+  :func:`isoscope.analysis.compare.comparison.compare` (CKA on every pair of hidden states, per-state figures, LayerNorm
   deltas), written to the disk cache as the page does; ``import_s`` (Python imports) is reported
   apart;
 - ``warm_s``: the same again in that process: both extractions and the comparison from the disk
@@ -37,21 +37,21 @@ ROOT = Path(__file__).resolve().parent.parent
 def one_run() -> dict:
     started = time.perf_counter()
     sys.path.insert(0, str(ROOT))
-    from backend.engine.environment import use_offline_environment
+    from isoscope.engine.environment import use_offline_environment
 
     use_offline_environment()
-    from backend.analysis.compare.comparison import (
+    from isoscope.analysis.compare.comparison import (
         cka_matrix,
         compare,
         compare_with_cache,
         summarize,
     )
-    from backend.engine.environment import quiet_libraries
-    from backend.engine.extraction import ExtractionSettings
-    from backend.engine.inputs.corpus import bundled_corpus
-    from backend.engine.load.models import load_model
-    from backend.engine.store.cache import ResultCache
-    from backend.engine.store.cached_extract import cached_extract
+    from isoscope.engine.environment import quiet_libraries
+    from isoscope.engine.extraction import ExtractionSettings
+    from isoscope.engine.inputs.corpus import bundled_corpus
+    from isoscope.engine.load.models import load_model
+    from isoscope.engine.store.cache import ResultCache
+    from isoscope.engine.store.cached_extract import cached_extract
 
     quiet_libraries()
     out: dict = {"import_s": time.perf_counter() - started, "load_avg_1min": os.getloadavg()[0]}

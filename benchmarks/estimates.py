@@ -7,7 +7,7 @@ Writes a random-init Qwen2-shaped decoder per ``--sizes`` entry (bf16 safetensor
 a byte-level vocabulary: ``tests/gguf_files.py``) into a temporary folder, with the isoscope
 cache (``speeds.json``, the GGUF's converted copy) in a fresh folder beside them. Then, smallest
 first, each model runs in a fresh process as ``isoscope analyze`` would: the time preflight's
-estimate (:func:`backend.engine.budget.time_estimate.time_preflight`, before the load), then the load
+estimate (:func:`isoscope.engine.budget.time_estimate.time_preflight`, before the load), then the load
 (``load_model``; a GGUF's conversion inside it, timed apart) and the extraction through the disk
 cache (``cached_extract``, which records the device's speeds for the next run). Nothing else
 runs between them, so each size is announced only from the smaller ones before it.
@@ -38,7 +38,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from backend.engine.environment import use_offline_environment  # noqa: E402 (after the path insert)
+from isoscope.engine.environment import use_offline_environment  # noqa: E402 (after the path insert)
 
 use_offline_environment()
 
@@ -67,15 +67,15 @@ def write_gguf_model(path: Path, params: float) -> None:
 
 def run_one(model: str, args: argparse.Namespace) -> dict:
     """One cold run of ``model`` in this process (module doc)."""
-    from backend.engine.budget import throughput, time_estimate
-    from backend.engine.budget.batching import Batching, padded_tokens
-    from backend.engine.extraction import ExtractionSettings
-    from backend.engine.inputs.corpus import corpus_from_text
-    from backend.engine.load import gguf
-    from backend.engine.load.models import load_model
-    from backend.engine.store.cache import ResultCache
-    from backend.engine.store.cached_extract import cached_extract
     from benchmarks.big_model import texts
+    from isoscope.engine.budget import throughput, time_estimate
+    from isoscope.engine.budget.batching import Batching, padded_tokens
+    from isoscope.engine.extraction import ExtractionSettings
+    from isoscope.engine.inputs.corpus import corpus_from_text
+    from isoscope.engine.load import gguf
+    from isoscope.engine.load.models import load_model
+    from isoscope.engine.store.cache import ResultCache
+    from isoscope.engine.store.cached_extract import cached_extract
 
     corpus = corpus_from_text("\n".join(texts(args.texts)))
     cache = ResultCache()
@@ -133,9 +133,9 @@ def run_one(model: str, args: argparse.Namespace) -> dict:
 
 def growth(runs: list[dict]) -> float | None:
     """The slope of log rate over log size between the ladder's runs above this machine's cache
-    knee (what :data:`backend.engine.budget.estimates.CPU_GROWTH_PRIOR` assumes before a device has its
+    knee (what :data:`isoscope.engine.budget.estimates.CPU_GROWTH_PRIOR` assumes before a device has its
     own), None with fewer than two such runs."""
-    from backend.engine.budget.estimates import cache_knee, slope
+    from isoscope.engine.budget.estimates import cache_knee, slope
 
     above = [(r["parameters"], r["rate"]) for r in runs if r["parameters"] >= cache_knee("cpu")]
     return slope(above) if len(above) >= 2 else None

@@ -1,7 +1,7 @@
 """Extraction throughput and memory: the full pipeline against a plain transformers forward pass.
 
 Prints one JSON object:
-- ``throughput``: tokens/s of ``backend.engine.extraction.extract`` (tokenize, length-sorted batches,
+- ``throughput``: tokens/s of ``isoscope.engine.extraction.extract`` (tokenize, length-sorted batches,
   hidden states to CPU, streaming float64 statistics, token sample) and of two plain
   ``model(**tokenizer(batch))`` loops on the same texts in the same process: one in corpus order
   (what a notebook does) and one over the same length-sorted batches with
@@ -44,14 +44,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from backend.engine.environment import use_offline_environment  # noqa: E402 (after the path insert)
+from isoscope.engine.environment import use_offline_environment  # noqa: E402 (after the path insert)
 
 use_offline_environment()
 
 
 def make_texts(n: int) -> list[str]:
     """n texts from the bundled corpus: lines joined in varied pairs so lengths vary."""
-    from backend.engine.inputs.corpus import bundled_corpus
+    from isoscope.engine.inputs.corpus import bundled_corpus
 
     base = list(bundled_corpus().texts)
     out = []
@@ -73,8 +73,8 @@ def random_llama(source: str, device: str, dtype: str):
     import torch
     from transformers import LlamaConfig, LlamaModel
 
-    from backend.engine.device import resolve_device, resolve_dtype
-    from backend.engine.load.models import ModelParts, bundled_tokenizer, make_loaded
+    from isoscope.engine.device import resolve_device, resolve_dtype
+    from isoscope.engine.load.models import ModelParts, bundled_tokenizer, make_loaded
 
     opts = dict(LLAMA_1B)
     for item in filter(None, source.partition(":")[2].split(",")):
@@ -113,7 +113,7 @@ def random_llama(source: str, device: str, dtype: str):
 def load_bench_model(source: str, device: str, dtype: str):
     if source.startswith("random-llama"):
         return random_llama(source, device, dtype)
-    from backend.engine.load.models import load_model
+    from isoscope.engine.load.models import load_model
 
     return load_model(source, device=device, dtype=dtype)
 
@@ -173,10 +173,10 @@ class Phases:
 
     def run(self, fn):
         """``fn()`` with the pipeline's phases timed; returns (its result, total seconds)."""
-        from backend.engine.extraction import forward
-        from backend.engine.extraction.kernel import MomentsKernel
-        from backend.engine.extraction.sample import SampleCandidates
-        from backend.engine.extraction.stats import EagerStates, RunningStats
+        from isoscope.engine.extraction import forward
+        from isoscope.engine.extraction.kernel import MomentsKernel
+        from isoscope.engine.extraction.sample import SampleCandidates
+        from isoscope.engine.extraction.stats import EagerStates, RunningStats
 
         patched = [
             (forward, "tokenize_part"),
@@ -280,10 +280,10 @@ def throughput(
 ) -> dict:
     import numpy as np
 
-    from backend.engine.allocator import for_extraction
-    from backend.engine.extraction import ExtractionSettings, extract
-    from backend.engine.inputs.corpus import Corpus
-    from backend.engine.load.models import weight_bytes
+    from isoscope.engine.allocator import for_extraction
+    from isoscope.engine.extraction import ExtractionSettings, extract
+    from isoscope.engine.inputs.corpus import Corpus
+    from isoscope.engine.load.models import weight_bytes
 
     # The allocator keeps freed memory for reuse from an extraction's first CPU forward pass on
     # (process-wide, see backend/engine/allocator.py): set it before any loop, so the
@@ -300,7 +300,7 @@ def throughput(
     plain_forward(loaded, texts[:64], max_length, batch_size, sort=False)  # warm-up
     # The statistics kernel as in a warm app (its background warm-up compiles it); the pipeline
     # also runs with eager statistics, as an extraction does before the warm-up has finished.
-    from backend.engine.extraction.stats import MOMENTS
+    from isoscope.engine.extraction.stats import MOMENTS
 
     compile_s = MOMENTS.compile(loaded.dtype) if loaded.device.type == "cpu" else None
     compiled = loaded.device.type == "cpu" and MOMENTS.ready(loaded.dtype)
@@ -399,8 +399,8 @@ def throughput(
 
 def child_peak(n_texts: int, model_source: str, device: str, dtype: str) -> None:
     """Run in a fresh process: extract n_texts and print peak RSS (MiB)."""
-    from backend.engine.extraction import ExtractionSettings, extract
-    from backend.engine.inputs.corpus import Corpus
+    from isoscope.engine.extraction import ExtractionSettings, extract
+    from isoscope.engine.inputs.corpus import Corpus
 
     loaded = load_bench_model(model_source, device, dtype)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -441,7 +441,7 @@ def save_random_llama(folder: str, width: int, layers: int, dtype: str, shard: s
     import torch
     from transformers import LlamaConfig, LlamaModel
 
-    from backend.engine.load.models import bundled_tokenizer
+    from isoscope.engine.load.models import bundled_tokenizer
 
     tokenizer = bundled_tokenizer()
     config = LlamaConfig(
@@ -463,7 +463,7 @@ def child_load(folder: str, dtype: str, device: str, device_map: str | None) -> 
     """Child process: peak host RSS while load_model reads the checkpoint, vs the weights' bytes."""
     import psutil
 
-    from backend.engine.load.models import load_model
+    from isoscope.engine.load.models import load_model
 
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     start = time.perf_counter()
@@ -544,7 +544,7 @@ def main() -> None:
     parser.add_argument("--save-llama", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--child-load", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    from backend.engine.environment import quiet_libraries
+    from isoscope.engine.environment import quiet_libraries
 
     quiet_libraries()
     if args.child:

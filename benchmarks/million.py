@@ -50,7 +50,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from backend.engine.environment import use_offline_environment  # noqa: E402
+from isoscope.engine.environment import use_offline_environment  # noqa: E402
 
 use_offline_environment()
 
@@ -61,7 +61,7 @@ def rss_mib() -> float:
 
 def generated_corpus(loaded, tokens: int, seed: int = 0):
     """Texts of random bundled-corpus words holding about ``tokens`` tokens (module doc)."""
-    from backend.engine.inputs.corpus import Corpus, bundled_corpus
+    from isoscope.engine.inputs.corpus import Corpus, bundled_corpus
 
     words = " ".join(bundled_corpus().texts).split()
     rng = np.random.default_rng(seed)
@@ -138,13 +138,13 @@ def main() -> None:
     parser.add_argument("--no-browser", action="store_true")
     args = parser.parse_args()
 
-    from backend.analysis.geometry.corpus_projection import corpus_before_after
-    from backend.analysis.geometry.outliers import auto_clip_dims
-    from backend.analysis.geometry.projections import text_snippets, token_colouring
-    from backend.engine.extraction import extract
-    from backend.engine.extraction.spill import spill_state
-    from backend.engine.load.models import load_model
-    from backend.plots.atlas import encode_points
+    from isoscope.analysis.outliers import auto_clip_dims
+    from isoscope.analysis.projections.all_tokens import corpus_before_after
+    from isoscope.analysis.projections.methods import text_snippets, token_colouring
+    from isoscope.engine.extraction import extract
+    from isoscope.engine.extraction.spill import spill_state
+    from isoscope.engine.load.models import load_model
+    from isoscope.plots.atlas import encode_points
 
     loaded = load_model("default", device="cpu")
     model_rss = rss_mib()

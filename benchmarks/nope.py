@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from backend.engine.environment import use_offline_environment  # noqa: E402 (after the path insert)
+from isoscope.engine.environment import use_offline_environment  # noqa: E402 (after the path insert)
 
 use_offline_environment()
 
@@ -24,13 +24,13 @@ use_offline_environment()
 def main() -> None:
     import numpy as np
 
-    from backend.analysis.positional.nope import NopeSettings, variance_lab, variance_lab_pair
-    from backend.analysis.positional.table import ProbeSettings, probe_result
-    from backend.analysis.positional.tupe import tupe_summary
-    from backend.engine.environment import quiet_libraries
-    from backend.engine.extraction import ExtractionSettings, extract
-    from backend.engine.inputs.corpus import bundled_corpus
-    from backend.engine.load.models import load_model
+    from isoscope.analysis.positional.nope import NopeSettings, variance_lab, variance_lab_pair
+    from isoscope.analysis.positional.table import ProbeSettings, probe_result
+    from isoscope.analysis.positional.tupe import tupe_summary
+    from isoscope.engine.environment import quiet_libraries
+    from isoscope.engine.extraction import ExtractionSettings, extract
+    from isoscope.engine.inputs.corpus import bundled_corpus
+    from isoscope.engine.load.models import load_model
 
     quiet_libraries()
     report: dict = {"cpu_count": os.cpu_count(), "load_average": os.getloadavg()[0]}

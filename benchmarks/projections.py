@@ -10,7 +10,7 @@ time of the fit (a figure that a busy shared machine inflates less than the wall
 Points: a seeded synthetic cloud shaped like MiniLM hidden states (d = 384, 20 Gaussian clusters
 plus one rogue dimension with a large mean), the same for every method. "UMAP cold" runs in a fresh
 Python process and includes importing umap and numba's compilation; "UMAP warm" runs in this
-process after :func:`backend.analysis.geometry.projections.warm_up_umap`. The rerun timing uses Streamlit's AppTest on
+process after :func:`isoscope.analysis.projections.methods.warm_up_umap`. The rerun timing uses Streamlit's AppTest on
 the real page with the bundled model and corpus (after a first run has filled the caches).
 """
 
@@ -30,7 +30,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from backend.engine.environment import use_offline_environment  # noqa: E402 (after the path insert)
+from isoscope.engine.environment import use_offline_environment  # noqa: E402 (after the path insert)
 
 use_offline_environment()
 
@@ -54,7 +54,7 @@ import sys, time
 started = time.perf_counter()
 sys.path.insert(0, {root!r})
 from benchmarks.projections import cloud
-from backend.analysis.geometry.projections import project
+from isoscope.analysis.projections.methods import project
 x = cloud({n})
 t0 = time.perf_counter()
 project(x, "umap", seed=0)
@@ -114,7 +114,7 @@ def main() -> None:
     parser.add_argument("--no-umap", action="store_true", help="skip UMAP (cold and warm)")
     args = parser.parse_args()
 
-    from backend.analysis.geometry.projections import project, warm_up_umap
+    from isoscope.analysis.projections.methods import project, warm_up_umap
 
     report: dict = {
         "machine": {

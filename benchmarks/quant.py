@@ -22,16 +22,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from backend.engine.environment import offline_env, use_offline_environment  # noqa: E402
+from isoscope.engine.environment import offline_env, use_offline_environment  # noqa: E402
 
 use_offline_environment()
 
 
 def corpus_texts(n: int, min_tokens: int) -> list[str]:
     """``n`` texts of at least ``min_tokens`` tokens (bundled texts joined cyclically)."""
-    from backend.engine.extraction import tokenize
-    from backend.engine.inputs.corpus import bundled_corpus
-    from backend.engine.load.models import load_model
+    from isoscope.engine.extraction import tokenize
+    from isoscope.engine.inputs.corpus import bundled_corpus
+    from isoscope.engine.load.models import load_model
 
     loaded = load_model("smollm2", device="cpu")
     pool = list(bundled_corpus().texts)

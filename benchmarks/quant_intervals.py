@@ -24,14 +24,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from backend.engine.environment import use_offline_environment  # noqa: E402
+from isoscope.engine.environment import use_offline_environment  # noqa: E402
 
 use_offline_environment()
 
 
 def run(loaded, texts, *, max_length: int, end_tokens: int, error_tokens: int) -> dict:
-    from backend.analysis.quant.readiness import analyse
-    from backend.analysis.quant.schemes import SCHEMES
+    from isoscope.analysis.quant.readiness import analyse
+    from isoscope.analysis.quant.schemes import SCHEMES
 
     started = time.perf_counter()
     report = analyse(
@@ -66,7 +66,7 @@ def main() -> None:
     args = parser.parse_args()
     from quant import corpus_texts
 
-    from backend.engine.load.models import load_model
+    from isoscope.engine.load.models import load_model
 
     texts = corpus_texts(args.texts, args.max_length)
     loaded = load_model("smollm2", device="cpu")

@@ -17,7 +17,7 @@ Prints JSON:
 ``--family qwen3_5_text`` (any family of tests/zoo_recent.py) runs the same on a tiny random
 causal LM of a recent family built on the spot (a hybrid: Gated DeltaNet + attention, its gated
 norms and in_proj / out_proj sites in the recipe); ``--model`` names any other checkpoint.
-Blocks are swapped through ``backend.engine.arch.blocks_of``, whatever the family.
+Blocks are swapped through ``isoscope.engine.arch.blocks_of``, whatever the family.
 
 Needs the optional ``quant`` group (``pip install "isoscope[quant]"``: llmcompressor, which pins
 transformers<=5.17, so use its own environment). ``--dry-run`` runs isoscope's side only (scan,
@@ -41,7 +41,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from backend.engine.environment import use_offline_environment  # noqa: E402
+from isoscope.engine.environment import use_offline_environment  # noqa: E402
 
 use_offline_environment()
 
@@ -79,7 +79,7 @@ def family_checkpoint(family: str, folder: Path) -> Path:
 def swap_block(model, source, i: int):
     """Put block ``i`` of ``source`` into ``model`` (the same family); returns the block it
     replaced, to put back."""
-    from backend.engine.arch import blocks_of
+    from isoscope.engine.arch import blocks_of
 
     _, blocks = blocks_of(model)
     _, theirs = blocks_of(source)
@@ -89,7 +89,7 @@ def swap_block(model, source, i: int):
 
 
 def swap_block_back(model, original, i: int) -> None:
-    from backend.engine.arch import blocks_of
+    from isoscope.engine.arch import blocks_of
 
     blocks_of(model)[1][i] = original
 
@@ -99,10 +99,10 @@ def prepare(model: str, args) -> dict:
     held-out texts, and the calibration set (isoscope's own tokenization) for llm-compressor."""
     from quant import corpus_texts
 
-    from backend.analysis.quant.readiness import analyse, report_from, scan_sites
-    from backend.analysis.quant.recipe import build_recipe, predict
-    from backend.engine.extraction import tokenize
-    from backend.engine.load.models import load_model
+    from isoscope.analysis.quant.readiness import analyse, report_from, scan_sites
+    from isoscope.analysis.quant.recipe import build_recipe, predict
+    from isoscope.engine.extraction import tokenize
+    from isoscope.engine.load.models import load_model
 
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> None:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from backend.analysis.quant.readiness import spearman
+    from isoscope.analysis.quant.readiness import spearman
 
     prep = prepare(model_name, args)
     loaded, recipe, scan, seconds = prep["loaded"], prep["recipe"], prep["scan"], prep["seconds"]

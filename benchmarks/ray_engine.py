@@ -1,8 +1,8 @@
 """The Ray engine against the local engine: wall time for N texts, 1 worker vs 2 (or more).
 
 Prints one JSON object with, per variant, the runs' seconds, their median and spread (max - min):
-- ``local``: ``backend.engine.extraction.extract`` in this process (torch's default threads);
-- ``ray_wN``: ``backend.engine.extraction.ray_engine.run_ray_extraction`` with N CPU workers (one torch thread
+- ``local``: ``isoscope.engine.extraction.extract`` in this process (torch's default threads);
+- ``ray_wN``: ``isoscope.engine.extraction.ray_engine.run_ray_extraction`` with N CPU workers (one torch thread
   each) on a private local Ray instance started and stopped by the run: ``total_s`` counts
   everything (Ray start, reading the corpus as a Ray dataset, planning, actor start-up and model
   loads, the extraction, the merge); ``pool_s`` only the actor-pool stage (actor start-up included).
@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from backend.engine.environment import use_offline_environment  # noqa: E402 (after the path insert)
+from isoscope.engine.environment import use_offline_environment  # noqa: E402 (after the path insert)
 
 use_offline_environment()
 
@@ -43,11 +43,11 @@ def main() -> None:
     import numpy as np
     from extract import make_texts  # benchmarks/extract.py: the same varied-length texts
 
-    from backend.engine.extraction import ExtractionSettings, extract
-    from backend.engine.extraction.ray_cluster import ModelSpec, RayOptions
-    from backend.engine.extraction.ray_engine import run_ray_extraction
-    from backend.engine.inputs.corpus import load_corpus_file
-    from backend.engine.load.models import load_model
+    from isoscope.engine.extraction import ExtractionSettings, extract
+    from isoscope.engine.extraction.ray_cluster import ModelSpec, RayOptions
+    from isoscope.engine.extraction.ray_engine import run_ray_extraction
+    from isoscope.engine.inputs.corpus import load_corpus_file
+    from isoscope.engine.load.models import load_model
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--texts", type=int, default=2000)

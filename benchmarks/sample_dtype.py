@@ -2,7 +2,7 @@
 
 Extracts the bundled corpus (default settings, through the disk cache), rounds the token sample to
 bfloat16 and back, and compares per-state anisotropy, IsoScore, the cosine histogram and Timkey's
-top cosine dims (``backend.analysis.geometry.isotropy.by_state``). Prints JSON. Why isoscope keeps
+top cosine dims (``isoscope.analysis.anisotropy.by_state``). Prints JSON. Why isoscope keeps
 float32: docs/caching.md.
 
 Usage: ``python benchmarks/sample_dtype.py [MODEL]`` (default ``default``; e.g. ``smollm2``).
@@ -20,18 +20,18 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from backend.engine.environment import use_offline_environment  # noqa: E402 (after the path insert)
+from isoscope.engine.environment import use_offline_environment  # noqa: E402 (after the path insert)
 
 use_offline_environment()
 
 
 def main() -> None:
-    from backend.analysis.geometry.isotropy import by_state
-    from backend.engine.device import to_numpy
-    from backend.engine.extraction import ExtractionSettings
-    from backend.engine.inputs.corpus import bundled_corpus
-    from backend.engine.load.models import load_model
-    from backend.engine.store.cached_extract import cached_extract
+    from isoscope.analysis.anisotropy import by_state
+    from isoscope.engine.device import to_numpy
+    from isoscope.engine.extraction import ExtractionSettings
+    from isoscope.engine.inputs.corpus import bundled_corpus
+    from isoscope.engine.load.models import load_model
+    from isoscope.engine.store.cached_extract import cached_extract
 
     source = sys.argv[1] if len(sys.argv) > 1 else "default"
     loaded = load_model(source, device="cpu")

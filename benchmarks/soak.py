@@ -6,7 +6,7 @@ CLI, sharing a bounded disk cache. Prints one JSON object with peak RSS and disk
   into the sidebar, press **Run analysis** and wait until the Overview page shows that many texts.
   A sampler thread reads the server's RSS (psutil, every 0.2 s) for the peak; the cache folder is
   measured after every analysis.
-- ``cli``: the same corpora, one ``python -m backend analyze ... --cache-limit`` process each, on
+- ``cli``: the same corpora, one ``python -m isoscope analyze ... --cache-limit`` process each, on
   the same kind of cache folder; peak RSS per process (psutil, every 0.2 s) and disk use after each.
 
 Both modes use a small random model (``random:bert``: 4 layers, width 256; no download, seconds per
@@ -36,8 +36,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from backend.engine.store.cache import ResultCache  # noqa: E402 (after the path insert)
-from backend.engine.store.limit import format_size, parse_size  # noqa: E402 (after the path insert)
+from isoscope.engine.store.cache import ResultCache  # noqa: E402 (after the path insert)
+from isoscope.engine.store.limit import format_size, parse_size  # noqa: E402 (after the path insert)
 
 CHROMIUM = "/usr/bin/chromium"
 MIB = 1024**2
@@ -45,7 +45,7 @@ MIB = 1024**2
 
 def make_corpus(i: int, lines: int) -> str:
     """``lines`` distinct sentences, seeded by ``i``, from the bundled corpus's vocabulary."""
-    from backend.engine.inputs.corpus import bundled_corpus
+    from isoscope.engine.inputs.corpus import bundled_corpus
 
     words = sorted({w.strip(".,;:!?\"'()") for t in bundled_corpus().texts for w in t.split()})
     words = [w for w in words if w]
@@ -278,7 +278,7 @@ def run_cli(args, corpora: list[str], work: Path) -> dict:
         texts.write_text(text + "\n")
         t0 = time.perf_counter()
         cmd = [
-            sys.executable, "-m", "backend", "analyze", "--model", args.model,
+            sys.executable, "-m", "isoscope", "analyze", "--model", args.model,
             "--texts", str(texts), "--out", str(work / f"out{i}.json"), "--device", "cpu",
             "--cache-limit", args.cache_limit,
         ]  # fmt: skip

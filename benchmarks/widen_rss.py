@@ -1,5 +1,5 @@
 """Peak RSS of a bf16/fp16 checkpoint loaded as float32 on the CPU, by the two ways of
-:mod:`backend.engine.load.widening` (``released``: half load widened in place; ``pread``: its
+:mod:`isoscope.engine.load.widening` (``released``: half load widened in place; ``pread``: its
 fallback) and transformers' plain float32 load from the mmapped file (``old``), each run in a
 fresh process.
 
@@ -25,7 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from backend.engine.environment import use_offline_environment  # noqa: E402 (after the path insert)
+from isoscope.engine.environment import use_offline_environment  # noqa: E402 (after the path insert)
 
 use_offline_environment()
 GB = 1e9
@@ -48,9 +48,9 @@ def cpu_seconds() -> float:
 def one_run(folder: str, mode: str) -> dict:
     import torch
 
-    import backend.engine.load.checkpoints as checkpoints
-    from backend.engine.load import widening
-    from backend.engine.load.models import load_model
+    import isoscope.engine.load.checkpoints as checkpoints
+    from isoscope.engine.load import widening
+    from isoscope.engine.load.models import load_model
 
     if mode == "old":  # transformers' own mmapped reads
         checkpoints.widens = lambda *args, **kwargs: False

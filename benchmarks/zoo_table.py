@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from backend.engine.environment import quiet_libraries, use_offline_environment  # noqa: E402
+from isoscope.engine.environment import quiet_libraries, use_offline_environment  # noqa: E402
 from tests import zoo, zoo_recent  # noqa: E402
 from tests.zoo_checks import ANALYSES, cli_smoke, run_analyses  # noqa: E402
 
@@ -68,8 +68,8 @@ def splice(page: str, name: str, table: list[str]) -> str:
 
 def rows_of(module, tmp: Path) -> tuple[list[str], list[list[str]]]:
     """The header and one row per family of a zoo module (``FAMILIES``, ``build``)."""
-    from backend.engine.arch import position_kind
-    from backend.engine.load.models import load_model
+    from isoscope.engine.arch import position_kind
+    from isoscope.engine.load.models import load_model
 
     views = [*ANALYSES, *(["quant sites"] if "quant sites" not in ANALYSES else [])]
     header = ["family", "layer pattern", "causal", "positions", *views, "CLI massive"]

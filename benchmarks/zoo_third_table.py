@@ -22,8 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from backend.engine.environment import quiet_libraries, use_offline_environment  # noqa: E402
 from benchmarks.zoo_table import splice  # noqa: E402
+from isoscope.engine.environment import quiet_libraries, use_offline_environment  # noqa: E402
 from tests import zoo_third  # noqa: E402
 
 COLUMNS = ("causal", "padding", "extraction", "norms", "massive + sinks", "queries/keys",

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui.frame.page import load_or_stop, show_notices
-from ui.views import anisotropy as view
+from isoscope.ui.frame.page import load_or_stop, show_notices
+from isoscope.ui.views import anisotropy as view
 
 st.title("Anisotropy")
 loaded, result = load_or_stop()

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui.frame.page import load_or_stop, show_notices
-from ui.views import compare as view
+from isoscope.ui.frame.page import load_or_stop, show_notices
+from isoscope.ui.views import compare as view
 
 st.title("Compare")
 view.explain()

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui.frame.page import load_or_stop
-from ui.views import layernorm as view
+from isoscope.ui.frame.page import load_or_stop
+from isoscope.ui.views import layernorm as view
 
 st.title("LayerNorm outlier parameters and ablation")
 st.caption(

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui.frame.page import model_and_corpus_or_stop
-from ui.views.massive import text as view
-from ui.views.massive.media import media_massive_view
+from isoscope.ui.frame.page import model_and_corpus_or_stop
+from isoscope.ui.views.massive import text as view
+from isoscope.ui.views.massive.media import media_massive_view
 
 st.title("Massive activations & sinks")
 loaded, corpus = model_and_corpus_or_stop()

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui.frame.page import load_or_stop, show_notices
-from ui.views import outliers as view
-from ui.work.results import criteria_by_state
+from isoscope.ui.frame.page import load_or_stop, show_notices
+from isoscope.ui.views import outliers as view
+from isoscope.ui.work.results import criteria_by_state
 
 st.title("Outlier dimensions")
 loaded, result = load_or_stop()

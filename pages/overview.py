@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui.frame.page import load_or_stop
-from ui.sharing.exports import findings_panel
-from ui.views import overview as view
+from isoscope.ui.frame.page import load_or_stop
+from isoscope.ui.sharing.exports import findings_panel
+from isoscope.ui.views import overview as view
 
 st.title("Overview")
 plan = view.first_look_plan()  # a slow model's first look at a prefix of the corpus, else None

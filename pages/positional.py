@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui.frame.page import load_or_stop
-from ui.frame.tabs import lazy_tabs
-from ui.views.positional import TAB_VIEWS, TABS
+from isoscope.ui.frame.page import load_or_stop
+from isoscope.ui.frame.tabs import lazy_tabs
+from isoscope.ui.views.positional import TAB_VIEWS, TABS
 
 st.title("Positional information")
 st.caption(

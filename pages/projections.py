@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui.frame.page import load_or_stop, show_notices
-from ui.server.warmup import start_umap_warmup
-from ui.views import projections as view
-from ui.widgets.atlas import every_token_view
-from ui.widgets.ranges import PROJ_ALL_TOKENS
+from isoscope.ui.frame.page import load_or_stop, show_notices
+from isoscope.ui.server.warmup import start_umap_warmup
+from isoscope.ui.views import projections as view
+from isoscope.ui.widgets.atlas import every_token_view
+from isoscope.ui.widgets.ranges import PROJ_ALL_TOKENS
 
 st.title("Clipping & projections")
 warmup = start_umap_warmup()  # once per process, in the background: UMAP's first fit compiles

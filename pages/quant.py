@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui.frame.page import model_and_corpus_or_stop
-from ui.views.quant import tabs
-from ui.views.quant.decision import recipe_section
-from ui.views.quant.run import controls, explain, pairs_or_none, report_or_stop
-from ui.views.quant.summary import summary
+from isoscope.ui.frame.page import model_and_corpus_or_stop
+from isoscope.ui.views.quant import tabs
+from isoscope.ui.views.quant.decision import recipe_section
+from isoscope.ui.views.quant.run import controls, explain, pairs_or_none, report_or_stop
+from isoscope.ui.views.quant.summary import summary
 
 st.title("Quantization readiness")
 explain()

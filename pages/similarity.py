@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui.frame.page import load_or_stop
-from ui.views import similarity as view
-from ui.work.media import text_only
+from isoscope.ui.frame.page import load_or_stop
+from isoscope.ui.views import similarity as view
+from isoscope.ui.work.media import text_only
 
 st.title("Sentence similarity")
 loaded, result = load_or_stop()

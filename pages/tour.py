@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui.frame.page import load_or_stop
-from ui.views import tour as view
+from isoscope.ui.frame.page import load_or_stop
+from isoscope.ui.views import tour as view
 
 st.title("Guided tour")
 view.intro()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from backend.engine.load.models import ModelParts, build_random_model, make_loaded
+from isoscope.engine.load.models import ModelParts, build_random_model, make_loaded
 
 TEXTS = [
     "the cat sat on the mat .",
@@ -21,7 +21,7 @@ def tiny_model():
 
 def tiny_loaded_model():
     """A 2-layer random BERT with the bundled tokenizer, as a LoadedModel on the CPU."""
-    from backend.engine.load.models import bundled_tokenizer
+    from isoscope.engine.load.models import bundled_tokenizer
 
     tokenizer = bundled_tokenizer()
     model = build_random_model(

@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 
-from backend.engine.extraction import ExtractionResult, TokenTable
+from isoscope.engine.extraction import ExtractionResult, TokenTable
 from tests.synthetic import result_from_vectors
 
 
@@ -63,8 +63,8 @@ def assert_same_comparison(got, ref):
         assert got.ln.names == ref.ln.names
         np.testing.assert_array_equal(got.ln.d_gamma, ref.ln.d_gamma)
         np.testing.assert_array_equal(got.ln.d_beta, ref.ln.d_beta)
-    from backend.analysis.compare.comparison import comparison_report
-    from backend.engine.jsonio import to_jsonable
+    from isoscope.analysis.compare.comparison import comparison_report
+    from isoscope.engine.jsonio import to_jsonable
 
     def as_json(c):
         return json.dumps(to_jsonable(comparison_report(c)), sort_keys=True)

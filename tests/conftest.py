@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.engine.environment import use_offline_environment
+from isoscope.engine.environment import use_offline_environment
 
 use_offline_environment()
 # No background UMAP compilation in tests (a minute of CPU); the projections tests opt back in.
@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def pytest_collection_modifyitems(config, items):
     """Tier marker from the folder: tests/unit/** -> unit, tests/integration/** -> integration, ...
-    (inside a tier, folders mirror the packages: tests/unit/analysis/activations/test_massive.py)."""
+    (inside a tier, folders mirror the packages: tests/unit/analysis/massive/test_massive.py)."""
     tests = Path(__file__).resolve().parent
     for item in items:
         parts = Path(str(item.fspath)).resolve().relative_to(tests).parts
@@ -53,7 +53,7 @@ def _isolated_cache(tmp_path_factory):
 
 
 def _save_tiny(tmp_path_factory, family: str, name: str, head: str = "base") -> Path:
-    from backend.engine.load.models import build_random_model, bundled_tokenizer
+    from isoscope.engine.load.models import build_random_model, bundled_tokenizer
 
     tokenizer = bundled_tokenizer()
     model = build_random_model(
@@ -86,14 +86,14 @@ def tiny_gpt2_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def minilm():
     """The bundled all-MiniLM-L6-v2 on the CPU (loaded once per session)."""
-    from backend.engine.load.models import load_model
+    from isoscope.engine.load.models import load_model
 
     return load_model("default", device="cpu")
 
 
 @pytest.fixture(scope="session")
 def bundled():
-    from backend.engine.inputs.corpus import bundled_corpus
+    from isoscope.engine.inputs.corpus import bundled_corpus
 
     return bundled_corpus()
 
@@ -101,7 +101,7 @@ def bundled():
 @pytest.fixture(scope="session")
 def minilm_result(minilm, bundled):
     """Extraction of the bundled MiniLM on the bundled corpus (shared by integration tests)."""
-    from backend.engine.extraction import ExtractionSettings, extract
+    from isoscope.engine.extraction import ExtractionSettings, extract
 
     return extract(minilm, bundled, ExtractionSettings(sample_size=4000))
 

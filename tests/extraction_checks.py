@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from backend.engine.extraction import TokenTable, encode_text
+from isoscope.engine.extraction import TokenTable, encode_text
 
 TEXTS = (
     "The bank raised its interest rates again.",

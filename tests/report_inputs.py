@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from backend.engine.extraction import ExtractionResult, TokenTable
+from isoscope.engine.extraction import ExtractionResult, TokenTable
 from tests.synthetic import result_from_vectors
 
 QUICK = ("outliers", "anisotropy")

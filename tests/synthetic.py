@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from backend.engine.extraction import ExtractionResult, ExtractionSettings, TokenTable
-from backend.engine.extraction.stats import RunningStats
+from isoscope.engine.extraction import ExtractionResult, ExtractionSettings, TokenTable
+from isoscope.engine.extraction.stats import RunningStats
 
 
 def result_from_vectors(

@@ -10,7 +10,7 @@ def save_tiny_decoder(tmp_path_factory, name: str, config_cls, model_cls, **over
     """A random ``model_cls(config_cls(...))`` saved as safetensors with the bundled tokenizer."""
     import torch
 
-    from backend.engine.load.models import bundled_tokenizer
+    from isoscope.engine.load.models import bundled_tokenizer
 
     tokenizer = bundled_tokenizer()
     torch.manual_seed(0)

@@ -4,7 +4,7 @@ family transformers builds from a small config: the conformance zoo (``tests/int
 
 Each family is a config class name and the keyword arguments that make it tiny; :func:`build`
 saves a seeded random model with a small tokenizer to a folder, which isoscope's real loader
-(``backend.engine.load.models.load_model``) then reads like any checkpoint.
+(``isoscope.engine.load.models.load_model``) then reads like any checkpoint.
 """
 
 from __future__ import annotations

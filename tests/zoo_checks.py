@@ -34,7 +34,7 @@ ANALYSES = (
 
 
 def empirical_causal(model: torch.nn.Module) -> bool:
-    """The definition, independently of backend.engine.arch: change the last token of a text and
+    """The definition, independently of isoscope.engine.arch: change the last token of a text and
     see whether any earlier position's hidden state moves."""
     gen = torch.Generator().manual_seed(1)
     ids = torch.randint(5, 100, (1, 9), generator=gen)
@@ -49,7 +49,7 @@ def empirical_causal(model: torch.nn.Module) -> bool:
 
 def hidden_states_match(loaded) -> float:
     """Largest |difference| between isoscope's hidden states of a text and HF's own."""
-    from backend.engine.extraction import encode_text
+    from isoscope.engine.extraction import encode_text
 
     ours, _ = encode_text(loaded, TEXTS[0], max_length=16)
     enc = loaded.tokenizer(TEXTS[0], return_tensors="pt", truncation=True, max_length=16)
@@ -67,8 +67,8 @@ def wiring_errors(loaded) -> list[str]:
     """The discovered norm -> projection wiring against the module graph: zero a norm's output and
     every projection it is said to feed must receive zeros; feeds of a per-layer pre-norm lie in
     its own block."""
-    from backend.engine.arch import wiring
-    from backend.engine.arch.hooks import forward_hooks
+    from isoscope.engine.arch import wiring
+    from isoscope.engine.arch.hooks import forward_hooks
 
     model = loaded.model
     wired = wiring(loaded)
@@ -121,7 +121,7 @@ def wiring_errors(loaded) -> list[str]:
 
 def clips():
     """:data:`CLIP_SECONDS` of noise as an audio corpus (no files)."""
-    from backend.engine.inputs.media import MediaCorpus, MediaItem
+    from isoscope.engine.inputs.media import MediaCorpus, MediaItem
 
     rng = np.random.default_rng(0)
     items = tuple(
@@ -136,20 +136,20 @@ def run_analyses(loaded, bugs_as_cells: bool = False) -> dict[str, str]:
     IsoscopeError propagates (a bug), or with ``bugs_as_cells`` becomes ``bug: <Type>: <line>``
     (the table generator lists every family). An audio model reads :func:`clips` where a text
     model reads :data:`TEXTS`."""
-    from backend.analysis.activations.int8 import int8_sites
-    from backend.analysis.activations.scan import scan_massive
-    from backend.analysis.layernorm.params import ln_params, norms_of
-    from backend.analysis.positional.qk import qk_stats
-    from backend.analysis.positional.table import position_table_weights
-    from backend.analysis.positional.tupe import supports_tupe, tupe_summary
-    from backend.engine.errors import IsoscopeError
-    from backend.engine.extraction import encode_text
+    from isoscope.analysis.layernorm.params import ln_params, norms_of
+    from isoscope.analysis.massive.int8 import int8_sites
+    from isoscope.analysis.massive.scan import scan_massive
+    from isoscope.analysis.positional.qk import qk_stats
+    from isoscope.analysis.positional.table import position_table_weights
+    from isoscope.analysis.positional.tupe import supports_tupe, tupe_summary
+    from isoscope.engine.errors import IsoscopeError
+    from isoscope.engine.extraction import encode_text
 
     audio = loaded.layout.modality == "audio"
 
     def hidden():
         if audio:
-            from backend.engine.extraction import ExtractionSettings, extract
+            from isoscope.engine.extraction import ExtractionSettings, extract
 
             extract(loaded, clips(), ExtractionSettings(sample_size=20))
         else:
@@ -157,7 +157,7 @@ def run_analyses(loaded, bugs_as_cells: bool = False) -> dict[str, str]:
 
     def massive():
         if audio:
-            from backend.analysis.activations.highnorm import scan_audio
+            from isoscope.analysis.massive.highnorm import scan_audio
 
             scan_audio(loaded, clips().items)
         else:
@@ -171,7 +171,7 @@ def run_analyses(loaded, bugs_as_cells: bool = False) -> dict[str, str]:
             raise IsoscopeError("no norm output is the input of a projection")
 
     def quant_sites():
-        from backend.analysis.quant.sites import discover_sites
+        from isoscope.analysis.quant.sites import discover_sites
 
         roles = {s.role for s in discover_sites(loaded).sites}
         if "attn_in" not in roles:
@@ -215,7 +215,7 @@ def cli_smoke(folder: Path, tmp: Path, audio: bool = False) -> tuple[int, str]:
     ``audio``: on a folder of :func:`clips` (``--audio``)."""
     import soundfile
 
-    from backend.cli import main
+    from isoscope.cli import main
 
     if audio:
         inputs = ["--audio", str(tmp / "clips")]

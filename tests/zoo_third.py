@@ -351,7 +351,7 @@ def text_by_text(loaded):
     the model's own states as isoscope numbers them (``residual_states``)."""
     import torch
 
-    from backend.engine.extraction import residual_states, run_encoder
+    from isoscope.engine.extraction import residual_states, run_encoder
 
     total, count = 0.0, 0
     for text in TEXTS:
@@ -369,7 +369,7 @@ def causal_by_definition(loaded) -> bool:
     itself, as Reformer does, has more): changing the last of 9 tokens moves no earlier one."""
     import torch
 
-    from backend.engine.extraction import residual_states, run_encoder
+    from isoscope.engine.extraction import residual_states, run_encoder
 
     gen = torch.Generator().manual_seed(1)
     ids = torch.randint(5, 100, (1, 9), generator=gen)
@@ -393,10 +393,10 @@ def outcomes(family: str, folder: Path, tmp: Path) -> dict[str, str]:
     ``load``, ``causal`` (``yes``/``no``, or ``WRONG`` against the definition) and ``padding``."""
     import numpy as np
 
-    from backend.engine.errors import IsoscopeError
-    from backend.engine.extraction import ExtractionSettings, extract
-    from backend.engine.inputs.corpus import corpus_from_text
-    from backend.engine.load.models import load_model
+    from isoscope.engine.errors import IsoscopeError
+    from isoscope.engine.extraction import ExtractionSettings, extract
+    from isoscope.engine.inputs.corpus import corpus_from_text
+    from isoscope.engine.load.models import load_model
     from tests.zoo_checks import cli_smoke, run_analyses
 
     try:

@@ -14,10 +14,10 @@
   several pages share in ``results``), ``widgets`` (controls, the ranges a widget and a link
   accept, live charts, the token atlas), ``sharing`` (downloads, exports, links, saved
   analyses) and ``server`` (the process's start-up, its access rules, warm-ups).
-- Every cached call goes through that idiom: ``@cached`` / ``@heavy`` of :mod:`ui.work.cached`, whose
+- Every cached call goes through that idiom: ``@cached`` / ``@heavy`` of :mod:`isoscope.ui.work.cached`, whose
   arguments are the key. A page or view never builds a memo key by hand and never runs a
-  ``backend.analysis`` / ``backend.share`` function outside such a function.
+  ``isoscope.analysis`` / ``isoscope.share`` function outside such a function.
 
-Imports point down ``pages -> ui.views -> ui -> backend`` (tests/unit/test_architecture.py), and
+Imports point down ``pages -> isoscope.ui.views -> ui -> backend`` (tests/unit/test_architecture.py), and
 ``backend`` never imports streamlit.
 """

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 
-from backend.analysis.geometry.isotropy import HISTOGRAM_BINS, N_PAIRS, TOP_DIMS
-from backend.commands.common import (
+from isoscope.analysis.anisotropy import HISTOGRAM_BINS, N_PAIRS, TOP_DIMS
+from isoscope.commands.common import (
     DownloadPrinter,
     ProgressPrinter,
     add_cache_args,
@@ -24,7 +24,7 @@ from backend.commands.common import (
     settings_from_args,
     write_json,
 )
-from backend.engine.params import SAMPLE_SIZE, SEED, TOKEN_BUDGET
+from isoscope.engine.params import SAMPLE_SIZE, SEED, TOKEN_BUDGET
 
 
 def add_parser(sub) -> None:
@@ -88,7 +88,7 @@ def add_parser(sub) -> None:
 
 
 def add_engine_args(p: argparse.ArgumentParser) -> None:
-    """--engine local|ray and the Ray options (backend.engine.extraction.ray_cluster)."""
+    """--engine local|ray and the Ray options (isoscope.engine.extraction.ray_cluster)."""
     group = p.add_argument_group("engine (Ray runs neither read nor write the extraction cache)")
     group.add_argument(
         "--engine",
@@ -117,8 +117,8 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from backend.engine.errors import InputError
-    from backend.engine.store.limit import parse_size
+    from isoscope.engine.errors import InputError
+    from isoscope.engine.store.limit import parse_size
 
     out = check_out_path(args.out)
     check_cache_args(args)  # a typo fails before the model loads
@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--histogram-bins must be between 1 and 1000, got {args.histogram_bins}")
     TOP_DIMS.check(args.top_dims, TOP_DIMS.flag)
     if args.save:
-        from backend.engine.store.saved import check_save_target
+        from isoscope.engine.store.saved import check_save_target
 
         check_save_target(args.save)  # a bad path fails before the extraction, not after
     # Ray reads a text corpus as a dataset itself; images and audio are read here, as locally
@@ -146,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         _, result = load_and_extract(args, corpus, settings)
     if args.save:
-        from backend.engine.store.saved import save_analysis
+        from isoscope.engine.store.saved import save_analysis
 
         progress_line(f"saved analysis: {save_analysis(result, args.save)}")
     write_json(
@@ -163,11 +163,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_ray(args: argparse.Namespace, settings, media=None):
-    """The extraction on Ray (backend.engine.extraction.ray_engine): the corpus path is read as a Ray dataset;
+    """The extraction on Ray (isoscope.engine.extraction.ray_engine): the corpus path is read as a Ray dataset;
     ``media``: the images / clips already read (the driver ships them to the workers)."""
-    from backend.engine.errors import InputError
-    from backend.engine.extraction.ray_cluster import ModelSpec, RayOptions
-    from backend.engine.extraction.ray_engine import run_ray_extraction
+    from isoscope.engine.errors import InputError
+    from isoscope.engine.extraction.ray_cluster import ModelSpec, RayOptions
+    from isoscope.engine.extraction.ray_engine import run_ray_extraction
 
     gpus = args.gpus_per_worker
     device = args.device
@@ -209,8 +209,8 @@ def build_report(
     histogram, Timkey's top cosine dims with their share of the mean cosine, and IsoScore (Rudman
     et al. 2022; null when the token sample has fewer points than dimensions).
     """
-    from backend.analysis.geometry.isotropy import by_state, clipped_anisotropy_by_state
-    from backend.analysis.geometry.outliers import criteria_by_state, outlier_dims_by_state
+    from isoscope.analysis.anisotropy import by_state, clipped_anisotropy_by_state
+    from isoscope.analysis.outliers import criteria_by_state, outlier_dims_by_state
 
     iso = by_state(result, n_pairs=pairs, seed=seed, bins=bins, top_k=top_dims, similarity=False)
     aniso = iso.anisotropy

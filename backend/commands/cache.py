@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import argparse
 
-from backend.commands.common import add_cache_args, check_out_path, progress_line, write_json
+from isoscope.commands.common import add_cache_args, check_out_path, progress_line, write_json
 
 
 def apply_cache_args(args: argparse.Namespace):
     """Set the process's cache limit from ``--cache-limit`` and return the ResultCache to use."""
-    from backend.engine.store.cache import ResultCache
-    from backend.engine.store.limit import set_process_limit
+    from isoscope.engine.store.cache import ResultCache
+    from isoscope.engine.store.limit import set_process_limit
 
     if getattr(args, "cache_limit", None) is not None:
         set_process_limit(args.cache_limit)
@@ -38,8 +38,8 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from backend.engine.errors import InputError
-    from backend.engine.store.limit import format_size
+    from isoscope.engine.errors import InputError
+    from isoscope.engine.store.limit import format_size
 
     out = check_out_path(args.out) if args.out else None
     if args.models and not args.clear:

@@ -9,9 +9,9 @@ import sys
 import time
 from pathlib import Path
 
-from backend.engine.errors import IsoscopeError
-from backend.engine.jsonio import strict_json
-from backend.engine.params import BATCH_SIZE, MAX_LENGTH, Interval
+from isoscope.engine.errors import IsoscopeError
+from isoscope.engine.jsonio import strict_json
+from isoscope.engine.params import BATCH_SIZE, MAX_LENGTH, Interval
 
 MODEL_SOURCES = (
     "default | smollm2 (bundled decoder) | file.gguf | checkpoint folder | Hub id org/name[@rev] | "
@@ -62,8 +62,8 @@ def load_model_from_args(
     """The model named by ``source`` (default ``--model``) with the options of
     :func:`add_model_args`. With ``corpus`` (``max_length`` tokens per text), one line on
     stderr before the weights are downloaded or loaded: the first page's estimated time
-    (:class:`backend.engine.budget.time_estimate.TimeEstimate`)."""
-    from backend.engine.load.models import load_model
+    (:class:`isoscope.engine.budget.time_estimate.TimeEstimate`)."""
+    from isoscope.engine.load.models import load_model
 
     # No "loading ..." line before the load: a refused model must leave exactly one line on stderr.
     source = args.model if source is None else source
@@ -86,9 +86,9 @@ def load_model_from_args(
 
 
 def _time_preflight(args: argparse.Namespace, corpus, max_length: int):
-    from backend.engine.budget import time_estimate
-    from backend.engine.budget.batching import Batching
-    from backend.engine.store.cache import ResultCache
+    from isoscope.engine.budget import time_estimate
+    from isoscope.engine.budget.batching import Batching
+    from isoscope.engine.store.cache import ResultCache
 
     root = ResultCache(getattr(args, "cache_dir", None)).root
     defaults = Batching.of()
@@ -107,7 +107,7 @@ class DownloadPrinter:
     refused download prints nothing, so a refusal stays one line)."""
 
     def __init__(self, source: str) -> None:
-        from backend.engine.load.hub import DownloadMeter
+        from isoscope.engine.load.hub import DownloadMeter
 
         self.source = source
         self.meter = DownloadMeter()
@@ -147,7 +147,7 @@ def add_cache_args(parser: argparse.ArgumentParser, *, no_cache: bool = True) ->
 
 def check_cache_args(args: argparse.Namespace) -> None:
     """Fail on a malformed ``--cache-limit`` before any model loads."""
-    from backend.engine.store.limit import parse_size
+    from isoscope.engine.store.limit import parse_size
 
     if getattr(args, "cache_limit", None) is not None:
         parse_size(args.cache_limit, "--cache-limit")
@@ -156,9 +156,9 @@ def check_cache_args(args: argparse.Namespace) -> None:
 def extract_with_cache(loaded, corpus, settings, args: argparse.Namespace, label: str = ""):
     """The extraction through the disk cache (``--cache-dir``/``--cache-limit``) unless
     ``--no-cache``, with a progress line on stderr."""
-    from backend.engine.extraction import extract
-    from backend.engine.store.cache import ResultCache
-    from backend.engine.store.cached_extract import cached_extract
+    from isoscope.engine.extraction import extract
+    from isoscope.engine.store.cache import ResultCache
+    from isoscope.engine.store.cached_extract import cached_extract
 
     unit = {"text": "texts", "image": "images", "audio": "clips"}[corpus.kind]
     progress = ProgressPrinter(f"{label + ': ' if label else ''}extracting {len(corpus)} {unit}")
@@ -172,7 +172,7 @@ def settings_from_args(args: argparse.Namespace, **overrides):
     """The extraction settings every extracting command's options give: ``--max-length``,
     ``--batch-size``, ``--sample-size`` and ``--seed``; ``overrides`` for a command's own
     (``analyze``'s token budget, special tokens and sample budget)."""
-    from backend.engine.extraction import ExtractionSettings
+    from isoscope.engine.extraction import ExtractionSettings
 
     fields = {
         "max_length": args.max_length,
@@ -208,7 +208,7 @@ def load_and_extract(
 
 def add_input_args(parser: argparse.ArgumentParser, texts_help: str) -> None:
     """``--texts FILE`` | ``--images DIR`` | ``--audio DIR``: exactly one (``demo`` for images or
-    audio: the bundled sets, :mod:`backend.engine.inputs.media`)."""
+    audio: the bundled sets, :mod:`isoscope.engine.inputs.media`)."""
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("--texts", help=texts_help)
     group.add_argument(
@@ -227,8 +227,8 @@ def add_input_args(parser: argparse.ArgumentParser, texts_help: str) -> None:
 
 def load_inputs(args: argparse.Namespace):
     """The corpus ``--texts`` / ``--images`` / ``--audio`` name."""
-    from backend.engine.inputs.corpus import load_corpus_file
-    from backend.engine.inputs.media import demo_images, demo_speech, load_media_folder
+    from isoscope.engine.inputs.corpus import load_corpus_file
+    from isoscope.engine.inputs.media import demo_images, demo_speech, load_media_folder
 
     if getattr(args, "images", None):
         return demo_images() if args.images == "demo" else load_media_folder(args.images, "image")
@@ -240,8 +240,8 @@ def load_inputs(args: argparse.Namespace):
 def read_pairs(path: str) -> tuple[list[str], list[str], list[float]]:
     """``--pairs`` CSV (sentence1,sentence2,score) as (sentences A, sentences B, gold scores), for
     the commands that take STS pairs as plain lists (``ablate``, ``report``)."""
-    from backend.engine.errors import InputError
-    from backend.engine.inputs.pairs import read_pairs_csv
+    from isoscope.engine.errors import InputError
+    from isoscope.engine.inputs.pairs import read_pairs_csv
 
     if not Path(path).is_file():
         raise InputError(
@@ -321,12 +321,12 @@ def add_exclude_first_arg(parser: argparse.ArgumentParser) -> None:
 
 def resolve_exclude_first(args: argparse.Namespace, loaded=None) -> bool:
     """``--exclude-first`` as a bool: ``auto`` follows the loaded model's causal flag (or, without
-    a loaded model, :func:`backend.engine.load.models.source_is_causal`)."""
+    a loaded model, :func:`isoscope.engine.load.models.source_is_causal`)."""
     choice = getattr(args, "exclude_first", "auto") or "auto"
     if choice != "auto":
         return choice == "on"
     if loaded is not None:
         return bool(loaded.info.is_causal)
-    from backend.engine.load.models import source_is_causal
+    from isoscope.engine.load.models import source_is_causal
 
     return source_is_causal(args.model)

@@ -4,7 +4,7 @@
 
 Writes ``{"a", "b": model cards, "cka": states(A) x states(B), "basis": "tokens" | "texts",
 "states": [{"index", "anisotropy_a", "anisotropy_b", "outliers_a", "outliers_b", "gained",
-"lost", ...}]}`` (see :func:`backend.analysis.compare.comparison.comparison_report`). Linear CKA after Kornblith et al.
+"lost", ...}]}`` (see :func:`isoscope.analysis.compare.comparison.comparison_report`). Linear CKA after Kornblith et al.
 2019 (arXiv 1905.00414).
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from backend.commands.common import (
+from isoscope.commands.common import (
     add_cache_args,
     add_input_args,
     add_model_args,
@@ -25,7 +25,7 @@ from backend.commands.common import (
     settings_from_args,
     write_json,
 )
-from backend.engine.params import SAMPLE_SIZE, SEED
+from isoscope.engine.params import SAMPLE_SIZE, SEED
 
 DEBIASED = {"auto": None, "yes": True, "no": False}
 
@@ -67,10 +67,10 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from backend.analysis.compare.comparison import compare_with_cache, comparison_report
-    from backend.engine.errors import InputError
-    from backend.engine.inputs.corpus import load_corpus_file
-    from backend.engine.store.cache import ResultCache
+    from isoscope.analysis.compare.comparison import compare_with_cache, comparison_report
+    from isoscope.engine.errors import InputError
+    from isoscope.engine.inputs.corpus import load_corpus_file
+    from isoscope.engine.store.cache import ResultCache
 
     out = check_out_path(args.out)
     check_cache_args(args)
@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     corpus_b = load_corpus_file(args.texts_b) if args.texts_b else corpus_a
     pairs = None
     if args.pairs:
-        from backend.engine.inputs.pairs import read_pairs_csv
+        from isoscope.engine.inputs.pairs import read_pairs_csv
 
         pairs = read_pairs_csv(args.pairs)
         if len(pairs.scores) < 3:

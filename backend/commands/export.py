@@ -1,12 +1,12 @@
 """``isoscope export``: the token sample or mean-pooled texts at one hidden state, raw or
-clipped, for the TensorBoard Embedding Projector or Apple's embedding-atlas (see :mod:`backend.share.export`)."""
+clipped, for the TensorBoard Embedding Projector or Apple's embedding-atlas (see :mod:`isoscope.share.export`)."""
 
 from __future__ import annotations
 
 import argparse
 from dataclasses import replace
 
-from backend.commands.common import (
+from isoscope.commands.common import (
     ProgressPrinter,
     add_cache_args,
     add_exclude_first_arg,
@@ -18,7 +18,7 @@ from backend.commands.common import (
     resolve_exclude_first,
     settings_from_args,
 )
-from backend.engine.params import SAMPLE_SIZE, SEED
+from isoscope.engine.params import SAMPLE_SIZE, SEED
 
 
 def add_parser(sub) -> None:
@@ -60,12 +60,12 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from backend.analysis.geometry.projections import check_method
-    from backend.analysis.geometry.similarity import parse_clip
-    from backend.engine.errors import InputError
-    from backend.engine.inputs.corpus import load_corpus_file
-    from backend.engine.naming import parse_hidden_state
-    from backend.share.export import (
+    from isoscope.analysis.projections.methods import check_method
+    from isoscope.analysis.similarity import parse_clip
+    from isoscope.engine.errors import InputError
+    from isoscope.engine.inputs.corpus import load_corpus_file
+    from isoscope.engine.naming import parse_hidden_state
+    from isoscope.share.export import (
         check_format,
         check_points,
         export_every_token,

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import argparse
 
-from backend.analysis.activations.params import (
+from isoscope.analysis.massive.params import (
     HIGH_NORM_FACTOR,
     MASSIVE_BATCH_SIZE,
     MASSIVE_MAX_LENGTH,
 )
-from backend.commands.common import (
+from isoscope.commands.common import (
     ProgressPrinter,
     add_input_args,
     add_model_args,
@@ -53,9 +53,9 @@ def add_parser(sub) -> None:
 
 
 def run_massive(args: argparse.Namespace) -> int:
-    from backend.analysis.activations.massive import peak_state
-    from backend.analysis.activations.scan import scan_massive
-    from backend.engine.extraction.media import check_modality
+    from isoscope.analysis.massive.massive import peak_state
+    from isoscope.analysis.massive.scan import scan_massive
+    from isoscope.engine.extraction.media import check_modality
 
     out = check_out_path(args.out)
     for param in (MASSIVE_MAX_LENGTH, MASSIVE_BATCH_SIZE):  # before any model loads
@@ -121,8 +121,8 @@ def _run_images(args: argparse.Namespace, loaded, corpus, out) -> int:
     """``--images``: massive activations by carrier token and high-norm patches."""
     import numpy as np
 
-    from backend.analysis.activations.highnorm import scan_images
-    from backend.analysis.activations.massive import peak_state
+    from isoscope.analysis.massive.highnorm import scan_images
+    from isoscope.analysis.massive.massive import peak_state
 
     scan = scan_images(
         loaded,
@@ -185,8 +185,8 @@ def _high_norm(state_names, unit: str, median, thresholds, shares) -> list[dict]
 
 def _run_audio(args: argparse.Namespace, loaded, corpus, out) -> int:
     """``--audio``: massive activations and high-norm frames over each clip's own frames."""
-    from backend.analysis.activations.highnorm import scan_audio
-    from backend.analysis.activations.massive import peak_state
+    from isoscope.analysis.massive.highnorm import scan_audio
+    from isoscope.analysis.massive.massive import peak_state
 
     scan = scan_audio(
         loaded,

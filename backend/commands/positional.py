@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from backend.analysis.positional.params import (
+from isoscope.analysis.positional.params import (
     MAX_POSITION,
     NOPE_BATCH,
     NOPE_D_MODEL,
@@ -19,7 +19,7 @@ from backend.analysis.positional.params import (
     TEST_FRACTION,
     TUPE_TEXTS,
 )
-from backend.commands.common import (
+from isoscope.commands.common import (
     ProgressPrinter,
     add_cache_args,
     add_model_args,
@@ -29,7 +29,7 @@ from backend.commands.common import (
     settings_from_args,
     write_json,
 )
-from backend.engine.params import SAMPLE_SIZE, SEED
+from isoscope.engine.params import SAMPLE_SIZE, SEED
 
 
 def add_parser(sub) -> None:
@@ -71,9 +71,9 @@ def add_parser(sub) -> None:
 
 
 def run_positional(args: argparse.Namespace) -> int:
-    from backend.analysis.positional.table import ProbeSettings, probe_result
-    from backend.analysis.positional.tupe import supports_tupe, tupe_summary
-    from backend.engine.inputs.corpus import load_corpus_file
+    from isoscope.analysis.positional.table import ProbeSettings, probe_result
+    from isoscope.analysis.positional.tupe import supports_tupe, tupe_summary
+    from isoscope.engine.inputs.corpus import load_corpus_file
 
     out = check_out_path(args.out)
     TUPE_TEXTS.check(args.tupe_texts, TUPE_TEXTS.flag)
@@ -115,7 +115,7 @@ def run_positional(args: argparse.Namespace) -> int:
 
 
 def run_nope(args: argparse.Namespace) -> int:
-    from backend.analysis.positional.nope import NopeSettings, variance_lab
+    from isoscope.analysis.positional.nope import NopeSettings, variance_lab
 
     out = check_out_path(args.out)
     settings = NopeSettings(

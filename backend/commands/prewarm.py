@@ -5,7 +5,7 @@ For each model: the bundled corpus with the dashboard's default settings (the fi
 out on causal models, as the sidebar starts), written to the result cache under the key the
 dashboard looks up. ``isoscope serve`` runs it in the background at start (``--prewarm``, on by
 default for the default model). A key another process is already computing is waited for, not
-computed twice (:meth:`backend.engine.store.cache.ResultCache.key_lock`).
+computed twice (:meth:`isoscope.engine.store.cache.ResultCache.key_lock`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from backend.commands.common import (
+from isoscope.commands.common import (
     add_cache_args,
     add_model_args,
     check_cache_args,
@@ -37,7 +37,7 @@ def add_parser(sub) -> None:
 
 
 def models_of(text: str) -> list[str]:
-    from backend.engine.errors import InputError
+    from isoscope.engine.errors import InputError
 
     models = [m.strip() for m in text.split(",") if m.strip()]
     if not models:
@@ -47,10 +47,10 @@ def models_of(text: str) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     """Extract the bundled corpus on each model into the cache, with the dashboard's defaults."""
-    from backend.engine.extraction import ExtractionSettings
-    from backend.engine.inputs.corpus import bundled_corpus
-    from backend.engine.store.cache import ResultCache
-    from backend.engine.store.cached_extract import cached_extract
+    from isoscope.engine.extraction import ExtractionSettings
+    from isoscope.engine.inputs.corpus import bundled_corpus
+    from isoscope.engine.store.cache import ResultCache
+    from isoscope.engine.store.cached_extract import cached_extract
 
     check_cache_args(args)
     cache = ResultCache(args.cache_dir, args.cache_limit)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import argparse
 
-from backend.analysis.positional.params import QK_BATCH_SIZE, QK_MAX_LENGTH
-from backend.commands.common import (
+from isoscope.analysis.positional.params import QK_BATCH_SIZE, QK_MAX_LENGTH
+from isoscope.commands.common import (
     ProgressPrinter,
     add_model_args,
     check_out_path,
@@ -44,9 +44,9 @@ def add_parser(sub) -> None:
 
 
 def run_qk(args: argparse.Namespace) -> int:
-    from backend.analysis.positional.qk import METRICS, qk_stats
-    from backend.engine.extraction.media import check_modality
-    from backend.engine.inputs.corpus import load_corpus_file
+    from isoscope.analysis.positional.qk import METRICS, qk_stats
+    from isoscope.engine.extraction.media import check_modality
+    from isoscope.engine.inputs.corpus import load_corpus_file
 
     out = check_out_path(args.out)
     for param in (QK_MAX_LENGTH, QK_BATCH_SIZE):  # before any model loads

@@ -1,14 +1,14 @@
 """``isoscope quant``: will this checkpoint quantize? Per-site activation scales (SmoothQuant's
 ``act_scales``), kurtosis and |x| >= 6 share, the simulated W8A8 / W4 error of each scheme per
 site, the measured end-to-end loss of each scheme and the per-block sensitivity (docs/quantization.md;
-``backend.analysis.quant``)."""
+``isoscope.analysis.quant``)."""
 
 from __future__ import annotations
 
 import argparse
 
-from backend.analysis.quant.ignore_list import MAX_BLOCKS
-from backend.analysis.quant.params import (
+from isoscope.analysis.quant.ignore_list import MAX_BLOCKS
+from isoscope.analysis.quant.params import (
     ALPHA_GRID,
     END_TOKENS,
     ERROR_TOKENS,
@@ -18,7 +18,7 @@ from backend.analysis.quant.params import (
     QUANT_MAX_LENGTH,
     SMOOTHQUANT_ALPHA,
 )
-from backend.commands.common import (
+from isoscope.commands.common import (
     ProgressPrinter,
     add_cache_args,
     add_model_args,
@@ -102,7 +102,7 @@ def add_parser(sub) -> None:
 
 
 def _refuse_pairs(name: str) -> None:
-    from backend.engine.errors import InputError
+    from isoscope.engine.errors import InputError
 
     raise InputError(
         f"--pairs is for encoders (STS of mean-pooled sentence vectors); {name} is a decoder, "
@@ -111,11 +111,11 @@ def _refuse_pairs(name: str) -> None:
 
 
 def run_quant(args: argparse.Namespace) -> int:
-    from backend.analysis.quant.ignore_list import check_ignore_rule
-    from backend.analysis.quant.params import check_keep_alpha
-    from backend.analysis.quant.readiness import analyse
-    from backend.engine.errors import InputError
-    from backend.engine.inputs.corpus import load_corpus_file
+    from isoscope.analysis.quant.ignore_list import check_ignore_rule
+    from isoscope.analysis.quant.params import check_keep_alpha
+    from isoscope.analysis.quant.readiness import analyse
+    from isoscope.engine.errors import InputError
+    from isoscope.engine.inputs.corpus import load_corpus_file
 
     out = check_out_path(args.out)
     check_cache_args(args)
@@ -135,8 +135,8 @@ def run_quant(args: argparse.Namespace) -> int:
     corpus = load_corpus_file(args.texts)
     pairs = None
     if args.pairs is not None:
-        from backend.engine.inputs.pairs import read_pairs_csv
-        from backend.engine.load.models import source_is_causal
+        from isoscope.engine.inputs.pairs import read_pairs_csv
+        from isoscope.engine.load.models import source_is_causal
 
         pairs = read_pairs_csv(args.pairs)  # `isoscope sts`'s reader
         if source_is_causal(args.model):  # refused before any weights load
@@ -198,8 +198,8 @@ def _extraction(loaded, corpus, args: argparse.Namespace):
     """The corpus's extraction (through the result cache) at the command's max length, first
     position left out on decoders as everywhere by default: where the hidden-state outlier dims
     of each site's overlap come from, as on the page (the sidebar's extraction)."""
-    from backend.commands.common import resolve_exclude_first
-    from backend.engine.extraction import ExtractionSettings
+    from isoscope.commands.common import resolve_exclude_first
+    from isoscope.engine.extraction import ExtractionSettings
 
     settings = ExtractionSettings(
         max_length=args.max_length,
@@ -213,7 +213,7 @@ def _recipe_path(value: str | None, suffixes: tuple[str, ...], flag: str, exampl
     if value is None:
         return None
     if not value.lower().endswith(suffixes):
-        from backend.engine.errors import InputError
+        from isoscope.engine.errors import InputError
 
         raise InputError(f"{flag} {value!r} must end in {' or '.join(suffixes)} (e.g. {example})")
     return check_out_path(value)
@@ -222,7 +222,7 @@ def _recipe_path(value: str | None, suffixes: tuple[str, ...], flag: str, exampl
 def _recipe(loaded, result, args: argparse.Namespace):
     """The recipe of this run, with its predicted end metric (two passes of the end texts), and
     the decision it names printed as one line."""
-    from backend.analysis.quant.recipe import build_recipe, predict
+    from isoscope.analysis.quant.recipe import build_recipe, predict
 
     recipe = predict(
         loaded,

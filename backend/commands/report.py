@@ -1,5 +1,5 @@
 """``isoscope report``: findings, key figures, model card, corpus and settings as one
-self-contained offline HTML file (see :mod:`backend.share.report`); ``--images`` / ``--audio``
+self-contained offline HTML file (see :mod:`isoscope.share.report`); ``--images`` / ``--audio``
 give the sections that apply to images and clips, and one line naming those left out."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from __future__ import annotations
 import argparse
 import os
 
-from backend.analysis.geometry.isotropy import N_PAIRS
-from backend.analysis.layernorm.thresholds import RANDOM_CONTROLS
-from backend.commands.common import (
+from isoscope.analysis.anisotropy import N_PAIRS
+from isoscope.analysis.layernorm.thresholds import RANDOM_CONTROLS
+from isoscope.commands.common import (
     ProgressPrinter,
     add_cache_args,
     add_exclude_first_arg,
@@ -20,7 +20,7 @@ from backend.commands.common import (
     progress_line,
     settings_from_args,
 )
-from backend.engine.params import SAMPLE_SIZE, SEED
+from isoscope.engine.params import SAMPLE_SIZE, SEED
 
 
 def add_parser(sub) -> None:
@@ -64,7 +64,7 @@ def add_parser(sub) -> None:
 def check_html_out(out: str):
     from pathlib import Path
 
-    from backend.engine.errors import InputError
+    from isoscope.engine.errors import InputError
 
     path = Path(out)
     if path.is_dir():
@@ -75,9 +75,9 @@ def check_html_out(out: str):
 
 
 def run(args: argparse.Namespace) -> int:
-    from backend.commands.common import read_pairs
-    from backend.engine.errors import InputError
-    from backend.share.report import SECTIONS, ReportSettings, build_report
+    from isoscope.commands.common import read_pairs
+    from isoscope.engine.errors import InputError
+    from isoscope.share.report import SECTIONS, ReportSettings, build_report
 
     out = check_html_out(args.out)
     report_settings = ReportSettings(

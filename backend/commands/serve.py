@@ -6,8 +6,8 @@ whatever folder the command is started from; ``--address`` and ``--port`` overri
 
 For a class: ``--prewarm`` (on by default, the default model) computes what the Overview shows
 in a low-priority background thread of the server process while it starts
-(:mod:`ui.server.prewarm`); ``--shared`` (on by default whenever the address is not a loopback
-one, see :mod:`backend.engine.serve.access`) locks the server down for visitors; ``--workers``
+(:mod:`isoscope.ui.server.prewarm`); ``--shared`` (on by default whenever the address is not a loopback
+one, see :mod:`isoscope.engine.serve.access`) locks the server down for visitors; ``--workers``
 bounds the heavy analyses that run at once.
 """
 
@@ -19,8 +19,8 @@ import sys
 import tomllib
 from pathlib import Path
 
-from backend.engine.environment import app_dir, runtime_env
-from backend.engine.errors import InputError
+from isoscope.engine.environment import app_dir, runtime_env
+from isoscope.engine.errors import InputError
 
 
 def add_parser(sub) -> None:
@@ -93,7 +93,7 @@ def streamlit_command(address: str, port: int) -> list[str]:
 def server_env(args: argparse.Namespace) -> dict[str, str]:
     """The server's environment: the runtime settings (downloads allowed unless the user set
     HF_HUB_OFFLINE=1), and the mode and pool size asked for."""
-    from backend.engine.serve.access import shared_mode
+    from isoscope.engine.serve.access import shared_mode
 
     env = runtime_env()
     if args.shared is not None:
@@ -108,7 +108,7 @@ def server_env(args: argparse.Namespace) -> dict[str, str]:
 
 def prewarm_models(models: str) -> list[str]:
     """The ``--prewarm`` list (``off`` for none); a bad list fails before the server starts."""
-    from backend.commands.prewarm import models_of
+    from isoscope.commands.prewarm import models_of
 
     if models.strip().lower() in ("off", "no", "none", ""):
         return []
@@ -137,8 +137,8 @@ def run(args: argparse.Namespace) -> int:
     sys.stderr.write(f"isoscope: serving on http://{args.address}:{args.port} ({mode})\n")
     sys.stderr.flush()
     # Streamlit in this process, so the prewarm thread fills the caches the sessions will use
-    # (ui.server.process: the backend itself never imports streamlit).
-    from ui.server.process import run_server
+    # (isoscope.ui.server.process: the backend itself never imports streamlit).
+    from isoscope.ui.server.process import run_server
 
     run_server(str(app_dir() / "app.py"), flag_options(args.address, args.port), models)
     return 0

@@ -1,7 +1,7 @@
 """``isoscope trajectory``: per-layer statistics over training checkpoints as JSON.
 
 Writes ``{"steps": [...], "checkpoints": [...], "states": [[per-state figures] per checkpoint],
-"layernorm", "emergence", "complete", "errors"}`` (see :meth:`backend.analysis.compare.trajectory.Trajectory.to_json`).
+"layernorm", "emergence", "complete", "errors"}`` (see :meth:`isoscope.analysis.compare.trajectory.Trajectory.to_json`).
 A checkpoint that fails to load, or has another architecture than the first, is skipped: the JSON
 holds every checkpoint that worked, and the command then exits 2 with one line naming the problem.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from backend.commands.common import (
+from isoscope.commands.common import (
     ProgressPrinter,
     add_cache_args,
     add_input_args,
@@ -22,7 +22,7 @@ from backend.commands.common import (
     settings_from_args,
     write_json,
 )
-from backend.engine.params import SAMPLE_SIZE, SEED
+from isoscope.engine.params import SAMPLE_SIZE, SEED
 
 
 def add_parser(sub) -> None:
@@ -46,10 +46,10 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from backend.analysis.compare.trajectory import resolve_checkpoints, run_trajectory
-    from backend.engine.errors import InputError
-    from backend.engine.inputs.media import KIND_NOUNS
-    from backend.engine.store.cache import ResultCache
+    from isoscope.analysis.compare.trajectory import resolve_checkpoints, run_trajectory
+    from isoscope.engine.errors import InputError
+    from isoscope.engine.inputs.media import KIND_NOUNS
+    from isoscope.engine.store.cache import ResultCache
 
     out = check_out_path(args.out)
     check_cache_args(args)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from backend.engine.errors import InputError
+from isoscope.engine.errors import InputError
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda", "mps")
 DTYPE_CHOICES = ("float32", "bfloat16")

@@ -3,7 +3,7 @@
 The CLI and the Streamlit frame call :func:`use_runtime_environment` before transformers is
 imported: quiet tokenizers, kernel caches, and no Hub telemetry. They do not force the Hugging
 Face libraries offline: transformers only ever reads local folders (``local_files_only``), and
-Hub ids are downloaded on demand by :mod:`backend.engine.load.hub` alone, which honours a user's
+Hub ids are downloaded on demand by :mod:`isoscope.engine.load.hub` alone, which honours a user's
 ``HF_HUB_OFFLINE=1`` (cache only). Tests, benchmarks and child processes that only read the
 cache use :func:`use_offline_environment` / :func:`offline_env`. Values already set by the user
 win (``setdefault``).
@@ -52,7 +52,7 @@ def use_offline_environment() -> None:
 
 def use_kernel_caches() -> None:
     """Keep compiled kernels in the isoscope cache so a second start compiles less: numba's
-    (the statistics kernel, :class:`backend.engine.extraction.kernel.MomentsKernel`; UMAP,
+    (the statistics kernel, :class:`isoscope.engine.extraction.kernel.MomentsKernel`; UMAP,
     pynndescent) in ``<isoscope cache>/numba``. Must run before numba is imported. A user's
     setting wins."""
     try:

@@ -6,7 +6,7 @@ values a link may carry (``ui/widgets/ranges.py``), so a default, a slider and a
 drift apart.
 
 Declarations of one analysis live beside it (the outlier thresholds in
-:mod:`backend.analysis.geometry.outliers`, keep-K and α in :mod:`backend.analysis.quant.params`);
+:mod:`isoscope.analysis.outliers`, keep-K and α in :mod:`isoscope.analysis.quant.params`);
 this module holds the type, the extraction's own parameters and the literature's constants that
 several layers quote.
 """
@@ -17,7 +17,7 @@ import argparse
 from dataclasses import dataclass
 from typing import Any
 
-from backend.engine.errors import InputError
+from isoscope.engine.errors import InputError
 
 
 def _number(value: float) -> str:

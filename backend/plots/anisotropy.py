@@ -1,7 +1,7 @@
 """Figures and tables of the Anisotropy page: cosine histograms, isotropy metrics by layer,
 the dimensions that carry the cosine (Timkey & van Schijndel), and the mean-cosine vs IsoScore contrast.
 
-Builders take :class:`backend.analysis.geometry.isotropy.StateIsotropy` objects (or plain arrays) and return
+Builders take :class:`isoscope.analysis.anisotropy.StateIsotropy` objects (or plain arrays) and return
 ``plotly.graph_objects.Figure``; the ``*_frame`` helpers give the data behind each chart for CSV.
 """
 
@@ -15,7 +15,7 @@ import plotly.express as px
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from backend.analysis.geometry.isotropy import StateIsotropy, top_cosine_dims
+from isoscope.analysis.anisotropy import StateIsotropy, top_cosine_dims
 
 # One colour per series, the same on every chart of the page.
 SERIES_COLOURS = {

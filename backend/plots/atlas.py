@@ -23,9 +23,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from backend.analysis.geometry.projections import Colouring, Projection
-from backend.engine.jsonio import strict_json
-from backend.plots.projections import axis_titles, category_colours
+from isoscope.analysis.projections.methods import Colouring, Projection
+from isoscope.engine.jsonio import strict_json
+from isoscope.plots.projections import axis_titles, category_colours
 
 MAGIC = b"ISOPTS1\0"
 _DTYPES = {"float32": np.float32, "uint32": np.uint32, "int32": np.int32, "uint8": np.uint8}

@@ -2,8 +2,8 @@
 metrics of A vs B, outlier dims gained and lost, the |mean| difference heatmap, LayerNorm
 gamma/beta differences, and the checkpoint trajectory views.
 
-Builders take :class:`backend.analysis.compare.comparison.Comparison` /
-:class:`backend.analysis.compare.trajectory.Trajectory` (or plain arrays) and return
+Builders take :class:`isoscope.analysis.compare.comparison.Comparison` /
+:class:`isoscope.analysis.compare.trajectory.Trajectory` (or plain arrays) and return
 ``plotly.graph_objects.Figure``; ``*_frame`` helpers give the data behind each chart for CSV
 downloads.
 """
@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from backend.analysis.compare.comparison import Comparison, LNDifference
-from backend.analysis.compare.trajectory import Trajectory
+from isoscope.analysis.compare.comparison import Comparison, LNDifference
+from isoscope.analysis.compare.trajectory import Trajectory
 
 SIDE_COLOURS = {"A": "#1f77b4", "B": "#ff7f0e"}
 CHANGE_COLOURS = {"kept": "#7f7f7f", "gained": "#2ca02c", "lost": "#d62728"}

@@ -1,5 +1,5 @@
 """Figures of massive activations and high-norm tokens in image and speech models
-(:mod:`backend.analysis.activations.highnorm`): norms by kind of token, their distribution, the
+(:mod:`isoscope.analysis.massive.highnorm`): norms by kind of token, their distribution, the
 patch norms drawn over the image, and a clip's frame norms on a time axis under its waveform."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from backend.analysis.activations.highnorm import IMAGE_CARRIERS, AudioScan, ImageScan, token_kind
-from backend.plots.axes import log_axis
+from isoscope.analysis.massive.highnorm import IMAGE_CARRIERS, AudioScan, ImageScan, token_kind
+from isoscope.plots.axes import log_axis
 
 WAVEFORM_POINTS = 4000  # a drawn waveform's points: a min/max envelope past this many samples
 

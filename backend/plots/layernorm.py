@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from backend.analysis.layernorm.params import LNOutliers, LNParams
-from backend.plots.lines import add_vlines
+from isoscope.analysis.layernorm.params import LNOutliers, LNParams
+from isoscope.plots.lines import add_vlines
 
 ABLATION_COLOR = "#d62728"
 CONTROL_COLOR = "#7f7f7f"

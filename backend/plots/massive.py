@@ -1,9 +1,9 @@
 """Figures and tables of the "Massive activations & sinks" page (docs/methods.md section 7).
 
-Builders take the results of :mod:`backend.analysis.activations.scan` (massive activations, sinks,
-int8 features), :mod:`~backend.analysis.activations.magnitudes` (one text) and
-:mod:`~backend.analysis.activations.first_position`, and return Plotly figures or pandas frames;
-nothing here runs a model. Image and speech models' figures: :mod:`backend.plots.highnorm`.
+Builders take the results of :mod:`isoscope.analysis.massive.scan` (massive activations, sinks,
+int8 features), :mod:`~isoscope.analysis.massive.magnitudes` (one text) and
+:mod:`~isoscope.analysis.massive.first_position`, and return Plotly figures or pandas frames;
+nothing here runs a model. Image and speech models' figures: :mod:`isoscope.plots.highnorm`.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from backend.analysis.activations.int8 import SITE_SHARE, Int8Stats
-from backend.analysis.activations.magnitudes import TextMagnitudes
-from backend.analysis.activations.massive import MassiveStats
-from backend.analysis.activations.sinks import SinkStats
-from backend.engine.params import LLM_INT8_THRESHOLD, percent
-from backend.plots.axes import log_axis
+from isoscope.analysis.massive.int8 import SITE_SHARE, Int8Stats
+from isoscope.analysis.massive.magnitudes import TextMagnitudes
+from isoscope.analysis.massive.massive import MassiveStats
+from isoscope.analysis.massive.sinks import SinkStats
+from isoscope.engine.params import LLM_INT8_THRESHOLD, percent
+from isoscope.plots.axes import log_axis
 
 _TOP_COLOURS = ("#4c72b0", "#55a868", "#8172b2")
 
@@ -289,7 +289,7 @@ def int8_frame(int8: Int8Stats, top: int = 20) -> pd.DataFrame:
 
 
 def inner_frame(inner) -> pd.DataFrame:
-    """Per site inside a mixer (``backend.analysis.activations.inner``): its kind, mixer, width,
+    """Per site inside a mixer (``isoscope.analysis.massive.inner``): its kind, mixer, width,
     median and largest |x|, and its outlier channels (|x| >= 6, and the scale-free rule)."""
     rows = inner.to_dict()
     return pd.DataFrame(

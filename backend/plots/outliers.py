@@ -1,6 +1,6 @@
 """Figures and tables of the Outlier dimensions page (docs/methods.md section 1).
 
-Builders take plain arrays (or an :class:`~backend.engine.extraction.ExtractionResult`) and return Plotly
+Builders take plain arrays (or an :class:`~isoscope.engine.extraction.ExtractionResult`) and return Plotly
 figures or pandas frames; nothing here runs a model.
 """
 
@@ -13,17 +13,17 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from backend.analysis.geometry.outliers import (
+from isoscope.analysis.outliers import (
     CRITERIA,
     CRITERION_LABELS,
     OutlierThresholds,
     criteria_by_state,
     outlier_dims_by_state,
 )
-from backend.engine.jsonio import strict_json
+from isoscope.engine.jsonio import strict_json
 
 if TYPE_CHECKING:  # type hints only: importing them would pull in torch
-    from backend.engine.extraction import ExtractionResult
+    from isoscope.engine.extraction import ExtractionResult
 
 # Heatmap colour options: label -> (how to read it, diverging colour scale?)
 HEATMAP_STATS: dict[str, str] = {
@@ -146,7 +146,7 @@ def outlier_heatmap(
 
 
 def criteria_marks(by_state: Sequence[Mapping[str, Sequence[int]]]) -> dict[str, list[list[int]]]:
-    """Reshape :func:`~backend.analysis.geometry.outliers.criteria_by_state` to ``{criterion: [dims per state]}``."""
+    """Reshape :func:`~isoscope.analysis.outliers.criteria_by_state` to ``{criterion: [dims per state]}``."""
     return {c: [list(found[c]) for found in by_state] for c in CRITERIA}
 
 

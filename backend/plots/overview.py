@@ -7,15 +7,15 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from backend.engine.store.provenance import reuse_line
+from isoscope.engine.store.provenance import reuse_line
 
 
 def model_card_rows(model: dict) -> list[dict[str, str]]:
     """Model card as (field, value) rows."""
     params = model.get("num_parameters", 0)
-    # the encoder of an encoder-decoder says so (backend.engine.load.models._role)
+    # the encoder of an encoder-decoder says so (isoscope.engine.load.models._role)
     role = [{"field": "role", "value": str(model["role"])}] if model.get("role") else []
-    opened = [  # what the user opened (backend.engine.store.provenance); older cards have no path.
+    opened = [  # what the user opened (isoscope.engine.store.provenance); older cards have no path.
         # A Hub id's revision is the commit loaded, so the result can be reproduced.
         {"field": field, "value": str(model[key])}
         for field, key in (("path", "path"), ("Hub revision", "revision"))

@@ -8,8 +8,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from backend.analysis.positional.tupe import TERM_LABELS, TERMS
-from backend.plots.axes import log_axis
+from isoscope.analysis.positional.tupe import TERM_LABELS, TERMS
+from isoscope.plots.axes import log_axis
 
 _MARGIN = dict(l=50, r=20, t=50, b=45)
 _LAYER_COLORS = (
@@ -449,7 +449,7 @@ def _cosine_heatmap(z: np.ndarray, hovertemplate: str) -> go.Heatmap:
 
 def patch_similarity_map(cosines: np.ndarray, row: int, col: int) -> go.Figure:
     """One patch's position-embedding similarity to every patch, on the patch grid
-    (``cosines``: (rows, cols, rows, cols) from :func:`backend.analysis.positional.grid.patch_cosines`)."""
+    (``cosines``: (rows, cols, rows, cols) from :func:`isoscope.analysis.positional.grid.patch_cosines`)."""
     fig = go.Figure(
         _cosine_heatmap(cosines[row, col], "patch r%{y}c%{x}<br>cos %{z:.3f}<extra></extra>")
     )
@@ -507,7 +507,7 @@ def patch_similarity_multiples(cosines: np.ndarray) -> go.Figure:
 
 def grid_probe_lines(state_names: Sequence[str], row, column) -> go.Figure:
     """Held-out accuracy of the row and column probes per hidden state, each with its baseline
-    (``row`` / ``column``: :class:`backend.analysis.positional.table.ProbeResult`)."""
+    (``row`` / ``column``: :class:`isoscope.analysis.positional.table.ProbeResult`)."""
     x = list(state_names)
     fig = go.Figure()
     for probe, name, colour in ((row, "row", "#1f77b4"), (column, "column", "#ff7f0e")):

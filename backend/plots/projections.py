@@ -19,8 +19,8 @@ import plotly.colors
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from backend.analysis.geometry.projections import Colouring, Projection
-from backend.engine.extraction.media import patch_pixels
+from isoscope.analysis.projections.methods import Colouring, Projection
+from isoscope.engine.extraction.media import patch_pixels
 
 THUMBNAIL_POINTS = 1000  # patch thumbnails per figure at most
 THUMBNAIL_BYTES = 1 << 20  # and at most this many bytes of them (base64 PNG)

@@ -1,6 +1,6 @@
 """Figures and tables of the "Quantization readiness" page (docs/methods.md section 10).
 
-Builders take a :class:`backend.analysis.quant.readiness.QuantReport` (or the token x channel
+Builders take a :class:`isoscope.analysis.quant.readiness.QuantReport` (or the token x channel
 :class:`MagnitudeTiles` of one site) and return Plotly figures or pandas frames; nothing here runs
 a model or computes a statistic.
 """
@@ -14,11 +14,11 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from backend.analysis.quant.before_after import ChannelProfile
-from backend.analysis.quant.readiness import MagnitudeTiles, QuantReport
-from backend.analysis.quant.schemes import SCHEME_LABELS, SCHEMES
-from backend.analysis.quant.sites import ROLE_LABELS, ROLES
-from backend.plots.axes import log_axis
+from isoscope.analysis.quant.before_after import ChannelProfile
+from isoscope.analysis.quant.readiness import MagnitudeTiles, QuantReport
+from isoscope.analysis.quant.schemes import SCHEME_LABELS, SCHEMES
+from isoscope.analysis.quant.sites import ROLE_LABELS, ROLES
+from isoscope.plots.axes import log_axis
 
 # heat-strip quantities: key -> (label, value of a site row, log colour)
 STRIP_QUANTITIES = {
@@ -223,7 +223,7 @@ def moved_figure(
     """What ``transform`` moved from the activations to the weights, per site: the per-token int8
     error of the input and the per-channel int8 error of the weight, before (dotted) and after
     (solid). Where the weight line ends above the activation line, the weight side is now the hard
-    one. ``stats``: :func:`backend.analysis.quant.before_after.before_after` of the report's scan."""
+    one. ``stats``: :func:`isoscope.analysis.quant.before_after.before_after` of the report's scan."""
     labels = [
         f"{s.site.layer}·{ROLE_LABELS.get(s.site.role, s.site.role)}" for s in report.scan.sites
     ]
@@ -254,7 +254,7 @@ def channel_figure(profile: ChannelProfile) -> go.Figure:
     """Per input channel of one site, before (grey) and after ``profile.transform`` (colour): the
     activation max |x| (top) and the weight's input-channel range max |W| (bottom), log scale.
     SmoothQuant lowers the outlier channels' activations and raises the same weight columns; a
-    rotation flattens both. ``profile``: :func:`backend.analysis.quant.before_after.channel_profile`."""
+    rotation flattens both. ``profile``: :func:`isoscope.analysis.quant.before_after.channel_profile`."""
     name = SCHEME_LABELS.get(profile.transform, profile.transform)
     if profile.transform == "smoothquant":
         name += f" (α = {profile.alpha:g})"
@@ -320,7 +320,7 @@ def before_after_frame(report: QuantReport, stats: list[dict]) -> pd.DataFrame:
 
 def prefix_figure(report: QuantReport, curve: list[dict]) -> go.Figure:
     """The end metric with only blocks 1..k quantized per token, as a curve over k (``curve``:
-    :func:`backend.analysis.quant.readiness.prefix_curve`), and the per-block sensitivity's
+    :func:`isoscope.analysis.quant.readiness.prefix_curve`), and the per-block sensitivity's
     running sum for comparison (where the curve rises faster, the errors compound)."""
     k = [r["layers"] for r in curve]
     fig = go.Figure(

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from backend.analysis.geometry.similarity import ThresholdSweep
+from isoscope.analysis.similarity import ThresholdSweep
 
 SERIES = {
     "raw": ("raw", "#1f77b4", "solid"),

@@ -12,9 +12,9 @@ with outlier dims clipped, for the TensorBoard Embedding Projector and Apple's e
 
 Points: ``"token"`` = the extraction's seeded token sample (text = the token in its context,
 ±8 tokens, the token in brackets); ``"text"`` = one mean-pooled vector per text
-(:func:`backend.engine.extraction.mean_pooled`; token and position are empty). Clipping
-(:class:`backend.analysis.geometry.postprocess.ClipDims`): ``"auto"`` zeroes the hidden state's detected outlier dims
-(:func:`backend.analysis.geometry.outliers.outlier_dims`, what the Clipping & projections page pre-fills), ``"none"``
+(:func:`isoscope.engine.extraction.mean_pooled`; token and position are empty). Clipping
+(:class:`isoscope.analysis.projections.postprocess.ClipDims`): ``"auto"`` zeroes the hidden state's detected outlier dims
+(:func:`isoscope.analysis.outliers.outlier_dims`, what the Clipping & projections page pre-fills), ``"none"``
 keeps the raw vectors, a list zeroes those dims. Tabs and newlines inside texts become spaces so
 every TSV row stays one row.
 """
@@ -28,9 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-from backend.engine.budget.progress import Progress
-from backend.engine.errors import InputError
-from backend.engine.jsonio import strict_json
+from isoscope.engine.budget.progress import Progress
+from isoscope.engine.errors import InputError
+from isoscope.engine.jsonio import strict_json
 
 EXPORT_FORMATS = ("projector", "atlas")
 POINT_KINDS = ("token", "text")
@@ -100,10 +100,10 @@ def check_format(fmt: str) -> str:
 
 
 def resolve_clip(clip: str | Sequence[int], result, state: int) -> list[int]:
-    """``"auto"`` -> the state's outlier dims (:func:`~backend.analysis.geometry.outliers.auto_clip_dims`),
+    """``"auto"`` -> the state's outlier dims (:func:`~isoscope.analysis.outliers.auto_clip_dims`),
     ``"none"`` -> [], ``"D1,D2"`` or ints -> those dims."""
-    from backend.analysis.geometry.outliers import auto_clip_dims
-    from backend.analysis.geometry.postprocess import parse_dims
+    from isoscope.analysis.outliers import auto_clip_dims
+    from isoscope.analysis.projections.postprocess import parse_dims
 
     if isinstance(clip, str):
         text = clip.strip().lower()
@@ -142,8 +142,8 @@ def export_points(
     for the texts ``text_ids`` (default: the first n texts). ``rows`` keeps only those points (rows
     of the token sample, or of ``pooled``), e.g. the ones a page projected.
     """
-    from backend.analysis.geometry.postprocess import make_postprocessor
-    from backend.analysis.geometry.projections import hover_contexts, text_snippets
+    from isoscope.analysis.projections.methods import hover_contexts, text_snippets
+    from isoscope.analysis.projections.postprocess import make_postprocessor
 
     points = check_points(points)
     if not 0 <= state < result.num_states:
@@ -164,7 +164,7 @@ def export_points(
         if pooled is None:
             if loaded is None:
                 raise InputError("exporting mean-pooled texts needs the model to pool them")
-            from backend.engine.extraction import mean_pooled
+            from isoscope.engine.extraction import mean_pooled
 
             pooled = mean_pooled(
                 loaded,
@@ -249,12 +249,12 @@ def atlas_table(
 ):
     """A pyarrow Table for embedding-atlas: text, token, x, y, vector (list<float32>) + metadata.
 
-    ``x``/``y`` are the 2-D ``projection`` (pca | umap | tsne, :func:`backend.analysis.geometry.projections.project`)
+    ``x``/``y`` are the 2-D ``projection`` (pca | umap | tsne, :func:`isoscope.analysis.projections.methods.project`)
     of the exported vectors, seeded; or ``coords`` (n, 2) already computed (the page's projection).
     """
     import pyarrow as pa
 
-    from backend.analysis.geometry.projections import project
+    from isoscope.analysis.projections.methods import project
 
     if coords is None:
         if len(exported) < 3:
@@ -338,8 +338,8 @@ PROJECTOR_MAX_POINTS = 100_000  # the Embedding Projector loads at most this man
 
 def _corpus_chunks(spilled, result, dims: Sequence[int], chunk_rows: int):
     """(rows, float32 vectors with ``dims`` zeroed, token, context text) per chunk of a spilled
-    state (:class:`backend.engine.extraction.spill.SpilledState`, rows = ``result.tokens``)."""
-    from backend.analysis.geometry.projections import hover_contexts
+    state (:class:`isoscope.engine.extraction.spill.SpilledState`, rows = ``result.tokens``)."""
+    from isoscope.analysis.projections.methods import hover_contexts
 
     for start, block in spilled.chunks(chunk_rows):
         rows = np.arange(start, start + len(block))
@@ -371,7 +371,7 @@ def atlas_corpus_file(
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from backend.engine.budget.progress import report
+    from isoscope.engine.budget.progress import report
 
     tokens, d = result.tokens, spilled.dim
     name = result.state_names[spilled.state]
@@ -422,7 +422,7 @@ def projector_corpus_files(
     """tensors.tsv, metadata.tsv and projector_config.json of every token of a spilled state,
     streamed to ``out_dir``; above ``limit`` (the Projector's 100,000-point cap) a seeded sample
     of ``limit`` rows. Returns the files and a notice when the cap applied."""
-    from backend.analysis.geometry.projections import projection_sample
+    from isoscope.analysis.projections.methods import projection_sample
 
     folder = Path(out_dir)
     folder.mkdir(parents=True, exist_ok=True)
@@ -477,8 +477,8 @@ def export_every_token(
     removed afterwards) as embedding-atlas Parquet (x/y: ``projection`` of the clipped vectors,
     x_raw/y_raw of the raw ones; UMAP / t-SNE fitted on landmarks) or Projector TSV (capped at
     :data:`PROJECTOR_MAX_POINTS`). Returns the files written and notices."""
-    from backend.analysis.geometry.corpus_projection import corpus_before_after
-    from backend.engine.extraction.spill import spill_state
+    from isoscope.analysis.projections.all_tokens import corpus_before_after
+    from isoscope.engine.extraction.spill import spill_state
 
     fmt = check_format(fmt)
     dims = resolve_clip(clip, result, state)

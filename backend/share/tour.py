@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from backend.analysis.layernorm.thresholds import RANDOM_CONTROLS
+from isoscope.analysis.layernorm.thresholds import RANDOM_CONTROLS
 
 TITLES = (
     "Outlier dimensions, and what clipping them does",
@@ -51,10 +51,10 @@ class TourStep:
 def outliers_step(result) -> TourStep:
     """Agrees when some dim is an outlier and zeroing the outlier dims of the state where it is
     strongest removes at least half of that state's anisotropy."""
-    from backend.analysis.geometry.isotropy import anisotropy_by_state, clipped_anisotropy_by_state
-    from backend.analysis.geometry.outliers import criteria_by_state, outlier_dims_by_state
-    from backend.plots.outliers import headline_outlier
-    from backend.plots.overview import anisotropy_line, anisotropy_with_lines
+    from isoscope.analysis.anisotropy import anisotropy_by_state, clipped_anisotropy_by_state
+    from isoscope.analysis.outliers import criteria_by_state, outlier_dims_by_state
+    from isoscope.plots.outliers import headline_outlier
+    from isoscope.plots.overview import anisotropy_line, anisotropy_with_lines
 
     step = TourStep(
         1,
@@ -111,10 +111,10 @@ def layernorm_step(
 ) -> TourStep:
     """Agrees when LayerNorm outlier dims exist and zeroing them moves the final sentence embedding
     further (lower cosine to the original) than every random control of the same size."""
-    from backend.analysis.layernorm.ablation import run_ablation
-    from backend.analysis.layernorm.params import ln_outliers
-    from backend.engine.errors import IsoscopeError
-    from backend.plots.layernorm import ablation_vs_controls
+    from isoscope.analysis.layernorm.ablation import run_ablation
+    from isoscope.analysis.layernorm.params import ln_outliers
+    from isoscope.engine.errors import IsoscopeError
+    from isoscope.plots.layernorm import ablation_vs_controls
 
     step = TourStep(
         2,
@@ -172,8 +172,8 @@ def anisotropy_step(result, random_result, model_is_random: bool = False) -> Tou
     """Agrees when the model is anisotropic (highest mean cosine >= 0.1) and more so in some layer
     than at ``emb``. The random-init copy on the same texts and pairs says whether training or the
     architecture made it so."""
-    from backend.analysis.geometry.isotropy import anisotropy_by_state
-    from backend.plots.overview import trained_vs_random_figure
+    from isoscope.analysis.anisotropy import anisotropy_by_state
+    from isoscope.plots.overview import trained_vs_random_figure
 
     step = TourStep(
         3,
@@ -222,9 +222,9 @@ def anisotropy_step(result, random_result, model_is_random: bool = False) -> Tou
 def position_step(loaded, result, max_position: int = 64) -> TourStep:
     """Agrees when the probe reads position at ``emb`` with at least twice the majority baseline and
     loses accuracy towards the last state."""
-    from backend.analysis.positional.table import ProbeSettings, probe_result
-    from backend.engine.errors import InputError
-    from backend.plots.positional import probe_accuracy_line
+    from isoscope.analysis.positional.table import ProbeSettings, probe_result
+    from isoscope.engine.errors import InputError
+    from isoscope.plots.positional import probe_accuracy_line
 
     step = TourStep(
         4,
@@ -263,8 +263,8 @@ def nope_step(
 ) -> TourStep:
     """Agrees when layer 1's attention-output variance falls with log-log slope in [-1.3, -0.7]
     (theory -1) under the causal mask and within ±0.2 of flat under the bidirectional one."""
-    from backend.analysis.positional.nope import NopeSettings, variance_lab_pair
-    from backend.plots.positional import variance_plot
+    from isoscope.analysis.positional.nope import NopeSettings, variance_lab_pair
+    from isoscope.plots.positional import variance_plot
 
     step = TourStep(
         5,

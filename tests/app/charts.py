@@ -1,5 +1,5 @@
 """The charts a page drew, read from AppTest's element tree: Streamlit's own (``plotly_chart``)
-and live charts (:func:`ui.widgets.charts.live_chart`, a component whose JSON arguments carry the
+and live charts (:func:`isoscope.ui.widgets.charts.live_chart`, a component whose JSON arguments carry the
 figure; AppTest shows it as an unknown ``component_instance``)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from streamlit.testing.v1 import AppTest
 
-LIVE = "ui.widgets.charts.live_chart"
+LIVE = "isoscope.ui.widgets.charts.live_chart"
 _KEYED_ID = re.compile(r"^\$\$ID-[0-9a-f]+-(?P<key>.+)$")
 
 

@@ -18,9 +18,9 @@ NEEDLE = "needle"  # the token of point 0, drawn alone in the top-right corner o
 def synthetic_points(n: int, seed: int = 0) -> bytes:
     """``n`` points in 50 texts of random tokens, two Gaussian blobs per panel; point 0 (token
     :data:`NEEDLE`, text 0 position 0) sits apart at (10, 10)."""
-    from backend.analysis.geometry.projections import Projection, token_colouring
-    from backend.engine.extraction import TokenTable
-    from backend.plots.atlas import encode_points
+    from isoscope.analysis.projections.methods import Projection, token_colouring
+    from isoscope.engine.extraction import TokenTable
+    from isoscope.plots.atlas import encode_points
 
     rng = np.random.default_rng(seed)
     coords = rng.normal(size=(2, n, 2)).astype(np.float64)
@@ -52,7 +52,7 @@ def synthetic_points(n: int, seed: int = 0) -> bytes:
 def main() -> None:
     import streamlit as st
 
-    from ui.widgets.atlas import atlas_chart
+    from isoscope.ui.widgets.atlas import atlas_chart
 
     st.title("Atlas")
     payload_file = os.environ.get("ISOSCOPE_ATLAS_PAYLOAD")

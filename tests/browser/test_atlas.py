@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from isoscope.ui.widgets.atlas import FRAME_SELECTOR
 from tests.browser.atlas_app import NEEDLE
 from tests.browser.test_smoke import CHROMIUM, CHROMIUM_ARGS, SERVER_START_S, _free_port
-from ui.widgets.atlas import FRAME_SELECTOR
 
 pytestmark = pytest.mark.browser
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from ui.widgets.charts import CHARTS_DRAWN_JS, FRAME_SELECTOR
+from isoscope.ui.widgets.charts import CHARTS_DRAWN_JS, FRAME_SELECTOR
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
@@ -100,7 +100,7 @@ def _serve(tmp_path_factory, name: str, **extra_env: str):
     }
     log = log_path.open("w")
     proc = subprocess.Popen(
-        # the way a user starts it: `isoscope serve` (python -m backend serve)
+        # the way a user starts it: `isoscope serve` (python -m isoscope serve)
         # (no prewarm: each test's first page is its own measure of a cold server)
         [
             sys.executable,

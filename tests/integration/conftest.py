@@ -33,9 +33,9 @@ def three_texts(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_all(tiny_bert_dir):
     """A tiny BERT's extraction whose token sample holds every token (the in-memory reference)."""
-    from backend.engine.extraction import ExtractionSettings, extract
-    from backend.engine.inputs.corpus import Corpus
-    from backend.engine.load.models import load_model
+    from isoscope.engine.extraction import ExtractionSettings, extract
+    from isoscope.engine.inputs.corpus import Corpus
+    from isoscope.engine.load.models import load_model
     from tests.extraction_checks import TEXTS
 
     loaded = load_model(str(tiny_bert_dir), device="cpu")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.engine.environment import offline_env
+from isoscope.engine.environment import offline_env
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -52,7 +52,7 @@ def test_wheel_holds_the_packages_the_app_and_the_command(wheel):
         assert required in names, f"{required} missing from {wheel.name}"
     assert not any(n.startswith("tests/") for n in names)
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
-    assert "isoscope = backend.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "isoscope = isoscope.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +92,7 @@ def test_isoscope_help_and_version_of_the_installed_wheel(installed, tmp_path):
     for command in ("serve", "analyze", "massive", "report", "compare"):
         assert command in done.stdout
     where = subprocess.run(
-        [str(installed / "bin" / "python"), "-c", "import backend; print(backend.__file__)"],
+        [str(installed / "bin" / "python"), "-c", "import isoscope; print(backend.__file__)"],
         cwd=tmp_path, env=offline_env(), capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     assert str(installed) in where, f"backend imported from {where}, not from the wheel"
@@ -114,7 +114,7 @@ def test_isoscope_analyze_on_the_bundled_model(installed, tmp_path):
 
 def test_installed_serve_finds_the_app_shipped_in_the_wheel(installed, tmp_path):
     code = (
-        "from backend.commands.serve import streamlit_command; "
+        "from isoscope.commands.serve import streamlit_command; "
         "print(streamlit_command('127.0.0.1', 8501)[4])"
     )
     app = subprocess.run(

@@ -38,7 +38,7 @@ def test_the_readme_notebook_example_runs(tmp_path, monkeypatch, capsys):
 
 
 def test_the_api_names_resolve_lazily():
-    import backend
+    import isoscope
 
     for name in backend.API:
         assert getattr(backend, name) is not None, name

@@ -1,5 +1,5 @@
 """The house rules of the package layout: imports point down ``engine <- analysis <- plots <- share
-<- commands / ui <- ui.views <- pages``, and no two modules import each other, even through a
+<- commands / ui <- isoscope.ui.views <- pages``, and no two modules import each other, even through a
 function-level import (a cycle closed that way is still a cycle). The CLI and the Streamlit glue
 sit side by side (``isoscope serve`` starts the app and its prewarm); each page's view sits above
 the shared glue and below its page (the rule is written at the top of ui/__init__.py). A page or
@@ -16,15 +16,15 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # Lower numbers sit lower: a module may import its own layer or any lower one.
 LAYERS = {
-    "backend.engine": 0,
-    "backend.analysis": 1,
-    "backend.plots": 2,
-    "backend.share": 3,
-    "backend.commands": 4,
-    "backend.cli": 4,
-    "backend.__main__": 4,
+    "isoscope.engine": 0,
+    "isoscope.analysis": 1,
+    "isoscope.plots": 2,
+    "isoscope.share": 3,
+    "isoscope.commands": 4,
+    "isoscope.cli": 4,
+    "isoscope.__main__": 4,
     "ui": 4,
-    "ui.views": 5,
+    "isoscope.ui.views": 5,
     "pages": 6,
     "app": 6,
 }
@@ -117,9 +117,9 @@ def test_no_import_cycles():
 
 def test_the_layer_rule_catches_an_upward_import():
     """The check itself can fail: a planted engine -> share import is reported."""
-    assert layer("backend.engine.load.models") < layer("backend.share.report")
-    assert layer("pages.outliers") > layer("ui.frame.page") == layer("backend.commands.analyze")
-    assert layer("pages.outliers") > layer("ui.views.outliers") > layer("ui.frame.page")
+    assert layer("isoscope.engine.load.models") < layer("isoscope.share.report")
+    assert layer("pages.outliers") > layer("isoscope.ui.frame.page") == layer("isoscope.commands.analyze")
+    assert layer("pages.outliers") > layer("isoscope.ui.views.outliers") > layer("isoscope.ui.frame.page")
 
 
 # Inside the engine each subpackage names a job. A module imports its own job, the vocabulary every
@@ -156,7 +156,7 @@ def engine_rank(module: str) -> int | None:
     return ENGINE_JOBS.get(parts[0]) if parts else 0
 
 
-ENGINE = sorted(m for m in MODULES if m.startswith("backend.engine."))
+ENGINE = sorted(m for m in MODULES if m.startswith("isoscope.engine."))
 
 
 def test_every_engine_module_belongs_to_a_job_or_the_vocabulary():
@@ -169,7 +169,7 @@ def engine_upward(graph: dict[str, set[str]], module: str) -> list[str]:
     return sorted(
         d
         for d in graph[module]
-        if d.startswith("backend.engine.") and (engine_rank(d) or 0) > (own or 0)
+        if d.startswith("isoscope.engine.") and (engine_rank(d) or 0) > (own or 0)
     )
 
 
@@ -182,15 +182,15 @@ def test_engine_imports_point_down_across_jobs(module):
 def test_the_engine_rule_catches_an_upward_import():
     planted = {
         **GRAPH,
-        "backend.engine.load.hub": GRAPH["backend.engine.load.hub"]
-        | {"backend.engine.store.cache"},
+        "isoscope.engine.load.hub": GRAPH["isoscope.engine.load.hub"]
+        | {"isoscope.engine.store.cache"},
     }
-    assert engine_upward(planted, "backend.engine.load.hub") == ["backend.engine.store.cache"]
-    assert engine_rank("backend.engine.errors") == 0 and engine_rank("backend.engine.stray") is None
+    assert engine_upward(planted, "isoscope.engine.load.hub") == ["isoscope.engine.store.cache"]
+    assert engine_rank("isoscope.engine.errors") == 0 and engine_rank("isoscope.engine.stray") is None
 
 
 def view_page(module: str) -> str:
-    """The page a view module belongs to: ``ui.views.outliers`` for itself, ``ui.views.positional``
+    """The page a view module belongs to: ``isoscope.ui.views.outliers`` for itself, ``isoscope.ui.views.positional``
     for each module of that page package."""
     return ".".join(module.split(".")[:3])
 
@@ -199,9 +199,9 @@ def view_crossings(graph: dict[str, set[str]]) -> dict[str, list[str]]:
     """Each view of ``graph`` that imports another page's view, with the views it imports (a
     module of a page package may import its siblings)."""
     crossing = {
-        m: sorted(d for d in deps if d.startswith("ui.views.") and view_page(d) != view_page(m))
+        m: sorted(d for d in deps if d.startswith("isoscope.ui.views.") and view_page(d) != view_page(m))
         for m, deps in graph.items()
-        if m.startswith("ui.views.")
+        if m.startswith("isoscope.ui.views.")
     }
     return {m: d for m, d in crossing.items() if d}
 
@@ -212,15 +212,15 @@ def test_views_import_no_other_view():
 
 
 def test_the_view_rule_catches_a_view_importing_another():
-    planted = {**GRAPH, "ui.views.outliers": GRAPH["ui.views.outliers"] | {"ui.views.similarity"}}
-    assert view_crossings(planted) == {"ui.views.outliers": ["ui.views.similarity"]}
+    planted = {**GRAPH, "isoscope.ui.views.outliers": GRAPH["isoscope.ui.views.outliers"] | {"isoscope.ui.views.similarity"}}
+    assert view_crossings(planted) == {"isoscope.ui.views.outliers": ["isoscope.ui.views.similarity"]}
 
 
 def test_the_view_rule_lets_a_page_package_import_its_siblings_only():
-    probe = "ui.views.positional.probe"
-    assert "ui.views.positional.shared" in GRAPH[probe]  # a sibling: allowed, and really used
-    planted = {**GRAPH, probe: GRAPH[probe] | {"ui.views.similarity", "ui.views.layernorm"}}
-    assert view_crossings(planted) == {probe: ["ui.views.layernorm", "ui.views.similarity"]}
+    probe = "isoscope.ui.views.positional.probe"
+    assert "isoscope.ui.views.positional.shared" in GRAPH[probe]  # a sibling: allowed, and really used
+    planted = {**GRAPH, probe: GRAPH[probe] | {"isoscope.ui.views.similarity", "isoscope.ui.views.layernorm"}}
+    assert view_crossings(planted) == {probe: ["isoscope.ui.views.layernorm", "isoscope.ui.views.similarity"]}
 
 
 # ----------------------------------------------------------------------------- the idiom module
@@ -261,22 +261,22 @@ def _names_imported_from_the_idiom_module() -> set[str]:
     names = set()
     for path in MODULES.values():
         for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-            if isinstance(node, ast.ImportFrom) and node.module == "ui.work.cached":
+            if isinstance(node, ast.ImportFrom) and node.module == "isoscope.ui.work.cached":
                 names.update(alias.name for alias in node.names)
     return names - IDIOM_DECORATORS
 
 
 def test_only_the_idiom_is_imported_from_the_idiom_module():
-    """Modules import the decorators from ui.work.cached and cached analyses from where they live."""
+    """Modules import the decorators from isoscope.ui.work.cached and cached analyses from where they live."""
     assert _names_imported_from_the_idiom_module() == set()
 
 
 # ----------------------------------------------------------------------------- the cache idiom
 
-# Building a cache key by hand: the idiom (ui.work.cached's @cached / @heavy) is the only caller.
+# Building a cache key by hand: the idiom (isoscope.ui.work.cached's @cached / @heavy) is the only caller.
 HAND_KEYS = {"memo", "memo_heavy", "shared_run", "result_key", "extraction_key", "cache_key"}
 HAND_KEYS |= {"comparison_cache_key", "WORK"}
-# backend.analysis / backend.share functions a page may call outside the idiom because they run no
+# isoscope.analysis / isoscope.share functions a page may call outside the idiom because they run no
 # analysis: input readers and parsers, facts about a model or result, and tables or lookups over a
 # result that is already computed (and cached). Modules named ``summaries`` hold only the latter.
 NOT_ANALYSES = {
@@ -291,10 +291,10 @@ NOT_ANALYSES = {
     "comparison_report", "coordinates_frame",
     # a seeded choice of indices (which points or texts a view draws)
     "projection_sample",
-    # a finished comparison's model cards set to what was opened now (backend.engine.store.provenance)
+    # a finished comparison's model cards set to what was opened now (isoscope.engine.store.provenance)
     "with_cards",
 }  # fmt: skip
-ANALYSIS_PACKAGES = ("backend.analysis", "backend.share")
+ANALYSIS_PACKAGES = ("isoscope.analysis", "isoscope.share")
 
 
 def _decorator_names(node: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
@@ -307,8 +307,8 @@ def _decorator_names(node: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
 
 def cache_idiom_breaches(source: str) -> list[str]:
     """What ``source`` (a page or view) does against the cache idiom: each hand-built key (an
-    import or use of :data:`HAND_KEYS`) and each call of a ``backend.analysis`` /
-    ``backend.share`` function outside a ``@cached`` / ``@heavy`` function, as "line: name"."""
+    import or use of :data:`HAND_KEYS`) and each call of a ``isoscope.analysis`` /
+    ``isoscope.share`` function outside a ``@cached`` / ``@heavy`` function, as "line: name"."""
     tree = ast.parse(source)
     analyses: dict[str, str] = {}  # local name -> module, for functions and modules imported
     breaches = []
@@ -329,7 +329,7 @@ def cache_idiom_breaches(source: str) -> list[str]:
             isinstance(func, ast.Attribute)
             and isinstance(func.value, ast.Name)
             and func.value.id in analyses
-        ):  # ``tour.outliers_step(...)`` after ``from backend.share import tour``
+        ):  # ``tour.outliers_step(...)`` after ``from isoscope.share import tour``
             name, module = func.attr, f"{analyses[func.value.id]}.{func.value.id}"
         else:
             return None
@@ -367,11 +367,11 @@ def test_pages_and_views_keep_to_the_cache_idiom(path):
 
 def test_the_cache_idiom_rule_catches_a_hand_built_key_and_an_uncached_analysis():
     page = (
-        "from backend.analysis.geometry.isotropy import by_state\n"
-        "from backend.analysis.geometry.projections import token_colour_options\n"
-        "from backend.share import tour\n"
-        "from ui.work.cached import cached\n"
-        "from ui.work.extraction import memo, result_key\n"
+        "from isoscope.analysis.anisotropy import by_state\n"
+        "from isoscope.analysis.projections.methods import token_colour_options\n"
+        "from isoscope.share import tour\n"
+        "from isoscope.ui.work.cached import cached\n"
+        "from isoscope.ui.work.extraction import memo, result_key\n"
         "by_state(result)\n"
         "token_colour_options(result)\n"
         "tour.nope_step()\n"
@@ -405,7 +405,7 @@ def _modules_without_a_test_file(root: Path) -> list[str]:
 
 
 def test_every_module_has_a_test_file_named_after_it():
-    """backend/analysis/activations/massive.py is tested in tests/<tier>/analysis/activations/test_massive.py:
+    """backend/analysis/massive/massive.py is tested in tests/<tier>/analysis/massive/test_massive.py:
     every module has a test file of its name somewhere under tests/."""
     missing = _modules_without_a_test_file(ROOT)
     assert not missing, "modules without a test_<module>.py under tests/: " + ", ".join(missing)
@@ -468,14 +468,14 @@ def test_no_private_name_crosses_a_module_boundary():
 
 def test_the_private_rule_catches_an_import_and_an_attribute_read():
     source = (
-        "from backend.engine.store.cache import _helper, cache_key\n"
-        "from backend.engine.store import cache\n"
-        "import backend.engine.store.saved as saved\n"
+        "from isoscope.engine.store.cache import _helper, cache_key\n"
+        "from isoscope.engine.store import cache\n"
+        "import isoscope.engine.store.saved as saved\n"
         "def f():\n"
         "    return cache._store, saved._index, cache.cache_key, saved.__name__\n"
     )
     assert private_crossings(source, "ui.x") == [
-        "backend.engine.store.cache._helper",
-        "backend.engine.store.cache._store",
-        "backend.engine.store.saved._index",
+        "isoscope.engine.store.cache._helper",
+        "isoscope.engine.store.cache._store",
+        "isoscope.engine.store.saved._index",
     ]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from backend import cli
-from backend.engine.errors import InputError
+from isoscope import cli
+from isoscope.engine.errors import InputError
 
 
 def test_every_command_is_registered_under_isoscope(capsys):

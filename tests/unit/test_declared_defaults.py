@@ -1,5 +1,5 @@
 """One default per declared parameter: every command's option and every page's widget of a declared
-parameter takes its default from the declaration (backend.engine.params.Interval and the analyses'
+parameter takes its default from the declaration (isoscope.engine.params.Interval and the analyses'
 own declarations), and a declaration has one name. The CLI is read from its parsers, the pages
 from their source (no Streamlit run)."""
 
@@ -13,21 +13,21 @@ from pathlib import Path
 
 import pytest
 
-from backend.cli import build_parser
-from backend.engine.params import Interval
+from isoscope.cli import build_parser
+from isoscope.engine.params import Interval
 
 ROOT = Path(__file__).resolve().parents[2]
 
 # Where parameters are declared: the extraction's and the literature's (engine.params), and each
 # analysis's own, beside it.
 DECLARATION_MODULES = (
-    "backend.engine.params",
-    "backend.analysis.geometry.outliers",
-    "backend.analysis.geometry.isotropy",
-    "backend.analysis.layernorm.thresholds",
-    "backend.analysis.quant.params",
-    "backend.analysis.activations.params",
-    "backend.analysis.positional.params",
+    "isoscope.engine.params",
+    "isoscope.analysis.outliers",
+    "isoscope.analysis.anisotropy",
+    "isoscope.analysis.layernorm.thresholds",
+    "isoscope.analysis.quant.params",
+    "isoscope.analysis.massive.params",
+    "isoscope.analysis.positional.params",
 )
 
 # An option whose default is "decided from the data", stated in the declaration's place: quant's
@@ -100,13 +100,13 @@ def test_a_command_states_no_default_of_its_own_for_a_declared_parameter(command
 
 
 def test_one_analysis_reads_one_declaration_in_its_command_its_page_and_its_functions():
-    from backend.analysis.activations import params as activations
-    from backend.analysis.activations.scan import scan_massive
-    from backend.analysis.positional import params as positional
-    from backend.analysis.positional.qk import qk_stats
-    from backend.analysis.quant import params as quant
-    from backend.analysis.quant.readiness import analyse, scan_sites
-    from ui.widgets.ranges import LINK_CONTROLS
+    from isoscope.analysis.massive import params as activations
+    from isoscope.analysis.massive.scan import scan_massive
+    from isoscope.analysis.positional import params as positional
+    from isoscope.analysis.positional.qk import qk_stats
+    from isoscope.analysis.quant import params as quant
+    from isoscope.analysis.quant.readiness import analyse, scan_sites
+    from isoscope.ui.widgets.ranges import LINK_CONTROLS
 
     def option(command: str, dest: str) -> Interval:
         return next(a for a in COMMANDS[command]._actions if a.dest == dest).declaration
@@ -126,8 +126,8 @@ def test_one_analysis_reads_one_declaration_in_its_command_its_page_and_its_func
     assert LINK_CONTROLS["massive"]["massive_max_length"] is activations.MASSIVE_MAX_LENGTH
     assert LINK_CONTROLS["quant"]["quant_max_length"] is quant.QUANT_MAX_LENGTH
     # every other extracting command reads the extraction's own, as the sidebar does
-    from backend.engine.extraction import ExtractionSettings
-    from backend.engine.params import MAX_LENGTH
+    from isoscope.engine.extraction import ExtractionSettings
+    from isoscope.engine.params import MAX_LENGTH
 
     assert ExtractionSettings().max_length == MAX_LENGTH.default
     for command in ("analyze", "positional", "ablate", "report", "export", "sts", "compare"):
@@ -146,7 +146,7 @@ def _declared_key(key: str) -> bool:
 
 
 def _link_keys() -> set[str]:
-    from ui.widgets.ranges import LINK_CONTROLS
+    from isoscope.ui.widgets.ranges import LINK_CONTROLS
 
     return {
         key

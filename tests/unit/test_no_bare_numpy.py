@@ -1,4 +1,4 @@
-"""Tensors become arrays only through backend.engine.device.to_numpy (detach, move to the CPU, cast to a
+"""Tensors become arrays only through isoscope.engine.device.to_numpy (detach, move to the CPU, cast to a
 dtype numpy has): a bare ``.numpy()`` breaks on CUDA/MPS tensors, on tensors that require grad and
 on bfloat16. The one ``.numpy()`` allowed is inside ``to_numpy`` itself."""
 
@@ -38,7 +38,7 @@ def _bare_numpy_calls(path: Path) -> list[str]:
 
 def test_no_bare_numpy_in_backend():
     calls = [hit for path in sorted(BACKEND.rglob("*.py")) for hit in _bare_numpy_calls(path)]
-    assert not calls, "use backend.engine.device.to_numpy instead of .numpy() at " + ", ".join(
+    assert not calls, "use isoscope.engine.device.to_numpy instead of .numpy() at " + ", ".join(
         calls
     )
 

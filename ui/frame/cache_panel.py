@@ -1,7 +1,7 @@
 """Sidebar section for the disk cache ("1.2 of 5 GiB", the limit, a clear button) and the sidebar
 control of the token sample's memory budget.
 
-The limit is process-wide (:func:`backend.engine.store.limit.set_process_limit`): it applies to every session
+The limit is process-wide (:func:`isoscope.engine.store.limit.set_process_limit`): it applies to every session
 of this server and to every cache write in this process, because the cache folder is shared. It
 starts from ``$ISOSCOPE_CACHE_LIMIT`` or 5 GiB. Rules of the cache (what is counted, what is
 evicted, what is never evicted): backend/engine/store/cache.py.
@@ -13,10 +13,10 @@ from typing import Any
 
 import streamlit as st
 
-from backend.engine.errors import IsoscopeError
-from backend.engine.extraction import ExtractionSettings
-from backend.engine.store.cache import MODELS_DIR, ResultCache, default_cache_dir
-from backend.engine.store.limit import (
+from isoscope.engine.errors import IsoscopeError
+from isoscope.engine.extraction import ExtractionSettings
+from isoscope.engine.store.cache import MODELS_DIR, ResultCache, default_cache_dir
+from isoscope.engine.store.limit import (
     GIB,
     CacheUsage,
     default_cache_limit,
@@ -24,7 +24,7 @@ from backend.engine.store.limit import (
     format_usage,
     set_process_limit,
 )
-from ui.server import access
+from isoscope.ui.server import access
 
 # Token-sample memory budgets offered in the sidebar (bytes), and their labels.
 SAMPLE_BUDGETS = {

@@ -49,7 +49,7 @@ def shared_failure_line(exc: BaseException, page: str) -> str:
 def show_unexpected(exc: BaseException, page: str) -> None:
     """One error line, and the details in a closed expander (to copy into a report); on a shared
     server, the details in the server's log only."""
-    from ui.server.access import shared
+    from isoscope.ui.server.access import shared
 
     if shared():
         sys.stderr.write(f"isoscope: unexpected error on the {page} page\n{failure_details(exc)}")

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import streamlit as st
 
-from backend.engine.errors import IsoscopeError
-from backend.engine.extraction import ExtractionResult
-from backend.engine.inputs.corpus import Corpus
-from backend.engine.load.models import LoadedModel
-from ui.work.corpora import get_corpus
-from ui.work.extraction import get_extraction
-from ui.work.models import get_model
+from isoscope.engine.errors import IsoscopeError
+from isoscope.engine.extraction import ExtractionResult
+from isoscope.engine.inputs.corpus import Corpus
+from isoscope.engine.load.models import LoadedModel
+from isoscope.ui.work.corpora import get_corpus
+from isoscope.ui.work.extraction import get_extraction
+from isoscope.ui.work.models import get_model
 
 
 def load_or_stop(

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from backend.engine.extraction import ExtractionSettings
-from ui.frame.session import SELECTION_KEY
-from ui.sharing.saved import saved_selection
+from isoscope.engine.extraction import ExtractionSettings
+from isoscope.ui.frame.session import SELECTION_KEY
+from isoscope.ui.sharing.saved import saved_selection
 
 
 @dataclass(frozen=True)

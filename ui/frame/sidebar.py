@@ -21,10 +21,10 @@ from typing import Any
 
 import streamlit as st
 
-from backend.engine.errors import IsoscopeError
-from backend.engine.extraction import ExtractionSettings
-from backend.engine.load.models import source_is_causal
-from backend.engine.load.source import (
+from isoscope.engine.errors import IsoscopeError
+from isoscope.engine.extraction import ExtractionSettings
+from isoscope.engine.load.models import source_is_causal
+from isoscope.engine.load.source import (
     DEFAULT_SOURCE,
     RANDOM_FAMILIES,
     SMOLLM2_SOURCE,
@@ -32,17 +32,17 @@ from backend.engine.load.source import (
     random_source,
     source_label,
 )
-from backend.engine.params import SAMPLE_SIZE
-from ui.frame.cache_panel import budget_label, cache_panel, sample_budget_input
-from ui.frame.selection import Selection, get_selection
-from ui.frame.session import SELECTION_KEY
-from ui.server import access
-from ui.sharing.saved import saved_panel
-from ui.work.corpora import remember_upload
-from ui.work.media import folder_input
+from isoscope.engine.params import SAMPLE_SIZE
+from isoscope.ui.frame.cache_panel import budget_label, cache_panel, sample_budget_input
+from isoscope.ui.frame.selection import Selection, get_selection
+from isoscope.ui.frame.session import SELECTION_KEY
+from isoscope.ui.server import access
+from isoscope.ui.sharing.saved import saved_panel
+from isoscope.ui.work.corpora import remember_upload
+from isoscope.ui.work.media import folder_input
 
 CUSTOM = "custom"
-# The menu's order; names and labels come from backend.engine.load.source (listed once there).
+# The menu's order; names and labels come from isoscope.engine.load.source (listed once there).
 _MENU = (
     DEFAULT_SOURCE,
     random_like_source(DEFAULT_SOURCE),

@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 
 import streamlit as st
 
-from ui.frame.selection import get_selection, page_visit
-from ui.sharing.links import check_tab
+from isoscope.ui.frame.selection import get_selection, page_visit
+from isoscope.ui.sharing.links import check_tab
 
 SEEN_KEY = "isoscope_tabs_seen"
 

@@ -1,4 +1,4 @@
-"""The server's access rules in the UI (see :mod:`backend.engine.serve.access`): read once per server
+"""The server's access rules in the UI (see :mod:`isoscope.engine.serve.access`): read once per server
 process, the passphrase gate, and the per-visitor run limit.
 
 On a local server (the default: localhost) nothing here changes anything. In shared mode the
@@ -14,7 +14,7 @@ import threading
 
 import streamlit as st
 
-from backend.engine.serve.access import AccessPolicy, RateLimit, passphrase_matches
+from isoscope.engine.serve.access import AccessPolicy, RateLimit, passphrase_matches
 
 PASSED_KEY = "isoscope_passphrase_ok"
 

@@ -5,7 +5,7 @@ shows for each prewarmed model on the bundled corpus with the sidebar's defaults
 :func:`start` in a low-priority background thread as the server starts, so the first visitor finds
 the model loaded, the extraction in memory (and on disk) and the Overview's analyses memoised,
 and nobody's first page waits for the warm-up: a visitor who arrives while it runs joins the same
-work (:mod:`backend.engine.serve.flights`). No Streamlit session is needed: everything goes through the
+work (:mod:`isoscope.engine.serve.flights`). No Streamlit session is needed: everything goes through the
 process-wide caches the pages use.
 """
 
@@ -17,14 +17,14 @@ import sys
 import threading
 import time
 
-from backend.engine.extraction import ExtractionSettings
-from backend.engine.load.models import source_is_causal
+from isoscope.engine.extraction import ExtractionSettings
+from isoscope.engine.load.models import source_is_causal
 
 
 def default_selection(source: str):
     """The selection the sidebar makes when a visitor picks ``source`` and changes nothing else
     (the first position left out on causal models)."""
-    from ui.frame.selection import Selection
+    from isoscope.ui.frame.selection import Selection
 
     return Selection(
         model_source=source, settings=ExtractionSettings(exclude_first=source_is_causal(source))
@@ -33,10 +33,10 @@ def default_selection(source: str):
 
 def prewarm_overview(source: str, full_report: bool = True) -> float:
     """What the Overview computes for ``source``; seconds taken."""
-    from ui.sharing.exports import full_report as build_full_report
-    from ui.sharing.exports import quick_report
-    from ui.work.extraction import get_extraction
-    from ui.work.results import anisotropy, outlier_dims_by_state
+    from isoscope.ui.sharing.exports import full_report as build_full_report
+    from isoscope.ui.sharing.exports import quick_report
+    from isoscope.ui.work.extraction import get_extraction
+    from isoscope.ui.work.results import anisotropy, outlier_dims_by_state
 
     started = time.perf_counter()
     loaded, result = get_extraction(default_selection(source))

@@ -14,7 +14,7 @@ from pathlib import Path
 def app_imports(app: str) -> list[str]:
     """The modules ``app.py`` and its ``pages/*.py`` import at their top level (a Streamlit page is
     a script that runs on every visit: its imports are what the first visitor would wait for),
-    a page's view module too (``from ui.views import outliers`` names ``ui.views.outliers``)."""
+    a page's view module too (``from isoscope.ui.views import outliers`` names ``isoscope.ui.views.outliers``)."""
     folder = Path(app).resolve().parent
     names: list[str] = []
     for script in [Path(app), *sorted((folder / "pages").glob("*.py"))]:
@@ -47,7 +47,7 @@ def preload(app: str) -> float:
             importlib.import_module(name)
         except Exception:  # a page that cannot import shows its own error when opened
             continue
-    from backend.engine.load.models import source_is_causal
+    from isoscope.engine.load.models import source_is_causal
 
     source_is_causal("default")  # the sidebar's first question: imports the model's class
     return time.perf_counter() - started
@@ -72,7 +72,7 @@ def run_server(app: str, flags: dict[str, object], prewarm_models: list[str]) ->
     one_blas_thread()
     sys.stderr.write(f"isoscope: libraries loaded ({seconds:.1f} s)\n")
     if prewarm_models:
-        from ui.server import prewarm
+        from isoscope.ui.server import prewarm
 
         prewarm.start(prewarm_models)
     bootstrap.run(app, False, [], flags)

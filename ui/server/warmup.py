@@ -1,5 +1,5 @@
 """Warm up compiled kernels off the request path: first the statistics kernel that later
-extractions use on the CPU (:class:`backend.engine.extraction.kernel.MomentsKernel`, seconds), then UMAP,
+extractions use on the CPU (:class:`isoscope.engine.extraction.kernel.MomentsKernel`, seconds), then UMAP,
 whose numba kernels compile on the first fit in a process (about a minute on 2 cores).
 :func:`start_umap_warmup` starts one daemon thread per process that runs both; pages read its
 state and offer PCA meanwhile. The extraction that shows the first page runs eagerly.
@@ -7,7 +7,7 @@ state and offer PCA meanwhile. The extraction that shows the first page runs eag
 The first page must not wait for it: app.py starts the warm-up only after the first page has
 rendered, and the thread lowers its own scheduling priority (Linux: a per-thread nice value of
 19), so later page runs win the CPU. Compiled kernels that numba can cache go to
-``NUMBA_CACHE_DIR``, inside the isoscope cache (:func:`backend.engine.environment.use_kernel_caches`).
+``NUMBA_CACHE_DIR``, inside the isoscope cache (:func:`isoscope.engine.environment.use_kernel_caches`).
 
 Set ``ISOSCOPE_UMAP_WARMUP=0`` to skip the warm-up (tests do, to keep the CPU free); UMAP then
 compiles on its first real fit instead, and extractions of small corpora stay eager.
@@ -58,16 +58,16 @@ def _lower_priority() -> None:
 
 
 def _run(state: WarmupState) -> None:
-    from backend.engine.environment import use_kernel_caches
+    from isoscope.engine.environment import use_kernel_caches
 
     use_kernel_caches()  # before numba's first import
     _lower_priority()
     try:
-        from backend.engine.extraction.kernel import MOMENTS
+        from isoscope.engine.extraction.kernel import MOMENTS
 
         MOMENTS.compile()  # off or failed (MOMENTS.error): extractions stay eager
         state.started = time.monotonic()  # UMAP's progress bar counts from here
-        from backend.analysis.geometry.projections import warm_up_umap
+        from isoscope.analysis.projections.methods import warm_up_umap
 
         state.seconds = warm_up_umap()
     except (

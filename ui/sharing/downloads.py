@@ -10,11 +10,11 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from backend.engine.jsonio import strict_json
+from isoscope.engine.jsonio import strict_json
 
 
 def json_payload(value: Any) -> str:
-    """The text of every JSON download: :func:`backend.engine.jsonio.strict_json` (numpy to Python,
+    """The text of every JSON download: :func:`isoscope.engine.jsonio.strict_json` (numpy to Python,
     NaN / inf to null), the same as the CLI's JSON files."""
     return strict_json(value, indent=1)
 

@@ -1,7 +1,7 @@
 """Streamlit glue for sharing: the report's findings and its download (Overview), and the
 Embedding Projector / embedding-atlas downloads (Clipping & projections).
 
-The report is :func:`backend.share.report.build_report` on the page's own model and extraction, so the
+The report is :func:`isoscope.share.report.build_report` on the page's own model and extraction, so the
 downloaded file is the one ``isoscope report`` writes for the same model, corpus and
 settings. The quick sections (outlier dims, anisotropy: no forward pass) open the Overview at once;
 the full report (LayerNorm ablation, position probe, massive-activation scan: ~20 s on the bundled model on 2
@@ -18,15 +18,15 @@ from collections.abc import Callable
 import numpy as np
 import streamlit as st
 
-from backend.engine.extraction import ExtractionResult
-from backend.engine.load.models import LoadedModel
-from backend.engine.lru import LRU
-from backend.share.report import QUICK_SECTIONS, SECTIONS, Report, build_report
-from ui.work.cached import cached
-from ui.work.corpora import media_items
-from ui.work.extraction import result_key
-from ui.work.queue import WORK
-from ui.work.results import criteria_by_state
+from isoscope.engine.extraction import ExtractionResult
+from isoscope.engine.load.models import LoadedModel
+from isoscope.engine.lru import LRU
+from isoscope.share.report import QUICK_SECTIONS, SECTIONS, Report, build_report
+from isoscope.ui.work.cached import cached
+from isoscope.ui.work.corpora import media_items
+from isoscope.ui.work.extraction import result_key
+from isoscope.ui.work.queue import WORK
+from isoscope.ui.work.results import criteria_by_state
 
 MAX_REPORTS = 4
 
@@ -46,7 +46,7 @@ def _quick_report(loaded: LoadedModel, result: ExtractionResult) -> Report:
 
 def quick_report(loaded: LoadedModel, result: ExtractionResult) -> Report:
     """:func:`_quick_report` naming what this session opened: a report kept per extraction is
-    shared by every path with the same weights (:mod:`backend.engine.store.provenance`)."""
+    shared by every path with the same weights (:mod:`isoscope.engine.store.provenance`)."""
     return _quick_report(loaded, result).named(result.model)
 
 
@@ -54,7 +54,7 @@ def full_report(
     loaded: LoadedModel, result: ExtractionResult, inputs: tuple | None = None, quant=None
 ) -> Report:
     """The whole report (cached per extraction); the ablation runs on a private model copy.
-    ``inputs``: an image / audio analysis's items (:func:`ui.work.corpora.media_items`); ``quant``:
+    ``inputs``: an image / audio analysis's items (:func:`isoscope.ui.work.corpora.media_items`); ``quant``:
     the Quantization page's finished analysis, added as its section."""
     key = _report_key(result, quant)
     store = _full_reports()
@@ -184,7 +184,7 @@ def export_buttons(
 ) -> None:
     """Embedding Projector (zip of the three files) and embedding-atlas (Parquet) downloads of the
     points the page projected, raw or with ``clip_dims`` zeroed; atlas x/y = ``coords``."""
-    from backend.share.export import atlas_bytes, export_points, projector_zip
+    from isoscope.share.export import atlas_bytes, export_points, projector_zip
 
     def exported():
         return export_points(

@@ -16,7 +16,7 @@ Never in a link: the pickle opt-in, the device and dtype (they stay the server's
 uploaded file (its bytes cannot travel in a URL; such links open the bundled corpus). Pasted text
 travels when it is at most :data:`MAX_PASTED_CHARS` characters. Images and audio travel as
 ``corpus=images`` / ``corpus=audio`` (the bundled demo set) plus ``folder=PATH`` where the server
-reads folders of its own (never in shared mode, :mod:`ui.server.access`; a folder link opened there
+reads folders of its own (never in shared mode, :mod:`isoscope.ui.server.access`; a folder link opened there
 names the folder as invalid and opens the demo set).
 """
 
@@ -30,12 +30,12 @@ from typing import TYPE_CHECKING, Any
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from ui.frame.selection import Selection, get_selection
-from ui.frame.session import SELECTION_KEY
-from ui.work.media import MEDIA_KINDS
+from isoscope.ui.frame.selection import Selection, get_selection
+from isoscope.ui.frame.session import SELECTION_KEY
+from isoscope.ui.work.media import MEDIA_KINDS
 
 if TYPE_CHECKING:
-    from ui.widgets.ranges import Interval, Options, Tab
+    from isoscope.ui.widgets.ranges import Interval, Options, Tab
 
 APPLIED_KEY = "links_applied"
 NOTICE_KEY = "links_notice"
@@ -52,7 +52,7 @@ def _controls(page: str) -> dict[str, Options | Interval | Tab]:
     option lists (sklearn and more), so that the first page stays fast."""
     if page == "overview":
         return {}
-    from ui.widgets.ranges import LINK_CONTROLS
+    from isoscope.ui.widgets.ranges import LINK_CONTROLS
 
     return LINK_CONTROLS.get(page, {})
 
@@ -66,13 +66,13 @@ def known_model(source: str) -> bool:
     """Sources a link may name: the presets, random models, checkpoint folders and ``.gguf``
     files that exist on this server (as the sidebar accepts them) and Hub ids: in its local
     Hugging Face cache, or, unless the server is offline, to download as a typed id is (under
-    a shared server's allow-list and quota, :func:`ui.work.models.get_model`; a link never opts in
+    a shared server's allow-list and quota, :func:`isoscope.ui.work.models.get_model`; a link never opts in
     to pickle weights)."""
-    from backend.engine.errors import IsoscopeError
-    from backend.engine.load import hub
-    from backend.engine.load.models import local_hub_snapshot
-    from backend.engine.load.source import parse_source
-    from ui.server import access
+    from isoscope.engine.errors import IsoscopeError
+    from isoscope.engine.load import hub
+    from isoscope.engine.load.models import local_hub_snapshot
+    from isoscope.engine.load.source import parse_source
+    from isoscope.ui.server import access
 
     try:
         access.policy().check_model_source(source)  # a shared server's rules hold for links too
@@ -164,7 +164,7 @@ def apply_link(pages: Sequence[Any], current: Any) -> None:
         else:
             bad.append(f"page {page!r}")
     target_path = target.url_path or "overview"
-    from ui.widgets.ranges import Tab
+    from isoscope.ui.widgets.ranges import Tab
 
     for key, spec in _controls(target_path).items():
         if key in params:
@@ -191,7 +191,7 @@ def apply_link(pages: Sequence[Any], current: Any) -> None:
 def _media_folder(kind: str, folder: str, bad: list[str]) -> str:
     """A link's image / audio folder: "" (the demo set) unless the server reads folders of its own
     and this one exists; a refused folder is named in the one-line notice."""
-    from ui.server import access
+    from isoscope.ui.server import access
 
     if not folder:
         return ""
@@ -206,8 +206,8 @@ def _media_folder(kind: str, folder: str, bad: list[str]) -> str:
 
 def _apply_model_b(source: str, model_a: str, bad: list[str]) -> None:
     """Seed the Compare page's Model B: its preset when there is one, else the typed source."""
-    from ui.frame.sidebar import CUSTOM, model_b_options
-    from ui.widgets.ranges import MODES
+    from isoscope.ui.frame.sidebar import CUSTOM, model_b_options
+    from isoscope.ui.widgets.ranges import MODES
 
     if not known_model(source):
         bad.append(f"model B {source!r}")
@@ -223,8 +223,8 @@ def _apply_model_b(source: str, model_a: str, bad: list[str]) -> None:
 
 def _model_b(model_a: str) -> str | None:
     """The Compare page's current Model B source (None: not chosen yet, or comparing corpora)."""
-    from ui.frame.sidebar import CUSTOM, model_b_options
-    from ui.widgets.ranges import MODES
+    from isoscope.ui.frame.sidebar import CUSTOM, model_b_options
+    from isoscope.ui.widgets.ranges import MODES
 
     if st.session_state.get("cmp_mode", MODES[0]) != MODES[0]:
         return None
@@ -255,7 +255,7 @@ def state_index(
     """The hidden-state index a page's state control starts at: the link's ``state`` when it is
     valid for this model (``emb`` or ``0`` .. ``L``), else ``default`` (with the one-line notice).
     ``by_name``: the widget holds the state's name (a select_slider over ``names``), not its index."""
-    from backend.engine.naming import parse_hidden_state
+    from isoscope.engine.naming import parse_hidden_state
 
     wanted = st.session_state.pop(STATE_KEY, None)
     if wanted is None:
@@ -290,7 +290,7 @@ def link_params(page_path: str, selection: Selection) -> dict[str, str]:
         params["corpus"] = "paste"
         params["texts"] = selection.corpus_text
     elif selection.corpus_kind in MEDIA_LINK_KINDS:
-        from ui.server import access
+        from isoscope.ui.server import access
 
         params["corpus"] = selection.corpus_kind
         if selection.corpus_text and access.policy().server_paths:
@@ -306,7 +306,7 @@ def link_params(page_path: str, selection: Selection) -> dict[str, str]:
     if STATE_KEY in st.session_state:  # the link's state, not yet used by the page
         params["state"] = str(st.session_state[STATE_KEY])
     elif widget is not None and widget in st.session_state:
-        from backend.engine.naming import hidden_state_label
+        from isoscope.engine.naming import hidden_state_label
 
         value = st.session_state[widget]
         params["state"] = value if isinstance(value, str) else hidden_state_label(int(value))

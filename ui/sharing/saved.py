@@ -1,7 +1,7 @@
 """Open a saved analysis in the dashboard: sidebar "Open a saved analysis", by upload or by path.
 
-While one is open, :func:`ui.work.extraction.get_extraction` returns it (no model, no extraction), the
-selection reports its model and settings, and ``loaded`` is a :class:`backend.engine.store.saved.SavedModel`:
+While one is open, :func:`isoscope.ui.work.extraction.get_extraction` returns it (no model, no extraction), the
+selection reports its model and settings, and ``loaded`` is a :class:`isoscope.engine.store.saved.SavedModel`:
 its card and fingerprint come from the file; a view that needs the model itself (per-text
 states, sentence similarity, LayerNorm ablation, position probe, TUPE, sinks...) loads it on
 first use if its source is available here (with the saved fingerprint), else says so. Pressing
@@ -21,13 +21,13 @@ from typing import Any
 
 import streamlit as st
 
-from backend.engine.errors import IsoscopeError
-from backend.engine.extraction import ExtractionResult
-from backend.engine.inputs.corpus import Corpus
-from backend.engine.lru import LRU
-from backend.engine.store.saved import SavedModel, load_saved, read_saved_bytes
-from ui.frame.session import SELECTION_KEY
-from ui.server import access
+from isoscope.engine.errors import IsoscopeError
+from isoscope.engine.extraction import ExtractionResult
+from isoscope.engine.inputs.corpus import Corpus
+from isoscope.engine.lru import LRU
+from isoscope.engine.store.saved import SavedModel, load_saved, read_saved_bytes
+from isoscope.ui.frame.session import SELECTION_KEY
+from isoscope.ui.server import access
 
 SAVED_KEY = "isoscope_saved"  # session_state slot of the open saved analysis (an OpenSaved)
 STORE_SIZE = 2

@@ -7,19 +7,19 @@ from __future__ import annotations
 
 import streamlit as st
 
-from backend.analysis.geometry.isotropy import (
+from isoscope.analysis.anisotropy import (
     HISTOGRAM_BINS,
     N_PAIRS,
     PAIR_SEED,
     StateIsotropy,
     by_state,
 )
-from backend.analysis.geometry.postprocess import make_postprocessor
-from backend.analysis.geometry.summaries import mean_shift_peak
-from backend.engine.errors import IsoscopeError
-from backend.engine.extraction import ExtractionResult
-from backend.engine.load.models import random_like_source
-from backend.plots.anisotropy import (
+from isoscope.analysis.projections.postprocess import make_postprocessor
+from isoscope.analysis.summaries import mean_shift_peak
+from isoscope.engine.errors import IsoscopeError
+from isoscope.engine.extraction import ExtractionResult
+from isoscope.engine.load.models import random_like_source
+from isoscope.plots.anisotropy import (
     contrast_frame,
     contribution_frame,
     cosine_contribution_figure,
@@ -30,15 +30,15 @@ from backend.plots.anisotropy import (
     metrics_by_layer_figure,
     metrics_frame,
 )
-from ui.frame.page import explainer
-from ui.frame.selection import get_selection
-from ui.sharing.downloads import download_buttons
-from ui.sharing.links import state_index
-from ui.widgets.charts import chart_with_downloads
-from ui.widgets.controls import PostChoice, postprocessing_controls
-from ui.work.cached import cached
-from ui.work.extraction import get_extraction
-from ui.work.results import outlier_dims_by_state
+from isoscope.ui.frame.page import explainer
+from isoscope.ui.frame.selection import get_selection
+from isoscope.ui.sharing.downloads import download_buttons
+from isoscope.ui.sharing.links import state_index
+from isoscope.ui.widgets.charts import chart_with_downloads
+from isoscope.ui.widgets.controls import PostChoice, postprocessing_controls
+from isoscope.ui.work.cached import cached
+from isoscope.ui.work.extraction import get_extraction
+from isoscope.ui.work.results import outlier_dims_by_state
 
 # ----------------------------------------------------------------------------- cached calls
 
@@ -53,7 +53,7 @@ def isotropy(
     similarity: bool = True,
     name: str | None = None,
 ) -> StateIsotropy:
-    """:func:`backend.analysis.geometry.isotropy.by_state` after the post-processing ``post`` with ``params``
+    """:func:`isoscope.analysis.anisotropy.by_state` after the post-processing ``post`` with ``params``
     (``(("dims", "auto"),)`` clips each state's own headline outlier dims)."""
     options = dict(params)
     if post == "none":

@@ -8,20 +8,20 @@ from dataclasses import replace
 
 import streamlit as st
 
-from backend.analysis.compare.comparison import (
+from isoscope.analysis.compare.comparison import (
     Comparison,
     compare_with_cache,
     comparison_report,
     with_cards,
 )
-from backend.analysis.compare.trajectory import Trajectory, resolve_checkpoints, run_trajectory
-from backend.engine.errors import IsoscopeError
-from backend.engine.extraction import ExtractionResult, ExtractionSettings
-from backend.engine.inputs.corpus import Corpus
-from backend.engine.inputs.pairs import SentencePairs, read_pairs_csv, sts_sample
-from backend.engine.load.models import LoadedModel, fingerprint_folder
-from backend.engine.store.cache import ResultCache
-from backend.plots.compare import (
+from isoscope.analysis.compare.trajectory import Trajectory, resolve_checkpoints, run_trajectory
+from isoscope.engine.errors import IsoscopeError
+from isoscope.engine.extraction import ExtractionResult, ExtractionSettings
+from isoscope.engine.inputs.corpus import Corpus
+from isoscope.engine.inputs.pairs import SentencePairs, read_pairs_csv, sts_sample
+from isoscope.engine.load.models import LoadedModel, fingerprint_folder
+from isoscope.engine.store.cache import ResultCache
+from isoscope.plots.compare import (
     TRAJECTORY_METRICS,
     abs_mean_diff_frame,
     abs_mean_diff_heatmap,
@@ -36,18 +36,18 @@ from backend.plots.compare import (
     trajectory_figure,
     trajectory_frame,
 )
-from backend.plots.overview import model_card_rows
-from ui.frame.page import explainer
-from ui.frame.selection import Selection, get_selection
-from ui.frame.sidebar import CUSTOM, corpus_label, model_b_options
-from ui.server import access
-from ui.sharing.downloads import download_buttons
-from ui.widgets.charts import chart_with_downloads
-from ui.widgets.ranges import CMP_ESTIMATOR, CMP_MODE, CMP_TRAJ_METRIC, ESTIMATORS, MODES
-from ui.work.cached import heavy
-from ui.work.corpora import get_corpus, media_items, remember_upload
-from ui.work.extraction import get_extraction
-from ui.work.media import MEDIA_NOUN
+from isoscope.plots.overview import model_card_rows
+from isoscope.ui.frame.page import explainer
+from isoscope.ui.frame.selection import Selection, get_selection
+from isoscope.ui.frame.sidebar import CUSTOM, corpus_label, model_b_options
+from isoscope.ui.server import access
+from isoscope.ui.sharing.downloads import download_buttons
+from isoscope.ui.widgets.charts import chart_with_downloads
+from isoscope.ui.widgets.ranges import CMP_ESTIMATOR, CMP_MODE, CMP_TRAJ_METRIC, ESTIMATORS, MODES
+from isoscope.ui.work.cached import heavy
+from isoscope.ui.work.corpora import get_corpus, media_items, remember_upload
+from isoscope.ui.work.extraction import get_extraction
+from isoscope.ui.work.media import MEDIA_NOUN
 
 
 def model_b_extraction(source: str) -> tuple[LoadedModel, ExtractionResult]:
@@ -97,7 +97,7 @@ def comparison(
     label_a: str = "A",
     label_b: str = "B",
 ) -> Comparison:
-    """:func:`backend.analysis.compare.comparison.compare`, memoised in memory and in the disk
+    """:func:`isoscope.analysis.compare.comparison.compare`, memoised in memory and in the disk
     cache (a restart reopens it without recomputing the CKA). An image or audio analysis passes
     the sidebar's items, which CKA pools when the tokens differ."""
     inputs = media_items(result_a)
@@ -129,7 +129,7 @@ def trajectory_of(paths: list[str]) -> Trajectory:
     corpus and settings, memoised by each checkpoint's fingerprint: adding a checkpoint reruns the
     summary, and the disk cache makes only the new checkpoint's extraction run."""
     sel = get_selection()
-    for path in paths:  # a shared server opens only the operator's folders (ui.server.access)
+    for path in paths:  # a shared server opens only the operator's folders (isoscope.ui.server.access)
         access.policy().check_model_source(path)
     checkpoints = resolve_checkpoints(paths)
     identity = tuple((c.step, str(c.path), _fingerprint(c.path)) for c in checkpoints)

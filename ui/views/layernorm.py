@@ -9,7 +9,7 @@ import dataclasses
 import pandas as pd
 import streamlit as st
 
-from backend.analysis.layernorm.ablation import (
+from isoscope.analysis.layernorm.ablation import (
     AblationReport,
     SweepResult,
     has_mlm_checkpoint,
@@ -17,7 +17,7 @@ from backend.analysis.layernorm.ablation import (
     run_ablation,
     sweep,
 )
-from backend.analysis.layernorm.params import (
+from isoscope.analysis.layernorm.params import (
     ROLE_LABELS,
     LNOutliers,
     LNParams,
@@ -28,13 +28,13 @@ from backend.analysis.layernorm.params import (
     norms_of,
     select_norms,
 )
-from backend.analysis.layernorm.thresholds import LN_K, LN_SHARE, RANDOM_CONTROLS
-from backend.engine.errors import IsoscopeError
-from backend.engine.extraction import ExtractionResult
-from backend.engine.inputs.media import MediaCorpus
-from backend.engine.inputs.pairs import sts_sample
-from backend.engine.load.models import LoadedModel, is_random_like, random_like_source
-from backend.plots.layernorm import (
+from isoscope.analysis.layernorm.thresholds import LN_K, LN_SHARE, RANDOM_CONTROLS
+from isoscope.engine.errors import IsoscopeError
+from isoscope.engine.extraction import ExtractionResult
+from isoscope.engine.inputs.media import MediaCorpus
+from isoscope.engine.inputs.pairs import sts_sample
+from isoscope.engine.load.models import LoadedModel, is_random_like, random_like_source
+from isoscope.plots.layernorm import (
     METRIC_LABELS,
     ablation_vs_controls,
     available_metrics,
@@ -45,17 +45,17 @@ from backend.plots.layernorm import (
     param_heatmap,
     sweep_bar,
 )
-from ui.frame.page import explainer
-from ui.frame.selection import get_selection
-from ui.frame.tabs import lazy_tabs
-from ui.sharing.downloads import download_buttons
-from ui.widgets.charts import chart_with_downloads
-from ui.widgets.controls import interval_slider
-from ui.work.cached import cached, heavy
-from ui.work.corpora import media_corpus_for
-from ui.work.media import MEDIA_NOUN
-from ui.work.models import get_model
-from ui.work.results import outlier_dims_by_state
+from isoscope.ui.frame.page import explainer
+from isoscope.ui.frame.selection import get_selection
+from isoscope.ui.frame.tabs import lazy_tabs
+from isoscope.ui.sharing.downloads import download_buttons
+from isoscope.ui.widgets.charts import chart_with_downloads
+from isoscope.ui.widgets.controls import interval_slider
+from isoscope.ui.work.cached import cached, heavy
+from isoscope.ui.work.corpora import media_corpus_for
+from isoscope.ui.work.media import MEDIA_NOUN
+from isoscope.ui.work.models import get_model
+from isoscope.ui.work.results import outlier_dims_by_state
 
 # ----------------------------------------------------------------------------- cached calls
 

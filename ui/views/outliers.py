@@ -9,7 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from backend.analysis.geometry.outliers import (
+from isoscope.analysis.outliers import (
     CRITERIA,
     CRITERION_LABELS,
     EXTREME_SHARE,
@@ -20,11 +20,11 @@ from backend.analysis.geometry.outliers import (
     headline_dims,
     strongest_dims,
 )
-from backend.engine import extraction as engine_extraction
-from backend.engine.errors import IsoscopeError
-from backend.engine.extraction import ExtractionResult
-from backend.engine.load.models import LoadedModel
-from backend.plots.outliers import (
+from isoscope.engine import extraction as engine_extraction
+from isoscope.engine.errors import IsoscopeError
+from isoscope.engine.extraction import ExtractionResult
+from isoscope.engine.load.models import LoadedModel
+from isoscope.plots.outliers import (
     CRITERION_SHORT,
     HEATMAP_STATS,
     category_summary,
@@ -35,16 +35,16 @@ from backend.plots.outliers import (
     state_outlier_frame,
     token_dim_heatmap,
 )
-from backend.plots.outliers import outlier_heatmap as plot_outlier_heatmap
-from ui.frame.page import explainer
-from ui.frame.tabs import lazy_tabs
-from ui.sharing.downloads import download_buttons
-from ui.sharing.links import state_index
-from ui.widgets.charts import chart_with_downloads
-from ui.widgets.controls import interval_slider
-from ui.widgets.ranges import OUT_STAT
-from ui.work.cached import cached
-from ui.work.results import DEFAULT_THRESHOLDS, criteria_by_state
+from isoscope.plots.outliers import outlier_heatmap as plot_outlier_heatmap
+from isoscope.ui.frame.page import explainer
+from isoscope.ui.frame.tabs import lazy_tabs
+from isoscope.ui.sharing.downloads import download_buttons
+from isoscope.ui.sharing.links import state_index
+from isoscope.ui.widgets.charts import chart_with_downloads
+from isoscope.ui.widgets.controls import interval_slider
+from isoscope.ui.widgets.ranges import OUT_STAT
+from isoscope.ui.work.cached import cached
+from isoscope.ui.work.results import DEFAULT_THRESHOLDS, criteria_by_state
 
 # ----------------------------------------------------------------------------- cached calls
 

@@ -9,30 +9,30 @@ from dataclasses import replace
 
 import streamlit as st
 
-from backend.analysis.activations.first_position import (
+from isoscope.analysis.massive.first_position import (
     FirstPositionContrast,
     first_position_contrast,
 )
-from backend.analysis.geometry.summaries import first_position_gap
-from backend.engine.budget.page_budget import FirstLook
-from backend.engine.budget.throughput import record_statistics, speed_measured, token_counts
-from backend.engine.errors import IsoscopeError
-from backend.engine.extraction import ExtractionResult, ExtractionSettings
-from backend.engine.inputs.corpus import Corpus
-from backend.engine.load.models import LoadedModel
-from backend.engine.serve import firstlook
-from backend.engine.store.cache import ResultCache
-from backend.plots.massive import first_position_figure, first_position_frame
-from backend.plots.overview import anisotropy_line, model_card_rows
-from ui.frame.page import explainer, show_notices
-from ui.frame.selection import get_selection, run_whole_corpus, whole_corpus_asked
-from ui.sharing.downloads import download_buttons
-from ui.sharing.saved import open_saved
-from ui.work.cached import cached, heavy
-from ui.work.corpora import get_corpus
-from ui.work.extraction import get_extraction, is_computed, log_extraction
-from ui.work.models import get_model
-from ui.work.results import anisotropy, outlier_dims_by_state
+from isoscope.analysis.summaries import first_position_gap
+from isoscope.engine.budget.page_budget import FirstLook
+from isoscope.engine.budget.throughput import record_statistics, speed_measured, token_counts
+from isoscope.engine.errors import IsoscopeError
+from isoscope.engine.extraction import ExtractionResult, ExtractionSettings
+from isoscope.engine.inputs.corpus import Corpus
+from isoscope.engine.load.models import LoadedModel
+from isoscope.engine.serve import firstlook
+from isoscope.engine.store.cache import ResultCache
+from isoscope.plots.massive import first_position_figure, first_position_frame
+from isoscope.plots.overview import anisotropy_line, model_card_rows
+from isoscope.ui.frame.page import explainer, show_notices
+from isoscope.ui.frame.selection import get_selection, run_whole_corpus, whole_corpus_asked
+from isoscope.ui.sharing.downloads import download_buttons
+from isoscope.ui.sharing.saved import open_saved
+from isoscope.ui.work.cached import cached, heavy
+from isoscope.ui.work.corpora import get_corpus
+from isoscope.ui.work.extraction import get_extraction, is_computed, log_extraction
+from isoscope.ui.work.models import get_model
+from isoscope.ui.work.results import anisotropy, outlier_dims_by_state
 
 
 @cached
@@ -42,7 +42,7 @@ def corpus_token_counts(loaded: LoadedModel, corpus: Corpus, max_length: int) ->
 
 
 def first_look_plan() -> FirstLook | None:
-    """The Overview's first look at the selection (:func:`backend.engine.serve.firstlook.plan`),
+    """The Overview's first look at the selection (:func:`isoscope.engine.serve.firstlook.plan`),
     or None: when the whole corpus is estimated to fit the budget, is already computed (memory or
     disk: nothing is computed twice), was asked for (the note's button), or a saved analysis is
     open. On a device with no speed recorded yet, the first look is measured on its own first
@@ -74,7 +74,7 @@ def first_look_plan() -> FirstLook | None:
 def measured_first_look(
     loaded: LoadedModel, corpus: Corpus, settings: ExtractionSettings, *, progress
 ) -> FirstLook | None:
-    """:func:`backend.engine.serve.firstlook.measured_first_look` of the selection into the disk cache,
+    """:func:`isoscope.engine.serve.firstlook.measured_first_look` of the selection into the disk cache,
     where the page's extraction then finds it (so the extraction is logged here)."""
     log_extraction(loaded, corpus, settings)
     counts = token_counts(loaded.tokenizer, corpus.texts, settings.max_length)
@@ -84,7 +84,7 @@ def measured_first_look(
 def statistics_clock(result: ExtractionResult) -> Callable[[], None]:
     """Starts timing the page's statistics on ``result``; the returned call keeps their seconds
     per sampled token x hidden state x dim on this machine
-    (:func:`backend.engine.budget.throughput.record_statistics`), which the next first look budgets. A
+    (:func:`isoscope.engine.budget.throughput.record_statistics`), which the next first look budgets. A
     rerun served from the caches is too short to be kept."""
     started = time.perf_counter()
 

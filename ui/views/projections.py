@@ -10,8 +10,8 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from backend.analysis.geometry.isotropy import N_PAIRS
-from backend.analysis.geometry.projections import (
+from isoscope.analysis.anisotropy import N_PAIRS
+from isoscope.analysis.projections.methods import (
     METHODS,
     TEXT_COLOURS,
     TSNE_SLOW_POINTS,
@@ -29,25 +29,29 @@ from backend.analysis.geometry.projections import (
     token_colour_options,
     token_colouring,
 )
-from backend.engine.errors import IsoscopeError
-from backend.engine.extraction import ExtractionResult, mean_pooled
-from backend.engine.extraction.media import model_view
-from backend.engine.inputs.media import MediaCorpus
-from backend.engine.load.models import LoadedModel
-from backend.engine.params import SEED
-from backend.plots.projections import before_after_figure, explained_variance_text, patch_thumbnails
-from ui.frame.page import explainer
-from ui.server.warmup import EXPECTED_SECONDS
-from ui.sharing.downloads import download_buttons
-from ui.sharing.exports import export_buttons
-from ui.sharing.links import state_index
-from ui.widgets.charts import live_chart
-from ui.widgets.controls import PostChoice, interval_number, postprocessing_controls
-from ui.widgets.ranges import PROJ_ALL_TOKENS, PROJ_DATA, PROJ_METHOD
-from ui.work.cached import cached, heavy
-from ui.work.corpora import get_corpus
-from ui.work.media import thumbnail_caption
-from ui.work.results import outlier_dims_by_state
+from isoscope.engine.errors import IsoscopeError
+from isoscope.engine.extraction import ExtractionResult, mean_pooled
+from isoscope.engine.extraction.media import model_view
+from isoscope.engine.inputs.media import MediaCorpus
+from isoscope.engine.load.models import LoadedModel
+from isoscope.engine.params import SEED
+from isoscope.plots.projections import (
+    before_after_figure,
+    explained_variance_text,
+    patch_thumbnails,
+)
+from isoscope.ui.frame.page import explainer
+from isoscope.ui.server.warmup import EXPECTED_SECONDS
+from isoscope.ui.sharing.downloads import download_buttons
+from isoscope.ui.sharing.exports import export_buttons
+from isoscope.ui.sharing.links import state_index
+from isoscope.ui.widgets.charts import live_chart
+from isoscope.ui.widgets.controls import PostChoice, interval_number, postprocessing_controls
+from isoscope.ui.widgets.ranges import PROJ_ALL_TOKENS, PROJ_DATA, PROJ_METHOD
+from isoscope.ui.work.cached import cached, heavy
+from isoscope.ui.work.corpora import get_corpus
+from isoscope.ui.work.media import thumbnail_caption
+from isoscope.ui.work.results import outlier_dims_by_state
 
 
 @dataclass(frozen=True)
@@ -180,7 +184,7 @@ def projection_thumbnails(
     loaded: LoadedModel, result: ExtractionResult, data_kind: str, size: int, seed: int
 ) -> list[str] | None:
     """Patch thumbnails of the projected points of an image analysis, within the payload budget
-    of :func:`backend.plots.projections.patch_thumbnails`; None for other analyses, or when the
+    of :func:`isoscope.plots.projections.patch_thumbnails`; None for other analyses, or when the
     images are not at hand (a saved analysis opened without its folder)."""
     if data_kind != "token sample" or result.input_kind != "image":
         return None

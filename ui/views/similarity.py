@@ -10,9 +10,9 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from backend.analysis.geometry import similarity as geometry_similarity
-from backend.analysis.geometry.postprocess import POSTPROCESSORS, parse_dims
-from backend.analysis.geometry.similarity import (
+from isoscope.analysis import similarity as geometry_similarity
+from isoscope.analysis.projections.postprocess import POSTPROCESSORS, parse_dims
+from isoscope.analysis.similarity import (
     ThresholdSweep,
     WordSenseVectors,
     clip_dims_by_state,
@@ -20,10 +20,10 @@ from backend.analysis.geometry.similarity import (
     word_sense_by_state,
     word_sense_sweeps,
 )
-from backend.engine.errors import IsoscopeError
-from backend.engine.extraction import ExtractionResult, ExtractionSettings
-from backend.engine.inputs.corpus import Corpus
-from backend.engine.inputs.pairs import (
+from isoscope.engine.errors import IsoscopeError
+from isoscope.engine.extraction import ExtractionResult, ExtractionSettings
+from isoscope.engine.inputs.corpus import Corpus
+from isoscope.engine.inputs.pairs import (
     SentencePairs,
     WordSenseRows,
     evaluated_texts,
@@ -32,20 +32,20 @@ from backend.engine.inputs.pairs import (
     sts_sample,
     wic_examples,
 )
-from backend.engine.load.models import LoadedModel
-from backend.engine.store.cached_extract import cached_extract
-from backend.plots.similarity import (
+from isoscope.engine.load.models import LoadedModel
+from isoscope.engine.store.cached_extract import cached_extract
+from isoscope.plots.similarity import (
     sts_figure,
     sts_frame,
     sweep_figure,
     word_sense_figure,
     word_sense_frame,
 )
-from ui.frame.page import explainer
-from ui.sharing.downloads import download_buttons
-from ui.widgets.ranges import SIM_CLIP, SIM_POST, SIMILARITY_CLIP_MODES
-from ui.work.cached import cached, heavy
-from ui.work.results import outlier_dims_by_state
+from isoscope.ui.frame.page import explainer
+from isoscope.ui.sharing.downloads import download_buttons
+from isoscope.ui.widgets.ranges import SIM_CLIP, SIM_POST, SIMILARITY_CLIP_MODES
+from isoscope.ui.work.cached import cached, heavy
+from isoscope.ui.work.results import outlier_dims_by_state
 
 # ----------------------------------------------------------------------------- cached calls
 

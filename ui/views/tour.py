@@ -1,18 +1,18 @@
 """The Guided tour page (pages/tour.py): the five papers' central claims in order, each checked live
 on the loaded model; every step is computed once per model and corpus and then cached
-(backend.share.tour holds the claims and rules)."""
+(isoscope.share.tour holds the claims and rules)."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from backend.engine.extraction import ExtractionResult
-from backend.engine.load.models import LoadedModel, random_like_source
-from backend.share import tour
-from ui.frame.page import explainer, load_or_stop
-from ui.frame.selection import get_selection
-from ui.widgets.ranges import TOUR_STEP
-from ui.work.cached import cached
+from isoscope.engine.extraction import ExtractionResult
+from isoscope.engine.load.models import LoadedModel, random_like_source
+from isoscope.share import tour
+from isoscope.ui.frame.page import explainer, load_or_stop
+from isoscope.ui.frame.selection import get_selection
+from isoscope.ui.widgets.ranges import TOUR_STEP
+from isoscope.ui.work.cached import cached
 
 STEPS = list(TOUR_STEP.options)
 LAYERNORM_TEXTS = 16  # texts of the live ablation (a few seconds on the bundled model)

@@ -1,7 +1,7 @@
 """Every token of one hidden state, before and after post-processing, in the browser.
 
 The heavy part (:func:`corpus_points`: a second pass spilling the state to disk, the streaming
-PCA or landmark UMAP / t-SNE, the colourings, :func:`backend.plots.atlas.encode_points`) runs once
+PCA or landmark UMAP / t-SNE, the colourings, :func:`isoscope.plots.atlas.encode_points`) runs once
 per choice for every session, in the server's fair queue with shared progress, and can be
 cancelled by leaving. The points then reach the browser without Streamlit's websocket:
 :class:`PointStore` writes them to ``data/<token>.bin`` inside the atlas component's folder,
@@ -25,20 +25,20 @@ from pathlib import Path
 import streamlit as st
 import streamlit.components.v1 as components
 
-from backend.analysis.geometry.corpus_projection import LANDMARKS, corpus_before_after
-from backend.analysis.geometry.projections import METHODS, text_snippets, token_colouring
-from backend.engine.environment import default_cache_dir
-from backend.engine.errors import InputError
-from backend.engine.extraction import ExtractionResult
-from backend.engine.extraction.spill import SpilledState, spill_state
-from backend.engine.load.models import LoadedModel
-from backend.engine.store.cache import ResultCache, touch
-from backend.plots.atlas import encode_points
-from ui.frame.page import explainer
-from ui.widgets.controls import PostChoice
-from ui.work.cached import heavy
-from ui.work.extraction import result_key
-from ui.work.queue import session_id
+from isoscope.analysis.projections.all_tokens import LANDMARKS, corpus_before_after
+from isoscope.analysis.projections.methods import METHODS, text_snippets, token_colouring
+from isoscope.engine.environment import default_cache_dir
+from isoscope.engine.errors import InputError
+from isoscope.engine.extraction import ExtractionResult
+from isoscope.engine.extraction.spill import SpilledState, spill_state
+from isoscope.engine.load.models import LoadedModel
+from isoscope.engine.store.cache import ResultCache, touch
+from isoscope.plots.atlas import encode_points
+from isoscope.ui.frame.page import explainer
+from isoscope.ui.widgets.controls import PostChoice
+from isoscope.ui.work.cached import heavy
+from isoscope.ui.work.extraction import result_key
+from isoscope.ui.work.queue import session_id
 
 NAME = "atlas"
 PAGE = Path(__file__).resolve().parent / "frontend" / "atlas.html"
@@ -117,7 +117,7 @@ def point_store() -> PointStore:
 
 def spill_path(result: ExtractionResult, state: int) -> Path:
     """Where ``state`` of ``result`` is spilled: in the isoscope cache, under its size limit and
-    least-recently-used eviction with the cached analyses (:mod:`backend.engine.store.cache`)."""
+    least-recently-used eviction with the cached analyses (:mod:`isoscope.engine.store.cache`)."""
     return ResultCache().spill_path(f"{result_key(result)[:32]}-state{state}")
 
 
@@ -187,7 +187,7 @@ def atlas_chart(payload: bytes, *, key: str, height: int = HEIGHT) -> None:
     component(url=published[1], height=height, key=key, default=None)
 
 
-FRAME_SELECTOR = f'iframe[title="ui.widgets.atlas.{NAME}"]'
+FRAME_SELECTOR = f'iframe[title="isoscope.ui.widgets.atlas.{NAME}"]'
 
 
 def every_token_view(
@@ -280,8 +280,8 @@ def every_token_run(
     landmarks: int,
 ) -> None:
     """The button, then the work with its Stop, then the atlas and how to use it."""
-    from backend.engine.errors import IsoscopeError
-    from backend.engine.extraction.spill import Cancelled
+    from isoscope.engine.errors import IsoscopeError
+    from isoscope.engine.extraction.spill import Cancelled
 
     n = result.num_tokens
     choice = (state, method, post.name, repr(post.options), seed, landmarks)

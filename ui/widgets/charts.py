@@ -34,8 +34,8 @@ import plotly.io as pio
 import streamlit as st
 import streamlit.components.v1 as components
 
-from backend.engine.environment import default_cache_dir
-from ui.sharing.downloads import download_buttons
+from isoscope.engine.environment import default_cache_dir
+from isoscope.ui.sharing.downloads import download_buttons
 
 NAME = "live_chart"
 PAGE = Path(__file__).resolve().parent / "frontend" / "live_chart.html"
@@ -112,7 +112,7 @@ def chart_with_downloads(
 ) -> None:
     """Draw ``fig`` full width under the widget key ``key`` (a :func:`live_chart` when ``live``),
     then its PNG and, when given, ``frame``'s CSV and ``json_data``'s JSON under the download key
-    ``downloads`` (:func:`ui.sharing.downloads.download_buttons`), files named ``name``."""
+    ``downloads`` (:func:`isoscope.ui.sharing.downloads.download_buttons`), files named ``name``."""
     if live:
         live_chart(fig, key=key)
     else:
@@ -124,7 +124,7 @@ def chart_with_downloads(
 # script returning ``[charts on the page, charts drawn]`` for both kinds of chart: Streamlit's own
 # (drawn once Plotly has made its plot) and live charts (drawn once the frame's body says
 # ``data-state="drawn"``, i.e. Plotly has drawn the latest figure).
-FRAME_SELECTOR = f'iframe[title="ui.widgets.charts.{NAME}"]'
+FRAME_SELECTOR = f'iframe[title="isoscope.ui.widgets.charts.{NAME}"]'
 CHARTS_DRAWN_JS = f"""() => {{
   const own = document.querySelectorAll('[data-testid="stPlotlyChart"]').length;
   const ownDrawn = document.querySelectorAll('[data-testid="stPlotlyChart"] .js-plotly-plot').length;

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from backend.analysis.geometry.postprocess import POSTPROCESSORS, parse_dims
-from backend.engine.errors import IsoscopeError
-from backend.engine.params import Interval
-from ui.widgets.ranges import post_options
+from isoscope.analysis.projections.postprocess import POSTPROCESSORS, parse_dims
+from isoscope.engine.errors import IsoscopeError
+from isoscope.engine.params import Interval
+from isoscope.ui.widgets.ranges import post_options
 
 ABTT_HELP = "Mu & Viswanath (2018) suggest D ≈ d/100."
 WHITEN_HELP = (

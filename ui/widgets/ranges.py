@@ -1,7 +1,7 @@
 """What each page control accepts, declared once: the page builds its widget from the declaration
 and ui/sharing/links.py validates a link's value against the same one (scikit-learn's ``_param_validation``
 idea: ``Interval`` / ``StrOptions``, one statement of a parameter's range read everywhere). The
-types are :mod:`backend.engine.params`'s. A parameter the backend also reads (the outlier
+types are :mod:`isoscope.engine.params`'s. A parameter the backend also reads (the outlier
 thresholds, the LayerNorm thresholds, keep-K, α, an analysis's max length) is the backend's own
 declaration, imported by the page under its one name; only the page's own controls live here.
 
@@ -13,32 +13,32 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from backend.analysis.activations.params import MASSIVE_MAX_LENGTH
-from backend.analysis.geometry.outliers import (
+from isoscope.analysis.layernorm.thresholds import LN_K, LN_SHARE
+from isoscope.analysis.massive.params import MASSIVE_MAX_LENGTH
+from isoscope.analysis.outliers import (
     EXTREME_SHARE,
     QUANTILE,
     VARIANCE_FACTOR,
     ZSCORE_K,
 )
-from backend.analysis.geometry.postprocess import POSTPROCESSORS
-from backend.analysis.geometry.projections import METHODS
-from backend.analysis.layernorm.thresholds import LN_K, LN_SHARE
-from backend.analysis.quant.params import (
+from isoscope.analysis.projections.methods import METHODS
+from isoscope.analysis.projections.postprocess import POSTPROCESSORS
+from isoscope.analysis.quant.params import (
     IGNORE_SHARE,
     KEEP_K,
     QUANT_MAX_LENGTH,
     SMOOTHQUANT_ALPHA,
 )
-from backend.engine.params import SEED, Interval, Options
-from backend.plots.compare import TRAJECTORY_METRICS
-from backend.plots.outliers import HEATMAP_STATS
-from backend.share import tour
+from isoscope.engine.params import SEED, Interval, Options
+from isoscope.plots.compare import TRAJECTORY_METRICS
+from isoscope.plots.outliers import HEATMAP_STATS
+from isoscope.share import tour
 
 
 @dataclass(frozen=True)
 class Tab:
     """A lazy tab group's open tab (its label). The labels live with the page's ``lazy_tabs``
-    call, which drops an unknown one with the link notice (``ui.sharing.links.check_tab``)."""
+    call, which drops an unknown one with the link notice (``isoscope.ui.sharing.links.check_tab``)."""
 
     def parse(self, text: str) -> Any:
         if not text.strip() or len(text) > 200:

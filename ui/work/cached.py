@@ -2,16 +2,16 @@
 function process-wide, keyed by its qualified name and its arguments, so no page or view ever
 builds a memo key by hand.
 
-The key rules (:func:`_key_of`): an ExtractionResult is keyed by :func:`ui.work.extraction.result_key`, a
+The key rules (:func:`_key_of`): an ExtractionResult is keyed by :func:`isoscope.ui.work.extraction.result_key`, a
 LoadedModel by its fingerprint, a corpus or pairs by content hash, everything else by value; big
 arrays are refused as keys; an argument named ``_x`` is left out. A cached function calls backend
 functions only; one that passes its arguments through has the name of what it wraps (a memoised
-:func:`backend.analysis.geometry.outliers.criteria_by_state` is ``criteria_by_state``), and one
+:func:`isoscope.analysis.outliers.criteria_by_state` is ``criteria_by_state``), and one
 that adapts them (fixes the pairs and seed, reads the texts from the result) is named for what it
 returns.
 
 Where cached functions live: a page's own in its view (``ui/views/<page>.py``), those several
-pages share in :mod:`ui.work.results`. This module defines only the idiom (tests/unit/test_architecture.py).
+pages share in :mod:`isoscope.ui.work.results`. This module defines only the idiom (tests/unit/test_architecture.py).
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ from typing import Any, ParamSpec, TypeVar
 
 import numpy as np
 
-from backend.engine.extraction import ExtractionResult
-from backend.engine.inputs.corpus import Corpus
-from backend.engine.inputs.media import MediaCorpus
-from backend.engine.inputs.pairs import SentencePairs, WordSenseRows
-from backend.engine.load.models import LoadedModel
-from ui.work.extraction import memo, memo_heavy, result_key
+from isoscope.engine.extraction import ExtractionResult
+from isoscope.engine.inputs.corpus import Corpus
+from isoscope.engine.inputs.media import MediaCorpus
+from isoscope.engine.inputs.pairs import SentencePairs, WordSenseRows
+from isoscope.engine.load.models import LoadedModel
+from isoscope.ui.work.extraction import memo, memo_heavy, result_key
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -81,7 +81,7 @@ def heavy(
     label: str | Callable[..., str], unit: str = ""
 ) -> Callable[[Callable[..., R]], Callable[..., R]]:
     """:func:`cached` for heavy work: ``fn(..., progress=...)`` runs once for every session in
-    the server's fair queue (:func:`ui.work.extraction.memo_heavy`), on a worker thread, so it must not
+    the server's fair queue (:func:`isoscope.ui.work.extraction.memo_heavy`), on a worker thread, so it must not
     call Streamlit; the waiting sessions show ``label`` (or ``label(*args, **kwargs)``, e.g. one
     naming the model) with the shared progress."""
 

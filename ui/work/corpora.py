@@ -6,12 +6,17 @@ from __future__ import annotations
 
 import streamlit as st
 
-from backend.engine.errors import IsoscopeError
-from backend.engine.extraction import ExtractionResult
-from backend.engine.inputs.corpus import Corpus, bundled_corpus, corpus_from_bytes, corpus_from_text
-from backend.engine.lru import LRU
-from ui.frame.selection import Selection, get_selection
-from ui.server import access
+from isoscope.engine.errors import IsoscopeError
+from isoscope.engine.extraction import ExtractionResult
+from isoscope.engine.inputs.corpus import (
+    Corpus,
+    bundled_corpus,
+    corpus_from_bytes,
+    corpus_from_text,
+)
+from isoscope.engine.lru import LRU
+from isoscope.ui.frame.selection import Selection, get_selection
+from isoscope.ui.server import access
 
 
 @st.cache_resource(max_entries=1, show_spinner=False)
@@ -26,9 +31,9 @@ def remember_upload(sha: str, name: str, raw: bytes) -> None:
 
 
 def get_corpus(selection: Selection | None = None) -> Corpus:
-    """The selected corpus (images and audio: :func:`ui.work.media.media_corpus`); on a shared server
+    """The selected corpus (images and audio: :func:`isoscope.ui.work.media.media_corpus`); on a shared server
     within the per-visitor text limit."""
-    from ui.work.media import MEDIA_KINDS, media_corpus
+    from isoscope.ui.work.media import MEDIA_KINDS, media_corpus
 
     sel = selection or get_selection()
     if sel.corpus_kind == "paste":
@@ -61,7 +66,7 @@ def media_corpus_of(result: ExtractionResult):
 def media_corpus_for(result: ExtractionResult, purpose: str):
     """:func:`media_corpus_of`, or one message when the items are not at hand (a result names
     them by path only): ``purpose`` says what choosing their folder would allow."""
-    from backend.engine.inputs.media import KIND_NOUNS
+    from isoscope.engine.inputs.media import KIND_NOUNS
 
     corpus = media_corpus_of(result)
     if corpus is None:

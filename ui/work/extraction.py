@@ -2,9 +2,9 @@
 else the disk cache, else a run, once for every session that asks at the same time; and the
 process-wide memo of derived analyses, light and heavy, under the same rule.
 
-Caching: models in ``st.cache_resource`` keyed by cheap values (:mod:`ui.work.models`);
+Caching: models in ``st.cache_resource`` keyed by cheap values (:mod:`isoscope.ui.work.models`);
 extraction results in a process-wide LRU keyed by (model fingerprint, corpus hash, settings)
-and on disk (:mod:`backend.engine.store.cache`), so a restart is instant.
+and on disk (:mod:`isoscope.engine.store.cache`), so a restart is instant.
 """
 
 from __future__ import annotations
@@ -16,20 +16,20 @@ from typing import Any, TypeVar
 
 import streamlit as st
 
-from backend.engine.budget.estimates import describe_seconds
-from backend.engine.extraction import ExtractionResult, ExtractionSettings
-from backend.engine.inputs.corpus import Corpus
-from backend.engine.load.models import LoadedModel
-from backend.engine.lru import LRU
-from backend.engine.store.cache import ResultCache
-from backend.engine.store.cached_extract import cached_extract
-from backend.engine.store.entries import cache_key
-from backend.engine.store.provenance import attribute
-from ui.frame.selection import Selection, get_selection
-from ui.sharing.saved import open_saved, saved_corpus, saved_model
-from ui.work.corpora import get_corpus, media_corpus_for
-from ui.work.models import get_model
-from ui.work.queue import shared_run
+from isoscope.engine.budget.estimates import describe_seconds
+from isoscope.engine.extraction import ExtractionResult, ExtractionSettings
+from isoscope.engine.inputs.corpus import Corpus
+from isoscope.engine.load.models import LoadedModel
+from isoscope.engine.lru import LRU
+from isoscope.engine.store.cache import ResultCache
+from isoscope.engine.store.cached_extract import cached_extract
+from isoscope.engine.store.entries import cache_key
+from isoscope.engine.store.provenance import attribute
+from isoscope.ui.frame.selection import Selection, get_selection
+from isoscope.ui.sharing.saved import open_saved, saved_corpus, saved_model
+from isoscope.ui.work.corpora import get_corpus, media_corpus_for
+from isoscope.ui.work.models import get_model
+from isoscope.ui.work.queue import shared_run
 
 T = TypeVar("T")
 
@@ -70,7 +70,7 @@ def get_extraction(
 ) -> tuple[LoadedModel, ExtractionResult]:
     """Model + extraction for the selection (or for ``corpus``, e.g. a first look's prefix of the
     selected corpus): this process's memory, else
-    :func:`backend.engine.store.cached_extract.cached_extract` (disk cache, else a run), once for every session
+    :func:`isoscope.engine.store.cached_extract.cached_extract` (disk cache, else a run), once for every session
     that asks at the same time (:func:`shared_run`; a disk read does not queue behind runs)."""
     sel = selection or get_selection()
     saved = open_saved() if selection is None else None  # a saved analysis replaces the run
@@ -110,10 +110,10 @@ def get_extraction(
 
 def _estimate(loaded: LoadedModel, corpus: Corpus, sel: Selection) -> float | None:
     """The extraction's estimated seconds before the first batch, from the parameter count and
-    this device's last measured speed (:mod:`backend.engine.budget.throughput`): the bar's ETA until
+    this device's last measured speed (:mod:`isoscope.engine.budget.throughput`): the bar's ETA until
     the first batch, which then refines it. None without a measurement, and for images and audio."""
-    from backend.engine.budget import throughput
-    from backend.engine.budget.batching import Batching, padded_tokens
+    from isoscope.engine.budget import throughput
+    from isoscope.engine.budget.batching import Batching, padded_tokens
 
     if getattr(corpus, "kind", "text") != "text":
         return None

@@ -1,13 +1,13 @@
 """Images and audio in the UI: the sidebar's folder inputs, the cached media corpora, and the one
-line a text-only view shows instead of itself (:mod:`backend.engine.inputs.media`)."""
+line a text-only view shows instead of itself (:mod:`isoscope.engine.inputs.media`)."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from backend.engine.errors import InputError
-from backend.engine.extraction import ExtractionResult
-from backend.engine.inputs.media import (
+from isoscope.engine.errors import InputError
+from isoscope.engine.extraction import ExtractionResult
+from isoscope.engine.inputs.media import (
     KIND_NOUNS,
     MediaCorpus,
     demo_images,
@@ -15,7 +15,7 @@ from backend.engine.inputs.media import (
     load_media_folder,
     media_files,
 )
-from ui.server import access
+from isoscope.ui.server import access
 
 MEDIA_KINDS = {"images": "image", "audio": "audio"}  # sidebar corpus kind -> input kind
 MEDIA_NOUN = KIND_NOUNS  # input kind -> what a line calls them
@@ -95,7 +95,7 @@ def thumbnail_caption(result: ExtractionResult, counts: tuple[int, int] | None) 
     """Under a per-token scatter of an image analysis: how many of its patch points show their
     thumbnail on hover (``counts``: shown, patch points; None: the images are not at hand), and
     the payload cap when it applies."""
-    from backend.plots.projections import THUMBNAIL_BYTES, THUMBNAIL_POINTS
+    from isoscope.plots.projections import THUMBNAIL_BYTES, THUMBNAIL_POINTS
 
     if result.input_kind != "image":
         return

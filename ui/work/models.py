@@ -11,16 +11,16 @@ from typing import Any
 
 import streamlit as st
 
-from backend.engine.budget.page_budget import first_look_budget
-from backend.engine.budget.time_estimate import TimeEstimate
-from backend.engine.environment import quiet_libraries
-from backend.engine.errors import IsoscopeError
-from backend.engine.load.models import LoadedModel, load_model
-from backend.engine.load.source import source_label
-from backend.engine.store.cache import ResultCache
-from ui.frame.selection import Selection, get_selection
-from ui.server import access
-from ui.work.corpora import get_corpus
+from isoscope.engine.budget.page_budget import first_look_budget
+from isoscope.engine.budget.time_estimate import TimeEstimate
+from isoscope.engine.environment import quiet_libraries
+from isoscope.engine.errors import IsoscopeError
+from isoscope.engine.load.models import LoadedModel, load_model
+from isoscope.engine.load.source import source_label
+from isoscope.engine.store.cache import ResultCache
+from isoscope.ui.frame.selection import Selection, get_selection
+from isoscope.ui.server import access
+from isoscope.ui.work.corpora import get_corpus
 
 
 @st.cache_resource(max_entries=3, show_spinner=False)
@@ -74,12 +74,12 @@ def _download_first(
     """A Hub id (or a ``random-like:`` copy of one) not in the cache yet: download it here, with
     a bar in bytes and an ETA, before the cached load; once the small files are in and before
     the weights come, the bar also says how long the first page will take
-    (:func:`backend.engine.budget.time_estimate.time_preflight`; returned, for the load's spinner).
+    (:func:`isoscope.engine.budget.time_estimate.time_preflight`; returned, for the load's spinner).
     Streamlit's stop ends the script in the bar's update, which cancels the download (complete
     files stay; nothing half-written)."""
-    from backend.engine.budget import throughput
-    from backend.engine.load import hub
-    from backend.engine.load.preflight import once
+    from isoscope.engine.budget import throughput
+    from isoscope.engine.load import hub
+    from isoscope.engine.load.preflight import once
 
     parsed = hub.to_download(source)
     if parsed is None:
@@ -112,10 +112,10 @@ def _download_first(
 
 def _time_preflight(sel: Selection, show: Callable[[TimeEstimate], None]):
     """The ``on_preflight(parameters, folder)`` that passes the first page's
-    :class:`backend.engine.budget.time_estimate.TimeEstimate` on the selected corpus to ``show`` (None
+    :class:`isoscope.engine.budget.time_estimate.TimeEstimate` on the selected corpus to ``show`` (None
     when the corpus is bad: the extraction says why)."""
-    from backend.engine.budget import time_estimate
-    from backend.engine.budget.batching import Batching
+    from isoscope.engine.budget import time_estimate
+    from isoscope.engine.budget.batching import Batching
 
     try:
         corpus = get_corpus(sel)
@@ -135,7 +135,7 @@ def get_model(
 
     Every model the UI loads comes through here, so a shared server's rules apply to all of them
     (sidebar, links, Compare's model B): a source outside them is refused with one text, and
-    pickle weights are never allowed (:mod:`ui.server.access`). While a load runs, its spinner says how
+    pickle weights are never allowed (:mod:`isoscope.ui.server.access`). While a load runs, its spinner says how
     long the first page will take (a download's estimate is reused, not computed again)."""
     sel = selection or get_selection()
     rules = access.policy()

@@ -1,5 +1,5 @@
 """Shared work on one server in the UI: identical work runs once across every session, heavy
-work waits in the process's fair queue (:mod:`backend.engine.serve.flights`) behind a bar that
+work waits in the process's fair queue (:mod:`isoscope.engine.serve.flights`) behind a bar that
 says its place, then the shared progress.
 """
 
@@ -12,9 +12,9 @@ from typing import TypeVar
 
 import streamlit as st
 
-from backend.engine.budget.progress import eta_text
-from backend.engine.serve.flights import WaitState, WorkQueue
-from ui.server import access
+from isoscope.engine.budget.progress import eta_text
+from isoscope.engine.serve.flights import WaitState, WorkQueue
+from isoscope.ui.server import access
 
 T = TypeVar("T")
 
@@ -64,7 +64,7 @@ def shared_run(
     estimate_s: float | None = None,
 ) -> T:
     """``compute(progress)`` once per ``key`` across every session of this server (see
-    :mod:`backend.engine.serve.flights`): a heavy one in the fair queue's worker threads (it must not
+    :mod:`isoscope.engine.serve.flights`): a heavy one in the fair queue's worker threads (it must not
     call Streamlit), a light one in the first caller's thread. A session that waits sees a bar
     with its place in the queue, then the shared progress; closing the tab or changing a control
     leaves the queue without cancelling what others wait for."""

@@ -1,4 +1,4 @@
-"""Cached analyses that several pages share, keyed by cheap values (the idiom of :mod:`ui.work.cached`):
+"""Cached analyses that several pages share, keyed by cheap values (the idiom of :mod:`isoscope.ui.work.cached`):
 a result's outlier criteria and headline dims (Outliers, Overview, LayerNorm, Positional,
 Similarity, Projections and the server's prewarm) and its anisotropy (Overview, Anisotropy and
 prewarm). One function each, so two pages asking for the same thing share one computation.
@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from backend.analysis.geometry import outliers as geometry_outliers
-from backend.analysis.geometry.isotropy import N_PAIRS, PAIR_SEED, anisotropy_by_state
-from backend.analysis.geometry.outliers import OutlierThresholds
-from backend.analysis.geometry.outliers import outlier_dims_by_state as headline_dims_by_state
-from backend.engine.extraction import ExtractionResult
-from ui.work.cached import cached
+from isoscope.analysis import outliers as geometry_outliers
+from isoscope.analysis.anisotropy import N_PAIRS, PAIR_SEED, anisotropy_by_state
+from isoscope.analysis.outliers import OutlierThresholds
+from isoscope.analysis.outliers import outlier_dims_by_state as headline_dims_by_state
+from isoscope.engine.extraction import ExtractionResult
+from isoscope.ui.work.cached import cached
 
 DEFAULT_THRESHOLDS = OutlierThresholds()
 
@@ -26,7 +26,7 @@ DEFAULT_THRESHOLDS = OutlierThresholds()
 def criteria_by_state(
     result: ExtractionResult, thresholds: OutlierThresholds = DEFAULT_THRESHOLDS
 ) -> list[dict[str, list[int]]]:
-    """:func:`backend.analysis.geometry.outliers.criteria_by_state`: all four criteria at every hidden state."""
+    """:func:`isoscope.analysis.outliers.criteria_by_state`: all four criteria at every hidden state."""
     return geometry_outliers.criteria_by_state(result, thresholds)
 
 

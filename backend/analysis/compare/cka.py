@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from backend.engine.errors import InputError
+from isoscope.engine.errors import InputError
 
 if TYPE_CHECKING:  # type hints only: importing them would pull in torch
-    from backend.engine.extraction import ExtractionResult
-    from backend.engine.load.models import LoadedModel
+    from isoscope.engine.extraction import ExtractionResult
+    from isoscope.engine.load.models import LoadedModel
 
 BASES = ("tokens", "texts")
 
@@ -160,7 +160,7 @@ def representation_similarity(
 
     Tokens: when :func:`same_tokens` holds (same corpus, same tokenization, same settings, hence
     the same seeded token sample), the sample vectors are paired row by row. Texts: otherwise,
-    mean-pooled vectors of every text (:func:`backend.engine.extraction.mean_pooled`), which needs both
+    mean-pooled vectors of every text (:func:`isoscope.engine.extraction.mean_pooled`), which needs both
     loaded models. ``debiased=None`` (auto) uses the debiased estimator on the text basis, where n
     is small. Raises :class:`InputError` when the two extractions are of different corpora (CKA
     compares representations of the same inputs). ``inputs`` are what the texts basis pools: the
@@ -183,7 +183,7 @@ def representation_similarity(
             "the two models tokenize the corpus differently, so CKA needs mean-pooled text "
             "vectors: pass both loaded models"
         )
-    from backend.engine.extraction import mean_pooled
+    from isoscope.engine.extraction import mean_pooled
 
     media = result_a.input_kind != "text"
     if media and inputs is None:

@@ -11,10 +11,10 @@ Sources (docs/methods.md section 8 and the sections each per-state figure comes 
   estimator of Song et al. 2012 (as in Kornblith et al.'s reference code), which removes the
   upward bias of small n (e.g. a few hundred texts in a few hundred dimensions).
 - Per hidden state: anisotropy and IsoScore (Ethayarajh 2019; Rudman et al. 2022, via
-  :func:`backend.analysis.geometry.isotropy.by_state`), outlier dims
-  (:func:`backend.analysis.geometry.outliers.outlier_dims`) gained and lost, |mean| per dim, and
+  :func:`isoscope.analysis.anisotropy.by_state`), outlier dims
+  (:func:`isoscope.analysis.outliers.outlier_dims`) gained and lost, |mean| per dim, and
   the share of the mean cosine carried by the top dims (Timkey & van Schijndel 2021); STS
-  Spearman by state (Luo et al. 2021, via :mod:`backend.analysis.geometry.similarity`).
+  Spearman by state (Luo et al. 2021, via :mod:`isoscope.analysis.similarity`).
 - LayerNorm gamma/beta differences per dim (Kovaleva et al. 2021, BERT Busters), when both
   models have the same norms (a fine-tuned model against its base).
 
@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from backend.analysis.compare.cka import (
+from isoscope.analysis.anisotropy import N_PAIRS, PAIR_SEED
+from isoscope.analysis.compare.cka import (
     BASES,
     CKAResult,
     cka_matrix,
@@ -37,20 +38,19 @@ from backend.analysis.compare.cka import (
     representation_similarity,
     same_tokens,
 )
-from backend.analysis.compare.records import Comparison, LNDifference, SideSummary
-from backend.analysis.compare.storage import (
+from isoscope.analysis.compare.records import Comparison, LNDifference, SideSummary
+from isoscope.analysis.compare.storage import (
     COMPARISON_LAYOUT,
     cached_compare,
     comparison_arrays,
     comparison_from_arrays,
     comparison_key,
 )
-from backend.analysis.geometry.isotropy import N_PAIRS, PAIR_SEED
-from backend.engine.errors import InputError
+from isoscope.engine.errors import InputError
 
 if TYPE_CHECKING:  # type hints only: importing them would pull in torch
-    from backend.engine.extraction import ExtractionResult
-    from backend.engine.load.models import LoadedModel
+    from isoscope.engine.extraction import ExtractionResult
+    from isoscope.engine.load.models import LoadedModel
 
 __all__ = [
     "BASES",
@@ -91,10 +91,10 @@ def summarize(
     seed: int = PAIR_SEED,
     top_k: int = 3,
 ) -> SideSummary:
-    """Anisotropy, IsoScore, Timkey's top-dim share (:func:`backend.analysis.geometry.isotropy.by_state`) and the
-    headline outlier dims (:func:`backend.analysis.geometry.outliers.outlier_dims`) of every hidden state."""
-    from backend.analysis.geometry.isotropy import by_state
-    from backend.analysis.geometry.outliers import outlier_dims_by_state
+    """Anisotropy, IsoScore, Timkey's top-dim share (:func:`isoscope.analysis.anisotropy.by_state`) and the
+    headline outlier dims (:func:`isoscope.analysis.outliers.outlier_dims`) of every hidden state."""
+    from isoscope.analysis.anisotropy import by_state
+    from isoscope.analysis.outliers import outlier_dims_by_state
 
     iso = by_state(result, n_pairs=n_pairs, seed=seed, top_k=top_k, similarity=False)
     shares = np.array(
@@ -166,8 +166,8 @@ def abs_mean_difference(a: SideSummary, b: SideSummary) -> np.ndarray | None:
 
 def sts_by_state_for(loaded: LoadedModel, pairs, max_length: int = 128) -> np.ndarray:
     """Spearman x 100 of mean-pooled cosines against the gold scores, per hidden state (S,)
-    (Luo et al. 2021, Table 2; raw vectors), via :mod:`backend.analysis.geometry.similarity`."""
-    from backend.analysis.geometry.similarity import pool_pairs, sts_by_state
+    (Luo et al. 2021, Table 2; raw vectors), via :mod:`isoscope.analysis.similarity`."""
+    from isoscope.analysis.similarity import pool_pairs, sts_by_state
 
     first, second = pool_pairs(loaded, pairs, max_length=max_length)
     rows = sts_by_state(first, second, pairs.scores, [[] for _ in range(first.shape[0])])
@@ -182,8 +182,8 @@ def layernorm_difference(
 ) -> tuple[LNDifference | None, str]:
     """LayerNorm gamma/beta differences (B - A) when both models have the same norms (names and
     width); else ``(None, reason)``. Kovaleva et al. 2021 trace which dims move in fine-tuning."""
-    from backend.analysis.layernorm.params import ln_params, norms_of
-    from backend.engine.errors import IsoscopeError
+    from isoscope.analysis.layernorm.params import ln_params, norms_of
+    from isoscope.engine.errors import IsoscopeError
 
     if loaded_a.info.hidden_size != loaded_b.info.hidden_size:
         return None, (
@@ -228,7 +228,7 @@ def compare(
 
     CKA runs when both are of the same corpus (two models); for one model on two corpora it is
     skipped (None) with a note, since CKA needs the same inputs. LayerNorm differences need both
-    loaded models with the same norms; STS needs ``pairs`` (:class:`backend.analysis.geometry.similarity.SentencePairs`)
+    loaded models with the same norms; STS needs ``pairs`` (:class:`isoscope.analysis.similarity.SentencePairs`)
     and both loaded models, and text (image and audio analyses have no sentence pairs).
     ``inputs``: the corpus's items, which CKA pools when the two models tokenize them differently
     (needed for images and audio, whose results name their items by path only).
@@ -328,7 +328,7 @@ def comparison_cache_key(result_a: ExtractionResult, result_b: ExtractionResult,
     with its default filled in."""
     import inspect
 
-    from backend.engine.store.entries import cache_key
+    from isoscope.engine.store.entries import cache_key
 
     bound = inspect.signature(compare).bind(result_a, result_b, **options)
     bound.apply_defaults()
@@ -349,7 +349,7 @@ def compare_with_cache(
     cache, result_a: ExtractionResult, result_b: ExtractionResult, **options
 ) -> Comparison:
     """``compare(result_a, result_b, **options)`` through the disk cache ``cache`` (a
-    :class:`backend.engine.store.cache.ResultCache`; None: computed, not kept). The Compare page and the
+    :class:`isoscope.engine.store.cache.ResultCache`; None: computed, not kept). The Compare page and the
     ``compare`` command both go through it, so either reopens what the other computed."""
 
     def run() -> Comparison:
@@ -366,7 +366,7 @@ def with_cards(
 ) -> Comparison:
     """``comparison`` whose sides carry ``result_a``'s and ``result_b``'s model cards: a comparison
     kept under both extractions' keys may have been computed from other paths with the same
-    weights (:mod:`backend.engine.store.provenance`); its cards name what was opened now."""
+    weights (:mod:`isoscope.engine.store.provenance`); its cards name what was opened now."""
     a = replace(comparison.a, model=dict(result_a.model))
     b = replace(comparison.b, model=dict(result_b.model))
     return replace(comparison, a=a, b=b)

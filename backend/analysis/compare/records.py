@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from backend.analysis.compare.cka import CKAResult
+from isoscope.analysis.compare.cka import CKAResult
 
 
 @dataclass(frozen=True)

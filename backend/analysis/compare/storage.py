@@ -1,5 +1,5 @@
 """A comparison on disk: named arrays plus one JSON ``meta`` string (no pickle), entries of the
-extraction cache (:class:`backend.engine.store.cache.ResultCache`) under a key of what determines them."""
+extraction cache (:class:`isoscope.engine.store.cache.ResultCache`) under a key of what determines them."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import json
 
 import numpy as np
 
-from backend.analysis.compare.cka import CKAResult
-from backend.analysis.compare.records import Comparison, LNDifference, SideSummary
+from isoscope.analysis.compare.cka import CKAResult
+from isoscope.analysis.compare.records import Comparison, LNDifference, SideSummary
 
 COMPARISON_LAYOUT = 1  # bump when Comparison or compare() changes what it stores
 _SIDE_ARRAYS = ("anisotropy", "isoscore", "mean", "top_share")
@@ -99,7 +99,7 @@ def comparison_key(*parts: object) -> str:
 
 def cached_compare(cache, key: str, run) -> Comparison:
     """``run()`` (a :func:`compare` call) through the disk cache ``cache``
-    (:class:`backend.engine.store.cache.ResultCache`) under ``key`` (:func:`comparison_key`). An unreadable or
+    (:class:`isoscope.engine.store.cache.ResultCache`) under ``key`` (:func:`comparison_key`). An unreadable or
     other-layout entry is a miss; a comparison that cannot be kept is still returned."""
     arrays = cache.load_arrays(key)
     if arrays is not None:

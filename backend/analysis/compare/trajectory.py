@@ -3,16 +3,16 @@
 Input: a folder of checkpoints as the Hugging Face Trainer writes them (``checkpoint-500/``) or
 named ``step1000/`` (``step-1000``, ``step_1000``), sorted by step; or an explicit list of
 checkpoint folders. Per checkpoint and hidden state: the largest |mean| and its dim, the outlier
-dims (:func:`backend.analysis.geometry.outliers.outlier_dims_by_state`), anisotropy and IsoScore
-(:func:`backend.analysis.geometry.isotropy.by_state`); per LayerNorm, the dims whose gamma is flagged (BERT
-Busters' |gamma - mean| > k std, :func:`backend.analysis.layernorm.params.flag_params`) and the LN outlier dims
-(:func:`backend.analysis.layernorm.params.detect_outliers`).
+dims (:func:`isoscope.analysis.outliers.outlier_dims_by_state`), anisotropy and IsoScore
+(:func:`isoscope.analysis.anisotropy.by_state`); per LayerNorm, the dims whose gamma is flagged (BERT
+Busters' |gamma - mean| > k std, :func:`isoscope.analysis.layernorm.params.flag_params`) and the LN outlier dims
+(:func:`isoscope.analysis.layernorm.params.detect_outliers`).
 
 Sources: Kovaleva et al. 2021 (arXiv 2105.06990) trace LayerNorm outliers through pre-training;
 Puccetti et al. 2022 (arXiv 2205.11380) tie them to token frequency; Pythia (Biderman et al.
 2023) publishes 154 checkpoints per model for exactly this kind of study.
 
-Each checkpoint's extraction goes through :func:`backend.engine.store.cached_extract.cached_extract`, keyed by the
+Each checkpoint's extraction goes through :func:`isoscope.engine.store.cached_extract.cached_extract`, keyed by the
 checkpoint's fingerprint (config + weight files), so adding a checkpoint computes only that one.
 Bad input never loses finished work: a checkpoint that fails to load, or whose architecture differs
 from the first one, is skipped with a message in :attr:`Trajectory.errors`, and the others are kept.
@@ -29,16 +29,16 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from backend.analysis.geometry.isotropy import N_PAIRS, PAIR_SEED
-from backend.analysis.layernorm.thresholds import LN_THRESHOLDS
-from backend.engine.budget.progress import Progress, report
-from backend.engine.errors import InputError, IsoscopeError
+from isoscope.analysis.anisotropy import N_PAIRS, PAIR_SEED
+from isoscope.analysis.layernorm.thresholds import LN_THRESHOLDS
+from isoscope.engine.budget.progress import Progress, report
+from isoscope.engine.errors import InputError, IsoscopeError
 
 if TYPE_CHECKING:  # type hints only: importing them would pull in torch
-    from backend.engine.extraction import ExtractionResult, ExtractionSettings
-    from backend.engine.inputs.corpus import Corpus
-    from backend.engine.load.models import LoadedModel
-    from backend.engine.store.cache import ResultCache
+    from isoscope.engine.extraction import ExtractionResult, ExtractionSettings
+    from isoscope.engine.inputs.corpus import Corpus
+    from isoscope.engine.load.models import LoadedModel
+    from isoscope.engine.store.cache import ResultCache
 
 STEP_NAME = re.compile(r"^(?:checkpoint|step)[-_]?(\d+)$", re.IGNORECASE)
 
@@ -141,8 +141,8 @@ def state_figures(
 ) -> list[dict]:
     """Per hidden state of an ExtractionResult: largest |mean| (and its dim), outlier dims,
     anisotropy and IsoScore."""
-    from backend.analysis.geometry.isotropy import by_state
-    from backend.analysis.geometry.outliers import outlier_dims_by_state
+    from isoscope.analysis.anisotropy import by_state
+    from isoscope.analysis.outliers import outlier_dims_by_state
 
     iso = by_state(result, n_pairs=n_pairs, seed=seed, top_k=0, similarity=False)
     rows = []
@@ -168,7 +168,7 @@ def layernorm_figures(
     loaded: LoadedModel, k: float = LN_THRESHOLDS.k, share: float = LN_THRESHOLDS.share
 ) -> tuple[dict, list[int]]:
     """(per-norm gamma-flagged dims, LN outlier dims) of a loaded model; ({}, []) without norms."""
-    from backend.analysis.layernorm.params import (
+    from isoscope.analysis.layernorm.params import (
         detect_outliers,
         flag_params,
         ln_params,
@@ -289,11 +289,11 @@ def run_trajectory(
     ``on_checkpoint(label)``: "[i/n] name (step s)" as each checkpoint starts."""
     import gc
 
-    from backend.engine.extraction import ExtractionSettings, extract
-    from backend.engine.load.models import load_model
-    from backend.engine.store.cache import ResultCache
-    from backend.engine.store.cached_extract import cached_extract
-    from backend.engine.store.entries import cache_key
+    from isoscope.engine.extraction import ExtractionSettings, extract
+    from isoscope.engine.load.models import load_model
+    from isoscope.engine.store.cache import ResultCache
+    from isoscope.engine.store.cached_extract import cached_extract
+    from isoscope.engine.store.entries import cache_key
 
     settings = settings or ExtractionSettings()
     store = cache if cache is not None else ResultCache()

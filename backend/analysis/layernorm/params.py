@@ -24,7 +24,7 @@ Sandwich-norm decoders (Gemma-2/3) add ``L{i}.attn_ln`` / ``L{i}.out_ln`` (roles
 layer's norms, e.g. OLMo-2's q norm) and ``head.ln`` (``head``) for the MLM head's LayerNorm.
 
 Where each norm lives, its role, what it feeds and whether the model is pre-LN come from one traced
-forward pass (:func:`backend.engine.arch.wiring`; no family table needed). RMSNorm
+forward pass (:func:`isoscope.engine.arch.wiring`; no family table needed). RMSNorm
 (Llama family) has no beta (treated as absent); Gemma's RMSNorm scales by 1 + weight, so its
 reported gamma is weight + 1.
 """
@@ -37,11 +37,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from backend.analysis.layernorm.thresholds import LN_THRESHOLDS, LayerNormThresholds
-from backend.engine.arch import wiring
-from backend.engine.device import to_numpy
-from backend.engine.errors import InputError, UnsupportedModelError
-from backend.engine.load.models import LoadedModel
+from isoscope.analysis.layernorm.thresholds import LN_THRESHOLDS, LayerNormThresholds
+from isoscope.engine.arch import wiring
+from isoscope.engine.device import to_numpy
+from isoscope.engine.errors import InputError, UnsupportedModelError
+from isoscope.engine.load.models import LoadedModel
 
 ROLES = ("emb", "attn", "out", "pre_attn", "pre_mlp", "other", "final", "head")
 ROLE_LABELS = {
@@ -96,7 +96,7 @@ def find_norms(
 ) -> list[NormSite]:
     """All norms of ``model`` (a base model or a ``*ForMaskedLM``), named canonically, in forward
     order (embedding LN, each layer's norms, final LN, head LN). Where they live and their roles
-    come from the traced wiring (:func:`backend.engine.arch.wiring`); norms narrower than the model width (ELECTRA's
+    come from the traced wiring (:func:`isoscope.engine.arch.wiring`); norms narrower than the model width (ELECTRA's
     embedding LayerNorm before its projection) are left out.
 
     ``parametric=False`` also keeps norms without a weight (OLMo's non-parametric LayerNorm), for
@@ -156,7 +156,7 @@ def find_norms(
 
 
 def norms_of(loaded: LoadedModel) -> list[NormSite]:
-    """:func:`find_norms` of a :class:`backend.engine.load.models.LoadedModel` (head norms included if loaded)."""
+    """:func:`find_norms` of a :class:`isoscope.engine.load.models.LoadedModel` (head norms included if loaded)."""
     return find_norms(
         loaded.model, num_layers=loaded.info.num_layers, width=loaded.info.hidden_size
     )

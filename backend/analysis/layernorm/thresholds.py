@@ -1,15 +1,15 @@
 """The LayerNorm outlier thresholds and the ablation's random controls, declared once
-(:class:`backend.engine.params.Interval`): the defaults and ranges of ``ablate --k/--share/
+(:class:`isoscope.engine.params.Interval`): the defaults and ranges of ``ablate --k/--share/
 --random-controls``, the LayerNorm page's controls and its links, and the checks of
 :class:`LayerNormThresholds`. A module without torch so that the CLI's option defaults
-read them without loading torch. Re-exported by :mod:`backend.analysis.layernorm.params`, where the
+read them without loading torch. Re-exported by :mod:`isoscope.analysis.layernorm.params`, where the
 rule itself lives."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from backend.engine.params import Interval
+from isoscope.engine.params import Interval
 
 KOVALEVA_2021 = (
     "Kovaleva, Kulshreshtha, Rogers & Rumshisky 2021, BERT Busters: Outlier Dimensions that "
@@ -39,7 +39,7 @@ class LayerNormThresholds:
     """BERT Busters' LayerNorm outlier rule (Kovaleva et al. 2021): per norm, a gamma_j or beta_j
     more than ``k`` std from that norm's mean is flagged; dim j is an outlier when it is flagged in
     at least ``share`` of the norms. Defaults and ranges from :data:`LN_K` and :data:`LN_SHARE`
-    (like :class:`backend.analysis.geometry.outliers.OutlierThresholds`)."""
+    (like :class:`isoscope.analysis.outliers.OutlierThresholds`)."""
 
     k: float = LN_K.default
     share: float = LN_SHARE.default

@@ -5,7 +5,7 @@ that reads a patch's row and column from each hidden state.
   2010.11929, Fig. 7): the cosine similarity of one patch's learned position embedding to every
   other patch's, drawn on the patch grid. A trained ViT learns 2-D structure: each patch is most
   similar to its own row and column, and to its neighbours.
-- Row / column probe: the position probe of Luo et al. (:func:`backend.analysis.positional.table
+- Row / column probe: the position probe of Luo et al. (:func:`isoscope.analysis.positional.table
   .probe_positions`, bias-free softmax classifier, split by image) with a patch's row, then its
   column, as the class. Prefix tokens ([CLS], [DIST], registers) have no grid position and are
   left out.
@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from backend.analysis.positional.table import ProbeResult, ProbeSettings, probe_positions
-from backend.engine.arch.layout import PatchPositionTable
-from backend.engine.budget.progress import Progress
-from backend.engine.errors import InputError
-from backend.engine.extraction import ExtractionResult
+from isoscope.analysis.positional.table import ProbeResult, ProbeSettings, probe_positions
+from isoscope.engine.arch.layout import PatchPositionTable
+from isoscope.engine.budget.progress import Progress
+from isoscope.engine.errors import InputError
+from isoscope.engine.extraction import ExtractionResult
 
 AXES = ("row", "column")
 

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from backend.analysis.positional.params import (
+from isoscope.analysis.positional.params import (
     NOPE_BATCH,
     NOPE_D_MODEL,
     NOPE_FIT_FROM,
@@ -42,13 +42,13 @@ from backend.analysis.positional.params import (
     NOPE_SEEDS,
     NOPE_SEQ_LEN,
 )
-from backend.engine.arch import architecture
-from backend.engine.arch.hooks import forward_hooks
-from backend.engine.budget.progress import Progress
-from backend.engine.device import to_numpy
-from backend.engine.errors import InputError, UnsupportedModelError
-from backend.engine.extraction import forward_batches, tokenize
-from backend.engine.load.models import LoadedModel, build_random_model
+from isoscope.engine.arch import architecture
+from isoscope.engine.arch.hooks import forward_hooks
+from isoscope.engine.budget.progress import Progress
+from isoscope.engine.device import to_numpy
+from isoscope.engine.errors import InputError, UnsupportedModelError
+from isoscope.engine.extraction import forward_batches, tokenize
+from isoscope.engine.load.models import LoadedModel, build_random_model
 
 INPUT_KINDS = ("tokens", "gaussian")
 

@@ -1,4 +1,4 @@
-"""The positional analyses' parameters, declared once (:class:`backend.engine.params.Interval`):
+"""The positional analyses' parameters, declared once (:class:`isoscope.engine.params.Interval`):
 the queries/keys capture (``isoscope qk``), the position probe and TUPE (``isoscope positional``)
 and the variance lab (``isoscope nope``), read by those commands' options, the Positional
 information page's controls and the settings dataclasses' checks. A module without torch, so that
@@ -6,7 +6,7 @@ the CLI's option defaults load nothing heavy."""
 
 from __future__ import annotations
 
-from backend.engine.params import Interval
+from isoscope.engine.params import Interval
 
 # Half the extraction's 128: the statistics are means over tokens, so 64 per text already average
 # thousands of queries; the page runs the capture twice (trained and random init) while one waits,

@@ -10,7 +10,7 @@ tokens of the corpus:
 - attention entropy: mean over query tokens of -sum_j a_ij log a_ij (nats), and the same divided
   by log(number of attendable keys) (1 = uniform; queries with a single key are skipped).
 
-Queries and keys are captured as the attention uses them (:mod:`backend.engine.arch.qk_capture`):
+Queries and keys are captured as the attention uses them (:mod:`isoscope.engine.arch.qk_capture`):
 after the projection biases, the q/k norms (Qwen3, OLMo-2) and the rotary embedding. The
 attention weights, and so the entropy, are the model's own under its own mask (causal, sliding
 window where the config has one, padding).
@@ -23,7 +23,7 @@ window where the config has one, padding).
   ``rotation="applied"`` (the vectors the attention multiplies) or ``"before"`` (taken back by the
   model's own ``apply_rotary_pos_emb`` at the opposite angle).
 
-Compare trained weights with a random-init copy (``backend.engine.load.models.random_like``).
+Compare trained weights with a random-init copy (``isoscope.engine.load.models.random_like``).
 """
 
 from __future__ import annotations
@@ -35,11 +35,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from backend.analysis.activations.sinks import eager_attention
-from backend.analysis.positional.params import QK_BATCH_SIZE, QK_MAX_LENGTH
-from backend.engine.arch import blocks_of, position_kind
-from backend.engine.arch.hooks import forward_hooks
-from backend.engine.arch.qk_capture import (
+from isoscope.analysis.massive.sinks import eager_attention
+from isoscope.analysis.positional.params import QK_BATCH_SIZE, QK_MAX_LENGTH
+from isoscope.engine.arch import blocks_of, position_kind
+from isoscope.engine.arch.hooks import forward_hooks
+from isoscope.engine.arch.qk_capture import (
     QK_LAYOUTS,
     attention_calls,
     layout_of,
@@ -47,11 +47,11 @@ from backend.engine.arch.qk_capture import (
     rotate,
     uses_attention_interface,
 )
-from backend.engine.budget.progress import Progress
-from backend.engine.device import to_numpy
-from backend.engine.errors import InputError, UnsupportedModelError
-from backend.engine.extraction import forward_batches, tokenize
-from backend.engine.load.models import LoadedModel
+from isoscope.engine.budget.progress import Progress
+from isoscope.engine.device import to_numpy
+from isoscope.engine.errors import InputError, UnsupportedModelError
+from isoscope.engine.extraction import forward_batches, tokenize
+from isoscope.engine.load.models import LoadedModel
 
 METRICS = {
     "mean_q_norm": "‖mean query‖",
@@ -316,8 +316,8 @@ def _attention_layers(
     """The softmax-attention layers (1..L) of the layer pattern, the others with their kind, and
     whether some attention is latent (MLA); refused in one line when there is none ("no
     attention layers: Mamba mixers only"). Every layer when the pattern cannot be read."""
-    from backend.engine.arch import layer_pattern
-    from backend.engine.arch.mixers import LATENT
+    from isoscope.engine.arch import layer_pattern
+    from isoscope.engine.arch.mixers import LATENT
 
     try:
         pattern = layer_pattern(loaded)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from backend.analysis.positional.nope import VarianceCurves
+    from isoscope.analysis.positional.nope import VarianceCurves
 
 
 def variance_slope_table(

@@ -30,15 +30,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from backend.analysis.positional.params import MAX_POSITION, PROBE_ITER, TEST_FRACTION
-from backend.engine.arch import architecture
-from backend.engine.arch import position_offset as arch_position_offset
-from backend.engine.budget.progress import Progress
-from backend.engine.device import to_numpy
-from backend.engine.errors import InputError, UnsupportedModelError
-from backend.engine.extraction import ExtractionResult
-from backend.engine.load.models import LoadedModel, position_table
-from backend.engine.params import SEED
+from isoscope.analysis.positional.params import MAX_POSITION, PROBE_ITER, TEST_FRACTION
+from isoscope.engine.arch import architecture
+from isoscope.engine.arch import position_offset as arch_position_offset
+from isoscope.engine.budget.progress import Progress
+from isoscope.engine.device import to_numpy
+from isoscope.engine.errors import InputError, UnsupportedModelError
+from isoscope.engine.extraction import ExtractionResult
+from isoscope.engine.load.models import LoadedModel, position_table
+from isoscope.engine.params import SEED
 
 # ----------------------------------------------------------------------------- position table
 
@@ -126,7 +126,7 @@ def analyse_position_table(
 
 def position_offset(loaded: LoadedModel) -> int:
     """First table row used as a position (RoBERTa-style tables start at padding_idx + 1; OPT at 2),
-    read from the table module (:func:`backend.engine.arch.position_offset`)."""
+    read from the table module (:func:`isoscope.engine.arch.position_offset`)."""
     return arch_position_offset(loaded)
 
 

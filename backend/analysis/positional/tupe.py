@@ -29,13 +29,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from backend.engine.arch import architecture
-from backend.engine.arch.hooks import forward_hooks
-from backend.engine.budget.progress import Progress
-from backend.engine.device import to_numpy
-from backend.engine.errors import InputError, UnsupportedModelError
-from backend.engine.extraction import tokenize
-from backend.engine.load.models import LoadedModel
+from isoscope.engine.arch import architecture
+from isoscope.engine.arch.hooks import forward_hooks
+from isoscope.engine.budget.progress import Progress
+from isoscope.engine.device import to_numpy
+from isoscope.engine.errors import InputError, UnsupportedModelError
+from isoscope.engine.extraction import tokenize
+from isoscope.engine.load.models import LoadedModel
 
 TERMS = ("word_word", "word_position", "position_word", "position_position")
 TERM_LABELS = {

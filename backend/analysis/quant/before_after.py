@@ -19,18 +19,18 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from backend.analysis.quant.params import SMOOTHQUANT_ALPHA
-from backend.analysis.quant.readiness.scan import QuantScan, weighted_median
-from backend.analysis.quant.schemes import (
+from isoscope.analysis.quant.params import SMOOTHQUANT_ALPHA
+from isoscope.analysis.quant.readiness.scan import QuantScan, weighted_median
+from isoscope.analysis.quant.schemes import (
     hadamard_block,
     quant_per_row,
     relative_error,
     rotate,
     smooth_scales,
 )
-from backend.analysis.quant.sites import weight_matrix
-from backend.engine.device import to_numpy
-from backend.engine.params import LLM_INT8_THRESHOLD
+from isoscope.analysis.quant.sites import weight_matrix
+from isoscope.engine.device import to_numpy
+from isoscope.engine.params import LLM_INT8_THRESHOLD
 
 TRANSFORMS = ("smoothquant", "rotation")
 

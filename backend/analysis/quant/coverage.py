@@ -3,15 +3,15 @@
 SmoothQuant (Xiao et al. 2023, arXiv 2211.10438) moves activation outliers into the weights by a
 per-channel scale s folded into the preceding norm's weight (1 / s) and into the consumers'
 input columns (s): it needs a norm -> linear pair whose fold is exact. Every site of the model
-(:func:`backend.analysis.quant.sites.discover_sites`: every projection of the blocks) gets one
+(:func:`isoscope.analysis.quant.sites.discover_sites`: every projection of the blocks) gets one
 line: smoothed by which norm, or why not (no norm feeds it; the norm cannot be folded, with
-:func:`backend.analysis.quant.mappings.norm_mappings`' reason; the projection is never called as a
+:func:`isoscope.analysis.quant.mappings.norm_mappings`' reason; the projection is never called as a
 module). Sites that are not smoothed are still quantized W8A8 per token.
 """
 
 from __future__ import annotations
 
-from backend.analysis.quant.sites import ROLE_LABELS, SiteMap
+from isoscope.analysis.quant.sites import ROLE_LABELS, SiteMap
 
 NO_NORM = (
     "no norm's output is its input (SmoothQuant needs a norm -> linear pair to fold the scales "
@@ -25,7 +25,7 @@ UNTRACED = (
 
 def site_coverage(site_map: SiteMap, mappings, skipped, notes=()) -> tuple[dict, ...]:
     """Per site: ``{layer, role, modules, smoothed_by}`` (the norm) or ``{..., not_smoothed}``
-    (why). ``mappings`` / ``skipped``: :func:`~backend.analysis.quant.mappings.norm_mappings`'
+    (why). ``mappings`` / ``skipped``: :func:`~isoscope.analysis.quant.mappings.norm_mappings`'
     results; ``notes``: its notes (the reason when it wrote no mapping at all)."""
     smoothed = {b: m.smooth for m in mappings for b in m.balance}
     refused = {s.smooth: s.reason for s in skipped}

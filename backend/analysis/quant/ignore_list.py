@@ -1,10 +1,10 @@
-"""The recipe's ignore list (:mod:`backend.analysis.quant.recipe`): the modules kept in full
+"""The recipe's ignore list (:mod:`isoscope.analysis.quant.recipe`): the modules kept in full
 precision.
 
 The most sensitive blocks are kept: the measured per-block end loss (each block alone W8A8 per
-token; :func:`~backend.analysis.quant.readiness.layer_sensitivity`), most damaging first, until the
+token; :func:`~isoscope.analysis.quant.readiness.layer_sensitivity`), most damaging first, until the
 kept blocks account for ``ignore_share`` of the summed per-block loss
-(:data:`~backend.analysis.quant.params.IGNORE_SHARE`), at most ``max_blocks``. Without a
+(:data:`~isoscope.analysis.quant.params.IGNORE_SHARE`), at most ``max_blocks``. Without a
 sensitivity run the per-site error (the cheap proxy) ranks the blocks. ``lm_head`` is always kept
 (isoscope's end metric keeps it in full precision, as llm-compressor's W8A8 examples do). Each
 ignored module carries its reason, which the recipe's YAML writes as a comment beside it.
@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from backend.analysis.quant.params import IGNORE_SHARE
-from backend.analysis.quant.readiness.report import QuantReport
-from backend.engine.errors import InputError
+from isoscope.analysis.quant.params import IGNORE_SHARE
+from isoscope.analysis.quant.readiness.report import QuantReport
+from isoscope.engine.errors import InputError
 
 MAX_BLOCKS = 4
 HEAD = "lm_head"

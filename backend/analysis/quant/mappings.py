@@ -1,6 +1,6 @@
 """SmoothQuant's mappings (Xiao et al. 2023, arXiv 2211.10438), read from the model's own wiring
-(:func:`backend.engine.arch.wiring`, one traced forward pass), for the recipe
-(:mod:`backend.analysis.quant.recipe`): every norm inside a block whose output is the input of
+(:func:`isoscope.engine.arch.wiring`, one traced forward pass), for the recipe
+(:mod:`isoscope.analysis.quant.recipe`): every norm inside a block whose output is the input of
 projections, with *every* projection it feeds as the balance layers.
 
 SmoothQuant folds ``1 / s`` into the norm's weight and ``s`` into each consumer's input columns, so
@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import torch
 
-from backend.analysis.quant.sites import public_names
-from backend.engine.arch import wiring
+from isoscope.analysis.quant.sites import public_names
+from isoscope.engine.arch import wiring
 
 
 @dataclass(frozen=True)

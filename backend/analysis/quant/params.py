@@ -1,10 +1,10 @@
-"""The quantization analysis's parameters, declared once (:class:`backend.engine.params.Interval`):
+"""The quantization analysis's parameters, declared once (:class:`isoscope.engine.params.Interval`):
 read by ``isoscope quant``'s options, the Quantization page's widgets and the links that carry
 them. A module without torch, so that the CLI's option defaults load nothing heavy."""
 
 from __future__ import annotations
 
-from backend.engine.params import DETTMERS_2022, MAX_LENGTH, PAGE_LENGTHS, Interval
+from isoscope.engine.params import DETTMERS_2022, MAX_LENGTH, PAGE_LENGTHS, Interval
 
 XIAO_2023 = (
     "Xiao, Lin, Seznec, Wu, Demouth & Han 2023, SmoothQuant: Accurate and Efficient Post-Training "
@@ -57,7 +57,7 @@ ALPHA_GRID = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
 
 
 def check_keep_alpha(keep: int, alpha: float) -> None:
-    """keep-K and α against their declarations (:class:`~backend.engine.errors.InputError`
+    """keep-K and α against their declarations (:class:`~isoscope.engine.errors.InputError`
     naming the flag)."""
     KEEP_K.check(keep, KEEP_K.flag)
     SMOOTHQUANT_ALPHA.check(alpha, SMOOTHQUANT_ALPHA.flag)

@@ -2,14 +2,14 @@
 the same decisions, written from what isoscope measured (docs/methods.md section 10; docs/quantization.md).
 
 - **SmoothQuant mappings** (Xiao et al. 2023, arXiv 2211.10438) come from the model's own wiring:
-  every norm whose fold is exact, with every projection it feeds (:mod:`backend.analysis.quant.mappings`).
+  every norm whose fold is exact, with every projection it feeds (:mod:`isoscope.analysis.quant.mappings`).
 - **The ignore list** keeps the most sensitive blocks and ``lm_head`` in full precision, each
-  ignored module's reason a YAML comment beside it (:mod:`backend.analysis.quant.ignore_list`).
+  ignored module's reason a YAML comment beside it (:mod:`isoscope.analysis.quant.ignore_list`).
 - **The scheme** is llm-compressor's ``W8A8`` preset: int8 weights per output channel and int8
   activations per token, dynamic, symmetric: isoscope's ``per_token`` scheme.
 - **α** is the report's: the α sweep's best on the scan unless the user gave one.
 - **A rotation** (llm-compressor's ``QuIPModifier``) replaces SmoothQuant only when its measured end
-  metric is clearly better than both rivals' (:mod:`backend.analysis.quant.rotation`). The YAML
+  metric is clearly better than both rivals' (:mod:`isoscope.analysis.quant.rotation`). The YAML
   says why or why not in a comment.
 
 The recipe's format is llm-compressor's (``Recipe.from_dict``): ``<name>_stage`` ->
@@ -24,18 +24,24 @@ from dataclasses import dataclass, field
 
 import torch
 
-from backend.analysis.quant.ignore_list import (
+from isoscope.analysis.quant.ignore_list import (
     HEAD,
     MAX_BLOCKS,
     Ignored,
     check_ignore_rule,
     ignore_list,
 )
-from backend.analysis.quant.mappings import Mapping, Skipped, matches, norm_mappings, regex_mappings
-from backend.analysis.quant.params import IGNORE_SHARE
-from backend.analysis.quant.readiness.report import QuantReport
-from backend.analysis.quant.rotation import Rotation, rotation_decision
-from backend.analysis.quant.sites import name_prefix
+from isoscope.analysis.quant.mappings import (
+    Mapping,
+    Skipped,
+    matches,
+    norm_mappings,
+    regex_mappings,
+)
+from isoscope.analysis.quant.params import IGNORE_SHARE
+from isoscope.analysis.quant.readiness.report import QuantReport
+from isoscope.analysis.quant.rotation import Rotation, rotation_decision
+from isoscope.analysis.quant.sites import name_prefix
 
 SCHEME = "W8A8"
 LLMCOMPRESSOR = "https://github.com/vllm-project/llm-compressor"
@@ -61,7 +67,7 @@ class Recipe:
     predicted: dict | None = None
     rotation: Rotation | None = None
     alpha_reason: str = ""
-    # per site: the norm that smooths it, or why none does (backend.analysis.quant.coverage)
+    # per site: the norm that smooths it, or why none does (isoscope.analysis.quant.coverage)
     coverage: tuple[dict, ...] = ()
 
     @property
@@ -309,7 +315,7 @@ def build_recipe(
             "some smoothed norms compute x·(1 + w): llm-compressor's oneshot converts the known "
             "offset-norm classes (Gemma, Qwen3-Next) first; a new class needs registering there"
         )
-    from backend.analysis.quant.coverage import site_coverage
+    from isoscope.analysis.quant.coverage import site_coverage
 
     coverage = site_coverage(report.scan.site_map, mappings, skipped, why_none)
     return Recipe(
@@ -355,7 +361,7 @@ def predict(loaded, report: QuantReport, recipe: Recipe) -> Recipe:
     says (:func:`site_schemes`), with and without the ignore list (two passes of the end texts)."""
     from dataclasses import replace
 
-    from backend.analysis.quant.readiness.evaluation import mixed_end
+    from isoscope.analysis.quant.readiness.evaluation import mixed_end
 
     if report.end is None:
         return recipe

@@ -1,4 +1,4 @@
-"""Whether the recipe (:mod:`backend.analysis.quant.recipe`) rotates: llm-compressor's
+"""Whether the recipe (:mod:`isoscope.analysis.quant.recipe`) rotates: llm-compressor's
 ``QuIPModifier``, input side ``v``, Hadamard blocks (QuIP#, Tseng et al. 2024, arXiv 2402.04396;
 isoscope's ``rotation`` scheme is the same online ``x H``, ``W H``).
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from backend.analysis.quant.readiness.report import MIN_BOOTSTRAP_TEXTS, QuantReport
-from backend.analysis.quant.schemes import SCHEME_LABELS, hadamard_block
+from isoscope.analysis.quant.readiness.report import MIN_BOOTSTRAP_TEXTS, QuantReport
+from isoscope.analysis.quant.schemes import SCHEME_LABELS, hadamard_block
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from collections.abc import Callable
 
 import torch
 
-from backend.analysis.quant.params import KEEP_K, SMOOTHQUANT_ALPHA
+from isoscope.analysis.quant.params import KEEP_K, SMOOTHQUANT_ALPHA
 
 SCHEMES = ("per_tensor", "per_token", "keep_k", "smoothquant", "rotation", "w4_g128")
 SCHEME_LABELS = {

@@ -3,14 +3,14 @@
 The rule (docs/methods.md section 10):
 
 1. **Blocks**: the ``nn.ModuleList`` of ``num_hidden_layers`` blocks, as
-   :func:`backend.engine.arch.blocks_of` finds it for every view.
+   :func:`isoscope.engine.arch.blocks_of` finds it for every view.
 2. **Projections**: every ``nn.Linear`` (and GPT-2's ``transformers.pytorch_utils.Conv1D``) inside
    a block, named by its full module name in the loaded model (as SmoothQuant's ``act_scales`` keys
    them, e.g. ``model.layers.3.self_attn.q_proj`` for a causal LM, ``layers.3.self_attn.q_proj``
    for the bare ``LlamaModel`` isoscope loads). Linears inside a ``ModuleList`` of two or more
    same-class modules within a block are routed MoE experts: skipped, with a note.
-3. **Sites**: one traced forward pass (:func:`backend.engine.arch.projection_inputs`, the same
-   pass and rule as the norms' :func:`~backend.engine.arch.wiring`) records the input tensor of
+3. **Sites**: one traced forward pass (:func:`isoscope.engine.arch.projection_inputs`, the same
+   pass and rule as the norms' :func:`~isoscope.engine.arch.wiring`) records the input tensor of
    every projection; projections whose input is the very same tensor (object identity: q/k/v,
    gate/up, Falcon's parallel attention + MLP) form one site.
 4. **Roles**, from the execution order within each block. A site is *norm-fed* when its input is
@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from backend.engine.arch import blocks_of, projection_inputs
-from backend.engine.errors import UnsupportedModelError
+from isoscope.engine.arch import blocks_of, projection_inputs
+from isoscope.engine.errors import UnsupportedModelError
 
 ROLES = ("attn_in", "attn_out", "mlp_in", "mlp_out")
 ROLE_LABELS = {
@@ -119,7 +119,7 @@ def name_prefix(loaded) -> str:
 
 def find_blocks(root: torch.nn.Module, num_layers: int) -> tuple[str, torch.nn.ModuleList]:
     """The repeated block list of ``root`` (its path inside ``root``): arch's one rule
-    (:func:`backend.engine.arch.blocks_of`, the blocks its traced pass sees), checked to hold
+    (:func:`isoscope.engine.arch.blocks_of`, the blocks its traced pass sees), checked to hold
     ``num_layers`` blocks with linear projections."""
     found = blocks_of(root)
     if found is None or len(found[1]) != num_layers or num_layers < 1:
@@ -270,10 +270,10 @@ def _new_mixers(loaded) -> dict[int, list[set[torch.nn.Module]]]:
     """Per block (0-based) whose token mixers are not plain softmax attention (state-space,
     recurrent, linear attention, convolution, latent attention, parallel or shared mixers, or no
     mixer at all), the modules of each mixer, from the layer pattern
-    (:func:`backend.engine.arch.layer_pattern`). Plain attention blocks are not listed: their
+    (:func:`isoscope.engine.arch.layer_pattern`). Plain attention blocks are not listed: their
     roles follow the norms (:func:`_role`)."""
-    from backend.engine.arch import layer_pattern
-    from backend.engine.arch.mixers import FULL, SLIDING
+    from isoscope.engine.arch import layer_pattern
+    from isoscope.engine.arch.mixers import FULL, SLIDING
 
     try:
         pattern = layer_pattern(loaded)
@@ -335,7 +335,7 @@ def _residual_norms(loaded) -> set[str]:
     block's roles. A norm inside a mixer (Mamba-2's and Gated DeltaNet's gated norm before
     out_proj, latent attention's q_a / kv_a norms) feeds a projection too, but its site stays in
     the mixer's part of the block."""
-    from backend.engine.arch import wiring
+    from isoscope.engine.arch import wiring
 
     try:
         norms = wiring(loaded).norms
@@ -365,8 +365,8 @@ def _untraced_sites(projections: dict, groups: dict, public: str) -> list[Site]:
 
 def discover_sites(loaded, root: torch.nn.Module | None = None) -> SiteMap:
     """The sites of ``root`` (default ``loaded.encoder``), from the traced forward pass of
-    :func:`backend.engine.arch.projection_inputs` (the one home of which tensor and which norm
-    feed which projection; the same trace gives :func:`backend.engine.arch.wiring`)."""
+    :func:`isoscope.engine.arch.projection_inputs` (the one home of which tensor and which norm
+    feed which projection; the same trace gives :func:`isoscope.engine.arch.wiring`)."""
     root = root if root is not None else loaded.encoder
     num_layers = int(loaded.info.num_layers)
     blocks_path, blocks = find_blocks(root, num_layers)

@@ -19,13 +19,13 @@ be discovered is discovered, with no list of model-type names:
 - :func:`layer_pattern`: the token mixers of every layer (softmax attention full / sliding /
   latent, Mamba, Mamba-2, Gated DeltaNet, linear attention, short convolution, RG-LRU, RWKV;
   parallel and shared blocks) and the AltUp stream count, from parameters and one traced pass;
-  :func:`pattern_sentence` renders it (:mod:`~backend.engine.arch.mixers`).
+  :func:`pattern_sentence` renders it (:mod:`~isoscope.engine.arch.mixers`).
 - :func:`position_kind`: ``"learned absolute"`` (a table added to the word embeddings),
   ``"rotary"``, ``"alibi"``, ``"relative"`` or ``"none"`` (NoPE: isoscope's ``-nope`` models,
   table zeroed and frozen), from the modules and the config.
 
 Canonical norm roles (the names used in the UI, CLI and JSON; see
-:mod:`backend.analysis.layernorm.params`):
+:mod:`isoscope.analysis.layernorm.params`):
 
 - ``emb``: a norm before the first block (BERT's embedding LayerNorm);
 - ``pre_attn`` / ``pre_mlp``: a per-layer norm whose output is the input of the attention / MLP
@@ -39,28 +39,28 @@ Canonical norm roles (the names used in the UI, CLI and JSON; see
 What cannot be discovered is one :class:`Family` entry in :data:`FAMILIES`: where the query, key
 and value projections (or GPT-2's fused one) live, for the views that take them apart (TUPE). The
 queries/keys view needs no entry: it reads q and k at the attention call
-(:mod:`backend.engine.arch.qk_capture`).
+(:mod:`isoscope.engine.arch.qk_capture`).
 A family matches by layout (its paths resolve on the model), not by name. A model no
 entry matches still gets every view that needs none (hidden states, norms, int8, massive
 activations); :func:`architecture` refuses the rest in one line naming the model and what is missing.
 
-The package, one module per seam: :mod:`~backend.engine.arch.families` (the table),
-:mod:`~backend.engine.arch.lookup` (paths, blocks), :mod:`~backend.engine.arch.probe` (a random
-input and one forward pass), :mod:`~backend.engine.arch.causality`,
-:mod:`~backend.engine.arch.norms` (the records and the per-module tests),
-:mod:`~backend.engine.arch.tracing` (the traced pass), :mod:`~backend.engine.arch.positions`,
-:mod:`~backend.engine.arch.resolve` (:func:`architecture`) and
-:mod:`~backend.engine.arch.memo`, the one memo of these facts and its lifetime.
+The package, one module per seam: :mod:`~isoscope.engine.arch.families` (the table),
+:mod:`~isoscope.engine.arch.lookup` (paths, blocks), :mod:`~isoscope.engine.arch.probe` (a random
+input and one forward pass), :mod:`~isoscope.engine.arch.causality`,
+:mod:`~isoscope.engine.arch.norms` (the records and the per-module tests),
+:mod:`~isoscope.engine.arch.tracing` (the traced pass), :mod:`~isoscope.engine.arch.positions`,
+:mod:`~isoscope.engine.arch.resolve` (:func:`architecture`) and
+:mod:`~isoscope.engine.arch.memo`, the one memo of these facts and its lifetime.
 """
 
 from __future__ import annotations
 
-from backend.engine.arch.behaviour import PROBE_TOKENS, Behaviour, behaviour
-from backend.engine.arch.causality import causal_by_definition, config_is_causal, is_causal
-from backend.engine.arch.families import FAMILIES, Family, family_of, supported_families
-from backend.engine.arch.lookup import blocks_of
-from backend.engine.arch.memo import forget_all
-from backend.engine.arch.mixers import (
+from isoscope.engine.arch.behaviour import PROBE_TOKENS, Behaviour, behaviour
+from isoscope.engine.arch.causality import causal_by_definition, config_is_causal, is_causal
+from isoscope.engine.arch.families import FAMILIES, Family, family_of, supported_families
+from isoscope.engine.arch.lookup import blocks_of
+from isoscope.engine.arch.memo import forget_all
+from isoscope.engine.arch.mixers import (
     MIXER_KINDS,
     SOFTMAX_KINDS,
     LayerKinds,
@@ -69,8 +69,8 @@ from backend.engine.arch.mixers import (
     layer_pattern,
     pattern_sentence,
 )
-from backend.engine.arch.norms import NORM_ROLES, Norm, ProjectionInput, Wiring, is_norm, norm_kind
-from backend.engine.arch.positions import (
+from isoscope.engine.arch.norms import NORM_ROLES, Norm, ProjectionInput, Wiring, is_norm, norm_kind
+from isoscope.engine.arch.positions import (
     POSITION_KINDS,
     absolute_position_table,
     is_sinusoidal_table,
@@ -80,9 +80,9 @@ from backend.engine.arch.positions import (
     position_table,
     position_table_of,
 )
-from backend.engine.arch.probe import TRACE_SAMPLES, TRACE_TOKENS
-from backend.engine.arch.resolve import Architecture, Layer, architecture
-from backend.engine.arch.tracing import projection_inputs, wiring
+from isoscope.engine.arch.probe import TRACE_SAMPLES, TRACE_TOKENS
+from isoscope.engine.arch.resolve import Architecture, Layer, architecture
+from isoscope.engine.arch.tracing import projection_inputs, wiring
 
 __all__ = [
     "FAMILIES",

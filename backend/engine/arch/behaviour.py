@@ -14,14 +14,14 @@ Forward passes of one random text of :data:`PROBE_TOKENS` tokens:
   position of any state moves beyond float noise. Token mixers that mix across the whole padded
   length whatever the mask says (Fourier mixing as in FNet, convolutions as in ConvBERT,
   Nyström or hashing approximations of attention) fail it; such a model runs unpadded
-  (batches of texts of one length, :attr:`backend.engine.arch.layout.InputLayout.pad_with_mask`).
+  (batches of texts of one length, :attr:`isoscope.engine.arch.layout.InputLayout.pad_with_mask`).
 
 The same passes give each state's sequence axis (the axis whose size follows the text's length:
 1 for (B, T, d) states, 2 for several residual streams (streams, B, T, d)); a state whose
 sequence no axis follows (a pooled state that shortens the sequence differently) cannot be
 compared position by position, and counts as moved by padding: unpadded runs are always right.
 
-Cached per model (:data:`backend.engine.arch.memo.BEHAVIOUR`).
+Cached per model (:data:`isoscope.engine.arch.memo.BEHAVIOUR`).
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ from typing import Any
 
 import torch
 
-from backend.engine.arch.lookup import base_of, module_of
-from backend.engine.arch.memo import BEHAVIOUR
-from backend.engine.arch.probe import forward_ids, probe_vocab, trace_ids
+from isoscope.engine.arch.lookup import base_of, module_of
+from isoscope.engine.arch.memo import BEHAVIOUR
+from isoscope.engine.arch.probe import forward_ids, probe_vocab, trace_ids
 
 # real tokens of the probe text: not a power of two, so that a model that cuts the sequence into
 # blocks (Reformer's hashed chunks, LED's windows) is probed across a block boundary

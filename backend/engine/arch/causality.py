@@ -1,5 +1,5 @@
 """Causal or not, measured on the model: the definition (changing the last token leaves every
-earlier position's hidden states as they were, :mod:`backend.engine.arch.behaviour`), the
+earlier position's hidden states as they were, :mod:`isoscope.engine.arch.behaviour`), the
 attention modules' own ``is_causal`` flags only where that probe cannot tell. A flag alone
 would miss a causal text tower whose modules carry none (the mask is passed per call)."""
 
@@ -9,10 +9,10 @@ from typing import Any
 
 import torch
 
-from backend.engine.arch.behaviour import behaviour
-from backend.engine.arch.lookup import base_of, blocks_of, module_of
-from backend.engine.arch.memo import CAUSAL
-from backend.engine.arch.probe import TRACE_TOKENS, forward_ids, trace_ids
+from isoscope.engine.arch.behaviour import behaviour
+from isoscope.engine.arch.lookup import base_of, blocks_of, module_of
+from isoscope.engine.arch.memo import CAUSAL
+from isoscope.engine.arch.probe import TRACE_TOKENS, forward_ids, trace_ids
 
 
 def _flags(model: torch.nn.Module) -> list[bool]:
@@ -44,7 +44,7 @@ def causal_by_definition(model: torch.nn.Module, n: int = TRACE_TOKENS) -> bool:
 
 def is_causal(model_or_loaded: Any) -> bool:
     """Whether the model is causal, by its behaviour on the probe of
-    :func:`backend.engine.arch.behaviour.behaviour`; the attention modules' ``is_causal`` flags
+    :func:`isoscope.engine.arch.behaviour.behaviour`; the attention modules' ``is_causal`` flags
     where the probe cannot tell. Cached per model."""
     model = module_of(model_or_loaded)
     return CAUSAL.get_or_compute(model_or_loaded, lambda: _decide(model))

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import torch
 
-from backend.engine.arch.lookup import base_of, get_path
+from isoscope.engine.arch.lookup import base_of, get_path
 
 
 @dataclass(frozen=True)

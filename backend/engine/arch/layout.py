@@ -34,8 +34,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from backend.engine.device import to_numpy
-from backend.engine.errors import UnsupportedModelError
+from isoscope.engine.device import to_numpy
+from isoscope.engine.errors import UnsupportedModelError
 
 MODALITIES = ("text", "image", "audio")
 _PREFIX_PARAMS = (  # (parameter name ending, token name): the order the embeddings prepend them

@@ -1,7 +1,7 @@
 """The one memo of what isoscope has worked out about a model: its traced forward pass
-(:mod:`backend.engine.arch.tracing`), what it does to the probes of
-:mod:`backend.engine.arch.behaviour` (causal, padding), whether it is causal
-(:mod:`backend.engine.arch.causality`) and its layer pattern (:mod:`backend.engine.arch.mixers`).
+(:mod:`isoscope.engine.arch.tracing`), what it does to the probes of
+:mod:`isoscope.engine.arch.behaviour` (causal, padding), whether it is causal
+(:mod:`isoscope.engine.arch.causality`) and its layer pattern (:mod:`isoscope.engine.arch.mixers`).
 
 Lifetime: the process. An entry is keyed by the model's fingerprint (a ``LoadedModel``), of which
 the newest :data:`MODELS_KEPT` are kept; a bare ``torch.nn.Module`` has no fingerprint, so the
@@ -16,7 +16,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from backend.engine.lru import LRU
+from isoscope.engine.lru import LRU
 
 MODELS_KEPT = 64  # fingerprints remembered per fact
 

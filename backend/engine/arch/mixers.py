@@ -11,7 +11,7 @@ renders it ("4 layers: 2 Gated DeltaNet, 2 full attention"); the model card, the
 How each kind is decided, with no model-type name:
 
 - **softmax attention** (:data:`SOFTMAX_KINDS`): a module that calls transformers' attention
-  function in one traced forward pass (:func:`backend.engine.arch.qk_capture.attention_calls`); for a
+  function in one traced forward pass (:func:`isoscope.engine.arch.qk_capture.attention_calls`); for a
   modeling file with its own attention code, a module whose class says attention and which owns
   none of the recurrences below. ``sliding-window attention`` when the module keeps a
   ``sliding_window``, its attention call is given one, or its recorded mask hides an earlier
@@ -43,12 +43,12 @@ from typing import Any
 
 import torch
 
-from backend.engine.arch.hooks import forward_hooks
-from backend.engine.arch.lookup import blocks_of, describe, module_of
-from backend.engine.arch.memo import MIXERS
-from backend.engine.arch.norms import first_tensor, is_norm, is_projection, same_storage
-from backend.engine.arch.probe import trace_forward
-from backend.engine.errors import UnsupportedModelError
+from isoscope.engine.arch.hooks import forward_hooks
+from isoscope.engine.arch.lookup import blocks_of, describe, module_of
+from isoscope.engine.arch.memo import MIXERS
+from isoscope.engine.arch.norms import first_tensor, is_norm, is_projection, same_storage
+from isoscope.engine.arch.probe import trace_forward
+from isoscope.engine.errors import UnsupportedModelError
 
 FULL, SLIDING, LATENT = "full attention", "sliding-window attention", "latent attention (MLA)"
 SOFTMAX_KINDS = (FULL, SLIDING, LATENT)
@@ -217,7 +217,7 @@ class _Pass:
 
 
 def _traced_pass(model: torch.nn.Module, blocks) -> _Pass:
-    from backend.engine.arch.qk_capture import attention_calls, uses_attention_interface
+    from isoscope.engine.arch.qk_capture import attention_calls, uses_attention_interface
 
     called: dict = {}
     inputs: dict = {}

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
-from backend.engine.errors import UnsupportedModelError
+from isoscope.engine.errors import UnsupportedModelError
 
 NORM_ROLES = ("emb", "attn", "out", "pre_attn", "pre_mlp", "other", "final", "head")
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from backend.engine.arch.lookup import base_of, module_of
+from isoscope.engine.arch.lookup import base_of, module_of
 
 POSITION_KINDS = ("learned absolute", "rotary", "alibi", "relative", "none")
 _ROPE_CONFIG_KEYS = (
@@ -111,7 +111,7 @@ def position_kind(model_or_loaded: Any) -> str:
 def position_table(model_or_loaded: Any) -> torch.nn.Embedding | None:
     """The learned position-table module of a model, or None (rotary, ALiBi, relative, none).
 
-    Also returns the zeroed table of a NoPE model; :func:`backend.engine.load.models.position_table` is the
+    Also returns the zeroed table of a NoPE model; :func:`isoscope.engine.load.models.position_table` is the
     "what the model really adds" accessor."""
     return position_table_of(model_or_loaded)
 

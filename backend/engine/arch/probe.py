@@ -1,5 +1,5 @@
 """One forward pass on a random input of the kind a model reads: the traced pass of
-:mod:`backend.engine.arch.tracing` and the causality test of :mod:`backend.engine.arch.causality`."""
+:mod:`isoscope.engine.arch.tracing` and the causality test of :mod:`isoscope.engine.arch.causality`."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ from typing import Any
 
 import torch
 
-from backend.engine.arch.layout import (
+from isoscope.engine.arch.layout import (
     ascending_noise,
     feature_window,
     forward_parameters,
     modality_of,
     reads_spectrogram,
 )
-from backend.engine.arch.lookup import input_device
+from isoscope.engine.arch.lookup import input_device
 
 TRACE_TOKENS = 8  # length of the traced text
 TRACE_SAMPLES = 16000  # samples of the traced audio clip: 1 s at wav2vec2's 16 kHz

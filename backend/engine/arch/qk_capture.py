@@ -33,8 +33,8 @@ from typing import Any
 
 import torch
 
-from backend.engine.arch.hooks import forward_hooks
-from backend.engine.errors import UnsupportedModelError
+from isoscope.engine.arch.hooks import forward_hooks
+from isoscope.engine.errors import UnsupportedModelError
 
 IMPLEMENTATION = "isoscope_qk_capture"
 # One lock for every switch of a model's attention implementation (this capture, and the eager
@@ -147,7 +147,7 @@ def allowed_keys(mask: torch.Tensor | None) -> torch.Tensor | None:
 
 
 def _block_index(model: torch.nn.Module) -> dict[torch.nn.Module, int]:
-    from backend.engine.arch.lookup import blocks_of
+    from isoscope.engine.arch.lookup import blocks_of
 
     found = blocks_of(model)
     if found is None:

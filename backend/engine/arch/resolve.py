@@ -8,11 +8,11 @@ from typing import Any
 
 import torch
 
-from backend.engine.arch.families import Family, family_of, supported_families
-from backend.engine.arch.lookup import base_of, describe, get_path, module_of, path_in
-from backend.engine.arch.positions import position_kind, position_offset, position_table_of
-from backend.engine.arch.tracing import wiring
-from backend.engine.errors import UnsupportedModelError
+from isoscope.engine.arch.families import Family, family_of, supported_families
+from isoscope.engine.arch.lookup import base_of, describe, get_path, module_of, path_in
+from isoscope.engine.arch.positions import position_kind, position_offset, position_table_of
+from isoscope.engine.arch.tracing import wiring
+from isoscope.engine.errors import UnsupportedModelError
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,10 @@ from typing import Any
 
 import torch
 
-from backend.engine.arch.hooks import forward_hooks
-from backend.engine.arch.lookup import base_of, blocks_of, describe, module_of, path_in
-from backend.engine.arch.memo import TRACED
-from backend.engine.arch.norms import (
+from isoscope.engine.arch.hooks import forward_hooks
+from isoscope.engine.arch.lookup import base_of, blocks_of, describe, module_of, path_in
+from isoscope.engine.arch.memo import TRACED
+from isoscope.engine.arch.norms import (
     Norm,
     ProjectionInput,
     Wiring,
@@ -26,8 +26,8 @@ from backend.engine.arch.norms import (
     rows_within,
     same_storage,
 )
-from backend.engine.arch.probe import trace_forward
-from backend.engine.errors import UnsupportedModelError
+from isoscope.engine.arch.probe import trace_forward
+from isoscope.engine.errors import UnsupportedModelError
 
 
 @dataclass(frozen=True)
@@ -227,7 +227,7 @@ def _wiring_from_events(model, events, names, blocks_path, blocks, fed_by) -> Wi
 def _mixer_paths(model: torch.nn.Module) -> dict[int, tuple[str, ...]]:
     """Per layer (1..L), the paths of its token mixers (:func:`layer_pattern`); empty where the
     layer kinds cannot be read."""
-    from backend.engine.arch.mixers import layer_pattern
+    from isoscope.engine.arch.mixers import layer_pattern
 
     try:
         pattern = layer_pattern(model)

@@ -1,7 +1,7 @@
 """The one batching rule of every forward pass over a tokenized corpus: texts longest first, at
 most ``batch_size`` texts and ``token_budget`` padded tokens a batch (:func:`plan_batches`), and
 the padded tokens those batches run (:func:`padded_tokens`), which the speed estimates count
-(:mod:`backend.engine.budget.throughput`). numpy only, so the estimates need no model code."""
+(:mod:`isoscope.engine.budget.throughput`). numpy only, so the estimates need no model code."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from backend.engine.params import BATCH_SIZE, TOKEN_BUDGET
+from isoscope.engine.params import BATCH_SIZE, TOKEN_BUDGET
 
 
 def length_order(lengths: np.ndarray, tie: np.ndarray | None = None) -> np.ndarray:

@@ -2,7 +2,7 @@
 
 A device keeps one rate per size it has run (seconds per padded token x parameter for an
 extraction, per parameter for a load or a GGUF conversion, per byte for a download;
-:mod:`backend.engine.budget.throughput`). The rate is not constant in size: on a CPU a small model's
+:mod:`isoscope.engine.budget.throughput`). The rate is not constant in size: on a CPU a small model's
 rate is inflated by fixed per-batch costs, and once the weights no longer fit the last-level
 cache every batch streams them from memory, so the rate grows with size (a 2-core machine
 recorded 7.7e-12 s at 23 M, 5.1e-12 s at 268 M and 1.04e-11 s at 1.54 B parameters). So

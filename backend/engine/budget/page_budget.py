@@ -1,15 +1,15 @@
 """The first page's budget: what a prefix of the corpus costs (:class:`PageCost`) and the first
 look that fits (:func:`plan_first_look`), from the speeds this cache recorded
-(:mod:`backend.engine.budget.throughput`).
+(:mod:`isoscope.engine.budget.throughput`).
 
 A *first look* (the Overview of a model that would take longer than :data:`FIRST_LOOK_SECONDS`)
 is the longest prefix of the corpus whose estimated time fits the budget: a corpus of its own,
 with its own hash and cache entry; the whole corpus is a second, separate entry. The budget is
 the whole first page the user waits for: the model's load (measured,
 ``LoadedModel.load_seconds``), the page's frame (:data:`FRAME_SECONDS`), the extraction (the
-measured rate, its fixed :data:`~backend.engine.budget.throughput.EXTRACTION_FIXED_S` included)
+measured rate, its fixed :data:`~isoscope.engine.budget.throughput.EXTRACTION_FIXED_S` included)
 and the Overview's statistics on the extracted tokens (the measured rate,
-:func:`backend.engine.budget.throughput.statistics_seconds_per_token`). A plan aims at
+:func:`isoscope.engine.budget.throughput.statistics_seconds_per_token`). A plan aims at
 :data:`PLANNED_SHARE` of the budget.
 """
 
@@ -21,9 +21,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from backend.engine.budget import throughput
-from backend.engine.budget.batching import Batching, padded_tokens
-from backend.engine.budget.estimates import describe_seconds
+from isoscope.engine.budget import throughput
+from isoscope.engine.budget.batching import Batching, padded_tokens
+from isoscope.engine.budget.estimates import describe_seconds
 
 FIRST_LOOK_SECONDS = 60.0  # the issue's "a first look within a minute"; $ISOSCOPE_FIRST_LOOK_S
 BUDGET_ENV = "ISOSCOPE_FIRST_LOOK_S"
@@ -42,7 +42,7 @@ FIRST_LOOKS_FILE = "first_looks.json"
 def page_cost(loaded, root: Path, batching: Batching) -> PageCost | None:
     """The :class:`PageCost` of ``loaded`` on its device: its load and the frame, the
     extraction (the measured rate x parameters, per padded token) and the statistics
-    (:func:`backend.engine.budget.throughput.statistics_seconds_per_token`); None before the
+    (:func:`isoscope.engine.budget.throughput.statistics_seconds_per_token`); None before the
     extraction's first measurement."""
     parameters = throughput.parameter_count(loaded.model)
     rate = throughput.seconds_per_token_parameter(
@@ -159,7 +159,7 @@ def plan_first_look(
 
 def prefix_corpus(corpus, n: int):
     """The first ``n`` texts of ``corpus``: a corpus of its own (its own hash and cache entry)."""
-    from backend.engine.inputs.corpus import Corpus
+    from isoscope.engine.inputs.corpus import Corpus
 
     return Corpus(corpus.texts[:n], f"{corpus.name} · first look, {n} of {len(corpus)} texts")
 

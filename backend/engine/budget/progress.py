@@ -4,8 +4,8 @@ Every long computation (extraction, scans, ablations, comparisons, reports, expo
 optional ``progress`` callable and calls it with the units done so far and the total units of the
 current step. A callable may return ``False`` to ask the computation to stop after the current
 unit; computations that cannot stop early ignore the return value. The Streamlit bar of the
-server's shared work (``ui.work.queue.shared_run``) and the CLI's stderr line
-(``backend.commands.common.ProgressPrinter``) are the two implementations.
+server's shared work (``isoscope.ui.work.queue.shared_run``) and the CLI's stderr line
+(``isoscope.commands.common.ProgressPrinter``) are the two implementations.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from backend.engine.budget.estimates import describe_seconds
+from isoscope.engine.budget.estimates import describe_seconds
 
 
 class Progress(Protocol):

@@ -5,19 +5,19 @@ The rule: an extraction's time is a fixed part (:data:`EXTRACTION_FIXED_S`) plus
 proportional to padded tokens x parameters (one forward pass costs about 2 FLOPs per parameter
 per token, and a batch runs every text to its longest text's length; the rate is this device's,
 measured, not assumed). The padded tokens are those of the
-batches the extraction forms (:func:`backend.engine.budget.batching.padded_tokens`, the one batching rule); real tokens
+batches the extraction forms (:func:`isoscope.engine.budget.batching.padded_tokens`, the one batching rule); real tokens
 underestimated a first look of 34 texts of a 1.5B decoder by half, because its one batch of 32
 ran at the longest text's width. Every extraction through the disk cache records its measured
 seconds per (padded token x parameter) for its device and parameter count in ``speeds.json`` in
 the cache folder; the rate at the next run's size comes from those records by the one rule of
-:mod:`backend.engine.budget.estimates` (the record at that size, else interpolated between sizes, else
+:mod:`isoscope.engine.budget.estimates` (the record at that size, else interpolated between sizes, else
 extrapolated upward from smaller ones, and said which). Before a first measurement on a device
 there is no estimate of the extraction: the first run measures on its first batch and stops at
-the prefix that fits (:mod:`backend.engine.serve.firstlook`). The running progress bar refines it with
-every batch (:func:`backend.engine.budget.progress.eta_seconds`).
+the prefix that fits (:mod:`isoscope.engine.serve.firstlook`). The running progress bar refines it with
+every batch (:func:`isoscope.engine.budget.progress.eta_seconds`).
 
 What comes before the extraction is estimated the same way, each phase named
-(:class:`backend.engine.budget.time_estimate.TimeEstimate`): the download (per byte, kept for
+(:class:`isoscope.engine.budget.time_estimate.TimeEstimate`): the download (per byte, kept for
 the network), a GGUF's conversion (per parameter, kept for the CPU) and the load (per
 parameter, kept for the device; a 16-bit checkpoint's, widened, apart), each from the records
 of the loads this cache has seen (:func:`record_phases`), else a stated prior
@@ -27,8 +27,8 @@ The Overview's statistics on the extracted tokens (outlier dims, anisotropy, the
 the quick findings) cost about the same per token x hidden state x dim whatever the model: every
 Overview on this machine records them (:func:`record_statistics`), and :data:`STATISTICS_PRIOR`
 stands in before the first. What the records predict is read elsewhere: the first page's time
-before the load (:mod:`backend.engine.budget.time_estimate`) and the first look's prefix
-(:mod:`backend.engine.budget.page_budget`).
+before the load (:mod:`isoscope.engine.budget.time_estimate`) and the first look's prefix
+(:mod:`isoscope.engine.budget.page_budget`).
 """
 
 from __future__ import annotations
@@ -40,15 +40,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from backend.engine.budget.estimates import (
+from isoscope.engine.budget.estimates import (
     Rate,
     cache_knee,
     growth_prior,
     phase_seconds,
     rate_for,
 )
-from backend.engine.jsonio import strict_json
-from backend.engine.load.preflight import stored_bytes_per_parameter
+from isoscope.engine.jsonio import strict_json
+from isoscope.engine.load.preflight import stored_bytes_per_parameter
 
 FILE_NAME = "speeds.json"  # per padded token (throughput.json held rates per real token)
 MIN_RECORD_SECONDS = 5.0  # shorter runs are not kept: fixed per-run costs would dominate them
@@ -75,7 +75,7 @@ MIN_EXTRACTION_RECORD_S = 1.0
 FIXED_LOAD_S = 2.0  # a 2 M parameter model's load in a fresh process (same machine)
 FIXED_CONVERSION_S = 3.5  # a 2 M parameter GGUF's conversion (same machine)
 # The phases before the extraction: (seconds per unit, fixed seconds) before the first record of
-# this cache (:func:`backend.engine.budget.estimates.phase_seconds`).
+# this cache (:func:`isoscope.engine.budget.estimates.phase_seconds`).
 DOWNLOAD, CONVERSION, LOAD = "download", "conversion", "load"
 LOAD_16 = "load from 16-bit"  # a load that widens bf16/fp16 weights: its own records
 PHASE_PRIORS = {
@@ -190,7 +190,7 @@ def _records(root: Path, key: str) -> dict[int, float]:
 
 def extraction_rate(root: Path, device: str, parameters: int) -> Rate | None:
     """The extraction's seconds per padded token x parameter on ``device`` at ``parameters``,
-    from the device's records by :func:`backend.engine.budget.estimates.rate_for` (its cache knee and
+    from the device's records by :func:`isoscope.engine.budget.estimates.rate_for` (its cache knee and
     growth); None before the device's first measurement."""
     return rate_for(
         _records(root, device),
@@ -231,7 +231,7 @@ def record_statistics(root: Path, units: int, tokens: int, seconds: float) -> No
 
 def statistics_seconds_per_token(loaded, root: Path) -> float:
     """The Overview statistics' seconds per token of ``loaded`` (this machine's measured rate
-    at this size by :func:`backend.engine.budget.estimates.rate_for`, else :data:`STATISTICS_PRIOR`,
+    at this size by :func:`isoscope.engine.budget.estimates.rate_for`, else :data:`STATISTICS_PRIOR`,
     x :func:`statistics_units`)."""
     units = statistics_units(loaded)
     measured = rate_for(_records(root, STATISTICS_DEVICE), units)
@@ -256,7 +256,7 @@ def phase_key(phase: str, device: str) -> str:
 
 def phase_estimate(root: Path, phase: str, device: str, units: int) -> Phase:
     """``phase`` of ``units`` (bytes for a download, parameters otherwise) on ``device``: a fixed
-    part and a part per unit, from the records (:func:`backend.engine.budget.estimates.phase_seconds`),
+    part and a part per unit, from the records (:func:`isoscope.engine.budget.estimates.phase_seconds`),
     else :data:`PHASE_PRIORS`."""
     per_unit, fixed = PHASE_PRIORS[phase]
     estimate = phase_seconds(_records(root, phase_key(phase, device)), units, per_unit, fixed)
@@ -281,7 +281,7 @@ def record_phases(root: Path, loaded) -> None:
 
 
 def record_download(root: Path, fetched_bytes: int, seconds: float) -> None:
-    """Keep a download made outside :func:`backend.engine.load.models.load_model` (the UI's, with its
+    """Keep a download made outside :func:`isoscope.engine.load.models.load_model` (the UI's, with its
     bar) as :func:`record_phases` keeps a load's."""
     record(root, phase_key(DOWNLOAD, ""), fetched_bytes, 1, seconds, MIN_PHASE_SECONDS)
 

@@ -1,6 +1,6 @@
 """The first page's time, estimated before the load (:class:`TimeEstimate`): the phases before
 the extraction (the download, a GGUF's conversion, the load) and the extraction itself, each from
-this cache's recorded speeds (:mod:`backend.engine.budget.throughput`), shown while the weights
+this cache's recorded speeds (:mod:`isoscope.engine.budget.throughput`), shown while the weights
 are downloaded or loaded (:func:`time_preflight`)."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from backend.engine.budget.batching import Batching, padded_tokens
-from backend.engine.budget.estimates import PRIOR_BASIS, describe_seconds
-from backend.engine.budget.throughput import (
+from isoscope.engine.budget.batching import Batching, padded_tokens
+from isoscope.engine.budget.estimates import PRIOR_BASIS, describe_seconds
+from isoscope.engine.budget.throughput import (
     CONVERSION,
     DOWNLOAD,
     Phase,
@@ -22,7 +22,7 @@ from backend.engine.budget.throughput import (
     phase_estimate,
     token_counts,
 )
-from backend.engine.load.preflight import stored_bytes_per_parameter
+from isoscope.engine.load.preflight import stored_bytes_per_parameter
 
 
 def phases_before(root: Path, device: str, parameters: int, folder: Path) -> tuple[Phase, ...]:
@@ -33,7 +33,7 @@ def phases_before(root: Path, device: str, parameters: int, folder: Path) -> tup
     folder = Path(folder)
     phases = []
     if folder.suffix.lower() == ".gguf" and folder.is_file():
-        from backend.engine.load.gguf import is_converted
+        from isoscope.engine.load.gguf import is_converted
 
         if not is_converted(folder):
             phases.append(phase_estimate(root, CONVERSION, device, parameters))
@@ -46,7 +46,7 @@ def phases_before(root: Path, device: str, parameters: int, folder: Path) -> tup
 
 def _download_pending(folder: Path) -> bool:
     """Whether ``folder`` is a Hub snapshot whose weights have not been downloaded yet."""
-    from backend.engine.load.hub import hub_cache_dir, snapshot_complete
+    from isoscope.engine.load.hub import hub_cache_dir, snapshot_complete
 
     try:
         in_hub = folder.resolve().is_relative_to(hub_cache_dir().resolve())
@@ -152,11 +152,11 @@ def time_preflight(
     show: Callable[[TimeEstimate], None],
     batching: Batching | None = None,
 ) -> Callable[[int, Path], None]:
-    """The ``on_preflight(parameters, folder)`` of :func:`backend.engine.load.models.load_model` that
+    """The ``on_preflight(parameters, folder)`` of :func:`isoscope.engine.load.models.load_model` that
     passes the :class:`TimeEstimate` of ``corpus`` on ``device`` (a torch device or its name) to
     ``show`` before the weights are downloaded or loaded (a GGUF's ``folder`` is the ``.gguf``
     file, before its conversion)."""
-    from backend.engine.device import resolve_device
+    from isoscope.engine.device import resolve_device
 
     key = device_key(resolve_device(str(device)))
 

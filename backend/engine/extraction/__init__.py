@@ -6,7 +6,7 @@ with ``output_hidden_states=True``, and reduce the hidden states of each batch *
 device*: the analysed tokens of one state at a time on the CPU (a few consecutive states at a
 time elsewhere: at most ``REDUCE_GROUP_BYTES`` in float64) are gathered into one reused buffer
 and folded into streaming float64 statistics
-(:class:`backend.engine.extraction.stats.RunningStats`, Chan's parallel update).
+(:class:`isoscope.engine.extraction.stats.RunningStats`, Chan's parallel update).
 Only those per-batch reductions ((S, d) vectors) and the sampled token vectors leave the device;
 hidden states are never stacked or copied to the host whole. If a batch runs out of memory (CUDA,
 MPS or CPU), it is halved and retried, later batches stay at the smaller size, and one notice says
@@ -46,8 +46,8 @@ Partial API (for split or distributed runs, e.g. the Ray engine)::
 settings), corpus)``.
 """
 
-from backend.engine.extraction.batches import encode_text, forward_batches, mean_pooled
-from backend.engine.extraction.forward import (
+from isoscope.engine.extraction.batches import encode_text, forward_batches, mean_pooled
+from isoscope.engine.extraction.forward import (
     COMPILE_MIN_ELEMENTS,
     REDUCE_GROUP_BYTES,
     REDUCE_GROUP_BYTES_CPU,
@@ -62,10 +62,10 @@ from backend.engine.extraction.forward import (
     residual_states,
     run_encoder,
 )
-from backend.engine.extraction.partial import PartialExtraction, finish
-from backend.engine.extraction.sample import SampleCandidates, sample_limit, token_priority
-from backend.engine.extraction.tokenization import TokenizedCorpus, tokenize
-from backend.engine.extraction.types import (
+from isoscope.engine.extraction.partial import PartialExtraction, finish
+from isoscope.engine.extraction.sample import SampleCandidates, sample_limit, token_priority
+from isoscope.engine.extraction.tokenization import TokenizedCorpus, tokenize
+from isoscope.engine.extraction.types import (
     EXTRACT_VERSION,
     ExtractionResult,
     ExtractionSettings,

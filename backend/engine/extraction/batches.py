@@ -8,21 +8,21 @@ from collections.abc import Iterator
 import numpy as np
 import torch
 
-from backend.engine.budget.batching import equal_run, length_order
-from backend.engine.budget.progress import Progress
-from backend.engine.device import to_numpy
-from backend.engine.extraction.forward import forward_hidden_states, pad_batch, pad_token_id
-from backend.engine.extraction.media import (
+from isoscope.engine.budget.batching import equal_run, length_order
+from isoscope.engine.budget.progress import Progress
+from isoscope.engine.device import to_numpy
+from isoscope.engine.extraction.forward import forward_hidden_states, pad_batch, pad_token_id
+from isoscope.engine.extraction.media import (
     MediaTokens,
     is_media,
     media_forward,
     prepare_media,
 )
-from backend.engine.extraction.pooling import masked_mean
-from backend.engine.extraction.tokenization import TokenizedCorpus, is_punct, tokenize
-from backend.engine.extraction.types import TokenTable
-from backend.engine.load.models import LoadedModel
-from backend.engine.params import BATCH_SIZE, MAX_LENGTH
+from isoscope.engine.extraction.pooling import masked_mean
+from isoscope.engine.extraction.tokenization import TokenizedCorpus, is_punct, tokenize
+from isoscope.engine.extraction.types import TokenTable
+from isoscope.engine.load.models import LoadedModel
+from isoscope.engine.params import BATCH_SIZE, MAX_LENGTH
 
 
 def forward_batches(
@@ -72,7 +72,7 @@ def mean_pooled(
 
     Pools over every non-padding token, special tokens included, as sentence-transformers does
     (its Pooling module clamps the mask sum; so do we). ``texts`` may be images or clips
-    (:class:`backend.engine.inputs.media.MediaItem`): one vector per item, over all its output tokens.
+    (:class:`isoscope.engine.inputs.media.MediaItem`): one vector per item, over all its output tokens.
     """
     if is_media(texts):
         tokenized = prepare_media(loaded, list(texts))

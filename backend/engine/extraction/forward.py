@@ -13,21 +13,21 @@ from typing import Any
 import numpy as np
 import torch
 
-from backend.engine.allocator import for_extraction, release_freed_memory
-from backend.engine.arch.probe import no_cache
-from backend.engine.budget.batching import batch_count, equal_run, length_order
-from backend.engine.budget.progress import Progress
-from backend.engine.device import to_numpy
-from backend.engine.errors import InputError, IsoscopeError, UnsupportedModelError
-from backend.engine.extraction.kernel import MOMENTS
-from backend.engine.extraction.media import MediaTokens, media_forward
-from backend.engine.extraction.partial import PartialExtraction, finish, token_table, tokenize_part
-from backend.engine.extraction.sample import SampleCandidates, sample_limit, token_priority
-from backend.engine.extraction.stats import EagerStates, RunningStats, WorkBuffers
-from backend.engine.extraction.tokenization import TokenizedCorpus
-from backend.engine.extraction.types import ExtractionResult, ExtractionSettings
-from backend.engine.inputs.corpus import Corpus
-from backend.engine.load.models import LoadedModel, weight_bytes
+from isoscope.engine.allocator import for_extraction, release_freed_memory
+from isoscope.engine.arch.probe import no_cache
+from isoscope.engine.budget.batching import batch_count, equal_run, length_order
+from isoscope.engine.budget.progress import Progress
+from isoscope.engine.device import to_numpy
+from isoscope.engine.errors import InputError, IsoscopeError, UnsupportedModelError
+from isoscope.engine.extraction.kernel import MOMENTS
+from isoscope.engine.extraction.media import MediaTokens, media_forward
+from isoscope.engine.extraction.partial import PartialExtraction, finish, token_table, tokenize_part
+from isoscope.engine.extraction.sample import SampleCandidates, sample_limit, token_priority
+from isoscope.engine.extraction.stats import EagerStates, RunningStats, WorkBuffers
+from isoscope.engine.extraction.tokenization import TokenizedCorpus
+from isoscope.engine.extraction.types import ExtractionResult, ExtractionSettings
+from isoscope.engine.inputs.corpus import Corpus
+from isoscope.engine.load.models import LoadedModel, weight_bytes
 
 Notice = Callable[[str], None]
 
@@ -190,7 +190,7 @@ def extract_partial(
     on_notice: Notice | None = None,
 ) -> PartialExtraction:
     """Statistics, sample candidates and token rows of ``items`` (package doc: Partial API):
-    texts, or images or clips (:class:`backend.engine.inputs.media.MediaItem`)."""
+    texts, or images or clips (:class:`isoscope.engine.inputs.media.MediaItem`)."""
     settings = settings or ExtractionSettings()
     started = time.perf_counter()
     items = list(items)

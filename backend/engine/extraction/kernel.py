@@ -2,16 +2,16 @@
 numba, and the copy of its sampled rows.
 
 :data:`MOMENTS` reduces a (g, tokens, d) float32 or float64 CPU batch to what
-:class:`backend.engine.extraction.stats.RunningStats` keeps per state and dimension: the float64
+:class:`isoscope.engine.extraction.stats.RunningStats` keeps per state and dimension: the float64
 mean, sum |x|, centred sum of squares, the min and max, and how often each dimension holds a
 token's minimum / maximum. The moments come from one compiled loop nest
-(:func:`backend.engine.extraction.kernel_jit.moments_into`) and the extreme indices from numpy's
+(:func:`isoscope.engine.extraction.kernel_jit.moments_into`) and the extreme indices from numpy's
 ``argmin``/``argmax``, one state at a time, so that a state is read from memory once and its
 second and third passes hit the core's cache. The token sample's rows of the same state are
 copied by a compiled loop too (:meth:`MomentsKernel.copy_rows`).
 
 Why not torch: eager torch makes a float64 copy and four memory-bound passes over it (see
-:func:`backend.engine.extraction.stats.moments`), and inductor's fused kernel ran 4x slower on
+:func:`isoscope.engine.extraction.stats.moments`), and inductor's fused kernel ran 4x slower on
 one Xeon than on another (docs/performance.md). Here one 750 x 384 state (a MiniLM batch) takes
 0.18 ms on one core of a 2-vCPU Xeon with its argmin/argmax (0.09 ms for the moments alone),
 against 0.43 ms compiled by inductor with numpy's argmin/argmax and about 0.5 ms eagerly on both
@@ -33,7 +33,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import torch
 
-from backend.engine.device import to_numpy
+from isoscope.engine.device import to_numpy
 
 _DTYPES = {torch.float32: np.float32, torch.float64: np.float64}
 
@@ -67,11 +67,11 @@ class MomentsKernel:
     Compiling takes about 1.3 s the first time on a machine (numba, 2-vCPU Xeon) and 0.5 s
     once numba's disk cache holds it (numba's import included), so it never happens on a request's
     path by surprise: :meth:`compile` is called by the app's background warm-up, by
-    :func:`backend.engine.extraction.extract_partial` for corpora big enough to repay it, and by
+    :func:`isoscope.engine.extraction.extract_partial` for corpora big enough to repay it, and by
     the benchmark. Until then, and wherever the kernel does not apply (GPU and MPS, whose eager
     kernels are already fast; other dtypes; activations with a NaN or an infinity, whose
     propagation torch defines; a compiler that fails), callers reduce with torch eagerly
-    (:func:`backend.engine.extraction.stats.moments`). ``ISOSCOPE_COMPILE=0`` turns it off.
+    (:func:`isoscope.engine.extraction.stats.moments`). ``ISOSCOPE_COMPILE=0`` turns it off.
     """
 
     def __init__(self) -> None:
@@ -110,7 +110,7 @@ class MomentsKernel:
             started = time.perf_counter()
             try:
                 if self._jit is None:
-                    import backend.engine.extraction.kernel_jit as kernel_jit
+                    import isoscope.engine.extraction.kernel_jit as kernel_jit
 
                     self._jit = kernel_jit
                 _check(self._jit.moments_into, self._jit.copy_rows, _DTYPES[dtype])
@@ -184,7 +184,7 @@ class MomentsKernel:
 
 def _check(kernel, copy_rows, dtype: type[np.generic]) -> None:
     """Compile ``kernel`` (the moments) for ``dtype`` activations and float64 results, the
-    signature :class:`backend.engine.extraction.stats.RunningStats` calls, and ``copy_rows`` for
+    signature :class:`isoscope.engine.extraction.stats.RunningStats` calls, and ``copy_rows`` for
     ``dtype`` rows into a float32 sample (or load both from numba's cache); check the moments
     against a float64 numpy reference on planted values (an offset dimension for the centred
     pass, a token count that four does not divide, a state of one token) and the copy against

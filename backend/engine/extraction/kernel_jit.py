@@ -1,9 +1,9 @@
-"""The numba code of the CPU statistics kernel (:class:`backend.engine.extraction.kernel.MomentsKernel`):
+"""The numba code of the CPU statistics kernel (:class:`isoscope.engine.extraction.kernel.MomentsKernel`):
 the moments of a state and the copy of its sampled rows.
 
 Imported only when the kernel is compiled, since importing numba costs a fraction of a second.
 Compiled code is cached on disk (``cache=True``, in ``NUMBA_CACHE_DIR``: the isoscope cache, see
-:func:`backend.engine.environment.use_kernel_caches`), so a later process loads it instead of
+:func:`isoscope.engine.environment.use_kernel_caches`), so a later process loads it instead of
 compiling it again.
 """
 

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from backend.engine.arch.layout import ascending_noise, frames_for
-from backend.engine.errors import InputError, UnsupportedModelError
-from backend.engine.extraction.tokenization import TokenizedCorpus, check_modality
-from backend.engine.inputs.media import MediaItem, resample
-from backend.engine.load.models import LoadedModel
+from isoscope.engine.arch.layout import ascending_noise, frames_for
+from isoscope.engine.errors import InputError, UnsupportedModelError
+from isoscope.engine.extraction.tokenization import TokenizedCorpus, check_modality
+from isoscope.engine.inputs.media import MediaItem, resample
+from isoscope.engine.load.models import LoadedModel
 
 
 @dataclass(frozen=True)

@@ -8,14 +8,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from backend.engine.errors import InputError
-from backend.engine.extraction.media import MediaTokens, check_modality, is_media, prepare_media
-from backend.engine.extraction.sample import SampleCandidates, bytes_label, token_key
-from backend.engine.extraction.stats import RunningStats
-from backend.engine.extraction.tokenization import TokenizedCorpus, is_punct, tokenize
-from backend.engine.extraction.types import ExtractionResult, ExtractionSettings, TokenTable
-from backend.engine.inputs.corpus import Corpus
-from backend.engine.load.models import LoadedModel
+from isoscope.engine.errors import InputError
+from isoscope.engine.extraction.media import MediaTokens, check_modality, is_media, prepare_media
+from isoscope.engine.extraction.sample import SampleCandidates, bytes_label, token_key
+from isoscope.engine.extraction.stats import RunningStats
+from isoscope.engine.extraction.tokenization import TokenizedCorpus, is_punct, tokenize
+from isoscope.engine.extraction.types import ExtractionResult, ExtractionSettings, TokenTable
+from isoscope.engine.inputs.corpus import Corpus
+from isoscope.engine.load.models import LoadedModel
 
 
 @dataclass
@@ -53,7 +53,7 @@ class PartialExtraction:
 
 def tokenize_part(loaded: LoadedModel, items: list, max_length: int) -> TokenizedCorpus:
     """:func:`tokenize`, but an empty part (or one without tokens) is fine. Images and audio clips
-    (:class:`backend.engine.inputs.media.MediaItem`) go through :func:`prepare_media` instead."""
+    (:class:`isoscope.engine.inputs.media.MediaItem`) go through :func:`prepare_media` instead."""
     if is_media(items):
         return prepare_media(loaded, items)
     if items:

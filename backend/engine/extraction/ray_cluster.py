@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from backend.engine.errors import InputError, IsoscopeError
+from isoscope.engine.errors import InputError, IsoscopeError
 
 CONNECT_TIMEOUT_S = 5.0
 

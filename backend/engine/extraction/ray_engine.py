@@ -5,7 +5,7 @@
 
 1. The corpus (a .txt/.csv/.jsonl/.parquet file or a folder of such shards) is read as a Ray
    dataset: one row per file (``ray.data.read_binary_files``), each parsed on a worker by the
-   same parser as the local engine (:func:`backend.engine.inputs.corpus.texts_from_bytes`). The driver orders
+   same parser as the local engine (:func:`isoscope.engine.inputs.corpus.texts_from_bytes`). The driver orders
    the shards by sorted path and numbers the texts, so text indices (and therefore the token
    sample) never depend on how many workers read them.
 2. The texts become a dataset of ``(text_id, text)`` rows, one block per shard (uneven blocks are
@@ -21,15 +21,15 @@
    rounding; see docs/methods.md section 9) and finishes the result exactly as the local engine does.
 
 Faults: a worker killed mid-run costs time, not exactness
-(:mod:`backend.engine.extraction.ray_pool` restarts it and retries its chunk). A local instance
+(:mod:`isoscope.engine.extraction.ray_pool` restarts it and retries its chunk). A local instance
 started here is shut down in ``finally`` (Ctrl-C included); a cluster we only connected to is left
 running. An unreachable address fails in seconds with one
-:class:`backend.engine.extraction.ray_cluster.RayEngineError` line, because ``ray.init`` itself
+:class:`isoscope.engine.extraction.ray_cluster.RayEngineError` line, because ``ray.init`` itself
 would retry for minutes.
 
-The parts: :mod:`backend.engine.extraction.ray_cluster` (the options, the session, the pool's
-size), :mod:`backend.engine.extraction.ray_plan` (the corpus dataset and the chunks) and
-:mod:`backend.engine.extraction.ray_pool` (the workers and the merge); this module runs them in
+The parts: :mod:`isoscope.engine.extraction.ray_cluster` (the options, the session, the pool's
+size), :mod:`isoscope.engine.extraction.ray_plan` (the corpus dataset and the chunks) and
+:mod:`isoscope.engine.extraction.ray_pool` (the workers and the merge); this module runs them in
 order.
 """
 
@@ -40,12 +40,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from backend.engine.budget.progress import Progress
-from backend.engine.extraction import ray_cluster
-from backend.engine.extraction.ray_cluster import ModelSpec, RayOptions, pool_size
-from backend.engine.extraction.ray_plan import is_media_corpus, plan_chunks, read_corpus
-from backend.engine.extraction.ray_pool import run_pool, sample_is_complete
-from backend.engine.inputs.corpus import Corpus
+from isoscope.engine.budget.progress import Progress
+from isoscope.engine.extraction import ray_cluster
+from isoscope.engine.extraction.ray_cluster import ModelSpec, RayOptions, pool_size
+from isoscope.engine.extraction.ray_plan import is_media_corpus, plan_chunks, read_corpus
+from isoscope.engine.extraction.ray_pool import run_pool, sample_is_complete
+from isoscope.engine.inputs.corpus import Corpus
 
 
 def run_ray_extraction(
@@ -61,18 +61,18 @@ def run_ray_extraction(
     """The :class:`ExtractionResult` of ``spec`` on ``corpus``, computed on Ray (module doc).
 
     ``corpus`` is a :class:`Corpus` or a path (file or folder of shards) read as a Ray dataset,
-    or images / clips (a :class:`backend.engine.inputs.media.MediaCorpus` the driver has read), which
+    or images / clips (a :class:`isoscope.engine.inputs.media.MediaCorpus` the driver has read), which
     the workers receive decoded.
-    Equals :func:`backend.engine.extraction.extract` on the same corpus and settings: statistics to float64
+    Equals :func:`isoscope.engine.extraction.extract` on the same corpus and settings: statistics to float64
     rounding, the token sample exactly. ``batch_delay_s`` is for fault-injection tests only.
 
     A Hub id not in the cache is downloaded here, on the driver, before Ray starts
-    (:func:`backend.engine.load.hub.fetch`, reporting bytes to ``download_progress``, under
+    (:func:`isoscope.engine.load.hub.fetch`, reporting bytes to ``download_progress``, under
     ``spec.quota_bytes``): the planning reads its tokenizer, and workers that share the
     driver's Hugging Face cache find it there instead of each fetching it.
     """
-    from backend.engine.extraction import ExtractionSettings
-    from backend.engine.load import hub
+    from isoscope.engine.extraction import ExtractionSettings
+    from isoscope.engine.load import hub
 
     if (remote := hub.to_download(spec.source)) is not None:
         hub.fetch(
@@ -100,7 +100,7 @@ def run_ray_extraction(
             partial = run_pool(
                 ray, spec, corpus, settings, options, workers, plan, progress, batch_delay_s
             )
-    from backend.engine.extraction import finish
+    from isoscope.engine.extraction import finish
 
     partial.notices[:0] = [n for n in plan.notes if n not in partial.notices]  # as extract() does
     result = finish(partial, corpus, seconds=time.perf_counter() - started)

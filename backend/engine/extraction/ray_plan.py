@@ -12,15 +12,15 @@ from typing import Any
 
 import numpy as np
 
-from backend.engine.extraction.ray_cluster import ModelSpec, RayEngineError
-from backend.engine.inputs.corpus import MAX_TEXTS, Corpus, corpus_files, corpus_from_shards
+from isoscope.engine.extraction.ray_cluster import ModelSpec, RayEngineError
+from isoscope.engine.inputs.corpus import MAX_TEXTS, Corpus, corpus_files, corpus_from_shards
 
 
 def _parse_shard(row: dict[str, Any]) -> dict[str, Any]:
     """Ray map: one file's bytes -> its raw texts and notices (the local engine's parser)."""
     import json
 
-    from backend.engine.inputs.corpus import texts_from_bytes
+    from isoscope.engine.inputs.corpus import texts_from_bytes
 
     raw = bytes(row["bytes"])
     name = Path(str(row["path"])).name
@@ -31,12 +31,12 @@ def _parse_shard(row: dict[str, Any]) -> dict[str, Any]:
 def read_corpus(ray_module: Any, path: str | Path, max_texts: int = MAX_TEXTS) -> Corpus:
     """The corpus at ``path`` read as a Ray dataset, numbered in sorted path order.
 
-    Equals :func:`backend.engine.inputs.corpus.load_corpus_file` on the same path (same parser, same cleaning,
+    Equals :func:`isoscope.engine.inputs.corpus.load_corpus_file` on the same path (same parser, same cleaning,
     same limits), so both engines analyse the same texts under the same indices.
     """
     import json
 
-    from backend.engine.inputs.files import check_size
+    from isoscope.engine.inputs.files import check_size
 
     path = Path(path)
     files = corpus_files(path)
@@ -53,7 +53,7 @@ def read_corpus(ray_module: Any, path: str | Path, max_texts: int = MAX_TEXTS) -
         shards.append((file.name, json.loads(row["texts"]), json.loads(row["notices"])))
     if path.is_dir():
         return corpus_from_shards(shards, path.name or str(path), max_texts)
-    from backend.engine.inputs.corpus import TEXT_SUFFIXES
+    from isoscope.engine.inputs.corpus import TEXT_SUFFIXES
 
     name = path.name if path.suffix.lower() in TEXT_SUFFIXES else path.name + ".txt"
     return corpus_from_shards(shards, name, max_texts)
@@ -64,7 +64,7 @@ def _norm(path: str) -> str:
 
 
 def is_media_corpus(corpus: Any) -> bool:
-    """Images or clips (:class:`backend.engine.inputs.media.MediaCorpus`) rather than texts."""
+    """Images or clips (:class:`isoscope.engine.inputs.media.MediaCorpus`) rather than texts."""
     return getattr(corpus, "kind", "text") != "text"
 
 
@@ -93,14 +93,14 @@ def plan_chunks(
     Images and clips: their token counts come from the model's layout and feature encoder, so the
     driver loads the model on its CPU once to plan (the workers still run every forward pass).
     """
-    from backend.engine.budget.batching import plan_batches
-    from backend.engine.extraction import token_priority, tokenize
+    from isoscope.engine.budget.batching import plan_batches
+    from isoscope.engine.extraction import token_priority, tokenize
 
     notes: tuple[str, ...] = ()
     group = None
     if is_media_corpus(corpus):
-        from backend.engine.extraction.media import prepare_media
-        from backend.engine.load.models import load_model
+        from isoscope.engine.extraction.media import prepare_media
+        from isoscope.engine.load.models import load_model
 
         stand_in = load_model(
             spec.source, device="cpu", dtype="float32", allow_pickle=spec.allow_pickle
@@ -147,15 +147,15 @@ def plan_chunks(
 
 
 def planning_model(source: str) -> Any:
-    """What :func:`backend.engine.extraction.tokenize` needs of a model (tokenizer, max positions,
+    """What :func:`isoscope.engine.extraction.tokenize` needs of a model (tokenizer, max positions,
     a text layout), read from the checkpoint's tokenizer and config files without loading its
     weights."""
     from types import SimpleNamespace
 
     from transformers import AutoConfig, AutoTokenizer
 
-    from backend.engine.load import models
-    from backend.engine.load.source import parse_source
+    from isoscope.engine.load import models
+    from isoscope.engine.load.source import parse_source
 
     parsed = parse_source(source).origin  # a random-like copy plans like what it copies
     if parsed.family is not None:
@@ -176,7 +176,7 @@ def planning_model(source: str) -> Any:
                 folder, trust_remote_code=False, local_files_only=True
             )
         except Exception as exc:
-            from backend.engine.errors import ModelLoadError
+            from isoscope.engine.errors import ModelLoadError
 
             raise ModelLoadError(
                 f"cannot read the tokenizer or config of {source!r} on this machine "

@@ -14,16 +14,16 @@ from typing import Any
 
 import numpy as np
 
-from backend.engine.budget.progress import Progress
-from backend.engine.errors import IsoscopeError
-from backend.engine.extraction.ray_cluster import ModelSpec, RayEngineError, RayOptions
-from backend.engine.extraction.ray_plan import Plan, work_dataset
-from backend.engine.inputs.corpus import Corpus
+from isoscope.engine.budget.progress import Progress
+from isoscope.engine.errors import IsoscopeError
+from isoscope.engine.extraction.ray_cluster import ModelSpec, RayEngineError, RayOptions
+from isoscope.engine.extraction.ray_plan import Plan, work_dataset
+from isoscope.engine.inputs.corpus import Corpus
 
 
 class ExtractWorker:
     """A Ray Data actor: loads the model once, then turns chunks of ``(text_id, text)`` rows into
-    one :class:`backend.engine.extraction.PartialExtraction` each (statistics + sample candidates)."""
+    one :class:`isoscope.engine.extraction.PartialExtraction` each (statistics + sample candidates)."""
 
     def __init__(
         self,
@@ -35,8 +35,8 @@ class ExtractWorker:
     ) -> None:
         import torch
 
-        from backend.engine.environment import quiet_libraries, use_offline_environment
-        from backend.engine.load.models import load_model
+        from isoscope.engine.environment import quiet_libraries, use_offline_environment
+        from isoscope.engine.load.models import load_model
 
         use_offline_environment()
         quiet_libraries()
@@ -51,7 +51,7 @@ class ExtractWorker:
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         import json
 
-        from backend.engine.extraction import extract_partial
+        from isoscope.engine.extraction import extract_partial
 
         if self.batch_delay_s:
             time.sleep(self.batch_delay_s)
@@ -77,7 +77,7 @@ class ExtractWorker:
 
 def below_threshold(sample: Any, threshold: int) -> Any:
     """The candidates of ``sample`` whose priority is at most ``threshold`` (a new object)."""
-    from backend.engine.extraction import SampleCandidates
+    from isoscope.engine.extraction import SampleCandidates
 
     keep = np.flatnonzero(sample.priority <= np.uint64(threshold))
     out = SampleCandidates(sample.limit, sample.num_states, sample.hidden_size, capacity=len(keep))

@@ -10,10 +10,10 @@ import mmap
 import numpy as np
 import torch
 
-from backend.engine.device import to_numpy
-from backend.engine.errors import InputError
-from backend.engine.extraction.kernel import MOMENTS
-from backend.engine.extraction.types import ExtractionSettings
+from isoscope.engine.device import to_numpy
+from isoscope.engine.errors import InputError
+from isoscope.engine.extraction.kernel import MOMENTS
+from isoscope.engine.extraction.types import ExtractionSettings
 
 _U64 = np.uint64
 _POSITION_BITS = 16  # positions < 65,536 (max_length <= 8192); text ids < 2**48
@@ -155,7 +155,7 @@ class SampleCandidates:
         ``pick``, all n rows in order (n = len(slots)).
 
         With ``pick``, float32 and float64 rows on the CPU are copied by the compiled kernel
-        where it is warm (:meth:`backend.engine.extraction.kernel.MomentsKernel.copy_rows`),
+        where it is warm (:meth:`isoscope.engine.extraction.kernel.MomentsKernel.copy_rows`),
         with no gathered copy in between; until then float32 rows by torch's ``index_select``
         and ``index_copy_`` on all cores (SmolLM2's 400 texts, most of whose tokens are
         sampled, reduced eagerly in 0.64 s against 0.71 s with numpy's fancy indexing: medians

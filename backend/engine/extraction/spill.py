@@ -20,14 +20,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from backend.engine.budget.batching import batch_count, equal_run, length_order
-from backend.engine.budget.progress import Progress, report
-from backend.engine.device import to_numpy
-from backend.engine.errors import InputError
-from backend.engine.extraction.forward import forward_hidden_states, pad_batch, pad_token_id
-from backend.engine.extraction.tokenization import tokenize
-from backend.engine.extraction.types import ExtractionResult
-from backend.engine.load.models import LoadedModel
+from isoscope.engine.budget.batching import batch_count, equal_run, length_order
+from isoscope.engine.budget.progress import Progress, report
+from isoscope.engine.device import to_numpy
+from isoscope.engine.errors import InputError
+from isoscope.engine.extraction.forward import forward_hidden_states, pad_batch, pad_token_id
+from isoscope.engine.extraction.tokenization import tokenize
+from isoscope.engine.extraction.types import ExtractionResult
+from isoscope.engine.load.models import LoadedModel
 
 CHUNK_ROWS = 32_768  # rows per read of a spilled file: 48 MiB of float32 at d = 384
 

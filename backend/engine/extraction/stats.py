@@ -10,7 +10,7 @@ Per batch, the (tokens, d) activations of a few consecutive hidden states at a t
 (g, tokens, d) tensor, are reduced to a centred float64 sum of squares (no sum-of-squares
 cancellation), sum |x|, min and max, and a ``bincount`` of the per-token ``argmin``/``argmax``
 (torch and numpy both return the first index of a tie). On the CPU this is :data:`MOMENTS`, the
-compiled kernel of :mod:`backend.engine.extraction.kernel`, once it is warm, and until then its
+compiled kernel of :mod:`isoscope.engine.extraction.kernel`, once it is warm, and until then its
 eager twin :class:`EagerStates` (torch's float64 passes, numpy's extremes); elsewhere
 :func:`moments` runs eagerly with torch on a reused float64 buffer (:class:`WorkBuffers`).
 
@@ -26,8 +26,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from backend.engine.device import to_numpy
-from backend.engine.extraction.kernel import MOMENTS, extreme_counts, state_extreme_counts
+from isoscope.engine.device import to_numpy
+from isoscope.engine.extraction.kernel import MOMENTS, extreme_counts, state_extreme_counts
 
 _F64 = torch.float64
 
@@ -137,7 +137,7 @@ def _float64_moments(
 def _extreme_counts(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(g, d) int64 counts of the tokens of (g, n, d) ``x`` whose minimum / maximum lies in each
     dimension, where x lives (numpy's on the CPU: see
-    :func:`backend.engine.extraction.kernel.extreme_counts`)."""
+    :func:`isoscope.engine.extraction.kernel.extreme_counts`)."""
     g, _, d = x.shape
     if x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64):
         low, high = extreme_counts(to_numpy(x, dtype=None))
@@ -149,7 +149,7 @@ def _extreme_counts(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 class EagerStates:
-    """The eager twin of :meth:`backend.engine.extraction.kernel.MomentsKernel.reduce_state`
+    """The eager twin of :meth:`isoscope.engine.extraction.kernel.MomentsKernel.reduce_state`
     for one batch: :meth:`reduce` reduces the (n, d) CPU activations in ``x`` (float32 or
     float64, C-contiguous, n >= 1), refilled state by state by the caller, into row ``s`` of
     ``out`` (:meth:`RunningStats.state_rows`), with torch's propagation of NaN and infinity.
@@ -157,7 +157,7 @@ class EagerStates:
 
     What reads the activations in their own dtype goes first, with numpy on this thread, while
     the state just gathered is still in the core's cache: the extreme-index counts
-    (:func:`backend.engine.extraction.kernel.state_extreme_counts`), then each dimension's min and
+    (:func:`isoscope.engine.extraction.kernel.state_extreme_counts`), then each dimension's min and
     max (numpy's, which propagate NaN as torch's ``amin``/``amax`` do). The float64 copy and
     passes of :func:`_float64_moments` come last, since they push the state out of the cache.
     Everything is written straight into the rows. The caller writes the state's sampled rows
@@ -285,7 +285,7 @@ class RunningStats:
     def state_rows(self, count: int) -> tuple[np.ndarray, ...]:
         """The accumulators of a fresh per-batch object of ``count`` tokens per state, as the
         numpy views (CPU: shared memory) that
-        :meth:`backend.engine.extraction.kernel.MomentsKernel.reduce_state` or its eager twin
+        :meth:`isoscope.engine.extraction.kernel.MomentsKernel.reduce_state` or its eager twin
         :class:`EagerStates` fills one state at a time; every state must be filled before the
         object is merged."""
         if self.device.type != "cpu" or self.count or count < 1:
@@ -295,7 +295,7 @@ class RunningStats:
 
     def _rows(self, s0: int, s1: int) -> tuple[np.ndarray, ...]:
         """States ``s0 .. s1 - 1`` of the accumulators as numpy views (CPU: shared memory), in
-        the order :meth:`backend.engine.extraction.kernel.MomentsKernel.reduce_into` fills."""
+        the order :meth:`isoscope.engine.extraction.kernel.MomentsKernel.reduce_into` fills."""
         names = ("_mean", "_abs_sum", "_m2", "_min", "_max", "_argmin", "_argmax")
         return tuple(to_numpy(getattr(self, name)[s0:s1], dtype=None) for name in names)
 

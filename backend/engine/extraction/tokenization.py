@@ -14,8 +14,8 @@ from functools import cached_property
 
 import numpy as np
 
-from backend.engine.errors import InputError
-from backend.engine.load.models import LoadedModel
+from isoscope.engine.errors import InputError
+from isoscope.engine.load.models import LoadedModel
 
 
 @dataclass(frozen=True)

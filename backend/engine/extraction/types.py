@@ -7,9 +7,9 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from backend.engine.errors import InputError
-from backend.engine.naming import hidden_state_names
-from backend.engine.params import BATCH_SIZE, MAX_LENGTH, SAMPLE_SIZE, SEED, TOKEN_BUDGET
+from isoscope.engine.errors import InputError
+from isoscope.engine.naming import hidden_state_names
+from isoscope.engine.params import BATCH_SIZE, MAX_LENGTH, SAMPLE_SIZE, SEED, TOKEN_BUDGET
 
 # 2: device statistics, token-budget batches, a hash-priority token sample (partition-independent),
 #    exclude_first, a byte budget for the sample.

@@ -15,9 +15,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from backend.engine.environment import assets_dir
-from backend.engine.errors import InputError
-from backend.engine.inputs.files import check_bytes, check_size, decode_text
+from isoscope.engine.environment import assets_dir
+from isoscope.engine.errors import InputError
+from isoscope.engine.inputs.files import check_bytes, check_size, decode_text
 
 ASSETS_DIR = assets_dir()
 BUNDLED_CORPUS = ASSETS_DIR / "sample_corpus.txt"
@@ -45,7 +45,7 @@ class Corpus:
 
     @property
     def kind(self) -> str:
-        """The modality; images and audio are :class:`backend.engine.inputs.media.MediaCorpus`."""
+        """The modality; images and audio are :class:`isoscope.engine.inputs.media.MediaCorpus`."""
         return "text"
 
     @functools.cached_property  # asked on every page run; the texts never change

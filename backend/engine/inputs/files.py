@@ -1,13 +1,13 @@
 """The checks every file a user gives goes through, whatever it holds (a corpus, sentence pairs,
-word-sense rows): one size limit, :data:`backend.engine.params.MAX_FILE_BYTES`, and one wording
+word-sense rows): one size limit, :data:`isoscope.engine.params.MAX_FILE_BYTES`, and one wording
 for a file that is too large, missing, binary or not UTF-8."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from backend.engine.errors import InputError
-from backend.engine.params import MAX_FILE_BYTES
+from isoscope.engine.errors import InputError
+from isoscope.engine.params import MAX_FILE_BYTES
 
 
 def _too_large(name: str, size: int) -> InputError:

@@ -1,6 +1,6 @@
 """Inputs that are not text: a folder of images or of audio clips, as a corpus the extraction reads.
 
-A :class:`MediaCorpus` plays the part of :class:`backend.engine.inputs.corpus.Corpus` for images and
+A :class:`MediaCorpus` plays the part of :class:`isoscope.engine.inputs.corpus.Corpus` for images and
 audio: ``items`` (decoded pixels or samples), ``texts`` (each item's relative path: what every
 view shows where a text corpus shows the text), ``labels`` (the class: the sub-folder name, or
 ``""``), ``kind`` ("image" | "audio"), ``sha`` (a content hash for cache keys) and ``notices``
@@ -12,11 +12,11 @@ that is sound, and the note names the files: grayscale, 1-bit, palette and CMYK 
 16-bit images are scaled to 8 bits (not clipped at 255); transparent pixels are put on white (not on
 whatever colour the file stores under alpha 0); EXIF rotation is applied. An image of any size down
 to 1x1 goes to the processor as a PIL image, which resizes it like any other (as an array, a 1x1 or
-3x3 image's channel axis is ambiguous to it: :func:`backend.engine.extraction.media.as_pil`). Clips
+3x3 image's channel axis is ambiguous to it: :func:`isoscope.engine.extraction.media.as_pil`). Clips
 are averaged to mono, read at any bit depth (8/16/24/32-bit, float) and resampled to the model's
 rate; clips with non-finite samples (a float file holding NaN or inf) are skipped by name, and clips
 too short to give one frame of the model are skipped by name at extraction
-(:func:`backend.engine.extraction.media.prepare_media`). Files are read in sorted relative-path
+(:func:`isoscope.engine.extraction.media.prepare_media`). Files are read in sorted relative-path
 order, so item indices never depend on the file system. The bundled demo sets (:func:`demo_images`,
 :func:`demo_speech`) need no download.
 """
@@ -32,8 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
-from backend.engine.errors import InputError
-from backend.engine.params import MAX_FILE_BYTES
+from isoscope.engine.errors import InputError
+from isoscope.engine.params import MAX_FILE_BYTES
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp")
 AUDIO_SUFFIXES = (".wav", ".flac")
@@ -316,7 +316,7 @@ def demo_images(tiles: int = 2) -> MediaCorpus:
 
 def demo_speech_dir(cache_dir: Path | None = None) -> Path:
     """Where :func:`demo_speech` keeps its synthesised clips (in isoscope's cache folder)."""
-    from backend.engine.environment import default_cache_dir
+    from isoscope.engine.environment import default_cache_dir
 
     return (cache_dir or default_cache_dir()) / "demo_speech"
 
@@ -325,7 +325,7 @@ def demo_speech(cache_dir: Path | None = None, count: int = DEMO_SPEECH_SENTENCE
     """The first ``count`` sentences of the bundled sample corpus (CC0) read by espeak-ng, made
     once into the cache folder (espeak-ng's 22.05 kHz wav; resampled at extraction). Without
     espeak-ng: one :class:`InputError` saying how to install it."""
-    from backend.engine.inputs.corpus import bundled_corpus
+    from isoscope.engine.inputs.corpus import bundled_corpus
 
     folder = demo_speech_dir(cache_dir)
     sentences = bundled_corpus().texts[:count]

@@ -1,6 +1,6 @@
-"""The labelled CSV inputs of the similarity views (:mod:`backend.analysis.geometry.similarity`):
+"""The labelled CSV inputs of the similarity views (:mod:`isoscope.analysis.similarity`):
 sentence pairs with gold scores (STS) and word-sense rows (WiC), read with the checks every user
-file gets (:mod:`backend.engine.inputs.files`), and the bundled samples.
+file gets (:mod:`isoscope.engine.inputs.files`), and the bundled samples.
 
 ``sentence1,sentence2,score`` (with that header, or the header-less three-column STS-B
 distribution) and ``word,context1,context2,same_sense`` (labels 1/0, true/false, yes/no or
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from backend.engine.environment import assets_dir
-from backend.engine.errors import InputError
-from backend.engine.inputs.files import decode_text, read_file
+from isoscope.engine.environment import assets_dir
+from isoscope.engine.errors import InputError
+from isoscope.engine.inputs.files import decode_text, read_file
 
 ASSETS_DIR = assets_dir()
 STS_SAMPLE = ASSETS_DIR / "sts_sample.csv"

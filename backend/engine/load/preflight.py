@@ -2,7 +2,7 @@
 
 The parameter count and dtypes come from the safetensors headers (the 8-byte length and the JSON
 header of each file, never the tensors): range requests for a remote repo (as huggingface_hub's
-``get_safetensors_metadata`` reads them; :func:`backend.engine.load.hub.fetch`), the files for a
+``get_safetensors_metadata`` reads them; :func:`isoscope.engine.load.hub.fetch`), the files for a
 local folder, and the tensor table of a GGUF file. The memory a load needs is the parameters times the size of the
 chosen dtype (transformers loads straight into it), set against the free RAM (CPU) or the free
 VRAM (CUDA); with ``device_map="auto"`` the two add up. When it does not fit, the refusal gives
@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from backend.engine.errors import ModelLoadError
+from isoscope.engine.errors import ModelLoadError
 
 GIB = 1024**3
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}

@@ -1,5 +1,5 @@
 """The ``random:`` factory: a randomly initialised model of one row of
-:data:`backend.engine.load.source.RANDOM_FAMILIES` (seeded), with the bundled tokenizer or a default
+:data:`isoscope.engine.load.source.RANDOM_FAMILIES` (seeded), with the bundled tokenizer or a default
 image / audio processor."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from typing import Any
 
 import torch
 
-from backend.engine import arch
-from backend.engine.errors import ModelLoadError
-from backend.engine.load.checkpoints import bundled_tokenizer, default_model_dir
-from backend.engine.load.model_parts import ModelParts
-from backend.engine.load.source import RANDOM_FAMILIES, ModelSource
+from isoscope.engine import arch
+from isoscope.engine.errors import ModelLoadError
+from isoscope.engine.load.checkpoints import bundled_tokenizer, default_model_dir
+from isoscope.engine.load.model_parts import ModelParts
+from isoscope.engine.load.source import RANDOM_FAMILIES, ModelSource
 
 
 def build_random_model(

@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from backend.engine.errors import ModelLoadError
+from isoscope.engine.errors import ModelLoadError
 
 DEFAULT_SOURCE = "default"
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"

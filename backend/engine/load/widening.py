@@ -45,7 +45,7 @@ _install_lock = threading.Lock()
 
 def widens(census: dict[str, int], dtype: torch.dtype, device_map: str | None) -> bool:
     """Whether a load of a checkpoint with ``census`` (parameters per safetensors dtype,
-    :func:`backend.engine.load.preflight.folder_census`) into ``dtype`` on the CPU (no ``device_map``)
+    :func:`isoscope.engine.load.preflight.folder_census`) into ``dtype`` on the CPU (no ``device_map``)
     makes a wider copy of every floating tensor it reads: all of them are BF16/F16 and ``dtype``
     is wider."""
     floating = [d for d in census if d.startswith(("F", "BF"))]  # not I64, U8, BOOL

@@ -34,8 +34,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from backend.engine.errors import InputError, ModelLoadError
-from backend.engine.load.source import ModelSource, parse_source
+from isoscope.engine.errors import InputError, ModelLoadError
+from isoscope.engine.load.source import ModelSource, parse_source
 
 TRUE = ("1", "true", "yes", "on")
 FALSE = ("0", "false", "no", "off")
@@ -214,7 +214,7 @@ class AccessPolicy:
 def _cached_hub_id(source: ModelSource) -> bool:
     """A Hub id that the server's Hugging Face cache holds completely (a Hub id is never a path
     that exists relative to the server's folder: :func:`parse_source` reads that as a folder)."""
-    from backend.engine.load.models import local_hub_snapshot
+    from isoscope.engine.load.models import local_hub_snapshot
 
     return local_hub_snapshot(source.text) is not None
 

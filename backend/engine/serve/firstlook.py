@@ -1,17 +1,17 @@
 """A first look on a device's very first run: measure on the first batch, then stop at the prefix
 that fits the budget (the whole first page: the load, the extraction and the Overview's
-statistics, :mod:`backend.engine.budget.page_budget`).
+statistics, :mod:`isoscope.engine.budget.page_budget`).
 
-With no speed recorded for the device yet (:mod:`backend.engine.budget.throughput`), nothing predicts
+With no speed recorded for the device yet (:mod:`isoscope.engine.budget.throughput`), nothing predicts
 how long the whole corpus takes. So a first batch of texts (``settings.batch_size``, at most
-:data:`~backend.engine.budget.page_budget.MIN_FIRST_LOOK_TEXTS`: a full batch of 32 texts of a 1.5B
+:data:`~isoscope.engine.budget.page_budget.MIN_FIRST_LOOK_TEXTS`: a full batch of 32 texts of a 1.5B
 decoder took 56 s on 2 cores, the whole budget) runs as a partial extraction and is timed;
 that measured rate sizes the prefix (the batch included) that fits the first look's budget;
 the rest of the prefix runs as a second partial, and the two are merged
-(:meth:`backend.engine.extraction.partial.PartialExtraction.merge`) into the result of the
+(:meth:`isoscope.engine.extraction.partial.PartialExtraction.merge`) into the result of the
 prefix corpus, stored under the prefix's own cache key. Nothing is computed twice: the first
 batch is part of the prefix, and the prefix's length is kept beside the results
-(:func:`backend.engine.budget.page_budget.remember_first_look`) so the next plan names the same prefix,
+(:func:`isoscope.engine.budget.page_budget.remember_first_look`) so the next plan names the same prefix,
 whatever the speed recorded since. When the whole corpus fits, the result is the whole
 corpus's, under its own key.
 """
@@ -23,13 +23,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from backend.engine.budget import page_budget, throughput
-from backend.engine.budget.batching import Batching, padded_tokens
-from backend.engine.budget.progress import Progress, report
-from backend.engine.extraction import ExtractionSettings, extract_partial
-from backend.engine.extraction.partial import finish
-from backend.engine.store.cache import ResultCache
-from backend.engine.store.entries import cache_key
+from isoscope.engine.budget import page_budget, throughput
+from isoscope.engine.budget.batching import Batching, padded_tokens
+from isoscope.engine.budget.progress import Progress, report
+from isoscope.engine.extraction import ExtractionSettings, extract_partial
+from isoscope.engine.extraction.partial import finish
+from isoscope.engine.store.cache import ResultCache
+from isoscope.engine.store.entries import cache_key
 
 
 def plan(

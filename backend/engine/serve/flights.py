@@ -23,7 +23,7 @@ A classroom opens the same analysis 30 times at once. :class:`WorkQueue` makes t
   rerun/stop of that caller's script, ``KeyboardInterrupt``), only that caller gets it and the
   other waiters start the work again among themselves.
 
-Plain Python (threads and locks), no Streamlit: ``ui.work.queue`` holds one per server process.
+Plain Python (threads and locks), no Streamlit: ``isoscope.ui.work.queue`` holds one per server process.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from backend.engine.budget.progress import Progress
+from isoscope.engine.budget.progress import Progress
 
 T = TypeVar("T")
 

@@ -15,7 +15,7 @@ Size limit (default 5 GiB; ``ResultCache(limit=)``, the CLI's ``--cache-limit``,
   folders are never evicted automatically (a running process may be reading one); they are
   removed only by an explicit ``clear(include_models=True)`` (``cache --clear --models``).
 - Spilled states (``spill/*.f32``: every token of one hidden state, written for the projection
-  of every token, :mod:`backend.engine.extraction.spill`) are evicted with the result files, in
+  of every token, :mod:`isoscope.engine.extraction.spill`) are evicted with the result files, in
   one least-recently-used order (reading one touches it, :func:`touch`). One being written
   (``*.f32.part<pid>``) counts as a file being written.
 - A file being written is a ``*.tmp`` file and is never evicted; only a temp file untouched for
@@ -26,12 +26,12 @@ Size limit (default 5 GiB; ``ResultCache(limit=)``, the CLI's ``--cache-limit``,
   the result ("nothing was cached: ..."), which the CLI prints and the pages show.
 - A corrupted or unreadable entry is treated as a miss: recomputed and replaced.
 
-Comparisons of two extractions (:func:`backend.analysis.compare.comparison.cached_compare`) are entries of the same
+Comparisons of two extractions (:func:`isoscope.analysis.compare.comparison.cached_compare`) are entries of the same
 kind (:meth:`ResultCache.save_arrays`), under the same limit and eviction.
 
-Beside this folder: the limit and the usage (:mod:`backend.engine.store.limit`), what an entry
-holds and its key (:mod:`backend.engine.store.entries`), and the extraction through this cache
-(:mod:`backend.engine.store.cached_extract`).
+Beside this folder: the limit and the usage (:mod:`isoscope.engine.store.limit`), what an entry
+holds and its key (:mod:`isoscope.engine.store.entries`), and the extraction through this cache
+(:mod:`isoscope.engine.store.cached_extract`).
 """
 
 from __future__ import annotations
@@ -47,12 +47,12 @@ from pathlib import Path
 
 import numpy as np
 
-from backend.engine.budget import page_budget, throughput
-from backend.engine.environment import default_cache_dir
-from backend.engine.errors import InputError
-from backend.engine.extraction import ExtractionResult
-from backend.engine.store.entries import result_arrays, result_from_arrays
-from backend.engine.store.limit import (
+from isoscope.engine.budget import page_budget, throughput
+from isoscope.engine.environment import default_cache_dir
+from isoscope.engine.errors import InputError
+from isoscope.engine.extraction import ExtractionResult
+from isoscope.engine.store.entries import result_arrays, result_from_arrays
+from isoscope.engine.store.limit import (
     LIMIT_ENV,
     CacheUsage,
     default_cache_limit,
@@ -348,8 +348,8 @@ class ResultCache:
 
     def clear(self, include_models: bool = False) -> tuple[int, int]:
         """Remove every result file and spilled state (and stale temp files, the speeds measured
-        by the runs, :mod:`backend.engine.budget.throughput`, and the first looks chosen,
-        :mod:`backend.engine.budget.page_budget`; with
+        by the runs, :mod:`isoscope.engine.budget.throughput`, and the first looks chosen,
+        :mod:`isoscope.engine.budget.page_budget`; with
         ``include_models`` the converted model folders too). Files being written are left alone.
         Returns (files removed, bytes freed)."""
         from filelock import Timeout

@@ -1,26 +1,26 @@
 """The extraction through the disk cache (:func:`cached_extract`): a hit is read back, a miss is
-computed once across processes (:meth:`backend.engine.store.cache.ResultCache.key_lock`), kept,
-and its measured speed recorded for the next estimate (:mod:`backend.engine.budget.throughput`)."""
+computed once across processes (:meth:`isoscope.engine.store.cache.ResultCache.key_lock`), kept,
+and its measured speed recorded for the next estimate (:mod:`isoscope.engine.budget.throughput`)."""
 
 from __future__ import annotations
 
-from backend.engine.budget import throughput
-from backend.engine.budget.batching import Batching, padded_tokens
-from backend.engine.extraction import ExtractionResult, ExtractionSettings
-from backend.engine.store.cache import ResultCache
-from backend.engine.store.entries import cache_key
-from backend.engine.store.provenance import attribute
+from isoscope.engine.budget import throughput
+from isoscope.engine.budget.batching import Batching, padded_tokens
+from isoscope.engine.extraction import ExtractionResult, ExtractionSettings
+from isoscope.engine.store.cache import ResultCache
+from isoscope.engine.store.entries import cache_key
+from isoscope.engine.store.provenance import attribute
 
 
 def cached_extract(
     loaded, corpus, settings=None, progress=None, cache: ResultCache | None = None
 ) -> ExtractionResult:
-    """:func:`backend.engine.extraction.extract` through the disk cache (``cache=None`` uses the default).
+    """:func:`isoscope.engine.extraction.extract` through the disk cache (``cache=None`` uses the default).
 
     When nothing could be kept (see :meth:`ResultCache.put`) the result carries one notice saying so.
     A hit computed from another path with identical weights names ``loaded`` in its model card
-    (:func:`backend.engine.store.provenance.attribute`), with one line saying where the statistics came from."""
-    from backend.engine.extraction import extract
+    (:func:`isoscope.engine.store.provenance.attribute`), with one line saying where the statistics came from."""
+    from isoscope.engine.extraction import extract
 
     settings = settings or ExtractionSettings()
     cache = cache if cache is not None else ResultCache()
@@ -43,7 +43,7 @@ def cached_extract(
 def _record_throughput(cache: ResultCache, loaded, corpus, result: ExtractionResult) -> None:
     """This run's measured speed per padded token, kept beside the results for the next estimate
     (text only: an image or clip's token count is the model's, not the corpus's), and the
-    phases its load measured (:func:`backend.engine.budget.throughput.record_phases`)."""
+    phases its load measured (:func:`isoscope.engine.budget.throughput.record_phases`)."""
     throughput.record_phases(cache.root, loaded)
     if getattr(corpus, "kind", "text") != "text" or not result.seconds:
         return

@@ -1,6 +1,6 @@
 """What an extraction's cache entry is: its key (:func:`cache_key`: what determines the result)
 and the result as named arrays, both ways (:func:`result_arrays`, :func:`result_from_arrays`),
-read without pickle. The folder that keeps the entries: :mod:`backend.engine.store.cache`."""
+read without pickle. The folder that keeps the entries: :mod:`isoscope.engine.store.cache`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import json
 
 import numpy as np
 
-from backend.engine.extraction import (
+from isoscope.engine.extraction import (
     EXTRACT_VERSION,
     ExtractionResult,
     ExtractionSettings,

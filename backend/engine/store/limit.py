@@ -1,7 +1,7 @@
 """The result cache's size limit and its usage: sizes read (``500M``, ``5G``) and written
 (``1.2 GiB``) in binary units, the limit of this process (:func:`set_process_limit`, else
 ``$ISOSCOPE_CACHE_LIMIT``, else 5 GiB), and the folder's bytes by kind (:class:`CacheUsage`). The
-cache that keeps to the limit: :mod:`backend.engine.store.cache`."""
+cache that keeps to the limit: :mod:`isoscope.engine.store.cache`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from backend.engine.errors import InputError
+from isoscope.engine.errors import InputError
 
 GIB = 1024**3
 DEFAULT_CACHE_LIMIT = 5 * GIB
@@ -62,7 +62,7 @@ def _short(value: float) -> str:
 
 
 def set_process_limit(limit: int | str | None) -> None:
-    """The limit for every :class:`backend.engine.store.cache.ResultCache` of this process that is
+    """The limit for every :class:`isoscope.engine.store.cache.ResultCache` of this process that is
     not given one (the sidebar's setting, or the CLI's ``--cache-limit``); ``None`` goes back to
     the env var / default."""
     global _process_limit

@@ -7,7 +7,7 @@ run's arrays. The card's provenance fields must still name what the user opened 
 when the statistics were computed from another path with identical weights, adds one
 ``reused_from`` entry that the card shows as one line.
 
-Provenance fields (:data:`PROVENANCE_FIELDS`), all on :class:`backend.engine.load.models.ModelInfo`:
+Provenance fields (:data:`PROVENANCE_FIELDS`), all on :class:`isoscope.engine.load.models.ModelInfo`:
 
 - ``source``: what the user typed or linked (``default``, a folder, a ``.gguf`` file, a Hub id).
 - ``display_name``: the card's name.
@@ -22,7 +22,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # type hints only: importing it would pull torch into the figure builders
-    from backend.engine.extraction import ExtractionResult
+    from isoscope.engine.extraction import ExtractionResult
 
 PROVENANCE_FIELDS = ("source", "display_name", "path", "revision")
 REUSED_KEY = "reused_from"  # the card's entry when the statistics came from another path

@@ -35,11 +35,11 @@ from typing import Any
 
 import numpy as np
 
-from backend import __version__
-from backend.engine.errors import InputError, IsoscopeError
-from backend.engine.extraction import ExtractionResult, ExtractionSettings, TokenTable
-from backend.engine.jsonio import strict_json, to_jsonable
-from backend.engine.load.models import LoadedModel, ModelInfo
+from isoscope import __version__
+from isoscope.engine.errors import InputError, IsoscopeError
+from isoscope.engine.extraction import ExtractionResult, ExtractionSettings, TokenTable
+from isoscope.engine.jsonio import strict_json, to_jsonable
+from isoscope.engine.load.models import LoadedModel, ModelInfo
 
 FORMAT_NAME = "isoscope-saved-analysis"
 FORMAT_VERSION = 1
@@ -294,7 +294,7 @@ def _assemble(
 
 def _check_consistent(result: ExtractionResult, name: str) -> None:
     """Shapes agree with each other and the corpus hash with the texts: else the file is damaged."""
-    from backend.engine.inputs.corpus import Corpus
+    from isoscope.engine.inputs.corpus import Corpus
 
     shape = np.shape(result.mean)
     if len(shape) != 2 or shape[0] < 1:

@@ -7,20 +7,20 @@ import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 
-from backend.engine.budget.progress import Progress
-from backend.engine.errors import InputError, IsoscopeError
-from backend.engine.inputs.media import KIND_NOUNS
-from backend.share.report.model import (
+from isoscope.engine.budget.progress import Progress
+from isoscope.engine.errors import InputError, IsoscopeError
+from isoscope.engine.inputs.media import KIND_NOUNS
+from isoscope.share.report.model import (
     SECTION_TITLES,
     SOURCES,
     Report,
     ReportSettings,
     Section,
 )
-from backend.share.report.model import SECTIONS as DEFAULT_SECTIONS
-from backend.share.report.prose import BUILDERS as PROSE_BUILDERS
-from backend.share.report.prose import Context
-from backend.share.report.quant import quant_section
+from isoscope.share.report.model import SECTIONS as DEFAULT_SECTIONS
+from isoscope.share.report.prose import BUILDERS as PROSE_BUILDERS
+from isoscope.share.report.prose import Context
+from isoscope.share.report.quant import quant_section
 
 BUILDERS = {**PROSE_BUILDERS, "quant": quant_section}
 
@@ -73,13 +73,13 @@ def build_report(
     LayerNorm ablation modify the model (restored bit-for-bit) instead of a private copy: only for a
     process that owns the model, like the CLI. ``inputs``: an image / audio analysis's items
     (``MediaCorpus.items``), which the LayerNorm ablation reruns the model on. ``quant``: a
-    finished :class:`~backend.analysis.quant.readiness.QuantReport` for the optional "quant"
+    finished :class:`~isoscope.analysis.quant.readiness.QuantReport` for the optional "quant"
     section (otherwise that section runs the analysis). ``criteria``: what
-    :func:`~backend.analysis.geometry.outliers.criteria_by_state` returned for ``result`` with the
+    :func:`~isoscope.analysis.outliers.criteria_by_state` returned for ``result`` with the
     default thresholds, when the caller has it (the Overview's page does), so it is not computed
     again.
     """
-    from backend import __version__
+    from isoscope import __version__
 
     settings = settings or ReportSettings()
     unknown = [s for s in sections if s not in BUILDERS]

@@ -1,16 +1,16 @@
 """The report's data model: section names and sources, :class:`ReportSettings`, :class:`Section`
-and :class:`Report` (rendered by :mod:`backend.share.report.render`)."""
+and :class:`Report` (rendered by :mod:`isoscope.share.report.render`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from backend.analysis.geometry.isotropy import N_PAIRS, PAIR_SEED
-from backend.analysis.layernorm.thresholds import RANDOM_CONTROLS
-from backend.analysis.positional.params import MAX_POSITION, PROBE_ITER
-from backend.engine.errors import InputError
-from backend.share.report.render import render_html
+from isoscope.analysis.anisotropy import N_PAIRS, PAIR_SEED
+from isoscope.analysis.layernorm.thresholds import RANDOM_CONTROLS
+from isoscope.analysis.positional.params import MAX_POSITION, PROBE_ITER
+from isoscope.engine.errors import InputError
+from isoscope.share.report.render import render_html
 
 SECTION_TITLES = {
     "outliers": "Outlier dimensions",
@@ -98,7 +98,7 @@ class Report:
     def named(self, model: dict) -> Report:
         """This report with ``model`` as its card: a report kept per extraction key is shared by
         every path with the same weights, and names the one opened now
-        (:mod:`backend.engine.store.provenance`)."""
+        (:mod:`isoscope.engine.store.provenance`)."""
         return replace(self, model=dict(model))
 
     def section(self, key: str) -> Section | None:

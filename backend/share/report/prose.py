@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from backend.engine.errors import InputError, IsoscopeError
-from backend.engine.inputs.media import KIND_NOUNS
-from backend.engine.params import MASSIVE_ABS_THRESHOLD, MASSIVE_MEDIAN_RATIO
-from backend.share.report.model import SECTION_TITLES, SOURCES, ReportSettings, Section
+from isoscope.engine.errors import InputError, IsoscopeError
+from isoscope.engine.inputs.media import KIND_NOUNS
+from isoscope.engine.params import MASSIVE_ABS_THRESHOLD, MASSIVE_MEDIAN_RATIO
+from isoscope.share.report.model import SECTION_TITLES, SOURCES, ReportSettings, Section
 
 # Sun et al.'s rule as the report writes it: "max(100, 1000 x median)"
 MASSIVE_MAX = f"max({MASSIVE_ABS_THRESHOLD:g}, {MASSIVE_MEDIAN_RATIO:g} x median)"
@@ -84,20 +84,20 @@ class Context:
 
     @property
     def outliers_by_state(self) -> list[list[int]]:
-        from backend.analysis.geometry.outliers import outlier_dims_by_state
+        from isoscope.analysis.outliers import outlier_dims_by_state
 
         criteria = self.criteria_by_state
         return self.once("dims", lambda: outlier_dims_by_state(self.result, criteria=criteria))
 
     @property
     def criteria_by_state(self) -> list[dict[str, list[int]]]:
-        from backend.analysis.geometry.outliers import criteria_by_state
+        from isoscope.analysis.outliers import criteria_by_state
 
         return self.once("criteria", lambda: criteria_by_state(self.result))
 
     @property
     def isotropy(self):
-        from backend.analysis.geometry.isotropy import by_state
+        from isoscope.analysis.anisotropy import by_state
 
         s = self.settings
         return self.once(
@@ -105,7 +105,7 @@ class Context:
         )
 
     def clipped(self, dims_by_state: list[list[int]]) -> np.ndarray:
-        from backend.analysis.geometry.isotropy import clipped_anisotropy_by_state
+        from isoscope.analysis.anisotropy import clipped_anisotropy_by_state
 
         key = "clipped" + repr(dims_by_state)
         s = self.settings
@@ -121,7 +121,7 @@ class Context:
 
 
 def _outliers(ctx: Context) -> Section:
-    from backend.plots.outliers import criteria_marks, headline_outlier, layer_dim_heatmap
+    from isoscope.plots.outliers import criteria_marks, headline_outlier, layer_dim_heatmap
 
     r = ctx.result
     names = r.state_names
@@ -184,7 +184,7 @@ def _outliers(ctx: Context) -> Section:
 
 
 def _anisotropy(ctx: Context) -> Section:
-    from backend.plots.overview import anisotropy_with_lines
+    from isoscope.plots.overview import anisotropy_with_lines
 
     r = ctx.result
     names = r.state_names
@@ -247,13 +247,13 @@ def _anisotropy(ctx: Context) -> Section:
 
 def _clip_projection(ctx: Context, state: int, dims: list[int]):
     """PCA of the token sample at ``state``, raw and with ``dims`` zeroed (the projections page)."""
-    from backend.analysis.geometry.projections import (
+    from isoscope.analysis.projections.methods import (
         before_after,
         hover_contexts,
         projection_sample,
         token_colouring,
     )
-    from backend.plots.projections import before_after_figure
+    from isoscope.plots.projections import before_after_figure
 
     r = ctx.result
     rows = projection_sample(len(r.sample_index), ctx.settings.projection_points, ctx.settings.seed)
@@ -274,9 +274,9 @@ def _clip_projection(ctx: Context, state: int, dims: list[int]):
 
 
 def _layernorm(ctx: Context) -> Section:
-    from backend.analysis.layernorm.ablation import run_ablation
-    from backend.analysis.layernorm.params import ln_outliers, norms_of, select_norms
-    from backend.plots.layernorm import ablation_vs_controls
+    from isoscope.analysis.layernorm.ablation import run_ablation
+    from isoscope.analysis.layernorm.params import ln_outliers, norms_of, select_norms
+    from isoscope.plots.layernorm import ablation_vs_controls
 
     loaded = ctx.loaded
     sec = Section("layernorm", SECTION_TITLES["layernorm"], source=SOURCES["layernorm"])
@@ -367,15 +367,15 @@ def _ablation_sentence(report, norms: list[str], n_dims: int, n_texts: int, kind
 
 
 def _positional(ctx: Context) -> Section:
-    from backend.analysis.positional.table import (
+    from isoscope.analysis.positional.table import (
         ProbeSettings,
         analyse_position_table,
         position_offset,
         position_table_weights,
         probe_result,
     )
-    from backend.engine.load.models import position_table
-    from backend.plots.positional import probe_accuracy_line
+    from isoscope.engine.load.models import position_table
+    from isoscope.plots.positional import probe_accuracy_line
 
     r, loaded = ctx.result, ctx.loaded
     names = r.state_names
@@ -437,9 +437,9 @@ def _positional(ctx: Context) -> Section:
 
 
 def _similarity(ctx: Context) -> Section:
-    from backend.analysis.geometry.similarity import clip_dims_by_state, pool_pairs, sts_by_state
-    from backend.engine.inputs.pairs import SentencePairs
-    from backend.plots.similarity import sts_figure
+    from isoscope.analysis.similarity import clip_dims_by_state, pool_pairs, sts_by_state
+    from isoscope.engine.inputs.pairs import SentencePairs
+    from isoscope.plots.similarity import sts_figure
 
     sec = Section("similarity", SECTION_TITLES["similarity"], source=SOURCES["similarity"])
     if ctx.kind != "text":
@@ -480,7 +480,7 @@ def _similarity(ctx: Context) -> Section:
 
 def _massive(ctx: Context) -> Section:
     """Massive activations (Sun et al. 2024) and attention sinks (Xiao et al. 2023; Gu et al. 2024's
-    alpha) from :func:`backend.analysis.activations.scan.scan_massive`, when this build has it."""
+    alpha) from :func:`isoscope.analysis.massive.scan.scan_massive`, when this build has it."""
     sec = Section("massive", SECTION_TITLES["massive"], source=SOURCES["massive"])
     loaded = ctx.loaded
     if not loaded.info.is_causal:
@@ -490,13 +490,13 @@ def _massive(ctx: Context) -> Section:
         )
         return sec
     try:
-        from backend.analysis.activations.massive import peak_state
-        from backend.analysis.activations.scan import scan_massive
+        from isoscope.analysis.massive.massive import peak_state
+        from isoscope.analysis.massive.scan import scan_massive
     except ImportError as exc:
         if getattr(exc, "name", "") not in (
-            "backend.analysis.activations.massive",
-            "backend.analysis.activations.scan",
-            "backend.analysis.activations.sinks",
+            "isoscope.analysis.massive.massive",
+            "isoscope.analysis.massive.scan",
+            "isoscope.analysis.massive.sinks",
         ):
             raise
         sec.skipped = "this isoscope build has no massive-activation or attention-sink analysis"
@@ -552,7 +552,7 @@ def _massive(ctx: Context) -> Section:
         )
     sec.notes.extend(scan.notes)
     sec.notes.append(f"Measured on the first {len(texts)} texts of the corpus.")
-    from backend.plots.massive import massive_summary_figure
+    from isoscope.plots.massive import massive_summary_figure
 
     sec.figures.append(massive_summary_figure(m, scan.sinks))
     return sec

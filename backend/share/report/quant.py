@@ -1,8 +1,8 @@
 """The report's optional "Quantization readiness" section (docs/methods.md section 10).
 
-Every number comes from :mod:`backend.analysis.quant.readiness` (LLM.int8, SmoothQuant, QuaRot,
+Every number comes from :mod:`isoscope.analysis.quant.readiness` (LLM.int8, SmoothQuant, QuaRot,
 Bondarenko et al. 2023): the verdict it writes, the hardest sites, the scheme comparison and the
-per-block sensitivity, with the page's figures (:mod:`backend.plots.quant`). The section is
+per-block sensitivity, with the page's figures (:mod:`isoscope.plots.quant`). The section is
 opt-in (``isoscope report --quant``; in the app, included once the Quantization page has run):
 it costs one pass over ``ReportSettings.quant_texts`` texts, six fake-quantized passes of the end
 texts and the batched sensitivity runs. A report built with a finished analysis (the page's) uses
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from backend.share.report.model import SECTION_TITLES, SOURCES, Section
+from isoscope.share.report.model import SECTION_TITLES, SOURCES, Section
 
 KEY = "quant"
 HARDEST_SITES = 3
@@ -24,7 +24,7 @@ def _pairs(ctx):
     """The report's sentence pairs as :class:`SentencePairs` for an encoder, else None."""
     if ctx.pairs is None or ctx.loaded.info.is_causal:
         return None
-    from backend.engine.inputs.pairs import SentencePairs
+    from isoscope.engine.inputs.pairs import SentencePairs
 
     left, right, gold = ctx.pairs
     return SentencePairs(tuple(left), tuple(right), np.asarray(gold, dtype=np.float64), "pairs")
@@ -35,8 +35,8 @@ def _analysis(ctx):
     given = ctx.cache.get("quant_report")
     if given is not None:
         return given
-    from backend.analysis.quant.readiness import analyse
-    from backend.engine.load.models import private_copy
+    from isoscope.analysis.quant.readiness import analyse
+    from isoscope.engine.load.models import private_copy
 
     loaded = ctx.loaded if ctx.in_place else private_copy(ctx.loaded)
     s = ctx.result.settings
@@ -52,9 +52,9 @@ def _analysis(ctx):
 def quant_section(ctx) -> Section:
     """Findings (the verdict, the hardest sites, outlier-dim overlaps), the scheme comparison and
     the sensitivity figure, and the scheme table."""
-    from backend.analysis.quant.schemes import SCHEME_LABELS
-    from backend.analysis.quant.sites import ROLE_LABELS
-    from backend.plots.quant import scheme_figure, scheme_frame, sensitivity_figure
+    from isoscope.analysis.quant.schemes import SCHEME_LABELS
+    from isoscope.analysis.quant.sites import ROLE_LABELS
+    from isoscope.plots.quant import scheme_figure, scheme_frame, sensitivity_figure
 
     sec = Section(KEY, SECTION_TITLES[KEY], source=SOURCES[KEY])
     report = _analysis(ctx).with_outlier_dims(ctx.result, ctx.outliers_by_state)

@@ -1,5 +1,5 @@
 """The report as one self-contained HTML page (plotly.js inlined once, fixed figure ids, no
-timestamp: the same report gives the same bytes). Takes a :class:`~backend.share.report.model.Report`."""
+timestamp: the same report gives the same bytes). Takes a :class:`~isoscope.share.report.model.Report`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import html
 
 import plotly.graph_objects as go
 
-from backend.engine.jsonio import strict_json
+from isoscope.engine.jsonio import strict_json
 
 _CSS = """
 body { font-family: system-ui, -apple-system, Segoe UI, Roboto, sans-serif; margin: 0; color: #1d1d1f;
@@ -79,7 +79,7 @@ def render_html(report) -> str:
     """One self-contained HTML page: plotly.js inlined once, no network access needed."""
     from plotly.offline import get_plotlyjs
 
-    from backend.plots.overview import model_card_rows
+    from isoscope.plots.overview import model_card_rows
 
     model = report.model
     name = str(model.get("display_name") or model.get("source"))

@@ -104,9 +104,9 @@ def test_all_but_the_top_range_is_the_shared_one(monkeypatch):
 # ----------------------------------------------------------------------------- an image analysis
 def test_image_analysis_with_the_random_init_contrast(tmp_path_factory):
     """Godey et al.'s trained vs random-init contrast on a tiny random ViT over an image folder."""
-    from backend.engine.extraction import ExtractionSettings
+    from isoscope.engine.extraction import ExtractionSettings
+    from isoscope.ui.frame.selection import Selection
     from tests.media_models import image_folder, save_image_model
-    from ui.frame.selection import Selection
 
     root = tmp_path_factory.mktemp("aniso-images")
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)

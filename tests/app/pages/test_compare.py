@@ -47,7 +47,7 @@ def _chart(at: AppTest, key: str) -> dict:
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory) -> Path:
     """checkpoint-10/, checkpoint-20/, checkpoint-30/: tiny random BERTs (seeds 0, 1, 2)."""
-    from backend.engine.load.models import build_random_model, bundled_tokenizer
+    from isoscope.engine.load.models import build_random_model, bundled_tokenizer
 
     tokenizer = bundled_tokenizer()
     root = tmp_path_factory.mktemp("run")

@@ -58,9 +58,9 @@ def test_colour_threshold_state_and_text_changes(monkeypatch):
         raise AssertionError("recomputed on a colour change")
 
     with monkeypatch.context() as patched:
-        patched.setattr("backend.analysis.geometry.outliers.criteria_by_state", boom)
-        patched.setattr("backend.engine.extraction.encode_text", boom)
-        patched.setattr("backend.engine.extraction.extract", boom)
+        patched.setattr("isoscope.analysis.outliers.criteria_by_state", boom)
+        patched.setattr("isoscope.engine.extraction.encode_text", boom)
+        patched.setattr("isoscope.engine.extraction.extract", boom)
         for stat in ("|mean|", "variance", "argmin share", "argmax share"):
             at.radio(key="out_stat").set_value(stat).run()
             assert not at.exception, stat

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ui.frame.sidebar import MODEL_PRESETS
+from isoscope.ui.frame.sidebar import MODEL_PRESETS
 
 APP = str(Path(__file__).resolve().parents[3] / "app.py")
 TIMEOUT = 240  # the first run extracts the bundled MiniLM on the bundled corpus (~10-30 s)
@@ -82,7 +82,7 @@ def test_missing_model_folder_shows_an_error():
 
 
 def test_a_slow_model_gets_a_first_look_and_one_click_runs_the_whole_corpus(monkeypatch):
-    from backend.engine.budget import page_budget, throughput
+    from isoscope.engine.budget import page_budget, throughput
 
     # This device made slow: the stored measurement says 30 short texts take minutes.
     monkeypatch.setattr(throughput, "seconds_per_token_parameter", lambda *_: 1e-7)
@@ -106,12 +106,12 @@ def test_a_slow_model_gets_a_first_look_and_one_click_runs_the_whole_corpus(monk
 
 
 def test_the_extraction_bar_starts_with_the_estimate_from_the_measured_speed(monkeypatch):
-    import ui.work.extraction
-    import ui.work.queue
-    from backend.engine.budget import throughput
+    import isoscope.ui.work.extraction
+    import isoscope.ui.work.queue
+    from isoscope.engine.budget import throughput
 
     labels: list[str] = []
-    run = ui.work.queue.shared_run
+    run = isoscope.ui.work.queue.shared_run
 
     estimates: list[float | None] = []
 
@@ -120,7 +120,7 @@ def test_the_extraction_bar_starts_with_the_estimate_from_the_measured_speed(mon
         estimates.append(kwargs.get("estimate_s"))
         return run(key, label, compute, **kwargs)
 
-    monkeypatch.setattr(ui.work.extraction, "shared_run", spy)
+    monkeypatch.setattr(isoscope.ui.work.extraction, "shared_run", spy)
     monkeypatch.setattr(throughput, "seconds_per_token_parameter", lambda *_: 1e-9)
     at = _app()
     at.radio(key="sb_corpus_kind").set_value("paste text").run()
@@ -133,9 +133,9 @@ def test_the_extraction_bar_starts_with_the_estimate_from_the_measured_speed(mon
 
 
 def test_a_devices_first_run_measures_its_first_batch_and_shows_a_first_look(monkeypatch, capsys):
-    from backend.engine.budget import page_budget, throughput
-    from backend.engine.serve import firstlook
-    from ui.work.extraction import EXTRACTION_LOG
+    from isoscope.engine.budget import page_budget, throughput
+    from isoscope.engine.serve import firstlook
+    from isoscope.ui.work.extraction import EXTRACTION_LOG
 
     # No speed recorded on this device; its first batch measures 1 s per token (a slow device).
     monkeypatch.setattr(throughput, "seconds_per_token_parameter", lambda *_: None)
@@ -171,13 +171,13 @@ def test_the_overview_keeps_its_statistics_time_for_the_next_first_look(monkeypa
     import re
     from types import SimpleNamespace
 
-    import ui.views.overview
-    from backend.engine.budget import throughput
-    from backend.engine.store.cache import ResultCache
+    import isoscope.ui.views.overview
+    from isoscope.engine.budget import throughput
+    from isoscope.engine.store.cache import ResultCache
 
     ticks = itertools.count(0.0, 12.5)  # the page's statistics "take" 12.5 s
     monkeypatch.setattr(
-        ui.views.overview, "time", SimpleNamespace(perf_counter=lambda: next(ticks))
+        isoscope.ui.views.overview, "time", SimpleNamespace(perf_counter=lambda: next(ticks))
     )
     at = _app()
     assert not at.exception and not at.error

@@ -75,12 +75,12 @@ def test_umap_shows_pca_and_progress_while_warming_up(monkeypatch):
     """While the background compilation runs, choosing UMAP shows PCA at once plus a progress bar."""
     import threading
 
-    import backend.analysis.geometry.projections
-    from ui.server.warmup import start_umap_warmup
+    import isoscope.analysis.projections.methods
+    from isoscope.ui.server.warmup import start_umap_warmup
 
     release = threading.Event()
     monkeypatch.setattr(
-        backend.analysis.geometry.projections, "warm_up_umap", lambda: release.wait(120) and 0.0
+        isoscope.analysis.projections.methods, "warm_up_umap", lambda: release.wait(120) and 0.0
     )
     monkeypatch.setenv("ISOSCOPE_UMAP_WARMUP", "1")
     start_umap_warmup.clear()
@@ -100,9 +100,9 @@ def test_the_warmup_compiles_the_statistics_kernel_before_umap(monkeypatch):
     """The background warm-up first compiles the moments kernel (seconds), then UMAP (a minute)."""
     import threading
 
-    import backend.analysis.geometry.projections
-    import backend.engine.extraction.kernel
-    from ui.server.warmup import WarmupState, _run
+    import isoscope.analysis.projections.methods
+    import isoscope.engine.extraction.kernel
+    from isoscope.ui.server.warmup import WarmupState, _run
 
     order = []
 
@@ -111,9 +111,9 @@ def test_the_warmup_compiles_the_statistics_kernel_before_umap(monkeypatch):
             order.append("statistics")
             return 1.0
 
-    monkeypatch.setattr(backend.engine.extraction.kernel, "MOMENTS", Kernel())
+    monkeypatch.setattr(isoscope.engine.extraction.kernel, "MOMENTS", Kernel())
     monkeypatch.setattr(
-        backend.analysis.geometry.projections, "warm_up_umap", lambda: order.append("umap") or 2.0
+        isoscope.analysis.projections.methods, "warm_up_umap", lambda: order.append("umap") or 2.0
     )
     state = WarmupState()
     worker = threading.Thread(target=_run, args=(state,))  # it nices its own thread

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ui.widgets.atlas import point_store
-from ui.widgets.ranges import PROJ_ALL_TOKENS as ALL_TOKENS
+from isoscope.ui.widgets.atlas import point_store
+from isoscope.ui.widgets.ranges import PROJ_ALL_TOKENS as ALL_TOKENS
 
 APP = str(Path(__file__).resolve().parents[3] / "app.py")
 
@@ -35,12 +35,12 @@ def test_all_tokens_waits_for_the_button_then_publishes_every_token():
     digest, url = at.session_state["proj_atlas_published"]
     assert url.startswith("data/") and url.endswith(".bin")
     payload = (point_store().folder / url.removeprefix("data/")).read_bytes()
-    from backend.plots.atlas import decode_points
+    from isoscope.plots.atlas import decode_points
 
     header, arrays = decode_points(payload)
     assert header["points"] == len(arrays["token"]) > 5000  # the bundled corpus's every token
     assert header["methods"] == ["PCA", "PCA"]
-    from backend.engine.store.cache import ResultCache
+    from isoscope.engine.store.cache import ResultCache
 
     usage = ResultCache().usage()  # the spilled state is in the cache, under its limit
     assert usage.spill_count >= 1 and usage.spill_bytes >= header["points"] * 384 * 4

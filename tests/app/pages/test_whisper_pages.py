@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from backend.engine.extraction import ExtractionSettings
+from isoscope.engine.extraction import ExtractionSettings
+from isoscope.ui.frame.selection import Selection
 from tests.media_models import audio_folder, save_whisper
-from ui.frame.selection import Selection
 
 APP = str(Path(__file__).resolve().parents[3] / "app.py")
 PAGES = sorted(p.stem for p in (Path(APP).parent / "pages").glob("*.py") if p.stem != "__init__")

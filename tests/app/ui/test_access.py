@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from backend.engine.serve.access import SOURCE_REFUSED
-from ui.server import access
+from isoscope.engine.serve.access import SOURCE_REFUSED
+from isoscope.ui.server import access
 
 APP = str(Path(__file__).resolve().parents[3] / "app.py")
 TINY = "random:bert:layers=2,width=32,heads=2,seed=5"
@@ -27,8 +27,8 @@ def shared_env(monkeypatch, tmp_path):
 
 
 def _app() -> AppTest:
-    from ui.frame.selection import Selection
-    from ui.frame.session import SELECTION_KEY
+    from isoscope.ui.frame.selection import Selection
+    from isoscope.ui.frame.session import SELECTION_KEY
 
     at = AppTest.from_file(APP, default_timeout=180)
     at.session_state[SELECTION_KEY] = Selection(model_source=TINY, device="cpu")
@@ -86,7 +86,7 @@ def test_a_link_to_a_server_path_is_refused(shared_env, tmp_path):
     assert not at.exception
     notices = [str(w.value) for w in at.warning]
     assert any(f"model {str(folder)!r}" in n for n in notices), notices
-    from ui.frame.session import SELECTION_KEY
+    from isoscope.ui.frame.session import SELECTION_KEY
 
     assert at.session_state[SELECTION_KEY].model_source == TINY  # the link's model was not taken
 
@@ -123,8 +123,8 @@ def test_a_local_server_keeps_every_control(monkeypatch, tmp_path):
 
 
 def test_a_visitors_corpus_beyond_the_text_limit_is_refused_by_name(shared_env):
-    from ui.frame.selection import Selection
-    from ui.frame.session import SELECTION_KEY
+    from isoscope.ui.frame.selection import Selection
+    from isoscope.ui.frame.session import SELECTION_KEY
 
     shared_env.setenv("ISOSCOPE_MAX_TEXTS", "2")
     access.reset_policy()

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from backend.engine.extraction import ExtractionSettings
-from backend.engine.store.limit import set_process_limit
-from ui.frame.selection import Selection
-from ui.frame.session import SELECTION_KEY
+from isoscope.engine.extraction import ExtractionSettings
+from isoscope.engine.store.limit import set_process_limit
+from isoscope.ui.frame.selection import Selection
+from isoscope.ui.frame.session import SELECTION_KEY
 
 APP = str(Path(__file__).resolve().parents[3] / "app.py")
 TINY = "random:bert:layers=2,width=32,heads=2,seed=3"
@@ -71,12 +71,12 @@ def test_limit_below_one_result_shows_it_and_keeps_nothing(cache_dir):
 
 
 def test_in_memory_stores_are_the_one_bounded_lru():
-    """Every in-memory store of the UI is backend.engine.lru.LRU (tested in
+    """Every in-memory store of the UI is isoscope.engine.lru.LRU (tested in
     tests/unit/engine/test_lru.py) with its own limits."""
-    from backend.engine.lru import LRU
-    from ui.sharing import exports as share
-    from ui.sharing import saved
-    from ui.work import corpora, extraction
+    from isoscope.engine.lru import LRU
+    from isoscope.ui.sharing import exports as share
+    from isoscope.ui.sharing import saved
+    from isoscope.ui.work import corpora, extraction
 
     results = extraction._extraction_store()
     assert isinstance(results, LRU)
@@ -110,10 +110,10 @@ def test_sample_budget_from_the_sidebar_reaches_the_settings_and_the_page(cache_
 
 
 def test_get_extraction_goes_through_cached_extract(cache_dir, monkeypatch):
-    """Memory first, then backend.engine.store.cached_extract.cached_extract: a run gets the progress bar, a disk
+    """Memory first, then isoscope.engine.store.cached_extract.cached_extract: a run gets the progress bar, a disk
     hit (memory emptied, as after a restart) gets none and runs no extraction."""
-    from backend.engine.store import cached_extract as cached_module
-    from ui.work import extraction
+    from isoscope.engine.store import cached_extract as cached_module
+    from isoscope.ui.work import extraction
 
     calls: list[bool] = []
 
@@ -124,7 +124,7 @@ def test_get_extraction_goes_through_cached_extract(cache_dir, monkeypatch):
     monkeypatch.setattr(extraction, "cached_extract", recording)
     # the Overview's first look on a device with no recorded speed extracts through its own path
     # (tests/app/pages/test_overview.py); this test is about the page's extraction
-    monkeypatch.setattr("ui.views.overview.first_look_plan", lambda: None)
+    monkeypatch.setattr("isoscope.ui.views.overview.first_look_plan", lambda: None)
     text = "Only this test uses this corpus.\nA second line of it."
     _app(text)
     assert calls == [True]  # extracted, with a progress bar
@@ -135,6 +135,6 @@ def test_get_extraction_goes_through_cached_extract(cache_dir, monkeypatch):
     def boom(*args, **kwargs):
         raise AssertionError("extracted although the disk cache holds the result")
 
-    monkeypatch.setattr("backend.engine.extraction.extract", boom)
+    monkeypatch.setattr("isoscope.engine.extraction.extract", boom)
     _app(text)
     assert calls == [True, False]  # the disk hit, without a bar

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from backend.engine.errors import IsoscopeError
-from ui.frame.selection import Selection
-from ui.work.corpora import get_corpus, media_corpus_for, media_corpus_of, remember_upload
+from isoscope.engine.errors import IsoscopeError
+from isoscope.ui.frame.selection import Selection
+from isoscope.ui.work.corpora import get_corpus, media_corpus_for, media_corpus_of, remember_upload
 
 
 def test_pasted_text_is_one_text_per_line():
@@ -26,7 +26,7 @@ def test_an_upload_is_read_from_memory_by_its_hash_and_a_lost_one_says_what_to_d
 
 
 def test_the_default_is_the_bundled_sample():
-    from backend.engine.inputs.corpus import bundled_corpus
+    from isoscope.engine.inputs.corpus import bundled_corpus
 
     assert get_corpus(Selection()).sha == bundled_corpus().sha
 

@@ -1,5 +1,5 @@
-"""Every JSON download is strict JSON (issue 23): written by ``ui.sharing.downloads.json_payload``
-(``backend.engine.jsonio.strict_json``: NaN and inf become null, as in the CLI's files), and parsed
+"""Every JSON download is strict JSON (issue 23): written by ``isoscope.ui.sharing.downloads.json_payload``
+(``isoscope.engine.jsonio.strict_json``: NaN and inf become null, as in the CLI's files), and parsed
 here with ``json.loads(..., parse_constant=...)`` that refuses the bare NaN token.
 
 ``tests/app/conftest.py`` checks every JSON download any app test draws; this file opens each of
@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from backend.engine.extraction import ExtractionSettings
+from isoscope.engine.extraction import ExtractionSettings
+from isoscope.ui.frame.selection import Selection
+from isoscope.ui.frame.session import SELECTION_KEY
 from tests.app.conftest import JSON_DOWNLOADS, parse_strict
-from ui.frame.selection import Selection
-from ui.frame.session import SELECTION_KEY
 
 ROOT = Path(__file__).resolve().parents[3]
 APP = str(ROOT / "app.py")
@@ -34,7 +34,7 @@ def _sources() -> dict[Path, str]:
 def test_no_page_or_ui_module_writes_json_itself():
     writers = [str(f.relative_to(ROOT)) for f, text in _sources().items() if "json.dumps" in text]
     assert writers == [], (
-        "JSON downloads go through ui.sharing.downloads.download_buttons(json_data=...)"
+        "JSON downloads go through isoscope.ui.sharing.downloads.download_buttons(json_data=...)"
     )
 
 
@@ -47,7 +47,7 @@ def test_parse_strict_refuses_nan():
 def _nan_download() -> None:
     import numpy as np
 
-    from ui.sharing.downloads import download_buttons
+    from isoscope.ui.sharing.downloads import download_buttons
 
     download_buttons(
         "nan_test",
@@ -125,7 +125,7 @@ def _rerun(at: AppTest, **state) -> None:
 
 @pytest.fixture(scope="module")
 def checkpoint_folder(tmp_path_factory) -> Path:
-    from backend.engine.load.models import build_random_model, bundled_tokenizer
+    from isoscope.engine.load.models import build_random_model, bundled_tokenizer
 
     tokenizer = bundled_tokenizer()
     root = tmp_path_factory.mktemp("run")

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from backend.engine.extraction import ExtractionSettings
+from isoscope.engine.extraction import ExtractionSettings
+from isoscope.ui.frame.failure import failure_line
+from isoscope.ui.frame.selection import Selection
 from tests import zoo
-from ui.frame.failure import failure_line
-from ui.frame.selection import Selection
 
 APP = str(Path(__file__).resolve().parents[3] / "app.py")
 
@@ -25,7 +25,7 @@ def test_the_line_names_the_page_the_error_and_the_report():
 
 
 def test_a_planted_error_shows_one_line_and_folded_details(tmp_path, monkeypatch):
-    import ui.views.overview as overview
+    import isoscope.ui.views.overview as overview
 
     def broken(result):
         raise RuntimeError("planted in the model card")
@@ -55,8 +55,8 @@ def test_a_shared_servers_visitor_sees_the_errors_type_and_the_operator_the_deta
 ):
     """On a shared server the message and frames (which can name the machine's files) go to the
     server's log; the visitor's line names the page and the error's type only."""
-    import ui.views.overview as overview
-    from ui.server import access
+    import isoscope.ui.views.overview as overview
+    from isoscope.ui.server import access
 
     def broken(result):
         raise RuntimeError(f"planted: {tmp_path}/secret.txt")

@@ -50,9 +50,9 @@ def test_the_load_after_a_download_says_the_downloads_estimate_again(
     loading spinner then says: the load does not read the tokenizer again for it."""
     import streamlit
 
-    from backend.engine.budget import time_estimate
-    from ui.frame.selection import Selection
-    from ui.frame.session import SELECTION_KEY
+    from isoscope.engine.budget import time_estimate
+    from isoscope.ui.frame.selection import Selection
+    from isoscope.ui.frame.session import SELECTION_KEY
 
     standin_hub.add_folder("org/tiny-bert-estimate", tiny_bert_dir)
     said, estimates = [], []

@@ -106,7 +106,7 @@ def test_an_unknown_page_opens_the_overview():
 def test_a_link_to_a_former_page_path_opens_the_page_under_its_path_now(tiny_llama_dir):
     """A link shared while the Massive activations page was at ``decoder`` opens it, with the
     link's controls, and the URL then names ``massive`` (ui/sharing/links.py, PAGE_ALIASES)."""
-    from ui.sharing.links import PAGE_ALIASES
+    from isoscope.ui.sharing.links import PAGE_ALIASES
 
     assert PAGE_ALIASES == {"decoder": "massive"}
     at = open_link(
@@ -128,7 +128,7 @@ def _list_former_pages(folder: str) -> None:
 
     import streamlit as st
 
-    from ui.sharing.links import former_pages
+    from isoscope.ui.sharing.links import former_pages
 
     for page in former_pages(Path(folder)):
         st.text(f"{page.url_path} {page.visibility}")
@@ -202,7 +202,7 @@ def test_the_compare_pages_model_b_travels_in_the_link():
 
 def test_a_gguf_path_is_a_model_a_link_may_name(tmp_path):
     """As in the sidebar and the CLI: an existing .gguf file is a valid model; a missing one is not."""
-    from ui.sharing.links import known_model
+    from isoscope.ui.sharing.links import known_model
 
     gguf = tmp_path / "tiny.gguf"
     gguf.write_bytes(b"GGUF")
@@ -247,8 +247,8 @@ def test_the_quantization_pages_controls_travel_in_the_link():
 
 def test_the_outlier_thresholds_travel_in_the_link():
     """The four criteria's sliders are built from their backend declarations
-    (backend.analysis.geometry.outliers), which is also what a link's values are checked against."""
-    from backend.analysis.geometry import outliers
+    (isoscope.analysis.outliers), which is also what a link's values are checked against."""
+    from isoscope.analysis import outliers
 
     link = {
         "page": "outliers",
@@ -313,7 +313,7 @@ def test_a_link_to_an_uncached_hub_id_downloads_it(standin_hub, tiny_bert_dir, m
     cells = [str(v) for table in at.table for v in table.value.to_numpy().ravel()]
     assert sha in cells
 
-    from ui.server import access
+    from isoscope.ui.server import access
 
     monkeypatch.setenv("ISOSCOPE_SHARED", "1")
     monkeypatch.setenv("ISOSCOPE_HUB_ALLOW", "google/*")

@@ -9,9 +9,9 @@ from streamlit.testing.v1 import AppTest
 def _bad_model():
     import streamlit as st
 
-    from ui.frame.page import load_or_stop
-    from ui.frame.selection import Selection
-    from ui.frame.session import SELECTION_KEY
+    from isoscope.ui.frame.page import load_or_stop
+    from isoscope.ui.frame.selection import Selection
+    from isoscope.ui.frame.session import SELECTION_KEY
 
     st.session_state[SELECTION_KEY] = Selection(
         model_source="/nowhere/no-such-model", device="cpu", corpus_kind="paste", corpus_text="a"
@@ -30,7 +30,7 @@ def test_an_unloadable_model_stops_the_page_with_an_actionable_message():
 
 
 def _explained():
-    from ui.frame.page import explainer, show_notices
+    from isoscope.ui.frame.page import explainer, show_notices
 
     class _Result:
         notices = ("only the first 64 tokens of each text were read",)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from ui.frame.session import SELECTION_KEY
-from ui.server import prewarm
+from isoscope.ui.frame.session import SELECTION_KEY
+from isoscope.ui.server import prewarm
 
 APP = str(Path(__file__).resolve().parents[3] / "app.py")
 SOURCE = "random:bert:layers=2,width=32,heads=2,seed=21"
@@ -33,9 +33,9 @@ def test_after_the_prewarm_the_first_page_computes_nothing(tmp_path, monkeypatch
     def boom(*args, **kwargs):
         raise AssertionError("computed again although the prewarm did it")
 
-    monkeypatch.setattr("backend.engine.extraction.extract", boom)
-    monkeypatch.setattr("ui.sharing.exports.build_report", boom)
-    monkeypatch.setattr("ui.work.results.anisotropy_by_state", boom)
+    monkeypatch.setattr("isoscope.engine.extraction.extract", boom)
+    monkeypatch.setattr("isoscope.ui.sharing.exports.build_report", boom)
+    monkeypatch.setattr("isoscope.ui.work.results.anisotropy_by_state", boom)
     at = AppTest.from_file(APP, default_timeout=180)
     at.session_state[SELECTION_KEY] = prewarm.default_selection(SOURCE)
     at.run()

@@ -25,7 +25,7 @@ def _own_bert(folder: Path) -> Path:
     """A tiny BERT with weights no other test uses (seed 31): the session's shared tiny models may
     already sit in the process-wide result store, which would leave this test no extraction to
     count."""
-    from backend.engine.load.models import build_random_model, bundled_tokenizer
+    from isoscope.engine.load.models import build_random_model, bundled_tokenizer
 
     tokenizer = bundled_tokenizer()
     model = build_random_model(
@@ -37,7 +37,7 @@ def _own_bert(folder: Path) -> Path:
 
 
 def test_the_overview_of_a_copy_names_the_copy(tmp_path, monkeypatch):
-    import backend.engine.extraction as extraction
+    import isoscope.engine.extraction as extraction
 
     tiny_bert_dir = _own_bert(tmp_path / "own")
 
@@ -66,11 +66,11 @@ def test_the_overview_of_a_copy_names_the_copy(tmp_path, monkeypatch):
 def test_a_kept_quick_report_names_the_path_opened_now(tiny_bert_dir, tmp_path):
     """The Overview's findings come from a report kept per extraction (process-wide): built for
     the first path, it names the copy when the copy asks for it."""
-    from backend.engine.inputs.corpus import corpus_from_text
-    from backend.engine.load.models import load_model
-    from backend.engine.store.cache import ResultCache
-    from backend.engine.store.cached_extract import cached_extract
-    from ui.sharing.exports import quick_report
+    from isoscope.engine.inputs.corpus import corpus_from_text
+    from isoscope.engine.load.models import load_model
+    from isoscope.engine.store.cache import ResultCache
+    from isoscope.engine.store.cached_extract import cached_extract
+    from isoscope.ui.sharing.exports import quick_report
 
     cache = ResultCache(tmp_path / "cache")
     corpus = corpus_from_text("One text here.\nAnother text there.\nA third one.")

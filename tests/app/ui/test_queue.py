@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-import backend.engine.extraction as extraction
-from backend.engine.errors import InputError
-from ui.frame.selection import Selection
-from ui.frame.session import SELECTION_KEY
+import isoscope.engine.extraction as extraction
+from isoscope.engine.errors import InputError
+from isoscope.ui.frame.selection import Selection
+from isoscope.ui.frame.session import SELECTION_KEY
 
 APP = str(Path(__file__).resolve().parents[3] / "app.py")
 
@@ -51,7 +51,7 @@ def _counting_extract(monkeypatch, delay_s: float, fail: bool = False) -> list[i
     monkeypatch.setattr(extraction, "extract", slow)
     # the Overview's first look on a device with no recorded speed extracts through its own
     # measured path (tests/app/pages/test_overview.py); these tests count the page's extraction
-    monkeypatch.setattr("ui.views.overview.first_look_plan", lambda: None)
+    monkeypatch.setattr("isoscope.ui.views.overview.first_look_plan", lambda: None)
     return calls
 
 
@@ -95,8 +95,8 @@ def _recorded(monkeypatch) -> tuple[list[str], list[tuple]]:
     begins) in order, and every first-page estimate computed."""
     import streamlit
 
-    from backend.engine.budget import time_estimate
-    from backend.engine.load import models
+    from isoscope.engine.budget import time_estimate
+    from isoscope.engine.load import models
 
     events: list[str] = []
     estimates: list[tuple] = []
@@ -134,10 +134,10 @@ def test_a_local_folders_spinner_says_the_first_pages_time_before_the_load(
 
     from transformers import AutoTokenizer
 
-    from backend.engine.budget import throughput
-    from backend.engine.budget.batching import Batching, padded_tokens
-    from backend.engine.budget.estimates import describe_seconds
-    from backend.engine.load import preflight
+    from isoscope.engine.budget import throughput
+    from isoscope.engine.budget.batching import Batching, padded_tokens
+    from isoscope.engine.budget.estimates import describe_seconds
+    from isoscope.engine.load import preflight
 
     folder = tmp_path / "tiny-bert"  # a path of its own: no earlier test has it cached
     shutil.copytree(tiny_bert_dir, folder)

@@ -7,14 +7,14 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from backend.analysis.activations.params import MASSIVE_MAX_LENGTH
-from backend.analysis.layernorm.thresholds import LN_K, LN_SHARE
-from backend.engine.extraction import ExtractionSettings
-from backend.engine.params import SEED
-from backend.share import tour
-from ui.frame.selection import Selection
-from ui.frame.session import SELECTION_KEY
-from ui.widgets import ranges
+from isoscope.analysis.layernorm.thresholds import LN_K, LN_SHARE
+from isoscope.analysis.massive.params import MASSIVE_MAX_LENGTH
+from isoscope.engine.extraction import ExtractionSettings
+from isoscope.engine.params import SEED
+from isoscope.share import tour
+from isoscope.ui.frame.selection import Selection
+from isoscope.ui.frame.session import SELECTION_KEY
+from isoscope.ui.widgets import ranges
 
 APP = str(Path(__file__).resolve().parents[3] / "app.py")
 TINY_BERT = "random:bert:layers=2,width=32,heads=2,seed=0"

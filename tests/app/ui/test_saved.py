@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from backend.engine.extraction import ExtractionSettings, extract
-from backend.engine.inputs.corpus import Corpus, bundled_corpus
-from backend.engine.load.models import load_model
-from backend.engine.store.saved import save_analysis
+from isoscope.engine.extraction import ExtractionSettings, extract
+from isoscope.engine.inputs.corpus import Corpus, bundled_corpus
+from isoscope.engine.load.models import load_model
+from isoscope.engine.store.saved import save_analysis
 from tests.app.charts import charts
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -118,7 +118,7 @@ def test_close_and_bad_files(tmp_path, gone_model_run):
 def test_a_saved_image_analysis_on_compare_asks_for_its_folder(tmp_path):
     """A saved image analysis names its images by path only: Compare's model B says to choose
     their folder (the sidebar's corpus is text here), instead of reading the paths as text."""
-    from backend.engine.inputs.media import load_media_folder
+    from isoscope.engine.inputs.media import load_media_folder
     from tests.media_models import image_folder, save_image_model
 
     checkpoint = save_image_model("vit", tmp_path / "vit")

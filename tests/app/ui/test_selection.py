@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from streamlit.testing.v1 import AppTest
 
-from ui.frame.selection import Selection
+from isoscope.ui.frame.selection import Selection
 
 
 def test_a_selection_is_hashable_and_equal_by_value():
@@ -19,7 +19,7 @@ def test_a_selection_is_hashable_and_equal_by_value():
 def _visits():
     import streamlit as st
 
-    from ui.frame.selection import note_page_visit, page_visit
+    from isoscope.ui.frame.selection import note_page_visit, page_visit
 
     path = st.session_state.get("path", "pages/outliers.py")
     st.session_state.setdefault("seen", []).append((note_page_visit(path), page_visit()))
@@ -40,7 +40,12 @@ def test_a_visit_counts_arrivals_not_reruns():
 def _selection():
     import streamlit as st
 
-    from ui.frame.selection import Selection, get_selection, run_whole_corpus, whole_corpus_asked
+    from isoscope.ui.frame.selection import (
+        Selection,
+        get_selection,
+        run_whole_corpus,
+        whole_corpus_asked,
+    )
 
     sel = get_selection()
     st.session_state["read"] = sel
@@ -52,7 +57,7 @@ def _selection():
 
 
 def test_the_page_reads_the_one_slot_and_the_whole_corpus_is_asked_per_selection():
-    from ui.frame.session import SELECTION_KEY
+    from isoscope.ui.frame.session import SELECTION_KEY
 
     chosen = Selection(model_source="random:bert:layers=2", corpus_kind="paste", corpus_text="a")
     at = AppTest.from_function(_selection, default_timeout=60)

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from ui.frame.selection import Selection
-from ui.frame.session import SELECTION_KEY
-from ui.frame.sidebar import MODEL_PRESETS
+from isoscope.ui.frame.selection import Selection
+from isoscope.ui.frame.session import SELECTION_KEY
+from isoscope.ui.frame.sidebar import MODEL_PRESETS
 
 APP = str(Path(__file__).resolve().parents[3] / "app.py")
 TIMEOUT = 240

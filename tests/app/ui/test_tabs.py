@@ -8,7 +8,7 @@ from streamlit.testing.v1 import AppTest
 def _script():
     import streamlit as st
 
-    from ui.frame.tabs import lazy_tabs
+    from isoscope.ui.frame.tabs import lazy_tabs
 
     def view(name):
         def run():
@@ -24,7 +24,7 @@ def test_only_the_open_tab_runs_on_arrival():
     at = AppTest.from_function(_script, default_timeout=60).run()
     assert not at.exception, at.exception
     assert at.session_state["ran"] == ["one"]
-    from ui.frame.tabs import SEEN_KEY
+    from isoscope.ui.frame.tabs import SEEN_KEY
 
     seen = at.session_state[SEEN_KEY]["planted"][1]
     assert seen == {"One"}

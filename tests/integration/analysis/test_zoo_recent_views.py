@@ -52,7 +52,7 @@ _LOADED: dict = {}
 
 
 def loaded_model(recent_zoo, family: str):
-    from backend.engine.load.models import load_model
+    from isoscope.engine.load.models import load_model
 
     if family not in _LOADED:
         _LOADED.clear()  # one model at a time
@@ -62,7 +62,7 @@ def loaded_model(recent_zoo, family: str):
 
 def run_cli(*args: str) -> tuple[int, list[str]]:
     """The CLI in process: its exit status and its ``error:`` lines."""
-    from backend.cli import main
+    from isoscope.cli import main
 
     err = io.StringIO()
     with redirect_stderr(err):
@@ -77,7 +77,7 @@ def run_cli(*args: str) -> tuple[int, list[str]]:
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_massive_quant_qk_run_or_refuse_in_one_line(family, recent_zoo, texts_file, tmp_path):
-    from backend.engine.arch import layer_pattern
+    from isoscope.engine.arch import layer_pattern
 
     folder, pattern = str(recent_zoo[family]), layer_pattern(loaded_model(recent_zoo, family))
     common = ["--model", folder, "--texts", str(texts_file), "--device", "cpu"]
@@ -153,7 +153,7 @@ def test_pure_recurrent_models_are_refused_by_kind(recent_zoo, texts_file, tmp_p
 
 @pytest.fixture(scope="module")
 def scans(recent_zoo):
-    from backend.analysis.activations.scan import scan_massive
+    from isoscope.analysis.massive.scan import scan_massive
 
     out = {}
     for family in ("qwen3_next", "qwen3_5_text", "kimi_linear", "deepseek_v3", "mamba", "jamba"):
@@ -164,7 +164,7 @@ def scans(recent_zoo):
 
 
 def test_gated_and_mixer_norms_are_sites(scans):
-    from backend.analysis.activations.inner import NORM_OUTPUT
+    from isoscope.analysis.massive.inner import NORM_OUTPUT
 
     def norm_sites(family):
         inner = scans[family].inner
@@ -188,7 +188,7 @@ def test_gated_and_mixer_norms_are_sites(scans):
 
 
 def test_state_space_mixers_have_their_inner_readings(scans):
-    from backend.analysis.activations.inner import OUT_PROJ_INPUT, SSM_INPUT
+    from isoscope.analysis.massive.inner import OUT_PROJ_INPUT, SSM_INPUT
 
     for family, layers, kind in [("mamba", [1, 2, 3, 4], "Mamba"), ("jamba", [1, 3], "Mamba")] + [
         (f, None, "Mamba-2") for f in MAMBA2_FAMILIES
@@ -210,7 +210,7 @@ def test_state_space_mixers_have_their_inner_readings(scans):
 
 
 def test_sinks_cover_exactly_the_attention_layers(scans, recent_zoo):
-    from backend.engine.arch import layer_pattern
+    from isoscope.engine.arch import layer_pattern
 
     for family in ("jamba", "qwen3_next", "nemotron_h", "zamba2", "falcon_h1"):
         pattern = layer_pattern(loaded_model(recent_zoo, family))
@@ -224,9 +224,9 @@ def test_sinks_cover_exactly_the_attention_layers(scans, recent_zoo):
 def test_rebuilt_ssm_input_is_what_the_scan_receives(family, recent_zoo):
     """The SSM input rebuilt from in_proj's output equals the first argument of the modeling
     file's own mamba2_chunk_scan (wrapped here, in the test only)."""
-    from backend.analysis.activations.inner import ssm_input_from_in_proj
-    from backend.engine.arch import layer_pattern
-    from backend.engine.arch.hooks import forward_hooks
+    from isoscope.analysis.massive.inner import ssm_input_from_in_proj
+    from isoscope.engine.arch import layer_pattern
+    from isoscope.engine.arch.hooks import forward_hooks
 
     loaded = loaded_model(recent_zoo, family)
     pattern = layer_pattern(loaded)
@@ -260,7 +260,7 @@ def test_rebuilt_ssm_input_is_what_the_scan_receives(family, recent_zoo):
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_every_projection_is_in_a_site(family, recent_zoo):
-    from backend.analysis.quant.sites import discover_sites, find_blocks, is_projection
+    from isoscope.analysis.quant.sites import discover_sites, find_blocks, is_projection
 
     loaded = loaded_model(recent_zoo, family)
     site_map = discover_sites(loaded)
@@ -279,7 +279,7 @@ def test_every_projection_is_in_a_site(family, recent_zoo):
 
 
 def test_quant_sites_of_the_new_mixers(recent_zoo):
-    from backend.analysis.quant.sites import discover_sites
+    from isoscope.analysis.quant.sites import discover_sites
 
     def sites(family):
         site_map = discover_sites(loaded_model(recent_zoo, family))
@@ -306,9 +306,9 @@ def test_quant_sites_of_the_new_mixers(recent_zoo):
 
 
 def test_recipe_says_per_site_why_not_smoothed(recent_zoo):
-    from backend.analysis.quant.coverage import NO_NORM, UNTRACED, site_coverage
-    from backend.analysis.quant.mappings import norm_mappings
-    from backend.analysis.quant.sites import discover_sites
+    from isoscope.analysis.quant.coverage import NO_NORM, UNTRACED, site_coverage
+    from isoscope.analysis.quant.mappings import norm_mappings
+    from isoscope.analysis.quant.sites import discover_sites
 
     for family, expect in [("qwen3_next", "channels (shared across heads)"), ("mamba", UNTRACED)]:
         loaded = loaded_model(recent_zoo, family)
@@ -326,7 +326,7 @@ def test_recipe_says_per_site_why_not_smoothed(recent_zoo):
 
 
 def test_qk_on_a_hybrid_lists_the_other_layers(recent_zoo):
-    from backend.analysis.positional.qk import qk_stats
+    from isoscope.analysis.positional.qk import qk_stats
 
     stats = qk_stats(loaded_model(recent_zoo, "qwen3_5_text"), TEXTS, max_length=16)
     assert stats.layer_numbers == (2, 4) and stats.cos_qk.shape[0] == 2
@@ -337,8 +337,8 @@ def test_qk_on_a_hybrid_lists_the_other_layers(recent_zoo):
 def test_mla_queries_are_the_attentions_own(recent_zoo):
     """The recorded queries are q_b's output per head, nope part as is and rope part rotated:
     what the attention multiplies."""
-    from backend.engine.arch.hooks import forward_hooks
-    from backend.engine.arch.qk_capture import attention_calls
+    from isoscope.engine.arch.hooks import forward_hooks
+    from isoscope.engine.arch.qk_capture import attention_calls
 
     loaded = loaded_model(recent_zoo, "deepseek_v3")
     config = loaded.model.config

@@ -26,9 +26,9 @@ def bench():
 
 
 def test_the_phases_cover_the_pipeline_and_leave_it_unchanged(bench):
-    from backend.engine.extraction import ExtractionSettings, extract, forward
-    from backend.engine.inputs.corpus import Corpus
-    from backend.engine.load.models import load_model
+    from isoscope.engine.extraction import ExtractionSettings, extract, forward
+    from isoscope.engine.inputs.corpus import Corpus
+    from isoscope.engine.load.models import load_model
 
     loaded = load_model("random:bert:layers=2,width=32,heads=2,seed=3", device="cpu")
     corpus = Corpus(tuple(bench.make_texts(40)), "bench")

@@ -149,12 +149,12 @@ def test_a_gguf_announces_the_first_page_before_its_conversion(
 ):
     """The `first page:` line of a GGUF comes from its tensor table and its own tokenizer, before
     the (slow) conversion; its parameters and tokens are those of the converted checkpoint."""
-    from backend.cli import main
-    from backend.engine.budget import throughput, time_estimate
-    from backend.engine.budget.batching import Batching, padded_tokens
-    from backend.engine.budget.estimates import describe_seconds
-    from backend.engine.inputs.corpus import load_corpus_file
-    from backend.engine.load import gguf, preflight
+    from isoscope.cli import main
+    from isoscope.engine.budget import throughput, time_estimate
+    from isoscope.engine.budget.batching import Batching, padded_tokens
+    from isoscope.engine.budget.estimates import describe_seconds
+    from isoscope.engine.inputs.corpus import load_corpus_file
+    from isoscope.engine.load import gguf, preflight
 
     monkeypatch.setenv("ISOSCOPE_CACHE_DIR", str(tmp_path / "iso"))  # no earlier conversion
     from tests.gguf_files import build_case

@@ -74,7 +74,7 @@ def test_analyze_rejects_a_bad_bin_count(run_analyze, tiny_bert_dir, texts_file,
 
 
 def test_build_report_on_minilm(minilm_result):
-    from backend.commands.analyze import build_report
+    from isoscope.commands.analyze import build_report
 
     report = build_report(minilm_result)
     layers = report["layers"]

@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from backend.engine.extraction import ExtractionSettings
-from backend.engine.inputs.corpus import corpus_from_text
-from backend.engine.store.cache import ResultCache
-from backend.engine.store.cached_extract import cached_extract
-from backend.engine.store.entries import cache_key
-from backend.engine.store.limit import set_process_limit
+from isoscope.engine.extraction import ExtractionSettings
+from isoscope.engine.inputs.corpus import corpus_from_text
+from isoscope.engine.store.cache import ResultCache
+from isoscope.engine.store.cached_extract import cached_extract
+from isoscope.engine.store.entries import cache_key
+from isoscope.engine.store.limit import set_process_limit
 
 ROOT = Path(__file__).resolve().parents[3]
 MIB = 1024**2
@@ -37,7 +37,7 @@ def run_cache(*args: str, cache_dir: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "ISOSCOPE_CACHE_DIR": str(cache_dir)}
     env.pop("ISOSCOPE_CACHE_LIMIT", None)
     return subprocess.run(
-        [sys.executable, "-m", "backend", "cache", *args],
+        [sys.executable, "-m", "isoscope", "cache", *args],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -121,8 +121,8 @@ def test_unwritable_cache_folder_runs_with_one_notice(
 def test_small_soak_evicts_oldest_and_recomputes_them(tmp_path, monkeypatch):
     """Six distinct corpora through a 4 MiB cache: the oldest go, the newest stay, the disk stays
     under the limit, and asking again for the first recomputes the same arrays."""
-    import backend.engine.extraction
-    from backend.engine.load.models import load_model
+    import isoscope.engine.extraction
+    from isoscope.engine.load.models import load_model
 
     set_process_limit(None)
     loaded = load_model("random:bert:layers=2,width=64,heads=2,seed=0", device="cpu")
@@ -135,13 +135,13 @@ def test_small_soak_evicts_oldest_and_recomputes_them(tmp_path, monkeypatch):
     ]
     cache = ResultCache(tmp_path, limit=4 * MIB)
     calls = []
-    real_extract = backend.engine.extraction.extract
+    real_extract = isoscope.engine.extraction.extract
 
     def counting_extract(*args, **kwargs):
         calls.append(1)
         return real_extract(*args, **kwargs)
 
-    monkeypatch.setattr(backend.engine.extraction, "extract", counting_extract)
+    monkeypatch.setattr(isoscope.engine.extraction, "extract", counting_extract)
     first = [cached_extract(loaded, c, settings, cache=cache) for c in corpora]
     assert len(calls) == 6
     size = cache.path(cache_key(loaded.fingerprint, corpora[-1].sha, settings)).stat().st_size

@@ -27,7 +27,7 @@ def run_export(*args: str, cache_dir: Path) -> subprocess.CompletedProcess:
         "ISOSCOPE_CACHE_DIR": str(cache_dir),
     }
     return subprocess.run(
-        [sys.executable, "-m", "backend", "export", "--texts", str(CORPUS), *args],
+        [sys.executable, "-m", "isoscope", "export", "--texts", str(CORPUS), *args],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from backend.cli import main
+from isoscope.cli import main
 
 
 def test_analyze_downloads_and_records_the_revision(standin_hub, tiny_bert_dir, tmp_path, capsys):
@@ -38,9 +38,9 @@ def test_a_gated_repo_is_one_line_on_stderr(standin_hub, tiny_bert_dir, tmp_path
 def test_the_first_page_time_is_on_stderr_before_the_weights_download(
     standin_hub, tiny_bert_dir, tmp_path, capsys, monkeypatch
 ):
-    from backend.engine.budget import throughput
-    from backend.engine.budget.estimates import describe_seconds
-    from backend.engine.load import hub, preflight
+    from isoscope.engine.budget import throughput
+    from isoscope.engine.budget.estimates import describe_seconds
+    from isoscope.engine.load import hub, preflight
 
     standin_hub.add_folder("org/tiny-bert", tiny_bert_dir)
     parameters = sum(preflight.folder_census(tiny_bert_dir).values())

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.analysis.activations.params import HIGH_NORM_FACTOR
+from isoscope.analysis.massive.params import HIGH_NORM_FACTOR
 from tests.clirun import argv_over, one_line_error, run_backend
 
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from backend.cli import main
+from isoscope.cli import main
 
 TEXTS = "\n".join(
     [

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from backend.cli import main
-from backend.engine.extraction import ExtractionSettings
-from backend.engine.inputs.corpus import bundled_corpus
-from backend.engine.load.models import load_model
-from backend.engine.store.cache import ResultCache
-from backend.engine.store.entries import cache_key
+from isoscope.cli import main
+from isoscope.engine.extraction import ExtractionSettings
+from isoscope.engine.inputs.corpus import bundled_corpus
+from isoscope.engine.load.models import load_model
+from isoscope.engine.store.cache import ResultCache
+from isoscope.engine.store.entries import cache_key
 
 
 @pytest.mark.parametrize("fixture", ["tiny_bert_dir", "tiny_gpt2_dir"])

@@ -10,7 +10,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from backend.analysis.quant.params import ALPHA_GRID
+from isoscope.analysis.quant.params import ALPHA_GRID
 from tests.clirun import run_backend
 
 SITE_KEYS = {
@@ -95,10 +95,10 @@ def test_quant_json_and_act_scales(tiny_llama_dir, texts, tmp_path):
     # the overlap with the hidden-state outlier dims is filled in, by the page's rule: the
     # headline outlier dims of the extraction (first position left out on a decoder) of the
     # state each block reads
-    from backend.analysis.geometry.outliers import outlier_dims_by_state
-    from backend.engine.extraction import ExtractionSettings, extract
-    from backend.engine.inputs.corpus import load_corpus_file
-    from backend.engine.load.models import load_model
+    from isoscope.analysis.outliers import outlier_dims_by_state
+    from isoscope.engine.extraction import ExtractionSettings, extract
+    from isoscope.engine.inputs.corpus import load_corpus_file
+    from isoscope.engine.load.models import load_model
 
     model = load_model(str(tiny_llama_dir), device="cpu")
     settings = ExtractionSettings(max_length=16, batch_size=16, exclude_first=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.share.report import ReportSettings, build_report
+from isoscope.share.report import ReportSettings, build_report
 from tests.clirun import run_backend
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -28,7 +28,7 @@ def _plotly_once(page: str) -> None:
 
 
 def test_report_on_the_default_model(minilm, minilm_result, tmp_path):
-    from backend.engine.inputs.pairs import sts_sample
+    from isoscope.engine.inputs.pairs import sts_sample
 
     pairs = sts_sample()
     rep = build_report(
@@ -86,17 +86,17 @@ def test_report_cli_on_a_random_bert_equals_the_in_process_report(tmp_path):
     assert "random-init LayerNorm has gamma 1 and beta 0" in page
     assert "Left out: no sentence pairs given" in page
     # The app's download builds the same report from the same extraction: same bytes.
-    from backend.engine.extraction import ExtractionSettings
-    from backend.engine.inputs.corpus import load_corpus_file
-    from backend.engine.load.models import load_model
-    from backend.engine.store.cache import ResultCache
-    from backend.engine.store.cached_extract import cached_extract
+    from isoscope.engine.extraction import ExtractionSettings
+    from isoscope.engine.inputs.corpus import load_corpus_file
+    from isoscope.engine.load.models import load_model
+    from isoscope.engine.store.cache import ResultCache
+    from isoscope.engine.store.cached_extract import cached_extract
 
     loaded = load_model(RANDOM_BERT, device="cpu")
     result = cached_extract(
         loaded, load_corpus_file(CORPUS), ExtractionSettings(), None, ResultCache(tmp_path / "c2")
     )
-    from backend.share.report import SECTIONS
+    from isoscope.share.report import SECTIONS
 
     rebuilt = build_report(
         loaded,
@@ -108,9 +108,9 @@ def test_report_cli_on_a_random_bert_equals_the_in_process_report(tmp_path):
 
 
 def _decoder_report(source: str, n_texts: int = 40, max_length: int = 128):
-    from backend.engine.extraction import ExtractionSettings, extract
-    from backend.engine.inputs.corpus import bundled_corpus, corpus_from_text
-    from backend.engine.load.models import load_model
+    from isoscope.engine.extraction import ExtractionSettings, extract
+    from isoscope.engine.inputs.corpus import bundled_corpus, corpus_from_text
+    from isoscope.engine.load.models import load_model
 
     loaded = load_model(source, device="cpu")
     corpus = corpus_from_text("\n".join(bundled_corpus().texts[:n_texts]))
@@ -125,7 +125,7 @@ def test_report_on_a_tiny_llama_decoder(tiny_llama_dir):
     assert rep.section("layernorm").skipped.startswith("no LayerNorm outlier dims")
     massive = rep.section("massive")
     try:
-        import backend.analysis.activations.scan  # noqa: F401
+        import isoscope.analysis.massive.scan  # noqa: F401
     except ImportError:
         assert (
             massive.skipped
@@ -140,7 +140,7 @@ def test_report_on_a_tiny_llama_decoder(tiny_llama_dir):
 
 
 def test_report_on_smollm2():
-    from backend.engine.errors import ModelLoadError
+    from isoscope.engine.errors import ModelLoadError
 
     try:
         loaded, rep = _decoder_report("smollm2", n_texts=16, max_length=64)

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from backend.engine.extraction import ExtractionSettings, extract
-from backend.engine.inputs.media import load_media_folder
-from backend.engine.load.models import load_model
-from backend.share.report import build_report
+from isoscope.engine.extraction import ExtractionSettings, extract
+from isoscope.engine.inputs.media import load_media_folder
+from isoscope.engine.load.models import load_model
+from isoscope.share.report import build_report
 from tests.clirun import run_backend
 from tests.media_models import audio_folder, image_folder, save_audio_model, save_image_model
 

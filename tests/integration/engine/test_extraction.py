@@ -8,17 +8,17 @@ import numpy as np
 import pytest
 import torch
 
-from backend.analysis.geometry.outliers import outlier_dims, strongest_dims
-from backend.engine.extraction import (
+from isoscope.analysis.outliers import outlier_dims, strongest_dims
+from isoscope.engine.extraction import (
     ExtractionSettings,
     TokenTable,
     extract,
 )
-from backend.engine.inputs.corpus import Corpus
-from backend.engine.load.models import load_model
-from backend.engine.store.cache import ResultCache
-from backend.engine.store.cached_extract import cached_extract
-from backend.engine.store.entries import cache_key
+from isoscope.engine.inputs.corpus import Corpus
+from isoscope.engine.load.models import load_model
+from isoscope.engine.store.cache import ResultCache
+from isoscope.engine.store.cached_extract import cached_extract
+from isoscope.engine.store.entries import cache_key
 from tests.extraction_checks import TEXTS
 from tests.extraction_checks import assert_same_result as _assert_same_result
 
@@ -39,7 +39,7 @@ def test_disk_cache_round_trip(tiny_bert_dir, corpus, tmp_path, monkeypatch):
     def no_recompute(*args, **kwargs):
         raise AssertionError("the cache should have answered")
 
-    monkeypatch.setattr("backend.engine.extraction.extract", no_recompute)
+    monkeypatch.setattr("isoscope.engine.extraction.extract", no_recompute)
     again = cached_extract(loaded, corpus, settings, cache=cache)
     for name in (
         "mean",
@@ -91,7 +91,7 @@ def test_minilm_dimension_223_is_a_top_outlier_in_states_2_to_5(minilm_result):
 
 
 def _saved_tiny_gpt2(folder, dtype=torch.float32, max_shard_size=None):
-    from backend.engine.load.models import build_random_model, bundled_tokenizer
+    from isoscope.engine.load.models import build_random_model, bundled_tokenizer
 
     tokenizer = bundled_tokenizer()
     model = build_random_model(
@@ -133,8 +133,8 @@ def test_bf16_weights_load_as_the_requested_dtype(tmp_path, corpus):
 def test_device_map_auto_on_one_device_and_the_placement_summary(tiny_gpt2_dir):
     from types import SimpleNamespace
 
-    from backend.engine.errors import ModelLoadError
-    from backend.engine.load.models import _device_map_summary
+    from isoscope.engine.errors import ModelLoadError
+    from isoscope.engine.load.models import _device_map_summary
 
     loaded = load_model(str(tiny_gpt2_dir), device="cpu", device_map="auto")
     assert loaded.device.type == "cpu" and loaded.info.device_map is None  # all of it fits

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from backend.engine.errors import InputError
-from backend.engine.extraction import ExtractionSettings, extract
-from backend.engine.inputs.media import load_media_folder
-from backend.engine.load.models import load_model
+from isoscope.engine.errors import InputError
+from isoscope.engine.extraction import ExtractionSettings, extract
+from isoscope.engine.inputs.media import load_media_folder
+from isoscope.engine.load.models import load_model
 from tests.media_models import audio_folder, image_folder, save_audio_model, save_image_model
 
 SETTINGS = ExtractionSettings(sample_size=40, batch_size=2)
@@ -109,7 +109,7 @@ def test_vitmae_random_masking_is_turned_off(images, tmp_path_factory):
 
 
 def test_image_models_refuse_text_and_text_models_refuse_images(images, tmp_path_factory):
-    from backend.engine.inputs.corpus import corpus_from_text
+    from isoscope.engine.inputs.corpus import corpus_from_text
 
     loaded = _load("vit", tmp_path_factory)
     with pytest.raises(InputError, match="reads image, not text.*choose a text model"):
@@ -192,7 +192,7 @@ def test_resampled_to_the_model_rate(tmp_path_factory):
 
 
 def test_a_saved_image_analysis_reopens(images, tmp_path_factory, tmp_path):
-    from backend.engine.store.saved import load_saved, save_analysis
+    from isoscope.engine.store.saved import load_saved, save_analysis
 
     result = extract(_load("vit", tmp_path_factory), images, SETTINGS)
     reopened = load_saved(save_analysis(result, tmp_path / "run.isoscope"))
@@ -201,8 +201,8 @@ def test_a_saved_image_analysis_reopens(images, tmp_path_factory, tmp_path):
 
 
 def test_cached_extract_keeps_the_inputs(images, tmp_path_factory, tmp_path):
-    from backend.engine.store.cache import ResultCache
-    from backend.engine.store.cached_extract import cached_extract
+    from isoscope.engine.store.cache import ResultCache
+    from isoscope.engine.store.cached_extract import cached_extract
 
     loaded = _load("vit", tmp_path_factory)
     cache = ResultCache(tmp_path)
@@ -214,7 +214,7 @@ def test_cached_extract_keeps_the_inputs(images, tmp_path_factory, tmp_path):
 def test_mean_pooled_images_equal_the_mean_of_every_token(images, tmp_path_factory):
     """:func:`mean_pooled` of images: one vector per image over all its output tokens (CKA's item
     basis when two models cut the images differently)."""
-    from backend.engine.extraction import mean_pooled
+    from isoscope.engine.extraction import mean_pooled
 
     loaded = _load("dinov2-reg", tmp_path_factory)
     pooled = mean_pooled(loaded, images.items, batch_size=2)
@@ -224,7 +224,7 @@ def test_mean_pooled_images_equal_the_mean_of_every_token(images, tmp_path_facto
 
 
 def test_mean_pooled_clips_of_a_group_norm_model_are_not_padded(clips, tmp_path_factory):
-    from backend.engine.extraction import mean_pooled
+    from isoscope.engine.extraction import mean_pooled
 
     loaded = load_model(str(save_audio_model(tmp_path_factory.mktemp("w2v-m"))), device="cpu")
     together = mean_pooled(loaded, clips.items, batch_size=8)
@@ -262,7 +262,7 @@ def test_beit_loads_and_extracts(images, tmp_path_factory):
     ],
 )
 def test_patch_position_table_is_read_from_the_parameters(kind, prefix_rows, tmp_path_factory):
-    from backend.engine.arch.layout import patch_position_table
+    from isoscope.engine.arch.layout import patch_position_table
 
     loaded = _load(kind, tmp_path_factory)
     table = patch_position_table(loaded.encoder, loaded.layout)
@@ -276,7 +276,7 @@ def test_patch_position_table_is_read_from_the_parameters(kind, prefix_rows, tmp
 
 
 def test_beit_and_wav2vec2_say_what_they_use_instead_of_a_table(clips, tmp_path_factory):
-    from backend.engine.arch.layout import patch_position_table, position_scheme_note
+    from isoscope.engine.arch.layout import patch_position_table, position_scheme_note
 
     beit = _load("beit", tmp_path_factory)
     assert patch_position_table(beit.encoder, beit.layout) is None
@@ -290,7 +290,7 @@ def test_dinov2_table_of_a_larger_resolution_is_interpolated_not_missed(images, 
     its own 5x5 grid."""
     import transformers as tf
 
-    from backend.engine.arch.layout import patch_position_table
+    from isoscope.engine.arch.layout import patch_position_table
     from tests.media_models import TINY, _image_processor
 
     torch.manual_seed(0)

@@ -12,9 +12,9 @@ import pytest
 import soundfile
 import torch
 
-from backend.engine.extraction import ExtractionSettings, extract
-from backend.engine.inputs.media import load_media_folder
-from backend.engine.load.models import load_model
+from isoscope.engine.extraction import ExtractionSettings, extract
+from isoscope.engine.inputs.media import load_media_folder
+from isoscope.engine.load.models import load_model
 from tests.media_models import WHISPER_WINDOW_SECONDS, audio_folder, save_whisper
 
 RATE = 16000
@@ -97,7 +97,7 @@ def test_padding_frames_are_left_out_of_the_statistics(whisper, clips):
 
 
 def test_the_sinusoidal_table_gets_the_table_views(whisper):
-    from backend.analysis.positional.table import position_table_weights
+    from isoscope.analysis.positional.table import position_table_weights
 
     table = position_table_weights(whisper)
     assert table.shape == (whisper.layout.window_frames, whisper.info.hidden_size)
@@ -113,7 +113,7 @@ def test_other_rates_and_stereo_go_through_whisper(whisper, tmp_path):
 
 def test_a_random_init_copy_is_a_whisper_encoder_too(whisper, clips):
     """Godey et al.'s trained-vs-untrained contrast: the copy reads clips the same way."""
-    from backend.engine.load.models import random_like
+    from isoscope.engine.load.models import random_like
 
     copy = random_like(whisper)
     assert copy.layout == whisper.layout and copy.info.role == whisper.info.role
@@ -123,7 +123,7 @@ def test_a_random_init_copy_is_a_whisper_encoder_too(whisper, clips):
 
 
 def test_the_model_card_says_it_is_the_encoder_of_an_encoder_decoder(whisper):
-    from backend.plots.overview import model_card_rows
+    from isoscope.plots.overview import model_card_rows
 
     card = {row["field"]: row["value"] for row in model_card_rows(whisper.info.to_dict())}
     assert card["role"].startswith("speech encoder (Whisper), encoder of an encoder-decoder")
@@ -135,7 +135,7 @@ def test_the_model_card_says_it_is_the_encoder_of_an_encoder_decoder(whisper):
 def test_a_feature_extractor_of_another_window_is_one_clear_error(tmp_path):
     from transformers import WhisperFeatureExtractor
 
-    from backend.engine.errors import ModelLoadError
+    from isoscope.engine.errors import ModelLoadError
 
     folder = save_whisper(tmp_path / "w")
     WhisperFeatureExtractor(feature_size=16, chunk_length=3).save_pretrained(folder)  # not 2 s

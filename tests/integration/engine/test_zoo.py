@@ -38,7 +38,7 @@ def zoo_dirs(tmp_path_factory):
 
 @pytest.mark.parametrize("family", list(zoo.TEXT_FAMILIES))
 def test_family_is_read_right(family, zoo_dirs, tmp_path):
-    from backend.engine.load.models import load_model
+    from isoscope.engine.load.models import load_model
 
     loaded = load_model(str(zoo_dirs[family]), device="cpu")
     assert loaded.info.is_causal == empirical_causal(loaded.model) == (family in zoo.DECODERS)
@@ -73,7 +73,7 @@ def test_family_is_read_right(family, zoo_dirs, tmp_path):
 def test_speech_family_is_read_right(family, zoo_dirs, tmp_path):
     """Whisper: the encoder of an encoder-decoder, read as audio from its forward although its
     folder has a tokenizer; the clip analyses work and the text-only ones refuse in one line."""
-    from backend.engine.load.models import load_model
+    from isoscope.engine.load.models import load_model
 
     loaded = load_model(str(zoo_dirs[family]), device="cpu")
     assert loaded.info.modality == "audio" and not loaded.info.is_causal

@@ -82,7 +82,7 @@ def per_text_means(loaded) -> np.ndarray:
 
 def analyze_cli(folder, tmp_path) -> tuple[int, str, dict]:
     """``analyze`` through the CLI entry point, in-process: (exit status, error line, JSON)."""
-    from backend.cli import main
+    from isoscope.cli import main
 
     texts = tmp_path / "texts.txt"
     texts.write_text("\n".join(TEXTS) + "\n")
@@ -100,10 +100,10 @@ def analyze_cli(folder, tmp_path) -> tuple[int, str, dict]:
 
 @pytest.mark.parametrize("family", list(zoo_recent.FAMILIES))
 def test_recent_family_is_read_right(family, recent_dirs, tmp_path):
-    from backend.engine.arch import layer_pattern, pattern_sentence
-    from backend.engine.extraction import ExtractionSettings, encode_text, extract
-    from backend.engine.inputs.corpus import corpus_from_text
-    from backend.engine.load.models import load_model
+    from isoscope.engine.arch import layer_pattern, pattern_sentence
+    from isoscope.engine.extraction import ExtractionSettings, encode_text, extract
+    from isoscope.engine.inputs.corpus import corpus_from_text
+    from isoscope.engine.load.models import load_model
 
     loaded = load_model(str(recent_dirs[family]), device="cpu")
     model = loaded.model
@@ -138,8 +138,8 @@ def test_recent_family_is_read_right(family, recent_dirs, tmp_path):
 def test_right_padding_leaves_real_positions_as_runs_alone(family, recent_dirs):
     """The padding rule for mixers without an attention mask: a right-padded batch equals the
     texts run one by one at every real position, in every state."""
-    from backend.engine.extraction import forward_hidden_states, pad_rows, pad_token_id
-    from backend.engine.load.models import load_model
+    from isoscope.engine.extraction import forward_hidden_states, pad_rows, pad_token_id
+    from isoscope.engine.load.models import load_model
 
     loaded = load_model(str(recent_dirs[family]), device="cpu")
     rows = [np.asarray(loaded.tokenizer(t)["input_ids"]) for t in TEXTS]

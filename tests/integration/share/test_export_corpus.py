@@ -7,9 +7,9 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from backend.analysis.geometry.corpus_projection import corpus_before_after
-from backend.engine.extraction.spill import spill_state
-from backend.share.export import (
+from isoscope.analysis.projections.all_tokens import corpus_before_after
+from isoscope.engine.extraction.spill import spill_state
+from isoscope.share.export import (
     atlas_corpus_file,
     export_points,
     projector_corpus_files,

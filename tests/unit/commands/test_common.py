@@ -1,5 +1,5 @@
 """The CLI's shared option groups: every command that loads a model takes the one model-options
-group of backend.commands.common.add_model_args (``--device-map`` included), nowhere redefined."""
+group of isoscope.commands.common.add_model_args (``--device-map`` included), nowhere redefined."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import json
 
 import pytest
 
-from backend.analysis.positional.params import QK_MAX_LENGTH
-from backend.cli import build_parser
-from backend.commands.common import add_model_args, check_out_path, write_json
-from backend.engine.errors import IsoscopeError
-from backend.engine.params import BATCH_SIZE
+from isoscope.analysis.positional.params import QK_MAX_LENGTH
+from isoscope.cli import build_parser
+from isoscope.commands.common import add_model_args, check_out_path, write_json
+from isoscope.engine.errors import IsoscopeError
+from isoscope.engine.params import BATCH_SIZE
 
 MODEL_OPTIONS = {"--device", "--dtype", "--device-map", "--allow-pickle", "--max-length"}
 

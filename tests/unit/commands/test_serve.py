@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from backend.commands.serve import config_options, streamlit_command
-from backend.engine.environment import app_dir
-from backend.engine.errors import InputError
+from isoscope.commands.serve import config_options, streamlit_command
+from isoscope.engine.environment import app_dir
+from isoscope.engine.errors import InputError
 
 
 def test_command_serves_the_app_with_the_shipped_config_and_the_given_address():
@@ -34,7 +34,7 @@ def test_bad_address_or_port_is_refused(address, port):
 
 
 def _args(*argv):
-    from backend.cli import build_parser
+    from isoscope.cli import build_parser
 
     return build_parser().parse_args(["serve", *argv])
 
@@ -49,7 +49,7 @@ def _args(*argv):
     ],
 )
 def test_server_env_decides_shared_mode(monkeypatch, argv, shared):
-    from backend.commands.serve import server_env
+    from isoscope.commands.serve import server_env
 
     monkeypatch.delenv("ISOSCOPE_SHARED", raising=False)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
@@ -61,7 +61,7 @@ def test_server_env_decides_shared_mode(monkeypatch, argv, shared):
 
 
 def test_workers_and_prewarm_are_checked_before_the_server_starts(monkeypatch):
-    from backend.commands.serve import prewarm_models, server_env
+    from isoscope.commands.serve import prewarm_models, server_env
 
     assert server_env(_args("--workers", "3"))["ISOSCOPE_WORKERS"] == "3"
     with pytest.raises(InputError):
@@ -73,7 +73,7 @@ def test_workers_and_prewarm_are_checked_before_the_server_starts(monkeypatch):
 
 
 def test_flag_options_carry_the_config_file_and_the_address():
-    from backend.commands.serve import flag_options
+    from isoscope.commands.serve import flag_options
 
     flags = flag_options("0.0.0.0", 8700)
     assert flags["server_address"] == "0.0.0.0" and flags["server_port"] == 8700

@@ -13,11 +13,11 @@ import sys
 
 import pytest
 
-from backend.engine.environment import app_dir
+from isoscope.engine.environment import app_dir
 
 PROBE = """
 import json, resource, sys, numpy as np
-from backend.engine.allocator import for_extraction, release_freed_memory
+from isoscope.engine.allocator import for_extraction, release_freed_memory
 def faults():
     out = []
     for _ in range(4):  # 40 MiB: above glibc's own highest mmap threshold (32 MiB)
@@ -62,7 +62,7 @@ def _faulted_each_time(run: dict) -> bool:
 
 @glibc_only
 def test_a_small_model_reuses_freed_memory_and_a_big_one_gives_it_back():
-    from backend.engine.allocator import BIG_WEIGHTS_BYTES
+    from isoscope.engine.allocator import BIG_WEIGHTS_BYTES
 
     small, big = 100 << 20, BIG_WEIGHTS_BYTES
     runs = _probe([small, big, small])

@@ -1,4 +1,4 @@
-"""The architecture map (backend.engine.arch) on tiny random models of every family it knows.
+"""The architecture map (isoscope.engine.arch) on tiny random models of every family it knows.
 
 Each family: where q/k/v, the embeddings, the position table, the embedding norm and the per-layer
 norms live, the position-embedding kind, and the canonical norm names built on top of it. A new
@@ -11,8 +11,8 @@ import pytest
 import torch
 import transformers as tf
 
-from backend.analysis.layernorm.params import find_norms, ln_params
-from backend.engine.arch import (
+from isoscope.analysis.layernorm.params import find_norms, ln_params
+from isoscope.engine.arch import (
     POSITION_KINDS,
     architecture,
     position_embedding_label,
@@ -20,7 +20,7 @@ from backend.engine.arch import (
     projection_inputs,
     wiring,
 )
-from backend.engine.errors import UnsupportedModelError
+from isoscope.engine.errors import UnsupportedModelError
 
 W, L, H, V = 32, 2, 4, 100
 COMMON = dict(vocab_size=V, hidden_size=W, num_hidden_layers=L, num_attention_heads=H)
@@ -225,7 +225,7 @@ def test_model_card_labels(built):
 def test_gemma_rmsnorm_reports_and_ablates_the_effective_gamma():
     """Gemma's RMSNorm scales by 1 + weight: gamma is reported as weight + 1, and ablating a dim
     really zeroes that dim of the norm's output."""
-    from backend.analysis.layernorm.ablation import ablated
+    from isoscope.analysis.layernorm.ablation import ablated
 
     model = tf.Gemma2Model(tf.Gemma2Config(**DECODER, head_dim=8))
     arch = architecture(model)
@@ -246,7 +246,7 @@ def test_gemma_rmsnorm_reports_and_ablates_the_effective_gamma():
 
 
 def test_nope_models_report_no_position_kind():
-    from backend.engine.load.models import build_random_model
+    from isoscope.engine.load.models import build_random_model
 
     model = build_random_model("gpt2-nope", {"layers": 1, "width": 32, "heads": 2}, V)
     arch = architecture(model)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from backend.engine.device import describe_device, resolve_device, resolve_dtype
-from backend.engine.errors import InputError
+from isoscope.engine.device import describe_device, resolve_device, resolve_dtype
+from isoscope.engine.errors import InputError
 
 
 def test_auto_device_prefers_cuda_then_mps_then_cpu(monkeypatch):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from backend.engine import environment as env
+from isoscope.engine import environment as env
 
 
 def test_offline_environment_keeps_the_users_values(monkeypatch):

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-import backend.commands.cache as cache_command
-from backend import cli
-from backend.engine import errors
-from backend.engine.errors import InputError, IsoscopeError, ModelLoadError, UnsupportedModelError
+import isoscope.commands.cache as cache_command
+from isoscope import cli
+from isoscope.engine import errors
+from isoscope.engine.errors import InputError, IsoscopeError, ModelLoadError, UnsupportedModelError
 
 USER_ERRORS = (InputError, ModelLoadError, UnsupportedModelError)
 

@@ -7,7 +7,7 @@ import importlib
 
 import pytest
 
-import backend.engine.extraction as extraction
+import isoscope.engine.extraction as extraction
 
 STAGES = ("types", "tokenization", "sample", "partial", "forward", "batches")
 
@@ -17,13 +17,13 @@ def test_every_public_name_is_defined_in_a_stage_module(name):
     obj = getattr(extraction, name)
     home = getattr(obj, "__module__", "") or ""
     if home.startswith("backend."):  # functions and classes: their own module says where
-        assert home in {f"backend.engine.extraction.{m}" for m in STAGES}, (name, home)
+        assert home in {f"isoscope.engine.extraction.{m}" for m in STAGES}, (name, home)
         assert getattr(importlib.import_module(home), name) is obj
         return
     owners = [
         m
         for m in STAGES
-        if getattr(importlib.import_module(f"backend.engine.extraction.{m}"), name, None) is obj
+        if getattr(importlib.import_module(f"isoscope.engine.extraction.{m}"), name, None) is obj
     ]
     assert owners, name
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from backend.engine.jsonio import strict_json, to_jsonable
+from isoscope.engine.jsonio import strict_json, to_jsonable
 
 ROOT = Path(__file__).resolve().parents[3]
 # json.dumps that is no user-facing JSON text: cache keys and cache metadata (read back by isoscope,
@@ -60,7 +60,7 @@ def test_only_strict_json_writes_json_for_users():
 
 
 def test_a_saved_analysis_with_nan_is_strict_json(tmp_path):
-    from backend.engine.store.saved import save_analysis
+    from isoscope.engine.store.saved import save_analysis
     from tests.unit.engine.store.test_saved import synthetic_result
 
     result = replace(synthetic_result(), seconds=float("nan"), extra={"x": float("inf")})
@@ -74,10 +74,10 @@ def test_a_saved_analysis_with_nan_is_strict_json(tmp_path):
 def test_the_outlier_download_and_the_report_settings_are_strict_json():
     from types import SimpleNamespace
 
-    from backend.analysis.geometry.outliers import OutlierThresholds
-    from backend.plots.outliers import outliers_json
-    from backend.share.report.model import Report, Section
-    from backend.share.report.render import render_html
+    from isoscope.analysis.outliers import OutlierThresholds
+    from isoscope.plots.outliers import outliers_json
+    from isoscope.share.report.model import Report, Section
+    from isoscope.share.report.render import render_html
 
     fake = SimpleNamespace(
         model={"source": "m"}, corpus_name="c", num_tokens=3, state_names=["emb"]

@@ -1,4 +1,4 @@
-"""backend.engine.lru: count and byte limits, recency, thread safety."""
+"""isoscope.engine.lru: count and byte limits, recency, thread safety."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from backend.engine.lru import LRU
+from isoscope.engine.lru import LRU
 
 
 def test_count_limit_evicts_the_least_recently_used():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from backend.engine.naming import hidden_state_label, hidden_state_names, parse_hidden_state
+from isoscope.engine.naming import hidden_state_label, hidden_state_names, parse_hidden_state
 
 
 def test_hidden_state_names_keep_the_embeddings():

@@ -1,4 +1,4 @@
-"""backend.engine.params: one declaration per parameter, read by the settings, the commands'
+"""isoscope.engine.params: one declaration per parameter, read by the settings, the commands'
 options and the dashboard's widgets and links; the literature's constants carry their citation."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ import pickle
 
 import pytest
 
-from backend import cli
-from backend.analysis.geometry import outliers
-from backend.analysis.quant.params import ALPHA_GRID, KEEP_K, SMOOTHQUANT_ALPHA
-from backend.engine.errors import InputError
-from backend.engine.extraction import ExtractionSettings
-from backend.engine.params import (
+from isoscope import cli
+from isoscope.analysis import outliers
+from isoscope.analysis.quant.params import ALPHA_GRID, KEEP_K, SMOOTHQUANT_ALPHA
+from isoscope.engine.errors import InputError
+from isoscope.engine.extraction import ExtractionSettings
+from isoscope.engine.params import (
     LLM_INT8_THRESHOLD,
     MASSIVE_ABS_THRESHOLD,
     MASSIVE_MEDIAN_RATIO,

@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from backend.analysis.geometry.isotropy import by_state
-from backend.analysis.geometry.postprocess import make_postprocessor
-from backend.plots.anisotropy import (
+from isoscope.analysis.anisotropy import by_state
+from isoscope.analysis.projections.postprocess import make_postprocessor
+from isoscope.plots.anisotropy import (
     METRICS,
     SERIES_COLOURS,
     contrast_frame,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from backend.analysis.geometry.projections import Colouring, Projection
-from backend.engine.extraction import TokenTable
-from backend.plots.atlas import decode_points, encode_points
+from isoscope.analysis.projections.methods import Colouring, Projection
+from isoscope.engine.extraction import TokenTable
+from isoscope.plots.atlas import decode_points, encode_points
 
 pytestmark = pytest.mark.unit
 

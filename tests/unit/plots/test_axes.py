@@ -1,6 +1,6 @@
 """Every log axis labels its ticks with full values (0.5, 2, 20), never the bare minor digits
 ("5", "2") Plotly draws by default between decades: each figure with a log axis goes through
-:func:`backend.plots.axes.log_axis`, checked on the built figures and in the source."""
+:func:`isoscope.plots.axes.log_axis`, checked on the built figures and in the source."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from backend.analysis.positional.nope import VarianceCurves
-from backend.plots.axes import LOG_AXIS, log_axis
-from backend.plots.highnorm import norm_histogram
-from backend.plots.massive import magnitudes_by_layer_figure, massive_summary_figure
-from backend.plots.positional import variance_plot
-from backend.plots.quant import scheme_figure
-from tests.unit.analysis.activations.test_highnorm import planted_scan
+from isoscope.analysis.positional.nope import VarianceCurves
+from isoscope.plots.axes import LOG_AXIS, log_axis
+from isoscope.plots.highnorm import norm_histogram
+from isoscope.plots.massive import magnitudes_by_layer_figure, massive_summary_figure
+from isoscope.plots.positional import variance_plot
+from isoscope.plots.quant import scheme_figure
+from tests.unit.analysis.massive.test_highnorm import planted_scan
 from tests.unit.plots.test_quant import _report
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -102,4 +102,4 @@ def test_no_figure_asks_plotly_for_a_log_axis_without_the_helper():
         for number, line in enumerate(path.read_text().splitlines(), 1)
         if LOG_REQUEST.search(line) and not line.lstrip().startswith("#")
     ]
-    assert offenders == [], "use backend.plots.axes.log_axis for " + ", ".join(offenders)
+    assert offenders == [], "use isoscope.plots.axes.log_axis for " + ", ".join(offenders)

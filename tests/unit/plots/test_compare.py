@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from backend.analysis.compare.comparison import compare
-from backend.analysis.compare.records import LNDifference
-from backend.analysis.compare.trajectory import CheckpointPoint, Trajectory
-from backend.plots.compare import (
+from isoscope.analysis.compare.comparison import compare
+from isoscope.analysis.compare.records import LNDifference
+from isoscope.analysis.compare.trajectory import CheckpointPoint, Trajectory
+from isoscope.plots.compare import (
     CHANGE_COLOURS,
     SIDE_COLOURS,
     STATE_METRICS,

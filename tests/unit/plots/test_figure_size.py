@@ -13,9 +13,9 @@ import json
 import numpy as np
 import pytest
 
-from backend.analysis.geometry.projections import Colouring, Projection
-from backend.plots.outliers import layer_dim_heatmap, token_dim_heatmap
-from backend.plots.projections import before_after_figure
+from isoscope.analysis.projections.methods import Colouring, Projection
+from isoscope.plots.outliers import layer_dim_heatmap, token_dim_heatmap
+from isoscope.plots.projections import before_after_figure
 
 N_POINTS = 4000
 HOVER_CHARS = 65

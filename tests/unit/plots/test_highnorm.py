@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from backend.plots.highnorm import (
+from isoscope.plots.highnorm import (
     high_norm_frame,
     image_norm_overlay,
     norm_by_kind_figure,
     norm_histogram,
 )
-from backend.plots.massive import massive_frame
-from tests.unit.analysis.activations.test_highnorm import planted_scan
+from isoscope.plots.massive import massive_frame
+from tests.unit.analysis.massive.test_highnorm import planted_scan
 
 
 def test_figures_and_frames():

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from backend.plots.highnorm import WAVEFORM_POINTS, audio_high_norm_frame, clip_norm_figure
-from tests.unit.analysis.activations.test_highnorm_audio import planted_audio_scan
+from isoscope.plots.highnorm import WAVEFORM_POINTS, audio_high_norm_frame, clip_norm_figure
+from tests.unit.analysis.massive.test_highnorm_audio import planted_audio_scan
 
 
 def test_clip_figure_draws_own_frames_under_the_waveform():

@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from backend.analysis.layernorm.ablation import AblationReport, Effect, SweepResult
-from backend.analysis.layernorm.params import LNOutliers, LNParams
-from backend.plots.layernorm import (
+from isoscope.analysis.layernorm.ablation import AblationReport, Effect, SweepResult
+from isoscope.analysis.layernorm.params import LNOutliers, LNParams
+from isoscope.plots.layernorm import (
     ABLATION_COLOR,
     METRIC_LABELS,
     ablation_vs_controls,

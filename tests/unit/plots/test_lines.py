@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from backend.plots.lines import add_vlines
+from isoscope.plots.lines import add_vlines
 
 LINE = dict(color="red", width=1, dash="dot")
 

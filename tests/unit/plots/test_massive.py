@@ -10,10 +10,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from backend.analysis.activations.int8 import SITE_SHARE, Int8Stats
-from backend.analysis.activations.magnitudes import TextMagnitudes
-from backend.analysis.activations.sinks import SINK_THRESHOLD, SinkStats, sink_share
-from backend.plots.massive import (
+from isoscope.analysis.massive.int8 import SITE_SHARE, Int8Stats
+from isoscope.analysis.massive.magnitudes import TextMagnitudes
+from isoscope.analysis.massive.sinks import SINK_THRESHOLD, SinkStats, sink_share
+from isoscope.plots.massive import (
     MASSIVE_LINE,
     feature_token_figure,
     first_position_figure,
@@ -129,8 +129,8 @@ def test_first_position_contrast():
 
 
 def test_a_hybrid_s_sink_rows_and_the_mixer_sites_table():
-    from backend.analysis.activations.inner import SSM_INPUT, InnerReading, InnerSite
-    from backend.plots.massive import inner_frame
+    from isoscope.analysis.massive.inner import SSM_INPUT, InnerReading, InnerSite
+    from isoscope.plots.massive import inner_frame
 
     alpha = np.array([[0.9, 0.1], [0.2, 0.4]])
     per_layer, share = sink_share(alpha)

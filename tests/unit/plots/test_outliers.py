@@ -8,12 +8,12 @@ import json
 import numpy as np
 import pytest
 
-from backend.analysis.geometry.outliers import (
+from isoscope.analysis.outliers import (
     CRITERIA,
     OutlierThresholds,
     criteria_by_state,
 )
-from backend.plots.outliers import (
+from isoscope.plots.outliers import (
     CRITERION_SHORT,
     HEATMAP_STATS,
     category_summary,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from backend.plots.overview import anisotropy_line, model_card_rows
+from isoscope.plots.overview import anisotropy_line, model_card_rows
 
 CARD = {
     "source": "/ckpt/copy",

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from backend.analysis.positional.tupe import TERM_LABELS, TERMS
-from backend.plots.positional import (
+from isoscope.analysis.positional.tupe import TERM_LABELS, TERMS
+from isoscope.plots.positional import (
     contribution_bars,
     contribution_heatmap,
     cosine_heatmap,

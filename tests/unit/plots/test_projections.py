@@ -10,8 +10,8 @@ import io
 import numpy as np
 from PIL import Image
 
-from backend.analysis.geometry.projections import Colouring, before_after
-from backend.plots.projections import before_after_figure, patch_thumbnails, png_data_uri
+from isoscope.analysis.projections.methods import Colouring, before_after
+from isoscope.plots.projections import before_after_figure, patch_thumbnails, png_data_uri
 
 GRID = (2, 3)
 

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from backend.analysis.quant.readiness import MagnitudeTiles, QuantReport, QuantScan, SiteScan
-from backend.analysis.quant.schemes import SCHEMES
-from backend.analysis.quant.sites import ROLES, Site, SiteMap
-from backend.plots.quant import (
+from isoscope.analysis.quant.readiness import MagnitudeTiles, QuantReport, QuantScan, SiteScan
+from isoscope.analysis.quant.schemes import SCHEMES
+from isoscope.analysis.quant.sites import ROLES, Site, SiteMap
+from isoscope.plots.quant import (
     STRIP_QUANTITIES,
     before_after_frame,
     channel_figure,
@@ -112,7 +112,7 @@ def test_report_json_and_verdict():
 
 
 def test_moved_figure_draws_both_sides_before_and_after():
-    from backend.analysis.quant.before_after import SideStats
+    from isoscope.analysis.quant.before_after import SideStats
 
     report = _report()
     n = len(report.scan.sites)
@@ -142,7 +142,7 @@ def test_moved_figure_draws_both_sides_before_and_after():
 
 @pytest.mark.parametrize("transform", ["smoothquant", "rotation"])
 def test_channel_figure_draws_each_side_before_and_after_per_channel(transform):
-    from backend.analysis.quant.before_after import ChannelProfile
+    from isoscope.analysis.quant.before_after import ChannelProfile
 
     rng = np.random.default_rng(0)
     act, weight = rng.uniform(0.1, 1, size=(2, D))

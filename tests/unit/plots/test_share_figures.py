@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from backend.plots.massive import massive_summary_figure
-from backend.plots.overview import anisotropy_with_lines, trained_vs_random_figure
+from isoscope.plots.massive import massive_summary_figure
+from isoscope.plots.overview import anisotropy_with_lines, trained_vs_random_figure
 
 NAMES = ["emb", "1", "2"]
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from backend.analysis.geometry.similarity import threshold_sweep
-from backend.plots.similarity import (
+from isoscope.analysis.similarity import threshold_sweep
+from isoscope.plots.similarity import (
     SERIES,
     sts_figure,
     sts_frame,

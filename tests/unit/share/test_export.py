@@ -1,4 +1,4 @@
-"""backend.share.export on a synthetic extraction: Projector TSVs and the embedding-atlas Parquet read
+"""isoscope.share.export on a synthetic extraction: Projector TSVs and the embedding-atlas Parquet read
 back with the right row and column counts, schema and values; clipping zeroes the planted dim."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from backend.engine.errors import InputError
-from backend.engine.extraction import ExtractionResult, TokenTable
-from backend.share.export import (
+from isoscope.engine.errors import InputError
+from isoscope.engine.extraction import ExtractionResult, TokenTable
+from isoscope.share.export import (
     METADATA_COLUMNS,
     atlas_bytes,
     export_points,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ui.widgets.atlas import PointStore
+from isoscope.ui.widgets.atlas import PointStore
 
 pytestmark = pytest.mark.unit
 

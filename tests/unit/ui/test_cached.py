@@ -7,10 +7,10 @@ import dataclasses
 import numpy as np
 import pytest
 
-from backend.engine.extraction import TokenTable
+from isoscope.engine.extraction import TokenTable
+from isoscope.ui.work.cached import _key_of
+from isoscope.ui.work.extraction import result_key
 from tests.synthetic import result_from_vectors
-from ui.work.cached import _key_of
-from ui.work.extraction import result_key
 
 
 def test_plain_values_and_containers():

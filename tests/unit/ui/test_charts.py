@@ -9,7 +9,7 @@ import shutil
 import pytest
 from streamlit.testing.v1 import AppTest
 
-import ui.widgets.charts as charts
+import isoscope.ui.widgets.charts as charts
 
 
 @pytest.fixture
@@ -57,7 +57,7 @@ def test_live_chart_sends_the_figure_and_its_height(cache_dir):
     def app():
         import plotly.graph_objects as go
 
-        from ui.widgets.charts import live_chart
+        from isoscope.ui.widgets.charts import live_chart
 
         live_chart(go.Figure(go.Scatter(x=[1, 2], y=[3, 4]), layout={"height": 321}), key="k1")
         live_chart(go.Figure(go.Bar(x=[1], y=[2])), key="k2")
@@ -65,7 +65,7 @@ def test_live_chart_sends_the_figure_and_its_height(cache_dir):
     at = AppTest.from_function(app).run()
     assert not at.exception
     els = at.get("component_instance")
-    assert [e.proto.component_name for e in els] == ["ui.widgets.charts.live_chart"] * 2
+    assert [e.proto.component_name for e in els] == ["isoscope.ui.widgets.charts.live_chart"] * 2
     args = [json.loads(e.proto.json_args) for e in els]
     assert [a["height"] for a in args] == [321, charts.DEFAULT_HEIGHT]
     assert json.loads(args[0]["spec"])["data"][0]["type"] == "scatter"
@@ -93,7 +93,7 @@ def test_without_a_writable_folder_the_chart_is_streamlits_own(monkeypatch):
     def app():
         import plotly.graph_objects as go
 
-        from ui.widgets.charts import live_chart
+        from isoscope.ui.widgets.charts import live_chart
 
         live_chart(go.Figure(go.Bar(x=[1], y=[2])), key="k")
 
@@ -107,7 +107,7 @@ def test_chart_with_downloads_draws_the_chart_then_its_downloads(cache_dir):
         import pandas as pd
         import plotly.graph_objects as go
 
-        from ui.widgets.charts import chart_with_downloads
+        from isoscope.ui.widgets.charts import chart_with_downloads
 
         fig = go.Figure(go.Bar(x=[1], y=[2]))
         chart_with_downloads(fig, key="own_chart", downloads="own", name="own")
@@ -120,7 +120,7 @@ def test_chart_with_downloads_draws_the_chart_then_its_downloads(cache_dir):
     assert not at.exception
     assert [e.proto.id.endswith("-own_chart") for e in at.get("plotly_chart")] == [True]
     live = at.get("component_instance")
-    assert [e.proto.component_name for e in live] == ["ui.widgets.charts.live_chart"]
+    assert [e.proto.component_name for e in live] == ["isoscope.ui.widgets.charts.live_chart"]
     assert live[0].proto.id.endswith("-live")
     buttons = [e.proto.id.rsplit("-", 1)[-1] for e in at.get("download_button")]
     assert buttons == ["dl_png_own", "dl_png_both", "dl_csv_both", "dl_json_both"]

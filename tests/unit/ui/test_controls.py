@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ui.widgets.controls import AUTO, PostChoice, abtt_range
+from isoscope.ui.widgets.controls import AUTO, PostChoice, abtt_range
 
 
 def test_post_choice_options_labels_and_hashing():
@@ -17,7 +17,7 @@ def test_post_choice_options_labels_and_hashing():
     )
     assert hash(clip) == hash(PostChoice("clip", (("dims", (3, 7)),)))  # a cache key
     assert clip != PostChoice("clip", (("dims", (7, 3)),))
-    from backend.analysis.geometry.postprocess import POSTPROCESSORS
+    from isoscope.analysis.projections.postprocess import POSTPROCESSORS
 
     assert PostChoice("abtt", (("n_components", 3),)).label == POSTPROCESSORS["abtt"].label
 

@@ -1,17 +1,17 @@
-"""ui.server.process: the app's imports are found and loaded before the port opens, numpy's BLAS is held
+"""isoscope.ui.server.process: the app's imports are found and loaded before the port opens, numpy's BLAS is held
 to one thread, the options reach Streamlit's bootstrap, and the prewarm starts before the server."""
 
 from __future__ import annotations
 
 import sys
 
-from ui.server import process
+from isoscope.ui.server import process
 
 
 def test_run_server_loads_options_preloads_starts_prewarm_then_serves(monkeypatch):
     from streamlit.web import bootstrap
 
-    from ui.server import prewarm
+    from isoscope.ui.server import prewarm
 
     calls: list[tuple] = []
     monkeypatch.setattr(
@@ -49,23 +49,23 @@ def test_app_imports_reads_the_app_and_every_page(tmp_path):
 
 
 def test_app_imports_names_a_page_view_module(tmp_path):
-    """``from ui.views import a`` imports the module ui/views/a.py, which preload must import too
-    (importing the package ``ui.views`` alone would load none of the page's code)."""
+    """``from isoscope.ui.views import a`` imports the module ui/views/a.py, which preload must import too
+    (importing the package ``isoscope.ui.views`` alone would load none of the page's code)."""
     (tmp_path / "pages").mkdir()
     (tmp_path / "ui" / "views").mkdir(parents=True)
     (tmp_path / "ui" / "views" / "a.py").write_text("")
     (tmp_path / "app.py").write_text("")
-    (tmp_path / "pages" / "p.py").write_text("from ui.views import a, not_a_module\n")
-    assert process.app_imports(str(tmp_path / "app.py")) == ["ui.views", "ui.views.a"]
+    (tmp_path / "pages" / "p.py").write_text("from isoscope.ui.views import a, not_a_module\n")
+    assert process.app_imports(str(tmp_path / "app.py")) == ["isoscope.ui.views", "isoscope.ui.views.a"]
 
 
 def test_the_real_app_imports_the_ui_and_every_view():
     root = process.Path(__file__).resolve().parents[3]
     names = process.app_imports(str(root / "app.py"))
-    assert "ui.frame.page" in names and "streamlit" in names
+    assert "isoscope.ui.frame.page" in names and "streamlit" in names
     folder = root / "ui" / "views"
     packages = [p.parent for p in folder.glob("[!_]*/__init__.py")]  # a page package: its own
-    views = {f"ui.views.{p.stem}" for p in [*folder.glob("[!_]*.py"), *packages]}
+    views = {f"isoscope.ui.views.{p.stem}" for p in [*folder.glob("[!_]*.py"), *packages]}
     assert views <= set(names), f"views no page imports: {sorted(views - set(names))}"
 
 

@@ -1,10 +1,10 @@
-"""ui.widgets.ranges: the page declarations are what links read, and a backend parameter is its own declaration
+"""isoscope.ui.widgets.ranges: the page declarations are what links read, and a backend parameter is its own declaration
 (the types are tested in tests/unit/engine/test_params.py)."""
 
 from __future__ import annotations
 
-from ui.sharing import links
-from ui.widgets import ranges
+from isoscope.ui.sharing import links
+from isoscope.ui.widgets import ranges
 
 
 def test_links_read_the_page_declarations():
@@ -18,10 +18,10 @@ def test_links_read_the_page_declarations():
 def test_the_backend_declarations_are_the_widgets_and_travel_in_links():
     """A parameter the backend reads is declared there once: the page's widget and the link use
     that declaration itself, not a copy with its own range."""
-    from backend.analysis.activations.params import MASSIVE_MAX_LENGTH
-    from backend.analysis.geometry import outliers
-    from backend.analysis.layernorm.thresholds import LN_K, LN_SHARE
-    from backend.analysis.quant import params as quant
+    from isoscope.analysis import outliers
+    from isoscope.analysis.layernorm.thresholds import LN_K, LN_SHARE
+    from isoscope.analysis.massive.params import MASSIVE_MAX_LENGTH
+    from isoscope.analysis.quant import params as quant
 
     q = ranges.LINK_CONTROLS["quant"]
     assert q["quant_keep"] is quant.KEEP_K and q["quant_alpha"] is quant.SMOOTHQUANT_ALPHA

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from isoscope.ui.work import results
 from tests.comparison_inputs import token_result
-from ui.work import results
 
 
 def _planted_result(dim: int, corpus_sha: str):

@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ui.frame import selection, sidebar
-from ui.frame.session import SELECTION_KEY
-from ui.sharing import links, saved
+from isoscope.ui.frame import selection, sidebar
+from isoscope.ui.frame.session import SELECTION_KEY
+from isoscope.ui.sharing import links, saved
 
 ROOT = Path(__file__).resolve().parents[3]
 

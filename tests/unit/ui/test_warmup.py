@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-import ui.server.warmup as warmup
-from ui.server.warmup import EXPECTED_SECONDS, WarmupState
+import isoscope.ui.server.warmup as warmup
+from isoscope.ui.server.warmup import EXPECTED_SECONDS, WarmupState
 
 
 def test_ready_when_done_or_disabled():
@@ -26,8 +26,8 @@ def test_fraction_grows_with_time_and_stops_at_95_percent():
 
 
 def test_a_failing_warmup_is_recorded_and_marks_done(monkeypatch):
-    import backend.engine.environment as environment
-    import backend.engine.extraction.kernel as kernel
+    import isoscope.engine.environment as environment
+    import isoscope.engine.extraction.kernel as kernel
 
     class Broken:
         def compile(self):

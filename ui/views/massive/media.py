@@ -2,7 +2,7 @@
 for a vision or speech encoder): Sun et al.'s massive activations with the tokens that carry them,
 Darcet et al.'s high-norm tokens, and the patch norms over the image; for audio the same over each
 clip's own frames, drawn on a time axis under the waveform. The arithmetic is in
-backend.analysis.activations.highnorm."""
+isoscope.analysis.massive.highnorm."""
 
 from __future__ import annotations
 
@@ -13,19 +13,19 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from backend.analysis.activations.highnorm import (
+from isoscope.analysis.massive.highnorm import (
     AudioScan,
     ImageScan,
     scan_audio,
     scan_images,
 )
-from backend.analysis.activations.massive import peak_state
-from backend.analysis.activations.params import HIGH_NORM_FACTOR
-from backend.engine.errors import IsoscopeError
-from backend.engine.extraction.media import model_view
-from backend.engine.load.models import LoadedModel
-from backend.engine.params import MASSIVE_ABS_THRESHOLD, MASSIVE_MEDIAN_RATIO, massive_rule
-from backend.plots.highnorm import (
+from isoscope.analysis.massive.massive import peak_state
+from isoscope.analysis.massive.params import HIGH_NORM_FACTOR
+from isoscope.engine.errors import IsoscopeError
+from isoscope.engine.extraction.media import model_view
+from isoscope.engine.load.models import LoadedModel
+from isoscope.engine.params import MASSIVE_ABS_THRESHOLD, MASSIVE_MEDIAN_RATIO, massive_rule
+from isoscope.plots.highnorm import (
     audio_high_norm_frame,
     clip_norm_figure,
     high_norm_frame,
@@ -33,12 +33,12 @@ from backend.plots.highnorm import (
     norm_by_kind_figure,
     norm_histogram,
 )
-from backend.plots.massive import magnitudes_by_layer_figure, massive_frame
-from ui.frame.page import explainer
-from ui.frame.tabs import lazy_tabs
-from ui.sharing.downloads import download_buttons
-from ui.widgets.charts import chart_with_downloads
-from ui.work.cached import cached, heavy
+from isoscope.plots.massive import magnitudes_by_layer_figure, massive_frame
+from isoscope.ui.frame.page import explainer
+from isoscope.ui.frame.tabs import lazy_tabs
+from isoscope.ui.sharing.downloads import download_buttons
+from isoscope.ui.widgets.charts import chart_with_downloads
+from isoscope.ui.work.cached import cached, heavy
 
 SOURCES = """
 - Sun, Chen, Kolter & Liu 2024, *Massive Activations in Large Language Models*, section 5 (CLIP ViT-L,

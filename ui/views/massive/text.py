@@ -7,22 +7,22 @@ from __future__ import annotations
 
 import streamlit as st
 
-from backend.analysis.activations.int8 import SITE_SHARE, TOKEN_SHARE
-from backend.analysis.activations.magnitudes import TextMagnitudes, text_magnitudes
-from backend.analysis.activations.massive import peak_state
-from backend.analysis.activations.params import MASSIVE_MAX_LENGTH
-from backend.analysis.activations.scan import MassiveScan, scan_massive
-from backend.analysis.activations.sinks import SINK_THRESHOLD
-from backend.engine.errors import IsoscopeError
-from backend.engine.inputs.corpus import Corpus
-from backend.engine.load.models import LoadedModel
-from backend.engine.params import (
+from isoscope.analysis.massive.int8 import SITE_SHARE, TOKEN_SHARE
+from isoscope.analysis.massive.magnitudes import TextMagnitudes, text_magnitudes
+from isoscope.analysis.massive.massive import peak_state
+from isoscope.analysis.massive.params import MASSIVE_MAX_LENGTH
+from isoscope.analysis.massive.scan import MassiveScan, scan_massive
+from isoscope.analysis.massive.sinks import SINK_THRESHOLD
+from isoscope.engine.errors import IsoscopeError
+from isoscope.engine.inputs.corpus import Corpus
+from isoscope.engine.load.models import LoadedModel
+from isoscope.engine.params import (
     LLM_INT8_THRESHOLD,
     MASSIVE_ABS_THRESHOLD,
     MASSIVE_MEDIAN_RATIO,
     percent,
 )
-from backend.plots.massive import (
+from isoscope.plots.massive import (
     feature_token_figure,
     inner_frame,
     int8_figure,
@@ -35,13 +35,13 @@ from backend.plots.massive import (
     sink_share_figure,
     top_dims_frame,
 )
-from ui.frame.page import explainer
-from ui.frame.tabs import lazy_tabs
-from ui.sharing.downloads import download_buttons
-from ui.widgets.charts import chart_with_downloads
-from ui.widgets.controls import choice_slider
-from ui.work.cached import cached, heavy
-from ui.work.models import get_model
+from isoscope.ui.frame.page import explainer
+from isoscope.ui.frame.tabs import lazy_tabs
+from isoscope.ui.sharing.downloads import download_buttons
+from isoscope.ui.widgets.charts import chart_with_downloads
+from isoscope.ui.widgets.controls import choice_slider
+from isoscope.ui.work.cached import cached, heavy
+from isoscope.ui.work.models import get_model
 
 
 @heavy(lambda loaded, *_: f"Scanning {loaded.info.display_name}:", "texts")

@@ -8,28 +8,28 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from backend.analysis.positional import grid as positional_grid
-from backend.analysis.positional.grid import GridProbe, patch_cosines
-from backend.analysis.positional.params import PROBE_ITER, TEST_FRACTION
-from backend.analysis.positional.table import (
+from isoscope.analysis.positional import grid as positional_grid
+from isoscope.analysis.positional.grid import GridProbe, patch_cosines
+from isoscope.analysis.positional.params import PROBE_ITER, TEST_FRACTION
+from isoscope.analysis.positional.table import (
     ProbeSettings,
 )
-from backend.engine.arch.layout import (
+from isoscope.engine.arch.layout import (
     PatchPositionTable,
     patch_position_table,
     position_scheme_note,
 )
-from backend.engine.errors import IsoscopeError
-from backend.engine.extraction import ExtractionResult
-from backend.engine.load.models import LoadedModel
-from backend.engine.params import SEED
-from backend.plots import positional as plots
-from ui.frame.page import explainer, show_notices
-from ui.sharing.downloads import download_buttons
-from ui.views.positional.shared import SOURCES
-from ui.widgets.charts import chart_with_downloads
-from ui.widgets.controls import choice_slider, interval_number, interval_slider
-from ui.work.cached import cached, heavy
+from isoscope.engine.errors import IsoscopeError
+from isoscope.engine.extraction import ExtractionResult
+from isoscope.engine.load.models import LoadedModel
+from isoscope.engine.params import SEED
+from isoscope.plots import positional as plots
+from isoscope.ui.frame.page import explainer, show_notices
+from isoscope.ui.sharing.downloads import download_buttons
+from isoscope.ui.views.positional.shared import SOURCES
+from isoscope.ui.widgets.charts import chart_with_downloads
+from isoscope.ui.widgets.controls import choice_slider, interval_number, interval_slider
+from isoscope.ui.work.cached import cached, heavy
 
 
 @cached

@@ -6,24 +6,24 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from backend.analysis.positional import table as positional_table
-from backend.analysis.positional.params import MAX_POSITION, PROBE_ITER, TEST_FRACTION
-from backend.analysis.positional.table import (
+from isoscope.analysis.positional import table as positional_table
+from isoscope.analysis.positional.params import MAX_POSITION, PROBE_ITER, TEST_FRACTION
+from isoscope.analysis.positional.table import (
     ProbeResult,
     ProbeSettings,
     contribution_table,
 )
-from backend.engine.errors import IsoscopeError
-from backend.engine.extraction import ExtractionResult
-from backend.engine.params import SEED
-from backend.plots import positional as plots
-from ui.frame.page import explainer, load_or_stop, show_notices
-from ui.sharing.downloads import download_buttons
-from ui.views.positional.grid import grid_probe_view
-from ui.views.positional.shared import SOURCES, outliers_by_name
-from ui.widgets.charts import chart_with_downloads
-from ui.widgets.controls import choice_slider, interval_number, interval_slider
-from ui.work.cached import heavy
+from isoscope.engine.errors import IsoscopeError
+from isoscope.engine.extraction import ExtractionResult
+from isoscope.engine.params import SEED
+from isoscope.plots import positional as plots
+from isoscope.ui.frame.page import explainer, load_or_stop, show_notices
+from isoscope.ui.sharing.downloads import download_buttons
+from isoscope.ui.views.positional.grid import grid_probe_view
+from isoscope.ui.views.positional.shared import SOURCES, outliers_by_name
+from isoscope.ui.widgets.charts import chart_with_downloads
+from isoscope.ui.widgets.controls import choice_slider, interval_number, interval_slider
+from isoscope.ui.work.cached import heavy
 
 
 @heavy("Training position probes:")

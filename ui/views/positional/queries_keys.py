@@ -6,17 +6,17 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from backend.analysis.positional.params import QK_MAX_LENGTH
-from backend.analysis.positional.qk import METRICS, ROTATIONS, QKStats, qk_stats
-from backend.engine.errors import IsoscopeError
-from backend.engine.extraction import ExtractionResult
-from backend.engine.load import models as engine_models
-from backend.engine.load.models import LoadedModel
-from backend.plots import positional as plots
-from ui.frame.page import explainer
-from ui.views.positional.shared import SOURCES, text_extraction
-from ui.widgets.charts import chart_with_downloads
-from ui.work.cached import cached, heavy
+from isoscope.analysis.positional.params import QK_MAX_LENGTH
+from isoscope.analysis.positional.qk import METRICS, ROTATIONS, QKStats, qk_stats
+from isoscope.engine.errors import IsoscopeError
+from isoscope.engine.extraction import ExtractionResult
+from isoscope.engine.load import models as engine_models
+from isoscope.engine.load.models import LoadedModel
+from isoscope.plots import positional as plots
+from isoscope.ui.frame.page import explainer
+from isoscope.ui.views.positional.shared import SOURCES, text_extraction
+from isoscope.ui.widgets.charts import chart_with_downloads
+from isoscope.ui.work.cached import cached, heavy
 
 
 @cached

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from backend.engine.extraction import ExtractionResult
-from backend.engine.load.models import LoadedModel
-from ui.frame.page import load_or_stop
-from ui.work.media import applies_to_text
-from ui.work.results import outlier_dims_by_state
+from isoscope.engine.extraction import ExtractionResult
+from isoscope.engine.load.models import LoadedModel
+from isoscope.ui.frame.page import load_or_stop
+from isoscope.ui.work.media import applies_to_text
+from isoscope.ui.work.results import outlier_dims_by_state
 
 SOURCES = {
     "luo": "Luo, Kulmizev & Mao 2021, *Positional Artefacts Propagate Through Masked Language "

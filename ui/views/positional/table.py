@@ -7,24 +7,24 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from backend.analysis.positional import table as positional_table
-from backend.analysis.positional.table import (
+from isoscope.analysis.positional import table as positional_table
+from isoscope.analysis.positional.table import (
     PositionTableReport,
     analyse_position_table,
     embedding_layernorm,
     extreme_dims_vs_outliers,
     position_offset,
 )
-from backend.engine.extraction import ExtractionResult
-from backend.engine.load.models import LoadedModel, position_table
-from backend.plots import positional as plots
-from ui.frame.page import explainer, load_or_stop
-from ui.frame.tabs import lazy_tabs
-from ui.sharing.downloads import download_buttons
-from ui.views.positional.grid import patch_table_view
-from ui.views.positional.shared import SOURCES, outliers_by_name, rotary_note
-from ui.widgets.charts import chart_with_downloads
-from ui.work.cached import cached
+from isoscope.engine.extraction import ExtractionResult
+from isoscope.engine.load.models import LoadedModel, position_table
+from isoscope.plots import positional as plots
+from isoscope.ui.frame.page import explainer, load_or_stop
+from isoscope.ui.frame.tabs import lazy_tabs
+from isoscope.ui.sharing.downloads import download_buttons
+from isoscope.ui.views.positional.grid import patch_table_view
+from isoscope.ui.views.positional.shared import SOURCES, outliers_by_name, rotary_note
+from isoscope.ui.widgets.charts import chart_with_downloads
+from isoscope.ui.work.cached import cached
 
 
 @cached

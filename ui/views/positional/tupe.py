@@ -6,9 +6,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from backend.analysis.positional import tupe as positional_tupe
-from backend.analysis.positional.params import TUPE_TEXTS
-from backend.analysis.positional.tupe import (
+from isoscope.analysis.positional import tupe as positional_tupe
+from isoscope.analysis.positional.params import TUPE_TEXTS
+from isoscope.analysis.positional.tupe import (
     REGIONS,
     TERMS,
     TupeSummary,
@@ -16,14 +16,14 @@ from backend.analysis.positional.tupe import (
     supports_tupe,
     tupe_summary,
 )
-from backend.engine.errors import IsoscopeError
-from backend.engine.extraction import ExtractionResult
-from backend.engine.load.models import LoadedModel
-from backend.plots import positional as plots
-from ui.frame.page import explainer
-from ui.sharing.downloads import download_buttons
-from ui.views.positional.shared import SOURCES, rotary_note, text_extraction
-from ui.work.cached import cached, heavy
+from isoscope.engine.errors import IsoscopeError
+from isoscope.engine.extraction import ExtractionResult
+from isoscope.engine.load.models import LoadedModel
+from isoscope.plots import positional as plots
+from isoscope.ui.frame.page import explainer
+from isoscope.ui.sharing.downloads import download_buttons
+from isoscope.ui.views.positional.shared import SOURCES, rotary_note, text_extraction
+from isoscope.ui.work.cached import cached, heavy
 
 
 @heavy("Decomposing first-layer logits:", "texts")

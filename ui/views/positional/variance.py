@@ -6,9 +6,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from backend.analysis.positional import nope
-from backend.analysis.positional.nope import NopeSettings, VarianceCurves, variance_on_model
-from backend.analysis.positional.params import (
+from isoscope.analysis.positional import nope
+from isoscope.analysis.positional.nope import NopeSettings, VarianceCurves, variance_on_model
+from isoscope.analysis.positional.params import (
     NOPE_D_MODEL,
     NOPE_FIT_FROM,
     NOPE_HEADS,
@@ -17,16 +17,16 @@ from backend.analysis.positional.params import (
     NOPE_SEEDS,
     NOPE_SEQ_LEN,
 )
-from backend.analysis.positional.summaries import variance_slope_table
-from backend.engine.errors import IsoscopeError
-from backend.engine.extraction import ExtractionResult
-from backend.engine.load.models import LoadedModel
-from backend.plots import positional as plots
-from ui.frame.page import explainer
-from ui.views.positional.shared import SOURCES, text_extraction
-from ui.widgets.charts import chart_with_downloads
-from ui.widgets.controls import choice_slider, interval_number
-from ui.work.cached import heavy
+from isoscope.analysis.positional.summaries import variance_slope_table
+from isoscope.engine.errors import IsoscopeError
+from isoscope.engine.extraction import ExtractionResult
+from isoscope.engine.load.models import LoadedModel
+from isoscope.plots import positional as plots
+from isoscope.ui.frame.page import explainer
+from isoscope.ui.views.positional.shared import SOURCES, text_extraction
+from isoscope.ui.widgets.charts import chart_with_downloads
+from isoscope.ui.widgets.controls import choice_slider, interval_number
+from isoscope.ui.work.cached import heavy
 
 
 @heavy("Random models:")

@@ -3,20 +3,20 @@ the analysis behind the run button) in ``run``, the verdict and end metrics in `
 decision and its llm-compressor recipe in ``decision``, then one module per tab: ``strip``,
 ``tokens``, ``schemes``, ``sensitivity``, ``before_after`` and ``sites``; what they share in
 ``shared``. Each tab runs only while it is open (lazy tabs); the arithmetic lives in
-backend.analysis.quant."""
+isoscope.analysis.quant."""
 
 from __future__ import annotations
 
-from backend.analysis.quant.readiness import QuantReport
-from backend.engine.inputs.corpus import Corpus
-from backend.engine.load.models import LoadedModel
-from ui.frame.tabs import lazy_tabs
-from ui.views.quant.before_after import before_after_tab
-from ui.views.quant.schemes import schemes_tab
-from ui.views.quant.sensitivity import sensitivity_tab
-from ui.views.quant.sites import sites_tab
-from ui.views.quant.strip import strip_tab
-from ui.views.quant.tokens import tokens_tab
+from isoscope.analysis.quant.readiness import QuantReport
+from isoscope.engine.inputs.corpus import Corpus
+from isoscope.engine.load.models import LoadedModel
+from isoscope.ui.frame.tabs import lazy_tabs
+from isoscope.ui.views.quant.before_after import before_after_tab
+from isoscope.ui.views.quant.schemes import schemes_tab
+from isoscope.ui.views.quant.sensitivity import sensitivity_tab
+from isoscope.ui.views.quant.sites import sites_tab
+from isoscope.ui.views.quant.strip import strip_tab
+from isoscope.ui.views.quant.tokens import tokens_tab
 
 TABS = ["Layers × role", "Token × channel", "Schemes", "Sensitivity", "Before / after", "Sites"]
 

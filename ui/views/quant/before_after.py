@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import streamlit as st
 
-from backend.analysis.quant.before_after import ChannelProfile, before_after, channel_profile
-from backend.analysis.quant.readiness import QuantReport, QuantScan
-from backend.analysis.quant.schemes import SCHEME_LABELS
-from backend.engine.inputs.corpus import Corpus
-from backend.engine.load.models import LoadedModel
-from backend.plots.quant import before_after_frame, channel_figure, moved_figure
-from ui.frame.page import explainer
-from ui.sharing.downloads import download_buttons
-from ui.views.quant.shared import site_name
-from ui.work.cached import cached, heavy
+from isoscope.analysis.quant.before_after import ChannelProfile, before_after, channel_profile
+from isoscope.analysis.quant.readiness import QuantReport, QuantScan
+from isoscope.analysis.quant.schemes import SCHEME_LABELS
+from isoscope.engine.inputs.corpus import Corpus
+from isoscope.engine.load.models import LoadedModel
+from isoscope.plots.quant import before_after_frame, channel_figure, moved_figure
+from isoscope.ui.frame.page import explainer
+from isoscope.ui.sharing.downloads import download_buttons
+from isoscope.ui.views.quant.shared import site_name
+from isoscope.ui.work.cached import cached, heavy
 
 
 @heavy("Smoothing and rotating every site:", "sites")

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import streamlit as st
 
-from backend.analysis.quant.params import IGNORE_SHARE
-from backend.analysis.quant.readiness import QuantReport
-from backend.analysis.quant.recipe import Recipe, build_recipe, predict
-from backend.engine.errors import IsoscopeError
-from backend.engine.inputs.corpus import Corpus
-from backend.engine.load.models import LoadedModel, private_copy
-from ui.sharing.downloads import download_buttons
-from ui.views.quant.shared import RECIPE_ANCHOR
-from ui.widgets.controls import interval_slider
-from ui.work.cached import heavy
+from isoscope.analysis.quant.params import IGNORE_SHARE
+from isoscope.analysis.quant.readiness import QuantReport
+from isoscope.analysis.quant.recipe import Recipe, build_recipe, predict
+from isoscope.engine.errors import IsoscopeError
+from isoscope.engine.inputs.corpus import Corpus
+from isoscope.engine.load.models import LoadedModel, private_copy
+from isoscope.ui.sharing.downloads import download_buttons
+from isoscope.ui.views.quant.shared import RECIPE_ANCHOR
+from isoscope.ui.widgets.controls import interval_slider
+from isoscope.ui.work.cached import heavy
 
 
 @heavy("Predicting the recipe's end metric:", "passes")

@@ -9,23 +9,23 @@ from dataclasses import replace
 
 import streamlit as st
 
-from backend.analysis.quant.params import ALPHA_GRID, KEEP_K, QUANT_MAX_LENGTH, SMOOTHQUANT_ALPHA
-from backend.analysis.quant.readiness import (
+from isoscope.analysis.quant.params import ALPHA_GRID, KEEP_K, QUANT_MAX_LENGTH, SMOOTHQUANT_ALPHA
+from isoscope.analysis.quant.readiness import (
     QuantReport,
     QuantScan,
     evaluate,
     report_from,
     scan_sites,
 )
-from backend.engine.errors import IsoscopeError
-from backend.engine.inputs.corpus import Corpus
-from backend.engine.inputs.pairs import SentencePairs, read_pairs_csv, sts_sample
-from backend.engine.load.models import LoadedModel, private_copy
-from ui.frame.page import explainer
-from ui.sharing.exports import remember_quant
-from ui.widgets.controls import choice_slider, interval_number, interval_slider
-from ui.widgets.ranges import QUANT_ALPHA_AUTO, QUANT_PAIRS
-from ui.work.cached import heavy
+from isoscope.engine.errors import IsoscopeError
+from isoscope.engine.inputs.corpus import Corpus
+from isoscope.engine.inputs.pairs import SentencePairs, read_pairs_csv, sts_sample
+from isoscope.engine.load.models import LoadedModel, private_copy
+from isoscope.ui.frame.page import explainer
+from isoscope.ui.sharing.exports import remember_quant
+from isoscope.ui.widgets.controls import choice_slider, interval_number, interval_slider
+from isoscope.ui.widgets.ranges import QUANT_ALPHA_AUTO, QUANT_PAIRS
+from isoscope.ui.work.cached import heavy
 
 RAN_KEY = "quant_ran"
 
@@ -81,7 +81,7 @@ def get_report(
 def choose_pairs() -> SentencePairs | None:
     """The encoder's STS pairs for the quant page: none, the bundled CC0 sample (as on the
     Similarity page when nothing is uploaded) or an uploaded CSV read by the one pairs reader.
-    Raises :class:`~backend.engine.errors.InputError` for an unreadable upload."""
+    Raises :class:`~isoscope.engine.errors.InputError` for an unreadable upload."""
     choice = st.selectbox(
         "STS pairs (encoders: the Spearman change per scheme)",
         list(QUANT_PAIRS.options),

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from backend.analysis.quant.readiness import QuantReport
-from backend.plots.quant import scheme_figure, scheme_frame
-from ui.frame.page import explainer
-from ui.sharing.downloads import download_buttons
+from isoscope.analysis.quant.readiness import QuantReport
+from isoscope.plots.quant import scheme_figure, scheme_frame
+from isoscope.ui.frame.page import explainer
+from isoscope.ui.sharing.downloads import download_buttons
 
 
 def schemes_tab(report: QuantReport) -> None:

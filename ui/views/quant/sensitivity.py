@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import streamlit as st
 
-from backend.analysis.quant.readiness import QuantReport, QuantScan, prefix_curve
-from backend.engine.inputs.corpus import Corpus
-from backend.engine.load.models import LoadedModel, private_copy
-from backend.plots.quant import prefix_figure, sensitivity_figure
-from ui.frame.page import explainer
-from ui.sharing.downloads import download_buttons
-from ui.work.cached import heavy
+from isoscope.analysis.quant.readiness import QuantReport, QuantScan, prefix_curve
+from isoscope.engine.inputs.corpus import Corpus
+from isoscope.engine.load.models import LoadedModel, private_copy
+from isoscope.plots.quant import prefix_figure, sensitivity_figure
+from isoscope.ui.frame.page import explainer
+from isoscope.ui.sharing.downloads import download_buttons
+from isoscope.ui.work.cached import heavy
 
 
 @heavy("Quantizing blocks 1..k:", "blocks")

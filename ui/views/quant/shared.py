@@ -3,7 +3,7 @@ section, which the verdict links to, and a site's label in the site pickers."""
 
 from __future__ import annotations
 
-from backend.analysis.quant.sites import ROLE_LABELS
+from isoscope.analysis.quant.sites import ROLE_LABELS
 
 RECIPE_ANCHOR = "quant-recipe"  # the recipe section's heading, linked from the verdict
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import streamlit as st
 
-from backend.analysis.quant.readiness import QuantReport
-from backend.analysis.quant.schemes import SCHEME_LABELS
-from backend.engine.errors import IsoscopeError
-from backend.engine.inputs.corpus import Corpus
-from backend.engine.load.models import LoadedModel
-from backend.engine.params import massive_rule
-from backend.plots.quant import sites_frame
-from ui.sharing.downloads import download_buttons
-from ui.work.extraction import get_extraction
+from isoscope.analysis.quant.readiness import QuantReport
+from isoscope.analysis.quant.schemes import SCHEME_LABELS
+from isoscope.engine.errors import IsoscopeError
+from isoscope.engine.inputs.corpus import Corpus
+from isoscope.engine.load.models import LoadedModel
+from isoscope.engine.params import massive_rule
+from isoscope.plots.quant import sites_frame
+from isoscope.ui.sharing.downloads import download_buttons
+from isoscope.ui.work.extraction import get_extraction
 
 
 def with_outlier_dims(report: QuantReport) -> QuantReport:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from backend.analysis.quant.readiness import QuantReport
-from backend.analysis.quant.readiness.report import MIN_BOOTSTRAP_TEXTS
-from backend.analysis.quant.schemes import SCHEME_LABELS
-from backend.engine.inputs.pairs import SentencePairs
-from backend.engine.load.models import LoadedModel
-from ui.views.quant.shared import RECIPE_ANCHOR
+from isoscope.analysis.quant.readiness import QuantReport
+from isoscope.analysis.quant.readiness.report import MIN_BOOTSTRAP_TEXTS
+from isoscope.analysis.quant.schemes import SCHEME_LABELS
+from isoscope.engine.inputs.pairs import SentencePairs
+from isoscope.engine.load.models import LoadedModel
+from isoscope.ui.views.quant.shared import RECIPE_ANCHOR
 
 
 def summary(loaded: LoadedModel, report: QuantReport, pairs: SentencePairs | None) -> None:

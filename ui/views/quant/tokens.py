@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import streamlit as st
 
-from backend.analysis.quant.readiness import MagnitudeTiles, QuantReport, site_magnitudes
-from backend.analysis.quant.sites import Site
-from backend.engine.errors import IsoscopeError
-from backend.engine.inputs.corpus import Corpus
-from backend.engine.load.models import LoadedModel
-from backend.plots.quant import magnitude_figure
-from ui.frame.page import explainer
-from ui.sharing.downloads import download_buttons
-from ui.views.quant.shared import site_name
-from ui.work.cached import heavy
+from isoscope.analysis.quant.readiness import MagnitudeTiles, QuantReport, site_magnitudes
+from isoscope.analysis.quant.sites import Site
+from isoscope.engine.errors import IsoscopeError
+from isoscope.engine.inputs.corpus import Corpus
+from isoscope.engine.load.models import LoadedModel
+from isoscope.plots.quant import magnitude_figure
+from isoscope.ui.frame.page import explainer
+from isoscope.ui.sharing.downloads import download_buttons
+from isoscope.ui.views.quant.shared import site_name
+from isoscope.ui.work.cached import heavy
 
 
 @heavy(lambda loaded, corpus, n_texts, max_length, site: f"Reading {site.name}:", "batches")

@@ -20,10 +20,10 @@ Everything runs on a private copy of the model by default (``in_place=False``): 
 that other pages share is never modified, not even for a moment.
 """
 
-from backend.analysis.layernorm.ablation.effects import AblationReport, Effect
-from backend.analysis.layernorm.ablation.masking import MASK_RATE, MaskedCorpus, mask_tokens
-from backend.analysis.layernorm.ablation.runs import run_ablation
-from backend.analysis.layernorm.ablation.surgery import (
+from isoscope.analysis.layernorm.ablation.effects import AblationReport, Effect
+from isoscope.analysis.layernorm.ablation.masking import MASK_RATE, MaskedCorpus, mask_tokens
+from isoscope.analysis.layernorm.ablation.runs import run_ablation
+from isoscope.analysis.layernorm.ablation.surgery import (
     ablated,
     has_mlm_checkpoint,
     masked_norms,
@@ -31,7 +31,7 @@ from backend.analysis.layernorm.ablation.surgery import (
     private_copy,
     random_control_dims,
 )
-from backend.analysis.layernorm.ablation.sweep import SweepResult, sweep
+from isoscope.analysis.layernorm.ablation.sweep import SweepResult, sweep
 
 __all__ = [
     "MASK_RATE",

@@ -1,5 +1,5 @@
 """The ablation's forward passes: the extraction's batching and padding rule
-(:func:`backend.engine.extraction.plan_batches`, :func:`~backend.engine.extraction.pad_rows`), all
+(:func:`isoscope.engine.extraction.plan_batches`, :func:`~isoscope.engine.extraction.pad_rows`), all
 hidden states on the CPU in float64, and the cosine the effects are measured with."""
 
 from __future__ import annotations
@@ -9,16 +9,16 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from backend.analysis.geometry.isotropy import cosine_rows
-from backend.engine.budget.batching import plan_batches
-from backend.engine.device import to_numpy
-from backend.engine.extraction import TokenizedCorpus, pad_rows, residual_states
-from backend.engine.extraction.media import MediaTokens, media_forward
-from backend.engine.load.models import LoadedModel
+from isoscope.analysis.anisotropy import cosine_rows
+from isoscope.engine.budget.batching import plan_batches
+from isoscope.engine.device import to_numpy
+from isoscope.engine.extraction import TokenizedCorpus, pad_rows, residual_states
+from isoscope.engine.extraction.media import MediaTokens, media_forward
+from isoscope.engine.load.models import LoadedModel
 
 
 def padded(rows: Sequence[np.ndarray], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`backend.engine.extraction.pad_rows` as int64 tensors ``(ids, attention_mask)``."""
+    """:func:`isoscope.engine.extraction.pad_rows` as int64 tensors ``(ids, attention_mask)``."""
     ids, mask = pad_rows(rows, pad_id)
     return torch.from_numpy(ids), torch.from_numpy(mask)
 
@@ -44,12 +44,12 @@ def media_hidden_states_cpu(
 
 
 def ablation_batches(tokenized: TokenizedCorpus, batch_size: int) -> list[np.ndarray]:
-    """:func:`backend.engine.extraction.plan_batches`, with each batch of texts or clips that must
+    """:func:`isoscope.engine.extraction.plan_batches`, with each batch of texts or clips that must
     not be padded (``TokenizedCorpus.group``: FNet's Fourier mixing, group-norm wav2vec2) of one
     length."""
     return plan_batches(tokenized.lengths, batch_size, group=tokenized.group)
 
 
 def cosines(a: torch.Tensor, b: torch.Tensor) -> np.ndarray:
-    """Cosine along the last axis (backend.analysis.geometry.isotropy.cosine_rows); zero vectors give 0."""
+    """Cosine along the last axis (isoscope.analysis.anisotropy.cosine_rows); zero vectors give 0."""
     return cosine_rows(to_numpy(a), to_numpy(b))

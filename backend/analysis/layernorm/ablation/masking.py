@@ -8,9 +8,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from backend.engine.errors import InputError
-from backend.engine.extraction import TokenizedCorpus
-from backend.engine.load.models import LoadedModel
+from isoscope.engine.errors import InputError
+from isoscope.engine.extraction import TokenizedCorpus
+from isoscope.engine.load.models import LoadedModel
 
 MASK_RATE = 0.15
 

@@ -11,40 +11,40 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from backend.analysis.geometry.isotropy import N_PAIRS, different_text_pairs, mean_pair_cosine
-from backend.analysis.geometry.similarity import spearman100
-from backend.analysis.layernorm.ablation.effects import AblationReport, Effect
-from backend.analysis.layernorm.ablation.forward import (
+from isoscope.analysis.anisotropy import N_PAIRS, different_text_pairs, mean_pair_cosine
+from isoscope.analysis.layernorm.ablation.effects import AblationReport, Effect
+from isoscope.analysis.layernorm.ablation.forward import (
     ablation_batches,
     cosines,
     hidden_states_cpu,
     media_hidden_states_cpu,
     padded,
 )
-from backend.analysis.layernorm.ablation.masking import (
+from isoscope.analysis.layernorm.ablation.masking import (
     MASK_RATE,
     MaskedCorpus,
     mask_token_id,
     mask_tokens,
     mlm_loss_sum,
 )
-from backend.analysis.layernorm.ablation.surgery import (
+from isoscope.analysis.layernorm.ablation.surgery import (
     ablated,
     parse_dims,
     private_copy,
     random_control_dims,
 )
-from backend.analysis.layernorm.params import NormSite, norms_of, select_norms
-from backend.analysis.layernorm.thresholds import RANDOM_CONTROLS
-from backend.engine.budget.progress import Progress, counter
-from backend.engine.device import to_numpy
-from backend.engine.errors import InputError
-from backend.engine.extraction import TokenizedCorpus, pad_token_id, tokenize
-from backend.engine.extraction.media import MediaTokens, is_media, prepare_media
-from backend.engine.extraction.pooling import masked_mean
-from backend.engine.load.models import LoadedModel
-from backend.engine.naming import hidden_state_names
-from backend.engine.params import BATCH_SIZE, MAX_LENGTH
+from isoscope.analysis.layernorm.params import NormSite, norms_of, select_norms
+from isoscope.analysis.layernorm.thresholds import RANDOM_CONTROLS
+from isoscope.analysis.similarity import spearman100
+from isoscope.engine.budget.progress import Progress, counter
+from isoscope.engine.device import to_numpy
+from isoscope.engine.errors import InputError
+from isoscope.engine.extraction import TokenizedCorpus, pad_token_id, tokenize
+from isoscope.engine.extraction.media import MediaTokens, is_media, prepare_media
+from isoscope.engine.extraction.pooling import masked_mean
+from isoscope.engine.load.models import LoadedModel
+from isoscope.engine.naming import hidden_state_names
+from isoscope.engine.params import BATCH_SIZE, MAX_LENGTH
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ class _PairSet:
 
     def spearman(self, run: _Run) -> np.ndarray:
         """Spearman x 100 of one run's pair cosines vs gold per hidden state (as
-        backend.analysis.geometry.similarity reports STS)."""
+        isoscope.analysis.similarity reports STS)."""
         pair_cos = cosines(run.pooled[:, self.left], run.pooled[:, self.right])  # (S, n_pairs)
         return np.array([spearman100(row, self.gold) for row in pair_cos], dtype=np.float64)
 
@@ -237,7 +237,7 @@ def run_ablation(
     ``mlm`` computes the masked-token loss when the model has an MLM head. ``in_place=True`` skips
     the private copy (for a process that owns the model, like the CLI).
 
-    ``items`` are texts, or images or clips (:class:`backend.engine.inputs.media.MediaItem`): for media no LM loss
+    ``items`` are texts, or images or clips (:class:`isoscope.engine.inputs.media.MediaItem`): for media no LM loss
     and no sentence pair, so the end metric is the final-state cosine (``embedding_cosine`` at the
     last state: the mean cosine between the unablated and ablated mean-pooled final state).
     """

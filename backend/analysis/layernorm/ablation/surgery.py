@@ -11,16 +11,16 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
-from backend.analysis.geometry.postprocess import parse_dims as parse_typed_dims
-from backend.analysis.layernorm.params import NormSite, find_norms, norms_of, select_norms
-from backend.engine.arch.hooks import forward_hooks
-from backend.engine.errors import InputError
-from backend.engine.load.models import (
+from isoscope.analysis.layernorm.params import NormSite, find_norms, norms_of, select_norms
+from isoscope.analysis.projections.postprocess import parse_dims as parse_typed_dims
+from isoscope.engine.arch.hooks import forward_hooks
+from isoscope.engine.errors import InputError
+from isoscope.engine.load.models import (
     LoadedModel,
     private_copy,  # noqa: F401 - re-exported for the ablation
     resolve_folder,
 )
-from backend.engine.load.source import parse_source
+from isoscope.engine.load.source import parse_source
 
 
 def parse_dims(text: str | Sequence[int], width: int) -> list[int]:

@@ -11,32 +11,32 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from backend.analysis.layernorm.ablation.forward import (
+from isoscope.analysis.layernorm.ablation.forward import (
     cosines,
     hidden_states_cpu,
     media_hidden_states_cpu,
     padded,
 )
-from backend.analysis.layernorm.ablation.masking import (
+from isoscope.analysis.layernorm.ablation.masking import (
     MASK_RATE,
     mask_token_id,
     mask_tokens,
     mlm_loss_sum,
 )
-from backend.analysis.layernorm.ablation.surgery import (
+from isoscope.analysis.layernorm.ablation.surgery import (
     ablated,
     masked_norms,
     parse_dims,
     private_copy,
 )
-from backend.analysis.layernorm.params import NormSite, norms_of, select_norms
-from backend.engine.budget.progress import Progress
-from backend.engine.errors import InputError
-from backend.engine.extraction import TokenizedCorpus, pad_token_id, tokenize
-from backend.engine.extraction.media import MediaTokens, is_media, prepare_media
-from backend.engine.extraction.pooling import masked_mean
-from backend.engine.load.models import LoadedModel
-from backend.engine.naming import hidden_state_names
+from isoscope.analysis.layernorm.params import NormSite, norms_of, select_norms
+from isoscope.engine.budget.progress import Progress
+from isoscope.engine.errors import InputError
+from isoscope.engine.extraction import TokenizedCorpus, pad_token_id, tokenize
+from isoscope.engine.extraction.media import MediaTokens, is_media, prepare_media
+from isoscope.engine.extraction.pooling import masked_mean
+from isoscope.engine.load.models import LoadedModel
+from isoscope.engine.naming import hidden_state_names
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ end-to-end loss (docs/methods.md section 10), in four modules along the analysis
 - :mod:`.tiles`: :func:`site_magnitudes`, one site's token x channel |x| view.
 """
 
-from backend.analysis.quant.readiness.evaluation import (
+from isoscope.analysis.quant.readiness.evaluation import (
     Evaluation,
     bootstrap_intervals,
     evaluate,
@@ -22,14 +22,14 @@ from backend.analysis.quant.readiness.evaluation import (
     quantized_state,
     spearman,
 )
-from backend.analysis.quant.readiness.report import (
+from isoscope.analysis.quant.readiness.report import (
     QuantReport,
     analyse,
     outlier_dims_per_block,
     report_from,
     role_label,
 )
-from backend.analysis.quant.readiness.scan import (
+from isoscope.analysis.quant.readiness.scan import (
     TOP_CHANNELS,
     QuantScan,
     SiteAccumulator,
@@ -38,8 +38,8 @@ from backend.analysis.quant.readiness.scan import (
     scan_sites,
     weighted_median,
 )
-from backend.analysis.quant.readiness.tiles import MagnitudeTiles, site_magnitudes
-from backend.analysis.quant.sites import is_projection
+from isoscope.analysis.quant.readiness.tiles import MagnitudeTiles, site_magnitudes
+from isoscope.analysis.quant.sites import is_projection
 
 __all__ = [
     "TOP_CHANNELS",

@@ -21,17 +21,17 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from backend.analysis.quant.params import ALPHA_GRID, KEEP_K, SMOOTHQUANT_ALPHA, check_keep_alpha
-from backend.analysis.quant.readiness.scan import QuantScan, last_state
-from backend.analysis.quant.schemes import SCHEMES, quant_per_row, relative_error, transforms
-from backend.analysis.quant.sites import weight_matrix
-from backend.engine.arch.hooks import forward_hooks
-from backend.engine.budget.progress import Progress, report
-from backend.engine.device import to_numpy
-from backend.engine.errors import InputError
+from isoscope.analysis.quant.params import ALPHA_GRID, KEEP_K, SMOOTHQUANT_ALPHA, check_keep_alpha
+from isoscope.analysis.quant.readiness.scan import QuantScan, last_state
+from isoscope.analysis.quant.schemes import SCHEMES, quant_per_row, relative_error, transforms
+from isoscope.analysis.quant.sites import weight_matrix
+from isoscope.engine.arch.hooks import forward_hooks
+from isoscope.engine.budget.progress import Progress, report
+from isoscope.engine.device import to_numpy
+from isoscope.engine.errors import InputError
 
 if TYPE_CHECKING:
-    from backend.engine.inputs.pairs import SentencePairs
+    from isoscope.engine.inputs.pairs import SentencePairs
 
 
 def output_embeddings(loaded) -> torch.Tensor | None:
@@ -139,7 +139,7 @@ def pairs_spearman(
     """STS Spearman x 100 of the mean-pooled final state on ``pairs``, with whatever hooks and
     weights the model has now: ``isoscope sts``'s pooling and scoring (its raw score at the last
     state), so the full-precision value matches that command's."""
-    from backend.analysis.geometry.similarity import pool_pairs, sts_by_state
+    from isoscope.analysis.similarity import pool_pairs, sts_by_state
 
     first, second = pool_pairs(loaded, pairs, max_length, batch_size)
     return sts_by_state(first[-1:], second[-1:], pairs.scores, [[]], state_names=("final",))[0][

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from backend.analysis.quant.params import (
+from isoscope.analysis.quant.params import (
     END_TOKENS,
     ERROR_TOKENS,
     KEEP_K,
@@ -18,14 +18,14 @@ from backend.analysis.quant.params import (
     SMOOTHQUANT_ALPHA,
     check_keep_alpha,
 )
-from backend.analysis.quant.readiness.evaluation import alpha_sweep, best_alpha, evaluate, spearman
-from backend.analysis.quant.readiness.scan import QuantScan, scan_sites
-from backend.analysis.quant.schemes import SCHEME_LABELS, SCHEMES
-from backend.analysis.quant.sites import ROLE_LABELS
-from backend.engine.budget.progress import Progress, report
+from isoscope.analysis.quant.readiness.evaluation import alpha_sweep, best_alpha, evaluate, spearman
+from isoscope.analysis.quant.readiness.scan import QuantScan, scan_sites
+from isoscope.analysis.quant.schemes import SCHEME_LABELS, SCHEMES
+from isoscope.analysis.quant.sites import ROLE_LABELS
+from isoscope.engine.budget.progress import Progress, report
 
 if TYPE_CHECKING:
-    from backend.engine.inputs.pairs import SentencePairs
+    from isoscope.engine.inputs.pairs import SentencePairs
 
 
 MIN_BOOTSTRAP_TEXTS = 8  # below this, resampling texts gives too few distinct means to trust
@@ -359,10 +359,10 @@ def role_label(role: str) -> str:
 def outlier_dims_per_block(
     result, by_state: list[list[int]] | None = None
 ) -> dict[int, tuple[int, ...]]:
-    """Hidden-state outlier dims (``backend.analysis.geometry.outliers.outlier_dims_by_state``,
+    """Hidden-state outlier dims (``isoscope.analysis.outliers.outlier_dims_by_state``,
     the headline rule) per block index: block ``i`` reads the hidden state ``i`` (0 = the
     embeddings). ``by_state``: that function's answer for ``result``, when already computed."""
-    from backend.analysis.geometry.outliers import outlier_dims_by_state as headline_by_state
+    from isoscope.analysis.outliers import outlier_dims_by_state as headline_by_state
 
     dims = by_state if by_state is not None else headline_by_state(result)
     return {i: tuple(int(j) for j in dims[i]) for i in range(result.num_states - 1)}

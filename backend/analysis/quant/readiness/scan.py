@@ -1,7 +1,7 @@
 """The pass over the corpus (docs/methods.md section 10).
 
 :func:`scan_sites` runs the model once over the corpus (sites from :mod:`..sites`, inputs recorded
-with ``backend.engine.arch.hooks.forward_hooks``) and streams, per site, over every non-padding token:
+with ``isoscope.engine.arch.hooks.forward_hooks``) and streams, per site, over every non-padding token:
 
 - ``act_max`` (in,): the per-channel max |x|, exactly SmoothQuant's ``act_scales``;
 - max |x|, the share of values with |x| >= 6 (LLM.int8's magnitude), and the power sums of x
@@ -33,19 +33,19 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from backend.analysis.quant.params import (
+from isoscope.analysis.quant.params import (
     END_TOKENS,
     ERROR_TOKENS,
     QUANT_BATCH_SIZE,
     QUANT_MAX_LENGTH,
 )
-from backend.analysis.quant.sites import Site, SiteMap, discover_sites, find_blocks
-from backend.engine.arch.hooks import forward_hooks
-from backend.engine.budget.batching import plan_batches
-from backend.engine.budget.progress import Progress, report
-from backend.engine.errors import InputError
-from backend.engine.extraction import TokenizedCorpus, pad_batch, pad_token_id, tokenize
-from backend.engine.params import LLM_INT8_THRESHOLD, MASSIVE_ABS_THRESHOLD, MASSIVE_MEDIAN_RATIO
+from isoscope.analysis.quant.sites import Site, SiteMap, discover_sites, find_blocks
+from isoscope.engine.arch.hooks import forward_hooks
+from isoscope.engine.budget.batching import plan_batches
+from isoscope.engine.budget.progress import Progress, report
+from isoscope.engine.errors import InputError
+from isoscope.engine.extraction import TokenizedCorpus, pad_batch, pad_token_id, tokenize
+from isoscope.engine.params import LLM_INT8_THRESHOLD, MASSIVE_ABS_THRESHOLD, MASSIVE_MEDIAN_RATIO
 
 MIN_END_TEXTS = (
     8  # texts the end metric spreads over on a causal model (the bootstrap is over texts)

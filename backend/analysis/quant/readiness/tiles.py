@@ -10,15 +10,15 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from backend.analysis.quant.params import QUANT_BATCH_SIZE, QUANT_MAX_LENGTH
-from backend.analysis.quant.readiness.evaluation import run_model
-from backend.analysis.quant.readiness.scan import padded, select_rows
-from backend.analysis.quant.sites import Site
-from backend.engine.arch.hooks import forward_hooks
-from backend.engine.budget.progress import Progress, report
-from backend.engine.device import to_numpy
-from backend.engine.errors import UnsupportedModelError
-from backend.engine.extraction import pad_token_id, tokenize
+from isoscope.analysis.quant.params import QUANT_BATCH_SIZE, QUANT_MAX_LENGTH
+from isoscope.analysis.quant.readiness.evaluation import run_model
+from isoscope.analysis.quant.readiness.scan import padded, select_rows
+from isoscope.analysis.quant.sites import Site
+from isoscope.engine.arch.hooks import forward_hooks
+from isoscope.engine.budget.progress import Progress, report
+from isoscope.engine.device import to_numpy
+from isoscope.engine.errors import UnsupportedModelError
+from isoscope.engine.extraction import pad_token_id, tokenize
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from isoscope.ui.frame.selection import Selection
 from tests.media_models import audio_folder, image_folder, save_audio_model, save_image_model
-from ui.frame.selection import Selection
 
 APP = str(Path(__file__).resolve().parents[4] / "app.py")
 TIMEOUT = 300

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from isoscope.ui.frame.selection import Selection
+from isoscope.ui.views.positional import TABS
 from tests.app.pages.positional.helpers import media_page, open_tab, page, titles
-from ui.frame.selection import Selection
-from ui.views.positional import TABS
 
 
 def test_every_tab_renders():

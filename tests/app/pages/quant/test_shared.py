@@ -4,8 +4,8 @@ opened, and the site pickers name each site by block, role and module."""
 
 from __future__ import annotations
 
+from isoscope.ui.views.quant import TABS
 from tests.app.pages.quant.helpers import open_tab, ran, subheaders
-from ui.views.quant import TABS
 
 SUBHEADERS = {
     "Layers × role": "Layers × role",

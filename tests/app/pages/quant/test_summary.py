@@ -4,9 +4,9 @@ full-precision and per-scheme STS Spearman."""
 
 from __future__ import annotations
 
-from backend.analysis.quant.params import KEEP_K
+from isoscope.analysis.quant.params import KEEP_K
+from isoscope.ui.views.quant.shared import RECIPE_ANCHOR
 from tests.app.pages.quant.helpers import TINY_BERT, page, ran, rerun, run_analysis, verdict
-from ui.views.quant.shared import RECIPE_ANCHOR
 
 
 def test_the_verdict_links_to_the_decision_and_its_recipe(tiny_llama_dir):

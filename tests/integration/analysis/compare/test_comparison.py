@@ -12,11 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from backend.analysis.compare.comparison import compare, comparison_report
-from backend.engine.extraction import ExtractionSettings, extract
-from backend.engine.inputs.corpus import corpus_from_text
-from backend.engine.inputs.pairs import sts_sample
-from backend.engine.load.models import load_model
+from isoscope.analysis.compare.comparison import compare, comparison_report
+from isoscope.engine.extraction import ExtractionSettings, extract
+from isoscope.engine.inputs.corpus import corpus_from_text
+from isoscope.engine.inputs.pairs import sts_sample
+from isoscope.engine.load.models import load_model
 from tests.clirun import run_backend
 from tests.comparison_inputs import assert_same_comparison as _assert_same_comparison
 
@@ -129,8 +129,8 @@ def test_sts_by_state(tiny_bert_dir, small_corpus):
 def test_the_cache_key_covers_every_option_with_its_default(tiny_bert_dir, small_corpus, tmp_path):
     """The page and the CLI pass different subsets of compare's options; defaults spelled out or
     left out give one key, any changed option another."""
-    from backend.analysis.compare.comparison import compare_with_cache, comparison_cache_key
-    from backend.engine.store.cache import ResultCache
+    from isoscope.analysis.compare.comparison import compare_with_cache, comparison_cache_key
+    from isoscope.engine.store.cache import ResultCache
 
     a = load_model(str(tiny_bert_dir), device="cpu")
     b = load_model(f"random-like:{tiny_bert_dir}", device="cpu")

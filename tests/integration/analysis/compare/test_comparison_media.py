@@ -9,12 +9,12 @@ import json
 import numpy as np
 import pytest
 
-from backend.analysis.compare.comparison import compare, comparison_report
-from backend.engine.errors import InputError
-from backend.engine.extraction import ExtractionSettings, extract
-from backend.engine.inputs.media import load_media_folder
-from backend.engine.inputs.pairs import sts_sample
-from backend.engine.load.models import load_model
+from isoscope.analysis.compare.comparison import compare, comparison_report
+from isoscope.engine.errors import InputError
+from isoscope.engine.extraction import ExtractionSettings, extract
+from isoscope.engine.inputs.media import load_media_folder
+from isoscope.engine.inputs.pairs import sts_sample
+from isoscope.engine.load.models import load_model
 from tests.clirun import run_backend
 from tests.media_models import audio_folder, image_folder, save_audio_model, save_image_model
 
@@ -105,8 +105,8 @@ def test_a_checkpoint_trajectory_on_images(media, tmp_path):
     """The Compare page's trajectory tab is generic: checkpoints of a ViT on an image folder."""
     import shutil
 
-    from backend.analysis.compare.trajectory import resolve_checkpoints, run_trajectory
-    from backend.engine.store.cache import ResultCache
+    from isoscope.analysis.compare.trajectory import resolve_checkpoints, run_trajectory
+    from isoscope.engine.store.cache import ResultCache
 
     run = tmp_path / "run"
     for step in (10, 20):

@@ -1,4 +1,4 @@
-"""A comparison through the real loader and extraction, cached on disk (backend.analysis.compare.storage):
+"""A comparison through the real loader and extraction, cached on disk (isoscope.analysis.compare.storage):
 read back in a new process, a corrupt entry recomputed, and a two-corpora comparison (no CKA, no
 LayerNorm) round-tripping."""
 
@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from backend.analysis.compare.comparison import compare
-from backend.engine.extraction import ExtractionSettings, extract
-from backend.engine.inputs.corpus import corpus_from_text
-from backend.engine.inputs.pairs import sts_sample
-from backend.engine.load.models import load_model
+from isoscope.analysis.compare.comparison import compare
+from isoscope.engine.extraction import ExtractionSettings, extract
+from isoscope.engine.inputs.corpus import corpus_from_text
+from isoscope.engine.inputs.pairs import sts_sample
+from isoscope.engine.load.models import load_model
 from tests.comparison_inputs import assert_same_comparison as _assert_same_comparison
 
 SMALL = ExtractionSettings(max_length=32, sample_size=2000)
@@ -24,8 +24,8 @@ def small_corpus(bundled):
 def test_a_comparison_is_cached_on_disk_and_a_corrupt_entry_is_recomputed(
     tiny_bert_dir, small_corpus, tmp_path
 ):
-    from backend.analysis.compare.storage import cached_compare, comparison_key
-    from backend.engine.store.cache import ResultCache
+    from isoscope.analysis.compare.storage import cached_compare, comparison_key
+    from isoscope.engine.store.cache import ResultCache
 
     a = load_model(str(tiny_bert_dir), device="cpu")
     b = load_model(f"random-like:{tiny_bert_dir}", device="cpu")
@@ -56,8 +56,8 @@ def test_a_comparison_is_cached_on_disk_and_a_corrupt_entry_is_recomputed(
 def test_two_corpora_comparison_round_trips_through_the_cache(
     tiny_bert_dir, small_corpus, tmp_path
 ):
-    from backend.analysis.compare.storage import cached_compare, comparison_key
-    from backend.engine.store.cache import ResultCache
+    from isoscope.analysis.compare.storage import cached_compare, comparison_key
+    from isoscope.engine.store.cache import ResultCache
 
     a = load_model(str(tiny_bert_dir), device="cpu")
     other = corpus_from_text("def main():\n    return 0\nSELECT * FROM users;\n")

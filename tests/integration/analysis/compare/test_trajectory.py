@@ -1,6 +1,6 @@
 """A real training trajectory: a tiny BERT-MLM and a tiny GPT-2 (2 layers, width 32) trained for
 300 steps on the bundled corpus with a plain torch loop, saved as checkpoint-0/100/200/300
-(safetensors + tokenizer), then analysed by backend.analysis.compare.trajectory and ``isoscope trajectory``.
+(safetensors + tokenizer), then analysed by isoscope.analysis.compare.trajectory and ``isoscope trajectory``.
 Also: adding a checkpoint computes only that one, and bad input (no checkpoints, mixed
 architectures, a damaged checkpoint) gets a clear message while the finished work is kept."""
 
@@ -15,15 +15,15 @@ import numpy as np
 import pytest
 import torch
 
-from backend.analysis.compare.trajectory import (
+from isoscope.analysis.compare.trajectory import (
     find_checkpoints,
     resolve_checkpoints,
     run_trajectory,
 )
-from backend.engine.errors import InputError
-from backend.engine.extraction import ExtractionSettings
-from backend.engine.inputs.corpus import bundled_corpus, corpus_from_text
-from backend.engine.store.cache import ResultCache
+from isoscope.engine.errors import InputError
+from isoscope.engine.extraction import ExtractionSettings
+from isoscope.engine.inputs.corpus import bundled_corpus, corpus_from_text
+from isoscope.engine.store.cache import ResultCache
 from tests.clirun import run_backend
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -170,16 +170,16 @@ def test_trajectory_of_a_real_training_run(trained_runs, corpus, tmp_path, kind)
 
 
 def test_adding_a_checkpoint_computes_only_that_one(trained_runs, corpus, tmp_path, monkeypatch):
-    import backend.engine.extraction
+    import isoscope.engine.extraction
 
     cache = ResultCache(tmp_path / "cache")
     all_four = find_checkpoints(trained_runs["bert"])
     first = run_trajectory(all_four[:3], corpus, SETTINGS, device="cpu", cache=cache)
     assert first.steps == [0, 100, 200]
     calls = []
-    real = backend.engine.extraction.extract
+    real = isoscope.engine.extraction.extract
     monkeypatch.setattr(
-        backend.engine.extraction,
+        isoscope.engine.extraction,
         "extract",
         lambda *a, **k: calls.append(a[0].info.source) or real(*a, **k),
     )

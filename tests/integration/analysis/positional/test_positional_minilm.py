@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from backend.analysis.geometry.outliers import outlier_dims
-from backend.analysis.positional.nope import variance_on_model
-from backend.analysis.positional.table import (
+from isoscope.analysis.outliers import outlier_dims
+from isoscope.analysis.positional.nope import variance_on_model
+from isoscope.analysis.positional.table import (
     ProbeSettings,
     analyse_position_table,
     embedding_layernorm,
@@ -16,8 +16,8 @@ from backend.analysis.positional.table import (
     position_table_weights,
     probe_result,
 )
-from backend.engine.errors import UnsupportedModelError
-from backend.engine.load.models import load_model
+from isoscope.engine.errors import UnsupportedModelError
+from isoscope.engine.load.models import load_model
 
 
 @pytest.fixture(scope="module")

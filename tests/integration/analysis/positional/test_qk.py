@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from backend.analysis.positional.qk import qk_stats
-from backend.engine.load.models import random_like
+from isoscope.analysis.positional.qk import qk_stats
+from isoscope.engine.load.models import random_like
 
 
 def test_queries_and_keys_trained_vs_random(minilm, bundled):

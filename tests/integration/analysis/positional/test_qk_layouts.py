@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from backend.analysis.positional.qk import qk_stats
-from backend.engine.load.models import load_model
+from isoscope.analysis.positional.qk import qk_stats
+from isoscope.engine.load.models import load_model
 from tests.tiny_decoders import save_tiny_decoder
 
 TEXTS = ["the cat sat on the mat today", "a dog", "one more text that is longer than the others"]

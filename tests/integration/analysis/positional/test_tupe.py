@@ -6,15 +6,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from backend.analysis.positional.tupe import (
+from isoscope.analysis.positional.tupe import (
     REGIONS,
     TERMS,
     decompose_text,
     supports_tupe,
     tupe_summary,
 )
-from backend.engine.errors import UnsupportedModelError
-from backend.engine.load.models import load_model
+from isoscope.engine.errors import UnsupportedModelError
+from isoscope.engine.load.models import load_model
 
 TEXTS = (
     "The cat sat on the mat.",

@@ -8,9 +8,9 @@ import math
 
 import pytest
 
-from backend.analysis.quant.before_after import before_after, channel_profile
-from backend.analysis.quant.readiness import scan_sites
-from backend.engine.load.models import load_model
+from isoscope.analysis.quant.before_after import before_after, channel_profile
+from isoscope.analysis.quant.readiness import scan_sites
+from isoscope.engine.load.models import load_model
 from tests.quant_checks import TEXTS, no_hooks
 
 
@@ -40,7 +40,7 @@ def test_channel_profile_moves_the_outlier_channels_range_into_the_weight_column
     import numpy as np
     import torch
 
-    from backend.analysis.quant.schemes import smooth_scales
+    from isoscope.analysis.quant.schemes import smooth_scales
 
     loaded, scan = scanned
     index = max(range(len(scan.sites)), key=lambda i: scan.sites[i].max_over_median)

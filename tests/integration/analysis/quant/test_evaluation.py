@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from backend.analysis.quant.readiness import analyse, quantized_state, scan_sites
-from backend.engine.load.models import load_model
+from isoscope.analysis.quant.readiness import analyse, quantized_state, scan_sites
+from isoscope.engine.load.models import load_model
 from tests.quant_checks import TEXTS, no_hooks, snapshot
 
 
@@ -23,8 +23,8 @@ def test_weights_restored_when_the_forward_fails(tiny_tied_llama_dir):
 
 
 def test_pairs_are_refused_for_a_decoder(tiny_llama_dir):
-    from backend.engine.errors import InputError
-    from backend.engine.inputs.pairs import sts_sample
+    from isoscope.engine.errors import InputError
+    from isoscope.engine.inputs.pairs import sts_sample
 
     loaded = load_model(str(tiny_llama_dir), device="cpu")
     with pytest.raises(InputError, match="decoder"):
@@ -34,7 +34,7 @@ def test_pairs_are_refused_for_a_decoder(tiny_llama_dir):
 def test_prefix_curve_ends_at_every_block_quantized(tiny_tied_llama_dir):
     """With k = all blocks, the layer-wise curve is the per-token scheme's end metric; with k = 1 it
     is block 0 alone, the sensitivity's first bar (the same fake quantization, one pass each)."""
-    from backend.analysis.quant.readiness import evaluate, prefix_curve
+    from isoscope.analysis.quant.readiness import evaluate, prefix_curve
 
     loaded = load_model(str(tiny_tied_llama_dir), device="cpu")
     scan = scan_sites(loaded, TEXTS, max_length=24, error_tokens=16, end_tokens=40)
@@ -48,8 +48,8 @@ def test_prefix_curve_ends_at_every_block_quantized(tiny_tied_llama_dir):
 
 @pytest.mark.parametrize("best", [0.3, 0.4, 0.5, 0.6, 0.7, 0.8])
 def test_the_alpha_walk_finds_the_grid_minimum_with_fewer_evaluations(best):
-    from backend.analysis.quant.params import ALPHA_GRID
-    from backend.analysis.quant.readiness.evaluation import descend
+    from isoscope.analysis.quant.params import ALPHA_GRID
+    from isoscope.analysis.quant.readiness.evaluation import descend
 
     calls = []
 

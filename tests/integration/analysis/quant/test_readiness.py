@@ -9,10 +9,10 @@ import math
 import pytest
 import torch
 
-from backend.analysis.quant.params import ALPHA_GRID
-from backend.analysis.quant.readiness import analyse, report_from
-from backend.analysis.quant.schemes import SCHEMES
-from backend.engine.load.models import load_model
+from isoscope.analysis.quant.params import ALPHA_GRID
+from isoscope.analysis.quant.readiness import analyse, report_from
+from isoscope.analysis.quant.schemes import SCHEMES
+from isoscope.engine.load.models import load_model
 from tests.quant_checks import TEXTS, hook_counts, no_hooks, snapshot
 
 
@@ -117,8 +117,8 @@ def test_tiny_bert_sts_change_per_scheme(tiny_bert_dir, tmp_path):
     """With pairs, the encoder's end block holds STS Spearman in full precision (the score
     `isoscope sts` gives at the last state, from the same reader, pooling and scoring) and per
     scheme, and the change; the model is left as it was."""
-    from backend.analysis.geometry.similarity import pool_pairs, sts_by_state
-    from backend.engine.inputs.pairs import read_pairs_csv
+    from isoscope.analysis.similarity import pool_pairs, sts_by_state
+    from isoscope.engine.inputs.pairs import read_pairs_csv
 
     path = tmp_path / "pairs.csv"
     path.write_text(PAIRS_CSV)

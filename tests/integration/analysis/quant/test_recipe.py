@@ -9,11 +9,11 @@ import pytest
 import torch
 import yaml
 
-from backend.analysis.quant.readiness import analyse
-from backend.analysis.quant.recipe import build_recipe, predict, site_schemes
-from backend.analysis.quant.sites import public_names
-from backend.engine.arch import wiring
-from backend.engine.load.models import load_model
+from isoscope.analysis.quant.readiness import analyse
+from isoscope.analysis.quant.recipe import build_recipe, predict, site_schemes
+from isoscope.analysis.quant.sites import public_names
+from isoscope.engine.arch import wiring
+from isoscope.engine.load.models import load_model
 from tests import zoo
 from tests.quant_checks import TEXTS, no_hooks, snapshot
 
@@ -118,7 +118,7 @@ def test_llmcompressor_parses_the_recipe(made, tmp_path):
     # the rotated variant (QuIPModifier in place of SmoothQuant), whatever this model's verdict
     from dataclasses import replace
 
-    from backend.analysis.quant.rotation import Rotation
+    from isoscope.analysis.quant.rotation import Rotation
 
     block = recipe.rotation.block_size if recipe.rotation else 8
     rotated = replace(recipe, rotation=Rotation(True, "helps", "the parser's test", block))

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from backend.analysis.quant.readiness import scan_sites
-from backend.engine.load.models import load_model
+from isoscope.analysis.quant.readiness import scan_sites
+from isoscope.engine.load.models import load_model
 from tests.quant_checks import TEXTS, no_hooks
 
 
@@ -25,7 +25,7 @@ def test_sample_weights_sum_to_the_corpus_and_act_max_bounds_the_sample(tiny_tie
 
 
 def test_end_texts_spread_over_texts_on_a_causal_model_only():
-    from backend.analysis.quant.readiness.scan import MIN_END_TEXTS, _end_texts
+    from isoscope.analysis.quant.readiness.scan import MIN_END_TEXTS, _end_texts
 
     lengths = np.array([128] * 20 + [0, 5])
     rows, keep = _end_texts(lengths, 256, causal=False)  # whole texts: 2 of them

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from backend.analysis.quant.sites import discover_sites
-from backend.engine.arch import is_norm
-from backend.engine.load.models import load_model
+from isoscope.analysis.quant.sites import discover_sites
+from isoscope.engine.arch import is_norm
+from isoscope.engine.load.models import load_model
 
 
 def _roles(site_map, layer: int) -> list[tuple[str, tuple[str, ...]]]:

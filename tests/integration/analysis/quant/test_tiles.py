@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from backend.analysis.quant.readiness import scan_sites, site_magnitudes
-from backend.engine.load.models import load_model
+from isoscope.analysis.quant.readiness import scan_sites, site_magnitudes
+from isoscope.engine.load.models import load_model
 from tests.quant_checks import TEXTS, no_hooks
 
 

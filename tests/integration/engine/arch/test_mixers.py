@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from backend.engine.arch import layer_pattern, pattern_sentence
+from isoscope.engine.arch import layer_pattern, pattern_sentence
 from tests import zoo, zoo_recent
 
 # each config's own name for a layer kind -> isoscope's label
@@ -108,7 +108,7 @@ FIRST_ZOO = ("llama", "gpt2", "bloom", "mpt", "bert", "deberta-v2", "mpnet", "t5
 
 @pytest.mark.parametrize("family", FIRST_ZOO)
 def test_first_zoo_is_attention_everywhere(family, tmp_path):
-    from backend.engine.load.models import load_model
+    from isoscope.engine.load.models import load_model
 
     loaded = load_model(str(zoo.build(family, tmp_path / family)), device="cpu")
     pattern = layer_pattern(loaded)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from backend.engine.inputs.corpus import Corpus, bundled_corpus
-from backend.engine.load.models import load_model
+from isoscope.engine.inputs.corpus import Corpus, bundled_corpus
+from isoscope.engine.load.models import load_model
 from tests.extraction_checks import TEXTS
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from backend.engine.extraction import (
+from isoscope.engine.extraction import (
     encode_text,
     mean_pooled,
 )

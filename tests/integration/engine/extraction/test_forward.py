@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 import torch
 
-from backend.engine.errors import InputError
-from backend.engine.extraction import (
+from isoscope.engine.errors import InputError
+from isoscope.engine.extraction import (
     ExtractionSettings,
     encode_text,
     extract,
 )
-from backend.engine.inputs.corpus import Corpus
-from backend.engine.load.models import load_model
+from isoscope.engine.inputs.corpus import Corpus
+from isoscope.engine.load.models import load_model
 from tests.extraction_checks import TEXTS
 from tests.extraction_checks import assert_same_result as _assert_same_result
 from tests.extraction_checks import direct as _direct
@@ -128,7 +128,7 @@ def test_any_token_budget_gives_the_same_statistics_and_sample(tiny, corpus, bud
 
 
 def test_out_of_memory_halves_the_batch_and_loses_nothing(tiny, corpus, monkeypatch):
-    import backend.engine.extraction.forward as ex
+    import isoscope.engine.extraction.forward as ex
 
     settings = ExtractionSettings(sample_size=30, batch_size=32)
     ref = extract(tiny, corpus, settings)
@@ -177,7 +177,7 @@ def test_exclude_first_drops_position_zero(tiny, corpus):
 
 def test_reducing_states_one_by_one_or_together_gives_the_same_result(tiny, corpus, monkeypatch):
     """State by state (the CPU's way), in groups of states (the GPUs'), in groups of one."""
-    import backend.engine.extraction.forward as ex
+    import isoscope.engine.extraction.forward as ex
 
     settings = ExtractionSettings(sample_size=30, batch_size=4)
     by_state = extract(tiny, corpus, settings)
@@ -196,9 +196,9 @@ def test_plan_batches_are_the_batches_extraction_runs(
     tiny, corpus, monkeypatch, batch_size, budget
 ):
     """The Ray driver plans chunks with plan_batches; they must be the batches a local run forms."""
-    import backend.engine.extraction.forward as ex
-    from backend.engine.budget.batching import plan_batches
-    from backend.engine.extraction.tokenization import tokenize
+    import isoscope.engine.extraction.forward as ex
+    from isoscope.engine.budget.batching import plan_batches
+    from isoscope.engine.extraction.tokenization import tokenize
 
     seen: list[list[int]] = []
     real = ex._forward_batch

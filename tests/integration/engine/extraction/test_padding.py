@@ -66,8 +66,8 @@ def text_by_text(loaded) -> np.ndarray:
 
 
 def means(loaded, batch_size: int) -> np.ndarray:
-    from backend.engine.extraction import ExtractionSettings, extract
-    from backend.engine.inputs.corpus import corpus_from_text
+    from isoscope.engine.extraction import ExtractionSettings, extract
+    from isoscope.engine.inputs.corpus import corpus_from_text
 
     settings = ExtractionSettings(max_length=32, batch_size=batch_size, sample_size=8)
     return extract(loaded, corpus_from_text("\n".join(TEXTS)), settings).mean
@@ -75,7 +75,7 @@ def means(loaded, batch_size: int) -> np.ndarray:
 
 @pytest.mark.parametrize("name", list(MODELS))
 def test_padded_corpus_means_equal_text_by_text(name, folders):
-    from backend.engine.load.models import load_model
+    from isoscope.engine.load.models import load_model
 
     loaded = load_model(str(folders[name]), device="cpu")
     sensitive = MODELS[name][1]
@@ -89,7 +89,7 @@ def test_padded_corpus_means_equal_text_by_text(name, folders):
 @pytest.mark.parametrize("name", ["fnet", "convbert"])
 def test_the_same_corpus_padded_anyway_is_wrong(name, folders):
     """The check can fail: forcing padded batches on a pad-sensitive model moves the means."""
-    from backend.engine.load.models import load_model
+    from isoscope.engine.load.models import load_model
 
     loaded = load_model(str(folders[name]), device="cpu")
     padded = dataclasses.replace(
@@ -99,9 +99,9 @@ def test_the_same_corpus_padded_anyway_is_wrong(name, folders):
 
 
 def test_a_pad_sensitive_extraction_says_so(folders):
-    from backend.engine.extraction import ExtractionSettings, extract
-    from backend.engine.inputs.corpus import corpus_from_text
-    from backend.engine.load.models import load_model
+    from isoscope.engine.extraction import ExtractionSettings, extract
+    from isoscope.engine.inputs.corpus import corpus_from_text
+    from isoscope.engine.load.models import load_model
 
     loaded = load_model(str(folders["fnet"]), device="cpu")
     result = extract(loaded, corpus_from_text("\n".join(TEXTS)), ExtractionSettings(max_length=32))
@@ -110,9 +110,9 @@ def test_a_pad_sensitive_extraction_says_so(folders):
 
 @pytest.mark.parametrize("name", ["fnet", "bert"])
 def test_every_batch_plan_keeps_one_length_for_a_pad_sensitive_model(name, folders):
-    from backend.engine.budget.batching import plan_batches
-    from backend.engine.extraction import tokenize
-    from backend.engine.load.models import load_model
+    from isoscope.engine.budget.batching import plan_batches
+    from isoscope.engine.extraction import tokenize
+    from isoscope.engine.load.models import load_model
 
     loaded = load_model(str(folders[name]), device="cpu")
     tokenized = tokenize(loaded, tuple(TEXTS), 32)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from backend.engine.extraction import (
+from isoscope.engine.extraction import (
     ExtractionSettings,
     extract,
 )
@@ -15,7 +15,7 @@ from tests.extraction_checks import assert_same_result as _assert_same_result
 
 def test_uneven_partial_extractions_merge_to_the_single_run(tiny, corpus):
     """Parts of 1, 3 and 2 texts (out of order), merged in any grouping == one process."""
-    from backend.engine.extraction import extract_partial, finish
+    from isoscope.engine.extraction import extract_partial, finish
 
     settings = ExtractionSettings(sample_size=20, token_budget=64)
     whole = extract(tiny, corpus, settings)
@@ -36,7 +36,7 @@ def test_uneven_partial_extractions_merge_to_the_single_run(tiny, corpus):
 
 
 def test_merge_order_changes_stats_only_by_float64_rounding(tiny, corpus):
-    from backend.engine.extraction import extract_partial, finish
+    from isoscope.engine.extraction import extract_partial, finish
 
     settings = ExtractionSettings(sample_size=15, batch_size=1)  # one text per batch everywhere
     parts = lambda: [  # noqa: E731

@@ -1,4 +1,4 @@
-"""Where the Ray engine runs (backend.engine.extraction.ray_cluster): an unreachable address fails
+"""Where the Ray engine runs (isoscope.engine.extraction.ray_cluster): an unreachable address fails
 in seconds with one line, bad options are refused, and the pool is sized to the cluster."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from backend.engine.errors import InputError
-from backend.engine.extraction.ray_cluster import (
+from isoscope.engine.errors import InputError
+from isoscope.engine.extraction.ray_cluster import (
     RayEngineError,
     RayOptions,
     check_reachable,

@@ -19,12 +19,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from backend.analysis.geometry.isotropy import by_state
-from backend.engine.extraction import ExtractionResult, ExtractionSettings, extract
-from backend.engine.extraction.ray_cluster import ModelSpec, RayEngineError, RayOptions
-from backend.engine.extraction.ray_engine import run_ray_extraction
-from backend.engine.inputs.corpus import bundled_corpus, load_corpus_file
-from backend.engine.load.models import load_model
+from isoscope.analysis.anisotropy import by_state
+from isoscope.engine.extraction import ExtractionResult, ExtractionSettings, extract
+from isoscope.engine.extraction.ray_cluster import ModelSpec, RayEngineError, RayOptions
+from isoscope.engine.extraction.ray_engine import run_ray_extraction
+from isoscope.engine.inputs.corpus import bundled_corpus, load_corpus_file
+from isoscope.engine.load.models import load_model
 
 ray = pytest.importorskip("ray")
 psutil = pytest.importorskip("psutil")
@@ -141,7 +141,7 @@ def test_cli_on_sharded_parquet_with_minilm_saves_the_single_process_result(
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from backend.engine.store.saved import load_saved
+    from isoscope.engine.store.saved import load_saved
 
     texts = bundled_corpus().texts[:24]
     shards = tmp_path / "minilm-shards"
@@ -180,7 +180,7 @@ def test_ctrl_c_leaves_no_ray_process_behind(tmp_path, tiny_bert_dir):
     texts = bundled_corpus().texts
     big.write_text("\n".join(f"{i} {t}" for i in range(40) for t in texts))
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "ISOSCOPE_CACHE_DIR": str(tmp_path / "cache")}
-    cmd = [sys.executable, "-m", "backend", "analyze", "--model", str(tiny_bert_dir)]
+    cmd = [sys.executable, "-m", "isoscope", "analyze", "--model", str(tiny_bert_dir)]
     cmd += [
         "--texts",
         str(big),

@@ -1,16 +1,16 @@
-"""The Ray engine's plan (backend.engine.extraction.ray_plan): whole local batches per chunk and a
+"""The Ray engine's plan (isoscope.engine.extraction.ray_plan): whole local batches per chunk and a
 priority cut-off, merged in any order, give the single-process result; no Ray needed."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from backend.engine.extraction import extract, extract_partial, finish
-from backend.engine.extraction.ray_cluster import ModelSpec
-from backend.engine.extraction.ray_plan import plan_chunks
-from backend.engine.extraction.ray_pool import below_threshold, sample_is_complete
-from backend.engine.inputs.corpus import load_corpus_file
-from backend.engine.load.models import load_model
+from isoscope.engine.extraction import extract, extract_partial, finish
+from isoscope.engine.extraction.ray_cluster import ModelSpec
+from isoscope.engine.extraction.ray_plan import plan_chunks
+from isoscope.engine.extraction.ray_pool import below_threshold, sample_is_complete
+from isoscope.engine.inputs.corpus import load_corpus_file
+from isoscope.engine.load.models import load_model
 from tests.integration.engine.extraction.test_ray_engine import SETTINGS, assert_same_result
 
 

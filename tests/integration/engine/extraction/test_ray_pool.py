@@ -1,12 +1,12 @@
-"""The Ray workers' sample cut-off (backend.engine.extraction.ray_pool): cutting candidates at the
+"""The Ray workers' sample cut-off (isoscope.engine.extraction.ray_pool): cutting candidates at the
 k-th priority never changes the merged sample, and a cut too tight is detected; no Ray needed."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from backend.engine.extraction import SampleCandidates, token_priority
-from backend.engine.extraction.ray_pool import below_threshold, sample_is_complete
+from isoscope.engine.extraction import SampleCandidates, token_priority
+from isoscope.engine.extraction.ray_pool import below_threshold, sample_is_complete
 
 
 def test_priority_cut_off_on_planted_tokens_never_changes_the_sample():

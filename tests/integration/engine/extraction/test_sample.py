@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from backend.engine.errors import InputError
-from backend.engine.extraction import (
+from isoscope.engine.errors import InputError
+from isoscope.engine.extraction import (
     ExtractionSettings,
     extract,
 )
@@ -14,7 +14,7 @@ from backend.engine.extraction import (
 
 def test_sample_is_the_k_smallest_hash_priorities(tiny, corpus):
     """The partition-independent rule: priority = seeded splitmix64 of (text, position)."""
-    from backend.engine.extraction import token_priority
+    from isoscope.engine.extraction import token_priority
 
     result = extract(tiny, corpus, ExtractionSettings(sample_size=25, seed=7))
     pri = token_priority(7, result.tokens.text_id, result.tokens.position)
@@ -34,7 +34,7 @@ def test_sample_budget_caps_tokens_per_state(tiny, corpus):
     np.testing.assert_array_equal(  # a budget cap keeps a prefix of the priority order
         np.intersect1d(got.sample_index, wide.sample_index), got.sample_index
     )
-    from backend.engine.extraction import sample_limit
+    from isoscope.engine.extraction import sample_limit
 
     with pytest.raises(InputError, match="fewer than 2 tokens"):
         sample_limit(ExtractionSettings(sample_budget_bytes=1024), 33, 4096)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from backend.engine.extraction.spill import Cancelled, spill_state
+from isoscope.engine.extraction.spill import Cancelled, spill_state
 
 pytestmark = pytest.mark.integration
 

@@ -9,11 +9,11 @@ import pytest
 import soundfile
 from PIL import Image
 
-from backend.engine.errors import InputError
-from backend.engine.extraction import ExtractionSettings, extract
-from backend.engine.extraction.media import model_view
-from backend.engine.inputs.media import load_media_folder
-from backend.engine.load.models import load_model
+from isoscope.engine.errors import InputError
+from isoscope.engine.extraction import ExtractionSettings, extract
+from isoscope.engine.extraction.media import model_view
+from isoscope.engine.inputs.media import load_media_folder
+from isoscope.engine.load.models import load_model
 from tests.media_models import save_audio_model, save_image_model
 
 SETTINGS = ExtractionSettings(sample_size=20)

@@ -1,4 +1,4 @@
-"""Checkpoint folders (backend.engine.load.checkpoints): read straight into the requested dtype, and a
+"""Checkpoint folders (isoscope.engine.load.checkpoints): read straight into the requested dtype, and a
 fingerprint that follows the weights."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import shutil
 import pytest
 import torch
 
-from backend.engine.load.checkpoints import fingerprint_folder, opened_path, read_folder
+from isoscope.engine.load.checkpoints import fingerprint_folder, opened_path, read_folder
 
 
 class _Float32Spy:

@@ -55,8 +55,8 @@ def test_every_loader_architecture_is_tested_or_explained():
     ],
 )
 def test_gguf_file_loads_like_smollm2(case, tmp_path, _isolated_cache):
-    from backend.engine.load.gguf import converted_folder
-    from backend.engine.load.models import load_model
+    from isoscope.engine.load.gguf import converted_folder
+    from isoscope.engine.load.models import load_model
 
     original, path, vocab = build_case(case, tmp_path)
     loaded = load_model(str(path), device="cpu")
@@ -85,7 +85,7 @@ def test_the_conversion_writes_from_the_models_own_memory():
     model's storage (no clone), and a tied tensor is written once."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from backend.engine.load.gguf import _untied_state_dict
+    from isoscope.engine.load.gguf import _untied_state_dict
 
     model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=50))
     state = _untied_state_dict(model)

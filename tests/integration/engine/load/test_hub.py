@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from backend.engine.errors import InputError, ModelLoadError
-from backend.engine.load import hub as hubmod
-from backend.engine.load.models import load_model
-from backend.engine.load.source import parse_source
-from backend.engine.serve.access import SOURCE_REFUSED, AccessPolicy
+from isoscope.engine.errors import InputError, ModelLoadError
+from isoscope.engine.load import hub as hubmod
+from isoscope.engine.load.models import load_model
+from isoscope.engine.load.source import parse_source
+from isoscope.engine.serve.access import SOURCE_REFUSED, AccessPolicy
 
 REPO = "org/tiny-bert"
 
@@ -24,8 +24,8 @@ def _incomplete_files(tmp_path) -> list:
 
 
 def test_download_then_analyze_records_the_commit(standin_hub, tiny_bert_dir):
-    from backend.engine.extraction import ExtractionSettings, extract
-    from backend.engine.inputs.corpus import bundled_corpus
+    from isoscope.engine.extraction import ExtractionSettings, extract
+    from isoscope.engine.inputs.corpus import bundled_corpus
 
     sha = standin_hub.add_folder(REPO, tiny_bert_dir, **{"modeling_evil.py": b"raise SystemExit"})
     reports = []
@@ -208,7 +208,7 @@ def test_offline_mode_and_no_network_use_the_cache(standin_hub, tiny_bert_dir, m
 def test_a_model_too_big_for_memory_is_refused_before_its_weights(
     standin_hub, tiny_bert_dir, monkeypatch
 ):
-    from backend.engine.load import preflight
+    from isoscope.engine.load import preflight
 
     standin_hub.add_folder(REPO, tiny_bert_dir)
     monkeypatch.setattr(preflight, "free_memory", lambda device: 1000)
@@ -219,7 +219,7 @@ def test_a_model_too_big_for_memory_is_refused_before_its_weights(
 
 
 def test_the_sidebar_knows_a_hub_decoder_before_the_download(standin_hub, tiny_gpt2_dir):
-    from backend.engine.load.models import source_is_causal
+    from isoscope.engine.load.models import source_is_causal
 
     standin_hub.add_folder("org/tiny-gpt2", tiny_gpt2_dir)
     assert source_is_causal("org/tiny-gpt2@main")
@@ -228,7 +228,7 @@ def test_the_sidebar_knows_a_hub_decoder_before_the_download(standin_hub, tiny_g
 
 
 def test_the_time_preflight_comes_with_the_tokenizer_before_the_weights(standin_hub, tiny_bert_dir):
-    from backend.engine.load import preflight
+    from isoscope.engine.load import preflight
 
     standin_hub.add_folder(REPO, tiny_bert_dir)
     seen = []
@@ -252,8 +252,8 @@ def test_the_ray_driver_downloads_an_uncached_hub_id_once_before_ray_starts(
 ):
     import contextlib
 
-    from backend.engine.extraction import ExtractionSettings, ray_cluster, ray_engine, ray_plan
-    from backend.engine.inputs.corpus import Corpus
+    from isoscope.engine.extraction import ExtractionSettings, ray_cluster, ray_engine, ray_plan
+    from isoscope.engine.inputs.corpus import Corpus
 
     standin_hub.add_folder(REPO, tiny_bert_dir)
     standin_hub.add_folder("org/other", tiny_bert_dir)

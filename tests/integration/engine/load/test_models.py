@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from backend.engine.errors import ModelLoadError
-from backend.engine.load.models import load_model, position_table, random_like
+from isoscope.engine.errors import ModelLoadError
+from isoscope.engine.load.models import load_model, position_table, random_like
 
 
 def make_pickle_only(src: Path, dst: Path) -> Path:
@@ -116,8 +116,8 @@ def test_random_like_keeps_architecture_and_changes_weights(tiny_bert_dir):
 
 
 def test_canine_loads_with_its_molecule_states_at_character_positions(tmp_path):
-    from backend.engine.extraction import ExtractionSettings, extract
-    from backend.engine.inputs.corpus import corpus_from_text
+    from isoscope.engine.extraction import ExtractionSettings, extract
+    from isoscope.engine.inputs.corpus import corpus_from_text
     from tests.media_models import save_canine
 
     loaded = load_model(str(save_canine(tmp_path / "canine")), device="cpu")
@@ -130,8 +130,8 @@ def test_canine_loads_with_its_molecule_states_at_character_positions(tmp_path):
 
 
 def test_byt5_loads_its_encoder(tmp_path):
-    from backend.engine.extraction import ExtractionSettings, extract
-    from backend.engine.inputs.corpus import corpus_from_text
+    from isoscope.engine.extraction import ExtractionSettings, extract
+    from isoscope.engine.inputs.corpus import corpus_from_text
     from tests.media_models import save_byt5
 
     loaded = load_model(str(save_byt5(tmp_path / "byt5")), device="cpu")
@@ -141,7 +141,7 @@ def test_byt5_loads_its_encoder(tmp_path):
 
 
 def test_only_a_big_model_on_the_cpu_changes_how_freed_memory_goes_back(tiny_bert_dir, monkeypatch):
-    from backend.engine.load import models
+    from isoscope.engine.load import models
 
     calls = []
     monkeypatch.setattr(models, "give_back_large_frees", lambda: calls.append(1) or True)

@@ -1,4 +1,4 @@
-"""The random: factory (backend.engine.load.random_models) through the loader: families with and
+"""The random: factory (isoscope.engine.load.random_models) through the loader: families with and
 without position tables, seeds, sizes and the errors of a bad option."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from backend.engine.errors import ModelLoadError
-from backend.engine.load.models import load_model, position_table
+from isoscope.engine.errors import ModelLoadError
+from isoscope.engine.load.models import load_model, position_table
 
 SMALL = "layers=1,width=16,heads=2"
 
@@ -67,8 +67,8 @@ def test_random_source_errors(source, message):
 
 
 def test_read_random_fingerprints_the_canonical_source_and_head():
-    from backend.engine.load.random_models import read_random
-    from backend.engine.load.source import parse_source
+    from isoscope.engine.load.random_models import read_random
+    from isoscope.engine.load.source import parse_source
 
     a = read_random(parse_source(f"random:bert:{SMALL}"), head="base")
     again = read_random(parse_source("random:bert:heads=2,width=16,layers=1"), head="base")

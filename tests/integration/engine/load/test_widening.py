@@ -1,5 +1,5 @@
 """A bf16 checkpoint loaded as float32 through isoscope's loader (files read with pread, not mmap:
-backend.engine.load.widening) is the plain ``from_pretrained(dtype=float32)`` to the bit: every
+isoscope.engine.load.widening) is the plain ``from_pretrained(dtype=float32)`` to the bit: every
 parameter, every buffer (non-persistent ones made at init included: rotary ``inv_freq``,
 sinusoidal tables) and the hidden states, over representative families of the zoo."""
 
@@ -9,8 +9,8 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from backend.engine.load import widening
-from backend.engine.load.models import load_model
+from isoscope.engine.load import widening
+from isoscope.engine.load.models import load_model
 from tests import media_models, zoo
 
 pytestmark = pytest.mark.integration

@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from backend.engine.budget import page_budget, throughput
-from backend.engine.extraction import ExtractionSettings, extract
-from backend.engine.inputs.corpus import Corpus
-from backend.engine.load.models import load_model
-from backend.engine.serve import firstlook
-from backend.engine.store.cache import ResultCache
-from backend.engine.store.entries import cache_key
+from isoscope.engine.budget import page_budget, throughput
+from isoscope.engine.extraction import ExtractionSettings, extract
+from isoscope.engine.inputs.corpus import Corpus
+from isoscope.engine.load.models import load_model
+from isoscope.engine.serve import firstlook
+from isoscope.engine.store.cache import ResultCache
+from isoscope.engine.store.entries import cache_key
 
 SETTINGS = ExtractionSettings(sample_size=200, max_length=16, batch_size=8)
 

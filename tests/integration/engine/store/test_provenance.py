@@ -8,13 +8,13 @@ import shutil
 
 import pytest
 
-from backend.engine.extraction import ExtractionSettings
-from backend.engine.inputs.corpus import corpus_from_text
-from backend.engine.load.models import load_model
-from backend.engine.store.cache import ResultCache
-from backend.engine.store.cached_extract import cached_extract
-from backend.engine.store.provenance import REUSED_KEY
-from backend.plots.overview import model_card_rows
+from isoscope.engine.extraction import ExtractionSettings
+from isoscope.engine.inputs.corpus import corpus_from_text
+from isoscope.engine.load.models import load_model
+from isoscope.engine.store.cache import ResultCache
+from isoscope.engine.store.cached_extract import cached_extract
+from isoscope.engine.store.provenance import REUSED_KEY
+from isoscope.plots.overview import model_card_rows
 
 TEXTS = "The bank raised its rates.\nWe sat on the river bank.\nA third text, with a comma."
 SETTINGS = ExtractionSettings(max_length=16)
@@ -23,7 +23,7 @@ SETTINGS = ExtractionSettings(max_length=16)
 @pytest.fixture
 def count_extractions(monkeypatch):
     """The number of real extractions (forward passes over the corpus) since the fixture began."""
-    import backend.engine.extraction as extraction
+    import isoscope.engine.extraction as extraction
 
     calls: list[str] = []
     real = extraction.extract
@@ -96,7 +96,7 @@ def test_a_renamed_gguf_file_names_the_new_name(tmp_path, count_extractions):
 
 
 def test_the_report_of_the_copy_names_the_copy(tiny_bert_dir, tmp_path, count_extractions):
-    from backend.share.report import QUICK_SECTIONS, build_report
+    from isoscope.share.report import QUICK_SECTIONS, build_report
 
     first, second = tmp_path / "first", tmp_path / "copy"
     shutil.copytree(tiny_bert_dir, first)
@@ -114,7 +114,7 @@ def test_the_report_of_the_copy_names_the_copy(tiny_bert_dir, tmp_path, count_ex
 
 
 def test_a_kept_comparison_names_the_paths_compared_now(tiny_bert_dir, tmp_path):
-    from backend.analysis.compare.comparison import compare_with_cache
+    from isoscope.analysis.compare.comparison import compare_with_cache
 
     first, second = tmp_path / "first", tmp_path / "copy"
     shutil.copytree(tiny_bert_dir, first)

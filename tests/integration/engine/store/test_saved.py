@@ -8,11 +8,11 @@ import json
 
 import numpy as np
 
-from backend.commands.analyze import build_report
-from backend.engine.extraction import ExtractionResult, ExtractionSettings, TokenTable, extract
-from backend.engine.inputs.corpus import load_corpus_file
-from backend.engine.load.models import load_model
-from backend.engine.store.saved import SavedModel, load_saved
+from isoscope.commands.analyze import build_report
+from isoscope.engine.extraction import ExtractionResult, ExtractionSettings, TokenTable, extract
+from isoscope.engine.inputs.corpus import load_corpus_file
+from isoscope.engine.load.models import load_model
+from isoscope.engine.store.saved import SavedModel, load_saved
 
 
 def _same(a: ExtractionResult, b: ExtractionResult) -> None:
@@ -102,6 +102,6 @@ def _write(tmp_path, text: str):
 
 
 def _jsonable(value):
-    from backend.engine.jsonio import to_jsonable
+    from isoscope.engine.jsonio import to_jsonable
 
     return to_jsonable(value)

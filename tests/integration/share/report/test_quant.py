@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from backend.analysis.quant import readiness
-from backend.engine.extraction import ExtractionSettings, extract
-from backend.engine.inputs.corpus import corpus_from_text
-from backend.engine.load.models import load_model
-from backend.share.report import SECTIONS, ReportSettings, build_report
+from isoscope.analysis.quant import readiness
+from isoscope.engine.extraction import ExtractionSettings, extract
+from isoscope.engine.inputs.corpus import corpus_from_text
+from isoscope.engine.load.models import load_model
+from isoscope.share.report import SECTIONS, ReportSettings, build_report
 
 TEXTS = "\n".join(
     [

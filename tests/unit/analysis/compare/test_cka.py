@@ -7,12 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from backend.analysis.compare.cka import (
+from isoscope.analysis.compare.cka import (
     cka_matrix,
     linear_cka,
     same_tokens,
 )
-from backend.engine.errors import InputError
+from isoscope.engine.errors import InputError
 from tests.comparison_inputs import planted_pair, token_result
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from backend.analysis.compare.comparison import (
+from isoscope.analysis.compare.comparison import (
     abs_mean_difference,
     state_rows,
     summarize,
@@ -58,7 +58,7 @@ def test_different_widths_and_depths_leave_dims_uncompared(planted):
 def test_comparison_is_split_into_cka_records_storage_and_orchestration():
     """Linear CKA, the comparison's records and its disk storage live in their own modules; the
     ``comparison`` module orchestrates and re-exports them, so its callers need one import."""
-    from backend.analysis.compare import cka, comparison, records, storage
+    from isoscope.analysis.compare import cka, comparison, records, storage
 
     assert comparison.linear_cka is cka.linear_cka and cka.linear_cka.__module__ == cka.__name__
     assert comparison.Comparison is records.Comparison

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from backend.analysis.compare.records import LNDifference, SideSummary
+from isoscope.analysis.compare.records import LNDifference, SideSummary
 
 
 def _side(num_states: int = 3, d: int = 5) -> SideSummary:

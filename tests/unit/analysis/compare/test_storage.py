@@ -9,9 +9,9 @@ import json
 import numpy as np
 import pytest
 
-from backend.analysis.compare.cka import CKAResult
-from backend.analysis.compare.records import Comparison, LNDifference, SideSummary
-from backend.analysis.compare.storage import (
+from isoscope.analysis.compare.cka import CKAResult
+from isoscope.analysis.compare.records import Comparison, LNDifference, SideSummary
+from isoscope.analysis.compare.storage import (
     COMPARISON_LAYOUT,
     cached_compare,
     comparison_arrays,

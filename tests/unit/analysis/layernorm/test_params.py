@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from backend.analysis.layernorm.params import (
+from isoscope.analysis.layernorm.params import (
     detect_outliers,
     find_norms,
     flag_params,
@@ -14,8 +14,8 @@ from backend.analysis.layernorm.params import (
     needed_layers,
     select_norms,
 )
-from backend.engine.errors import InputError, UnsupportedModelError
-from backend.engine.load.models import build_random_model
+from isoscope.engine.errors import InputError, UnsupportedModelError
+from isoscope.engine.load.models import build_random_model
 
 VOCAB = 100
 
@@ -127,7 +127,7 @@ def test_bad_thresholds():
 def test_figures_mark_flags_and_keep_the_embedding_state():
     from types import SimpleNamespace
 
-    from backend.plots.layernorm import (
+    from isoscope.plots.layernorm import (
         ablation_vs_controls,
         overlap_figure,
         param_heatmap,
@@ -243,9 +243,9 @@ def test_layernorm_thresholds_are_declared_once():
     import argparse
     import inspect
 
-    from backend.analysis.compare.trajectory import layernorm_figures
-    from backend.analysis.layernorm import params
-    from backend.commands import ablate
+    from isoscope.analysis.compare.trajectory import layernorm_figures
+    from isoscope.analysis.layernorm import params
+    from isoscope.commands import ablate
 
     t = params.LayerNormThresholds()
     assert (t.k, t.share) == (3.0, 0.5) and params.LN_THRESHOLDS == t

@@ -8,8 +8,13 @@ import sys
 
 import pytest
 
-from backend.analysis.layernorm.thresholds import LN_K, LN_SHARE, LN_THRESHOLDS, LayerNormThresholds
-from backend.engine.errors import InputError
+from isoscope.analysis.layernorm.thresholds import (
+    LN_K,
+    LN_SHARE,
+    LN_THRESHOLDS,
+    LayerNormThresholds,
+)
+from isoscope.engine.errors import InputError
 
 
 def test_defaults_are_bert_busters_three_sigma_in_half_the_norms():
@@ -37,14 +42,14 @@ def test_bad_values_are_input_errors_that_say_what_is_accepted(options, message)
 
 
 def test_params_re_exports_the_same_object():
-    from backend.analysis.layernorm import params
+    from isoscope.analysis.layernorm import params
 
     assert params.LN_THRESHOLDS is LN_THRESHOLDS
 
 
 def test_importing_the_thresholds_does_not_import_torch():
     code = (
-        "import sys; import backend.analysis.layernorm.thresholds; "
+        "import sys; import isoscope.analysis.layernorm.thresholds; "
         "sys.exit(1 if 'torch' in sys.modules else 0)"
     )
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from backend.analysis.positional.grid import grid_probe, patch_cosines, patch_grid_coordinates
-from backend.analysis.positional.table import ProbeSettings
-from backend.engine.arch.layout import PatchPositionTable
-from backend.engine.errors import InputError
-from backend.engine.extraction import TokenTable
-from backend.plots.positional import (
+from isoscope.analysis.positional.grid import grid_probe, patch_cosines, patch_grid_coordinates
+from isoscope.analysis.positional.table import ProbeSettings
+from isoscope.engine.arch.layout import PatchPositionTable
+from isoscope.engine.errors import InputError
+from isoscope.engine.extraction import TokenTable
+from isoscope.plots.positional import (
     grid_probe_lines,
     patch_similarity_map,
     patch_similarity_multiples,

@@ -6,14 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from backend.analysis.positional.nope import (
+from isoscope.analysis.positional.nope import (
     NopeSettings,
     loglog_slope,
     theory_variance,
     variance_lab,
     variance_lab_pair,
 )
-from backend.engine.errors import InputError
+from isoscope.engine.errors import InputError
 
 SMALL = NopeSettings(d_model=128, layers=2, heads=4, seq_len=256, seeds=2, batch=2)
 

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from backend.analysis.positional.qk import _finish, _Sums
-from backend.plots.positional import qk_heatmaps
+from isoscope.analysis.positional.qk import _finish, _Sums
+from isoscope.plots.positional import qk_heatmaps
 
 
 def _loaded():
@@ -65,7 +65,7 @@ def test_heatmap_names_the_key_head_only_under_grouped_query_attention():
 
 
 def test_broadcast_key_heads_fold_back_to_their_groups():
-    from backend.analysis.positional.qk import shared_key_heads
+    from isoscope.analysis.positional.qk import shared_key_heads
 
     k = torch.randn(2, 3, 5, 4)  # 3 key heads
     assert torch.equal(shared_key_heads(k.repeat_interleave(2, dim=1)), k)

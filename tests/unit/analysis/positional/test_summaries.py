@@ -1,4 +1,4 @@
-"""backend.analysis.positional.summaries: the variance lab's slope table."""
+"""isoscope.analysis.positional.summaries: the variance lab's slope table."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from backend.analysis.positional.summaries import variance_slope_table
+from isoscope.analysis.positional.summaries import variance_slope_table
 
 
 def test_slope_table_columns_causal_only_and_with_the_contrast():

@@ -6,14 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from backend.analysis.positional.table import (
+from isoscope.analysis.positional.table import (
     ProbeSettings,
     analyse_position_table,
     probe_positions,
     split_by_text,
 )
-from backend.engine.errors import InputError
-from backend.plots.positional import contribution_bars, cosine_heatmap, probe_accuracy_line
+from isoscope.engine.errors import InputError
+from isoscope.plots.positional import contribution_bars, cosine_heatmap, probe_accuracy_line
 
 
 def _tokens(n_texts: int = 120, length: int = 12, seed: int = 0):

@@ -3,7 +3,7 @@ modules, planted without a model."""
 
 from __future__ import annotations
 
-from backend.analysis.quant.mappings import Mapping
+from isoscope.analysis.quant.mappings import Mapping
 
 
 def llama_like(layers: int, prefix: str = "model.layers") -> list[Mapping]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from backend.analysis.quant.coverage import NO_NORM, UNTRACED, site_coverage
-from backend.analysis.quant.mappings import Mapping, Skipped
-from backend.analysis.quant.sites import Site, SiteMap
+from isoscope.analysis.quant.coverage import NO_NORM, UNTRACED, site_coverage
+from isoscope.analysis.quant.mappings import Mapping, Skipped
+from isoscope.analysis.quant.sites import Site, SiteMap
 
 pytestmark = pytest.mark.unit
 

@@ -3,7 +3,7 @@ at most the cap, never a block that does no damage."""
 
 from __future__ import annotations
 
-from backend.analysis.quant.ignore_list import kept_blocks
+from isoscope.analysis.quant.ignore_list import kept_blocks
 
 
 def test_kept_blocks_follow_the_damage_order_until_the_share():

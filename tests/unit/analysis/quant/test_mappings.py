@@ -3,7 +3,7 @@ repeat in every block and the regex matches exactly those modules."""
 
 from __future__ import annotations
 
-from backend.analysis.quant.mappings import regex_mappings
+from isoscope.analysis.quant.mappings import regex_mappings
 from tests.unit.analysis.quant.helpers import llama_like
 
 

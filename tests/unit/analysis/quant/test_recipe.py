@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import yaml
 
-from backend.analysis.quant.ignore_list import Ignored
-from backend.analysis.quant.mappings import regex_mappings
-from backend.analysis.quant.recipe import Recipe
+from isoscope.analysis.quant.ignore_list import Ignored
+from isoscope.analysis.quant.mappings import regex_mappings
+from isoscope.analysis.quant.recipe import Recipe
 from tests.unit.analysis.quant.helpers import llama_like
 
 
@@ -62,7 +62,7 @@ def test_a_rotation_worth_it_replaces_smoothquant_and_says_why():
     why in the YAML too."""
     from dataclasses import replace
 
-    from backend.analysis.quant.rotation import Rotation
+    from isoscope.analysis.quant.rotation import Rotation
 
     maps = llama_like(2)
     base = Recipe(

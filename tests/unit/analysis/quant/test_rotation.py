@@ -3,7 +3,7 @@ rivals', left out when they overlap, it hurts, or too few texts settle it."""
 
 from __future__ import annotations
 
-from backend.analysis.quant.rotation import rotation_decision
+from isoscope.analysis.quant.rotation import rotation_decision
 
 
 def _ends(rotation: tuple[float, float, float], n_texts: int = 16, widths=(64, 192)):

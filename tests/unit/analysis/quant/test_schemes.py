@@ -11,13 +11,13 @@ import pytest
 import torch
 from scipy.stats import kurtosis as scipy_kurtosis
 
-from backend.analysis.quant.readiness import (
+from isoscope.analysis.quant.readiness import (
     SiteAccumulator,
     sample_positions,
     spearman,
     weighted_median,
 )
-from backend.analysis.quant.schemes import (
+from isoscope.analysis.quant.schemes import (
     SCHEMES,
     hadamard,
     hadamard_block,
@@ -178,7 +178,7 @@ def test_weighted_relative_error_and_median():
 
 
 def test_bootstrap_intervals_hold_the_value_and_narrow_with_more_texts():
-    from backend.analysis.quant.readiness import bootstrap_intervals
+    from isoscope.analysis.quant.readiness import bootstrap_intervals
 
     rng = np.random.default_rng(1)
     few = rng.exponential(1.0, 8)
@@ -194,7 +194,7 @@ def test_bootstrap_intervals_hold_the_value_and_narrow_with_more_texts():
 
 
 def test_keep_k_on_a_site_no_wider_than_k_keeps_every_channel():
-    from backend.analysis.quant.schemes import quant_per_row, transforms
+    from isoscope.analysis.quant.schemes import quant_per_row, transforms
 
     assert quant_per_row(torch.zeros(3, 0)).shape == (3, 0)
     w = torch.randn(5, 4)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from backend.analysis.quant.sites import _mixer_roles, _routed
+from isoscope.analysis.quant.sites import _mixer_roles, _routed
 
 
 def test_a_list_is_routed_experts_only_when_one_pass_runs_two_members():

@@ -1,13 +1,13 @@
-"""What a model does to the probe (backend.engine.arch.behaviour): causal, and whether padding
+"""What a model does to the probe (isoscope.engine.arch.behaviour): causal, and whether padding
 moves its real tokens, measured rather than read from module attributes."""
 
 from __future__ import annotations
 
 import pytest
 
-from backend.engine.arch import memo
-from backend.engine.arch.behaviour import measure
-from backend.engine.arch.causality import _flags, is_causal
+from isoscope.engine.arch import memo
+from isoscope.engine.arch.behaviour import measure
+from isoscope.engine.arch.causality import _flags, is_causal
 from tests.arch_models import tiny
 
 # token mixers that read the whole padded length whatever the mask says

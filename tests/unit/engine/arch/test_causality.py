@@ -1,9 +1,9 @@
-"""Causal or not, from the model (backend.engine.arch.causality)."""
+"""Causal or not, from the model (isoscope.engine.arch.causality)."""
 
 from __future__ import annotations
 
-from backend.engine.arch import memo
-from backend.engine.arch.causality import causal_by_definition, config_is_causal, is_causal
+from isoscope.engine.arch import memo
+from isoscope.engine.arch.causality import causal_by_definition, config_is_causal, is_causal
 from tests.arch_models import tiny, tiny_config
 
 

@@ -1,10 +1,10 @@
-"""The family table (backend.engine.arch.families): a family matches by layout, not by name."""
+"""The family table (isoscope.engine.arch.families): a family matches by layout, not by name."""
 
 from __future__ import annotations
 
 import torch
 
-from backend.engine.arch.families import FAMILIES, family_of, supported_families
+from isoscope.engine.arch.families import FAMILIES, family_of, supported_families
 from tests.arch_models import tiny
 
 

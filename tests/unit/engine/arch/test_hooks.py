@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-import backend.analysis.positional.qk as qk
-from backend.engine.arch.hooks import forward_hooks
-from backend.engine.load.models import load_model
+import isoscope.analysis.positional.qk as qk
+from isoscope.engine.arch.hooks import forward_hooks
+from isoscope.engine.load.models import load_model
 
 
 @pytest.fixture(scope="module")

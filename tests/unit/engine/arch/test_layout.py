@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from backend.engine.arch.layout import InputLayout, frames_for, modality_of
+from isoscope.engine.arch.layout import InputLayout, frames_for, modality_of
 
 
 class _Pixels(torch.nn.Module):
@@ -71,7 +71,7 @@ _LAYOUT = InputLayout(
 
 
 def test_patch_position_table_prefers_the_position_parameter_over_a_same_shaped_block():
-    from backend.engine.arch.layout import patch_position_table
+    from isoscope.engine.arch.layout import patch_position_table
 
     model = _Embeddings()  # the register block (1, 4, 6) has a row per patch too
     table = patch_position_table(model, _LAYOUT)
@@ -80,7 +80,7 @@ def test_patch_position_table_prefers_the_position_parameter_over_a_same_shaped_
 
 
 def test_no_table_says_what_the_model_uses_instead():
-    from backend.engine.arch.layout import patch_position_table, position_scheme_note
+    from isoscope.engine.arch.layout import patch_position_table, position_scheme_note
 
     model = _Embeddings(registers=1, relative=True)
     assert patch_position_table(model, _LAYOUT) is None
@@ -91,7 +91,7 @@ def test_no_table_says_what_the_model_uses_instead():
 def test_a_table_of_another_resolution_is_returned_on_its_own_grid():
     """DINOv2 keeps a 37x37 table (518 px) and interpolates it for a 16x16 input: here a 3x3
     table (+ [CLS]) for a 2x2 input."""
-    from backend.engine.arch.layout import patch_position_table
+    from isoscope.engine.arch.layout import patch_position_table
 
     model = _Embeddings(registers=1)
     model.position_embeddings = torch.nn.Parameter(torch.arange(60.0).reshape(1, 10, 6))
@@ -118,7 +118,7 @@ class _Mel(torch.nn.Module):
 
 
 def test_a_spectrogram_forward_is_audio_with_its_stride_from_the_front_convolutions():
-    from backend.engine.arch.layout import conv_stride, feature_window, reads_spectrogram
+    from isoscope.engine.arch.layout import conv_stride, feature_window, reads_spectrogram
 
     model = _Mel()
     assert modality_of(model) == "audio" and reads_spectrogram(model)
@@ -135,7 +135,7 @@ def test_whisper_frames_are_the_ceiling_of_samples_over_the_stride_capped_at_the
 
 
 def test_a_sinusoidal_table_is_told_from_a_learned_one():
-    from backend.engine.arch import is_sinusoidal_table
+    from isoscope.engine.arch import is_sinusoidal_table
 
     positions, d = 40, 16
     inv = 10000 ** (-torch.arange(d // 2) / (d // 2 - 1))

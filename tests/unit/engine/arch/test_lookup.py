@@ -1,10 +1,10 @@
-"""Finding modules inside a model (backend.engine.arch.lookup)."""
+"""Finding modules inside a model (isoscope.engine.arch.lookup)."""
 
 from __future__ import annotations
 
 import pytest
 
-from backend.engine.arch.lookup import base_of, blocks_of, describe, get_path, module_of, path_in
+from isoscope.engine.arch.lookup import base_of, blocks_of, describe, get_path, module_of, path_in
 from tests.arch_models import tiny
 
 

@@ -1,4 +1,4 @@
-"""The one memo of model facts (backend.engine.arch.memo): per fingerprint, bounded; per module
+"""The one memo of model facts (isoscope.engine.arch.memo): per fingerprint, bounded; per module
 object, weakly."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import gc
 
 import torch
 
-from backend.engine.arch.memo import MODELS_KEPT, TRACED, ModelFacts, forget_all
+from isoscope.engine.arch.memo import MODELS_KEPT, TRACED, ModelFacts, forget_all
 
 
 class Loaded:

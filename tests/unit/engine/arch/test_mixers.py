@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from backend.engine.arch.mixers import (
+from isoscope.engine.arch.mixers import (
     DELTANET,
     FULL,
     MAMBA2,
@@ -56,7 +56,7 @@ def test_offloaded_weights_are_not_taken_for_a_shared_block():
 
     import torch
 
-    from backend.engine.arch.mixers import _shared, _storage
+    from isoscope.engine.arch.mixers import _shared, _storage
 
     blocks = [torch.nn.Linear(4, 4, device="meta") for _ in range(2)]
     uses: Counter = Counter()

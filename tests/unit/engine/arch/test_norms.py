@@ -1,10 +1,10 @@
-"""Norm tests read from a module itself (backend.engine.arch.norms)."""
+"""Norm tests read from a module itself (isoscope.engine.arch.norms)."""
 
 from __future__ import annotations
 
 import torch
 
-from backend.engine.arch.norms import (
+from isoscope.engine.arch.norms import (
     is_norm,
     is_projection,
     norm_kind,

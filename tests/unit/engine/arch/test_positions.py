@@ -1,4 +1,4 @@
-"""Position facts from modules and config (backend.engine.arch.positions)."""
+"""Position facts from modules and config (isoscope.engine.arch.positions)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from backend.engine.arch.positions import (
+from isoscope.engine.arch.positions import (
     absolute_position_table,
     is_sinusoidal_table,
     position_kind,

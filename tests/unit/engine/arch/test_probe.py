@@ -1,10 +1,10 @@
-"""The random input of one traced pass (backend.engine.arch.probe)."""
+"""The random input of one traced pass (isoscope.engine.arch.probe)."""
 
 from __future__ import annotations
 
 import torch
 
-from backend.engine.arch.probe import TRACE_TOKENS, trace_forward, trace_ids
+from isoscope.engine.arch.probe import TRACE_TOKENS, trace_forward, trace_ids
 from tests.arch_models import tiny
 
 

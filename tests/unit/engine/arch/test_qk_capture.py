@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from backend.engine.arch.qk_capture import (
+from isoscope.engine.arch.qk_capture import (
     QKLayout,
     allowed_keys,
     attention_calls,
@@ -15,7 +15,7 @@ from backend.engine.arch.qk_capture import (
     split_projection,
     uses_attention_interface,
 )
-from backend.engine.errors import UnsupportedModelError
+from isoscope.engine.errors import UnsupportedModelError
 
 
 def _llama(**overrides):
@@ -112,7 +112,7 @@ def test_a_scaled_rotation_is_undone_by_its_own_scale():
 def test_a_scale_folded_into_the_queries_is_undone():
     from types import SimpleNamespace
 
-    from backend.engine.arch.qk_capture import query_scale
+    from isoscope.engine.arch.qk_capture import query_scale
 
     assert query_scale(SimpleNamespace(scaling=0.25), 1.0) == 4.0  # OPT / BART: q * scaling
     assert query_scale(SimpleNamespace(scaling=0.25), 0.25) == 1.0  # scaled at the call

@@ -1,13 +1,13 @@
-"""Resolving a model's modules (backend.engine.arch.resolve); the per-family cases are in
+"""Resolving a model's modules (isoscope.engine.arch.resolve); the per-family cases are in
 tests/unit/engine/test_arch.py."""
 
 from __future__ import annotations
 
 import pytest
 
-from backend.engine.arch.resolve import architecture
-from backend.engine.arch.tracing import wiring
-from backend.engine.errors import UnsupportedModelError
+from isoscope.engine.arch.resolve import architecture
+from isoscope.engine.arch.tracing import wiring
+from isoscope.engine.errors import UnsupportedModelError
 from tests.arch_models import tiny
 
 

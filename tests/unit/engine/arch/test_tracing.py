@@ -1,4 +1,4 @@
-"""The traced forward pass (backend.engine.arch.tracing): roles from the wiring of a pre-LN and a
+"""The traced forward pass (isoscope.engine.arch.tracing): roles from the wiring of a pre-LN and a
 post-LN model, and one trace per model object."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from backend.engine.arch import memo
-from backend.engine.arch.tracing import projection_inputs, wiring
-from backend.engine.errors import UnsupportedModelError
+from isoscope.engine.arch import memo
+from isoscope.engine.arch.tracing import projection_inputs, wiring
+from isoscope.engine.errors import UnsupportedModelError
 from tests.arch_models import tiny
 
 

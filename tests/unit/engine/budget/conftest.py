@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from backend.engine.budget import throughput
+from isoscope.engine.budget import throughput
 
 
 @pytest.fixture

@@ -3,8 +3,8 @@ tested with the tokenization (tests/unit/engine/extraction/test_tokenization.py)
 
 from __future__ import annotations
 
-from backend.engine.budget.batching import Batching, padded_tokens
-from backend.engine.params import BATCH_SIZE, TOKEN_BUDGET
+from isoscope.engine.budget.batching import Batching, padded_tokens
+from isoscope.engine.params import BATCH_SIZE, TOKEN_BUDGET
 
 BATCHING = Batching(batch_size=4, token_budget=10**6)
 

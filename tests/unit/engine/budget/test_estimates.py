@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from backend.engine.budget import estimates
-from backend.engine.budget.estimates import rate_for
+from isoscope.engine.budget import estimates
+from isoscope.engine.budget.estimates import rate_for
 
 KNEE = 10**8  # parameters whose weights fill the cache, in these records
 

@@ -8,9 +8,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from backend.engine.budget import page_budget, throughput
-from backend.engine.budget.batching import Batching
-from backend.engine.inputs.corpus import Corpus
+from isoscope.engine.budget import page_budget, throughput
+from isoscope.engine.budget.batching import Batching
+from isoscope.engine.inputs.corpus import Corpus
 
 pytestmark = pytest.mark.usefixtures("known_cache")
 

@@ -1,4 +1,4 @@
-"""One progress protocol: ``progress(done, total)`` from backend.engine.budget.progress, used by every
+"""One progress protocol: ``progress(done, total)`` from isoscope.engine.budget.progress, used by every
 long computation (no module keeps its own ``Progress`` alias), the trajectory included."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from backend.engine.budget.progress import report
+from isoscope.engine.budget.progress import report
 
 ROOT = Path(__file__).resolve().parents[4]
 
@@ -33,9 +33,9 @@ def test_report_calls_and_reads_a_stop_request():
 
 def test_the_trajectory_reports_checkpoints_done_of_total(tmp_path):
     """Checkpoints that fail to load still count; the label of each goes to on_checkpoint."""
-    from backend.analysis.compare.trajectory import Checkpoint, run_trajectory
-    from backend.engine.inputs.corpus import Corpus
-    from backend.engine.store.cache import ResultCache
+    from isoscope.analysis.compare.trajectory import Checkpoint, run_trajectory
+    from isoscope.engine.inputs.corpus import Corpus
+    from isoscope.engine.store.cache import ResultCache
 
     checkpoints = [Checkpoint(s, tmp_path / f"checkpoint-{s}") for s in (10, 20)]
     calls, labels = [], []
@@ -52,7 +52,7 @@ def test_the_trajectory_reports_checkpoints_done_of_total(tmp_path):
 
 
 def test_plain_functions_satisfy_the_protocol():
-    from backend.engine.budget.progress import Progress
+    from isoscope.engine.budget.progress import Progress
 
     def bar(done: int, total: int) -> bool | None:
         return None
@@ -62,7 +62,7 @@ def test_plain_functions_satisfy_the_protocol():
 
 
 def test_the_eta_comes_from_the_measured_rate():
-    from backend.engine.budget.progress import eta_seconds, eta_text
+    from isoscope.engine.budget.progress import eta_seconds, eta_text
 
     assert eta_seconds(0, 100, 5.0) is None and eta_text(0, 100, 5.0) == ""
     assert eta_seconds(25, 100, 10.0) == 30.0  # 2.5 units/s so far, 75 to go
@@ -74,7 +74,7 @@ def test_the_eta_comes_from_the_measured_rate():
 
 
 def test_a_counter_reports_the_running_count_of_several_loops():
-    from backend.engine.budget.progress import counter
+    from isoscope.engine.budget.progress import counter
 
     seen = []
     advance = counter(lambda done, total: seen.append((done, total)), 5)

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from backend.engine.budget import estimates, throughput
-from backend.engine.budget.estimates import PRIOR_BASIS
+from isoscope.engine.budget import estimates, throughput
+from isoscope.engine.budget.estimates import PRIOR_BASIS
 
 pytestmark = pytest.mark.usefixtures("known_cache")
 

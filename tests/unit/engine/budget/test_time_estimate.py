@@ -7,9 +7,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from backend.engine.budget import throughput, time_estimate
-from backend.engine.budget.estimates import PRIOR_BASIS
-from backend.engine.inputs.corpus import Corpus
+from isoscope.engine.budget import throughput, time_estimate
+from isoscope.engine.budget.estimates import PRIOR_BASIS
+from isoscope.engine.inputs.corpus import Corpus
 
 pytestmark = pytest.mark.usefixtures("known_cache")
 
@@ -52,7 +52,7 @@ def test_the_phases_before_the_extraction_are_named_and_in_the_total(tmp_path):
 
 
 def test_the_phases_before_a_folder_a_gguf_and_a_hub_snapshot(tmp_path, monkeypatch):
-    from backend.engine.load import gguf, hub
+    from isoscope.engine.load import gguf, hub
 
     folder = tmp_path / "ckpt"
     folder.mkdir()

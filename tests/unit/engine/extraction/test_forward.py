@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from backend.engine.extraction.forward import pad_batch
-from backend.engine.extraction.tokenization import TokenizedCorpus
+from isoscope.engine.extraction.forward import pad_batch
+from isoscope.engine.extraction.tokenization import TokenizedCorpus
 
 
 def _tokenized(*lengths: int) -> TokenizedCorpus:
@@ -32,11 +32,11 @@ def test_pad_batch_of_no_texts_is_empty():
 def test_a_failed_cpu_extraction_still_hands_freed_memory_back(tiny_bert_dir, monkeypatch):
     """The allocator keeps freed memory only while an extraction runs: an error mid-run (here a
     model that returns no hidden states) releases it too, and the error still reaches the caller."""
-    import backend.engine.extraction.forward as forward
-    from backend.engine.errors import UnsupportedModelError
-    from backend.engine.extraction import extract
-    from backend.engine.inputs.corpus import Corpus
-    from backend.engine.load.models import load_model
+    import isoscope.engine.extraction.forward as forward
+    from isoscope.engine.errors import UnsupportedModelError
+    from isoscope.engine.extraction import extract
+    from isoscope.engine.inputs.corpus import Corpus
+    from isoscope.engine.load.models import load_model
 
     released = []
     monkeypatch.setattr(forward, "release_freed_memory", lambda: released.append(1))

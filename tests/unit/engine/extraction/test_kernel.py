@@ -1,5 +1,5 @@
-"""The moments of a batch, run eagerly with torch (backend.engine.extraction.stats.moments) or by
-the compiled CPU kernel (backend.engine.extraction.kernel.MomentsKernel). Both equal a float64
+"""The moments of a batch, run eagerly with torch (isoscope.engine.extraction.stats.moments) or by
+the compiled CPU kernel (isoscope.engine.extraction.kernel.MomentsKernel). Both equal a float64
 numpy reference on planted signals, the kernel with its extreme-index counts too. The kernel
 leaves what it does not cover (non-finite values, other dtypes and devices) to eager torch, never
 compiles on a call, and a failed compile leaves extraction eager."""
@@ -10,17 +10,17 @@ import numpy as np
 import pytest
 import torch
 
-import backend.engine.extraction.forward as extract_module
-import backend.engine.extraction.kernel as kernel_module
-import backend.engine.extraction.sample as sample_module
-import backend.engine.extraction.stats as stats_module
-from backend.engine.extraction import ExtractionSettings, extract
-from backend.engine.extraction.forward import _Batch, _BatchPlan, _reduce_batch
-from backend.engine.extraction.kernel import MomentsKernel
-from backend.engine.extraction.sample import SampleCandidates
-from backend.engine.extraction.stats import RunningStats, WorkBuffers, moments
-from backend.engine.inputs.corpus import Corpus
-from backend.engine.load.models import load_model
+import isoscope.engine.extraction.forward as extract_module
+import isoscope.engine.extraction.kernel as kernel_module
+import isoscope.engine.extraction.sample as sample_module
+import isoscope.engine.extraction.stats as stats_module
+from isoscope.engine.extraction import ExtractionSettings, extract
+from isoscope.engine.extraction.forward import _Batch, _BatchPlan, _reduce_batch
+from isoscope.engine.extraction.kernel import MomentsKernel
+from isoscope.engine.extraction.sample import SampleCandidates
+from isoscope.engine.extraction.stats import RunningStats, WorkBuffers, moments
+from isoscope.engine.inputs.corpus import Corpus
+from isoscope.engine.load.models import load_model
 
 
 def _planted(g: int = 3, n: int = 211, d: int = 40, seed: int = 0) -> np.ndarray:

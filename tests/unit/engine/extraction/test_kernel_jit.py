@@ -1,4 +1,4 @@
-"""The compiled loops themselves (backend.engine.extraction.kernel_jit): the moments
+"""The compiled loops themselves (isoscope.engine.extraction.kernel_jit): the moments
 (``moments_into``) for every token count around its four-token step, float32 and float64
 activations, results in float64 as RunningStats passes them, equal to a float64 numpy reference;
 the sample's row copy (``copy_rows``) equal to numpy's fancy indexing."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from backend.engine.extraction import kernel_jit
+from isoscope.engine.extraction import kernel_jit
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from backend.engine.extraction.pooling import masked_mean
+from isoscope.engine.extraction.pooling import masked_mean
 
 
 def test_mean_over_unmasked_tokens_only():

@@ -10,7 +10,7 @@ def test_planned_sample_equals_the_streaming_selection():
     """extract_partial plans the sample before any forward pass; the Ray engine still streams
     candidates with select/commit. Both keep the same tokens, and ordered() returns them in
     (text, position) order."""
-    from backend.engine.extraction import SampleCandidates, token_priority
+    from isoscope.engine.extraction import SampleCandidates, token_priority
 
     rng = np.random.default_rng(0)
     text_id = np.repeat(np.arange(40), rng.integers(1, 30, size=40))
@@ -34,7 +34,7 @@ def test_planned_sample_equals_the_streaming_selection():
 def test_sample_buffer_is_zeroed_writable_and_picklable():
     import pickle
 
-    from backend.engine.extraction.sample import _zeros
+    from isoscope.engine.extraction.sample import _zeros
 
     for shape in ((3, 5, 2), (4, 1000, 600)):  # below and above the pre-faulted size
         buf = _zeros(shape, np.float32)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from backend.engine.extraction.stats import RunningStats
+from isoscope.engine.extraction.stats import RunningStats
 
 
 def _full_batch(x: np.ndarray) -> dict[str, np.ndarray]:
@@ -129,7 +129,7 @@ def test_merge_of_partial_stats_equals_one_pass():
 def test_accumulators_are_float64_on_the_batch_device():
     import torch
 
-    from backend.engine.extraction.stats import accumulation_device
+    from isoscope.engine.extraction.stats import accumulation_device
 
     stats = RunningStats.from_batch([torch.ones(4, 3, dtype=torch.float32)] * 2)
     assert stats._mean.dtype == torch.float64 and stats.device.type == "cpu"
@@ -143,7 +143,7 @@ def test_states_reduced_together_equal_the_reference_however_grouped(groups):
     scratch buffers across calls; every grouping equals the per-state reference, ties included."""
     import torch
 
-    from backend.engine.extraction.stats import WorkBuffers
+    from isoscope.engine.extraction.stats import WorkBuffers
 
     rng = np.random.default_rng(6)
     S, d = 3, 10
@@ -178,8 +178,8 @@ def test_eager_moments_are_centred_in_float64_and_propagate_like_torch(g):
     generic torch formulas (an infinite dimension has an infinite mean and an undefined spread)."""
     import torch
 
-    from backend.engine.extraction.kernel import MOMENTS
-    from backend.engine.extraction.stats import moments
+    from isoscope.engine.extraction.kernel import MOMENTS
+    from isoscope.engine.extraction.stats import moments
 
     rng = np.random.default_rng(8)
     n, d = 301, 6
@@ -216,8 +216,8 @@ def test_eager_cpu_batches_write_the_full_batch_statistics_into_their_rows(dtype
     bfloat16, whose min and max are converted to float64): the result is the full-batch one."""
     import torch
 
-    from backend.engine.extraction.kernel import MOMENTS
-    from backend.engine.extraction.stats import WorkBuffers
+    from isoscope.engine.extraction.kernel import MOMENTS
+    from isoscope.engine.extraction.stats import WorkBuffers
 
     rng = np.random.default_rng(5)
     S, n, d = 3, 97, 10
@@ -244,8 +244,8 @@ def test_eager_state_rows_equal_a_batch_through_add_states(dtype):
     infinity included (torch's propagation), and the merged result is the full-batch one."""
     import torch
 
-    from backend.engine.extraction.kernel import MOMENTS
-    from backend.engine.extraction.stats import EagerStates, WorkBuffers
+    from isoscope.engine.extraction.kernel import MOMENTS
+    from isoscope.engine.extraction.stats import EagerStates, WorkBuffers
 
     rng = np.random.default_rng(9)
     S, n, d = 4, 53, 12

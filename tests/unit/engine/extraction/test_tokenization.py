@@ -9,8 +9,8 @@ import threading
 import numpy as np
 import pytest
 
-from backend.engine.budget.batching import batch_count, length_order, plan_batches
-from backend.engine.extraction.tokenization import TokenizedCorpus, collector_paused, is_punct
+from isoscope.engine.budget.batching import batch_count, length_order, plan_batches
+from isoscope.engine.extraction.tokenization import TokenizedCorpus, collector_paused, is_punct
 
 
 def test_length_order_is_longest_first_stable_and_drops_empty_texts():

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from backend.engine.errors import InputError
-from backend.engine.extraction.types import ExtractionSettings, TokenTable
+from isoscope.engine.errors import InputError
+from isoscope.engine.extraction.types import ExtractionSettings, TokenTable
 
 
 def test_settings_defaults_and_to_dict():

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from backend.engine.errors import InputError
-from backend.engine.inputs import corpus as corpus_mod
-from backend.engine.inputs.corpus import (
+from isoscope.engine.errors import InputError
+from isoscope.engine.inputs import corpus as corpus_mod
+from isoscope.engine.inputs.corpus import (
     Corpus,
     bundled_corpus,
     corpus_from_bytes,
@@ -113,7 +113,7 @@ def test_long_texts_are_cut_with_a_notice(monkeypatch):
 
 
 def test_file_size_limit(monkeypatch, tmp_path):
-    from backend.engine.inputs import files
+    from isoscope.engine.inputs import files
 
     monkeypatch.setattr(files, "MAX_FILE_BYTES", 100)  # the one limit of every user file
     with pytest.raises(InputError, match="limit is"):

@@ -1,11 +1,11 @@
-"""The checks every user file goes through (backend.engine.inputs.files)."""
+"""The checks every user file goes through (isoscope.engine.inputs.files)."""
 
 from __future__ import annotations
 
 import pytest
 
-from backend.engine.errors import InputError
-from backend.engine.inputs import files
+from isoscope.engine.errors import InputError
+from isoscope.engine.inputs import files
 
 
 def test_size_limit_for_bytes_and_paths(tmp_path, monkeypatch):

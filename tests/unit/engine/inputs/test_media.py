@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from backend.engine.errors import InputError
-from backend.engine.inputs.media import (
+from isoscope.engine.errors import InputError
+from isoscope.engine.inputs.media import (
     MediaCorpus,
     demo_images,
     demo_speech,

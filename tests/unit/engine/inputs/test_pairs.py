@@ -1,4 +1,4 @@
-"""The labelled CSV readers (backend.engine.inputs.pairs): sentence pairs and word-sense rows, with and
+"""The labelled CSV readers (isoscope.engine.inputs.pairs): sentence pairs and word-sense rows, with and
 without a header, every error saying what and where, and the bundled samples."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from backend.analysis.geometry.similarity import find_word_span
-from backend.engine.errors import InputError
-from backend.engine.inputs import files
-from backend.engine.inputs.pairs import (
+from isoscope.analysis.similarity import find_word_span
+from isoscope.engine.errors import InputError
+from isoscope.engine.inputs import files
+from isoscope.engine.inputs.pairs import (
     SentencePairs,
     evaluated_texts,
     read_pairs_csv,

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from backend.engine.errors import ModelLoadError
-from backend.engine.load.hub import DownloadMeter, files_to_fetch, snapshot_complete
+from isoscope.engine.errors import ModelLoadError
+from isoscope.engine.load.hub import DownloadMeter, files_to_fetch, snapshot_complete
 
 pytestmark = pytest.mark.unit
 

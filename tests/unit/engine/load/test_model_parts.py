@@ -1,4 +1,4 @@
-"""The typed hand-over between a loader and make_loaded (backend.engine.load.model_parts)."""
+"""The typed hand-over between a loader and make_loaded (isoscope.engine.load.model_parts)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 import torch
 
-from backend.engine.load.model_parts import ModelParts, short_error
+from isoscope.engine.load.model_parts import ModelParts, short_error
 
 
 def test_parts_are_frozen_and_default_to_no_folder_or_provenance():

@@ -7,8 +7,8 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from backend.engine.errors import ModelLoadError
-from backend.engine.load.preflight import GIB, Preflight, folder_census, free_memory, preflight
+from isoscope.engine.errors import ModelLoadError
+from isoscope.engine.load.preflight import GIB, Preflight, folder_census, free_memory, preflight
 
 pytestmark = pytest.mark.unit
 
@@ -53,7 +53,7 @@ def test_the_gguf_census_reads_the_tensor_table(tmp_path):
     from gguf import GGUFReader
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from backend.engine.load.preflight import gguf_census
+    from isoscope.engine.load.preflight import gguf_census
     from tests.gguf_files import gpt2_vocabulary, write_gguf
 
     vocab = gpt2_vocabulary()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from backend.engine.errors import ModelLoadError
-from backend.engine.load.source import (
+from isoscope.engine.errors import ModelLoadError
+from isoscope.engine.load.source import (
     PRESETS,
     RANDOM_FAMILIES,
     parse_source,

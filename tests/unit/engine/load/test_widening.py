@@ -10,7 +10,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from backend.engine.load.widening import made_in_half, pread_reads, widen_in_place, widens
+from isoscope.engine.load.widening import made_in_half, pread_reads, widen_in_place, widens
 
 pytestmark = pytest.mark.unit
 WEIGHTS = torch.arange(4096.0) % 256

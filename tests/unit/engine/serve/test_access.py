@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from backend.engine.errors import InputError
-from backend.engine.serve.access import (
+from isoscope.engine.errors import InputError
+from isoscope.engine.serve.access import (
     SOURCE_REFUSED,
     AccessPolicy,
     RateLimit,
@@ -79,7 +79,7 @@ def test_a_symlink_out_of_the_allow_list_is_refused(policy, tmp_path):
 
 
 def test_a_cached_hub_id_is_allowed(policy, monkeypatch, tmp_path):
-    import backend.engine.load.models as models
+    import isoscope.engine.load.models as models
 
     monkeypatch.setattr(
         models, "local_hub_snapshot", lambda s: tmp_path if s == "org/cached" else None

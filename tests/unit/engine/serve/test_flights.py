@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from backend.engine.serve.flights import WorkQueue
+from isoscope.engine.serve.flights import WorkQueue
 
 
 class Gate:

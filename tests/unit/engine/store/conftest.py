@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from backend.engine.store.limit import set_process_limit
+from isoscope.engine.store.limit import set_process_limit
 
 
 @pytest.fixture

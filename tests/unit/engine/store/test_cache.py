@@ -1,4 +1,4 @@
-"""backend.engine.store.cache: LRU eviction under a limit, temp files and model folders left alone,
+"""isoscope.engine.store.cache: LRU eviction under a limit, temp files and model folders left alone,
 one notice when nothing is kept, two processes sharing a folder."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from backend.engine.extraction import ExtractionResult, ExtractionSettings, TokenTable
-from backend.engine.store import cache as cache_mod
-from backend.engine.store.cache import ResultCache, touch
+from isoscope.engine.extraction import ExtractionResult, ExtractionSettings, TokenTable
+from isoscope.engine.store import cache as cache_mod
+from isoscope.engine.store.cache import ResultCache, touch
 
 MIB = 1024**2
 

@@ -1,4 +1,4 @@
-"""backend.engine.store.cached_extract: a miss computed and kept, an unwritable folder or a
+"""isoscope.engine.store.cached_extract: a miss computed and kept, an unwritable folder or a
 corrupted entry recomputed with at most one notice, and a key computed once across callers."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import time
 import numpy as np
 import pytest
 
-from backend.engine.extraction import ExtractionResult, ExtractionSettings
-from backend.engine.store.cache import ResultCache
-from backend.engine.store.cached_extract import cached_extract
-from backend.engine.store.entries import cache_key
+from isoscope.engine.extraction import ExtractionResult, ExtractionSettings
+from isoscope.engine.store.cache import ResultCache
+from isoscope.engine.store.cached_extract import cached_extract
+from isoscope.engine.store.entries import cache_key
 from tests.unit.engine.store.test_cache import fake_result
 
 pytestmark = pytest.mark.usefixtures("no_process_limit")
@@ -29,9 +29,9 @@ def test_unwritable_folder_runs_with_one_notice(tmp_path, monkeypatch):
 
     loaded = type("L", (), {"fingerprint": "fp"})()
     corpus = type("C", (), {"sha": "s", "__len__": lambda self: 1})()
-    import backend.engine.extraction
+    import isoscope.engine.extraction
 
-    monkeypatch.setattr(backend.engine.extraction, "extract", fake_extract)
+    monkeypatch.setattr(isoscope.engine.extraction, "extract", fake_extract)
     out = cached_extract(loaded, corpus, ExtractionSettings(), cache=cache)
     assert calls == [1]
     assert [n for n in out.notices if "nothing was cached" in n] == [out.notices[-1]]
@@ -40,7 +40,7 @@ def test_unwritable_folder_runs_with_one_notice(tmp_path, monkeypatch):
 
 
 def test_corrupted_entry_is_recomputed_and_replaced(tmp_path, monkeypatch):
-    import backend.engine.extraction
+    import isoscope.engine.extraction
 
     cache = ResultCache(tmp_path)
     loaded = type("L", (), {"fingerprint": "fp"})()
@@ -48,7 +48,7 @@ def test_corrupted_entry_is_recomputed_and_replaced(tmp_path, monkeypatch):
     settings = ExtractionSettings()
     key = cache_key("fp", "s", settings)
     cache.path(key).write_bytes(b"PK\x03\x04 truncated garbage")
-    monkeypatch.setattr(backend.engine.extraction, "extract", lambda *a: fake_result(5))
+    monkeypatch.setattr(isoscope.engine.extraction, "extract", lambda *a: fake_result(5))
     out = cached_extract(loaded, corpus, settings, cache=cache)
     assert out.notices == ()
     np.testing.assert_array_equal(cache.load(key).sample_vectors, fake_result(5).sample_vectors)
@@ -61,7 +61,7 @@ def test_a_second_process_computing_the_same_key_waits_and_reads_the_first_resul
     folder in another thread) extracts a key, a second caller waits and then reads it from disk."""
     import threading
 
-    import backend.engine.extraction
+    import isoscope.engine.extraction
 
     calls: list[int] = []
     started = threading.Event()
@@ -72,7 +72,7 @@ def test_a_second_process_computing_the_same_key_waits_and_reads_the_first_resul
         time.sleep(0.5)
         return fake_result(7)
 
-    monkeypatch.setattr(backend.engine.extraction, "extract", slow_extract)
+    monkeypatch.setattr(isoscope.engine.extraction, "extract", slow_extract)
     card = {"source": "fake"}  # the card fake_result carries: the same path, so no reuse line
     loaded = type("L", (), {"fingerprint": "fp", "info": type("I", (), {"to_dict": card.copy})})()
     corpus = type("C", (), {"sha": "s", "__len__": lambda self: 1})()

@@ -1,4 +1,4 @@
-"""backend.engine.store.entries: the key changes with whatever determines the result, and a result
+"""isoscope.engine.store.entries: the key changes with whatever determines the result, and a result
 comes back from its arrays as it was written (anything else reads as None)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from backend.engine.extraction import ExtractionSettings
-from backend.engine.store.entries import cache_key, result_arrays, result_from_arrays
+from isoscope.engine.extraction import ExtractionSettings
+from isoscope.engine.store.entries import cache_key, result_arrays, result_from_arrays
 from tests.unit.engine.store.test_cache import fake_result
 
 

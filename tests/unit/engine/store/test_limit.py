@@ -1,13 +1,13 @@
-"""backend.engine.store.limit: sizes read and written in binary units, and which limit applies
+"""isoscope.engine.store.limit: sizes read and written in binary units, and which limit applies
 (an explicit one, the process's, the environment's, the default)."""
 
 from __future__ import annotations
 
 import pytest
 
-from backend.engine.errors import InputError
-from backend.engine.store.cache import ResultCache
-from backend.engine.store.limit import (
+from isoscope.engine.errors import InputError
+from isoscope.engine.store.cache import ResultCache
+from isoscope.engine.store.limit import (
     DEFAULT_CACHE_LIMIT,
     default_cache_limit,
     format_usage,

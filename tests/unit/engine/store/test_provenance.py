@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from backend.engine.store.provenance import REUSED_KEY, attribute, relabel_card, reuse_line
+from isoscope.engine.store.provenance import REUSED_KEY, attribute, relabel_card, reuse_line
 from tests.report_inputs import report_result
 
 FIRST = {"source": "/a", "display_name": "/a", "path": "/abs/a", "num_layers": 2}
@@ -58,7 +58,7 @@ def test_attribute_keeps_the_arrays_and_returns_an_unchanged_result_itself():
 
 
 def test_only_a_named_file_or_folder_is_a_path(tmp_path):
-    from backend.engine.load.models import opened_path
+    from isoscope.engine.load.models import opened_path
 
     assert opened_path(str(tmp_path)) == str(tmp_path.resolve())
     assert opened_path(f" {tmp_path / 'model.gguf'} ") == str((tmp_path / "model.gguf").resolve())

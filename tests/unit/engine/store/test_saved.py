@@ -11,10 +11,10 @@ import zipfile
 import numpy as np
 import pytest
 
-from backend.engine.errors import IsoscopeError
-from backend.engine.extraction import ExtractionResult, ExtractionSettings, TokenTable
-from backend.engine.inputs.corpus import Corpus
-from backend.engine.store.saved import (
+from isoscope.engine.errors import IsoscopeError
+from isoscope.engine.extraction import ExtractionResult, ExtractionSettings, TokenTable
+from isoscope.engine.inputs.corpus import Corpus
+from isoscope.engine.store.saved import (
     FORMAT_VERSION,
     CorruptSavedAnalysisError,
     NewerSavedFormatError,

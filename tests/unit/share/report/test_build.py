@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from backend.share.report import ReportSettings, build_report, render_html
-from backend.share.report import build as report_module
+from isoscope.share.report import ReportSettings, build_report, render_html
+from isoscope.share.report import build as report_module
 from tests.report_inputs import QUICK
 
 
@@ -38,14 +38,14 @@ def test_sections_that_do_not_apply_say_why(planted):
 
 
 def test_unknown_section_is_an_input_error(planted):
-    from backend.engine.errors import InputError
+    from isoscope.engine.errors import InputError
 
     with pytest.raises(InputError, match="unknown report section"):
         build_report(None, planted, sections=("outliers", "nonsense"))
 
 
 def test_criteria_the_caller_has_are_not_computed_again(planted, monkeypatch):
-    from backend.analysis.geometry import outliers
+    from isoscope.analysis import outliers
 
     known = outliers.criteria_by_state(planted)
     baseline = build_report(None, planted, sections=QUICK, settings=ReportSettings(pairs=500))

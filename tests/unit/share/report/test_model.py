@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from backend.engine.errors import InputError
-from backend.share.report.model import SECTIONS, Report, ReportSettings, Section
+from isoscope.engine.errors import InputError
+from isoscope.share.report.model import SECTIONS, Report, ReportSettings, Section
 
 
 def test_settings_defaults_are_valid_and_bad_values_say_the_range():

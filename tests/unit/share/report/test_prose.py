@@ -8,8 +8,8 @@ import re
 import numpy as np
 import pytest
 
-from backend.analysis.geometry.isotropy import clipped_anisotropy_by_state
-from backend.share.report import ReportSettings, build_report
+from isoscope.analysis.anisotropy import clipped_anisotropy_by_state
+from isoscope.share.report import ReportSettings, build_report
 from tests.report_inputs import QUICK
 from tests.report_inputs import report_result as _result
 
@@ -45,7 +45,7 @@ def test_no_outlier_is_a_finding_not_an_error():
 
 
 def test_state_lists_shorten_runs_of_layers():
-    from backend.share.report.prose import _states
+    from isoscope.share.report.prose import _states
 
     assert _states(["emb", "1", "2", "3", "5", "7", "8", "9", "10"]) == "emb, 1–3, 5, 7–10"
     assert _states(["1", "2"]) == "1, 2"

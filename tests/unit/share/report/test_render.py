@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 import re
 
-from backend.share.report import ReportSettings, build_report
+from isoscope.share.report import ReportSettings, build_report
 from tests.report_inputs import QUICK
 
 

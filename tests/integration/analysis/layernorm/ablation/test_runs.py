@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from backend.analysis.layernorm.ablation import ablated, mask_tokens, run_ablation
-from backend.analysis.layernorm.params import ln_outliers, norms_of
-from backend.engine.extraction import tokenize
-from backend.engine.load.models import load_model
+from isoscope.analysis.layernorm.ablation import ablated, mask_tokens, run_ablation
+from isoscope.analysis.layernorm.params import ln_outliers, norms_of
+from isoscope.engine.extraction import tokenize
+from isoscope.engine.load.models import load_model
 
 
 @pytest.fixture(scope="module")
@@ -72,9 +72,9 @@ def test_minilm_outlier_dims_move_embeddings_more_than_random_dims(minilm, bundl
 
 
 def test_sts_spearman_matches_direct_computation(tiny_bert_dir):
-    from backend.analysis.geometry.similarity import cosine_rows, spearman100
-    from backend.engine.extraction import mean_pooled
-    from backend.engine.inputs.pairs import sts_sample
+    from isoscope.analysis.similarity import cosine_rows, spearman100
+    from isoscope.engine.extraction import mean_pooled
+    from isoscope.engine.inputs.pairs import sts_sample
 
     loaded = load_model(str(tiny_bert_dir), device="cpu")
     pairs = sts_sample()

@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from backend.analysis.layernorm.ablation import run_ablation, sweep
-from backend.analysis.layernorm.params import norms_of
-from backend.engine.errors import InputError
-from backend.engine.inputs.media import load_media_folder
-from backend.engine.load.models import load_model
+from isoscope.analysis.layernorm.ablation import run_ablation, sweep
+from isoscope.analysis.layernorm.params import norms_of
+from isoscope.engine.errors import InputError
+from isoscope.engine.inputs.media import load_media_folder
+from isoscope.engine.load.models import load_model
 from tests.media_models import audio_folder, image_folder, save_audio_model, save_image_model
 
 

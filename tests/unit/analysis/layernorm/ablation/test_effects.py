@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from backend.analysis.layernorm.ablation.effects import AblationReport, Effect
+from isoscope.analysis.layernorm.ablation.effects import AblationReport, Effect
 
 
 def _effect(cos: float, aniso: float, sts: float | None = None, mlm: float | None = None):

@@ -6,7 +6,7 @@ import numpy as np
 
 
 def test_labels_pad_with_minus_100_and_a_zero_mask():
-    from backend.analysis.layernorm.ablation.forward import padded
+    from isoscope.analysis.layernorm.ablation.forward import padded
 
     labels, mask = padded([np.array([5, -100, 7]), np.array([9])], -100)
     assert labels.tolist() == [[5, -100, 7], [9, -100, -100]]
@@ -16,7 +16,7 @@ def test_labels_pad_with_minus_100_and_a_zero_mask():
 def test_cosines_along_the_last_axis_and_zero_vectors_give_zero():
     import torch
 
-    from backend.analysis.layernorm.ablation.forward import cosines
+    from isoscope.analysis.layernorm.ablation.forward import cosines
 
     a = torch.tensor([[1.0, 0.0], [1.0, 1.0], [0.0, 0.0]], dtype=torch.float64)
     b = torch.tensor([[0.0, 2.0], [2.0, 2.0], [1.0, 0.0]], dtype=torch.float64)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from backend.analysis.layernorm.ablation.masking import mask_tokens
-from backend.engine.extraction import TokenizedCorpus
+from isoscope.analysis.layernorm.ablation.masking import mask_tokens
+from isoscope.engine.extraction import TokenizedCorpus
 
 
 def test_mask_tokens_skips_specials_and_is_seeded():
@@ -32,8 +32,8 @@ def test_a_tokenizer_without_a_mask_token_is_an_input_error():
 
     import pytest
 
-    from backend.analysis.layernorm.ablation.masking import mask_token_id
-    from backend.engine.errors import InputError
+    from isoscope.analysis.layernorm.ablation.masking import mask_token_id
+    from isoscope.engine.errors import InputError
 
     assert mask_token_id(SimpleNamespace(tokenizer=SimpleNamespace(mask_token_id=103))) == 103
     with pytest.raises(InputError, match="no mask token"):

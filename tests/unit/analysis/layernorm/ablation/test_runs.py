@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from backend.analysis.layernorm.ablation.runs import run_ablation
+from isoscope.analysis.layernorm.ablation.runs import run_ablation
 from tests.ablation_models import TEXTS, same, snapshot
 
 
@@ -21,9 +21,9 @@ def test_run_ablation_leaves_the_model_untouched(tiny_loaded):
 
 def test_ablation_batches_and_pads_with_the_extraction_helpers(tiny_loaded, monkeypatch):
     """One batching/padding rule: run_ablation's batches are plan_batches', padded by pad_rows."""
-    import backend.analysis.layernorm.ablation.forward as forward
-    from backend.engine.budget.batching import plan_batches
-    from backend.engine.extraction import pad_rows
+    import isoscope.analysis.layernorm.ablation.forward as forward
+    from isoscope.engine.budget.batching import plan_batches
+    from isoscope.engine.extraction import pad_rows
 
     planned, padded_widths = [], []
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from backend.analysis.layernorm.ablation.surgery import (
+from isoscope.analysis.layernorm.ablation.surgery import (
     ablated,
     masked_norms,
     parse_dims,
     random_control_dims,
 )
-from backend.analysis.layernorm.params import find_norms, select_norms
-from backend.engine.errors import InputError
+from isoscope.analysis.layernorm.params import find_norms, select_norms
+from isoscope.engine.errors import InputError
 from tests.ablation_models import same, snapshot, tiny_model
 
 

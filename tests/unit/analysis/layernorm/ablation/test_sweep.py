@@ -6,7 +6,7 @@ import threading
 
 import numpy as np
 
-from backend.analysis.layernorm.ablation.sweep import sweep
+from isoscope.analysis.layernorm.ablation.sweep import sweep
 from tests.ablation_models import TEXTS, same, snapshot
 
 
