@@ -31,7 +31,7 @@ from typing import cast
 import numpy as np
 import torch
 
-from isoscope.analysis.massive.int8 import RELATIVE, TOKEN_SHARE, far_from_unit
+from isoscope.analysis.massive.int8 import RELATIVE, TOKEN_SHARE, batch_first, far_from_unit
 from isoscope.analysis.massive.loghist import N_BINS, log_histogram, median_from_histogram
 from isoscope.engine.arch.mixers import STATE_SPACE_KINDS
 from isoscope.engine.device import to_numpy
@@ -94,6 +94,7 @@ def per_token(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor | None:
     (B * T * heads, d_head)), or with extra axes of size one around the tokens ((B, 1, T, c)).
     None when ``x`` is not laid out by token."""
     b, t = mask.shape
+    x = batch_first(x, mask)  # sequence-first, or padded inside the model
     if x.ndim >= 2 and tuple(x.shape[:2]) == (b, t):
         return x.reshape(b, t, -1)[mask]
     if x.numel() % (b * t) == 0 and x.shape[0] % (b * t) == 0:

@@ -101,6 +101,11 @@ class InputLayout:
                 )
             how = "padded with a mask" if self.pad_with_mask else "equal-length batches, no padding"
             return f"{self.frames_per_second:g} frames per second ({how})"
+        if not self.pad_with_mask:
+            return (
+                "tokens of the tokenizer (padding moves this model's real tokens: batches of "
+                "equal-length texts, no padding)"
+            )
         return "tokens of the tokenizer"
 
     def input_size(self) -> str:

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 import torch
 
+from isoscope.engine.errors import UnsupportedModelError
+
 NORM_ROLES = ("emb", "attn", "out", "pre_attn", "pre_mlp", "other", "final", "head")
 
 
@@ -156,7 +158,14 @@ def norm_kind(
                 weight.fill_(1.0)
             if isinstance(bias, torch.Tensor):
                 bias.zero_()
-            one = module(x, **extra).float()
+            try:
+                one = module(x, **extra).float()
+            except Exception as exc:  # e.g. xLSTM's norm over (B, T, heads, d_head) only
+                raise UnsupportedModelError(
+                    f"{type(module).__name__} does not normalise a (batch, tokens, {width}) "
+                    f"input ({type(exc).__name__}); isoscope's norm views read norms over the "
+                    "last axis of the token states"
+                ) from None
             shifted = module(x + 3.0, **extra).float()
             offset = 0.0
             if isinstance(weight, torch.Tensor):

@@ -20,17 +20,43 @@ TRACE_TOKENS = 8  # length of the traced text
 TRACE_SAMPLES = 16000  # samples of the traced audio clip: 1 s at wav2vec2's 16 kHz
 
 
-def trace_ids(model: torch.nn.Module, n: int = TRACE_TOKENS, seed: int = 0) -> torch.Tensor:
+def probe_vocab(model: torch.nn.Module) -> int:
+    """Token ids a probe may draw from: the config's ``vocab_size``, else the input embedding's
+    rows, else the 256 byte values (CANINE hashes code points and has neither)."""
     vocab = int(getattr(model.config, "vocab_size", 0) or 0)
+    if vocab <= 0:
+        try:
+            vocab = int(model.get_input_embeddings().num_embeddings)
+        except Exception:
+            vocab = 256
+    return vocab
+
+
+def trace_ids(model: torch.nn.Module, n: int = TRACE_TOKENS, seed: int = 0) -> torch.Tensor:
+    vocab = probe_vocab(model)
     low = min(5, max(vocab - 2, 0))
     gen = torch.Generator().manual_seed(seed)
     return torch.randint(low, max(vocab, low + 1), (1, n), generator=gen)
 
 
-def forward_ids(model: torch.nn.Module, ids: torch.Tensor, **extra: Any) -> Any:
+def forward_ids(
+    model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor | None = None, **extra: Any
+) -> Any:
+    """``model`` on the token ids ``ids`` (1, T) with ``mask`` (default: every position real)."""
     ids = ids.to(input_device(model))
-    kwargs = {"use_cache": False} if getattr(model.config, "use_cache", None) is not None else {}
-    return model(input_ids=ids, attention_mask=torch.ones_like(ids), **kwargs, **extra)
+    mask = torch.ones_like(ids) if mask is None else mask.to(ids.device)
+    return model(input_ids=ids, attention_mask=mask, **no_cache(model), **extra)
+
+
+def no_cache(model: torch.nn.Module) -> dict[str, Any]:
+    """``{"use_cache": False}`` where the model's forward takes it (no key/value cache is built
+    for a pass whose states are all that is read), else nothing."""
+    takes = "use_cache" in forward_parameters(model)
+    return (
+        {"use_cache": False}
+        if takes and getattr(model.config, "use_cache", None) is not None
+        else {}
+    )
 
 
 def trace_forward(model: torch.nn.Module, seed: int = 0, **extra: Any) -> Any:

@@ -62,6 +62,7 @@ from isoscope.engine.extraction.forward import (
     pad_rows,
     pad_token_id,
     residual_states,
+    run_encoder,
 )
 from isoscope.engine.extraction.partial import PartialExtraction, finish
 from isoscope.engine.extraction.sample import SampleCandidates, sample_limit, token_priority
@@ -99,6 +100,7 @@ __all__ = [
     "pad_rows",
     "pad_token_id",
     "residual_states",
+    "run_encoder",
     "sample_limit",
     "token_priority",
     "tokenize",

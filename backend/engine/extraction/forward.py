@@ -7,16 +7,18 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
 
 from isoscope.engine.allocator import for_extraction, release_freed_memory
+from isoscope.engine.arch.probe import no_cache
 from isoscope.engine.budget.batching import batch_count, equal_run, length_order
 from isoscope.engine.budget.progress import Progress
 from isoscope.engine.device import to_numpy
-from isoscope.engine.errors import InputError, UnsupportedModelError
+from isoscope.engine.errors import InputError, IsoscopeError, UnsupportedModelError
 from isoscope.engine.extraction.kernel import MOMENTS
 from isoscope.engine.extraction.media import MediaTokens, media_forward
 from isoscope.engine.extraction.partial import PartialExtraction, finish, token_table, tokenize_part
@@ -122,33 +124,71 @@ def forward_hidden_states(
     AltUp: each state is (streams, B, T, d)) is read at the stream its layers compute on, the
     config's ``altup_active_idx``; its ``last_hidden_state`` merges the streams and is state L.
     """
-    input_ids = torch.from_numpy(ids).to(loaded.device)
-    attention_mask = torch.from_numpy(mask).to(loaded.device)
-    out = loaded.encoder(
-        input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True
-    )
+    out = run_encoder(loaded, ids, mask, output_hidden_states=True)
     hidden_states = getattr(out, "hidden_states", None)
     if not hidden_states:
         raise UnsupportedModelError(
             f"{loaded.info.source!r} ({loaded.info.architecture}) returns no hidden states; "
             "isoscope needs a model that supports output_hidden_states"
         )
-    hidden_states = list(residual_states(out, loaded.encoder))
-    width = ids.shape[1]
-    if any(h.shape[1] != width for h in hidden_states):  # CANINE's downsampled molecule states
-        hidden_states = [to_characters(h, width) for h in hidden_states]
-    return tuple(hidden_states)
+    return residual_states(out, loaded.encoder, ids.shape[1])
 
 
-def residual_states(out: Any, model: torch.nn.Module) -> tuple[torch.Tensor, ...]:
+def run_encoder(
+    loaded: LoadedModel, ids: np.ndarray | torch.Tensor, mask: np.ndarray | torch.Tensor, **extra
+) -> Any:
+    """The base model on one batch of token ids (B, T) and their mask, with no cache built. An
+    error the model's own forward raises on these inputs (a length it cannot run, a shape its
+    code does not handle) becomes one :class:`UnsupportedModelError` naming the batch; running
+    out of memory stays what it is (the caller halves the batch)."""
+    ids = torch.as_tensor(ids).to(loaded.device)
+    mask = torch.as_tensor(mask).to(loaded.device)
+    extra = no_cache(loaded.encoder) | extra
+    try:
+        return loaded.encoder(input_ids=ids, attention_mask=mask, **extra)
+    except IsoscopeError:
+        raise
+    except Exception as exc:
+        if is_out_of_memory(exc) or _raised_by_isoscope(exc):
+            raise
+        first = (str(exc).strip().splitlines() or [""])[0][:160]
+        raise UnsupportedModelError(
+            f"{loaded.info.display_name} ({loaded.info.architecture}): its own forward pass fails "
+            f"on {ids.shape[0]} text(s) of {ids.shape[1]} tokens ({type(exc).__name__}: {first}); "
+            "isoscope reads models that run on texts of any length"
+        ) from exc
+
+
+_PACKAGE_DIR = str(Path(__file__).resolve().parents[2])
+
+
+def _raised_by_isoscope(exc: BaseException) -> bool:
+    """Whether an error came from isoscope's own code inside the forward pass (a hook), which is
+    a bug to report, not the model's failure: the frame that raised it lies in this package."""
+    tb, last = exc.__traceback__, None
+    while tb is not None:
+        last, tb = tb, tb.tb_next
+    return last is not None and last.tb_frame.f_code.co_filename.startswith(_PACKAGE_DIR)
+
+
+def residual_states(
+    out: Any, model: torch.nn.Module, width: int | None = None
+) -> tuple[torch.Tensor, ...]:
     """The S (B, T, d) states of a forward pass's output, as isoscope numbers them: its
     ``hidden_states`` at the active AltUp stream (:func:`active_streams`), state L replaced by its
     ``last_hidden_state`` where the shapes agree. The one reading of a text model's output, for
-    the extraction and every scan that runs its own forward pass."""
+    the extraction and every scan that runs its own forward pass.
+
+    ``width``: the batch's padded length T. A state longer than that comes from a model that pads
+    the sequence itself, after the last token, to a multiple of its attention block (LED,
+    BigBird's block-sparse attention): its first T positions are the inputs'. A shorter one is
+    downsampled (CANINE's molecules): :func:`to_characters`."""
     states = list(active_streams(out.hidden_states, model))
     last = getattr(out, "last_hidden_state", None)
     if states and isinstance(last, torch.Tensor) and last.shape == states[-1].shape:
         states[-1] = last
+    if width is not None:
+        states = [h[:, :width] if h.shape[1] > width else to_characters(h, width) for h in states]
     return tuple(states)
 
 
@@ -212,7 +252,7 @@ def extract_partial(
     notices: list[str] = list(tokenized.notes) if isinstance(tokenized, MediaTokens) else []
 
     lengths = tokenized.lengths
-    group = tokenized.group if isinstance(tokenized, MediaTokens) else None
+    group = tokenized.group  # a model that must not be padded: one length per batch
     order = length_order(lengths, group)
     pad_id = pad_token_id(loaded)
     budget, cap = settings.token_budget, settings.batch_size
@@ -222,7 +262,7 @@ def extract_partial(
             while start < len(order):
                 width = int(lengths[order[start]])
                 count = batch_count(width, len(order) - start, cap, budget)
-                if group is not None:  # clips that must not be padded: one length per batch
+                if group is not None:  # texts or clips that must not be padded
                     count = equal_run(group, order, start, count)
                 rows = order[start : start + count]
                 try:

@@ -35,11 +35,10 @@ class MediaTokens(TokenizedCorpus):
     """A tokenized corpus of images or clips. ``input_ids`` hold the output-token indices (they set
     the lengths and padding of the batch plan); ``data`` the model's raw input per item (RGB
     pixels, or samples at the model's rate); ``names`` each item's token names; ``group`` (or
-    None) the sample count a batch's clips must share."""
+    None) the sample count a batch's clips must share (a model that must not pad them)."""
 
     data: tuple[np.ndarray, ...] = ()
     names: tuple[np.ndarray, ...] = ()
-    group: np.ndarray | None = None
     notes: tuple[str, ...] = ()  # clips skipped for this model, by name
 
 
@@ -66,8 +65,8 @@ def prepare_media(loaded: LoadedModel, items: Sequence[MediaItem]) -> MediaToken
             [word] * len(items),
             0,
             count,
-            data,
-            (patch_names,) * len(items),
+            data=data,
+            names=(patch_names,) * len(items),
         )
     rate = int(layout.sampling_rate or 0)
     data = tuple(resample(item.data, item.rate, rate) for item in items)
@@ -108,7 +107,15 @@ def prepare_media(loaded: LoadedModel, items: Sequence[MediaItem]) -> MediaToken
         )
     group = None if layout.pad_with_mask else samples
     return MediaTokens(
-        ids, special, words, 0, int(frames.max()), data, tuple(names), group, tuple(notes)
+        ids,
+        special,
+        words,
+        0,
+        int(frames.max()),
+        group=group,
+        data=data,
+        names=tuple(names),
+        notes=tuple(notes),
     )
 
 

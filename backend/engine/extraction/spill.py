@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from isoscope.engine.budget.batching import batch_count, length_order
+from isoscope.engine.budget.batching import batch_count, equal_run, length_order
 from isoscope.engine.budget.progress import Progress, report
 from isoscope.engine.device import to_numpy
 from isoscope.engine.errors import InputError
@@ -107,7 +107,7 @@ def spill_state(
     except OSError as exc:
         raise _not_written(exc, path) from None
     partial = path.with_name(f"{path.name}.part{os.getpid()}")
-    order = length_order(tokenized.lengths)
+    order = length_order(tokenized.lengths, tokenized.group)
     pad_id = pad_token_id(loaded)
     start, done = 0, len(result.texts) - len(order)
     row_bytes = d * 4
@@ -122,6 +122,8 @@ def spill_state(
                 count = batch_count(
                     width, len(order) - start, settings.batch_size, settings.token_budget
                 )
+                if tokenized.group is not None:  # a model that must not be padded
+                    count = equal_run(tokenized.group, order, start, count)
                 rows = order[start : start + count]
                 ids, mask = pad_batch(tokenized, rows, pad_id)
                 hidden = forward_hidden_states(loaded, ids, mask)[state]  # (B, T, d)

@@ -139,6 +139,21 @@ def _weight_files(folder: Path) -> tuple[list[Path], list[Path]]:
     return safe, pickled
 
 
+def encoder_of(model: torch.nn.Module, config: Any = None) -> torch.nn.Module:
+    """The encoder of an encoder-decoder (ByT5 / T5: the encoder's hidden states), else
+    ``model``. An encoder module that carries no config of its own (FSMT's) is given the whole
+    model's, which names its layer count and width."""
+    config = config if config is not None else model.config
+    if not getattr(config, "is_encoder_decoder", False) or not callable(
+        getattr(model, "get_encoder", None)
+    ):
+        return model
+    encoder = model.get_encoder()
+    if getattr(encoder, "config", None) is None:
+        encoder.config = config
+    return encoder
+
+
 def read_folder(
     folder: Path,
     source: str,
@@ -175,7 +190,7 @@ def read_folder(
             "weights') if you trust the file"
         )
     try:
-        AutoConfig.from_pretrained(folder, trust_remote_code=False, local_files_only=True)
+        config = AutoConfig.from_pretrained(folder, trust_remote_code=False, local_files_only=True)
     except Exception as exc:
         raise ModelLoadError(f"cannot read the config of {source!r}: {short_error(exc)}") from None
     auto = AutoModelForMaskedLM if head == "mlm" else AutoModel
@@ -208,7 +223,7 @@ def read_folder(
 
     stored = _stored_names(safe)
     model, check = checked_load(*read(), read, source=source, head=head, stored=stored)
-    model = _analysed(model)  # ByT5 / T5 / Whisper: the encoder's hidden states
+    model = encoder_of(model, config)  # ByT5 / T5 / Whisper: the encoder's hidden states
     tokenizer, processor = _load_processor(model, folder, source)
     # a key mapping reads the same files into other tensors: a key of its own in the cache
     stripped = f"-strip:{check.stripped}" if check.stripped else ""
@@ -225,15 +240,6 @@ def read_folder(
         processor=processor,
         weights=check.label(),
     )
-
-
-def _analysed(model: Any) -> Any:
-    """The model isoscope analyses: an encoder-decoder's encoder (ByT5, T5, Whisper), else itself."""
-    if getattr(model.config, "is_encoder_decoder", False) and callable(
-        getattr(model, "get_encoder", None)
-    ):
-        return model.get_encoder()
-    return model
 
 
 def _stored_names(files: list[Path]) -> set[str] | None:
@@ -295,7 +301,7 @@ def _needed(model: Any, report: dict[str, Any], head: str) -> set[str]:
     missing = not_loaded(report)
     if not missing:
         return set()
-    return weights_read(model, _analysed(model), missing, logits=head == "mlm")
+    return weights_read(model, encoder_of(model), missing, logits=head == "mlm")
 
 
 def _load_processor(model: torch.nn.Module, folder: Path, source: str) -> tuple[Any, Any]:

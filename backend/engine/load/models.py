@@ -58,6 +58,7 @@ from isoscope.engine.load import preflight
 from isoscope.engine.load.checkpoints import (
     bundled_tokenizer,
     default_model_dir,
+    encoder_of,
     fingerprint_folder,
     local_hub_snapshot,
     opened_path,
@@ -398,6 +399,8 @@ def make_loaded(parts: ModelParts, device: torch.device, dtype: torch.dtype) -> 
     except IsoscopeError as exc:
         raise ModelLoadError(f"{parts.source!r}: {exc}") from None
     _ensure_pad_token(parts.tokenizer)
+    if layout.modality == "text":
+        layout = _text_behaviour(parts.source, model, parts.tokenizer, layout)
     return LoadedModel(
         model=model,
         tokenizer=parts.tokenizer,
@@ -410,6 +413,34 @@ def make_loaded(parts: ModelParts, device: torch.device, dtype: torch.dtype) -> 
         processor=parts.processor,
         layout=layout,
     )
+
+
+def _text_behaviour(
+    source: str, model: torch.nn.Module, tokenizer: Any, layout: InputLayout
+) -> InputLayout:
+    """``layout`` with ``pad_with_mask`` as measured on the model: whether adding masked pads
+    after a text moves its real tokens (:func:`isoscope.engine.arch.behaviour.behaviour`). A
+    model they move runs unpadded, and its extractions say so. A model whose states are no
+    function of its text (not deterministic, or mixing no tokens) is refused in one line."""
+    found = arch.behaviour(model, getattr(tokenizer, "pad_token_id", None))
+    if found.refusal():
+        raise ModelLoadError(f"{source!r} ({type(model).__name__}): {found.refusal()}")
+    if found.shortened and not getattr(model.config, "downsampling_rate", None):
+        state, positions = found.shortened[0]
+        raise ModelLoadError(
+            f"{source!r} ({type(model).__name__}): its state {state} holds {positions} positions "
+            f"for a text of {arch.PROBE_TOKENS} tokens (pooled states that shorten the sequence); "
+            "isoscope reads models whose every state has one vector per token"
+        )
+    if found.last_state:
+        layout = dataclasses.replace(layout, notes=(*layout.notes, found.last_state))
+    if not found.pads_move_tokens:
+        return layout
+    note = (
+        "padding moves this model's real tokens "
+        f"({found.why or 'measured at load'}): every batch holds texts of one length, unpadded"
+    )
+    return dataclasses.replace(layout, pad_with_mask=False, notes=(*layout.notes, note))
 
 
 def _place(
@@ -462,6 +493,9 @@ def _model_info(
         )
     archs = getattr(config, "architectures", None) or [type(model).__name__]
     text = layout.modality == "text"
+    counted = arch.behaviour(model).num_states if text else 0
+    if counted > 1 and counted - 1 != int(num_layers):
+        num_layers = counted - 1  # the states the forward returns, not what the config counts
     return ModelInfo(
         source=parts.source,
         display_name=parts.display,
@@ -473,7 +507,7 @@ def _model_info(
         num_parameters=sum(p.numel() for p in model.parameters()),
         position_embedding=_position_line(model, layout),
         is_causal=arch.is_causal(model) if text else False,
-        max_positions=getattr(config, "max_position_embeddings", None) if text else None,
+        max_positions=_position_limit(config) if text else None,
         has_mlm_head=type(model).__name__.endswith("ForMaskedLM"),
         random_init=parts.random,
         device=describe_device(device, dtype) + (" · device_map=auto" if placement else ""),
@@ -504,6 +538,13 @@ def _weights_line(parts: ModelParts) -> str:
             "in isoscope's loader, please report it"
         )
     return parts.weights
+
+
+def _position_limit(config: Any) -> int | None:
+    """The most tokens the model reads, None for no limit: a missing ``max_position_embeddings``,
+    or one of -1 or 0 (XLNet's relative positions have none)."""
+    limit = getattr(config, "max_position_embeddings", None)
+    return int(limit) if isinstance(limit, int) and limit > 0 else None
 
 
 def _pattern_line(model: torch.nn.Module) -> str:
@@ -584,10 +625,7 @@ def random_like(loaded: LoadedModel, seed: int = 0) -> LoadedModel:
         raise ModelLoadError(
             f"cannot build a random-init copy of {loaded.info.source!r}: {short_error(exc)}"
         ) from None
-    if getattr(model.config, "is_encoder_decoder", False) and callable(
-        getattr(model, "get_encoder", None)
-    ):
-        model = model.get_encoder()  # as loaded: the encoder of an encoder-decoder
+    model = encoder_of(model)  # as loaded: the encoder of an encoder-decoder
     parts = ModelParts(
         model=model,
         tokenizer=loaded.tokenizer,

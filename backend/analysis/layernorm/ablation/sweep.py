@@ -99,10 +99,16 @@ def _one_length(items: list) -> list:
 def _prepared(
     target: LoadedModel, texts: Sequence, max_length: int, media: bool
 ) -> TokenizedCorpus | MediaTokens:
-    """The sweep's one batch: tokenized texts, or prepared images / clips (unpadded clips of one
-    length for a model that must not pad them)."""
+    """The sweep's one batch: tokenized texts, or prepared images / clips (unpadded texts or clips
+    of the commonest length for a model that must not pad them)."""
     if not media:
-        return tokenize(target, tuple(texts), max_length)
+        tokenized = tokenize(target, tuple(texts), max_length)
+        if tokenized.group is None:
+            return tokenized
+        lengths = tokenized.lengths.tolist()  # padding moves this model's tokens
+        common = max(set(lengths), key=lambda n: (lengths.count(n), n))
+        kept = tuple(t for t, n in zip(texts, lengths, strict=True) if n == common)
+        return tokenize(target, kept, max_length)
     items = list(texts)
     if not target.layout.pad_with_mask and target.layout.modality == "audio":
         items = _one_length(items)  # one forward pass holds them all, unpadded

@@ -386,7 +386,7 @@ def scan_sites(
         first.setdefault(named[site.paths[0]], []).append(i)
     pre = {module: recorder.site_hook(sites) for module, sites in first.items()}
     post = {block: recorder.block_hook(i) for i, block in enumerate(blocks)}
-    batches = plan_batches(lengths, batch_size)  # the one batching rule
+    batches = plan_batches(lengths, batch_size, group=tokenized.group)  # the one batching rule
     pad_id = pad_token_id(loaded)
     end = _EndTexts(lengths, end_tokens, pad_id, d, bool(loaded.info.is_causal))
     with forward_hooks(pre, pre=True), forward_hooks(post), torch.inference_mode():
