@@ -145,6 +145,10 @@ make of the geometry the other pages measure:
 - **Dense and dead features**: features firing on more than {DENSE_SHARE.default:.0%} of tokens, with the
   cosine of their decoder row with the mean direction and the top principal components (are they the
   anisotropy itself?); features that never fire on the corpus.
+- **A feature's card**: the card of the "What is this dimension?" page with the feature's
+  pre-activation u·h + offset (u = W_enc[:, f]) in place of h[:, d]: which tokens drive it, which
+  components write it, what reads it and what it does. The pre-activation is linear in h, so the
+  parts sum to it; the activation that follows (ReLU, TopK, JumpReLU) is not decomposed.
 
 The SAE is given as a Hub id plus its path in the repo (e.g.
 `google/gemma-scope-2-270m-pt/resid_post/layer_12_width_16k_l0_medium` for Gemma 3 270M) or a local folder;
