@@ -22,4 +22,4 @@ if chosen is None:
 source, n_texts, settings = chosen
 reading, sae = view.reading_or_stop(loaded, corpus, source, n_texts, settings)
 view.headline(reading)
-view.tabs(reading, sae, settings)
+view.tabs(loaded, corpus, n_texts, reading, sae, settings)

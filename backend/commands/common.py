@@ -284,12 +284,12 @@ def read_pairs(path: str) -> tuple[list[str], list[str], list[float]]:
     return list(pairs.sentence1), list(pairs.sentence2), list(pairs.scores)
 
 
-def check_out_path(out: str) -> Path:
+def check_out_path(out: str, flag: str = "--out") -> Path:
     path = Path(out)
     if path.is_dir():
-        raise IsoscopeError(f"--out {out!r} is a folder; give a file name such as out.json")
+        raise IsoscopeError(f"{flag} {out!r} is a folder; give a file name such as out.json")
     if not path.parent.exists():
-        raise IsoscopeError(f"--out: folder {str(path.parent)!r} does not exist")
+        raise IsoscopeError(f"{flag}: folder {str(path.parent)!r} does not exist")
     return path
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 
+from isoscope.analysis.dimension.params import ABLATION_TEXTS, BATCH_SIZE
 from isoscope.analysis.sae.params import (
     DENSE_SHARE,
     DIM_TOKENS,
@@ -64,6 +65,26 @@ def add_parser(sub) -> None:
     for param in (DENSE_SHARE, FEATURES_PER_DIM, DIM_TOKENS, TOP_TOKENS, WORST_TOKENS):
         param.add_argument(p)
     p.add_argument("--out", required=True, help="output JSON file")
+    card = p.add_argument_group(
+        "a feature's card",
+        "the dimension card (as `isoscope dimension` writes it) of one feature's pre-activation "
+        "u . h + offset at the state the SAE reads, in place of h[:, d]; it decomposes the "
+        "pre-activation, not the ReLU / TopK / JumpReLU activation that follows",
+    )
+    card.add_argument(
+        "--feature", type=int, default=None, help="the feature (0-based) whose card to write"
+    )
+    card.add_argument(
+        "--card-out",
+        default=None,
+        metavar="CARD.json",
+        help="where the feature's card goes (with --feature)",
+    )
+    ABLATION_TEXTS.add_argument(
+        card,
+        help="texts the card's ablation runs on (each ablation is a forward pass over them; "
+        "0: no ablation)",
+    )
     p.set_defaults(func=run_sae_command)
 
 
@@ -71,12 +92,21 @@ def run_sae_command(args: argparse.Namespace) -> int:
     from isoscope.analysis.sae.load import load_sae, on_model
     from isoscope.analysis.sae.params import SaeSettings
     from isoscope.analysis.sae.scan import run_sae
+    from isoscope.engine.errors import InputError
     from isoscope.engine.inputs.corpus import load_corpus_file
 
     out = check_out_path(args.out)
+    if (args.feature is None) != (args.card_out is None):
+        raise InputError("--feature and --card-out go together: give both for a feature's card")
+    card_out = check_out_path(args.card_out, "--card-out") if args.card_out else None
+    ABLATION_TEXTS.check(args.ablation_texts, "--ablation-texts")
     settings = SaeSettings.from_args(args)  # before any model loads
     corpus = load_corpus_file(args.texts)
     sae = load_sae(args.sae, progress=DownloadPrinter(args.sae))
+    if args.feature is not None and not 0 <= args.feature < sae.width:
+        raise InputError(
+            f"--feature {args.feature}: the SAE has features 0 to {sae.width - 1}; pick one of them"
+        )
     loaded = load_model_from_args(args)
     on = on_model(sae, loaded, settings.state)
     progress_line(
@@ -114,4 +144,30 @@ def run_sae_command(args: argparse.Namespace) -> int:
             "notes": [*result.notices, *reading.notes],
         },
     )
+    if card_out is not None:
+        write_feature_card(args, loaded, corpus, on, settings, card_out)
     return 0
+
+
+def write_feature_card(args, loaded, corpus, on, settings, out) -> None:
+    """``--card-out``: feature ``--feature``'s card in ``isoscope dimension``'s schema, plus
+    ``sae`` (the source) and ``feature``."""
+    from isoscope.analysis.sae.card import feature_card
+
+    card = feature_card(
+        loaded,
+        corpus.texts,
+        on.sae,
+        on.state,
+        args.feature,
+        progress=ProgressPrinter(f"feature {args.feature}'s card over {len(corpus)} texts"),
+        max_length=settings.max_length,
+        batch_size=min(settings.batch_size, BATCH_SIZE.high),  # the card's own cap
+        ablation_texts=args.ablation_texts,
+    )
+    progress_line(
+        f"{card.title} at state {card.state_names[card.state]}: parts sum to the "
+        f"pre-activation within {card.sum_check:.2g}"
+    )
+    payload = {"model": loaded.info.to_dict(), "corpus_name": corpus.name} | card.to_dict()
+    write_json(out, payload | {"sae": args.sae, "feature": args.feature})

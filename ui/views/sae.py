@@ -8,6 +8,9 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from isoscope.analysis.dimension import DimensionCard
+from isoscope.analysis.dimension.params import ABLATION_TEXTS
+from isoscope.analysis.sae.card import feature_card
 from isoscope.analysis.sae.encode import decoder_norms, feature_direction
 from isoscope.analysis.sae.formats import SparseAutoencoder
 from isoscope.analysis.sae.load import (
@@ -41,6 +44,7 @@ from isoscope.plots.sae import (
 from isoscope.ui.frame.page import explainer
 from isoscope.ui.frame.tabs import lazy_tabs
 from isoscope.ui.server import access
+from isoscope.ui.widgets import dimension_card as card_sections
 from isoscope.ui.widgets.controls import choice_slider
 from isoscope.ui.work.cached import cached, heavy
 
@@ -95,6 +99,34 @@ def sae_reading(
     return reading
 
 
+@heavy(lambda loaded, *_a, **_k: f"Reading the feature on {loaded.info.display_name}:", "batches")
+def sae_feature_card(
+    loaded: LoadedModel,
+    corpus: Corpus,
+    source: str,
+    n_texts: int,
+    state: int,
+    feature: int,
+    max_length: int,
+    ablation_texts: int,
+    *,
+    progress,
+) -> DimensionCard:
+    """The dimension card of feature ``feature``'s pre-activation at ``state`` (the state the
+    SAE reads) over the first ``n_texts`` texts of ``corpus``: one forward pass, plus the
+    ablation's passes over ``ablation_texts`` texts."""
+    return feature_card(
+        loaded,
+        corpus.texts[:n_texts],
+        sae_weights(source),
+        state,
+        feature,
+        progress=progress,
+        max_length=max_length,
+        ablation_texts=ablation_texts,
+    )
+
+
 def explain() -> None:
     explainer(
         "What is this / references",
@@ -113,6 +145,10 @@ make of the geometry the other pages measure:
 - **Dense and dead features**: features firing on more than {DENSE_SHARE.default:.0%} of tokens, with the
   cosine of their decoder row with the mean direction and the top principal components (are they the
   anisotropy itself?); features that never fire on the corpus.
+- **A feature's card**: the card of the "What is this dimension?" page with the feature's
+  pre-activation u·h + offset (u = W_enc[:, f]) in place of h[:, d]: which tokens drive it, which
+  components write it, what reads it and what it does. The pre-activation is linear in h, so the
+  parts sum to it; the activation that follows (ReLU, TopK, JumpReLU) is not decomposed.
 
 The SAE is given as a Hub id plus its path in the repo (e.g.
 `google/gemma-scope-2-270m-pt/resid_post/layer_12_width_16k_l0_medium` for Gemma 3 270M) or a local folder;
@@ -213,14 +249,21 @@ def _num(value: float | None) -> str:
     return "—" if value is None else f"{value:.3f}"
 
 
-def tabs(reading: SaeReading, sae: SparseAutoencoder, settings: SaeSettings) -> None:
+def tabs(
+    loaded: LoadedModel,
+    corpus: Corpus,
+    n_texts: int,
+    reading: SaeReading,
+    sae: SparseAutoencoder,
+    settings: SaeSettings,
+) -> None:
     lazy_tabs(
         TABS,
         [
             lambda: fidelity_tab(reading),
             lambda: dimensions_tab(reading),
             lambda: dense_tab(reading, settings.dense_share),
-            lambda: feature_tab(reading, sae),
+            lambda: feature_tab(reading, sae, loaded, corpus, n_texts, settings),
         ],
         key="sae_tab",
     )
@@ -277,9 +320,17 @@ def dense_tab(reading: SaeReading, dense_share: float) -> None:
     )
 
 
-def feature_tab(reading: SaeReading, sae: SparseAutoencoder) -> None:
+def feature_tab(
+    reading: SaeReading,
+    sae: SparseAutoencoder,
+    loaded: LoadedModel,
+    corpus: Corpus,
+    n_texts: int,
+    settings: SaeSettings,
+) -> None:
     """One feature: frequency, top-activating tokens, the dims its decoder row writes, its
-    pre-activation as a direction and offset, and its Neuronpedia page for a known release."""
+    pre-activation as a direction and offset, its Neuronpedia page for a known release, and
+    below them its card (:func:`feature_card_section`)."""
     default = _default_feature(reading)
     feature = int(st.number_input("Feature", 0, sae.width - 1, default, step=1, key="sae_feature"))
     facts = feature_facts(reading.sae["source"], feature)
@@ -310,6 +361,54 @@ def feature_tab(reading: SaeReading, sae: SparseAutoencoder) -> None:
         hide_index=True,
         width="stretch",
     )
+    feature_card_section(loaded, corpus, n_texts, reading, settings, feature)
+
+
+def feature_card_section(
+    loaded: LoadedModel,
+    corpus: Corpus,
+    n_texts: int,
+    reading: SaeReading,
+    settings: SaeSettings,
+    feature: int,
+) -> None:
+    """The feature's card: the dimension card with the feature's pre-activation in place of
+    h[:, d], computed on demand (one more forward pass over the texts)."""
+    st.markdown("---")
+    st.markdown(f"#### The card of feature {feature}'s pre-activation")
+    c1, c2 = st.columns([2, 1])
+    show = c1.toggle(
+        "Show the feature's card",
+        key="sae_card",
+        help="The card of the 'What is this dimension?' page, reading u . h + offset (the "
+        "feature's pre-activation) in place of h[:, d]: one more forward pass over the texts.",
+    )
+    ablation_texts = int(
+        c2.number_input(
+            "Texts for the ablation",
+            int(ABLATION_TEXTS.low),
+            n_texts,
+            min(int(ABLATION_TEXTS.default), n_texts),
+            key="sae_card_ablation_texts",
+            help=ABLATION_TEXTS.help,
+        )
+    )
+    st.caption(
+        "The card decomposes the feature's pre-activation, which is linear in the state, not its "
+        f"{reading.sae['activation']} activation: the parts sum to the pre-activation on every "
+        "token, including where the feature is off."
+    )
+    if not show:
+        return
+    try:
+        card = sae_feature_card(
+            loaded, corpus, reading.sae["source"], n_texts, reading.state, feature,
+            settings.max_length, ablation_texts,
+        )  # fmt: skip
+    except IsoscopeError as exc:
+        st.error(f"**Cannot read this feature's card.** {exc}")
+        return
+    card_sections.sections(card, key="sae_card", file_name=f"sae_feature_{feature}_card.json")
 
 
 def _default_feature(reading: SaeReading) -> int:

@@ -110,3 +110,29 @@ def test_a_shared_server_opens_no_server_folder_and_no_unlisted_repo(shared, fil
                if source == "folder" else source)  # fmt: skip
     errors = [e.value for e in at.error]
     assert any((needle or SOURCE_REFUSED) in e for e in errors), errors
+
+
+@pytest.mark.parametrize("ablation_texts", [0, 1])
+def test_the_feature_tab_shows_the_features_dimension_card(files, ablation_texts):
+    """Below the feature's facts, its card (the dimension card of its pre-activation) opens on
+    demand with every section, a sum check that holds, and a caption saying that it decomposes
+    the pre-activation, not the JumpReLU activation."""
+    at = _page(files["model"], sae_source=files["sae"], sae_tab="Feature card")
+    assert not at.error, [e.value for e in at.error]
+    assert "Where it shows" not in [h.value for h in at.subheader]  # not computed until asked
+    assert any("decomposes the feature's pre-activation" in c.value for c in at.caption)
+    at.session_state["sae_card_ablation_texts"] = ablation_texts
+    at.toggle(key="sae_card").set_value(True).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    subheaders = [h.value for h in at.subheader]
+    for title in ("Where it shows", "What writes it", "What reads it", "What it does"):
+        assert title in subheaders
+    mean = next(m for m in at.metric if m.label.startswith("Mean of SAE feature"))
+    assert mean.label == f"Mean of SAE feature {OUTLIER_FEATURE} at state 1"
+    check = next(m for m in at.metric if m.label == "Sum check")
+    assert float(check.value) < 1e-3
+    assert {"sae_card_by_state", "sae_card_contributions"} <= {c.key for c in charts(at)}
+    notes = [c.value for c in at.caption if "pre-activation" in c.value]
+    assert any("JumpReLU" in n for n in notes), notes
+    assert any("Ablation" in m.value for m in at.markdown) == bool(ablation_texts)

@@ -77,3 +77,58 @@ def test_a_width_mismatch_and_a_pickle_are_one_line(files, tmp_path):
     (pickled / "sae_weights.pt").write_bytes(b"never read")
     proc, _ = _run(files, tmp_path, "--sae", str(pickled))
     one_line_error(proc, "never reads")
+
+
+def test_card_out_writes_the_features_dimension_card(files, tmp_path):
+    """``--feature F --card-out C`` writes feature F's card in ``isoscope dimension``'s schema:
+    for the planted feature (encoder column e_d, b_enc 1.5) the dimension card of d plus one
+    offset row."""
+    from dataclasses import replace
+
+    planted = planted_sae(np.ones(32))
+    b_enc = planted.b_enc.copy()
+    b_enc[OUTLIER_FEATURE] = 1.5
+    sae = save_gemma_scope(replace(planted, b_enc=b_enc), tmp_path / "resid_post" / "layer_0_b")
+    card_out = tmp_path / "card.json"
+    proc, out = _run(files, tmp_path, "--sae", str(sae), "--feature", str(OUTLIER_FEATURE),
+                     "--card-out", str(card_out), "--ablation-texts", "0")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert out.exists()
+    card = json.loads(card_out.read_text())
+    dim_out = tmp_path / "dim.json"
+    dim = run_backend(
+        "dimension", "--model", str(files["model"]), "--texts", str(files["texts"]),
+        "--state", "1", "--dim", str(OUTLIER_DIM), "--ablation-texts", "0", "--out",
+        str(dim_out), "--device", "cpu", cache_dir=tmp_path / "cache", timeout=300,
+    )  # fmt: skip
+    assert dim.returncode == 0, dim.stderr
+    expected = json.loads(dim_out.read_text())
+    assert set(card) == set(expected) | {"sae", "feature"}
+    assert card["feature"] == OUTLIER_FEATURE and card["state"] == "1"
+    assert card["title"] == f"SAE feature {OUTLIER_FEATURE}" and card["offset"] == 1.5
+    assert card["sum_check"] <= 1e-4 * max(1.0, card["value_scale"])
+    *rows, offset = card["contributions"]
+    assert offset["component"] == "offset" and offset["mean"] == pytest.approx(1.5)
+    assert len(rows) == len(expected["contributions"])
+    for got, want in zip(rows, expected["contributions"], strict=True):
+        assert got["component"] == want["component"]
+        assert got["mean"] == pytest.approx(want["mean"], abs=1e-4)
+    assert any("pre-activation" in n and "JumpReLU" in n for n in card["notes"])
+    assert "parts sum to the pre-activation" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "extra,needle",
+    [
+        (("--feature", "0"), "--feature and --card-out go together"),
+        (("--card-out", "CARD"), "--feature and --card-out go together"),
+        (("--feature", "24", "--card-out", "CARD"), "the SAE has features 0 to 23"),
+        (("--feature", "0", "--card-out", "FOLDER"), "--card-out"),
+        (("--feature", "0", "--card-out", "CARD", "--ablation-texts", "-1"), "ablation-texts"),
+    ],
+)
+def test_bad_card_options_are_one_line(files, tmp_path, extra, needle):
+    paths = {"CARD": str(tmp_path / "card.json"), "FOLDER": str(tmp_path)}
+    proc, out = _run(files, tmp_path, *(paths.get(x, x) for x in extra))
+    one_line_error(proc, needle)
+    assert not out.exists() and not (tmp_path / "card.json").exists()
