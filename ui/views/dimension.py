@@ -16,6 +16,7 @@ from isoscope.analysis.outliers import strongest_dims
 from isoscope.engine.errors import IsoscopeError
 from isoscope.engine.extraction import ExtractionResult
 from isoscope.engine.load.models import LoadedModel
+from isoscope.ui.frame.literal import message
 from isoscope.ui.frame.page import explainer
 from isoscope.ui.sharing.links import state_index
 from isoscope.ui.widgets import dimension_card as card_sections
@@ -154,7 +155,7 @@ def _read_upload(data: bytes) -> np.ndarray:
     try:
         u = np.squeeze(np.load(io.BytesIO(data), allow_pickle=False))
     except (ValueError, OSError) as exc:
-        st.error(f"**Not a readable .npy array.** {exc}")
+        st.error(f"**Not a readable .npy array.** {message(exc)}")
         st.stop()
         raise
     return np.asarray(u, dtype=np.float64)
@@ -166,7 +167,7 @@ def card_or_stop(loaded, result, choice) -> DimensionCard:
         return card_of(loaded, result, state, dim, kind, component, sha, top_k, ablation_texts,
                        n_controls, _direction=direction)  # fmt: skip
     except IsoscopeError as exc:
-        st.error(f"**Cannot read this dimension.** {exc}")
+        st.error(f"**Cannot read this dimension.** {message(exc)}")
         st.stop()
         raise
 

@@ -41,6 +41,7 @@ from isoscope.plots.sae import (
     frequency_figure,
     loadings_figure,
 )
+from isoscope.ui.frame.literal import message
 from isoscope.ui.frame.page import explainer
 from isoscope.ui.frame.tabs import lazy_tabs
 from isoscope.ui.server import access
@@ -210,7 +211,7 @@ def controls(loaded: LoadedModel, corpus: Corpus) -> tuple[str, int, SaeSettings
             state=None if state == FROM_FILES else names.index(state) - 1,
         )
     except IsoscopeError as exc:
-        st.error(f"**Cannot use this SAE.** {exc}")
+        st.error(f"**Cannot use this SAE.** {message(exc)}")
         return None
     return parsed.text, int(n_texts), settings
 
@@ -222,7 +223,7 @@ def reading_or_stop(
         sae = sae_weights(source, access.policy().quota_bytes)  # downloaded here, once
         return sae_reading(loaded, corpus, source, n_texts, settings), sae
     except IsoscopeError as exc:
-        st.error(f"**Cannot run this SAE.** {exc}")
+        st.error(f"**Cannot run this SAE.** {message(exc)}")
         st.stop()
         raise  # st.stop() raises
 
@@ -242,7 +243,7 @@ def headline(reading: SaeReading) -> None:
         "first position and special tokens included"
     )
     for note in reading.notes:
-        st.caption(f"ℹ️ {note}")
+        st.caption(f"ℹ️ {message(note)}")
 
 
 def _num(value: float | None) -> str:
@@ -406,7 +407,7 @@ def feature_card_section(
             settings.max_length, ablation_texts,
         )  # fmt: skip
     except IsoscopeError as exc:
-        st.error(f"**Cannot read this feature's card.** {exc}")
+        st.error(f"**Cannot read this feature's card.** {message(exc)}")
         return
     card_sections.sections(card, key="sae_card", file_name=f"sae_feature_{feature}_card.json")
 

@@ -25,11 +25,12 @@ from isoscope.plots.dimension import (
     readers_frame,
     top_tokens_frame,
 )
+from isoscope.ui.frame.literal import message
 
 
 def headline(card: DimensionCard, key: str = "dim", file_name: str = "dimension_card.json") -> None:
     for note in card.notes:
-        st.caption(f"ℹ️ {note}")
+        st.caption(f"ℹ️ {message(note)}")
     state = card.state_names[card.state]
     writer = max(card.contributions, key=lambda r: abs(r["mean"]), default=None)
     m1, m2, m3, m4 = st.columns(4)
