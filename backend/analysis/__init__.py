@@ -94,6 +94,15 @@ ANALYSES: tuple[Analysis, ...] = (
         "Xiao et al. 2023, attention sinks, arXiv 2309.17453",
     ),
     Analysis(
+        "dimension",
+        "What is this dimension?",
+        ":material/search:",
+        commands=("dimension",),
+        sources="Elhage et al. 2021, A Mathematical Framework for Transformer Circuits; "
+        "Kobayashi et al. 2021, arXiv 2109.07152; Sun et al. 2024, arXiv 2402.17762; "
+        "Bondarenko et al. 2023, arXiv 2306.12929",
+    ),
+    Analysis(
         "quant",
         "Quantization readiness",
         ":material/compress:",
@@ -102,15 +111,6 @@ ANALYSES: tuple[Analysis, ...] = (
         report_optional=True,
         sources="Dettmers et al. 2022, LLM.int8(), arXiv 2208.07339; Xiao et al. 2023, "
         "SmoothQuant, arXiv 2211.10438; Ashkboos et al. 2024, QuaRot, arXiv 2404.00456; "
-        "Bondarenko et al. 2023, arXiv 2306.12929",
-    ),
-    Analysis(
-        "dimension",
-        "What is this dimension?",
-        ":material/search:",
-        commands=("dimension",),
-        sources="Elhage et al. 2021, A Mathematical Framework for Transformer Circuits; "
-        "Kobayashi et al. 2021, arXiv 2109.07152; Sun et al. 2024, arXiv 2402.17762; "
         "Bondarenko et al. 2023, arXiv 2306.12929",
     ),
     Analysis(
