@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -72,7 +72,7 @@ class DimensionCard:
     geometry: dict
     seconds: float
     notes: tuple[str, ...] = ()
-    values: np.ndarray = field(default=None, repr=False, compare=False)
+    values: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON of ``isoscope dimension`` (docs/cli.md)."""
@@ -120,7 +120,7 @@ def build_card(loaded, texts, settings: DimensionSettings, progress=None) -> Dim
     final_params = norm_parameters(named[final.path], final, final.width) if final else None
     blocks_in, final_applied = state_source(loaded, tokenized, settings.state)
     plan = build_plan(loaded, u, blocks_in, final_applied)
-    lens = (final.kind, final_params[2]) if final is not None else None
+    lens = (final.kind, final_params[2]) if final is not None and final_params is not None else None
     decoder = bool(is_causal(loaded))
     qk_readers_found = qk_readers(loaded, width)
     qk = QKShare(qk_readers_found, u, decoder, settings.seed) if qk_readers_found else None
@@ -305,9 +305,10 @@ def resolve_rows(plan: Plan, result: PassResult, notes: list[str]) -> tuple[list
         if parent is None:
             continue
         parent_v = values[id(parent)]
-        split = [(m, raw(m)) for m in members if m.component != "mlp rest"]
-        if any(v is None for _, v in split):
+        pairs = [(m, raw(m)) for m in members if m.component != "mlp rest"]
+        if any(v is None for _, v in pairs):
             continue
+        split = cast(list[tuple[Row, np.ndarray]], pairs)  # every value is there (checked above)
         total = sum(v for _, v in split)
         tolerance = SPLIT_TOLERANCE * (np.abs(parent_v).max(initial=0) + 1e-6)
         if kind == "mixer":
@@ -493,7 +494,7 @@ def readers(loaded, u: np.ndarray, dim: int | None) -> list[dict]:
         gamma, beta, _ = norm_parameters(module, norm, norm.width)
         if norm.width != len(u):
             continue
-        entry = {
+        entry: dict[str, Any] = {
             "norm": norm.path,
             "role": norm.role,
             "layer": None if norm.layer is None else norm.layer + 1,
@@ -504,6 +505,8 @@ def readers(loaded, u: np.ndarray, dim: int | None) -> list[dict]:
         }
         for path in norm.feeds:
             proj = named.get(path)
+            if proj is None:  # not a module of the model: nothing reads the dimension there
+                continue
             try:
                 w = weight_matrix(proj).detach()  # (out, in), on the model's device
             except (AttributeError, TypeError):

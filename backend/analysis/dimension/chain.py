@@ -232,12 +232,12 @@ def _head_projections(loaded) -> dict[int, tuple[torch.nn.Module, int]]:
     found: dict[int, tuple[torch.nn.Module, int]] = {}
     heads = arch.num_heads
     for layer in arch.layers:
-        proj = layer.attention_output
+        proj: torch.nn.Module | None = layer.attention_output
         if not _is_matrix(proj):
             inside = arch.path(layer.attention) + "."
             last = [c.path for c in calls if c.layer == layer.index and c.path.startswith(inside)]
             proj = named.get(last[-1]) if last else None
-        if not heads or not _is_matrix(proj):
+        if not heads or proj is None or not _is_matrix(proj):
             continue
         out_width, in_width = (int(n) for n in weight_matrix(proj).shape)
         if out_width == arch.hidden_size and in_width % heads == 0:

@@ -48,6 +48,8 @@ def qk_readers(loaded, width: int) -> list[QKReader]:
         return []
     for layer in arch.layers:
         q, k = layer.query, layer.key
+        if q is None or k is None:
+            continue
         wq, wk = getattr(q, "weight", None), getattr(k, "weight", None)
         if not (isinstance(wq, torch.Tensor) and isinstance(wk, torch.Tensor)):
             continue
@@ -80,6 +82,7 @@ class QKShare:
     def _pairs(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(query rows, key rows), (N, d) each: one random key token per real query token."""
         mask = self.mask
+        assert mask is not None  # set before each forward
         if self._generator is None or self._generator.device != x.device:
             self._generator = torch.Generator(device=x.device).manual_seed(self.seed)
         batch, width = mask.shape

@@ -397,9 +397,12 @@ def _finish(
     def stacked(parts: list[np.ndarray | None]) -> np.ndarray:  # every analysed layer has its sums
         return np.stack(cast(list[np.ndarray], [parts[i] for i in rows]))
 
+    def held(parts: list[np.ndarray | None], i: int) -> np.ndarray:  # an analysed layer's sums
+        return cast(np.ndarray, parts[i])
+
     n = max(sums.tokens[rows[0]], 1)
     # per layer, as the head size may differ by layer: mean q (H, d_l), mean k (G, d_l)
-    shapes = {(sums.q[i].shape[0], sums.k[i].shape[0]) for i in rows}
+    shapes = {(held(sums.q, i).shape[0], held(sums.k, i).shape[0]) for i in rows}
     if len(shapes) > 1:
         raise UnsupportedModelError(
             f"{loaded.info.architecture}'s layers have different numbers of query/key heads "
@@ -413,18 +416,19 @@ def _finish(
             f"{loaded.info.architecture}"
         )
     kv_head = np.arange(heads) // (heads // groups)  # GQA: query head h uses key head h // (H/G)
-    q_norm, k_norm, cos = [], [], []
+    q_norm: list[np.ndarray] = []
+    k_norm: list[np.ndarray] = []
+    cos: list[np.ndarray] = []
     for i in rows:
-        mean_q = sums.q[i] / n  # (H, d_l)
-        mean_k = sums.k[i][kv_head] / n  # (H, d_l): each query head's own key head
+        mean_q = held(sums.q, i) / n  # (H, d_l)
+        mean_k = held(sums.k, i)[kv_head] / n  # (H, d_l): each query head's own key head
         q_norm.append(np.linalg.norm(mean_q, axis=-1))
         k_norm.append(np.linalg.norm(mean_k, axis=-1))
         cos.append((mean_q * mean_k).sum(-1) / np.maximum(q_norm[-1] * k_norm[-1], 1e-300))
-    q_norm, k_norm, cos = np.stack(q_norm), np.stack(k_norm), np.stack(cos)  # (L', H)
-    return QKStats(
-        mean_q_norm=q_norm,
-        mean_k_norm=k_norm,
-        cos_qk=cos,
+    return QKStats(  # the per-layer rows stacked: (L', H)
+        mean_q_norm=np.stack(q_norm),
+        mean_k_norm=np.stack(k_norm),
+        cos_qk=np.stack(cos),
         entropy=stacked(sums.entropy) / n,
         entropy_norm=stacked(sums.entropy_norm) / np.maximum(stacked(sums.n_norm), 1),
         kv_head=kv_head,

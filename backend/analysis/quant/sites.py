@@ -174,7 +174,7 @@ def _routed(lists: dict[str, set[int]], calls: list[tuple[int, str, int]]) -> se
     every projection of both is a site. ``calls``: (block, projection path, rows of its input)
     of the traced pass."""
     members: dict[tuple[str, int], set[str]] = {}
-    full = {}  # block -> the most rows a projection of it saw (its tokens)
+    full: dict[int, int] = {}  # block -> the most rows a projection of it saw (its tokens)
     for layer, _, rows in calls:
         full[layer] = max(full.get(layer, 0), rows)
     subset: set[str] = set()

@@ -56,6 +56,7 @@ def activate(sae: SparseAutoencoder, pre: torch.Tensor) -> torch.Tensor:
         values, index = pre.topk(min(sae.k or 1, pre.shape[-1]), dim=-1)
         return torch.zeros_like(pre).scatter_(-1, index, values.relu())
     if sae.activation == "jumprelu":
+        assert sae.threshold is not None  # every reader gives a JumpReLU SAE its threshold
         return pre.relu() * (pre > sae.threshold)
     return pre.relu()
 

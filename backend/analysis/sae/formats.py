@@ -260,7 +260,7 @@ def _gemma_scope_hook(hint: str) -> str:
 
 def _saelens(folder: Path) -> SparseAutoencoder:
     cfg = _json(folder / "cfg.json")
-    meta = cfg.get("metadata") if isinstance(cfg.get("metadata"), dict) else {}
+    meta: dict = cfg["metadata"] if isinstance(cfg.get("metadata"), dict) else {}
     tensors = _tensors(folder / "sae_weights.safetensors")
     pick = {"file": "sae_weights.safetensors"}
     architecture = str(cfg.get("architecture") or "standard").lower().replace("_", "")
@@ -296,7 +296,7 @@ def _saelens(folder: Path) -> SparseAutoencoder:
         b_enc=_pick(tensors, "b_enc", **pick),
         b_dec=_pick(tensors, "b_dec", **pick),
         threshold=threshold,
-        k=int(k) if activation == "topk" else None,
+        k=int(k) if activation == "topk" and k is not None else None,
         activation=activation,
         format="saelens",
         subtract_b_dec=bool(cfg.get("apply_b_dec_to_input", True)),

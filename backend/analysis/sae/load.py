@@ -89,11 +89,13 @@ def load_sae(
     :class:`InputError` with one actionable line for anything wrong)."""
     parsed = source if isinstance(source, SaeSource) else parse_sae_source(source)
     if parsed.kind == "folder":
+        assert parsed.path is not None  # a folder source carries its path
         if not parsed.path.exists():
             raise InputError(f"no SAE at {parsed.text!r}: the folder does not exist")
         return read_folder(parsed.path, source=parsed.text)
     from isoscope.engine.load import hub
 
+    assert parsed.repo is not None  # a hub source carries its repo
     snapshot = hub.fetch_files(
         parsed.repo,
         lambda files: sae_files(files, parsed),
@@ -130,6 +132,7 @@ def sae_files(files: dict[str, int], source: SaeSource) -> list[str]:
         {n.rsplit("/", 1)[0] for n in files if "/" in n and fnmatch.fnmatch(n, "*.safetensors")}
     )[:3]
     hint = f" (SAE folders there: {', '.join(examples)})" if examples else ""
+    assert source.repo is not None  # only a hub source's files are chosen
     raise ModelLoadError(
         f"Hub repo {source.repo.repo_id!r} has no SAE at {inside!r}{hint}: give the folder that "
         "holds params.safetensors, sae_weights.safetensors or sae.safetensors"

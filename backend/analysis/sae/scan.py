@@ -26,7 +26,7 @@ docs/methods.md section 16):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -60,6 +60,7 @@ def _merge_top(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The ``k`` largest of two (j, m) value tables per column, with their token rows."""
     if values is not None:
+        assert rows is not None  # the values and their rows are kept together
         v, r = torch.cat([values, v]), torch.cat([rows, r])
     top = v.topk(min(k, v.shape[0]), dim=0)
     return top.values, r.gather(0, top.indices)
@@ -81,7 +82,9 @@ class SaeAccumulator:
         self.top_acts: torch.Tensor | None = None  # (k, m) activations
         self.top_rows: torch.Tensor | None = None
         self.dim_abs: torch.Tensor | None = None  # (kd, d) |x|, with x, x_hat and rows
-        self.dim_x = self.dim_xhat = self.dim_rows = None
+        self.dim_x: torch.Tensor | None = None
+        self.dim_xhat: torch.Tensor | None = None
+        self.dim_rows: torch.Tensor | None = None
         self.tokens: list[dict[str, np.ndarray]] = []  # per batch: per-token arrays
         self.candidates: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.n_candidates = 0
@@ -102,7 +105,12 @@ class SaeAccumulator:
         fired = torch.zeros_like(self.fired)
         act_sum = torch.zeros_like(self.act_sum)
         top_acts, top_rows = self.top_acts, self.top_rows
-        dim = (self.dim_abs, self.dim_x, self.dim_xhat, self.dim_rows)
+        dim: tuple[torch.Tensor | None, ...] = (
+            self.dim_abs,
+            self.dim_x,
+            self.dim_xhat,
+            self.dim_rows,
+        )
         per_token: dict[str, list[torch.Tensor]] = {k: [] for k in ("err2", "norm2", "l0")}
         k_top, k_dim = self.settings.top_tokens, self.settings.dim_tokens
         for start in range(0, x_all.shape[0], self.chunk):
@@ -120,8 +128,9 @@ class SaeAccumulator:
             magnitude = x.abs()
             v, i = magnitude.topk(min(k_dim, x.shape[0]), dim=0)
             merged = [v, x.gather(0, i), x_hat.gather(0, i), rows[i]]
-            if dim[0] is not None:
-                merged = [torch.cat([a, b]) for a, b in zip(dim, merged, strict=True)]
+            if dim[0] is not None:  # the four tables are set together
+                kept = cast(tuple[torch.Tensor, ...], dim)
+                merged = [torch.cat([a, b]) for a, b in zip(kept, merged, strict=True)]
             keep = merged[0].topk(min(k_dim, merged[0].shape[0]), dim=0).indices
             dim = tuple(t.gather(0, keep) for t in merged)
         magnitude = x_all.abs()
@@ -171,7 +180,7 @@ class SaeReading:
     n_tokens: int
     median_abs: float
     massive_threshold: float
-    fidelity: dict[str, dict[str, float]]
+    fidelity: dict[str, dict[str, float | None]]  # None: a kind without tokens or spread
     worst_tokens: list[dict[str, Any]]
     dimensions: list[dict[str, Any]]
     frequency: np.ndarray  # (m,) share of tokens each feature fires on
@@ -260,7 +269,7 @@ def _finish(acc: SaeAccumulator, result: ExtractionResult) -> SaeReading:
                 f"more than {MAX_CANDIDATES:,} tokens above |h| = {MASSIVE_ABS_THRESHOLD:g}: "
                 "the massive kind's FVU counts the first of them only"
             )
-    fidelity = {}
+    fidelity: dict[str, dict[str, float | None]] = {}
     for name in (*TOKEN_KINDS, "all"):
         pick = np.ones(n, bool) if name == "all" else kind == name
         total = mean * n if name == "all" else kind_sum[name]
@@ -293,6 +302,7 @@ def _finish(acc: SaeAccumulator, result: ExtractionResult) -> SaeReading:
     massive_dims = _massive_dims(cols["max_dim"][massive])
     dims = _dimensions(acc, result, massive_dims, frequency)
     dense = _dense(sae, result, state, mean, frequency, settings.dense_share)
+    assert acc.top_acts is not None and acc.top_rows is not None  # every chunk merges its top
     return SaeReading(
         state=state,
         state_name=acc.on.state_name,
@@ -351,15 +361,16 @@ def _dimensions(
     outliers = outlier_dims(result, state)
     dims = list(dict.fromkeys([*outliers, *massive_dims]))
     norms = decoder_norms(sae)
+    assert acc.dim_x is not None and acc.dim_xhat is not None  # every chunk merges its top
     x = to_numpy(acc.dim_x)
     x_hat = to_numpy(acc.dim_xhat)
     out = []
     for d in dims:
-        load = loadings(sae, d, norms)
+        column = loadings(sae, d, norms)
         top = to_numpy(
-            load.abs().topk(min(settings.features_per_dim, sae.width)).indices, dtype=None
+            column.abs().topk(min(settings.features_per_dim, sae.width)).indices, dtype=None
         )
-        load = to_numpy(load)
+        load = to_numpy(column)
         energy = float(x[:, d] @ x[:, d])
         out.append(
             {

@@ -232,7 +232,7 @@ class _ScoreMode(TorchFunctionMode):
         given = dict(zip(names, args, strict=False)) | kwargs
         q, k = given["query"], given["key"]
         t = self.tokens()
-        if q.ndim != 4 or q.shape[-2] != t or k.shape[-2] != t:
+        if t is None or q.ndim != 4 or q.shape[-2] != t or k.shape[-2] != t:
             return
         if k.shape[1] != q.shape[1]:  # grouped keys (enable_gqa): one per query head
             k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)

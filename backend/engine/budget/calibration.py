@@ -23,6 +23,7 @@ import copy
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 CALIBRATION_LAYERS = 2  # layers run: two, so the second reads the first's output as in the model
 # A slice's parameters (a layer holds about 12 x width^2: attention 4, feed-forward 8): two
@@ -117,7 +118,8 @@ def gguf_config(path: Path):
 
     metadata, _ = read_gguf_metadata(str(path))
     architecture = str(metadata.get("general.architecture", ""))
-    mapping = GGUF_CONFIG_MAPPING.get(architecture)
+    # transformers' table of tables is inferred as dict[str, object]: each is GGUF key -> field
+    mapping = cast("dict[str, str | None] | None", GGUF_CONFIG_MAPPING.get(architecture))
     if not mapping:
         return None
     prefix = architecture + "."
@@ -132,7 +134,7 @@ def gguf_config(path: Path):
 def slice_config(shape: Shape):
     """The config of the calibration's model: ``shape``'s, cut to :attr:`Shape.run_layers`
     layers (per-layer lists cut with it) and :data:`CALIBRATION_VOCAB` tokens."""
-    config = copy.deepcopy(shape.config)
+    config: Any = copy.deepcopy(shape.config)  # a PretrainedConfig: its fields are set by name
     layers = shape.run_layers
     for name, value in list(vars(config).items()):
         if isinstance(value, list) and len(value) == shape.layers:  # one entry per layer
@@ -165,7 +167,7 @@ def calibrate(
     length: int,
     texts: int = MAX_CALIBRATION_TEXTS,
     budget_s: float = CALIBRATION_SECONDS,
-):
+) -> float | None:
     """Seconds per padded token of the whole model of ``shape`` on ``device`` in batches of
     ``texts`` texts of ``length`` tokens (the extraction's), from a random-init slice (module
     doc); None when the slice cannot be built or run (the estimate then keeps to the records).

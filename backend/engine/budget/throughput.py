@@ -39,6 +39,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from isoscope.engine.budget.estimates import (
     Rate,
@@ -49,6 +50,9 @@ from isoscope.engine.budget.estimates import (
 )
 from isoscope.engine.jsonio import strict_json
 from isoscope.engine.load.preflight import stored_bytes_per_parameter
+
+if TYPE_CHECKING:
+    from isoscope.engine.budget.calibration import Shape
 
 FILE_NAME = "speeds.json"  # per padded token (throughput.json held rates per real token)
 MIN_RECORD_SECONDS = 5.0  # shorter runs are not kept: fixed per-run costs would dominate them
@@ -218,7 +222,7 @@ def extraction_rate(
     device: str,
     parameters: int,
     shape=None,
-    calibrate: Callable[[object], float | None] | None = None,
+    calibrate: Callable[[Shape], float | None] | None = None,
 ) -> Rate | None:
     """The extraction's seconds per padded token x parameter on ``device`` at ``parameters``,
     from the device's records by :func:`isoscope.engine.budget.estimates.rate_for` (its cache knee and

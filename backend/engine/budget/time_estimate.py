@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from isoscope.engine.budget.batching import Batching, batch_count, padded_tokens, work_shares
 from isoscope.engine.budget.estimates import PRIOR_BASIS, describe_seconds
@@ -23,6 +24,9 @@ from isoscope.engine.budget.throughput import (
     token_counts,
 )
 from isoscope.engine.load.preflight import stored_bytes_per_parameter
+
+if TYPE_CHECKING:
+    from isoscope.engine.budget.calibration import Shape
 
 
 def phases_before(root: Path, device: str, parameters: int, folder: Path) -> tuple[Phase, ...]:
@@ -135,7 +139,7 @@ def estimate_first_page(
     batching: Batching | None = None,
     before: tuple[Phase, ...] = (),
     shape=None,
-    calibrate: Callable[[object, int, int], float | None] | None = None,
+    calibrate: Callable[[Shape, int, int], float | None] | None = None,
 ) -> TimeEstimate | None:
     """The :class:`TimeEstimate` of ``corpus`` in ``batching`` (None: the default settings')
     after the phases ``before``; None for images and audio, or no tokenizer. ``shape`` (the
@@ -165,7 +169,7 @@ def time_preflight(
     max_length: int,
     show: Callable[[TimeEstimate], None],
     batching: Batching | None = None,
-    calibrate: Callable[[object, str, int, int], float | None] | None = None,
+    calibrate: Callable[[Shape, str, int, int], float | None] | None = None,
 ) -> Callable[[int, Path], None]:
     """The ``on_preflight(parameters, folder)`` of :func:`isoscope.engine.load.models.load_model` that
     passes the :class:`TimeEstimate` of ``corpus`` on ``device`` (a torch device or its name) to

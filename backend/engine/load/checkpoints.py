@@ -279,7 +279,8 @@ def checked_load(
     prefix = wrapper_prefix(report["unexpected_keys"])
     if not prefix:
         raise refusal(source, model, report, needed)
-    clash = sorted(k for k in stored or () if k.startswith(prefix) and k[len(prefix) :] in stored)
+    held = stored or set()
+    clash = sorted(k for k in held if k.startswith(prefix) and k[len(prefix) :] in held)
     if clash:  # both x and module.x: which one is the model's?
         raise WeightsMismatchError(
             f"{source!r} holds {clash[0][len(prefix) :]!r} both with and without the prefix "
