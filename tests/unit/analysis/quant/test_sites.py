@@ -9,12 +9,21 @@ from isoscope.analysis.quant.sites import _mixer_roles, _routed
 
 
 def test_a_list_is_routed_experts_only_when_one_pass_runs_two_members():
-    lists = {"layers.1.moe.experts": {1}, "layers.1.ff.adapters": {1, 3}}
+    """(block, path, rows): the block's projections see 8 rows; routed experts fewer."""
+    lists = {
+        "layers.1.moe.experts": {1},
+        "layers.1.ff.adapters": {1, 3},
+        "layers.2.ffn": {2},
+    }
     calls = [
-        (1, "layers.1.moe.experts.0.up"),
-        (1, "layers.1.moe.experts.2.up"),  # two experts in one block's pass: routed
-        (1, "layers.1.ff.adapters.0.0"),
-        (3, "layers.1.ff.adapters.1.0"),  # one adapter per use of a shared block
+        (1, "layers.1.attn.q", 8),
+        (1, "layers.1.moe.experts.0.up", 3),
+        (1, "layers.1.moe.experts.2.up", 5),  # two experts in one block's pass: routed
+        (1, "layers.1.ff.adapters.0.0", 8),
+        (3, "layers.1.ff.adapters.1.0", 8),  # one adapter per use of a shared block
+        (2, "layers.2.attn.q", 8),
+        (2, "layers.2.ffn.0.up", 8),
+        (2, "layers.2.ffn.1.up", 8),  # stacked blocks that all see every token: not experts
     ]
     assert _routed(lists, calls) == {"layers.1.moe.experts"}
 
