@@ -115,7 +115,7 @@ def measured_eps(module: torch.nn.Module, kind: str, gamma: np.ndarray, beta) ->
     try:
         with torch.inference_mode():
             y = module(torch.as_tensor(x[None], dtype=dtype, device=device))
-    except Exception:  # noqa: BLE001 - a module that is not a plain norm: no epsilon read
+    except Exception:  # a module that is not a plain norm: no epsilon read
         return 0.0
     y = y[0] if isinstance(y, tuple | list) else y
     if not isinstance(y, torch.Tensor) or y.shape[-1] != width:
