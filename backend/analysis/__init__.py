@@ -98,6 +98,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "What is this dimension?",
         ":material/search:",
         commands=("dimension",),
+        report_title="The headline dimensions, explained",
         sources="Elhage et al. 2021, A Mathematical Framework for Transformer Circuits; "
         "Kobayashi et al. 2021, arXiv 2109.07152; Sun et al. 2024, arXiv 2402.17762; "
         "Bondarenko et al. 2023, arXiv 2306.12929",

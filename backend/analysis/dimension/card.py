@@ -254,6 +254,18 @@ def read_state_source(loaded, tokenized, state: int) -> tuple[int, bool]:
     ):
         out = loaded.encoder(input_ids=ids, output_hidden_states=True)
         target = residual_states(out, loaded.encoder)[state]
+    streams = [
+        x
+        for (blocks_done, final_norm), x in seen.items()
+        if blocks_done >= 1 and not final_norm and isinstance(x, torch.Tensor)
+        if x.shape != target.shape
+    ]
+    if streams:
+        raise UnsupportedModelError(
+            f"this model's blocks pass tensors of shape {tuple(streams[0].shape)} between them, "
+            f"not one residual stream of shape {tuple(target.shape)} (parallel streams, as in "
+            "AltUp), so its hidden states cannot be decomposed into the blocks' contributions"
+        )
     for key in sorted(seen, key=lambda k: (abs(k[0] - state), k[1])):
         x = seen[key]
         if isinstance(x, torch.Tensor) and x.shape == target.shape and torch.equal(x, target):

@@ -91,9 +91,40 @@ def norm_parameters(module: torch.nn.Module, norm: Norm, width: int):
             for a in ("eps", "variance_epsilon", "epsilon")
             if isinstance(getattr(module, a, None), int | float)
         ),
-        0.0,
+        None,
     )
+    if eps is None:  # not an attribute (OLMo's norm passes a constant): read from the module
+        eps = measured_eps(module, norm.kind, gamma, beta)
     return gamma, beta, eps
+
+
+EPS_PROBE = 1e-2  # amplitude of the input :func:`measured_eps` runs a norm on (variance its square)
+
+
+def measured_eps(module: torch.nn.Module, kind: str, gamma: np.ndarray, beta) -> float:
+    """The epsilon a norm adds to the variance (LayerNorm) or mean square (RMSNorm), read from one
+    call on an input of known, small spread: +-a alternating, so y_j = gamma_j x_j / sqrt(a'^2 +
+    eps) + beta_j at the coordinate with the largest gamma. 0 when the module cannot be called so."""
+    width = len(gamma)
+    x = np.zeros(width)
+    x[: width - width % 2] = np.tile([EPS_PROBE, -EPS_PROBE], width // 2)
+    spread = float(np.mean(x**2))  # the variance and the mean square alike: the mean is 0
+    param = next(module.parameters(), None)
+    dtype = param.dtype if param is not None and param.is_floating_point() else torch.float32
+    device = param.device if param is not None else torch.device("cpu")
+    try:
+        with torch.inference_mode():
+            y = module(torch.as_tensor(x[None], dtype=dtype, device=device))
+    except Exception:  # a module that is not a plain norm: no epsilon read
+        return 0.0
+    y = y[0] if isinstance(y, tuple | list) else y
+    if not isinstance(y, torch.Tensor) or y.shape[-1] != width:
+        return 0.0
+    y = y.reshape(-1, width)[0].double().cpu().numpy() - (0.0 if beta is None else beta)
+    j = int(np.argmax(np.abs(gamma * x)))
+    if not y[j] or not gamma[j] * x[j]:
+        return 0.0
+    return max(float((gamma[j] * x[j] / y[j]) ** 2) - spread, 0.0)
 
 
 def norm_scale(x: torch.Tensor, kind: str, eps: float) -> torch.Tensor:
@@ -202,7 +233,7 @@ def build_plan(loaded, u: np.ndarray, state: int, final_norm: bool) -> Plan:
         b.plan.rows.append(Row(i, "mixer", mixer, scales=scales))
         _split_heads(b, heads.get(i - 1), v, scales, i)
     emb = next((n for n in wired.norms if n.role == "emb"), None)
-    if wired.post_ln and emb is not None and blocks:
+    if wired.post_ln and emb is not None and blocks and emb.width == len(v):
         v, scales = b.pass_norm(emb, v, scales, 0)
         b.plan.rows.append(
             Row(0, "embedding", ((1, b.probe(b.named[emb.path], "in", v)),), scales=scales)

@@ -58,10 +58,23 @@ class _Recorder:
     def _put(self, name: str, value: torch.Tensor) -> None:
         self.batch.setdefault(name, []).append(value.detach().float())
 
+    def _gather(self, x: torch.Tensor) -> torch.Tensor:
+        """The real tokens' rows of ``x``, (N, ...). A module may see the batch as (B, T, ...) or
+        flattened to (B * T, ...) (OPT's MLP); anything else is not one row per token."""
+        mask = self.mask
+        if tuple(x.shape[: mask.ndim]) != tuple(mask.shape) and x.shape[0] == mask.numel():
+            x = x.reshape(*mask.shape, *x.shape[1:])
+        if tuple(x.shape[: mask.ndim]) != tuple(mask.shape):
+            raise UnsupportedModelError(
+                f"a module of this model sees the batch as {tuple(x.shape)}, not one row per "
+                f"token of the {tuple(mask.shape)} batch, so its contribution cannot be read"
+            )
+        return x[mask]
+
     def _project(self, key, x: torch.Tensor) -> None:
         names, matrix = self.matrices[key]
         matrix = matrix.to(x.device)
-        picked = (x.float() @ matrix)[self.mask]  # (N, k): project first, then gather
+        picked = self._gather(x.float() @ matrix)  # (N, k): project first, then gather
         for j, name in enumerate(names):
             self._put(name, picked[:, j])
 
@@ -102,7 +115,7 @@ class _Recorder:
         def hook(mod, args, kwargs):
             x = first_tensor(args, kwargs)
             if x is not None:
-                self._put(name, norm_scale(x[self.mask], kind, eps))
+                self._put(name, norm_scale(self._gather(x), kind, eps))
 
         return hook
 
@@ -111,7 +124,7 @@ class _Recorder:
             z = first_tensor(args, kwargs)
             if z is None:
                 return
-            z = z[self.mask].float()  # (N, H * dh)
+            z = self._gather(z).float()  # (N, H * dh)
             for name, reading in entries:
                 r = torch.as_tensor(reading, dtype=torch.float32, device=z.device)  # (H, dh)
                 per_head = torch.einsum("nhd,hd->nh", z.reshape(len(z), *r.shape), r)  # (N, H)

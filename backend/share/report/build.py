@@ -10,6 +10,7 @@ from dataclasses import asdict
 from isoscope.engine.budget.progress import Progress
 from isoscope.engine.errors import InputError, IsoscopeError
 from isoscope.engine.inputs.media import KIND_NOUNS
+from isoscope.share.report.cards import dimension_section
 from isoscope.share.report.model import (
     SECTION_TITLES,
     SOURCES,
@@ -22,7 +23,7 @@ from isoscope.share.report.prose import BUILDERS as PROSE_BUILDERS
 from isoscope.share.report.prose import Context
 from isoscope.share.report.quant import quant_section
 
-BUILDERS = {**PROSE_BUILDERS, "quant": quant_section}
+BUILDERS = {**PROSE_BUILDERS, "dimension": dimension_section, "quant": quant_section}
 
 # ----------------------------------------------------------------------------- building
 

@@ -49,6 +49,10 @@ def test_report_on_the_default_model(minilm, minilm_result, tmp_path):
     assert any("position table" in f for f in positional.findings)
     assert rep.section("similarity").skipped is None
     assert "encoder" in rep.section("massive").skipped
+    cards = rep.section("dimension")
+    assert cards.skipped is None, cards.skipped
+    assert cards.findings[0].startswith("Dimension 223 at state ")
+    assert "largest writers" in " ".join(caption for caption, _ in cards.tables)
     page = rep.to_html()
     _plotly_once(page)
     assert page.count('class="figure"') >= 6

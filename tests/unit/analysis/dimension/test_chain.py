@@ -44,3 +44,32 @@ def test_the_scale_is_the_norms_divisor(kind):
 def test_layernorm_reading_vectors_are_centred():
     v = through_norm(np.array([1.0, 0.0, 0.0]), np.array([2.0, 1.0, 1.0]), "layernorm")
     assert abs(v.sum()) < 1e-12 and v[0] > 0
+
+
+class _ConstantEpsNorm(torch.nn.Module):
+    """A norm whose epsilon is a constant of its forward, no attribute (OLMo's LayerNorm)."""
+
+    def __init__(self, width: int, kind: str, eps: float, affine: bool) -> None:
+        super().__init__()
+        self.kind, self._constant = kind, eps
+        gen = torch.Generator().manual_seed(0)
+        self.weight = torch.nn.Parameter(torch.randn(width, generator=gen)) if affine else None
+        self.bias = torch.nn.Parameter(torch.randn(width, generator=gen)) if affine else None
+
+    def forward(self, x):
+        if self.kind == "layernorm":
+            x = x - x.mean(-1, keepdim=True)
+        y = x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + self._constant)
+        return y if self.weight is None else y * self.weight + self.bias
+
+
+@pytest.mark.parametrize("affine", [False, True])
+@pytest.mark.parametrize("eps", [0.0, 1e-6, 1e-5, 1e-3])
+@pytest.mark.parametrize(("kind", "width"), [("layernorm", 16), ("rmsnorm", 16), ("layernorm", 15)])
+def test_an_epsilon_that_is_no_attribute_is_read_from_the_module(kind, width, eps, affine):
+    from isoscope.analysis.dimension.chain import measured_eps
+
+    module = _ConstantEpsNorm(width, kind, eps, affine)
+    gamma = np.ones(width) if not affine else module.weight.detach().double().numpy()
+    beta = None if not affine else module.bias.detach().double().numpy()
+    assert measured_eps(module, kind, gamma, beta) == pytest.approx(eps, abs=2e-7)
