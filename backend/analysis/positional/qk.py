@@ -281,6 +281,13 @@ def qk_stats(
         k = shared_key_heads(call.k.detach().to("cpu", torch.float64))
         sums.add(layer, q, k, weights, None, valid[0])
 
+    partial: dict[int, tuple[int, ...]] = {}  # layer -> scores normalised over part of the text
+
+    def on_other(module, shape) -> None:
+        layer = index.get(module, -1)
+        if layer >= 0:
+            partial.setdefault(layer, shape)
+
     def on_output(module, args, kwargs, output) -> None:
         for i in sorted(projected.keys() & scored.keys()):
             sums.add(i, *projected[i], scored[i], None, valid[0])
@@ -293,7 +300,7 @@ def qk_stats(
         context = attention_calls(model, on_call)
     elif how == "scores":
         capture = "the attention scores (the operands of the product the softmax reads)"
-        context = score_calls(loaded.encoder, on_scores)
+        context = score_calls(loaded.encoder, on_scores, on_other)
     else:
         layouts = _projection_layouts(loaded)
         capture = f"the projections ({layouts[0][0].name})"
@@ -311,7 +318,17 @@ def qk_stats(
         tokenized = tokenize(loaded, tuple(texts), max_length)
         for _ in forward_batches(loaded, tokenized, batch_size, progress):
             pass
-    _check_every_layer(sums, loaded, attention_layers)
+    watched = how == "scores"
+    if how == "call" and any(sums.q[i - 1] is None for i in attention_layers):
+        # layers that made no attention call: one batch again, watching their own scores, so
+        # that the refusal says what they compute instead
+        index = block_index(model)
+        batches = forward_batches(loaded, tokenized, batch_size)
+        with eager_attention(model), score_calls(loaded.encoder, lambda call: None, on_other):
+            next(batches, None)
+        batches.close()
+        watched = True
+    _check_every_layer(sums, loaded, attention_layers, partial if watched else None)
     stats = _finish(
         sums, loaded, label, rotation if rotary else NO_ROTARY, capture, attention_layers
     )
@@ -372,15 +389,37 @@ def _layer_count(loaded: LoadedModel) -> int:
     return len(found[1])
 
 
-def _check_every_layer(sums: _Sums, loaded: LoadedModel, layers: tuple[int, ...]) -> None:
+def _check_every_layer(
+    sums: _Sums,
+    loaded: LoadedModel,
+    layers: tuple[int, ...],
+    partial: dict[int, tuple[int, ...]] | None = None,
+) -> None:
+    """Refuse in one line when an attention layer gave no queries/keys. ``partial`` (layer
+    0-based -> scores shape), where the scores were watched: the layers that normalise scores
+    over windows, blocks or chunks of the text rather than over all of it, named as such."""
     missing = [i for i in layers if sums.q[i - 1] is None]
-    if missing:
+    if not missing:
+        return
+    where = f"layer(s) {', '.join(map(str, missing))} of {loaded.info.architecture}"
+    wanted = "the queries/keys view reads softmax attention over the whole text"
+    if partial is not None:
+        shapes = [partial[i - 1] for i in missing if i - 1 in partial]
+        if shapes:
+            shape = " x ".join(map(str, shapes[0]))
+            raise UnsupportedModelError(
+                f"{where} attend within windows, blocks or chunks of the text (a softmax over "
+                f"scores of shape {shape}, not over every pair of tokens); {wanted}"
+            )
         raise UnsupportedModelError(
-            f"the queries/keys view found no softmax attention over the whole text in layer(s) "
-            f"{', '.join(map(str, missing))} of {loaded.info.architecture}: no attention call "
-            "and no token-by-token score product that a softmax reads (block-local, hashed or "
-            "approximated attention is not read)"
+            f"{where} form no softmax over token-by-token scores (attention approximated "
+            f"without one, e.g. by hashing, sampling or landmarks); {wanted}"
         )
+    raise UnsupportedModelError(
+        f"the queries/keys view found no softmax attention over the whole text in {where}: no "
+        "attention call and no token-by-token score product that a softmax reads (block-local, "
+        "hashed or approximated attention is not read)"
+    )
 
 
 def _finish(

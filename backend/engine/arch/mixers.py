@@ -129,8 +129,9 @@ class LayerPattern:
         if self.attention_layers():
             return None
         kinds = self.kinds()
-        what = " and ".join(f"{k} mixers" for k in kinds) if kinds else "MLP layers"
-        return f"no attention layers: {what} only"
+        if not kinds:  # no mixer recognised: token mixing of another kind (Fourier, recurrent)
+            return "no attention layers: no layer forms softmax attention over its tokens"
+        return f"no attention layers: {' and '.join(f'{k} mixers' for k in kinds)} only"
 
 
 def pattern_sentence(pattern: LayerPattern) -> str:

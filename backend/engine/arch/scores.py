@@ -50,6 +50,8 @@ _PRODUCTS = {
     torch.einsum,
 }
 _SOFTMAX = {torch.softmax, torch.Tensor.softmax, F.softmax, torch.special.softmax}
+# normalisations over the last axis that a module may use in place of a softmax (exp(x - lse))
+_NORMALISERS = _SOFTMAX | {torch.logsumexp, torch.Tensor.logsumexp}
 
 
 @dataclass
@@ -140,11 +142,12 @@ class _ScoreMode(TorchFunctionMode):
     """Sees every torch function of the pass; records token products and closes them at a
     softmax (module doc)."""
 
-    def __init__(self, tokens: Callable[[], int | None], owner, on_call):
+    def __init__(self, tokens: Callable[[], int | None], owner, on_call, on_other=None):
         super().__init__()
         self.tokens = tokens
         self.owner = owner
         self.on_call = on_call
+        self.on_other = on_other
         self.carried: dict[int, tuple[torch.Tensor, list[_Product]]] = {}
         self.count = 0
 
@@ -177,6 +180,8 @@ class _ScoreMode(TorchFunctionMode):
         if not isinstance(out, torch.Tensor) or out.ndim < 2:
             return
         t = self.tokens()
+        if func in _NORMALISERS and self.on_other is not None:
+            self._other(func, args, kwargs, out, t)
         if func in _PRODUCTS:
             if t and out.shape[-2:] == (t, t):
                 pair = (
@@ -208,6 +213,19 @@ class _ScoreMode(TorchFunctionMode):
         if out.shape[-2:] == sources[0][0].shape[-2:]:
             products = [p for _, ps in sources for p in ps]
             self.carried[id(out)] = (out, products)
+
+    def _other(self, func, args, kwargs, out, t) -> None:
+        """A softmax (or log-sum-exp) over the last axis of scores that are not (T, T) token
+        products (windows, blocks or chunks of the text): handed to ``on_other`` with the
+        shape of the scores it normalises."""
+        x = args[0] if args else kwargs.get("input")
+        dim = kwargs.get("dim", args[1] if len(args) > 1 else None)
+        if isinstance(dim, list | tuple) and len(dim) == 1:
+            dim = dim[0]
+        if not isinstance(x, torch.Tensor) or id(x) in self.carried or x.ndim < 2:
+            return
+        if isinstance(dim, int) and dim in (-1, x.ndim - 1) and x.shape[-2:] != (t, t):
+            self.on_other(self.owner(), tuple(x.shape))
 
     def _record(self, product: _Product, weights: torch.Tensor) -> None:
         t = int(weights.shape[-1])
@@ -251,13 +269,19 @@ class _ScoreMode(TorchFunctionMode):
 
 
 @contextmanager
-def score_calls(model: torch.nn.Module, on_call: Callable[[ScoreCall], None]) -> Iterator[None]:
+def score_calls(
+    model: torch.nn.Module,
+    on_call: Callable[[ScoreCall], None],
+    on_other: Callable[[torch.nn.Module | None, tuple[int, ...]], None] | None = None,
+) -> Iterator[None]:
     """For the ``with`` body, every softmax attention that ``model``'s forward passes form in
     their own code goes to ``on_call`` (module doc). Works with any attention implementation
-    that materialises the scores or calls ``scaled_dot_product_attention``."""
+    that materialises the scores or calls ``scaled_dot_product_attention``. ``on_other(module,
+    shape)``: each softmax or log-sum-exp over the last axis of scores that are not a (T, T)
+    token product (attention over windows, blocks or hashed chunks of the text)."""
     stack: list[torch.nn.Module] = []
     holds = {m: any(True for _ in m.parameters()) for m in model.modules()}
-    mode = _ScoreMode(lambda: getattr(mode, "tokens_now", None), lambda: owner(), on_call)
+    mode = _ScoreMode(lambda: getattr(mode, "tokens_now", None), lambda: owner(), on_call, on_other)
 
     def owner() -> torch.nn.Module | None:
         return next((m for m in reversed(stack) if holds.get(m)), None)

@@ -164,11 +164,22 @@ _PACKAGE_DIR = str(Path(__file__).resolve().parents[2])
 
 def _raised_by_isoscope(exc: BaseException) -> bool:
     """Whether an error came from isoscope's own code inside the forward pass (a hook), which is
-    a bug to report, not the model's failure: the frame that raised it lies in this package."""
-    tb, last = exc.__traceback__, None
+    a bug to report, not the model's failure: the frame that raised it lies in this package.
+    A ``__torch_function__`` of this package (a mode that watches the pass, as the attention
+    scores' reading does) only hands the model's call on to torch: an error raised there is the
+    torch function's, on the model's inputs, so the frame before it decides."""
+    frames = []
+    tb = exc.__traceback__
     while tb is not None:
-        last, tb = tb, tb.tb_next
-    return last is not None and last.tb_frame.f_code.co_filename.startswith(_PACKAGE_DIR)
+        frames.append(tb.tb_frame.f_code)
+        tb = tb.tb_next
+    while len(frames) > 1 and _passes_on(frames[-1]):
+        frames.pop()
+    return bool(frames) and frames[-1].co_filename.startswith(_PACKAGE_DIR)
+
+
+def _passes_on(code) -> bool:
+    return code.co_name == "__torch_function__" and code.co_filename.startswith(_PACKAGE_DIR)
 
 
 def residual_states(

@@ -9,6 +9,7 @@ against the model's own attention weights."""
 from __future__ import annotations
 
 import math
+from contextlib import nullcontext
 from types import SimpleNamespace
 
 import pytest
@@ -251,3 +252,75 @@ def test_a_softmax_that_is_not_attention_is_not_read():
     with torch.inference_mode(), score_calls(model, calls.append):
         model(input_ids=torch.randint(0, VOCAB, (1, 6)))
     assert calls == []
+
+
+class ChunkedAttention(nn.Module):
+    """Attention within chunks of ``chunk`` tokens (LongT5's local blocks, Reformer's chunks):
+    a softmax over (B, chunks, chunk, chunk) scores, never over every pair of tokens; with
+    ``log_sum_exp`` normalised as exp(x - logsumexp(x)), as Reformer does."""
+
+    def __init__(self, chunk: int = 4, log_sum_exp: bool = False):
+        super().__init__()
+        self.chunk, self.log_sum_exp = chunk, log_sum_exp
+        self.qkv = nn.Linear(WIDTH, 3 * WIDTH)
+
+    def forward(self, h, mask):  # h (T, B, W), T a multiple of the chunk
+        x = h.transpose(0, 1)
+        b, t, _ = x.shape
+        q, k, v = self.qkv(x).view(b, t // self.chunk, self.chunk, 3 * WIDTH).chunk(3, -1)
+        scores = q @ k.transpose(-1, -2)  # (B, chunks, chunk, chunk)
+        if self.log_sum_exp:
+            weights = torch.exp(scores - torch.logsumexp(scores, dim=-1, keepdim=True))
+        else:
+            weights = scores.softmax(-1)
+        return (weights @ v).reshape(b, t, WIDTH).transpose(0, 1)
+
+
+class SoftmaxFree(nn.Module):
+    """Token mixing with no softmax (a kernel approximation: exp features, a linear mix)."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(WIDTH, 3 * WIDTH)
+
+    def forward(self, h, mask):
+        q, k, v = self.qkv(h.transpose(0, 1)).chunk(3, -1)
+        return ((q.exp() @ (k.exp().transpose(-1, -2) @ v)) / h.shape[0]).transpose(0, 1)
+
+
+@pytest.mark.parametrize(
+    ("layers", "normalised"),
+    [
+        (lambda: [ChunkedAttention(), ChunkedAttention()], True),
+        (lambda: [ChunkedAttention(log_sum_exp=True), ChunkedAttention(2, True)], True),
+        (lambda: [SoftmaxFree(), SoftmaxFree()], False),
+    ],
+    ids=["softmax over chunks", "log-sum-exp over chunks", "no softmax"],
+)
+def test_attention_over_parts_of_the_text_is_reported_not_read(layers, normalised):
+    """No call, and each layer that normalises scores over chunks goes to ``on_other`` with
+    the scores' shape (the queries/keys view names it in its refusal)."""
+    torch.manual_seed(0)
+    model = Synthetic(layers()).eval()
+    calls: list = []
+    other: list = []
+    with torch.inference_mode(), score_calls(model, calls.append, lambda m, s: other.append(m)):
+        model(input_ids=torch.randint(0, VOCAB, (2, 8)))
+    assert calls == []
+    assert set(other) == (set(model.layers) if normalised else set())
+
+
+def test_an_error_of_the_models_own_code_under_the_scores_watch_is_a_refusal():
+    """A forward that fails in the model's own code while the scores are watched (the torch
+    function mode hands the call on) is refused in one line, as without the watch."""
+    from isoscope.engine.errors import UnsupportedModelError
+    from isoscope.engine.extraction import run_encoder
+
+    model = Synthetic([ChunkedAttention(), ChunkedAttention()]).eval()
+    info = SimpleNamespace(display_name="synthetic", architecture="Synthetic")
+    loaded = SimpleNamespace(encoder=model, device="cpu", info=info)
+    ids = torch.randint(0, VOCAB, (1, 7))  # 7 tokens: no whole chunks of 4
+    for watch in (False, True):
+        with torch.inference_mode(), score_calls(model, lambda c: None) if watch else nullcontext():
+            with pytest.raises(UnsupportedModelError, match="its own forward pass fails"):
+                run_encoder(loaded, ids, torch.ones_like(ids))
