@@ -10,6 +10,9 @@ from isoscope.ui.views import dimension as view
 
 st.title("What is this dimension?")
 loaded, result = load_or_stop()
+if loaded.layout.modality != "text":
+    st.info("The dimension card reads text models; pick one in the sidebar.")
+    st.stop()
 view.explain()
 card = view.card_or_stop(loaded, result, view.controls(result))
 view.headline(card)

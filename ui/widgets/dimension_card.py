@@ -5,12 +5,9 @@ that keeps two cards' widgets apart; the card itself is computed by the page's o
 
 from __future__ import annotations
 
-import json
-
 import streamlit as st
 
 from isoscope.analysis.dimension import DimensionCard
-from isoscope.engine.jsonio import strict_json
 from isoscope.plots.dimension import (
     STATISTICS,
     ablation_frame,
@@ -26,6 +23,7 @@ from isoscope.plots.dimension import (
     top_tokens_frame,
 )
 from isoscope.ui.frame.literal import message
+from isoscope.ui.sharing.downloads import download_buttons
 
 
 def headline(card: DimensionCard, key: str = "dim", file_name: str = "dimension_card.json") -> None:
@@ -45,13 +43,7 @@ def headline(card: DimensionCard, key: str = "dim", file_name: str = "dimension_
     st.caption(
         f"{card.model} · {card.n_texts:,} texts · {card.n_tokens:,} tokens · {card.seconds:.1f} s"
     )
-    st.download_button(
-        "Download the card (JSON)",
-        strict_json(card.to_dict(), indent=1),
-        file_name=file_name,
-        mime="application/json",
-        key=f"{key}_json",
-    )
+    download_buttons(f"{key}_card", json_data=card.to_dict(), name=file_name.removesuffix(".json"))
 
 
 def where_it_shows(card: DimensionCard, key: str = "dim") -> None:
@@ -115,7 +107,14 @@ def geometry(card: DimensionCard) -> None:
     c2.metric("Share of the variance", "—" if var is None else f"{var:.1%}")
     c3.metric("Massive activation", "yes" if g["massive"] else "no")
     c4.metric("Tokens with |value| ≥ 6 (int8 rule)", f"{g['int8_token_share']:.1%}")
-    st.caption(json.dumps({k: g[k] for k in ("mean_cosine", "max_abs", "median_abs_of_state")}))
+    figures = {"mean cosine": "mean_cosine", "max |value|": "max_abs", "median |h| of the state":
+               "median_abs_of_state"}  # fmt: skip
+    st.caption(
+        " · ".join(
+            f"{label} {'—' if g.get(k) is None else format(g[k], '.3g')}"
+            for label, k in figures.items()
+        )
+    )
 
 
 def sections(card: DimensionCard, key: str = "dim", file_name: str = "dimension_card.json") -> None:

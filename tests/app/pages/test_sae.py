@@ -13,6 +13,7 @@ from streamlit.testing.v1 import AppTest
 from isoscope.engine.extraction import ExtractionSettings
 from isoscope.ui.frame.selection import Selection
 from tests.app.charts import charts
+from tests.app.conftest import shown
 from tests.sae_files import (
     OUTLIER_DIM,
     OUTLIER_FEATURE,
@@ -81,7 +82,7 @@ def test_every_tab_renders_and_the_planted_feature_leads(files):
 @pytest.mark.parametrize("source,needle", [("narrow", "width 16 but"), ("org", "no SAE at 'org'")])
 def test_a_bad_sae_is_one_message(files, source, needle):
     at = _page(files["model"], sae_source=files.get(source, source))
-    assert any(needle in e.value for e in at.error), [e.value for e in at.error]
+    assert any(needle in shown(e.value) for e in at.error), [e.value for e in at.error]
 
 
 @pytest.fixture
@@ -108,7 +109,7 @@ def test_a_shared_server_opens_no_server_folder_and_no_unlisted_repo(shared, fil
 
     at = _page("random:bert:layers=2,width=32,heads=2,seed=5", sae_source=files["sae"]
                if source == "folder" else source)  # fmt: skip
-    errors = [e.value for e in at.error]
+    errors = [shown(e.value) for e in at.error]
     assert any((needle or SOURCE_REFUSED) in e for e in errors), errors
 
 
@@ -120,7 +121,7 @@ def test_the_feature_tab_shows_the_features_dimension_card(files, ablation_texts
     at = _page(files["model"], sae_source=files["sae"], sae_tab="Feature card")
     assert not at.error, [e.value for e in at.error]
     assert "Where it shows" not in [h.value for h in at.subheader]  # not computed until asked
-    assert any("decomposes the feature's pre-activation" in c.value for c in at.caption)
+    assert any("decomposes the feature's pre-activation" in shown(c.value) for c in at.caption)
     at.session_state["sae_card_ablation_texts"] = ablation_texts
     at.toggle(key="sae_card").set_value(True).run()
     assert not at.exception, [e.value for e in at.exception]
@@ -133,6 +134,6 @@ def test_the_feature_tab_shows_the_features_dimension_card(files, ablation_texts
     check = next(m for m in at.metric if m.label == "Sum check")
     assert float(check.value) < 1e-3
     assert {"sae_card_by_state", "sae_card_contributions"} <= {c.key for c in charts(at)}
-    notes = [c.value for c in at.caption if "pre-activation" in c.value]
+    notes = [shown(c.value) for c in at.caption if "pre-activation" in shown(c.value)]
     assert any("JumpReLU" in n for n in notes), notes
     assert any("Ablation" in m.value for m in at.markdown) == bool(ablation_texts)

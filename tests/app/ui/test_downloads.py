@@ -160,6 +160,7 @@ def test_every_json_download_of_every_page_is_strict(
     """Open every JSON download of the app (the conftest fixture parses each as it is drawn)."""
     JSON_DOWNLOADS.clear()
     _app(TINY_BERT, "outliers")
+    _app(TINY_BERT, "dimension")  # the card's own download
 
     at = _app(TINY_BERT, "positional")
     for tab in ("Position probe", "TUPE decomposition", "Variance lab (NoPE)", "Queries & keys"):
