@@ -189,11 +189,12 @@ def planning_model(source: str) -> Any:
             ) from None
         max_positions = getattr(config, "max_position_embeddings", None)
     # a text corpus is planned here (media corpora load a stand-in model): tokenize's modality
-    # check reads a text layout
+    # check reads a text layout. The plan only needs the texts' lengths; each worker batches its
+    # chunk by its own loaded model's padding probe.
     return SimpleNamespace(
         tokenizer=tokenizer,
         info=SimpleNamespace(max_positions=max_positions, display_name=source),
-        layout=SimpleNamespace(modality="text"),
+        layout=SimpleNamespace(modality="text", pad_with_mask=True, notes=()),
     )
 
 

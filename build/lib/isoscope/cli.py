@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
+from typing import NoReturn
 
 from isoscope.analysis import ANALYSES, SERVICE_COMMANDS
 from isoscope.engine.environment import quiet_libraries, use_runtime_environment
@@ -20,8 +22,36 @@ from isoscope.engine.errors import IsoscopeError
 COMMAND_MODULES = (*SERVICE_COMMANDS, *(c for a in ANALYSES for c in a.commands))
 
 
+class DefaultsHelpFormatter(argparse.HelpFormatter):
+    """Every option's help ends with its default, unless the help already says it: "(default:
+    none)" for an option that is off unless given, "(default: off)" for a flag."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if (
+            not action.option_strings
+            or action.default is argparse.SUPPRESS
+            or re.search(r"\(default|default:|defaults? to|%\(default\)", text, re.IGNORECASE)
+            or isinstance(action, argparse._HelpAction | argparse._VersionAction)
+        ):
+            return text
+        if action.required:
+            return f"{text} (required)"
+        if action.default is None:
+            shown = "none"
+        elif isinstance(action.default, bool) and action.nargs == 0:
+            shown = "on" if action.default else "off"
+        else:
+            shown = "%(default)s"
+        return f"{text} (default: {shown})"
+
+
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2 (argparse's own convention)
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:  # one line, exit 2 (argparse's own convention)
         sys.stderr.write(f"error: {message} (see --help)\n")
         raise SystemExit(2)
 

@@ -94,6 +94,16 @@ ANALYSES: tuple[Analysis, ...] = (
         "Xiao et al. 2023, attention sinks, arXiv 2309.17453",
     ),
     Analysis(
+        "dimension",
+        "What is this dimension?",
+        ":material/search:",
+        commands=("dimension",),
+        report_title="The headline dimensions, explained",
+        sources="Elhage et al. 2021, A Mathematical Framework for Transformer Circuits; "
+        "Kobayashi et al. 2021, arXiv 2109.07152; Sun et al. 2024, arXiv 2402.17762; "
+        "Bondarenko et al. 2023, arXiv 2306.12929",
+    ),
+    Analysis(
         "quant",
         "Quantization readiness",
         ":material/compress:",
@@ -103,6 +113,14 @@ ANALYSES: tuple[Analysis, ...] = (
         sources="Dettmers et al. 2022, LLM.int8(), arXiv 2208.07339; Xiao et al. 2023, "
         "SmoothQuant, arXiv 2211.10438; Ashkboos et al. 2024, QuaRot, arXiv 2404.00456; "
         "Bondarenko et al. 2023, arXiv 2306.12929",
+    ),
+    Analysis(
+        "sae",
+        "SAE features",
+        ":material/category:",
+        commands=("sae",),
+        sources="Bricken et al. 2023, Towards Monosemanticity; Gao et al. 2024, arXiv 2406.04093; "
+        "Rajamanoharan et al. 2024, arXiv 2407.14435; Lieberum et al. 2024, arXiv 2408.05147",
     ),
     Analysis("compare", "Compare", ":material/difference:", commands=("compare", "trajectory")),
     Analysis("tour", "Guided tour", ":material/school:"),

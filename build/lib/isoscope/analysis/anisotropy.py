@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -90,8 +90,8 @@ def pair_cosines(vectors: np.ndarray, pairs: np.ndarray) -> np.ndarray:
     """Cosine similarity of each index pair of rows of ``vectors``, float64 (n_pairs,).
 
     The rows are gathered in their own dtype and in chunks (:data:`PAIR_CHUNK`), then widened by
-    :func:`cosine_rows`: the same numbers as widening everything first, 2.4x faster (10,000
-    pairs of 3,000 x 1,536 float32: 0.06 s vs 0.14 s), which every anisotropy figure pays."""
+    :func:`cosine_rows`: the same numbers as widening everything first, without a float64 copy
+    of the whole sample, a cost every anisotropy figure would pay."""
     x = np.asarray(vectors)
     first, second = pairs[:, 0], pairs[:, 1]
     parts = [
@@ -113,6 +113,24 @@ def anisotropy(
 ) -> float:
     """Mean cosine of random different-text pairs of rows of ``vectors`` (tokens x dims)."""
     return mean_pair_cosine(vectors, different_text_pairs(text_id, n_pairs, seed))
+
+
+def why_no_anisotropy(result: ExtractionResult) -> str | None:
+    """Why ``result`` has no anisotropy (its token sample holds no pair of tokens from different
+    texts, so the mean cosine of such pairs is undefined), in one line saying what to do; None
+    when it has one."""
+    texts_sampled = len(np.unique(result.tokens.text_id[result.sample_index]))
+    if texts_sampled >= 2:
+        return None
+    if result.num_texts < 2:
+        return (
+            "anisotropy is blank: it is the mean cosine of token pairs from different texts, and "
+            f"this corpus has {result.num_texts} text; give at least two texts (one per line)"
+        )
+    return (
+        "anisotropy is blank: it is the mean cosine of token pairs from different texts, and the "
+        "token sample holds tokens of one text only; raise the token sample"
+    )
 
 
 def anisotropy_by_state(
@@ -166,7 +184,7 @@ def cosine_contributions(
 def pair_terms(unit: np.ndarray, pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each pair's cosine and the mean of :func:`cosine_contributions` over the pairs, ``(n_pairs,)``
     and ``(d,)``, without holding all the (n_pairs, d) terms at once: :data:`PAIR_CHUNK` pairs at a
-    time (82 MB less per state for 10,000 pairs of 1,024 dims, and twice as fast)."""
+    time, so the (n_pairs, d) float64 terms are never all in memory."""
     cosines = np.empty(len(pairs))
     total = np.zeros(unit.shape[1])
     for i in range(0, len(pairs), PAIR_CHUNK):
@@ -205,7 +223,7 @@ def isoscore(vectors: np.ndarray) -> float:
 
     No eigendecomposition is needed: sum(lambda) = trace(C) and |lambda| = ||C||_F for the
     symmetric covariance C, so |lambda_hat - 1|^2 = 2n - 2 sqrt(n) trace(C) / ||C||_F exactly
-    (an eigvalsh per state took half the Anisotropy page's time on a 30-layer decoder).
+    (an eigvalsh per state would dominate the Anisotropy page's time on a deep decoder).
     """
     x = np.asarray(vectors, dtype=np.float64)
     if x.ndim != 2:
@@ -275,7 +293,9 @@ def recurring_words(tokens, max_occurrences: int = 32, seed: int = 0) -> Recurri
     rows = np.flatnonzero(whole)
     keys = np.array([_word_key(t) for t in np.asarray(tokens.token)[rows]], dtype=object)
     rng = np.random.default_rng(seed)
-    words, pair_chunks, word_chunks = [], [], []
+    words: list[str] = []
+    pair_chunks: list[np.ndarray] = []
+    word_chunks: list[np.ndarray] = []
     order = np.argsort(keys, kind="stable") if len(keys) else np.zeros(0, dtype=np.int64)
     sorted_keys = keys[order]
     boundaries = (
@@ -400,7 +420,7 @@ def _estimator_for(postprocessor: Postprocessor, state: int):
         from sklearn.base import clone
 
         return clone(postprocessor)
-    return postprocessor(state)
+    return cast(Callable[[int], object], postprocessor)(state)  # not an estimator: a factory
 
 
 def by_state(
@@ -450,7 +470,7 @@ def by_state(
         tops.append(tuple(top_cosine_dims(mean_terms, top_k)) if len(pairs) else ())
         if vectors.shape[0] >= vectors.shape[1] >= 2:
             iso[s] = isoscore(vectors)
-        if similarity:
+        if recurring is not None:  # with similarity
             selfsim[s] = self_similarity(unit, recurring)
             intra[s] = intra_text_similarity(unit, text_id)
     return StateIsotropy(

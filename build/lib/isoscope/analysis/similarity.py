@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 from scipy.stats import spearmanr
@@ -126,14 +127,15 @@ def clip_dims_by_state(
         raise InputError(
             f"unknown clip mode {clip!r}; use 'auto', 'largest-mean', 'none' or a list of dims"
         )
-    clip = list(clip)
-    if clip and isinstance(clip[0], list | tuple | np.ndarray):
-        if len(clip) != num_states:
+    given = list(clip)
+    if given and isinstance(given[0], list | tuple | np.ndarray):
+        per_state = cast(list[Sequence[int]], given)  # one list of dims per hidden state
+        if len(per_state) != num_states:
             raise InputError(
-                f"got clip dims for {len(clip)} hidden states, the model has {num_states}"
+                f"got clip dims for {len(per_state)} hidden states, the model has {num_states}"
             )
-        return [sorted({int(j) for j in dims}) for dims in clip]
-    return [sorted({int(j) for j in clip}) for _ in range(num_states)]
+        return [sorted({int(j) for j in dims}) for dims in per_state]
+    return [sorted({int(j) for j in cast(list[int], given)}) for _ in range(num_states)]
 
 
 def _clip(x: np.ndarray, dims: Sequence[int]) -> np.ndarray:
@@ -200,7 +202,7 @@ def find_word_span(context: str, word: str) -> tuple[int, int] | None:
 
 
 def token_span(
-    offsets: Sequence[tuple[int, int]], special: Sequence[bool], span: tuple[int, int]
+    offsets: Sequence[tuple[int, int]], special: Sequence[bool] | np.ndarray, span: tuple[int, int]
 ) -> list[int]:
     """Token indices whose character offsets overlap ``span`` (special tokens never)."""
     start, end = span
@@ -244,7 +246,8 @@ def word_vectors(
         contexts, truncation=True, max_length=tokenized.max_length, return_offsets_mapping=True
     )
 
-    problems, requests = [], {}  # requests[context index] = [(row, side, token indices)]
+    problems: list[str] = []
+    requests: dict[int, list[tuple[int, int, list[int]]]] = {}  # context index: (row, side, idx)
     usable = []
     for r, (word, c1, c2) in enumerate(zip(data.word, data.context1, data.context2, strict=True)):
         spans = []

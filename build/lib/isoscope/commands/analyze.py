@@ -149,15 +149,18 @@ def run(args: argparse.Namespace) -> int:
         from isoscope.engine.store.saved import save_analysis
 
         progress_line(f"saved analysis: {save_analysis(result, args.save)}")
+    report = build_report(
+        result,
+        pairs=args.n_pairs,
+        seed=args.seed,
+        bins=args.histogram_bins,
+        top_dims=args.top_dims,
+    )
+    if report["corpus"]["anisotropy_note"]:
+        progress_line(f"note: {report['corpus']['anisotropy_note']}")
     write_json(
         out,
-        build_report(
-            result,
-            pairs=args.n_pairs,
-            seed=args.seed,
-            bins=args.histogram_bins,
-            top_dims=args.top_dims,
-        ),
+        report,
     )
     return 0
 
@@ -209,7 +212,11 @@ def build_report(
     histogram, Timkey's top cosine dims with their share of the mean cosine, and IsoScore (Rudman
     et al. 2022; null when the token sample has fewer points than dimensions).
     """
-    from isoscope.analysis.anisotropy import by_state, clipped_anisotropy_by_state
+    from isoscope.analysis.anisotropy import (
+        by_state,
+        clipped_anisotropy_by_state,
+        why_no_anisotropy,
+    )
     from isoscope.analysis.outliers import criteria_by_state, outlier_dims_by_state
 
     iso = by_state(result, n_pairs=pairs, seed=seed, bins=bins, top_k=top_dims, similarity=False)
@@ -247,6 +254,7 @@ def build_report(
             "num_tokens": result.num_tokens,
             "sample_size": len(result.sample_index),
             "notices": list(result.notices),
+            "anisotropy_note": why_no_anisotropy(result),  # null when anisotropy is defined
         },
         "settings": result.settings.to_dict(),
         "layers": layers,

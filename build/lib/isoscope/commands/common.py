@@ -19,6 +19,19 @@ MODEL_SOURCES = (
 )
 
 
+def model_source(text: str) -> str:
+    """``--model``'s type: the source as given once :func:`isoscope.engine.load.source.parse_source`
+    accepts it, so a malformed source (a revision that is a path, ``random:`` numbers out of
+    range) is refused in one line before the corpus is read or anything is loaded."""
+    from isoscope.engine.load.source import parse_source
+
+    try:
+        parse_source(text)
+    except IsoscopeError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def add_model_args(
     parser: argparse.ArgumentParser,
     *,
@@ -32,7 +45,7 @@ def add_model_args(
     declarations (the extraction's, or an analysis's own: the same one its page reads)."""
     group = parser.add_argument_group("model")
     if source:
-        group.add_argument("--model", default="default", help=MODEL_SOURCES)
+        group.add_argument("--model", default="default", type=model_source, help=MODEL_SOURCES)
     group.add_argument(
         "--device", default="auto", help="auto (CUDA, then MPS, then CPU) | cpu | cuda | mps"
     )
@@ -96,9 +109,27 @@ def _time_preflight(args: argparse.Namespace, corpus, max_length: int):
         getattr(args, "batch_size", None) or defaults.batch_size,
         getattr(args, "token_budget", None) or defaults.token_budget,
     )
-    return time_estimate.time_preflight(
-        root, args.device, corpus, max_length, lambda e: progress_line(e.describe()), batching
-    )
+
+    def show(estimate) -> None:
+        progress_line(estimate.describe())
+        # what the extraction's progress line reads its first batches against
+        args.first_page = (estimate, time.monotonic())
+
+    return time_estimate.time_preflight(root, args.device, corpus, max_length, show, batching)
+
+
+def _live_correction(args: argparse.Namespace):
+    """The :class:`isoscope.engine.budget.progress.LiveCorrection` of the first page announced
+    by this command's last load (None when none was announced, or without an extraction
+    estimate); used once: a second extraction after the same load is not that first page."""
+    from isoscope.engine.budget.progress import LiveCorrection
+
+    announced = getattr(args, "first_page", None)
+    args.first_page = None
+    if announced is None or announced[0].total_seconds is None:
+        return None
+    estimate, at = announced
+    return LiveCorrection(estimate.total_seconds, time.monotonic() - at, estimate.shares)
 
 
 class DownloadPrinter:
@@ -161,7 +192,9 @@ def extract_with_cache(loaded, corpus, settings, args: argparse.Namespace, label
     from isoscope.engine.store.cached_extract import cached_extract
 
     unit = {"text": "texts", "image": "images", "audio": "clips"}[corpus.kind]
-    progress = ProgressPrinter(f"{label + ': ' if label else ''}extracting {len(corpus)} {unit}")
+    progress = ProgressPrinter(
+        f"{label + ': ' if label else ''}extracting {len(corpus)} {unit}", _live_correction(args)
+    )
     if getattr(args, "no_cache", False):
         return extract(loaded, corpus, settings, progress)
     cache = ResultCache(getattr(args, "cache_dir", None), getattr(args, "cache_limit", None))
@@ -243,7 +276,7 @@ def read_pairs(path: str) -> tuple[list[str], list[str], list[float]]:
     from isoscope.engine.errors import InputError
     from isoscope.engine.inputs.pairs import read_pairs_csv
 
-    if not Path(path).is_file():
+    if not os.path.lexists(path):
         raise InputError(
             f"--pairs file {path!r} does not exist; give a CSV with sentence1,sentence2,score"
         )
@@ -251,12 +284,12 @@ def read_pairs(path: str) -> tuple[list[str], list[str], list[float]]:
     return list(pairs.sentence1), list(pairs.sentence2), list(pairs.scores)
 
 
-def check_out_path(out: str) -> Path:
+def check_out_path(out: str, flag: str = "--out") -> Path:
     path = Path(out)
     if path.is_dir():
-        raise IsoscopeError(f"--out {out!r} is a folder; give a file name such as out.json")
+        raise IsoscopeError(f"{flag} {out!r} is a folder; give a file name such as out.json")
     if not path.parent.exists():
-        raise IsoscopeError(f"--out: folder {str(path.parent)!r} does not exist")
+        raise IsoscopeError(f"{flag}: folder {str(path.parent)!r} does not exist")
     return path
 
 
@@ -279,14 +312,27 @@ def progress_line(message: str) -> None:
 
 
 class ProgressPrinter:
-    """A ``progress(done, total)`` callback that prints at most every half second to stderr."""
+    """A ``progress(done, total)`` callback that prints at most every half second to stderr.
+    With ``correction`` (:class:`isoscope.engine.budget.progress.LiveCorrection`), the first
+    batches are read against the announced first page, and a new estimate outside its band is
+    said once, on a line of its own."""
 
-    def __init__(self, label: str) -> None:
+    def __init__(self, label: str, correction=None) -> None:
         self.label = label
         self.last = 0.0
+        self.correction = correction
+        self.started = time.monotonic()
 
     def __call__(self, done: int, total: int) -> None:
         now = time.monotonic()
+        said = (
+            None
+            if self.correction is None
+            else self.correction.check(done, total, now - self.started)
+        )
+        if said is not None:
+            sys.stderr.write(f"\r{self.label}: {done}/{total}\n{said}\n")
+            sys.stderr.flush()
         if done >= total or now - self.last > 0.5:
             self.last = now
             sys.stderr.write(f"\r{self.label}: {done}/{total}")

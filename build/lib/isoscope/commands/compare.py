@@ -21,6 +21,7 @@ from isoscope.commands.common import (
     extract_with_cache,
     load_inputs,
     load_model_from_args,
+    model_source,
     progress_line,
     settings_from_args,
     write_json,
@@ -38,9 +39,12 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--model-a",
         required=True,
+        type=model_source,
         help="default | checkpoint folder | Hub id org/name[@rev] | random:FAMILY[:k=v,...] | random-like:SOURCE",
     )
-    p.add_argument("--model-b", default=None, help="the same choices; default: --model-a")
+    p.add_argument(
+        "--model-b", default=None, type=model_source, help="the same choices; default: --model-a"
+    )
     add_input_args(p, ".txt (one text per line), .csv or .jsonl with a text column")
     p.add_argument(
         "--texts-b",

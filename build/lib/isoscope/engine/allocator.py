@@ -5,12 +5,10 @@ musl) every function here is a no-op.
 A forward pass allocates and frees its intermediate tensors and hidden states, hundreds of
 megabytes per batch. glibc's malloc hands large freed blocks back to the kernel (``munmap``, or a
 trim of the heap's top), so the next batch faults the same amount in again, page by page, each
-page zeroed by the kernel: SmolLM2-135M on 400 texts took 300,000-800,000 page faults per
-extraction on a 2-vCPU Xeon VM. What that costs depends on the machine and on what else the
-process holds: with the token sample's 571 MB resident, the same forward passes ran 5-15% slower
-(0.5-1.5 s of 10.5 s), and a plain loop beside a buffer of that size slowed alike. Kept by the
-allocator, the memory is reused and the forward passes fault nothing: 10.0 s with or without the
-sample (docs/performance.md).
+page zeroed by the kernel: hundreds of thousands of page faults per extraction. What that costs
+depends on the machine and on what else the process holds: beside a large resident token sample
+the forward passes slow down. Kept by the allocator, the memory is reused and the forward passes
+fault nothing (the figures are in docs/performance.md).
 
 - :func:`keep_freed_memory`, at the start of a CPU extraction of a model under
   :data:`BIG_WEIGHTS_BYTES`: blocks up to :data:`KEEP_BYTES` come from the heap and the heap's top
@@ -88,13 +86,11 @@ def give_back_large_frees() -> bool:
     mappings, which go back to the system when freed; True where it is in effect.
 
     glibc's default threshold rises with every such free, up to 32 MiB; after it, a big model's
-    per-layer activations (25-150 MB per tensor for a 1.5B decoder at 32 x 128 tokens) come from
-    the heap, which keeps them once freed. A 1.5B Qwen2-shaped decoder's extraction of 64 texts
-    peaked 3.0 GB above its loaded weights by default and 2.2 GB with 4 MiB (9,132 vs 8,297 MiB;
-    one batch's hidden states are 805 MB), and a plain forward of one batch kept 2.1 GB after it
-    was freed against none; the extraction took 9% longer (72.0 vs 78.6 s, one run each). So
-    models of :data:`BIG_WEIGHTS_BYTES` and more get it on the CPU, where the memory is what
-    limits."""
+    per-layer activations (tens to hundreds of megabytes per tensor for a 1.5B decoder) come from
+    the heap, which keeps them once freed, and the process's peak grows by gigabytes. Mappings of
+    their own cost some speed (each is faulted in afresh), so only models of
+    :data:`BIG_WEIGHTS_BYTES` and more get it on the CPU, where the memory is what limits
+    (docs/performance.md, "A 1.5B decoder on the CPU")."""
     return _set("give back", (MMAP_THRESHOLD_BYTES,), _DEFAULT_TRIM_BYTES)
 
 

@@ -7,6 +7,7 @@ values that float16 clips (docs/methods.md section 0).
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from isoscope.engine.errors import InputError
@@ -64,7 +65,7 @@ def describe_device(device: torch.device, dtype: torch.dtype) -> str:
     return f"{name} · {str(dtype).removeprefix('torch.')}"
 
 
-def to_numpy(tensor: torch.Tensor, dtype: torch.dtype = torch.float64):
+def to_numpy(tensor: torch.Tensor, dtype: torch.dtype | None = torch.float64) -> np.ndarray:
     """The one way a tensor becomes a numpy array: detach, move to the CPU, cast (default float64).
 
     Works for tensors on any device (CUDA, MPS, CPU) and in inference mode; bf16 is cast before

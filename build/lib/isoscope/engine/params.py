@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar, cast
 
 from isoscope.engine.errors import InputError
 
@@ -32,8 +32,11 @@ def percent(share: float) -> str:
     return f"{share * 100:g} %"
 
 
+N = TypeVar("N", int, float)
+
+
 @dataclass(frozen=True)
-class Interval:
+class Interval(Generic[N]):
     """A number from ``low`` to ``high`` inclusive, ``default`` unless chosen, in steps of ``step``
     (None: any); ``integer`` values parse as int. ``name`` is the settings field and, with dashes,
     the command-line flag; ``unit`` ends the error message; ``citation`` names the source of the
@@ -41,9 +44,9 @@ class Interval:
     slider; a link may carry only those), the default among them; a command takes any value in
     the range."""
 
-    low: float
-    high: float
-    default: float
+    low: N
+    high: N
+    default: N
     step: float | None = None
     integer: bool = False
     name: str = ""
@@ -110,7 +113,7 @@ class Interval:
             help=help or self.help or None,
             **kwargs,
         )
-        action.declaration = self
+        cast(Any, action).declaration = self  # argparse's Action has no such field: ours
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import struct
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -76,7 +77,8 @@ def encode_points(
         entry["array"] = f"colour:{key}"
         arrays.append((entry["array"], values))
         legend.append(entry)
-    layout, offset = [], 0
+    layout: list[dict[str, Any]] = []
+    offset = 0
     for name, values in arrays:
         offset = -(-offset // 8) * 8
         layout.append(

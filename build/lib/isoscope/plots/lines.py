@@ -1,8 +1,8 @@
 """Vertical marker lines for many positions at once.
 
 ``fig.add_vline`` validates and copies every shape already in the figure on each call, so a loop
-over dozens of outlier dimensions cost more than the rest of a page rerun (py-spy on the LayerNorm
-page: 40 % of the script's time). These build the same shapes as plain dicts, set once.
+over dozens of outlier dimensions costs more than the rest of a page rerun (docs/performance.md,
+"Interaction latency"). These build the same shapes as plain dicts, set once.
 """
 
 from __future__ import annotations

@@ -251,8 +251,8 @@ def sink_frame(sinks: SinkStats) -> pd.DataFrame:
 def int8_figure(int8: Int8Stats, top: int = 20) -> go.Figure:
     """Each dim's share of norm sites where it counts (|x| >= LLM_INT8_THRESHOLD on >= TOKEN_SHARE
     of the tokens), the largest ``top``."""
-    order = np.argsort(-int8.site_share, kind="stable")[:top]
-    order = [int(j) for j in order if int8.site_share[j] > 0] or [int(order[0])]
+    ranked = np.argsort(-int8.site_share, kind="stable")[:top]
+    order = [int(j) for j in ranked if int8.site_share[j] > 0] or [int(ranked[0])]
     fig = go.Figure(
         go.Bar(
             x=[f"dim {j}" for j in order],

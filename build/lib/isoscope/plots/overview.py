@@ -46,13 +46,23 @@ def model_card_rows(model: dict) -> list[dict[str, str]]:
             "field": "attention",
             "value": "causal (decoder)" if model.get("is_causal") else "bidirectional (encoder)",
         },
-        {"field": "weights", "value": "random init" if model.get("random_init") else "trained"},
+        {"field": "weights", "value": weights_line(model)},
         {"field": "device", "value": str(model.get("device"))},
     ] + (  # device_map="auto": where accelerate put the layers
         [{"field": "layers placed", "value": str(model["device_map"])}]
         if model.get("device_map")
         else []
     )
+
+
+def weights_line(model: dict) -> str:
+    """The card's weights line as the load measured it (isoscope.engine.load.weight_check); a card
+    saved before that measurement existed says it was not checked."""
+    if model.get("weights"):
+        return str(model["weights"])
+    if model.get("random_init"):
+        return "random init"
+    return "trained, not checked (this card was saved before isoscope checked the weights at load)"
 
 
 def anisotropy_line(
@@ -80,7 +90,7 @@ def anisotropy_line(
 def anisotropy_with_lines(
     state_names: Sequence[str],
     anisotropy: np.ndarray,
-    lines: Sequence[tuple[Sequence[float], str, str]],
+    lines: Sequence[tuple[Sequence[float] | np.ndarray, str, str]],
     name: str = "raw",
 ) -> go.Figure:
     """:func:`anisotropy_line` with one more line per (values, label, dash): the report's and the
@@ -101,7 +111,9 @@ def anisotropy_with_lines(
 
 
 def trained_vs_random_figure(
-    state_names: Sequence[str], trained: Sequence[float], random: Sequence[float]
+    state_names: Sequence[str],
+    trained: Sequence[float] | np.ndarray,
+    random: Sequence[float] | np.ndarray,
 ) -> go.Figure:
     """Anisotropy per hidden state of a model and of its random-init copy (the tour's step 3)."""
     fig = go.Figure(

@@ -390,7 +390,10 @@ def qk_heatmaps(stats_list: Sequence, metric: str, label: str) -> go.Figure:
         fig.add_trace(
             go.Heatmap(
                 z=v,
-                x=[f"h{h}·kv{kv[h]}" if grouped else f"h{h}" for h in range(heads)],
+                x=[
+                    f"h{h}·kv{kv[h]}" if grouped and kv is not None else f"h{h}"
+                    for h in range(heads)
+                ],
                 y=[str(i) for i in _layer_numbers(stats_list[k], layers)],
                 colorscale="RdBu" if diverging else "Viridis",
                 zmid=0 if diverging else None,

@@ -77,7 +77,7 @@ def before_after_figure(
     uris = [uri for uri in (thumbnails or ()) if uri]
     thumbnail_index = np.full(len(hover), -1, dtype=np.int64)
     if uris:
-        has = np.array([bool(uri) for uri in thumbnails])
+        has = np.array([bool(uri) for uri in (thumbnails or ())])  # uris: thumbnails given
         thumbnail_index[has] = np.arange(int(has.sum()))
     if colouring.kind == "categorical":
         traces = _categorical_traces(panels, colouring, hover, point_size, thumbnail_index)

@@ -8,6 +8,7 @@ a model or computes a statistic.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -20,13 +21,19 @@ from isoscope.analysis.quant.schemes import SCHEME_LABELS, SCHEMES
 from isoscope.analysis.quant.sites import ROLE_LABELS, ROLES
 from isoscope.plots.axes import log_axis
 
+
+def _scheme_error(k: str) -> Callable[[dict], float]:
+    """A site row's relative error under scheme ``k``."""
+    return lambda r: r["error"][k]
+
+
 # heat-strip quantities: key -> (label, value of a site row, log colour)
-STRIP_QUANTITIES = {
+STRIP_QUANTITIES: dict[str, tuple[str, Callable[[dict], float], bool]] = {
     "max_over_median": ("max |x| / median |x|", lambda r: r["max_over_median"], True),
     "kurtosis": ("kurtosis (4th standardised moment)", lambda r: r["kurtosis"], True),
     "max_abs": ("max |x|", lambda r: r["max_abs"], True),
     **{
-        f"error:{k}": (f"relative error, {SCHEME_LABELS[k]}", (lambda r, k=k: r["error"][k]), False)
+        f"error:{k}": (f"relative error, {SCHEME_LABELS[k]}", _scheme_error(k), False)
         for k in SCHEMES
     },
 }
@@ -132,7 +139,7 @@ def scheme_figure(report: QuantReport) -> go.Figure:
             else ["mean per-site relative error"]
         ),
     )
-    if has_end:
+    if end is not None:  # has_end
         values = [_damage(report, end[k]) for k in SCHEMES]
         fig.add_trace(
             go.Bar(x=labels, y=values, marker_color="#c44e52", name="end metric"), row=1, col=1
@@ -169,7 +176,7 @@ def scheme_frame(report: QuantReport) -> pd.DataFrame:
             "max site error": float(np.max([e[k] for e in report.errors])),
         }
         if report.end is not None:
-            row[report.metric] = report.end[k]
+            row[str(report.metric)] = report.end[k]  # an end metric is named
             if report.end.get("sts_spearman"):
                 row["STS Spearman × 100"] = report.end["sts_spearman"][k]
                 row["STS change"] = report.end["sts_spearman_change"][k]

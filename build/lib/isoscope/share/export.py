@@ -491,7 +491,7 @@ def export_every_token(
         if fmt == "projector":
             files, notice = projector_corpus_files(spilled, result, folder, dims, seed=seed)
             return files, [notice] if notice else []
-        post = ("clip", {"dims": dims}) if dims else ("none", None)
+        post: tuple[str, dict | None] = ("clip", {"dims": dims}) if dims else ("none", None)
         before, after = corpus_before_after(
             spilled, result.sample_vectors[state], projection, *post, seed, progress=progress
         )

@@ -19,7 +19,9 @@ if TYPE_CHECKING:  # type hints only: importing them would pull in torch
 BASES = ("tokens", "texts")
 
 
-def _stack_centred(arrays: Sequence[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]]:
+def _stack_centred(
+    arrays: Sequence[np.ndarray] | np.ndarray,
+) -> tuple[np.ndarray, list[np.ndarray]]:
     """Column-centred float64 copies of ``arrays`` side by side in one (n, sum d) array (one
     allocation, ready for a single matrix product), and a view of each block."""
     shapes = [np.shape(a) for a in arrays]
@@ -86,8 +88,8 @@ def cka_matrix(
     cross = stacked_x.T @ stacked_y  # every ||X_i^T Y_j|| from one product: (sum d1, sum d2)
     edges_x = np.concatenate([[0], np.cumsum([c.shape[1] for c in cx])])
     edges_y = np.concatenate([[0], np.cumsum([c.shape[1] for c in cy])])
-    self_x = [np.linalg.norm(c.T @ c) ** 2 for c in cx]  # ||X^T X||_F^2
-    self_y = [np.linalg.norm(c.T @ c) ** 2 for c in cy]
+    self_x = [float(np.linalg.norm(c.T @ c) ** 2) for c in cx]  # ||X^T X||_F^2
+    self_y = [float(np.linalg.norm(c.T @ c) ** 2) for c in cy]
     rows_x = [np.einsum("ij,ij->i", c, c) for c in cx]
     rows_y = [np.einsum("ij,ij->i", c, c) for c in cy]
     out = np.full((len(cx), len(cy)), np.nan)

@@ -45,6 +45,7 @@ from isoscope.analysis.compare.storage import (
     comparison_arrays,
     comparison_from_arrays,
     comparison_key,
+    comparison_source,
 )
 from isoscope.engine.errors import InputError
 
@@ -66,8 +67,10 @@ __all__ = [
     "compare_with_cache",
     "comparison_arrays",
     "comparison_cache_key",
+    "comparison_cache_source",
     "comparison_from_arrays",
     "comparison_key",
+    "comparison_source",
     "comparison_report",
     "dims_comparable",
     "layernorm_difference",
@@ -322,8 +325,11 @@ def comparison_report(comparison: Comparison) -> dict:
 # ----------------------------------------------------------------------------- through the disk cache
 
 
-def comparison_cache_key(result_a: ExtractionResult, result_b: ExtractionResult, **options) -> str:
-    """The disk-cache key of ``compare(result_a, result_b, **options)``: both extractions' cache
+def comparison_cache_source(
+    result_a: ExtractionResult, result_b: ExtractionResult, **options
+) -> dict:
+    """What ``compare(result_a, result_b, **options)`` is computed from, the record its cache key
+    hashes (:func:`isoscope.analysis.compare.storage.comparison_source`): both extractions' cache
     keys, both models' fingerprints, the pairs' hash and every other option of :func:`compare`
     with its default filled in."""
     import inspect
@@ -337,12 +343,20 @@ def comparison_cache_key(result_a: ExtractionResult, result_b: ExtractionResult,
     args.pop("inputs")  # the corpus's items: the extractions' corpus hash already names them
     pairs = args.pop("pairs")
     results = [args.pop("result_a"), args.pop("result_b")]
-    return comparison_key(
+    return comparison_source(
         *(cache_key(r.model_fingerprint, r.corpus_sha, r.settings) for r in results),
         *(m.fingerprint if m is not None else None for m in loaded),
         pairs.sha if pairs is not None else None,
         json.dumps(args, sort_keys=True, default=str),
     )
+
+
+def comparison_cache_key(result_a: ExtractionResult, result_b: ExtractionResult, **options) -> str:
+    """The disk-cache key of ``compare(result_a, result_b, **options)``: the hash of
+    :func:`comparison_cache_source`."""
+    from isoscope.engine.store.entries import entry_key
+
+    return entry_key(comparison_cache_source(result_a, result_b, **options))
 
 
 def compare_with_cache(
@@ -357,7 +371,7 @@ def compare_with_cache(
 
     if cache is None:
         return run()
-    cached = cached_compare(cache, comparison_cache_key(result_a, result_b, **options), run)
+    cached = cached_compare(cache, comparison_cache_source(result_a, result_b, **options), run)
     return with_cards(cached, result_a, result_b)
 
 

@@ -3,7 +3,6 @@ extraction cache (:class:`isoscope.engine.store.cache.ResultCache`) under a key 
 
 from __future__ import annotations
 
-import hashlib
 import json
 
 import numpy as np
@@ -87,20 +86,29 @@ def comparison_from_arrays(arrays: dict[str, np.ndarray]) -> Comparison:
     )
 
 
+def comparison_source(*parts: object) -> dict:
+    """What a comparison is computed from (both extractions' cache keys and model fingerprints,
+    the pairs' hash, the estimator, the labels) and the layout: the record its key hashes and its
+    cache entry carries."""
+    return {"kind": "compare", "parts": [str(p) for p in parts], "v": COMPARISON_LAYOUT}
+
+
 def comparison_key(*parts: object) -> str:
-    """The cache key of a comparison: a hash of what determines it (both extractions' cache keys
-    and model fingerprints, the pairs' hash, the estimator, the labels) and the layout."""
-    payload = json.dumps(
-        {"kind": "compare", "parts": [str(p) for p in parts], "v": COMPARISON_LAYOUT},
-        sort_keys=True,
-    )
-    return hashlib.sha256(payload.encode()).hexdigest()[:32]
+    """The cache key of a comparison: the hash of :func:`comparison_source`."""
+    from isoscope.engine.store.entries import entry_key
+
+    return entry_key(comparison_source(*parts))
 
 
-def cached_compare(cache, key: str, run) -> Comparison:
+def cached_compare(cache, computed_from: dict, run) -> Comparison:
     """``run()`` (a :func:`compare` call) through the disk cache ``cache``
-    (:class:`isoscope.engine.store.cache.ResultCache`) under ``key`` (:func:`comparison_key`). An unreadable or
-    other-layout entry is a miss; a comparison that cannot be kept is still returned."""
+    (:class:`isoscope.engine.store.cache.ResultCache`) under the key of ``computed_from``
+    (:func:`comparison_source`), which the entry carries: an entry of another key is refused by
+    the cache. An unreadable or other-layout entry is a miss; a comparison that cannot be kept
+    is still returned."""
+    from isoscope.engine.store.entries import entry_key
+
+    key = entry_key(computed_from)
     arrays = cache.load_arrays(key)
     if arrays is not None:
         try:
@@ -112,5 +120,5 @@ def cached_compare(cache, key: str, run) -> Comparison:
         arrays = comparison_arrays(comparison)
     except (TypeError, ValueError):
         return comparison  # something not storable without pickle (e.g. an exotic extra)
-    cache.save_arrays(key, arrays)
+    cache.save_arrays(key, arrays, computed_from=computed_from)
     return comparison

@@ -93,8 +93,8 @@ def resolve_checkpoints(paths: str | Path | Sequence[str | Path]) -> list[Checkp
     A list is sorted by step when every folder's step is known (from its name, or the Trainer's
     ``trainer_state.json``); otherwise it keeps the given order and the steps are 0, 1, 2, ...
     """
-    items = [paths] if isinstance(paths, str | Path) else list(paths)
-    items = [Path(str(p).strip()).expanduser() for p in items if str(p).strip()]
+    given = [paths] if isinstance(paths, str | Path) else list(paths)
+    items = [Path(str(p).strip()).expanduser() for p in given if str(p).strip()]
     if not items:
         raise InputError(
             "no checkpoints given; pass a folder of checkpoint-*/ or a list of folders"
@@ -105,9 +105,10 @@ def resolve_checkpoints(paths: str | Path | Sequence[str | Path]) -> list[Checkp
         if not p.is_dir():
             raise InputError(f"checkpoint {str(p)!r} is not a folder; give checkpoint folders")
     steps = [_step_of(p) for p in items]
-    if all(s is not None for s in steps):
+    known = [s for s in steps if s is not None]
+    if len(known) == len(steps):  # every step known
         return sorted(
-            (Checkpoint(s, p) for s, p in zip(steps, items, strict=True)), key=lambda c: c.step
+            (Checkpoint(s, p) for s, p in zip(known, items, strict=True)), key=lambda c: c.step
         )
     return [Checkpoint(i, p) for i, p in enumerate(items)]
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 import torch
@@ -118,7 +119,7 @@ def find_norms(
         )
     modules = wired.modules(model)
     heads = [n for n in wired.norms if n.role == "head"]
-    sites = []
+    sites: list[NormSite] = []
     place: dict[int, int] = {}
     for norm in wired.norms:
         module = modules[norm.path]
@@ -234,9 +235,14 @@ class LNParams:
 def ln_params(sites: list[NormSite]) -> LNParams:
     """Copy the parameters of ``sites`` to CPU float64: the effective gamma (weight + the family's
     offset) and beta (0 for RMSNorm, which has none)."""
-    gamma = np.stack([to_numpy(s.module.weight) + s.gamma_offset for s in sites])
+    gamma = np.stack(
+        [to_numpy(cast(torch.Tensor, s.module.weight)) + s.gamma_offset for s in sites]
+    )
     beta = np.stack(
-        [to_numpy(s.module.bias) if s.has_bias else np.zeros(gamma.shape[1]) for s in sites]
+        [
+            to_numpy(cast(torch.Tensor, s.module.bias)) if s.has_bias else np.zeros(gamma.shape[1])
+            for s in sites
+        ]
     )
     return LNParams(
         [s.name for s in sites],

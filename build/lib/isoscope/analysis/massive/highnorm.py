@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import torch
@@ -143,7 +144,7 @@ def scan_images(
         massive=stats,
         norms=norms,
         token_names=tuple(names),
-        grid=tuple(layout.grid),
+        grid=cast(tuple[int, int], tuple(layout.grid)),
         prefix=len(layout.prefix),
         seconds=time.perf_counter() - started,
     )

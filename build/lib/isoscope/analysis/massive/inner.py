@@ -26,11 +26,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import torch
 
-from isoscope.analysis.massive.int8 import RELATIVE, TOKEN_SHARE, far_from_unit
+from isoscope.analysis.massive.int8 import RELATIVE, TOKEN_SHARE, batch_first, far_from_unit
 from isoscope.analysis.massive.loghist import N_BINS, log_histogram, median_from_histogram
 from isoscope.engine.arch.mixers import STATE_SPACE_KINDS
 from isoscope.engine.device import to_numpy
@@ -90,11 +91,16 @@ class InnerReading:
 def per_token(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor | None:
     """(N, c): the channels of each of the batch's N non-padding tokens, from a (B, T, ...)
     activation or one flattened over tokens (and heads: Gated DeltaNet's norm runs on
-    (B * T * heads, d_head)). None when ``x`` is not laid out by token."""
+    (B * T * heads, d_head)), or with extra axes of size one around the tokens ((B, 1, T, c)).
+    None when ``x`` is not laid out by token."""
     b, t = mask.shape
+    x = batch_first(x, mask)  # sequence-first, or padded inside the model
     if x.ndim >= 2 and tuple(x.shape[:2]) == (b, t):
         return x.reshape(b, t, -1)[mask]
     if x.numel() % (b * t) == 0 and x.shape[0] % (b * t) == 0:
+        return x.reshape(b, t, -1)[mask]
+    lead = [n for n in x.shape[:-1] if n != 1]
+    if x.ndim > 3 and lead == [n for n in (b, t) if n != 1]:  # (B, 1, T, c): an extra axis
         return x.reshape(b, t, -1)[mask]
     return None
 
@@ -122,16 +128,19 @@ class InnerAccumulator:
         if values is None or not values.numel():
             return
         values = values.abs().float().to(self.device)  # (N, c)
-        if self.counts[site] is None:
+        counts, relative = self.counts[site], self.relative_counts[site]
+        if counts is None or relative is None:  # both set together, on the site's first call
             width = values.shape[1]
-            self.counts[site] = torch.zeros(width, dtype=torch.int64, device=self.device)
-            self.relative_counts[site] = torch.zeros(width, dtype=torch.int64, device=self.device)
-        if values.shape[1] != self.counts[site].shape[0]:
+            counts = self.counts[site] = torch.zeros(width, dtype=torch.int64, device=self.device)
+            relative = self.relative_counts[site] = torch.zeros(
+                width, dtype=torch.int64, device=self.device
+            )
+        if values.shape[1] != counts.shape[0]:
             return  # a call of another shape (not by token): not this site's activation
         self.tokens[site] += values.shape[0]
-        self.counts[site] += (values >= LLM_INT8_THRESHOLD).sum(dim=0)
+        counts += (values >= LLM_INT8_THRESHOLD).sum(dim=0)  # in place: the listed tensors
         median = values.flatten().median()
-        self.relative_counts[site] += (values >= RELATIVE * median).sum(dim=0)
+        relative += (values >= RELATIVE * median).sum(dim=0)
         self.hist[site] += log_histogram(values)
         self.max_abs[site] = torch.maximum(self.max_abs[site], values.max().double())
 
@@ -284,10 +293,10 @@ def ssm_input_from_in_proj(mixer: torch.nn.Module, projected: torch.Tensor) -> t
     ``mup_vector`` buffer (Falcon-H1's muP multipliers of in_proj's output) is applied first."""
     from transformers.activations import ACT2FN
 
-    conv = mixer.conv1d
-    heads = int(mixer.A_log.numel())
+    conv = cast(torch.nn.Conv1d, mixer.conv1d)
+    heads = int(cast(torch.Tensor, mixer.A_log).numel())
     conv_dim = int(conv.weight.shape[0])
-    d_ssm = int(mixer.out_proj.weight.shape[1])
+    d_ssm = int(cast(torch.nn.Linear, mixer.out_proj).weight.shape[1])
     mup = getattr(mixer, "mup_vector", None)
     if isinstance(mup, torch.Tensor) and mup.shape[-1] == projected.shape[-1]:
         projected = projected * mup

@@ -141,6 +141,7 @@ class Int8Stats:
                 )
             line += " (expected below the ~6.7B-parameter phase shift)." if not off.any() else "."
         if off.any():
+            assert self.median_abs is not None  # off_scale is all False without it
             worst = float(np.max(self.median_abs[off]))
             line += (
                 f" At {int(off.sum())} of {n_sites} sites the median |x| (up to {worst:.3g}) is far "
@@ -209,6 +210,18 @@ def int8_from_counts(
     )
 
 
+def batch_first(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """A block's (B, T', d) activation at the batch's (B, T) tokens: a sequence-first one
+    (T, B, d: FSMT, XLNet) transposed, one the model padded itself to its attention block
+    (LED, Reformer: T' > T, pads after the last token) cut to T."""
+    b, t = mask.shape
+    if x.ndim == 3 and b != t and tuple(x.shape[:2]) == (t, b):
+        return x.transpose(0, 1)
+    if x.ndim >= 3 and x.shape[0] == b and x.shape[1] > t:
+        return x[:, :t]
+    return x
+
+
 class Int8Accumulator:
     """Counts, per site and dim, the tokens with |x| >= ``magnitude`` and with |x| >= RELATIVE x the
     batch's median |x| at the site, and a log-|x| histogram per site (on the model's device).
@@ -235,6 +248,7 @@ class Int8Accumulator:
                 return
             if x.ndim == 2 and x.shape[0] == self.mask.numel():  # OPT's MLP runs on (B*T, d)
                 x = x.reshape(*self.mask.shape, x.shape[-1])
+            x = batch_first(x, self.mask)
             values = x[self.mask].abs()  # (N, d), non-padding tokens only
             self.counts[site] += (values >= self.magnitude).sum(dim=0)
             if values.numel():

@@ -199,8 +199,8 @@ class MassiveAccumulator:
             self.candidate_values.clear()
             return
         meta_np = to_numpy(meta, dtype=None)
-        for s, where, vals in found:
-            where = to_numpy(where, dtype=None)  # (m, 2): row, dim
+        for s, where_t, vals in found:
+            where = to_numpy(where_t, dtype=None)  # (m, 2): row, dim
             self.candidates.append(
                 np.column_stack([np.full(len(where), s), where[:, 1], meta_np[where[:, 0]]])
             )

@@ -37,6 +37,7 @@ from isoscope.engine.extraction import (
     pad_batch,
     pad_token_id,
     residual_states,
+    run_encoder,
     tokenize,
 )
 from isoscope.engine.extraction.stats import accumulation_device
@@ -115,8 +116,7 @@ def scan_massive(
     )
     pad_id = pad_token_id(loaded)
     encoder = loaded.encoder
-    extra = {"use_cache": False} if getattr(encoder.config, "use_cache", None) is not None else {}
-    batches = plan_batches(tokenized.lengths, batch_size)  # the one batching rule
+    batches = plan_batches(tokenized.lengths, batch_size, group=tokenized.group)
     advance = counter(progress, 2 * len(tokenized.input_ids))  # two passes over the texts
     attention_missing = False
     with (
@@ -135,14 +135,14 @@ def scan_massive(
                     int8_acc.add_tokens(int(mask.sum()))
                 if inner_acc is not None:
                     inner_acc.mask = mask_t
-                out = encoder(
-                    input_ids=torch.from_numpy(ids).to(device),
-                    attention_mask=mask_t.long(),
+                out = run_encoder(
+                    loaded,
+                    ids,
+                    mask_t.long(),
                     output_hidden_states=True,
                     output_attentions=bool(sinks),
-                    **extra,
                 )
-                hidden = _stacked_states(loaded, out, num_states)[:, mask_t]  # (S, N, d)
+                hidden = _stacked_states(loaded, out, num_states, ids.shape[1])[:, mask_t]
                 massive.update(hidden.to(massive.device), _token_meta(ids, mask, rows, lengths))
                 if sink_acc is not None:
                     weights = attention_weights_of(
@@ -162,13 +162,8 @@ def scan_massive(
             for rows in batches:
                 ids, mask, lengths = _padded(tokenized, rows, pad_id)
                 mask_t = torch.from_numpy(mask).to(device)
-                out = encoder(
-                    input_ids=torch.from_numpy(ids).to(device),
-                    attention_mask=mask_t.long(),
-                    output_hidden_states=True,
-                    **extra,
-                )
-                hidden = _stacked_states(loaded, out, num_states)[:, mask_t]
+                out = run_encoder(loaded, ids, mask_t.long(), output_hidden_states=True)
+                hidden = _stacked_states(loaded, out, num_states, ids.shape[1])[:, mask_t]
                 massive.refine(hidden.to(massive.device))
                 advance(len(rows))
     sink_stats = None
@@ -219,7 +214,7 @@ def _int8_hooks(loaded: LoadedModel, notes: list[str]) -> tuple[Int8Accumulator 
 
 def _layer_pattern(loaded: LoadedModel):
     """The model's layer pattern (``isoscope.engine.arch.layer_pattern``), or None when it cannot
-    be read (the views then treat every layer as attention, as before the pattern existed)."""
+    be read (the views then treat every layer as attention)."""
     from isoscope.engine.arch import layer_pattern
 
     try:
@@ -235,7 +230,7 @@ def _int8_paths(loaded: LoadedModel) -> list:
         return []
 
 
-def _stacked_states(loaded: LoadedModel, out: Any, num_states: int) -> torch.Tensor:
+def _stacked_states(loaded: LoadedModel, out: Any, num_states: int, width: int) -> torch.Tensor:
     """(S, B, T, d): the forward pass's hidden states, all ``num_states`` of them, read as the
     extraction reads them (:func:`isoscope.engine.extraction.residual_states`): a model with
     several AltUp copies of the residual stream (Gemma 3n) at its active stream, and state L the
@@ -246,7 +241,7 @@ def _stacked_states(loaded: LoadedModel, out: Any, num_states: int) -> torch.Ten
             f"{loaded.info.source!r} did not return {num_states} hidden states; "
             "massive activations need a model that supports output_hidden_states"
         )
-    return torch.stack(residual_states(out, loaded.encoder))
+    return torch.stack(residual_states(out, loaded.encoder, width))
 
 
 def _token_meta(

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -155,7 +156,7 @@ def attention_weights_of(
     for a in picked:
         if a is None or a.ndim != 4 or a.shape[-1] != width or a.shape[-2] != width:
             return None
-    return picked
+    return cast(list[torch.Tensor], picked)  # none of them None: checked above
 
 
 def _attn_implementation(model: torch.nn.Module) -> str | None:
@@ -173,9 +174,9 @@ def eager_attention(model: torch.nn.Module) -> Iterator[None]:
         before = _attn_implementation(model)
         switch = before not in (None, "eager") and hasattr(model, "set_attn_implementation")
         if switch:
-            model.set_attn_implementation("eager")
+            cast(Any, model).set_attn_implementation("eager")
         try:
             yield
         finally:
             if switch and _attn_implementation(model) != before:
-                model.set_attn_implementation(before)
+                cast(Any, model).set_attn_implementation(before)

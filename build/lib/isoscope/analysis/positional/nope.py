@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -208,6 +208,7 @@ def _run_random(
     Runs the GPT-2 blocks one by one with an explicit additive mask (causal or none), so the same
     weights serve both the causal run and the bidirectional contrast.
     """
+    gpt2: Any = model  # a GPT-2 (build_random_model): its wpe and blocks h
     attn_var, resid_var = [], []
     captured: dict[str, torch.Tensor] = {}
 
@@ -218,8 +219,8 @@ def _run_random(
     mask = _additive_mask(seq, causal, inputs.dtype)
     positions = torch.arange(seq)[None]
     with torch.inference_mode():
-        hidden = inputs + model.wpe(positions)  # wpe is zero (NoPE); kept so the graph is GPT-2's
-        for block in model.h:
+        hidden = inputs + gpt2.wpe(positions)  # wpe is zero (NoPE); kept so the graph is GPT-2's
+        for block in gpt2.h:
             with forward_hooks({block.attn: hook}):
                 out = block(hidden, attention_mask=mask)
             hidden = out[0] if isinstance(out, tuple) else out
@@ -230,13 +231,14 @@ def _run_random(
 
 def measured_stds(model: torch.nn.Module) -> dict[str, float]:
     """Std of layer 1's value weights (sigma), c_proj (sigma_o) and the token embedding."""
-    block = model.h[0]
-    d = model.config.n_embd
+    gpt2: Any = model  # a GPT-2 (build_random_model): its blocks h, wte and config
+    block = gpt2.h[0]
+    d = gpt2.config.n_embd
     value = block.attn.c_attn.weight.detach()[:, 2 * d :]  # Conv1D: (in, 3d), columns q | k | v
     return {
         "sigma_value": float(value.double().std()),
         "sigma_o": float(block.attn.c_proj.weight.detach().double().std()),
-        "sigma_embedding": float(model.wte.weight.detach().double().std()),
+        "sigma_embedding": float(gpt2.wte.weight.detach().double().std()),
         "ln_gamma_mean": float(block.ln_1.weight.detach().double().mean()),
     }
 
@@ -277,7 +279,7 @@ def variance_lab_pair(
         if s.inputs == "tokens":
             ids = torch.randint(0, s.vocab_size, (s.batch, s.seq_len), generator=gen)
             with torch.inference_mode():
-                inputs = model.wte(ids)
+                inputs = cast(Any, model).wte(ids)  # GPT-2's token embedding
         else:
             inputs = torch.randn(s.batch, s.seq_len, s.d_model, generator=gen) * s.init_std
         for causal in masks:

@@ -11,7 +11,9 @@ tokens of the corpus:
   by log(number of attendable keys) (1 = uniform; queries with a single key are skipped).
 
 Queries and keys are captured as the attention uses them (:mod:`isoscope.engine.arch.qk_capture`):
-after the projection biases, the q/k norms (Qwen3, OLMo-2) and the rotary embedding. The
+after the projection biases, the q/k norms (Qwen3, OLMo-2) and the rotary embedding; at the call
+of transformers' attention function, or, for attention written in a modeling file's own code, as
+the operands of the product whose softmax is the attention (:mod:`isoscope.engine.arch.scores`). The
 attention weights, and so the entropy, are the model's own under its own mask (causal, sliding
 window where the config has one, padding).
 
@@ -30,7 +32,7 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -42,11 +44,13 @@ from isoscope.engine.arch.hooks import forward_hooks
 from isoscope.engine.arch.qk_capture import (
     QK_LAYOUTS,
     attention_calls,
+    block_index,
     layout_of,
     projection_calls,
     rotate,
     uses_attention_interface,
 )
+from isoscope.engine.arch.scores import score_calls
 from isoscope.engine.budget.progress import Progress
 from isoscope.engine.device import to_numpy
 from isoscope.engine.errors import InputError, UnsupportedModelError
@@ -238,10 +242,6 @@ def qk_stats(
         if mask is None:  # no padding: every token counts
             mask = torch.ones(kwargs["input_ids"].shape, dtype=torch.bool)
         valid[:] = [mask.detach().to("cpu").bool()]
-        if not interface:
-            kwargs["output_attentions"] = True
-            return args, kwargs
-        return None
 
     def on_call(call) -> None:
         if call.layer < 0:  # an attention outside the blocks (none in the families known)
@@ -251,40 +251,56 @@ def qk_stats(
             q, k = rotate(call.module, q, k, call.position_embeddings, inverse=True)
         sums.add(call.layer, q, k, call.weights, call.allowed, valid[0])
 
-    interface = uses_attention_interface(model)
-    if not interface and other_layers:
+    how = _capture_kind(loaded, rotary, rotation)
+    if how == "projections" and other_layers:
         raise UnsupportedModelError(
             f"{loaded.info.architecture} mixes attention with "
-            f"{', '.join(sorted(set(other_layers.values())))} layers and has its own attention "
-            "code; the queries/keys view reads a hybrid's attention calls only"
+            f"{', '.join(sorted(set(other_layers.values())))} layers and rotates its queries/keys "
+            "in its own attention code; the queries/keys view reads such a hybrid's queries/keys "
+            "only as the attention multiplies them: choose rotation 'applied'"
         )
-    projected: dict[int, tuple] = {}
+    # the projections' q and k (before rotation) and the scores' weights, per layer of one pass
+    projected: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+    scored: dict[int, torch.Tensor] = {}
     position_embeddings: dict[torch.nn.Module, Any] = {}
+    index = block_index(model) if how != "call" else {}
 
     def on_layer(i, q, k, attention) -> None:
         k = shared_key_heads(k.detach().to("cpu", torch.float64))
         projected[i] = (q.detach().to("cpu", torch.float64), k)
-        if rotary and rotation == "applied":
-            projected[i] = rotate(
-                attention, *projected[i], position_embeddings.get(attention), inverse=False
-            )
+
+    def on_scores(call) -> None:
+        layer = index.get(call.module, -1)
+        if layer < 0:
+            return
+        weights = call.weights.detach().to("cpu", torch.float64)
+        if how == "projections":
+            scored[layer] = weights
+            return
+        q = call.q.detach().to("cpu", torch.float64)
+        k = shared_key_heads(call.k.detach().to("cpu", torch.float64))
+        sums.add(layer, q, k, weights, None, valid[0])
+
+    partial: dict[int, tuple[int, ...]] = {}  # layer -> scores normalised over part of the text
+
+    def on_other(module, shape) -> None:
+        layer = index.get(module, -1)
+        if layer >= 0:
+            partial.setdefault(layer, shape)
 
     def on_output(module, args, kwargs, output) -> None:
-        attentions = getattr(output, "attentions", None)
-        if not attentions or len(attentions) != num_layers or len(projected) != num_layers:
-            raise UnsupportedModelError(
-                f"{loaded.info.architecture} returned no attention weights for every layer, "
-                "which the queries/keys view's entropy needs"
-            )
-        for i, weights in enumerate(attentions):
-            q, k = projected[i]
-            sums.add(i, q, k, weights.detach().to("cpu", torch.float64), None, valid[0])
+        for i in sorted(projected.keys() & scored.keys()):
+            sums.add(i, *projected[i], scored[i], None, valid[0])
         projected.clear()
+        scored.clear()
 
-    if interface:
+    output_hooks: dict = {}
+    if how == "call":
         capture = "the attention call (as the attention function receives them)"
         context = attention_calls(model, on_call)
-        output_hooks: dict = {}
+    elif how == "scores":
+        capture = "the attention scores (the operands of the product the softmax reads)"
+        context = score_calls(loaded.encoder, on_scores, on_other)
     else:
         layouts = _projection_layouts(loaded)
         capture = f"the projections ({layouts[0][0].name})"
@@ -293,21 +309,50 @@ def qk_stats(
     # Hooks go on the shared, cached model: enter before tokenize() and the forward pass, either of
     # which can raise, so that no hook outlives this call.
     with (
-        eager_attention(model) if not interface else nullcontext(),
+        eager_attention(model) if how != "call" else nullcontext(),
         context,
+        score_calls(loaded.encoder, on_scores) if how == "projections" else nullcontext(),
         forward_hooks({loaded.encoder: keep_mask}, pre=True, with_kwargs=True),
         forward_hooks(output_hooks, with_kwargs=True),
     ):
         tokenized = tokenize(loaded, tuple(texts), max_length)
         for _ in forward_batches(loaded, tokenized, batch_size, progress):
             pass
-    _check_every_layer(sums, loaded, attention_layers)
+    watched = how == "scores"
+    if how == "call" and any(sums.q[i - 1] is None for i in attention_layers):
+        # layers that made no attention call: one batch again, watching their own scores, so
+        # that the refusal says what they compute instead
+        index = block_index(model)
+        batches = forward_batches(loaded, tokenized, batch_size)
+        with eager_attention(model), score_calls(loaded.encoder, lambda call: None, on_other):
+            next(batches, None)
+        batches.close()
+        watched = True
+    _check_every_layer(sums, loaded, attention_layers, partial if watched else None)
     stats = _finish(
         sums, loaded, label, rotation if rotary else NO_ROTARY, capture, attention_layers
     )
     if not other_layers:
         return stats
     return replace(stats, layers=attention_layers, other_layers=other_layers)
+
+
+def _capture_kind(loaded: LoadedModel, rotary: bool, rotation: str) -> str:
+    """Where q and k are read: ``"call"`` (transformers' attention function), ``"scores"`` (the
+    product the module's own softmax reads) or ``"projections"`` (a known layout: the only way
+    to q and k before a rotary embedding applied in the module's own code)."""
+    if uses_attention_interface(loaded.model):
+        return "call"
+    if not (rotary and rotation == "before"):
+        return "scores"
+    found = blocks_of(loaded.model)
+    if found and all(layout_of(block) is not None for block in found[1]):
+        return "projections"
+    raise UnsupportedModelError(
+        f"{loaded.info.architecture} ({loaded.info.model_type}) rotates its queries and keys in "
+        "its own attention code, so they are read as its attention multiplies them (after the "
+        "rotation); choose rotation 'applied'"
+    )
 
 
 def _attention_layers(
@@ -344,13 +389,37 @@ def _layer_count(loaded: LoadedModel) -> int:
     return len(found[1])
 
 
-def _check_every_layer(sums: _Sums, loaded: LoadedModel, layers: tuple[int, ...]) -> None:
+def _check_every_layer(
+    sums: _Sums,
+    loaded: LoadedModel,
+    layers: tuple[int, ...],
+    partial: dict[int, tuple[int, ...]] | None = None,
+) -> None:
+    """Refuse in one line when an attention layer gave no queries/keys. ``partial`` (layer
+    0-based -> scores shape), where the scores were watched: the layers that normalise scores
+    over windows, blocks or chunks of the text rather than over all of it, named as such."""
     missing = [i for i in layers if sums.q[i - 1] is None]
-    if missing:
+    if not missing:
+        return
+    where = f"layer(s) {', '.join(map(str, missing))} of {loaded.info.architecture}"
+    wanted = "the queries/keys view reads softmax attention over the whole text"
+    if partial is not None:
+        shapes = [partial[i - 1] for i in missing if i - 1 in partial]
+        if shapes:
+            shape = " x ".join(map(str, shapes[0]))
+            raise UnsupportedModelError(
+                f"{where} attend within windows, blocks or chunks of the text (a softmax over "
+                f"scores of shape {shape}, not over every pair of tokens); {wanted}"
+            )
         raise UnsupportedModelError(
-            f"the queries/keys view recorded no attention call in layer(s) "
-            f"{', '.join(map(str, missing))} of {loaded.info.architecture}"
+            f"{where} form no softmax over token-by-token scores (attention approximated "
+            f"without one, e.g. by hashing, sampling or landmarks); {wanted}"
         )
+    raise UnsupportedModelError(
+        f"the queries/keys view found no softmax attention over the whole text in {where}: no "
+        "attention call and no token-by-token score product that a softmax reads (block-local, "
+        "hashed or approximated attention is not read)"
+    )
 
 
 def _finish(
@@ -363,27 +432,44 @@ def _finish(
 ) -> QKStats:
     """The statistics of the attention ``layers`` (1..L; every layer when None)."""
     rows = [i - 1 for i in layers] if layers is not None else list(range(len(sums.q)))
+
+    def stacked(parts: list[np.ndarray | None]) -> np.ndarray:  # every analysed layer has its sums
+        return np.stack(cast(list[np.ndarray], [parts[i] for i in rows]))
+
+    def held(parts: list[np.ndarray | None], i: int) -> np.ndarray:  # an analysed layer's sums
+        return cast(np.ndarray, parts[i])
+
     n = max(sums.tokens[rows[0]], 1)
-    mean_q = np.stack([sums.q[i] for i in rows]) / n  # (L', H, d_h)
-    mean_k = np.stack([sums.k[i] for i in rows]) / n  # (L', G, d_h)
-    heads, groups = mean_q.shape[1], mean_k.shape[1]
+    # per layer, as the head size may differ by layer: mean q (H, d_l), mean k (G, d_l)
+    shapes = {(held(sums.q, i).shape[0], held(sums.k, i).shape[0]) for i in rows}
+    if len(shapes) > 1:
+        raise UnsupportedModelError(
+            f"{loaded.info.architecture}'s layers have different numbers of query/key heads "
+            f"({', '.join(f'{h}/{g}' for h, g in sorted(shapes))}); the queries/keys view "
+            "compares one set of heads across layers"
+        )
+    ((heads, groups),) = shapes
     if groups == 0 or heads % groups:
         raise UnsupportedModelError(
             f"{heads} query heads cannot share {groups} key heads evenly in "
             f"{loaded.info.architecture}"
         )
     kv_head = np.arange(heads) // (heads // groups)  # GQA: query head h uses key head h // (H/G)
-    mean_k = mean_k[:, kv_head]  # (L, H, d_h): each query head's own key head
-    q_norm = np.linalg.norm(mean_q, axis=-1)
-    k_norm = np.linalg.norm(mean_k, axis=-1)
-    cos = (mean_q * mean_k).sum(-1) / np.maximum(q_norm * k_norm, 1e-300)
-    return QKStats(
-        mean_q_norm=q_norm,
-        mean_k_norm=k_norm,
-        cos_qk=cos,
-        entropy=np.stack([sums.entropy[i] for i in rows]) / n,
-        entropy_norm=np.stack([sums.entropy_norm[i] for i in rows])
-        / np.maximum(np.stack([sums.n_norm[i] for i in rows]), 1),
+    q_norm: list[np.ndarray] = []
+    k_norm: list[np.ndarray] = []
+    cos: list[np.ndarray] = []
+    for i in rows:
+        mean_q = held(sums.q, i) / n  # (H, d_l)
+        mean_k = held(sums.k, i)[kv_head] / n  # (H, d_l): each query head's own key head
+        q_norm.append(np.linalg.norm(mean_q, axis=-1))
+        k_norm.append(np.linalg.norm(mean_k, axis=-1))
+        cos.append((mean_q * mean_k).sum(-1) / np.maximum(q_norm[-1] * k_norm[-1], 1e-300))
+    return QKStats(  # the per-layer rows stacked: (L', H)
+        mean_q_norm=np.stack(q_norm),
+        mean_k_norm=np.stack(k_norm),
+        cos_qk=np.stack(cos),
+        entropy=stacked(sums.entropy) / n,
+        entropy_norm=stacked(sums.entropy_norm) / np.maximum(stacked(sums.n_norm), 1),
         kv_head=kv_head,
         num_tokens=sums.tokens[rows[0]],
         label=label or loaded.info.display_name,

@@ -19,13 +19,13 @@ Probe details (documented choices):
 - Special tokens ([CLS] is always at position 0, [SEP] marks the end) are left out by default:
   their identity, not a position code, would give their position away.
 - Multinomial logistic loss with a small L2 penalty, full-batch L-BFGS in float32 (capped
-  iterations; scikit-learn's solver took ~20 s per state here), statistics in float64.
+  iterations; scikit-learn's solver is far slower per state), statistics in float64.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -146,8 +146,12 @@ def embedding_layernorm(loaded: LoadedModel) -> tuple[str, np.ndarray, np.ndarra
         ln, name = dict(arch.layers[0].norms).get("pre_attn"), "L1.pre_attn_ln (pre-LN)"
     if ln is None or getattr(ln, "weight", None) is None:
         return None
-    gamma = to_numpy(ln.weight) + arch.gamma_offset
-    beta = to_numpy(ln.bias) if getattr(ln, "bias", None) is not None else np.zeros_like(gamma)
+    gamma = to_numpy(cast(torch.Tensor, ln.weight)) + arch.gamma_offset
+    beta = (
+        to_numpy(cast(torch.Tensor, ln.bias))
+        if getattr(ln, "bias", None) is not None
+        else np.zeros_like(gamma)
+    )
     return name, gamma, beta
 
 

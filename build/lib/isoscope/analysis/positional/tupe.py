@@ -24,7 +24,7 @@ be tied to a position, so the [CLS] row (i = 0) and column (j = 0) are reported 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -100,7 +100,7 @@ def _locate(loaded: LoadedModel) -> _Parts:
             arch.word_embeddings,
             arch.absolute_position_table,
             arch.token_type_table,
-            arch.embedding_norm,
+            cast(torch.nn.LayerNorm, arch.embedding_norm),
             (first.query, first.key),
             heads,
             head_dim,
@@ -112,7 +112,7 @@ def _locate(loaded: LoadedModel) -> _Parts:
             arch.word_embeddings,
             arch.absolute_position_table,
             None,
-            dict(first.norms)["pre_attn"],
+            cast(torch.nn.LayerNorm, dict(first.norms)["pre_attn"]),
             (first.fused_qkv,),
             heads,
             head_dim,
@@ -141,7 +141,7 @@ class TupeText:
 
     @property
     def total(self) -> np.ndarray:
-        return sum(self.terms.values())
+        return cast(np.ndarray, sum(self.terms.values()))  # TERMS and "remainder": never empty
 
     @property
     def max_abs_error(self) -> float:
@@ -154,11 +154,11 @@ def _to64(t: torch.Tensor) -> np.ndarray:
 
 def _linear64(module: torch.nn.Module) -> tuple[np.ndarray, np.ndarray]:
     """(W (in, out), b (out,)) in float64 for nn.Linear or GPT-2's Conv1D."""
-    weight = _to64(module.weight)
+    weight = _to64(cast(torch.Tensor, module.weight))
     if isinstance(module, torch.nn.Linear):
         weight = weight.T
     bias = (
-        _to64(module.bias)
+        _to64(cast(torch.Tensor, module.bias))
         if getattr(module, "bias", None) is not None
         else np.zeros(weight.shape[1])
     )

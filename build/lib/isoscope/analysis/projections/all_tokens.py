@@ -47,7 +47,7 @@ from isoscope.engine.device import to_numpy
 from isoscope.engine.errors import InputError
 from isoscope.engine.extraction.spill import CHUNK_ROWS, Cancelled, SpilledState
 
-LANDMARKS = 10_000  # UMAP / t-SNE fit rows at corpus scale (t-SNE of 10k takes ~10 s here)
+LANDMARKS = 10_000  # UMAP / t-SNE fit rows at corpus scale (a fit of this size takes seconds)
 NEIGHBOURS = 15  # landmarks per placed row: UMAP's n_neighbors default, the k of its transform
 KNN_BLOCK_FLOATS = 2**24  # distances per kNN block: 64 MiB of float32 (1,677 rows x 10k landmarks)
 _SMOOTH_K_TOLERANCE, _MIN_K_DIST_SCALE = 1e-5, 1e-3  # umap.umap_'s constants
@@ -80,8 +80,8 @@ def top_components(cov: np.ndarray, k: int = 2) -> tuple[np.ndarray, np.ndarray]
     scikit-learn's sign rule (svd_flip on the components: the largest |entry| of each positive)."""
     from threadpoolctl import threadpool_limits  # scikit-learn's dependency
 
-    # one BLAS thread: a few hundred dims decompose in ~0.1 s alone, but took 1-4 s with
-    # OpenBLAS's threads fighting a loaded 2-core machine (measured here, under load)
+    # one BLAS thread: a few hundred dims decompose quickly alone, but OpenBLAS's threads spin
+    # against each other (and against torch's) on a busy machine with few cores
     with threadpool_limits(1 if len(cov) <= 1024 else None, user_api="blas"):
         values, vectors = np.linalg.eigh(cov)
     order = np.argsort(values)[::-1][:k]
@@ -149,22 +149,28 @@ def streaming_pca(
                 m.add(transform(x))
         _tick(progress, start + len(block), total)
     mean, cov = raw.mean_cov()
-    fitted = []  # (affine map of raw rows or None, mean, components, ratio)
+    # (affine map of raw rows or None, mean, components or None, ratio)
+    fitted: list[tuple[np.ndarray | None, np.ndarray, np.ndarray | None, np.ndarray]] = []
     for form, m in zip(forms, own, strict=True):
         if form is not None:
             a, b = form
             components, ratio = top_components(a.T @ cov @ a)
             fitted.append((a @ components.T, mean, None, ratio))  # coords = (x - mean) a c^T
         else:
+            assert m is not None  # a transform without an affine form has its own moments
             t_mean, t_cov = m.mean_cov()
             components, ratio = top_components(t_cov)
             fitted.append((None, t_mean, components, ratio))
     coords = [np.empty((spilled.rows, 2), dtype=np.float32) for _ in transforms]
     for start, block in spilled.chunks(chunk_rows):
         x = block.astype(np.float64)
-        for out, (w, m_t, components, _), transform in zip(coords, fitted, transforms, strict=True):
+        for out, (w, m_t, comps, _), transform in zip(coords, fitted, transforms, strict=True):
             rows = slice(start, start + len(block))
-            out[rows] = (x - m_t) @ w if w is not None else (transform(x) - m_t) @ components.T
+            if w is not None:
+                out[rows] = (x - m_t) @ w
+            else:
+                assert comps is not None  # fitted on the transform's own moments
+                out[rows] = (transform(x) - m_t) @ comps.T
         _tick(progress, spilled.rows + start + len(block), total)
     seconds = time.perf_counter() - started
     return [

@@ -13,7 +13,7 @@ much cheaper). That step is skipped after whitening, where every direction has u
 PCA would keep an arbitrary subspace. Everything is seeded: the same inputs and seed give the same
 coordinates.
 
-UMAP compiles its numba kernels on the first fit in a process (about a minute on 2 cores);
+UMAP compiles its numba kernels on the first fit in a process (slow enough that a user would wait);
 :func:`warm_up_umap` runs a tiny fit that triggers the compilation so it can be done in the
 background before a user asks for UMAP.
 
@@ -166,9 +166,9 @@ def projection_sample(total: int, size: int, seed: int = 0) -> np.ndarray:
 
 def _pca_solver(n: int, d: int, k: int = PRE_PCA_DIMS) -> str:
     """Exact PCA every way (agreeing to 1e-12): with many more points than dims the d x d
-    covariance eigendecomposition is ~10x faster than an SVD of the data (0.3 s vs 3.5 s for
-    20k x 384); for the 2-D view of a wide sample, ARPACK's few leading vectors (run to machine
-    precision) are 7x faster than the full SVD (0.17 s vs 1.19 s for 2,000 x 1,536)."""
+    covariance eigendecomposition is much cheaper than an SVD of the data; for the 2-D view of a
+    wide sample, ARPACK's few leading vectors (run to machine precision) are cheaper than the
+    full SVD (docs/performance.md, "Projections")."""
     if n > 2 * d:
         return "covariance_eigh"
     return "arpack" if k <= 2 < min(n, d) // 10 else "full"
@@ -213,7 +213,7 @@ def project(
     if method == "pca":
         from sklearn.decomposition import PCA
 
-        pca = PCA(n_components=2, random_state=seed, svd_solver=_pca_solver(*x.shape, 2))
+        pca = PCA(n_components=2, random_state=seed, svd_solver=_pca_solver(n, x.shape[1], 2))
         coords = pca.fit_transform(x)
         return Projection(
             coords,
@@ -254,7 +254,7 @@ def _tsne(x: np.ndarray, *, perplexity: float, seed: int) -> np.ndarray:
     neighbours, PCA initialisation, learning rate n / 12 (Belkina et al. 2019), and the gradient's
     repulsive term by Barnes-Hut below :data:`TSNE_FFT_POINTS` points, by FFT interpolation
     (Linderman et al. 2019, linear in n) above. One thread below that size (threads only wait on
-    each other there: 8x slower measured on a busy 2-core machine), a fixed count per machine
+    each other there, worst on a busy machine with few cores), a fixed count per machine
     above; either way seeded runs repeat exactly."""
     from openTSNE import TSNE
 

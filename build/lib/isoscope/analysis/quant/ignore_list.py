@@ -59,11 +59,12 @@ def kept_blocks(
     that does no damage is never kept)."""
     total = sum(damage.values())
     ranked = sorted(damage, key=lambda i: (-damage[i], i))
-    rows = [
+    rows: list[dict] = [
         {"layer": i, "damage": damage[i], "share": damage[i] / total if total > 0 else 0.0}
         for i in ranked
     ]
-    kept, covered = [], 0.0
+    kept: list[int] = []
+    covered = 0.0
     for row in rows:
         if covered >= ignore_share - 1e-12 or len(kept) >= max_blocks or row["damage"] <= 0:
             break

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 
@@ -81,7 +82,7 @@ def norm_mappings(loaded) -> tuple[list[Mapping], list[Skipped], list[str]]:
                 "it also feeds " + ", ".join(not_linear[:3]) + ", which is not an nn.Linear "
                 "whose input columns the scales can be folded into"
                 if not_linear
-                else narrow
+                else narrow or ""
             )
             skipped.append(Skipped(norm.layer, smooth, reason))
             continue
@@ -141,7 +142,8 @@ def regex_mappings(
     for role_maps in by_role.values():
         shapes = {(suffix(m.smooth), tuple(suffix(b) for b in m.balance)) for m in role_maps}
         if len(shapes) == 1 and None not in next(iter(shapes))[1] and next(iter(shapes))[0]:
-            smooth_sfx, balance_sfx = next(iter(shapes))
+            # checked: every suffix found
+            smooth_sfx, balance_sfx = cast(tuple[str, tuple[str, ...]], next(iter(shapes)))
             targets = [f"re:.*\\.{re.escape(s)}$" for s in (*balance_sfx, smooth_sfx)]
             expected = [{m.smooth for m in role_maps}] + [
                 {m.balance[k] for m in role_maps} for k in range(len(balance_sfx))

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from typing import cast
 
 import torch
 
@@ -91,7 +92,8 @@ class Recipe:
             else f"keep only {HEAD} in full precision"
         )
         how = (
-            f"a Hadamard rotation (block {self.rotation.block_size}) instead of SmoothQuant"
+            f"a Hadamard rotation (block {cast(Rotation, self.rotation).block_size}) instead of "
+            "SmoothQuant"
             if self.rotates
             else f"SmoothQuant at {len(self.mappings)} norm(s), "
             f"{self.alpha_reason or f'α = {self.alpha:g}'}"
@@ -125,6 +127,7 @@ class Recipe:
         return " ".join(parts)
 
     def _quip(self) -> dict:
+        assert self.rotation is not None  # written only when the recipe rotates
         return {
             "rotations": ["v"],
             "transform_type": "hadamard",

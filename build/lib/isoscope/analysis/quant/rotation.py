@@ -44,6 +44,7 @@ def rotation_decision(report: QuantReport) -> Rotation | None:
         return f"{SCHEME_LABELS[k]} {unit} {end[k]:.3g}{span}"
 
     def clear(a: str, b: str) -> bool:  # a's interval entirely better than b's
+        assert interval is not None  # asked only once the intervals are known
         return interval[a][1] < interval[b][0] if kl else interval[a][0] > interval[b][1]
 
     rivals = ("per_token", "smoothquant")

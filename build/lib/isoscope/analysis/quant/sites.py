@@ -4,11 +4,16 @@ The rule (docs/methods.md section 10):
 
 1. **Blocks**: the ``nn.ModuleList`` of ``num_hidden_layers`` blocks, as
    :func:`isoscope.engine.arch.blocks_of` finds it for every view.
-2. **Projections**: every ``nn.Linear`` (and GPT-2's ``transformers.pytorch_utils.Conv1D``) inside
-   a block, named by its full module name in the loaded model (as SmoothQuant's ``act_scales`` keys
-   them, e.g. ``model.layers.3.self_attn.q_proj`` for a causal LM, ``layers.3.self_attn.q_proj``
-   for the bare ``LlamaModel`` isoscope loads). Linears inside a ``ModuleList`` of two or more
-   same-class modules within a block are routed MoE experts: skipped, with a note.
+2. **Projections**: every ``nn.Linear`` (and GPT-2's ``transformers.pytorch_utils.Conv1D``) of a
+   layer: inside its block, or the i-th member of a list kept beside the blocks (XLM's
+   ``attentions[i]`` / ``ffns[i]``), named by its full module name in the loaded model (as
+   SmoothQuant's ``act_scales`` keys them, e.g. ``model.layers.3.self_attn.q_proj`` for a causal
+   LM, ``layers.3.self_attn.q_proj`` for the bare ``LlamaModel`` isoscope loads). Linears inside a
+   ``ModuleList`` of two or more same-class modules of which one pass runs several, some on fewer
+   rows than the layer's tokens, are routed MoE experts: skipped, with a note (stacked blocks that
+   every token runs are sites). Named in notes and not sites: a module that returns a tuple (a
+   router's weights and chosen experts), 1-D convolutions of kernel one (channels first), and
+   projections the pass calls outside the layers.
 3. **Sites**: one traced forward pass (:func:`isoscope.engine.arch.projection_inputs`, the same
    pass and rule as the norms' :func:`~isoscope.engine.arch.wiring`) records the input tensor of
    every projection; projections whose input is the very same tensor (object identity: q/k/v,
@@ -28,7 +33,9 @@ The rule (docs/methods.md section 10):
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import cast
 
 import torch
 
@@ -60,7 +67,7 @@ def is_projection(module: torch.nn.Module) -> bool:
 
 def weight_matrix(module: torch.nn.Module) -> torch.Tensor:
     """The weight as (out, in), whatever the class (Conv1D keeps it as (in, out))."""
-    w = module.weight
+    w = cast(torch.Tensor, module.weight)
     return w if isinstance(module, torch.nn.Linear) else w.T
 
 
@@ -128,6 +135,17 @@ def find_blocks(root: torch.nn.Module, num_layers: int) -> tuple[str, torch.nn.M
             "one module); the quantization analysis needs one block module per layer"
         )
     if not any(is_projection(m) for m in found[1][0].modules()):
+        convs = [
+            n
+            for n, m in found[1][0].named_modules()
+            if isinstance(m, torch.nn.Conv1d) and int(m.kernel_size[0]) == 1
+        ]
+        if convs:
+            raise UnsupportedModelError(
+                f"the blocks' projections are 1-D convolutions of kernel one on a channels-first "
+                f"(batch, features, tokens) input (e.g. {convs[0]}); the quantization analysis "
+                "reads nn.Linear / Conv1D projections, one row per token"
+            )
         raise UnsupportedModelError(
             "the blocks of this model have no nn.Linear or Conv1D projections to quantize"
         )
@@ -147,18 +165,31 @@ def _expert_lists(block: torch.nn.Module) -> list[str]:
     ]
 
 
-def _routed(lists: dict[str, set[int]], calls: list[tuple[int, str]]) -> set[str]:
+def _routed(lists: dict[str, set[int]], calls: list[tuple[int, str, int]]) -> set[str]:
     """The candidate lists (path -> the blocks holding it) that hold routed experts: those of
-    which one block's pass runs two or more members. A list of which each pass runs one member
-    is a per-layer choice (Zamba2's adapters of its shared block, one per use), whose every
-    projection sees every token. ``calls``: (block, projection path) of the traced pass."""
+    which one block's pass runs two or more members, some of them on fewer rows than the block's
+    projections see (each expert gets its routed tokens). A list of which each pass runs one
+    member is a per-layer choice (Zamba2's adapters of its shared block, one per use), and a list
+    whose members all see every token is stacked feed-forward blocks (MobileBERT's ``ffn``):
+    every projection of both is a site. ``calls``: (block, projection path, rows of its input)
+    of the traced pass."""
     members: dict[tuple[str, int], set[str]] = {}
-    for layer, path in calls:
+    full: dict[int, int] = {}  # block -> the most rows a projection of it saw (its tokens)
+    for layer, _, rows in calls:
+        full[layer] = max(full.get(layer, 0), rows)
+    subset: set[str] = set()
+    for layer, path, rows in calls:
         for lst in lists:
             if path.startswith(lst + "."):
                 member = path[len(lst) + 1 :].split(".")[0]
                 members.setdefault((lst, layer), set()).add(member)
-    return {lst for lst in lists if any(len(m) >= 2 for (x, _), m in members.items() if x == lst)}
+                if rows < full[layer]:
+                    subset.add(lst)
+    return {
+        lst
+        for lst in lists
+        if lst in subset and any(len(m) >= 2 for (x, _), m in members.items() if x == lst)
+    }
 
 
 def _after_reentry(sequence: list[tuple[int, int]], groups: dict) -> set[tuple[int, int]]:
@@ -197,39 +228,96 @@ def public_names(loaded, root: torch.nn.Module | None = None, public: str | None
     return name
 
 
+def layer_parts(
+    root: torch.nn.Module, blocks_path: str, blocks
+) -> list[list[tuple[str, torch.nn.Module]]]:
+    """Per layer, ``(path prefix, module)`` of its parts inside ``root``: the block, and the i-th
+    member of every list kept beside the blocks (XLM, Flaubert: ``attentions[i]``, ``ffns[i]``)."""
+    from isoscope.engine.arch.tracing import sibling_lists
+
+    names = {m: n for n, m in root.named_modules()}
+    prefix = f"{blocks_path}." if blocks_path else ""
+    parts = [[(f"{prefix}{i}.", block)] for i, block in enumerate(blocks)]
+    for lst in sibling_lists(root, blocks):
+        for i, member in enumerate(lst):
+            parts[i].append((f"{names[lst]}.{i}.", member))
+    return parts
+
+
 def _block_projections(
-    loaded, blocks: list[torch.nn.Module], prefix: str
+    loaded, parts: list[list[tuple[str, torch.nn.Module]]]
 ) -> tuple[dict[torch.nn.Module, tuple[int, str]], int]:
-    """Every projection inside the blocks -> (block index, path), and how many routed-expert
+    """Every projection of the layers' parts -> (layer index, path), and how many routed-expert
     projections were left out."""
     lists: dict[str, set[int]] = {}
-    for i, block in enumerate(blocks):
-        for e in _expert_lists(block):
-            lists.setdefault(f"{prefix}{i}.{e}", set()).add(i)
+    for i, layer in enumerate(parts):
+        for prefix, part in layer:
+            for e in _expert_lists(part):
+                lists.setdefault(f"{prefix}{e}", set()).add(i)
+    inside = {
+        m: (i, prefix + sub if sub else prefix[:-1])
+        for i, layer in enumerate(parts)
+        for prefix, part in layer
+        for sub, m in part.named_modules()
+    }
     routed: set[str] = set()
     if lists:
         named = dict(loaded.model.named_modules())
-        in_blocks = {
-            m: f"{prefix}{i}.{n}" for i, b in enumerate(blocks) for n, m in b.named_modules()
-        }
         calls = [
-            (c.layer, in_blocks[named[c.path]])
+            (c.layer, inside[named[c.path]][1], c.rows)
             for c in projection_inputs(loaded)
-            if named.get(c.path) in in_blocks
+            if named.get(c.path) in inside
         ]
         routed = _routed(lists, calls)
     projections: dict[torch.nn.Module, tuple[int, str]] = {}
     skipped = 0
-    for i, block in enumerate(blocks):
-        for sub, module in block.named_modules():
-            if not is_projection(module):
-                continue
-            path = f"{prefix}{i}.{sub}"
-            if any(path.startswith(e + ".") for e in routed):
-                skipped += 1
-                continue
-            projections[module] = (i, path)
+    for module, (i, path) in inside.items():
+        if not is_projection(module):
+            continue
+        if any(path.startswith(e + ".") for e in routed):
+            skipped += 1
+            continue
+        projections[module] = (i, path)
     return projections, skipped
+
+
+def _exclusions(loaded, root: torch.nn.Module, projections: dict) -> list[str]:
+    """Notes naming the projection-like modules the forward calls that are not sites: a module
+    with a 2-D weight that returns a tuple (a router returning weights and chosen experts), a
+    1-D convolution of kernel one (a per-token projection laid out channels first), and
+    projections outside the layers (model-level ones such as Gemma 3n's AltUp projections)."""
+    named = dict(loaded.model.named_modules())
+    in_root = {m: n for n, m in root.named_modules()}
+    called = {named[c.path]: c for c in projection_inputs(loaded) if c.path in named}
+    tuples = [in_root[m] for m, c in called.items() if m in projections and not c.plain]
+    for m in [m for m, c in called.items() if m in projections and not c.plain]:
+        projections.pop(m)
+    notes = []
+    if tuples:
+        notes.append(
+            f"{len(tuples)} module(s) with a weight matrix return a tuple rather than one output "
+            f"per token (a router's weights and chosen experts, e.g. {tuples[0]}): not sites"
+        )
+    convs = [
+        n
+        for n, m in root.named_modules()
+        if isinstance(m, torch.nn.Conv1d) and int(m.kernel_size[0]) == 1 and m.groups == 1
+    ]
+    if convs:
+        notes.append(
+            f"{len(convs)} 1-D convolution(s) of kernel one act as per-token projections on a "
+            f"channels-first (batch, features, tokens) input (e.g. {convs[0]}): not sites here, "
+            "as the scan reads one row per token"
+        )
+    from isoscope.engine.arch.tracing import projections_outside
+
+    outside = [in_root.get(named[p], p) for p in projections_outside(loaded) if p in named]
+    if outside:
+        notes.append(
+            f"{len(outside)} projection(s) run outside the layers (e.g. {outside[0]}): not sites, "
+            "which are per layer"
+        )
+    return notes
 
 
 def _input_groups(loaded, projections: dict) -> tuple[dict[tuple[int, int], list], dict]:
@@ -318,7 +406,7 @@ def _mixer_roles(
     return roles
 
 
-def _fused_experts(blocks: list[torch.nn.Module], prefix: str) -> list[str]:
+def _fused_experts(blocks: Iterable[torch.nn.Module], prefix: str) -> list[str]:
     """The modules of the blocks holding 3-D weights other than convolutions: every expert's
     projection in one tensor (transformers' fused MoE experts)."""
     return [
@@ -370,10 +458,8 @@ def discover_sites(loaded, root: torch.nn.Module | None = None) -> SiteMap:
     root = root if root is not None else loaded.encoder
     num_layers = int(loaded.info.num_layers)
     blocks_path, blocks = find_blocks(root, num_layers)
-    projections, skipped = _block_projections(
-        loaded, blocks, f"{blocks_path}." if blocks_path else ""
-    )
-    notes: list[str] = []
+    projections, skipped = _block_projections(loaded, layer_parts(root, blocks_path, blocks))
+    notes: list[str] = _exclusions(loaded, root, projections)
     if skipped:
         notes.append(
             f"{skipped} projections of routed MoE experts were skipped (each expert sees only its "

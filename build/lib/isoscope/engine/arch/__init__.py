@@ -4,9 +4,11 @@ Every view that reaches inside a model (queries/keys, TUPE, position table, Laye
 int8 sites, the variance lab) asks this module instead of probing attribute names itself. What can
 be discovered is discovered, with no list of model-type names:
 
-- :func:`is_causal`: the attention modules' own ``is_causal`` flag; where a model has none, the
-  definition itself (changing the last token leaves every earlier position's hidden states as
-  they were, :func:`causal_by_definition`).
+- :func:`is_causal`: the definition, measured (changing the last token leaves every earlier
+  position's hidden states as they were, :func:`behaviour`); the attention modules' own
+  ``is_causal`` flags only where that probe cannot tell.
+- :func:`behaviour`: the same probe says whether right-padding with a mask moves a real token's
+  state (FNet's Fourier mixing, ConvBERT's convolutions do); such a model runs unpadded.
 - :func:`wiring`: every norm of the model, found by tracing one forward pass with hooks: which
   norm's output is the input of which projection (``nn.Linear``, GPT-2's ``Conv1D``, routers and
   fused MoE experts: any module owning a >= 2-D weight; routed experts get a subset of its rows).
@@ -37,7 +39,8 @@ Canonical norm roles (the names used in the UI, CLI and JSON; see
 What cannot be discovered is one :class:`Family` entry in :data:`FAMILIES`: where the query, key
 and value projections (or GPT-2's fused one) live, for the views that take them apart (TUPE). The
 queries/keys view needs no entry: it reads q and k at the attention call
-(:mod:`isoscope.engine.arch.qk_capture`).
+(:mod:`isoscope.engine.arch.qk_capture`) or, for attention in a modeling file's own code, as the
+operands of the product whose softmax is the attention (:mod:`isoscope.engine.arch.scores`).
 A family matches by layout (its paths resolve on the model), not by name. A model no
 entry matches still gets every view that needs none (hidden states, norms, int8, massive
 activations); :func:`architecture` refuses the rest in one line naming the model and what is missing.
@@ -46,13 +49,15 @@ The package, one module per seam: :mod:`~isoscope.engine.arch.families` (the tab
 :mod:`~isoscope.engine.arch.lookup` (paths, blocks), :mod:`~isoscope.engine.arch.probe` (a random
 input and one forward pass), :mod:`~isoscope.engine.arch.causality`,
 :mod:`~isoscope.engine.arch.norms` (the records and the per-module tests),
-:mod:`~isoscope.engine.arch.tracing` (the traced pass), :mod:`~isoscope.engine.arch.positions`,
+:mod:`~isoscope.engine.arch.tracing` (the traced pass), :mod:`~isoscope.engine.arch.scores`
+(softmax attention read from the computation), :mod:`~isoscope.engine.arch.positions`,
 :mod:`~isoscope.engine.arch.resolve` (:func:`architecture`) and
 :mod:`~isoscope.engine.arch.memo`, the one memo of these facts and its lifetime.
 """
 
 from __future__ import annotations
 
+from isoscope.engine.arch.behaviour import PROBE_TOKENS, Behaviour, behaviour
 from isoscope.engine.arch.causality import causal_by_definition, config_is_causal, is_causal
 from isoscope.engine.arch.families import FAMILIES, Family, family_of, supported_families
 from isoscope.engine.arch.lookup import blocks_of
@@ -92,9 +97,11 @@ __all__ = [
     "pattern_sentence",
     "NORM_ROLES",
     "POSITION_KINDS",
+    "PROBE_TOKENS",
     "TRACE_SAMPLES",
     "TRACE_TOKENS",
     "Architecture",
+    "Behaviour",
     "Family",
     "Layer",
     "Norm",
@@ -102,6 +109,7 @@ __all__ = [
     "Wiring",
     "absolute_position_table",
     "architecture",
+    "behaviour",
     "blocks_of",
     "causal_by_definition",
     "config_is_causal",

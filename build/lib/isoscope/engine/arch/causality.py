@@ -1,5 +1,7 @@
-"""Causal or not, read from the model: the attention modules' own ``is_causal`` flag, else the
-definition (changing the last token leaves every earlier position's hidden states as they were)."""
+"""Causal or not, measured on the model: the definition (changing the last token leaves every
+earlier position's hidden states as they were, :mod:`isoscope.engine.arch.behaviour`), the
+attention modules' own ``is_causal`` flags only where that probe cannot tell. A flag alone
+would miss a causal text tower whose modules carry none (the mask is passed per call)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ from typing import Any
 
 import torch
 
+from isoscope.engine.arch.behaviour import behaviour
 from isoscope.engine.arch.lookup import base_of, blocks_of, module_of
 from isoscope.engine.arch.memo import CAUSAL
 from isoscope.engine.arch.probe import TRACE_TOKENS, forward_ids, trace_ids
@@ -16,7 +19,7 @@ def _flags(model: torch.nn.Module) -> list[bool]:
     found = blocks_of(model)
     root = found[1] if found is not None else model
     return [
-        m.is_causal
+        bool(m.is_causal)
         for m in root.modules()
         if isinstance(getattr(m, "is_causal", None), bool) and m is not model
     ]
@@ -40,15 +43,16 @@ def causal_by_definition(model: torch.nn.Module, n: int = TRACE_TOKENS) -> bool:
 
 
 def is_causal(model_or_loaded: Any) -> bool:
-    """Whether the model's attention is causal: the attention modules' own ``is_causal`` flag,
-    else :func:`causal_by_definition`. Cached per model."""
+    """Whether the model is causal, by its behaviour on the probe of
+    :func:`isoscope.engine.arch.behaviour.behaviour`; the attention modules' ``is_causal`` flags
+    where the probe cannot tell. Cached per model."""
     model = module_of(model_or_loaded)
     return CAUSAL.get_or_compute(model_or_loaded, lambda: _decide(model))
 
 
 def _decide(model: torch.nn.Module) -> bool:
-    flags = _flags(model)
-    return any(flags) if flags else causal_by_definition(model)
+    measured = behaviour(model).causal
+    return measured if measured is not None else any(_flags(model))
 
 
 def config_is_causal(config: Any) -> bool:

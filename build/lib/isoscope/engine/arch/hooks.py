@@ -15,7 +15,8 @@ from typing import Any
 
 import torch
 
-Hook = Callable[[torch.nn.Module, Any, Any], Any]
+# (module, args, output), (module, args) with pre=True, or with kwargs as well: 2 to 4 arguments
+Hook = Callable[..., Any]
 
 
 @contextmanager

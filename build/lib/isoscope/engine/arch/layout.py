@@ -101,6 +101,11 @@ class InputLayout:
                 )
             how = "padded with a mask" if self.pad_with_mask else "equal-length batches, no padding"
             return f"{self.frames_per_second:g} frames per second ({how})"
+        if not self.pad_with_mask:
+            return (
+                "tokens of the tokenizer (padding moves this model's real tokens: batches of "
+                "equal-length texts, no padding)"
+            )
         return "tokens of the tokenizer"
 
     def input_size(self) -> str:
@@ -201,7 +206,7 @@ def _image_layout(model: torch.nn.Module, processor: Any) -> InputLayout:
             "this image model has no image processor next to its weights; save one "
             "(preprocessor_config.json) with the checkpoint"
         )
-    config = model.config
+    config: Any = model.config
     notes: list[str] = []
     fixed_noise = "noise" in forward_parameters(model)
     if fixed_noise and float(getattr(config, "mask_ratio", 0.0) or 0.0) > 0:
@@ -378,8 +383,8 @@ def patch_position_table(model: torch.nn.Module, layout: InputLayout) -> PatchPo
         return None
     patches = layout.grid[0] * layout.grid[1]
     width = int(getattr(model.config, "hidden_size", 0) or 0)
-    candidates: list[tuple[bool, str, torch.Tensor]] = []
-    other_grid: list[tuple[str, torch.Tensor, int]] = []
+    candidates: list[tuple[bool, str, torch.nn.Parameter]] = []
+    other_grid: list[tuple[str, torch.nn.Parameter, int]] = []
     for name, param in model.named_parameters():
         rows = param.reshape(-1, param.shape[-1]) if param.dim() >= 2 else None
         if rows is None or rows.shape[-1] != width or param.dim() > 2 and param.shape[0] != 1:

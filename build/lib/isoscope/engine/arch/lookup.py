@@ -3,7 +3,7 @@ Transformer blocks, a module's path, and the one-line description used in error 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -36,7 +36,7 @@ def module_of(model_or_loaded: Any) -> torch.nn.Module:
 
 def input_device(model: torch.nn.Module) -> torch.device:
     try:
-        return model.get_input_embeddings().weight.device
+        return cast(Any, model).get_input_embeddings().weight.device
     except Exception:
         return next(model.parameters()).device
 

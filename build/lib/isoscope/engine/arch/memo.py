@@ -1,5 +1,6 @@
 """The one memo of what isoscope has worked out about a model: its traced forward pass
-(:mod:`isoscope.engine.arch.tracing`), whether it is causal
+(:mod:`isoscope.engine.arch.tracing`), what it does to the probes of
+:mod:`isoscope.engine.arch.behaviour` (causal, padding), whether it is causal
 (:mod:`isoscope.engine.arch.causality`) and its layer pattern (:mod:`isoscope.engine.arch.mixers`).
 
 Lifetime: the process. An entry is keyed by the model's fingerprint (a ``LoadedModel``), of which
@@ -69,6 +70,7 @@ def fingerprint_of(model_or_loaded: Any) -> str | None:
 
 
 TRACED = ModelFacts(per_module=True)
+BEHAVIOUR = ModelFacts(per_module=True)
 CAUSAL = ModelFacts(per_module=False)
 MIXERS = ModelFacts(per_module=True)
 
@@ -76,5 +78,6 @@ MIXERS = ModelFacts(per_module=True)
 def forget_all() -> None:
     """Empty every memo of model facts."""
     TRACED.clear()
+    BEHAVIOUR.clear()
     CAUSAL.clear()
     MIXERS.clear()

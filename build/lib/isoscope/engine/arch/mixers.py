@@ -12,8 +12,10 @@ How each kind is decided, with no model-type name:
 
 - **softmax attention** (:data:`SOFTMAX_KINDS`): a module that calls transformers' attention
   function in one traced forward pass (:func:`isoscope.engine.arch.qk_capture.attention_calls`); for a
-  modeling file with its own attention code, a module whose class says attention and which owns
-  none of the recurrences below. ``sliding-window attention`` when the module keeps a
+  modeling file with its own attention code, a module that forms a softmax over the product of
+  its own queries and keys (:func:`isoscope.engine.arch.scores.score_calls`), else (no such
+  product seen) a module whose class says attention and which owns none of the recurrences
+  below. ``sliding-window attention`` when the module keeps a
   ``sliding_window``, its attention call is given one, or its recorded mask hides an earlier
   key; ``latent attention (MLA)`` when a norm inside the attention module feeds one of its
   projections (DeepSeek-V2's low-rank ``kv_a`` -> norm -> ``kv_b``: keys and values come out of
@@ -25,7 +27,8 @@ How each kind is decided, with no model-type name:
   ``time_decay`` + ``time_first`` is ``RWKV`` time mixing; ``recurrent_param`` is the ``RG-LRU``.
   The mixer reported is the highest module around those parameters that holds no norm of the
   model width and no other mixer (RecurrentGemma's recurrent block around its ``rg_lru``).
-- **short convolution**: a module owning a 1-D convolution that is none of the above (LFM2).
+- **short convolution**: a module owning a 1-D convolution wider than one position that is none
+  of the above (LFM2); a kernel of one is a per-token projection (SqueezeBERT).
 - **linear attention**: an attention-side module (its name says attention) that makes no softmax
   attention call (MiniMax's lightning attention).
 
@@ -126,8 +129,9 @@ class LayerPattern:
         if self.attention_layers():
             return None
         kinds = self.kinds()
-        what = " and ".join(f"{k} mixers" for k in kinds) if kinds else "MLP layers"
-        return f"no attention layers: {what} only"
+        if not kinds:  # no mixer recognised: token mixing of another kind (Fourier, recurrent)
+            return "no attention layers: no layer forms softmax attention over its tokens"
+        return f"no attention layers: {' and '.join(f'{k} mixers' for k in kinds)} only"
 
 
 def pattern_sentence(pattern: LayerPattern) -> str:
@@ -218,6 +222,7 @@ class _Pass:
 
 def _traced_pass(model: torch.nn.Module, blocks) -> _Pass:
     from isoscope.engine.arch.qk_capture import attention_calls, uses_attention_interface
+    from isoscope.engine.arch.scores import score_calls
 
     called: dict = {}
     inputs: dict = {}
@@ -231,6 +236,13 @@ def _traced_pass(model: torch.nn.Module, blocks) -> _Pass:
             causal = torch.ones_like(allowed).tril()
             windowed = bool((causal & ~allowed).any())
         called[call.module] = call.sliding_window or windowed or called.get(call.module, False)
+
+    def on_scores(call) -> None:
+        allowed = call.weights[0, 0] > 0  # (T, T): the keys the module's own mask left
+        causal = torch.ones_like(allowed).tril()
+        windowed = bool((causal & ~allowed).any())
+        if call.module is not None:
+            called[call.module] = windowed or called.get(call.module, False)
 
     def on_input(module, args, kwargs):
         x = first_tensor(args, kwargs)
@@ -266,8 +278,9 @@ def _traced_pass(model: torch.nn.Module, blocks) -> _Pass:
                 except UnsupportedModelError:
                     if recorded:  # the pass itself failed, not the switch to recording
                         raise
-            if not recorded:  # attention by class name (see the module docstring)
-                trace_forward(model)
+            if not recorded:  # the scores the modules form in their own code
+                with score_calls(model, on_scores):
+                    trace_forward(model)
         except (TypeError, ValueError, RuntimeError, IndexError, KeyError, AttributeError) as exc:
             raise UnsupportedModelError(
                 f"{describe(model)}: one forward pass on a random input failed "
@@ -347,7 +360,7 @@ def _pattern(model: torch.nn.Module) -> LayerPattern:
         for m in block.modules():
             if m in covered or m is block:
                 continue
-            if any(isinstance(c, torch.nn.Conv1d) for c in m.children()):
+            if any(_token_convolution(c) for c in m.children()):
                 mixers[m] = (CONV, None)
                 covered |= set(m.modules())
         if not any(k in SOFTMAX_KINDS or k == LINEAR for k, _ in mixers.values()):
@@ -367,6 +380,12 @@ def _pattern(model: torch.nn.Module) -> LayerPattern:
     x = traced.block_input
     streams = int(x.shape[0]) if x is not None and x.ndim == 4 else 1
     return LayerPattern(tuple(layers), streams)
+
+
+def _token_convolution(module: torch.nn.Module) -> bool:
+    """A 1-D convolution that mixes neighbouring positions (kernel wider than one); a kernel of
+    one is a per-token projection (SqueezeBERT's q/k/v and feed-forward)."""
+    return isinstance(module, torch.nn.Conv1d) and int(module.kernel_size[0]) > 1
 
 
 def _shared(module: torch.nn.Module, uses: Counter) -> bool:

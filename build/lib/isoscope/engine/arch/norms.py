@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 import torch
 
+from isoscope.engine.errors import UnsupportedModelError
+
 NORM_ROLES = ("emb", "attn", "out", "pre_attn", "pre_mlp", "other", "final", "head")
 
 
@@ -53,13 +55,16 @@ class ProjectionInput:
     the ``width`` of its input, ``shared``: the index (in the same tuple) of the first call whose
     input is the very same tensor (q/k/v, gate/up, a parallel block's attention and MLP; its own
     index when none before), and ``norm``: the path of the norm whose output it is (the rule of
-    :attr:`Norm.feeds`: shared storage, else equal rows), or None."""
+    :attr:`Norm.feeds`: shared storage, else equal rows), or None; ``rows``: how many rows (tokens)
+    the input holds, and ``plain``: whether the module returned one tensor."""
 
     path: str
     layer: int
     width: int
     shared: int
     norm: str | None
+    rows: int = 0  # the rows (tokens) of the input: a routed expert sees fewer than its block
+    plain: bool = True  # the module returned one tensor (a router may return a tuple)
 
 
 def is_norm(module: torch.nn.Module) -> bool:
@@ -127,16 +132,21 @@ def gate_argument(module: torch.nn.Module) -> str | None:
     return "gate" if "gate" in params[2:] else None
 
 
-def norm_kind(module: torch.nn.Module, width: int) -> tuple[str, float]:
+def norm_kind(
+    module: torch.nn.Module, width: int, shape: tuple[int, ...] | None = None
+) -> tuple[str, float]:
     """``(kind, gamma_offset)`` of a norm from the module itself: ``layernorm`` when shifting the
     input by a constant leaves the output unchanged (mean subtraction), else ``rmsnorm``; the
     gamma offset is what the output is made of with the weight zeroed (Gemma: 1 + weight). A gated
-    norm is given a constant gate, which scales its output by one constant and changes neither."""
+    norm is given a constant gate, which scales its output by one constant and changes neither.
+    ``shape``: the shape the traced pass gave the norm (a norm that takes only 4-D input is probed
+    with one of that rank); (2, 3, width) when None."""
     param = next(module.parameters(), None)
     device = param.device if param is not None else torch.device("cpu")
     dtype = param.dtype if param is not None and param.is_floating_point() else torch.float32
     gen = torch.Generator().manual_seed(0)
-    x = torch.randn(2, 3, width, generator=gen).to(device=device, dtype=dtype)
+    probe = tuple(shape) if shape is not None and shape[-1] == width else (2, 3, width)
+    x = torch.randn(*probe, generator=gen).to(device=device, dtype=dtype)
     gate = gate_argument(module)
     extra = {gate: torch.full_like(x, 3.0)} if gate else {}
     weight = getattr(module, "weight", None)
@@ -148,7 +158,14 @@ def norm_kind(module: torch.nn.Module, width: int) -> tuple[str, float]:
                 weight.fill_(1.0)
             if isinstance(bias, torch.Tensor):
                 bias.zero_()
-            one = module(x, **extra).float()
+            try:
+                one = module(x, **extra).float()
+            except Exception as exc:  # e.g. xLSTM's norm over (B, T, heads, d_head) only
+                raise UnsupportedModelError(
+                    f"{type(module).__name__} does not normalise a (batch, tokens, {width}) "
+                    f"input ({type(exc).__name__}); isoscope's norm views read norms over the "
+                    "last axis of the token states"
+                ) from None
             shifted = module(x + 3.0, **extra).float()
             offset = 0.0
             if isinstance(weight, torch.Tensor):

@@ -3,7 +3,7 @@ absolute table and its first row, and the model card's label."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -37,7 +37,11 @@ def position_table_of(model_or_loaded: Any) -> torch.nn.Embedding | None:
     if n <= 0:
         return None
     try:
-        words = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+        words = (
+            cast(Any, model).get_input_embeddings()
+            if hasattr(model, "get_input_embeddings")
+            else None
+        )
     except NotImplementedError:  # CANINE: hashed character embeddings, no single table
         words = None
     for module in base_of(model).modules():
@@ -143,6 +147,7 @@ def position_embedding_label(model: torch.nn.Module) -> str:
             f"relative ({getattr(config, 'position_embedding_type', None) or 'relative attention'})"
         )
     table = position_table_of(model)
+    assert table is not None  # position_kind said "learned absolute": the table exists
     if is_sinusoidal_table(table.weight):
         return f"absolute, fixed sinusoidal table ({table.num_embeddings} positions)"
     return f"absolute, learned ({table.num_embeddings} positions)"

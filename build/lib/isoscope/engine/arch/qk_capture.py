@@ -9,10 +9,13 @@ Two ways, decided from the model itself:
   norms and the rotary embedding, exactly as the attention uses them; keys before GQA's
   ``repeat_kv``), the mask the model built for it (causal, sliding window, padding) and the
   attention weights of the modeling file's own ``eager_attention_forward``.
-- **The projections** (modeling files with their own attention code: BLOOM, Falcon, MPT, MPNet,
-  DeBERTa): where q and k sit in the projection outputs cannot be discovered, so one
-  :data:`QK_LAYOUTS` entry says it; the attention weights are the model's own
-  (``output_attentions``, eager attention).
+- **The scores** (modeling files with their own attention code: GPT-J, GPT-Neo, CodeGen, BLOOM,
+  Falcon, MPT, XLM, XLNet, DeBERTa, ...): the queries and keys are the operands of the product
+  whose softmax is the attention, read from the computation itself
+  (:func:`isoscope.engine.arch.scores.score_calls`), with the weights the module computed.
+- **The projections**, for one case the scores cannot serve: queries and keys *before* a rotary
+  embedding that the module applies in its own code (Falcon, RoFormer). Where q and k sit in the
+  projection outputs cannot be discovered, so one :data:`QK_LAYOUTS` entry says it.
 
 Rotary positions (Su et al. 2021, arXiv 2104.09864): the ``(cos, sin)`` the attention module is
 given are recorded, and the modeling file's own ``apply_rotary_pos_emb`` rotates the vectors
@@ -137,16 +140,29 @@ def query_scale(module: torch.nn.Module, call_scaling: float | None) -> float:
     return float(call_scaling) / float(own)
 
 
-def allowed_keys(mask: torch.Tensor | None) -> torch.Tensor | None:
-    """The keys an additive (or boolean) attention mask leaves visible, (B, 1|H, Tq, Tk) bool."""
+def allowed_keys(
+    mask: torch.Tensor | None, shape: tuple[int, int, int] | None = None
+) -> torch.Tensor | None:
+    """The keys an additive (or boolean) attention mask leaves visible, (B, 1|H, Tq, Tk) bool.
+    ``shape`` (B, Tq, Tk): a mask of another shape is brought to that one: a padding mask of
+    (B, Tk), (B, Tq|1, Tk) or (B, 1|H, 1, Tk) is broadcast over the queries (T5-style and
+    Switch Transformers' encoders hand one down), and a mask longer than the keys is cut."""
     if mask is None:
         return None
-    if mask.dtype == torch.bool:
-        return mask
-    return mask > torch.finfo(mask.dtype).min / 2
+    allowed = mask if mask.dtype == torch.bool else mask > torch.finfo(mask.dtype).min / 2
+    if shape is None:
+        return allowed
+    batch, queries, keys = shape
+    if allowed.ndim == 2:
+        allowed = allowed[:, None, None, :]
+    elif allowed.ndim == 3:
+        allowed = allowed[:, None]
+    allowed = allowed[..., -queries:, :keys] if allowed.shape[-2] > 1 else allowed[..., :keys]
+    return allowed.expand(batch, allowed.shape[1], queries, keys)
 
 
-def _block_index(model: torch.nn.Module) -> dict[torch.nn.Module, int]:
+def block_index(model: torch.nn.Module) -> dict[torch.nn.Module, int]:
+    """Every module inside the per-layer blocks -> its block's index (0-based)."""
     from isoscope.engine.arch.lookup import blocks_of
 
     found = blocks_of(model)
@@ -181,7 +197,7 @@ def attention_calls(model: torch.nn.Module, on_call: Callable[[Call], None]) -> 
     """For the ``with`` body, every attention call of ``model`` (recorded at the call) goes to
     ``on_call``; the model's attention implementation is restored on exit."""
     _register()
-    index = _block_index(model)
+    index = block_index(model)
     pe: dict[torch.nn.Module, Any] = {}
 
     def record(module, query, key, mask, weights, window=None):
@@ -190,13 +206,18 @@ def attention_calls(model: torch.nn.Module, on_call: Callable[[Call], None]) -> 
             q=query.detach().to("cpu", torch.float64),
             k=key.detach().to("cpu", torch.float64),
             weights=None if weights is None else weights.detach().to("cpu", torch.float64),
-            allowed=None if mask is None else allowed_keys(mask.detach()).cpu(),
+            allowed=None
+            if mask is None
+            else allowed_keys(
+                mask.detach(), (query.shape[0], query.shape[-2], key.shape[-2])
+            ).cpu(),
             module=module,
             position_embeddings=pe.get(module),
             sliding_window=window if isinstance(window, int) and window > 0 else None,
         )
         on_call(call)
 
+    hf: Any = model  # a transformers model: its config and set_attn_implementation
     with ATTENTION_SWITCH:
         before = getattr(model.config, "_attn_implementation", None)
         modules = [m for m in model.modules() if m in index]
@@ -205,7 +226,7 @@ def attention_calls(model: torch.nn.Module, on_call: Callable[[Call], None]) -> 
                 _RECORDERS[m] = record
             with forward_hooks(_position_embedding_hooks(model, pe), pre=True, with_kwargs=True):
                 try:
-                    model.set_attn_implementation(IMPLEMENTATION)
+                    hf.set_attn_implementation(IMPLEMENTATION)
                 except (ValueError, KeyError, NotImplementedError) as exc:
                     raise UnsupportedModelError(
                         f"{type(model).__name__} does not let isoscope record its attention "
@@ -214,8 +235,8 @@ def attention_calls(model: torch.nn.Module, on_call: Callable[[Call], None]) -> 
                 try:
                     yield
                 finally:
-                    if before is not None and model.config._attn_implementation != before:
-                        model.set_attn_implementation(before)
+                    if before is not None and hf.config._attn_implementation != before:
+                        hf.set_attn_implementation(before)
         finally:
             for m in modules:
                 _RECORDERS.pop(m, None)
@@ -248,6 +269,7 @@ def split_projection(
     if layout.split == "per_head":
         q, k, _ = out.reshape(*out.shape[:2], -1, 3 * head_dim).chunk(3, dim=-1)
         return q.transpose(1, 2), k.transpose(1, 2)
+    assert layout.split is not None  # a fused layout names how its output splits
     q, k, _ = getattr(attention, layout.split)(out)
     if layout.heads_axis == 2:  # (B, T, n, d_h)
         q, k = q.transpose(1, 2), k.transpose(1, 2)
@@ -269,7 +291,14 @@ def projection_calls(
     def on_output(i: int, part: str, layout: QKLayout, attention: torch.nn.Module):
         def hook(module, args, output):
             if part == "qkv":
-                q, k = split_projection(layout, attention, output, head_dim)
+                try:
+                    q, k = split_projection(layout, attention, output, head_dim)
+                except (TypeError, RuntimeError, ValueError) as exc:
+                    raise UnsupportedModelError(
+                        f"{type(attention).__name__} does not split its fused projection as "
+                        f"the layout '{layout.name}' does ({type(exc).__name__}), so its "
+                        "queries/keys cannot be read before rotation; choose rotation 'applied'"
+                    ) from exc
                 on_layer(i, q, k, attention)
                 return
             seen.setdefault(i, {})[part] = _heads(output, head_dim)
@@ -284,6 +313,7 @@ def projection_calls(
         if layout.fused:
             hooks[getattr(attention, layout.fused)] = on_output(i, "qkv", layout, attention)
         else:
+            assert layout.query is not None and layout.key is not None  # an unfused layout
             hooks[getattr(attention, layout.query)] = on_output(i, "q", layout, attention)
             hooks[getattr(attention, layout.key)] = on_output(i, "k", layout, attention)
     with (

@@ -38,6 +38,7 @@ class _Traced:
     wiring: Wiring | None
     no_wiring: str | None
     inputs: tuple[ProjectionInput, ...]
+    outside: tuple[str, ...] = ()  # projections called outside the layers, in call order
 
 
 def _traced(model_or_loaded: Any) -> _Traced:
@@ -69,6 +70,12 @@ def projection_inputs(model_or_loaded: Any) -> tuple[ProjectionInput, ...]:
     return _traced(model_or_loaded).inputs
 
 
+def projections_outside(model_or_loaded: Any) -> tuple[str, ...]:
+    """The paths of the projections the traced forward pass calls outside the layers (an input
+    or output projection of the model, Gemma 3n's AltUp projections), in call order."""
+    return _traced(model_or_loaded).outside
+
+
 def _trace(model: torch.nn.Module) -> _Traced:
     kind = describe(model)
     found = blocks_of(model)
@@ -82,6 +89,10 @@ def _trace(model: torch.nn.Module) -> _Traced:
     norms = [m for m in model.modules() if is_norm(m)]
     projections = [m for m in model.modules() if is_projection(m)]
     block_index = {b: i for i, b in enumerate(blocks)}
+    # parts of a layer kept in parallel lists (XLM's attentions[i], ffns[i], layer_norm1[i]):
+    # their calls belong to layer i, as the blocks' own do
+    part_index = {m: i for lst in sibling_lists(model, blocks) for i, m in enumerate(lst)}
+    returned: dict[torch.nn.Module, bool] = {}
     # ("norm"|"proj"|"block", module, block, tensor); the tensors are the very objects the
     # modules saw (inference mode: nothing to detach), so identity tells a shared input
     events: list[tuple] = []
@@ -97,8 +108,15 @@ def _trace(model: torch.nn.Module) -> _Traced:
         if x is not None:
             events.append(("proj", module, current[-1] if current else None, x))
 
+    def on_proj_output(module, args, output):
+        returned[module] = returned.get(module, True) and isinstance(output, torch.Tensor)
+
     def on_block_start(module, args, kwargs):
-        current.append(block_index[module])
+        current.append(block_index[module] if module in block_index else part_index[module])
+
+    def on_part_end(module, args, kwargs, output):
+        if current:
+            current.pop()
 
     def on_block_end(module, args, kwargs, output):
         x = output[0] if isinstance(output, tuple) else output
@@ -107,13 +125,16 @@ def _trace(model: torch.nn.Module) -> _Traced:
     hooks: dict = {}
     for m in norms:
         hooks.setdefault(m, []).append(on_norm)
+    for m in projections:
+        hooks.setdefault(m, []).append(on_proj_output)
     pre_hooks: dict = {m: on_proj for m in projections}
-    for b in blocks:
-        pre_hooks[b] = on_block_start
+    for b in [*blocks, *part_index]:  # a part may itself be a projection: both hooks then
+        pre_hooks[b] = [pre_hooks[b], on_block_start] if b in pre_hooks else on_block_start
+    ends = {b: on_block_end for b in blocks} | {m: on_part_end for m in part_index}
     with (
         forward_hooks(hooks),
         forward_hooks(pre_hooks, pre=True, with_kwargs=True),
-        forward_hooks({b: on_block_end for b in blocks}, with_kwargs=True),
+        forward_hooks(ends, with_kwargs=True),
         torch.inference_mode(),
     ):
         try:
@@ -124,14 +145,15 @@ def _trace(model: torch.nn.Module) -> _Traced:
                 "its norms' wiring cannot be traced"
             ) from exc
     fed_by = _feeding_norms(events)
-    inputs = _inputs_from_events(events, names, fed_by)
+    inputs = _inputs_from_events(events, names, fed_by, returned)
+    outside = tuple(dict.fromkeys(names[e[1]] for e in events if e[0] == "proj" and e[2] is None))
     if not norms:
-        return _Traced(None, f"{kind} has no normalisation modules to trace", inputs)
+        return _Traced(None, f"{kind} has no normalisation modules to trace", inputs, outside)
     try:
         wired = _wiring_from_events(model, events, names, blocks_path, blocks, fed_by)
     except UnsupportedModelError as exc:
-        return _Traced(None, str(exc), inputs)
-    return _Traced(wired, None, inputs)
+        return _Traced(None, str(exc), inputs, outside)
+    return _Traced(wired, None, inputs, outside)
 
 
 def _feeding_norms(events: list[tuple]) -> dict[int, int]:
@@ -156,7 +178,9 @@ def _feeding_norms(events: list[tuple]) -> dict[int, int]:
     return fed_by
 
 
-def _inputs_from_events(events, names, fed_by: dict[int, int]) -> tuple[ProjectionInput, ...]:
+def _inputs_from_events(
+    events, names, fed_by: dict[int, int], returned: dict
+) -> tuple[ProjectionInput, ...]:
     inputs: list[ProjectionInput] = []
     first_of: dict[tuple[int, int], int] = {}  # (layer, id(input)) -> index in inputs
     for t, (kind, module, layer, x) in enumerate(events):
@@ -164,8 +188,33 @@ def _inputs_from_events(events, names, fed_by: dict[int, int]) -> tuple[Projecti
             continue
         shared = first_of.setdefault((layer, id(x)), len(inputs))
         norm = names[events[fed_by[t]][1]] if t in fed_by else None
-        inputs.append(ProjectionInput(names[module], int(layer), int(x.shape[-1]), shared, norm))
+        width = int(x.shape[-1])
+        inputs.append(
+            ProjectionInput(
+                names[module],
+                int(layer),
+                width,
+                shared,
+                norm,
+                rows=x.numel() // max(width, 1),
+                plain=returned.get(module, True),
+            )
+        )
     return tuple(inputs)
+
+
+def sibling_lists(model: torch.nn.Module, blocks: torch.nn.ModuleList) -> list[torch.nn.ModuleList]:
+    """The other lists of as many modules beside the block list, in the same parent: a layer
+    kept as parallel lists (XLM, Flaubert: ``attentions[i]``, ``layer_norm1[i]``, ``ffns[i]``,
+    ``layer_norm2[i]``), whose i-th members are parts of layer i."""
+    parent = next((m for m in model.modules() if any(c is blocks for c in m.children())), None)
+    if parent is None:
+        return []
+    return [
+        c
+        for c in parent.children()
+        if c is not blocks and isinstance(c, torch.nn.ModuleList) and len(c) == len(blocks)
+    ]
 
 
 def _wiring_from_events(model, events, names, blocks_path, blocks, fed_by) -> Wiring:
@@ -210,7 +259,7 @@ def _wiring_from_events(model, events, names, blocks_path, blocks, fed_by) -> Wi
         else:
             role = "final"
         if module not in kind_cache:
-            kind_cache[module] = norm_kind(module, int(out.shape[-1]))
+            kind_cache[module] = norm_kind(module, int(out.shape[-1]), tuple(out.shape))
         norm_kind_, offset = kind_cache[module]
         width = int(out.shape[-1])
         gated = gate_argument(module) is not None

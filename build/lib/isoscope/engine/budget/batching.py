@@ -81,3 +81,15 @@ def padded_tokens(counts: Sequence[int], batching: Batching) -> int:
     lengths = np.asarray(counts, dtype=np.int64)
     batches = plan_batches(lengths, batching.batch_size, batching.token_budget)
     return int(sum(len(b) * int(lengths[b].max()) for b in batches))
+
+
+def work_shares(counts: Sequence[int], batching: Batching) -> list[float]:
+    """The extraction's share of padded tokens done once ``k`` texts are (``k`` = 0 .. the
+    texts with tokens; item ``k``), in the batches the extraction forms: its progress counts
+    texts, longest first, so its first batches are more than their share of the texts."""
+    lengths = np.asarray(counts, dtype=np.int64)
+    widths: list[int] = []
+    for batch in plan_batches(lengths, batching.batch_size, batching.token_budget):
+        widths.extend([int(lengths[batch].max())] * len(batch))  # each row padded to the longest
+    done = np.concatenate([[0], np.cumsum(widths, dtype=np.float64)])
+    return (done / done[-1]).tolist() if done[-1] > 0 else [1.0] * len(done)

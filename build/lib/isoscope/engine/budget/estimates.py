@@ -4,8 +4,8 @@ A device keeps one rate per size it has run (seconds per padded token x paramete
 extraction, per parameter for a load or a GGUF conversion, per byte for a download;
 :mod:`isoscope.engine.budget.throughput`). The rate is not constant in size: on a CPU a small model's
 rate is inflated by fixed per-batch costs, and once the weights no longer fit the last-level
-cache every batch streams them from memory, so the rate grows with size (a 2-core machine
-recorded 7.7e-12 s at 23 M, 5.1e-12 s at 268 M and 1.04e-11 s at 1.54 B parameters). So
+cache every batch streams them from memory, so the rate falls and then grows with size
+(docs/performance.md, "Estimates at a size the device has not run"). So
 :func:`rate_for` reads the records as a curve of log rate over log size:
 
 - a record within :data:`SAME_SIZE` of the size is used as it is ("measured at this size");
@@ -36,18 +36,16 @@ Every estimate says how it was obtained ("measured at this size", "from 3 smalle
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 SAME_SIZE = 1.15  # sizes within 15% of a record count as that record's size
 # The slope of log rate over log size beyond the cache knee on a CPU before a device's records
-# there span a decade. Measured on the idle 2-core reference machine (benchmarks/estimates.py,
-# Qwen2-shaped decoders): 0.23 from 120 M to 400 M parameters, then the 1.5 B model ran at a
-# lower rate than the 400 M one; an earlier 1.54 B GGUF record against a 268 M one gave 0.41.
-# 0.1 keeps the extrapolation upward (conservative) without announcing a 1.5 B model at twice
-# its time from records of 400 M and below.
+# there span a decade (benchmarks/estimates.py fits it; docs/performance.md). A small positive
+# slope keeps the extrapolation upward (conservative) without announcing a model several times
+# larger than the device has run at twice its time.
 CPU_GROWTH_PRIOR = 0.1
 MAX_GROWTH = 1.0  # a rate growing faster than the size itself would be a measurement gone wrong
 MIN_FIT_SPAN = 10.0  # the records above the knee fit the device's own growth over a decade
@@ -89,10 +87,19 @@ def slope(points: list[tuple[int, float]]) -> float:
 
 
 def rate_for(
-    records: Mapping[int, float], size: int, *, knee: int = 0, prior_growth: float = 0.0
+    records: Mapping[int, float],
+    size: int,
+    *,
+    knee: int = 0,
+    prior_growth: float = 0.0,
+    calibrated: Callable[[], Rate | None] | None = None,
 ) -> Rate | None:
     """The rate at ``size`` from ``records`` (size -> seconds per unit) by the module's rule;
-    None without a record."""
+    None without a record (a device's first run measures its first batch, and the default
+    model's first page waits for no calibration). ``calibrated()`` (a rate measured on this
+    device at this size's shape, :mod:`isoscope.engine.budget.calibration`) replaces the prior's
+    growth: it is called only when ``size`` is above every record and the records do not span
+    :data:`MIN_FIT_SPAN`; the prior stands only when it gives None."""
     points = sorted((int(n), float(r)) for n, r in records.items() if n > 0 and r > 0)
     if not points or size <= 0:
         return None
@@ -111,6 +118,10 @@ def rate_for(
         return Rate(larger[0][1], f"from a larger model ({size_label(larger[0][0])})")
     above = [p for p in smaller if p[0] >= knee] or smaller[-1:]
     spans = len(above) >= 2 and above[-1][0] >= MIN_FIT_SPAN * above[0][0]
+    if not spans and calibrated is not None:
+        measured = calibrated()
+        if measured is not None:
+            return measured
     growth = slope(above) if spans else prior_growth
     growth = min(max(growth, 0.0), MAX_GROWTH)
     # log rate = c + growth x log size, c the mean over the records (one slow run moves it by
@@ -119,7 +130,8 @@ def rate_for(
     per_unit = math.exp(sum(logs) / len(logs) + growth * math.log(max(size, knee)))
     factor = per_unit / above[-1][1]
     models = "1 smaller model" if len(smaller) == 1 else f"{len(smaller)} smaller models"
-    basis = f"from {models}"
+    # the growth is this device's own when its records span the sizes, else the prior's
+    basis = f"from this machine's records of {len(smaller)} models" if spans else f"from {models}"
     if abs(factor - 1.0) >= 0.05:
         basis += f", x{factor:.1f} of the largest's rate for the size"
     return Rate(per_unit, basis)

@@ -29,12 +29,12 @@ FIRST_LOOK_SECONDS = 60.0  # the issue's "a first look within a minute"; $ISOSCO
 BUDGET_ENV = "ISOSCOPE_FIRST_LOOK_S"
 MIN_FIRST_LOOK_TEXTS = 8  # fewer texts than this make no useful statistics
 MAX_FIRST_LOOKS = 256  # first-look lengths kept (the newest), one per model x corpus x settings
-# The page around the sections (the app's frame, sidebar and imports on a fresh process): 3.5 s
-# of that same page's 46.8 s was neither the load, the extraction nor the statistics.
+# The page around the sections (the app's frame, sidebar and imports on a fresh process): the
+# part of a first page that is neither the load, the extraction nor the statistics
+# (benchmarks/big_model.py; docs/performance.md).
 FRAME_SECONDS = 3.5
-# The share of the budget a first look plans to: the estimates are means, and a 1.5B decoder's
-# pages took 1.01-1.07x their estimate (benchmarks/big_model.py), so a page planned to
-# the whole budget overran it about half the time.
+# The share of the budget a first look plans to: the estimates are means, so a page planned to
+# the whole budget overruns it about half the time (benchmarks/big_model.py; docs/performance.md).
 PLANNED_SHARE = 0.9
 FIRST_LOOKS_FILE = "first_looks.json"
 
@@ -46,7 +46,10 @@ def page_cost(loaded, root: Path, batching: Batching) -> PageCost | None:
     extraction's first measurement."""
     parameters = throughput.parameter_count(loaded.model)
     rate = throughput.seconds_per_token_parameter(
-        root, throughput.device_key(loaded.device), parameters
+        root,
+        throughput.device_key(loaded.device),
+        parameters,
+        throughput.model_shape(loaded.model),  # its calibration before the load, if one ran
     )
     if rate is None:
         return None

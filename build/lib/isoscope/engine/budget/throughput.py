@@ -36,9 +36,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from isoscope.engine.budget.estimates import (
     Rate,
@@ -50,30 +51,33 @@ from isoscope.engine.budget.estimates import (
 from isoscope.engine.jsonio import strict_json
 from isoscope.engine.load.preflight import stored_bytes_per_parameter
 
+if TYPE_CHECKING:
+    from isoscope.engine.budget.calibration import Shape
+
 FILE_NAME = "speeds.json"  # per padded token (throughput.json held rates per real token)
 MIN_RECORD_SECONDS = 5.0  # shorter runs are not kept: fixed per-run costs would dominate them
 MAX_MODELS_PER_DEVICE = 32  # measurements kept per device (the newest)
 # Seconds per (sampled token x hidden state x dim) of the Overview's statistics before this
-# machine has measured its own: a 0.5B Qwen2-shaped decoder's first look (2,536 and 2,862 tokens
-# of 24 states x 1,024 dims: 10.0 and 10.8 s, 1.60e-7 and 1.54e-7) on the idle 2-core reference
-# machine; benchmarks/big_model.py measures a page against its estimate.
+# machine has measured its own: a 0.5B Qwen2-shaped decoder's first look on the reference
+# machine (docs/performance.md); benchmarks/big_model.py measures a page against its estimate.
 STATISTICS_PRIOR = 1.6e-7
 STATISTICS_KIND = "Overview statistics"  # what the statistics' rates are kept under, per device
+CALIBRATION_KIND = "extraction calibration"  # shape -> seconds per padded token, per device
 # Seconds an extraction costs whatever its size (the statistics' kernels, the token sample's
-# buffer, the first batch's warm-up). On the idle 2-core reference machine it is below what the
-# ladder resolves: a 30 M parameter decoder's 96 texts took 1.2 s at a per-token rate lower than
-# every larger model's (benchmarks/estimates.py), so no fixed part is taken out or added back. The
-# rule keeps the term so that a device where it matters can be given one.
+# buffer, the first batch's warm-up). On the reference machine it is below what the ladder of
+# benchmarks/estimates.py resolves (its smallest model runs at a per-token rate lower than every
+# larger model's), so no fixed part is taken out or added back. The rule keeps the term so that a
+# device where it matters can be given one.
 EXTRACTION_FIXED_S = 0.0
 # A run shorter than MIN_RECORD_SECONDS is still kept when it did this much per-token work
-# (parameters x padded tokens; about a second at the reference machine's ~1e-11 s): the smallest
-# model of a ladder (a 30 M decoder's 96 texts: 1.6e11 in 1.2 s) is what the first run at a larger
+# (parameters x padded tokens; about a second's work on a CPU): the smallest
+# model of a ladder (a 30 M decoder's 96 texts of 64 tokens) is what the first run at a larger
 # size extrapolates from, while a tiny model's run, mostly per-run overhead, is not kept (its rate
 # would announce a big model many times too slow).
 MIN_RECORD_WORK = 1e11
 MIN_EXTRACTION_RECORD_S = 1.0
-FIXED_LOAD_S = 2.0  # a 2 M parameter model's load in a fresh process (same machine)
-FIXED_CONVERSION_S = 3.5  # a 2 M parameter GGUF's conversion (same machine)
+FIXED_LOAD_S = 2.0  # a 2 M parameter model's load in a fresh process (the reference machine)
+FIXED_CONVERSION_S = 3.5  # a 2 M parameter GGUF's conversion (the reference machine)
 # The phases before the extraction: (seconds per unit, fixed seconds) before the first record of
 # this cache (:func:`isoscope.engine.budget.estimates.phase_seconds`).
 DOWNLOAD, CONVERSION, LOAD = "download", "conversion", "load"
@@ -81,16 +85,17 @@ LOAD_16 = "load from 16-bit"  # a load that widens bf16/fp16 weights: its own re
 PHASE_PRIORS = {
     # per byte: an assumed 10 MB/s (the Hub serves faster; a shared link often does not)
     DOWNLOAD: (1 / 10e6, 0.0),
-    # per parameter: a 1.54 B Qwen2.5-Coder GGUF took about 25 s on the 2-core reference
-    # machine; fixed: reading a small GGUF's vocabulary and config, writing its tokenizer
+    # per parameter: a 1.54 B Qwen2.5-Coder GGUF's conversion on the reference machine
+    # (docs/performance.md); fixed: reading a small GGUF's vocabulary and config, writing its
+    # tokenizer
     CONVERSION: (1.6e-8, FIXED_CONVERSION_S),
-    # per parameter: 1,497.6 M bf16 parameters loaded as float32 in 4.1 s on the idle 2-core
-    # reference machine (benchmarks/big_model.py, 2026-12-02); fixed: a small model's load in a
-    # fresh process (the model classes' imports, the tokenizer)
+    # per parameter: a 1.5 B bf16 checkpoint loaded as float32 on the reference machine
+    # (benchmarks/big_model.py; docs/performance.md); fixed: a small model's load in a fresh
+    # process (the model classes' imports, the tokenizer)
     LOAD_16: (2.7e-9, FIXED_LOAD_S),
     # weights loaded in the dtype they are stored in are mapped, not copied: an assumed third of
-    # the widening's cost per parameter (a 199 M float32 checkpoint loaded in 2.4 s, all but
-    # fixed costs, benchmarks/estimates.py)
+    # the widening's cost per parameter (a float32 checkpoint's load is mostly fixed costs,
+    # benchmarks/estimates.py)
     LOAD: (0.9e-9, FIXED_LOAD_S),
 }
 MIN_PHASE_SECONDS = 0.5  # shorter phases are not kept: timer noise
@@ -188,22 +193,78 @@ def _records(root: Path, key: str) -> dict[int, float]:
     return {int(n): r for n, r in _read(root).get(key, {}).items() if n.isdigit()}
 
 
-def extraction_rate(root: Path, device: str, parameters: int) -> Rate | None:
+def calibration_key(device: str) -> str:
+    """What a device's calibrations are kept under (shape -> seconds per padded token)."""
+    return f"{device} · {CALIBRATION_KIND}"
+
+
+def calibrated_seconds(root: Path, device: str, shape_key: str) -> float | None:
+    """The kept calibration of ``shape_key`` on ``device``: the whole model's seconds per
+    padded token (:mod:`isoscope.engine.budget.calibration`), or None."""
+    return _read(root).get(calibration_key(device), {}).get(shape_key)
+
+
+def record_calibration(root: Path, device: str, shape_key: str, seconds_per_token: float) -> None:
+    """Keep a calibration (best effort, as :func:`record` keeps a run), the newest
+    :data:`MAX_MODELS_PER_DEVICE` shapes per device."""
+    if not seconds_per_token > 0:
+        return
+    data = _read(root)
+    kept = data.setdefault(calibration_key(device), {})
+    kept.pop(shape_key, None)
+    kept[shape_key] = float(seconds_per_token)
+    data[calibration_key(device)] = dict(list(kept.items())[-MAX_MODELS_PER_DEVICE:])
+    write_records(_path(root), data)
+
+
+def extraction_rate(
+    root: Path,
+    device: str,
+    parameters: int,
+    shape=None,
+    calibrate: Callable[[Shape], float | None] | None = None,
+) -> Rate | None:
     """The extraction's seconds per padded token x parameter on ``device`` at ``parameters``,
     from the device's records by :func:`isoscope.engine.budget.estimates.rate_for` (its cache knee and
-    growth); None before the device's first measurement."""
+    growth); None before the device's first measurement. With ``shape`` (a
+    :class:`isoscope.engine.budget.calibration.Shape`), where the records do not give the growth
+    the rate is the shape's calibration on this device: the kept one, else ``calibrate(shape)``
+    (seconds per padded token, then kept; None: not measured), so a shape is measured once."""
+
+    def calibrated() -> Rate | None:
+        if shape is None:
+            return None
+        seconds = calibrated_seconds(root, device, shape.key)
+        if seconds is None and calibrate is not None:
+            seconds = calibrate(shape)
+            if seconds is not None:
+                record_calibration(root, device, shape.key, seconds)
+        return None if seconds is None else Rate(seconds / parameters, shape.basis)
+
     return rate_for(
         _records(root, device),
         parameters,
         knee=cache_knee(device),
         prior_growth=growth_prior(device),
+        calibrated=calibrated,
     )
 
 
-def seconds_per_token_parameter(root: Path, device: str, parameters: int) -> float | None:
-    """The rate of :func:`extraction_rate` alone; None before the first measurement."""
-    rate = extraction_rate(root, device, parameters)
+def seconds_per_token_parameter(
+    root: Path, device: str, parameters: int, shape=None
+) -> float | None:
+    """The rate of :func:`extraction_rate` alone (a kept calibration of ``shape`` counts, none
+    is run); None before the first measurement."""
+    rate = extraction_rate(root, device, parameters, shape)
     return None if rate is None else rate.per_unit
+
+
+def model_shape(model):
+    """The :class:`isoscope.engine.budget.calibration.Shape` of a loaded model (its config), or
+    None: what its kept calibration is found under."""
+    from isoscope.engine.budget.calibration import shape_of_config
+
+    return shape_of_config(getattr(model, "config", None))
 
 
 def speed_measured(loaded, root: Path) -> bool:
@@ -286,9 +347,12 @@ def record_download(root: Path, fetched_bytes: int, seconds: float) -> None:
     record(root, phase_key(DOWNLOAD, ""), fetched_bytes, 1, seconds, MIN_PHASE_SECONDS)
 
 
-def estimate_seconds(root: Path, device: str, parameters: int, tokens: int) -> float | None:
-    """Estimated extraction time of ``tokens`` through ``parameters`` on ``device``."""
-    rate = seconds_per_token_parameter(root, device, parameters)
+def estimate_seconds(
+    root: Path, device: str, parameters: int, tokens: int, shape=None
+) -> float | None:
+    """Estimated extraction time of ``tokens`` through ``parameters`` on ``device`` (with
+    ``shape``, its kept calibration where the records do not give the growth)."""
+    rate = seconds_per_token_parameter(root, device, parameters, shape)
     return None if rate is None else extraction_seconds(rate, parameters, tokens)
 
 

@@ -6,10 +6,11 @@ are downloaded or loaded (:func:`time_preflight`)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from isoscope.engine.budget.batching import Batching, padded_tokens
+from isoscope.engine.budget.batching import Batching, batch_count, padded_tokens, work_shares
 from isoscope.engine.budget.estimates import PRIOR_BASIS, describe_seconds
 from isoscope.engine.budget.throughput import (
     CONVERSION,
@@ -23,6 +24,9 @@ from isoscope.engine.budget.throughput import (
     token_counts,
 )
 from isoscope.engine.load.preflight import stored_bytes_per_parameter
+
+if TYPE_CHECKING:
+    from isoscope.engine.budget.calibration import Shape
 
 
 def phases_before(root: Path, device: str, parameters: int, folder: Path) -> tuple[Phase, ...]:
@@ -69,6 +73,9 @@ class TimeEstimate:
     seconds: float | None
     basis: str = ""
     before: tuple[Phase, ...] = ()
+    # the extraction's share done after each count of texts (:func:`work_shares`), so that its
+    # first batches (the longest texts) can be read against the estimate
+    shares: tuple[float, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def total_seconds(self) -> float | None:
@@ -86,7 +93,7 @@ class TimeEstimate:
         priors = [p.name for p in self.before if p.basis == PRIOR_BASIS]
         at_prior = f"; {' and '.join(priors)} at {PRIOR_BASIS}" if priors else ""
         total = self.total_seconds
-        if total is None:
+        if total is None or self.seconds is None:  # the second follows from the first
             first = f"first page: {phases}, then " if phases else "first page: "
             return (
                 f"{first}no extraction speed measured on {self.device} yet ({sizes}{at_prior}); "
@@ -106,9 +113,9 @@ class TimeEstimate:
 def folder_tokenizer(folder: Path):
     """The tokenizer of a checkpoint folder or of a ``.gguf`` file (before its conversion), or
     None when it has none (images, audio): loading it costs milliseconds, unlike the weights. A
-    GGUF's is built from its own vocabulary by the fast tokenizer class directly (0.4-0.6 s on
-    the bundled SmolLM2): ``AutoTokenizer`` would first parse the whole file for its config to
-    pick a class (4-9 s), and the class does not change the token count."""
+    GGUF's is built from its own vocabulary by the fast tokenizer class directly:
+    ``AutoTokenizer`` would first parse the whole file for its config to pick a class, several
+    times slower, and the class does not change the token count."""
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
     folder = Path(folder)
@@ -131,17 +138,28 @@ def estimate_first_page(
     max_length: int,
     batching: Batching | None = None,
     before: tuple[Phase, ...] = (),
+    shape=None,
+    calibrate: Callable[[Shape, int, int], float | None] | None = None,
 ) -> TimeEstimate | None:
     """The :class:`TimeEstimate` of ``corpus`` in ``batching`` (None: the default settings')
-    after the phases ``before``; None for images and audio, or no tokenizer."""
+    after the phases ``before``; None for images and audio, or no tokenizer. ``shape`` (the
+    model's :class:`isoscope.engine.budget.calibration.Shape`) and ``calibrate(shape, length,
+    texts)`` (seconds per padded token in batches of ``texts`` texts of ``length`` tokens, the
+    extraction's at the corpus's mean padded width) measure the rate where the device's
+    records do not give it (:func:`isoscope.engine.budget.throughput.extraction_rate`)."""
     if tokenizer is None or getattr(corpus, "kind", "text") != "text":
         return None
     counts = token_counts(tokenizer, corpus.texts, max_length)
-    padded = padded_tokens(counts, batching or Batching.of())
-    rate = extraction_rate(root, device, parameters)
+    batching = batching or Batching.of()
+    padded = padded_tokens(counts, batching)
+    length = round(padded / max(1, sum(1 for c in counts if c > 0)))  # a batch's mean width
+    texts = batch_count(length, len(counts), batching.batch_size, batching.token_budget)
+    measure = None if calibrate is None else (lambda s: calibrate(s, length, texts))
+    rate = extraction_rate(root, device, parameters, shape, measure)
     seconds = None if rate is None else extraction_seconds(rate.per_unit, parameters, padded)
     basis = "" if rate is None else rate.basis
-    return TimeEstimate(parameters, sum(counts), device, seconds, basis, before)
+    shares = tuple(work_shares(counts, batching))
+    return TimeEstimate(parameters, sum(counts), device, seconds, basis, before, shares)
 
 
 def time_preflight(
@@ -151,20 +169,35 @@ def time_preflight(
     max_length: int,
     show: Callable[[TimeEstimate], None],
     batching: Batching | None = None,
+    calibrate: Callable[[Shape, str, int, int], float | None] | None = None,
 ) -> Callable[[int, Path], None]:
     """The ``on_preflight(parameters, folder)`` of :func:`isoscope.engine.load.models.load_model` that
     passes the :class:`TimeEstimate` of ``corpus`` on ``device`` (a torch device or its name) to
     ``show`` before the weights are downloaded or loaded (a GGUF's ``folder`` is the ``.gguf``
-    file, before its conversion)."""
+    file, before its conversion). ``calibrate(shape, device, length, texts)``: the short timed run
+    that measures the model's width where the records do not
+    (:func:`isoscope.engine.budget.calibration.calibrate`, the default)."""
+    from isoscope.engine.budget import calibration
     from isoscope.engine.device import resolve_device
 
-    key = device_key(resolve_device(str(device)))
+    torch_device = str(resolve_device(str(device)))
+    key = device_key(torch_device)
+    calibrate = calibration.calibrate if calibrate is None else calibrate
 
     def on_preflight(parameters: int, folder: Path) -> None:
         tokenizer = folder_tokenizer(folder)
         before = phases_before(root, key, parameters, folder)
         estimate = estimate_first_page(
-            root, key, parameters, tokenizer, corpus, max_length, batching, before
+            root,
+            key,
+            parameters,
+            tokenizer,
+            corpus,
+            max_length,
+            batching,
+            before,
+            calibration.folder_shape(folder),
+            lambda shape, length, texts: calibrate(shape, torch_device, length, texts),
         )
         if estimate is not None:
             show(estimate)

@@ -51,7 +51,9 @@ from isoscope.engine.extraction.forward import (
     COMPILE_MIN_ELEMENTS,
     REDUCE_GROUP_BYTES,
     REDUCE_GROUP_BYTES_CPU,
+    BatchStates,
     Notice,
+    Observer,
     extract,
     extract_partial,
     forward_hidden_states,
@@ -60,6 +62,7 @@ from isoscope.engine.extraction.forward import (
     pad_rows,
     pad_token_id,
     residual_states,
+    run_encoder,
 )
 from isoscope.engine.extraction.partial import PartialExtraction, finish
 from isoscope.engine.extraction.sample import SampleCandidates, sample_limit, token_priority
@@ -76,9 +79,11 @@ __all__ = [
     "EXTRACT_VERSION",
     "REDUCE_GROUP_BYTES",
     "REDUCE_GROUP_BYTES_CPU",
+    "BatchStates",
     "ExtractionResult",
     "ExtractionSettings",
     "Notice",
+    "Observer",
     "PartialExtraction",
     "SampleCandidates",
     "TokenTable",
@@ -95,6 +100,7 @@ __all__ = [
     "pad_rows",
     "pad_token_id",
     "residual_states",
+    "run_encoder",
     "sample_limit",
     "token_priority",
     "tokenize",

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import numpy as np
 import torch
 
-from isoscope.engine.budget.batching import equal_run
+from isoscope.engine.budget.batching import equal_run, length_order
 from isoscope.engine.budget.progress import Progress
 from isoscope.engine.device import to_numpy
 from isoscope.engine.extraction.forward import forward_hidden_states, pad_batch, pad_token_id
@@ -34,23 +34,23 @@ def forward_batches(
     """Yield ``(text_ids (B,), hidden (S, B, T, d) float32 on CPU, attention_mask (B, T) bool)``.
 
     Texts are sorted by length (longest first, so memory trouble shows at once) and right-padded.
-    Images and clips (:class:`MediaTokens`) go through :func:`media_forward`; clips of a model that
-    must not be padded come in batches of one length (``tokenized.group``).
+    Images and clips (:class:`MediaTokens`) go through :func:`media_forward`; texts or clips of a
+    model that must not be padded come in batches of one length (``tokenized.group``).
     """
     lengths = tokenized.lengths
-    order = np.argsort(-lengths, kind="stable")
+    order = length_order(lengths, tokenized.group)
     media = isinstance(tokenized, MediaTokens)
     pad_id = 0 if media else pad_token_id(loaded)
     done = start = 0
     with torch.inference_mode():
         while start < len(order):
             count = batch_size
-            if media and tokenized.group is not None:
+            if tokenized.group is not None:
                 count = equal_run(tokenized.group, order, start, batch_size)
             batch_ids = order[start : start + count]
             start += len(batch_ids)
             ids, mask = pad_batch(tokenized, batch_ids, pad_id)
-            if media:
+            if isinstance(tokenized, MediaTokens):
                 hidden_states = media_forward(loaded, tokenized, batch_ids)
             else:
                 hidden_states = forward_hidden_states(loaded, ids, mask)
@@ -74,6 +74,7 @@ def mean_pooled(
     (its Pooling module clamps the mask sum; so do we). ``texts`` may be images or clips
     (:class:`isoscope.engine.inputs.media.MediaItem`): one vector per item, over all its output tokens.
     """
+    tokenized: TokenizedCorpus
     if is_media(texts):
         tokenized = prepare_media(loaded, list(texts))
     else:

@@ -7,27 +7,59 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
 
 from isoscope.engine.allocator import for_extraction, release_freed_memory
+from isoscope.engine.arch.probe import no_cache
 from isoscope.engine.budget.batching import batch_count, equal_run, length_order
 from isoscope.engine.budget.progress import Progress
 from isoscope.engine.device import to_numpy
-from isoscope.engine.errors import InputError, UnsupportedModelError
+from isoscope.engine.errors import InputError, IsoscopeError, UnsupportedModelError
 from isoscope.engine.extraction.kernel import MOMENTS
 from isoscope.engine.extraction.media import MediaTokens, media_forward
 from isoscope.engine.extraction.partial import PartialExtraction, finish, token_table, tokenize_part
 from isoscope.engine.extraction.sample import SampleCandidates, sample_limit, token_priority
 from isoscope.engine.extraction.stats import EagerStates, RunningStats, WorkBuffers
 from isoscope.engine.extraction.tokenization import TokenizedCorpus
-from isoscope.engine.extraction.types import ExtractionResult, ExtractionSettings
+from isoscope.engine.extraction.types import ExtractionResult, ExtractionSettings, TokenTable
 from isoscope.engine.inputs.corpus import Corpus
 from isoscope.engine.load.models import LoadedModel, weight_bytes
 
+if TYPE_CHECKING:
+    from isoscope.engine.inputs.media import MediaCorpus
+
+
 Notice = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class BatchStates:
+    """What an observer of an extraction (:func:`extract_partial`'s ``observe``) sees of one
+    batch, once its statistics are reduced: the S hidden states of the padded batch as the
+    forward pass left them (each (B, T, d), on the model's device, in its dtype), ``flat`` the
+    analysed tokens' rows in the flattened (B * T) batch, ``rows`` the same tokens' rows in the
+    part's token table (text order, then position), and ``tokens`` their :class:`TokenTable`
+    rows. An observer reads the states and keeps reductions; an out-of-memory error it raises
+    makes the extraction halve the batch and run it again, so it must keep nothing of a batch
+    until its own work on it is done."""
+
+    hidden_states: tuple[torch.Tensor, ...]
+    flat: np.ndarray
+    rows: np.ndarray
+    tokens: TokenTable
+
+    def state(self, index: int) -> torch.Tensor:
+        """(n, d): hidden state ``index`` at the analysed tokens, on its device and dtype."""
+        h = self.hidden_states[index]
+        flat = torch.from_numpy(self.flat).to(h.device)
+        return h.reshape(-1, h.shape[-1]).index_select(0, flat)
+
+
+Observer = Callable[[BatchStates], None]
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
@@ -92,33 +124,82 @@ def forward_hidden_states(
     AltUp: each state is (streams, B, T, d)) is read at the stream its layers compute on, the
     config's ``altup_active_idx``; its ``last_hidden_state`` merges the streams and is state L.
     """
-    input_ids = torch.from_numpy(ids).to(loaded.device)
-    attention_mask = torch.from_numpy(mask).to(loaded.device)
-    out = loaded.encoder(
-        input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True
-    )
+    out = run_encoder(loaded, ids, mask, output_hidden_states=True)
     hidden_states = getattr(out, "hidden_states", None)
     if not hidden_states:
         raise UnsupportedModelError(
             f"{loaded.info.source!r} ({loaded.info.architecture}) returns no hidden states; "
             "isoscope needs a model that supports output_hidden_states"
         )
-    hidden_states = list(residual_states(out, loaded.encoder))
-    width = ids.shape[1]
-    if any(h.shape[1] != width for h in hidden_states):  # CANINE's downsampled molecule states
-        hidden_states = [to_characters(h, width) for h in hidden_states]
-    return tuple(hidden_states)
+    return residual_states(out, loaded.encoder, ids.shape[1])
 
 
-def residual_states(out: Any, model: torch.nn.Module) -> tuple[torch.Tensor, ...]:
+def run_encoder(
+    loaded: LoadedModel, ids: np.ndarray | torch.Tensor, mask: np.ndarray | torch.Tensor, **extra
+) -> Any:
+    """The base model on one batch of token ids (B, T) and their mask, with no cache built. An
+    error the model's own forward raises on these inputs (a length it cannot run, a shape its
+    code does not handle) becomes one :class:`UnsupportedModelError` naming the batch; running
+    out of memory stays what it is (the caller halves the batch)."""
+    ids = torch.as_tensor(ids).to(loaded.device)
+    mask = torch.as_tensor(mask).to(loaded.device)
+    extra = no_cache(loaded.encoder) | extra
+    try:
+        return loaded.encoder(input_ids=ids, attention_mask=mask, **extra)
+    except IsoscopeError:
+        raise
+    except Exception as exc:
+        if is_out_of_memory(exc) or _raised_by_isoscope(exc):
+            raise
+        first = (str(exc).strip().splitlines() or [""])[0][:160]
+        raise UnsupportedModelError(
+            f"{loaded.info.display_name} ({loaded.info.architecture}): its own forward pass fails "
+            f"on {ids.shape[0]} text(s) of {ids.shape[1]} tokens ({type(exc).__name__}: {first}); "
+            "isoscope reads models that run on texts of any length"
+        ) from exc
+
+
+_PACKAGE_DIR = str(Path(__file__).resolve().parents[2])
+
+
+def _raised_by_isoscope(exc: BaseException) -> bool:
+    """Whether an error came from isoscope's own code inside the forward pass (a hook), which is
+    a bug to report, not the model's failure: the frame that raised it lies in this package.
+    A ``__torch_function__`` of this package (a mode that watches the pass, as the attention
+    scores' reading does) only hands the model's call on to torch: an error raised there is the
+    torch function's, on the model's inputs, so the frame before it decides."""
+    frames = []
+    tb = exc.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame.f_code)
+        tb = tb.tb_next
+    while len(frames) > 1 and _passes_on(frames[-1]):
+        frames.pop()
+    return bool(frames) and frames[-1].co_filename.startswith(_PACKAGE_DIR)
+
+
+def _passes_on(code) -> bool:
+    return code.co_name == "__torch_function__" and code.co_filename.startswith(_PACKAGE_DIR)
+
+
+def residual_states(
+    out: Any, model: torch.nn.Module, width: int | None = None
+) -> tuple[torch.Tensor, ...]:
     """The S (B, T, d) states of a forward pass's output, as isoscope numbers them: its
     ``hidden_states`` at the active AltUp stream (:func:`active_streams`), state L replaced by its
     ``last_hidden_state`` where the shapes agree. The one reading of a text model's output, for
-    the extraction and every scan that runs its own forward pass."""
+    the extraction and every scan that runs its own forward pass.
+
+    ``width``: the batch's padded length T. A state longer than that comes from a model that pads
+    the sequence itself, after the last token, to a multiple of its attention block (LED,
+    BigBird's block-sparse attention): its first T positions are the inputs'. A shorter one is
+    downsampled (CANINE's molecules): :func:`to_characters`."""
     states = list(active_streams(out.hidden_states, model))
     last = getattr(out, "last_hidden_state", None)
     if states and isinstance(last, torch.Tensor) and last.shape == states[-1].shape:
         states[-1] = last
+    if width is not None:
+        states = [h[:, :width] if h.shape[1] > width else to_characters(h, width) for h in states]
     return tuple(states)
 
 
@@ -148,9 +229,13 @@ def extract_partial(
     text_ids: np.ndarray | list[int] | None = None,
     progress: Progress | None = None,
     on_notice: Notice | None = None,
+    observe: Observer | None = None,
 ) -> PartialExtraction:
     """Statistics, sample candidates and token rows of ``items`` (package doc: Partial API):
-    texts, or images or clips (:class:`isoscope.engine.inputs.media.MediaItem`)."""
+    texts, or images or clips (:class:`isoscope.engine.inputs.media.MediaItem`). ``observe``
+    is called with each batch's :class:`BatchStates` after its reduction: an analysis that
+    needs every token's vector at some state (a sparse autoencoder's encoder) reads them
+    there, in the same forward pass."""
     settings = settings or ExtractionSettings()
     started = time.perf_counter()
     items = list(items)
@@ -169,7 +254,7 @@ def extract_partial(
     sample, slot = SampleCandidates.planned(
         limit, num_states, d, token_priority(settings.seed, tok_text, tok_pos), tok_text, tok_pos
     )
-    plan = _BatchPlan(tokenized, offset, tok_pos, slot, WorkBuffers())
+    plan = _BatchPlan(tokenized, offset, tok_pos, slot, WorkBuffers(), tokens)
     stats = RunningStats(num_states, d, loaded.device)
     if loaded.device.type == "cpu":
         for_extraction(weight_bytes(loaded.model))  # reuse freed memory, or give it back
@@ -178,7 +263,7 @@ def extract_partial(
     notices: list[str] = list(tokenized.notes) if isinstance(tokenized, MediaTokens) else []
 
     lengths = tokenized.lengths
-    group = tokenized.group if isinstance(tokenized, MediaTokens) else None
+    group = tokenized.group  # a model that must not be padded: one length per batch
     order = length_order(lengths, group)
     pad_id = pad_token_id(loaded)
     budget, cap = settings.token_budget, settings.batch_size
@@ -188,14 +273,14 @@ def extract_partial(
             while start < len(order):
                 width = int(lengths[order[start]])
                 count = batch_count(width, len(order) - start, cap, budget)
-                if group is not None:  # clips that must not be padded: one length per batch
+                if group is not None:  # texts or clips that must not be padded
                     count = equal_run(group, order, start, count)
                 rows = order[start : start + count]
                 try:
                     # No reference to the batch's hidden states outlives this line: after an
                     # out-of-memory error the retry starts with them released.
                     b_stats = _reduce_batch(
-                        plan, _forward_batch(loaded, plan, rows, pad_id, sample), sample
+                        plan, _forward_batch(loaded, plan, rows, pad_id, sample), sample, observe
                     )
                 except Exception as exc:
                     cap, budget = _halved_after(exc, loaded, count, width, notices, on_notice)
@@ -285,6 +370,7 @@ class _BatchPlan:
     position: np.ndarray
     slot: np.ndarray
     buffers: WorkBuffers
+    tokens: TokenTable | None = None  # the part's token table (what an observer is shown)
 
 
 @dataclass
@@ -295,6 +381,7 @@ class _Batch:
     flat: np.ndarray  # analysed tokens' rows in the flattened (B * T) batch, (text, position) order
     pick: np.ndarray  # which of those are sampled
     slots: np.ndarray  # and their sample slots
+    rows: np.ndarray | None = None  # the analysed tokens' rows in the part's token table
 
 
 def _forward_batch(
@@ -321,14 +408,13 @@ def _forward_batch(
             f"{hidden_states[0].shape[-1]}, expected {sample.num_states} of width "
             f"{sample.hidden_size}"
         )
-    return _Batch(hidden_states, flat, pick, plan.slot[tok][pick])
+    return _Batch(hidden_states, flat, pick, plan.slot[tok][pick], tok)
 
 
 # Activations (tokens x states x width) from which an extraction on the CPU compiles the moments
-# kernel itself when the app's warm-up has not: the kernel saves ~2 ns per element against
-# eager torch (2-vCPU Xeon: MiniLM's 2,000 texts, 1.25e8 elements, reduced in 0.47-0.52 s eagerly
-# against 0.25 s), and compiling costs ~0.5 s with numba's disk cache warm (numba's import
-# included), ~1.3 s into an empty one: 5e8 repays the first twice over and nearly the second.
+# kernel itself when the app's warm-up has not: the kernel's saving per element against eager
+# torch, times this many elements, repays a compile from numba's disk cache about twice over and
+# one into an empty cache about once (the figures are in docs/performance.md).
 COMPILE_MIN_ELEMENTS = 500_000_000
 
 # Float64 bytes of hidden states reduced together by eager torch where a batch does not go state
@@ -349,8 +435,11 @@ def _by_state(hidden_states: Sequence[torch.Tensor]) -> bool:
     )
 
 
-def _reduce_batch(plan: _BatchPlan, batch: _Batch, sample: SampleCandidates) -> RunningStats:
-    """Reduce one batch's hidden states where they live; returns the batch's statistics.
+def _reduce_batch(
+    plan: _BatchPlan, batch: _Batch, sample: SampleCandidates, observe: Observer | None = None
+) -> RunningStats:
+    """Reduce one batch's hidden states where they live, then show them to ``observe``; returns
+    the batch's statistics.
 
     On the CPU, state by state (:func:`_reduce_by_state`), with the compiled kernel where it is
     warm. Otherwise consecutive states on one device are gathered (analysed tokens only) into
@@ -358,12 +447,22 @@ def _reduce_batch(plan: _BatchPlan, batch: _Batch, sample: SampleCandidates) -> 
     to their planned slots (a redone batch writes the same slots again), so an out-of-memory
     error loses nothing: the caller merges the statistics only when the reduction succeeded.
     """
+    stats = _reduce_states(plan, batch, sample)
+    if observe is not None and len(batch.flat) and plan.tokens is not None:
+        rows = batch.rows if batch.rows is not None else np.arange(len(batch.flat))
+        observe(BatchStates(batch.hidden_states, batch.flat, rows, plan.tokens.take(rows)))
+    return stats
+
+
+def _reduce_states(plan: _BatchPlan, batch: _Batch, sample: SampleCandidates) -> RunningStats:
+    """:func:`_reduce_batch`'s reduction."""
     num_states, d = sample.num_states, sample.hidden_size
     hidden_states, n = batch.hidden_states, len(batch.flat)
     if n and _by_state(hidden_states):
         stats = _reduce_by_state(plan, batch, sample, MOMENTS.applies(hidden_states))
         if stats is None:  # a NaN or an infinity: torch's propagation defines the result
             stats = _reduce_by_state(plan, batch, sample, kernel=False)
+            assert stats is not None  # only the kernel's reduction returns None
         return stats
     stats = RunningStats(num_states, d, hidden_states[0].device)
     cpu = hidden_states[0].device.type == "cpu"
@@ -438,11 +537,16 @@ def extract(
     settings: ExtractionSettings | None = None,
     progress: Progress | None = None,
     on_notice: Notice | None = None,
+    observe: Observer | None = None,
 ) -> ExtractionResult:
-    """Hidden-state statistics and a token sample of ``loaded`` on ``corpus`` (see the package doc)."""
+    """Hidden-state statistics and a token sample of ``loaded`` on ``corpus`` (see the package
+    doc); ``observe``: see :func:`extract_partial`."""
     settings = settings or ExtractionSettings()
     started = time.perf_counter()
-    items = corpus.texts if corpus.kind == "text" else corpus.items
-    partial = extract_partial(loaded, items, settings, progress=progress, on_notice=on_notice)
+    # a MediaCorpus (images or clips) stands in for a Corpus: its items are what the model reads
+    items = corpus.texts if corpus.kind == "text" else cast("MediaCorpus", corpus).items
+    partial = extract_partial(
+        loaded, items, settings, progress=progress, on_notice=on_notice, observe=observe
+    )
     partial.notices[:0] = list(loaded.layout.notes)
     return finish(partial, corpus, seconds=time.perf_counter() - started)

@@ -11,15 +11,13 @@ second and third passes hit the core's cache. The token sample's rows of the sam
 copied by a compiled loop too (:meth:`MomentsKernel.copy_rows`).
 
 Why not torch: eager torch makes a float64 copy and four memory-bound passes over it (see
-:func:`isoscope.engine.extraction.stats.moments`), and inductor's fused kernel ran 4x slower on
-one Xeon than on another (docs/performance.md). Here one 750 x 384 state (a MiniLM batch) takes
-0.18 ms on one core of a 2-vCPU Xeon with its argmin/argmax (0.09 ms for the moments alone),
-against 0.43 ms compiled by inductor with numpy's argmin/argmax and about 0.5 ms eagerly on both
-cores.
+:func:`isoscope.engine.extraction.stats.moments`), and inductor's fused kernel's speed depends
+strongly on the CPU; one compiled loop nest per state reads the state once and keeps it in the
+core's cache (the timings against both are in docs/performance.md, "The extraction engine").
 
-One thread: split between threads, the kernel ran no faster beside the forward pass's OpenMP
-threads, which keep spinning for a while after each torch operation; run beside the next
-forward pass, it slowed that pass by as much as it took.
+One thread: the forward pass's OpenMP threads keep spinning for a while after each torch
+operation, so splitting the kernel between threads, or running it beside the next forward pass,
+takes cores that pass is using.
 """
 
 from __future__ import annotations
@@ -29,13 +27,17 @@ import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
 from isoscope.engine.device import to_numpy
 
-_DTYPES = {torch.float32: np.float32, torch.float64: np.float64}
+_DTYPES: dict[torch.dtype, type[np.floating]] = {
+    torch.float32: np.float32,
+    torch.float64: np.float64,
+}
 
 
 def extreme_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -43,7 +45,7 @@ def extreme_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     minimum (first array) and maximum (second) in that dimension, as (g, d) int64.
 
     numpy takes the first index of a tie, as torch does, and its argmin over the last axis is
-    ~10x faster than torch's on the CPU.
+    vectorized over the contiguous dimensions, where torch's is not on the CPU.
     """
     g, _, d = values.shape
     low, high = np.empty((g, d), dtype=np.int64), np.empty((g, d), dtype=np.int64)
@@ -54,8 +56,7 @@ def extreme_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def state_extreme_counts(values: np.ndarray, low: np.ndarray, high: np.ndarray) -> None:
     """:func:`extreme_counts` of one (n, d) state, written into the (d,) int64 rows ``low`` and
-    ``high``. The loop over states calls it directly: 0.09 ms for a 750 x 384 state, where a
-    states axis to shift and reshape took 0.11 ms (warm cache, model 167 VM)."""
+    ``high``. The loop over states calls it directly, with no states axis to shift and reshape."""
     d = values.shape[1]
     low[:] = np.bincount(values.argmin(axis=1), minlength=d)
     high[:] = np.bincount(values.argmax(axis=1), minlength=d)
@@ -64,8 +65,8 @@ def state_extreme_counts(values: np.ndarray, low: np.ndarray, high: np.ndarray) 
 class MomentsKernel:
     """The compiled batch reduction of CPU activations (see the module doc).
 
-    Compiling takes about 1.3 s the first time on a machine (numba, 2-vCPU Xeon) and 0.5 s
-    once numba's disk cache holds it (numba's import included), so it never happens on a request's
+    Compiling costs most the first time on a machine and less once numba's disk cache holds it
+    (docs/performance.md), so it never happens on a request's
     path by surprise: :meth:`compile` is called by the app's background warm-up, by
     :func:`isoscope.engine.extraction.extract_partial` for corpora big enough to repay it, and by
     the benchmark. Until then, and wherever the kernel does not apply (GPU and MPS, whose eager
@@ -76,7 +77,7 @@ class MomentsKernel:
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
-        self._jit = None
+        self._jit: Any = None  # the compiled module (kernel_jit), imported by compile()
         self.dtypes: set[torch.dtype] = set()
         self.seconds: dict[torch.dtype, float] = {}
         self.error: str | None = None
@@ -157,7 +158,7 @@ class MomentsKernel:
         not apply (the caller copies with numpy)."""
         if (
             self._suspended
-            or src.dtype not in (_DTYPES[t] for t in self.dtypes)
+            or src.dtype not in [_DTYPES[t] for t in self.dtypes]
             or dst.dtype != np.float32
             or not (src.flags.c_contiguous and dst.flags.c_contiguous)
             or pick.dtype != np.int64

@@ -16,7 +16,9 @@ every model. Checkpoints whose batches must not be padded (group-norm wav2vec2 /
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeGuard
 
 import numpy as np
 import torch
@@ -33,19 +35,18 @@ class MediaTokens(TokenizedCorpus):
     """A tokenized corpus of images or clips. ``input_ids`` hold the output-token indices (they set
     the lengths and padding of the batch plan); ``data`` the model's raw input per item (RGB
     pixels, or samples at the model's rate); ``names`` each item's token names; ``group`` (or
-    None) the sample count a batch's clips must share."""
+    None) the sample count a batch's clips must share (a model that must not pad them)."""
 
     data: tuple[np.ndarray, ...] = ()
     names: tuple[np.ndarray, ...] = ()
-    group: np.ndarray | None = None
     notes: tuple[str, ...] = ()  # clips skipped for this model, by name
 
 
-def is_media(items: list | tuple) -> bool:
+def is_media(items: Sequence[object]) -> TypeGuard[Sequence[MediaItem]]:
     return bool(items) and isinstance(items[0], MediaItem)
 
 
-def prepare_media(loaded: LoadedModel, items: list[MediaItem]) -> MediaTokens:
+def prepare_media(loaded: LoadedModel, items: Sequence[MediaItem]) -> MediaTokens:
     """Per item: output-token indices, special mask, patch/frame index and names (module doc)."""
     layout = loaded.layout
     kind = "audio" if items[0].rate else "image"
@@ -53,13 +54,19 @@ def prepare_media(loaded: LoadedModel, items: list[MediaItem]) -> MediaTokens:
     if kind == "image":
         count = int(layout.num_tokens or 0)
         prefix = len(layout.prefix)
-        names = np.array(layout.token_names(), dtype=str)
-        special = np.arange(count) < prefix
-        word = np.where(special, -1, np.arange(count) - prefix).astype(np.int32)
+        patch_names = np.array(layout.token_names(), dtype=str)
+        is_special = np.arange(count) < prefix
+        word = np.where(is_special, -1, np.arange(count) - prefix).astype(np.int32)
         data = tuple(item.data for item in items)
-        ids = [np.arange(count, dtype=np.int64) for _ in items]
+        patch_ids = [np.arange(count, dtype=np.int64) for _ in items]
         return MediaTokens(
-            ids, [special] * len(items), [word] * len(items), 0, count, data, (names,) * len(items)
+            patch_ids,
+            [is_special] * len(items),
+            [word] * len(items),
+            0,
+            count,
+            data=data,
+            names=(patch_names,) * len(items),
         )
     rate = int(layout.sampling_rate or 0)
     data = tuple(resample(item.data, item.rate, rate) for item in items)
@@ -76,7 +83,10 @@ def prepare_media(loaded: LoadedModel, items: list[MediaItem]) -> MediaTokens:
     samples = np.array([len(d) for d in data], dtype=np.int64)
     frames = frames_for(loaded.encoder, samples, layout)
     stride = layout.frame_stride or max(1, int(samples.max() // max(1, frames.max())))
-    ids, special, words, names = [], [], [], []
+    ids: list[np.ndarray] = []
+    special: list[np.ndarray] = []
+    words: list[np.ndarray] = []
+    names: list[np.ndarray] = []
     for n in frames:
         index = np.arange(int(n), dtype=np.int64)
         ids.append(index)
@@ -97,7 +107,15 @@ def prepare_media(loaded: LoadedModel, items: list[MediaItem]) -> MediaTokens:
         )
     group = None if layout.pad_with_mask else samples
     return MediaTokens(
-        ids, special, words, 0, int(frames.max()), data, tuple(names), group, tuple(notes)
+        ids,
+        special,
+        words,
+        0,
+        int(frames.max()),
+        group=group,
+        data=data,
+        names=tuple(names),
+        notes=tuple(notes),
     )
 
 

@@ -38,7 +38,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from isoscope.engine.budget.progress import Progress
 from isoscope.engine.extraction import ray_cluster
@@ -88,6 +88,7 @@ def run_ray_extraction(
     with ray_cluster.ray_session(options) as ray:
         if not isinstance(corpus, Corpus) and not is_media_corpus(corpus):
             corpus = read_corpus(ray, corpus)
+        corpus = cast(Corpus, corpus)  # read, or a Corpus / MediaCorpus (its stand-in) as given
         workers = pool_size(ray, options)
         plan = plan_chunks(spec, corpus, settings, workers)
         partial = run_pool(

@@ -8,12 +8,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import numpy as np
 
 from isoscope.engine.extraction.ray_cluster import ModelSpec, RayEngineError
 from isoscope.engine.inputs.corpus import MAX_TEXTS, Corpus, corpus_files, corpus_from_shards
+
+if TYPE_CHECKING:
+    from isoscope.engine.extraction.tokenization import TokenizedCorpus
+    from isoscope.engine.inputs.media import MediaCorpus
 
 
 def _parse_shard(row: dict[str, Any]) -> dict[str, Any]:
@@ -63,7 +67,7 @@ def _norm(path: str) -> str:
     return str(Path(path.removeprefix("local://")).resolve())
 
 
-def is_media_corpus(corpus: Any) -> bool:
+def is_media_corpus(corpus: Any) -> TypeGuard[MediaCorpus]:
     """Images or clips (:class:`isoscope.engine.inputs.media.MediaCorpus`) rather than texts."""
     return getattr(corpus, "kind", "text") != "text"
 
@@ -98,6 +102,7 @@ def plan_chunks(
 
     notes: tuple[str, ...] = ()
     group = None
+    tokenized: TokenizedCorpus
     if is_media_corpus(corpus):
         from isoscope.engine.extraction.media import prepare_media
         from isoscope.engine.load.models import load_model
@@ -184,11 +189,12 @@ def planning_model(source: str) -> Any:
             ) from None
         max_positions = getattr(config, "max_position_embeddings", None)
     # a text corpus is planned here (media corpora load a stand-in model): tokenize's modality
-    # check reads a text layout
+    # check reads a text layout. The plan only needs the texts' lengths; each worker batches its
+    # chunk by its own loaded model's padding probe.
     return SimpleNamespace(
         tokenizer=tokenizer,
         info=SimpleNamespace(max_positions=max_positions, display_name=source),
-        layout=SimpleNamespace(modality="text"),
+        layout=SimpleNamespace(modality="text", pad_with_mask=True, notes=()),
     )
 
 
@@ -199,14 +205,13 @@ def work_dataset(ray_module: Any, corpus: Corpus, plan: Plan) -> Any:
     import json
     import pickle
 
-    media = is_media_corpus(corpus)
     rows = [
         {
             "chunk": i,
             "text_ids": json.dumps([int(t) for t in chunk]),
             **(
                 {"items": pickle.dumps([corpus.items[int(t)] for t in chunk])}
-                if media
+                if is_media_corpus(corpus)
                 else {"texts": json.dumps([corpus.texts[int(t)] for t in chunk])}
             ),
         }

@@ -70,8 +70,8 @@ def _zeros(shape: tuple[int, ...], dtype: type[np.generic]) -> np.ndarray:
     """``np.zeros`` for a large buffer that will be written whole: its pages faulted in at once.
 
     numpy asks the kernel for transparent huge pages on large arrays; where the kernel compacts
-    memory to serve them on first touch (``defrag=madvise``, Debian's default), writing SmolLM2's
-    466 MB sample took 0.9 s, against 0.23 s for an anonymous ``mmap`` with ``MAP_POPULATE``
+    memory to serve them on first touch (``defrag=madvise``, Debian's default), writing a large
+    sample costs several times what an anonymous ``mmap`` with ``MAP_POPULATE`` does
     (4 KiB pages, faulted in by the kernel in one call). Elsewhere (no MAP_POPULATE, small
     buffers, a refused mapping) this is ``np.zeros``.
     """
@@ -157,9 +157,8 @@ class SampleCandidates:
         With ``pick``, float32 and float64 rows on the CPU are copied by the compiled kernel
         where it is warm (:meth:`isoscope.engine.extraction.kernel.MomentsKernel.copy_rows`),
         with no gathered copy in between; until then float32 rows by torch's ``index_select``
-        and ``index_copy_`` on all cores (SmolLM2's 400 texts, most of whose tokens are
-        sampled, reduced eagerly in 0.64 s against 0.71 s with numpy's fancy indexing: medians
-        of 6 extractions in one process, alternating; MiniLM's 2,000 texts in the same time)."""
+        and ``index_copy_`` on all cores, which beats numpy's fancy indexing where most tokens
+        are sampled (docs/performance.md)."""
         if isinstance(vectors, torch.Tensor):
             keep = vectors.device.type == "cpu" and vectors.dtype in (torch.float32, torch.float64)
             vectors = to_numpy(vectors, dtype=None if keep else torch.float32)
@@ -272,8 +271,8 @@ class SampleCandidates:
         """``(text_id, position, vectors (S, m, d))`` of the filled entries in (text, position)
         order. The entries are reordered in place, one state at a time, and stay valid (filled in
         slots 0..m-1); the vectors are the buffer itself when it is full (a view: commit nothing
-        afterwards), else a compact copy. A fresh (S, m, d) copy of a large sample cost more than
-        the copy itself (first touch of its pages: 0.8 s for SmolLM2's 466 MB sample)."""
+        afterwards), else a compact copy. A fresh (S, m, d) copy of a large sample costs more
+        than the copy itself: the first touch of its pages."""
         rows = self._rows()
         rows = rows[np.argsort(token_key(self._text_id[rows], self._position[rows]))]
         m = len(rows)

@@ -12,6 +12,7 @@ and gathers a few chosen rows (landmarks, a fit sample).
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from isoscope.engine.budget.batching import batch_count, length_order
+from isoscope.engine.budget.batching import batch_count, equal_run, length_order
 from isoscope.engine.budget.progress import Progress, report
 from isoscope.engine.device import to_numpy
 from isoscope.engine.errors import InputError
@@ -53,7 +54,7 @@ class SpilledState:
             while start < self.rows:
                 count = min(chunk_rows, self.rows - start)
                 view = buffer[:count]
-                got = handle.readinto(memoryview(view).cast("B"))
+                got = handle.readinto(view.data.cast("B"))
                 if got != view.nbytes:
                     raise OSError(f"{self.path} is shorter than {self.rows} rows")
                 yield start, view
@@ -101,15 +102,19 @@ def spill_state(
         )
     positions = [np.flatnonzero(m) for m in include]
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _not_written(exc, path) from None
     partial = path.with_name(f"{path.name}.part{os.getpid()}")
-    order = length_order(tokenized.lengths)
+    order = length_order(tokenized.lengths, tokenized.group)
     pad_id = pad_token_id(loaded)
     start, done = 0, len(result.texts) - len(order)
     row_bytes = d * 4
     # Written with pwrite, not through a memory map: a map's dirty pages count as our memory.
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = -1
     try:
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.ftruncate(fd, total * row_bytes)
         with torch.inference_mode():
             while start < len(order):
@@ -117,6 +122,8 @@ def spill_state(
                 count = batch_count(
                     width, len(order) - start, settings.batch_size, settings.token_budget
                 )
+                if tokenized.group is not None:  # a model that must not be padded
+                    count = equal_run(tokenized.group, order, start, count)
                 rows = order[start : start + count]
                 ids, mask = pad_batch(tokenized, rows, pad_id)
                 hidden = forward_hidden_states(loaded, ids, mask)[state]  # (B, T, d)
@@ -134,9 +141,36 @@ def spill_state(
         os.close(fd)
         fd = -1
         os.replace(partial, path)
-    except BaseException:
+    except BaseException as exc:
         if fd >= 0:
             os.close(fd)
-        partial.unlink(missing_ok=True)
+        try:
+            partial.unlink(missing_ok=True)
+        except OSError:
+            pass  # a read-only folder holds no part either
+        if isinstance(exc, OSError) and exc.errno in STORAGE_ERRNOS:
+            raise _not_written(exc, path) from None
         raise
     return SpilledState(path, total, d, state)
+
+
+# Why a spill could not be written, by errno: a full disk, a quota, a read-only or a forbidden folder
+STORAGE_ERRNOS = {
+    errno.ENOSPC: "the disk holding it is full",
+    errno.EDQUOT: "the disk quota is used up",
+    errno.EROFS: "it is on a read-only file system",
+    errno.EACCES: "it is not writable (permission denied)",
+    errno.EPERM: "it is not writable (permission denied)",
+}
+
+
+def _not_written(exc: OSError, path: Path) -> InputError:
+    """One actionable line for a spill the cache folder cannot take (the analysis already shown
+    stays: only this projection of every token is not made)."""
+    why = STORAGE_ERRNOS.get(exc.errno or 0, exc.strerror or type(exc).__name__)
+    return InputError(
+        f"every token of this state is written to {str(path.parent)!r} first (to project or "
+        f"export every token), "
+        f"but {why}; free space there or set ISOSCOPE_CACHE_DIR to a writable folder with room "
+        "(or project the token sample instead); the other results are unaffected"
+    )

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -37,7 +38,7 @@ class WorkBuffers:
 
     A fresh (tokens, d) temporary per hidden state and batch costs more than the arithmetic on
     the CPU: glibc hands blocks this large back to the OS when they are freed, so the next batch
-    faults their pages in again (measured: 2.9 ms against 0.7 ms per 736 x 384 state). Views of
+    faults their pages in again, several times the cost of the reduction itself. Views of
     these buffers are valid until the next :meth:`take` of the same name.
     """
 
@@ -57,9 +58,8 @@ class WorkBuffers:
         return buf[:numel].view(shape)
 
     def ones(self, n: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-        """A (1, n) row of ones, kept across batches (read it, never write it). With a fresh
-        one per state, MiniLM's 2,000-text extraction spent 0.392-0.393 s in eager reduction
-        against 0.378-0.384 s (medians of 6 extractions in one process, alternating)."""
+        """A (1, n) row of ones, kept across batches (read it, never write it), so that no state
+        pays for a fresh one."""
         key = ("ones", dtype, torch.device(device))
         buf = self._store.get(key)
         if buf is None or buf.numel() < n:
@@ -125,9 +125,8 @@ def _float64_moments(
 
     torch's batch-norm statistics (``batch_norm_update_stats``: a vectorised pass for the mean,
     then one for the sum of squared deviations from it, in float64) and a (1, n) @ (n, D)
-    product for sum |x|. Measured on a 2-vCPU Xeon: 0.39 ms against 0.45 ms for the generic
-    formulas on a 750 x 384 state, 0.81 against 1.14 ms for 1,364 x 384, and 0.22 s against
-    0.29 s in the eager moments of MiniLM's 2,000-text extraction.
+    product for sum |x|: one copy and four passes, where the generic formulas take two copies and
+    six (docs/performance.md compares them).
     """
     mean, var = torch.batch_norm_update_stats(x64, None, None, 1.0)  # var: m2 / n
     abs_sum = ones @ x64.abs_()
@@ -140,8 +139,8 @@ def _extreme_counts(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     :func:`isoscope.engine.extraction.kernel.extreme_counts`)."""
     g, _, d = x.shape
     if x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64):
-        low, high = extreme_counts(to_numpy(x, dtype=None))
-        return torch.from_numpy(low), torch.from_numpy(high)
+        low_np, high_np = extreme_counts(to_numpy(x, dtype=None))
+        return torch.from_numpy(low_np), torch.from_numpy(high_np)
     offsets = torch.arange(g, device=x.device).unsqueeze(1) * d
     low = torch.bincount((x.argmin(dim=2) + offsets).ravel(), minlength=g * d)
     high = torch.bincount((x.argmax(dim=2) + offsets).ravel(), minlength=g * d)
@@ -201,7 +200,7 @@ class RunningStats:
         self.hidden_size = int(hidden_size)
         self.device = accumulation_device(device)
         shape = (self.num_states, self.hidden_size)
-        kw = {"dtype": _F64, "device": self.device}
+        kw: dict[str, Any] = {"dtype": _F64, "device": self.device}
         self.count = 0
         self._mean = torch.zeros(shape, **kw)
         self._m2 = torch.zeros(shape, **kw)
@@ -221,11 +220,12 @@ class RunningStats:
     ) -> RunningStats:
         """Statistics of one batch (see class doc for the accepted shapes), accumulated on
         ``device`` (default: the batch's device)."""
-        states = [torch.as_tensor(x) for x in batch] if not isinstance(batch, np.ndarray) else None
-        if states is None:
+        if isinstance(batch, np.ndarray):
             if batch.ndim != 3:
                 raise ValueError(f"batch shape {batch.shape} is not (states, tokens, hidden_size)")
             states = [torch.from_numpy(np.ascontiguousarray(x)) for x in batch]
+        else:
+            states = [torch.as_tensor(x) for x in batch]
         if not states:
             raise ValueError("a batch needs at least one hidden state")
         n, d = (states[0].shape[0], states[0].shape[1]) if states[0].ndim == 2 else (-1, -1)
@@ -277,7 +277,13 @@ class RunningStats:
         if self.device.type == "cpu" and MOMENTS.reduce_into(x, self._rows(s0, s1)):
             return  # the compiled kernel wrote this batch's rows in place
         reduced = moments(x, buffers.take("x64", (g, n, d), _F64, x.device))
-        targets = (self._mean, self._abs_sum, self._m2, self._min, self._max)
+        targets: tuple[torch.Tensor, ...] = (
+            self._mean,
+            self._abs_sum,
+            self._m2,
+            self._min,
+            self._max,
+        )
         targets += (self._argmin, self._argmax)
         for target, value in zip(targets, reduced + _extreme_counts(x), strict=True):
             target[s0:s1].copy_(value)  # converts dtype and device (MPS: reduced on the CPU)

@@ -4,6 +4,7 @@ length-sorted batch plan every forward pass of an extraction follows."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import threading
 import unicodedata
@@ -19,13 +20,17 @@ from isoscope.engine.load.models import LoadedModel
 
 @dataclass(frozen=True)
 class TokenizedCorpus:
-    """Token ids per text (truncated), with special-token and word-id metadata."""
+    """Token ids per text (truncated), with special-token and word-id metadata. ``group`` (or
+    None): a value per text that every text of one batch must share, for a model whose real
+    tokens move when a batch is padded (:attr:`InputLayout.pad_with_mask` False): a text's
+    length, so each batch holds texts of one length and runs unpadded."""
 
     input_ids: list[np.ndarray]
     special: list[np.ndarray]
     word_ids: list[np.ndarray]
     truncated: int
     max_length: int
+    group: np.ndarray | None = None
 
     @cached_property
     def lengths(self) -> np.ndarray:
@@ -70,8 +75,8 @@ def collector_paused() -> Iterator[None]:
 
     Tokenizing a corpus builds a few Python objects per token (ids, masks, offsets), each freed by
     reference counting, and no cycles; but their number triggers full collections that traverse
-    every object of the process (a few hundred thousand with a model loaded): 0.15 s each, one
-    in three tokenizations of 2,000 texts, which took 0.11 s otherwise.
+    every object of the process (a few hundred thousand with a model loaded), each costing more
+    than the tokenization itself.
     """
     global _paused, _was_enabled
     with _paused_lock:
@@ -95,11 +100,14 @@ def tokenize(
     if not texts:
         raise InputError("no texts to analyse; give at least one non-empty text")
     check_modality(loaded, "text")  # every text view on an image or audio model: one line
-    model_max = loaded.info.max_positions
+    model_max = loaded.info.max_positions  # None: no limit (a config's -1 too)
     if model_max and max_length > model_max:
         max_length = int(model_max)
     with collector_paused():
-        return _tokenize(loaded.tokenizer, texts, max_length)
+        tokenized = _tokenize(loaded.tokenizer, texts, max_length)
+    if not loaded.layout.pad_with_mask:  # padding moves this model's tokens: equal lengths only
+        tokenized = dataclasses.replace(tokenized, group=tokenized.lengths)
+    return tokenized
 
 
 def _tokenize(tok, texts: tuple[str, ...] | list[str], max_length: int) -> TokenizedCorpus:

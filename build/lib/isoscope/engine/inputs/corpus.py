@@ -12,18 +12,28 @@ import functools
 import hashlib
 import io
 import json
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from isoscope.engine.environment import assets_dir
 from isoscope.engine.errors import InputError
-from isoscope.engine.inputs.files import check_bytes, check_size, decode_text
+from isoscope.engine.inputs.files import (
+    check_bytes,
+    decode_text,
+    files_under,
+    read_capped,
+    regular_file_stat,
+    unreadable,
+)
 
 ASSETS_DIR = assets_dir()
 BUNDLED_CORPUS = ASSETS_DIR / "sample_corpus.txt"
 BUNDLED_NAME = "bundled sample corpus (320 sentences, CC0)"
 
 MAX_TEXTS = 50_000
+MAX_SHARDS = 10_000  # files in a folder corpus: bounds the walk as well as the reading
 MAX_CHARS_PER_TEXT = 20_000  # far beyond any max_length; keeps tokenization bounded
 TEXT_SUFFIXES = (".txt", ".csv", ".jsonl", ".parquet")
 
@@ -149,13 +159,14 @@ def _read_parquet_texts(raw: bytes, filename: str, notices: list[str]) -> list[s
 def _read_csv_texts(content: str, filename: str) -> list[str]:
     try:
         reader = csv.DictReader(io.StringIO(content))
-        fields = [f.strip().lower() for f in (reader.fieldnames or [])]
+        names = list(reader.fieldnames or [])
+        fields = [f.strip().lower() for f in names]
         if "text" not in fields:
             raise InputError(
                 f"{filename}: no 'text' column (found: {', '.join(fields) or 'none'}); "
                 "add a header row with a column named text"
             )
-        key = reader.fieldnames[fields.index("text")]
+        key = names[fields.index("text")]
         return [row.get(key) or "" for row in reader]
     except csv.Error as exc:
         raise InputError(
@@ -186,28 +197,27 @@ def _read_jsonl_texts(content: str, filename: str, notices: list[str]) -> list[s
 
 def corpus_files(path: str | Path) -> list[Path]:
     """The files of a corpus: ``path`` itself, or a folder's .txt/.csv/.jsonl/.parquet shards
-    (recursively, hidden files skipped) in sorted relative-path order: the order of text indices."""
+    (recursively, hidden files and symlinked folders skipped) in sorted relative-path order: the
+    order of text indices. A path that is neither a regular file nor a folder (a FIFO, a device),
+    a folder that cannot be read, or one with more than :data:`MAX_SHARDS` shards is refused in
+    one line."""
     path = Path(path)
-    if not path.exists():
-        raise InputError(f"text file {str(path)!r} does not exist")
-    if not path.is_dir():
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        if isinstance(exc, FileNotFoundError):
+            raise InputError(f"text file {str(path)!r} does not exist") from None
+        raise unreadable(path, exc, "a text file or a folder of them") from None
+    if not stat.S_ISDIR(mode):
+        regular_file_stat(path, "a text file (.txt, .csv, .jsonl, .parquet) or a folder of them")
         return [path]
-    files = sorted(
-        (
-            p
-            for p in path.rglob("*")
-            if p.is_file()
-            and p.suffix.lower() in TEXT_SUFFIXES
-            and not any(part.startswith(".") for part in p.relative_to(path).parts)
-        ),
-        key=lambda p: p.relative_to(path).as_posix(),
-    )
-    if not files:
+    found = files_under(path, "a folder of text files", MAX_SHARDS, TEXT_SUFFIXES)
+    if not found:
         raise InputError(
             f"{str(path)!r} is a folder with no .txt, .csv, .jsonl or .parquet files; pass a corpus "
             "file or a folder of such shards"
         )
-    return files
+    return found
 
 
 def corpus_from_shards(
@@ -223,15 +233,14 @@ def corpus_from_shards(
 
 
 def load_corpus_file(path: str | Path, max_texts: int = MAX_TEXTS) -> Corpus:
-    """Read a corpus file, or a folder of shards, from disk (the CLI's ``--texts``)."""
+    """Read a corpus file, or a folder of shards, from disk (the CLI's ``--texts``); every file
+    through :func:`isoscope.engine.inputs.files.read_capped` (regular files only, bounded)."""
     path = Path(path)
-    if not path.exists():
-        raise InputError(f"text file {str(path)!r} does not exist")
+    files = corpus_files(path)
     if path.is_dir():
         shards = []
-        for file in corpus_files(path):
-            check_size(file)
-            raw = file.read_bytes()
+        for file in files:
+            raw = read_capped(file, "a text file")
             # an empty shard adds no texts (uneven shards are normal); a bad one is still refused
             shards.append(
                 (file.name, *texts_from_bytes(raw, file.name))
@@ -239,10 +248,9 @@ def load_corpus_file(path: str | Path, max_texts: int = MAX_TEXTS) -> Corpus:
                 else (file.name, [], [])
             )
         return corpus_from_shards(shards, path.name or str(path), max_texts)
-    check_size(path)
     suffix = path.suffix.lower()
     name = path.name if suffix in TEXT_SUFFIXES else path.name + ".txt"
-    return corpus_from_bytes(path.read_bytes(), name, max_texts)
+    return corpus_from_bytes(read_capped(path, "a text file"), name, max_texts)
 
 
 def bundled_corpus() -> Corpus:

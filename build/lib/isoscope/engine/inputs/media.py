@@ -24,22 +24,25 @@ order, so item indices never depend on the file system. The bundled demo sets (:
 from __future__ import annotations
 
 import hashlib
+import io
 import shutil
 import subprocess
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
 from isoscope.engine.errors import InputError
-from isoscope.engine.params import MAX_FILE_BYTES
+from isoscope.engine.inputs.files import files_under, read_capped
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp")
 AUDIO_SUFFIXES = (".wav", ".flac")
 KINDS = ("image", "audio")
 KIND_NOUNS = {"text": "texts", "image": "images", "audio": "audio clips"}  # what a line calls them
 MAX_FILES = 500
+MAX_WALKED_FILES = 100_000  # files a media folder may hold at all (others than images count)
 MAX_IMAGE_PIXELS = (
     2048 * 2048
 )  # larger images are scaled down to this (the processor resizes anyway)
@@ -121,14 +124,8 @@ def media_files(folder: str | Path, kind: str) -> list[Path]:
         raise InputError(f"{kind} folder {str(folder)!r} does not exist")
     if not folder.is_dir():
         raise InputError(f"{str(folder)!r} is a file; pass a folder of {_suffix_list(kind)} files")
-    return sorted(
-        (
-            p
-            for p in folder.rglob("*")
-            if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts)
-        ),
-        key=lambda p: p.relative_to(folder).as_posix(),
-    )
+    # every file, of other types too (they are named in a notice); bounded so a huge tree stops
+    return files_under(folder, f"a folder of {kind} files", MAX_WALKED_FILES)
 
 
 def _suffix_list(kind: str) -> str:
@@ -177,16 +174,15 @@ def load_media_folder(
         rel = path.relative_to(folder)
         label = rel.parts[0] if len(rel.parts) > 1 else ""
         try:
-            if path.stat().st_size > MAX_FILE_BYTES:
-                raise ValueError("too large")
+            raw = io.BytesIO(read_capped(path, f"an {kind} file" if kind == "image" else "a clip"))
             if kind == "image":
-                data, was_scaled, changes = read_image(path, max_pixels)
+                data, was_scaled, changes = read_image(raw, max_pixels)
                 scaled += was_scaled
                 for change in changes:
                     converted.setdefault(change, []).append(rel.as_posix())
                 items.append(MediaItem(rel.as_posix(), label, data))
             else:
-                data, rate, was_cut = read_audio(path, max_seconds)
+                data, rate, was_cut = read_audio(raw, max_seconds)
                 cut += was_cut
                 items.append(MediaItem(rel.as_posix(), label, data, rate))
         except Exception as exc:  # any decoder error: skip the file, name it
@@ -221,15 +217,16 @@ def _reason(exc: BaseException) -> str:
 
 
 def read_image(
-    path: Path, max_pixels: int = MAX_IMAGE_PIXELS
+    path: Path | BinaryIO, max_pixels: int = MAX_IMAGE_PIXELS
 ) -> tuple[np.ndarray, bool, list[str]]:
     """RGB uint8 (H, W, 3) pixels of an image file, scaled down to ``max_pixels``; whether it
     was; and what else was done to it (the module doc's conversions, as note phrases)."""
     from PIL import Image, ImageOps
 
     changes: list[str] = []
-    with Image.open(path) as image:
-        image.load()
+    with Image.open(path) as opened:
+        opened.load()
+        image: Image.Image = opened
         if image.getexif().get(0x0112, 1) != 1:  # the EXIF Orientation tag: a phone's rotation
             image = ImageOps.exif_transpose(image)
             changes.append("were turned upright (EXIF orientation)")
@@ -267,18 +264,24 @@ def _to_rgb(image, changes: list[str]):
     return image.convert("RGB")
 
 
-def read_audio(path: Path, max_seconds: float = MAX_AUDIO_SECONDS) -> tuple[np.ndarray, int, bool]:
-    """Mono float32 samples of a wav/flac file (channels averaged), its rate, and whether it was cut."""
+def read_audio(
+    path: Path | BinaryIO, max_seconds: float = MAX_AUDIO_SECONDS
+) -> tuple[np.ndarray, int, bool]:
+    """Mono float32 samples of a wav/flac file (channels averaged), its rate, and whether it was
+    cut. Only the first ``max_seconds`` are decoded: a small compressed file cannot expand into
+    more samples than the limit keeps."""
     import soundfile
 
-    data, rate = soundfile.read(str(path), dtype="float32", always_2d=True)
+    with soundfile.SoundFile(path if not isinstance(path, Path) else str(path)) as clip:
+        rate = int(clip.samplerate)
+        most = int(max_seconds * rate)
+        data = clip.read(frames=most + 1, dtype="float32", always_2d=True)
     if data.shape[0] == 0:
         raise ValueError("no samples")
     if not np.isfinite(data).all():
         raise ValueError("holds NaN or infinite samples")
     mono = data.mean(axis=1, dtype=np.float32)
-    most = int(max_seconds * rate)
-    return np.ascontiguousarray(mono[:most]), int(rate), len(mono) > most
+    return np.ascontiguousarray(mono[:most]), rate, len(mono) > most
 
 
 def resample(samples: np.ndarray, rate: int, target: int) -> np.ndarray:

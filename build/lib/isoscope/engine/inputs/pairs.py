@@ -102,9 +102,10 @@ def _records(text: str) -> list[tuple[int, list[str]]]:
 
 def _columns(
     header: list[str], wanted: tuple[str, ...], name: str, parse_last: Callable[[str], object]
-) -> tuple[list[int] | None, bool]:
-    """Column positions of ``wanted``: from a header line, or (None, False) for header-less files
-    whose first row already parses (the STS-B distribution has no header)."""
+) -> tuple[list[int], bool]:
+    """Column positions of ``wanted`` and whether the first line is a header: from a header
+    line, or the first columns in order (and False) for header-less files whose first row
+    already parses (the STS-B distribution has no header)."""
     lowered = [h.lower().replace(" ", "_") for h in header]
     present = [w for w in wanted if w in lowered]
     if len(present) == len(wanted):

@@ -1,14 +1,17 @@
 """Checkpoint folders: where a preset, GGUF file, folder or Hub id lives on disk
 (:func:`resolve_folder`), its fingerprint, and reading one into :class:`ModelParts`
-(:func:`read_folder`: safetensors only unless pickle is opted in; ``trust_remote_code`` never set).
+(:func:`read_folder`: safetensors only unless pickle is opted in; ``trust_remote_code`` never set;
+the weights checked against the model's names, :mod:`isoscope.engine.load.weight_check`).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.resources
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +21,16 @@ from isoscope.engine.arch.layout import modality_of
 from isoscope.engine.errors import ModelLoadError
 from isoscope.engine.load.model_parts import ModelParts, short_error
 from isoscope.engine.load.source import DEFAULT_MODEL_NAME, ModelSource, parse_source
+from isoscope.engine.load.weight_check import (
+    WeightsCheck,
+    WeightsMismatchError,
+    key_mapping,
+    not_loaded,
+    refusal,
+    report_of,
+    weights_read,
+    wrapper_prefix,
+)
 from isoscope.engine.load.widening import load_widened, widens
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
@@ -126,6 +139,21 @@ def _weight_files(folder: Path) -> tuple[list[Path], list[Path]]:
     return safe, pickled
 
 
+def encoder_of(model: torch.nn.Module, config: Any = None) -> torch.nn.Module:
+    """The encoder of an encoder-decoder (ByT5 / T5: the encoder's hidden states), else
+    ``model``. An encoder module that carries no config of its own (FSMT's) is given the whole
+    model's, which names its layer count and width."""
+    config = config if config is not None else model.config
+    if not getattr(config, "is_encoder_decoder", False) or not callable(
+        getattr(model, "get_encoder", None)
+    ):
+        return model
+    encoder = model.get_encoder()
+    if getattr(encoder, "config", None) is None:
+        encoder.config = config
+    return encoder
+
+
 def read_folder(
     folder: Path,
     source: str,
@@ -141,7 +169,9 @@ def read_folder(
     ``allow_pickle``) with ``AutoModel`` (``head="mlm"``: ``AutoModelForMaskedLM``) straight into
     ``dtype``; an encoder-decoder keeps its encoder. When ``census`` (the folder's parameters per
     stored dtype) says that every tensor is widened, :mod:`isoscope.engine.load.widening` loads it: the
-    peak memory is the widened weights, not the file too."""
+    peak memory is the widened weights, not the file too. Every tensor the analysed outputs read
+    comes from the checkpoint, or the load is refused (:func:`checked_load`); the parts' ``weights``
+    says what the load measured."""
     from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM
 
     if not (folder / "config.json").exists():
@@ -165,7 +195,9 @@ def read_folder(
         raise ModelLoadError(f"cannot read the config of {source!r}: {short_error(exc)}") from None
     auto = AutoModelForMaskedLM if head == "mlm" else AutoModel
 
-    def load(as_dtype: torch.dtype | str, **extra: Any) -> Any:
+    def load(as_dtype: torch.dtype | str, **extra: Any) -> tuple[Any, Any]:
+        # the loading report says which tensors came from the checkpoint (weight_check); a
+        # tensor of another shape is reported like a missing one instead of ending the load
         return auto.from_pretrained(
             folder,
             use_safetensors=use_safetensors,
@@ -173,23 +205,29 @@ def read_folder(
             local_files_only=True,
             dtype=as_dtype,
             device_map=device_map,
+            output_loading_info=True,
+            ignore_mismatched_sizes=True,
             **extra,
         )
 
-    try:
-        if dtype is not None and widens(census or {}, dtype, device_map):
-            model = load_widened(load, census or {}, dtype)
-        else:
-            model = load(dtype if dtype is not None else "auto")
-    except Exception as exc:
-        what = "a masked-LM head" if head == "mlm" else "AutoModel"
-        raise ModelLoadError(f"cannot load {source!r} with {what}: {short_error(exc)}") from None
-    if getattr(config, "is_encoder_decoder", False) and callable(
-        getattr(model, "get_encoder", None)
-    ):
-        model = model.get_encoder()  # ByT5 / T5: the encoder's hidden states
+    def read(**extra: Any) -> tuple[Any, Any]:
+        try:
+            if dtype is not None and widens(census or {}, dtype, device_map):
+                return load_widened(functools.partial(load, **extra), census or {}, dtype)
+            return load(dtype if dtype is not None else "auto", **extra)
+        except Exception as exc:
+            what = "a masked-LM head" if head == "mlm" else "AutoModel"
+            raise ModelLoadError(
+                f"cannot load {source!r} with {what}: {short_error(exc)}"
+            ) from None
+
+    stored = _stored_names(safe)
+    model, check = checked_load(*read(), read, source=source, head=head, stored=stored)
+    model = encoder_of(model, config)  # ByT5 / T5 / Whisper: the encoder's hidden states
     tokenizer, processor = _load_processor(model, folder, source)
-    fingerprint = fingerprint_folder(folder) + f"-{head}"
+    # a key mapping reads the same files into other tensors: a key of its own in the cache
+    stripped = f"-strip:{check.stripped}" if check.stripped else ""
+    fingerprint = fingerprint_folder(folder) + f"-{head}" + stripped
     return ModelParts(
         model=model,
         tokenizer=tokenizer,
@@ -200,7 +238,71 @@ def read_folder(
         weights_dir=folder,
         spec={"source": source, "head": head},
         processor=processor,
+        weights=check.label(),
     )
+
+
+def _stored_names(files: list[Path]) -> set[str] | None:
+    """The tensor names in the safetensors ``files`` (their headers only); None when there are
+    none (pickle weights) or a header cannot be read (the load then says why)."""
+    from isoscope.engine.load.preflight import safetensors_header
+
+    try:
+        return {
+            n for path in files for n in safetensors_header(path) if n != "__metadata__"
+        } or None
+    except Exception:
+        return None
+
+
+def checked_load(
+    model: Any,
+    info: Any,
+    read: Callable[..., tuple[Any, Any]],
+    *,
+    source: str,
+    head: str,
+    stored: set[str] | None = None,
+) -> tuple[Any, WeightsCheck]:
+    """``(model, what its load measured)`` once every tensor the analysed outputs depend on came
+    from the checkpoint (:mod:`isoscope.engine.load.weight_check`): as read, or read again by
+    ``read(key_mapping=...)`` with a wrapper prefix stripped from the checkpoint's keys; else
+    :class:`~isoscope.engine.load.weight_check.WeightsMismatchError`. ``stored``: the checkpoint's
+    tensor names, when known: a name held both with and without the prefix is not mapped."""
+    report = report_of(info)
+    if report["error_msgs"]:
+        first = report["error_msgs"][0].strip().splitlines()[0][:300]
+        raise ModelLoadError(f"cannot load {source!r}: {first}")
+    needed = _needed(model, report, head)
+    if not needed:
+        return model, WeightsCheck(len(model.state_dict()), tuple(sorted(not_loaded(report))))
+    prefix = wrapper_prefix(report["unexpected_keys"])
+    if not prefix:
+        raise refusal(source, model, report, needed)
+    held = stored or set()
+    clash = sorted(k for k in held if k.startswith(prefix) and k[len(prefix) :] in held)
+    if clash:  # both x and module.x: which one is the model's?
+        raise WeightsMismatchError(
+            f"{source!r} holds {clash[0][len(prefix) :]!r} both with and without the prefix "
+            f"{prefix!r}; isoscope "
+            "cannot tell which is the model's: keep one of them in the checkpoint"
+        )
+    del model
+    model, info = read(key_mapping=key_mapping(prefix))
+    report = report_of(info)
+    needed = _needed(model, report, head)
+    if needed:
+        raise refusal(source, model, report, needed, stripped=prefix)
+    unread = tuple(sorted(not_loaded(report)))
+    return model, WeightsCheck(len(model.state_dict()), unread, stripped=prefix)
+
+
+def _needed(model: Any, report: dict[str, Any], head: str) -> set[str]:
+    """The tensors that did not come from the checkpoint and that the analysed outputs read."""
+    missing = not_loaded(report)
+    if not missing:
+        return set()
+    return weights_read(model, encoder_of(model), missing, logits=head == "mlm")
 
 
 def _load_processor(model: torch.nn.Module, folder: Path, source: str) -> tuple[Any, Any]:

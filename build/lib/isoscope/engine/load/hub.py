@@ -23,6 +23,9 @@ through ``hf_hub_download`` (a temporary name, renamed when complete). A connect
 mid-file is resumed with a range request within the run, and a run after a cancel fetches only
 what is still missing. The commit sha is the snapshot folder's name, which the model card records.
 
+:func:`fetch_files` fetches chosen files of a repo that is not a Transformers checkpoint (a
+released sparse autoencoder in a repo of many) under the same rules.
+
 ``HF_TOKEN`` (or ``hf auth login``) is honoured by huggingface_hub; ``HF_ENDPOINT`` is read at
 call time (the tests' stand-in Hub).
 """
@@ -32,6 +35,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable
@@ -39,7 +43,7 @@ from pathlib import Path
 
 from isoscope.engine.budget.progress import Progress, eta_seconds, report
 from isoscope.engine.errors import ModelLoadError
-from isoscope.engine.load.source import ModelSource
+from isoscope.engine.load.source import ModelSource, check_revision
 
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 PICKLE_INDEX = "pytorch_model.bin.index.json"
@@ -69,6 +73,7 @@ QUOTA_REFUSED = (
 PART_SUFFIX = ".part"  # a weight file being downloaded: kept on a cancel, resumed with Range
 DISK_MARGIN = 1.05  # 5 % above the bytes to fetch, for the file system's own use
 TRUE = ("1", "true", "yes", "on")
+COMMIT_SHA = re.compile(r"[0-9a-f]{40}")  # what a ref file holds and a snapshot folder is named
 
 
 class DownloadCancelled(ModelLoadError):
@@ -124,15 +129,39 @@ def _repo_folder(repo_id: str) -> Path:
     return hub_cache_dir() / ("models--" + repo_id.replace("/", "--"))
 
 
-def cached_snapshot(source: ModelSource) -> Path | None:
+def cached_snapshot(
+    source: ModelSource, complete: Callable[[Path], bool] | None = None
+) -> Path | None:
     """The complete snapshot of ``source`` (a Hub id) in the local cache, or None. A snapshot
-    holding only some files (an interrupted download) does not count."""
+    holding only some files (an interrupted download) does not count, nor a revision or a ref
+    file that would lead outside the repo's cache folder (:func:`inside_cache`); ``complete`` says
+    what complete means (default: a model's, :func:`snapshot_complete`)."""
     folder = _repo_folder(source.repo_id)
-    revision = source.revision or "main"
-    ref = folder / "refs" / revision
-    sha = ref.read_text().strip() if ref.is_file() else revision
-    snapshot = folder / "snapshots" / sha
-    return snapshot if snapshot_complete(snapshot) else None
+    revision = check_revision(source.revision or "main", source.repo_id)
+    ref = inside_cache(folder / "refs" / revision, folder)
+    sha = revision
+    if ref.is_file():
+        try:
+            sha = ref.read_text(errors="replace")[:100].strip()
+        except OSError:
+            return None
+        if not COMMIT_SHA.fullmatch(sha):
+            return None  # a damaged or planted ref names no commit: not a cached snapshot
+    snapshot = inside_cache(folder / "snapshots" / sha, folder)
+    return snapshot if (complete or snapshot_complete)(snapshot) else None
+
+
+def inside_cache(path: Path, folder: Path) -> Path:
+    """``path`` when it resolves (symlinks followed) inside the repo's cache ``folder``, else
+    :class:`ModelLoadError`: a Hub lookup never reads or writes anything outside the cache."""
+    root = folder.resolve()
+    real = path.resolve()
+    if real != root and root not in real.parents:
+        raise ModelLoadError(
+            f"the Hugging Face cache entry {path.name!r} of {folder.name!r} leads outside the "
+            "cache; give a branch, tag or commit sha as the revision (or drop @revision)"
+        )
+    return path
 
 
 def to_download(source: str) -> ModelSource | None:
@@ -263,8 +292,14 @@ def fetch(
     if isinstance(info, Path):
         return info  # the Hub could not be reached: the cached copy
     sha, files = info
+    if not COMMIT_SHA.fullmatch(sha):
+        raise ModelLoadError(
+            f"the Hub named commit {sha[:60]!r} for {source.repo_id!r}, which is not a commit sha; "
+            "check HF_ENDPOINT"
+        )
     names = files_to_fetch(files, source.repo_id, allow_pickle=allow_pickle)
-    snapshot = _repo_folder(source.repo_id) / "snapshots" / sha
+    repo_folder = _repo_folder(source.repo_id)
+    snapshot = inside_cache(repo_folder / "snapshots" / sha, repo_folder)
     missing = [n for n in names if not (snapshot / n).is_file()]
     download = _Downloader(source, sha, files, progress)
     if "config.json" in missing:
@@ -301,13 +336,57 @@ def fetch(
     return snapshot
 
 
+def fetch_files(
+    source: ModelSource,
+    choose: Callable[[dict[str, int]], list[str]],
+    complete: Callable[[Path], bool],
+    *,
+    progress: Progress | None = None,
+    quota_bytes: int | None = None,
+) -> Path:
+    """The snapshot folder of the Hub id ``source`` holding the files ``choose`` picks from the
+    repo's list (name -> size; names may lie in sub-folders), under :func:`fetch`'s rules:
+    ``HF_HUB_OFFLINE`` reads the cache only, a pinned commit already cached needs no network, an
+    unreachable Hub falls back to the cache, a gated or unknown repo, an unknown revision and a
+    full disk (or quota) each give one :class:`ModelLoadError`, and weight files resume from
+    their part. ``complete`` says whether a cached snapshot already holds what is needed. For
+    files that are not a Transformers checkpoint: a released sparse autoencoder inside a repo
+    of many (:mod:`isoscope.analysis.sae.load`); ``choose`` refuses what must not be fetched."""
+    cached = cached_snapshot(source, complete)
+    if offline():
+        if cached is not None:
+            return cached
+        raise ModelLoadError(
+            f"{source.text!r} is not in the local Hugging Face cache and HF_HUB_OFFLINE=1 "
+            "forbids downloads: unset HF_HUB_OFFLINE to download it, or pass a local folder"
+        )
+    if cached is not None and cached.name == source.revision:
+        return cached
+    info = _repo_info(source, cached)
+    if isinstance(info, Path):
+        return info
+    sha, files = info
+    names = choose(files)
+    snapshot = _repo_folder(source.repo_id) / "snapshots" / sha
+    missing = [n for n in names if not (snapshot / n).is_file()]
+    download = _Downloader(source, sha, files, progress)
+    needed = sum(files.get(n, 0) for n in missing)
+    _check_space(needed, source, quota_bytes)
+    download.total = needed
+    for name in sorted(missing, key=_is_weights):  # the small files first
+        download.file(name)
+    _record_ref(source, sha)
+    return snapshot
+
+
 def _record_ref(source: ModelSource, sha: str) -> None:
     """Name the commit under its branch or tag (``refs/main``), as ``snapshot_download`` does,
     once the snapshot is complete: offline runs then find it by that name."""
-    revision = source.revision or "main"
-    if revision == sha:
+    revision = check_revision(source.revision or "main", source.repo_id)
+    if revision == sha or not COMMIT_SHA.fullmatch(sha):
         return
-    ref = _repo_folder(source.repo_id) / "refs" / revision
+    folder = _repo_folder(source.repo_id)
+    ref = inside_cache(folder / "refs" / revision, folder)
     ref.parent.mkdir(parents=True, exist_ok=True)
     ref.write_text(sha)
 
@@ -432,7 +511,7 @@ class _Downloader:
             if _is_weights(name):
                 self._resumable(name)
             else:
-                hf_hub_download(
+                hf_hub_download(  # type: ignore[call-overload]  # tqdm_class: any bar factory works
                     self.source.repo_id,
                     name,
                     revision=self.sha,
@@ -467,8 +546,8 @@ class _Downloader:
         url = hf_hub_url(self.source.repo_id, name, revision=self.sha, endpoint=_endpoint())
         meta = get_hf_file_metadata(url, endpoint=_endpoint())
         folder = _repo_folder(self.source.repo_id)
-        blob = folder / "blobs" / str(meta.etag)
-        pointer = folder / "snapshots" / self.sha / name
+        blob = inside_cache(folder / "blobs" / str(meta.etag), folder)
+        pointer = inside_cache(folder / "snapshots" / self.sha / name, folder)
         blob.parent.mkdir(parents=True, exist_ok=True)
         part = blob.with_name(blob.name + PART_SUFFIX)
         with FileLock(str(part) + ".lock"):  # one writer per part, across processes
@@ -484,7 +563,7 @@ class _Downloader:
                             resume_size=resume,
                             headers=build_hf_headers(),
                             expected_size=meta.size,
-                            tqdm_class=self._bar,
+                            tqdm_class=self._bar,  # type: ignore[arg-type]  # any bar factory works
                         )
                 _complete(part, blob, meta.size, str(meta.etag), name)
             _link(blob, pointer)

@@ -19,7 +19,9 @@ class ModelParts:
     cache key before the dtype is appended; ``weights_dir`` the checkpoint folder (None when built
     at random); ``random`` whether the weights are a random initialisation; ``spec`` how to build
     the model again (Ray workers); ``path`` / ``revision`` the provenance of what the user opened
-    (:class:`isoscope.engine.load.models.ModelInfo`)."""
+    (:class:`isoscope.engine.load.models.ModelInfo`); ``weights`` the card's line on where the
+    weights came from, as the checkpoint load measured it
+    (:mod:`isoscope.engine.load.weight_check`; "" for a model built at random)."""
 
     model: torch.nn.Module
     tokenizer: Any
@@ -32,6 +34,7 @@ class ModelParts:
     processor: Any = None
     path: str | None = None
     revision: str | None = None
+    weights: str = ""
 
 
 def short_error(exc: BaseException) -> str:

@@ -44,7 +44,7 @@ import functools
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -58,6 +58,7 @@ from isoscope.engine.load import preflight
 from isoscope.engine.load.checkpoints import (
     bundled_tokenizer,
     default_model_dir,
+    encoder_of,
     fingerprint_folder,
     local_hub_snapshot,
     opened_path,
@@ -137,6 +138,10 @@ class ModelInfo:
     # path: the absolute folder or .gguf file the user named (None for default, a Hub id, random:)
     path: str | None = None
     revision: str | None = None  # the Hub commit sha loaded (Hub ids only): reproducible results
+    # where the weights came from, measured at load (isoscope.engine.load.weight_check): "trained
+    # (all 39 tensors from the checkpoint)", with any prefix mapped; "random init (...)" for a
+    # model built at random. "" only on cards saved before the check existed.
+    weights: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         # tuples as lists: the dict equals itself after a JSON round trip (caches, saved analyses)
@@ -226,11 +231,11 @@ def load_model(
     phases: list[tuple[str, int, float]] = []  # what this load measured (LoadedModel.phases)
     if parsed.kind == "random-like":
         return _load_random_like(parsed, device, dtype, allow_pickle, head)
+    placement = "auto-map" if device_map == "auto" else torch_device.type
+    check = _memory_check(parsed.text, str(torch_dtype).removeprefix("torch."), placement)
     if parsed.kind == "random":
-        loaded = read_random(parsed, head=head)
+        loaded = read_random(parsed, head=head, check=check)
     else:
-        placement = "auto-map" if device_map == "auto" else torch_device.type
-        check = _memory_check(parsed.text, str(torch_dtype).removeprefix("torch."), placement)
         announce = preflight.once(on_preflight)
         gguf_file = _gguf_file(parsed)
         if gguf_file is not None:  # before the conversion, which reads every tensor
@@ -394,6 +399,8 @@ def make_loaded(parts: ModelParts, device: torch.device, dtype: torch.dtype) -> 
     except IsoscopeError as exc:
         raise ModelLoadError(f"{parts.source!r}: {exc}") from None
     _ensure_pad_token(parts.tokenizer)
+    if layout.modality == "text":
+        layout = _text_behaviour(parts.source, model, parts.tokenizer, layout)
     return LoadedModel(
         model=model,
         tokenizer=parts.tokenizer,
@@ -408,6 +415,34 @@ def make_loaded(parts: ModelParts, device: torch.device, dtype: torch.dtype) -> 
     )
 
 
+def _text_behaviour(
+    source: str, model: torch.nn.Module, tokenizer: Any, layout: InputLayout
+) -> InputLayout:
+    """``layout`` with ``pad_with_mask`` as measured on the model: whether adding masked pads
+    after a text moves its real tokens (:func:`isoscope.engine.arch.behaviour.behaviour`). A
+    model they move runs unpadded, and its extractions say so. A model whose states are no
+    function of its text (not deterministic, or mixing no tokens) is refused in one line."""
+    found = arch.behaviour(model, getattr(tokenizer, "pad_token_id", None))
+    if found.refusal():
+        raise ModelLoadError(f"{source!r} ({type(model).__name__}): {found.refusal()}")
+    if found.shortened and not getattr(model.config, "downsampling_rate", None):
+        state, positions = found.shortened[0]
+        raise ModelLoadError(
+            f"{source!r} ({type(model).__name__}): its state {state} holds {positions} positions "
+            f"for a text of {arch.PROBE_TOKENS} tokens (pooled states that shorten the sequence); "
+            "isoscope reads models whose every state has one vector per token"
+        )
+    if found.last_state:
+        layout = dataclasses.replace(layout, notes=(*layout.notes, found.last_state))
+    if not found.pads_move_tokens:
+        return layout
+    note = (
+        "padding moves this model's real tokens "
+        f"({found.why or 'measured at load'}): every batch holds texts of one length, unpadded"
+    )
+    return dataclasses.replace(layout, pad_with_mask=False, notes=(*layout.notes, note))
+
+
 def _place(
     model: torch.nn.Module, device: torch.device, dtype: torch.dtype, placement: str | None
 ) -> torch.device:
@@ -417,7 +452,7 @@ def _place(
         if placement is None:
             model.to(device=device, dtype=dtype)
             return device
-        return model.get_input_embeddings().weight.device
+        return cast(Any, model).get_input_embeddings().weight.device
     except Exception as exc:  # e.g. out of GPU memory
         raise ModelLoadError(
             f"cannot move the model to {device} as {dtype}: {short_error(exc)}"
@@ -441,7 +476,7 @@ def _model_info(
 ) -> ModelInfo:
     """The model card of a placed model."""
     model = parts.model
-    config = model.config
+    config: Any = model.config
     num_layers = getattr(config, "num_hidden_layers", None)
     hidden_size = getattr(config, "hidden_size", None)
     if not num_layers or not hidden_size:
@@ -458,6 +493,9 @@ def _model_info(
         )
     archs = getattr(config, "architectures", None) or [type(model).__name__]
     text = layout.modality == "text"
+    counted = arch.behaviour(model).num_states if text else 0
+    if counted > 1 and counted - 1 != int(num_layers):
+        num_layers = counted - 1  # the states the forward returns, not what the config counts
     return ModelInfo(
         source=parts.source,
         display_name=parts.display,
@@ -469,7 +507,7 @@ def _model_info(
         num_parameters=sum(p.numel() for p in model.parameters()),
         position_embedding=_position_line(model, layout),
         is_causal=arch.is_causal(model) if text else False,
-        max_positions=getattr(config, "max_position_embeddings", None) if text else None,
+        max_positions=_position_limit(config) if text else None,
         has_mlm_head=type(model).__name__.endswith("ForMaskedLM"),
         random_init=parts.random,
         device=describe_device(device, dtype) + (" · device_map=auto" if placement else ""),
@@ -485,7 +523,28 @@ def _model_info(
         layer_pattern=_pattern_line(model),
         path=parts.path,
         revision=parts.revision,
+        weights=_weights_line(parts),
     )
+
+
+def _weights_line(parts: ModelParts) -> str:
+    """The card's ``weights`` line: what the checkpoint load measured, or a random
+    initialisation's. A checkpoint model without a measurement is a loader's bug."""
+    if parts.random:
+        return "random init (no checkpoint: built from a config with random weights)"
+    if not parts.weights:
+        raise ModelLoadError(
+            f"{parts.source!r}: its weights were not checked against the checkpoint; this is a bug "
+            "in isoscope's loader, please report it"
+        )
+    return parts.weights
+
+
+def _position_limit(config: Any) -> int | None:
+    """The most tokens the model reads, None for no limit: a missing ``max_position_embeddings``,
+    or one of -1 or 0 (XLNet's relative positions have none)."""
+    limit = getattr(config, "max_position_embeddings", None)
+    return int(limit) if isinstance(limit, int) and limit > 0 else None
 
 
 def _pattern_line(model: torch.nn.Module) -> str:
@@ -512,14 +571,15 @@ def _position_line(model: torch.nn.Module, layout: InputLayout) -> str:
 def _role(model: torch.nn.Module, architecture: str, layout: InputLayout) -> str:
     """The model card's role line for the encoder of an encoder-decoder (else ""): the decoder
     side is out of scope."""
-    if not getattr(model.config, "is_encoder_decoder", False):
+    config: Any = model.config
+    if not getattr(config, "is_encoder_decoder", False):
         return ""
     name = architecture
     for suffix in ("ForConditionalGeneration", "ForAudioClassification", "Model"):
         name = name.removesuffix(suffix)
     kind = "speech encoder" if layout.modality == "audio" else f"{layout.modality} encoder"
     return (
-        f"{kind} ({name or model.config.model_type}), encoder of an encoder-decoder; its decoder "
+        f"{kind} ({name or config.model_type}), encoder of an encoder-decoder; its decoder "
         "is not analysed"
     )
 
@@ -565,10 +625,7 @@ def random_like(loaded: LoadedModel, seed: int = 0) -> LoadedModel:
         raise ModelLoadError(
             f"cannot build a random-init copy of {loaded.info.source!r}: {short_error(exc)}"
         ) from None
-    if getattr(model.config, "is_encoder_decoder", False) and callable(
-        getattr(model, "get_encoder", None)
-    ):
-        model = model.get_encoder()  # as loaded: the encoder of an encoder-decoder
+    model = encoder_of(model)  # as loaded: the encoder of an encoder-decoder
     parts = ModelParts(
         model=model,
         tokenizer=loaded.tokenizer,

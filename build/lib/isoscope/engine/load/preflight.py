@@ -124,8 +124,8 @@ def folder_census(folder: Path, files: Iterable[Path] | None = None) -> dict[str
 def gguf_census(path: Path) -> dict[str, int]:
     """Parameters per stored type (``Q4_1``, ``F32``...) of a GGUF file's tensor table; {} when
     the file cannot be read (the conversion then says why). transformers' reader walks the
-    metadata without building it (17 ms on the bundled SmolLM2, where the ``gguf`` package's
-    ``GGUFReader`` takes 2-3 s parsing its 49,152-token vocabulary); the data is never read."""
+    metadata without building it, where the ``gguf`` package's ``GGUFReader`` parses the whole
+    vocabulary first, orders of magnitude slower; the data is never read."""
     from gguf import GGMLQuantizationType
     from transformers.integrations.gguf.reader import GgufHeader
 

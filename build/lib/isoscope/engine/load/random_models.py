@@ -5,7 +5,8 @@ image / audio processor."""
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -14,6 +15,9 @@ from isoscope.engine.errors import ModelLoadError
 from isoscope.engine.load.checkpoints import bundled_tokenizer, default_model_dir
 from isoscope.engine.load.model_parts import ModelParts
 from isoscope.engine.load.source import RANDOM_FAMILIES, ModelSource
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 
 def build_random_model(
@@ -44,11 +48,13 @@ def build_random_model(
     torch.manual_seed(seed)
     if row.modality != "text":
         return _random_media_model(row.builds, layers, width, heads, init_std)
+    model: PreTrainedModel
     if row.builds == "default":
         config = AutoConfig.from_pretrained(default_model_dir(), local_files_only=True)
         config.initializer_range = init_std
         model = (BertForMaskedLM if head == "mlm" else BertModel)(config)
     elif row.builds == "bert":
+        assert row.max_positions is not None  # a bert or gpt2 row names its default length
         config = BertConfig(
             vocab_size=vocab_size,
             hidden_size=width,
@@ -62,6 +68,7 @@ def build_random_model(
     else:
         if head == "mlm":
             raise ModelLoadError("random GPT-2 models are causal and have no masked-LM head")
+        assert row.max_positions is not None
         config = GPT2Config(
             vocab_size=vocab_size,
             n_embd=width,
@@ -88,7 +95,7 @@ def _random_media_model(
 ) -> torch.nn.Module:
     from transformers import ViTConfig, ViTModel, Wav2Vec2Config, Wav2Vec2Model
 
-    common = {
+    common: dict[str, Any] = {
         "hidden_size": width,
         "num_hidden_layers": layers,
         "num_attention_heads": heads,
@@ -113,8 +120,26 @@ def random_processor(family: str) -> Any:
     return Wav2Vec2FeatureExtractor(return_attention_mask=True)
 
 
-def read_random(source: ModelSource, *, head: str) -> ModelParts:
-    """A ``random:FAMILY:opts`` source as :class:`ModelParts`, fingerprinted by its canonical text."""
+def random_census(
+    family: str, options: dict[str, float], vocab_size: int, *, head: str = "base"
+) -> dict[str, int]:
+    """Parameters of the model :func:`build_random_model` would build (position tables, heads and
+    embeddings included), counted on the meta device: the model's own modules, no memory. The
+    memory preflight weighs a ``random:`` model with this before it is built."""
+    with torch.device("meta"):
+        model = build_random_model(family, options, vocab_size, head=head)
+    return {"F32": sum(p.numel() for p in model.parameters())}
+
+
+def read_random(
+    source: ModelSource,
+    *,
+    head: str,
+    check: Callable[[dict[str, int]], None] | None = None,
+) -> ModelParts:
+    """A ``random:FAMILY:opts`` source as :class:`ModelParts`, fingerprinted by its canonical text.
+    ``check`` gets the parameter census (:func:`random_census`) before the model is built and may
+    refuse it (the memory preflight)."""
     assert source.family is not None
     family, options, canonical = source.family.name, source.option_dict, source.text
     media = source.family.modality != "text"
@@ -122,9 +147,12 @@ def read_random(source: ModelSource, *, head: str) -> ModelParts:
         raise ModelLoadError(f"random {family} models have no masked-LM head; use head 'base'")
     tokenizer = None if media else bundled_tokenizer()
     processor = random_processor(family) if media else None
-    model = build_random_model(family, options, 0 if media else len(tokenizer), head=head)
+    vocab_size = 0 if tokenizer is None else len(tokenizer)
+    if check is not None:
+        check(random_census(family, options, vocab_size, head=head))
+    model = build_random_model(family, options, vocab_size, head=head)
     fingerprint = hashlib.sha256(f"{canonical}|{head}".encode()).hexdigest()[:20]
-    config = model.config
+    config: Any = model.config
     return ModelParts(
         model=model,
         tokenizer=tokenizer,

@@ -10,7 +10,12 @@ Kinds (``ModelSource.kind``):
 - ``gguf``: a path ending in ``.gguf``;
 - ``folder``: a path that exists (or that cannot be a Hub id: then it is a mistyped path);
 - ``hub``: a Hugging Face Hub id ``name`` or ``org/name``, optionally pinned with ``@revision``
-  (a branch, tag or commit sha), e.g. ``Qwen/Qwen3-0.6B@main``.
+  (a branch, tag or commit sha), e.g. ``Qwen/Qwen3-0.6B@main``. A revision follows git's rules
+  for ref names (:func:`check_revision`): it is a name, never a path, so it cannot point the Hub
+  cache lookup outside the cache.
+
+Every number in a ``random:`` source is a finite integer (``init_std``: a finite number) within
+its range in :data:`RANDOM_OPTIONS`, checked here, before anything is built.
 
 Parsing reads only whether a path exists; nothing is loaded or downloaded here. Every module
 that must know what a source names (the loader, the access rules, links, Ray, the ablation)
@@ -19,11 +24,13 @@ asks this one, so the grammar has one home.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from isoscope.engine.errors import ModelLoadError
+from isoscope.engine.params import Interval
 
 DEFAULT_SOURCE = "default"
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
@@ -99,12 +106,33 @@ RANDOM_FAMILIES: dict[str, RandomFamily] = {
         ),
     )
 }
-RANDOM_KEYS = ("layers", "width", "heads", "seed", "init_std", "max_positions")
+# The options of a random:FAMILY model and the values each accepts (its default where a family
+# does not set its own): what a visitor may type is bounded here, before the memory preflight
+# (isoscope.engine.load.preflight) weighs the model the options describe.
+RANDOM_OPTIONS: dict[str, Interval] = {
+    o.name: o
+    for o in (
+        Interval(1, 64, 4, integer=True, name="layers", help="transformer blocks"),
+        Interval(1, 8192, 256, integer=True, name="width", help="hidden size"),
+        Interval(1, 128, 4, integer=True, name="heads", help="attention heads"),
+        Interval(0, 2**32 - 1, 0, integer=True, name="seed", help="the initialisation's seed"),
+        Interval(0, 1, 0.02, name="init_std", help="std of the normal initialisation"),
+        Interval(1, 65536, 512, integer=True, name="max_positions", help="position-table rows"),
+    )
+}
+RANDOM_KEYS = tuple(RANDOM_OPTIONS)
 
 RANDOM_PREFIX = "random:"
 RANDOM_LIKE_PREFIX = "random-like:"
 # org/name, each part letters, digits, '-', '_', '.'; an optional @revision (branch, tag, sha)
 _HUB_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]*/)?[A-Za-z0-9][\w.-]*$")
+MAX_REVISION_CHARS = 255
+# One component of a git ref name: no control characters, space, ~ ^ : ? * [ \ (git check-ref-format)
+_REF_PART = re.compile(r"^[^\x00-\x20\x7f~^:?*\[\\]+$")
+REVISION_RULES = (
+    "a revision is a branch, tag or commit sha (letters, digits, '-', '_', '.', '/' between "
+    f"names; no '..', no leading '/' or '.', no spaces; at most {MAX_REVISION_CHARS} characters)"
+)
 
 
 @dataclass(frozen=True)
@@ -183,7 +211,40 @@ def parse_source(text: str) -> ModelSource:
     repo_id, _, revision = text.partition("@")
     if not _HUB_ID.match(repo_id) or (revision == "" and "@" in text):
         return ModelSource("folder", text, path=path)  # neither: "does not exist"
+    if revision:
+        check_revision(revision, repo_id)
     return ModelSource("hub", text, repo_id=repo_id, revision=revision or None)
+
+
+def revision_problem(revision: str) -> str | None:
+    """What makes ``revision`` not a git ref name (a branch, tag, ``refs/pr/1`` or a commit sha),
+    or None when it is one. A path (``/etc``, ``../x``, ``a\\b``) is never a ref name."""
+    if len(revision) > MAX_REVISION_CHARS:
+        return f"it is {len(revision)} characters long"
+    if revision.startswith("/") or revision.endswith("/") or "//" in revision:
+        return "it starts or ends with '/' or has an empty part"
+    if ".." in revision or "@{" in revision:
+        return "it holds '..' or '@{'"
+    for part in revision.split("/"):
+        if part.startswith(".") or part.endswith(".lock") or not _REF_PART.match(part):
+            return f"{part!r} is not a name git accepts"
+    if revision.endswith("."):
+        return "it ends with '.'"
+    return None
+
+
+def check_revision(revision: str, repo_id: str = "") -> str:
+    """``revision`` when it is a git ref name, else :class:`ModelLoadError` in one line."""
+    problem = revision_problem(revision)
+    if problem is None:
+        return revision
+    shown = revision if len(revision) <= 60 else revision[:60] + "..."
+    shown = shown.encode("unicode_escape").decode("ascii")  # control characters stay visible
+    where = f" of {repo_id!r}" if repo_id else ""
+    raise ModelLoadError(
+        f"revision {shown!r}{where} is not a branch, tag or commit ({problem}); {REVISION_RULES}; "
+        "or drop @revision for the default branch"
+    )
 
 
 def _could_be_hub_id(text: str) -> bool:
@@ -211,14 +272,35 @@ def _parse_random(text: str) -> tuple[RandomFamily, tuple[tuple[str, float], ...
                 f"bad random-model option {item!r}; options are key=value with key one of "
                 f"{', '.join(RANDOM_KEYS)}"
             )
-        try:
-            number = float(value)
-        except ValueError:
-            raise ModelLoadError(
-                f"random-model option {key} needs a number, got {value!r}"
-            ) from None
-        options[key] = number if key == "init_std" else int(number)
+        options[key] = random_option(key, value.strip())
     return family, tuple((k, options[k]) for k in RANDOM_KEYS if k in options)
+
+
+def random_option(key: str, value: str) -> float:
+    """The number ``value`` of the ``random:`` option ``key``: finite, an integer unless the
+    option is ``init_std``, and within :data:`RANDOM_OPTIONS`; else :class:`ModelLoadError`
+    naming the accepted range (``nan``, ``inf``, ``1e400``, ``-1`` and ``2.5`` layers included)."""
+    declared = RANDOM_OPTIONS[key]
+    kind = "an integer" if declared.integer else "a finite number"
+    accepted = (
+        f"random-model option {key} needs a number: {kind} from {_bound(declared.low)} to "
+        f"{_bound(declared.high)}, got {value[:40]!r}"
+    )
+    try:
+        number = float(value)
+        if re.fullmatch(r"[+-]?\d+", value):
+            number = int(value)  # exact, however many digits
+    except ValueError:
+        raise ModelLoadError(accepted) from None
+    if not math.isfinite(number) or (declared.integer and not float(number).is_integer()):
+        raise ModelLoadError(accepted)
+    if not declared.low <= number <= declared.high:
+        raise ModelLoadError(accepted)
+    return int(number) if declared.integer else float(number)
+
+
+def _bound(value: float) -> str:
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
 
 
 def random_source(family: str, **options: float) -> str:

@@ -3,9 +3,9 @@
 
 transformers memory-maps each safetensors file for the whole load and converts every tensor from
 the mapping; the file's pages it touches count in the process's RSS until the load ends, so the
-peak is the file (the half-precision weights) plus the float32 copy: 3.37 GB for a 0.5B bf16
-checkpoint whose float32 weights take 2.4, 9.17 GB at 1.5B. :func:`load_widened` avoids that
-two ways (peaks 2.39 and 6.27 GB; benchmarks/widen_rss.py):
+peak is the file (the half-precision weights) plus the float32 copy, about 1.5 times the float32
+weights. :func:`load_widened` avoids that two ways, each peaking at about the float32 weights
+(benchmarks/widen_rss.py measures them; docs/performance.md):
 
 - released (Linux, one stored dtype): load in the stored dtype, which transformers keeps as
   zero-copy views of the mapping, then widen tensor by tensor, handing each source's pages back
@@ -17,7 +17,7 @@ two ways (peaks 2.39 and 6.27 GB; benchmarks/widen_rss.py):
 - pread (otherwise): transformers' own float32 load, with the files read by safetensors' pread
   backend (which transformers takes on Windows and MPS) instead of mmap: each tensor's bytes go
   to a buffer that dies once it is converted. The plain float32 load to the bit, at more CPU
-  time (a fresh buffer per tensor: +15% at 0.5B, +45% at 1.5B).
+  time (a fresh buffer per tensor).
 
 Both leave nothing mapped to fault in on the first forward pass. A float32 checkpoint loaded as
 float32 stays zero-copy mmapped, a bf16 one loaded as bf16 too, and a GPU or ``device_map`` load
@@ -33,7 +33,7 @@ import mmap
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -60,16 +60,16 @@ def widens(census: dict[str, int], dtype: torch.dtype, device_map: str | None) -
 
 def load_widened(
     load: Callable[..., Any], census: dict[str, int], dtype: torch.dtype
-) -> torch.nn.Module:
-    """The model ``load(dtype)`` makes (``load``: ``from_pretrained`` of a checkpoint on the CPU,
-    ``load(dtype, output_loading_info=True)`` giving ``(model, info)`` too), for a checkpoint that
+) -> tuple[torch.nn.Module, Any]:
+    """``(model, loading info)`` as ``load(dtype)`` makes them (``load``: ``from_pretrained`` of a
+    checkpoint on the CPU with ``output_loading_info=True``), for a checkpoint that
     :func:`widens`, without holding the file and the widened copy at once (module docstring)."""
     stored = [HALF[d] for d in census if d in HALF]
     if RELEASES and len(stored) == 1:
         with torch.random.fork_rng(devices=[]):  # a refused try leaves the draws to the reload
-            model, info = load(stored[0], output_loading_info=True)
+            model, info = load(stored[0])
         if widen_in_place(model, dtype, info):
-            return model
+            return model, info
         del model, info  # zero-copy views of the mapping: dropping them costs nothing
     with pread_reads():
         return load(dtype)
@@ -79,6 +79,7 @@ def widen_in_place(model: torch.nn.Module, dtype: torch.dtype, info: dict) -> bo
     """Widen a half-precision load's floating parameters and buffers to ``dtype`` one by one,
     releasing each source's pages of a clean checkpoint mapping; False, with nothing changed,
     when the result would not be the ``dtype`` load (``info``: from_pretrained's loading info)."""
+    info = info.to_dict() if hasattr(info, "to_dict") else info
     if info.get("missing_keys") or info.get("mismatched_keys"):
         return False  # drawn at load time in half precision; a float32 load draws other values
     if made_in_half(model, dtype):
@@ -99,7 +100,7 @@ def widen_in_place(model: torch.nn.Module, dtype: torch.dtype, info: dict) -> bo
                 setattr(module, name, widened[id(buffer)])
     for module in model.modules():  # as the dtype load writes it (T5's stacks hold copies)
         config = getattr(module, "config", None)
-        if hasattr(config, "dtype"):
+        if config is not None and hasattr(config, "dtype"):
             config.dtype = dtype
     return True
 
@@ -193,5 +194,5 @@ def _install() -> bool:
             return original(filename, framework, device=device, backend=backend, **kwargs)
 
         safe_open.isoscope_pread = True  # type: ignore[attr-defined]
-        modeling_utils.safe_open = safe_open
+        cast(Any, modeling_utils).safe_open = safe_open  # a function where it holds a class
         return True

@@ -31,6 +31,7 @@ import os
 import threading
 import time
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,7 +64,7 @@ def is_loopback(address: str | None) -> bool:
         return False
 
 
-def shared_mode(address: str | None, environ: dict[str, str] | None = None) -> bool:
+def shared_mode(address: str | None, environ: Mapping[str, str] | None = None) -> bool:
     """``ISOSCOPE_SHARED`` when set (1/true/yes/on or 0/false/no/off), else whether the server
     listens beyond loopback."""
     value = (environ if environ is not None else os.environ).get("ISOSCOPE_SHARED", "")
@@ -88,7 +89,7 @@ class SessionLimits:
     runs_per_minute: int = 6  # heavy runs (extraction, comparison, report, sweeps) started
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None) -> SessionLimits:
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> SessionLimits:
         env = environ if environ is not None else os.environ
         return cls(
             max_upload_mb=_number(env, "ISOSCOPE_MAX_UPLOAD_MB", cls.max_upload_mb, float),
@@ -111,7 +112,7 @@ class SessionLimits:
             )
 
 
-def _number(env: dict[str, str], name: str, default, kind):
+def _number(env: Mapping[str, str], name: str, default, kind):
     raw = env.get(name, "").strip()
     if not raw:
         return default
@@ -139,7 +140,7 @@ class AccessPolicy:
     def from_env(
         cls,
         address: str | None,
-        environ: dict[str, str] | None = None,
+        environ: Mapping[str, str] | None = None,
         secret_passphrase: str = "",
     ) -> AccessPolicy:
         env = environ if environ is not None else os.environ
@@ -188,6 +189,26 @@ class AccessPolicy:
     def hub_allowed(self, repo_id: str) -> bool:
         """Whether ``repo_id`` matches one of the operator's ``ISOSCOPE_HUB_ALLOW`` patterns."""
         return any(fnmatch.fnmatchcase(repo_id.lower(), p.lower()) for p in self.hub_allow)
+
+    @property
+    def upload_limit_bytes(self) -> int:
+        """The most bytes one uploaded file may hold: the limit of every user file, and on a
+        shared server the per-visitor upload limit when that is lower. A saved analysis that
+        arrives by upload may decompress to no more than this either."""
+        from isoscope.engine.params import MAX_FILE_BYTES
+
+        if not self.shared:
+            return MAX_FILE_BYTES
+        return min(MAX_FILE_BYTES, int(self.limits.max_upload_mb * 1024 * 1024))
+
+    def check_upload(self, name: str, size: int) -> None:
+        """The one check of every upload on every page: :class:`InputError` naming the size and
+        the limit that refuses it (the shared server's own, or the file limit)."""
+        from isoscope.engine.inputs.files import check_bytes_count
+
+        if self.shared:
+            self.limits.check_upload(name, size)
+        check_bytes_count(size, name)
 
     @property
     def quota_bytes(self) -> int | None:

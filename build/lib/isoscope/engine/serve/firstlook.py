@@ -4,8 +4,8 @@ statistics, :mod:`isoscope.engine.budget.page_budget`).
 
 With no speed recorded for the device yet (:mod:`isoscope.engine.budget.throughput`), nothing predicts
 how long the whole corpus takes. So a first batch of texts (``settings.batch_size``, at most
-:data:`~isoscope.engine.budget.page_budget.MIN_FIRST_LOOK_TEXTS`: a full batch of 32 texts of a 1.5B
-decoder took 56 s on 2 cores, the whole budget) runs as a partial extraction and is timed;
+:data:`~isoscope.engine.budget.page_budget.MIN_FIRST_LOOK_TEXTS`: a full batch of a 1.5B decoder
+can take the whole budget on a small CPU) runs as a partial extraction and is timed;
 that measured rate sizes the prefix (the batch included) that fits the first look's budget;
 the rest of the prefix runs as a second partial, and the two are merged
 (:meth:`isoscope.engine.extraction.partial.PartialExtraction.merge`) into the result of the

@@ -126,7 +126,7 @@ class WorkQueue:
         with self._lock:
             flight = self._flights.get(key)
             lead = flight is None
-            if lead:
+            if flight is None:
                 flight = _Flight(key, compute, owner, label)
                 self._flights[key] = flight
                 if heavy:

@@ -25,6 +25,13 @@ Size limit (default 5 GiB; ``ResultCache(limit=)``, the CLI's ``--cache-limit``,
   unwritable or full folder keeps nothing: in both cases :meth:`ResultCache.put` adds ONE notice to
   the result ("nothing was cached: ..."), which the CLI prints and the pages show.
 - A corrupted or unreadable entry is treated as a miss: recomputed and replaced.
+- An entry is served only when it is the entry of the key asked for: it carries the record its
+  key hashes (model fingerprint, corpus hash, every setting, the code version;
+  :mod:`isoscope.engine.store.entries`), the record must hash to the key, and an extraction's own
+  fields and texts must agree with it. Anything else (a file copied over another key's, a record
+  edited or cut short) is refused: removed, a miss, recomputed and replaced, logged, and counted in
+  :data:`REFUSED_FILE` beside the results (``cache --info`` and the sidebar show the count). An
+  entry from before entries carried a record is a plain miss.
 
 Comparisons of two extractions (:func:`isoscope.analysis.compare.comparison.cached_compare`) are entries of the same
 kind (:meth:`ResultCache.save_arrays`), under the same limit and eviction.
@@ -38,12 +45,15 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
+import logging
 import os
 import shutil
 import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 
@@ -51,7 +61,17 @@ from isoscope.engine.budget import page_budget, throughput
 from isoscope.engine.environment import default_cache_dir
 from isoscope.engine.errors import InputError
 from isoscope.engine.extraction import ExtractionResult
-from isoscope.engine.store.entries import result_arrays, result_from_arrays
+from isoscope.engine.store.entries import (
+    SOURCE_MEMBER,
+    entry_key,
+    entry_mismatch,
+    result_arrays,
+    result_from_arrays,
+    result_mismatch,
+    result_source,
+    source_array,
+    stored_source,
+)
 from isoscope.engine.store.limit import (
     LIMIT_ENV,
     CacheUsage,
@@ -69,6 +89,19 @@ STALE_TEMP_SECONDS = 24 * 3600  # a temp file untouched this long was left by a 
 LOCK_TIMEOUT_S = 30.0
 KEY_LOCKS_DIR = "locks"  # one lock file per key being computed (cross-process single flight)
 KEY_LOCK_TIMEOUT_S = 900.0
+REFUSED_FILE = "refused.json"  # how many entries were refused as not their key's, and the last why
+REFUSED_LOCK_TIMEOUT_S = 2.0  # counting waits this long for the lock, then only logs
+
+log = logging.getLogger(__name__)
+
+
+def refused_entries(root: str | Path) -> tuple[int, str]:
+    """``(entries refused so far, the last reason)`` recorded in the cache folder ``root``."""
+    try:
+        data = json.loads((Path(root) / REFUSED_FILE).read_text())
+        return int(data.get("count", 0)), str(data.get("last", ""))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return 0, ""
 
 
 def touch(path: str | Path) -> None:
@@ -113,8 +146,8 @@ class ResultCache:
     # ------------------------------------------------------------------ read
 
     def load_arrays(self, key: str) -> dict[str, np.ndarray] | None:
-        """The arrays stored under ``key`` (no pickle), or None (missing or unreadable). A hit
-        counts as a use (LRU)."""
+        """The arrays stored under ``key`` (no pickle), or None (missing, unreadable, or not the
+        entry of ``key``: refused, see the module doc). A hit counts as a use (LRU)."""
         path = self.path(key)
         if not path.exists():
             return None
@@ -123,6 +156,10 @@ class ResultCache:
                 arrays = {name: data[name] for name in data.files}
         except Exception:
             return None  # unreadable or evicted meanwhile: recompute
+        why = entry_mismatch(key, arrays)
+        if why is not None:
+            self._refuse(key, why)
+            return None
         try:
             os.utime(path)  # last use = mtime (atime is unreliable: noatime/relatime mounts)
         except OSError:
@@ -130,21 +167,55 @@ class ResultCache:
         return arrays
 
     def load(self, key: str) -> ExtractionResult | None:
-        """The cached result, or None (missing, unreadable, older layout). A hit counts as a use."""
+        """The cached result, or None (missing, unreadable, older layout, or refused as not the
+        result its key names). A hit counts as a use."""
         data = self.load_arrays(key)
         if data is None:
             return None
-        return result_from_arrays(data)
+        record = stored_source(data)
+        result = result_from_arrays(data)
+        if record is None or result is None:
+            return None  # from before entries carried a record, or another layout: recompute
+        why = result_mismatch(result, record)
+        if why is not None:
+            self._refuse(key, why)
+            return None
+        return result
+
+    def _refuse(self, key: str, why: str) -> None:
+        """Log, count and remove an entry that is not the entry of ``key`` (the caller then
+        recomputes it and writes the right one; until then a read is a plain miss)."""
+        line = f"cache entry {key[:12]} refused and recomputed: {why}"
+        log.warning("isoscope: %s", line)
+        _unlink(self.path(key))
+        from filelock import FileLock, Timeout
+
+        try:
+            with FileLock(str(self.root / LOCK_NAME), timeout=REFUSED_LOCK_TIMEOUT_S):
+                count, _last = refused_entries(self.root)
+                throughput.write_records(
+                    self.root / REFUSED_FILE, {"count": count + 1, "last": line}
+                )
+        except (OSError, Timeout):
+            pass  # a read-only folder or a busy lock: the log line stays
 
     # ------------------------------------------------------------------ write
 
     def save(self, key: str, result: ExtractionResult) -> Path | None:
         """Write ``result`` and evict down to the limit; returns the path, or None when nothing was
-        kept, with the reason in :attr:`notice` (folder not writable or full, result too large)."""
-        return self.save_arrays(key, result_arrays(result))
+        kept, with the reason in :attr:`notice` (folder not writable or full, result too large).
+        ``key`` must be the key of what the result says it was computed from."""
+        return self.save_arrays(key, result_arrays(result), computed_from=result_source(result))
 
-    def save_arrays(self, key: str, arrays: dict[str, np.ndarray]) -> Path | None:
-        """:meth:`save` for any named arrays (no object arrays: they are read without pickle)."""
+    def save_arrays(
+        self, key: str, arrays: dict[str, np.ndarray], *, computed_from: dict
+    ) -> Path | None:
+        """:meth:`save` for any named arrays (no object arrays: they are read without pickle),
+        with ``computed_from``, the record ``key`` is the hash of
+        (:func:`isoscope.engine.store.entries.entry_key`), kept in the entry for its readers."""
+        if entry_key(computed_from) != key:
+            raise ValueError(f"cache key {key} is not the key of the record given with it")
+        arrays = {**arrays, SOURCE_MEMBER: source_array(computed_from)}
         self.notice = None
         limit = self.limit
         estimate = sum(a.nbytes for a in arrays.values())
@@ -158,7 +229,7 @@ class ResultCache:
             self.root.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.root, prefix=f".{key}.", suffix=TEMP_SUFFIX)
             with os.fdopen(fd, "wb") as fh:
-                np.savez(fh, **arrays)
+                np.savez(fh, **cast(dict[str, Any], arrays))  # else mypy matches allow_pickle
             final = self.path(key)
             final_size = os.path.getsize(tmp)
             os.replace(tmp, final)
@@ -259,6 +330,7 @@ class ResultCache:
             other_bytes=other,
             spill_bytes=sum(s for _, s, _ in spills),
             spill_count=len(spills),
+            refused_count=refused_entries(self.root)[0],
         )
         return results + spills, temps + spill_temps, usage
 
@@ -364,8 +436,9 @@ class ResultCache:
                     if _unlink(path):
                         count += 1
                         freed += size
-                # the speeds measured and the first looks chosen with the results go with them
-                for name in (throughput.FILE_NAME, page_budget.FIRST_LOOKS_FILE):
+                # the speeds measured, the first looks chosen and the count of refused entries
+                # go with the results
+                for name in (throughput.FILE_NAME, page_budget.FIRST_LOOKS_FILE, REFUSED_FILE):
                     if (self.root / name).exists():
                         freed += (self.root / name).stat().st_size
                         (self.root / name).unlink(missing_ok=True)

@@ -92,6 +92,8 @@ class CacheUsage:
     other_bytes: int = 0
     spill_bytes: int = 0
     spill_count: int = 0
+    # entries refused as not the entry of their key (isoscope.engine.store.cache.REFUSED_FILE)
+    refused_count: int = 0
 
     @property
     def total(self) -> int:
@@ -116,7 +118,15 @@ class CacheUsage:
             parts.append(f"being written {format_size(self.temp_bytes)}")
         if self.other_bytes:
             parts.append(f"other {format_size(self.other_bytes)}")
+        if self.refused_count:
+            parts.append(f"{self.refused_count} {self.refused_line()}")
         return f"{format_usage(self.total, self.limit)} ({', '.join(parts)})"
+
+    def refused_line(self) -> str:
+        """``entries refused ...`` after the count: what the cache did with them."""
+        if self.refused_count == 1:
+            return "entry refused as not the result of its key, and recomputed"
+        return "entries refused as not the results of their keys, and recomputed"
 
     def to_dict(self) -> dict:
         return {
@@ -130,4 +140,5 @@ class CacheUsage:
             "other_bytes": self.other_bytes,
             "spill_bytes": self.spill_bytes,
             "spill_count": self.spill_count,
+            "refused_count": self.refused_count,
         }

@@ -31,7 +31,7 @@ import time
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -47,7 +47,10 @@ SUFFIX = ".isoscope"
 MANIFEST = "manifest.json"
 TEXTS = "texts.json"
 ARRAYS = "arrays.npz"
-MAX_MEMBER_BYTES = 16 * 2**30  # a declared size beyond this is not ours (zip bomb guard)
+# What a saved analysis opened from a path may hold in all, decompressed: the bound of a file
+# this machine's own runs wrote. An upload's bound is the upload limit that carried it
+# (``max_bytes``), so a small zip cannot expand into more memory than the upload itself could take.
+MAX_SAVED_BYTES = 16 * 2**30
 
 
 class SavedAnalysisError(IsoscopeError):
@@ -87,7 +90,7 @@ def _payload(result: ExtractionResult) -> dict[str, bytes]:
             column = column.astype(str)
         arrays[f"tok_{f.name}"] = column
     buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
+    np.savez(buffer, **cast(dict[str, Any], arrays))  # else mypy matches them to allow_pickle
     array_bytes = buffer.getvalue()
     text_bytes = strict_json(list(result.texts), ensure_ascii=False).encode("utf-8")
     manifest = {
@@ -162,34 +165,56 @@ def _atomic_write(path: Path, data: bytes) -> None:
 # ----------------------------------------------------------------------------- reading
 
 
-def load_saved(path: str | Path) -> ExtractionResult:
-    """Open a saved analysis (zip or folder) written by :func:`save_analysis`."""
+def load_saved(path: str | Path, max_bytes: int = MAX_SAVED_BYTES) -> ExtractionResult:
+    """Open a saved analysis (zip or folder) written by :func:`save_analysis`; its files hold at
+    most ``max_bytes`` in all, counted as they are read."""
+    from isoscope.engine.inputs.files import read_capped, regular_file_stat
+
     path = Path(path).expanduser()
     name = path.name
     if not path.exists():
         raise SavedAnalysisError(
             f"saved analysis {str(path)!r} does not exist; give the path of a .isoscope file or folder"
         )
+    what = "a .isoscope file or folder"
     if path.is_dir():
         files = {}
+        left = max_bytes
         for member in (MANIFEST, TEXTS, ARRAYS):
-            try:
-                files[member] = (path / member).read_bytes()
-            except OSError:
+            if not (path / member).exists():
                 raise CorruptSavedAnalysisError(
                     f"{name}: the folder has no {member}; it is not a complete isoscope saved "
                     "analysis (save it again with analyze --save)"
-                ) from None
+                )
+            files[member] = read_capped(path / member, what, cap=left)
+            left -= len(files[member])
         return _from_files(files, name)
-    return read_saved_bytes(path.read_bytes(), name)
-
-
-def read_saved_bytes(raw: bytes, name: str = "saved analysis") -> ExtractionResult:
-    """Open a saved analysis from the bytes of its zip (a dashboard upload)."""
+    regular_file_stat(path, what)  # a FIFO or a device is refused before it is opened
     try:
-        with zipfile.ZipFile(io.BytesIO(raw)) as zf:
+        with path.open("rb") as fh:
+            return _from_zip(fh, name, max_bytes)
+    except OSError as exc:
+        from isoscope.engine.inputs.files import unreadable
+
+        raise unreadable(path, exc, what) from None
+
+
+def read_saved_bytes(
+    raw: bytes, name: str = "saved analysis", max_bytes: int = MAX_SAVED_BYTES
+) -> ExtractionResult:
+    """Open a saved analysis from the bytes of its zip (a dashboard upload); ``max_bytes``: the
+    most its members may hold in all, decompressed (the upload limit that carried it)."""
+    return _from_zip(io.BytesIO(raw), name, max_bytes)
+
+
+def _from_zip(fh: Any, name: str, max_bytes: int) -> ExtractionResult:
+    """The result in the zip ``fh``; its members decompressed to at most ``max_bytes`` in all,
+    counted while they stream (a member's declared size is not trusted)."""
+    try:
+        with zipfile.ZipFile(fh) as zf:
             members = {info.filename: info for info in zf.infolist()}
             files = {}
+            left = max_bytes
             for member in (MANIFEST, TEXTS, ARRAYS):
                 info = members.get(member)
                 if info is None:
@@ -197,15 +222,38 @@ def read_saved_bytes(raw: bytes, name: str = "saved analysis") -> ExtractionResu
                         f"{name}: no {member} inside; this is not an isoscope saved analysis "
                         "(write one with `isoscope analyze ... --save RUN.isoscope`)"
                     )
-                if info.file_size > MAX_MEMBER_BYTES:
-                    raise CorruptSavedAnalysisError(f"{name}: {member} claims an implausible size")
-                files[member] = zf.read(member)
+                files[member] = _read_member(zf, info, left, name, max_bytes)
+                left -= len(files[member])
     except (zipfile.BadZipFile, EOFError, zipfile.LargeZipFile, OSError, ValueError) as exc:
         raise CorruptSavedAnalysisError(
             f"{name} is not a readable zip ({exc}); it is damaged or not an isoscope saved "
             "analysis: copy it again or save it again with analyze --save"
         ) from None
     return _from_files(files, name)
+
+
+def _read_member(
+    zf: zipfile.ZipFile, info: zipfile.ZipInfo, left: int, name: str, max_bytes: int
+) -> bytes:
+    """The bytes of one member, read in chunks and refused as soon as they pass ``left``."""
+    too_large = CorruptSavedAnalysisError(
+        f"{name}: its files hold more than {max_bytes / 2**20:,.1f} MiB decompressed, the limit "
+        "for a saved analysis here (the upload limit); open a smaller analysis, or open it from "
+        "the command line"
+    )
+    if info.file_size > left:
+        raise too_large
+    chunks: list[bytes] = []
+    with zf.open(info) as stream:
+        while True:
+            chunk = stream.read(min(1 << 20, left + 1))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+            if left < 0:
+                raise too_large
+    return b"".join(chunks)
 
 
 def _corrupt(name: str, what: str) -> CorruptSavedAnalysisError:
@@ -355,7 +403,8 @@ def model_info_from_card(card: dict) -> ModelInfo:
         "dtype": "float32",
     }
     names = [f.name for f in dataclasses.fields(ModelInfo)]
-    return ModelInfo(**{n: card.get(n, defaults.get(n)) for n in names})
+    values: dict[str, Any] = {n: card.get(n, defaults.get(n)) for n in names}
+    return ModelInfo(**values)
 
 
 class SavedModel(LoadedModel):
@@ -374,6 +423,10 @@ class SavedModel(LoadedModel):
     @property
     def weights_dir(self) -> Path | None:  # a class attribute on LoadedModel: resolve lazily too
         return self.load().weights_dir
+
+    @weights_dir.setter
+    def weights_dir(self, value: Path | None) -> None:
+        raise AttributeError("a saved analysis's weights_dir is its real model's")
 
     def __repr__(self) -> str:
         return f"SavedModel({self.info.source!r}, fingerprint={self.fingerprint!r})"

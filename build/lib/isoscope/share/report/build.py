@@ -10,6 +10,7 @@ from dataclasses import asdict
 from isoscope.engine.budget.progress import Progress
 from isoscope.engine.errors import InputError, IsoscopeError
 from isoscope.engine.inputs.media import KIND_NOUNS
+from isoscope.share.report.cards import dimension_section
 from isoscope.share.report.model import (
     SECTION_TITLES,
     SOURCES,
@@ -22,7 +23,7 @@ from isoscope.share.report.prose import BUILDERS as PROSE_BUILDERS
 from isoscope.share.report.prose import Context
 from isoscope.share.report.quant import quant_section
 
-BUILDERS = {**PROSE_BUILDERS, "quant": quant_section}
+BUILDERS = {**PROSE_BUILDERS, "dimension": dimension_section, "quant": quant_section}
 
 # ----------------------------------------------------------------------------- building
 
@@ -91,7 +92,7 @@ def build_report(
         loaded,
         result,
         settings,
-        None if pairs is None else tuple(list(x) for x in pairs),
+        None if pairs is None else (list(pairs[0]), list(pairs[1]), list(pairs[2])),
         in_place,
         inputs=None if inputs is None else tuple(inputs),
     )
@@ -115,7 +116,7 @@ def build_report(
             "num_texts": result.num_texts,
             "num_tokens": result.num_tokens,
             "token_sample": len(result.sample_index),
-            "sentence_pairs": 0 if pairs is None else len(ctx.pairs[0]),
+            "sentence_pairs": 0 if ctx.pairs is None else len(ctx.pairs[0]),
             "notices": notices,
             "kind": ctx.kind,
         },

@@ -20,6 +20,9 @@ OPTIONAL_SECTIONS = tuple(a.name for a in ANALYSES if a.report_title and a.repor
 SECTIONS = tuple(k for k in SECTION_TITLES if k not in OPTIONAL_SECTIONS)
 QUICK_SECTIONS = ("outliers", "anisotropy")  # no forward pass: the Overview shows them at once
 
+# Each headline dimension's card in the report is one forward pass: at most this many.
+MAX_DIMENSION_CARDS = 3
+
 SOURCES = {a.name: a.sources for a in ANALYSES if a.report_title}
 
 
@@ -36,6 +39,8 @@ class ReportSettings:
     projection_points: int = 2000
     massive_texts: int = 64  # texts of the massive-activation / sink scan
     quant_texts: int = 64  # texts of the quantization analysis (the optional section)
+    dimension_cards: int = 3  # headline dims given a dimension card (0 to MAX_DIMENSION_CARDS)
+    card_texts: int = 64  # texts each dimension card's forward pass reads
 
     def __post_init__(self) -> None:
         if self.pairs < 1:
@@ -50,6 +55,15 @@ class ReportSettings:
                 f"quantization texts must be between 1 and 50,000, got {self.quant_texts}"
             )
         MAX_POSITION.check(self.probe_max_position, "probe max position")
+        if not 0 <= self.dimension_cards <= MAX_DIMENSION_CARDS:
+            raise InputError(
+                f"dimension cards must be between 0 and {MAX_DIMENSION_CARDS} (each is a forward "
+                f"pass), got {self.dimension_cards}"
+            )
+        if not 1 <= self.card_texts <= 50_000:
+            raise InputError(
+                f"dimension card texts must be between 1 and 50,000, got {self.card_texts}"
+            )
 
 
 @dataclass

@@ -239,9 +239,9 @@ def _anisotropy(ctx: Context) -> Section:
     sec.figures.append(
         anisotropy_with_lines(names, raw, [(clipped, "outlier dims zeroed", "dash")])
     )
-    at = with_dims[-1] if with_dims else None
-    if at is not None:
-        sec.figures.append(_clip_projection(ctx, at, dims_by_state[at]))
+    clip_at = with_dims[-1] if with_dims else None
+    if clip_at is not None:
+        sec.figures.append(_clip_projection(ctx, clip_at, dims_by_state[clip_at]))
     return sec
 
 
@@ -310,9 +310,9 @@ def _layernorm(ctx: Context) -> Section:
             "given (a saved analysis keeps only their names)"
         )
         return sec
-    texts = list(
-        (ctx.result.texts if ctx.kind == "text" else ctx.inputs)[: ctx.settings.ablation_texts]
-    )
+    given = ctx.result.texts if ctx.kind == "text" else ctx.inputs
+    assert given is not None  # images or clips without their items returned above
+    texts = list(given[: ctx.settings.ablation_texts])
     report = run_ablation(
         loaded,
         texts,

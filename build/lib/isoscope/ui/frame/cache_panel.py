@@ -24,6 +24,8 @@ from isoscope.engine.store.limit import (
     format_usage,
     set_process_limit,
 )
+from isoscope.ui.frame.failure import fragment
+from isoscope.ui.frame.literal import code, message
 from isoscope.ui.server import access
 
 # Token-sample memory budgets offered in the sidebar (bytes), and their labels.
@@ -38,8 +40,9 @@ SAMPLE_BUDGETS = {
 
 @st.cache_data(ttl=5, max_entries=4, show_spinner=False)
 def _usage(root: str) -> CacheUsage:
-    """The cache's use, walked at most every 5 s: the walk (every file of every cached analysis and
-    converted model) cost ~25 ms of each rerun of every page. Cleared on a clear or a new limit."""
+    """The cache's use, walked at most once per ``ttl``: the walk (every file of every cached
+    analysis and converted model) would otherwise slow each rerun of every page. Cleared on a
+    clear or a new limit."""
     return ResultCache(root).usage()
 
 
@@ -60,7 +63,7 @@ def _clear() -> None:
     _usage.clear()
 
 
-@st.fragment
+@fragment
 def cache_panel() -> None:
     """The 'Disk cache' sidebar section: use against the limit, the limit, a clear button.
 
@@ -68,7 +71,7 @@ def cache_panel() -> None:
     try:
         limit = default_cache_limit()
     except IsoscopeError as exc:  # a malformed $ISOSCOPE_CACHE_LIMIT
-        st.error(str(exc))
+        st.error(message(exc))
         return
     usage = _usage(str(default_cache_dir()))
     st.progress(
@@ -91,7 +94,9 @@ def cache_panel() -> None:
             parts.append(f"being written {format_size(usage.temp_bytes)}")
         if usage.other_bytes:
             parts.append(f"other files {format_size(usage.other_bytes)}")
-        st.caption(" · ".join(parts) + f"  \nFolder: `{usage.root}`")
+        if usage.refused_count:  # entries that were not their key's (isoscope.engine.store.cache)
+            parts.append(f"{usage.refused_count} {usage.refused_line()}")
+        st.caption(" · ".join(parts) + f"  \nFolder: {code(usage.root)}")
         st.number_input(
             "Limit (GiB)",
             min_value=0.0,
@@ -117,7 +122,7 @@ def cache_panel() -> None:
         )
         cleared = st.session_state.pop("sb_cache_cleared", None)
         if isinstance(cleared, str):
-            st.error(cleared)
+            st.error(message(cleared))
         elif cleared is not None:
             st.success(f"Cleared {cleared[0]} cached analyses ({format_size(cleared[1])}).")
 

@@ -10,6 +10,7 @@ from isoscope.engine.errors import IsoscopeError
 from isoscope.engine.extraction import ExtractionResult
 from isoscope.engine.inputs.corpus import Corpus
 from isoscope.engine.load.models import LoadedModel
+from isoscope.ui.frame.literal import message
 from isoscope.ui.work.corpora import get_corpus
 from isoscope.ui.work.extraction import get_extraction
 from isoscope.ui.work.models import get_model
@@ -23,7 +24,7 @@ def load_or_stop(
     try:
         return get_extraction(source=source, corpus=corpus)
     except IsoscopeError as exc:
-        st.error(f"**Cannot analyse this selection.** {exc}")
+        st.error(f"**Cannot analyse this selection.** {message(exc)}")
         st.info("Change the model or corpus in the sidebar and press **Run analysis**.")
         st.stop()
         raise  # st.stop() raises; keeps type checkers happy
@@ -35,7 +36,7 @@ def model_and_corpus_or_stop() -> tuple[LoadedModel, Corpus]:
     try:
         return get_model(), get_corpus()
     except IsoscopeError as exc:
-        st.error(f"**Cannot analyse this selection.** {exc}")
+        st.error(f"**Cannot analyse this selection.** {message(exc)}")
         st.info("Change the model or corpus in the sidebar and press **Run analysis**.")
         st.stop()
         raise  # st.stop() raises; keeps type checkers happy
@@ -43,7 +44,7 @@ def model_and_corpus_or_stop() -> tuple[LoadedModel, Corpus]:
 
 def show_notices(result: ExtractionResult) -> None:
     for notice in result.notices:
-        st.caption(f"ℹ️ {notice}")
+        st.caption(f"ℹ️ {message(notice)}")
 
 
 def explainer(title: str, body_md: str, expanded: bool = False) -> None:

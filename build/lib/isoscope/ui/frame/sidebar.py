@@ -34,10 +34,13 @@ from isoscope.engine.load.source import (
 )
 from isoscope.engine.params import SAMPLE_SIZE
 from isoscope.ui.frame.cache_panel import budget_label, cache_panel, sample_budget_input
+from isoscope.ui.frame.failure import fragment
+from isoscope.ui.frame.literal import literal, message
 from isoscope.ui.frame.selection import Selection, get_selection
 from isoscope.ui.frame.session import SELECTION_KEY
 from isoscope.ui.server import access
 from isoscope.ui.sharing.saved import saved_panel
+from isoscope.ui.widgets.upload import file_upload
 from isoscope.ui.work.corpora import remember_upload
 from isoscope.ui.work.media import folder_input
 
@@ -170,7 +173,7 @@ def corpus_inputs(current: Selection) -> CorpusChoice:
             "Texts (one per line)", value=current.corpus_text, key="sb_corpus_text", height=100
         )
     elif kind == "upload":
-        upload = st.file_uploader(
+        upload = file_upload(
             "File (.txt one text per line; .csv/.jsonl with a text column)",
             type=["txt", "csv", "jsonl"],
             key="sb_corpus_file",
@@ -238,11 +241,12 @@ def corpus_label(kind: str, file_name: str = "", folder: str = "") -> str:
 
 
 def describe(sel: Selection) -> str:
-    """One line naming the model, corpus and the settings that change the numbers."""
+    """One line naming the model, corpus and the settings that change the numbers (Markdown; the
+    model, file and folder names shown literally)."""
     s = sel.settings
     return (
-        f"**{sel.model_source}** on the "
-        f"**{corpus_label(sel.corpus_kind, sel.corpus_file_name, sel.corpus_text)}** "
+        f"**{literal(sel.model_source)}** on the "
+        f"**{literal(corpus_label(sel.corpus_kind, sel.corpus_file_name, sel.corpus_text))}** "
         f"· {s.max_length} tokens per text · {s.sample_size:,}-token sample"
         + (" · special tokens excluded" if s.exclude_special else "")
         + (" · first position excluded" if s.exclude_first else "")
@@ -282,8 +286,6 @@ def pending_selection(
     rules.check_model_source(model.source)  # a shared server's one refusal text
     if corpus.kind == "upload" and corpus.upload is None:
         raise IsoscopeError("Choose a file to upload first (or pick another corpus).")
-    if corpus.kind == "upload" and rules.shared:
-        rules.limits.check_upload(corpus.upload.name, corpus.upload.size)
     file_name, file_sha = _upload_identity(corpus.upload)
     allow_pickle, device, dtype = runtime
     return Selection(
@@ -299,7 +301,7 @@ def pending_selection(
     )
 
 
-@st.fragment
+@fragment
 def _selection_panel() -> None:
     """Inputs, the line saying what will run, and the button (a fragment: see the module doc)."""
     current = get_selection()
@@ -317,7 +319,7 @@ def _selection_panel() -> None:
     except IsoscopeError as exc:
         pending, problem = None, str(exc)
     if pending is None:
-        st.warning(problem)
+        st.warning(message(problem))
     elif pending != current:
         st.info(f"**Run analysis** will analyse {describe(pending)}.", icon=":material/play_arrow:")
     clicked = st.button(

@@ -27,20 +27,38 @@ def app_imports(app: str) -> list[str]:
                 names += [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 names.append(node.module)
-                package = folder.joinpath(*node.module.split("."))
+                folders = _package_folders(node.module, folder)
                 names += [
                     f"{node.module}.{alias.name}"
                     for alias in node.names
-                    if (package / f"{alias.name}.py").is_file()
+                    if any(
+                        (f / f"{alias.name}.py").is_file() or (f / alias.name).is_dir()
+                        for f in folders
+                    )
                 ]
     return list(dict.fromkeys(n for n in names if n != "__future__"))
+
+
+def _package_folders(module: str, app_folder: Path) -> list[Path]:
+    """The folders of package ``module``: where the import system finds it (its parent packages
+    are imported for that; the installed ``isoscope`` maps its subpackages to folders of their
+    own), or a folder of that dotted path beside ``app.py``."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        spec = None
+    found = [Path(p) for p in (spec.submodule_search_locations or [])] if spec else []
+    found.append(app_folder.joinpath(*module.split(".")))
+    return [f for f in found if f.is_dir()]
 
 
 def preload(app: str) -> float:
     """Import what the pages import (torch and transformers with them) and the default model's
     modelling code, before the server listens; no analysis runs (that is the prewarm's job).
-    Without it the first visitors of a fresh server wait ~5-10 s for imports on 2 cores. Returns
-    the seconds taken."""
+    Without it the first visitors of a fresh server wait for those imports. Returns the seconds
+    taken."""
     started = time.perf_counter()
     for name in app_imports(app):
         try:
@@ -55,9 +73,8 @@ def preload(app: str) -> float:
 
 def one_blas_thread() -> None:
     """numpy's BLAS at one thread in the server: many sessions' threads share the cores, and a
-    multi-threaded OpenBLAS call then spins against them (a 384 x 384 ``eigh`` took 0.7-1.3 s
-    with 2 threads on a loaded 2-core machine against 0.03 s with one). Torch keeps its own
-    threads for the extraction."""
+    multi-threaded OpenBLAS call then spins against them, many times slower than on one thread
+    (docs/performance.md). Torch keeps its own threads for the extraction."""
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(limits=1, user_api="blas")

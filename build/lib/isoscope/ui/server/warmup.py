@@ -1,6 +1,6 @@
 """Warm up compiled kernels off the request path: first the statistics kernel that later
 extractions use on the CPU (:class:`isoscope.engine.extraction.kernel.MomentsKernel`, seconds), then UMAP,
-whose numba kernels compile on the first fit in a process (about a minute on 2 cores).
+whose numba kernels compile on the first fit in a process (the longer of the two).
 :func:`start_umap_warmup` starts one daemon thread per process that runs both; pages read its
 state and offer PCA meanwhile. The extraction that shows the first page runs eagerly.
 
@@ -22,7 +22,9 @@ from dataclasses import dataclass, field
 
 import streamlit as st
 
-EXPECTED_SECONDS = 90.0  # compile time on 2 cores: ~55 s idle, 130 s measured on a busy machine
+# The compile time the progress bar assumes: between what an idle and a busy small CPU take
+# (docs/performance.md, "Projections").
+EXPECTED_SECONDS = 90.0
 
 
 @dataclass

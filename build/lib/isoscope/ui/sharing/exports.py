@@ -4,8 +4,8 @@ Embedding Projector / embedding-atlas downloads (Clipping & projections).
 The report is :func:`isoscope.share.report.build_report` on the page's own model and extraction, so the
 downloaded file is the one ``isoscope report`` writes for the same model, corpus and
 settings. The quick sections (outlier dims, anisotropy: no forward pass) open the Overview at once;
-the full report (LayerNorm ablation, position probe, massive-activation scan: ~20 s on the bundled model on 2
-CPU cores) is built only on request (a button at the end of the page, or the download), so the
+the full report (LayerNorm ablation, position probe, massive-activation scan: each runs the model
+again) is built only on request (a button at the end of the page, or the download), so the
 first page stays fast; it is cached per extraction, and its findings then replace the quick ones.
 Once the Quantization page has run on the same model and corpus in this session, its analysis is
 added as the report's optional "Quantization readiness" section (never recomputed here).
@@ -22,6 +22,7 @@ from isoscope.engine.extraction import ExtractionResult
 from isoscope.engine.load.models import LoadedModel
 from isoscope.engine.lru import LRU
 from isoscope.share.report import QUICK_SECTIONS, SECTIONS, Report, build_report
+from isoscope.ui.frame.literal import literal
 from isoscope.ui.work.cached import cached
 from isoscope.ui.work.corpora import media_items
 from isoscope.ui.work.extraction import result_key
@@ -118,11 +119,12 @@ def _show_findings(report: Report) -> None:
     for section in report.sections:
         if section.skipped is None and section.findings:
             st.markdown(
-                f"**{section.title}**\n" + "\n".join(f"- {text}" for text in section.findings)
+                f"**{section.title}**\n"
+                + "\n".join(f"- {literal(text)}" for text in section.findings)
             )
     for section in report.sections:
         if section.skipped is not None:
-            st.caption(f"{section.title}: left out, {section.skipped}.")
+            st.caption(f"{section.title}: left out, {literal(section.skipped)}.")
 
 
 def findings_panel(loaded: LoadedModel, result: ExtractionResult) -> Callable[[], None]:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
+from isoscope.ui.frame.literal import literal, quoted
 from isoscope.ui.frame.selection import Selection, get_selection
 from isoscope.ui.frame.session import SELECTION_KEY
 from isoscope.ui.work.media import MEDIA_KINDS
@@ -59,7 +60,12 @@ def _controls(page: str) -> dict[str, Options | Interval | Tab]:
 
 # Pages whose hidden-state widget sits under this key: an index (0 = emb) in a selectbox, or the
 # state's name ("emb", "1" ...) in a select_slider.
-STATE_WIDGETS = {"projections": "proj_state", "outliers": "out_state", "anisotropy": "aniso_layer"}
+STATE_WIDGETS = {
+    "projections": "proj_state",
+    "outliers": "out_state",
+    "anisotropy": "aniso_layer",
+    "dimension": "dim_state",
+}
 
 
 def known_model(source: str) -> bool:
@@ -137,7 +143,7 @@ def apply_link(pages: Sequence[Any], current: Any) -> None:
         if known_model(model.strip()):
             selection = replace(selection, model_source=model.strip())
         else:
-            bad.append(f"model {model!r}")
+            bad.append(f"model {quoted(model)}")
     corpus = params.get("corpus")
     if corpus is not None:
         text = params.get("texts", "")
@@ -150,7 +156,7 @@ def apply_link(pages: Sequence[Any], current: Any) -> None:
             selection = replace(selection, corpus_kind=corpus, corpus_text=folder)
         else:
             bad.append(
-                f"corpus {corpus!r}"
+                f"corpus {quoted(corpus)}"
                 + (" (uploads are not part of links)" if corpus == "upload" else "")
             )
     if selection != get_selection():
@@ -162,7 +168,7 @@ def apply_link(pages: Sequence[Any], current: Any) -> None:
         if page in paths:
             target = paths[page]
         else:
-            bad.append(f"page {page!r}")
+            bad.append(f"page {quoted(page)}")
     target_path = target.url_path or "overview"
     from isoscope.ui.widgets.ranges import Tab
 
@@ -171,7 +177,7 @@ def apply_link(pages: Sequence[Any], current: Any) -> None:
             try:
                 st.session_state[key] = spec.parse(params[key])
             except (TypeError, ValueError):
-                bad.append(f"{key} {params[key]!r}")
+                bad.append(f"{key} {quoted(params[key])}")
             else:
                 if isinstance(spec, Tab):
                     st.session_state.setdefault(TABS_KEY, set()).add(key)
@@ -196,10 +202,12 @@ def _media_folder(kind: str, folder: str, bad: list[str]) -> str:
     if not folder:
         return ""
     if not access.policy().server_paths:
-        bad.append(f"folder {folder!r} (this shared server opens only its bundled demo {kind})")
+        bad.append(
+            f"folder {quoted(folder)} (this shared server opens only its bundled demo {kind})"
+        )
         return ""
     if not Path(folder).expanduser().is_dir():
-        bad.append(f"folder {folder!r}")
+        bad.append(f"folder {quoted(folder)}")
         return ""
     return folder
 
@@ -210,7 +218,7 @@ def _apply_model_b(source: str, model_a: str, bad: list[str]) -> None:
     from isoscope.ui.widgets.ranges import MODES
 
     if not known_model(source):
-        bad.append(f"model B {source!r}")
+        bad.append(f"model B {quoted(source)}")
         return
     options = model_b_options(model_a)
     label = next((k for k, v in options.items() if v == source), None)
@@ -244,7 +252,8 @@ def check_tab(key: str, labels: Sequence[str]) -> None:
         del st.session_state[key]
         if from_link:
             st.session_state[NOTICE_KEY] = (
-                f"This link has an unknown tab {value!r}; opened the first tab ({labels[0]!r})."
+                f"This link has an unknown tab {quoted(value)}; opened the first tab "
+                f"({quoted(labels[0])})."
             )
             show_link_notice()
 
@@ -267,8 +276,8 @@ def state_index(
         index = parse_hidden_state(wanted, len(names) - 1)
     except ValueError:
         st.session_state[NOTICE_KEY] = (
-            f"This link has an invalid or unknown hidden state {wanted!r} for this model "
-            f"(states: {names[0]}, 1 … {names[-1]}); opened the default state."
+            f"This link has an invalid or unknown hidden state {quoted(wanted)} for this model "
+            f"(states: {literal(names[0])}, 1 … {literal(names[-1])}); opened the default state."
         )
         show_link_notice()
         return default
@@ -311,6 +320,22 @@ def link_params(page_path: str, selection: Selection) -> dict[str, str]:
         value = st.session_state[widget]
         params["state"] = value if isinstance(value, str) else hidden_state_label(int(value))
     return params
+
+
+def dimension_links(state: int, dims: Sequence[int], limit: int = 8) -> str:
+    """Markdown links that open the dimension card of each of ``dims`` at hidden state ``state``
+    with the current model and corpus (in a new tab, whose session applies the link), or ""."""
+    from urllib.parse import urlencode
+
+    from isoscope.engine.naming import hidden_state_label
+
+    params = link_params("dimension", get_selection())
+    label = hidden_state_label(int(state))
+    links = [
+        f"[{int(d)}](dimension?{urlencode(params | {'state': label, 'dim_dim': str(int(d))})})"
+        for d in list(dims)[:limit]
+    ]
+    return f"Open the card of dim {', '.join(links)} at state {label}" if links else ""
 
 
 def sync_link(current: Any) -> None:

@@ -26,8 +26,10 @@ from isoscope.engine.extraction import ExtractionResult
 from isoscope.engine.inputs.corpus import Corpus
 from isoscope.engine.lru import LRU
 from isoscope.engine.store.saved import SavedModel, load_saved, read_saved_bytes
+from isoscope.ui.frame.literal import literal, message
 from isoscope.ui.frame.session import SELECTION_KEY
 from isoscope.ui.server import access
+from isoscope.ui.widgets.upload import file_upload
 
 SAVED_KEY = "isoscope_saved"  # session_state slot of the open saved analysis (an OpenSaved)
 STORE_SIZE = 2
@@ -67,7 +69,8 @@ def open_path(path: str) -> OpenSaved:
 def open_upload(name: str, raw: bytes) -> OpenSaved:
     """Open an uploaded saved analysis (the bytes of its zip) for this session."""
     key = "upload:" + hashlib.sha256(raw).hexdigest()
-    result = _store().get(key) or read_saved_bytes(raw, name)
+    limit = access.policy().upload_limit_bytes  # its members decompress within the upload limit
+    result = _store().get(key) or read_saved_bytes(raw, name, max_bytes=limit)
     _store().put(key, result)
     return _remember(OpenSaved(key, name, "", _selection_id()))
 
@@ -103,7 +106,9 @@ def open_saved() -> ExtractionResult | None:
             _store().put(opened.key, result)
     if result is None:
         close_saved()
-        st.warning(f"The saved analysis {opened.name} is no longer in memory; open it again.")
+        st.warning(
+            f"The saved analysis {literal(opened.name)} is no longer in memory; open it again."
+        )
     return result
 
 
@@ -135,7 +140,7 @@ def _load_real_model(result: ExtractionResult, load_model: Callable[[str], Any])
     source = str(result.model.get("source") or "")
     st.info(
         f"This view needs the model itself, which a saved analysis does not hold: loading "
-        f"**{source}** on this machine.",
+        f"**{literal(source)}** on this machine.",
         icon=":material/memory:",
     )
     return load_model(source)
@@ -153,15 +158,15 @@ def saved_panel() -> None:
     ):
         if result is not None and opened is not None:
             st.success(
-                f"Showing **{opened.name}**: {result.model.get('display_name', '?')} on "
-                f"{result.corpus_name} ({result.num_texts:,} texts, {result.num_tokens:,} tokens), "
+                f"Showing **{literal(opened.name)}**: {literal(result.model.get('display_name', '?'))} on "
+                f"{literal(result.corpus_name)} ({result.num_texts:,} texts, {result.num_tokens:,} tokens), "
                 f"saved settings. Views that need the model load it if it is available here.",
                 icon=":material/inventory_2:",
             )
             if st.button("Close saved analysis", key="saved_close", width="stretch"):
                 close_saved()
                 st.rerun()
-        upload = st.file_uploader(
+        upload = file_upload(
             "Saved analysis (.isoscope)",
             type=["isoscope", "zip"],
             key="saved_upload",
@@ -178,8 +183,6 @@ def saved_panel() -> None:
         if st.button("Open", key="saved_open", width="stretch"):
             try:
                 if upload is not None:
-                    if rules.shared:
-                        rules.limits.check_upload(upload.name, upload.size)
                     open_upload(upload.name, upload.getvalue())
                 elif path.strip():
                     open_path(path)
@@ -191,6 +194,6 @@ def saved_panel() -> None:
                     )
                     return
             except IsoscopeError as exc:
-                st.error(f"**Cannot open this saved analysis.** {exc}")
+                st.error(f"**Cannot open this saved analysis.** {message(exc)}")
                 return
             st.rerun()

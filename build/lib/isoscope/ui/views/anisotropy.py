@@ -13,6 +13,7 @@ from isoscope.analysis.anisotropy import (
     PAIR_SEED,
     StateIsotropy,
     by_state,
+    why_no_anisotropy,
 )
 from isoscope.analysis.projections.postprocess import make_postprocessor
 from isoscope.analysis.summaries import mean_shift_peak
@@ -30,6 +31,8 @@ from isoscope.plots.anisotropy import (
     metrics_by_layer_figure,
     metrics_frame,
 )
+from isoscope.ui.frame.failure import fragment
+from isoscope.ui.frame.literal import message
 from isoscope.ui.frame.page import explainer
 from isoscope.ui.frame.selection import get_selection
 from isoscope.ui.sharing.downloads import download_buttons
@@ -72,6 +75,12 @@ def isotropy(
         similarity=similarity,
         name=name or post,
     )
+
+
+@cached
+def anisotropy_note(result: ExtractionResult) -> str | None:
+    """Why anisotropy is blank for ``result`` (one text in its token sample), or None."""
+    return why_no_anisotropy(result)
 
 
 BINS = 100  # 0.02 wide over [-1, 1]
@@ -151,7 +160,7 @@ def series_or_stop(result: ExtractionResult, choice: PostChoice | None) -> dict[
             else isotropy(result, choice.name, choice.params, bins=BINS, name=choice.name)
         )
     except IsoscopeError as exc:
-        st.error(f"**Cannot apply this post-processing.** {exc}")
+        st.error(f"**Cannot apply this post-processing.** {message(exc)}")
         st.stop()
 
     series = {"raw": raw} | ({"processed": processed} if processed is not None else {})
@@ -161,6 +170,9 @@ def series_or_stop(result: ExtractionResult, choice: PostChoice | None) -> dict[
         f"processed = {choice.label}"
     )
 
+    blank = anisotropy_note(result)
+    if blank:
+        st.info(blank[0].upper() + blank[1:] + ".", icon=":material/info:")
     if any(iso.isoscore.size and all(v != v for v in iso.isoscore) for iso in series.values()):
         st.caption(
             f"IsoScore is blank where the token sample ({len(result.sample_index):,}) has fewer points than "
@@ -178,7 +190,7 @@ def random_init_series(result: ExtractionResult, compare_random: bool) -> dict[s
             _, random_result = get_extraction(source=random_like_source(source))
             random_series["random init"] = isotropy(random_result, bins=BINS, name="random init")
         except IsoscopeError as exc:
-            st.error(f"**Cannot build the random-init comparison.** {exc}")
+            st.error(f"**Cannot build the random-init comparison.** {message(exc)}")
         if result.model.get("random_init"):
             st.info(
                 "The selected model already has random weights; the comparison uses another random initialisation."
@@ -186,7 +198,7 @@ def random_init_series(result: ExtractionResult, compare_random: bool) -> dict[s
     return random_series
 
 
-@st.fragment
+@fragment
 def histogram_section(result: ExtractionResult, hist_series: dict[str, StateIsotropy]) -> None:
     """Cosine histograms of one hidden state, or small multiples of all of them."""
     names = result.state_names
@@ -240,7 +252,7 @@ def metrics_section(
         )
 
 
-@st.fragment
+@fragment
 def contribution_section(series: dict[str, StateIsotropy]) -> None:
     """Timkey & van Schijndel's per-dimension split of the mean cosine."""
     st.subheader("Which dimensions carry the cosine")

@@ -37,6 +37,7 @@ from isoscope.plots.compare import (
     trajectory_frame,
 )
 from isoscope.plots.overview import model_card_rows
+from isoscope.ui.frame.literal import literal, message
 from isoscope.ui.frame.page import explainer
 from isoscope.ui.frame.selection import Selection, get_selection
 from isoscope.ui.frame.sidebar import CUSTOM, corpus_label, model_b_options
@@ -44,6 +45,7 @@ from isoscope.ui.server import access
 from isoscope.ui.sharing.downloads import download_buttons
 from isoscope.ui.widgets.charts import chart_with_downloads
 from isoscope.ui.widgets.ranges import CMP_ESTIMATOR, CMP_MODE, CMP_TRAJ_METRIC, ESTIMATORS, MODES
+from isoscope.ui.widgets.upload import file_upload
 from isoscope.ui.work.cached import heavy
 from isoscope.ui.work.corpora import get_corpus, media_items, remember_upload
 from isoscope.ui.work.extraction import get_extraction
@@ -223,10 +225,11 @@ def _choose_b(kind_a: str, selection: Selection, corpus_a: str):
         sel_b = corpus_b_selection("paste", text=text)
         corpus_b = corpus_label("paste")
     elif kind == "upload a file":
-        upload = c2.file_uploader(
+        upload = file_upload(
             "Corpus B (.txt one text per line; .csv/.jsonl with a text column)",
             type=["txt", "csv", "jsonl"],
             key="cmp_corpus_b_file",
+            where=c2,
         )
         if upload is None:
             st.info("Upload corpus B to compare it with the sidebar's corpus.")
@@ -257,7 +260,7 @@ def _pairs(kind_a: str) -> SentencePairs | None:
     if choice == "bundled sample pairs":
         return sts_sample()
     if choice == "upload a CSV":
-        upload = st.file_uploader("Pairs CSV", type=["csv"], key="cmp_sts_file")
+        upload = file_upload("Pairs CSV", type=["csv"], key="cmp_sts_file")
         return read_pairs_csv(upload.getvalue(), upload.name) if upload is not None else None
     return None
 
@@ -270,7 +273,7 @@ def pair_tab(loaded_a: LoadedModel, result_a: ExtractionResult) -> None:
     try:
         chosen = _choose_b(KIND, selection, CORPUS_A)
     except IsoscopeError as exc:
-        st.error(f"**Cannot load side B.** {exc}")
+        st.error(f"**Cannot load side B.** {message(exc)}")
         return
     if chosen is None:
         return
@@ -287,7 +290,7 @@ def pair_tab(loaded_a: LoadedModel, result_a: ExtractionResult) -> None:
         try:
             pairs = _pairs(KIND)
         except IsoscopeError as exc:
-            st.error(f"**Cannot read the pairs file.** {exc}")
+            st.error(f"**Cannot read the pairs file.** {message(exc)}")
             pairs = None
     try:
         c = comparison(
@@ -301,7 +304,7 @@ def pair_tab(loaded_a: LoadedModel, result_a: ExtractionResult) -> None:
             label_b="B",
         )
     except IsoscopeError as exc:
-        st.error(f"**Cannot compare A and B.** {exc}")
+        st.error(f"**Cannot compare A and B.** {message(exc)}")
         return
     sides = (
         (result_a.model, selection.model_source, CORPUS_A),
@@ -319,10 +322,10 @@ def side_cards(c: Comparison, sides: tuple[tuple[dict, str, str], ...]) -> None:
     """Each side's model card (its card, model and corpus labels), and the comparison's notes."""
     for col, side, (card, model, corpus) in zip(st.columns(2), "AB", sides, strict=True):
         with col:
-            st.markdown(f"**{side}: {model}** · {corpus}")
+            st.markdown(f"**{side}: {literal(model)}** · {literal(corpus)}")
             st.dataframe(model_card_rows(card), hide_index=True, width="stretch", height=240)
     for note in c.notes:
-        st.info(note)
+        st.info(message(note))
 
 
 def cka_section(c: Comparison, kind: str) -> None:
@@ -365,7 +368,7 @@ def state_metrics_section(c: Comparison, pairs: SentencePairs | None, kind: str)
     m3.plotly_chart(state_metric_figure(c, "top_share", "A", "B"), width="stretch", key="cmp_top")
     if c.sts_a is not None:
         m4.plotly_chart(state_metric_figure(c, "sts", "A", "B"), width="stretch", key="cmp_sts_fig")
-        m4.caption(f"{len(pairs):,} pairs from {pairs.name}.")
+        m4.caption(f"{len(pairs):,} pairs from {literal(pairs.name)}.")
     elif kind == "text":
         m4.caption("Choose sentence pairs above for STS by state.")
 
@@ -442,10 +445,10 @@ tie them to token frequency; Pythia publishes 154 checkpoints per model for such
     try:
         t = trajectory_of(paths)
     except IsoscopeError as exc:
-        st.error(f"**Cannot run the trajectory.** {exc}")
+        st.error(f"**Cannot run the trajectory.** {message(exc)}")
         return
     for error in t.errors:
-        st.error(error)
+        st.error(message(error))
     if not t.points:
         st.warning("No checkpoint could be analysed.")
         return
@@ -453,7 +456,8 @@ tie them to token frequency; Pythia publishes 154 checkpoints per model for such
         st.warning(f"Showing the {len(t.points)} checkpoint(s) that worked.")
     st.caption(
         f"{len(t.points)} checkpoints, steps {', '.join(map(str, t.steps))} · "
-        f"{t.points[0].model.get('architecture')} · {t.points[0].model.get('num_layers')} layers, "
+        f"{literal(t.points[0].model.get('architecture'))} · "
+        f"{t.points[0].model.get('num_layers')} layers, "
         f"width {t.points[0].model.get('hidden_size')}"
     )
     metric = st.selectbox(

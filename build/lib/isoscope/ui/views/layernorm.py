@@ -45,10 +45,13 @@ from isoscope.plots.layernorm import (
     param_heatmap,
     sweep_bar,
 )
+from isoscope.ui.frame.failure import fragment
+from isoscope.ui.frame.literal import message
 from isoscope.ui.frame.page import explainer
 from isoscope.ui.frame.selection import get_selection
 from isoscope.ui.frame.tabs import lazy_tabs
 from isoscope.ui.sharing.downloads import download_buttons
+from isoscope.ui.sharing.links import dimension_links
 from isoscope.ui.widgets.charts import chart_with_downloads
 from isoscope.ui.widgets.controls import interval_slider
 from isoscope.ui.work.cached import cached, heavy
@@ -164,7 +167,7 @@ def model_or_stop(loaded: LoadedModel, weights: str) -> tuple[LoadedModel, list[
             model = get_model(source=source, head="mlm")
         return model, norm_sites(model)
     except IsoscopeError as exc:
-        st.error(f"**No LayerNorm analysis for this model.** {exc}")
+        st.error(f"**No LayerNorm analysis for this model.** {message(exc)}")
         st.stop()
         raise  # st.stop() raises
 
@@ -201,6 +204,7 @@ def detection(
     m2.metric("LayerNorms used", f"{len(chosen)} ({', '.join(detect_roles)})")
     m3.metric("must flag a dim in", f"≥ {found.needed} of {len(chosen)}")
     st.markdown(f"**Outlier dims:** {', '.join(map(str, found.dims)) or 'none'}")
+    st.markdown(dimension_links(model.info.num_layers // 2, found.dims))
     if model.info.random_init:
         st.info(
             "Random-init weights: every LayerNorm has γ = 1 and β = 0 (zero spread), so no dimension is flagged."
@@ -218,7 +222,7 @@ def detection(
     return found, all_params, all_found
 
 
-@st.fragment
+@fragment
 def heatmap_section(
     model: LoadedModel, result: ExtractionResult, k: float, share: float, all_params, all_found,
     found,
@@ -442,7 +446,7 @@ def run_ablation_form(
         )
         st.session_state["ln_report"] = (model.fingerprint, report)
     except IsoscopeError as exc:
-        st.error(str(exc))
+        st.error(message(exc))
 
 
 def ablation_report_view(report: AblationReport, unit: str) -> None:
@@ -454,7 +458,7 @@ def ablation_report_view(report: AblationReport, unit: str) -> None:
     if report.end_metric == "final_state_cosine":
         final_state_metric(report)
     for notice in report.notices:
-        st.caption(f"ℹ️ {notice}")
+        st.caption(f"ℹ️ {message(notice)}")
     metrics = available_metrics(report)
     metric = st.selectbox(
         "Effect", metrics, format_func=lambda m: METRIC_LABELS[m], key="ln_metric"
@@ -521,7 +525,7 @@ def sweep_section(model: LoadedModel, result: ExtractionResult, found: LNOutlier
             )
             st.session_state["ln_sweep"] = cached_sweep
         except IsoscopeError as exc:
-            st.error(str(exc))
+            st.error(message(exc))
     if cached_sweep is not None and cached_sweep[0] == model.fingerprint:
         result_sweep = cached_sweep[1]
         options = ["embedding_drift", "token_drift"] + (

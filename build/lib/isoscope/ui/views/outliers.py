@@ -36,10 +36,12 @@ from isoscope.plots.outliers import (
     token_dim_heatmap,
 )
 from isoscope.plots.outliers import outlier_heatmap as plot_outlier_heatmap
+from isoscope.ui.frame.failure import fragment
+from isoscope.ui.frame.literal import literal, message
 from isoscope.ui.frame.page import explainer
 from isoscope.ui.frame.tabs import lazy_tabs
 from isoscope.ui.sharing.downloads import download_buttons
-from isoscope.ui.sharing.links import state_index
+from isoscope.ui.sharing.links import dimension_links, state_index
 from isoscope.ui.widgets.charts import chart_with_downloads
 from isoscope.ui.widgets.controls import interval_slider
 from isoscope.ui.widgets.ranges import OUT_STAT
@@ -167,7 +169,7 @@ def headline(result: ExtractionResult, by_state: list[dict[str, list[int]]]) -> 
         st.info("No dimension passes the z-score or extreme-index criterion at these thresholds.")
 
 
-@st.fragment
+@fragment
 def heatmap_section(result: ExtractionResult, thresholds: OutlierThresholds) -> None:
     """Layers x dimensions heatmap coloured by one statistic, with the criteria's markers."""
     st.subheader("Every hidden state, every dimension")
@@ -185,7 +187,7 @@ def heatmap_section(result: ExtractionResult, thresholds: OutlierThresholds) -> 
 
 
 # ----------------------------------------------------------------------------- one hidden state
-@st.fragment
+@fragment
 def state_section(
     loaded: LoadedModel,
     result: ExtractionResult,
@@ -213,6 +215,7 @@ def state_section(
         col.caption(
             ", ".join(map(str, dims[:20])) + (" …" if len(dims) > 20 else "") if dims else "none"
         )
+    st.markdown(dimension_links(state, headline_dims(found, result.mean[state])))
     frame = state_outlier_frame(result, state, found)
     if frame.empty:
         st.caption("No dimension is flagged by any criterion at this hidden state.")
@@ -236,7 +239,7 @@ def state_section(
     )
 
 
-@st.fragment
+@fragment
 def text_view(
     loaded: LoadedModel,
     result: ExtractionResult,
@@ -263,11 +266,11 @@ def text_view(
         )
     )
     text = result.texts[text_index]
-    st.markdown(f"> {text[:500]}{'…' if len(text) > 500 else ''}")
+    st.markdown(f"> {literal(text[:500])}{'…' if len(text) > 500 else ''}")
     try:
         text_fig = token_heatmap(loaded, result, text_index, state, thresholds)
     except IsoscopeError as exc:
-        st.error(f"Cannot encode this text: {exc}")
+        st.error(f"Cannot encode this text: {message(exc)}")
         return
     st.plotly_chart(text_fig, width="stretch", key="out_text_heatmap")
     st.caption(
@@ -275,7 +278,7 @@ def text_view(
     )
 
 
-@st.fragment
+@fragment
 def category_view(
     result: ExtractionResult, state: int, state_name: str, found: dict[str, list[int]]
 ) -> None:
@@ -293,6 +296,7 @@ def category_view(
             key=f"out_dim_{state}",
         )
     )
+    st.markdown(dimension_links(state, [dim]))
     values = result.sample_vectors[state][:, dim]
     left, right = st.columns([2, 1])
     with left:

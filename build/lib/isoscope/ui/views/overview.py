@@ -24,6 +24,7 @@ from isoscope.engine.serve import firstlook
 from isoscope.engine.store.cache import ResultCache
 from isoscope.plots.massive import first_position_figure, first_position_frame
 from isoscope.plots.overview import anisotropy_line, model_card_rows
+from isoscope.ui.frame.literal import literal, message
 from isoscope.ui.frame.page import explainer, show_notices
 from isoscope.ui.frame.selection import get_selection, run_whole_corpus, whole_corpus_asked
 from isoscope.ui.sharing.downloads import download_buttons
@@ -66,7 +67,7 @@ def first_look_plan() -> FirstLook | None:
 
 @heavy(
     lambda loaded, corpus, settings: (
-        f"First look at {loaded.info.display_name}: measuring this device's speed on the first "
+        f"First look at {literal(loaded.info.display_name)}: measuring this device's speed on the first "
         "batch, then the texts that fit"
     ),
     unit="texts",
@@ -113,7 +114,7 @@ def first_look_note(plan: FirstLook | None) -> None:
 
 def corpus_caption(result: ExtractionResult) -> None:
     """The corpus a figure came from, under the figure."""
-    st.caption(f"Corpus: {result.corpus_name} ({result.num_texts:,} texts)")
+    st.caption(f"Corpus: {literal(result.corpus_name)} ({result.num_texts:,} texts)")
 
 
 def cards(result: ExtractionResult) -> None:
@@ -127,7 +128,7 @@ def cards(result: ExtractionResult) -> None:
         st.metric("Texts", f"{result.num_texts:,}")
         st.metric("Tokens analysed", f"{result.num_tokens:,}")
         st.caption(
-            f"{result.corpus_name} · max {result.settings.max_length} tokens per text · "
+            f"{literal(result.corpus_name)} · max {result.settings.max_length} tokens per text · "
             f"special tokens {'excluded' if result.settings.exclude_special else 'included'} · "
             f"token sample {len(result.sample_index):,} of {result.num_tokens:,} · extraction {result.seconds:.1f} s"
         )
@@ -198,12 +199,12 @@ def first_position_section(result: ExtractionResult, plan: FirstLook | None = No
         try:
             _, source = get_extraction(other, corpus=plan.corpus if plan else None)
         except IsoscopeError as exc:
-            st.error(str(exc))
+            st.error(message(exc))
             return
     try:
         contrast = first_position(source)
     except IsoscopeError as exc:
-        st.info(str(exc))
+        st.info(message(exc))
         return
     gap = first_position_gap(contrast)
     st.markdown(

@@ -40,6 +40,8 @@ from isoscope.plots.projections import (
     explained_variance_text,
     patch_thumbnails,
 )
+from isoscope.ui.frame.failure import fragment
+from isoscope.ui.frame.literal import literal, message
 from isoscope.ui.frame.page import explainer
 from isoscope.ui.server.warmup import EXPECTED_SECONDS
 from isoscope.ui.sharing.downloads import download_buttons
@@ -323,12 +325,12 @@ def points_caption(result: ExtractionResult, points: Points) -> None:
 
 
 def shown_method(method: str, warmup) -> str:
-    """UMAP's first fit in a process compiles numba kernels (~1 min): PCA until the warm-up is done."""
+    """UMAP's first fit in a process compiles numba kernels: PCA until the warm-up is done."""
     shown_method = method
     if method == "umap" and not warmup.ready:
         shown_method = "pca"
 
-        @st.fragment(run_every=2.0)
+        @fragment(run_every=2.0)
         def umap_waiting() -> None:
             if warmup.ready:
                 st.rerun()
@@ -343,7 +345,9 @@ def shown_method(method: str, warmup) -> str:
 
         umap_waiting()
     elif method == "umap" and warmup.error:
-        st.warning(f"The UMAP warm-up failed ({warmup.error}); UMAP will compile on its first fit.")
+        st.warning(
+            f"The UMAP warm-up failed ({literal(warmup.error)}); UMAP will compile on its first fit."
+        )
     return shown_method
 
 
@@ -361,12 +365,12 @@ def projections_or_stop(
                 loaded, result, data_kind, state, shown_method, choice, size, seed
             )
     except IsoscopeError as exc:
-        st.error(f"**Cannot project these vectors.** {exc}")
+        st.error(f"**Cannot project these vectors.** {message(exc)}")
         st.stop()
     return before, after
 
 
-@st.fragment
+@fragment
 def chart_section(
     loaded: LoadedModel, result: ExtractionResult, points: Points, shown_method: str,
     before: Projection, after: Projection,

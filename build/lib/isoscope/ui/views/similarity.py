@@ -41,9 +41,12 @@ from isoscope.plots.similarity import (
     word_sense_figure,
     word_sense_frame,
 )
+from isoscope.ui.frame.failure import fragment
+from isoscope.ui.frame.literal import literal, message
 from isoscope.ui.frame.page import explainer
 from isoscope.ui.sharing.downloads import download_buttons
 from isoscope.ui.widgets.ranges import SIM_CLIP, SIM_POST, SIMILARITY_CLIP_MODES
+from isoscope.ui.widgets.upload import file_upload
 from isoscope.ui.work.cached import cached, heavy
 from isoscope.ui.work.results import outlier_dims_by_state
 
@@ -168,7 +171,7 @@ def sense_sweeps(
 def intro(loaded: LoadedModel, result: ExtractionResult) -> None:
     max_length = result.settings.max_length
     st.caption(
-        f"Model **{loaded.info.display_name}** · texts cut to {max_length} tokens (sidebar *Max tokens*) · "
+        f"Model **{literal(loaded.info.display_name)}** · texts cut to {max_length} tokens (sidebar *Max tokens*) · "
         "clipping sets dimensions to 0 in the pooled / word vectors; the model is untouched."
     )
 
@@ -194,7 +197,7 @@ def clip_controls(result: ExtractionResult, prefix: str, default: str) -> Clip |
     try:
         return tuple(parse_dims(typed, result.hidden_size))
     except IsoscopeError as exc:
-        st.error(f"**Dimensions to clip:** {exc}")
+        st.error(f"**Dimensions to clip:** {message(exc)}")
         return None
 
 
@@ -218,11 +221,11 @@ def post_label(name: str | None) -> str | None:
 def read_upload(label: str, key: str, read: Callable, bundled: Callable, what: str):
     """The rows of the uploaded CSV (``read(data, file_name)``), or the ``bundled()`` ones when
     none is uploaded; None (the reason shown) when the file cannot be read."""
-    upload = st.file_uploader(label, type=["csv", "tsv", "txt"], key=key)
+    upload = file_upload(label, type=["csv", "tsv", "txt"], key=key)
     try:
         return read(upload.getvalue(), upload.name) if upload is not None else bundled()
     except IsoscopeError as exc:
-        st.error(f"**Cannot read the {what}.** {exc}")
+        st.error(f"**Cannot read the {what}.** {message(exc)}")
         return None
 
 
@@ -262,7 +265,7 @@ def by_state_table(
 # ----------------------------------------------------------------------------- STS
 
 
-@st.fragment
+@fragment
 def sts_section(loaded: LoadedModel, result: ExtractionResult) -> None:
     """STS Spearman by hidden state, raw / clipped / post-processed (Luo et al. 2021, Table 2)."""
     st.subheader("Sentence pairs (STS)")
@@ -284,12 +287,13 @@ def sts_section(loaded: LoadedModel, result: ExtractionResult) -> None:
     if clip is None:
         return
     st.caption(
-        f"{len(pairs):,} pairs from {pairs.name}; gold scores {pairs.scores.min():g} to {pairs.scores.max():g}."
+        f"{len(pairs):,} pairs from {literal(pairs.name)}; gold scores "
+        f"{pairs.scores.min():g} to {pairs.scores.max():g}."
     )
     try:
         rows = sts_scores(loaded, result, pairs, clip, post)
     except IsoscopeError as exc:
-        st.error(f"**Cannot score these pairs.** {exc}")
+        st.error(f"**Cannot score these pairs.** {message(exc)}")
         return
     if not rows:
         return
@@ -300,7 +304,7 @@ def sts_section(loaded: LoadedModel, result: ExtractionResult) -> None:
 # ----------------------------------------------------------------------------- word senses
 
 
-@st.fragment
+@fragment
 def word_sense_section(loaded: LoadedModel, result: ExtractionResult) -> None:
     """Word-sense accuracy by hidden state (WiC-style), raw / clipped / post-processed."""
     st.subheader("Word senses (WiC-style)")
@@ -329,23 +333,23 @@ def word_sense_section(loaded: LoadedModel, result: ExtractionResult) -> None:
         "this page's time on SmolLM2), and a causal model's word vector sees only its left context.",
     ):
         st.caption(
-            f"{loaded.info.display_name} is a decoder: turn on *Compute word senses* to run the "
+            f"{literal(loaded.info.display_name)} is a decoder: turn on *Compute word senses* to run the "
             f"{len(wic)} rows."
         )
         return
     try:
         vectors = word_vectors(loaded, wic, result.settings.max_length, result.settings.batch_size)
     except IsoscopeError as exc:
-        st.error(f"**Cannot use these rows.** {exc}")
+        st.error(f"**Cannot use these rows.** {message(exc)}")
         return
     labels = vectors.same_sense
     st.caption(
-        f"{len(labels)} of {len(wic)} rows from {wic.name} usable: {int(labels.sum())} same sense, "
+        f"{len(labels)} of {len(wic)} rows from {literal(wic.name)} usable: {int(labels.sum())} same sense, "
         f"{int((~labels).sum())} different."
     )
     if vectors.problems:
         with st.expander(f"⚠️ {len(vectors.problems)} row(s) skipped"):
-            st.markdown("\n".join(f"- {p}" for p in vectors.problems))
+            st.markdown("\n".join(f"- {literal(p)}" for p in vectors.problems))
     rows = word_senses(loaded, result, wic, clip, post)
     fig, frame = word_sense_figure(rows, post_label(post)), word_sense_frame(rows)
     columns = [c for c in frame.columns if c.endswith(("accuracy", "threshold"))]
@@ -353,7 +357,7 @@ def word_sense_section(loaded: LoadedModel, result: ExtractionResult) -> None:
     sweep_section(loaded, result, wic, clip, post)
 
 
-@st.fragment
+@fragment
 def sweep_section(
     loaded: LoadedModel, result: ExtractionResult, wic: WordSenseRows, clip: Clip, post: str | None
 ) -> None:

@@ -9,6 +9,7 @@ import streamlit as st
 from isoscope.engine.extraction import ExtractionResult
 from isoscope.engine.load.models import LoadedModel, random_like_source
 from isoscope.share import tour
+from isoscope.ui.frame.literal import literal
 from isoscope.ui.frame.page import explainer, load_or_stop
 from isoscope.ui.frame.selection import get_selection
 from isoscope.ui.widgets.ranges import TOUR_STEP
@@ -73,7 +74,7 @@ def choose_step() -> int:
 
 def measure(loaded: LoadedModel, result: ExtractionResult, number: int) -> tour.TourStep:
     """Step ``number`` measured on the model (step 3 also runs its random-init copy)."""
-    with st.spinner(f"Measuring step {number} on {loaded.info.display_name}…"):
+    with st.spinner(f"Measuring step {number} on {literal(loaded.info.display_name)}…"):
         if number == 1:
             return outliers_step(result)
         if number == 2:

@@ -34,6 +34,7 @@ from isoscope.engine.extraction.spill import SpilledState, spill_state
 from isoscope.engine.load.models import LoadedModel
 from isoscope.engine.store.cache import ResultCache, touch
 from isoscope.plots.atlas import encode_points
+from isoscope.ui.frame.literal import message
 from isoscope.ui.frame.page import explainer
 from isoscope.ui.widgets.controls import PostChoice
 from isoscope.ui.work.cached import heavy
@@ -305,7 +306,7 @@ def every_token_run(
         st.info("Stopped.")
         return
     except IsoscopeError as exc:
-        st.error(f"**Cannot project every token.** {exc}")
+        st.error(f"**Cannot project every token.** {message(exc)}")
         return
     control.button("Close", key="proj_every_token_close", on_click=forget)
     atlas_chart(payload, key="proj_atlas")

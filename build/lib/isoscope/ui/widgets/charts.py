@@ -3,12 +3,12 @@ downloads (:func:`chart_with_downloads`).
 
 ``st.plotly_chart`` keys the browser element by a hash of the figure, so every change (another
 colour, hidden state or post-processing) remounts the chart and Plotly draws it from scratch
-(``newPlot``) inside the app's large document. For the projection page's two WebGL panels that
-was ~0.5 s of a 0.7-0.8 s control change on 2 cores. :func:`live_chart` draws the figure in a
+(``newPlot``) inside the app's large document; for the projection page's two WebGL panels that
+is most of a control change's time. :func:`live_chart` draws the figure in a
 small component frame (``ui/widgets/frontend/live_chart.html``) that stays mounted under its key and
 hands each new figure to ``Plotly.react``, which updates the plot in place.
 
-A frame loads its own plotly.js (~0.2 s per frame on 2 cores), so arriving on a page costs more
+A frame loads its own plotly.js, so arriving on a page costs more
 per chart: use ``live_chart`` for charts that controls redraw and that are expensive to draw
 from scratch (WebGL scatter panels, large heatmaps), ``st.plotly_chart`` for the rest.
 ``benchmarks/latency.py`` measures both.

@@ -12,6 +12,7 @@ import streamlit as st
 from isoscope.analysis.projections.postprocess import POSTPROCESSORS, parse_dims
 from isoscope.engine.errors import IsoscopeError
 from isoscope.engine.params import Interval
+from isoscope.ui.frame.literal import message
 from isoscope.ui.widgets.ranges import post_options
 
 ABTT_HELP = "Mu & Viswanath (2018) suggest D ≈ d/100."
@@ -124,7 +125,7 @@ def postprocessing_controls(
         try:
             dims = parse_dims(typed, hidden_size)
         except IsoscopeError as exc:
-            st.error(f"**{clip_label}:** {exc}")
+            st.error(f"**{clip_label}:** {message(exc)}")
             return None
         if not dims:
             where.caption("No dimensions to clip: the vectors stay as they are.")

@@ -29,6 +29,7 @@ from isoscope.analysis.quant.params import (
     QUANT_MAX_LENGTH,
     SMOOTHQUANT_ALPHA,
 )
+from isoscope.analysis.sae.params import DENSE_SHARE, SAE_MAX_LENGTH
 from isoscope.engine.params import SEED, Interval, Options
 from isoscope.plots.compare import TRAJECTORY_METRICS
 from isoscope.plots.outliers import HEATMAP_STATS
@@ -47,6 +48,26 @@ class Tab:
 
 
 TAB = Tab()
+
+
+@dataclass(frozen=True)
+class HubSaeSource:
+    """An SAE source a link may carry: a Hub id plus the SAE's path in the repo, as its canonical
+    text (a server folder never travels in a link)."""
+
+    def parse(self, text: str) -> Any:
+        from isoscope.analysis.sae.load import parse_sae_source
+        from isoscope.engine.errors import IsoscopeError
+
+        if len(text) > 300:
+            raise ValueError(text)
+        try:
+            parsed = parse_sae_source(text)
+        except IsoscopeError as exc:  # the link's value is simply invalid
+            raise ValueError(text) from exc
+        if parsed.kind != "hub":
+            raise ValueError(text)
+        return parsed.text
 
 
 def post_options(include_none: bool) -> tuple[str, ...]:
@@ -125,4 +146,11 @@ LINK_CONTROLS: dict[str, dict[str, Options | Interval | Tab]] = {
         "cmp_traj_metric": CMP_TRAJ_METRIC,
     },
     "tour": {"tour_step": TOUR_STEP},
+    "sae": {
+        "sae_source": HubSaeSource(),
+        "sae_max_length": SAE_MAX_LENGTH,
+        "sae_dense_share": DENSE_SHARE,
+        "sae_tab": TAB,
+    },
+    "dimension": {"dim_dim": Interval(0, 1 << 20, 0, integer=True, name="dim")},
 }

@@ -25,6 +25,7 @@ from isoscope.engine.store.cache import ResultCache
 from isoscope.engine.store.cached_extract import cached_extract
 from isoscope.engine.store.entries import cache_key
 from isoscope.engine.store.provenance import attribute
+from isoscope.ui.frame.literal import literal
 from isoscope.ui.frame.selection import Selection, get_selection
 from isoscope.ui.sharing.saved import open_saved, saved_corpus, saved_model
 from isoscope.ui.work.corpora import get_corpus, media_corpus_for
@@ -96,34 +97,48 @@ def get_extraction(
             store.put(key, done)  # here, so it is kept even if every waiter has left
             return done
 
-        estimate = None if on_disk else _estimate(loaded, corpus, sel)
+        estimate, shares = (None, ()) if on_disk else _estimate(loaded, corpus, sel)
         about = (
             "" if estimate is None else f" ({describe_seconds(estimate)} estimated on this device)"
         )
-        label = f"Extracting hidden states of {loaded.info.display_name}{about}:"
+        label = f"Extracting hidden states of {literal(loaded.info.display_name)}{about}:"
         result = shared_run(
-            "extract:" + key, label, compute, heavy=not on_disk, unit="texts", estimate_s=estimate
+            "extract:" + key,
+            label,
+            compute,
+            heavy=not on_disk,
+            unit="texts",
+            estimate_s=estimate,
+            shares=shares,
         )
     # the arrays are shared by every path with these weights; the card names what this session opened
     return loaded, attribute(result, loaded.info.to_dict())
 
 
-def _estimate(loaded: LoadedModel, corpus: Corpus, sel: Selection) -> float | None:
+def _estimate(
+    loaded: LoadedModel, corpus: Corpus, sel: Selection
+) -> tuple[float | None, tuple[float, ...]]:
     """The extraction's estimated seconds before the first batch, from the parameter count and
-    this device's last measured speed (:mod:`isoscope.engine.budget.throughput`): the bar's ETA until
-    the first batch, which then refines it. None without a measurement, and for images and audio."""
+    this device's measured speed (:mod:`isoscope.engine.budget.throughput`; the calibration of
+    the model's shape the load's estimate ran, where the records do not give the growth): the
+    bar's ETA until the first batch, which then refines it; and the share of the work done
+    after each count of texts, which the bar reads its first batches with. (None, ()) without
+    a measurement, and for images and audio."""
     from isoscope.engine.budget import throughput
-    from isoscope.engine.budget.batching import Batching, padded_tokens
+    from isoscope.engine.budget.batching import Batching, padded_tokens, work_shares
 
     if getattr(corpus, "kind", "text") != "text":
-        return None
+        return None, ()
     counts = throughput.token_counts(loaded.tokenizer, corpus.texts, sel.settings.max_length)
-    return throughput.estimate_seconds(
+    batching = Batching.of(sel.settings)
+    seconds = throughput.estimate_seconds(
         ResultCache().root,
         throughput.device_key(loaded.device),
         throughput.parameter_count(loaded.model),
-        padded_tokens(counts, Batching.of(sel.settings)),
+        padded_tokens(counts, batching),
+        throughput.model_shape(loaded.model),
     )
+    return seconds, tuple(work_shares(counts, batching)) if seconds is not None else ()
 
 
 def is_computed(loaded: LoadedModel, corpus: Corpus, settings: ExtractionSettings) -> bool:

@@ -12,7 +12,7 @@ from typing import TypeVar
 
 import streamlit as st
 
-from isoscope.engine.budget.progress import eta_text
+from isoscope.engine.budget.progress import LiveCorrection, eta_text
 from isoscope.engine.serve.flights import WaitState, WorkQueue
 from isoscope.ui.server import access
 
@@ -42,7 +42,11 @@ def _wait_text(
     unit: str,
     running_s: float = 0.0,
     estimate_s: float | None = None,
+    correction: LiveCorrection | None = None,
 ) -> str:
+    """The bar's text: the place in the queue, then the progress with its ETA; with
+    ``correction``, the new estimate once the run is outside the announced band (said once,
+    then kept on the bar to the end)."""
     if not state.running:
         ahead = state.ahead + state.busy
         noun = "analysis" if ahead == 1 else "analyses"
@@ -50,7 +54,10 @@ def _wait_text(
     if state.total:
         suffix = f" {unit}" if unit else ""
         eta = eta_text(state.done, state.total, running_s, estimate_s)  # measured throughput
-        return f"{label} {state.done:,} / {state.total:,}{suffix}{eta}"
+        if correction is not None:
+            correction.check(state.done, state.total, running_s)
+        said = "" if correction is None or correction.said is None else f" · {correction.said}"
+        return f"{label} {state.done:,} / {state.total:,}{suffix}{eta}{said}"
     return f"{label} …"
 
 
@@ -62,22 +69,29 @@ def shared_run(
     heavy: bool = True,
     unit: str = "",
     estimate_s: float | None = None,
+    shares: tuple[float, ...] = (),
 ) -> T:
     """``compute(progress)`` once per ``key`` across every session of this server (see
     :mod:`isoscope.engine.serve.flights`): a heavy one in the fair queue's worker threads (it must not
     call Streamlit), a light one in the first caller's thread. A session that waits sees a bar
     with its place in the queue, then the shared progress; closing the tab or changing a control
-    leaves the queue without cancelling what others wait for."""
+    leaves the queue without cancelling what others wait for. With ``estimate_s`` (the
+    estimate the label announced; ``shares``: the work done after each count of units), a
+    rate that puts the run outside the announced band adds the new estimate to the bar, once
+    (:class:`isoscope.engine.budget.progress.LiveCorrection`)."""
+    correction = None if estimate_s is None else LiveCorrection(estimate_s, 0.0, shares)
     bar = None
     shown: tuple[float, str] | None = None
     running_since: float | None = None
 
     def on_wait(state: WaitState) -> None:
-        nonlocal bar, shown, running_since
+        nonlocal bar, shown, running_since, correction
         if state.running and running_since is None:
             running_since = time.monotonic()
+            if state.done > 0:  # joined a run under way: its start, and so its rate, is unknown
+                correction = None
         running_s = time.monotonic() - running_since if running_since is not None else 0.0
-        text = _wait_text(state, label, unit, running_s, estimate_s)
+        text = _wait_text(state, label, unit, running_s, estimate_s, correction)
         fraction = min(state.done / state.total, 1.0) if state.running and state.total else 0.0
         if (fraction, text) == shown:  # 30 waiters re-sending an unchanged bar cost the server
             return
@@ -89,7 +103,7 @@ def shared_run(
 
     owner = session_id()
     if heavy and not WORK.in_flight(key):
-        access.check_run_allowed(owner)  # a shared server's runs-per-minute limit (joining is free)
+        access.check_run_allowed()  # a shared server's runs-per-minute limit per visitor (joining is free)
     try:
         return WORK.run(key, compute, owner=owner, heavy=heavy, label=label, on_wait=on_wait)
     finally:

@@ -4,6 +4,7 @@ ablation against its random controls (:class:`AblationReport`, the ``ablate`` JS
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -78,7 +79,7 @@ class AblationReport:
 
     def control_summary(self) -> dict:
         """Mean and standard deviation over the random controls, per key."""
-        out = {}
+        out: dict[str, Any] = {}
         for key in ("embedding_cosine", "token_cosine", "anisotropy", "sts_spearman", "mlm_loss"):
             if getattr(self.effect, key) is None or not self.controls:
                 out[key] = None

@@ -30,13 +30,13 @@ def hidden_states_cpu(loaded: LoadedModel, ids: torch.Tensor, mask: torch.Tensor
         attention_mask=mask.to(loaded.device),
         output_hidden_states=True,
     )
-    return torch.stack(residual_states(out, loaded.encoder)).to(
+    return torch.stack(residual_states(out, loaded.encoder, ids.shape[1])).to(
         "cpu", torch.float64
     )  # (S, B, T, d)
 
 
 def media_hidden_states_cpu(
-    loaded: LoadedModel, tokens: MediaTokens, rows: Sequence[int]
+    loaded: LoadedModel, tokens: MediaTokens, rows: Sequence[int] | np.ndarray
 ) -> torch.Tensor:
     """:func:`hidden_states_cpu` of images or clips (``rows`` of ``tokens``; a row may repeat)."""
     hidden_states = media_forward(loaded, tokens, np.asarray(rows, dtype=np.int64))
@@ -44,9 +44,10 @@ def media_hidden_states_cpu(
 
 
 def ablation_batches(tokenized: TokenizedCorpus, batch_size: int) -> list[np.ndarray]:
-    """:func:`isoscope.engine.extraction.plan_batches`, with each batch of clips that must not be
-    padded (group-norm wav2vec2: ``MediaTokens.group``) of one length."""
-    return plan_batches(tokenized.lengths, batch_size, group=getattr(tokenized, "group", None))
+    """:func:`isoscope.engine.extraction.plan_batches`, with each batch of texts or clips that must
+    not be padded (``TokenizedCorpus.group``: FNet's Fourier mixing, group-norm wav2vec2) of one
+    length."""
+    return plan_batches(tokenized.lengths, batch_size, group=tokenized.group)
 
 
 def cosines(a: torch.Tensor, b: torch.Tensor) -> np.ndarray:

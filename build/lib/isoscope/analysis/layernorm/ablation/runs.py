@@ -63,7 +63,7 @@ class _PairSet:
         pairs: tuple[Sequence[str], Sequence[str], Sequence[float]],
         max_length: int,
     ) -> _PairSet:
-        left, right, gold = (list(x) for x in pairs)
+        left, right, gold = list(pairs[0]), list(pairs[1]), list(pairs[2])
         if not (len(left) == len(right) == len(gold)) or len(left) < 3:
             raise InputError("sentence pairs need equal-length columns and at least 3 pairs")
         unique = sorted(set(left) | set(right))
@@ -78,7 +78,9 @@ class _PairSet:
     def spearman(self, run: _Run) -> np.ndarray:
         """Spearman x 100 of one run's pair cosines vs gold per hidden state (as
         isoscope.analysis.similarity reports STS)."""
-        pair_cos = cosines(run.pooled[:, self.left], run.pooled[:, self.right])  # (S, n_pairs)
+        pooled = run.pooled
+        assert pooled is not None  # the pair runs keep their pooled vectors
+        pair_cos = cosines(pooled[:, self.left], pooled[:, self.right])  # (S, n_pairs)
         return np.array([spearman100(row, self.gold) for row in pair_cos], dtype=np.float64)
 
 
@@ -115,7 +117,7 @@ def _no_loss() -> float:
 
 
 def _mlm_loss(target: LoadedModel, ids, mask, labels) -> float:
-    return mlm_loss_sum(target, ids, mask, labels).sum()
+    return float(mlm_loss_sum(target, ids, mask, labels).sum())
 
 
 def _collect(
@@ -153,7 +155,7 @@ def _collect(
     pad_id = 0 if media else pad_token_id(target)
 
     def forward(ids, mask, batch) -> torch.Tensor:
-        if media:
+        if isinstance(tokenized, MediaTokens):  # media
             return media_hidden_states_cpu(target, tokenized, batch)
         return hidden_states_cpu(target, ids, mask)
 
@@ -173,7 +175,7 @@ def _collect(
             for record, dims in zip(out, conditions, strict=True):
                 hidden, loss = _hidden_and_loss(target, dims, sites, hidden_of, loss_of)
                 pooled = masked_mean(hidden, mask)  # (S, B, d)
-                if original is None:
+                if original is None or pooled_original is None:  # set together, by the first
                     original, pooled_original = hidden, pooled
                 if record.pooled is not None:
                     record.pooled[:, torch.as_tensor(batch)] = pooled
@@ -183,6 +185,7 @@ def _collect(
                 record.loss += float(loss)
                 if slots is not None and (slots >= 0).any():
                     hit = slots >= 0
+                    assert record.sample is not None  # slots come with the sample
                     record.sample[:, slots[hit]] = to_numpy(
                         hidden[:, keep][:, torch.from_numpy(hit)]
                     )
@@ -259,7 +262,8 @@ def run_ablation(
         random_control_dims(width, dims, len(dims), seed, i) for i in range(random_controls)
     ]
     conditions: list[list[int] | None] = [None, dims, *controls]
-    notices = []
+    notices: list[str] = []
+    tokenized: TokenizedCorpus
     if media:
         tokenized = prepare_media(target, items)
     else:
@@ -281,19 +285,20 @@ def run_ablation(
 
     aniso_pairs = different_text_pairs(text_of_token, N_PAIRS, seed)
 
-    def aniso(vectors: np.ndarray) -> np.ndarray:
+    def aniso(vectors: np.ndarray | None) -> np.ndarray:
+        assert vectors is not None  # the corpus runs keep their anisotropy sample
         return np.array([mean_pair_cosine(v, aniso_pairs) for v in vectors])
 
     original = runs[0]
     num_masked = masked.num_masked if masked is not None else 0
     sts_original = None
-    if pair_runs is not None:
+    if pair_set is not None and pair_runs is not None:  # set together
         sts_original = pair_set.spearman(pair_runs[0])
 
     def effect(c: int) -> Effect:
         run = runs[c]
         sts = None
-        if pair_runs is not None:
+        if pair_set is not None and pair_runs is not None:
             sts = pair_set.spearman(pair_runs[c])
         return Effect(
             embedding_cosine=run.emb_cos / len(items),

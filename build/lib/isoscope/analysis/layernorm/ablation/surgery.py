@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -36,8 +37,9 @@ def parse_dims(text: str | Sequence[int], width: int) -> list[int]:
 def _sites_for(
     model_or_loaded: torch.nn.Module | LoadedModel, norms
 ) -> tuple[torch.nn.Module, list[NormSite], int]:
-    model = getattr(model_or_loaded, "model", model_or_loaded)
-    width = int(model.config.hidden_size)
+    model = cast(torch.nn.Module, getattr(model_or_loaded, "model", model_or_loaded))
+    config: Any = model.config
+    width = int(config.hidden_size)
     if (
         norms is not None
         and not isinstance(norms, str)
@@ -45,7 +47,11 @@ def _sites_for(
         and isinstance(norms[0], NormSite)
     ):
         return model, list(norms), width
-    sites = norms_of(model_or_loaded) if hasattr(model_or_loaded, "info") else find_norms(model)
+    sites = (
+        norms_of(cast(LoadedModel, model_or_loaded))
+        if hasattr(model_or_loaded, "info")
+        else find_norms(model)
+    )
     return model, select_norms(sites, norms), width
 
 
@@ -62,12 +68,12 @@ def ablated(
     model, sites, width = _sites_for(model_or_loaded, norms)
     dims = parse_dims(list(dims), width)
     index = torch.as_tensor(dims, dtype=torch.long)
-    saved = []
+    saved: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]] = []
     try:
         with torch.no_grad():
             for site in sites:
-                weight = site.module.weight
-                bias = site.module.bias if site.has_bias else None
+                weight = cast(torch.Tensor, site.module.weight)
+                bias = cast(torch.Tensor, site.module.bias) if site.has_bias else None
                 saved.append(
                     (
                         weight,
@@ -85,6 +91,7 @@ def ablated(
             for weight, weight_copy, bias, bias_copy in saved:
                 weight.copy_(weight_copy)
                 if bias is not None:
+                    assert bias_copy is not None  # saved with its bias
                     bias.copy_(bias_copy)
 
 

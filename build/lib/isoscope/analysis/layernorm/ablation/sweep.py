@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -98,10 +99,16 @@ def _one_length(items: list) -> list:
 def _prepared(
     target: LoadedModel, texts: Sequence, max_length: int, media: bool
 ) -> TokenizedCorpus | MediaTokens:
-    """The sweep's one batch: tokenized texts, or prepared images / clips (unpadded clips of one
-    length for a model that must not pad them)."""
+    """The sweep's one batch: tokenized texts, or prepared images / clips (unpadded texts or clips
+    of the commonest length for a model that must not pad them)."""
     if not media:
-        return tokenize(target, tuple(texts), max_length)
+        tokenized = tokenize(target, tuple(texts), max_length)
+        if tokenized.group is None:
+            return tokenized
+        lengths = tokenized.lengths.tolist()  # padding moves this model's tokens
+        common = max(set(lengths), key=lambda n: (lengths.count(n), n))
+        kept = tuple(t for t, n in zip(texts, lengths, strict=True) if n == common)
+        return tokenize(target, kept, max_length)
     items = list(texts)
     if not target.layout.pad_with_mask and target.layout.modality == "audio":
         items = _one_length(items)  # one forward pass holds them all, unpadded
@@ -129,7 +136,8 @@ def _batched_mlm_losses(
     logits are (rows, T, vocab), kept under ~256 MB."""
     B = mids.shape[0]
     m = dim_mask.shape[0] // B
-    vocab = int(target.model.config.vocab_size)
+    config: Any = target.model.config
+    vocab = int(config.vocab_size)
     per_pass = max(1, min(m, (256 << 20) // max(1, B * mids.shape[1] * vocab * 4)))
     parts = []
     for a in range(0, m, per_pass):
@@ -193,7 +201,7 @@ def sweep(
     rows = np.arange(B)
 
     def forward(copies: int) -> torch.Tensor:
-        if media:
+        if isinstance(tokenized, MediaTokens):  # media
             return media_hidden_states_cpu(target, tokenized, np.tile(rows, copies))
         return hidden_states_cpu(target, ids.repeat(copies, 1), mask.repeat(copies, 1))
 
@@ -237,6 +245,7 @@ def sweep(
                 emb_cos[row] = cosines(masked_mean(h, mask), pooled_original).mean(axis=1)
                 tok_cos[row] = cosines(h[:, keep], original[:, keep]).mean(axis=1)
                 if use_mlm:
+                    assert losses is not None  # made for use_mlm
                     losses[row] = float(per_row[c * B : (c + 1) * B].sum()) / n_masked
             done_dims += m
             if progress is not None and progress(done_dims, len(all_dims)) is False:

@@ -14,8 +14,9 @@ the blocks' mean per-site per-token error says whether the cheap proxy can be tr
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -78,7 +79,7 @@ class _Metric:
     def _prepare(self, state: torch.Tensor):
         state = state.float().cpu()
         if self.name == "kl":
-            logits = state[self.mask] @ self.head.T  # (N, vocab)
+            logits = state[self.mask] @ cast(torch.Tensor, self.head).T  # (N, vocab); kl: a head
             if self.softcap:
                 logits = torch.tanh(logits / self.softcap) * self.softcap
             return torch.log_softmax(logits, dim=-1)
@@ -112,7 +113,8 @@ class _Metric:
 def _set_weight(module: torch.nn.Module, w_out_in: torch.Tensor) -> None:
     """Swap the weight's storage (no copy); Conv1D keeps (in, out)."""
     w = w_out_in if isinstance(module, torch.nn.Linear) else w_out_in.T.contiguous()
-    module.weight.data = w.to(module.weight.dtype).to(module.weight.device)
+    weight = cast(torch.Tensor, module.weight)
+    weight.data = w.to(weight.dtype).to(weight.device)
 
 
 def run_model(loaded, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -120,7 +122,7 @@ def run_model(loaded, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return last_state(out)
 
 
-def _shared_input_hook(x_fn):
+def _shared_input_hook(x_fn: Callable[[torch.Tensor], torch.Tensor]) -> Callable[..., tuple]:
     """A pre-hook giving ``x_fn(x)``, computed once for the projections that share ``x``."""
     cache: dict[str, torch.Tensor | None] = {"x": None, "y": None}
 
@@ -217,11 +219,15 @@ def evaluate(
     metric = _Metric(loaded, scan) if end or sensitivity else None
     end = end and metric is not None
     errors: list[dict[str, float]] = [{} for _ in scan.sites]
-    end_out = {"metric": metric.name, "full_precision": metric.full_precision} if end else None
+    end_out: dict[str, Any] | None = (
+        {"metric": metric.name, "full_precision": metric.full_precision}
+        if end and metric is not None
+        else None
+    )
     per_token_weights: dict[torch.nn.Module, torch.Tensor] = {}
     parts: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     steps = len(schemes) + (1 if sensitivity else 0)
-    sts = None
+    sts: dict[str, float] | None = None
     if pairs is not None and end:
         sts = {"full_precision": pairs_spearman(loaded, pairs, scan.max_length, batch_size)}
     references = _site_references(named, scan)
@@ -237,16 +243,17 @@ def evaluate(
                 if end:
                     with forward_hooks(pre, pre=True):
                         state = run_model(loaded, scan.end_ids, scan.end_mask).float().cpu()
-                        if sts is not None:
+                        if sts is not None and pairs is not None:
                             sts[scheme] = pairs_spearman(loaded, pairs, scan.max_length, batch_size)
                     # one logits pass gives both the figure and its bootstrap parts
+                    assert metric is not None and end_out is not None  # made for end
                     sums, counts = parts[scheme] = metric.per_text(state)
                     end_out[scheme] = float(sums.sum() / counts.sum())
             finally:
                 for m, w in originals.items():
                     m.weight.data = w
             report(progress, k + 1, steps)
-    if sts is not None:
+    if sts is not None and end_out is not None and pairs is not None:  # all three with end
         _attach_sts(end_out, sts, pairs)
     sens = None
     if sensitivity:
@@ -256,6 +263,7 @@ def evaluate(
                 for s in scan.sites
                 for p in s.site.paths
             }
+        assert metric is not None  # made for sensitivity
         sens = layer_sensitivity(loaded, scan, per_token_weights, metric)
         report(progress, steps, steps)
     return Evaluation(errors, end_out, sens, bootstrap_intervals(parts) if parts else None)
@@ -494,7 +502,7 @@ def _swap_weights(
     """Give each of ``modules`` its rows of the stacked quantized weight ``w_q`` (out, in),
     remembering the original storage in ``originals`` for the caller's ``finally``."""
     for m, w in _split_rows(modules, w_q).items():
-        originals[m] = m.weight.data
+        originals[m] = cast(torch.Tensor, m.weight).data
         _set_weight(m, w)
 
 
@@ -508,6 +516,7 @@ def quantized_state(
 ) -> float:
     """The end metric of one scheme alone (every site quantized); see :func:`evaluate`."""
     ev = evaluate(loaded, scan, keep=keep, alpha=alpha, schemes=(scheme,), sensitivity=False)
+    assert ev.end is not None  # end=True (the default) measures it
     return ev.end[scheme]
 
 

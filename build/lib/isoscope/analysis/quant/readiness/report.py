@@ -80,12 +80,11 @@ class QuantReport:
     def overlapping(self) -> list[tuple[str, str]]:
         """Pairs of schemes whose end-metric intervals overlap (their order is not settled on
         these end texts), the better one first."""
-        if not self.interval or self.end is None:
+        end = self.end
+        if not self.interval or end is None:
             return []
         sign = 1.0 if self.metric == "kl" else -1.0
-        ranked = sorted(
-            (k for k in SCHEMES if k in self.interval), key=lambda k: sign * self.end[k]
-        )
+        ranked = sorted((k for k in SCHEMES if k in self.interval), key=lambda k: sign * end[k])
         return [
             (a, b)
             for i, a in enumerate(ranked)
@@ -326,7 +325,7 @@ def report_from(
     either way so the verdict can say what it would choose."""
     sweep = alpha_sweep(loaded, scan)
     given = alpha is not None
-    alpha = float(alpha) if given else best_alpha(sweep)
+    alpha = float(alpha) if alpha is not None else best_alpha(sweep)
     ev = evaluate(
         loaded,
         scan,

@@ -150,11 +150,16 @@ class QuantScan:
 
 
 def select_rows(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor | None:
-    """The non-padding rows of a projection input: (B, T, in) or a flattened (B*T, in)."""
+    """The non-padding rows of a projection input: (B, T, in), a flattened (B*T, in), or one
+    with extra axes of size one around the tokens ((B, 1, T, in): a latent attention's
+    up-projection fed one latent "head")."""
     if x.dim() == 3 and tuple(x.shape[:2]) == tuple(mask.shape):
         return x[mask]
     if x.dim() == 2 and x.shape[0] == mask.numel():
         return x[mask.reshape(-1)]
+    lead = [n for n in x.shape[:-1] if n != 1]
+    if x.dim() > 3 and lead == [n for n in mask.shape if n != 1]:
+        return x.reshape(*mask.shape, x.shape[-1])[mask]
     return None
 
 
@@ -217,7 +222,8 @@ def _end_texts(
     ``end_tokens`` instead: a causal model's states on a prefix are its states on the whole text,
     and the bootstrap over texts needs texts (2 texts of 128 tokens give no interval worth the
     name). A bidirectional model keeps whole texts, whose states a cut would change."""
-    used, rows = 0, []
+    used = 0
+    rows: list[int] = []
     for t, n in enumerate(lengths):
         if n == 0:
             continue
@@ -239,7 +245,7 @@ class _Recorder:
     pre-hook on the site's first projection), per block its output's per-dim max |h| and the
     sampled |h| (a forward hook), for the batch whose ``mask`` / ``sample`` are set."""
 
-    def __init__(self, site_map: SiteMap, blocks: list, d: int) -> None:
+    def __init__(self, site_map: SiteMap, blocks: list | torch.nn.ModuleList, d: int) -> None:
         self.site_map, self.d = site_map, d
         self.accs = [SiteAccumulator(s.width) for s in site_map.sites]
         self.block_max = torch.zeros(len(blocks), d, dtype=torch.float32)
@@ -380,7 +386,7 @@ def scan_sites(
         first.setdefault(named[site.paths[0]], []).append(i)
     pre = {module: recorder.site_hook(sites) for module, sites in first.items()}
     post = {block: recorder.block_hook(i) for i, block in enumerate(blocks)}
-    batches = plan_batches(lengths, batch_size)  # the one batching rule
+    batches = plan_batches(lengths, batch_size, group=tokenized.group)  # the one batching rule
     pad_id = pad_token_id(loaded)
     end = _EndTexts(lengths, end_tokens, pad_id, d, bool(loaded.info.is_causal))
     with forward_hooks(pre, pre=True), forward_hooks(post), torch.inference_mode():

@@ -34,6 +34,7 @@ from isoscope.plots.highnorm import (
     norm_histogram,
 )
 from isoscope.plots.massive import magnitudes_by_layer_figure, massive_frame
+from isoscope.ui.frame.literal import literal, message
 from isoscope.ui.frame.page import explainer
 from isoscope.ui.frame.tabs import lazy_tabs
 from isoscope.ui.sharing.downloads import download_buttons
@@ -48,7 +49,7 @@ SOURCES = """
 """
 
 
-@heavy(lambda loaded, *_: f"Scanning {loaded.info.display_name}:", "images")
+@heavy(lambda loaded, *_: f"Scanning {literal(loaded.info.display_name)}:", "images")
 def get_image_scan(loaded: LoadedModel, corpus, n_images: int, *, progress) -> ImageScan:
     """Massive activations and token norms of the first ``n_images`` images."""
     return scan_images(loaded, corpus.items[:n_images], progress=progress)
@@ -181,10 +182,10 @@ def scan_controls(
     try:
         scan = (get_image_scan if kind == "image" else get_audio_scan)(loaded, corpus, int(n_items))
     except IsoscopeError as exc:
-        st.error(f"**Cannot scan this model.** {exc}")
+        st.error(f"**Cannot scan this model.** {message(exc)}")
         return None
     for note in scan.notes if kind == "audio" else ():
-        st.info(note, icon=":material/info:")
+        st.info(message(note), icon=":material/info:")
     names = list(scan.massive.state_names)
     state_name = c2.select_slider(
         "Hidden state", names, value=names[-1], key=f"massive_{k.stem}_state", help=k.state_help
@@ -229,7 +230,7 @@ def headline(
     m2.metric("× median |h| there", f"{massive.ratio[peak]:,.0f}")
     m3.metric(f"High-norm {high} at {names[state]}", f"{shares[state]:.1%}")
     st.caption(
-        f"{loaded.info.display_name} · {counted} ({loaded.layout.describe()}) · {scan.seconds:.1f} s"
+        f"{literal(loaded.info.display_name)} · {counted} ({loaded.layout.describe()}) · {scan.seconds:.1f} s"
     )
 
 
@@ -315,14 +316,14 @@ def image_tab(
     try:
         picture = get_model_view(loaded, corpus, int(index))
     except IsoscopeError as exc:
-        st.error(str(exc))
+        st.error(message(exc))
         return
     patch_norms = scan.patch_norms(state, int(index))
     title = norm_map_title(scan, state, thresholds, "image")
     fig = image_norm_overlay(picture, patch_norms, float(thresholds[state]), title=title)
     norm_map(fig, int(index), "image")
     prefix = ", ".join(
-        f"{name} {scan.norms[state, int(index), i]:.2f}"
+        f"{literal(name)} {scan.norms[state, int(index), i]:.2f}"
         for i, name in enumerate(scan.token_names[: scan.prefix])
     )
     st.caption(
@@ -345,7 +346,7 @@ AUDIO_SOURCES = """
 """
 
 
-@heavy(lambda loaded, *_: f"Scanning {loaded.info.display_name}:", "clips")
+@heavy(lambda loaded, *_: f"Scanning {literal(loaded.info.display_name)}:", "clips")
 def get_audio_scan(loaded: LoadedModel, corpus, n_clips: int, *, progress) -> AudioScan:
     """Massive activations and frame norms of the first ``n_clips`` clips, own frames only."""
     return scan_audio(loaded, corpus.items[:n_clips], progress=progress)
@@ -406,7 +407,9 @@ def clip_tab(
         )
     )
     if not scan.frames[index]:
-        st.info(f"{corpus.texts[index]} gives no frame: it is shorter than the model reads.")
+        st.info(
+            f"{literal(corpus.texts[index])} gives no frame: it is shorter than the model reads."
+        )
         return
     title = norm_map_title(scan, state, thresholds, "audio")
     fig = clip_norm_figure(scan, index, state, float(thresholds[state]), title=title)

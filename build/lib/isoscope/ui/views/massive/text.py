@@ -35,16 +35,18 @@ from isoscope.plots.massive import (
     sink_share_figure,
     top_dims_frame,
 )
+from isoscope.ui.frame.literal import code, literal, message
 from isoscope.ui.frame.page import explainer
 from isoscope.ui.frame.tabs import lazy_tabs
 from isoscope.ui.sharing.downloads import download_buttons
+from isoscope.ui.sharing.links import dimension_links
 from isoscope.ui.widgets.charts import chart_with_downloads
 from isoscope.ui.widgets.controls import choice_slider
 from isoscope.ui.work.cached import cached, heavy
 from isoscope.ui.work.models import get_model
 
 
-@heavy(lambda loaded, *_: f"Scanning {loaded.info.display_name}:", "texts")
+@heavy(lambda loaded, *_: f"Scanning {literal(loaded.info.display_name)}:", "texts")
 def massive_scan(
     loaded: LoadedModel, corpus: Corpus, n_texts: int, max_length: int, *, progress
 ) -> MassiveScan:
@@ -108,7 +110,7 @@ def scan_or_stop(loaded: LoadedModel, corpus: Corpus, n_texts: int, max_length: 
     try:
         return massive_scan(loaded, corpus, n_texts, max_length)
     except IsoscopeError as exc:
-        st.error(f"**Cannot scan this model.** {exc}")
+        st.error(f"**Cannot scan this model.** {message(exc)}")
         st.stop()
         raise  # st.stop() raises
 
@@ -116,7 +118,7 @@ def scan_or_stop(loaded: LoadedModel, corpus: Corpus, n_texts: int, max_length: 
 def headline(loaded: LoadedModel, scan: MassiveScan) -> None:
     """The scan's notes, its four numbers and what it ran on."""
     for note in scan.notes:
-        st.caption(f"ℹ️ {note}")
+        st.caption(f"ℹ️ {message(note)}")
     massive = scan.massive
     peak = peak_state(massive)
 
@@ -133,7 +135,7 @@ def headline(loaded: LoadedModel, scan: MassiveScan) -> None:
     )
     m4.metric("int8 outlier features", str(len(scan.int8.outlier_features)) if scan.int8 else "—")
     st.caption(
-        f"{loaded.info.display_name} · {scan.n_texts:,} texts · {scan.n_tokens:,} tokens (first position "
+        f"{literal(loaded.info.display_name)} · {scan.n_texts:,} texts · {scan.n_tokens:,} tokens (first position "
         f"included) · max {scan.max_length} tokens per text · {scan.seconds:.1f} s"
     )
 
@@ -147,13 +149,14 @@ def layers_tab(scan: MassiveScan) -> None:
     st.markdown(
         f"The largest |h| is **{massive.top_value[peak, 0]:,.1f}** at hidden state "
         f"**{massive.state_names[peak]}**, dim **{massive.top_dim[peak, 0]}**, position "
-        f"**{massive.top_position[peak, 0]}** (token `{massive.top_token[peak, 0]}`): "
+        f"**{massive.top_position[peak, 0]}** (token {code(massive.top_token[peak, 0])}): "
         f"**{massive.ratio[peak]:,.0f} ×** the median |h| of that state."
     )
     fig_layers = magnitudes_by_layer_figure(massive)
     st.plotly_chart(fig_layers, width="stretch", key="massive_layers_chart")
     frame = massive_frame(massive)
     st.dataframe(frame, hide_index=True, width="stretch")
+    st.markdown(dimension_links(peak, dict.fromkeys(int(d) for d in massive.top_dim[peak])))
     download_buttons(
         "massive_layers",
         fig=fig_layers,
@@ -184,7 +187,7 @@ def text_tab(corpus: Corpus, max_length: int) -> None:
     try:
         view = text_view(get_model(), text, int(max_length))
     except IsoscopeError as exc:
-        st.error(str(exc))
+        st.error(message(exc))
         return
     fig_pos = layer_position_figure(view)
     chart_with_downloads(
@@ -224,7 +227,7 @@ def sinks_tab(scan: MassiveScan) -> None:
     if scan.sinks is None:
         why = [n for n in scan.notes if n.startswith("attention sinks skipped")]
         st.info(
-            why[0]
+            message(why[0])
             if why
             else "This model returned no attention weights, so there is no sink analysis."
         )
@@ -233,7 +236,7 @@ def sinks_tab(scan: MassiveScan) -> None:
         if sinks.other_layers:
             st.caption(
                 "Softmax-attention layers only; the others: "
-                + ", ".join(f"{k} ({v})" for k, v in sinks.other_layers.items())
+                + ", ".join(f"{literal(k)} ({literal(v)})" for k, v in sinks.other_layers.items())
             )
         st.markdown(
             f"**{sinks.share:.0%}** of the {sinks.alpha.size} (layer, head) pairs put more than "
@@ -275,6 +278,7 @@ def int8_tab(scan: MassiveScan) -> None:
     else:
         int8 = scan.int8
         st.markdown(f"**Verdict:** {int8.verdict()}")
+        st.markdown(dimension_links(peak_state(scan.massive), int8.outlier_features))
         fig_int8 = int8_figure(int8)
         chart_with_downloads(
             fig_int8,
@@ -306,8 +310,8 @@ outputs of each layer's two norms; a dim *counts* at a site when |x| ≥ {LLM_IN
 
 # ----------------------------------------------------------------------------- the tabs
 def tabs(corpus: Corpus, scan: MassiveScan, max_length: int) -> None:
-    """Lazy tabs (ui/frame/tabs.py): arriving on the page draws one section's charts, not all six
-    (the whole page took 1.1 s to draw on arrival)."""
+    """Lazy tabs (ui/frame/tabs.py): arriving on the page draws one section's charts, not all
+    six."""
     lazy_tabs(
         ["Massive activations", "One text", "Attention sinks", "int8 outlier features"],
         (

@@ -24,6 +24,7 @@ from isoscope.engine.extraction import ExtractionResult
 from isoscope.engine.load.models import LoadedModel
 from isoscope.engine.params import SEED
 from isoscope.plots import positional as plots
+from isoscope.ui.frame.literal import code, literal, message
 from isoscope.ui.frame.page import explainer, show_notices
 from isoscope.ui.sharing.downloads import download_buttons
 from isoscope.ui.views.positional.shared import SOURCES
@@ -70,7 +71,7 @@ Source: {SOURCES["vit"]}.
     table = patch_table(loaded) if layout.modality == "image" else None
     if table is None:
         st.info(
-            f"**{loaded.info.display_name}** has no table of learned position embeddings to draw: it uses "
+            f"**{literal(loaded.info.display_name)}** has no table of learned position embeddings to draw: it uses "
             f"{position_scheme_note(loaded.encoder, layout)}."
             + (" The position probe tab works without one." if layout.modality == "image" else "")
         )
@@ -79,7 +80,7 @@ Source: {SOURCES["vit"]}.
     prefix = ", ".join(layout.prefix[: table.prefix_rows]) or "none"
     unplaced = [name for name in layout.prefix[table.prefix_rows :]]
     st.caption(
-        f"`{table.path}`: {table.prefix_rows} prefix row(s) ({prefix}) and {rows}x{cols} patch rows"
+        f"{code(table.path)}: {table.prefix_rows} prefix row(s) ({prefix}) and {rows}x{cols} patch rows"
         + (f"; {', '.join(unplaced)} get no position embedding" if unplaced else "")
         + "."
         + (
@@ -144,7 +145,7 @@ Sources: {SOURCES["luo"]}; {SOURCES["vit"]}.
         )
         probe = grid_probe(result, settings)
     except IsoscopeError as exc:
-        st.error(str(exc))
+        st.error(message(exc))
         return
     rows, cols = probe.grid
     st.caption(

@@ -17,6 +17,7 @@ from isoscope.engine.errors import IsoscopeError
 from isoscope.engine.extraction import ExtractionResult
 from isoscope.engine.params import SEED
 from isoscope.plots import positional as plots
+from isoscope.ui.frame.literal import message
 from isoscope.ui.frame.page import explainer, load_or_stop, show_notices
 from isoscope.ui.sharing.downloads import download_buttons
 from isoscope.ui.views.positional.grid import grid_probe_view
@@ -45,7 +46,7 @@ def probe_tab() -> None:
     try:
         probe = probe_result(result, probe_settings(result))
     except IsoscopeError as exc:
-        st.error(str(exc))
+        st.error(message(exc))
     else:
         probe_accuracy_view(probe)
         probe_contribution_view(result, probe)

@@ -13,6 +13,7 @@ from isoscope.engine.extraction import ExtractionResult
 from isoscope.engine.load import models as engine_models
 from isoscope.engine.load.models import LoadedModel
 from isoscope.plots import positional as plots
+from isoscope.ui.frame.literal import message
 from isoscope.ui.frame.page import explainer
 from isoscope.ui.views.positional.shared import SOURCES, text_extraction
 from isoscope.ui.widgets.charts import chart_with_downloads
@@ -82,7 +83,7 @@ def queries_keys_tab() -> None:
         if with_random:
             stats.append(queries_keys(loaded, result, n_texts, max_length, True, rotation))
     except IsoscopeError as exc:
-        st.error(str(exc))
+        st.error(message(exc))
     else:
         queries_keys_view(stats, metric, rotary, len(texts), max_length)
 

@@ -7,6 +7,7 @@ import streamlit as st
 
 from isoscope.engine.extraction import ExtractionResult
 from isoscope.engine.load.models import LoadedModel
+from isoscope.ui.frame.literal import literal
 from isoscope.ui.frame.page import load_or_stop
 from isoscope.ui.work.media import applies_to_text
 from isoscope.ui.work.results import outlier_dims_by_state
@@ -42,7 +43,7 @@ def rotary_note(info, view: str) -> bool:
     if "rotary" not in str(info.position_embedding).lower():
         return False
     st.info(
-        f"**{info.display_name}** uses rotary position embeddings (RoPE; Su et al. 2021, "
+        f"**{literal(info.display_name)}** uses rotary position embeddings (RoPE; Su et al. 2021, "
         f"arXiv 2104.09864), so {_ROTARY_WHY[view]}. Whether the hidden states still carry absolute "
         "position is measurable: open the **Position probe** tab, which trains a linear probe on the "
         "hidden states of every layer.",

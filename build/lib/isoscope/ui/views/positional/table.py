@@ -18,6 +18,7 @@ from isoscope.analysis.positional.table import (
 from isoscope.engine.extraction import ExtractionResult
 from isoscope.engine.load.models import LoadedModel, position_table
 from isoscope.plots import positional as plots
+from isoscope.ui.frame.literal import literal
 from isoscope.ui.frame.page import explainer, load_or_stop
 from isoscope.ui.frame.tabs import lazy_tabs
 from isoscope.ui.sharing.downloads import download_buttons
@@ -59,7 +60,7 @@ def position_embeddings_tab() -> None:
     if position_table(loaded) is None:
         if not rotary_note(loaded.info, "table"):
             st.info(
-                f"**{loaded.info.display_name}** has no learned absolute position table (position embeddings: "
+                f"**{literal(loaded.info.display_name)}** has no learned absolute position table (position embeddings: "
                 f"{loaded.info.position_embedding}). Pick the default model or a random BERT/GPT-2 in the sidebar; "
                 "the variance lab tab works without one."
             )
@@ -70,7 +71,7 @@ def position_embeddings_tab() -> None:
 def frame_table_caption(loaded: LoadedModel) -> None:
     """What a position is in an audio model's table of frames (Whisper)."""
     st.caption(
-        f"**{loaded.info.display_name}** adds a table of audio frame positions "
+        f"**{literal(loaded.info.display_name)}** adds a table of audio frame positions "
         f"({loaded.info.position_embedding}); a position is one "
         f"{1000 / (loaded.info.frames_per_second or 1):g} ms frame of the clip. Whisper's table "
         "is fixed sinusoids, not learned, so its geometry is the formula's (Radford et al. "
@@ -167,7 +168,7 @@ def table_extreme_view(
 def embedding_layernorm_view(loaded: LoadedModel, all_outliers: list[int]) -> None:
     ln = embedding_norm(loaded)
     if ln is None:
-        st.info(f"**{loaded.info.display_name}** has no embedding LayerNorm.")
+        st.info(f"**{literal(loaded.info.display_name)}** has no embedding LayerNorm.")
         return
     name, gamma, beta = ln
     fig_ln = plots.layernorm_params(gamma, beta, name, all_outliers)

@@ -20,6 +20,7 @@ from isoscope.engine.errors import IsoscopeError
 from isoscope.engine.extraction import ExtractionResult
 from isoscope.engine.load.models import LoadedModel
 from isoscope.plots import positional as plots
+from isoscope.ui.frame.literal import literal, message
 from isoscope.ui.frame.page import explainer
 from isoscope.ui.sharing.downloads import download_buttons
 from isoscope.ui.views.positional.shared import SOURCES, rotary_note, text_extraction
@@ -54,7 +55,7 @@ def tupe_tab() -> None:
     reason = supports_tupe(loaded)
     if reason is not None:
         if not rotary_note(loaded.info, "tupe"):
-            st.info(f"Not available for this model: {reason}")
+            st.info(f"Not available for this model: {literal(reason)}")
         return
     c1, c2, c3 = st.columns([1, 2, 1])
     n_texts = c1.slider(
@@ -67,7 +68,7 @@ def tupe_tab() -> None:
     try:
         summary = tupe_terms(loaded, result, n_texts)
     except IsoscopeError as exc:
-        st.error(str(exc))
+        st.error(message(exc))
         return
     tupe_shares_view(summary)
     tupe_text_view(loaded, result, summary)

@@ -22,6 +22,7 @@ from isoscope.engine.errors import IsoscopeError
 from isoscope.engine.extraction import ExtractionResult
 from isoscope.engine.load.models import LoadedModel
 from isoscope.plots import positional as plots
+from isoscope.ui.frame.literal import literal, message
 from isoscope.ui.frame.page import explainer
 from isoscope.ui.views.positional.shared import SOURCES, text_extraction
 from isoscope.ui.widgets.charts import chart_with_downloads
@@ -53,7 +54,7 @@ def variance_lab_tab() -> None:
         causal = curves_pair[0]
         bidir = curves_pair[1] if contrast else None
     except IsoscopeError as exc:
-        st.error(str(exc))
+        st.error(message(exc))
     else:
         random_variance_view(causal, bidir)
 
@@ -177,11 +178,11 @@ def model_variance_view() -> None:
     try:
         curves = model_variance(loaded, result)
     except IsoscopeError as exc:
-        st.error(str(exc))
+        st.error(message(exc))
     else:
         if not loaded.info.is_causal:
             st.info(
-                f"{loaded.info.display_name} is bidirectional: every "
+                f"{literal(loaded.info.display_name)} is bidirectional: every "
                 "token attends to the whole text, so expect no 1/m law."
             )
         if loaded.info.position_embedding.startswith("absolute"):

@@ -11,6 +11,7 @@ from isoscope.analysis.quant.recipe import Recipe, build_recipe, predict
 from isoscope.engine.errors import IsoscopeError
 from isoscope.engine.inputs.corpus import Corpus
 from isoscope.engine.load.models import LoadedModel, private_copy
+from isoscope.ui.frame.literal import message
 from isoscope.ui.sharing.downloads import download_buttons
 from isoscope.ui.views.quant.shared import RECIPE_ANCHOR
 from isoscope.ui.widgets.controls import interval_slider
@@ -48,11 +49,11 @@ def recipe_section(
             loaded, corpus, n_texts, max_length, report.keep, report.alpha, float(share), report
         )
     except IsoscopeError as exc:
-        st.error(f"**No recipe for this model.** {exc}")
+        st.error(f"**No recipe for this model.** {message(exc)}")
         return
     st.markdown(f"**{recipe.decision()}** The recipe below carries it out.")
     for note in recipe.notes:
-        st.caption(f"ℹ️ {note}")
+        st.caption(f"ℹ️ {message(note)}")
     cols = st.columns(3)
     cols[0].download_button(
         "llm-compressor recipe (YAML)",

@@ -21,17 +21,20 @@ from isoscope.engine.errors import IsoscopeError
 from isoscope.engine.inputs.corpus import Corpus
 from isoscope.engine.inputs.pairs import SentencePairs, read_pairs_csv, sts_sample
 from isoscope.engine.load.models import LoadedModel, private_copy
+from isoscope.ui.frame.literal import literal, message
 from isoscope.ui.frame.page import explainer
 from isoscope.ui.sharing.exports import remember_quant
 from isoscope.ui.widgets.controls import choice_slider, interval_number, interval_slider
 from isoscope.ui.widgets.ranges import QUANT_ALPHA_AUTO, QUANT_PAIRS
+from isoscope.ui.widgets.upload import file_upload
 from isoscope.ui.work.cached import heavy
 
 RAN_KEY = "quant_ran"
 
 
 @heavy(
-    lambda loaded, *_: f"Recording the projection inputs of {loaded.info.display_name}:", "batches"
+    lambda loaded, *_: f"Recording the projection inputs of {literal(loaded.info.display_name)}:",
+    "batches",
 )
 def quant_scan(
     loaded: LoadedModel, corpus: Corpus, n_texts: int, max_length: int, *, progress
@@ -93,7 +96,7 @@ def choose_pairs() -> SentencePairs | None:
     if choice == QUANT_PAIRS.options[1]:
         return sts_sample()
     if choice == QUANT_PAIRS.options[2]:
-        upload = st.file_uploader(
+        upload = file_upload(
             "Pairs CSV: sentence1,sentence2,score",
             type=["csv", "tsv", "txt"],
             key="quant_pairs_csv",
@@ -187,7 +190,7 @@ def pairs_or_none(loaded: LoadedModel) -> SentencePairs | None:
     try:
         return choose_pairs()
     except IsoscopeError as exc:
-        st.error(f"**Cannot read the pairs file.** {exc}")
+        st.error(f"**Cannot read the pairs file.** {message(exc)}")
         return None
 
 
@@ -200,7 +203,7 @@ def report_or_stop(
     ran = st.session_state.setdefault(RAN_KEY, [])
     if run not in ran:
         st.info(
-            f"The analysis runs {loaded.info.display_name} over {n_texts} texts once, then simulates six "
+            f"The analysis runs {literal(loaded.info.display_name)} over {n_texts} texts once, then simulates six "
             "schemes and one block at a time: from seconds (small models) to a minute or more."
         )
         if not st.button("Run the quantization analysis", key="quant_run", type="primary"):
@@ -210,6 +213,6 @@ def report_or_stop(
         report = get_report(loaded, corpus, n_texts, max_length, keep, alpha, pairs)
         remember_quant(loaded, corpus, report)  # the Overview's report download adds its section
     except IsoscopeError as exc:
-        st.error(f"**Cannot analyse this model.** {exc}")
+        st.error(f"**Cannot analyse this model.** {message(exc)}")
         st.stop()
     return report

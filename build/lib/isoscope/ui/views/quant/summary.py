@@ -10,6 +10,7 @@ from isoscope.analysis.quant.readiness.report import MIN_BOOTSTRAP_TEXTS
 from isoscope.analysis.quant.schemes import SCHEME_LABELS
 from isoscope.engine.inputs.pairs import SentencePairs
 from isoscope.engine.load.models import LoadedModel
+from isoscope.ui.frame.literal import literal, message
 from isoscope.ui.views.quant.shared import RECIPE_ANCHOR
 
 
@@ -18,7 +19,7 @@ def summary(loaded: LoadedModel, report: QuantReport, pairs: SentencePairs | Non
     keep = report.keep
     scan = report.scan
     for note in scan.notes:
-        st.caption(f"ℹ️ {note}")
+        st.caption(f"ℹ️ {message(note)}")
 
     recipe_link = f" [The decision and its recipe ↓](#{RECIPE_ANCHOR})" if report.end else ""
     st.markdown(f"**Verdict.** {report.verdict()}{recipe_link}")
@@ -59,9 +60,9 @@ def summary(loaded: LoadedModel, report: QuantReport, pairs: SentencePairs | Non
             cols[0].metric("STS Spearman × 100, full precision", f"{sts['full_precision']:.1f}")
             for col, k in zip(cols[1:], ("per_token", "keep_k", "rotation"), strict=True):
                 col.metric(f"STS, {SCHEME_LABELS[k]}", f"{sts[k]:.1f}", f"{change[k]:+.1f}")
-            st.caption(f"STS on {len(pairs):,} pairs from {pairs.name}.")
+            st.caption(f"STS on {len(pairs):,} pairs from {literal(pairs.name)}.")
     st.caption(
-        f"{loaded.info.display_name} · {scan.n_texts:,} texts · {scan.n_tokens:,} tokens · "
+        f"{literal(loaded.info.display_name)} · {scan.n_texts:,} texts · {scan.n_tokens:,} tokens · "
         f"{len(scan.sites)} sites · site errors and medians on a seeded sample of {scan.error_tokens:,} "
         f"tokens · end metric on the first {scan.end_ids.shape[0]} texts ({scan.end_tokens:,} tokens) · "
         f"pass {scan.seconds:.1f} s"

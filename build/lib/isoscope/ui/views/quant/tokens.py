@@ -10,6 +10,7 @@ from isoscope.engine.errors import IsoscopeError
 from isoscope.engine.inputs.corpus import Corpus
 from isoscope.engine.load.models import LoadedModel
 from isoscope.plots.quant import magnitude_figure
+from isoscope.ui.frame.literal import message
 from isoscope.ui.frame.page import explainer
 from isoscope.ui.sharing.downloads import download_buttons
 from isoscope.ui.views.quant.shared import site_name
@@ -39,7 +40,7 @@ def tokens_tab(
     try:
         tiles = site_tiles(loaded, corpus, n_texts, max_length, scan.sites[int(index)].site)
     except IsoscopeError as exc:
-        st.error(str(exc))
+        st.error(message(exc))
         return
     fig = magnitude_figure(tiles)
     st.plotly_chart(fig, width="stretch", key="quant_tiles_chart")
