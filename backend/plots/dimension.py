@@ -9,6 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from isoscope.analysis.dimension import DimensionCard
+from isoscope.plots.axes import log_axis
 
 STATISTICS = {  # the contribution columns a figure can show: key -> label
     "mean": "mean over tokens",
@@ -117,12 +118,11 @@ def histogram_figure(card: DimensionCard) -> go.Figure:
     fig.update_layout(
         xaxis_title=f"{card.title} at state {card.state_names[card.state]}",
         yaxis_title="tokens",
-        yaxis_type="log",
         bargap=0,
         height=300,
         margin=dict(t=20, b=40),
     )
-    return fig
+    return log_axis(fig)
 
 
 def top_tokens_frame(card: DimensionCard) -> pd.DataFrame:

@@ -20,6 +20,7 @@ from isoscope.ui.frame.literal import message
 from isoscope.ui.frame.page import explainer
 from isoscope.ui.sharing.links import state_index
 from isoscope.ui.widgets import dimension_card as card_sections
+from isoscope.ui.widgets.upload import file_upload
 from isoscope.ui.work.cached import heavy
 
 KINDS = ("dimension", "mean direction", "principal component", "a vector (.npy)")
@@ -127,11 +128,11 @@ def controls(result: ExtractionResult):
     elif kind == "principal component":
         component = int(c3.number_input("Component", 1, 20, 1, key="dim_pc"))
     else:
-        upload = c3.file_uploader("u (.npy)", type=["npy"], key="dim_upload")
+        upload = file_upload("u (.npy)", type=["npy"], key="dim_upload", where=c3)
         if upload is None:
             st.info(f"Upload a .npy file holding one vector of {width} values.")
             st.stop()
-        data = upload.getvalue()
+        data = upload.data
         sha = hashlib.sha256(data).hexdigest()
         direction = _read_upload(data)
     d1, d2, d3 = st.columns(3)

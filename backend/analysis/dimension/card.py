@@ -27,6 +27,7 @@ from isoscope.analysis.dimension.settings import DimensionSettings
 from isoscope.analysis.quant.sites import weight_matrix
 from isoscope.engine.arch import is_causal, wiring
 from isoscope.engine.arch.memo import ModelFacts
+from isoscope.engine.device import to_numpy
 from isoscope.engine.errors import InputError, UnsupportedModelError
 from isoscope.engine.extraction import tokenize
 from isoscope.engine.extraction.tokenization import is_punct
@@ -527,7 +528,7 @@ def readers(loaded, u: np.ndarray, dim: int | None) -> list[dict]:
                 continue
             g = torch.as_tensor(gamma, dtype=torch.float32, device=w.device)
             norms = torch.linalg.vector_norm(w.float(), dim=0) * g.abs()
-            columns = norms.double().cpu().numpy()  # (in,)
+            columns = to_numpy(norms)  # (in,)
             if dim is not None:
                 reads = float(columns[dim])
             else:

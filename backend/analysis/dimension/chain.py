@@ -34,6 +34,7 @@ import torch
 
 from isoscope.analysis.quant.sites import weight_matrix
 from isoscope.engine.arch import Norm, Wiring, architecture, blocks_of, projection_inputs
+from isoscope.engine.device import to_numpy
 from isoscope.engine.errors import UnsupportedModelError
 
 SPLIT_TOLERANCE = 1e-4  # relative: a head / expert split is kept when it sums to its row to this
@@ -76,15 +77,11 @@ def norm_parameters(module: torch.nn.Module, norm: Norm, width: int):
     """(effective gamma, beta or None, eps) of a norm as float64 numpy arrays."""
     weight = getattr(module, "weight", None)
     if isinstance(weight, torch.Tensor) and weight.shape == (width,):
-        gamma = weight.detach().double().cpu().numpy() + norm.gamma_offset
+        gamma = to_numpy(weight) + norm.gamma_offset
     else:
         gamma = np.ones(width)
     bias = getattr(module, "bias", None)
-    beta = (
-        bias.detach().double().cpu().numpy()
-        if isinstance(bias, torch.Tensor) and bias.shape == (width,)
-        else None
-    )
+    beta = to_numpy(bias) if isinstance(bias, torch.Tensor) and bias.shape == (width,) else None
     eps = next(
         (
             float(getattr(module, a))
@@ -120,7 +117,7 @@ def measured_eps(module: torch.nn.Module, kind: str, gamma: np.ndarray, beta) ->
     y = y[0] if isinstance(y, tuple | list) else y
     if not isinstance(y, torch.Tensor) or y.shape[-1] != width:
         return 0.0
-    y = y.reshape(-1, width)[0].double().cpu().numpy() - (0.0 if beta is None else beta)
+    y = to_numpy(y.reshape(-1, width)[0]) - (0.0 if beta is None else beta)
     j = int(np.argmax(np.abs(gamma * x)))
     if not y[j] or not gamma[j] * x[j]:
         return 0.0
@@ -300,7 +297,7 @@ def _split_heads(b: _Builder, found, v: np.ndarray, scales: tuple, layer: int) -
     if found is None:
         return
     proj, heads = found
-    w = weight_matrix(proj).detach().double().cpu().numpy()  # (out, in)
+    w = to_numpy(weight_matrix(proj))  # (out, in)
     if w.shape[0] != len(v):
         return
     reading = (w.T @ v).reshape(heads, -1)  # (H, dh): head h's input read along v
@@ -313,9 +310,7 @@ def _split_heads(b: _Builder, found, v: np.ndarray, scales: tuple, layer: int) -
             Row(layer, "attention head", ((1, f"{name}:{h}"),), scales=scales, index=h, group=group)
         )
     bias = getattr(proj, "bias", None)
-    const = (
-        float(bias.detach().double().cpu().numpy() @ v) if isinstance(bias, torch.Tensor) else 0.0
-    )
+    const = float(to_numpy(bias) @ v) if isinstance(bias, torch.Tensor) else 0.0
     b.plan.rows.append(Row(layer, "attention bias", const=const, scales=scales, group=group))
 
 

@@ -14,6 +14,7 @@ from isoscope.analysis.dimension.chain import Plan, norm_scale
 from isoscope.engine.arch.hooks import forward_hooks
 from isoscope.engine.arch.norms import first_tensor
 from isoscope.engine.budget.batching import plan_batches
+from isoscope.engine.device import to_numpy
 from isoscope.engine.errors import UnsupportedModelError
 from isoscope.engine.extraction import TokenizedCorpus, pad_batch, pad_token_id, residual_states
 
@@ -243,21 +244,19 @@ def run_pass(
             states = residual_states(out, encoder)
             taken = recorder.take()
             if taken:  # one transfer per batch: every probe's (N,) values stacked
-                stacked = torch.stack(list(taken.values())).double().cpu().numpy()
+                stacked = to_numpy(torch.stack(list(taken.values())))
                 for name, row in zip(taken, stacked, strict=True):
                     measured.setdefault(name, []).append(row)
             chosen = states[state][mask_t].float()  # (N, d)
-            values.append(
-                torch.stack([(s.float() @ ut)[mask_t] for s in states]).double().cpu().numpy()
-            )
+            values.append(to_numpy(torch.stack([(s.float() @ ut)[mask_t] for s in states])))
             if lens is not None:
-                lens_scales.append(norm_scale(chosen, *lens).double().cpu().numpy())
+                lens_scales.append(to_numpy(norm_scale(chosen, *lens)))
             chosen64 = chosen.double()
-            state_sum += chosen64.sum(0).cpu().numpy()
-            state_sumsq += chosen64.pow(2).sum(0).cpu().numpy()
+            state_sum += to_numpy(chosen64.sum(0))
+            state_sumsq += to_numpy(chosen64.pow(2).sum(0))
             picked = rng.random(len(chosen)) < keep_share
             if picked.any():
-                sample.append(chosen64[torch.from_numpy(picked).to(device)].cpu().numpy())
+                sample.append(to_numpy(chosen64[torch.from_numpy(picked).to(device)]))
             lengths = tokenized.lengths[rows]
             meta.append(
                 np.column_stack(

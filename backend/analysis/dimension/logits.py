@@ -7,6 +7,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from isoscope.engine.device import to_numpy
+
 
 def _token_text(tok, ids) -> list[str]:
     return [str(t) for t in tok.convert_ids_to_tokens([int(i) for i in ids])]
@@ -41,7 +43,7 @@ def logit_effect(
         centred = u - u.mean() if final.kind == "layernorm" else u
         coef, direction = raw_value / result.lens_scale, gamma * centred
     along = torch.as_tensor(direction, dtype=torch.float32, device=w_u.device)
-    per_token = (w_u.float() @ along).double().cpu().numpy()  # (V,) logit change per unit of coef
+    per_token = to_numpy(w_u.float() @ along)  # (V,) logit change per unit of coef
     mean_coef = float(coef.mean())
     top_coef = float(coef[top].mean()) if len(top) else 0.0
     effect = mean_coef * per_token

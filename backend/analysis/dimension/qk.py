@@ -20,6 +20,7 @@ import torch
 
 from isoscope.engine.arch import architecture
 from isoscope.engine.arch.norms import first_tensor
+from isoscope.engine.device import to_numpy
 from isoscope.engine.errors import UnsupportedModelError
 
 
@@ -125,8 +126,8 @@ class QKShare:
         """One row per layer and head: ``layer`` (1..L), ``head``, ``share`` (None without pairs)."""
         out = []
         for layer in sorted(self.part):
-            part = self.part[layer].double().cpu().numpy()
-            total = self.total[layer].double().cpu().numpy()
+            part = to_numpy(self.part[layer])
+            total = to_numpy(self.total[layer])
             for head, (p, t) in enumerate(zip(part, total, strict=True)):
                 out.append({"layer": layer, "head": head, "share": float(p / t) if t > 0 else None})
         return out
