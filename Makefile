@@ -35,7 +35,7 @@ run: $(STAMP)
 	.venv/bin/isoscope serve --address $(ADDRESS) --port $(PORT) $(if $(SHARED),--shared)
 
 test: $(STAMP) lint
-	$(PYTEST) --durations=30 tests
+	$(PYTEST) -n 2 --durations=30 tests
 
 # the edit-test loop: the unit tier without its slow tests, on both cores (pytest-xdist)
 test-fast: $(STAMP)

@@ -5,7 +5,6 @@ no traceback, message or server path, while the server's log (stderr) gets all o
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest
@@ -17,14 +16,11 @@ ROOT = Path(APP).parent
 
 
 def _page_stems() -> list[str]:
-    """The URL path of every page app.PAGES lists (read with ast: nothing runs at collection)."""
-    tree = ast.parse((ROOT / "app.py").read_text(encoding="utf-8"))
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(
-            getattr(t, "id", None) == "PAGES" for t in node.targets
-        ):
-            return [Path(f).stem for f, _title, _icon in ast.literal_eval(node.value)]
-    raise AssertionError("app.py has no PAGES list")
+    """The URL path of every declared analysis's page (isoscope.analysis.ANALYSES, which the
+    navigation reads)."""
+    from isoscope.analysis import ANALYSES
+
+    return [a.name for a in ANALYSES if (ROOT / "pages" / a.page).exists()]
 
 
 def _planted(*args, **kwargs):
