@@ -63,6 +63,7 @@ class _Recorder:
         """The real tokens' rows of ``x``, (N, ...). A module may see the batch as (B, T, ...) or
         flattened to (B * T, ...) (OPT's MLP); anything else is not one row per token."""
         mask = self.mask
+        assert mask is not None, "a batch's mask is set before its forward pass"
         if tuple(x.shape[: mask.ndim]) != tuple(mask.shape) and x.shape[0] == mask.numel():
             x = x.reshape(*mask.shape, *x.shape[1:])
         if tuple(x.shape[: mask.ndim]) != tuple(mask.shape):

@@ -30,6 +30,7 @@ Compare trained weights with a random-init copy (``isoscope.engine.load.models.r
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
@@ -323,7 +324,7 @@ def qk_stats(
         # layers that made no attention call: one batch again, watching their own scores, so
         # that the refusal says what they compute instead
         index = block_index(model)
-        batches = forward_batches(loaded, tokenized, batch_size)
+        batches = cast(Generator, forward_batches(loaded, tokenized, batch_size))
         with eager_attention(model), score_calls(loaded.encoder, lambda call: None, on_other):
             next(batches, None)
         batches.close()

@@ -7,6 +7,7 @@ the activation function (ReLU, TopK, JumpReLU) comes after, and the card says so
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -48,7 +49,7 @@ def normalisation_note(sae: SparseAutoencoder) -> str | None:
 
 
 def feature_settings(
-    sae: SparseAutoencoder, state: int, feature: int, **card: object
+    sae: SparseAutoencoder, state: int, feature: int, **card: Any
 ) -> DimensionSettings:
     """The :class:`DimensionSettings` of feature ``feature`` of ``sae`` read at ``state``
     (``card``: the card's other settings, e.g. ``max_length``, ``ablation_texts``)."""
@@ -70,7 +71,7 @@ def feature_settings(
 
 
 def feature_card(
-    loaded, texts, sae: SparseAutoencoder, state: int, feature: int, progress=None, **card: object
+    loaded, texts, sae: SparseAutoencoder, state: int, feature: int, progress=None, **card: Any
 ) -> DimensionCard:
     """The dimension card of feature ``feature``'s pre-activation at ``state`` on ``texts``,
     with :func:`activation_note` (and :func:`normalisation_note`) among its notes."""

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -26,7 +26,7 @@ def probe_vocab(model: torch.nn.Module) -> int:
     vocab = int(getattr(model.config, "vocab_size", 0) or 0)
     if vocab <= 0:
         try:
-            vocab = int(model.get_input_embeddings().num_embeddings)
+            vocab = int(cast(Any, model).get_input_embeddings().num_embeddings)
         except Exception:
             vocab = 256
     return vocab

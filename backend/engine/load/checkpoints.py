@@ -13,7 +13,7 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -148,7 +148,7 @@ def encoder_of(model: torch.nn.Module, config: Any = None) -> torch.nn.Module:
         getattr(model, "get_encoder", None)
     ):
         return model
-    encoder = model.get_encoder()
+    encoder = cast(Any, model).get_encoder()
     if getattr(encoder, "config", None) is None:
         encoder.config = config
     return encoder
