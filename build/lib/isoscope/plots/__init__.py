@@ -1,1 +1,0 @@
-"""Plotly figure builders. Each returns a ``plotly.graph_objects.Figure``; no Streamlit here."""
