@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from isoscope.analysis.anisotropy import StateIsotropy, top_cosine_dims
+from isoscope.plots.axes import lowest
 
 # One colour per series, the same on every chart of the page.
 SERIES_COLOURS = {
@@ -351,6 +352,6 @@ def mean_shift_contrast_figure(raw: StateIsotropy, centered: StateIsotropy) -> g
     )
     fig.update_xaxes(type="category", title_text="hidden state")
     fig.update_yaxes(
-        range=[min(0.0, float(np.nanmin(frame["anisotropy_mean_centered"]))) - 0.02, 1.0], col=2
+        range=[min(0.0, lowest(frame["anisotropy_mean_centered"])) - 0.02, 1.0], col=2
     )
     return fig

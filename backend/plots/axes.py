@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+import numpy as np
 import plotly.graph_objects as go
 
 # What a log axis of an isoscope figure carries (tests check every log axis for it).
@@ -21,3 +22,11 @@ def log_axis(fig: go.Figure, axis: Literal["x", "y"] = "y", **where) -> go.Figur
     update = fig.update_yaxes if axis == "y" else fig.update_xaxes
     update(**LOG_AXIS, **where)
     return fig
+
+
+def lowest(values) -> float:
+    """The smallest finite value of ``values`` for an axis range; 0.0 when none is finite (an
+    undefined metric, e.g. anisotropy of a one-text corpus, leaves the axis at its default)."""
+    array = np.asarray(values, dtype=float)
+    finite = array[np.isfinite(array)]
+    return float(finite.min()) if finite.size else 0.0

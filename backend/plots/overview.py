@@ -8,6 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from isoscope.engine.store.provenance import reuse_line
+from isoscope.plots.axes import lowest
 
 
 def model_card_rows(model: dict) -> list[dict[str, str]]:
@@ -80,7 +81,7 @@ def anisotropy_line(
         xaxis_title="hidden state",
         xaxis_type="category",
         yaxis_title="mean cosine",
-        yaxis_range=[min(0.0, float(np.nanmin(anisotropy)) - 0.05), 1.0],
+        yaxis_range=[min(0.0, lowest(anisotropy) - 0.05), 1.0],
         height=340,
         margin=dict(l=40, r=20, t=50, b=40),
     )

@@ -103,3 +103,14 @@ def test_no_figure_asks_plotly_for_a_log_axis_without_the_helper():
         if LOG_REQUEST.search(line) and not line.lstrip().startswith("#")
     ]
     assert offenders == [], "use isoscope.plots.axes.log_axis for " + ", ".join(offenders)
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [([0.3, float("nan"), -0.1], -0.1), ([float("nan"), float("nan")], 0.0), ([], 0.0), ([2.0], 2.0)],
+)
+def test_lowest_ignores_undefined_values(values, expected):
+    """An axis range from a metric that is undefined at some or all states (NaN) stays finite."""
+    from isoscope.plots.axes import lowest
+
+    assert lowest(values) == expected
