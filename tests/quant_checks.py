@@ -20,7 +20,9 @@ def snapshot(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 def _ours(hooks) -> list:
     """The hooks isoscope placed: transformers installs its own output-capturing hooks once, on
     the first forward that asks for hidden states, and keeps them; those are the model's."""
-    return [h for h in hooks.values() if not getattr(h, "__module__", "").startswith("transformers")]
+    return [
+        h for h in hooks.values() if not getattr(h, "__module__", "").startswith("transformers")
+    ]
 
 
 def hook_counts(model: torch.nn.Module) -> dict[str, tuple[int, int]]:

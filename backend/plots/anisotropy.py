@@ -351,7 +351,5 @@ def mean_shift_contrast_figure(raw: StateIsotropy, centered: StateIsotropy) -> g
         legend=dict(orientation="h", y=-0.2),
     )
     fig.update_xaxes(type="category", title_text="hidden state")
-    fig.update_yaxes(
-        range=[min(0.0, lowest(frame["anisotropy_mean_centered"])) - 0.02, 1.0], col=2
-    )
+    fig.update_yaxes(range=[min(0.0, lowest(frame["anisotropy_mean_centered"])) - 0.02, 1.0], col=2)
     return fig

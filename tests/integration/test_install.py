@@ -24,7 +24,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
-    pytest.importorskip("setuptools", reason="setuptools (isoscope's build backend) is not installed")
+    pytest.importorskip(
+        "setuptools", reason="setuptools (isoscope's build backend) is not installed"
+    )
     out = tmp_path_factory.mktemp("dist")
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
@@ -53,7 +55,9 @@ def test_wheel_holds_the_packages_the_app_and_the_command(wheel):
     ):
         assert required in names, f"{required} missing from {wheel.name}"
     top_level = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
-    assert top_level == {"isoscope"}, f"the wheel installs more than one top-level name: {top_level}"
+    assert top_level == {"isoscope"}, (
+        f"the wheel installs more than one top-level name: {top_level}"
+    )
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     assert "isoscope = isoscope.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
 

@@ -2,4 +2,6 @@
 
 from __future__ import annotations
 
-SELECTION_KEY = "isoscope_selection"  # the Selection the pages analyse (isoscope.ui.frame.sidebar writes it)
+SELECTION_KEY = (
+    "isoscope_selection"  # the Selection the pages analyse (isoscope.ui.frame.sidebar writes it)
+)

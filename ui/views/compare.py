@@ -131,7 +131,9 @@ def trajectory_of(paths: list[str]) -> Trajectory:
     corpus and settings, memoised by each checkpoint's fingerprint: adding a checkpoint reruns the
     summary, and the disk cache makes only the new checkpoint's extraction run."""
     sel = get_selection()
-    for path in paths:  # a shared server opens only the operator's folders (isoscope.ui.server.access)
+    for (
+        path
+    ) in paths:  # a shared server opens only the operator's folders (isoscope.ui.server.access)
         access.policy().check_model_source(path)
     checkpoints = resolve_checkpoints(paths)
     identity = tuple((c.step, str(c.path), _fingerprint(c.path)) for c in checkpoints)

@@ -107,7 +107,12 @@ def test_no_figure_asks_plotly_for_a_log_axis_without_the_helper():
 
 @pytest.mark.parametrize(
     ("values", "expected"),
-    [([0.3, float("nan"), -0.1], -0.1), ([float("nan"), float("nan")], 0.0), ([], 0.0), ([2.0], 2.0)],
+    [
+        ([0.3, float("nan"), -0.1], -0.1),
+        ([float("nan"), float("nan")], 0.0),
+        ([], 0.0),
+        ([2.0], 2.0),
+    ],
 )
 def test_lowest_ignores_undefined_values(values, expected):
     """An axis range from a metric that is undefined at some or all states (NaN) stays finite."""
