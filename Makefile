@@ -60,6 +60,7 @@ test-hostile: $(STAMP)
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 	$(MAKE) --no-print-directory typecheck
 
 # mypy on the backend as the installed package `isoscope`: the folder backend/ is that package, which
